@@ -1,0 +1,1 @@
+"""The iamgate control plane: the only writer of MongoDB."""

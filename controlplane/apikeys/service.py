@@ -1,0 +1,117 @@
+"""Application API keys: server-to-server credentials of one application.
+
+The secret is shown once at creation; only its SHA-256 digest is stored.  The key
+carries a permission list (default: every V1 permission) and is accepted as
+``Authorization: Bearer <key>`` on its own application's V1 routes, never on
+JWT-owner routes.  The prefix (``sk_test_``/``sk_live_``) follows the application's
+``is_test_mode``.
+"""
+from __future__ import annotations
+
+from pymongo import ASCENDING, IndexModel
+
+from shared.errors import NotFound, ValidationFailed
+from shared.engine import is_valid_permission
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import isoformat, seconds
+from shared.validation import List, Schema, String
+
+V1_PERMISSIONS = (
+    "roles:read", "roles:manage", "authz:check", "webhooks:manage", "oidc:manage",
+    "policies:read", "policies:manage", "users:read", "users:manage",
+)
+
+INDEXES = {
+    "api_keys": [
+        IndexModel([("key_digest", ASCENDING)], unique=True),
+        IndexModel([("app_id", ASCENDING), ("created_at", ASCENDING)]),
+    ]
+}
+
+CREATE = Schema({
+    "name": String(required=True, max_len=255),
+    "permissions": List(String(max_len=201), min_items=1, max_items=100,
+                        description="resource:action patterns; default every V1 permission"),
+})
+
+API_KEY_RESPONSE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "name": {"type": "string"},
+        "key_prefix": {"type": "string"},
+        "permissions": {"type": "array", "items": {"type": "string"}},
+        "created_at": {"type": "string", "format": "date-time"},
+        "last_used_at": {"type": ["string", "null"], "format": "date-time"},
+        "key": {"type": "string", "description": "the secret; only in the create response"},
+    },
+}
+
+_TOUCH_EVERY = seconds(60)
+
+
+class ApiKeyService:
+    def __init__(self, store, clock):
+        self._keys = store["api_keys"]
+        self._clock = clock
+
+    def create(self, app: dict, values: dict) -> tuple[dict, str]:
+        permissions = values.get("permissions") or list(V1_PERMISSIONS)
+        bad = [p for p in permissions if not is_valid_permission(p)]
+        if bad:
+            raise ValidationFailed({"permissions": f"not in resource:action form: {', '.join(bad)}"})
+        prefix = "sk_test_" if app.get("is_test_mode") else "sk_live_"
+        secret = prefix + random_token(32)
+        doc = {
+            "_id": new_id(),
+            "app_id": app["_id"],
+            "name": values["name"],
+            "key_prefix": secret[:12],
+            "key_digest": digest(secret),
+            "permissions": permissions,
+            "created_at": self._clock(),
+            "last_used_at": None,
+            "revoked_at": None,
+        }
+        self._keys.insert_one(doc)
+        return doc, secret
+
+    def list(self, app_id: str) -> list[dict]:
+        return list(self._keys.find({"app_id": app_id, "revoked_at": None}).sort("created_at", ASCENDING))
+
+    def revoke(self, app_id: str, key_id: str) -> None:
+        result = self._keys.update_one(
+            {"_id": key_id, "app_id": app_id, "revoked_at": None}, {"$set": {"revoked_at": self._clock()}}
+        )
+        if result.modified_count == 0:
+            raise NotFound("API key not found.", details={"key_id": key_id})
+
+    def authenticate(self, secret: str) -> dict | None:
+        """The key document for ``secret`` if it exists and is not revoked."""
+        doc = self._keys.find_one({"key_digest": digest(secret), "revoked_at": None})
+        if doc is None:
+            return None
+        now = self._clock()
+        last = doc.get("last_used_at")
+        if last is None or now - last > _TOUCH_EVERY:  # at most one write a minute per key
+            self._keys.update_one({"_id": doc["_id"]}, {"$set": {"last_used_at": now}})
+        return doc
+
+    def digests(self, app_id: str) -> list[dict]:
+        """Active keys as {key_digest, permissions}: what a decision service caches."""
+        return [{"key_digest": d["key_digest"], "permissions": d["permissions"], "id": d["_id"]}
+                for d in self._keys.find({"app_id": app_id, "revoked_at": None})]
+
+
+def serialize(doc: dict, secret: str | None = None) -> dict:
+    out = {
+        "id": doc["_id"],
+        "name": doc["name"],
+        "key_prefix": doc["key_prefix"],
+        "permissions": doc["permissions"],
+        "created_at": isoformat(doc["created_at"]),
+        "last_used_at": isoformat(doc.get("last_used_at")),
+    }
+    if secret is not None:
+        out["key"] = secret
+    return out

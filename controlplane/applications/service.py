@@ -1,0 +1,159 @@
+"""Applications (tenants): create, read, update, branding, delete with cascade.
+
+Organization membership and roles are the dashboard's concern; this service takes an
+already authorized caller.  Every tenant document carries ``app_id``; deleting an
+application removes all of them (users, roles, permissions, API keys, webhooks...).
+"""
+from __future__ import annotations
+
+from shared.errors import ApiError, NotFound
+from shared.ids import new_id
+from shared.timeutil import isoformat
+
+from controlplane.applications.schemas import sanitize_css
+from controlplane.applications.store import ApplicationStore
+
+DEFAULT_BRANDING_OPTIONS = {
+    "secondary_color": None,
+    "font_family": None,
+    "favicon_url": None,
+    "button_border_radius": None,
+    "custom_css": None,
+    "dark_mode": {"enabled": False, "background": None, "color": None},
+}
+
+
+class ApplicationService:
+    def __init__(self, store, events, clock, config):
+        self.store = ApplicationStore(store)
+        self._events = events
+        self._clock = clock
+        self._config = config
+
+    def get(self, app_id: str) -> dict | None:
+        return self.store.get(app_id)
+
+    def require(self, app_id: str) -> dict:
+        app = self.store.get(app_id)
+        if app is None:
+            raise NotFound("Application not found.", details={"application_id": app_id})
+        return app
+
+    def create(self, values: dict, *, organization_id: str | None, owner_account_id: str | None) -> dict:
+        """Create an application; ``values`` is cleaned ``schemas.CREATE`` output."""
+        limit = self._config.max_applications_per_organization
+        if organization_id is not None and not self.store.reserve_slot(organization_id, limit):
+            raise ApiError(
+                f"The organization has reached its limit of {limit} applications.",
+                status=403, code="resource_limit_exceeded", details={"limit": limit},
+            )
+        now = self._clock()
+        doc = {
+            "_id": new_id(),
+            "status": "active",
+            "organization_id": organization_id,
+            "owner_account_id": owner_account_id,
+            "name": values["name"],
+            "environment": values.get("environment", "development"),
+            "is_test_mode": values.get("is_test_mode", False),
+            "description": values.get("description"),
+            "brand_name": None,
+            "brand_logo_url": None,
+            "brand_color": None,
+            "brand_background": None,
+            "branding_options": _deep_copy(DEFAULT_BRANDING_OPTIONS),
+            "oauth_redirect_uris": [],
+            "oauth_hosted_login_enabled": False,
+            "max_concurrent_sessions": 0,
+            "registration_rate_limit": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            self.store.insert(doc)
+        except Exception:
+            if organization_id is not None:
+                self.store.release_slot(organization_id)
+            raise
+        return doc
+
+    def update(self, app_id: str, values: dict) -> dict:
+        """Apply cleaned ``schemas.UPDATE`` values (only the fields sent)."""
+        if not values:
+            return self.require(app_id)
+        updated = self.store.update(app_id, {**values, "updated_at": self._clock()})
+        if updated is None:
+            raise NotFound("Application not found.", details={"application_id": app_id})
+        return updated
+
+    def update_branding(self, app_id: str, values: dict) -> dict:
+        """Apply cleaned ``schemas.BRANDING`` values; nested options merge field by field."""
+        current = self.require(app_id)
+        changes = {k: v for k, v in values.items() if k != "branding_options"}
+        if "branding_options" in values:
+            options = _deep_copy(current.get("branding_options") or DEFAULT_BRANDING_OPTIONS)
+            sent = values["branding_options"] or {}
+            for key, value in sent.items():
+                if key == "dark_mode":
+                    options["dark_mode"] = {**options.get("dark_mode", {}), **(value or {})}
+                elif key == "custom_css" and value is not None:
+                    options["custom_css"] = sanitize_css(value)
+                else:
+                    options[key] = value
+            changes["branding_options"] = options
+        return self.update(app_id, changes)
+
+    def delete(self, app_id: str) -> None:
+        app = self.store.mark_deleting(app_id)
+        if app is None:
+            raise NotFound("Application not found.", details={"application_id": app_id})
+        self._events.emit(app_id, "application.deleted", {"application_id": app_id})
+        self.store.purge(app_id)
+        if app.get("organization_id"):
+            self.store.release_slot(app["organization_id"])
+
+    def finish_deletions(self) -> None:
+        """Complete deletions interrupted by a crash (called at start-up)."""
+        for app_id in self.store.unfinished_deletions():
+            self.store.purge(app_id)
+
+
+def serialize(app: dict, role: str | None = None) -> dict:
+    """The spec's Application resource, with the flat brand fields and a ``branding`` object."""
+    return {
+        "id": app["_id"],
+        "name": app["name"],
+        "environment": app["environment"],
+        "is_test_mode": app["is_test_mode"],
+        "description": app.get("description"),
+        "organization_id": app.get("organization_id"),
+        "role": role,
+        "brand_name": app.get("brand_name"),
+        "brand_logo_url": app.get("brand_logo_url"),
+        "brand_color": app.get("brand_color"),
+        "brand_background": app.get("brand_background"),
+        "branding_options": app.get("branding_options") or _deep_copy(DEFAULT_BRANDING_OPTIONS),
+        "branding": branding(app),
+        "oauth_redirect_uris": app.get("oauth_redirect_uris", []),
+        "oauth_hosted_login_enabled": app.get("oauth_hosted_login_enabled", False),
+        "max_concurrent_sessions": app.get("max_concurrent_sessions", 0),
+        "registration_rate_limit": app.get("registration_rate_limit"),
+        "created_at": isoformat(app["created_at"]),
+        "updated_at": isoformat(app["updated_at"]),
+    }
+
+
+def branding(app: dict) -> dict:
+    """The short branding object (login pages, OIDC authorize, emails)."""
+    return {
+        "name": app.get("brand_name") or app["name"],
+        "logo_url": app.get("brand_logo_url"),
+        "color": app.get("brand_color"),
+        "background": app.get("brand_background"),
+    }
+
+
+def _deep_copy(value):
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,67 @@
+"""MongoDB access for applications (tenants)."""
+from __future__ import annotations
+
+from pymongo import ASCENDING, IndexModel, ReturnDocument
+
+INDEXES = {
+    "applications": [
+        IndexModel([("organization_id", ASCENDING), ("created_at", ASCENDING)]),
+    ],
+}
+
+# Collections that hold no tenant data: kept when an application is deleted.
+GLOBAL_COLLECTIONS = frozenset({
+    "applications", "counters", "signing_keys", "signing_keys_state", "events", "rate_limits",
+    "dashboard_accounts", "dashboard_sessions", "organizations", "organization_members",
+})
+
+
+class ApplicationStore:
+    def __init__(self, store):
+        self._store = store
+        self._apps = store["applications"]
+        self._orgs = store["organizations"]
+
+    def insert(self, doc: dict) -> None:
+        self._apps.insert_one(doc)
+
+    def get(self, app_id: str) -> dict | None:
+        return self._apps.find_one({"_id": app_id, "status": "active"})
+
+    def list_for_organizations(self, organization_ids) -> list[dict]:
+        cursor = self._apps.find({"organization_id": {"$in": list(organization_ids)}, "status": "active"})
+        return list(cursor.sort("created_at", ASCENDING))
+
+    def update(self, app_id: str, changes: dict) -> dict | None:
+        return self._apps.find_one_and_update(
+            {"_id": app_id, "status": "active"}, {"$set": changes}, return_document=ReturnDocument.AFTER
+        )
+
+    def reserve_slot(self, organization_id: str, limit: int) -> bool:
+        """Atomically take one of the organization's application slots."""
+        result = self._orgs.update_one(
+            {"_id": organization_id,
+             "$or": [{"applications_count": {"$lt": limit}}, {"applications_count": {"$exists": False}}]},
+            {"$inc": {"applications_count": 1}},
+        )
+        return result.modified_count == 1
+
+    def release_slot(self, organization_id: str) -> None:
+        self._orgs.update_one({"_id": organization_id, "applications_count": {"$gt": 0}},
+                              {"$inc": {"applications_count": -1}})
+
+    def mark_deleting(self, app_id: str) -> dict | None:
+        return self._apps.find_one_and_update({"_id": app_id, "status": "active"}, {"$set": {"status": "deleting"}})
+
+    def purge(self, app_id: str) -> None:
+        """Delete every tenant document of the application, then the application.
+
+        Ordered so a crash part-way leaves the application marked ``deleting`` (already
+        invisible to every route) and a second purge finishes the job."""
+        for name in self._store.db.list_collection_names():
+            if name not in GLOBAL_COLLECTIONS:
+                self._store[name].delete_many({"app_id": app_id})
+        self._apps.delete_one({"_id": app_id})
+
+    def unfinished_deletions(self) -> list[str]:
+        return [d["_id"] for d in self._apps.find({"status": "deleting"}, {"_id": 1})]

@@ -1,0 +1,181 @@
+"""Who is calling, and may they call this route?
+
+Every resource declares, per HTTP method, who may call it (``access = {"GET": ...}``);
+a method without a declaration needs a valid credential of the application, so routes
+are closed by default.  ``AuthMiddleware`` runs after routing and:
+
+1. resolves ``{applicationId}`` (404 when the application does not exist, checked live
+   so a deleted application's credentials stop at once);
+2. authenticates the bearer credential -- an application API key (``sk_test_``/``sk_live_``
+   prefix, looked up by SHA-256 digest), an end-user RS256 access token of the same
+   application (user status checked live), or the internal service token;
+3. applies the gate: public, dashboard session cookie, any credential, a permission
+   (API key: its permission list; user: its current roles, evaluated live), JWT-owner
+   ({userId} must be the token's user; API keys never pass), user JWT only, or internal;
+4. counts the request against the general per-credential throttle.
+
+The result is ``req.context.principal`` (``Principal``).
+"""
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass, field
+
+from shared.engine import matches
+from shared.errors import Forbidden, NotFound, PermissionMissing, Unauthorized
+from shared.ids import digest, is_uuid
+
+API_KEY_PREFIXES = ("sk_test_", "sk_live_")
+SESSION_COOKIE = "iamgate_session"
+
+
+@dataclass(frozen=True)
+class Access:
+    kind: str
+    permission: str | None = None
+
+    def describe(self) -> str:
+        return {
+            "public": "No authentication.",
+            "dashboard": "Dashboard session cookie.",
+            "credential": "Bearer: an end-user access token or an API key of the application.",
+            "permission": f"Bearer with permission {self.permission} (user roles or API key permissions).",
+            "owner": "Bearer end-user access token of the user named by {userId} (JWT-owner).",
+            "user": "Bearer end-user access token of the application.",
+            "internal": "Bearer internal service token, or an API key of the application.",
+        }[self.kind]
+
+
+PUBLIC = Access("public")
+DASHBOARD = Access("dashboard")
+CREDENTIAL = Access("credential")
+OWNER = Access("owner")
+USER = Access("user")
+INTERNAL = Access("internal")
+
+
+def permission(name: str) -> Access:
+    return Access("permission", name)
+
+
+@dataclass
+class Principal:
+    kind: str                      # "user" | "api_key" | "internal" | "account"
+    app_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    key_id: str | None = None
+    account_id: str | None = None
+    permissions: tuple = ()
+    claims: dict = field(default_factory=dict)
+
+    @property
+    def credential_id(self) -> str:
+        return self.key_id or self.user_id or self.account_id or self.kind
+
+
+def bearer_token(req) -> str | None:
+    header = req.get_header("Authorization")
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise Unauthorized("The Authorization header must be 'Bearer <token>'.")
+    return value.strip()
+
+
+class AuthMiddleware:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def process_resource(self, req, resp, resource, params):
+        if resource is None or not hasattr(resource, "on_" + req.method.lower()):
+            return
+        access = getattr(resource, "access", {}).get(req.method, CREDENTIAL)
+        app_id = params.get("applicationId")
+        if app_id is not None:
+            req.context.application = self._application(app_id)
+        if access.kind == "public":
+            return
+        if access.kind == "dashboard":
+            req.context.principal = self._dashboard(req)
+            return
+        token = bearer_token(req)
+        if token is None:
+            raise Unauthorized("A bearer credential is required.")
+        if access.kind == "internal":
+            req.context.principal = self._internal(token, app_id)
+            return
+        if app_id is None:
+            raise Unauthorized("This route needs an application-scoped credential.")
+        principal = self._v1(token, app_id)
+        req.context.principal = principal
+        self._gate(access, principal, params)
+        self.ctx.rate_limiter.hit(f"api:{principal.credential_id}", self.ctx.config.rate_limit_api)
+
+    # -- resolution
+
+    def _application(self, app_id):
+        app = self.ctx.applications.get(app_id) if is_uuid(app_id) else None
+        if app is None:
+            raise NotFound("Application not found.", details={"application_id": app_id})
+        return app
+
+    def _dashboard(self, req) -> Principal:
+        raw = req.cookies.get(SESSION_COOKIE)
+        account_id = self.ctx.dashboard_sessions.account_for(raw) if raw else None
+        if account_id is None:
+            raise Unauthorized("Sign in to the dashboard first.")
+        return Principal(kind="account", account_id=account_id)
+
+    def _internal(self, token, app_id) -> Principal:
+        expected = self.ctx.config.internal_token
+        if expected and hmac.compare_digest(token.encode(), expected.encode()):
+            return Principal(kind="internal", app_id=app_id)
+        if app_id is not None and token.startswith(API_KEY_PREFIXES):
+            return self._api_key(token, app_id)
+        raise Unauthorized("The internal service token or an API key of the application is required.")
+
+    def _v1(self, token, app_id) -> Principal:
+        if token.startswith(API_KEY_PREFIXES):
+            return self._api_key(token, app_id)
+        return self.authenticate_user_token(token, app_id)
+
+    def _api_key(self, token, app_id) -> Principal:
+        key = self.ctx.api_keys.authenticate(token)
+        if key is None or key["app_id"] != app_id:
+            raise Unauthorized("The API key is not valid for this application.")
+        return Principal(kind="api_key", app_id=app_id, key_id=key["_id"], permissions=tuple(key["permissions"]))
+
+    def authenticate_user_token(self, token, app_id) -> Principal:
+        claims = self.ctx.tokens.verify(token, audience=app_id)
+        user = self.ctx.store["users"].find_one({"_id": claims["sub"], "app_id": app_id}, {"status": 1})
+        if user is None or user.get("status", "active") != "active":
+            raise Unauthorized("The user of this token is no longer active.")
+        return Principal(kind="user", app_id=app_id, user_id=claims["sub"], session_id=claims.get("sid"), claims=claims)
+
+    # -- gates
+
+    def _gate(self, access, principal, params):
+        if access.kind == "credential":
+            return
+        if access.kind == "user":
+            if principal.kind != "user":
+                raise Forbidden("This route needs an end-user access token.")
+            return
+        if access.kind == "owner":
+            if principal.kind != "user" or principal.user_id != params.get("userId"):
+                raise Forbidden("Only the user themself may call this route.")
+            return
+        if access.kind == "permission":
+            if not self.has_permission(principal, access.permission):
+                raise PermissionMissing(access.permission)
+            return
+        raise Forbidden("This credential cannot call this route.")
+
+    def has_permission(self, principal, name) -> bool:
+        if principal.kind == "api_key":
+            return any(matches(pattern, name) for pattern in principal.permissions)
+        if principal.kind == "user":
+            return self.ctx.permission_resolver(principal.app_id, principal.user_id, name)
+        return principal.kind == "internal"

@@ -1,0 +1,45 @@
+"""Dashboard session cookies: opaque random ids, stored as SHA-256 digests, expiring.
+
+The cookie is HttpOnly, SameSite=Lax and Secure when IAMGATE_PUBLIC_URL is https.
+Logout deletes the stored session, so a copied cookie stops working at once.
+"""
+from __future__ import annotations
+
+from pymongo import ASCENDING, IndexModel
+
+from shared.ids import digest, random_token
+from shared.timeutil import aware, seconds
+
+INDEXES = {
+    "dashboard_sessions": [
+        IndexModel([("account_id", ASCENDING)]),
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ]
+}
+
+
+class DashboardSessions:
+    def __init__(self, store, clock, ttl: int):
+        self._sessions = store["dashboard_sessions"]
+        self._clock = clock
+        self.ttl = ttl
+
+    def create(self, account_id: str) -> str:
+        raw = random_token()
+        now = self._clock()
+        self._sessions.insert_one({
+            "_id": digest(raw), "account_id": account_id, "created_at": now, "expires_at": now + seconds(self.ttl),
+        })
+        return raw
+
+    def account_for(self, raw: str) -> str | None:
+        doc = self._sessions.find_one({"_id": digest(raw)})
+        if doc is None or aware(doc["expires_at"]) <= self._clock():
+            return None
+        return doc["account_id"]
+
+    def revoke(self, raw: str) -> None:
+        self._sessions.delete_one({"_id": digest(raw)})
+
+    def revoke_account(self, account_id: str) -> None:
+        self._sessions.delete_many({"account_id": account_id})

@@ -1,0 +1,230 @@
+"""The change log: one stream, three readers (webhooks, decision invalidation, audit).
+
+``EventLog.emit`` is the single entry point every state change calls.  It appends
+``{seq, app_id, type, subject, data, user_ids, at}`` with ``seq`` from an atomic
+counter, and records the seq as the request's revision (``X-Iamgate-Revision``).
+
+``Tailer`` is the one reader of the ``events`` collection per process.  It follows
+the log (a MongoDB change stream would do on a replica set; the indexed ``seq > last``
+poll every few tens of milliseconds works everywhere, and an in-process poke makes
+writes of this process visible at once), keeps the recent events in a ring buffer and
+wakes every consumer, so N streaming clients cost one poll, not N.
+"""
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from pymongo import ASCENDING, IndexModel
+
+from shared.ids import new_id
+
+log = logging.getLogger("iamgate.events")
+
+INDEXES = {
+    "events": [
+        IndexModel([("seq", ASCENDING)], unique=True),
+        IndexModel([("app_id", ASCENDING), ("seq", ASCENDING)]),
+        IndexModel([("app_id", ASCENDING), ("subject.user_id", ASCENDING), ("seq", ASCENDING)]),
+        IndexModel([("at", ASCENDING)], expireAfterSeconds=90 * 24 * 3600),
+    ]
+}
+
+# Event kinds of the spec, plus internal kinds the decision service follows.
+PUBLIC_EVENT_TYPES = (
+    "user.created", "user.login", "user.updated", "user.deleted",
+    "role.assigned", "role.removed", "role.created", "role.updated", "role.deleted",
+    "permission.granted", "permission.revoked",
+    "connection.created", "connection.refreshed", "connection.failed", "connection.revoked",
+    "consent.granted", "mfa.enabled", "mfa.disabled",
+    "policy.created", "policy.updated", "policy.deleted",
+    "attribute.set", "attribute.deleted",
+)
+INTERNAL_EVENT_TYPES = (
+    "grants.changed",      # data.user_ids: whose authorization answers may have changed
+    "policies.changed",    # the application's ABAC policy set changed
+    "application.deleted",
+    "user.suspended", "user.unsuspended",
+)
+
+_revision: contextvars.ContextVar[int | None] = contextvars.ContextVar("iamgate_revision", default=None)
+
+
+def reset_revision() -> None:
+    _revision.set(None)
+
+
+def current_revision() -> int | None:
+    """The seq of the last event the current request emitted, if any."""
+    return _revision.get()
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    app_id: str | None
+    type: str
+    subject: dict
+    data: dict
+    user_ids: tuple
+    at: object
+
+    @classmethod
+    def from_doc(cls, doc) -> "Event":
+        return cls(doc["seq"], doc.get("app_id"), doc["type"], doc.get("subject") or {},
+                   doc.get("data") or {}, tuple(doc.get("user_ids") or ()), doc["at"])
+
+
+class EventLog:
+    def __init__(self, store, clock):
+        self._events = store["events"]
+        self._store = store
+        self._clock = clock
+        self.tailer: Tailer | None = None
+
+    def emit(self, app_id, type_, data=None, *, subject=None, user_ids=()) -> int:
+        """Append one event and return its seq (also the request's revision).
+
+        ``subject`` names the entities it is about (``{"user_id": ...}``), ``user_ids``
+        lists users whose authorization answers may have changed.
+        """
+        seq = self._store.next_seq("events")
+        self._events.insert_one({
+            "_id": new_id(),
+            "seq": seq,
+            "app_id": app_id,
+            "type": type_,
+            "subject": subject or {},
+            "data": data or {},
+            "user_ids": list(user_ids),
+            "at": self._clock(),
+        })
+        _revision.set(max(seq, _revision.get() or 0))
+        if self.tailer is not None:
+            self.tailer.poke()
+        return seq
+
+    def head(self) -> int:
+        return self._store.current_seq("events")
+
+    def oldest_retained(self) -> int | None:
+        doc = self._events.find_one({}, sort=[("seq", ASCENDING)], projection={"seq": 1})
+        return doc["seq"] if doc else None
+
+    def read_after(self, seq: int, limit: int = 1000, app_id=None) -> list[Event]:
+        query = {"seq": {"$gt": seq}}
+        if app_id is not None:
+            query["app_id"] = app_id
+        return [Event.from_doc(d) for d in self._events.find(query).sort("seq", ASCENDING).limit(limit)]
+
+    def for_user(self, app_id, user_id, limit=1000) -> list[Event]:
+        cursor = self._events.find({"app_id": app_id, "subject.user_id": user_id}).sort("seq", ASCENDING).limit(limit)
+        return [Event.from_doc(d) for d in cursor]
+
+
+class Tailer:
+    """Follows the events collection for this process and wakes its consumers.
+
+    Consumers either register a callback (``subscribe``; called on the tailer's thread
+    for every event, in seq order) or block in ``wait_after`` (streams).  A missing seq
+    (an insert in flight on another replica) is waited for up to ``gap_timeout`` before
+    it is skipped, so consumers see events in order.
+    """
+
+    BUFFER = 20000
+
+    def __init__(self, log_: EventLog, *, interval_ms: int = 25, gap_timeout: float = 2.0):
+        self._log = log_
+        self._interval = interval_ms / 1000.0
+        self._gap_timeout = gap_timeout
+        self._buffer: deque[Event] = deque(maxlen=self.BUFFER)
+        self._cond = threading.Condition()
+        self._poke = threading.Event()
+        self._callbacks = []
+        self._stop = threading.Event()
+        self._thread = None
+        self.last_seq = log_.head()
+        self._gap_since = None
+        log_.tailer = self
+
+    def subscribe(self, callback) -> None:
+        self._callbacks.append(callback)
+
+    def start(self) -> "Tailer":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="iamgate-tailer", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._poke.set()
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+            except Exception:
+                log.exception("event tailer poll failed")
+                time.sleep(0.5)
+            self._poke.wait(self._interval)
+            self._poke.clear()
+
+    def poll_once(self) -> int:
+        """Read new events once; returns how many were delivered."""
+        fresh = self._log.read_after(self.last_seq)
+        ordered = []
+        expected = self.last_seq + 1
+        for event in fresh:
+            if event.seq != expected:
+                if self._gap_since is None:
+                    self._gap_since = time.monotonic()
+                if time.monotonic() - self._gap_since < self._gap_timeout:
+                    break  # an earlier insert is still in flight: wait for it
+                log.warning("event seq gap skipped", extra={"from": expected, "to": event.seq - 1})
+            self._gap_since = None
+            ordered.append(event)
+            expected = event.seq + 1
+        if not ordered:
+            return 0
+        for event in ordered:
+            for callback in self._callbacks:
+                try:
+                    callback(event)
+                except Exception:
+                    log.exception("event consumer failed", extra={"event_type": event.type})
+        with self._cond:
+            self._buffer.extend(ordered)
+            self.last_seq = ordered[-1].seq
+            self._cond.notify_all()
+        return len(ordered)
+
+    def wait_after(self, seq: int, timeout: float) -> list[Event] | None:
+        """Events with seq > ``seq``, blocking up to ``timeout`` seconds for the first.
+
+        Returns None when ``seq`` is older than the ring buffer holds; the caller then
+        reads from the log itself (``EventLog.read_after``) or answers ``reset``.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.last_seq <= seq:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stop.is_set():
+                    return []
+                self._cond.wait(remaining)
+            if not self._buffer or self._buffer[0].seq > seq + 1:
+                return None
+            newer = []
+            for event in reversed(self._buffer):  # the new events sit at the right end
+                if event.seq <= seq:
+                    break
+                newer.append(event)
+            newer.reverse()
+            return newer

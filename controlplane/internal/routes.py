@@ -1,0 +1,7 @@
+"""Routes of the internal area (not built yet)."""
+
+INDEXES = {}
+
+
+def register(ctx, routes):
+    pass

@@ -1,0 +1,144 @@
+"""RS256 signing keys: generated on first start, kept in MongoDB, served as a JWKS.
+
+The private part is encrypted with IAMGATE_SECRET_KEY.  Exactly one key is active
+(pointer document ``signing_keys_state/_id=active``, set with an atomic upsert, so
+replicas starting together agree on one key).  ``rotate`` makes a new key active and
+keeps the old one in the JWKS until every token it signed has expired.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+from pymongo import ReturnDocument
+
+from shared.crypto import SecretBox
+from shared.ids import new_id
+from shared.timeutil import aware, seconds
+
+log = logging.getLogger("iamgate.keys")
+
+_CACHE_SECONDS = 60.0
+_UNKNOWN_KID_RELOAD_SECONDS = 5.0
+
+
+def _b64uint(value: int) -> str:
+    raw = value.to_bytes((value.bit_length() + 7) // 8, "big")
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def public_jwk(public_key, kid: str) -> dict:
+    numbers = public_key.public_numbers()
+    return {"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid, "n": _b64uint(numbers.n), "e": _b64uint(numbers.e)}
+
+
+class SigningKeys:
+    def __init__(self, store, box: SecretBox, clock, *, max_token_lifetime: int):
+        self._keys = store["signing_keys"]
+        self._state = store["signing_keys_state"]
+        self._box = box
+        self._clock = clock
+        self._max_token_lifetime = max_token_lifetime
+        self._lock = threading.Lock()
+        self._loaded_at = 0.0
+        self._last_forced = 0.0
+        self._active_kid = None
+        self._private = {}   # kid -> private key (active key only, decrypted once)
+        self._public = {}    # kid -> public key object
+        self._jwks = []
+
+    # -- lifecycle
+
+    def ensure_active(self) -> str:
+        """Make sure an active key exists (first start generates one); return its kid."""
+        state = self._state.find_one({"_id": "active"})
+        if state is None:
+            kid = self._create_key()
+            state = self._state.find_one_and_update(
+                {"_id": "active"}, {"$setOnInsert": {"kid": kid}}, upsert=True, return_document=ReturnDocument.AFTER
+            )
+            if state["kid"] != kid:  # another replica won the race: drop ours
+                self._keys.delete_one({"_id": kid})
+            else:
+                log.info("generated signing key", extra={"kid": kid})
+        self._reload()
+        return self._active_kid
+
+    def rotate(self) -> str:
+        """Activate a new key; the old one stays published until its tokens expire."""
+        new_kid = self._create_key()
+        old = self._state.find_one_and_update({"_id": "active"}, {"$set": {"kid": new_kid}}, upsert=True)
+        if old and old.get("kid"):
+            self._keys.update_one(
+                {"_id": old["kid"]},
+                {"$set": {"retire_at": self._clock() + seconds(self._max_token_lifetime)}},
+            )
+        self._reload()
+        return new_kid
+
+    def _create_key(self) -> str:
+        private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        kid = new_id()
+        self._keys.insert_one({
+            "_id": kid,
+            "private_key": self._box.encrypt(pem),
+            "public_jwk": public_jwk(private.public_key(), kid),
+            "created_at": self._clock(),
+            "retire_at": None,
+        })
+        return kid
+
+    # -- reads (cached in process; the keys themselves live in MongoDB)
+
+    def _reload(self) -> None:
+        now = self._clock()
+        state = self._state.find_one({"_id": "active"})
+        docs = [d for d in self._keys.find({}) if d.get("retire_at") is None or aware(d["retire_at"]) > now]
+        public = {}
+        for doc in docs:
+            public[doc["_id"]] = RSAAlgorithm.from_jwk(doc["public_jwk"])
+        active_kid = state["kid"] if state else None
+        with self._lock:
+            if active_kid and active_kid not in self._private:
+                doc = next((d for d in docs if d["_id"] == active_kid), None)
+                if doc is not None:
+                    self._private = {
+                        active_kid: serialization.load_pem_private_key(self._box.decrypt(doc["private_key"]), None)
+                    }
+            self._active_kid = active_kid
+            self._public = public
+            self._jwks = [d["public_jwk"] for d in sorted(docs, key=lambda d: d["created_at"])]
+            self._loaded_at = time.monotonic()
+
+    def _fresh(self) -> None:
+        if time.monotonic() - self._loaded_at > _CACHE_SECONDS:
+            self._reload()
+
+    def signing_key(self):
+        """(kid, private key) of the active key."""
+        self._fresh()
+        return self._active_kid, self._private[self._active_kid]
+
+    def verification_key(self, kid: str):
+        """The public key for ``kid`` or None (unknown or retired).  An unknown kid
+        triggers a reload at most every few seconds, so a rotation on another replica
+        is picked up without letting garbage kids hammer the store."""
+        self._fresh()
+        key = self._public.get(kid)
+        if key is None and time.monotonic() - self._last_forced > _UNKNOWN_KID_RELOAD_SECONDS:
+            self._last_forced = time.monotonic()
+            self._reload()
+            key = self._public.get(kid)
+        return key
+
+    def jwks(self) -> dict:
+        self._fresh()
+        return {"keys": list(self._jwks)}

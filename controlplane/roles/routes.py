@@ -1,0 +1,7 @@
+"""Routes of the roles area (not built yet)."""
+
+INDEXES = {}
+
+
+def register(ctx, routes):
+    pass

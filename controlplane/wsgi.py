@@ -1,0 +1,26 @@
+"""Gunicorn entry point: ``gunicorn 'controlplane.wsgi:create()'``."""
+from __future__ import annotations
+
+import logging
+import sys
+
+from shared.config import Config, ConfigError
+from shared.logs import configure
+
+
+def create():
+    try:
+        config = Config.from_env()
+    except ConfigError as exc:
+        print(f"iamgate: configuration error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    configure(config.log_level)
+    log = logging.getLogger("iamgate.controlplane")
+    if config.secret_key_generated:
+        log.warning("IAMGATE_SECRET_KEY is not set: generated a random one; secrets stored now "
+                    "cannot be decrypted after a restart. Set it in production.")
+    if config.is_memory_store:
+        log.warning("IAMGATE_MONGODB_URI is memory://: data lives in this process only and nothing persists.")
+    from controlplane.app import create_app
+
+    return create_app(config)

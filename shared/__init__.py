@@ -1,0 +1,1 @@
+"""Code shared by the control plane and the decision service."""

@@ -1,0 +1,231 @@
+"""One configuration object, built once from the environment and validated.
+
+Every variable is optional; a bad value stops start-up with a one-line error that
+names the variable (``ConfigError``).  Nothing else in the code reads ``os.environ``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import secrets
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A configuration variable has a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A rate limit: ``limit`` requests per ``window`` seconds (written ``limit/window``)."""
+
+    limit: int
+    window: int
+
+    def __str__(self) -> str:
+        return f"{self.limit}/{self.window}"
+
+
+def _int(name, raw, lo=None, hi=None):
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = f"from {lo}" + (f" to {hi}" if hi is not None else "")
+        raise ConfigError(f"{name}: expected an integer {bounds}, got {raw!r}")
+    return value
+
+
+def _rate(name, raw):
+    parts = raw.split("/")
+    if len(parts) != 2:
+        raise ConfigError(f"{name}: expected LIMIT/SECONDS such as 10/60, got {raw!r}")
+    return Rate(_int(name, parts[0], 0), _int(name, parts[1], 1))
+
+
+def _bool(name, raw):
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name}: expected true or false, got {raw!r}")
+
+
+def _url(name, raw, schemes=("http", "https")):
+    parts = urlsplit(raw)
+    if parts.scheme not in schemes or not parts.netloc:
+        raise ConfigError(f"{name}: expected a {'/'.join(schemes)} URL, got {raw!r}")
+    return raw.rstrip("/")
+
+
+def _int_list(name, raw):
+    try:
+        values = tuple(int(v) for v in raw.split(",") if v.strip())
+    except ValueError:
+        raise ConfigError(f"{name}: expected comma-separated seconds, got {raw!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise ConfigError(f"{name}: expected comma-separated non-negative seconds, got {raw!r}")
+    return values
+
+
+def _cidrs(name, raw):
+    try:
+        return tuple(ipaddress.ip_network(v.strip(), strict=False) for v in raw.split(",") if v.strip())
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+def _mongo_uri(name, raw):
+    if raw == "memory://" or raw.startswith(("mongodb://", "mongodb+srv://")):
+        return raw
+    raise ConfigError(f"{name}: expected memory:// or a mongodb:// URI, got {raw!r}")
+
+
+def _smtp_url(name, raw):
+    if raw and urlsplit(raw).scheme not in ("smtp", "smtps"):
+        raise ConfigError(f"{name}: expected smtp://user:pass@host:port or smtps://..., got {raw!r}")
+    return raw or None
+
+
+def _text(name, raw):
+    return raw
+
+
+# name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
+_VARIABLES = {
+    "HOST": (_text, "127.0.0.1"),
+    "PORT": (lambda n, r: _int(n, r, 1, 65535), "8000"),
+    "WORKERS": (lambda n, r: _int(n, r, 1, 64), "2"),
+    "DECISION_HOST": (_text, "127.0.0.1"),
+    "DECISION_PORT": (lambda n, r: _int(n, r, 1, 65535), "8181"),
+    "DECISION_WORKERS": (lambda n, r: _int(n, r, 1, 64), "2"),
+    "CONTROL_PLANE_URL": (_url, "http://127.0.0.1:8000"),
+    "DECISION_API_KEY": (_text, ""),
+    "INTERNAL_TOKEN": (_text, ""),
+    "DECISION_CACHE_TTL": (lambda n, r: _int(n, r, 1), "3600"),
+    "DECISION_CACHE_SIZE": (lambda n, r: _int(n, r, 100), "100000"),
+    "DECISION_MAX_STALENESS": (lambda n, r: _int(n, r, 1), "5"),
+    "PUBLIC_URL": (_url, "http://127.0.0.1:8000"),
+    "MONGODB_URI": (_mongo_uri, "memory://"),
+    "SECRET_KEY": (_text, ""),
+    "SMTP_URL": (_smtp_url, ""),
+    "EMAIL_FROM": (_text, "iamgate <no-reply@iamgate.local>"),
+    "ACCESS_TOKEN_TTL": (lambda n, r: _int(n, r, 1), "900"),
+    "REFRESH_TOKEN_TTL": (lambda n, r: _int(n, r, 1), "604800"),
+    "REFRESH_TOKEN_REMEMBER_ME_TTL": (lambda n, r: _int(n, r, 1), "2592000"),
+    "REFRESH_REUSE_GRACE": (lambda n, r: _int(n, r, 0), "10"),
+    "VERIFICATION_TOKEN_TTL": (lambda n, r: _int(n, r, 1), "86400"),
+    "RESET_TOKEN_TTL": (lambda n, r: _int(n, r, 1), "3600"),
+    "MFA_CHALLENGE_TTL": (lambda n, r: _int(n, r, 1), "300"),
+    "MFA_MAX_ATTEMPTS": (lambda n, r: _int(n, r, 1), "5"),
+    "LOCKOUT_THRESHOLD": (lambda n, r: _int(n, r, 1), "5"),
+    "LOCKOUT_SECONDS": (lambda n, r: _int(n, r, 1), "900"),
+    "RATE_LIMIT_LOGIN": (_rate, "10/60"),
+    "RATE_LIMIT_DASHBOARD_LOGIN": (_rate, "10/60"),
+    "RATE_LIMIT_REGISTER": (_rate, "60/60"),
+    "RATE_LIMIT_FORGOT": (_rate, "3/900"),
+    "RATE_LIMIT_RESEND": (_rate, "2/60"),
+    "RATE_LIMIT_EXPORT": (_rate, "1/3600"),
+    "RATE_LIMIT_API": (_rate, "6000/60"),
+    "TRUSTED_PROXIES": (_cidrs, ""),
+    "MAX_APPLICATIONS_PER_ORGANIZATION": (lambda n, r: _int(n, r, 0), "10"),
+    "MAX_USERS_PER_APPLICATION": (lambda n, r: _int(n, r, 0), "10000"),
+    "DASHBOARD_SESSION_TTL": (lambda n, r: _int(n, r, 60), "43200"),
+    "AUTHZ_CACHE_TTL": (lambda n, r: _int(n, r, 0), "3600"),
+    "EVENTS_POLL_INTERVAL": (lambda n, r: _int(n, r, 5, 5000), "25"),
+    "WEBHOOK_RETRY_DELAYS": (_int_list, "30,300,1800"),
+    "WEBHOOK_TIMEOUT": (lambda n, r: _int(n, r, 1), "30"),
+    "WEBHOOK_ALLOW_PRIVATE_TARGETS": (_bool, "false"),
+    "BCRYPT_ROUNDS": (lambda n, r: _int(n, r, 4, 31), "12"),
+    "LOG_LEVEL": (_text, "INFO"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str
+    port: int
+    workers: int
+    decision_host: str
+    decision_port: int
+    decision_workers: int
+    control_plane_url: str
+    decision_api_key: str
+    internal_token: str
+    decision_cache_ttl: int
+    decision_cache_size: int
+    decision_max_staleness: int
+    public_url: str
+    mongodb_uri: str
+    secret_key: str
+    smtp_url: str | None
+    email_from: str
+    access_token_ttl: int
+    refresh_token_ttl: int
+    refresh_token_remember_me_ttl: int
+    refresh_reuse_grace: int
+    verification_token_ttl: int
+    reset_token_ttl: int
+    mfa_challenge_ttl: int
+    mfa_max_attempts: int
+    lockout_threshold: int
+    lockout_seconds: int
+    rate_limit_login: Rate
+    rate_limit_dashboard_login: Rate
+    rate_limit_register: Rate
+    rate_limit_forgot: Rate
+    rate_limit_resend: Rate
+    rate_limit_export: Rate
+    rate_limit_api: Rate
+    trusted_proxies: tuple
+    max_applications_per_organization: int
+    max_users_per_application: int
+    dashboard_session_ttl: int
+    authz_cache_ttl: int
+    events_poll_interval: int
+    webhook_retry_delays: tuple
+    webhook_timeout: int
+    webhook_allow_private_targets: bool
+    bcrypt_rounds: int
+    log_level: str
+    secret_key_generated: bool = field(default=False, compare=False)
+
+    @property
+    def is_memory_store(self) -> bool:
+        return self.mongodb_uri == "memory://"
+
+    @property
+    def cookie_secure(self) -> bool:
+        return self.public_url.startswith("https://")
+
+    @classmethod
+    def from_env(cls, env=None, **overrides) -> "Config":
+        """Build the configuration from ``env`` (default ``os.environ``).
+
+        ``overrides`` take attribute names and already-parsed values (tests use them).
+        """
+        env = os.environ if env is None else env
+        values = {}
+        for suffix, (parse, default) in _VARIABLES.items():
+            name = f"IAMGATE_{suffix}"
+            values[suffix.lower()] = parse(name, env.get(name, default))
+        generated = not values["secret_key"]
+        if generated:
+            values["secret_key"] = secrets.token_urlsafe(32)
+        elif len(values["secret_key"]) < 16:
+            raise ConfigError("IAMGATE_SECRET_KEY: must be at least 16 characters")
+        values["secret_key_generated"] = generated
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown configuration override(s): {', '.join(sorted(unknown))}")
+        values.update(overrides)
+        return cls(**values)
+
+
+def variable_names():
+    """Every IAMGATE_ variable with its default, for docs and the README table."""
+    return {f"IAMGATE_{suffix}": default for suffix, (_, default) in _VARIABLES.items()}

@@ -1,0 +1,273 @@
+"""HTTP conventions shared by both Falcon apps.
+
+- every response carries ``X-Request-Id``;
+- every error (our own, Falcon's 404/405, malformed JSON, 415, unexpected exceptions)
+  is rendered as the spec's error envelope by ``install_error_handlers``;
+- POST/PUT/PATCH bodies must be ``application/json`` (a CSRF defence for the cookie
+  dashboard too); ``read_json`` parses them with a size bound;
+- ``page_params``/``paginated`` implement the spec's list envelope.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import math
+import re
+import uuid
+from datetime import datetime
+
+import falcon
+
+from shared.errors import ApiError, BadRequest, ValidationFailed
+from shared.timeutil import isoformat, utcnow
+
+log = logging.getLogger("iamgate.http")
+
+MAX_BODY_BYTES = 1024 * 1024
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,128}$")
+
+
+def _json_default(value):
+    if isinstance(value, datetime):
+        return isoformat(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def dumps(value) -> str:
+    return json.dumps(value, default=_json_default, separators=(",", ":"))
+
+
+def json_handlers():
+    handler = falcon.media.JSONHandler(dumps=dumps, loads=json.loads)
+    return {falcon.MEDIA_JSON: handler}
+
+
+# ---------------------------------------------------------------- error envelope
+
+_FALCON_CODES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    408: "REQUEST_TIMEOUT",
+    411: "LENGTH_REQUIRED",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    429: "RATE_LIMIT_EXCEEDED",
+    500: "INTERNAL_ERROR",
+    503: "SERVICE_UNAVAILABLE",
+}
+
+
+def envelope(req, code: str, message: str, details=None) -> dict:
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "details": details or {},
+            "request_id": request_id(req),
+            "timestamp": isoformat(utcnow()),
+        }
+    }
+
+
+def _render(req, resp, status: int, code: str, message: str, details=None, headers=None):
+    resp.status = status
+    resp.content_type = falcon.MEDIA_JSON
+    resp.text = dumps(envelope(req, code, message, details))
+    resp.data = None
+    if headers:
+        resp.set_headers(headers)
+
+
+def _api_error(req, resp, ex: ApiError, params):
+    _render(req, resp, ex.status, ex.code, ex.message, ex.details, ex.headers)
+
+
+def _falcon_error(req, resp, ex: falcon.HTTPError, params):
+    status = ex.status_code
+    if status == 404:
+        message = "No route matches this path."
+    elif status == 405:
+        message = f"Method {req.method} is not allowed on this path."
+    else:
+        message = ex.title or falcon.HTTP_STATUS_CODES.get(status, "Error")
+        if ex.description:
+            message = f"{message}: {ex.description}"
+    headers = dict(ex.headers or {})
+    _render(req, resp, status, _FALCON_CODES.get(status, f"HTTP_{status}"), message, None, headers)
+
+
+def _unexpected(req, resp, ex: Exception, params):
+    if isinstance(ex, falcon.HTTPStatus):
+        raise ex
+    log.exception("unhandled error", extra={"request_id": request_id(req)})
+    _render(req, resp, 500, "INTERNAL_ERROR", "An unexpected error occurred.")
+
+
+def install_error_handlers(app: falcon.App) -> None:
+    # Falcon looks handlers up by the most specific type, so order does not matter.
+    app.add_error_handler(Exception, _unexpected)
+    app.add_error_handler(falcon.HTTPError, _falcon_error)
+    app.add_error_handler(ApiError, _api_error)
+
+
+# ---------------------------------------------------------------- middleware
+
+
+def request_id(req) -> str:
+    rid = getattr(req.context, "request_id", None)
+    if rid is None:
+        incoming = req.get_header("X-Request-Id")
+        rid = incoming if incoming and _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        req.context.request_id = rid
+    return rid
+
+
+class RequestIdMiddleware:
+    """Assigns (or accepts a well-formed) request id and echoes it on every response."""
+
+    def process_request(self, req, resp):
+        resp.set_header("X-Request-Id", request_id(req))
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        resp.set_header("X-Request-Id", request_id(req))
+
+
+class JsonBodyMiddleware:
+    """POST/PUT/PATCH must send application/json (415 otherwise).
+
+    Checked after routing so an unknown path still answers 404 and a wrong method 405.
+    Resources may list extra accepted media types in ``accepted_media_types``.
+    """
+
+    def process_resource(self, req, resp, resource, params):
+        if req.method not in ("POST", "PUT", "PATCH") or resource is None:
+            return
+        if not hasattr(resource, "on_" + req.method.lower()):
+            return  # Falcon answers 405
+        accepted = getattr(resource, "accepted_media_types", (falcon.MEDIA_JSON,))
+        media = (req.content_type or "").split(";")[0].strip().lower()
+        if media not in accepted:
+            raise ApiError(
+                f"Content-Type must be {' or '.join(accepted)}.",
+                status=415,
+                code="UNSUPPORTED_MEDIA_TYPE",
+                details={"content_type": req.content_type},
+            )
+
+
+def read_json(req) -> dict:
+    """The request body as a JSON object ({} when empty); 400 when malformed."""
+    cached = getattr(req.context, "json_body", None)
+    if cached is not None:
+        return cached
+    length = req.content_length
+    if length is not None and length > MAX_BODY_BYTES:
+        raise ApiError("The request body is too large.", status=413, code="PAYLOAD_TOO_LARGE",
+                       details={"max_bytes": MAX_BODY_BYTES})
+    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise ApiError("The request body is too large.", status=413, code="PAYLOAD_TOO_LARGE",
+                       details={"max_bytes": MAX_BODY_BYTES})
+    if not raw.strip():
+        body = {}
+    else:
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest("The request body is not valid JSON.", details={"body": str(exc)}) from None
+        if not isinstance(body, dict):
+            raise BadRequest("The request body must be a JSON object.", details={"body": "must be a JSON object"})
+    req.context.json_body = body
+    return body
+
+
+def respond(resp, data, status=200, message=None, headers=None):
+    """Write the success envelope ``{"data": ..., "message"?: ...}``."""
+    body = {"data": data}
+    if message is not None:
+        body["message"] = message
+    resp.status = status
+    resp.media = body
+    if headers:
+        resp.set_headers(headers)
+
+
+# ---------------------------------------------------------------- pagination
+
+DEFAULT_PER_PAGE = 15
+MAX_PER_PAGE = 100
+
+
+def page_params(req) -> tuple[int, int]:
+    errors = {}
+
+    def number(name, default, lo, hi):
+        raw = req.get_param(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            errors[name] = "must be an integer"
+            return default
+        if value < lo or (hi is not None and value > hi):
+            errors[name] = f"must be between {lo} and {hi}" if hi else f"must be at least {lo}"
+        return value
+
+    page = number("page", 1, 1, None)
+    per_page = number("per_page", DEFAULT_PER_PAGE, 1, MAX_PER_PAGE)
+    if errors:
+        raise ValidationFailed(errors)
+    return page, per_page
+
+
+def paginated(items: list, total: int, page: int, per_page: int) -> dict:
+    return {
+        "data": items,
+        "current_page": page,
+        "last_page": max(1, math.ceil(total / per_page)),
+        "per_page": per_page,
+        "total": total,
+    }
+
+
+def bool_param(req, name, default=False) -> bool:
+    raw = req.get_param(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.lower()
+    if lowered in ("1", "true", "yes"):
+        return True
+    if lowered in ("0", "false", "no"):
+        return False
+    raise ValidationFailed({name: "must be true or false"})
+
+
+# ---------------------------------------------------------------- client address
+
+
+def client_ip(req, trusted_proxies=()) -> str:
+    """The caller's IP.  X-Forwarded-For is believed only from trusted proxies: walk it
+    from the right and stop at the first address that is not a trusted proxy."""
+    remote = req.remote_addr or "unknown"
+    if not trusted_proxies or not _in_networks(remote, trusted_proxies):
+        return remote
+    forwarded = [part.strip() for part in (req.get_header("X-Forwarded-For") or "").split(",") if part.strip()]
+    for address in reversed(forwarded):
+        if not _in_networks(address, trusted_proxies):
+            return address
+    return forwarded[0] if forwarded else remote
+
+
+def _in_networks(address, networks) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in networks)

@@ -1,0 +1,27 @@
+"""Identifiers and random secrets."""
+import hashlib
+import secrets
+import uuid
+
+
+def new_id() -> str:
+    """A random UUID (version 4) as a string: the id of every resource."""
+    return str(uuid.uuid4())
+
+
+def is_uuid(value) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def random_token(nbytes: int = 32) -> str:
+    """An unguessable URL-safe token (refresh tokens, one-time tokens, session ids)."""
+    return secrets.token_urlsafe(nbytes)
+
+
+def digest(value: str) -> str:
+    """SHA-256 hex digest: how high-entropy secrets (tokens, API keys) are stored."""
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()

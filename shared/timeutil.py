@@ -1,0 +1,34 @@
+"""Time helpers.  Timestamps are timezone-aware UTC everywhere."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+UTC = timezone.utc
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def aware(value: datetime | None) -> datetime | None:
+    """MongoDB may hand back naive datetimes (always UTC); make them aware."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def isoformat(value: datetime | None) -> str | None:
+    """ISO 8601 with a UTC offset and millisecond precision, or None."""
+    if value is None:
+        return None
+    return aware(value).astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse an ISO 8601 timestamp; a value without offset is taken as UTC."""
+    value = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    return aware(value)
+
+
+def seconds(n: float) -> timedelta:
+    return timedelta(seconds=n)

@@ -1,0 +1,118 @@
+"""Fixtures every test area shares: configuration, a controllable clock, the real
+Falcon app (through ``falcon.testing``), and factories for applications and API keys.
+
+Area-specific fixtures (users, tokens, roles...) live in ``tests/<area>/conftest.py``.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import falcon.testing
+import pytest
+
+from shared.config import Config
+from controlplane.app import create_app
+
+TEST_SECRET = "test-secret-key-0123456789abcdef"
+
+
+class FakeClock:
+    """A clock tests can move forward: expiry and lockout lapse without sleeping."""
+
+    def __init__(self, start: datetime | None = None):
+        self.now = start or datetime.now(timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def make_config(**overrides) -> Config:
+    values = {"bcrypt_rounds": 4, "secret_key": TEST_SECRET}
+    values.update(overrides)
+    return Config.from_env(env={}, **values)
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def config_overrides():
+    """Override in a test module (or with ``@pytest.mark.parametrize``) to change settings."""
+    return {}
+
+
+@pytest.fixture
+def config(config_overrides):
+    return make_config(**config_overrides)
+
+
+@pytest.fixture
+def app(config, clock):
+    return create_app(config, clock=clock, start_background=False)
+
+
+@pytest.fixture
+def ctx(app):
+    return app.ctx
+
+
+@pytest.fixture
+def client(app):
+    return falcon.testing.TestClient(app)
+
+
+@pytest.fixture
+def application(ctx):
+    """An application (tenant) created directly through the service layer."""
+    return ctx.applications.create({"name": "Test App"}, organization_id=None, owner_account_id=None)
+
+
+@pytest.fixture
+def make_application(ctx):
+    def make(name="Another App", **values):
+        return ctx.applications.create({"name": name, **values}, organization_id=None, owner_account_id=None)
+
+    return make
+
+
+@pytest.fixture
+def make_api_key(ctx):
+    """``make_api_key(app, permissions=None)`` -> the secret, usable as a bearer token."""
+
+    def make(app, permissions=None, name="test key"):
+        values = {"name": name}
+        if permissions is not None:
+            values["permissions"] = permissions
+        _, secret = ctx.api_keys.create(app, values)
+        return secret
+
+    return make
+
+
+@pytest.fixture
+def api_key(application, make_api_key):
+    return make_api_key(application)
+
+
+def bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def assert_error(response, status: int, code: str | None = None):
+    """The response is the spec's error envelope with ``status`` (and ``code``)."""
+    assert response.status_code == status, response.text
+    body = response.json
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"code", "message", "details", "request_id", "timestamp"}, error
+    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["details"], dict)
+    assert error["request_id"] == response.headers["X-Request-Id"]
+    if code is not None:
+        assert error["code"] == code, error
+    return error
