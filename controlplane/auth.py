@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from shared.engine import matches
 from shared.errors import Forbidden, NotFound, PermissionMissing, Unauthorized
-from shared.ids import digest, is_uuid
+from shared.ids import is_uuid
 
 API_KEY_PREFIXES = ("sk_test_", "sk_live_")
 SESSION_COOKIE = "iamgate_session"

@@ -41,7 +41,7 @@ class AppContext:
         self.mailer = Mailer(config.smtp_url, config.email_from)
         self.hasher = PasswordHasher(config.bcrypt_rounds)
         self.applications = ApplicationService(self.store, self.events, self.clock, config)
-        self.api_keys = ApiKeyService(self.store, self.clock)
+        self.api_keys = ApiKeyService(self.store, self.events, self.clock)
         self.dashboard_sessions = DashboardSessions(self.store, self.clock, config.dashboard_session_ttl)
         self.dashboard_access = DashboardAccess(self.store, self.applications)
         self.metrics = HttpMetrics("iamgate")

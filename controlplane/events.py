@@ -48,6 +48,7 @@ INTERNAL_EVENT_TYPES = (
     "grants.changed",      # data.user_ids: whose authorization answers may have changed
     "policies.changed",    # the application's ABAC policy set changed
     "application.deleted",
+    "api_keys.changed",    # an API key was created or revoked (decision services cache digests)
     "user.suspended", "user.unsuspended",
 )
 
@@ -85,6 +86,13 @@ class EventLog:
         self._store = store
         self._clock = clock
         self.tailer: Tailer | None = None
+        self._listeners = []
+
+    def listen(self, callback) -> None:
+        """Call ``callback(event)`` synchronously for every event this process emits
+        (in-process caches drop entries before the write's response is sent; other
+        replicas learn through their tailer)."""
+        self._listeners.append(callback)
 
     def emit(self, app_id, type_, data=None, *, subject=None, user_ids=()) -> int:
         """Append one event and return its seq (also the request's revision).
@@ -93,7 +101,7 @@ class EventLog:
         lists users whose authorization answers may have changed.
         """
         seq = self._store.next_seq("events")
-        self._events.insert_one({
+        doc = {
             "_id": new_id(),
             "seq": seq,
             "app_id": app_id,
@@ -102,8 +110,16 @@ class EventLog:
             "data": data or {},
             "user_ids": list(user_ids),
             "at": self._clock(),
-        })
+        }
+        self._events.insert_one(doc)
         _revision.set(max(seq, _revision.get() or 0))
+        if self._listeners:
+            event = Event.from_doc(doc)
+            for callback in self._listeners:
+                try:
+                    callback(event)
+                except Exception:
+                    log.exception("event listener failed", extra={"event_type": type_})
         if self.tailer is not None:
             self.tailer.poke()
         return seq

@@ -13,6 +13,9 @@ import pytest
 from shared.config import Config
 from controlplane.app import create_app
 
+# Area fixtures: each area owns its plugin module (users, tokens, roles ...).
+pytest_plugins = ["tests.plugins.dashboard", "tests.plugins.users", "tests.plugins.roles"]
+
 TEST_SECRET = "test-secret-key-0123456789abcdef"
 
 

@@ -13,7 +13,7 @@ from pymongo import ASCENDING, IndexModel
 from shared.errors import NotFound, ValidationFailed
 from shared.engine import is_valid_permission
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import isoformat, seconds
+from shared.timeutil import aware, isoformat, seconds
 from shared.validation import List, Schema, String
 
 V1_PERMISSIONS = (
@@ -51,8 +51,9 @@ _TOUCH_EVERY = seconds(60)
 
 
 class ApiKeyService:
-    def __init__(self, store, clock):
+    def __init__(self, store, events, clock):
         self._keys = store["api_keys"]
+        self._events = events
         self._clock = clock
 
     def create(self, app: dict, values: dict) -> tuple[dict, str]:
@@ -74,6 +75,7 @@ class ApiKeyService:
             "revoked_at": None,
         }
         self._keys.insert_one(doc)
+        self._events.emit(app["_id"], "api_keys.changed", {"key_id": doc["_id"], "action": "created"})
         return doc, secret
 
     def list(self, app_id: str) -> list[dict]:
@@ -85,6 +87,7 @@ class ApiKeyService:
         )
         if result.modified_count == 0:
             raise NotFound("API key not found.", details={"key_id": key_id})
+        self._events.emit(app_id, "api_keys.changed", {"key_id": key_id, "action": "revoked"})
 
     def authenticate(self, secret: str) -> dict | None:
         """The key document for ``secret`` if it exists and is not revoked."""
@@ -93,7 +96,7 @@ class ApiKeyService:
             return None
         now = self._clock()
         last = doc.get("last_used_at")
-        if last is None or now - last > _TOUCH_EVERY:  # at most one write a minute per key
+        if last is None or now - aware(last) > _TOUCH_EVERY:  # at most one write a minute per key
             self._keys.update_one({"_id": doc["_id"]}, {"$set": {"last_used_at": now}})
         return doc
 

@@ -1,0 +1,34 @@
+"""`make run` as a user sees it: both processes answer, and Ctrl-C stops both."""
+import requests
+
+from tests.e2e.conftest import wait_until
+
+
+def test_both_processes_serve_and_stop_on_interrupt(stack):
+    assert requests.get(stack.control_url + "/healthz").json() == {"status": "ok"}
+    assert requests.get(stack.decision_url + "/healthz").status_code == 200
+    ready = requests.get(stack.control_url + "/readyz")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    assert "iamgate control plane:" in stack.logs()
+    stack.stop()
+    assert stack.process.returncode == 0
+
+    def down():
+        try:
+            requests.get(stack.control_url + "/healthz", timeout=0.5)
+        except requests.ConnectionError:
+            return True
+        return False
+
+    assert wait_until(down, timeout=10)
+
+
+def test_bad_configuration_stops_start_up_with_the_variable_named(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "controlplane.launcher"], capture_output=True, text=True,
+                            env={"IAMGATE_PORT": "not-a-port", "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert result.returncode == 2
+    assert "IAMGATE_PORT" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,1 @@
+"""Fixtures of the dashboard area, shared by every test directory."""

@@ -1,0 +1,1 @@
+"""Fixtures of the roles area, shared by every test directory."""

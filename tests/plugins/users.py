@@ -1,0 +1,1 @@
+"""Fixtures of the users area, shared by every test directory."""
