@@ -92,13 +92,15 @@ class AuthMiddleware:
         if resource is None or not hasattr(resource, "on_" + req.method.lower()):
             return
         access = getattr(resource, "access", {}).get(req.method, CREDENTIAL)
+        if access.kind == "dashboard":
+            # Dashboard routes check organization access themselves (dashboard.access);
+            # resolving the application first would let anonymous callers probe ids.
+            req.context.principal = self._dashboard(req)
+            return
         app_id = params.get("applicationId")
         if app_id is not None:
             req.context.application = self._application(app_id)
         if access.kind == "public":
-            return
-        if access.kind == "dashboard":
-            req.context.principal = self._dashboard(req)
             return
         token = bearer_token(req)
         if token is None:

@@ -47,6 +47,11 @@ class AppContext:
         self.metrics = HttpMetrics("iamgate")
         self.auth = None  # the AuthMiddleware, set by create_app
 
+    # Replaced by the MFA area: the second factor a password login must pass.  Returns
+    # the MFA challenge to answer instead of tokens, or None when the user has none.
+    def login_second_factor(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict | None:
+        return None
+
     # Replaced by the roles area: may this end user use ``permission`` right now?
     def permission_resolver(self, app_id: str, user_id: str, permission: str) -> bool:
         return False

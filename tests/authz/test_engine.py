@@ -208,8 +208,8 @@ class TestExpiry:
     def test_valid_until_is_earliest_future_expiry_of_applicable_assignments(self):
         soon, later = NOW + timedelta(minutes=5), NOW + timedelta(hours=1)
         g = grants(
-            assignment("a:b", expires_at=later, role="r1"),
             assignment("c:d", expires_at=soon, role="r2"),
+            assignment("a:b", expires_at=later, role="r1"),
             assignment("e:f", expires_at=NOW - timedelta(minutes=1), role="r3"),
             assignment("g:h", expires_at=NOW + timedelta(seconds=1), scope="other", role="r4"),
             assignment("i:j", role="r5"),
