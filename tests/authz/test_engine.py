@@ -340,6 +340,8 @@ class TestPoliciesChecked:
         ]
         compiled = CompiledPolicies(policies)
         assert [p.id for p in compiled.covering("posts:read")] == ["1", "2", "3"]
+        assert [p.id for p in compiled.covering("posts:read")] == ["1", "2", "3"]  # remembered answer
+        assert compiled.covering("posts:read:x") == ()
         assert decide(grants(), "posts:read", now=NOW, policies=policies).policies_checked == 3
         assert decide(grants(), "users:write", now=NOW, policies=policies) == Decision(False, False, 0)
         assert len(compiled) == 5
