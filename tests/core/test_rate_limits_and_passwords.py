@@ -1,0 +1,85 @@
+import threading
+
+import pytest
+
+from controlplane.passwords import PasswordHasher, require_strong, strength_failures
+from shared.config import Rate
+from shared.errors import RateLimited
+
+
+def test_rate_limit_counts_per_key_and_window(ctx, clock):
+    rate = Rate(2, 60)
+    assert ctx.rate_limiter.hit("k", rate) == 1
+    assert ctx.rate_limiter.hit("k", rate) == 0
+    with pytest.raises(RateLimited) as info:
+        ctx.rate_limiter.hit("k", rate, code="AUTH_X")
+    assert info.value.code == "AUTH_X" and info.value.status == 429
+    headers = info.value.headers
+    assert headers["X-RateLimit-Limit"] == "2" and headers["X-RateLimit-Remaining"] == "0"
+    assert 1 <= int(headers["Retry-After"]) <= 60
+    assert int(headers["X-RateLimit-Reset"]) > clock().timestamp()
+    assert ctx.rate_limiter.hit("other", rate) == 1
+    clock.advance(60)
+    assert ctx.rate_limiter.hit("k", rate) == 1
+
+
+def test_rate_limit_is_atomic_under_parallel_hits(ctx):
+    rate, passed, lock = Rate(5, 60), [], threading.Lock()
+
+    def attempt():
+        try:
+            ctx.rate_limiter.hit("burst", rate)
+        except RateLimited:
+            return
+        with lock:
+            passed.append(1)
+
+    threads = [threading.Thread(target=attempt) for _ in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(passed) == 5
+
+
+def test_zero_limit_means_unlimited(ctx):
+    for _ in range(50):
+        ctx.rate_limiter.hit("free", Rate(0, 60))
+
+
+def test_password_hash_and_verify():
+    hasher = PasswordHasher(4)
+    hashed = hasher.hash("Correct-Horse-9")
+    assert hashed.startswith("$2b$04$")
+    assert hasher.verify("Correct-Horse-9", hashed)
+    assert not hasher.verify("correct-horse-9", hashed)
+    assert not hasher.verify("Correct-Horse-9", None)
+
+
+def test_long_passwords_are_prehashed_not_truncated():
+    hasher = PasswordHasher(4)
+    base = "A1" + "x" * 80
+    hashed = hasher.hash(base + "tail-one")
+    assert hasher.verify(base + "tail-one", hashed)
+    assert not hasher.verify(base + "tail-two", hashed)  # plain bcrypt would accept this
+
+
+@pytest.mark.parametrize("password, email, rules", [
+    ("Sh0rt!", None, ["min_length"]),
+    ("alllowercaseletters", None, ["character_classes"]),
+    ("12345678901", None, ["character_classes"]),
+    ("Password1", None, ["not_common"]),
+    ("Alice@Example.com", "alice@example.com", ["not_email"]),
+    ("a" * 129 + "B", None, ["max_length"]),
+    ("Tr0ub4dor&3x", "bob@example.com", []),
+])
+def test_strength_rules(password, email, rules):
+    assert strength_failures(password, email=email) == rules
+
+
+def test_weak_password_is_422_naming_the_rules():
+    with pytest.raises(Exception) as info:
+        require_strong("password")
+    error = info.value
+    assert (error.status, error.code) == (422, "VALIDATION_PASSWORD_TOO_WEAK")
+    assert set(error.details["rules"]) == {"character_classes", "not_common"}
