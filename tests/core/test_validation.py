@@ -13,7 +13,7 @@ def test_fields_clean_and_reject():
         "when": DateTime(),
         "flag": Bool(default=False),
         "n": Int(min=1, max=3),
-        "tags": List(String(max_len=3), max_items=2),
+        "tags": List(String(max_len=3), max_items=3),
         "meta": Object(max_bytes=20),
         "opt": String(nullable=True),
     })
