@@ -137,6 +137,7 @@ _VARIABLES = {
     "DASHBOARD_SESSION_TTL": (lambda n, r: _int(n, r, 60), "43200"),
     "AUTHZ_CACHE_TTL": (lambda n, r: _int(n, r, 0), "3600"),
     "EVENTS_POLL_INTERVAL": (lambda n, r: _int(n, r, 5, 5000), "25"),
+    "STREAM_HEARTBEAT": (lambda n, r: _int(n, r, 1, 300), "2"),
     "WEBHOOK_RETRY_DELAYS": (_int_list, "30,300,1800"),
     "WEBHOOK_TIMEOUT": (lambda n, r: _int(n, r, 1), "30"),
     "WEBHOOK_ALLOW_PRIVATE_TARGETS": (_bool, "false"),
@@ -187,6 +188,7 @@ class Config:
     dashboard_session_ttl: int
     authz_cache_ttl: int
     events_poll_interval: int
+    stream_heartbeat: int
     webhook_retry_delays: tuple
     webhook_timeout: int
     webhook_allow_private_targets: bool
