@@ -9,7 +9,6 @@ import dataclasses
 import ipaddress
 import os
 import secrets
-import uuid
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -96,15 +95,6 @@ def _text(name, raw):
     return raw
 
 
-def _optional_uuid(name, raw):
-    if raw:
-        try:
-            return str(uuid.UUID(raw))
-        except ValueError:
-            raise ConfigError(f"{name}: expected an application id (UUID), got {raw!r}") from None
-    return raw
-
-
 # name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
 _VARIABLES = {
     "HOST": (_text, "127.0.0.1"),
@@ -115,7 +105,6 @@ _VARIABLES = {
     "DECISION_WORKERS": (lambda n, r: _int(n, r, 1, 64), "2"),
     "CONTROL_PLANE_URL": (_url, "http://127.0.0.1:8000"),
     "DECISION_API_KEY": (_text, ""),
-    "DECISION_APPLICATION_ID": (_optional_uuid, ""),
     "INTERNAL_TOKEN": (_text, ""),
     "DECISION_CACHE_TTL": (lambda n, r: _int(n, r, 1), "3600"),
     "DECISION_CACHE_SIZE": (lambda n, r: _int(n, r, 100), "100000"),
@@ -167,7 +156,6 @@ class Config:
     decision_workers: int
     control_plane_url: str
     decision_api_key: str
-    decision_application_id: str
     internal_token: str
     decision_cache_ttl: int
     decision_cache_size: int
