@@ -1,7 +1,33 @@
-"""Routes of the dashboard area (not built yet)."""
+"""Routes of the dashboard area: accounts, organizations, applications, API keys.
 
-INDEXES = {}
+Puts ``ctx.dashboard`` (``DashboardService``) on the context for later areas.
+"""
+from __future__ import annotations
+
+from controlplane.dashboard import resources, store
+from controlplane.dashboard.service import DashboardService
+
+INDEXES = store.INDEXES
+
+TAG = "dashboard"
+BASE = "/api/dashboard"
 
 
 def register(ctx, routes):
-    pass
+    ctx.dashboard = DashboardService(ctx)
+    for path, resource in (
+        ("/register", resources.Register),
+        ("/login", resources.Login),
+        ("/logout", resources.Logout),
+        ("/me", resources.Me),
+        ("/me/password", resources.Password),
+        ("/organizations", resources.Organizations),
+        ("/organizations/{organizationId}/members", resources.Members),
+        ("/organizations/{organizationId}/members/{accountId}", resources.Member),
+        ("/applications", resources.Applications),
+        ("/applications/{applicationId}", resources.Application),
+        ("/applications/{applicationId}/branding", resources.Branding),
+        ("/applications/{applicationId}/api-keys", resources.ApiKeys),
+        ("/applications/{applicationId}/api-keys/{keyId}", resources.ApiKey),
+    ):
+        routes.add(BASE + path, resource(ctx), TAG)

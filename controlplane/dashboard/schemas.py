@@ -1,0 +1,109 @@
+"""Validation and response shapes of the dashboard endpoints.
+
+Application bodies reuse ``controlplane.applications.schemas`` so the dashboard and
+the application service enforce one set of rules; only ``organization_id`` is
+tightened here to a UUID.
+"""
+from __future__ import annotations
+
+from shared.validation import Email, Schema, String, Uuid
+
+from controlplane.apikeys import service as apikeys
+from controlplane.applications import schemas as applications
+from controlplane.dashboard.access import ORG_ROLES
+
+# Bounds the work one login costs (bcrypt pre-hashes longer input anyway); a real
+# password is at most passwords.MAX_LENGTH characters.
+MAX_LOGIN_PASSWORD = 1024
+
+REGISTER = Schema({
+    "email": Email(required=True),
+    # Strength (length, classes, common list) is judged by passwords.require_strong -> 422.
+    "password": String(required=True, strip=False, description="8 to 128 characters, see docs/dashboard.md"),
+    "name": String(required=True, max_len=255),
+})
+
+LOGIN = Schema({
+    # Only presence is checked: a malformed email simply does not match an account,
+    # so the answer stays 401 and says nothing about which part was wrong.
+    "email": String(required=True, max_len=254),
+    "password": String(required=True, strip=False, max_len=MAX_LOGIN_PASSWORD),
+})
+
+ACCOUNT_UPDATE = Schema({
+    "name": String(required=True, max_len=255),
+})
+
+PASSWORD_CHANGE = Schema({
+    "current_password": String(required=True, strip=False, max_len=MAX_LOGIN_PASSWORD),
+    "new_password": String(required=True, strip=False, description="must pass the password rules"),
+})
+
+ORGANIZATION = Schema({
+    "name": String(required=True, max_len=255),
+})
+
+MEMBER_ADD = Schema({
+    "email": Email(required=True, description="an existing dashboard account"),
+    "role": String(required=True, choices=ORG_ROLES),
+})
+
+MEMBER_UPDATE = Schema({
+    "role": String(required=True, choices=ORG_ROLES),
+})
+
+APPLICATION_CREATE = Schema({
+    **applications.CREATE.fields,
+    "organization_id": Uuid(nullable=True,
+                            description="required when the caller belongs to several organizations"),
+})
+APPLICATION_UPDATE = applications.UPDATE
+BRANDING = applications.BRANDING
+API_KEY_CREATE = apikeys.CREATE
+
+APPLICATION_RESPONSE = applications.APPLICATION_RESPONSE
+API_KEY_RESPONSE = apikeys.API_KEY_RESPONSE
+
+ACCOUNT_RESPONSE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "email": {"type": "string", "format": "email"},
+        "name": {"type": "string"},
+        "created_at": {"type": "string", "format": "date-time"},
+    },
+}
+
+ORGANIZATION_RESPONSE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "name": {"type": "string"},
+        "role": {"type": "string", "enum": list(ORG_ROLES)},
+        "created_at": {"type": "string", "format": "date-time"},
+    },
+}
+
+ME_RESPONSE = {
+    "type": "object",
+    "properties": {
+        **ACCOUNT_RESPONSE["properties"],
+        "organizations": {"type": "array", "items": ORGANIZATION_RESPONSE},
+    },
+}
+
+MEMBER_RESPONSE = {
+    "type": "object",
+    "properties": {
+        "organization_id": {"type": "string", "format": "uuid"},
+        "account_id": {"type": "string", "format": "uuid"},
+        "email": {"type": "string", "format": "email"},
+        "name": {"type": "string"},
+        "role": {"type": "string", "enum": list(ORG_ROLES)},
+        "created_at": {"type": "string", "format": "date-time"},
+    },
+}
+
+
+def array_of(schema: dict) -> dict:
+    return {"type": "array", "items": schema}

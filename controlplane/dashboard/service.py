@@ -1,0 +1,359 @@
+"""The dashboard's rules: accounts, sessions, organizations, and application
+management on behalf of an organization member.
+
+ARCHITECTURE.md "Decisions on what the spec leaves open" / "Wire details: Dashboard":
+register creates an account and a personal organization it owns; login sets an opaque
+session cookie; organization roles are owner, admin, member and viewer, and only owners
+and admins may write.  Decisions of our own are in docs/dashboard.md.
+"""
+from __future__ import annotations
+
+from shared.config import Rate
+from shared.errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, ValidationFailed
+from shared.ids import digest, is_uuid, new_id
+from shared.timeutil import isoformat
+
+from controlplane.dashboard.access import WRITE_ROLES
+from controlplane.dashboard.store import AlreadyExists, DashboardStore
+from controlplane.passwords import require_strong
+
+OWNER = "owner"
+
+
+class InvalidCredentials(Unauthorized):
+    code, message = "AUTH_INVALID_CREDENTIALS", "The email or password is incorrect."
+
+
+class EmailTaken(Conflict):
+    code, message = "AUTH_EMAIL_ALREADY_REGISTERED", "A dashboard account with this email already exists."
+
+
+class OrganizationNotFound(NotFound):
+    message = "Organization not found."
+
+
+class MemberNotFound(NotFound):
+    code, message = "USER_NOT_FOUND", "No such dashboard account in this organization."
+
+
+class LastOwner(Conflict):
+    code = "ORGANIZATION_LAST_OWNER"
+    message = "An organization must keep at least one owner: make someone else owner first."
+
+
+class DashboardService:
+    def __init__(self, ctx):
+        self.store = DashboardStore(ctx.store)
+        self._config = ctx.config
+        self._clock = ctx.clock
+        self._hasher = ctx.hasher
+        self._limiter = ctx.rate_limiter
+        self._sessions = ctx.dashboard_sessions
+        self._access = ctx.dashboard_access
+        self._applications = ctx.applications
+        self._api_keys = ctx.api_keys
+
+    # ------------------------------------------------------------ accounts and sessions
+
+    def register(self, values: dict, *, ip: str) -> dict:
+        """Create a dashboard account (bcrypt-hashed password) and the personal
+        organization it owns.  409 AUTH_EMAIL_ALREADY_REGISTERED for a taken email,
+        422 VALIDATION_PASSWORD_TOO_WEAK for a weak password."""
+        self._limiter.hit(f"dashboard-register:{ip}", self._config.rate_limit_register)
+        email, name = values["email"], values["name"]
+        require_strong(values["password"], email=email)
+        if self.store.account_by_email(email) is not None:  # spares a bcrypt hash; the index decides
+            raise EmailTaken(details={"field": "email"})
+        now = self._clock()
+        account = {
+            "_id": new_id(), "email": email, "name": name,
+            "password_hash": self._hasher.hash(values["password"]),
+            "created_at": now, "updated_at": now,
+        }
+        try:
+            self.store.insert_account(account)
+        except AlreadyExists:
+            raise EmailTaken(details={"field": "email"}) from None
+        try:
+            self._create_organization(account["_id"], _personal_organization_name(name))
+        except Exception:
+            # No half-registered account: without its organization it could do nothing.
+            self.store.delete_account(account["_id"])
+            raise
+        return account
+
+    def login(self, email: str, password: str, *, ip: str, previous_session: str | None = None) -> tuple[dict, str]:
+        """Check the credentials and open a new session; returns (account, raw session
+        id).  A session the browser still presented is ended, so re-signing in never
+        leaves an orphan session behind.
+
+        Counted before the password is checked: the per-IP budget
+        (IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN, 429 RATE_LIMIT_EXCEEDED) and the failures
+        per email (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS, 429
+        AUTH_ACCOUNT_LOCKED; a successful login clears it).  An unknown email costs the
+        same bcrypt time as a wrong password and gets the same 401."""
+        self._limiter.hit(f"dashboard-login:{ip}", self._config.rate_limit_dashboard_login)
+        email = email.strip().lower()
+        lock_key, lock_rate = self._lock(email)
+        self._limiter.hit(lock_key, lock_rate, code="AUTH_ACCOUNT_LOCKED",
+                          message="Too many failed sign-ins for this email. Try again later.")
+        account = self.store.account_by_email(email)
+        if not self._hasher.verify(password, account["password_hash"] if account else None):
+            raise InvalidCredentials()
+        self._limiter.reset(lock_key, lock_rate)
+        self.logout(previous_session)
+        return account, self._sessions.create(account["_id"])
+
+    def logout(self, raw_session: str | None) -> None:
+        if raw_session:
+            self._sessions.revoke(raw_session)
+
+    def account(self, account_id: str) -> dict:
+        account = self.store.account(account_id)
+        if account is None:  # a session outliving its account is not a session
+            raise Unauthorized("Sign in to the dashboard first.")
+        return account
+
+    def update_account(self, account_id: str, values: dict) -> dict:
+        """Change the account's name (the only editable profile field)."""
+        if not values:
+            return self.account(account_id)
+        updated = self.store.update_account(account_id, {**values, "updated_at": self._clock()})
+        if updated is None:
+            raise Unauthorized("Sign in to the dashboard first.")
+        return updated
+
+    def change_password(self, account_id: str, current: str, new: str) -> str:
+        """Replace the password after checking the current one (422 INVALID_PASSWORD),
+        end every session of the account and return a fresh one for this browser."""
+        account = self.account(account_id)
+        lock_key, lock_rate = self._lock(account["email"])
+        self._limiter.hit(lock_key, lock_rate, code="AUTH_ACCOUNT_LOCKED",
+                          message="Too many wrong passwords for this account. Try again later.")
+        if not self._hasher.verify(current, account["password_hash"]):
+            raise Unprocessable("The current password is incorrect.", code="INVALID_PASSWORD",
+                                details={"field": "current_password"})
+        self._limiter.reset(lock_key, lock_rate)
+        require_strong(new, email=account["email"], field="new_password")
+        self.store.update_account(account_id, {"password_hash": self._hasher.hash(new),
+                                               "updated_at": self._clock()})
+        # A password change is how a user evicts whoever stole the old one.
+        self._sessions.revoke_account(account_id)
+        return self._sessions.create(account_id)
+
+    def _lock(self, email: str) -> tuple[str, Rate]:
+        rate = Rate(self._config.lockout_threshold, self._config.lockout_seconds)
+        return f"dashboard-login-email:{digest(email)}", rate
+
+    # ------------------------------------------------------------ organizations
+
+    def organizations(self, account_id: str) -> list[tuple[dict, str]]:
+        """Every organization the account belongs to, with its role there."""
+        roles = self._access.memberships(account_id)
+        return [(org, roles[org["_id"]]) for org in self.store.organizations(roles)]
+
+    def create_organization(self, account_id: str, name: str) -> tuple[dict, str]:
+        return self._create_organization(account_id, name), OWNER
+
+    def _create_organization(self, account_id: str, name: str) -> dict:
+        now = self._clock()
+        org = {"_id": new_id(), "name": name, "created_by": account_id, "created_at": now,
+               "applications_count": 0, "owners_count": 1}
+        self.store.insert_organization(org)
+        try:
+            self.store.insert_member({"organization_id": org["_id"], "account_id": account_id,
+                                      "role": OWNER, "created_at": now})
+        except Exception:
+            self.store.delete_organization(org["_id"])
+            raise
+        return org
+
+    def members(self, account_id: str, organization_id: str) -> list[dict]:
+        """The organization's members; any member may read them."""
+        self._role(account_id, organization_id)
+        members = self.store.members(organization_id)
+        accounts = self.store.accounts(m["account_id"] for m in members)
+        return [serialize_member(m, accounts[m["account_id"]]) for m in members if m["account_id"] in accounts]
+
+    def add_member(self, account_id: str, organization_id: str, email: str, role: str) -> dict:
+        """Add an existing dashboard account: owners and admins only (403 FORBIDDEN),
+        only owners may make owners; 404 USER_NOT_FOUND without such an account,
+        409 RESOURCE_ALREADY_EXISTS when it is a member already."""
+        caller_role = self._role(account_id, organization_id, write=True)
+        if role == OWNER and caller_role != OWNER:
+            raise Forbidden("Only an owner can add another owner.", details={"role": caller_role})
+        target = self.store.account_by_email(email)
+        if target is None:
+            raise NotFound("No dashboard account has this email.", code="USER_NOT_FOUND",
+                           details={"email": email})
+        member = {"organization_id": organization_id, "account_id": target["_id"], "role": role,
+                  "created_at": self._clock()}
+        try:
+            self.store.insert_member(member)
+        except AlreadyExists:
+            raise Conflict("This account is already a member of the organization.", code="RESOURCE_ALREADY_EXISTS",
+                           details={"account_id": target["_id"]}) from None
+        if role == OWNER:
+            self.store.add_owner_slot(organization_id)
+        return serialize_member(member, target)
+
+    def change_member_role(self, account_id: str, organization_id: str, member_id: str, role: str) -> dict:
+        """Owners and admins change roles; only owners touch owners; the last owner
+        cannot be demoted (409 ORGANIZATION_LAST_OWNER)."""
+        caller_role = self._role(account_id, organization_id, write=True)
+        member = self._member(organization_id, member_id)
+        current = member["role"]
+        if role == current:
+            return serialize_member(member, self.store.account(member_id) or {})
+        if OWNER in (role, current) and caller_role != OWNER:
+            raise Forbidden("Only an owner can grant or take away the owner role.", details={"role": caller_role})
+        if current == OWNER and not self.store.take_owner_slot(organization_id):
+            raise LastOwner()
+        updated = self.store.set_member_role(organization_id, member_id, expected=current, role=role)
+        if updated is None:
+            if current == OWNER:
+                self.store.add_owner_slot(organization_id)
+            raise Conflict("The membership changed meanwhile; reload and try again.")
+        if role == OWNER:
+            self.store.add_owner_slot(organization_id)
+        return serialize_member(updated, self.store.account(member_id) or {})
+
+    def remove_member(self, account_id: str, organization_id: str, member_id: str) -> None:
+        """Owners and admins remove members (only owners remove owners); anyone may
+        leave; the last owner cannot (409 ORGANIZATION_LAST_OWNER)."""
+        leaving = member_id == account_id
+        caller_role = self._role(account_id, organization_id, write=not leaving)
+        member = self._member(organization_id, member_id)
+        if member["role"] == OWNER and caller_role != OWNER:
+            raise Forbidden("Only an owner can remove an owner.", details={"role": caller_role})
+        if member["role"] == OWNER and not self.store.take_owner_slot(organization_id):
+            raise LastOwner()
+        if not self.store.delete_member(organization_id, member_id, expected=member["role"]):
+            if member["role"] == OWNER:
+                self.store.add_owner_slot(organization_id)
+            raise Conflict("The membership changed meanwhile; reload and try again.")
+
+    def _role(self, account_id: str, organization_id: str, *, write: bool = False) -> str:
+        role = self._access.role_in(organization_id, account_id) if is_uuid(organization_id) else None
+        if role is None:  # 404, not 403: do not confirm that someone else's organization exists
+            raise OrganizationNotFound(details={"organization_id": organization_id})
+        if write and role not in WRITE_ROLES:
+            raise Forbidden(f"Your organization role ({role}) cannot manage members.",
+                            details={"role": role, "required_role": list(WRITE_ROLES)})
+        return role
+
+    def _member(self, organization_id: str, member_id: str) -> dict:
+        member = self.store.member(organization_id, member_id) if is_uuid(member_id) else None
+        if member is None:
+            raise MemberNotFound(details={"account_id": member_id})
+        return member
+
+    # ------------------------------------------------------------ applications
+
+    def applications(self, account_id: str, organization_id: str | None = None) -> list[tuple[dict, str]]:
+        """Applications of every organization the caller belongs to (or of one of them),
+        each with the caller's role there."""
+        roles = self._access.memberships(account_id)
+        if organization_id is not None:
+            if not is_uuid(organization_id):
+                raise ValidationFailed({"organization_id": "must be a UUID"})
+            if organization_id not in roles:
+                raise Forbidden("You are not a member of this organization.",
+                                details={"organization_id": organization_id})
+            roles = {organization_id: roles[organization_id]}
+        apps = self._applications.store.list_for_organizations(roles)
+        return [(app, roles[app["organization_id"]]) for app in apps]
+
+    def create_application(self, account_id: str, values: dict) -> tuple[dict, str]:
+        """POST /api/dashboard/applications: 422 VALIDATION_ERROR when organization_id
+        is needed but missing, 403 FORBIDDEN for an organization the caller is not in or
+        cannot write to, 403 resource_limit_exceeded past the organization's limit."""
+        values = dict(values)
+        organization_id = values.pop("organization_id", None)
+        roles = self._access.memberships(account_id)
+        if organization_id is None:
+            if len(roles) != 1:
+                raise Unprocessable(
+                    "organization_id is required: you belong to several organizations." if roles
+                    else "organization_id is required: create an organization first.",
+                    code="VALIDATION_ERROR",
+                    details={"fields": {"organization_id": "is required"}, "organizations": len(roles)},
+                )
+            organization_id = next(iter(roles))
+        role = roles.get(organization_id)
+        if role is None:
+            raise Forbidden("You are not a member of this organization.",
+                            details={"organization_id": organization_id})
+        if role not in WRITE_ROLES:
+            raise Forbidden(f"Your organization role ({role}) cannot create applications.",
+                            details={"role": role, "required_role": list(WRITE_ROLES)})
+        app = self._applications.create(values, organization_id=organization_id, owner_account_id=account_id)
+        return app, role
+
+    def application(self, account_id: str, app_id: str, *, write: bool = False) -> tuple[dict, str]:
+        """The application and the caller's role; 404 without access (also for ids that
+        are not UUIDs), 403 FORBIDDEN when a member or viewer writes."""
+        if not is_uuid(app_id):
+            raise NotFound("Application not found.", details={"application_id": app_id})
+        return self._access.application(account_id, app_id, write=write)
+
+    def update_application(self, account_id: str, app_id: str, values: dict) -> tuple[dict, str]:
+        _, role = self.application(account_id, app_id, write=True)
+        return self._applications.update(app_id, values), role
+
+    def update_branding(self, account_id: str, app_id: str, values: dict) -> tuple[dict, str]:
+        _, role = self.application(account_id, app_id, write=True)
+        return self._applications.update_branding(app_id, values), role
+
+    def delete_application(self, account_id: str, app_id: str) -> None:
+        """Irreversible: every user, role, permission, API key and webhook of the
+        application goes with it (``ApplicationService.delete``)."""
+        self.application(account_id, app_id, write=True)
+        self._applications.delete(app_id)
+
+    # ------------------------------------------------------------ API keys
+
+    def api_keys(self, account_id: str, app_id: str) -> list[dict]:
+        self.application(account_id, app_id)
+        return self._api_keys.list(app_id)
+
+    def create_api_key(self, account_id: str, app_id: str, values: dict) -> tuple[dict, str]:
+        """A new key for the application; the secret is returned here only."""
+        app, _ = self.application(account_id, app_id, write=True)
+        return self._api_keys.create(app, values)
+
+    def revoke_api_key(self, account_id: str, app_id: str, key_id: str) -> None:
+        self.application(account_id, app_id, write=True)
+        if not is_uuid(key_id):
+            raise NotFound("API key not found.", details={"key_id": key_id})
+        self._api_keys.revoke(app_id, key_id)
+
+
+def _personal_organization_name(account_name: str) -> str:
+    suffix = "'s organization"
+    return account_name[: 255 - len(suffix)] + suffix
+
+
+def serialize_account(account: dict) -> dict:
+    return {
+        "id": account["_id"],
+        "email": account["email"],
+        "name": account["name"],
+        "created_at": isoformat(account["created_at"]),
+    }
+
+
+def serialize_organization(org: dict, role: str) -> dict:
+    return {"id": org["_id"], "name": org["name"], "role": role, "created_at": isoformat(org["created_at"])}
+
+
+def serialize_member(member: dict, account: dict) -> dict:
+    return {
+        "organization_id": member["organization_id"],
+        "account_id": member["account_id"],
+        "email": account.get("email"),
+        "name": account.get("name"),
+        "role": member["role"],
+        "created_at": isoformat(member["created_at"]),
+    }
+

@@ -1,0 +1,109 @@
+"""MongoDB access for dashboard accounts, organizations and their members.
+
+Collections (none carries ``app_id``: they sit above the tenants and survive an
+application's deletion, see ``applications.store.GLOBAL_COLLECTIONS``):
+
+- ``dashboard_accounts`` {_id, email (unique, lower case), name, password_hash,
+  created_at, updated_at}
+- ``organizations`` {_id, name, created_by, created_at, applications_count,
+  owners_count}; ``applications_count`` is the application-limit counter
+  (``ApplicationStore.reserve_slot``), ``owners_count`` guards the last owner.
+- ``organization_members`` {organization_id, account_id, role, created_at}, unique per
+  organization and account (index declared in ``access.py``).
+"""
+from __future__ import annotations
+
+from pymongo import ASCENDING, IndexModel, ReturnDocument
+
+from controlplane.store import DuplicateKeyError
+
+INDEXES = {
+    "dashboard_accounts": [IndexModel([("email", ASCENDING)], unique=True)],
+}
+
+
+class AlreadyExists(Exception):
+    """A unique index refused the write (email taken, already a member)."""
+
+
+class DashboardStore:
+    def __init__(self, store):
+        self._accounts = store["dashboard_accounts"]
+        self._orgs = store["organizations"]
+        self._members = store["organization_members"]
+
+    # -- accounts
+
+    def insert_account(self, doc: dict) -> None:
+        try:
+            self._accounts.insert_one(doc)
+        except DuplicateKeyError:
+            raise AlreadyExists("email") from None
+
+    def update_account(self, account_id: str, changes: dict) -> dict | None:
+        return self._accounts.find_one_and_update({"_id": account_id}, {"$set": changes},
+                                                  return_document=ReturnDocument.AFTER)
+
+    def delete_account(self, account_id: str) -> None:
+        self._accounts.delete_one({"_id": account_id})
+
+    def account(self, account_id: str) -> dict | None:
+        return self._accounts.find_one({"_id": account_id})
+
+    def account_by_email(self, email: str) -> dict | None:
+        return self._accounts.find_one({"email": email})
+
+    def accounts(self, account_ids) -> dict[str, dict]:
+        return {d["_id"]: d for d in self._accounts.find({"_id": {"$in": list(account_ids)}})}
+
+    # -- organizations
+
+    def insert_organization(self, doc: dict) -> None:
+        self._orgs.insert_one(doc)
+
+    def delete_organization(self, organization_id: str) -> None:
+        self._orgs.delete_one({"_id": organization_id})
+
+    def organizations(self, organization_ids) -> list[dict]:
+        cursor = self._orgs.find({"_id": {"$in": list(organization_ids)}})
+        return list(cursor.sort([("created_at", ASCENDING), ("_id", ASCENDING)]))
+
+    def organization(self, organization_id: str) -> dict | None:
+        return self._orgs.find_one({"_id": organization_id})
+
+    def take_owner_slot(self, organization_id: str) -> bool:
+        """Count one owner fewer unless it is the last one (atomic on the organization)."""
+        result = self._orgs.update_one({"_id": organization_id, "owners_count": {"$gt": 1}},
+                                       {"$inc": {"owners_count": -1}})
+        return result.modified_count == 1
+
+    def add_owner_slot(self, organization_id: str) -> None:
+        self._orgs.update_one({"_id": organization_id}, {"$inc": {"owners_count": 1}})
+
+    # -- members
+
+    def insert_member(self, doc: dict) -> None:
+        try:
+            self._members.insert_one(doc)
+        except DuplicateKeyError:
+            raise AlreadyExists("member") from None
+
+    def members(self, organization_id: str) -> list[dict]:
+        cursor = self._members.find({"organization_id": organization_id})
+        return list(cursor.sort([("created_at", ASCENDING), ("account_id", ASCENDING)]))
+
+    def member(self, organization_id: str, account_id: str) -> dict | None:
+        return self._members.find_one({"organization_id": organization_id, "account_id": account_id})
+
+    def set_member_role(self, organization_id: str, account_id: str, *, expected: str, role: str) -> dict | None:
+        """Change the role only if it is still ``expected`` (so a concurrent change is not
+        silently overwritten); the updated member, or None."""
+        return self._members.find_one_and_update(
+            {"organization_id": organization_id, "account_id": account_id, "role": expected},
+            {"$set": {"role": role}}, return_document=ReturnDocument.AFTER,
+        )
+
+    def delete_member(self, organization_id: str, account_id: str, *, expected: str) -> bool:
+        result = self._members.delete_one(
+            {"organization_id": organization_id, "account_id": account_id, "role": expected})
+        return result.deleted_count == 1
