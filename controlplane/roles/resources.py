@@ -1,0 +1,156 @@
+"""HTTP resources of roles (V1/roles) and role assignments (V1/users/{userId}/roles,
+V1/users/{userId}/permissions).  Reads need roles:read, writes roles:manage, for end-user
+tokens (their current roles) and API keys (their permissions) alike."""
+from __future__ import annotations
+
+from shared.errors import ValidationFailed
+from shared.http import bool_param, page_params, paginated, read_json, respond
+from shared.validation import Invalid
+
+from controlplane.auth import permission
+from controlplane.openapi import op
+from controlplane.roles import schemas
+from controlplane.roles.service import serialize_role
+
+READ = permission("roles:read")
+MANAGE = permission("roles:manage")
+
+_ROLE_ERRORS = [(403, "FORBIDDEN"), (404, "RESOURCE_NOT_FOUND")]
+_USER_ERRORS = [(403, "FORBIDDEN"), (404, "USER_NOT_FOUND")]
+_SCOPE_QUERY = ({"type": "string"}, "exactly this scope")
+
+
+def scope_param(req) -> str | None:
+    """``?scope=``: absent or empty means no scope."""
+    raw = req.get_param("scope")
+    if raw is None or raw == "":
+        return None
+    try:
+        return schemas.Scope().clean(raw)
+    except Invalid as exc:
+        raise ValidationFailed({"scope": str(exc)}) from None
+
+
+class RoleCollection:
+    access = {"GET": READ, "POST": MANAGE}
+    docs = {
+        "GET": op("List roles", query={
+            "search": ({"type": "string", "maxLength": schemas.SEARCH_MAX}, "substring of name or display_name"),
+            "include_permissions": ({"type": "boolean"}, "add each role's permission names"),
+            "page": ({"type": "integer", "minimum": 1}, "page number, default 1"),
+            "per_page": ({"type": "integer", "minimum": 1, "maximum": 100}, "default 15, max 100"),
+        }, response=schemas.ROLE_PAGE, wrapped=False, errors=[(400, "VALIDATION_INVALID_FORMAT"), (403, "FORBIDDEN")]),
+        "POST": op("Create a role", body=schemas.CREATE_ROLE, ok=201, response=schemas.ROLE_WITH_NAMES,
+                   description="Permissions are created on first use.",
+                   errors=[(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS"), (403, "FORBIDDEN"),
+                           (409, "RESOURCE_ALREADY_EXISTS")]),
+    }
+
+    def __init__(self, ctx):
+        self.roles = ctx.roles
+
+    def on_get(self, req, resp, applicationId):
+        page, per_page = page_params(req)
+        include = bool_param(req, "include_permissions")
+        search = (req.get_param("search") or "").strip() or None
+        if search is not None and len(search) > schemas.SEARCH_MAX:
+            raise ValidationFailed({"search": f"must be at most {schemas.SEARCH_MAX} characters"})
+        roles, total = self.roles.list(applicationId, search=search, page=page, per_page=per_page)
+        items = [serialize_role(r, permissions="names" if include else None, updated_at=False) for r in roles]
+        resp.media = paginated(items, total, page, per_page)
+
+    def on_post(self, req, resp, applicationId):
+        values = schemas.CREATE_ROLE.validate(read_json(req))
+        role = self.roles.create(applicationId, values)
+        respond(resp, serialize_role(role, permissions="names"), status=201)
+
+
+class RoleItem:
+    access = {"GET": READ, "PUT": MANAGE, "PATCH": MANAGE, "DELETE": MANAGE}
+    _update_doc = op("Update a role", body=schemas.UPDATE_ROLE, response=schemas.ROLE_WITH_NAMES,
+                     description="{role} is the role id, or its name. The name cannot change.",
+                     errors=[(400, "VALIDATION_INVALID_FORMAT"), (403, "ROLE_IS_SYSTEM"), *_ROLE_ERRORS,
+                             (409, "CONFLICT")])
+    docs = {
+        "GET": op("Get a role with its permissions and users_count", response=schemas.ROLE_DETAIL,
+                  description="{role} is the role id, or its name.", errors=_ROLE_ERRORS),
+        "PUT": _update_doc,
+        "PATCH": _update_doc,
+        "DELETE": op("Delete a role nobody holds", ok=204,
+                     description="{role} is the role id, or its name.",
+                     errors=[(403, "ROLE_IS_SYSTEM"), *_ROLE_ERRORS, (409, "ROLE_IN_USE")]),
+    }
+
+    def __init__(self, ctx):
+        self.roles = ctx.roles
+
+    def on_get(self, req, resp, applicationId, role):
+        respond(resp, self.roles.detail(applicationId, self.roles.resolve(applicationId, role)))
+
+    def on_put(self, req, resp, applicationId, role):
+        values = schemas.UPDATE_ROLE.validate(read_json(req), partial=True)
+        updated = self.roles.update(applicationId, role, values)
+        respond(resp, serialize_role(updated, permissions="names"))
+
+    on_patch = on_put
+
+    def on_delete(self, req, resp, applicationId, role):
+        self.roles.delete(applicationId, role)
+        resp.status = 204
+
+
+class UserRoleCollection:
+    access = {"GET": READ, "POST": MANAGE}
+    docs = {
+        "GET": op("List a user's role assignments", query={"scope": _SCOPE_QUERY},
+                  response=schemas.ASSIGNMENT_LIST, wrapped=False,
+                  description="Without scope: every unexpired assignment; with scope: those of exactly that scope.",
+                  errors=_USER_ERRORS),
+        "POST": op("Assign a role to a user", body=schemas.ASSIGN_ROLE, ok=201, response=schemas.ASSIGNMENT,
+                   errors=[(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS"), *_USER_ERRORS,
+                           (404, "RESOURCE_NOT_FOUND"), (409, "AUTHZ_ROLE_ALREADY_ASSIGNED")]),
+    }
+
+    def __init__(self, ctx):
+        self.roles = ctx.roles
+
+    def on_get(self, req, resp, applicationId, userId):
+        scope = scope_param(req)
+        items = self.roles.user_roles(applicationId, userId, scope=scope, any_scope=scope is None)
+        resp.media = {"data": items, "user_id": userId, "scope": scope}
+
+    def on_post(self, req, resp, applicationId, userId):
+        values = schemas.ASSIGN_ROLE.validate(read_json(req))
+        respond(resp, self.roles.assign(applicationId, userId, values), status=201)
+
+
+class UserRoleItem:
+    access = {"DELETE": MANAGE}
+    docs = {
+        "DELETE": op("Remove a role assignment", ok=204, query={
+            "scope": ({"type": "string"}, "required when the role was assigned with a scope")},
+            description="{roleId} is the role id (or its name).",
+            errors=[*_USER_ERRORS, (404, "AUTHZ_ROLE_ASSIGNMENT_NOT_FOUND")]),
+    }
+
+    def __init__(self, ctx):
+        self.roles = ctx.roles
+
+    def on_delete(self, req, resp, applicationId, userId, roleId):
+        self.roles.unassign(applicationId, userId, roleId, scope_param(req))
+        resp.status = 204
+
+
+class UserPermissions:
+    access = {"GET": READ}
+    docs = {
+        "GET": op("A user's effective permissions", query={"scope": ({"type": "string"},
+                  "effective at this scope (unscoped assignments included)")},
+                  response=schemas.USER_PERMISSIONS, errors=_USER_ERRORS),
+    }
+
+    def __init__(self, ctx):
+        self.roles = ctx.roles
+
+    def on_get(self, req, resp, applicationId, userId):
+        respond(resp, self.roles.user_permissions(applicationId, userId, scope_param(req)))

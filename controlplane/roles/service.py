@@ -1,0 +1,334 @@
+"""Roles, permissions and role assignments: the rules of the spec's Role and Role
+assignment resources, and the events that tell webhooks and decision caches about them.
+
+Events and their ``user_ids`` (whose authorization answers may have changed; the
+decision-service contract, item 5):
+
+- role.created -> none; role.updated, permission.granted, permission.revoked -> every
+  user holding the role when its permission set changed (none for a display change);
+- role.deleted -> users whose (unexpired) assignment went with the role;
+- role.assigned, role.removed -> the user.
+"""
+from __future__ import annotations
+
+from shared.engine import Assignment, Grants, applicable_assignments, effective_permissions
+from shared.errors import ApiError, Conflict, NotFound, ValidationFailed
+from shared.ids import is_uuid, new_id
+from shared.timeutil import aware, isoformat
+
+from controlplane.roles.store import AssignmentExists, RoleNameTaken, RoleStore
+
+_UPDATE_ATTEMPTS = 5
+
+
+def role_not_found(ref: str) -> NotFound:
+    return NotFound("Role not found.", code="RESOURCE_NOT_FOUND", details={"role": ref})
+
+
+def user_not_found(user_id: str) -> NotFound:
+    return NotFound("User not found in this application.", code="USER_NOT_FOUND", details={"user_id": user_id})
+
+
+def assignment_not_found(user_id: str, role_ref: str, scope) -> NotFound:
+    return NotFound("No matching role assignment.", code="AUTHZ_ROLE_ASSIGNMENT_NOT_FOUND",
+                    details={"user_id": user_id, "role_id": role_ref, "scope": scope})
+
+
+def system_role(role: dict) -> ApiError:
+    return ApiError("System roles cannot be modified or deleted.", status=403, code="ROLE_IS_SYSTEM",
+                    details={"role_id": role["_id"], "name": role["name"]})
+
+
+class RoleService:
+    def __init__(self, store, events, clock):
+        self.store = RoleStore(store)
+        self._events = events
+        self._clock = clock
+
+    # --- roles ---------------------------------------------------------------------------
+
+    def resolve(self, app_id: str, ref: str) -> dict:
+        """The role named by ``{role}`` in a path: its id, or its name when not a UUID."""
+        role = (self.store.role_by_id(app_id, ref.lower()) if is_uuid(ref)
+                else self.store.role_by_name(app_id, ref))
+        if role is None:
+            raise role_not_found(ref)
+        return role
+
+    def list(self, app_id: str, *, search: str | None, page: int, per_page: int) -> tuple[list[dict], int]:
+        """Roles of the application by name; ``search`` matches name or display_name
+        (case-insensitive substring)."""
+        return self.store.search_roles(app_id, search, (page - 1) * per_page, per_page)
+
+    def create(self, app_id: str, values: dict) -> dict:
+        now = self._clock()
+        permissions = values["permissions"]
+        doc = {
+            "_id": new_id(),
+            "app_id": app_id,
+            "name": values["name"],
+            "display_name": values["display_name"],
+            "description": values.get("description"),
+            "is_system_role": values.get("is_system_role", False),
+            "permissions": permissions,
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        if self.store.role_by_name(app_id, doc["name"]) is not None:
+            raise self._name_taken(doc["name"])
+        # Permissions first: a crash before the role insert leaves only unused permission names.
+        self.store.ensure_permissions(app_id, permissions, now)
+        try:
+            self.store.insert_role(doc)
+        except RoleNameTaken:
+            raise self._name_taken(doc["name"]) from None
+        self._events.emit(app_id, "role.created", {
+            "role_id": doc["_id"], "name": doc["name"], "display_name": doc["display_name"],
+            "permissions": permissions, "is_system_role": doc["is_system_role"],
+        }, subject={"role_id": doc["_id"]})
+        return doc
+
+    def update(self, app_id: str, ref: str, values: dict) -> dict:
+        """PUT and PATCH: change display_name, description and/or the whole permission set.
+
+        The name and is_system_role never change (sending the current value is accepted);
+        a system role answers 403 ROLE_IS_SYSTEM.
+        """
+        for _ in range(_UPDATE_ATTEMPTS):
+            role = self.resolve(app_id, ref)
+            if role.get("is_system_role"):
+                raise system_role(role)
+            self._check_immutable(role, values)
+            changes = {field: values[field] for field in ("display_name", "description", "permissions")
+                       if field in values and values[field] != role.get(field)}
+            if not changes:
+                return role
+            now = self._clock()
+            old = set(role["permissions"])
+            new = set(changes.get("permissions", role["permissions"]))
+            if new - old:
+                self.store.ensure_permissions(app_id, [p for p in changes["permissions"] if p not in old], now)
+            updated = self.store.update_role(app_id, role["_id"], role.get("version", 1),
+                                             {**changes, "updated_at": now})
+            if updated is not None:
+                break
+        else:
+            raise Conflict("The role was changed concurrently; try again.", details={"role": ref})
+        self._emit_update(app_id, updated, sorted(changes), granted=[p for p in updated["permissions"] if p not in old],
+                          revoked=[p for p in role["permissions"] if p not in new])
+        return updated
+
+    def delete(self, app_id: str, ref: str) -> None:
+        """Delete a role nobody holds (409 ROLE_IN_USE otherwise; expired assignments and
+        deleted users do not count); 403 ROLE_IS_SYSTEM for a system role."""
+        role = self.resolve(app_id, ref)
+        if role.get("is_system_role"):
+            raise system_role(role)
+        now = self._clock()
+        holders = self.store.holders(app_id, role["_id"], now)
+        if self.store.count_live_users(app_id, holders, stop_at=1):
+            raise ApiError("The role is still assigned to users; remove the assignments first.",
+                           status=409, code="ROLE_IN_USE",
+                           details={"role_id": role["_id"], "name": role["name"]})
+        if not self.store.delete_role(app_id, role["_id"]):
+            raise role_not_found(ref)
+        # After the role is gone: sweeps expired assignments, those of deleted users, and one
+        # a concurrent assign slipped in (that request re-checks the role and undoes itself).
+        affected = self.store.purge_role_assignments(app_id, role["_id"], now)
+        self._events.emit(app_id, "role.deleted", {"role_id": role["_id"], "name": role["name"]},
+                          subject={"role_id": role["_id"]}, user_ids=affected)
+
+    def detail(self, app_id: str, role: dict) -> dict:
+        """The single-role response: permissions as {id, name} objects, users_count."""
+        ids = self.store.permission_ids(app_id, role["permissions"])
+        out = serialize_role(role, permissions="names")
+        out["permissions"] = [{"id": ids.get(name), "name": name} for name in role["permissions"]]
+        holders = self.store.holders(app_id, role["_id"], self._clock())
+        out["users_count"] = self.store.count_live_users(app_id, holders)
+        return out
+
+    def _check_immutable(self, role: dict, values: dict) -> None:
+        errors = {}
+        if "name" in values and values["name"] != role["name"]:
+            errors["name"] = "cannot be changed after creation"
+        if "is_system_role" in values and values["is_system_role"] != bool(role.get("is_system_role")):
+            errors["is_system_role"] = "cannot be changed after creation"
+        if errors:
+            raise ValidationFailed(errors)
+
+    def _emit_update(self, app_id, role, changed_fields, *, granted, revoked) -> None:
+        holders = self.store.holders(app_id, role["_id"], self._clock()) if granted or revoked else []
+        subject = {"role_id": role["_id"]}
+        for kind, names in (("permission.granted", granted), ("permission.revoked", revoked)):
+            for name in names:
+                self._events.emit(app_id, kind, {"role_id": role["_id"], "role_name": role["name"], "permission": name},
+                                  subject=subject, user_ids=holders)
+        self._events.emit(app_id, "role.updated", {
+            "role_id": role["_id"], "name": role["name"], "changes": changed_fields,
+            "permissions": role["permissions"], "granted": granted, "revoked": revoked,
+        }, subject=subject, user_ids=holders)
+
+    @staticmethod
+    def _name_taken(name: str) -> Conflict:
+        return Conflict(f"A role named {name!r} already exists in this application.",
+                        code="RESOURCE_ALREADY_EXISTS", details={"name": name})
+
+    # --- assignments ---------------------------------------------------------------------
+
+    def require_user(self, app_id: str, user_id: str) -> dict:
+        """The user of the application; 404 USER_NOT_FOUND when unknown or deleted."""
+        user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
+        if user is None or user.get("status") == "deleted":
+            raise user_not_found(user_id)
+        return user
+
+    def assign(self, app_id: str, user_id: str, values: dict) -> dict:
+        """Assign a role at a scope (None: every scope) until ``expires_at`` (None: forever).
+        409 AUTHZ_ROLE_ALREADY_ASSIGNED for the same role and scope (an expired one is replaced)."""
+        now = self._clock()
+        expires_at = values.get("expires_at")
+        if expires_at is not None and expires_at <= now:
+            raise ValidationFailed({"expires_at": "must be in the future"})
+        self.require_user(app_id, user_id)
+        role_id = values["role_id"]
+        role = self.store.role_by_id(app_id, role_id)
+        if role is None:
+            raise role_not_found(role_id)
+        scope = values.get("scope")
+        doc = {
+            "_id": new_id(),
+            "app_id": app_id,
+            "user_id": user_id,
+            "role_id": role_id,
+            "scope": scope,
+            "expires_at": expires_at,
+            "assigned_at": now,
+        }
+        try:
+            saved = self.store.insert_assignment(doc, now)
+        except AssignmentExists:
+            raise Conflict("The user already has this role at this scope.", code="AUTHZ_ROLE_ALREADY_ASSIGNED",
+                           details={"user_id": user_id, "role_id": role_id, "scope": scope}) from None
+        if self.store.role_by_id(app_id, role_id) is None:
+            # The role was deleted while we assigned it: undo, as if the delete came first.
+            self.store.delete_assignment_doc(saved["_id"])
+            raise role_not_found(role_id)
+        self._events.emit(app_id, "role.assigned", {
+            "user_id": user_id, "role_id": role_id, "role_name": role["name"], "scope": scope,
+            "expires_at": isoformat(expires_at),
+        }, subject={"user_id": user_id, "role_id": role_id}, user_ids=[user_id])
+        return serialize_assignment(saved)
+
+    def unassign(self, app_id: str, user_id: str, role_ref: str, scope: str | None) -> None:
+        """Remove the assignment of exactly this scope (None: the unscoped one)."""
+        self.require_user(app_id, user_id)
+        if is_uuid(role_ref):
+            role_id = role_ref.lower()
+        else:
+            role = self.store.role_by_name(app_id, role_ref)
+            if role is None:
+                raise assignment_not_found(user_id, role_ref, scope)
+            role_id = role["_id"]
+        removed = self.store.remove_assignment(app_id, user_id, role_id, scope, self._clock())
+        if removed is None:
+            raise assignment_not_found(user_id, role_ref, scope)
+        role = self.store.role_by_id(app_id, role_id)
+        self._events.emit(app_id, "role.removed", {
+            "user_id": user_id, "role_id": role_id, "role_name": role["name"] if role else None, "scope": scope,
+        }, subject={"user_id": user_id, "role_id": role_id}, user_ids=[user_id])
+
+    def user_roles(self, app_id: str, user_id: str, *, scope: str | None = None, any_scope: bool = True) -> list[dict]:
+        """The user's unexpired assignments (all scopes, or exactly ``scope``) as list items
+        {role_id, name, display_name, scope, expires_at, assigned_at}."""
+        self.require_user(app_id, user_id)
+        docs = self.store.assignments_of_user(app_id, user_id, self._clock(), scope=scope, any_scope=any_scope)
+        roles = self.store.roles_by_ids(app_id, {d["role_id"] for d in docs})
+        return [serialize_assignment_item(d, roles[d["role_id"]]) for d in docs if d["role_id"] in roles]
+
+    def user_permissions(self, app_id: str, user_id: str, scope: str | None) -> dict:
+        """Effective permissions at ``scope`` (unscoped assignments included), as checks see
+        them: none while the user is suspended."""
+        self.require_user(app_id, user_id)
+        grants = self.grants(app_id, user_id)
+        now = self._clock()
+        roles, seen = [], set()
+        for assignment in applicable_assignments(grants, scope, now):
+            if assignment.role_id not in seen:
+                seen.add(assignment.role_id)
+                roles.append({"id": assignment.role_id, "name": assignment.role_name})
+        return {
+            "user_id": user_id,
+            "scope": scope,
+            "permissions": sorted(effective_permissions(grants, scope, now)),
+            "roles": roles,
+        }
+
+    # --- grants (the engine's input) -----------------------------------------------------
+
+    def grants(self, app_id: str, user_id: str) -> Grants:
+        """Everything a decision needs about the user, read at change-log seq S.
+
+        S is the log head read BEFORE the data: every write emits after it changed the data,
+        so data read now is at least as fresh as S (the no-stale-re-fill rule relies on it).
+        Expired assignments, and assignments of roles that no longer exist, are left out.
+        """
+        seq = self._events.head()
+        user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
+        if user is None:
+            return Grants.unknown(user_id, seq)
+        docs = self.store.assignments_of_user(app_id, user_id, self._clock())
+        roles = self.store.roles_by_ids(app_id, {d["role_id"] for d in docs}) if docs else {}
+        assignments = [
+            Assignment(role_id=d["role_id"], role_name=roles[d["role_id"]]["name"],
+                       permissions=roles[d["role_id"]]["permissions"], scope=d.get("scope"),
+                       expires_at=aware(d.get("expires_at")))
+            for d in docs if d["role_id"] in roles
+        ]
+        attributes = user.get("attributes")
+        return Grants(user_id=user_id, status=user.get("status", "active"), assignments=assignments,
+                      attributes=attributes if isinstance(attributes, dict) else {}, seq=seq)
+
+
+# --- response shapes -----------------------------------------------------------------------
+
+
+def serialize_role(role: dict, *, permissions: str | None = None, updated_at: bool = True) -> dict:
+    """The Role resource. ``permissions``: None (left out) or "names"."""
+    out = {
+        "id": role["_id"],
+        "name": role["name"],
+        "display_name": role["display_name"],
+        "description": role.get("description"),
+        "is_system_role": bool(role.get("is_system_role")),
+    }
+    if permissions == "names":
+        out["permissions"] = list(role["permissions"])
+    out["permissions_count"] = len(role["permissions"])
+    out["created_at"] = isoformat(role["created_at"])
+    if updated_at:
+        out["updated_at"] = isoformat(role["updated_at"])
+    return out
+
+
+def serialize_assignment(doc: dict) -> dict:
+    """The Role assignment resource (create response)."""
+    return {
+        "user_id": doc["user_id"],
+        "role_id": doc["role_id"],
+        "scope": doc.get("scope"),
+        "expires_at": isoformat(doc.get("expires_at")),
+        "assigned_at": isoformat(doc["assigned_at"]),
+    }
+
+
+def serialize_assignment_item(doc: dict, role: dict) -> dict:
+    """An item of a user's role list."""
+    return {
+        "role_id": doc["role_id"],
+        "name": role["name"],
+        "display_name": role["display_name"],
+        "scope": doc.get("scope"),
+        "expires_at": isoformat(doc.get("expires_at")),
+        "assigned_at": isoformat(doc["assigned_at"]),
+    }
