@@ -1,0 +1,239 @@
+"""Authorization checks of the control plane and the permission gates of V1 routes.
+
+Answers come from the pure engine (``shared.engine``) over a per-process cache of each
+user's grants (the spec's "permission check cache": 1 hour, ``IAMGATE_AUTHZ_CACHE_TTL``),
+keyed by (application, user), and of each application's active ABAC policies.
+
+Invalidation follows the change log's meaning (decision-service contract, item 5): an
+event's ``user_ids`` (plus ``data.user_ids`` of grants.changed, plus the subject user of
+the per-user kinds) drop those users' grants; policies.changed and policy.* drop the
+application's policies; application.deleted drops everything of the application.  Events
+of this process arrive synchronously (``EventLog.listen``: dropped before the write's
+response is sent), those of other replicas through the tailer.
+
+No stale re-fill: a fill records the log head it read BEFORE its data; it is stored only
+if no invalidation of that key (or its application, or everything) newer than that head
+has been applied meanwhile -- otherwise it serves its one answer and is discarded, so a
+read racing a write can never keep the pre-write answer cached.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from cachetools import TTLCache
+
+from shared.engine import CompiledPolicies, compile_grants, resolve_scope
+
+from controlplane.authz.store import PolicyStore
+
+GRANTS_CACHE_SIZE = 100_000
+POLICIES_CACHE_SIZE = 10_000
+# Remembered invalidation seqs; when one is forgotten, every fill older than it is refused.
+INVALIDATION_MARKS = 100_000
+# Compiled answers kept per cached user: one per scope checked recently.
+SCOPES_PER_USER = 32
+
+# Event kinds whose subject user's answers may change even if the emitter listed nobody.
+_SUBJECT_USER_KINDS = frozenset({
+    "role.assigned", "role.removed", "user.created", "user.deleted", "user.suspended", "user.unsuspended",
+    "attribute.set", "attribute.deleted",
+})
+_APP = object()  # marks an application-wide invalidation in SeqCache
+
+_POLICY_KINDS = frozenset({"policies.changed", "policy.created", "policy.updated", "policy.deleted"})
+
+
+def affected_users(event) -> list[str]:
+    """Users of ``event.app_id`` whose authorization answers may have changed."""
+    ids = list(event.user_ids)
+    if event.type == "grants.changed":
+        ids.extend(event.data.get("user_ids") or ())
+    if event.type in _SUBJECT_USER_KINDS and event.subject.get("user_id"):
+        ids.append(event.subject["user_id"])
+    return list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+
+
+class SeqCache:
+    """A TTL cache of (app_id, ...) keys whose fills obey the no-stale-re-fill rule."""
+
+    def __init__(self, *, ttl: int, maxsize: int, timer):
+        self._data = TTLCache(maxsize, ttl, timer=timer) if ttl > 0 else None
+        self._marks: OrderedDict = OrderedDict()  # key or (_APP, app_id) -> seq of the last invalidation
+        self._floor = 0
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        if self._data is None:
+            return None
+        with self._lock:
+            return self._data.get(key)
+
+    def put(self, key, value, seq: int) -> bool:
+        """Store ``value`` read at ``seq`` unless an invalidation newer than ``seq`` was applied."""
+        if self._data is None:
+            return False
+        with self._lock:
+            newest = max(self._floor, self._marks.get(key, 0), self._marks.get((_APP, key[0]), 0))
+            if seq < newest:
+                return False
+            self._data[key] = value
+            return True
+
+    def invalidate(self, key, seq: int) -> None:
+        with self._lock:
+            if self._data is not None:
+                self._data.pop(key, None)
+            self._mark(key, seq)
+
+    def invalidate_app(self, app_id: str, seq: int) -> None:
+        with self._lock:
+            if self._data is not None:
+                for key in [k for k in self._data.keys() if k[0] == app_id]:
+                    self._data.pop(key, None)
+            self._mark((_APP, app_id), seq)
+
+    def clear(self, seq: int) -> None:
+        with self._lock:
+            if self._data is not None:
+                self._data.clear()
+            self._floor = max(self._floor, seq)
+            self._marks.clear()
+
+    def _mark(self, key, seq: int) -> None:
+        if seq > self._marks.get(key, 0):
+            self._marks[key] = seq
+        self._marks.move_to_end(key)
+        while len(self._marks) > INVALIDATION_MARKS:
+            _, forgotten = self._marks.popitem(last=False)
+            self._floor = max(self._floor, forgotten)
+
+
+class _CachedGrants:
+    """A user's grants plus their compiled forms per scope (recompiled once an
+    assignment in them expires)."""
+
+    __slots__ = ("grants", "compiled")
+
+    def __init__(self, grants):
+        self.grants = grants
+        self.compiled = {}
+
+    @property
+    def seq(self) -> int:
+        return self.grants.seq
+
+    def at(self, scope, now):
+        compiled = self.compiled.get(scope)
+        if compiled is None or (compiled.valid_until is not None and now >= compiled.valid_until):
+            compiled = compile_grants(self.grants, scope, now)
+            if len(self.compiled) >= SCOPES_PER_USER:
+                self.compiled.clear()
+            self.compiled[scope] = compiled
+        return compiled
+
+
+class _CachedPolicies:
+    __slots__ = ("policies", "seq")
+
+    def __init__(self, policies, seq):
+        self.policies = CompiledPolicies(policies)
+        self.seq = seq
+
+
+class AuthzService:
+    def __init__(self, *, roles, events, tailer, store, clock, cache_ttl: int):
+        self._roles = roles
+        self._events = events
+        self._clock = clock
+        self.policy_store = PolicyStore(store)
+        timer = lambda: clock().timestamp()  # noqa: E731  (tests move the clock)
+        self.grants_cache = SeqCache(ttl=cache_ttl, maxsize=GRANTS_CACHE_SIZE, timer=timer)
+        self.policies_cache = SeqCache(ttl=cache_ttl, maxsize=POLICIES_CACHE_SIZE, timer=timer)
+        events.listen(self.apply_event)
+        tailer.subscribe(self.apply_event)
+
+    # --- invalidation --------------------------------------------------------------------
+
+    def apply_event(self, event) -> None:
+        """Drop what ``event`` may have made wrong (see the module docstring)."""
+        if event.app_id is None:
+            return
+        if event.type == "application.deleted":
+            self.grants_cache.invalidate_app(event.app_id, event.seq)
+            self.policies_cache.invalidate_app(event.app_id, event.seq)
+            return
+        if event.type in _POLICY_KINDS:
+            self.policies_cache.invalidate((event.app_id,), event.seq)
+        for user_id in affected_users(event):
+            self.grants_cache.invalidate((event.app_id, user_id), event.seq)
+
+    # --- reads through the cache ---------------------------------------------------------
+
+    def compiled_grants(self, app_id: str, user_id: str, scope: str | None, *, min_revision: int | None = None):
+        """(CompiledGrants at ``scope``, whether the grants came from the cache).  A cached
+        entry read before ``min_revision`` is bypassed (read-your-writes)."""
+        key = (app_id, user_id)
+        entry = self.grants_cache.get(key)
+        cached = entry is not None and (min_revision is None or entry.seq >= min_revision)
+        if not cached:
+            entry = _CachedGrants(self._roles.grants(app_id, user_id))
+            self.grants_cache.put(key, entry, entry.seq)
+        return entry.at(scope, self._clock()), cached
+
+    def policies(self, app_id: str, *, min_revision: int | None = None):
+        """(CompiledPolicies of the application's active policies, whether cached)."""
+        key = (app_id,)
+        entry = self.policies_cache.get(key)
+        cached = entry is not None and (min_revision is None or entry.seq >= min_revision)
+        if not cached:
+            seq = self._events.head()  # before the read, as for grants
+            entry = _CachedPolicies(self.policy_store.active(app_id), seq)
+            self.policies_cache.put(key, entry, seq)
+        return entry.policies, cached
+
+    def permission_resolver(self, app_id: str, user_id: str, permission: str) -> bool:
+        """The permission gate of V1 routes for end users: RBAC over the user's unscoped
+        assignments, evaluated live through the same cache as the checks."""
+        compiled, _ = self.compiled_grants(app_id, user_id, None)
+        return compiled.allows(permission)
+
+    # --- checks --------------------------------------------------------------------------
+
+    def check(self, app_id: str, values: dict) -> dict:
+        """GET V1/authz/check: plain RBAC.  {allowed, permission, cached}."""
+        scope = resolve_scope(values.get("scope"), None)
+        compiled, cached = self.compiled_grants(app_id, values["user_id"], scope,
+                                                min_revision=values.get("min_revision"))
+        permission = values["permission"]
+        return {"allowed": compiled.allows(permission), "permission": permission, "cached": cached}
+
+    def check_abac(self, app_id: str, values: dict) -> dict:
+        """POST V1/authz/check: RBAC plus the active ABAC policies covering the permission
+        (a matching deny denies; else RBAC allows; else a matching allow allows)."""
+        context = values.get("context")
+        min_revision = values.get("min_revision")
+        compiled, grants_cached = self.compiled_grants(
+            app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
+        policies, policies_cached = self.policies(app_id, min_revision=min_revision)
+        permission = values["permission"]
+        decision = compiled.decide(permission, policies=policies, resource=values.get("resource"), context=context)
+        return {
+            "allowed": decision.allowed,
+            "permission": permission,
+            "cached": grants_cached and policies_cached,
+            "abac_evaluated": decision.abac_evaluated,
+            "policies_checked": decision.policies_checked,
+        }
+
+    def check_bulk(self, app_id: str, values: dict) -> dict:
+        """POST V1/authz/check-bulk: {user_id, results: {permission: allowed}}."""
+        context = values.get("context")
+        min_revision = values.get("min_revision")
+        compiled, _ = self.compiled_grants(
+            app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
+        policies, _ = self.policies(app_id, min_revision=min_revision)
+        decisions = compiled.decide_many(values["permissions"], policies=policies,
+                                         resource=values.get("resource"), context=context)
+        return {"user_id": values["user_id"],
+                "results": {permission: decision.allowed for permission, decision in decisions.items()}}
