@@ -1,7 +1,19 @@
-"""Routes of the internal area (not built yet)."""
+"""Routes of the internal API for decision services (the contract's items 1 to 4, plus
+``/internal/v1/whoami`` so an API-key sidecar can learn its application)."""
+from controlplane.internal import resources
+from controlplane.internal.service import ChangeFeed
 
 INDEXES = {}
 
+BASE = "/internal/v1"
+APP = BASE + "/applications/{applicationId}"
+
 
 def register(ctx, routes):
-    pass
+    feed = ChangeFeed(ctx.events, ctx.tailer, heartbeat=ctx.config.stream_heartbeat)
+    routes.add(f"{APP}/users/{{userId}}/grants", resources.Grants(ctx), "internal")
+    routes.add(f"{APP}/policies", resources.Policies(ctx), "internal")
+    routes.add(f"{APP}/api-keys", resources.ApiKeys(ctx), "internal")
+    routes.add(f"{APP}/changes", resources.ApplicationChanges(feed), "internal")
+    routes.add(f"{BASE}/changes", resources.AllChanges(feed), "internal")
+    routes.add(f"{BASE}/whoami", resources.WhoAmI(ctx), "internal")

@@ -1,0 +1,171 @@
+"""The internal API decision services read (the control plane <-> decision service
+contract): grants, policies, API key digests and the change stream.
+
+Access INTERNAL: the internal service token, or an API key of the application holding
+``authz:check`` (a tenant's sidecar); the all-applications stream takes only the token.
+Every JSON answer carries ``seq``, the change-log head read before its data.
+"""
+from __future__ import annotations
+
+import hmac
+
+import falcon
+
+from shared.engine import matches
+from shared.errors import PermissionMissing, Unauthorized, ValidationFailed
+
+from controlplane.auth import API_KEY_PREFIXES, INTERNAL, PUBLIC, bearer_token
+from controlplane.openapi import op
+
+DECISION_PERMISSION = "authz:check"
+_ERRORS = [(403, "FORBIDDEN"), (404, "NOT_FOUND")]
+_SEQ = {"type": "integer", "description": "change-log head read before the data"}
+
+
+def require_decision_credential(req, resp, resource, params):
+    """An API key reads another user's grants only if it may check permissions at all."""
+    principal = req.context.principal
+    if principal.kind == "api_key" and not any(matches(p, DECISION_PERMISSION) for p in principal.permissions):
+        raise PermissionMissing(DECISION_PERMISSION)
+
+
+def since_param(req) -> int | None:
+    """``?since=SEQ``, else the SSE ``Last-Event-ID`` a reconnecting EventSource sends."""
+    raw = req.get_param("since")
+    if raw is None or raw == "":
+        raw = req.get_header("Last-Event-ID")
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValidationFailed({"since": "must be a non-negative integer"})
+    return value
+
+
+class Grants:
+    access = {"GET": INTERNAL}
+    docs = {"GET": op("A user's grants for a decision service", wrapped=False, response={
+        "type": "object", "properties": {"seq": _SEQ, "grants": {
+            "type": "object", "description": "shared.engine.Grants.to_json(): user_id, status "
+            "(active|suspended|deleted|unknown), assignments [{role_id, role_name, permissions, scope, "
+            "expires_at}], attributes, seq"}}}, errors=_ERRORS)}
+
+    def __init__(self, ctx):
+        self.roles = ctx.roles
+
+    @falcon.before(require_decision_credential)
+    def on_get(self, req, resp, applicationId, userId):
+        grants = self.roles.grants(applicationId, userId)
+        resp.media = {"seq": grants.seq, "grants": grants.to_json()}
+        resp.cache_control = ["no-store"]
+
+
+class Policies:
+    access = {"GET": INTERNAL}
+    docs = {"GET": op("The application's active ABAC policies", wrapped=False, response={
+        "type": "object", "properties": {"seq": _SEQ, "policies": {"type": "array", "items": {
+            "type": "object", "description": "shared.engine.Policy.to_json()"}}}}, errors=_ERRORS)}
+
+    def __init__(self, ctx):
+        self.events = ctx.events
+        self.policy_store = ctx.authz.policy_store
+
+    @falcon.before(require_decision_credential)
+    def on_get(self, req, resp, applicationId):
+        seq = self.events.head()
+        resp.media = {"seq": seq, "policies": [p.to_json() for p in self.policy_store.active(applicationId)]}
+        resp.cache_control = ["no-store"]
+
+
+class ApiKeys:
+    access = {"GET": INTERNAL}
+    docs = {"GET": op("Digests of the application's active API keys", wrapped=False, response={
+        "type": "object", "properties": {"seq": _SEQ, "keys": {"type": "array", "items": {
+            "type": "object", "properties": {"id": {"type": "string"}, "key_digest": {
+                "type": "string", "description": "SHA-256 hex of the key"},
+                "permissions": {"type": "array", "items": {"type": "string"}}}}}}}, errors=_ERRORS)}
+
+    def __init__(self, ctx):
+        self.events = ctx.events
+        self.api_keys = ctx.api_keys
+
+    @falcon.before(require_decision_credential)
+    def on_get(self, req, resp, applicationId):
+        seq = self.events.head()
+        resp.media = {"seq": seq, "keys": self.api_keys.digests(applicationId)}
+        resp.cache_control = ["no-store"]
+
+
+_STREAM_DOC = ("Server-sent events: hello, then change frames after since (replayed, then live), "
+               "reset when since cannot be replayed, heartbeat when idle.")
+
+
+class _Stream:
+    def __init__(self, feed):
+        self.feed = feed
+
+    def _open(self, req, resp, app_id):
+        since = since_param(req)
+        resp.content_type = "text/event-stream"
+        resp.cache_control = ["no-cache"]
+        resp.set_header("X-Accel-Buffering", "no")  # proxies must pass frames on at once
+        resp.stream = self.feed.frames(app_id, since)
+
+
+class ApplicationChanges(_Stream):
+    access = {"GET": INTERNAL}
+    docs = {"GET": op("Change stream of one application", description=_STREAM_DOC, query={
+        "since": ({"type": "integer", "minimum": 0}, "resume after this seq (or Last-Event-ID)")},
+        errors=[(400, "VALIDATION_INVALID_FORMAT"), *_ERRORS])}
+
+    @falcon.before(require_decision_credential)
+    def on_get(self, req, resp, applicationId):
+        self._open(req, resp, applicationId)
+
+
+class AllChanges(_Stream):
+    access = {"GET": INTERNAL}
+    docs = {"GET": op("Change stream of every application (internal service token only)",
+                      description=_STREAM_DOC, query={
+                          "since": ({"type": "integer", "minimum": 0}, "resume after this seq (or Last-Event-ID)")},
+                      errors=[(400, "VALIDATION_INVALID_FORMAT")])}
+
+    def on_get(self, req, resp):
+        self._open(req, resp, None)
+
+
+class WhoAmI:
+    """Which credential is this?  Lets a tenant's decision service, given only its API
+    key, learn the application it serves (and its own permissions)."""
+
+    access = {"GET": PUBLIC}
+    docs = {"GET": op("Describe the presented internal token or API key", wrapped=False, response={
+        "type": "object", "properties": {
+            "kind": {"type": "string", "enum": ["internal", "api_key"]},
+            "application_id": {"type": ["string", "null"]},
+            "key_id": {"type": ["string", "null"]},
+            "permissions": {"type": "array", "items": {"type": "string"}}}},
+        errors=[(401, "UNAUTHORIZED")])}
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def on_get(self, req, resp):
+        token = bearer_token(req)
+        if token is None:
+            raise Unauthorized("A bearer credential is required.")
+        if token.startswith(API_KEY_PREFIXES):
+            key = self.ctx.api_keys.authenticate(token)
+            if key is None or self.ctx.applications.get(key["app_id"]) is None:
+                raise Unauthorized("The API key is not valid.")
+            resp.media = {"kind": "api_key", "application_id": key["app_id"], "key_id": key["_id"],
+                          "permissions": list(key["permissions"])}
+        else:
+            expected = self.ctx.config.internal_token
+            if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
+                raise Unauthorized("The internal service token or an API key is required.")
+            resp.media = {"kind": "internal", "application_id": None, "key_id": None, "permissions": []}
+        resp.cache_control = ["no-store"]

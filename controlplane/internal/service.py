@@ -1,0 +1,103 @@
+"""The change stream decision services follow (contract item 4), as server-sent events.
+
+Frames, in this order:
+
+- ``event: hello`` ``data: {"seq": HEAD}``, always first;
+- ``event: reset`` ``data: {"seq": HEAD}`` when ``since`` cannot be replayed (older than
+  the oldest retained event minus one, or ahead of the log: the store was reset); the
+  client drops its whole cache and the stream goes on live from HEAD;
+- ``event: change`` ``id: N`` ``data: {"seq", "app_id", "type", "user_ids"}`` for every
+  event after ``since`` (or after HEAD when ``since`` is omitted) in seq order: replayed
+  from the log, then live;
+- ``event: heartbeat`` ``data: {"seq": LAST}`` after ``heartbeat`` seconds without a frame;
+  LAST is the last seq the stream covered (a per-application stream skips other
+  applications' events but still moves past them).
+
+Every stream of a process waits on the process's one tailer (``ctx.tailer``), so N clients
+cost one poll of MongoDB, not N; the log is read directly only to replay what the
+tailer's ring buffer no longer holds, a page at a time.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from controlplane.authz.service import affected_users
+
+log = logging.getLogger("iamgate.internal")
+
+REPLAY_PAGE = 1000
+
+
+def frame(event: str, data: dict, event_id: int | None = None) -> bytes:
+    """One server-sent event."""
+    head = f"event: {event}\n" + (f"id: {event_id}\n" if event_id is not None else "")
+    return (head + "data: " + json.dumps(data, separators=(",", ":")) + "\n\n").encode("utf-8")
+
+
+def change_frame(event) -> bytes:
+    return frame("change", {"seq": event.seq, "app_id": event.app_id, "type": event.type,
+                            "user_ids": affected_users(event)}, event.seq)
+
+
+class ChangeFeed:
+    def __init__(self, events, tailer, *, heartbeat: float, monotonic=time.monotonic, sleep=time.sleep):
+        self._events = events
+        self._tailer = tailer
+        self.heartbeat = heartbeat
+        self._monotonic = monotonic
+        self._sleep = sleep
+
+    def replayable(self, since: int, head: int) -> bool:
+        """Whether every event after ``since`` is still in the log."""
+        if since > head:
+            return False  # the client saw events this log never had (a reset store)
+        if since == head:
+            return True
+        oldest = self._events.oldest_retained()
+        return oldest is not None and since >= oldest - 1
+
+    def frames(self, app_id: str | None, since: int | None):
+        """The stream for one client: the events of ``app_id`` (None: every application)."""
+        head = self._events.head()
+        yield frame("hello", {"seq": head})
+        last = head
+        if since is not None:
+            if self.replayable(since, head):
+                last = since
+            else:
+                yield frame("reset", {"seq": head})
+        quiet_since = self._monotonic()
+        try:
+            while True:
+                wait = max(0.0, self.heartbeat - (self._monotonic() - quiet_since))
+                started = self._monotonic()
+                batch = self._tailer.wait_after(last, wait)
+                if batch is None:  # older than the tailer's buffer: read the log itself
+                    batch, last = self._replay_page(app_id, last)
+                elif not batch and self._monotonic() - started < wait:
+                    self._sleep(wait)  # the tailer has stopped: do not spin
+                for event in batch:
+                    last = max(last, event.seq)
+                    if app_id is None or event.app_id == app_id:
+                        yield change_frame(event)
+                        quiet_since = self._monotonic()
+                if self._monotonic() - quiet_since >= self.heartbeat:
+                    yield frame("heartbeat", {"seq": last})
+                    quiet_since = self._monotonic()
+        finally:
+            log.debug("change stream closed", extra={"app_id": app_id, "last_seq": last})
+
+    def _replay_page(self, app_id, last: int):
+        """The next page of events after ``last`` from the log, and how far it covers.
+
+        Only events up to the tailer's position are taken: below it every seq is either
+        in the log or was given up as a gap by the tailer, so nothing in flight is missed.
+        """
+        bound = self._tailer.last_seq
+        page = self._events.read_after(last, REPLAY_PAGE, app_id=app_id)
+        batch = [event for event in page if event.seq <= bound]
+        if len(page) < REPLAY_PAGE or page[-1].seq > bound:
+            return batch, max(last, bound)
+        return batch, page[-1].seq

@@ -1,0 +1,234 @@
+"""The change stream's frames, driven directly through ChangeFeed.frames with the real
+tailer running: hello, replay, live changes, reset, heartbeats, paging, disconnects."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from controlplane.events import Tailer
+from controlplane.internal import service as feed_module
+from controlplane.internal.service import ChangeFeed, frame
+
+HEARTBEAT = 0.3
+
+
+@pytest.fixture
+def running_tailer(ctx):
+    ctx.tailer.start()
+    yield ctx.tailer
+    ctx.tailer.stop()
+
+
+@pytest.fixture
+def feed(ctx, running_tailer):
+    return ChangeFeed(ctx.events, running_tailer, heartbeat=HEARTBEAT)
+
+
+def parse(chunk: bytes) -> dict:
+    assert chunk.endswith(b"\n\n"), chunk
+    fields = dict(line.split(": ", 1) for line in chunk.decode().strip().split("\n"))
+    out = {"event": fields["event"], "data": json.loads(fields["data"])}
+    if "id" in fields:
+        out["id"] = int(fields["id"])
+    return out
+
+
+def take(stream, n) -> list[dict]:
+    return [parse(next(stream)) for _ in range(n)]
+
+
+def emit(ctx, app_id, type_="grants.changed", user_ids=()):
+    return ctx.events.emit(app_id, type_, {}, user_ids=list(user_ids))
+
+
+def caught_up(ctx, tailer):
+    """Wait until the tailer has read the whole log (before a test deletes old events)."""
+    deadline = time.monotonic() + 2
+    while tailer.last_seq < ctx.events.head() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert tailer.last_seq == ctx.events.head()
+
+
+def test_frame_encoding():
+    assert frame("hello", {"seq": 3}) == b'event: hello\ndata: {"seq":3}\n\n'
+    assert frame("change", {"seq": 4}, 4) == b'event: change\nid: 4\ndata: {"seq":4}\n\n'
+
+
+def test_hello_comes_first_then_live_changes(ctx, feed, application):
+    head = ctx.events.head()
+    stream = feed.frames(None, None)
+    assert parse(next(stream)) == {"event": "hello", "data": {"seq": head}}
+    seq = emit(ctx, application["_id"], user_ids=["u1"])
+    assert parse(next(stream)) == {"event": "change", "id": seq, "data": {
+        "seq": seq, "app_id": application["_id"], "type": "grants.changed", "user_ids": ["u1"]}}
+    stream.close()
+
+
+def test_replay_after_since_in_order_then_live(ctx, feed, application, make_application):
+    other = make_application()
+    since = ctx.events.head()
+    mine = [emit(ctx, application["_id"], user_ids=[f"u{i}"]) for i in range(3)]
+    emit(ctx, other["_id"])
+    head = ctx.events.head()
+    stream = feed.frames(application["_id"], since)
+    frames = take(stream, 4)
+    assert frames[0] == {"event": "hello", "data": {"seq": head}}
+    assert [f["id"] for f in frames[1:]] == mine
+    assert [f["data"]["user_ids"] for f in frames[1:]] == [["u0"], ["u1"], ["u2"]]
+    live = emit(ctx, application["_id"])
+    assert parse(next(stream))["id"] == live
+    stream.close()
+
+
+def test_the_all_applications_stream_has_every_application(ctx, feed, application, make_application):
+    other = make_application()
+    since = ctx.events.head()
+    seqs = [emit(ctx, application["_id"]), emit(ctx, other["_id"]), emit(ctx, application["_id"])]
+    frames = take(feed.frames(None, since), 4)
+    assert [f["id"] for f in frames[1:]] == seqs
+    assert [f["data"]["app_id"] for f in frames[1:]] == [application["_id"], other["_id"], application["_id"]]
+
+
+def test_a_role_assignment_shows_as_a_live_change_for_the_user(ctx, feed, application, stored_user, make_role):
+    user = stored_user(application)
+    role = make_role(application, "editor")
+    stream = feed.frames(application["_id"], None)
+    next(stream)  # hello
+    ctx.roles.assign(application["_id"], user["_id"], {"role_id": role["_id"]})
+    change = parse(next(stream))
+    assert change["event"] == "change"
+    assert change["data"]["type"] == "role.assigned" and change["data"]["user_ids"] == [user["_id"]]
+    stream.close()
+
+
+def test_user_ids_in_grants_changed_data_are_listed(ctx, feed, application):
+    stream = feed.frames(application["_id"], None)
+    next(stream)
+    ctx.events.emit(application["_id"], "grants.changed", {"user_ids": ["a", "b"]}, user_ids=["b", "c"])
+    assert parse(next(stream))["data"]["user_ids"] == ["b", "c", "a"]
+    stream.close()
+
+
+def test_since_older_than_the_log_gives_reset_then_live_from_head(ctx, feed, running_tailer, application):
+    for _ in range(5):
+        emit(ctx, application["_id"])
+    caught_up(ctx, running_tailer)
+    oldest = ctx.events.oldest_retained()
+    ctx.store["events"].delete_many({"seq": {"$lt": oldest + 3}})  # retention removed the oldest three
+    head = ctx.events.head()
+    stream = feed.frames(application["_id"], oldest)
+    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head}}, {"event": "reset", "data": {"seq": head}}]
+    live = emit(ctx, application["_id"])
+    assert parse(next(stream))["id"] == live  # nothing retained is replayed after a reset
+    stream.close()
+
+
+def test_since_just_before_the_oldest_retained_event_is_replayed(ctx, feed, running_tailer, application):
+    seqs = [emit(ctx, application["_id"]) for _ in range(4)]
+    caught_up(ctx, running_tailer)
+    ctx.store["events"].delete_many({"seq": {"$lt": seqs[2]}})
+    frames = take(feed.frames(application["_id"], seqs[1]), 3)
+    assert [f["event"] for f in frames] == ["hello", "change", "change"]
+    assert [f["id"] for f in frames[1:]] == seqs[2:]
+
+
+def test_since_ahead_of_the_log_gives_reset(ctx, feed, application):
+    head = ctx.events.head()
+    stream = feed.frames(application["_id"], head + 100)  # e.g. the store was reset
+    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head}}, {"event": "reset", "data": {"seq": head}}]
+    stream.close()
+
+
+def test_since_equal_to_head_replays_nothing(ctx, feed, application):
+    head = ctx.events.head()
+    stream = feed.frames(application["_id"], head)
+    next(stream)
+    started = time.monotonic()
+    assert parse(next(stream)) == {"event": "heartbeat", "data": {"seq": head}}
+    assert time.monotonic() - started >= HEARTBEAT * 0.8
+    stream.close()
+
+
+def test_heartbeat_when_idle_carries_the_last_seq_covered(ctx, feed, application, make_application):
+    other = make_application()
+    stream = feed.frames(application["_id"], None)
+    next(stream)
+    skipped = emit(ctx, other["_id"])  # another application's event: not sent, but covered
+    assert parse(next(stream)) == {"event": "heartbeat", "data": {"seq": skipped}}
+    assert parse(next(stream)) == {"event": "heartbeat", "data": {"seq": skipped}}
+    stream.close()
+
+
+def test_heartbeats_continue_while_other_applications_are_busy(ctx, feed, application, make_application):
+    other = make_application()
+    stream = feed.frames(application["_id"], None)
+    next(stream)
+    deadline = time.monotonic() + HEARTBEAT * 3
+
+    def busy():
+        while time.monotonic() < deadline:
+            emit(ctx, other["_id"])
+            time.sleep(0.02)
+
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        beat = parse(next(stream))
+        assert beat["event"] == "heartbeat" and beat["data"]["seq"] > 0
+    finally:
+        worker.join()
+        stream.close()
+
+
+def test_replay_reads_the_log_in_pages(ctx, feed, application, monkeypatch):
+    monkeypatch.setattr(feed_module, "REPLAY_PAGE", 2)
+    since = ctx.events.head()
+    seqs = [emit(ctx, application["_id"]) for _ in range(7)]
+    frames = take(feed.frames(application["_id"], since), 8)
+    assert [f["id"] for f in frames[1:]] == seqs
+
+
+def test_a_client_behind_the_tailers_buffer_catches_up_from_the_log(ctx, application, monkeypatch):
+    monkeypatch.setattr(Tailer, "BUFFER", 3)
+    tailer = Tailer(ctx.events, interval_ms=10).start()  # this process's tailer now: a small buffer
+    try:
+        since = ctx.events.head()
+        seqs = [emit(ctx, application["_id"]) for _ in range(8)]
+        deadline = time.monotonic() + 2
+        while tailer.last_seq < seqs[-1] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert tailer.wait_after(since, 0) is None  # the buffer no longer reaches back to since
+        feed = ChangeFeed(ctx.events, tailer, heartbeat=HEARTBEAT)
+        frames = take(feed.frames(application["_id"], since), 9)
+        assert [f["id"] for f in frames[1:]] == seqs
+    finally:
+        tailer.stop()
+
+
+def test_a_stopped_tailer_does_not_make_the_stream_spin(ctx, application):
+    tailer = ctx.tailer
+    tailer.stop()  # wait_after now returns [] at once
+    calls = []
+    original = tailer.wait_after
+
+    def counting(seq, timeout):
+        calls.append(timeout)
+        return original(seq, timeout)
+
+    tailer.wait_after = counting
+    stream = ChangeFeed(ctx.events, tailer, heartbeat=0.2).frames(application["_id"], None)
+    next(stream)
+    assert parse(next(stream))["event"] == "heartbeat"
+    assert len(calls) <= 3
+    stream.close()
+
+
+def test_closing_the_stream_ends_it_cleanly(ctx, feed, application):
+    stream = feed.frames(application["_id"], None)
+    next(stream)
+    stream.close()
+    with pytest.raises(StopIteration):
+        next(stream)
