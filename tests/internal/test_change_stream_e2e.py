@@ -8,7 +8,7 @@ import uuid
 import pytest
 import requests
 
-from tests.e2e.conftest import stack_factory  # noqa: F401  (fixture)
+from tests.e2e.conftest import start_stack
 
 PASSWORD = "Correct-Horse-42"
 
@@ -39,9 +39,12 @@ class Frames:
         raise AssertionError("frame not seen")
 
 
-@pytest.fixture
-def stack(stack_factory):  # noqa: F811
-    return stack_factory(IAMGATE_STREAM_HEARTBEAT="1")
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """One stack for the module (each test makes its own application in it)."""
+    started = start_stack(tmp_path_factory.mktemp("stream"), IAMGATE_STREAM_HEARTBEAT="1")
+    yield started
+    started.stop()
 
 
 @pytest.fixture
