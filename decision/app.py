@@ -1,21 +1,94 @@
-"""The decision service's Falcon app (the check endpoints arrive with the roles issue)."""
+"""The decision service's Falcon app: the control plane's check routes, answered locally.
+
+``create_app`` wires the control-plane client (internal token: every application and the
+all-applications stream; API key: the key's application and its stream),
+the per-worker cache, the change-stream follower, caller token verification and the
+routes. The middleware is only what every response needs (request id, metrics, the JSON
+content-type rule): nothing on the hot path does I/O or logs.
+"""
 from __future__ import annotations
+
+import time
 
 import falcon
 
-from shared.config import Config
-from shared.http import RequestIdMiddleware, install_error_handlers, json_handlers
+from shared.config import Config, ConfigError
+from shared.http import JsonBodyMiddleware, RequestIdMiddleware, install_error_handlers, json_handlers
+from shared.timeutil import utcnow
+
+from decision.cache import DecisionCache
+from decision.client import ControlPlaneClient
+from decision.metrics import DecisionMetrics, MetricsMiddleware
+from decision.resources import Check, CheckBulk, Health, Metrics, Ready
+from decision.service import API_KEY_PREFIXES, DecisionService
+from decision.stream import ChangeFollower
+from decision.tokens import TokenVerifier
+
+V1 = "/api/v1/applications/{applicationId}"
 
 
-class Health:
-    def on_get(self, req, resp):
-        resp.media = {"status": "ok"}
+class DecisionApp(falcon.App):
+    """The Falcon app plus the service behind it (tests and the benchmark reach it here)."""
+
+    service: DecisionService
 
 
-def create_app(config: Config | None = None):
+def credential(config: Config) -> tuple[str, bool]:
+    """(bearer credential for the control plane, whether only one application is served).
+
+    An API key, when set, wins: a tenant's sidecar serves only the key's application
+    (learned from ``/internal/v1/whoami``). Otherwise the internal service token serves
+    every application."""
+    if config.decision_api_key:
+        if not config.decision_api_key.startswith(API_KEY_PREFIXES):
+            raise ConfigError("IAMGATE_DECISION_API_KEY: expected an application API key (sk_test_... or sk_live_...)")
+        return config.decision_api_key, True
+    if config.internal_token:
+        return config.internal_token, False
+    raise ConfigError("IAMGATE_DECISION_API_KEY: set it, or IAMGATE_INTERNAL_TOKEN, so the decision service "
+                      "can read from the control plane")
+
+
+def create_app(config: Config | None = None, *, client=None, clock=None, monotonic=time.monotonic,
+               start_stream: bool = True, backoff_max: float | None = None) -> DecisionApp:
+    """Build the WSGI app. ``start_stream`` starts the change-stream follower."""
     config = config or Config.from_env()
-    app = falcon.App(middleware=[RequestIdMiddleware()])
+    token, single_application = credential(config)
+    clock = clock or utcnow
+    client = client or ControlPlaneClient(config.control_plane_url, token)
+    metrics = DecisionMetrics()
+
+    if clock is utcnow:
+        timer = time.time
+    else:
+        def timer() -> float:  # tests move the clock; cache expiry follows it
+            return clock().timestamp()
+
+    cache = DecisionCache(ttl=config.decision_cache_ttl, maxsize=config.decision_cache_size, timer=timer)
+    follower = ChangeFollower(
+        client, cache, metrics, single_application=single_application, monotonic=monotonic,
+        max_staleness=config.decision_max_staleness,
+        # Heartbeats come every IAMGATE_STREAM_HEARTBEAT seconds: silence well beyond both
+        # bounds means a hung connection, so reconnect (trust has lapsed already).
+        read_timeout=config.decision_max_staleness + 2 * config.stream_heartbeat,
+        **({} if backoff_max is None else {"backoff_max": backoff_max}),
+    )
+    verifier = TokenVerifier(client, clock, issuer=config.public_url, timer=timer, monotonic=monotonic)
+    metrics.watch(cache, follower)
+    service = DecisionService(client=client, cache=cache, follower=follower, verifier=verifier, metrics=metrics,
+                              clock=clock, single_application=single_application)
+
+    app = DecisionApp(middleware=[RequestIdMiddleware(), MetricsMiddleware(metrics), JsonBodyMiddleware()])
+    app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.media_handlers.update(json_handlers())
+    app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
+    app.add_route(V1 + "/authz/check", Check(service))
+    app.add_route(V1 + "/authz/check-bulk", CheckBulk(service))
     app.add_route("/healthz", Health())
+    app.add_route("/readyz", Ready(follower))
+    app.add_route("/metrics", Metrics(metrics))
+    app.service = service
+    if start_stream:
+        follower.start()
     return app

@@ -1,0 +1,314 @@
+"""The decision service's cache and the change-log bookkeeping that keeps it honest.
+
+Per worker process (gunicorn's gevent workers each have their own):
+
+- grants per (application, user), TTL ``IAMGATE_DECISION_CACHE_TTL``, at most
+  ``IAMGATE_DECISION_CACHE_SIZE`` entries; each entry keeps its grants compiled per scope,
+  so a cached check is a few dictionary lookups;
+- ABAC policies per application (compiled) and API key digests per application.
+
+Rules (ARCHITECTURE.md, "Decision service protocol"):
+
+- every fill carries the change-log seq the control plane read it at. A fill older than an
+  invalidation already applied to its key is used for the answer that asked for it but never
+  stored ("no stale re-fill"), so a fetch racing a revocation cannot keep the pre-revocation
+  answer alive. A fill older than the last reset or resync (``floor``) is not stored either;
+- ``applied`` is the highest seq whose invalidations have been applied; a check with
+  ``min_revision`` above it is answered from a fresh fetch instead;
+- ``resync`` drops everything (a ``reset`` frame, a first connection, or a change log that
+  went backwards because a control plane without persistence restarted).
+
+Expiry is the cache's clock (the service clock, so tests move it); assignment expiry inside
+grants is handled by recompiling when a compiled form's ``valid_until`` has passed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cachetools import TTLCache
+from gevent.monkey import get_original
+
+from shared.engine import CompiledGrants, CompiledPolicies, Grants, compile_grants
+
+# Applications a worker keeps policies and API keys of; beyond, the least recently
+# filled are re-fetched on their next check.
+MAX_APPLICATIONS = 10000
+# An unknown application id is remembered this long (seconds), so a caller probing
+# random ids costs the control plane at most one lookup per id per interval. Any change
+# event of the application forgets it at once.
+MISSING_APPLICATION_TTL = 2.0
+# Distinct scopes compiled per cached user; callers choose scopes, so this is bounded.
+MAX_SCOPES_PER_USER = 64
+# RBAC answers remembered per compiled scope (permission names are the caller's choice).
+MAX_ANSWERS_PER_SCOPE = 1024
+# Invalidations remembered for in-flight fills; beyond, the floor rises instead (safe:
+# it only stops storing fills that started before it).
+MAX_REMEMBERED_INVALIDATIONS = 100000
+
+_UNSYNCED = float("inf")  # before the stream's first hello nothing may be stored
+
+
+def native_lock():
+    """A mutex that stays an OS lock under gevent's monkey patching. The sections it guards
+    never block or yield, so greenlets (all on one OS thread) never wait on it, and it costs
+    tens of nanoseconds where a gevent lock costs a microsecond; under plain threads (tests)
+    it is an ordinary lock."""
+    return get_original("_thread", "allocate_lock")()
+
+
+class ScopedGrants:
+    """A user's grants compiled for one scope, with the RBAC answers given so far (the
+    engine is pure, so an answer holds as long as this compiled form)."""
+
+    __slots__ = ("compiled", "_answers")
+
+    def __init__(self, compiled: CompiledGrants):
+        self.compiled = compiled
+        self._answers: dict[str, bool] = {}
+
+    def allows(self, permission: str) -> bool:
+        answer = self._answers.get(permission)
+        if answer is None:
+            answer = self.compiled.user_active and self.compiled.allows(permission)
+            if len(self._answers) >= MAX_ANSWERS_PER_SCOPE:
+                self._answers.clear()
+            self._answers[permission] = answer
+        return answer
+
+
+class GrantsEntry:
+    """A user's grants as read at ``seq``, with their compiled form per scope."""
+
+    __slots__ = ("grants", "seq", "_scopes")
+
+    def __init__(self, grants: Grants, seq: int):
+        self.grants = grants
+        self.seq = seq
+        self._scopes: dict[str | None, ScopedGrants] = {}
+
+    def at(self, scope: str | None, now) -> ScopedGrants:
+        """The grants compiled for ``scope``; recompiled once an assignment in them expired."""
+        scoped = self._scopes.get(scope)
+        if scoped is None or (scoped.compiled.valid_until is not None and now >= scoped.compiled.valid_until):
+            scoped = ScopedGrants(compile_grants(self.grants, scope, now))
+            if len(self._scopes) >= MAX_SCOPES_PER_USER:
+                self._scopes.clear()
+            self._scopes[scope] = scoped
+        return scoped
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    id: str
+    permissions: tuple[str, ...]
+    may_check: bool  # holds a pattern covering authz:check
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    seq: int
+    compiled: CompiledPolicies
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRing:
+    seq: int
+    by_digest: dict  # SHA-256 hex of the key -> ApiKey
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """How many cached entries a change event dropped, by kind."""
+
+    grants: int = 0
+    policies: int = 0
+    api_keys: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.grants + self.policies + self.api_keys
+
+
+class DecisionCache:
+    def __init__(self, *, ttl: float, maxsize: int, timer):
+        self._lock = native_lock()
+        self._grants: TTLCache = TTLCache(maxsize, ttl, timer)
+        self._policies: TTLCache = TTLCache(MAX_APPLICATIONS, ttl, timer)
+        self._keys: TTLCache = TTLCache(MAX_APPLICATIONS, ttl, timer)
+        self._missing: TTLCache = TTLCache(MAX_APPLICATIONS, MISSING_APPLICATION_TTL, timer)
+        self._invalidated: dict[tuple, int] = {}
+        self._inflight = 0
+        self.floor = _UNSYNCED
+        self.applied = 0   # highest seq whose invalidations are applied
+        self.head = 0      # highest seq the stream said exists
+
+    # -- reads (the hot path: no I/O, no allocation beyond the lookup)
+
+    def grants(self, app_id: str, user_id: str) -> GrantsEntry | None:
+        with self._lock:
+            return self._grants.get((app_id, user_id))
+
+    def policies(self, app_id: str) -> PolicySet | None:
+        with self._lock:
+            return self._policies.get(app_id)
+
+    def keys(self, app_id: str) -> KeyRing | None:
+        with self._lock:
+            return self._keys.get(app_id)
+
+    def is_missing(self, app_id: str) -> bool:
+        with self._lock:
+            return app_id in self._missing
+
+    def fresh_through(self, revision: int) -> bool:
+        """Every change up to ``revision`` has been applied (read-your-writes)."""
+        return self.applied >= revision
+
+    # -- fills
+
+    def filling(self) -> "_Fill":
+        """Wrap a control-plane fetch and the ``store_*`` of its result (both inside the
+        block): while fetches are in flight, invalidations are remembered for the
+        no-stale-re-fill rule."""
+        return _Fill(self)
+
+    def store_grants(self, app_id: str, user_id: str, entry: GrantsEntry) -> bool:
+        return self._store(self._grants, (app_id, user_id), entry.seq, entry,
+                           (("grants", app_id, user_id), ("app", app_id)))
+
+    def store_policies(self, app_id: str, policies: PolicySet) -> bool:
+        return self._store(self._policies, app_id, policies.seq, policies, (("policies", app_id), ("app", app_id)))
+
+    def store_keys(self, app_id: str, ring: KeyRing) -> bool:
+        return self._store(self._keys, app_id, ring.seq, ring, (("keys", app_id), ("app", app_id)))
+
+    def store_missing(self, app_id: str) -> None:
+        with self._lock:
+            self._missing[app_id] = True
+
+    def _store(self, cache: TTLCache, key, seq: int, value, invalidation_keys) -> bool:
+        """Store unless an invalidation newer than ``seq`` was applied to ``key``."""
+        with self._lock:
+            if seq < self.floor:
+                return False
+            invalidated = self._invalidated
+            for invalidation_key in invalidation_keys:
+                if seq < invalidated.get(invalidation_key, -1):
+                    return False
+            cache[key] = value
+            return True
+
+    # -- the stream's side
+
+    def apply(self, seq: int, app_id: str | None, type_: str, user_ids) -> Dropped | None:
+        """Apply one change event (ARCHITECTURE.md's invalidation meaning of events).
+        Returns what was dropped, or None for an event already applied."""
+        with self._lock:
+            if seq <= self.applied:
+                return None
+            self.applied = seq
+            self.head = max(self.head, seq)
+            if app_id is None:
+                return Dropped()
+            self._missing.pop(app_id, None)
+            remember = self._remember if self._inflight else _forget
+            if type_ == "application.deleted":
+                remember(("app", app_id), seq)
+                doomed = [key for key in self._grants if key[0] == app_id]
+                for key in doomed:
+                    del self._grants[key]
+                return Dropped(grants=len(doomed),
+                               policies=int(self._policies.pop(app_id, None) is not None),
+                               api_keys=int(self._keys.pop(app_id, None) is not None))
+            policies = api_keys = grants = 0
+            if type_ == "policies.changed" or type_.startswith("policy."):
+                remember(("policies", app_id), seq)
+                policies = _drop_older(self._policies, app_id, seq)
+            elif type_ == "api_keys.changed":
+                remember(("keys", app_id), seq)
+                api_keys = _drop_older(self._keys, app_id, seq)
+            for user_id in user_ids:
+                remember(("grants", app_id, user_id), seq)
+                grants += _drop_older(self._grants, (app_id, user_id), seq)
+            return Dropped(grants, policies, api_keys)
+
+    def advance(self, seq: int) -> None:
+        """The stream covered every event up to ``seq`` (a heartbeat)."""
+        with self._lock:
+            self.head = max(self.head, seq)
+            if seq > self.applied:
+                self.applied = seq
+
+    def saw_head(self, seq: int) -> None:
+        with self._lock:
+            self.head = max(self.head, seq)
+
+    def resync(self, seq: int) -> int:
+        """Drop everything and continue from ``seq``; returns how many entries were dropped."""
+        with self._lock:
+            dropped = len(self._grants) + len(self._policies) + len(self._keys)
+            self._grants.clear()
+            self._policies.clear()
+            self._keys.clear()
+            self._missing.clear()
+            self._invalidated.clear()
+            self.floor = seq
+            self.applied = seq
+            self.head = seq
+            return dropped
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.head - self.applied)
+
+    def __len__(self) -> int:
+        return len(self._grants)
+
+    # -- no-stale-re-fill bookkeeping (called with the lock held)
+
+    def _remember(self, key: tuple, seq: int) -> None:
+        if len(self._invalidated) >= MAX_REMEMBERED_INVALIDATIONS:
+            self._invalidated.clear()
+            self.floor = max(self.floor, self.applied)
+        self._invalidated[key] = seq
+
+    def _begin_fill(self) -> None:
+        with self._lock:
+            self._inflight += 1
+
+    def _end_fill(self) -> None:
+        with self._lock:
+            self._inflight -= 1
+            if not self._inflight:
+                # A fill starting from now on reads at a seq at least as new as every
+                # invalidation applied so far, so none of them can refuse it.
+                self._invalidated.clear()
+
+
+def _drop_older(cache: TTLCache, key, seq: int) -> int:
+    """Drop the entry unless it was read at ``seq`` or later (then it already shows the
+    change: a fetch past the cache for ``min_revision`` stays useful). Returns 1 if dropped."""
+    entry = cache.get(key)
+    if entry is None or entry.seq >= seq:
+        return 0
+    del cache[key]
+    return 1
+
+
+def _forget(key, seq) -> None:
+    """No fill in flight: a later fill reads at a newer seq anyway."""
+
+
+class _Fill:
+    __slots__ = ("_cache",)
+
+    def __init__(self, cache: DecisionCache):
+        self._cache = cache
+
+    def __enter__(self):
+        self._cache._begin_fill()
+        return self
+
+    def __exit__(self, *exc):
+        self._cache._end_fill()
+        return False

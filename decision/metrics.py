@@ -1,0 +1,152 @@
+"""Prometheus metrics of a decision service worker (``GET /metrics``, its own registry).
+
+- ``iamgate_decision_http_requests_total{method,route,status}`` and
+  ``iamgate_decision_http_request_duration_seconds{method,route}`` (histogram), as every
+  iamgate app has;
+- ``iamgate_decision_cache_hits_total{kind}`` / ``..._cache_misses_total{kind}``
+  (kind: grants, policies, api_keys), ``..._cache_invalidations_total{kind}`` (entries
+  dropped by change events), ``..._cache_resets_total`` (whole-cache drops),
+  ``..._stale_fills_discarded_total`` (fills refused by the no-stale-re-fill rule),
+  ``..._cache_entries`` (users with cached grants);
+- ``..._unavailable_total`` (checks failed closed with 503) and
+  ``..._control_plane_requests_total{resource,outcome}``;
+- ``..._stream_connected`` (0/1), ``..._stream_applied_seq`` and ``..._stream_lag`` (the
+  head seq the stream announced minus the applied seq), ``..._stream_events_total``.
+
+The request path only adds to plain integers under a native lock (see
+``decision.cache.native_lock``); prometheus_client renders them at scrape time through
+collectors. Its own metric objects take a gevent lock per increment under the gevent
+worker, a cost paid several times per check. Each gunicorn worker has its own cache and so
+its own figures; a scrape reads the worker that answers it.
+"""
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from shared.metrics import BUCKETS
+
+from decision.cache import native_lock
+
+PREFIX = "iamgate_decision"
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class HotCounter:
+    """A counter family with labels, incremented without per-call allocation."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple = ()):
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self._values: dict[tuple, float] = {}
+        self._lock = native_lock()
+
+    def inc(self, labels: tuple = (), amount: float = 1) -> None:
+        with self._lock:
+            self._values[labels] = self._values.get(labels, 0) + amount
+
+    def value(self, labels: tuple = ()) -> float:
+        return self._values.get(labels, 0)
+
+    def collect(self):
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in list(self._values.items()):
+            family.add_metric(list(labels), value)
+        yield family
+
+
+class HotHistogram:
+    """A histogram family with labels (the same buckets as ``shared.metrics``)."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple, buckets=BUCKETS):
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self._bounds = tuple(buckets)
+        self._series: dict[tuple, list] = {}  # labels -> [count per bucket ..., +Inf count, sum]
+        self._lock = native_lock()
+
+    def observe(self, labels: tuple, value: float) -> None:
+        index = bisect_left(self._bounds, value)  # the first bucket whose bound >= value
+        with self._lock:
+            series = self._series.get(labels)
+            if series is None:
+                series = self._series[labels] = [0] * (len(self._bounds) + 2)
+            series[index] += 1
+            series[-1] += value
+
+    def collect(self):
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, series in list(self._series.items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip((*map(str, self._bounds), "+Inf"), series[:-1]):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            family.add_metric(list(labels), buckets, series[-1])
+        yield family
+
+
+class _State:
+    """Gauges read from the live state at scrape time."""
+
+    def __init__(self, gauges):
+        self._gauges = gauges
+
+    def collect(self):
+        for name, documentation, read in self._gauges:
+            yield GaugeMetricFamily(name, documentation, value=read())
+
+
+class DecisionMetrics:
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        self.requests = HotCounter(f"{PREFIX}_http_requests", "HTTP requests by route and status",
+                                   ("method", "route", "status"))
+        self.latency = HotHistogram(f"{PREFIX}_http_request_duration_seconds", "HTTP request latency by route",
+                                    ("method", "route"))
+        self.hits = HotCounter(f"{PREFIX}_cache_hits", "Lookups answered from the cache", ("kind",))
+        self.misses = HotCounter(f"{PREFIX}_cache_misses", "Lookups that went to the control plane", ("kind",))
+        self.invalidations = HotCounter(f"{PREFIX}_cache_invalidations", "Cache entries dropped by change events",
+                                        ("kind",))
+        self.resets = HotCounter(f"{PREFIX}_cache_resets", "Whole-cache drops (reset frames, change log rewound)")
+        self.stale_fills = HotCounter(f"{PREFIX}_stale_fills_discarded",
+                                      "Fills older than an applied invalidation: used once, not stored")
+        self.unavailable = HotCounter(f"{PREFIX}_unavailable", "Checks answered 503 DECISION_UNAVAILABLE")
+        self.control_plane = HotCounter(f"{PREFIX}_control_plane_requests", "Lookups sent to the control plane",
+                                        ("resource", "outcome"))
+        self.events = HotCounter(f"{PREFIX}_stream_events", "Change events applied")
+        for collector in (self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
+                          self.stale_fills, self.unavailable, self.control_plane, self.events):
+            self.registry.register(collector)
+
+    def watch(self, cache, follower) -> None:
+        """Export the cache's and the stream's state as gauges."""
+        self.registry.register(_State((
+            (f"{PREFIX}_stream_connected", "1 while the change stream is connected",
+             lambda: 1 if follower.connected else 0),
+            (f"{PREFIX}_stream_applied_seq", "Highest change-log seq whose invalidations are applied",
+             lambda: cache.applied),
+            (f"{PREFIX}_stream_lag", "Head seq announced by the stream minus the applied seq", lambda: cache.lag),
+            (f"{PREFIX}_cache_entries", "Users with cached grants", lambda: len(cache)),
+        )))
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class MetricsMiddleware:
+    """Counts every response and its latency by method, route template and status."""
+
+    def __init__(self, metrics: DecisionMetrics):
+        self._requests = metrics.requests
+        self._latency = metrics.latency
+
+    def process_request(self, req, resp):
+        req.context.started = time.perf_counter()
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        route = req.uri_template if resource is not None else "unmatched"
+        method = req.method if req.method in _METHODS else "OTHER"  # client-chosen: bound the series
+        self._requests.inc((method, route, str(resp.status_code)))
+        self._latency.observe((method, route), time.perf_counter() - req.context.started)

@@ -1,0 +1,106 @@
+"""HTTP in and out of the decision service.
+
+The check routes are the control plane's, path for path and shape for shape (spec,
+"Authorization checks"): responses are not wrapped in ``data``; ``cached`` says whether
+the answer came from this service's cache; POST checks add ``abac_evaluated`` and
+``policies_checked``; a bulk check answers ``{user_id, results}``.
+"""
+from __future__ import annotations
+
+import falcon
+
+from shared.engine import resolve_scope
+from shared.http import dumps, read_json
+
+from decision.schemas import CHECK, CHECK_BULK, CHECK_QUERY, query_values
+
+_TRUE_FALSE = {True: "true", False: "false"}
+
+
+class Check:
+    """``GET|POST /api/v1/applications/{applicationId}/authz/check``."""
+
+    def __init__(self, service):
+        self._service = service
+
+    def on_get(self, req, resp, applicationId):
+        lookup = self._service.begin(applicationId)
+        lookup.authenticate(req.get_header("Authorization"))
+        values = CHECK_QUERY.validate(query_values(req))
+        permission = values["permission"]
+        decisions, cached = lookup.decide(values["user_id"], (permission,), scope=values.get("scope"),
+                                          min_revision=values.get("min_revision"), abac=False)
+        # Written by hand (the hot path): a valid permission holds only [A-Za-z0-9_*:-],
+        # nothing JSON would escape.
+        resp.content_type = falcon.MEDIA_JSON
+        resp.text = (f'{{"allowed":{_TRUE_FALSE[decisions[permission].allowed]},"permission":"{permission}",'
+                     f'"cached":{_TRUE_FALSE[cached]}}}')
+
+    def on_post(self, req, resp, applicationId):
+        lookup = self._service.begin(applicationId)
+        lookup.authenticate(req.get_header("Authorization"))
+        values = CHECK.validate(read_json(req))
+        permission = values["permission"]
+        decisions, cached = lookup.decide(
+            values["user_id"], (permission,), scope=_scope(values), min_revision=values.get("min_revision"),
+            abac=True, resource=values.get("resource"), context=values.get("context"))
+        decision = decisions[permission]
+        resp.media = {"allowed": decision.allowed, "permission": permission, "cached": cached,
+                      "abac_evaluated": decision.abac_evaluated, "policies_checked": decision.policies_checked}
+
+
+class CheckBulk:
+    """``POST /api/v1/applications/{applicationId}/authz/check-bulk`` (1 to 50 permissions)."""
+
+    def __init__(self, service):
+        self._service = service
+
+    def on_post(self, req, resp, applicationId):
+        lookup = self._service.begin(applicationId)
+        lookup.authenticate(req.get_header("Authorization"))
+        values = CHECK_BULK.validate(read_json(req))
+        decisions, _ = lookup.decide(
+            values["user_id"], values["permissions"], scope=_scope(values), min_revision=values.get("min_revision"),
+            abac=True, resource=values.get("resource"), context=values.get("context"))
+        # By hand, as for GET checks: permission names need no escaping, the user id may.
+        results = ",".join([f'"{permission}":{_TRUE_FALSE[decision.allowed]}'
+                            for permission, decision in decisions.items()])
+        resp.content_type = falcon.MEDIA_JSON
+        resp.text = f'{{"user_id":{dumps(values["user_id"])},"results":{{{results}}}}}'
+
+
+def _scope(values) -> str | None:
+    return resolve_scope(values.get("scope"), values.get("context"))
+
+
+class Health:
+    """``GET /healthz``: the process answers."""
+
+    def on_get(self, req, resp):
+        resp.media = {"status": "ok"}
+
+
+class Ready:
+    """``GET /readyz``: 200 only while the change stream is connected and alive (a frame
+    within IAMGATE_DECISION_MAX_STALENESS), as ARCHITECTURE.md's operations rule says."""
+
+    def __init__(self, follower):
+        self._follower = follower
+
+    def on_get(self, req, resp):
+        ready = self._follower.healthy()
+        resp.status = falcon.HTTP_200 if ready else falcon.HTTP_503
+        resp.media = {"status": "ready" if ready else "unavailable",
+                      "stream": "connected" if ready else "disconnected"}
+
+
+class Metrics:
+    """``GET /metrics``: Prometheus text exposition of this worker."""
+
+    def __init__(self, metrics):
+        self._metrics = metrics
+
+    def on_get(self, req, resp):
+        body, content_type = self._metrics.render()
+        resp.data = body
+        resp.content_type = content_type

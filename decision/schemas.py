@@ -1,0 +1,127 @@
+"""Validation of check requests: the control plane's check parameters, rule for rule.
+
+The decision service may not import the control plane, so the rules of
+``controlplane/authz/schemas.py`` and ``controlplane/roles/schemas.py`` are restated here
+and a test holds both sides to the same errors. One bad field answers 400
+VALIDATION_INVALID_FORMAT, several VALIDATION_MULTIPLE_ERRORS (``shared.validation``).
+A permission is ``resource:action`` (spec, "Permission"); a bulk check takes 1 to 50
+(spec, "Limits"); ``min_revision`` is an ``X-Iamgate-Revision`` (ARCHITECTURE.md).
+"""
+from __future__ import annotations
+
+import re
+
+from shared.engine import PERMISSION_PATTERN, is_valid_permission
+from shared.validation import Int, Invalid, List, Object, Schema, String
+
+BULK_MAX = 50
+PERMISSION_MAX = 255
+SCOPE_MAX = 255
+ATTRIBUTES_MAX_BYTES = 64 * 1024
+
+
+# Permission names already found valid: an application checks a bounded set of names,
+# so validating each once keeps a 50-permission bulk check cheap. Bounded against junk.
+_VALID: dict[str, None] = {}
+_VALID_MAX = 10000
+
+
+class Permission(String):
+    def __init__(self, **kw):
+        super().__init__(max_len=PERMISSION_MAX, strip=False, **kw)
+
+    def clean(self, value):
+        if type(value) is str and value in _VALID:
+            return value
+        value = super().clean(value)
+        if not is_valid_permission(value):
+            raise Invalid(f"{value!r} is not a permission of the form resource:action "
+                          "(letters, digits, _, - or * in each part)")
+        if len(_VALID) >= _VALID_MAX:
+            _VALID.clear()
+        _VALID[value] = None
+        return value
+
+
+class Permissions(List):
+    """The bulk check's list: duplicates answered once, in the order first given."""
+
+    def __init__(self, **kw):
+        super().__init__(Permission(), min_items=1, max_items=BULK_MAX, **kw)
+
+    def clean(self, value):
+        # Fast path for lists of names validated before; anything else takes the general
+        # path, which gives the same result or the same error message.
+        if type(value) is list and 1 <= len(value) <= BULK_MAX and all(
+                type(item) is str and item in _VALID for item in value):
+            return list(dict.fromkeys(value))
+        return super().clean(value)
+
+    def schema(self):
+        return {**super().schema(), "pattern": PERMISSION_PATTERN.pattern}
+
+
+class Scope(String):
+    """An assignment scope: any non-empty label without control characters."""
+
+    _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+    def __init__(self, **kw):
+        super().__init__(min_len=1, max_len=SCOPE_MAX, **kw)
+
+    def clean(self, value):
+        value = super().clean(value)
+        if self._CONTROL.search(value):
+            raise Invalid("must not contain control characters")
+        return value
+
+
+_USER_ID = String(required=True, max_len=255, description="the user to check (an unknown user is not allowed)")
+_SCOPE = Scope(nullable=True, description="check at this scope; default context.scope, else unscoped only")
+_MIN_REVISION = Int(min=0, nullable=True, description="answer from data at least as fresh as this X-Iamgate-Revision")
+_RESOURCE = Object(nullable=True, max_bytes=ATTRIBUTES_MAX_BYTES, description="ABAC resource attributes")
+_CONTEXT = Object(nullable=True, max_bytes=ATTRIBUTES_MAX_BYTES, description="ABAC request context")
+
+CHECK_QUERY = Schema({
+    "user_id": _USER_ID,
+    "permission": Permission(required=True),
+    "scope": _SCOPE,
+    "min_revision": _MIN_REVISION,
+})
+
+CHECK = Schema({
+    "user_id": _USER_ID,
+    "permission": Permission(required=True),
+    "resource": _RESOURCE,
+    "context": _CONTEXT,
+    "scope": _SCOPE,
+    "min_revision": _MIN_REVISION,
+})
+
+CHECK_BULK = Schema({
+    "user_id": _USER_ID,
+    "permissions": Permissions(required=True, description=f"1 to {BULK_MAX} permissions; duplicates answered once"),
+    "resource": _RESOURCE,
+    "context": _CONTEXT,
+    "scope": _SCOPE,
+    "min_revision": _MIN_REVISION,
+})
+
+
+def query_values(req) -> dict:
+    """The GET check's query parameters as the schema takes them: an empty scope is no
+    scope, and min_revision is converted when it is a number (the schema reports it if not)."""
+    values = {}
+    for name in ("user_id", "permission", "scope", "min_revision"):
+        value = req.get_param(name)
+        if value is not None:
+            values[name] = value
+    if values.get("scope") == "":
+        del values["scope"]
+    raw = values.get("min_revision")
+    if raw is not None:
+        try:
+            values["min_revision"] = int(raw)
+        except ValueError:
+            pass
+    return values

@@ -1,0 +1,224 @@
+"""The decision service's rules: who may ask, and the answer, from cache or control plane.
+
+``DecisionService.begin(app_id)`` opens one request's ``Lookup``: it fixes whether the
+cache may be trusted for this request (the stream's trust rule) and remembers what this
+request fetched, so a caller checking itself costs one fetch, not two.
+
+Credentials (the control plane's AuthMiddleware, in the same order): the application must
+be served (404 NOT_FOUND), a bearer credential is required (401 UNAUTHORIZED), an API key
+(``sk_test_``/``sk_live_``) is known by its SHA-256 digest and an end-user token verifies
+and belongs to an active user (401), and the caller holds ``authz:check`` (403 FORBIDDEN
+with ``details.required_permission``).
+
+Answers: the subject's grants and, for POST checks, the application's policies, from the
+cache when trusted and not older than ``min_revision``; otherwise fetched. When the
+control plane cannot answer, 503 DECISION_UNAVAILABLE: never a stale allow.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from shared.engine import CompiledPolicies, Decision, Grants, matches
+from shared.errors import NotFound, PermissionMissing, ServiceUnavailable, Unauthorized
+from shared.ids import is_uuid
+
+from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet
+from decision.client import ApplicationNotFound, ControlPlaneError
+from decision.tokens import JwksUnavailable
+
+API_KEY_PREFIXES = ("sk_test_", "sk_live_")
+CHECK_PERMISSION = "authz:check"
+ACTIVE = "active"
+_NO_POLICIES = CompiledPolicies(())
+_ALLOWED = Decision(True)
+_DENIED = Decision(False)
+
+
+class DecisionUnavailable(ServiceUnavailable):
+    """503: the answer cannot be given from data known to be fresh enough (fail closed)."""
+
+    code = "DECISION_UNAVAILABLE"
+    message = "The decision service cannot reach the control plane for a fresh answer; try again shortly."
+
+    def __init__(self, reason: str):
+        super().__init__(details={"reason": reason}, headers={"Retry-After": "1"})
+
+
+class DecisionService:
+    def __init__(self, *, client, cache, follower, verifier, metrics, clock, single_application: bool = False):
+        self.client = client
+        self.cache = cache
+        self.follower = follower
+        self.verifier = verifier
+        self.metrics = metrics
+        self.clock = clock
+        self.single_application = single_application  # API-key mode: the key's application only
+
+    def begin(self, app_id: str) -> "Lookup":
+        """Start one request on ``app_id``; 404 NOT_FOUND when this service does not serve it."""
+        if self.single_application:
+            served = self.follower.application_id
+            if app_id != served:
+                if served is None:
+                    self.metrics.unavailable.inc()
+                    raise DecisionUnavailable("the control plane has not yet told which application this "
+                                              "decision service serves")
+                raise _not_found(app_id)
+        return Lookup(self, app_id, trusted=self.follower.trusted())
+
+
+class Lookup:
+    __slots__ = ("_service", "app_id", "_trusted", "_fetched", "now")
+
+    def __init__(self, service: DecisionService, app_id: str, *, trusted: bool):
+        self._service = service
+        self.app_id = app_id
+        self._trusted = trusted
+        self._fetched: dict[str, GrantsEntry] = {}
+        self.now = service.clock()
+
+    # -- the caller
+
+    def authenticate(self, authorization: str | None) -> None:
+        """The caller may check: see the module docstring for the order of errors."""
+        ring = self._key_ring()
+        token = _bearer(authorization)
+        if token.startswith(API_KEY_PREFIXES):
+            key = ring.by_digest.get(hashlib.sha256(token.encode("utf-8")).hexdigest())
+            if key is None:
+                raise Unauthorized("The API key is not valid for this application.")
+            if not key.may_check:
+                raise PermissionMissing(CHECK_PERMISSION)
+            return
+        try:
+            user_id = self._service.verifier.verify(token, self.app_id)
+        except JwksUnavailable:
+            raise self._unavailable("the control plane did not answer the signing keys lookup") from None
+        entry, _ = self._grants(user_id, fresh=False)
+        if entry.grants.status != ACTIVE:
+            raise Unauthorized("The user of this token is no longer active.")
+        if not entry.at(None, self.now).allows(CHECK_PERMISSION):
+            raise PermissionMissing(CHECK_PERMISSION)
+
+    # -- the answer
+
+    def decide(self, user_id: str, permissions, *, scope: str | None, min_revision: int | None,
+               abac: bool, resource=None, context=None) -> tuple[dict[str, Decision], bool]:
+        """Decisions for ``permissions`` of ``user_id`` and whether they came from the cache.
+        ``abac``: evaluate the application's policies (POST checks)."""
+        fresh = min_revision is not None and not self._service.cache.fresh_through(min_revision)
+        entry, cached = self._grants(user_id, fresh=fresh)
+        scoped = entry.at(scope, self.now)
+        if abac:
+            policies, policies_cached = self._policies(fresh=fresh)
+            cached = cached and policies_cached
+            if policies:
+                return scoped.compiled.decide_many(permissions, policies=policies, resource=resource,
+                                                   context=context), cached
+        # No policy can apply: RBAC alone, whose answers the scoped grants remember.
+        allows = scoped.allows
+        return {permission: _ALLOWED if allows(permission) else _DENIED for permission in permissions}, cached
+
+    # -- lookups: cache when trusted, else the control plane
+
+    def _grants(self, user_id: str, *, fresh: bool) -> tuple[GrantsEntry, bool]:
+        service = self._service
+        if self._trusted and not fresh:
+            entry = service.cache.grants(self.app_id, user_id)
+            if entry is not None:
+                service.metrics.hits.inc(("grants",))
+                return entry, True
+        fetched = self._fetched.get(user_id)
+        if fetched is not None:
+            return fetched, False
+        service.metrics.misses.inc(("grants",))
+        if not is_uuid(user_id):
+            # Ids are UUIDs: no such user, nothing to ask (a user who does not exist is
+            # simply not allowed, as on the control plane).
+            entry = GrantsEntry(Grants.unknown(user_id), 0)
+        else:
+            cache = service.cache
+            with cache.filling():
+                seq, grants = self._fetch("grants", service.client.grants, self.app_id, user_id)
+                entry = GrantsEntry(grants, seq)
+                if not cache.store_grants(self.app_id, user_id, entry):
+                    service.metrics.stale_fills.inc()
+        self._fetched[user_id] = entry
+        return entry, False
+
+    def _policies(self, *, fresh: bool) -> tuple[CompiledPolicies, bool]:
+        service = self._service
+        if self._trusted and not fresh:
+            found = service.cache.policies(self.app_id)
+            if found is not None:
+                service.metrics.hits.inc(("policies",))
+                return found.compiled, True
+        service.metrics.misses.inc(("policies",))
+        cache = service.cache
+        with cache.filling():
+            seq, policies = self._fetch("policies", service.client.policies, self.app_id)
+            found = PolicySet(seq, CompiledPolicies(policies) if policies else _NO_POLICIES)
+            if not cache.store_policies(self.app_id, found):
+                service.metrics.stale_fills.inc()
+        return found.compiled, False
+
+    def _key_ring(self) -> KeyRing:
+        service = self._service
+        cache = service.cache
+        if self._trusted:
+            ring = cache.keys(self.app_id)
+            if ring is not None:
+                service.metrics.hits.inc(("api_keys",))
+                return ring
+            if cache.is_missing(self.app_id):
+                raise _not_found(self.app_id)
+        if not is_uuid(self.app_id):  # application ids are UUIDs: nothing to ask
+            raise _not_found(self.app_id)
+        service.metrics.misses.inc(("api_keys",))
+        with cache.filling():
+            try:
+                seq, keys = self._fetch("api_keys", service.client.api_keys, self.app_id)
+            except ApplicationNotFound:
+                cache.store_missing(self.app_id)
+                raise _not_found(self.app_id) from None
+            ring = KeyRing(seq, {
+                key["key_digest"]: ApiKey(key["id"], key["permissions"],
+                                          any(matches(pattern, CHECK_PERMISSION) for pattern in key["permissions"]))
+                for key in keys
+            })
+            if not cache.store_keys(self.app_id, ring):
+                service.metrics.stale_fills.inc()
+        return ring
+
+    def _fetch(self, resource: str, call, *args):
+        counter = self._service.metrics.control_plane
+        try:
+            result = call(*args)
+        except ApplicationNotFound:
+            counter.inc((resource, "not_found"))
+            if resource != "api_keys":
+                raise _not_found(self.app_id) from None
+            raise
+        except ControlPlaneError:
+            counter.inc((resource, "error"))
+            raise self._unavailable(f"the control plane did not answer the {resource} lookup") from None
+        counter.inc((resource, "ok"))
+        return result
+
+    def _unavailable(self, reason: str) -> DecisionUnavailable:
+        self._service.metrics.unavailable.inc()
+        return DecisionUnavailable(reason)
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization:
+        raise Unauthorized("A bearer credential is required.")
+    scheme, _, value = authorization.partition(" ")
+    value = value.strip()
+    if scheme.lower() != "bearer" or not value:
+        raise Unauthorized("The Authorization header must be 'Bearer <token>'.")
+    return value
+
+
+def _not_found(app_id: str) -> NotFound:
+    return NotFound("Application not found.", details={"application_id": app_id})

@@ -1,0 +1,129 @@
+"""End-user access tokens, verified by the decision service itself.
+
+The same rules as the control plane (controlplane/tokens.py): RS256 only (so ``alg: none``
+and HS256-keyed-with-the-public-key are refused), a ``kid`` from the control plane's JWKS,
+``aud`` = the application id, ``iss`` = IAMGATE_PUBLIC_URL, every claim present, ``exp``
+against the service clock. A verified token is remembered by its SHA-256 digest until it
+expires, so the RSA verification runs once per token, not once per check.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+
+import jwt
+from cachetools import TTLCache
+from jwt.algorithms import RSAAlgorithm
+
+from shared.errors import Unauthorized
+
+from decision.client import ControlPlaneError
+
+log = logging.getLogger("iamgate.decision.tokens")
+
+ALGORITHM = "RS256"
+REQUIRED_CLAIMS = ("iss", "sub", "aud", "iat", "exp", "jti")
+# Tokens remembered per worker; the longest-lived V1 token is an hour (OIDC access tokens).
+VERIFIED_TOKENS = 50000
+VERIFIED_TTL = 3600
+# The JWKS is re-read this often, and on an unknown kid at most this often.
+JWKS_MAX_AGE = 300.0
+UNKNOWN_KID_RELOAD = 5.0
+
+
+class JwksUnavailable(Exception):
+    """The signing keys could not be read from the control plane."""
+
+
+class TokenVerifier:
+    def __init__(self, client, clock, *, issuer: str, timer, monotonic=time.monotonic):
+        self._client = client
+        self._clock = clock
+        self._issuer = issuer
+        self._monotonic = monotonic
+        self._verified: TTLCache = TTLCache(VERIFIED_TOKENS, VERIFIED_TTL, timer)
+        self._lock = threading.Lock()
+        self._keys: dict[str, object] = {}
+        self._loaded_at: float | None = None
+        self._forced_at = float("-inf")
+
+    def verify(self, token: str, app_id: str) -> str:
+        """The user id (``sub``) of a valid access token of ``app_id``; else 401
+        Unauthorized. Raises JwksUnavailable when the keys cannot be read."""
+        key = (app_id, hashlib.sha256(token.encode("utf-8")).digest())
+        now = self._clock().timestamp()
+        with self._lock:
+            known = self._verified.get(key)
+        if known is not None:
+            user_id, exp = known
+            if exp <= now:
+                raise Unauthorized("The bearer token has expired.", details={"reason": "expired"})
+            return user_id
+        claims = self._verify(token, app_id, now)
+        with self._lock:
+            self._verified[key] = (claims["sub"], claims["exp"])
+        return claims["sub"]
+
+    def _verify(self, token: str, app_id: str, now: float) -> dict:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise Unauthorized("The bearer token is malformed.") from None
+        if header.get("alg") != ALGORITHM:
+            raise Unauthorized("The bearer token must be signed with RS256.")
+        kid = header.get("kid")
+        public_key = self._public_key(kid) if isinstance(kid, str) and kid else None
+        if public_key is None:
+            raise Unauthorized("The bearer token was signed by an unknown key.")
+        try:
+            claims = jwt.decode(
+                token, public_key, algorithms=[ALGORITHM], audience=app_id, issuer=self._issuer,
+                # Expiry is checked against the service clock below (tests move it).
+                options={"require": list(REQUIRED_CLAIMS), "verify_exp": False, "verify_iat": False},
+            )
+        except jwt.InvalidAudienceError:
+            raise Unauthorized("The bearer token belongs to another application.",
+                               details={"reason": "audience"}) from None
+        except jwt.PyJWTError as exc:
+            raise Unauthorized("The bearer token is invalid.", details={"reason": str(exc)}) from None
+        exp, sub = claims.get("exp"), claims.get("sub")
+        if isinstance(exp, bool) or not isinstance(exp, (int, float)) or exp <= now:
+            raise Unauthorized("The bearer token has expired.", details={"reason": "expired"})
+        if not isinstance(sub, str) or not sub:
+            raise Unauthorized("The bearer token is invalid.", details={"reason": "sub must be a user id"})
+        return claims
+
+    def _public_key(self, kid: str):
+        """The key for ``kid``: the JWKS is re-read when old, and on an unknown kid at most
+        every few seconds (a rotation is picked up; garbage kids cannot hammer the
+        control plane)."""
+        moment = self._monotonic()
+        if self._loaded_at is None or moment - self._loaded_at > JWKS_MAX_AGE:
+            self._reload(required=self._loaded_at is None)
+        key = self._keys.get(kid)
+        if key is None and moment - self._forced_at > UNKNOWN_KID_RELOAD:
+            self._forced_at = moment
+            self._reload(required=False)
+            key = self._keys.get(kid)
+        return key
+
+    def _reload(self, *, required: bool) -> None:
+        try:
+            jwks = self._client.jwks()
+        except ControlPlaneError as exc:
+            if required or not self._keys:
+                raise JwksUnavailable(str(exc)) from None
+            log.warning("could not refresh the JWKS; keeping the known keys", extra={"error": str(exc)})
+            return
+        keys = {}
+        for jwk in jwks["keys"]:
+            if not isinstance(jwk, dict) or jwk.get("kty") != "RSA" or not isinstance(jwk.get("kid"), str):
+                continue
+            try:
+                keys[jwk["kid"]] = RSAAlgorithm.from_jwk(jwk)
+            except (jwt.PyJWTError, ValueError, KeyError, TypeError):
+                log.warning("ignoring an unreadable key of the JWKS", extra={"kid": jwk.get("kid")})
+        self._keys = keys
+        self._loaded_at = self._monotonic()

@@ -1,0 +1,178 @@
+"""Reading the change stream: server-sent-events parsing, and the follower's reconnect
+rule (resume from the last applied seq after any gap, start over when told to)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from decision.cache import DecisionCache
+from decision.client import ChangeStream, ControlPlaneError
+from decision.metrics import DecisionMetrics
+from decision.stream import ChangeFollower
+from tests.decision.conftest import wait_for
+
+
+class _Raw:
+    def __init__(self, chunks):
+        self._chunks = list(chunks)
+
+    def read1(self, size):
+        return self._chunks.pop(0) if self._chunks else b""
+
+
+class _Response:
+    def __init__(self, chunks):
+        self.raw = _Raw(chunks)
+
+    def close(self):
+        pass
+
+
+def frames(*chunks):
+    return list(ChangeStream(_Response(chunks), _Response([])))
+
+
+def test_frames_split_anywhere_are_reassembled():
+    assert frames(b"event: hel", b"lo\ndata: {\"seq\"", b": 3}\n", b"\n") == [("hello", {"seq": 3})]
+
+
+def test_crlf_comments_multiline_data_and_unknown_fields():
+    stream = (b": keep-alive\r\n\r\nevent: change\r\nid: 4\r\nretry: 10\r\ndata: {\"seq\": 4,\r\n"
+              b"data:  \"type\": \"x\"}\r\n\r\ndata: {\"seq\": 5}\n\n")
+    assert frames(stream) == [("change", {"seq": 4, "type": "x"}), ("message", {"seq": 5})]
+
+
+def test_an_unfinished_frame_is_not_delivered():
+    assert frames(b"event: change\ndata: {\"seq\": 1}\n") == []
+
+
+@pytest.mark.parametrize("data", [b"not json", b"[1, 2]"])
+def test_unreadable_data_ends_the_stream(data):
+    with pytest.raises(ControlPlaneError):
+        frames(b"event: change\ndata: " + data + b"\n\n")
+
+
+# --- the follower ---------------------------------------------------------------------------
+
+
+class _Stream:
+    def __init__(self, items):
+        self._items = items
+
+    def __iter__(self):
+        for item in self._items:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def close(self):
+        pass
+
+
+class ScriptedControlPlane:
+    """Each connection plays the next script; ``since`` of every connection is recorded."""
+
+    def __init__(self, *scripts):
+        self.scripts = list(scripts)
+        self.since = []
+        self.done = threading.Event()
+
+    def changes(self, since, *, app_id=None, read_timeout):
+        self.since.append(since)
+        if not self.scripts:
+            self.done.set()
+            raise ControlPlaneError("no more scripts")
+        script = self.scripts.pop(0)
+        if isinstance(script, Exception):
+            raise script
+        return _Stream(script)
+
+
+def follow(*scripts, connections=None):
+    cp = ScriptedControlPlane(*scripts)
+    cache = DecisionCache(ttl=60, maxsize=100, timer=lambda: 0.0)
+    metrics = DecisionMetrics()
+    follower = ChangeFollower(cp, cache, metrics, max_staleness=5, read_timeout=1, backoff_max=0.01).start()
+    assert cp.done.wait(5)
+    follower.stop()
+    return cp, cache, metrics, follower
+
+
+def hello(seq):
+    return ("hello", {"seq": seq})
+
+
+def change(seq, user="u1", type_="role.removed", app="a1"):
+    return ("change", {"seq": seq, "app_id": app, "type": type_, "user_ids": [user]})
+
+
+def test_first_connection_starts_live_and_later_ones_resume_from_the_applied_seq():
+    cp, cache, metrics, follower = follow(
+        [hello(7), change(8), change(9)],
+        [hello(9), change(10), ("heartbeat", {"seq": 12})],
+    )
+    assert cp.since[:3] == [None, 9, 12]
+    assert (cache.applied, cache.floor) == (12, 7)
+    assert metrics.events.value() == 3
+    assert metrics.resets.value() == 0
+    assert follower.synced and not follower.connected
+
+
+def test_a_reset_or_a_rewound_log_drops_everything_and_continues_from_the_new_head():
+    cp, cache, metrics, _ = follow(
+        [hello(7), change(8)],
+        [hello(20), ("reset", {"seq": 20}), change(21)],
+        [hello(3), change(4)],  # the log went backwards: a control plane that lost its data
+    )
+    assert cp.since[:4] == [None, 8, 21, 4]
+    assert metrics.resets.value() == 2
+    assert (cache.applied, cache.floor) == (4, 3)
+
+
+@pytest.mark.parametrize("bad", [("change", {"seq": "x"}), ("heartbeat", {}), ("change", {"seq": 9, "type": 3}),
+                                 ("change", {"seq": 9, "type": "t", "user_ids": "u1"})])
+def test_a_malformed_frame_breaks_the_connection_and_resumes_from_the_last_good_seq(bad):
+    cp, cache, _, _ = follow([hello(7), change(8), bad, change(10)], [hello(8), change(9)])
+    assert cp.since[:3] == [None, 8, 9]
+    assert cache.applied == 9
+
+
+def test_frames_of_unknown_types_are_ignored():
+    cp, cache, _, _ = follow([hello(7), ("snapshot", {"seq": 99}), change(8)])
+    assert cache.applied == 8 and cp.since[:2] == [None, 8]
+
+
+def test_connection_failures_are_retried_with_the_same_seq():
+    cp, cache, _, _ = follow([hello(7), change(8)], ControlPlaneError("refused"), OSError("reset"),
+                             [hello(8), change(9)])
+    assert cp.since[:4] == [None, 8, 8, 8]
+    assert cache.applied == 9
+
+
+def test_trust_needs_a_recent_frame_and_the_announced_head():
+    now = [0.0]
+    cache = DecisionCache(ttl=60, maxsize=100, timer=lambda: 0.0)
+    follower = ChangeFollower(None, cache, DecisionMetrics(), max_staleness=5, read_timeout=1,
+                              monotonic=lambda: now[0])
+    assert not follower.trusted()
+    follower._handle("hello", {"seq": 7})
+    assert follower.trusted() and follower.healthy()
+    follower._handle("hello", {"seq": 9})  # reconnected; 8 and 9 not yet replayed
+    assert not follower.trusted()
+    follower._handle("change", {"seq": 8, "app_id": "a", "type": "t", "user_ids": []})
+    follower._handle("change", {"seq": 9, "app_id": "a", "type": "t", "user_ids": []})
+    assert follower.trusted()
+    now[0] = 5.0
+    assert follower.trusted()
+    now[0] = 5.1
+    assert not follower.trusted() and not follower.healthy()
+    follower._handle("heartbeat", {"seq": 9})
+    assert follower.trusted()
+
+
+def test_the_real_client_follows_the_fake_control_plane(fake_cp, make_sidecar):
+    sidecar = make_sidecar()
+    seq = fake_cp.emit(fake_cp.add_app(), "grants.changed", ["u1"])
+    assert wait_for(lambda: sidecar.service.cache.applied >= seq)
+    assert wait_for(lambda: sidecar.service.cache.lag == 0)
