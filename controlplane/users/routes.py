@@ -1,7 +1,34 @@
-"""Routes of the users area (not built yet)."""
+"""Routes of the users area: end-user authentication (spec "User authentication"),
+suspension in the dashboard, and the hosted pages the emails link to.
 
-INDEXES = {}
+Puts ``UserService`` on the context as ``ctx.users`` for the MFA and self-service areas.
+"""
+from controlplane.users import pages, resources
+from controlplane.users.service import UserService
+from controlplane.users.store import INDEXES  # noqa: F401  (declared by create_app)
+
+V1 = "/api/v1/applications/{applicationId}/users"
+DASHBOARD = "/api/dashboard/applications/{applicationId}/users"
 
 
 def register(ctx, routes):
-    pass
+    ctx.users = UserService(ctx)
+    tag = "user authentication"
+    routes.add(f"{V1}/register", resources.Register(ctx), tag)
+    routes.add(f"{V1}/login", resources.Login(ctx), tag)
+    routes.add(f"{V1}/logout", resources.Logout(ctx), tag)
+    routes.add(f"{V1}/token/refresh", resources.Refresh(ctx), tag)
+    routes.add(f"{V1}/{{userId}}/change-password", resources.ChangePassword(ctx), tag)
+    routes.add(f"{V1}/password/forgot", resources.ForgotPassword(ctx), tag)
+    routes.add(f"{V1}/password/reset", resources.ResetPassword(ctx), tag)
+    routes.add(f"{V1}/email/verify", resources.VerifyEmail(ctx), tag)
+    routes.add(f"{V1}/email/resend", resources.ResendVerification(ctx), tag)
+
+    admin = "dashboard: end users"
+    routes.add(DASHBOARD, resources.AdminUsers(ctx), admin)
+    routes.add(f"{DASHBOARD}/{{userId}}/suspend", resources.SuspendUser(ctx), admin)
+    routes.add(f"{DASHBOARD}/{{userId}}/unsuspend", resources.UnsuspendUser(ctx), admin)
+
+    hosted = "hosted pages"
+    routes.add("/pages/{applicationId}/verify-email", pages.VerifyEmailPage(ctx), hosted)
+    routes.add("/pages/{applicationId}/reset-password", pages.ResetPasswordPage(ctx), hosted)

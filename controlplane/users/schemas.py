@@ -1,0 +1,152 @@
+"""Request bodies of the users area and the JSON schemas of its responses.
+
+Passwords are never trimmed.  Password inputs are bounded at 1024 characters (the
+strength rules cap new passwords at 128; a longer value is a malformed request, not a
+credential).  ``metadata`` is any JSON object up to 16 KiB.
+"""
+from __future__ import annotations
+
+from shared.errors import ApiError, ValidationFailed
+from shared.validation import Bool, Email, Object, Schema, String
+
+PASSWORD_INPUT_MAX = 1024
+TOKEN_MAX = 512
+METADATA_MAX_BYTES = 16 * 1024
+USER_STATUSES = ("active", "suspended", "deleted")
+
+
+def _password(description=None):
+    return String(required=True, strip=False, max_len=PASSWORD_INPUT_MAX, description=description)
+
+
+def _token(description):
+    return String(required=True, max_len=TOKEN_MAX, description=description)
+
+
+REGISTER = Schema({
+    "email": Email(required=True, description="unique in the application; stored lower-cased"),
+    "password": _password("8 to 128 characters, two character classes, not the email, not a common password"),
+    "name": String(required=True, max_len=255),
+    "metadata": Object(nullable=True, max_bytes=METADATA_MAX_BYTES, description="arbitrary JSON object"),
+})
+
+LOGIN = Schema({
+    "email": Email(required=True),
+    "password": _password(),
+    "remember_me": Bool(default=False, description="true: the refresh token lasts 30 days instead of 7"),
+})
+
+REFRESH_TOKEN = Schema({"refresh_token": _token("the refresh token of a token pair")})
+
+CHANGE_PASSWORD = Schema({
+    "current_password": _password(),
+    "new_password": _password("must meet the strength rules"),
+    "new_password_confirmation": _password("must equal new_password"),
+})
+
+EMAIL_ONLY = Schema({"email": Email(required=True)})
+
+RESET_PASSWORD = Schema({
+    "token": _token("the token=... value of the reset link"),
+    "email": Email(required=True, description="the account's email; must match the token"),
+    "password": _password("the new password; must meet the strength rules"),
+})
+
+VERIFY_EMAIL = Schema({"token": _token("the token=... value of the verification link")})
+
+
+def validate_change_password(body: dict) -> dict:
+    """CHANGE_PASSWORD plus the confirmation rule.  A mismatch is reported as
+    400 VALIDATION_MULTIPLE_ERRORS, as the spec lists it, even when it is the only
+    problem."""
+    try:
+        values, errors = CHANGE_PASSWORD.validate(body), {}
+    except ValidationFailed as exc:
+        values, errors = None, dict(exc.errors)
+    new, confirmation = body.get("new_password"), body.get("new_password_confirmation")
+    if "new_password_confirmation" not in errors and isinstance(new, str) and isinstance(confirmation, str) \
+            and new != confirmation:
+        errors["new_password_confirmation"] = "must equal new_password"
+        raise ApiError("new_password_confirmation does not match new_password.", status=400,
+                       code="VALIDATION_MULTIPLE_ERRORS", details={"fields": errors})
+    if errors:
+        raise ValidationFailed(errors)
+    return values
+
+
+# ---------------------------------------------------------------- responses
+
+_TIME = {"type": "string", "format": "date-time"}
+_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+
+USER = {
+    "type": "object",
+    "required": ["id", "email", "name", "email_verified", "created_at", "metadata"],
+    "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "email": {"type": "string", "format": "email"},
+        "name": {"type": "string", "maxLength": 255},
+        "email_verified": {"type": "boolean"},
+        "created_at": _TIME,
+        "metadata": {"type": ["object", "null"]},
+    },
+}
+
+ADMIN_USER = {
+    "type": "object",
+    "properties": {
+        **USER["properties"],
+        "avatar_url": {"type": ["string", "null"]},
+        "status": {"type": "string", "enum": list(USER_STATUSES)},
+        "updated_at": _TIME,
+        "suspended_at": _NULLABLE_TIME,
+        "deleted_at": _NULLABLE_TIME,
+        "last_login_at": _NULLABLE_TIME,
+    },
+}
+
+TOKEN_PAIR = {
+    "type": "object",
+    "required": ["access_token", "refresh_token", "token_type", "expires_in", "user"],
+    "properties": {
+        "access_token": {"type": "string", "description": "RS256 JWT; claims iss, sub, aud, iat, exp, jti, sid"},
+        "refresh_token": {"type": "string", "description": "opaque; rotated at every refresh"},
+        "token_type": {"type": "string", "enum": ["Bearer"]},
+        "expires_in": {"type": "integer", "description": "seconds (900 by default)"},
+        "user": USER,
+    },
+}
+
+MFA_CHALLENGE = {
+    "type": "object",
+    "required": ["mfa_required", "challenge_token", "mfa_methods"],
+    "properties": {
+        "mfa_required": {"type": "boolean", "const": True},
+        "challenge_token": {"type": "string", "description": "valid 5 minutes; POST V1/users/mfa/verify"},
+        "mfa_methods": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+LOGIN_RESULT = {"oneOf": [TOKEN_PAIR, MFA_CHALLENGE]}
+
+MESSAGE = {"type": "object", "required": ["message"], "properties": {"message": {"type": "string"}}}
+
+REGISTERED = {
+    "type": "object",
+    "required": ["data", "message"],
+    "properties": {"data": USER, "message": {"type": "string"}},
+}
+
+
+def paginated(item: dict) -> dict:
+    return {
+        "type": "object",
+        "required": ["data", "current_page", "last_page", "per_page", "total"],
+        "properties": {
+            "data": {"type": "array", "items": item},
+            "current_page": {"type": "integer"},
+            "last_page": {"type": "integer"},
+            "per_page": {"type": "integer"},
+            "total": {"type": "integer"},
+        },
+    }

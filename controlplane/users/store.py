@@ -1,0 +1,272 @@
+"""MongoDB access of the users area.
+
+Collections (every document carries ``app_id``; every query filters on it):
+
+- ``users``: the end users; unique (app_id, email), a soft-deleted user keeps its email.
+- ``user_counters``: one document per application holding how many users count against
+  IAMGATE_MAX_USERS_PER_APPLICATION, plus the reservations in flight.
+- ``sessions``: one per refresh-token family (the current token's digest, the digest of
+  the token rotated last, device, lifetime, revocation).
+- ``refresh_token_history``: digests of every rotated refresh token, so reuse of any
+  older token of a family is recognised (and revokes the family).
+- ``user_tokens``: single-use email verification and password reset tokens (digests).
+- ``login_attempts``: the consecutive-failure counter and lock per email per application.
+
+Stores only read and write; the rules (and every HTTP error) live in ``service.py``.
+"""
+from __future__ import annotations
+
+import re
+
+from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from shared.timeutil import aware, seconds
+
+# Expired sessions and one-time tokens are kept this long after they expire (an expired
+# token still answers "expired" rather than "unknown"), then MongoDB reclaims them.
+RETENTION_SECONDS = 7 * 24 * 3600
+
+INDEXES = {
+    "users": [
+        IndexModel([("app_id", ASCENDING), ("email", ASCENDING)], unique=True),
+        IndexModel([("app_id", ASCENDING), ("created_at", DESCENDING)]),
+    ],
+    "sessions": [
+        IndexModel([("refresh_digest", ASCENDING)], unique=True),
+        IndexModel([("previous_digest", ASCENDING)]),
+        IndexModel([("app_id", ASCENDING), ("user_id", ASCENDING), ("created_at", DESCENDING)]),
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=RETENTION_SECONDS),
+    ],
+    "refresh_token_history": [
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=RETENTION_SECONDS),
+    ],
+    "user_tokens": [
+        IndexModel([("app_id", ASCENDING), ("user_id", ASCENDING), ("purpose", ASCENDING)]),
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=RETENTION_SECONDS),
+    ],
+    "login_attempts": [
+        IndexModel([("resets_at", ASCENDING)], expireAfterSeconds=0),
+    ],
+}
+
+
+def _upsert(collection, filter_, update, **kwargs):
+    """``find_one_and_update`` with ``upsert``; two racing upserts of one ``_id`` can
+    both try the insert, and the loser simply retries as an update."""
+    try:
+        return collection.find_one_and_update(filter_, update, upsert=True, **kwargs)
+    except DuplicateKeyError:
+        return collection.find_one_and_update(filter_, update, upsert=True, **kwargs)
+
+
+class UserStore:
+    def __init__(self, store):
+        self._users = store["users"]
+        self._counters = store["user_counters"]
+
+    # -- users
+
+    def insert(self, doc: dict) -> None:
+        """Raises ``DuplicateKeyError`` when the email is taken in the application."""
+        self._users.insert_one(doc)
+
+    def get(self, app_id: str, user_id: str) -> dict | None:
+        return self._users.find_one({"_id": user_id, "app_id": app_id})
+
+    def by_email(self, app_id: str, email: str) -> dict | None:
+        return self._users.find_one({"app_id": app_id, "email": email})
+
+    def update(self, app_id: str, user_id: str, changes: dict, *, when: dict | None = None) -> dict | None:
+        """Apply ``changes`` if the user matches ``when``; the updated user or None."""
+        return self._users.find_one_and_update(
+            {"_id": user_id, "app_id": app_id, **(when or {})}, {"$set": changes},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def search(self, app_id: str, *, text: str | None, statuses: tuple, skip: int, limit: int) -> tuple[list, int]:
+        query: dict = {"app_id": app_id, "status": {"$in": list(statuses)}}
+        if text:
+            pattern = {"$regex": re.escape(text), "$options": "i"}
+            query["$or"] = [{"email": pattern}, {"name": pattern}]
+        total = self._users.count_documents(query)
+        cursor = self._users.find(query).sort([("created_at", DESCENDING), ("_id", ASCENDING)]).skip(skip).limit(limit)
+        return list(cursor), total
+
+    def count_not_deleted(self, app_id: str) -> int:
+        return self._users.count_documents({"app_id": app_id, "status": {"$ne": "deleted"}})
+
+    # -- the per-application user counter (tier limit)
+
+    def reserve_slot(self, app_id: str, user_id: str, limit: int, now) -> bool:
+        """Atomically take one user slot for ``user_id`` if fewer than ``limit`` are taken.
+
+        The reservation is recorded in ``pending`` until the user document exists
+        (``confirm_slot``), so a crash in between can be told from a registration still
+        in flight (``stale_reservations``)."""
+        try:
+            self._counters.update_one(
+                {"_id": app_id}, {"$setOnInsert": {"app_id": app_id, "users": 0, "pending": []}}, upsert=True)
+        except DuplicateKeyError:
+            pass  # created by a racing registration
+        result = self._counters.update_one(
+            {"_id": app_id, "users": {"$lt": limit}},
+            {"$inc": {"users": 1}, "$push": {"pending": {"user_id": user_id, "at": now}}},
+        )
+        return result.modified_count == 1
+
+    def confirm_slot(self, app_id: str, user_id: str) -> None:
+        self._counters.update_one({"_id": app_id}, {"$pull": {"pending": {"user_id": user_id}}})
+
+    def cancel_reservation(self, app_id: str, user_id: str) -> bool:
+        """Give back a slot reserved for a user that was never created (idempotent)."""
+        result = self._counters.update_one(
+            {"_id": app_id, "pending.user_id": user_id},
+            {"$inc": {"users": -1}, "$pull": {"pending": {"user_id": user_id}}},
+        )
+        return result.modified_count == 1
+
+    def stale_reservations(self, app_id: str, before) -> list[str]:
+        doc = self._counters.find_one({"_id": app_id}, {"pending": 1}) or {}
+        return [p["user_id"] for p in doc.get("pending", []) if aware(p["at"]) < before]
+
+    def release_slot(self, app_id: str) -> None:
+        self._counters.update_one({"_id": app_id, "users": {"$gt": 0}}, {"$inc": {"users": -1}})
+
+
+class SessionStore:
+    def __init__(self, store):
+        self._sessions = store["sessions"]
+        self._history = store["refresh_token_history"]
+
+    def insert(self, doc: dict) -> None:
+        self._sessions.insert_one(doc)
+
+    def get(self, app_id: str, session_id: str) -> dict | None:
+        return self._sessions.find_one({"_id": session_id, "app_id": app_id})
+
+    def rotate(self, app_id: str, presented: str, successor: str, now) -> dict | None:
+        """The atomic swap: if ``presented`` is the live token of a live session, make
+        ``successor`` the live token and remember ``presented`` as rotated last."""
+        return self._sessions.find_one_and_update(
+            {"app_id": app_id, "refresh_digest": presented, "revoked_at": None, "expires_at": {"$gt": now}},
+            {"$set": {"refresh_digest": successor, "previous_digest": presented, "rotated_at": now,
+                      "last_used_at": now}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def record_rotated(self, session: dict, rotated_digest: str, now) -> None:
+        try:
+            self._history.insert_one({
+                "_id": rotated_digest, "app_id": session["app_id"], "session_id": session["_id"],
+                "user_id": session["user_id"], "rotated_at": now, "expires_at": session["expires_at"],
+            })
+        except DuplicateKeyError:
+            pass  # already recorded
+
+    def by_current(self, app_id: str, token_digest: str) -> dict | None:
+        return self._sessions.find_one({"app_id": app_id, "refresh_digest": token_digest})
+
+    def by_previous(self, app_id: str, token_digest: str) -> dict | None:
+        return self._sessions.find_one({"app_id": app_id, "previous_digest": token_digest})
+
+    def by_rotated(self, app_id: str, token_digest: str) -> dict | None:
+        """The session an older (already rotated) token belonged to."""
+        entry = self._history.find_one({"_id": token_digest, "app_id": app_id})
+        return self.get(app_id, entry["session_id"]) if entry else None
+
+    def touch(self, app_id: str, session_id: str, now) -> None:
+        self._sessions.update_one({"_id": session_id, "app_id": app_id}, {"$set": {"last_used_at": now}})
+
+    def revoke(self, app_id: str, session_id: str, now, reason: str) -> bool:
+        result = self._sessions.update_one(
+            {"_id": session_id, "app_id": app_id, "revoked_at": None},
+            {"$set": {"revoked_at": now, "revoked_reason": reason}},
+        )
+        return result.modified_count == 1
+
+    def revoke_user(self, app_id: str, user_id: str, now, reason: str, *, keep: str | None = None) -> int:
+        """Revoke every live session of the user (except ``keep``); the number revoked."""
+        query: dict = {"app_id": app_id, "user_id": user_id, "revoked_at": None, "expires_at": {"$gt": now}}
+        if keep is not None:
+            query["_id"] = {"$ne": keep}
+        result = self._sessions.update_many(query, {"$set": {"revoked_at": now, "revoked_reason": reason}})
+        return result.modified_count
+
+    def active(self, app_id: str, user_id: str, now) -> list[dict]:
+        """Live sessions of the user, newest first."""
+        cursor = self._sessions.find(
+            {"app_id": app_id, "user_id": user_id, "revoked_at": None, "expires_at": {"$gt": now}}
+        ).sort([("created_at", DESCENDING), ("_id", DESCENDING)])
+        return list(cursor)
+
+
+class OneTimeTokenStore:
+    """Email verification and password reset tokens: stored by digest, single use."""
+
+    def __init__(self, store):
+        self._tokens = store["user_tokens"]
+
+    def insert(self, doc: dict) -> None:
+        self._tokens.insert_one(doc)
+
+    def get(self, app_id: str, token_digest: str, purpose: str) -> dict | None:
+        return self._tokens.find_one({"_id": token_digest, "app_id": app_id, "purpose": purpose})
+
+    def consume(self, app_id: str, token_digest: str, purpose: str, now) -> dict | None:
+        """Mark the token used if it is unused and unexpired (one winner under races)."""
+        return self._tokens.find_one_and_update(
+            {"_id": token_digest, "app_id": app_id, "purpose": purpose, "used_at": None, "expires_at": {"$gt": now}},
+            {"$set": {"used_at": now}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def invalidate_for_user(self, app_id: str, user_id: str, purpose: str, now) -> None:
+        self._tokens.update_many({"app_id": app_id, "user_id": user_id, "purpose": purpose, "used_at": None},
+                                 {"$set": {"used_at": now}})
+
+
+class LoginAttemptStore:
+    """Consecutive failed password checks per email per application, and the lock.
+
+    ``{_id: "<app_id>:<email>", app_id, email, attempts, locked_until, resets_at}``:
+    ``attempts`` is counted *before* the password is checked; the record is forgotten
+    once ``resets_at`` has passed (TTL reclaims it; the code decides)."""
+
+    def __init__(self, store):
+        self._attempts = store["login_attempts"]
+
+    @staticmethod
+    def key(app_id: str, email: str) -> str:
+        return f"{app_id}:{email}"
+
+    def get(self, key: str) -> dict | None:
+        return self._attempts.find_one({"_id": key})
+
+    def restart(self, key: str, observed_resets_at, now, window: int) -> None:
+        """Start a lapsed record over.  Conditional on the ``resets_at`` that was read,
+        so of several racing requests only the first one resets the count."""
+        self._attempts.update_one(
+            {"_id": key, "resets_at": observed_resets_at},
+            {"$set": {"attempts": 0, "locked_until": None, "resets_at": now + seconds(window)}},
+        )
+
+    def count(self, key: str, app_id: str, email: str, now, window: int) -> dict:
+        """Count one attempt (atomic ``$inc``) and return the record after it."""
+        return _upsert(
+            self._attempts, {"_id": key},
+            {"$inc": {"attempts": 1}, "$set": {"resets_at": now + seconds(window)},
+             "$setOnInsert": {"app_id": app_id, "email": email, "locked_until": None}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def lock(self, key: str, until, now) -> None:
+        """Lock until ``until`` unless a lock is already running."""
+        self._attempts.update_one(
+            {"_id": key, "$or": [{"locked_until": None}, {"locked_until": {"$lte": now}}]},
+            {"$set": {"locked_until": until, "resets_at": until}},
+        )
+
+    def clear(self, key: str, counted: int | None = None) -> None:
+        """Forget the record; with ``counted``, only if no attempt was counted since."""
+        self._attempts.delete_one({"_id": key} if counted is None else {"_id": key, "attempts": counted})
