@@ -1,0 +1,187 @@
+"""The control plane and the decision service as separate gunicorn processes, started,
+stopped and restarted one at a time (the fault tests stop only the control plane), plus
+``Admin``: provisioning through the control plane's public HTTP API (dashboard account,
+application, API key, end users, roles, assignments) as a tenant would do it.
+
+Used by the end-to-end tests and by ``make bench`` (benchmarks/decision_bench.py).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from controlplane.launcher import _gunicorn
+
+PASSWORD = "Analytical-Engine-1843"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout=30.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    return None
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+@dataclass
+class Processes:
+    """Both services on free loopback ports, sharing one environment (internal token,
+    secret key, public URL). ``env`` overrides IAMGATE_ variables of both."""
+
+    log_dir: Path
+    env: dict = field(default_factory=dict)
+    control_workers: int = 1
+    decision_workers: int = 1
+
+    def __post_init__(self):
+        self.control_port, self.decision_port = free_port(), free_port()
+        self.control_url = f"http://127.0.0.1:{self.control_port}"
+        self.decision_url = f"http://127.0.0.1:{self.decision_port}"
+        self.internal_token = secrets.token_urlsafe(24)
+        base = {k: v for k, v in os.environ.items() if not k.startswith("IAMGATE_")}
+        base.update({
+            "IAMGATE_PORT": str(self.control_port),
+            "IAMGATE_DECISION_PORT": str(self.decision_port),
+            "IAMGATE_PUBLIC_URL": self.control_url,
+            "IAMGATE_CONTROL_PLANE_URL": self.control_url,
+            "IAMGATE_INTERNAL_TOKEN": self.internal_token,
+            "IAMGATE_SECRET_KEY": "e2e-secret-key-0123456789abcdef",
+            "IAMGATE_BCRYPT_ROUNDS": "4",
+            "IAMGATE_LOG_LEVEL": "WARNING",
+        })
+        base.update({k: str(v) for k, v in self.env.items()})
+        self.env = base
+        self.control: subprocess.Popen | None = None
+        self.decision: subprocess.Popen | None = None
+        self._starts = 0
+
+    def _spawn(self, name: str, factory: str, port: int, workers: int, env: dict) -> subprocess.Popen:
+        self._starts += 1
+        log = open(self.log_dir / f"{name}-{port}-{self._starts}.log", "w")
+        return subprocess.Popen(_gunicorn(factory, "127.0.0.1", port, workers), env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start_control_plane(self) -> None:
+        self.control = self._spawn("control", "controlplane.wsgi:create()", self.control_port, self.control_workers,
+                                   self.env)
+        if not wait_until(lambda: self.control.poll() is None and _answers(self.control_url + "/healthz"), 60):
+            raise RuntimeError("the control plane did not start:\n" + self.logs())
+
+    def start_decision_service(self, **env) -> None:
+        merged = {**self.env, **{k: str(v) for k, v in env.items()}}
+        self.decision = self._spawn("decision", "decision.wsgi:create()", self.decision_port, self.decision_workers,
+                                    merged)
+        if not wait_until(lambda: self.decision.poll() is None and _answers(self.decision_url + "/healthz"), 60):
+            raise RuntimeError("the decision service did not start:\n" + self.logs())
+
+    def decision_ready(self, timeout=30.0) -> bool:
+        return bool(wait_until(lambda: _answers(self.decision_url + "/readyz"), timeout))
+
+    def start(self) -> "Processes":
+        self.start_control_plane()
+        self.start_decision_service()
+        if not self.decision_ready():
+            raise RuntimeError("the decision service did not connect its change stream:\n" + self.logs())
+        return self
+
+    def stop_control_plane(self) -> None:
+        _stop(self.control)
+
+    def stop(self) -> None:
+        _stop(self.decision)
+        _stop(self.control)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}"
+                         for path in sorted(self.log_dir.glob("*.log")))
+
+
+def _stop(process: subprocess.Popen | None) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+class Admin:
+    """A tenant's administrator, through the control plane's public API only."""
+
+    def __init__(self, control_url: str, *, name: str = "bench"):
+        self.url = control_url
+        self.http = requests.Session()
+        email = f"{name}-{secrets.token_hex(4)}@example.com"
+        self._ok(self.http.post(f"{self.url}/api/dashboard/register",
+                                json={"email": email, "password": PASSWORD, "name": name}), 201)
+        self._ok(self.http.post(f"{self.url}/api/dashboard/login", json={"email": email, "password": PASSWORD}), 200)
+        app = self._ok(self.http.post(f"{self.url}/api/dashboard/applications", json={"name": f"{name} app"}), 201)
+        self.app_id = app["data"]["id"]
+        key = self._ok(self.http.post(f"{self.url}/api/dashboard/applications/{self.app_id}/api-keys",
+                                      json={"name": "decision"}), 201)
+        self.api_key = key["data"]["key"]
+        self.headers = {"Authorization": f"Bearer {self.api_key}"}
+        self.v1 = f"{self.url}/api/v1/applications/{self.app_id}"
+        self.emails: dict[str, str] = {}
+
+    @staticmethod
+    def _ok(response, status):
+        if response.status_code != status:
+            raise AssertionError(f"{response.request.method} {response.request.url}: "
+                                 f"{response.status_code} {response.text}")
+        return response.json() if response.content else None
+
+    def user(self, name: str = "user") -> str:
+        """Register an end user; returns its id."""
+        email = f"{name}-{secrets.token_hex(6)}@example.com"
+        body = {"email": email, "password": PASSWORD, "name": name}
+        user_id = self._ok(self.http.post(f"{self.v1}/users/register", json=body), 201)["data"]["id"]
+        self.emails[user_id] = email
+        return user_id
+
+    def access_token(self, user_id: str) -> str:
+        """Log the user in; returns its access token."""
+        body = {"email": self.emails[user_id], "password": PASSWORD}
+        return self._ok(self.http.post(f"{self.v1}/users/login", json=body), 200)["data"]["access_token"]
+
+    def role(self, permissions, name=None) -> str:
+        body = {"name": name or f"role-{secrets.token_hex(4)}", "display_name": "Role", "permissions": list(permissions)}
+        return self._ok(self.http.post(f"{self.v1}/roles", json=body, headers=self.headers), 201)["data"]["id"]
+
+    def assign(self, user_id: str, role_id: str, **fields) -> int:
+        """Assign; returns the write's X-Iamgate-Revision."""
+        response = self.http.post(f"{self.v1}/users/{user_id}/roles", json={"role_id": role_id, **fields},
+                                  headers=self.headers)
+        self._ok(response, 201)
+        return int(response.headers["X-Iamgate-Revision"])
+
+    def unassign(self, user_id: str, role_id: str) -> int:
+        response = self.http.delete(f"{self.v1}/users/{user_id}/roles/{role_id}", headers=self.headers)
+        self._ok(response, 204)
+        return int(response.headers["X-Iamgate-Revision"])

@@ -1,0 +1,124 @@
+"""The decision service over real HTTP beside a real control plane (separate gunicorn
+processes, as `make run` starts them): answers follow writes, read-your-writes with
+``min_revision``, both services agree, and the fault rules hold when the control plane
+stops and comes back without its data."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+from tests.e2e.processes import Admin, Processes, wait_until
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    processes = Processes(tmp_path_factory.mktemp("decision-e2e"), decision_workers=2).start()
+    yield processes
+    processes.stop()
+
+
+def check(base_url, admin, user_id, permission, token=None, **params):
+    return requests.get(f"{base_url}/api/v1/applications/{admin.app_id}/authz/check",
+                        params={"user_id": user_id, "permission": permission, **params},
+                        headers={"Authorization": f"Bearer {token or admin.api_key}"}, timeout=5)
+
+
+def test_revocation_reaches_the_sidecar_within_a_second_and_min_revision_at_once(services):
+    admin = Admin(services.control_url)
+    user, role = admin.user(), admin.role(["posts:read"])
+    granted = admin.assign(user, role)
+    response = check(services.decision_url, admin, user, "posts:read", min_revision=granted)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"allowed": True, "permission": "posts:read", "cached": False}
+    assert wait_until(lambda: check(services.decision_url, admin, user, "posts:read").json()["cached"], 5)
+
+    revoked = admin.unassign(user, role)
+    at_once = check(services.decision_url, admin, user, "posts:read", min_revision=revoked).json()
+    assert at_once["allowed"] is False
+    started = time.monotonic()
+    assert wait_until(lambda: not check(services.decision_url, admin, user, "posts:read").json()["allowed"],
+                      timeout=1, interval=0.005)
+    assert time.monotonic() - started < 1
+
+
+def test_the_sidecar_and_the_control_plane_agree(services):
+    admin = Admin(services.control_url)
+    reader, writer, nobody = admin.user(), admin.user(), admin.user()
+    admin.assign(reader, admin.role(["posts:read", "comments:*"]))
+    admin.assign(writer, admin.role(["*:write"]), scope="team-a")
+    revision = admin.assign(writer, admin.role(["authz:check"]))
+    token = admin.access_token(writer)
+    permissions = ["posts:read", "posts:write", "comments:delete", "billing:write", "authz:check"]
+    for credential in (None, token):
+        for user in (reader, writer, nobody):
+            for scope in (None, "team-a"):
+                params = {"min_revision": revision} | ({"scope": scope} if scope else {})
+                for permission in permissions:
+                    ours = check(services.decision_url, admin, user, permission, credential, **params)
+                    theirs = check(services.control_url, admin, user, permission, credential, **params)
+                    assert ours.status_code == theirs.status_code == 200
+                    assert ours.json()["allowed"] == theirs.json()["allowed"], (user, scope, permission)
+                body = {"user_id": user, "permissions": permissions, "min_revision": revision}
+                if scope:
+                    body["scope"] = scope
+                headers = {"Authorization": f"Bearer {credential or admin.api_key}"}
+                ours, theirs = (requests.post(f"{url}/api/v1/applications/{admin.app_id}/authz/check-bulk",
+                                              json=body, headers=headers, timeout=5)
+                                for url in (services.decision_url, services.control_url))
+                assert ours.status_code == theirs.status_code == 200
+                assert ours.json() == theirs.json()
+
+
+def test_operations_endpoints(services):
+    assert requests.get(services.decision_url + "/healthz").json() == {"status": "ok"}
+    assert requests.get(services.decision_url + "/readyz").json() == {"status": "ready", "stream": "connected"}
+    metrics = requests.get(services.decision_url + "/metrics").text
+    for name in ("iamgate_decision_cache_hits_total", "iamgate_decision_stream_connected 1.0",
+                 "iamgate_decision_stream_lag", "iamgate_decision_http_request_duration_seconds_bucket"):
+        assert name in metrics
+    missing = requests.get(services.decision_url + "/api/v1/nothing")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_control_plane_outage_fails_closed_and_recovers_without_a_restart(tmp_path):
+    # One worker, so readiness after the restart says this worker has seen the new, shorter
+    # change log before anything is written to it (see docs/decision-service.md, limits).
+    processes = Processes(tmp_path, env={"IAMGATE_DECISION_MAX_STALENESS": 1, "IAMGATE_STREAM_HEARTBEAT": 1}).start()
+    try:
+        admin = Admin(processes.control_url)
+        user = admin.user()
+        revision = admin.assign(user, admin.role(["posts:read"]))
+        assert check(processes.decision_url, admin, user, "posts:read", min_revision=revision).json()["allowed"]
+        for _ in range(3):
+            assert check(processes.decision_url, admin, user, "posts:read").json()["allowed"] is True
+
+        processes.stop_control_plane()
+        stopped = time.monotonic()
+        answers = []
+        while time.monotonic() - stopped < 2.5:
+            response = check(processes.decision_url, admin, user, "posts:read")
+            answers.append((time.monotonic() - stopped, response.status_code, response.json()))
+            time.sleep(0.02)
+        # Within the bound a cached answer may stand; beyond it, only 503 DECISION_UNAVAILABLE.
+        late = [(status, body) for elapsed, status, body in answers if elapsed > 1.2]
+        assert late and all(status == 503 and body["error"]["code"] == "DECISION_UNAVAILABLE"
+                            for status, body in late), late
+        assert all(status in (200, 503) for _, status, _ in answers)
+        assert wait_until(lambda: requests.get(processes.decision_url + "/readyz").status_code == 503, 5)
+
+        # The control plane returns (memory://: without its data); the same sidecar serves again.
+        processes.start_control_plane()
+        assert processes.decision_ready(timeout=15), processes.logs()
+        fresh = Admin(processes.control_url)
+        allowed_user, plain_user = fresh.user(), fresh.user()
+        revision = fresh.assign(allowed_user, fresh.role(["docs:read"]))
+        for _ in range(4):
+            assert check(processes.decision_url, fresh, allowed_user, "docs:read",
+                         min_revision=revision).json()["allowed"] is True
+            assert check(processes.decision_url, fresh, plain_user, "docs:read").json()["allowed"] is False
+        gone = check(processes.decision_url, admin, user, "posts:read")
+        assert gone.status_code == 404, gone.text  # the old application is not served from a stale cache
+    finally:
+        processes.stop()
