@@ -244,11 +244,12 @@ class RoleService:
         self.require_user(app_id, user_id)
         docs = self.store.assignments_of_user(app_id, user_id, self._clock(), scope=scope, any_scope=any_scope)
         roles = self.store.roles_by_ids(app_id, {d["role_id"] for d in docs})
-        return [serialize_assignment_item(d, roles[d["role_id"]]) for d in docs if d["role_id"] in roles]
+        items = [serialize_assignment_item(d, roles[d["role_id"]]) for d in docs if d["role_id"] in roles]
+        return sorted(items, key=lambda i: (i["assigned_at"], i["name"], i["scope"] or ""))
 
     def user_permissions(self, app_id: str, user_id: str, scope: str | None) -> dict:
         """Effective permissions at ``scope`` (unscoped assignments included), as checks see
-        them: none while the user is suspended."""
+        them: none while the user is suspended.  Permissions and roles sorted by name."""
         self.require_user(app_id, user_id)
         grants = self.grants(app_id, user_id)
         now = self._clock()
@@ -261,7 +262,7 @@ class RoleService:
             "user_id": user_id,
             "scope": scope,
             "permissions": sorted(effective_permissions(grants, scope, now)),
-            "roles": roles,
+            "roles": sorted(roles, key=lambda r: r["name"]),
         }
 
     # --- grants (the engine's input) -----------------------------------------------------

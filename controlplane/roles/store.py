@@ -103,7 +103,8 @@ class RoleStore:
 
     def ensure_permissions(self, app_id: str, names, now) -> None:
         """Create the permissions not seen before in this application (first use)."""
-        for name in names:
+        known = set(self.permission_ids(app_id, names))
+        for name in (n for n in names if n not in known):
             try:
                 self._permissions.update_one(
                     {"app_id": app_id, "name": name},
