@@ -10,7 +10,7 @@ APP = BASE + "/applications/{applicationId}"
 
 
 def register(ctx, routes):
-    feed = ChangeFeed(ctx.events, ctx.tailer, heartbeat=ctx.config.stream_heartbeat)
+    feed = ChangeFeed(ctx.events, ctx.tailer, heartbeat=ctx.config.stream_heartbeat, registry=ctx.metrics.registry)
     routes.add(f"{APP}/users/{{userId}}/grants", resources.Grants(ctx), "internal")
     routes.add(f"{APP}/policies", resources.Policies(ctx), "internal")
     routes.add(f"{APP}/api-keys", resources.ApiKeys(ctx), "internal")

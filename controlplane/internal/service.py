@@ -23,6 +23,8 @@ import json
 import logging
 import time
 
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
 from controlplane.authz.service import affected_users
 
 log = logging.getLogger("iamgate.internal")
@@ -42,12 +44,18 @@ def change_frame(event) -> bytes:
 
 
 class ChangeFeed:
-    def __init__(self, events, tailer, *, heartbeat: float, monotonic=time.monotonic, sleep=time.sleep):
+    def __init__(self, events, tailer, *, heartbeat: float, registry=None, monotonic=time.monotonic,
+                 sleep=time.sleep):
         self._events = events
         self._tailer = tailer
         self.heartbeat = heartbeat
         self._monotonic = monotonic
         self._sleep = sleep
+        registry = registry if registry is not None else CollectorRegistry()
+        self.open_streams = Gauge("iamgate_change_streams_open", "Change streams being served",
+                                  registry=registry)
+        self.resets = Counter("iamgate_change_stream_resets_total",
+                              "Change streams opened with a since that could not be replayed", registry=registry)
 
     def replayable(self, since: int, head: int) -> bool:
         """Whether every event after ``since`` is still in the log."""
@@ -60,16 +68,18 @@ class ChangeFeed:
 
     def frames(self, app_id: str | None, since: int | None):
         """The stream for one client: the events of ``app_id`` (None: every application)."""
-        head = self._events.head()
-        yield frame("hello", {"seq": head})
-        last = head
-        if since is not None:
-            if self.replayable(since, head):
-                last = since
-            else:
-                yield frame("reset", {"seq": head})
-        quiet_since = self._monotonic()
+        self.open_streams.inc()
+        last = None
         try:
+            head = last = self._events.head()
+            yield frame("hello", {"seq": head})
+            if since is not None:
+                if self.replayable(since, head):
+                    last = since
+                else:
+                    self.resets.inc()
+                    yield frame("reset", {"seq": head})
+            quiet_since = self._monotonic()
             while True:
                 wait = max(0.0, self.heartbeat - (self._monotonic() - quiet_since))
                 started = self._monotonic()
@@ -87,6 +97,8 @@ class ChangeFeed:
                     yield frame("heartbeat", {"seq": last})
                     quiet_since = self._monotonic()
         finally:
+            # Runs when the client goes away too: the server closes the body at its next write.
+            self.open_streams.dec()
             log.debug("change stream closed", extra={"app_id": app_id, "last_seq": last})
 
     def _replay_page(self, app_id, last: int):

@@ -227,8 +227,19 @@ def test_a_stopped_tailer_does_not_make_the_stream_spin(ctx, application):
 
 
 def test_closing_the_stream_ends_it_cleanly(ctx, feed, application):
-    stream = feed.frames(application["_id"], None)
-    next(stream)
-    stream.close()
-    with pytest.raises(StopIteration):
+    streams = [feed.frames(application["_id"], None) for _ in range(3)]
+    for stream in streams:
         next(stream)
+    assert feed.open_streams._value.get() == 3
+    for stream in streams:
+        stream.close()
+    assert feed.open_streams._value.get() == 0
+    with pytest.raises(StopIteration):
+        next(streams[0])
+
+
+def test_resets_are_counted(ctx, feed, application):
+    stream = feed.frames(application["_id"], ctx.events.head() + 5)
+    take(stream, 2)
+    stream.close()
+    assert feed.resets._value.get() == 1

@@ -8,7 +8,7 @@ import uuid
 import pytest
 import requests
 
-from tests.e2e.conftest import start_stack
+from tests.e2e.conftest import start_stack, wait_until
 
 PASSWORD = "Correct-Horse-42"
 
@@ -144,10 +144,12 @@ def test_the_all_applications_stream(stack, tenant):
 def test_many_streams_share_the_process_and_a_closed_one_is_released(stack, tenant):
     """Twenty concurrent clients each get their frames; the server keeps answering."""
     path = f"/internal/v1/applications/{tenant['app_id']}/changes"
+    baseline = open_streams(stack)  # the stack's own decision service follows a stream too
     streams = [open_stream(stack, path) for _ in range(20)]
     try:
         for frames in streams:
             assert frames.next()["event"] == "hello"
+        assert open_streams(stack) == baseline + 20
         assigned = tenant["api"].post(f"{tenant['v1']}/users/{tenant['user_id']}/roles",
                                       json={"role_id": tenant["role_id"], "scope": "org:1"})
         revision = int(assigned.headers["X-Iamgate-Revision"])
@@ -157,3 +159,11 @@ def test_many_streams_share_the_process_and_a_closed_one_is_released(stack, tena
         for frames in streams:
             frames.response.close()
     assert requests.get(stack.control_url + "/healthz", timeout=5).json() == {"status": "ok"}
+    # The server notices each departed client at its next frame (a heartbeat at the latest).
+    assert wait_until(lambda: open_streams(stack) <= baseline, timeout=10)
+
+
+def open_streams(stack) -> float:
+    metrics = requests.get(stack.control_url + "/metrics", timeout=5).text
+    line = next(line for line in metrics.splitlines() if line.startswith("iamgate_change_streams_open "))
+    return float(line.split()[1])
