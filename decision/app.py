@@ -8,12 +8,15 @@ content-type rule): nothing on the hot path does I/O or logs.
 """
 from __future__ import annotations
 
+import itertools
+import re
+import secrets
 import time
 
 import falcon
 
 from shared.config import Config, ConfigError
-from shared.http import JsonBodyMiddleware, RequestIdMiddleware, install_error_handlers, json_handlers
+from shared.http import JsonBodyMiddleware, install_error_handlers, json_handlers
 from shared.timeutil import utcnow
 
 from decision.cache import DecisionCache
@@ -25,6 +28,27 @@ from decision.stream import ChangeFollower
 from decision.tokens import TokenVerifier
 
 V1 = "/api/v1/applications/{applicationId}"
+
+
+class RequestIds:
+    """Every response carries ``X-Request-Id``: a well-formed incoming one (the rule of
+    ``shared.http``), else a process-unique id -- a random prefix per process and a
+    counter, because a fresh uuid4 per check costs more than the check."""
+
+    _INCOMING = re.compile(r"^[A-Za-z0-9._-]{8,128}$")
+
+    def __init__(self):
+        self._prefix = secrets.token_hex(8)
+        self._counter = itertools.count(1)
+
+    def process_request(self, req, resp):
+        incoming = req.get_header("X-Request-Id")
+        if incoming is None or not self._INCOMING.match(incoming):
+            incoming = f"{self._prefix}{next(self._counter):010x}"
+        req.context.request_id = incoming
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        resp.set_header("X-Request-Id", req.context.request_id)
 
 
 class DecisionApp(falcon.App):
@@ -78,7 +102,7 @@ def create_app(config: Config | None = None, *, client=None, clock=None, monoton
     service = DecisionService(client=client, cache=cache, follower=follower, verifier=verifier, metrics=metrics,
                               clock=clock, single_application=single_application)
 
-    app = DecisionApp(middleware=[RequestIdMiddleware(), MetricsMiddleware(metrics), JsonBodyMiddleware()])
+    app = DecisionApp(middleware=[RequestIds(), MetricsMiddleware(metrics), JsonBodyMiddleware()])
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())

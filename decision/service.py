@@ -74,7 +74,7 @@ class Lookup:
         self._service = service
         self.app_id = app_id
         self._trusted = trusted
-        self._fetched: dict[str, GrantsEntry] = {}
+        self._fetched: dict[str, GrantsEntry] | None = None  # users fetched by this request
         self.now = service.clock()
 
     # -- the caller
@@ -128,7 +128,7 @@ class Lookup:
             if entry is not None:
                 service.metrics.hits.inc(("grants",))
                 return entry, True
-        fetched = self._fetched.get(user_id)
+        fetched = self._fetched.get(user_id) if self._fetched else None
         if fetched is not None:
             return fetched, False
         service.metrics.misses.inc(("grants",))
@@ -143,6 +143,8 @@ class Lookup:
                 entry = GrantsEntry(grants, seq)
                 if not cache.store_grants(self.app_id, user_id, entry):
                     service.metrics.stale_fills.inc()
+        if self._fetched is None:
+            self._fetched = {}
         self._fetched[user_id] = entry
         return entry, False
 

@@ -1,0 +1,304 @@
+"""Decision service benchmark: checks per second, latency, and revoke-to-deny propagation.
+
+Starts the control plane (one gevent worker on memory://) and the decision service
+(IAMGATE_DECISION_WORKERS gevent workers, default 2) as separate gunicorn processes on
+free loopback ports, provisions an application, an API key, a user and roles through the
+control plane's HTTP API, warms the sidecar's cache, then:
+
+- drives ``wrk`` (a Lua script for the POST body) at concurrency 1 and 16 against a
+  cache-hit ``GET .../authz/check`` and a 50-permission ``POST .../authz/check-bulk``,
+  reporting requests per second and raw p50/p99 latency (not corrected for coordinated
+  omission; the load generator shares the machine's cores);
+- measures revoke-to-deny propagation over ``--revocations`` revocations: assign, wait
+  until the sidecar answers "allowed" from its cache on every polling connection, DELETE
+  the assignment on the control plane, then time from the DELETE's response until every
+  polling connection (several keep-alive connections, so both workers are seen) answers
+  "denied".
+
+    .venv/bin/python -m benchmarks.decision_bench [--duration 10] [--revocations 100] [--no-write]
+
+Writes the figures with date and machine into docs/performance.md ("## Decision service").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import requests
+
+from tests.e2e.processes import Admin, Processes
+
+ROOT = Path(__file__).resolve().parents[1]
+PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
+SECTION = "## Decision service"
+
+TARGETS = {
+    "check_c16_rps": 9000,        # cache-hit checks per second at concurrency 16, at least
+    "check_c1_p50_us": 200,       # p50 at concurrency 1, at most
+    "check_c16_p99_ms": 10,       # p99 at concurrency 16, under
+    "bulk_c16_rps": 6000,         # check-bulk(50) per second at concurrency 16, at least
+    "propagation_p99_ms": 100,    # revoke-to-deny p99, under
+}
+POLLERS = 4  # keep-alive connections polling the sidecar during propagation runs
+
+_WRK_SCRIPT = """
+wrk.method = "{method}"
+{body}
+done = function(summary, latency, requests)
+  io.write(string.format(
+    'RESULT {{"requests": %d, "duration_us": %d, "p50_us": %d, "p90_us": %d, "p99_us": %d, "max_us": %d, '
+    .. '"status_errors": %d, "socket_errors": %d}}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(90),
+    latency:percentile(99), latency.max, summary.errors.status,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end
+"""
+
+
+# --- the load generator ----------------------------------------------------------------------
+
+
+def ensure_wrk() -> str:
+    """wrk from the Debian package, installed when missing."""
+    found = shutil.which("wrk")
+    if found:
+        return found
+    prefix = []
+    if os.geteuid() != 0:
+        if not shutil.which("sudo"):
+            raise SystemExit("wrk is not installed and cannot be installed without root: apt-get install wrk")
+        prefix = ["sudo"]
+    install = [*prefix, "apt-get", "install", "-y", "-q", "wrk"]
+    print("installing wrk (Debian package) ...", flush=True)
+    if subprocess.run(install, stdout=subprocess.DEVNULL).returncode != 0:  # stale package lists
+        subprocess.run([*prefix, "apt-get", "update", "-q"], stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(install, stdout=subprocess.DEVNULL, check=True)
+    return shutil.which("wrk")
+
+
+def run_wrk(wrk: str, url: str, *, connections: int, duration: float, headers: dict, method="GET",
+            body: str | None = None) -> dict:
+    lua_body = ""
+    if body is not None:
+        lua_body = f"wrk.body = {json.dumps(body)}\nwrk.headers[\"Content-Type\"] = \"application/json\""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(_WRK_SCRIPT.format(method=method, body=lua_body))
+    try:
+        command = [wrk, "-t1", f"-c{connections}", f"-d{round(duration)}s", "--timeout", "5s", "-s", script.name]
+        for name, value in headers.items():
+            command += ["-H", f"{name}: {value}"]
+        output = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(script.name)
+    result = json.loads(re.search(r"^RESULT (.*)$", output, re.M).group(1))
+    result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+    return result
+
+
+# --- measurements ------------------------------------------------------------------------------
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+def _check(session, url, params, headers):
+    response = session.get(url, params=params, headers=headers, timeout=5)
+    response.raise_for_status()
+    return response.json()
+
+
+def _until(predicate, timeout=10.0):
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if predicate():
+            return time.perf_counter()
+    raise RuntimeError("the sidecar did not reach the expected answer in time")
+
+
+def measure_propagation(processes: Processes, admin: Admin, revocations: int) -> list[float]:
+    """Seconds from each revocation's response to every polling connection answering deny."""
+    user = admin.user("propagation")
+    role = admin.role(["reports:read"])
+    url = f"{processes.decision_url}/api/v1/applications/{admin.app_id}/authz/check"
+    params = {"user_id": user, "permission": "reports:read"}
+    sessions = [requests.Session() for _ in range(POLLERS)]
+
+    def allowed_from_cache(session) -> bool:
+        answer = _check(session, url, params, admin.headers)
+        return answer["allowed"] and answer["cached"]
+
+    samples = []
+    for _ in range(revocations):
+        admin.assign(user, role)
+        for session in sessions:  # "allowed" cached everywhere: the revocation must invalidate it
+            _until(lambda: allowed_from_cache(session))
+        admin.unassign(user, role)
+        revoked_at = time.perf_counter()
+        pending = list(sessions)
+        while pending:
+            pending = [s for s in pending if _check(s, url, params, admin.headers)["allowed"]]
+            if time.perf_counter() - revoked_at > 5:
+                raise RuntimeError("a revocation did not reach the sidecar within 5 s")
+        samples.append(time.perf_counter() - revoked_at)
+    return samples
+
+
+def run(duration: float, revocations: int, workers: int) -> dict:
+    wrk = ensure_wrk()
+    with tempfile.TemporaryDirectory() as tmp:
+        processes = Processes(Path(tmp), env={"IAMGATE_RATE_LIMIT_REGISTER": "0/60",
+                                              "IAMGATE_RATE_LIMIT_API": "100000000/60"},
+                              decision_workers=workers)
+        try:
+            processes.start()
+            admin = Admin(processes.control_url)
+            permissions = [f"resource{i}:read" for i in range(50)]
+            user = admin.user("bench")
+            admin.assign(user, admin.role(["documents:read", *permissions[::2]]))
+            check_url = (f"{processes.decision_url}/api/v1/applications/{admin.app_id}/authz/check"
+                         f"?user_id={user}&permission=documents:read")
+            bulk_url = f"{processes.decision_url}/api/v1/applications/{admin.app_id}/authz/check-bulk"
+            bulk_body = json.dumps({"user_id": user, "permissions": permissions})
+            warm = requests.Session()
+            _until(lambda: all(warm.get(check_url, headers=admin.headers).json().get("cached") for _ in range(20)))
+            bulk = warm.post(bulk_url, data=bulk_body, headers={**admin.headers, "Content-Type": "application/json"})
+            expected = {p: i % 2 == 0 for i, p in enumerate(permissions)}
+            if bulk.status_code != 200 or bulk.json()["results"] != expected:
+                raise RuntimeError(f"unexpected bulk answer: {bulk.status_code} {bulk.text}")
+
+            results = {}
+            for connections in (1, 16):
+                results[f"check_c{connections}"] = run_wrk(wrk, check_url, connections=connections,
+                                                           duration=duration, headers=admin.headers)
+                results[f"bulk_c{connections}"] = run_wrk(wrk, bulk_url, connections=connections,
+                                                          duration=duration, headers=admin.headers,
+                                                          method="POST", body=bulk_body)
+            results["propagation"] = measure_propagation(processes, admin, revocations)
+        finally:
+            processes.stop()
+    return results
+
+
+# --- reporting ------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M).group(1)
+    except (OSError, AttributeError):
+        pass
+    return (f"{model}, {os.cpu_count()} CPU(s), {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def verdicts(results: dict) -> dict:
+    propagation = results["propagation"]
+    measured = {
+        "check_c16_rps": results["check_c16"]["rps"],
+        "check_c1_p50_us": results["check_c1"]["p50_us"],
+        "check_c16_p99_ms": results["check_c16"]["p99_us"] / 1000,
+        "bulk_c16_rps": results["bulk_c16"]["rps"],
+        "propagation_p99_ms": percentile(propagation, 99) * 1000,
+    }
+    at_least = {"check_c16_rps", "bulk_c16_rps"}
+    return {name: (value, value >= TARGETS[name] if name in at_least else value <= TARGETS[name])
+            for name, value in measured.items()}
+
+
+def report(results: dict, duration: float, workers: int) -> str:
+    rows = [
+        ("GET check, cache hit", "check_c1", 1), ("GET check, cache hit", "check_c16", 16),
+        ("POST check-bulk, 50 permissions", "bulk_c1", 1), ("POST check-bulk, 50 permissions", "bulk_c16", 16),
+    ]
+    lines = [
+        "| request | concurrency | requests/s | p50 | p99 | errors |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, key, connections in rows:
+        r = results[key]
+        lines.append(f"| {label} | {connections} | {r['rps']:,.0f} | {_us(r['p50_us'])} | {_us(r['p99_us'])} "
+                     f"| {r['status_errors'] + r['socket_errors']} |")
+    propagation = results["propagation"]
+    lines += [
+        "",
+        f"Revoke-to-deny propagation over {len(propagation)} revocations: "
+        f"p50 {percentile(propagation, 50) * 1000:.1f} ms, p99 {percentile(propagation, 99) * 1000:.1f} ms, "
+        f"max {max(propagation) * 1000:.1f} ms.",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+    ]
+    names = {
+        "check_c16_rps": "cache-hit checks/s at concurrency 16 >= 9,000",
+        "check_c1_p50_us": "p50 at concurrency 1 <= 200 µs",
+        "check_c16_p99_ms": "p99 at concurrency 16 < 10 ms",
+        "bulk_c16_rps": "check-bulk(50)/s at concurrency 16 >= 6,000",
+        "propagation_p99_ms": "propagation p99 < 100 ms",
+    }
+    units = {"check_c16_rps": "{:,.0f}/s", "check_c1_p50_us": "{:.0f} µs", "check_c16_p99_ms": "{:.2f} ms",
+             "bulk_c16_rps": "{:,.0f}/s", "propagation_p99_ms": "{:.1f} ms"}
+    for name, (value, met) in verdicts(results).items():
+        lines.append(f"| {names[name]} | {units[name].format(value)} | {'yes' if met else 'NO'} |")
+    lines += ["", f"{duration:g} s per wrk run (`wrk -t1`), decision service with {workers} gevent workers."]
+    return "\n".join(lines)
+
+
+def _us(microseconds: float) -> str:
+    return f"{microseconds / 1000:.2f} ms" if microseconds >= 1000 else f"{microseconds:.0f} µs"
+
+
+def write_section(table: str) -> None:
+    """Replace (or add) the "## Decision service" section of docs/performance.md, leaving
+    every other section as it is."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    section = (
+        f"{SECTION}\n\n"
+        f"Measured by `make bench` (benchmarks/decision_bench.py) on {stamp}, on {machine()}. "
+        "The control plane (one gevent worker, memory://), the decision service and the load generator "
+        "(wrk, one thread) share the same cores, over loopback. Latencies are raw wrk figures (not corrected "
+        "for coordinated omission). Propagation is timed from the revoking DELETE's response on the control "
+        f"plane until {POLLERS} keep-alive connections to the decision service (so every worker) answer "
+        "denied.\n\n"
+        f"{table}\n"
+    )
+    text = PERFORMANCE_DOC.read_text("utf-8") if PERFORMANCE_DOC.exists() else "# Performance\n"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1).rstrip("\n") + "\n"
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    PERFORMANCE_DOC.parent.mkdir(exist_ok=True)
+    PERFORMANCE_DOC.write_text(text, "utf-8")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
+    parser.add_argument("--revocations", type=int, default=100, help="revocations timed (default 100)")
+    parser.add_argument("--workers", type=int, default=2, help="decision service workers (default 2)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
+    args = parser.parse_args(argv)
+    results = run(args.duration, args.revocations, args.workers)
+    table = report(results, args.duration, args.workers)
+    print(f"\nDecision service ({machine()})\n\n{table}\n")
+    if not args.no_write:
+        write_section(table)
+        print(f"written to {PERFORMANCE_DOC.relative_to(ROOT)} ({SECTION})")
+    return 0 if all(met for _, met in verdicts(results).values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

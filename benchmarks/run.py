@@ -1,0 +1,32 @@
+"""``make bench``: every load benchmark against the real processes, one after the other.
+
+    .venv/bin/python -m benchmarks.run [decision] [login]
+
+With no argument both run: the decision service (benchmarks/decision_bench.py, which
+installs wrk when missing and writes docs/performance.md "## Decision service") and the
+login load (benchmarks/login_load.py). The exit status is non-zero when a benchmark
+misses its targets.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = {"decision": "benchmarks.decision_bench", "login": "benchmarks.login_load"}
+
+
+def main(argv=None) -> int:
+    names = list(argv if argv is not None else sys.argv[1:]) or list(BENCHMARKS)
+    unknown = [name for name in names if name not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    status = 0
+    for name in names:
+        print(f"\n=== {name} ===", flush=True)
+        status |= importlib.import_module(BENCHMARKS[name]).main([])
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
