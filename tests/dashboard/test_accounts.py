@@ -340,3 +340,38 @@ def test_guessing_the_current_password_with_a_stolen_cookie_locks(dashboard_acco
         dashboard_account.post(path, json={"current_password": "Wrong-Password-1", "new_password": "Another-Pass-9"})
     assert_error(dashboard_account.post(path, json={"current_password": dashboard_account.password,
                                                     "new_password": "Another-Pass-9"}), 429, "AUTH_ACCOUNT_LOCKED")
+
+
+# ---------------------------------------------------------------- no partial state
+
+
+def test_register_leaves_nothing_behind_when_the_organization_cannot_be_created(client, ctx, monkeypatch):
+    def fail(doc):
+        raise RuntimeError("store down")
+
+    monkeypatch.setattr(ctx.dashboard.store, "insert_member", fail)
+
+    assert_error(register(client), 500, "INTERNAL_ERROR")
+
+    for name in ("dashboard_accounts", "organizations", "organization_members"):
+        assert ctx.store[name].count_documents({}) == 0, name
+    monkeypatch.undo()
+    assert register(client).status_code == 201  # the email is free again
+
+
+def test_a_registration_race_on_one_email_is_decided_by_the_unique_index(client, ctx, monkeypatch):
+    assert register(client).status_code == 201
+    # The second request passed the pre-check before the first one's insert landed.
+    monkeypatch.setattr(ctx.dashboard.store, "account_by_email", lambda email: None)
+
+    assert_error(register(client, name="Racer"), 409, "AUTH_EMAIL_ALREADY_REGISTERED")
+
+    assert ctx.store["dashboard_accounts"].count_documents({}) == 1
+    assert ctx.store["organizations"].count_documents({}) == 1
+
+
+def test_personal_organization_name_fits_the_255_character_limit(client, ctx):
+    account_id = register(client, name="N" * 255).json["data"]["id"]
+    member = ctx.store["organization_members"].find_one({"account_id": account_id})
+    name = ctx.store["organizations"].find_one({"_id": member["organization_id"]})["name"]
+    assert len(name) == 255 and name.endswith("'s organization")
