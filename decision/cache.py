@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 from gevent.monkey import get_original
 
-from shared.engine import CompiledGrants, CompiledPolicies, Grants, compile_grants
+from shared.engine import CompiledGrants, CompiledPolicies, Decision, Grants, compile_grants
 
 # Applications a worker keeps policies and API keys of; beyond, the least recently
 # filled are re-fetched on their next check.
@@ -56,24 +56,40 @@ def native_lock():
     return get_original("_thread", "allocate_lock")()
 
 
-class ScopedGrants:
-    """A user's grants compiled for one scope, with the RBAC answers given so far (the
-    engine is pure, so an answer holds as long as this compiled form)."""
+ALLOWED = Decision(True)
+DENIED = Decision(False)
 
-    __slots__ = ("compiled", "_answers")
+
+class ScopedGrants:
+    """A user's grants compiled for one scope, with the RBAC decisions given so far (the
+    engine is pure, so a decision holds as long as this compiled form)."""
+
+    __slots__ = ("compiled", "_decisions")
 
     def __init__(self, compiled: CompiledGrants):
         self.compiled = compiled
-        self._answers: dict[str, bool] = {}
+        self._decisions: dict[str, Decision] = {}
 
     def allows(self, permission: str) -> bool:
-        answer = self._answers.get(permission)
-        if answer is None:
-            answer = self.compiled.user_active and self.compiled.allows(permission)
-            if len(self._answers) >= MAX_ANSWERS_PER_SCOPE:
-                self._answers.clear()
-            self._answers[permission] = answer
-        return answer
+        return self.decide(permission).allowed
+
+    def decide(self, permission: str) -> Decision:
+        """RBAC alone (no policy applies), as ``CompiledGrants.decide`` without policies."""
+        decision = self._decisions.get(permission)
+        if decision is None:
+            compiled = self.compiled
+            decision = ALLOWED if compiled.user_active and compiled.allows(permission) else DENIED
+            if len(self._decisions) >= MAX_ANSWERS_PER_SCOPE:
+                self._decisions.clear()
+            self._decisions[permission] = decision
+        return decision
+
+    def decide_many(self, permissions) -> dict[str, Decision]:
+        decisions = self._decisions
+        try:
+            return {permission: decisions[permission] for permission in permissions}
+        except KeyError:
+            return {permission: self.decide(permission) for permission in permissions}
 
 
 class GrantsEntry:

@@ -12,7 +12,7 @@ import falcon
 from shared.engine import resolve_scope
 from shared.http import dumps, read_json
 
-from decision.schemas import CHECK, CHECK_BULK, CHECK_QUERY, query_values
+from decision.schemas import CHECK, CHECK_BULK, check_query
 
 _TRUE_FALSE = {True: "true", False: "false"}
 
@@ -26,7 +26,7 @@ class Check:
     def on_get(self, req, resp, applicationId):
         lookup = self._service.begin(applicationId)
         lookup.authenticate(req.get_header("Authorization"))
-        values = CHECK_QUERY.validate(query_values(req))
+        values = check_query(req)
         permission = values["permission"]
         decisions, cached = lookup.decide(values["user_id"], (permission,), scope=values.get("scope"),
                                           min_revision=values.get("min_revision"), abac=False)

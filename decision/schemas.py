@@ -52,9 +52,13 @@ class Permissions(List):
     def clean(self, value):
         # Fast path for lists of names validated before; anything else takes the general
         # path, which gives the same result or the same error message.
-        if type(value) is list and 1 <= len(value) <= BULK_MAX and all(
-                type(item) is str and item in _VALID for item in value):
-            return list(dict.fromkeys(value))
+        if type(value) is list and 1 <= len(value) <= BULK_MAX:
+            try:
+                known = _VALID.keys() >= set(value)  # the keys are strings: nothing else matches
+            except TypeError:  # an unhashable item
+                known = False
+            if known:
+                return list(dict.fromkeys(value))
         return super().clean(value)
 
     def schema(self):
@@ -106,6 +110,19 @@ CHECK_BULK = Schema({
     "scope": _SCOPE,
     "min_revision": _MIN_REVISION,
 })
+
+
+def check_query(req) -> dict:
+    """The GET check's validated parameters. The common request -- a user id and a
+    permission seen before, nothing else -- skips the general path, which gives the same
+    values (or the error) for everything else."""
+    params = req.params
+    if len(params) == 2:
+        user_id, permission = params.get("user_id"), params.get("permission")
+        if (type(user_id) is str and type(permission) is str and permission in _VALID
+                and 0 < len(user_id) <= 255 and not user_id[0].isspace() and not user_id[-1].isspace()):
+            return {"user_id": user_id, "permission": permission}
+    return CHECK_QUERY.validate(query_values(req))
 
 
 def query_values(req) -> dict:

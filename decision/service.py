@@ -30,8 +30,6 @@ API_KEY_PREFIXES = ("sk_test_", "sk_live_")
 CHECK_PERMISSION = "authz:check"
 ACTIVE = "active"
 _NO_POLICIES = CompiledPolicies(())
-_ALLOWED = Decision(True)
-_DENIED = Decision(False)
 
 
 class DecisionUnavailable(ServiceUnavailable):
@@ -115,9 +113,8 @@ class Lookup:
             if policies:
                 return scoped.compiled.decide_many(permissions, policies=policies, resource=resource,
                                                    context=context), cached
-        # No policy can apply: RBAC alone, whose answers the scoped grants remember.
-        allows = scoped.allows
-        return {permission: _ALLOWED if allows(permission) else _DENIED for permission in permissions}, cached
+        # No policy can apply: RBAC alone, whose decisions the scoped grants remember.
+        return scoped.decide_many(permissions), cached
 
     # -- lookups: cache when trusted, else the control plane
 
@@ -131,12 +128,12 @@ class Lookup:
         fetched = self._fetched.get(user_id) if self._fetched else None
         if fetched is not None:
             return fetched, False
-        service.metrics.misses.inc(("grants",))
         if not is_uuid(user_id):
             # Ids are UUIDs: no such user, nothing to ask (a user who does not exist is
             # simply not allowed, as on the control plane).
             entry = GrantsEntry(Grants.unknown(user_id), 0)
         else:
+            service.metrics.misses.inc(("grants",))
             cache = service.cache
             with cache.filling():
                 seq, grants = self._fetch("grants", service.client.grants, self.app_id, user_id)

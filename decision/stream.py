@@ -104,9 +104,7 @@ class ChangeFollower:
                 problem = "the control plane ended the stream"
             except ApplicationNotFound:
                 problem = "the control plane does not know this decision service's application"
-            except (ControlPlaneError, ProtocolError, OSError, ValueError) as exc:
-                problem = str(exc) or exc.__class__.__name__
-            except Exception as exc:  # requests/urllib3 wrap socket errors in many types
+            except Exception as exc:  # protocol, socket, HTTP: requests/urllib3 raise many types
                 problem = f"{exc.__class__.__name__}: {exc}"
             finally:
                 self._disconnected()

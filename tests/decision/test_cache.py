@@ -186,7 +186,9 @@ def test_remembered_answers_are_bounded(clock, monkeypatch):
     monkeypatch.setattr(cache_module, "MAX_ANSWERS_PER_SCOPE", 2)
     scoped = ScopedGrants(compile_grants(Grants("u", "active", [Assignment("r", "n", ("a:*",))]), None, clock()))
     assert [scoped.allows(p) for p in ("a:1", "a:2", "b:1", "a:3")] == [True, True, False, True]
-    assert len(scoped._answers) <= 2
+    assert len(scoped._decisions) <= 2
+    assert {p: d.allowed for p, d in scoped.decide_many(["a:1", "b:1", "a:9"]).items()} == {
+        "a:1": True, "b:1": False, "a:9": True}
 
 
 def test_an_inactive_users_answers_are_all_no(clock):
