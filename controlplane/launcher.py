@@ -86,6 +86,9 @@ def main() -> int:
     def shutdown(signum, frame):
         raise KeyboardInterrupt
 
+    # Explicit for SIGINT too: a shell starting `make run &` without job control hands us
+    # SIGINT ignored, and Python keeps an inherited SIG_IGN.
+    signal.signal(signal.SIGINT, shutdown)
     signal.signal(signal.SIGTERM, shutdown)
     try:
         control = subprocess.Popen(
