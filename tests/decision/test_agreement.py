@@ -245,3 +245,42 @@ def test_credentials_get_the_same_errors(client, application, make_api_key, make
         theirs = client.simulate_get(f"/api/v1/applications/{app_id}/authz/check", params=params)
         assert ours.status_code == theirs.status_code == 404
         assert ours.json["error"]["code"] == theirs.json["error"]["code"] == "NOT_FOUND"
+
+
+def test_a_grants_read_racing_a_revocation_on_the_real_control_plane_is_not_kept(
+        ctx, application, make_api_key, stored_user, make_role, assign_role, sidecar, monkeypatch):
+    user = stored_user(application)
+    role = make_role(application, permissions=["posts:read"])
+    assign_role(application, user, role)
+    key = make_api_key(application)
+    our_client = falcon.testing.TestClient(sidecar)
+    url = f"/api/v1/applications/{application['_id']}/authz/check"
+    params = {"user_id": user["_id"], "permission": "posts:read"}
+    assert wait_for(lambda: sidecar.service.cache.applied >= ctx.events.head(), timeout=5)
+    assert our_client.simulate_get(url, params={**params, "user_id": new_id()}, headers=bearer(key)).status_code == 200
+
+    read, release = threading.Event(), threading.Event()
+    real_grants = ctx.roles.grants
+
+    def held_grants(app_id, user_id):
+        grants = real_grants(app_id, user_id)  # seq read, then the data: still allowing
+        if user_id == user["_id"]:
+            read.set()
+            assert release.wait(5)
+        return grants
+
+    monkeypatch.setattr(ctx.roles, "grants", held_grants)
+    answers = []
+    racing = threading.Thread(target=lambda: answers.append(
+        our_client.simulate_get(url, params=params, headers=bearer(key)).json))
+    racing.start()
+    assert read.wait(5)
+    ctx.roles.unassign(application["_id"], user["_id"], role["_id"], None)
+    revoked = ctx.events.head()
+    assert wait_for(lambda: sidecar.service.cache.applied >= revoked, timeout=5)
+    release.set()
+    racing.join(5)
+
+    assert answers == [{"allowed": True, "permission": "posts:read", "cached": False}]  # its one answer
+    assert our_client.simulate_get(url, params=params, headers=bearer(key)).json == {
+        "allowed": False, "permission": "posts:read", "cached": False}
