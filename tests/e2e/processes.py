@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from controlplane.launcher import _gunicorn
+from controlplane.launcher import DECISION_WORKER_CLASS, _gunicorn
 
 PASSWORD = "Analytical-Engine-1843"
 
@@ -78,22 +78,25 @@ class Processes:
         self.decision: subprocess.Popen | None = None
         self._starts = 0
 
-    def _spawn(self, name: str, factory: str, port: int, workers: int, env: dict) -> subprocess.Popen:
+    def _spawn(self, name: str, command: list[str], env: dict) -> subprocess.Popen:
+        """Start one service as `make run` (controlplane/launcher.py) starts it."""
         self._starts += 1
-        log = open(self.log_dir / f"{name}-{port}-{self._starts}.log", "w")
-        return subprocess.Popen(_gunicorn(factory, "127.0.0.1", port, workers), env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        log = open(self.log_dir / f"{name}-{self._starts}.log", "w")
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def start_control_plane(self) -> None:
-        self.control = self._spawn("control", "controlplane.wsgi:create()", self.control_port, self.control_workers,
-                                   self.env)
+        self.control = self._spawn(
+            "control", _gunicorn("controlplane.wsgi:create()", "127.0.0.1", self.control_port, self.control_workers),
+            self.env)
         if not wait_until(lambda: self.control.poll() is None and _answers(self.control_url + "/healthz"), 60):
             raise RuntimeError("the control plane did not start:\n" + self.logs())
 
     def start_decision_service(self, **env) -> None:
         merged = {**self.env, **{k: str(v) for k, v in env.items()}}
-        self.decision = self._spawn("decision", "decision.wsgi:create()", self.decision_port, self.decision_workers,
-                                    merged)
+        self.decision = self._spawn(
+            "decision", _gunicorn("decision.wsgi:create()", "127.0.0.1", self.decision_port, self.decision_workers,
+                                  worker_class=DECISION_WORKER_CLASS),
+            merged)
         if not wait_until(lambda: self.decision.poll() is None and _answers(self.decision_url + "/healthz"), 60):
             raise RuntimeError("the decision service did not start:\n" + self.logs())
 
