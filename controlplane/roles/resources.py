@@ -16,7 +16,7 @@ READ = permission("roles:read")
 MANAGE = permission("roles:manage")
 
 _ROLE_ERRORS = [(403, "FORBIDDEN"), (404, "RESOURCE_NOT_FOUND")]
-_USER_ERRORS = [(403, "FORBIDDEN"), (404, "USER_NOT_FOUND")]
+_USER_ERRORS = [(400, "VALIDATION_INVALID_FORMAT"), (403, "FORBIDDEN"), (404, "USER_NOT_FOUND")]
 _SCOPE_QUERY = ({"type": "string"}, "exactly this scope")
 
 
@@ -107,7 +107,7 @@ class UserRoleCollection:
                   description="Without scope: every unexpired assignment; with scope: those of exactly that scope.",
                   errors=_USER_ERRORS),
         "POST": op("Assign a role to a user", body=schemas.ASSIGN_ROLE, ok=201, response=schemas.ASSIGNMENT,
-                   errors=[(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS"), *_USER_ERRORS,
+                   errors=[(400, "VALIDATION_MULTIPLE_ERRORS"), *_USER_ERRORS,
                            (404, "RESOURCE_NOT_FOUND"), (409, "AUTHZ_ROLE_ALREADY_ASSIGNED")]),
     }
 
