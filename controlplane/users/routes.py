@@ -3,9 +3,10 @@ suspension in the dashboard, and the hosted pages the emails link to.
 
 Puts ``UserService`` on the context as ``ctx.users`` for the MFA and self-service areas.
 """
-from controlplane.users import pages, resources
+from controlplane.users import pages, resources, store
 from controlplane.users.service import UserService
-from controlplane.users.store import INDEXES  # noqa: F401  (declared by create_app)
+
+INDEXES = store.INDEXES
 
 V1 = "/api/v1/applications/{applicationId}/users"
 DASHBOARD = "/api/dashboard/applications/{applicationId}/users"

@@ -16,7 +16,7 @@ Token model (ARCHITECTURE.md, docs/authentication.md):
   Any later or older reuse revokes the family.
 
 Brute force (spec "Limits"): failed password checks are counted per email per
-application *before* bcrypt runs (``_claim_attempt``), so parallel guesses cannot get
+application *before* bcrypt runs (``_take_attempt``), so parallel guesses cannot get
 past the threshold; unknown emails are counted and hashed the same way as known ones.
 """
 from __future__ import annotations
@@ -199,19 +199,20 @@ class UserService:
     def _password_matches(self, app_id: str, email: str, password: str, password_hash: str | None) -> bool:
         """Check a password under the brute-force guard (login and change-password).
         ``password_hash`` None (no such user) burns the same bcrypt time and fails."""
-        key, counted = self._claim_attempt(app_id, email)
+        key = self._take_attempt(app_id, email)
         if self._ctx.hasher.verify(password, password_hash):
-            # Forgive the failures before this success, but not attempts counted while
-            # it ran: those may be an attacker's guesses racing the real user.
-            self.attempts.clear(key, counted)
+            self._forgive(key)
             return True
         self._record_failure(key)
         return False
 
-    def _claim_attempt(self, app_id: str, email: str) -> tuple[str, int]:
-        """Count one password check before it runs and return (record key, count);
-        raise AUTH_ACCOUNT_LOCKED when the email is locked or the threshold is already
-        taken by earlier (or in-flight) attempts."""
+    def _take_attempt(self, app_id: str, email: str) -> str:
+        """Take one of the email's ``lockout_threshold`` password checks before it runs.
+
+        Checks that failed and checks still running both hold a unit, so however many
+        requests race, at most the threshold reach bcrypt.  Raises 429
+        AUTH_ACCOUNT_LOCKED while the email is locked, or (Retry-After 1 s, no lock)
+        while the other units are held by checks still running."""
         config, now = self._config, self._now()
         key = self.attempts.key(app_id, email)
         record = self.attempts.get(key)
@@ -219,33 +220,44 @@ class UserService:
             self._raise_if_locked(record, now)
             if aware(record["resets_at"]) <= now:
                 self.attempts.restart(key, record["resets_at"], now, config.lockout_seconds)
-        record = self.attempts.count(key, app_id, email, now, config.lockout_seconds)
+        record = self.attempts.take(key, app_id, email, now, config.lockout_seconds)
         self._raise_if_locked(record, now)
-        if record["attempts"] > config.lockout_threshold:
-            until = now + seconds(config.lockout_seconds)
-            self.attempts.lock(key, until, now)
-            raise self._locked(until, now)
-        return key, record["attempts"]
+        if record["used"] > config.lockout_threshold:
+            self.attempts.give_back(key)
+            if record["failures"] >= config.lockout_threshold:  # failed enough; the lock write was lost
+                self.attempts.lock(key, now + seconds(config.lockout_seconds), now)
+                raise self._locked(now + seconds(config.lockout_seconds), now)
+            raise self._locked(now + seconds(1), now, reason="attempts_in_progress")
+        return key
+
+    def _forgive(self, key: str) -> None:
+        # A success resets the consecutive failures (spec), but checks still running
+        # keep their units: they may be an attacker's guesses racing the real user.
+        for _ in range(5):
+            record = self.attempts.get(key)
+            if record is None or self.attempts.forgive(key, record["failures"]):
+                return
 
     def _record_failure(self, key: str) -> None:
         config, now = self._config, self._now()
-        record = self.attempts.get(key)
-        if record is not None and record["attempts"] >= config.lockout_threshold:
+        record = self.attempts.record_failure(key, now, config.lockout_seconds)
+        if record is not None and record["failures"] >= config.lockout_threshold:
             self.attempts.lock(key, now + seconds(config.lockout_seconds), now)
-            log.warning("login locked after failed attempts", extra={"app_id": record.get("app_id"),
-                                                                     "attempts": record["attempts"]})
+            log.warning("login locked after consecutive failures",
+                        extra={"app_id": record.get("app_id"), "failures": record["failures"]})
 
     def _raise_if_locked(self, record: dict, now) -> None:
         until = aware(record.get("locked_until"))
         if until is not None and until > now:
             raise self._locked(until, now)
 
-    def _locked(self, until, now) -> RateLimited:
+    def _locked(self, until, now, reason: str = "locked") -> RateLimited:
+        message = ("Too many failed logins for this account. Try again later." if reason == "locked" else
+                   "Too many logins for this account are in progress. Try again in a moment.")
         return RateLimited(
             limit=self._config.lockout_threshold, reset_at=math.ceil(until.timestamp()),
-            retry_after=math.ceil((until - now).total_seconds()), code="AUTH_ACCOUNT_LOCKED",
-            message="Too many failed logins for this account. Try again later.",
-            details={"locked_until": isoformat(until)},
+            retry_after=math.ceil((until - now).total_seconds()), code="AUTH_ACCOUNT_LOCKED", message=message,
+            details={"reason": reason, **({"locked_until": isoformat(until)} if reason == "locked" else {})},
         )
 
     # ------------------------------------------------------------------ sessions and tokens

@@ -227,10 +227,11 @@ class OneTimeTokenStore:
 
 
 class LoginAttemptStore:
-    """Consecutive failed password checks per email per application, and the lock.
+    """The brute-force guard per email per application.
 
-    ``{_id: "<app_id>:<email>", app_id, email, attempts, locked_until, resets_at}``:
-    ``attempts`` is counted *before* the password is checked; the record is forgotten
+    ``{_id: "<app_id>:<email>", app_id, email, used, failures, locked_until, resets_at}``:
+    ``used`` counts password checks that failed or are still running (taken *before*
+    bcrypt runs), ``failures`` the consecutive failed ones.  The record is forgotten
     once ``resets_at`` has passed (TTL reclaims it; the code decides)."""
 
     def __init__(self, store):
@@ -248,17 +249,35 @@ class LoginAttemptStore:
         so of several racing requests only the first one resets the count."""
         self._attempts.update_one(
             {"_id": key, "resets_at": observed_resets_at},
-            {"$set": {"attempts": 0, "locked_until": None, "resets_at": now + seconds(window)}},
+            {"$set": {"used": 0, "failures": 0, "locked_until": None, "resets_at": now + seconds(window)}},
         )
 
-    def count(self, key: str, app_id: str, email: str, now, window: int) -> dict:
-        """Count one attempt (atomic ``$inc``) and return the record after it."""
+    def take(self, key: str, app_id: str, email: str, now, window: int) -> dict:
+        """Take one unit of the budget (atomic ``$inc``); the record after it."""
         return _upsert(
             self._attempts, {"_id": key},
-            {"$inc": {"attempts": 1}, "$set": {"resets_at": now + seconds(window)},
-             "$setOnInsert": {"app_id": app_id, "email": email, "locked_until": None}},
+            {"$inc": {"used": 1},
+             "$setOnInsert": {"app_id": app_id, "email": email, "failures": 0, "locked_until": None,
+                              "resets_at": now + seconds(window)}},
             return_document=ReturnDocument.AFTER,
         )
+
+    def give_back(self, key: str) -> None:
+        self._attempts.update_one({"_id": key, "used": {"$gt": 0}}, {"$inc": {"used": -1}})
+
+    def record_failure(self, key: str, now, window: int) -> dict | None:
+        """The taken unit stays used; one more consecutive failure."""
+        return self._attempts.find_one_and_update(
+            {"_id": key}, {"$inc": {"failures": 1}, "$set": {"resets_at": now + seconds(window)}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def forgive(self, key: str, failures: int) -> bool:
+        """After a success: give back its own unit and every failure before it.
+        Conditional on ``failures`` as read, so a failure recorded meanwhile is not lost."""
+        result = self._attempts.update_one(
+            {"_id": key, "failures": failures}, {"$inc": {"used": -(1 + failures)}, "$set": {"failures": 0}})
+        return result.modified_count == 1
 
     def lock(self, key: str, until, now) -> None:
         """Lock until ``until`` unless a lock is already running."""
@@ -267,6 +286,5 @@ class LoginAttemptStore:
             {"$set": {"locked_until": until, "resets_at": until}},
         )
 
-    def clear(self, key: str, counted: int | None = None) -> None:
-        """Forget the record; with ``counted``, only if no attempt was counted since."""
-        self._attempts.delete_one({"_id": key} if counted is None else {"_id": key, "attempts": counted})
+    def clear(self, key: str) -> None:
+        self._attempts.delete_one({"_id": key})

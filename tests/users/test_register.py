@@ -184,8 +184,17 @@ def test_slot_of_a_registration_that_crashed_is_reclaimed(post, application, ctx
 
 @pytest.mark.parametrize("config_overrides", [{"max_users_per_application": 3, "rate_limit_register": Rate(0, 60)}],
                          indirect=True)
-def test_parallel_registrations_never_exceed_the_limit(client, application, ctx):
+def test_parallel_registrations_never_exceed_the_limit(client, application, ctx, monkeypatch):
     statuses, lock = [], threading.Lock()
+    # The change log's seq counter relies on MongoDB's atomic $inc, which mongomock does
+    # not give real threads; serialise emits so only the tier counter is under test.
+    emit, emitting = ctx.events.emit, threading.Lock()
+
+    def serialised_emit(*args, **kwargs):
+        with emitting:
+            return emit(*args, **kwargs)
+
+    monkeypatch.setattr(ctx.events, "emit", serialised_emit)
 
     def register(i):
         response = client.simulate_post(users_url(application, "/register"),
