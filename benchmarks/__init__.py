@@ -1,0 +1,1 @@
+"""Load benchmarks against the real processes (not tests)."""
