@@ -7,7 +7,9 @@ indexes in ``INDEXES`` lists; ``Store.ensure_indexes`` creates them idempotently
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 
 import mongomock
 import pymongo
@@ -27,6 +29,7 @@ class Store:
             self.client = pymongo.MongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=5000, appname="iamgate")
             self.db = self.client.get_default_database("iamgate")
         self._indexes: dict[str, list[IndexModel]] = {}
+        self._seq_lock = threading.Lock() if uri == "memory://" else contextlib.nullcontext()
 
     @property
     def is_memory(self) -> bool:
@@ -54,9 +57,12 @@ class Store:
 
     def next_seq(self, name: str) -> int:
         """A strictly increasing counter (atomic ``$inc`` on one document)."""
-        doc = self.db["counters"].find_one_and_update(
-            {"_id": name}, {"$inc": {"seq": 1}}, upsert=True, return_document=ReturnDocument.AFTER
-        )
+        # MongoDB makes the $inc atomic; mongomock's read-modify-write is not under real
+        # threads, so the embedded store serialises it (it lives in this one process).
+        with self._seq_lock:
+            doc = self.db["counters"].find_one_and_update(
+                {"_id": name}, {"$inc": {"seq": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+            )
         return doc["seq"]
 
     def current_seq(self, name: str) -> int:
