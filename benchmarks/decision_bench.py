@@ -33,9 +33,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import falcon
 import requests
 
-from tests.e2e.processes import Admin, Processes
+from controlplane.launcher import _gunicorn
+from tests.e2e.processes import Admin, Processes, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
@@ -64,6 +66,49 @@ end
 """
 
 
+# --- the yardstick -------------------------------------------------------------------------------
+
+
+class _CachedAnswer:
+    answer = {"allowed": True, "permission": "documents:read", "cached": True}
+
+    def on_get(self, req, resp, applicationId):
+        resp.media = self.answer
+
+
+def baseline():
+    """The targets' yardstick: a bare Falcon endpoint on the check's path returning a cached
+    dict (gunicorn ``'benchmarks.decision_bench:baseline()'``, gevent worker, 2 workers)."""
+    app = falcon.App()
+    app.add_route("/api/v1/applications/{applicationId}/authz/check", _CachedAnswer())
+    return app
+
+
+def measure_baseline(wrk: str, duration: float, prefix, nice: int | None, log_dir: Path) -> dict:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api/v1/applications/x/authz/check?user_id=u&permission=documents:read"
+    with open(log_dir / "baseline.log", "w") as log:
+        server = subprocess.Popen([*prefix, *_gunicorn("benchmarks.decision_bench:baseline()", "127.0.0.1", port, 2)],
+                                  cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if not wait_until(lambda: _answers(url), 30):
+            raise RuntimeError("the baseline server did not start")
+        if nice is not None:
+            prioritize(server.pid, nice)
+        return {f"baseline_c{c}": run_wrk(wrk, url, connections=c, duration=duration, headers={}, prefix=prefix)
+                for c in (1, 16)}
+    finally:
+        server.terminate()
+        server.wait(15)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 # --- the load generator ----------------------------------------------------------------------
 
 
@@ -86,14 +131,14 @@ def ensure_wrk() -> str:
 
 
 def run_wrk(wrk: str, url: str, *, connections: int, duration: float, headers: dict, method="GET",
-            body: str | None = None) -> dict:
+            body: str | None = None, prefix=()) -> dict:
     lua_body = ""
     if body is not None:
         lua_body = f"wrk.body = {json.dumps(body)}\nwrk.headers[\"Content-Type\"] = \"application/json\""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(_WRK_SCRIPT.format(method=method, body=lua_body))
     try:
-        command = [wrk, "-t1", f"-c{connections}", f"-d{round(duration)}s", "--timeout", "5s", "-s", script.name]
+        command = [*prefix, wrk, "-t1", f"-c{connections}", f"-d{round(duration)}s", "--timeout", "5s", "-s", script.name]
         for name, value in headers.items():
             command += ["-H", f"{name}: {value}"]
         output = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
@@ -155,14 +200,32 @@ def measure_propagation(processes: Processes, admin: Admin, revocations: int) ->
     return samples
 
 
-def run(duration: float, revocations: int, workers: int) -> dict:
+def prioritize(pid: int, nice: int) -> None:
+    """Apply ``nice`` to the scheduling group of ``pid`` as well: with the kernel's session
+    autogroups, a process's own nice value only counts inside its session, and every other
+    session (someone's test run) would still get an equal share of the cores."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        pass  # no autogroups: the nice value alone is enough
+
+
+def run(duration: float, revocations: int, workers: int, nice: int | None = None) -> dict:
     wrk = ensure_wrk()
+    prefix = ("nice", "-n", str(nice)) if nice is not None else ()
     with tempfile.TemporaryDirectory() as tmp:
+        if nice is not None:
+            prioritize(os.getpid(), nice)
+        results = {"load_before": os.getloadavg()[0]}
+        results.update(measure_baseline(wrk, duration, prefix, nice, Path(tmp)))
         processes = Processes(Path(tmp), env={"IAMGATE_RATE_LIMIT_REGISTER": "0/60",
                                               "IAMGATE_RATE_LIMIT_API": "100000000/60"},
-                              decision_workers=workers)
+                              decision_workers=workers, prefix=prefix)
         try:
             processes.start()
+            if nice is not None:
+                for pid in (processes.control.pid, processes.decision.pid):
+                    prioritize(pid, nice)
             admin = Admin(processes.control_url)
             permissions = [f"resource{i}:read" for i in range(50)]
             user = admin.user("bench")
@@ -178,13 +241,12 @@ def run(duration: float, revocations: int, workers: int) -> dict:
             if bulk.status_code != 200 or bulk.json()["results"] != expected:
                 raise RuntimeError(f"unexpected bulk answer: {bulk.status_code} {bulk.text}")
 
-            results = {}
             for connections in (1, 16):
                 results[f"check_c{connections}"] = run_wrk(wrk, check_url, connections=connections,
-                                                           duration=duration, headers=admin.headers)
+                                                           duration=duration, headers=admin.headers, prefix=prefix)
                 results[f"bulk_c{connections}"] = run_wrk(wrk, bulk_url, connections=connections,
                                                           duration=duration, headers=admin.headers,
-                                                          method="POST", body=bulk_body)
+                                                          method="POST", body=bulk_body, prefix=prefix)
             results["propagation"] = measure_propagation(processes, admin, revocations)
         finally:
             processes.stop()
@@ -222,6 +284,8 @@ def report(results: dict, duration: float, workers: int) -> str:
     rows = [
         ("GET check, cache hit", "check_c1", 1), ("GET check, cache hit", "check_c16", 16),
         ("POST check-bulk, 50 permissions", "bulk_c1", 1), ("POST check-bulk, 50 permissions", "bulk_c16", 16),
+        ("baseline: bare Falcon endpoint, cached dict", "baseline_c1", 1),
+        ("baseline: bare Falcon endpoint, cached dict", "baseline_c16", 16),
     ]
     lines = [
         "| request | concurrency | requests/s | p50 | p99 | errors |",
@@ -232,7 +296,12 @@ def report(results: dict, duration: float, workers: int) -> str:
         lines.append(f"| {label} | {connections} | {r['rps']:,.0f} | {_us(r['p50_us'])} | {_us(r['p99_us'])} "
                      f"| {r['status_errors'] + r['socket_errors']} |")
     propagation = results["propagation"]
+    share = results["check_c16"]["rps"] / results["baseline_c16"]["rps"]
     lines += [
+        "",
+        f"Cache-hit checks at concurrency 16 ran at {share:.0%} of the baseline measured in the same run "
+        "(the targets assume about 78%: 9,000 of the 11,500 a bare endpoint reaches on an idle machine). "
+        f"Load average before the run: {results['load_before']:.2f}.",
         "",
         f"Revoke-to-deny propagation over {len(propagation)} revocations: "
         f"p50 {percentile(propagation, 50) * 1000:.1f} ms, p99 {percentile(propagation, 99) * 1000:.1f} ms, "
@@ -252,7 +321,8 @@ def report(results: dict, duration: float, workers: int) -> str:
              "bulk_c16_rps": "{:,.0f}/s", "propagation_p99_ms": "{:.1f} ms"}
     for name, (value, met) in verdicts(results).items():
         lines.append(f"| {names[name]} | {units[name].format(value)} | {'yes' if met else 'NO'} |")
-    lines += ["", f"{duration:g} s per wrk run (`wrk -t1`), decision service with {workers} gevent workers."]
+    lines += ["", f"{duration:g} s per wrk run (`wrk -t1`); the decision service with {workers} workers "
+                  "(gunicorn `gevent_pywsgi`), the baseline with 2 (gunicorn `gevent`)."]
     return "\n".join(lines)
 
 
@@ -289,9 +359,12 @@ def main(argv=None) -> int:
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
     parser.add_argument("--revocations", type=int, default=100, help="revocations timed (default 100)")
     parser.add_argument("--workers", type=int, default=2, help="decision service workers (default 2)")
+    parser.add_argument("--nice", type=int, help="run the services and wrk at this nice value, their session "
+                                                  "autogroups too (negative, as root: shields the figures from "
+                                                  "other load on a shared machine)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     args = parser.parse_args(argv)
-    results = run(args.duration, args.revocations, args.workers)
+    results = run(args.duration, args.revocations, args.workers, args.nice)
     table = report(results, args.duration, args.workers)
     print(f"\nDecision service ({machine()})\n\n{table}\n")
     if not args.no_write:

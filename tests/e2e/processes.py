@@ -55,6 +55,7 @@ class Processes:
     env: dict = field(default_factory=dict)
     control_workers: int = 1
     decision_workers: int = 1
+    prefix: tuple = ()  # run both under this command (the benchmark's ``nice -n N``)
 
     def __post_init__(self):
         self.control_port, self.decision_port = free_port(), free_port()
@@ -82,7 +83,8 @@ class Processes:
         """Start one service as `make run` (controlplane/launcher.py) starts it."""
         self._starts += 1
         log = open(self.log_dir / f"{name}-{self._starts}.log", "w")
-        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen([*self.prefix, *command], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
     def start_control_plane(self) -> None:
         self.control = self._spawn(
