@@ -179,7 +179,7 @@ def read_json(req) -> dict:
     else:
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
             raise BadRequest("The request body is not valid JSON.", details={"body": str(exc)}) from None
         if not isinstance(body, dict):
             raise BadRequest("The request body must be a JSON object.", details={"body": "must be a JSON object"})
