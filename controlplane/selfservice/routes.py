@@ -1,7 +1,23 @@
-"""Routes of the selfservice area (not built yet)."""
+"""Routes of user self-service (spec "User self-service", all JWT-owner): profile,
+soft delete, GDPR export, OIDC consent withdrawal and session management.
+
+Puts ``SelfService`` on the context as ``ctx.selfservice``.  The area owns no
+collection (see ``store.py``), so it declares no index.
+"""
+from controlplane.selfservice import resources
+from controlplane.selfservice.service import SelfService
 
 INDEXES = {}
 
+V1 = "/api/v1/applications/{applicationId}/users/{userId}"
+
 
 def register(ctx, routes):
-    pass
+    ctx.selfservice = SelfService(ctx)
+    tag = "user self-service"
+    routes.add(V1, resources.Account(ctx), tag)
+    routes.add(f"{V1}/profile", resources.Profile(ctx), tag)
+    routes.add(f"{V1}/data-export", resources.DataExport(ctx), tag)
+    routes.add(f"{V1}/consent", resources.Consent(ctx), tag)
+    routes.add(f"{V1}/sessions", resources.Sessions(ctx), tag)
+    routes.add(f"{V1}/sessions/{{sessionId}}", resources.SessionItem(ctx), tag)

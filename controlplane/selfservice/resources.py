@@ -1,0 +1,135 @@
+"""HTTP resources of user self-service (spec "User self-service", all JWT-owner).
+
+V1 = /api/v1/applications/{applicationId}.  The AuthMiddleware lets only the user named
+by {userId} through (403 for another user's token and for API keys); rules live in
+``SelfService``.  Responses carry personal data, so none of them may be cached.
+"""
+from __future__ import annotations
+
+import falcon
+
+from shared.http import read_json, respond
+
+from controlplane.auth import OWNER
+from controlplane.openapi import op
+from controlplane.selfservice import schemas
+
+_OWNER_ERRORS = [(403, "FORBIDDEN"), (404, "USER_NOT_FOUND")]
+_INVALID = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS")]
+
+
+def _private(resp) -> None:
+    resp.cache_control = ["no-store"]
+
+
+class _Resource:
+    def __init__(self, ctx):
+        self.service = ctx.selfservice
+
+
+class Profile(_Resource):
+    access = {"GET": OWNER, "PUT": OWNER}
+    docs = {
+        "GET": op("Get the user's profile", response=schemas.PROFILE, errors=_OWNER_ERRORS),
+        "PUT": op(
+            "Update the user's profile",
+            description="Partial: only the fields sent change; unknown fields are ignored. metadata replaces the "
+                        "stored object whole (null clears it). Emits user.updated with the names of the fields "
+                        "that changed; a request that changes nothing emits nothing.",
+            body=schemas.UPDATE_PROFILE, response=schemas.PROFILE, errors=[*_INVALID, *_OWNER_ERRORS],
+        ),
+    }
+
+    def on_get(self, req, resp, applicationId, userId):
+        _private(resp)
+        respond(resp, self.service.profile(applicationId, userId))
+
+    def on_put(self, req, resp, applicationId, userId):
+        values = schemas.UPDATE_PROFILE.validate(read_json(req), partial=True)
+        _private(resp)
+        respond(resp, self.service.update_profile(applicationId, userId, values))
+
+
+class Account(_Resource):
+    access = {"DELETE": OWNER}
+    docs = {"DELETE": op(
+        "Delete the user's account (soft delete)",
+        description="The record is kept with status deleted and its email stays taken. Every session and OIDC grant "
+                    "is revoked, the user's access tokens stop working at once, login answers "
+                    "AUTH_INVALID_CREDENTIALS, and the user no longer counts toward the application's user limit. "
+                    "Emits user.deleted.",
+        ok=204, errors=_OWNER_ERRORS,
+    )}
+
+    def on_delete(self, req, resp, applicationId, userId):
+        self.service.delete_account(applicationId, userId)
+        resp.status = falcon.HTTP_204
+
+
+class DataExport(_Resource):
+    access = {"GET": OWNER}
+    docs = {"GET": op(
+        "Export the user's data (GDPR)",
+        description="The user record, every stored session (revoked ones with revoked_at), current role "
+                    "assignments, MFA methods, OIDC consents and the change-log events about the user. Never a "
+                    "secret: no password hash, TOTP secret or token digest. One export per hour per user "
+                    "(IAMGATE_RATE_LIMIT_EXPORT, fixed one-hour windows).",
+        response=schemas.EXPORT, errors=[*_OWNER_ERRORS, (429, "RATE_LIMIT_EXCEEDED")],
+    )}
+
+    def on_get(self, req, resp, applicationId, userId):
+        data = self.service.export(applicationId, userId)
+        _private(resp)
+        respond(resp, data)
+
+
+class Consent(_Resource):
+    access = {"DELETE": OWNER}
+    docs = {"DELETE": op(
+        "Withdraw every OIDC consent of the user",
+        description="Revokes the OIDC refresh tokens issued under the consents; future authorization flows ask for "
+                    "consent again. revoked_count is the number of consents withdrawn.",
+        response=schemas.REVOKED, errors=_OWNER_ERRORS,
+    )}
+
+    def on_delete(self, req, resp, applicationId, userId):
+        count = self.service.withdraw_consent(applicationId, userId)
+        message = (f"Consent withdrawn for {count} application(s); their refresh tokens were revoked." if count
+                   else "There was no consent to withdraw.")
+        respond(resp, {"revoked_count": count, "message": message})
+
+
+class Sessions(_Resource):
+    access = {"GET": OWNER, "DELETE": OWNER}
+    docs = {
+        "GET": op("List the user's active sessions",
+                  description="Non-revoked, non-expired refresh tokens, newest first.",
+                  response=schemas.SESSION_LIST, errors=_OWNER_ERRORS),
+        "DELETE": op("Revoke every session of the user",
+                     description="The calling session included: every refresh token stops working; access tokens "
+                                 "stay valid until they expire.",
+                     response=schemas.REVOKED, errors=_OWNER_ERRORS),
+    }
+
+    def on_get(self, req, resp, applicationId, userId):
+        _private(resp)
+        respond(resp, self.service.sessions(applicationId, userId))
+
+    def on_delete(self, req, resp, applicationId, userId):
+        count = self.service.revoke_all_sessions(applicationId, userId)
+        message = f"{count} session(s) revoked." if count else "There was no active session to revoke."
+        respond(resp, {"revoked_count": count, "message": message})
+
+
+class SessionItem(_Resource):
+    access = {"DELETE": OWNER}
+    docs = {"DELETE": op(
+        "Revoke one session",
+        description="Its refresh token stops working at once; access tokens issued under it stay valid until they "
+                    "expire.",
+        ok=204, errors=[(403, "FORBIDDEN"), (404, "SESSION_NOT_FOUND")],
+    )}
+
+    def on_delete(self, req, resp, applicationId, userId, sessionId):
+        self.service.revoke_session(applicationId, userId, sessionId)
+        resp.status = falcon.HTTP_204

@@ -1,0 +1,173 @@
+"""Request validation and response shapes of user self-service.
+
+The profile update is partial: only the fields sent change, unknown fields are ignored.
+- ``name``: a non-empty string of at most 255 characters (trimmed);
+- ``avatar_url``: an http or https URL of at most 2048 characters, or null to clear it;
+- ``metadata``: a JSON object that replaces the stored one whole, or null to clear it;
+  at most 16 KiB of JSON, nested at most 16 levels, and no key may start with ``$``,
+  contain ``.`` or a NUL character (MongoDB cannot store or update such keys reliably;
+  Auth0 has the same rule for its user metadata).
+"""
+from __future__ import annotations
+
+from shared.validation import Invalid, Object, Schema, String, Url
+
+NAME_MAX = 255
+AVATAR_URL_MAX = 2048
+METADATA_MAX_BYTES = 16 * 1024
+METADATA_MAX_DEPTH = 16
+
+
+class Name(String):
+    """A display name: trimmed, not empty (the spec's User name, max 255)."""
+
+    def __init__(self, **kw):
+        super().__init__(max_len=NAME_MAX, min_len=1, **kw)
+
+    def clean(self, value):
+        if isinstance(value, str) and not value.strip():
+            raise Invalid("must not be empty")
+        return super().clean(value)
+
+
+class Metadata(Object):
+    """A free-form JSON object bounded in size and depth, with keys MongoDB can store."""
+
+    def __init__(self, **kw):
+        super().__init__(max_bytes=METADATA_MAX_BYTES, **kw)
+
+    def clean(self, value):
+        if isinstance(value, dict):
+            _check_keys(value, depth=1)  # first: it stops at the depth bound, json.dumps would not
+        return super().clean(value)
+
+    def schema(self):
+        out = super().schema()
+        out["description"] = (out.get("description", "") + f" Nested at most {METADATA_MAX_DEPTH} levels; keys must "
+                              "not start with $ or contain . or NUL.").strip()
+        return out
+
+
+def _check_keys(value, depth: int) -> None:
+    if depth > METADATA_MAX_DEPTH:
+        raise Invalid(f"must not be nested more than {METADATA_MAX_DEPTH} levels deep")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key.startswith("$") or "." in key or "\0" in key:
+                raise Invalid(f"key {key!r} must not start with $ or contain . or NUL")
+            if isinstance(item, (dict, list)):
+                _check_keys(item, depth + 1)
+    else:
+        for item in value:
+            if isinstance(item, (dict, list)):
+                _check_keys(item, depth + 1)
+
+
+UPDATE_PROFILE = Schema({
+    "name": Name(description="at most 255 characters; cannot be emptied"),
+    "avatar_url": Url(nullable=True, max_len=AVATAR_URL_MAX, description="http or https URL; null clears it"),
+    "metadata": Metadata(nullable=True, description="replaces the stored object whole; null clears it."),
+}, description="All fields optional; omitted fields stay unchanged and unknown fields are ignored.")
+
+
+# ---------------------------------------------------------------- responses
+
+_TIME = {"type": "string", "format": "date-time"}
+_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+_UUID = {"type": "string", "format": "uuid"}
+
+
+def _object(properties: dict, description: str | None = None) -> dict:
+    out = {"type": "object", "required": list(properties), "properties": properties}
+    if description:
+        out["description"] = description
+    return out
+
+
+PROFILE = _object({
+    "id": _UUID,
+    "email": {"type": "string", "format": "email"},
+    "name": {"type": "string", "maxLength": NAME_MAX},
+    "avatar_url": {"type": ["string", "null"], "format": "uri"},
+    "email_verified": {"type": "boolean"},
+    "metadata": {"type": ["object", "null"]},
+    "created_at": _TIME,
+    "updated_at": _TIME,
+}, "The User profile resource.")
+
+_SESSION_PROPERTIES = {
+    "id": _UUID,
+    "device_info": _object({"ip": {"type": ["string", "null"]}, "user_agent": {"type": ["string", "null"]}}),
+    "is_remember_me": {"type": "boolean"},
+    "last_used_at": _TIME,
+    "expires_at": _TIME,
+    "created_at": _TIME,
+}
+
+SESSION = _object(_SESSION_PROPERTIES, "A session: a non-revoked, non-expired refresh token.")
+
+SESSION_LIST = {"type": "array", "items": SESSION, "description": "Newest first."}
+
+REVOKED = _object({
+    "revoked_count": {"type": "integer", "minimum": 0},
+    "message": {"type": "string"},
+})
+
+EXPORT_USER = _object({
+    "id": _UUID,
+    "email": {"type": "string", "format": "email"},
+    "name": {"type": "string"},
+    "created_at": _TIME,
+    "updated_at": _TIME,
+    "email_verified": {"type": "boolean"},
+    "avatar_url": {"type": ["string", "null"]},
+    "metadata": {"type": ["object", "null"]},
+    "attributes": {"type": "object", "description": "ABAC attributes stored about the user"},
+    "last_login_at": _NULLABLE_TIME,
+})
+
+EXPORT_SESSION = _object({**_SESSION_PROPERTIES, "revoked_at": _NULLABLE_TIME},
+                         "Every stored session, live, revoked or expired, newest first.")
+
+EXPORT_ROLE = _object({
+    "role_id": _UUID,
+    "name": {"type": "string"},
+    "display_name": {"type": "string"},
+    "scope": {"type": ["string", "null"]},
+    "expires_at": _NULLABLE_TIME,
+    "assigned_at": _TIME,
+}, "A current (unexpired) role assignment.")
+
+EXPORT_MFA_METHOD = _object({
+    "id": _UUID,
+    "type": {"type": "string", "enum": ["totp"]},
+    "label": {"type": "string"},
+    "is_primary": {"type": "boolean"},
+    "status": {"type": "string", "enum": ["pending", "active"]},
+    "verified_at": _NULLABLE_TIME,
+    "last_used_at": _NULLABLE_TIME,
+}, "The MFA method resource; never the secret.")
+
+EXPORT_OAUTH_CONNECTION = _object({
+    "client_id": {"type": "string"},
+    "scopes": {"type": "array", "items": {"type": "string"}},
+    "granted_at": _TIME,
+    "withdrawn_at": _NULLABLE_TIME,
+}, "An OIDC consent the user gave a client, withdrawn or not.")
+
+EXPORT_AUDIT_LOG = _object({
+    "seq": {"type": "integer"},
+    "type": {"type": "string"},
+    "data": {"type": "object"},
+    "at": _TIME,
+}, "An event of the change log about the user, oldest first; keys naming secrets are removed.")
+
+EXPORT = _object({
+    "exported_at": _TIME,
+    "user": EXPORT_USER,
+    "sessions": {"type": "array", "items": EXPORT_SESSION},
+    "roles": {"type": "array", "items": EXPORT_ROLE},
+    "mfa_methods": {"type": "array", "items": EXPORT_MFA_METHOD},
+    "oauth_connections": {"type": "array", "items": EXPORT_OAUTH_CONNECTION},
+    "audit_logs": {"type": "array", "items": EXPORT_AUDIT_LOG},
+})

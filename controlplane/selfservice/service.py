@@ -1,0 +1,266 @@
+"""User self-service: the rules of the spec's "User self-service" section.
+
+``SelfService`` is put on the context as ``ctx.selfservice``.  Every operation acts on
+the calling user only (the routes are JWT-owner); a user whose record is gone or
+soft-deleted is 404 USER_NOT_FOUND.
+
+Soft delete (ARCHITECTURE.md, docs/selfservice.md): the record is kept with status
+``deleted``, its email stays taken, and the writes are ordered so that whatever a crash
+leaves undone is refused or repaired later: the status transition comes first (access
+tokens, login and refresh check the status live from then on), then the event that
+drops decision caches, the tier slot, the sessions and the OIDC grants.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from shared.errors import NotFound
+from shared.ids import is_uuid
+from shared.timeutil import isoformat
+
+from controlplane.selfservice.store import SelfServiceStore
+
+log = logging.getLogger("iamgate.selfservice")
+
+# Keys of event data that could hold a credential are left out of the export, whatever
+# area emitted the event (defence in depth: events are not supposed to carry any).
+_SECRET_KEY = re.compile(r"password|secret|token|digest|hash|backup_code|private_key", re.I)
+
+# cursor.limit(0) means "no limit": the export holds every event the change log still
+# retains about the user (it expires events after 90 days).
+_ALL_EVENTS = 0
+
+
+def user_not_found(user_id: str) -> NotFound:
+    return NotFound("User not found in this application.", code="USER_NOT_FOUND", details={"user_id": user_id})
+
+
+def session_not_found(session_id: str) -> NotFound:
+    return NotFound("Session not found or already revoked.", code="SESSION_NOT_FOUND",
+                    details={"session_id": session_id})
+
+
+class SelfService:
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self.store = SelfServiceStore(ctx.store)
+
+    def _now(self):
+        return self._ctx.clock()
+
+    def _require_user(self, app_id: str, user_id: str) -> dict:
+        user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
+        if user is None or user.get("status") == "deleted":
+            raise user_not_found(user_id)
+        return user
+
+    # ------------------------------------------------------------------ profile
+
+    def profile(self, app_id: str, user_id: str) -> dict:
+        """The User profile; 404 USER_NOT_FOUND."""
+        return serialize_profile(self._require_user(app_id, user_id))
+
+    def update_profile(self, app_id: str, user_id: str, values: dict) -> dict:
+        """Change only the fields given (name, avatar_url, metadata; metadata replaced
+        whole, None clears).  Emits user.updated {user_id, changed: [field names]} when a
+        value really changed; a request that changes nothing writes nothing.  404
+        USER_NOT_FOUND."""
+        user = self._require_user(app_id, user_id)
+        changes = {name: value for name, value in values.items() if not _same(user.get(name), value)}
+        if not changes:
+            return serialize_profile(user)
+        now = self._now()
+        before = self.store.update_profile(app_id, user_id, changes, now)
+        if before is None:
+            raise user_not_found(user_id)
+        # Judged against the document this write replaced, so a racing identical update
+        # is not reported twice.
+        changed = sorted(name for name, value in changes.items() if not _same(before.get(name), value))
+        if changed:
+            self._ctx.events.emit(app_id, "user.updated", {"user_id": user_id, "changed": changed},
+                                  subject={"user_id": user_id})
+        return serialize_profile({**before, **changes, "updated_at": now})
+
+    # ------------------------------------------------------------------ soft delete
+
+    def delete_account(self, app_id: str, user_id: str) -> None:
+        """Soft-delete the user: status ``deleted`` and ``deleted_at`` set, the record and
+        its email kept (nobody can register the address again), the tier-limit slot given
+        back, every session and OIDC grant revoked, user.deleted emitted (``user_ids`` so
+        decision caches drop the user).  From the status write on, the user's access
+        tokens are refused, login answers 401 AUTH_INVALID_CREDENTIALS and refresh 401.
+
+        404 USER_NOT_FOUND for an unknown user; for one already deleted too, after
+        finishing whatever revocation an interrupted earlier deletion left undone."""
+        if not is_uuid(user_id) or self.store.user(app_id, user_id) is None:
+            raise user_not_found(user_id)
+        now = self._now()
+        transitioned = self.store.mark_deleted(app_id, user_id, now)
+        if transitioned:
+            self._ctx.events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
+                                  user_ids=[user_id])
+            # Exactly once per user: only the request that made the transition releases.
+            self._ctx.users.release_user_slot(app_id)
+        sessions = self._ctx.users.revoke_sessions(app_id, user_id, reason="user_deleted")
+        consents, oidc_tokens = self._revoke_oidc(app_id, user_id, now, reason="user_deleted")
+        if not transitioned:
+            raise user_not_found(user_id)
+        log.info("user soft-deleted", extra={"app_id": app_id, "user_id": user_id, "sessions_revoked": sessions,
+                                             "consents_withdrawn": consents, "oidc_tokens_revoked": oidc_tokens})
+
+    def _revoke_oidc(self, app_id: str, user_id: str, now, *, reason: str) -> tuple[int, int]:
+        # Consents first: a token exchange racing this call may still mint a token
+        # under a consent about to go, and the token sweep after it catches that token.
+        consents = self.store.withdraw_consents(app_id, user_id, now)
+        tokens = self.store.revoke_oidc_tokens(app_id, user_id, now, reason)
+        return consents, tokens
+
+    # ------------------------------------------------------------------ consent
+
+    def withdraw_consent(self, app_id: str, user_id: str) -> int:
+        """Withdraw every OIDC consent of the user and revoke the OIDC refresh tokens
+        issued under them; returns the number of consents withdrawn (future
+        authorization flows ask for consent again).  404 USER_NOT_FOUND."""
+        self._require_user(app_id, user_id)
+        client_ids = self.store.live_consent_clients(app_id, user_id)
+        withdrawn, tokens = self._revoke_oidc(app_id, user_id, self._now(), reason="consent_withdrawn")
+        if withdrawn:
+            self._ctx.events.emit(app_id, "consent.withdrawn", {
+                "user_id": user_id, "client_ids": client_ids, "revoked_count": withdrawn,
+                "grants_revoked": tokens,
+            }, subject={"user_id": user_id})
+        return withdrawn
+
+    # ------------------------------------------------------------------ sessions
+
+    def sessions(self, app_id: str, user_id: str) -> list[dict]:
+        """The user's sessions: non-revoked, non-expired, newest first.  404 USER_NOT_FOUND."""
+        self._require_user(app_id, user_id)
+        return [serialize_session(s) for s in self.store.live_sessions(app_id, user_id, self._now())]
+
+    def revoke_session(self, app_id: str, user_id: str, session_id: str) -> None:
+        """Revoke one session of the user: its refresh token stops working at once, access
+        tokens issued under it stay valid until they expire (spec).  404 SESSION_NOT_FOUND
+        when unknown, another user's, expired or already revoked."""
+        if not is_uuid(session_id) or not self.store.revoke_session(
+                app_id, user_id, session_id.lower(), self._now(), "revoked_by_user"):
+            raise session_not_found(session_id)
+
+    def revoke_all_sessions(self, app_id: str, user_id: str) -> int:
+        """Revoke every session of the user, the calling one included; the number revoked.
+        404 USER_NOT_FOUND."""
+        self._require_user(app_id, user_id)
+        return self._ctx.users.revoke_sessions(app_id, user_id, reason="revoked_by_user")
+
+    # ------------------------------------------------------------------ GDPR export
+
+    def export(self, app_id: str, user_id: str) -> dict:
+        """Everything stored about the user, without any secret (password hash, TOTP
+        secret, token digests).  One export per IAMGATE_RATE_LIMIT_EXPORT window (1 per
+        hour) per user: 429 RATE_LIMIT_EXCEEDED with the rate-limit headers.  404
+        USER_NOT_FOUND."""
+        user = self._require_user(app_id, user_id)
+        self._ctx.rate_limiter.hit(f"export:{app_id}:{user_id}", self._ctx.config.rate_limit_export,
+                                   message="A data export can be requested once per hour. Try again later.")
+        return {
+            "exported_at": isoformat(self._now()),
+            "user": serialize_export_user(user),
+            "sessions": [serialize_export_session(s) for s in self.store.all_sessions(app_id, user_id)],
+            "roles": self._ctx.roles.user_roles(app_id, user_id),
+            "mfa_methods": [serialize_mfa_method(m) for m in self.store.mfa_methods(app_id, user_id)],
+            "oauth_connections": [serialize_consent(c) for c in self.store.consents(app_id, user_id)],
+            "audit_logs": [serialize_event(e) for e in self._ctx.events.for_user(app_id, user_id, limit=_ALL_EVENTS)],
+        }
+
+
+def _same(stored, value) -> bool:
+    """Equal as JSON: Python's ``True == 1`` must not hide a metadata change."""
+    if isinstance(stored, (dict, list)) or isinstance(value, (dict, list)):
+        return json.dumps(stored, sort_keys=True) == json.dumps(value, sort_keys=True)
+    return type(stored) is type(value) and stored == value
+
+
+# ---------------------------------------------------------------- response shapes
+
+
+def serialize_profile(user: dict) -> dict:
+    """The spec's User profile resource."""
+    return {
+        "id": user["_id"],
+        "email": user["email"],
+        "name": user["name"],
+        "avatar_url": user.get("avatar_url"),
+        "email_verified": bool(user.get("email_verified")),
+        "metadata": user.get("metadata"),
+        "created_at": isoformat(user["created_at"]),
+        "updated_at": isoformat(user.get("updated_at") or user["created_at"]),
+    }
+
+
+def serialize_session(session: dict) -> dict:
+    """The spec's Session resource."""
+    device = session.get("device_info") or {}
+    return {
+        "id": session["_id"],
+        "device_info": {"ip": device.get("ip"), "user_agent": device.get("user_agent")},
+        "is_remember_me": bool(session.get("is_remember_me")),
+        "last_used_at": isoformat(session.get("last_used_at") or session["created_at"]),
+        "expires_at": isoformat(session["expires_at"]),
+        "created_at": isoformat(session["created_at"]),
+    }
+
+
+def serialize_export_user(user: dict) -> dict:
+    attributes = user.get("attributes")
+    return {
+        "id": user["_id"],
+        "email": user["email"],
+        "name": user["name"],
+        "created_at": isoformat(user["created_at"]),
+        "updated_at": isoformat(user.get("updated_at") or user["created_at"]),
+        "email_verified": bool(user.get("email_verified")),
+        "avatar_url": user.get("avatar_url"),
+        "metadata": user.get("metadata"),
+        "attributes": attributes if isinstance(attributes, dict) else {},
+        "last_login_at": isoformat(user.get("last_login_at")),
+    }
+
+
+def serialize_export_session(session: dict) -> dict:
+    return {**serialize_session(session), "revoked_at": isoformat(session.get("revoked_at"))}
+
+
+def serialize_mfa_method(method: dict) -> dict:
+    """The spec's MFA method resource plus its status; never the secret."""
+    return {
+        "id": method["_id"],
+        "type": method.get("type", "totp"),
+        "label": method.get("label"),
+        "is_primary": bool(method.get("is_primary")),
+        "status": method.get("status"),
+        "verified_at": isoformat(method.get("verified_at")),
+        "last_used_at": isoformat(method.get("last_used_at")),
+    }
+
+
+def serialize_consent(consent: dict) -> dict:
+    return {
+        "client_id": consent.get("client_id"),
+        "scopes": list(consent.get("scopes") or []),
+        "granted_at": isoformat(consent.get("granted_at")),
+        "withdrawn_at": isoformat(consent.get("withdrawn_at")),
+    }
+
+
+def serialize_event(event) -> dict:
+    return {"seq": event.seq, "type": event.type, "data": _without_secrets(event.data), "at": isoformat(event.at)}
+
+
+def _without_secrets(value):
+    if isinstance(value, dict):
+        return {key: _without_secrets(item) for key, item in value.items() if not _SECRET_KEY.search(str(key))}
+    if isinstance(value, list):
+        return [_without_secrets(item) for item in value]
+    return value
