@@ -24,7 +24,7 @@ from decision.client import ControlPlaneClient
 from decision.metrics import DecisionMetrics, MetricsMiddleware
 from decision.resources import Check, CheckBulk, Health, Metrics, Ready
 from decision.service import API_KEY_PREFIXES, DecisionService
-from decision.stream import ChangeFollower
+from decision.stream import BACKOFF_MAX, ChangeFollower
 from decision.tokens import TokenVerifier
 
 V1 = "/api/v1/applications/{applicationId}"
@@ -73,13 +73,15 @@ def credential(config: Config) -> tuple[str, bool]:
                       "can read from the control plane")
 
 
-def create_app(config: Config | None = None, *, client=None, clock=None, monotonic=time.monotonic,
-               start_stream: bool = True, backoff_max: float | None = None) -> DecisionApp:
-    """Build the WSGI app. ``start_stream`` starts the change-stream follower."""
+def create_app(config: Config | None = None, *, clock=None, monotonic=time.monotonic,
+               backoff_max: float = BACKOFF_MAX) -> DecisionApp:
+    """Build the WSGI app and start its change-stream follower. Tests pass a clock
+    (token and cache expiry), a monotonic clock (the staleness bound) and a short
+    reconnect backoff."""
     config = config or Config.from_env()
     token, single_application = credential(config)
     clock = clock or utcnow
-    client = client or ControlPlaneClient(config.control_plane_url, token)
+    client = ControlPlaneClient(config.control_plane_url, token)
     metrics = DecisionMetrics()
 
     if clock is utcnow:
@@ -94,8 +96,7 @@ def create_app(config: Config | None = None, *, client=None, clock=None, monoton
         max_staleness=config.decision_max_staleness,
         # Heartbeats come every IAMGATE_STREAM_HEARTBEAT seconds: silence well beyond both
         # bounds means a hung connection, so reconnect (trust has lapsed already).
-        read_timeout=config.decision_max_staleness + 2 * config.stream_heartbeat,
-        **({} if backoff_max is None else {"backoff_max": backoff_max}),
+        read_timeout=config.decision_max_staleness + 2 * config.stream_heartbeat, backoff_max=backoff_max,
     )
     verifier = TokenVerifier(client, clock, issuer=config.public_url, timer=timer, monotonic=monotonic)
     metrics.watch(cache, follower)
@@ -113,6 +114,5 @@ def create_app(config: Config | None = None, *, client=None, clock=None, monoton
     app.add_route("/readyz", Ready(follower))
     app.add_route("/metrics", Metrics(metrics))
     app.service = service
-    if start_stream:
-        follower.start()
+    follower.start()
     return app

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import time
 
 import jwt
@@ -19,6 +18,7 @@ from jwt.algorithms import RSAAlgorithm
 
 from shared.errors import Unauthorized
 
+from decision.cache import native_lock
 from decision.client import ControlPlaneError
 
 log = logging.getLogger("iamgate.decision.tokens")
@@ -44,7 +44,7 @@ class TokenVerifier:
         self._issuer = issuer
         self._monotonic = monotonic
         self._verified: TTLCache = TTLCache(VERIFIED_TOKENS, VERIFIED_TTL, timer)
-        self._lock = threading.Lock()
+        self._lock = native_lock()
         self._keys: dict[str, object] = {}
         self._loaded_at: float | None = None
         self._forced_at = float("-inf")
