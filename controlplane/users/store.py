@@ -93,9 +93,6 @@ class UserStore:
         cursor = self._users.find(query).sort([("created_at", DESCENDING), ("_id", ASCENDING)]).skip(skip).limit(limit)
         return list(cursor), total
 
-    def count_not_deleted(self, app_id: str) -> int:
-        return self._users.count_documents({"app_id": app_id, "status": {"$ne": "deleted"}})
-
     # -- the per-application user counter (tier limit)
 
     def reserve_slot(self, app_id: str, user_id: str, limit: int, now) -> bool:
