@@ -1,0 +1,46 @@
+"""Security notices of the MFA area, branded with the application's name.
+
+A change to a user's second factor is mailed to the account's address, as GitHub,
+Google or Auth0 do, so that someone who took over a session and turned MFA off (or
+copied new backup codes) does not go unnoticed.  The messages carry no link and no
+secret.
+"""
+from __future__ import annotations
+
+from controlplane.applications.service import branding
+
+
+def _one_line(text: str) -> str:
+    # Header values must not carry line breaks (brand names are tenant-supplied).
+    return " ".join(text.split())
+
+
+def _notice(app: dict, user: dict, subject: str, what: str) -> tuple[str, str]:
+    brand = branding(app)["name"]
+    body = (
+        f"Hello {user['name']},\n\n"
+        f"{what}\n\n"
+        f"If this was you, there is nothing to do. If it was not, change your password at once "
+        f"and set up two-step verification again.\n\n"
+        f"-- {brand}\n"
+    )
+    return _one_line(f"{subject} ({brand})"), body
+
+
+def enabled(app: dict, user: dict) -> tuple[str, str]:
+    return _notice(app, user, "Two-step verification turned on",
+                   f"Two-step verification with an authenticator app was turned on for your "
+                   f"{branding(app)['name']} account ({user['email']}).")
+
+
+def disabled(app: dict, user: dict, *, by_administrator: bool = False) -> tuple[str, str]:
+    who = " by an administrator of the application" if by_administrator else ""
+    return _notice(app, user, "Two-step verification turned off",
+                   f"Two-step verification was turned off{who} for your {branding(app)['name']} account "
+                   f"({user['email']}). Signing in now needs only your password.")
+
+
+def backup_codes_regenerated(app: dict, user: dict) -> tuple[str, str]:
+    return _notice(app, user, "New backup codes created",
+                   f"A new set of backup codes was created for your {branding(app)['name']} account "
+                   f"({user['email']}). The codes you had before no longer work.")

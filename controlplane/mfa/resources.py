@@ -1,0 +1,170 @@
+"""HTTP resources of the MFA area: validation in, envelope out; rules in the service.
+
+V1 = /api/v1/applications/{applicationId}.  Every route under V1/users/{userId}/mfa is
+JWT-owner (an API key or another user's token gets 403); V1/users/mfa/verify needs no
+authentication (the challenge token is the credential).  Responses that carry secrets
+(the TOTP secret, backup codes, tokens) are sent with Cache-Control: no-store.
+"""
+from __future__ import annotations
+
+import falcon
+
+from shared.http import read_json, respond
+
+from controlplane.auth import DASHBOARD, OWNER, PUBLIC
+from controlplane.mfa import schemas
+from controlplane.openapi import op
+
+_INVALID = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS")]
+_OWNER_ONLY = (403, "FORBIDDEN")
+_PASSWORD_THROTTLED = (429, "RATE_LIMIT_EXCEEDED")
+
+
+def _no_store(resp) -> None:
+    resp.cache_control = ["no-store"]
+    resp.set_header("Pragma", "no-cache")
+
+
+class _Resource:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    @property
+    def mfa(self):
+        return self.ctx.mfa
+
+
+class TotpSetup(_Resource):
+    access = {"POST": OWNER}
+    docs = {"POST": op(
+        "Start setting up an authenticator app (TOTP)",
+        description="Creates a pending TOTP method with a new 160-bit secret and returns it with its otpauth:// "
+                    "provisioning URI (for a QR code). The method is not used at login and not reported as "
+                    "enabled until POST mfa/totp/confirm; a new setup replaces an earlier pending one, and an "
+                    "unconfirmed setup expires after 1 hour.",
+        body=schemas.SETUP, response=schemas.SETUP_RESULT,
+        errors=[*_INVALID, _OWNER_ONLY, (409, "MFA_ALREADY_ENABLED")],
+    )}
+
+    def on_post(self, req, resp, applicationId, userId):
+        values = schemas.SETUP.validate(read_json(req))
+        result = self.mfa.setup(req.context.application, userId, label=values["label"])
+        _no_store(resp)
+        respond(resp, result)
+
+
+class TotpConfirm(_Resource):
+    access = {"POST": OWNER}
+    docs = {"POST": op(
+        "Confirm the authenticator app with a code and turn MFA on",
+        description="Activates the pending method when the code is the app's current one (one 30-second step of "
+                    "clock drift either way is accepted) and returns 10 backup codes, shown only this once. "
+                    "Emits mfa.enabled.",
+        body=schemas.CONFIRM, ok=201, response=schemas.BACKUP_CODES,
+        errors=[*_INVALID, _OWNER_ONLY, (404, "MFA_METHOD_NOT_FOUND"), (409, "MFA_ALREADY_ENABLED"),
+                (422, "MFA_INVALID_CODE")],
+    )}
+
+    def on_post(self, req, resp, applicationId, userId):
+        values = schemas.CONFIRM.validate(read_json(req))
+        codes = self.mfa.confirm(req.context.application, userId, **values)
+        _no_store(resp)
+        respond(resp, {"message": "Two-step verification is on. Store these backup codes somewhere safe; "
+                                  "each works once.", "backup_codes": codes}, status=201)
+
+
+class Totp(_Resource):
+    access = {"DELETE": OWNER}
+    docs = {"DELETE": op(
+        "Turn MFA off (remove the authenticator app)",
+        description="Needs the password. Removes the TOTP method, every backup code and open MFA challenges; "
+                    "login then needs only the password. Emits mfa.disabled. Password checks are limited per "
+                    "user (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS).",
+        body=schemas.PASSWORD, ok=204,
+        errors=[*_INVALID, (400, "MFA_NOT_ENABLED"), _OWNER_ONLY, (422, "INVALID_PASSWORD"), _PASSWORD_THROTTLED],
+    )}
+
+    def on_delete(self, req, resp, applicationId, userId):
+        values = schemas.PASSWORD.validate(read_json(req))
+        self.mfa.disable(req.context.application, userId, password=values["password"])
+        resp.status = falcon.HTTP_204
+
+
+class MfaStatus(_Resource):
+    access = {"GET": OWNER}
+    docs = {"GET": op(
+        "MFA status of the user",
+        description="mfa_enabled is true once a TOTP method is confirmed; methods lists the active methods; "
+                    "backup_codes_remaining counts the unused codes of the current set.",
+        response=schemas.STATUS, errors=[_OWNER_ONLY],
+    )}
+
+    def on_get(self, req, resp, applicationId, userId):
+        respond(resp, self.mfa.status(applicationId, userId))
+
+
+class RegenerateBackupCodes(_Resource):
+    access = {"POST": OWNER}
+    docs = {"POST": op(
+        "Replace the backup codes",
+        description="Needs the password. Returns a new set of 10 codes (shown only this once); every earlier "
+                    "code stops working.",
+        body=schemas.PASSWORD, response=schemas.BACKUP_CODES,
+        errors=[*_INVALID, (400, "MFA_NOT_ENABLED"), _OWNER_ONLY, (422, "INVALID_PASSWORD"), _PASSWORD_THROTTLED],
+    )}
+
+    def on_post(self, req, resp, applicationId, userId):
+        values = schemas.PASSWORD.validate(read_json(req))
+        codes = self.mfa.regenerate_backup_codes(req.context.application, userId, password=values["password"])
+        _no_store(resp)
+        respond(resp, {"message": "New backup codes created; the earlier ones no longer work.",
+                       "backup_codes": codes})
+
+
+class Verify(_Resource):
+    access = {"POST": PUBLIC}
+    docs = {"POST": op(
+        "Answer a login's MFA challenge",
+        description="With a 6-digit TOTP code or an unused backup code (dashes optional, any case). Issues the "
+                    "token pair and session exactly as a password login does (user.login, the login's "
+                    "remember_me). The challenge is single use and valid IAMGATE_MFA_CHALLENGE_TTL seconds "
+                    "(300); after IAMGATE_MFA_MAX_ATTEMPTS (5) wrong codes it is locked. A TOTP code is accepted "
+                    "once. When a backup code was used, a top-level message says how many remain.",
+        body=schemas.VERIFY, response=schemas.VERIFY_RESULT, wrapped=False,
+        errors=[*_INVALID, (401, "AUTH_INVALID_MFA_CODE"), (403, "AUTH_ACCOUNT_SUSPENDED"),
+                (410, "AUTH_MFA_CHALLENGE_EXPIRED"), (429, "AUTH_MFA_LOCKED")],
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        values = schemas.VERIFY.validate(read_json(req))
+        pair, remaining = self.mfa.verify(req.context.application, **values)
+        _no_store(resp)
+        message = None
+        if remaining is not None:
+            message = f"A backup code was used; {remaining} remain{'s' if remaining == 1 else ''}."
+        respond(resp, pair, message=message)
+
+
+class AdminMfa(_Resource):
+    access = {"GET": DASHBOARD, "DELETE": DASHBOARD}
+    docs = {
+        "GET": op("An end user's MFA status (dashboard)", response=schemas.STATUS,
+                  errors=[(404, "NOT_FOUND"), (404, "USER_NOT_FOUND")]),
+        "DELETE": op(
+            "Reset an end user's MFA (dashboard)",
+            description="For a user who lost both the authenticator and the backup codes: removes the method, "
+                        "the backup codes and open challenges and emits mfa.disabled; the user is told by email. "
+                        "Owners and admins only.",
+            ok=204, errors=[(400, "MFA_NOT_ENABLED"), (403, "FORBIDDEN"), (404, "NOT_FOUND"),
+                            (404, "USER_NOT_FOUND")],
+        ),
+    }
+
+    def on_get(self, req, resp, applicationId, userId):
+        self.ctx.dashboard_access.application(req.context.principal.account_id, applicationId)
+        respond(resp, self.mfa.status(applicationId, userId))
+
+    def on_delete(self, req, resp, applicationId, userId):
+        app, _ = self.ctx.dashboard_access.application(req.context.principal.account_id, applicationId, write=True)
+        self.mfa.reset(app, userId)
+        resp.status = falcon.HTTP_204

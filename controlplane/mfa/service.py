@@ -1,0 +1,378 @@
+"""Multi-factor authentication: the rules of the spec's "Multi-factor authentication"
+section and the MFA rows of its states table.
+
+``MfaService`` is put on the context as ``ctx.mfa`` and its ``login_challenge`` replaces
+``ctx.login_second_factor``, the hook the password login calls once the password and
+the account status are checked.
+
+- Setup creates a *pending* TOTP method (160-bit secret, encrypted at rest); it is not
+  used at login nor reported as enabled until a correct code confirms it.  A new setup
+  replaces an older pending one; an abandoned one expires after ``SETUP_TTL``.
+- Confirm activates it, returns 10 backup codes (stored as keyed digests, shown once)
+  and emits mfa.enabled.
+- Login of a user with an active method answers an MFA challenge instead of tokens.
+  ``verify`` counts the attempt on the challenge (atomic ``$inc``) before the code is
+  checked, so at most ``mfa_max_attempts`` codes are ever tried per challenge; a TOTP
+  code is accepted once (the method's last accepted time step only moves forward), a
+  backup code once; the challenge is then consumed atomically and the token pair is
+  issued exactly as a password login issues it (``ctx.users.issue_session``).
+- Disable (password) removes the method, the backup codes and pending challenges and
+  emits mfa.disabled; regenerate (password) replaces the backup set.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import math
+
+from shared.config import Rate
+from shared.errors import BadRequest, Conflict, Forbidden, Gone, NotFound, RateLimited, Unauthorized, \
+    Unprocessable
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import aware, isoformat, seconds
+
+from controlplane.applications.service import branding
+from controlplane.mfa import emails, totp
+from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
+
+log = logging.getLogger("iamgate.mfa")
+
+TOTP = "totp"
+BACKUP_CODES_PER_SET = 10
+# An unconfirmed setup (and its secret) is forgotten after this long.
+SETUP_TTL = 3600
+# Codes tried per user across all challenges, on top of the per-challenge lock: a caller
+# who knows the password cannot get fresh guesses by logging in again and again.
+VERIFY_RATE = Rate(20, 900)
+
+
+def _user_not_found(user_id: str) -> NotFound:
+    return NotFound("User not found in this application.", code="USER_NOT_FOUND", details={"user_id": user_id})
+
+
+def _not_enabled() -> BadRequest:
+    return BadRequest("Multi-factor authentication is not enabled for this user.", code="MFA_NOT_ENABLED")
+
+
+def _already_enabled() -> Conflict:
+    return Conflict("An authenticator app is already active for this user; disable it first.",
+                    code="MFA_ALREADY_ENABLED")
+
+
+def _challenge_expired() -> Gone:
+    return Gone("The MFA challenge has expired or was already used; log in again.",
+                code="AUTH_MFA_CHALLENGE_EXPIRED")
+
+
+def serialize_method(method: dict) -> dict:
+    """The spec's MFA method resource."""
+    return {
+        "id": method["_id"],
+        "type": method["type"],
+        "label": method["label"],
+        "is_primary": bool(method.get("is_primary")),
+        "verified_at": isoformat(method.get("verified_at")),
+        "last_used_at": isoformat(method.get("last_used_at")),
+    }
+
+
+class MfaService:
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self.methods = MethodStore(ctx.store)
+        self.backup_codes = BackupCodeStore(ctx.store)
+        self.challenges = ChallengeStore(ctx.store)
+        # Backup codes carry ~59 bits; a keyed digest means a copy of the database alone
+        # is not enough to brute-force them offline.
+        self._backup_key = hashlib.sha256(
+            b"iamgate mfa backup codes\0" + ctx.config.secret_key.encode("utf-8")).digest()
+
+    @property
+    def _config(self):
+        return self._ctx.config
+
+    def _now(self):
+        return self._ctx.clock()
+
+    def _user(self, app_id: str, user_id: str) -> dict:
+        user = self._ctx.users.get(app_id, user_id)
+        if user is None or user.get("status") == "deleted":
+            raise _user_not_found(user_id)
+        return user
+
+    # ------------------------------------------------------------------ status
+
+    def status(self, app_id: str, user_id: str) -> dict:
+        """{mfa_enabled, methods (active ones), backup_codes_remaining}; a pending setup
+        counts for nothing."""
+        self._user(app_id, user_id)
+        methods = self.methods.all_active(app_id, user_id)
+        primary = next((m for m in methods if m["type"] == TOTP), None)
+        remaining = self.backup_codes.remaining(app_id, user_id, primary.get("backup_set_id")) if primary else 0
+        return {"mfa_enabled": bool(methods), "methods": [serialize_method(m) for m in methods],
+                "backup_codes_remaining": remaining}
+
+    def export_methods(self, app_id: str, user_id: str) -> list[dict]:
+        """The user's active MFA methods (spec shape, no secrets), for the GDPR export."""
+        return [serialize_method(m) for m in self.methods.all_active(app_id, user_id)]
+
+    # ------------------------------------------------------------------ enrolment
+
+    def setup(self, app: dict, user_id: str, *, label: str) -> dict:
+        """Start a TOTP enrolment: a pending method with a fresh secret.
+
+        Returns {method_id, provisioning_uri, secret}.  409 MFA_ALREADY_ENABLED while an
+        active TOTP method exists.  Replaces an earlier pending setup."""
+        app_id = app["_id"]
+        user = self._user(app_id, user_id)
+        if self.methods.active(app_id, user_id) is not None:
+            raise _already_enabled()
+        secret, now = totp.new_secret(), self._now()
+        method = {
+            "_id": new_id(), "app_id": app_id, "user_id": user_id, "type": TOTP, "label": label,
+            "secret": self._ctx.box.encrypt(secret), "status": "pending", "is_primary": True,
+            "created_at": now, "verified_at": None, "last_used_at": None, "last_used_step": None,
+            "expires_at": now + seconds(SETUP_TTL), "backup_set_id": None,
+        }
+        self.methods.delete_pending(app_id, user_id)
+        self.methods.insert(method)
+        uri = totp.provisioning_uri(secret, account=user["email"], issuer=branding(app)["name"])
+        return {"method_id": method["_id"], "provisioning_uri": uri, "secret": secret}
+
+    def confirm(self, app: dict, user_id: str, *, method_id: str, code: str) -> list[str]:
+        """Activate a pending method with a code from the app; return its 10 backup codes
+        and emit mfa.enabled.
+
+        404 MFA_METHOD_NOT_FOUND (unknown, another user's, or an expired setup),
+        409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE."""
+        app_id, now = app["_id"], self._now()
+        user = self._user(app_id, user_id)
+        method = self.methods.get(app_id, user_id, method_id)
+        if method is not None and method["status"] == "active":
+            raise _already_enabled()
+        if method is None or aware(method["expires_at"]) <= now:
+            raise NotFound("No pending authenticator setup has this method_id; start the setup again.",
+                           code="MFA_METHOD_NOT_FOUND", details={"method_id": method_id})
+        if self.methods.active(app_id, user_id) is not None:
+            raise _already_enabled()
+        step = totp.matching_step(self._secret(method), code, now)
+        if step is None:
+            raise Unprocessable("The code is not correct or has expired; enter the code the app shows now.",
+                                code="MFA_INVALID_CODE")
+        # The codes first, then the one write that makes them current: a crash or a lost
+        # race in between leaves only codes no method points at.
+        set_id, codes = self._new_backup_set(app_id, user_id, now)
+        activated = self.methods.activate(app_id, user_id, method_id, now=now, step=step, backup_set_id=set_id)
+        if activated is None:
+            self.backup_codes.delete_set(app_id, user_id, set_id)
+            if self.methods.active(app_id, user_id) is not None:
+                raise _already_enabled()
+            raise NotFound("No pending authenticator setup has this method_id; start the setup again.",
+                           code="MFA_METHOD_NOT_FOUND", details={"method_id": method_id})
+        self._ctx.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id},
+                              subject={"user_id": user_id})
+        self._mail(emails.enabled(app, user), user)
+        return codes
+
+    def regenerate_backup_codes(self, app: dict, user_id: str, *, password: str) -> list[str]:
+        """A new set of 10 backup codes; every earlier code stops working.
+
+        400 MFA_NOT_ENABLED, 422 INVALID_PASSWORD, 429 RATE_LIMIT_EXCEEDED (password
+        checks per user)."""
+        app_id = app["_id"]
+        user = self._user(app_id, user_id)
+        method = self.methods.active(app_id, user_id)
+        if method is None:
+            raise _not_enabled()
+        self._require_password(app_id, user, password)
+        set_id, codes = self._new_backup_set(app_id, user_id, self._now())
+        before = self.methods.swap_backup_set(app_id, method["_id"], set_id)
+        if before is None:  # disabled meanwhile
+            self.backup_codes.delete_set(app_id, user_id, set_id)
+            raise _not_enabled()
+        if before.get("backup_set_id"):
+            self.backup_codes.delete_set(app_id, user_id, before["backup_set_id"])
+        self._ctx.events.emit(app_id, "mfa.backup_codes_regenerated", {"user_id": user_id},
+                              subject={"user_id": user_id})
+        self._mail(emails.backup_codes_regenerated(app, user), user)
+        return codes
+
+    def disable(self, app: dict, user_id: str, *, password: str) -> None:
+        """Remove the TOTP method, the backup codes and open challenges; emit mfa.disabled.
+        Login then needs only the password.
+
+        400 MFA_NOT_ENABLED, 422 INVALID_PASSWORD, 429 RATE_LIMIT_EXCEEDED."""
+        app_id = app["_id"]
+        user = self._user(app_id, user_id)
+        method = self.methods.active(app_id, user_id)
+        if method is None:
+            raise _not_enabled()
+        self._require_password(app_id, user, password)
+        self._remove(app, user, method, by_administrator=False)
+
+    def reset(self, app: dict, user_id: str) -> None:
+        """An administrator turns a user's MFA off (lost device and backup codes).
+        404 USER_NOT_FOUND, 400 MFA_NOT_ENABLED."""
+        user = self._user(app["_id"], user_id)
+        method = self.methods.active(app["_id"], user_id)
+        if method is None:
+            raise _not_enabled()
+        self._remove(app, user, method, by_administrator=True)
+
+    def _remove(self, app: dict, user: dict, method: dict, *, by_administrator: bool) -> None:
+        app_id, user_id = app["_id"], user["_id"]
+        # The method first: once it is gone MFA is off, and leftovers (codes, challenges)
+        # are ignored until the deletes below reclaim them.
+        if not self.methods.delete_active(app_id, method["_id"]):
+            raise _not_enabled()  # a parallel disable won
+        self.methods.delete_pending(app_id, user_id)
+        self.backup_codes.delete_for_user(app_id, user_id)
+        self.challenges.delete_for_user(app_id, user_id)
+        self._ctx.events.emit(app_id, "mfa.disabled", {"user_id": user_id}, subject={"user_id": user_id})
+        self._mail(emails.disabled(app, user, by_administrator=by_administrator), user)
+
+    def forget_user(self, app_id: str, user_id: str) -> None:
+        """Delete every MFA record of a user (account deletion); no event."""
+        self.methods.delete_for_user(app_id, user_id)
+        self.backup_codes.delete_for_user(app_id, user_id)
+        self.challenges.delete_for_user(app_id, user_id)
+
+    def on_event(self, event) -> None:
+        """Listener of the change log: a deleted user's second factor goes with it."""
+        if event.type == "user.deleted" and event.app_id and event.subject.get("user_id"):
+            self.forget_user(event.app_id, event.subject["user_id"])
+
+    # ------------------------------------------------------------------ login
+
+    def login_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict | None:
+        """The ``ctx.login_second_factor`` hook: the MFA challenge {mfa_required,
+        challenge_token, mfa_methods} when the user has an active TOTP method (the login
+        then answers it instead of tokens), else None."""
+        app_id, user_id = app["_id"], user["_id"]
+        if self.methods.active(app_id, user_id) is None:
+            return None
+        token, now = random_token(), self._now()
+        self.challenges.insert({
+            "_id": digest(token), "app_id": app_id, "user_id": user_id, "remember_me": bool(remember_me),
+            "device_info": {"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")},
+            "attempts": 0, "created_at": now, "expires_at": now + seconds(self._config.mfa_challenge_ttl),
+            "consumed_at": None,
+        })
+        return {"mfa_required": True, "challenge_token": token, "mfa_methods": [TOTP]}
+
+    def verify(self, app: dict, *, challenge_token: str, code: str) -> tuple[dict, int | None]:
+        """Answer a login's MFA challenge with a TOTP or backup code.
+
+        Returns (token pair, backup codes remaining when a backup code was used, else
+        None); the pair, session and user.login event are those of a password login,
+        with the login's remember_me.  410 AUTH_MFA_CHALLENGE_EXPIRED (unknown, used or
+        older than IAMGATE_MFA_CHALLENGE_TTL), 429 AUTH_MFA_LOCKED (more than
+        IAMGATE_MFA_MAX_ATTEMPTS codes on the challenge, or too many for the user),
+        401 AUTH_INVALID_MFA_CODE, 403 AUTH_ACCOUNT_SUSPENDED."""
+        app_id, now = app["_id"], self._now()
+        token_digest = digest(challenge_token)
+        challenge = self.challenges.get(app_id, token_digest)
+        if challenge is None or challenge.get("consumed_at") is not None or aware(challenge["expires_at"]) <= now:
+            raise _challenge_expired()
+        counted = self.challenges.count_attempt(app_id, token_digest, now)
+        if counted is None:
+            raise _challenge_expired()
+        user_id, max_attempts = counted["user_id"], self._config.mfa_max_attempts
+        if counted["attempts"] > max_attempts:
+            raise self._locked(aware(counted["expires_at"]), now)
+        self._ctx.rate_limiter.hit(
+            f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, code="AUTH_MFA_LOCKED",
+            message="Too many verification codes were tried for this account. Try again later.")
+        user = self._ctx.users.get(app_id, user_id)
+        if user is None or user.get("status") == "deleted":
+            raise _challenge_expired()
+        if user.get("status") == "suspended":
+            raise Forbidden("This account is suspended.", code="AUTH_ACCOUNT_SUSPENDED")
+        method = self.methods.active(app_id, user_id)
+        if method is None:  # MFA was turned off after the login
+            raise _challenge_expired()
+
+        remaining = None
+        if totp.is_totp_code(code):
+            self._accept_totp(app_id, method, code, now, attempts_left=max_attempts - counted["attempts"])
+        else:
+            self._accept_backup_code(app_id, user_id, method, code, now,
+                                     attempts_left=max_attempts - counted["attempts"])
+            remaining = self.backup_codes.remaining(app_id, user_id, method.get("backup_set_id"))
+
+        if self.challenges.consume(app_id, token_digest, self._now()) is None:
+            raise _challenge_expired()  # a parallel verify won, or it expired just now
+        pair = self._ctx.users.issue_session(app, user, remember_me=challenge["remember_me"],
+                                             device_info=challenge.get("device_info") or {})
+        if remaining is not None:
+            self._ctx.events.emit(app_id, "mfa.backup_code_used", {"user_id": user_id, "remaining": remaining},
+                                  subject={"user_id": user_id})
+        return pair, remaining
+
+    def _accept_totp(self, app_id: str, method: dict, code: str, now, *, attempts_left: int) -> None:
+        step = totp.matching_step(self._secret(method), code, now)
+        if step is None:
+            raise self._invalid_code(attempts_left)
+        if not self.methods.record_use(app_id, method["_id"], step, now):
+            raise self._invalid_code(attempts_left, "This code was already used; wait for the next one.")
+
+    def _accept_backup_code(self, app_id: str, user_id: str, method: dict, code: str, now, *,
+                            attempts_left: int) -> None:
+        canonical = totp.canonical_backup_code(code)
+        set_id = method.get("backup_set_id")
+        if canonical is None or set_id is None or not self.backup_codes.consume(
+                app_id, user_id, set_id, self._backup_digest(app_id, user_id, canonical), now):
+            raise self._invalid_code(attempts_left)
+
+    def _invalid_code(self, attempts_left: int, message: str | None = None) -> Unauthorized:
+        return Unauthorized(message or "The verification code is not correct.", code="AUTH_INVALID_MFA_CODE",
+                            details={"attempts_remaining": max(0, attempts_left)})
+
+    def _locked(self, until, now) -> RateLimited:
+        log.warning("MFA challenge locked after too many wrong codes")
+        return RateLimited(
+            limit=self._config.mfa_max_attempts, reset_at=math.ceil(until.timestamp()),
+            retry_after=math.ceil((until - now).total_seconds()), code="AUTH_MFA_LOCKED",
+            message="Too many wrong codes for this sign-in; log in again.",
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _secret(self, method: dict) -> str:
+        return self._ctx.box.decrypt(method["secret"]).decode("ascii")
+
+    def _backup_digest(self, app_id: str, user_id: str, canonical: str) -> str:
+        message = f"{app_id}:{user_id}:{canonical}".encode("utf-8")
+        return hmac.new(self._backup_key, message, hashlib.sha256).hexdigest()
+
+    def _new_backup_set(self, app_id: str, user_id: str, now) -> tuple[str, list[str]]:
+        """Store a new set of backup codes (digests only); (set id, the codes)."""
+        set_id, codes = new_id(), []
+        while len(codes) < BACKUP_CODES_PER_SET:
+            code = totp.new_backup_code()
+            if code not in codes:
+                codes.append(code)
+        self.backup_codes.insert_set([
+            {"_id": new_id(), "app_id": app_id, "user_id": user_id, "set_id": set_id,
+             "code_digest": self._backup_digest(app_id, user_id, totp.canonical_backup_code(code)),
+             "used_at": None, "created_at": now}
+            for code in codes
+        ])
+        return set_id, codes
+
+    def _require_password(self, app_id: str, user: dict, password: str) -> None:
+        """422 INVALID_PASSWORD unless ``password`` is the user's.  Checks are counted per
+        user before bcrypt runs (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS),
+        so a stolen access token cannot be used to guess the password."""
+        config = self._config
+        self._ctx.rate_limiter.hit(
+            f"mfa-password:{app_id}:{user['_id']}", Rate(config.lockout_threshold, config.lockout_seconds),
+            message="Too many password checks for this account. Try again later.")
+        if not self._ctx.hasher.verify(password, user.get("password_hash")):
+            raise Unprocessable("The password is not correct.", code="INVALID_PASSWORD",
+                                details={"field": "password"})
+
+    def _mail(self, message: tuple[str, str], user: dict) -> None:
+        subject, body = message
+        self._ctx.mailer.send(user["email"], subject, body)
