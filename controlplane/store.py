@@ -7,12 +7,13 @@ indexes in ``INDEXES`` lists; ``Store.ensure_indexes`` creates them idempotently
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 
 import mongomock
 import pymongo
+from mongomock.collection import Cursor
+from mongomock.command_cursor import CommandCursor
 from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError  # noqa: F401  (re-exported for stores)
 
@@ -24,12 +25,11 @@ class Store:
         self.uri = uri
         if uri == "memory://":
             self.client = mongomock.MongoClient(tz_aware=True)
-            self.db = self.client["iamgate"]
+            self.db = _SerialisedDatabase(self.client["iamgate"], threading.RLock())
         else:
             self.client = pymongo.MongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=5000, appname="iamgate")
             self.db = self.client.get_default_database("iamgate")
         self._indexes: dict[str, list[IndexModel]] = {}
-        self._seq_lock = threading.Lock() if uri == "memory://" else contextlib.nullcontext()
 
     @property
     def is_memory(self) -> bool:
@@ -57,12 +57,9 @@ class Store:
 
     def next_seq(self, name: str) -> int:
         """A strictly increasing counter (atomic ``$inc`` on one document)."""
-        # MongoDB makes the $inc atomic; mongomock's read-modify-write is not under real
-        # threads, so the embedded store serialises it (it lives in this one process).
-        with self._seq_lock:
-            doc = self.db["counters"].find_one_and_update(
-                {"_id": name}, {"$inc": {"seq": 1}}, upsert=True, return_document=ReturnDocument.AFTER
-            )
+        doc = self.db["counters"].find_one_and_update(
+            {"_id": name}, {"$inc": {"seq": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+        )
         return doc["seq"]
 
     def current_seq(self, name: str) -> int:
@@ -76,3 +73,95 @@ class Store:
             return bool(self.client.admin.command("hello").get("setName"))
         except Exception:
             return False
+
+
+# ---------------------------------------------------------------- embedded store
+#
+# MongoDB applies each single-document operation atomically (``$inc`` in
+# find_one_and_update, an insert against a unique index...).  mongomock implements them
+# as read-modify-write in Python, which real threads can interleave, so two parallel
+# requests could both pass a rate limit or share a seq.  The embedded store therefore
+# runs every collection operation under one process-wide lock: the same guarantees as
+# MongoDB, at the price of no parallelism, which an in-process test store does not need.
+# Cursors are read out under the lock too, so no operation sees another half-done.
+
+
+class _SerialisedCursor:
+    _CHAINING = frozenset({"sort", "limit", "skip", "batch_size", "max_time_ms", "hint", "collation", "allow_disk_use"})
+
+    def __init__(self, cursor, lock):
+        self._cursor, self._lock, self._items = cursor, lock, None
+
+    def __getattr__(self, name):
+        attr = getattr(self._cursor, name)
+        if name in self._CHAINING:
+            def chain(*args, **kwargs):
+                with self._lock:
+                    attr(*args, **kwargs)
+                return self
+            return chain
+        if callable(attr):
+            def call(*args, **kwargs):
+                with self._lock:
+                    return attr(*args, **kwargs)
+            return call
+        return attr
+
+    def _materialise(self):
+        if self._items is None:
+            with self._lock:
+                self._items = iter(list(self._cursor))
+        return self._items
+
+    def __iter__(self):
+        return self._materialise()
+
+    def __next__(self):
+        return next(self._materialise())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _SerialisedCollection:
+    def __init__(self, collection, lock):
+        self._collection, self._lock = collection, lock
+
+    def __getattr__(self, name):
+        attr = getattr(self._collection, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            with self._lock:
+                result = attr(*args, **kwargs)
+            if isinstance(result, (Cursor, CommandCursor)):
+                return _SerialisedCursor(result, self._lock)
+            return result
+
+        return call
+
+    def __getitem__(self, name):
+        return _SerialisedCollection(self._collection[name], self._lock)
+
+
+class _SerialisedDatabase:
+    def __init__(self, database, lock):
+        self._database, self._lock = database, lock
+
+    def __getitem__(self, name):
+        return _SerialisedCollection(self._database[name], self._lock)
+
+    def __getattr__(self, name):
+        attr = getattr(self._database, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return call
