@@ -60,6 +60,11 @@ def _already_enabled() -> Conflict:
                     code="MFA_ALREADY_ENABLED")
 
 
+def _method_not_found(method_id: str) -> NotFound:
+    return NotFound("No pending authenticator setup has this method_id; start the setup again.",
+                    code="MFA_METHOD_NOT_FOUND", details={"method_id": method_id})
+
+
 def _challenge_expired() -> Gone:
     return Gone("The MFA challenge has expired or was already used; log in again.",
                 code="AUTH_MFA_CHALLENGE_EXPIRED")
@@ -135,8 +140,10 @@ class MfaService:
             "created_at": now, "verified_at": None, "last_used_at": None, "last_used_step": None,
             "expires_at": now + seconds(SETUP_TTL), "backup_set_id": None,
         }
-        self.methods.delete_pending(app_id, user_id)
+        # Insert, then drop the older setups: of two racing setups the later one stays
+        # (deleting first could leave both).
         self.methods.insert(method)
+        self.methods.delete_pending(app_id, user_id, keep=method["_id"], created_by=now)
         uri = totp.provisioning_uri(secret, account=user["email"], issuer=branding(app)["name"])
         return {"method_id": method["_id"], "provisioning_uri": uri, "secret": secret}
 
@@ -152,8 +159,7 @@ class MfaService:
         if method is not None and method["status"] == "active":
             raise _already_enabled()
         if method is None or aware(method["expires_at"]) <= now:
-            raise NotFound("No pending authenticator setup has this method_id; start the setup again.",
-                           code="MFA_METHOD_NOT_FOUND", details={"method_id": method_id})
+            raise _method_not_found(method_id)
         if self.methods.active(app_id, user_id) is not None:
             raise _already_enabled()
         step = totp.matching_step(self._secret(method), code, now)
@@ -168,8 +174,7 @@ class MfaService:
             self.backup_codes.delete_set(app_id, user_id, set_id)
             if self.methods.active(app_id, user_id) is not None:
                 raise _already_enabled()
-            raise NotFound("No pending authenticator setup has this method_id; start the setup again.",
-                           code="MFA_METHOD_NOT_FOUND", details={"method_id": method_id})
+            raise _method_not_found(method_id)
         self._ctx.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id},
                               subject={"user_id": user_id})
         self._mail(emails.enabled(app, user), user)
@@ -272,15 +277,13 @@ class MfaService:
         401 AUTH_INVALID_MFA_CODE, 403 AUTH_ACCOUNT_SUSPENDED."""
         app_id, now = app["_id"], self._now()
         token_digest = digest(challenge_token)
-        challenge = self.challenges.get(app_id, token_digest)
-        if challenge is None or challenge.get("consumed_at") is not None or aware(challenge["expires_at"]) <= now:
+        challenge = self.challenges.count_attempt(app_id, token_digest, now)
+        if challenge is None:  # unknown, consumed or expired
             raise _challenge_expired()
-        counted = self.challenges.count_attempt(app_id, token_digest, now)
-        if counted is None:
-            raise _challenge_expired()
-        user_id, max_attempts = counted["user_id"], self._config.mfa_max_attempts
-        if counted["attempts"] > max_attempts:
-            raise self._locked(aware(counted["expires_at"]), now)
+        user_id, max_attempts = challenge["user_id"], self._config.mfa_max_attempts
+        attempts_left = max_attempts - challenge["attempts"]
+        if attempts_left < 0:
+            raise self._locked(aware(challenge["expires_at"]), now)
         self._ctx.rate_limiter.hit(
             f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, code="AUTH_MFA_LOCKED",
             message="Too many verification codes were tried for this account. Try again later.")
@@ -295,10 +298,9 @@ class MfaService:
 
         remaining = None
         if totp.is_totp_code(code):
-            self._accept_totp(app_id, method, code, now, attempts_left=max_attempts - counted["attempts"])
+            self._accept_totp(app_id, method, code, now, attempts_left=attempts_left)
         else:
-            self._accept_backup_code(app_id, user_id, method, code, now,
-                                     attempts_left=max_attempts - counted["attempts"])
+            self._accept_backup_code(app_id, user_id, method, code, now, attempts_left=attempts_left)
             remaining = self.backup_codes.remaining(app_id, user_id, method.get("backup_set_id"))
 
         if self.challenges.consume(app_id, token_digest, self._now()) is None:

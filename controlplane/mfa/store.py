@@ -66,8 +66,13 @@ class MethodStore:
         cursor = self._methods.find({"app_id": app_id, "user_id": user_id, "status": "active"})
         return list(cursor.sort([("verified_at", ASCENDING), ("_id", ASCENDING)]))
 
-    def delete_pending(self, app_id: str, user_id: str) -> None:
-        self._methods.delete_many({"app_id": app_id, "user_id": user_id, "status": "pending"})
+    def delete_pending(self, app_id: str, user_id: str, *, keep: str | None = None, created_by=None) -> None:
+        """Delete the user's pending setups; with ``keep``, all but that one that were
+        created by ``created_by`` (a setup started later by a racing request survives)."""
+        query: dict = {"app_id": app_id, "user_id": user_id, "status": "pending"}
+        if keep is not None:
+            query.update({"_id": {"$ne": keep}, "created_at": {"$lte": created_by}})
+        self._methods.delete_many(query)
 
     def activate(self, app_id: str, user_id: str, method_id: str, *, now, step: int, backup_set_id: str) -> dict | None:
         """Make the pending, unexpired method active (one winner under races); None when
@@ -145,9 +150,6 @@ class ChallengeStore:
 
     def insert(self, doc: dict) -> None:
         self._challenges.insert_one(doc)
-
-    def get(self, app_id: str, token_digest: str) -> dict | None:
-        return self._challenges.find_one({"_id": token_digest, "app_id": app_id})
 
     def count_attempt(self, app_id: str, token_digest: str, now) -> dict | None:
         """Count one code attempt (atomic ``$inc``, before the code is checked) on a
