@@ -10,12 +10,12 @@ The profile update is partial: only the fields sent change, unknown fields are i
 """
 from __future__ import annotations
 
-from shared.validation import Invalid, Object, Schema, String, Url
+from shared.validation import Invalid, Schema, String, Url
+
+from controlplane.users.schemas import Metadata
 
 NAME_MAX = 255
 AVATAR_URL_MAX = 2048
-METADATA_MAX_BYTES = 16 * 1024
-METADATA_MAX_DEPTH = 16
 
 
 class Name(String):
@@ -28,39 +28,6 @@ class Name(String):
         if isinstance(value, str) and not value.strip():
             raise Invalid("must not be empty")
         return super().clean(value)
-
-
-class Metadata(Object):
-    """A free-form JSON object bounded in size and depth, with keys MongoDB can store."""
-
-    def __init__(self, **kw):
-        super().__init__(max_bytes=METADATA_MAX_BYTES, **kw)
-
-    def clean(self, value):
-        if isinstance(value, dict):
-            _check_keys(value, depth=1)  # first: it stops at the depth bound, json.dumps would not
-        return super().clean(value)
-
-    def schema(self):
-        out = super().schema()
-        out["description"] = (out.get("description", "") + f" Nested at most {METADATA_MAX_DEPTH} levels; keys must "
-                              "not start with $ or contain . or NUL.").strip()
-        return out
-
-
-def _check_keys(value, depth: int) -> None:
-    if depth > METADATA_MAX_DEPTH:
-        raise Invalid(f"must not be nested more than {METADATA_MAX_DEPTH} levels deep")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key.startswith("$") or "." in key or "\0" in key:
-                raise Invalid(f"key {key!r} must not start with $ or contain . or NUL")
-            if isinstance(item, (dict, list)):
-                _check_keys(item, depth + 1)
-    else:
-        for item in value:
-            if isinstance(item, (dict, list)):
-                _check_keys(item, depth + 1)
 
 
 UPDATE_PROFILE = Schema({

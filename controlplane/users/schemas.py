@@ -2,17 +2,53 @@
 
 Passwords are never trimmed.  Password inputs are bounded at 1024 characters (the
 strength rules cap new passwords at 128; a longer value is a malformed request, not a
-credential).  ``metadata`` is any JSON object up to 16 KiB.
+credential).  ``metadata`` is any JSON object up to 16 KiB of JSON, nested at most 16
+levels, whose keys MongoDB can store (no leading ``$``, no ``.`` or NUL) -- the same rule
+for registration and the self-service profile update.
 """
 from __future__ import annotations
 
 from shared.errors import ApiError, ValidationFailed
-from shared.validation import Bool, Email, Object, Schema, String
+from shared.validation import Bool, Email, Invalid, Object, Schema, String
 
 PASSWORD_INPUT_MAX = 1024
 TOKEN_MAX = 512
 METADATA_MAX_BYTES = 16 * 1024
+METADATA_MAX_DEPTH = 16
 USER_STATUSES = ("active", "suspended", "deleted")
+
+
+class Metadata(Object):
+    """A free-form JSON object bounded in size and depth, with keys MongoDB can store."""
+
+    def __init__(self, **kw):
+        super().__init__(max_bytes=METADATA_MAX_BYTES, **kw)
+
+    def clean(self, value):
+        if isinstance(value, dict):
+            _check_keys(value, depth=1)  # first: it stops at the depth bound, json.dumps would not
+        return super().clean(value)
+
+    def schema(self):
+        out = super().schema()
+        out["description"] = (out.get("description", "") + f" Nested at most {METADATA_MAX_DEPTH} levels; keys must "
+                              "not start with $ or contain . or NUL.").strip()
+        return out
+
+
+def _check_keys(value, depth: int) -> None:
+    if depth > METADATA_MAX_DEPTH:
+        raise Invalid(f"must not be nested more than {METADATA_MAX_DEPTH} levels deep")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key.startswith("$") or "." in key or "\0" in key:
+                raise Invalid(f"key {key!r} must not start with $ or contain . or NUL")
+            if isinstance(item, (dict, list)):
+                _check_keys(item, depth + 1)
+    else:
+        for item in value:
+            if isinstance(item, (dict, list)):
+                _check_keys(item, depth + 1)
 
 
 def _password(description=None):
@@ -27,7 +63,7 @@ REGISTER = Schema({
     "email": Email(required=True, description="unique in the application; stored lower-cased"),
     "password": _password("8 to 128 characters, two character classes, not the email, not a common password"),
     "name": String(required=True, max_len=255),
-    "metadata": Object(nullable=True, max_bytes=METADATA_MAX_BYTES, description="arbitrary JSON object"),
+    "metadata": Metadata(nullable=True, description="arbitrary JSON object"),
 })
 
 LOGIN = Schema({

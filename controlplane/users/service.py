@@ -152,6 +152,8 @@ class UserService:
             return
         if self._reclaim_stale_reservations(app_id, now) and self.users.reserve_slot(app_id, user_id, limit, now):
             return
+        if self.users.reconcile_slots(app_id) and self.users.reserve_slot(app_id, user_id, limit, now):
+            return
         raise ApiError(f"The application has reached its limit of {limit} users.", status=403,
                        code="tier_limit_exceeded", details={"limit": limit})
 
@@ -168,7 +170,9 @@ class UserService:
         """Give back the tier-limit slot of a user who was soft-deleted.
 
         Call it exactly once per user, after the conditional status transition to
-        ``deleted`` succeeded (a double call would let the application exceed its limit)."""
+        ``deleted`` succeeded (a double call would let the application exceed its limit).
+        A call lost to a crash is repaired when the limit is next reached
+        (``UserStore.reconcile_slots``)."""
         self.users.release_slot(app_id)
 
     # ------------------------------------------------------------------ login

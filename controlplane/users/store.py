@@ -130,6 +130,25 @@ class UserStore:
     def release_slot(self, app_id: str) -> None:
         self._counters.update_one({"_id": app_id, "users": {"$gt": 0}}, {"$inc": {"users": -1}})
 
+    def reconcile_slots(self, app_id: str) -> bool:
+        """Correct the counter from the users that really count (not deleted, plus
+        reservations still in flight); True when slots were given back.
+
+        A crash between a soft delete and its ``release_slot`` leaves the counter one
+        too high; this repairs it.  Compare-and-set on the value read, so a registration
+        racing the recount makes the correction a no-op rather than wrong."""
+        doc = self._counters.find_one({"_id": app_id})
+        if doc is None:
+            return False
+        in_flight = [p["user_id"] for p in doc.get("pending", [])]
+        live = self._users.count_documents({"app_id": app_id, "status": {"$ne": "deleted"}})
+        inserted = self._users.count_documents({"app_id": app_id, "_id": {"$in": in_flight}}) if in_flight else 0
+        actual = live + len(in_flight) - inserted
+        if actual >= doc["users"]:
+            return False
+        result = self._counters.update_one({"_id": app_id, "users": doc["users"]}, {"$set": {"users": actual}})
+        return result.modified_count == 1
+
 
 class SessionStore:
     def __init__(self, store):

@@ -164,6 +164,27 @@ def test_soft_delete_gives_the_slot_back(post, application, ctx):
 
 
 @pytest.mark.parametrize("config_overrides", [{"max_users_per_application": 1}], indirect=True)
+def test_a_slot_lost_to_a_crash_after_soft_delete_is_repaired_at_the_limit(post, application, ctx):
+    user_id = post(application, "/register", body(email="a@example.com")).json["data"]["id"]
+    # The soft delete wrote its status, then the process died before release_user_slot.
+    ctx.store["users"].update_one({"_id": user_id}, {"$set": {"status": "deleted"}})
+    assert post(application, "/register", body(email="b@example.com")).status_code == 201
+    assert ctx.store["user_counters"].find_one({"_id": application["_id"]})["users"] == 1
+    assert_error(post(application, "/register", body(email="c@example.com")), 403, "tier_limit_exceeded")
+
+
+@pytest.mark.parametrize("metadata, reason", [
+    ({"$where": 1}, "must not start with $"),
+    ({"a.b": 1}, "contain ."),
+    ({"nested": {"bad\u0000key": 1}}, "NUL"),
+])
+def test_metadata_keys_mongodb_cannot_store_are_refused(post, application, ctx, metadata, reason):
+    error = assert_error(post(application, "/register", body(metadata=metadata)), 400, "VALIDATION_INVALID_FORMAT")
+    assert reason in error["details"]["fields"]["metadata"]
+    assert ctx.store["users"].count_documents({"app_id": application["_id"]}) == 0
+
+
+@pytest.mark.parametrize("config_overrides", [{"max_users_per_application": 1}], indirect=True)
 def test_suspended_users_count_against_the_limit(post, application, ctx):
     user_id = post(application, "/register", body(email="a@example.com")).json["data"]["id"]
     ctx.users.suspend(application["_id"], user_id)
@@ -184,17 +205,8 @@ def test_slot_of_a_registration_that_crashed_is_reclaimed(post, application, ctx
 
 @pytest.mark.parametrize("config_overrides", [{"max_users_per_application": 3, "rate_limit_register": Rate(0, 60)}],
                          indirect=True)
-def test_parallel_registrations_never_exceed_the_limit(client, application, ctx, monkeypatch):
+def test_parallel_registrations_never_exceed_the_limit(client, application, ctx):
     statuses, lock = [], threading.Lock()
-    # The change log's seq counter relies on MongoDB's atomic $inc, which mongomock does
-    # not give real threads; serialise emits so only the tier counter is under test.
-    emit, emitting = ctx.events.emit, threading.Lock()
-
-    def serialised_emit(*args, **kwargs):
-        with emitting:
-            return emit(*args, **kwargs)
-
-    monkeypatch.setattr(ctx.events, "emit", serialised_emit)
 
     def register(i):
         response = client.simulate_post(users_url(application, "/register"),
