@@ -12,7 +12,7 @@ import falcon
 from shared.engine import resolve_scope
 from shared.http import dumps, read_json
 
-from decision.schemas import CHECK, CHECK_BULK, check_query
+from shared.checks import CHECK, CHECK_BULK, check_query
 
 _TRUE_FALSE = {True: "true", False: "false"}
 

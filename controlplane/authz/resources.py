@@ -2,28 +2,14 @@
 Responses are not wrapped in ``data`` (spec).  Permission authz:check."""
 from __future__ import annotations
 
+from shared import checks as schemas
 from shared.http import read_json
 
 from controlplane.auth import permission
-from controlplane.authz import schemas
 from controlplane.openapi import op
 
 CHECK = permission("authz:check")
 _ERRORS = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS"), (403, "FORBIDDEN")]
-
-
-def _query_values(req) -> dict:
-    values = {name: req.get_param(name) for name in ("user_id", "permission", "scope", "min_revision")}
-    values = {name: value for name, value in values.items() if value is not None}
-    if values.get("scope") == "":
-        del values["scope"]
-    raw = values.get("min_revision")
-    if raw is not None:
-        try:
-            values["min_revision"] = int(raw)
-        except ValueError:
-            pass  # the schema's Int reports it
-    return values
 
 
 class Check:
@@ -31,7 +17,7 @@ class Check:
     docs = {
         "GET": op("Check one permission (RBAC)", query={
             "user_id": ({"type": "string"}, "required"),
-            "permission": ({"type": "string", "pattern": r"^[a-zA-Z0-9_*-]+:[a-zA-Z0-9_*-]+$"}, "required"),
+            "permission": (schemas.Permission().schema(), "required"),
             "scope": ({"type": "string"}, "check at this scope (unscoped assignments always apply)"),
             "min_revision": ({"type": "integer", "minimum": 0}, "answer from data at least this fresh"),
         }, response=schemas.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
@@ -43,7 +29,7 @@ class Check:
         self.authz = ctx.authz
 
     def on_get(self, req, resp, applicationId):
-        values = schemas.CHECK_QUERY.validate(_query_values(req))
+        values = schemas.check_query(req)
         resp.media = self.authz.check(applicationId, values)
 
     def on_post(self, req, resp, applicationId):

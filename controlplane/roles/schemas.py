@@ -7,18 +7,15 @@ expires_at (ISO 8601 or null, in the future).
 """
 from __future__ import annotations
 
-import re
 
-from shared.engine import is_valid_permission
 from shared.ids import is_uuid
+from shared.checks import Permission, Scope  # noqa: F401  (role and assignment fields)
 from shared.validation import Bool, DateTime, Invalid, List, Schema, String, Uuid
 
 NAME_MAX = 100
 DISPLAY_NAME_MAX = 255
 DESCRIPTION_MAX = 1000
-PERMISSION_MAX = 255
 PERMISSIONS_PER_ROLE_MAX = 200
-SCOPE_MAX = 255
 SEARCH_MAX = 100
 
 # Names appear in URLs ({role} may be a name) and in logs: letters, digits and . _ : -,
@@ -40,38 +37,6 @@ class RoleName(String):
         if is_uuid(value):
             # {role} in paths is an id when it looks like one, so such a name could never be addressed.
             raise Invalid("must not look like a UUID")
-        return value
-
-
-class Permission(String):
-    """A permission name as the spec's Permission section defines it."""
-
-    def __init__(self, **kw):
-        super().__init__(max_len=PERMISSION_MAX, strip=False, **kw)
-
-    def clean(self, value):
-        value = super().clean(value)
-        if not is_valid_permission(value):
-            raise Invalid(f"{value!r} is not a permission of the form resource:action "
-                          "(letters, digits, _, - or * in each part)")
-        return value
-
-    def schema(self):
-        return {**super().schema(), "pattern": r"^[a-zA-Z0-9_*-]+:[a-zA-Z0-9_*-]+$"}
-
-
-class Scope(String):
-    """An assignment scope: any non-empty label without control characters."""
-
-    _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-    def __init__(self, **kw):
-        super().__init__(min_len=1, max_len=SCOPE_MAX, **kw)
-
-    def clean(self, value):
-        value = super().clean(value)
-        if self._CONTROL.search(value):
-            raise Invalid("must not contain control characters")
         return value
 
 

@@ -1,5 +1,4 @@
 """HTTP conventions: the error envelope everywhere, request ids, JSON body rules."""
-import falcon
 import pytest
 
 from controlplane.auth import PUBLIC

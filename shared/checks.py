@@ -1,11 +1,12 @@
-"""Validation of check requests: the control plane's check parameters, rule for rule.
+"""The authorization check's wire contract, shared by the control plane and the
+decision service so both validate every request the same way and give the same errors.
 
-The decision service may not import the control plane, so the rules of
-``controlplane/authz/schemas.py`` and ``controlplane/roles/schemas.py`` are restated here
-and a test holds both sides to the same errors. One bad field answers 400
-VALIDATION_INVALID_FORMAT, several VALIDATION_MULTIPLE_ERRORS (``shared.validation``).
-A permission is ``resource:action`` (spec, "Permission"); a bulk check takes 1 to 50
-(spec, "Limits"); ``min_revision`` is an ``X-Iamgate-Revision`` (ARCHITECTURE.md).
+Parameters (spec "Authorization checks"): user_id, permission (``resource:action``,
+spec "Permission") or permissions (1 to 50, spec "Limits"), resource and context
+(objects, ABAC), plus ``scope`` (or ``context.scope``) and ``min_revision`` (an
+``X-Iamgate-Revision``, ARCHITECTURE.md).  One bad field answers 400
+VALIDATION_INVALID_FORMAT, several VALIDATION_MULTIPLE_ERRORS.  ``Permission`` and
+``Scope`` are also the role and assignment fields.
 """
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ class Permission(String):
         _VALID[value] = None
         return value
 
+    def schema(self):
+        return {**super().schema(), "pattern": PERMISSION_PATTERN.pattern}
+
 
 class Permissions(List):
     """The bulk check's list: duplicates answered once, in the order first given."""
@@ -62,7 +66,7 @@ class Permissions(List):
         return super().clean(value)
 
     def schema(self):
-        return {**super().schema(), "pattern": PERMISSION_PATTERN.pattern}
+        return {**super().schema(), "items": Permission().schema()}
 
 
 class Scope(String):
@@ -142,3 +146,35 @@ def query_values(req) -> dict:
         except ValueError:
             pass
     return values
+
+
+# ---------------------------------------------------------------- responses (no data wrapper)
+
+CHECK_RESPONSE = {
+    "type": "object",
+    "required": ["allowed", "permission", "cached"],
+    "properties": {
+        "allowed": {"type": "boolean"},
+        "permission": {"type": "string"},
+        "cached": {"type": "boolean", "description": "answered from the permission check cache"},
+    },
+}
+
+CHECK_ABAC_RESPONSE = {
+    "type": "object",
+    "required": ["allowed", "permission", "cached", "abac_evaluated", "policies_checked"],
+    "properties": {
+        **CHECK_RESPONSE["properties"],
+        "abac_evaluated": {"type": "boolean", "description": "an active policy covered the permission"},
+        "policies_checked": {"type": "integer", "description": "active policies covering the permission"},
+    },
+}
+
+BULK_RESPONSE = {
+    "type": "object",
+    "required": ["user_id", "results"],
+    "properties": {
+        "user_id": {"type": "string"},
+        "results": {"type": "object", "additionalProperties": {"type": "boolean"}},
+    },
+}
