@@ -198,6 +198,13 @@ def respond(resp, data, status=200, message=None, headers=None):
         resp.set_headers(headers)
 
 
+def no_store(resp) -> None:
+    """Responses carrying a secret or personal data (tokens, keys, TOTP secrets, backup
+    codes, exports) must land in no cache (RFC 6749 section 5.1 for token responses)."""
+    resp.cache_control = ["no-store"]
+    resp.set_header("Pragma", "no-cache")
+
+
 # ---------------------------------------------------------------- pagination
 
 DEFAULT_PER_PAGE = 15

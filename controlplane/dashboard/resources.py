@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from shared.http import client_ip, read_json, respond
+from shared.http import client_ip, no_store, read_json, respond
 
 from controlplane.apikeys.service import serialize as serialize_api_key
 from controlplane.applications.service import serialize as serialize_application
@@ -25,11 +25,6 @@ _APP_NOT_FOUND = [(404, "NOT_FOUND")]
 _WRITE = [(403, "FORBIDDEN"), (404, "NOT_FOUND")]
 
 
-def _no_store(resp) -> None:
-    # Responses carrying a secret (session, API key) must not land in any cache.
-    resp.set_header("Cache-Control", "no-store")
-
-
 class _Resource:
     def __init__(self, ctx):
         self.ctx = ctx
@@ -42,7 +37,7 @@ class _Resource:
         config = self.ctx.config
         resp.set_cookie(SESSION_COOKIE, raw, max_age=config.dashboard_session_ttl, path="/",
                         secure=config.cookie_secure, http_only=True, same_site="Lax")
-        _no_store(resp)
+        no_store(resp)
 
     def clear_session_cookie(self, resp) -> None:
         resp.set_cookie(SESSION_COOKIE, "", expires=_EPOCH, path="/",
@@ -99,7 +94,7 @@ class Logout(_Resource):
     def on_post(self, req, resp):
         self.service.logout(req.cookies.get(SESSION_COOKIE))
         self.clear_session_cookie(resp)
-        _no_store(resp)
+        no_store(resp)
         resp.status = 204
 
 
@@ -313,7 +308,7 @@ class ApiKeys(_Resource):
         self.service.application(account_id, applicationId, write=True)
         values = schemas.API_KEY_CREATE.validate(read_json(req))
         key, secret = self.service.create_api_key(account_id, applicationId, values)
-        _no_store(resp)
+        no_store(resp)
         respond(resp, serialize_api_key(key, secret), status=201)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import falcon
 
-from shared.http import read_json, respond
+from shared.http import no_store, read_json, respond
 
 from controlplane.auth import DASHBOARD, OWNER, PUBLIC
 from controlplane.mfa import schemas
@@ -17,12 +17,7 @@ from controlplane.openapi import op
 
 _INVALID = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS")]
 _OWNER_ONLY = (403, "FORBIDDEN")
-_PASSWORD_THROTTLED = (429, "RATE_LIMIT_EXCEEDED")
-
-
-def _no_store(resp) -> None:
-    resp.cache_control = ["no-store"]
-    resp.set_header("Pragma", "no-cache")
+_PASSWORD_THROTTLED = (429, "AUTH_ACCOUNT_LOCKED")
 
 
 class _Resource:
@@ -49,7 +44,7 @@ class TotpSetup(_Resource):
     def on_post(self, req, resp, applicationId, userId):
         values = schemas.SETUP.validate(read_json(req))
         result = self.mfa.setup(req.context.application, userId, label=values["label"])
-        _no_store(resp)
+        no_store(resp)
         respond(resp, result)
 
 
@@ -68,7 +63,7 @@ class TotpConfirm(_Resource):
     def on_post(self, req, resp, applicationId, userId):
         values = schemas.CONFIRM.validate(read_json(req))
         codes = self.mfa.confirm(req.context.application, userId, **values)
-        _no_store(resp)
+        no_store(resp)
         respond(resp, {"message": "Two-step verification is on. Store these backup codes somewhere safe; "
                                   "each works once.", "backup_codes": codes}, status=201)
 
@@ -116,7 +111,7 @@ class RegenerateBackupCodes(_Resource):
     def on_post(self, req, resp, applicationId, userId):
         values = schemas.PASSWORD.validate(read_json(req))
         codes = self.mfa.regenerate_backup_codes(req.context.application, userId, password=values["password"])
-        _no_store(resp)
+        no_store(resp)
         respond(resp, {"message": "New backup codes created; the earlier ones no longer work.",
                        "backup_codes": codes})
 
@@ -138,7 +133,7 @@ class Verify(_Resource):
     def on_post(self, req, resp, applicationId):
         values = schemas.VERIFY.validate(read_json(req))
         pair, remaining = self.mfa.verify(req.context.application, **values)
-        _no_store(resp)
+        no_store(resp)
         message = None
         if remaining is not None:
             message = f"A backup code was used; {remaining} remain{'s' if remaining == 1 else ''}."

@@ -364,14 +364,10 @@ class MfaService:
         return set_id, codes
 
     def _require_password(self, app_id: str, user: dict, password: str) -> None:
-        """422 INVALID_PASSWORD unless ``password`` is the user's.  Checks are counted per
-        user before bcrypt runs (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS),
-        so a stolen access token cannot be used to guess the password."""
-        config = self._config
-        self._ctx.rate_limiter.hit(
-            f"mfa-password:{app_id}:{user['_id']}", Rate(config.lockout_threshold, config.lockout_seconds),
-            message="Too many password checks for this account. Try again later.")
-        if not self._ctx.hasher.verify(password, user.get("password_hash")):
+        """422 INVALID_PASSWORD unless ``password`` is the user's.  The check draws on the
+        account's login budget (``UserService.check_password``): a stolen access token
+        cannot be used to guess the password, and 429 AUTH_ACCOUNT_LOCKED past it."""
+        if not self._ctx.users.check_password(app_id, user, password):
             raise Unprocessable("The password is not correct.", code="INVALID_PASSWORD",
                                 details={"field": "password"})
 

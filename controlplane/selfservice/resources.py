@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import falcon
 
-from shared.http import read_json, respond
+from shared.http import no_store, read_json, respond
 
 from controlplane.auth import OWNER
 from controlplane.openapi import op
@@ -16,10 +16,6 @@ from controlplane.selfservice import schemas
 
 _OWNER_ERRORS = [(403, "FORBIDDEN"), (404, "USER_NOT_FOUND")]
 _INVALID = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS")]
-
-
-def _private(resp) -> None:
-    resp.cache_control = ["no-store"]
 
 
 class _Resource:
@@ -41,12 +37,12 @@ class Profile(_Resource):
     }
 
     def on_get(self, req, resp, applicationId, userId):
-        _private(resp)
+        no_store(resp)
         respond(resp, self.service.profile(applicationId, userId))
 
     def on_put(self, req, resp, applicationId, userId):
         values = schemas.UPDATE_PROFILE.validate(read_json(req), partial=True)
-        _private(resp)
+        no_store(resp)
         respond(resp, self.service.update_profile(applicationId, userId, values))
 
 
@@ -79,7 +75,7 @@ class DataExport(_Resource):
 
     def on_get(self, req, resp, applicationId, userId):
         data = self.service.export(applicationId, userId)
-        _private(resp)
+        no_store(resp)
         respond(resp, data)
 
 
@@ -112,7 +108,7 @@ class Sessions(_Resource):
     }
 
     def on_get(self, req, resp, applicationId, userId):
-        _private(resp)
+        no_store(resp)
         respond(resp, self.service.sessions(applicationId, userId))
 
     def on_delete(self, req, resp, applicationId, userId):

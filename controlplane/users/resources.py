@@ -9,7 +9,7 @@ from __future__ import annotations
 import falcon
 
 from shared.errors import ValidationFailed
-from shared.http import client_ip, page_params, paginated, read_json, respond
+from shared.http import client_ip, no_store, page_params, paginated, read_json, respond
 from shared.validation import Invalid, String
 
 from controlplane.auth import CREDENTIAL, DASHBOARD, OWNER, PUBLIC
@@ -19,12 +19,6 @@ from controlplane.users import schemas
 _LOCKED = (429, "AUTH_ACCOUNT_LOCKED")
 _THROTTLED = (429, "RATE_LIMIT_EXCEEDED")
 _INVALID = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS")]
-
-
-def _no_store(resp) -> None:
-    # Token responses must not be cached (RFC 6749 section 5.1).
-    resp.cache_control = ["no-store"]
-    resp.set_header("Pragma", "no-cache")
 
 
 def _device_info(req, config) -> dict:
@@ -79,7 +73,7 @@ class Login(_Resource):
         values = schemas.LOGIN.validate(read_json(req))
         result = self.users.login(app, email=values["email"], password=values["password"],
                                   remember_me=values["remember_me"], device_info=_device_info(req, config))
-        _no_store(resp)
+        no_store(resp)
         respond(resp, result)
 
 
@@ -115,7 +109,7 @@ class Refresh(_Resource):
     def on_post(self, req, resp, applicationId):
         values = schemas.REFRESH_TOKEN.validate(read_json(req))
         pair = self.users.refresh(req.context.application, values["refresh_token"])
-        _no_store(resp)
+        no_store(resp)
         respond(resp, pair)
 
 

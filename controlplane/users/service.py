@@ -200,6 +200,12 @@ class UserService:
             return challenge
         return self.issue_session(app, user, remember_me=remember_me, device_info=device_info)
 
+    def check_password(self, app_id: str, user: dict, password: str) -> bool:
+        """Check the user's password under the same brute-force guard as login: every
+        check (login, change-password, MFA management) draws on one budget per account,
+        so a stolen access token buys no extra guesses.  429 AUTH_ACCOUNT_LOCKED past it."""
+        return self._password_matches(app_id, user["email"], password, user.get("password_hash"))
+
     def _password_matches(self, app_id: str, email: str, password: str, password_hash: str | None) -> bool:
         """Check a password under the brute-force guard (login and change-password).
         ``password_hash`` None (no such user) burns the same bcrypt time and fails."""

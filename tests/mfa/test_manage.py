@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from controlplane.mfa import store as mfa_store
+from tests.plugins.users import fresh_address, users_url
 from tests.conftest import assert_error
 from tests.mfa.conftest import events_of, mfa_url, rfc6238
 
@@ -100,18 +101,25 @@ def test_regenerate_validates_its_body(regenerate, mfa_user, body, code):
     assert set(error["details"]["fields"]) == {"password"}
 
 
-def test_password_checks_are_limited_per_user(regenerate, disable, mfa_user, clock, ctx):
-    """A stolen access token cannot be used to guess the password: 5 checks per 15
-    minutes, counted before bcrypt runs."""
+def test_password_checks_share_the_accounts_login_budget(regenerate, disable, mfa_user, clock, ctx, client, login,
+                                                         application):
+    """A stolen access token cannot be used to guess the password: MFA management,
+    change-password and login draw on one budget of 5 failures, counted before bcrypt."""
     for _ in range(3):
         assert_error(regenerate(mfa_user, {"password": "Wrong-Horse-1"}), 422, "INVALID_PASSWORD")
     for _ in range(2):
         assert_error(disable(mfa_user, {"password": "Wrong-Horse-1"}), 422, "INVALID_PASSWORD")
     response = regenerate(mfa_user, {"password": mfa_user.password})
-    assert_error(response, 429, "RATE_LIMIT_EXCEEDED")
-    assert response.headers["X-RateLimit-Limit"] == "5" and int(response.headers["Retry-After"]) >= 1
-    assert_error(disable(mfa_user, {"password": mfa_user.password}), 429, "RATE_LIMIT_EXCEEDED")
+    assert_error(response, 429, "AUTH_ACCOUNT_LOCKED")
+    assert int(response.headers["Retry-After"]) >= 1
+    assert_error(disable(mfa_user, {"password": mfa_user.password}), 429, "AUTH_ACCOUNT_LOCKED")
     assert ctx.store["mfa_methods"].count_documents({"user_id": mfa_user.id, "status": "active"}) == 1
+    email = mfa_user.token.user["email"]
+    locked = client.simulate_post(users_url(application, "/login"), remote_addr=fresh_address(),
+                                  json={"email": email, "password": mfa_user.password})
+    assert_error(locked, 429, "AUTH_ACCOUNT_LOCKED")
+    clock.advance(ctx.config.lockout_seconds)
+    assert login(application, email, mfa_user.password)["mfa_required"] is True
 
 
 def test_parallel_regenerations_leave_one_complete_set(regenerate, status, mfa_user, application, verify,
