@@ -9,6 +9,8 @@ def test_both_processes_serve_and_stop_on_interrupt(stack):
     assert requests.get(stack.decision_url + "/healthz").status_code == 200
     ready = requests.get(stack.control_url + "/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    # The launcher prints once it has seen both answer, which may be just after we did.
+    assert wait_until(lambda: "iamgate decision service:" in stack.logs(), timeout=10)
     assert "iamgate control plane:" in stack.logs()
     stack.stop()
     assert stack.process.returncode == 0
