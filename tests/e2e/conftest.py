@@ -5,20 +5,14 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 
 import pytest
 import requests
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.e2e.processes import free_port, wait_until  # noqa: F401  (tests import wait_until from here)
 
 
 @dataclass
@@ -42,16 +36,6 @@ class Stack:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-
-def wait_until(predicate, timeout=30.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    return None
 
 
 def start_stack(tmp_path, **env_overrides) -> Stack:
