@@ -3,16 +3,18 @@
 Fixed windows: one document per (key, window start) incremented with ``$inc`` in an
 upsert, which is atomic on one document; the increment happens before the guarded
 work, so N parallel requests can never all slip under the limit.  Documents expire
-through a TTL index (expiry is still decided in code from the window).
+through a TTL index (expiry is still decided in code from the window).  A limit of one
+request per window is an exact cooldown instead (``_cooldown``).
 """
 from __future__ import annotations
 
 import math
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
+from pymongo.errors import DuplicateKeyError
 
 from shared.errors import RateLimited
-from shared.timeutil import seconds
+from shared.timeutil import aware, seconds
 
 INDEXES = {"rate_limits": [IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)]}
 
@@ -33,6 +35,8 @@ class RateLimiter:
         A limit of 0 means unlimited."""
         if rate.limit <= 0:
             return 1 << 30
+        if rate.limit == 1 and cost == 1:
+            return self._cooldown(key, rate, code=code, message=message)
         start, reset_at, now = self._window(rate.window)
         doc = self._counters.find_one_and_update(
             {"_id": f"{key}|{start}"},
@@ -46,6 +50,29 @@ class RateLimiter:
             )
         return rate.limit - doc["n"]
 
+    def _cooldown(self, key: str, rate, *, code, message) -> int:
+        """One request per ``rate.window`` seconds, measured from the last one allowed.
+
+        Fixed windows would let a request at 10:59 and another at 11:00 through a "1 per
+        hour" limit; this is exact.  The upsert matches only an elapsed cooldown, so two
+        racing requests cannot both start one: the loser hits the unique ``_id``."""
+        now = self._clock()
+        until = now + seconds(rate.window)
+        try:
+            self._counters.find_one_and_update(
+                {"_id": f"{key}|cooldown", "until": {"$lte": now}},
+                {"$set": {"until": until, "expires_at": until}},
+                upsert=True,
+            )
+            return 0
+        except DuplicateKeyError:
+            current = self._counters.find_one({"_id": f"{key}|cooldown"}) or {"until": until}
+            blocked_until = aware(current["until"])
+            raise RateLimited(
+                limit=1, reset_at=math.ceil(blocked_until.timestamp()),
+                retry_after=math.ceil((blocked_until - now).total_seconds()), code=code, message=message,
+            ) from None
+
     def reset(self, key: str, rate) -> None:
         start, _, _ = self._window(rate.window)
-        self._counters.delete_one({"_id": f"{key}|{start}"})
+        self._counters.delete_many({"_id": {"$in": [f"{key}|{start}", f"{key}|cooldown"]}})

@@ -69,7 +69,7 @@ class DataExport(_Resource):
         description="The user record, every stored session (revoked ones with revoked_at), current role "
                     "assignments, MFA methods, OIDC consents and the change-log events about the user. Never a "
                     "secret: no password hash, TOTP secret or token digest. One export per hour per user "
-                    "(IAMGATE_RATE_LIMIT_EXPORT, fixed one-hour windows).",
+                    "(IAMGATE_RATE_LIMIT_EXPORT: 60 minutes after the last export allowed).",
         response=schemas.EXPORT, errors=[*_OWNER_ERRORS, (429, "RATE_LIMIT_EXCEEDED")],
     )}
 

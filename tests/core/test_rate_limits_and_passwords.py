@@ -83,3 +83,39 @@ def test_weak_password_is_422_naming_the_rules():
     error = info.value
     assert (error.status, error.code) == (422, "VALIDATION_PASSWORD_TOO_WEAK")
     assert set(error.details["rules"]) == {"character_classes", "not_common"}
+
+
+def test_a_limit_of_one_is_an_exact_cooldown_not_a_fixed_window(ctx, clock):
+    rate = Rate(1, 3600)
+    # Just before a fixed window's boundary: a second request right after it is still refused.
+    clock.now = clock.now.replace(minute=59, second=59, microsecond=0)
+    ctx.rate_limiter.hit("export", rate)
+    clock.advance(2)
+    with pytest.raises(RateLimited) as info:
+        ctx.rate_limiter.hit("export", rate)
+    assert info.value.headers["X-RateLimit-Limit"] == "1"
+    assert int(info.value.headers["Retry-After"]) == 3598
+    clock.advance(3597)
+    with pytest.raises(RateLimited):
+        ctx.rate_limiter.hit("export", rate)
+    clock.advance(1)
+    ctx.rate_limiter.hit("export", rate)
+
+
+def test_parallel_requests_cannot_both_start_a_cooldown(ctx):
+    rate, passed, lock = Rate(1, 60), [], threading.Lock()
+
+    def attempt():
+        try:
+            ctx.rate_limiter.hit("once", rate)
+        except RateLimited:
+            return
+        with lock:
+            passed.append(1)
+
+    threads = [threading.Thread(target=attempt) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(passed) == 1

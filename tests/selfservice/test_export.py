@@ -129,14 +129,16 @@ def test_export_contains_no_secret_anywhere(call, application, me, ctx, login_fr
 
 
 def test_export_is_limited_to_one_per_hour_per_user(call, application, me, make_user_token, clock, fresh_token):
-    assert export(call, application, me).status_code == 200
+    clock.now = clock.now.replace(minute=59, second=0, microsecond=0)  # a fixed window would end in a minute
+    first = clock.now
+    assert export(call, application, me, token=fresh_token(application, me)).status_code == 200
     clock.advance(30 * 60)
     response = export(call, application, me, token=fresh_token(application, me))
     error = assert_error(response, 429, "RATE_LIMIT_EXCEEDED")
     assert response.headers["X-RateLimit-Limit"] == "1" and response.headers["X-RateLimit-Remaining"] == "0"
-    window_end = math.ceil(clock.now.timestamp() / 3600) * 3600
-    assert int(response.headers["X-RateLimit-Reset"]) == window_end
-    assert int(response.headers["Retry-After"]) == window_end - int(clock.now.timestamp())
+    # Exactly 60 minutes after the export that was allowed, not at the top of the hour.
+    assert int(response.headers["X-RateLimit-Reset"]) == math.ceil(first.timestamp()) + 3600
+    assert int(response.headers["Retry-After"]) == 30 * 60
     assert error["details"]["retry_after"] == int(response.headers["Retry-After"])
     # Another user of the application has a budget of its own.
     other = make_user_token(application)
