@@ -59,7 +59,8 @@ class Mailer:
         message = EmailMessage()
         message["From"] = self.sender
         message["To"] = to
-        message["Subject"] = subject
+        # Header values must not carry line breaks; subjects hold tenant-supplied brand names.
+        message["Subject"] = " ".join(subject.split())
         message["Date"] = formatdate(usegmt=True)
         message["Message-ID"] = make_msgid(domain="iamgate")
         message.set_content(body)

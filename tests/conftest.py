@@ -10,8 +10,8 @@ from datetime import datetime, timedelta, timezone
 import falcon.testing
 import pytest
 
-from shared.config import Config
 from controlplane.app import create_app
+from shared.config import Config
 
 # Area fixtures: each area owns its plugin module (users, tokens, roles ...).
 pytest_plugins = ["tests.plugins.dashboard", "tests.plugins.users", "tests.plugins.roles"]
@@ -100,6 +100,14 @@ def make_api_key(ctx):
 @pytest.fixture
 def api_key(application, make_api_key):
     return make_api_key(application)
+
+
+def events_of(ctx, type_, user_id=None):
+    """Change-log events of ``type_`` (about ``user_id`` when given), oldest first."""
+    query = {"type": type_}
+    if user_id is not None:
+        query["subject.user_id"] = user_id
+    return list(ctx.store["events"].find(query).sort("seq", 1))
 
 
 def bearer(token: str) -> dict:

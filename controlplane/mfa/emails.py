@@ -10,11 +10,6 @@ from __future__ import annotations
 from controlplane.applications.service import branding
 
 
-def _one_line(text: str) -> str:
-    # Header values must not carry line breaks (brand names are tenant-supplied).
-    return " ".join(text.split())
-
-
 def _notice(app: dict, user: dict, subject: str, what: str) -> tuple[str, str]:
     brand = branding(app)["name"]
     body = (
@@ -24,7 +19,7 @@ def _notice(app: dict, user: dict, subject: str, what: str) -> tuple[str, str]:
         f"and set up two-step verification again.\n\n"
         f"-- {brand}\n"
     )
-    return _one_line(f"{subject} ({brand})"), body
+    return f"{subject} ({brand})", body
 
 
 def enabled(app: dict, user: dict) -> tuple[str, str]:

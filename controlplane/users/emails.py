@@ -16,11 +16,6 @@ def link(public_url: str, app_id: str, page: str, token: str) -> str:
     return f"{public_url}/pages/{app_id}/{page}?{urlencode({'token': token})}"
 
 
-def _one_line(text: str) -> str:
-    # Header values must not carry line breaks (brand names are tenant-supplied).
-    return " ".join(text.split())
-
-
 def _lifetime(seconds: int) -> str:
     if seconds % 3600 == 0:
         hours = seconds // 3600
@@ -40,7 +35,7 @@ def verification(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
         f"If you did not create an account with {brand}, you can ignore this message.\n\n"
         f"-- {brand}\n"
     )
-    return _one_line(f"Confirm your email address for {brand}"), body
+    return f"Confirm your email address for {brand}", body
 
 
 def password_reset(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
@@ -56,4 +51,4 @@ def password_reset(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]
         f"If you did not ask for this, ignore this message: your password stays unchanged.\n\n"
         f"-- {brand}\n"
     )
-    return _one_line(f"Reset your {brand} password"), body
+    return f"Reset your {brand} password", body

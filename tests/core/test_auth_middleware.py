@@ -2,8 +2,8 @@
 their own application; gates refuse what the credential may not do."""
 import pytest
 
-from shared.config import Rate
 from controlplane.auth import CREDENTIAL, OWNER, PUBLIC, USER, permission
+from shared.config import Rate
 from shared.http import respond
 from tests.conftest import assert_error, bearer
 

@@ -23,23 +23,28 @@ def test_rate_limit_counts_per_key_and_window(ctx, clock):
     assert ctx.rate_limiter.hit("k", rate) == 1
 
 
-def test_rate_limit_is_atomic_under_parallel_hits(ctx):
-    rate, passed, lock = Rate(5, 60), [], threading.Lock()
+def parallel_passes(ctx, key, rate, attempts) -> int:
+    """How many of ``attempts`` simultaneous hits get past the limit."""
+    passed, lock = [], threading.Lock()
 
     def attempt():
         try:
-            ctx.rate_limiter.hit("burst", rate)
+            ctx.rate_limiter.hit(key, rate)
         except RateLimited:
             return
         with lock:
             passed.append(1)
 
-    threads = [threading.Thread(target=attempt) for _ in range(30)]
+    threads = [threading.Thread(target=attempt) for _ in range(attempts)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(passed) == 5
+    return len(passed)
+
+
+def test_rate_limit_is_atomic_under_parallel_hits(ctx):
+    assert parallel_passes(ctx, "burst", Rate(5, 60), 30) == 5
 
 
 def test_zero_limit_means_unlimited(ctx):
@@ -103,19 +108,4 @@ def test_a_limit_of_one_is_an_exact_cooldown_not_a_fixed_window(ctx, clock):
 
 
 def test_parallel_requests_cannot_both_start_a_cooldown(ctx):
-    rate, passed, lock = Rate(1, 60), [], threading.Lock()
-
-    def attempt():
-        try:
-            ctx.rate_limiter.hit("once", rate)
-        except RateLimited:
-            return
-        with lock:
-            passed.append(1)
-
-    threads = [threading.Thread(target=attempt) for _ in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(passed) == 1
+    assert parallel_passes(ctx, "once", Rate(1, 60), 20) == 1

@@ -10,9 +10,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.conftest import assert_error, bearer
-from tests.decision.conftest import bulk_path, check_path
-from tests.decision.conftest import Tenant, wait_for
-from tests.decision.fakecp import signing_key, future, policy
+from tests.decision.conftest import Tenant, bulk_path, check_path, wait_for
+from tests.decision.fakecp import future, policy, signing_key
 
 # --- answers and shapes -------------------------------------------------------------------
 

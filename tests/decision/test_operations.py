@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.decision.conftest import wait_for

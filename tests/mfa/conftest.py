@@ -120,7 +120,3 @@ def verify(client):
 def challenge(application, mfa_user, start_login):
     """A fresh login challenge of ``mfa_user``."""
     return start_login(application, mfa_user.email, mfa_user.password)["challenge_token"]
-
-
-def events_of(ctx, type_):
-    return list(ctx.store["events"].find({"type": type_}).sort("seq", 1))

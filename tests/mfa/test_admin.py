@@ -3,8 +3,8 @@ authenticator and the backup codes; and a deleted user's second factor going wit
 import pytest
 
 from shared.ids import new_id
-from tests.conftest import assert_error
-from tests.mfa.conftest import events_of, rfc6238
+from tests.conftest import assert_error, events_of
+from tests.mfa.conftest import rfc6238
 
 
 @pytest.fixture

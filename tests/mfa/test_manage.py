@@ -5,9 +5,9 @@ import threading
 import pytest
 
 from controlplane.mfa import store as mfa_store
+from tests.conftest import assert_error, events_of
+from tests.mfa.conftest import mfa_url, rfc6238
 from tests.plugins.users import fresh_address, users_url
-from tests.conftest import assert_error
-from tests.mfa.conftest import events_of, mfa_url, rfc6238
 
 
 @pytest.fixture

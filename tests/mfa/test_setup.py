@@ -10,8 +10,8 @@ import pytest
 
 from controlplane.mfa import store as mfa_store
 from shared.timeutil import parse_iso
-from tests.conftest import assert_error, bearer
-from tests.mfa.conftest import STEP, events_of, mfa_url, rfc6238
+from tests.conftest import assert_error, bearer, events_of
+from tests.mfa.conftest import STEP, mfa_url, rfc6238
 from tests.plugins.users import UserToken
 
 

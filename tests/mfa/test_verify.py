@@ -10,8 +10,8 @@ from controlplane.mfa import store as mfa_store
 from controlplane.mfa import totp
 from shared.config import Rate
 from shared.ids import digest
-from tests.conftest import assert_error, bearer
-from tests.mfa.conftest import STEP, events_of, mfa_url, rfc6238
+from tests.conftest import assert_error, bearer, events_of
+from tests.mfa.conftest import STEP, mfa_url, rfc6238
 
 
 def wrong_code(mfa_user, clock) -> str:

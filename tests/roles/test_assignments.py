@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from shared.timeutil import isoformat
-from tests.conftest import assert_error, bearer
+from tests.conftest import assert_error, bearer, events_of
 
 V1 = "/api/v1/applications/{}"
 UNKNOWN = "0b4c1a6e-3f7e-4c55-9d1c-2f5d9c8e7a61"
@@ -23,10 +23,6 @@ def setup(role_admin, stored_user, make_role):
 
 def user_url(app, user_id, suffix="/roles"):
     return V1.format(app["_id"]) + f"/users/{user_id}{suffix}"
-
-
-def events_of(ctx, type_):
-    return list(ctx.store["events"].find({"type": type_}).sort("seq", 1))
 
 
 # --- assign ------------------------------------------------------------------------------------

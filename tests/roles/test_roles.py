@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.conftest import assert_error, bearer
+from tests.conftest import assert_error, bearer, events_of
 
 V1 = "/api/v1/applications/{}"
 ROLE_KEYS = {"id", "name", "display_name", "description", "is_system_role", "permissions", "permissions_count",
@@ -27,10 +27,6 @@ def create(client, app, headers, **body):
     payload = {"name": "editor", "display_name": "Editor", "permissions": ["posts:read", "posts:write"]}
     payload.update(body)
     return client.simulate_post(roles_url(app), json=payload, headers=headers)
-
-
-def events_of(ctx, type_):
-    return list(ctx.store["events"].find({"type": type_}).sort("seq", 1))
 
 
 # --- create ------------------------------------------------------------------------------------

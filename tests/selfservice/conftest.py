@@ -11,19 +11,11 @@ from __future__ import annotations
 import pytest
 
 from shared.ids import new_id
-
 from tests.plugins.users import fresh_address, users_url
 
 
 def self_url(app, user_id, path: str = "") -> str:
     return f"/api/v1/applications/{app['_id']}/users/{user_id}{path}"
-
-
-def events_of(ctx, type_, user_id=None):
-    query = {"type": type_}
-    if user_id is not None:
-        query["subject.user_id"] = user_id
-    return list(ctx.store["events"].find(query).sort("seq", 1))
 
 
 @pytest.fixture

@@ -5,9 +5,8 @@ import pytest
 
 from shared.errors import NotFound
 from shared.ids import digest, new_id
-from tests.conftest import assert_error
+from tests.conftest import assert_error, events_of
 from tests.plugins.users import PASSWORD, fresh_address, users_url
-from tests.selfservice.conftest import events_of
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from shared.errors import NotFound
-from tests.selfservice.conftest import events_of
+from tests.conftest import events_of
 
 
 @pytest.fixture

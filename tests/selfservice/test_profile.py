@@ -4,8 +4,7 @@ import pytest
 
 from shared.errors import NotFound
 from shared.ids import new_id
-from tests.conftest import assert_error
-from tests.selfservice.conftest import events_of
+from tests.conftest import assert_error, events_of
 
 PROFILE_FIELDS = {"id", "email", "name", "avatar_url", "email_verified", "metadata", "created_at", "updated_at"}
 

@@ -6,7 +6,6 @@ from datetime import timedelta
 import pytest
 
 from shared.timeutil import aware
-
 from tests.plugins.users import fresh_address, users_url
 
 
@@ -20,10 +19,6 @@ def post(client):
                                     remote_addr=remote_addr or fresh_address())
 
     return do
-
-
-def events_of(ctx, type_):
-    return list(ctx.store["events"].find({"type": type_}).sort("seq", 1))
 
 
 def assert_rate_limit_headers(response, limit):

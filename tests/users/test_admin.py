@@ -2,9 +2,8 @@
 import pytest
 
 from shared.ids import new_id
-from tests.conftest import assert_error
+from tests.conftest import assert_error, events_of
 from tests.plugins.users import PASSWORD
-from tests.users.conftest import events_of
 
 
 @pytest.fixture

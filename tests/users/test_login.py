@@ -8,9 +8,9 @@ import pytest
 
 from shared.config import Rate
 from shared.ids import digest
-from tests.conftest import assert_error
+from tests.conftest import assert_error, events_of
 from tests.plugins.users import PASSWORD
-from tests.users.conftest import assert_rate_limit_headers, events_of, near
+from tests.users.conftest import assert_rate_limit_headers, near
 
 
 @pytest.fixture

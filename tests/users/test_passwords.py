@@ -3,9 +3,9 @@ import pytest
 
 from shared.config import Rate
 from shared.ids import digest
-from tests.conftest import assert_error
+from tests.conftest import assert_error, events_of
 from tests.plugins.users import PASSWORD, users_url
-from tests.users.conftest import assert_rate_limit_headers, events_of
+from tests.users.conftest import assert_rate_limit_headers
 
 NEW = "Fresh-Secret-42"
 
