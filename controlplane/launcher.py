@@ -20,7 +20,7 @@ from shared.config import Config, ConfigError
 STARTUP_TIMEOUT = 60.0
 # gevent's own WSGI server parses a request with about a third less CPU than gunicorn's
 # gevent worker; a decision service's whole budget per check is a few dozen microseconds.
-DECISION_WORKER_CLASS = "gevent_pywsgi"
+DECISION_WORKER_CLASS = "decision.server.DecisionWorker"
 
 
 def _gunicorn(app_factory: str, host: str, port: int, workers: int, worker_class: str = "gevent") -> list[str]:

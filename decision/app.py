@@ -20,6 +20,7 @@ from shared.http import JsonBodyMiddleware, install_error_handlers, json_handler
 from shared.timeutil import utcnow
 
 from decision.cache import DecisionCache
+from decision.hotpath import ROUTE, HotCheck
 from decision.client import ControlPlaneClient
 from decision.metrics import DecisionMetrics, MetricsMiddleware
 from decision.resources import Check, CheckBulk, Health, Metrics, Ready
@@ -42,19 +43,30 @@ class RequestIds:
         self._counter = itertools.count(1)
 
     def process_request(self, req, resp):
-        incoming = req.get_header("X-Request-Id")
+        req.context.request_id = self.resolve(req.get_header("X-Request-Id"))
+
+    def resolve(self, incoming: str | None) -> str:
         if incoming is None or not self._INCOMING.match(incoming):
-            incoming = f"{self._prefix}{next(self._counter):010x}"
-        req.context.request_id = incoming
+            return f"{self._prefix}{next(self._counter):010x}"
+        return incoming
 
     def process_response(self, req, resp, resource, req_succeeded):
         resp.set_header("X-Request-Id", req.context.request_id)
 
 
 class DecisionApp(falcon.App):
-    """The Falcon app plus the service behind it (tests and the benchmark reach it here)."""
+    """The Falcon app plus the service behind it (tests and the benchmark reach it here).
+    A plain GET check is answered by ``HotCheck`` before Falcon sees it (decision/hotpath.py)."""
 
     service: DecisionService
+    hot_check: HotCheck | None = None
+
+    def __call__(self, environ, start_response):
+        if self.hot_check is not None and environ["REQUEST_METHOD"] == "GET":
+            answered = self.hot_check(environ, start_response)
+            if answered is not None:
+                return answered
+        return super().__call__(environ, start_response)
 
 
 def credential(config: Config) -> tuple[str, bool]:
@@ -103,12 +115,14 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     service = DecisionService(client=client, cache=cache, follower=follower, verifier=verifier, metrics=metrics,
                               clock=clock, single_application=single_application)
 
-    app = DecisionApp(middleware=[RequestIds(), MetricsMiddleware(metrics), JsonBodyMiddleware()])
+    request_ids = RequestIds()
+    app = DecisionApp(middleware=[request_ids, MetricsMiddleware(metrics), JsonBodyMiddleware()])
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
-    app.add_route(V1 + "/authz/check", Check(service))
+    app.add_route(ROUTE, Check(service))  # V1 + "/authz/check"
+    app.hot_check = HotCheck(service, metrics, request_ids)
     app.add_route(V1 + "/authz/check-bulk", CheckBulk(service))
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(follower))

@@ -131,6 +131,11 @@ class DecisionMetrics:
             (f"{PREFIX}_cache_entries", "Users with cached grants", lambda: len(cache)),
         )))
 
+    def record(self, method: str, route: str, status: int, started: float) -> None:
+        """One response: its count and its latency since ``started`` (``time.perf_counter``)."""
+        self.requests.inc((method, route, str(status)))
+        self.latency.observe((method, route), time.perf_counter() - started)
+
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
@@ -139,8 +144,7 @@ class MetricsMiddleware:
     """Counts every response and its latency by method, route template and status."""
 
     def __init__(self, metrics: DecisionMetrics):
-        self._requests = metrics.requests
-        self._latency = metrics.latency
+        self._metrics = metrics
 
     def process_request(self, req, resp):
         req.context.started = time.perf_counter()
@@ -148,5 +152,4 @@ class MetricsMiddleware:
     def process_response(self, req, resp, resource, req_succeeded):
         route = req.uri_template if resource is not None else "unmatched"
         method = req.method if req.method in _METHODS else "OTHER"  # client-chosen: bound the series
-        self._requests.inc((method, route, str(resp.status_code)))
-        self._latency.observe((method, route), time.perf_counter() - req.context.started)
+        self._metrics.record(method, route, resp.status_code, req.context.started)

@@ -17,6 +17,12 @@ from shared.checks import CHECK, CHECK_BULK, check_query
 _TRUE_FALSE = {True: "true", False: "false"}
 
 
+def check_text(permission: str, allowed: bool, cached: bool) -> str:
+    """A GET check's answer, written by hand (the hot path): a valid permission holds only
+    [A-Za-z0-9_*:-], nothing JSON would escape."""
+    return f'{{"allowed":{_TRUE_FALSE[allowed]},"permission":"{permission}","cached":{_TRUE_FALSE[cached]}}}'
+
+
 class Check:
     """``GET|POST /api/v1/applications/{applicationId}/authz/check``."""
 
@@ -30,11 +36,8 @@ class Check:
         permission = values["permission"]
         decisions, cached = lookup.decide(values["user_id"], (permission,), scope=values.get("scope"),
                                           min_revision=values.get("min_revision"), abac=False)
-        # Written by hand (the hot path): a valid permission holds only [A-Za-z0-9_*:-],
-        # nothing JSON would escape.
         resp.content_type = falcon.MEDIA_JSON
-        resp.text = (f'{{"allowed":{_TRUE_FALSE[decisions[permission].allowed]},"permission":"{permission}",'
-                     f'"cached":{_TRUE_FALSE[cached]}}}')
+        resp.text = check_text(permission, decisions[permission].allowed, cached)
 
     def on_post(self, req, resp, applicationId):
         lookup = self._service.begin(applicationId)

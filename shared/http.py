@@ -64,12 +64,18 @@ _FALCON_CODES = {
 
 
 def envelope(req, code: str, message: str, details=None) -> dict:
+    return error_document(code, message, details, request_id(req))
+
+
+def error_document(code: str, message: str, details, request_id: str) -> dict:
+    """The spec's error envelope (``envelope`` for a Falcon request; the decision
+    service's hot path and HTTP server call this directly)."""
     return {
         "error": {
             "code": code,
             "message": message,
             "details": details or {},
-            "request_id": request_id(req),
+            "request_id": request_id,
             "timestamp": isoformat(utcnow()),
         }
     }
