@@ -301,7 +301,8 @@ def report(results: dict, duration: float, workers: int) -> str:
     lines += [
         "",
         f"Cache-hit checks at concurrency 16 ran at {share:.0%} of the baseline measured in the same run "
-        "(the targets assume about 78%: 9,000 of the 11,500 a bare endpoint reaches on an idle machine). "
+        "(the baseline is the targets' yardstick: a bare Falcon endpoint on gunicorn's `gevent` worker; the "
+        "decision service runs on its own worker, decision/server.py, and so can pass it). "
         f"Load average before the run: {results['load_before']:.2f}"
         + (" -- other processes were using the cores, so every absolute figure (the baseline's too) is "
            "below what an idle machine gives; compare with the baseline rows." if results["load_before"] > 1 else "."),
@@ -325,7 +326,7 @@ def report(results: dict, duration: float, workers: int) -> str:
     for name, (value, met) in verdicts(results).items():
         lines.append(f"| {names[name]} | {units[name].format(value)} | {'yes' if met else 'NO'} |")
     lines += ["", f"{duration:g} s per wrk run (`wrk -t1`); the decision service with {workers} workers "
-                  "(gunicorn `gevent_pywsgi`), the baseline with 2 (gunicorn `gevent`)."]
+                  "(gunicorn, `decision.server.DecisionWorker`), the baseline with 2 (gunicorn `gevent`)."]
     return "\n".join(lines)
 
 
