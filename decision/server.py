@@ -41,6 +41,7 @@ _SERVER_LINE = f"\r\nServer: {SERVER}\r\n\r\n".encode()  # ends the Date line an
 
 _REASONS = {400: "Bad Request", 413: "Content Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error"}
+_HEAD_TOO_LARGE = "The request line and headers are too large."
 _CODES = {400: "BAD_REQUEST", 413: "PAYLOAD_TOO_LARGE", 431: "REQUEST_HEADER_FIELDS_TOO_LARGE",
           500: "INTERNAL_ERROR"}
 
@@ -113,12 +114,16 @@ class _Parsing:
         request.method = parser.get_method()
         request.version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
+        size = len(request.target)
         for name, value in request.headers:
+            size += len(name) + len(value) + 4  # ": " and CRLF
             lowered = name.lower()
             if lowered == b"content-length" and int(value) > self.max_body:
                 raise BadRequest(413, "The request body is too large.", {"max_bytes": self.max_body})
             if lowered == b"expect" and value.lower() == b"100-continue" and request.version == "1.1":
                 self.continue_wanted = True
+        if size > MAX_HEADER_BYTES:  # ended in the read that crossed the limit, which serve does not count
+            raise BadRequest(431, _HEAD_TOO_LARGE, {"max_bytes": MAX_HEADER_BYTES})
 
     def on_body(self, body: bytes):
         self.body_bytes += len(body)
@@ -162,29 +167,31 @@ class Connection:
                     return
                 if not data:
                     return
+                refusal = None  # (status, message, details): answered after the requests before it
                 try:
                     parsing.parser.feed_data(data)
                 except httptools.HttpParserUpgrade:
-                    self._refuse(400, "Protocol upgrades are not supported.")
-                    return
+                    parsing.complete.pop()  # the upgrade request, always the last one parsed
+                    refusal = (400, "Protocol upgrades are not supported.", None)
                 except httptools.HttpParserError as exc:
                     cause = exc.__context__
                     if isinstance(cause, BadRequest):
-                        self._refuse(cause.status, str(cause), cause.details)
+                        refusal = (cause.status, str(cause), cause.details)
                     else:  # ValueError: a Content-Length llhttp took but int() did not
-                        self._refuse(400, "The request is not valid HTTP/1.1.")
-                    return
-                if parsing.in_headers:  # one read holds at most RECV_BYTES: count only across reads
-                    parsing.header_bytes += len(data)
-                    if parsing.header_bytes > MAX_HEADER_BYTES:
-                        self._refuse(431, "The request line and headers are too large.",
-                                     {"max_bytes": MAX_HEADER_BYTES})
-                        return
-                if parsing.complete:
+                        refusal = (400, "The request is not valid HTTP/1.1.", None)
+                else:
+                    if parsing.in_headers:  # one read holds at most RECV_BYTES: count only across reads
+                        parsing.header_bytes += len(data)
+                        if parsing.header_bytes > MAX_HEADER_BYTES:
+                            refusal = (431, _HEAD_TOO_LARGE, {"max_bytes": MAX_HEADER_BYTES})
+                if parsing.complete:  # pipelined requests parsed before a refused one get their answers
                     requests, parsing.complete = parsing.complete, []
                     for request in requests:
                         if not self._respond(request):
                             return
+                if refusal is not None:
+                    self._refuse(*refusal)
+                    return
                 if parsing.continue_wanted:  # headers in, the client waits before sending the body
                     parsing.continue_wanted = False
                     sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -195,6 +202,8 @@ class Connection:
 
     def _respond(self, request: _Request) -> bool:
         """Answer one request; False when the connection must close afterwards."""
+        if self.worker is not None:  # first, as gunicorn's workers do: the request reaching
+            self.worker.count_request()  # --max-requests is answered with Connection: close
         keep_alive = request.keep_alive and (self.worker is None or self.worker.alive)
         self._started = None
         try:
@@ -205,6 +214,9 @@ class Connection:
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()
+        except BadRequest as exc:  # from _environ: the request, not the app
+            self._refuse(exc.status, str(exc), exc.details)
+            return False
         except Exception:
             log.exception("unhandled error in the decision app")
             self._refuse(500, "An unexpected error occurred.")
@@ -226,8 +238,6 @@ class Connection:
                 self.sock.sendall(response[sent:])
         except OSError:
             return False
-        if self.worker is not None:
-            self.worker.count_request()
         return keep_alive
 
     def _start_response(self, status: str, headers: list, exc_info=None):
@@ -240,7 +250,10 @@ class Connection:
         target = request.target
         path, _, query = target.partition(b"?")
         if not path.startswith(b"/"):  # absolute-form (a proxy-style request line)
-            url = httptools.parse_url(target)
+            try:
+                url = httptools.parse_url(target)
+            except httptools.HttpParserInvalidURLError:  # llhttp took it: http://host:99999/, http://
+                raise BadRequest(400, "The request target is not a valid URL.") from None
             path, query = url.path or b"/", url.query or b""
         if b"%" in path:
             path = unquote_to_bytes(path)

@@ -1,0 +1,874 @@
+"""The decision service's HTTP/1.1 server (decision/server.py) over real TCP sockets.
+
+``Connection.serve`` runs on plain blocking sockets as well as gevent's, so each accepted
+connection is served in its own thread here; the client side writes exact bytes and reads
+raw responses. The apps are tiny WSGI apps (an echo of the environ, apps that raise or
+leave framing to the server); the real decision app is exercised elsewhere.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from types import SimpleNamespace
+
+import pytest
+
+from decision import server as server_module
+from decision.server import MAX_HEADER_BYTES, SERVER, Connection, DecisionWorker, _HttpDate, base_environ
+
+TIMEOUT = 5.0  # client reads, and the server's idle timeout unless a test sets its own
+ENVIRON_KEYS = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "RAW_URI", "CONTENT_TYPE", "CONTENT_LENGTH",
+                "SERVER_PROTOCOL", "REMOTE_ADDR", "REMOTE_PORT", "SERVER_NAME", "SERVER_PORT", "SCRIPT_NAME")
+
+
+# ---------------------------------------------------------------- apps
+
+
+class Echo:
+    """Answers with what it received as JSON (its own Content-Length); records every call."""
+
+    def __init__(self):
+        self.calls: list[dict] = []
+
+    def __call__(self, environ, start_response):
+        seen = {key: environ.get(key) for key in ENVIRON_KEYS}
+        seen["headers"] = {key: value for key, value in environ.items() if key.startswith("HTTP_")}
+        seen["body"] = environ["wsgi.input"].read().decode("latin-1")
+        self.calls.append(seen)
+        payload = json.dumps(seen).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+        return [payload]
+
+
+class Result:
+    """An iterable WSGI result with ``close()``, which records that it was called."""
+
+    def __init__(self, chunks, fail=False):
+        self.chunks, self.fail, self.closed = chunks, fail, 0
+
+    def __iter__(self):
+        yield from self.chunks
+        if self.fail:
+            raise RuntimeError("failed while iterating")
+
+    def close(self):
+        self.closed += 1
+
+
+# ---------------------------------------------------------------- server and client
+
+
+class Server:
+    """Listens on a free port of 127.0.0.1; every accepted socket is served by ``Connection``
+    in its own daemon thread. Errors escaping ``serve`` are kept (none may)."""
+
+    def __init__(self, app, **options):
+        self.app = app
+        self.options = {"timeout": TIMEOUT, **options}
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.port = self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+        self.clients: list[Client] = []
+        self.acceptor = threading.Thread(target=self._accept, daemon=True)
+        self.acceptor.start()
+
+    def _accept(self):
+        environ = base_environ("127.0.0.1", self.port)
+        while not self.stopping.is_set():
+            try:
+                sock, address = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection = Connection(sock, address, self.app, environ, **self.options)
+            thread = threading.Thread(target=self._serve, args=(connection,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    def _serve(self, connection):
+        try:
+            connection.serve()
+        except BaseException as exc:  # reported at teardown
+            self.errors.append(exc)
+
+    def client(self) -> Client:
+        client = Client(self.port)
+        self.clients.append(client)
+        return client
+
+    def stop(self):
+        self.stopping.set()
+        self.acceptor.join(TIMEOUT)
+        self.listener.close()
+        for client in self.clients:
+            client.close()
+        for thread in self.threads:
+            thread.join(TIMEOUT)
+        assert not [thread for thread in self.threads if thread.is_alive()], "a connection outlived its client"
+        assert not self.errors, self.errors
+
+
+class Response:
+    def __init__(self, status_line: str, headers: list[tuple[str, str]], body: bytes):
+        self.version, status, self.reason = status_line.split(" ", 2)
+        self.status = int(status)
+        self.headers = headers
+        self.body = body
+
+    def header(self, name: str) -> str | None:
+        values = self.all(name)
+        assert len(values) <= 1, f"{name} repeated: {values}"
+        return values[0] if values else None
+
+    def all(self, name: str) -> list[str]:
+        return [value for key, value in self.headers if key.lower() == name.lower()]
+
+    @property
+    def json(self):
+        return json.loads(self.body)
+
+
+class Client:
+    """A raw client socket: exact bytes out, responses parsed from a buffer (pipelined
+    responses may arrive in one read)."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # every send its own segment
+        self.port = self.sock.getsockname()[1]
+        self.buffer = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send_slowly(self, data: bytes, size: int = 1, pause: float = 0.001) -> None:
+        for start in range(0, len(data), size):
+            self.sock.sendall(data[start:start + size])
+            time.sleep(pause)
+
+    def _fill(self) -> bool:
+        data = self.sock.recv(65536)
+        self.buffer += data
+        return bool(data)
+
+    def response(self, head_only: bool = False) -> Response:
+        """One full response: status line, headers, then a body of Content-Length bytes
+        (none for 1xx, or when ``head_only``: the answer to a HEAD)."""
+        while b"\r\n\r\n" not in self.buffer:
+            assert self._fill(), f"closed before a full response head: {self.buffer!r}"
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = [tuple(line.split(": ", 1)) for line in lines]
+        assert all(len(header) == 2 for header in headers), lines
+        response = Response(status_line, headers, b"")
+        if head_only or response.status < 200:
+            return response
+        length = response.header("Content-Length")
+        assert length is not None, f"no Content-Length: {lines}"
+        while len(self.buffer) < int(length):
+            assert self._fill(), f"closed within a body: {self.buffer!r}"
+        response.body, self.buffer = self.buffer[:int(length)], self.buffer[int(length):]
+        return response
+
+    def rest(self) -> bytes:
+        """Everything until the server closes; ``TimeoutError`` if it does not within TIMEOUT."""
+        try:
+            while self._fill():
+                pass
+        except ConnectionResetError:
+            pass
+        data, self.buffer = self.buffer, b""
+        return data
+
+    def closed(self) -> bool:
+        """The server closed the connection with nothing more sent."""
+        return self.rest() == b""
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def serve():
+    """``serve(app=None, **Connection options)`` -> a running ``Server`` (an ``Echo`` by default)."""
+    servers = []
+
+    def start(app=None, **options) -> Server:
+        server = Server(app if app is not None else Echo(), **options)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def echo(serve):
+    return serve()
+
+
+def request(method: str = "GET", target: str = "/", *headers: str, body: bytes = b"",
+            version: str = "HTTP/1.1") -> bytes:
+    """Exact request bytes: a Host header, ``headers``, Content-Length when there is a body."""
+    lines = [f"{method} {target} {version}", "Host: test", *headers]
+    if body:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def assert_open(client: Client) -> None:
+    """The connection still serves requests."""
+    client.send(request("GET", "/still-open"))
+    response = client.response()
+    assert response.status == 200
+    assert response.json["PATH_INFO"] == "/still-open"
+
+
+def assert_envelope(response: Response, status: int, code: str) -> dict:
+    """The error envelope, its X-Request-Id, and ``Connection: close``."""
+    assert response.status == status
+    assert response.header("Content-Type") == "application/json"
+    assert response.header("Connection") == "close"
+    assert int(response.header("Content-Length")) == len(response.body)
+    error = response.json["error"]
+    assert set(error) == {"code", "message", "details", "request_id", "timestamp"}
+    assert error["code"] == code
+    assert error["message"]
+    assert re.fullmatch(r"[0-9a-f]{32}", error["request_id"])
+    assert response.header("X-Request-Id") == error["request_id"]
+    assert datetime.fromisoformat(error["timestamp"]).tzinfo is not None
+    return error
+
+
+# ---------------------------------------------------------------- keep-alive and pipelining
+
+
+def test_keep_alive_two_gets_on_one_connection(echo):
+    client = echo.client()
+    for path in ("/first", "/second"):
+        client.send(request("GET", path))
+        response = client.response()
+        assert (response.version, response.status, response.reason) == ("HTTP/1.1", 200, "OK")
+        assert response.json["PATH_INFO"] == path
+        assert response.json["SERVER_PROTOCOL"] == "HTTP/1.1"
+        assert response.header("Content-Length") == str(len(response.body))
+        assert response.header("Content-Type") == "application/json"
+        assert response.header("Server") == SERVER
+        date = parsedate_to_datetime(response.header("Date"))
+        assert abs((date - datetime.now(timezone.utc)).total_seconds()) < 60
+        assert response.header("Connection") is None  # HTTP/1.1: keep-alive by default
+    assert [call["PATH_INFO"] for call in echo.app.calls] == ["/first", "/second"]
+    assert len(echo.threads) == 1
+    assert_open(client)
+
+
+def test_pipelined_requests_are_answered_in_order(echo):
+    client = echo.client()
+    client.send(request("GET", "/one") + request("POST", "/two", body=b"payload") + request("GET", "/three?x=3"))
+    first, second, third = client.response(), client.response(), client.response()
+    assert [first.status, second.status, third.status] == [200, 200, 200]
+    assert first.json["PATH_INFO"] == "/one"
+    assert (second.json["REQUEST_METHOD"], second.json["PATH_INFO"], second.json["body"]) == ("POST", "/two", "payload")
+    assert (third.json["PATH_INFO"], third.json["QUERY_STRING"]) == ("/three", "x=3")
+    assert client.buffer == b""
+    assert_open(client)
+
+
+def test_a_request_sent_byte_by_byte_is_parsed(echo):
+    client = echo.client()
+    client.send_slowly(request("POST", "/slow?q=1", "X-Trace: abc", body=b"hello"))
+    response = client.response()
+    assert response.status == 200
+    seen = response.json
+    assert (seen["REQUEST_METHOD"], seen["PATH_INFO"], seen["QUERY_STRING"]) == ("POST", "/slow", "q=1")
+    assert seen["headers"]["HTTP_X_TRACE"] == "abc"
+    assert (seen["body"], seen["CONTENT_LENGTH"]) == ("hello", "5")
+    assert len(echo.app.calls) == 1
+    assert_open(client)
+
+
+# ---------------------------------------------------------------- bodies
+
+
+def test_post_with_content_length(echo):
+    client = echo.client()
+    client.send(request("POST", "/check", "Content-Type: application/json", body=b'{"user": "u1"}'))
+    seen = client.response().json
+    assert seen["body"] == '{"user": "u1"}'
+    assert seen["CONTENT_LENGTH"] == "14"
+    assert seen["CONTENT_TYPE"] == "application/json"
+    assert "HTTP_CONTENT_TYPE" not in seen["headers"]
+    assert "HTTP_CONTENT_LENGTH" not in seen["headers"]
+    assert_open(client)
+
+
+def test_chunked_body_is_whole_with_its_length(echo):
+    client = echo.client()
+    client.send(request("POST", "/chunked", "Transfer-Encoding: chunked", "Content-Type: text/plain"))
+    client.send(b"5\r\nhello\r\n")
+    client.send(b"6\r\n world\r\n")
+    client.send(b"0\r\n\r\n")
+    seen = client.response().json
+    assert seen["body"] == "hello world"
+    assert seen["CONTENT_LENGTH"] == "11"
+    assert seen["CONTENT_TYPE"] == "text/plain"
+    assert seen["headers"]["HTTP_TRANSFER_ENCODING"] == "chunked"
+    assert_open(client)
+
+
+def test_empty_chunked_body(echo):
+    client = echo.client()
+    client.send(request("POST", "/chunked", "Transfer-Encoding: chunked") + b"0\r\n\r\n")
+    seen = client.response().json
+    assert (seen["body"], seen["CONTENT_LENGTH"]) == ("", None)
+    assert_open(client)
+
+
+# ---------------------------------------------------------------- Connection header and versions
+
+
+def test_connection_close_from_the_client(echo):
+    client = echo.client()
+    client.send(request("GET", "/bye", "Connection: close"))
+    response = client.response()
+    assert response.status == 200
+    assert response.json["PATH_INFO"] == "/bye"
+    assert response.header("Connection") == "close"
+    assert client.closed()
+
+
+def test_http_1_0_closes_by_default(echo):
+    client = echo.client()
+    client.send(request("GET", "/old", version="HTTP/1.0"))
+    response = client.response()
+    assert response.status == 200
+    assert response.json["SERVER_PROTOCOL"] == "HTTP/1.0"
+    assert response.header("Connection") == "close"
+    assert client.closed()
+
+
+def test_http_1_0_keep_alive_is_honoured(echo):
+    client = echo.client()
+    for path in ("/a", "/b"):
+        client.send(request("GET", path, "Connection: keep-alive", version="HTTP/1.0"))
+        response = client.response()
+        assert response.status == 200
+        assert (response.json["PATH_INFO"], response.json["SERVER_PROTOCOL"]) == (path, "HTTP/1.0")
+        assert response.header("Connection") == "keep-alive"
+    client.send(request("GET", "/c", version="HTTP/1.0"))  # no keep-alive this time: the last one
+    assert client.response().header("Connection") == "close"
+    assert client.closed()
+    assert len(echo.app.calls) == 3
+
+
+# ---------------------------------------------------------------- refusals before the app
+
+
+@pytest.mark.parametrize("data", [
+    pytest.param(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", id="garbage"),
+    pytest.param(b"GET\r\n\r\n", id="no-target"),
+    pytest.param(b"GET / HTTP/9.9\r\nHost: test\r\n\r\n", id="bad-version"),
+    pytest.param(b"GET /a b HTTP/1.1\r\nHost: test\r\n\r\n", id="space-in-target"),
+    pytest.param(b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n", id="bad-header-name"),
+    pytest.param(b"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", id="bare-cr"),
+    pytest.param(b"POST / HTTP/1.1\r\nContent-Length: abc\r\n\r\n", id="bad-content-length"),
+    pytest.param(b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", id="both-framings"),
+    pytest.param(b"GET / HTTP/1.1\nHost: test\n\n", id="bare-lf"),
+])
+def test_malformed_request_is_400_then_closed(echo, data):
+    client = echo.client()
+    client.send(data)
+    error = assert_envelope(client.response(), 400, "BAD_REQUEST")
+    assert error["details"] == {}
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+def test_requests_before_a_malformed_one_are_answered_first(echo):
+    client = echo.client()
+    client.send(request("GET", "/good") + b"NOT HTTP\r\n\r\n")
+    first = client.response()
+    assert first.status == 200
+    assert first.json["PATH_INFO"] == "/good"
+    assert_envelope(client.response(), 400, "BAD_REQUEST")
+    assert client.closed()
+    assert len(echo.app.calls) == 1
+
+
+def test_invalid_absolute_target_is_400_not_500(echo, caplog):
+    client = echo.client()
+    client.send(request("GET", "http://host:99999/x"))
+    assert_envelope(client.response(), 400, "BAD_REQUEST")
+    assert client.closed()
+    assert echo.app.calls == []
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def test_content_length_over_max_body_is_413(serve):
+    server = serve(max_body=1000)
+    client = server.client()
+    client.send(request("POST", "/big", "Content-Length: 1001"))  # the head alone: refused before the body
+    error = assert_envelope(client.response(), 413, "PAYLOAD_TOO_LARGE")
+    assert error["details"] == {"max_bytes": 1000}
+    assert client.closed()
+    assert server.app.calls == []
+
+
+def test_content_length_at_max_body_is_accepted(serve):
+    server = serve(max_body=1000)
+    client = server.client()
+    client.send(request("POST", "/edge", body=b"x" * 1000))
+    response = client.response()
+    assert response.status == 200
+    assert response.json["CONTENT_LENGTH"] == "1000"
+    assert len(response.json["body"]) == 1000
+
+
+def test_chunked_body_growing_over_max_body_is_413(serve):
+    server = serve(max_body=1000)
+    client = server.client()
+    client.send(request("POST", "/big", "Transfer-Encoding: chunked") + b"3e8\r\n" + b"x" * 1000 + b"\r\n")
+    client.send(b"1\r\ny\r\n")  # one byte over; the server has read all that was sent
+    error = assert_envelope(client.response(), 413, "PAYLOAD_TOO_LARGE")
+    assert error["details"] == {"max_bytes": 1000}
+    assert client.closed()
+    assert server.app.calls == []
+
+
+def _head_of(size: int) -> bytes:
+    """A GET whose request line and headers are ``size`` bytes (``X-Pad-*`` headers)."""
+    start, end = b"GET /big-head HTTP/1.1\r\nHost: test\r\n", b"\r\n"
+    lines, left = [], size - len(start) - len(end)
+    while left > 0:
+        prefix = f"X-Pad-{len(lines)}: ".encode()
+        line_size = min(8000, left)
+        if line_size - len(prefix) - 2 < 1:  # too small for a header of its own: widen the previous one
+            lines[-1] = lines[-1][:-2] + b"p" * line_size + b"\r\n"
+        else:
+            lines.append(prefix + b"p" * (line_size - len(prefix) - 2) + b"\r\n")
+        left -= line_size
+    head = start + b"".join(lines) + end
+    assert len(head) == size
+    return head
+
+
+def test_head_block_within_the_limit_is_accepted(echo):
+    client = echo.client()
+    client.send_slowly(_head_of(MAX_HEADER_BYTES - 1000), size=8192)
+    response = client.response()
+    assert response.status == 200
+    assert response.json["PATH_INFO"] == "/big-head"
+    assert_open(client)
+
+
+def test_head_block_over_the_limit_is_431(echo):
+    """Just over the limit, in several sends, the last one ending the headers."""
+    client = echo.client()
+    client.send_slowly(_head_of(MAX_HEADER_BYTES + 2000), size=8192)
+    error = assert_envelope(client.response(), 431, "REQUEST_HEADER_FIELDS_TOO_LARGE")
+    assert error["details"] == {"max_bytes": MAX_HEADER_BYTES}
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+def test_unending_head_block_is_431_before_it_ends(echo):
+    client = echo.client()
+    start = b"GET / HTTP/1.1\r\nX-Endless: "
+    client.send_slowly(start + b"e" * (MAX_HEADER_BYTES - len(start)), size=16384)
+    client.send(b"e")  # one byte over, all of it read by the server; no end of headers sent
+    error = assert_envelope(client.response(), 431, "REQUEST_HEADER_FIELDS_TOO_LARGE")
+    assert error["details"] == {"max_bytes": MAX_HEADER_BYTES}
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+@pytest.mark.parametrize("headers", [
+    pytest.param(("Connection: Upgrade", "Upgrade: websocket"), id="websocket"),
+    pytest.param(("Connection: keep-alive, Upgrade", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAAQAAP__"), id="h2c"),
+])
+def test_upgrade_is_refused(echo, headers):
+    client = echo.client()
+    client.send(request("GET", "/socket", *headers))
+    error = assert_envelope(client.response(), 400, "BAD_REQUEST")
+    assert "upgrade" in error["message"].lower()
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+def test_connect_is_refused(echo):
+    client = echo.client()
+    client.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+    assert_envelope(client.response(), 400, "BAD_REQUEST")
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+def test_requests_before_an_upgrade_are_answered_first(echo):
+    client = echo.client()
+    client.send(request("GET", "/plain") + request("GET", "/socket", "Connection: Upgrade", "Upgrade: websocket"))
+    first = client.response()
+    assert (first.status, first.json["PATH_INFO"]) == (200, "/plain")
+    assert_envelope(client.response(), 400, "BAD_REQUEST")
+    assert client.closed()
+    assert [call["PATH_INFO"] for call in echo.app.calls] == ["/plain"]
+
+
+# ---------------------------------------------------------------- Expect: 100-continue
+
+
+def test_expect_100_continue(echo):
+    client = echo.client()
+    client.send(request("POST", "/upload", "Expect: 100-continue", "Content-Length: 5"))
+    interim = client.response()
+    assert (interim.version, interim.status, interim.reason, interim.headers) == ("HTTP/1.1", 100, "Continue", [])
+    assert client.buffer == b""
+    assert echo.app.calls == []
+    client.send(b"hello")
+    response = client.response()
+    assert response.status == 200
+    assert (response.json["body"], response.json["headers"]["HTTP_EXPECT"]) == ("hello", "100-continue")
+    assert_open(client)
+
+
+def test_no_100_continue_when_the_body_came_with_the_headers(echo):
+    client = echo.client()
+    client.send(request("POST", "/upload", "Expect: 100-continue", body=b"hello"))
+    response = client.response()
+    assert response.status == 200  # straight to the final response
+    assert response.json["body"] == "hello"
+    assert_open(client)
+
+
+def test_expect_100_continue_over_max_body_is_413_not_100(serve):
+    server = serve(max_body=1000)
+    client = server.client()
+    client.send(request("POST", "/upload", "Expect: 100-continue", "Content-Length: 5000"))
+    assert_envelope(client.response(), 413, "PAYLOAD_TOO_LARGE")
+    assert client.closed()
+
+
+# ---------------------------------------------------------------- the environ
+
+
+def test_environ_of_a_request(echo):
+    client = echo.client()
+    client.send(request("GET", "/a%20b/c%2Fd?q=a%20b&x=1", "X-Forwarded-For: 10.0.0.1",
+                        "X_Forwarded_For: 6.6.6.6", "X-Multi: a", "X-Multi: b", "Accept: */*"))
+    seen = client.response().json
+    assert seen["PATH_INFO"] == "/a b/c/d"
+    assert seen["QUERY_STRING"] == "q=a%20b&x=1"
+    assert seen["RAW_URI"] == "/a%20b/c%2Fd?q=a%20b&x=1"
+    assert seen["REQUEST_METHOD"] == "GET"
+    assert seen["SCRIPT_NAME"] == ""
+    assert seen["CONTENT_TYPE"] is None and seen["CONTENT_LENGTH"] is None
+    assert seen["headers"] == {"HTTP_HOST": "test", "HTTP_X_FORWARDED_FOR": "10.0.0.1", "HTTP_X_MULTI": "a,b",
+                               "HTTP_ACCEPT": "*/*"}
+    assert (seen["REMOTE_ADDR"], seen["REMOTE_PORT"]) == ("127.0.0.1", str(client.port))
+    assert (seen["SERVER_NAME"], seen["SERVER_PORT"]) == ("127.0.0.1", str(echo.port))
+
+
+def test_underscore_header_cannot_pose_as_a_dashed_one(echo):
+    client = echo.client()
+    client.send(request("GET", "/", "X_Forwarded_For: 6.6.6.6"))
+    assert "HTTP_X_FORWARDED_FOR" not in client.response().json["headers"]
+
+
+def test_absolute_form_target(echo):
+    client = echo.client()
+    client.send(request("GET", "http://decision.internal:8080/x%20y?y=1&z=%20"))
+    seen = client.response().json
+    assert (seen["PATH_INFO"], seen["QUERY_STRING"]) == ("/x y", "y=1&z=%20")
+    assert seen["RAW_URI"] == "http://decision.internal:8080/x%20y?y=1&z=%20"
+    client.send(request("GET", "http://decision.internal"))
+    seen = client.response().json
+    assert (seen["PATH_INFO"], seen["QUERY_STRING"]) == ("/", "")
+
+
+def test_each_request_gets_a_fresh_environ(echo):
+    client = echo.client()
+    client.send(request("POST", "/one", "X-Only-First: 1", "Content-Type: text/plain", body=b"abc")
+                + request("GET", "/two"))
+    first, second = client.response().json, client.response().json
+    assert first["headers"]["HTTP_X_ONLY_FIRST"] == "1"
+    assert "HTTP_X_ONLY_FIRST" not in second["headers"]
+    assert (second["CONTENT_TYPE"], second["CONTENT_LENGTH"], second["body"]) == (None, None, "")
+
+
+# ---------------------------------------------------------------- app results and failures
+
+
+def test_app_that_raises_is_500_and_logged(serve, caplog):
+    def broken(environ, start_response):
+        raise ValueError("boom")
+
+    server = serve(broken)
+    client = server.client()
+    with caplog.at_level(logging.ERROR, logger="iamgate.decision.server"):
+        client.send(request("GET", "/"))
+        error = assert_envelope(client.response(), 500, "INTERNAL_ERROR")
+        assert client.closed()
+    assert error["details"] == {}
+    assert "boom" not in error["message"]
+    records = [record for record in caplog.records if record.name == "iamgate.decision.server"]
+    assert len(records) == 1
+    assert records[0].levelno == logging.ERROR
+    assert isinstance(records[0].exc_info[1], ValueError)
+
+
+def test_result_that_raises_while_iterating_is_500_and_closed(serve, caplog):
+    results = []
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        results.append(Result([b"partial"], fail=True))
+        return results[-1]
+
+    server = serve(app)
+    client = server.client()
+    with caplog.at_level(logging.ERROR, logger="iamgate.decision.server"):
+        client.send(request("GET", "/"))
+        assert_envelope(client.response(), 500, "INTERNAL_ERROR")
+        assert client.closed()
+    assert results[0].closed == 1
+    assert any(isinstance(record.exc_info[1], RuntimeError) for record in caplog.records if record.exc_info)
+
+
+def test_missing_content_length_is_added_and_close_called(serve):
+    results = []
+
+    def app(environ, start_response):
+        start_response("201 Created", [("Content-Type", "text/plain"), ("X-App", "yes")])
+        results.append(Result([b"hello, ", b"", b"world"]))
+        return results[-1]
+
+    server = serve(app)
+    client = server.client()
+    client.send(request("GET", "/") + request("GET", "/"))
+    for _ in range(2):
+        response = client.response()
+        assert (response.status, response.reason) == (201, "Created")
+        assert response.body == b"hello, world"
+        assert response.all("Content-Length") == ["12"]
+        assert (response.header("Content-Type"), response.header("X-App")) == ("text/plain", "yes")
+    assert [result.closed for result in results] == [1, 1]
+
+
+def test_empty_body_gets_content_length_zero(serve):
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return []
+
+    server = serve(app)
+    client = server.client()
+    client.send(request("GET", "/"))
+    response = client.response()
+    assert (response.status, response.body, response.all("Content-Length")) == (200, b"", ["0"])
+    client.send(request("GET", "/"))
+    assert client.response().status == 200
+
+
+def test_app_content_length_is_not_repeated(echo):
+    client = echo.client()
+    client.send(request("GET", "/"))
+    response = client.response()
+    assert response.all("Content-Length") == [str(len(response.body))]
+
+
+def test_head_has_the_length_but_no_body(echo):
+    client = echo.client()
+    client.send(request("HEAD", "/resource") + request("GET", "/after"))
+    head = client.response(head_only=True)
+    assert head.status == 200
+    length = int(head.header("Content-Length"))
+    after = client.response()  # parses only if the HEAD answer carried no body bytes
+    assert after.status == 200
+    assert after.json["PATH_INFO"] == "/after"
+    assert echo.app.calls[0]["REQUEST_METHOD"] == "HEAD"
+    assert length == len(json.dumps(echo.app.calls[0]).encode())
+    assert client.buffer == b""
+
+
+# ---------------------------------------------------------------- idle timeout
+
+
+def _closed_within(client: Client, seconds: float) -> float:
+    started = time.monotonic()
+    assert client.closed()
+    elapsed = time.monotonic() - started
+    assert elapsed < seconds
+    return elapsed
+
+
+def test_idle_connection_is_closed_after_the_timeout(serve):
+    server = serve(timeout=0.3)
+    client = server.client()
+    assert _closed_within(client, 2.0) >= 0.2
+
+
+def test_idle_keep_alive_connection_is_closed_after_a_request(serve):
+    server = serve(timeout=0.3)
+    client = server.client()
+    client.send(request("GET", "/"))
+    assert client.response().status == 200
+    _closed_within(client, 2.0)
+
+
+def test_a_client_stalling_mid_request_is_closed(serve):
+    server = serve(timeout=0.3)
+    client = server.client()
+    client.send(b"GET /stalled HTTP/1.1\r\nHost: te")
+    _closed_within(client, 2.0)
+    assert server.app.calls == []
+
+
+# ---------------------------------------------------------------- the worker
+
+
+class FakeWorker:
+    def __init__(self):
+        self.alive = True
+        self.counted = 0
+
+    def count_request(self):
+        self.counted += 1
+
+
+def test_worker_counts_each_answered_request(serve):
+    worker = FakeWorker()
+    server = serve(worker=worker)
+    client = server.client()
+    client.send(request("GET", "/1") + request("GET", "/2"))
+    assert [client.response().status, client.response().status] == [200, 200]
+    assert worker.counted == 2
+    client.send(request("GET", "/3"))
+    assert client.response().header("Connection") is None
+    assert worker.counted == 3
+
+
+def test_worker_no_longer_alive_closes_the_connection(serve):
+    worker = FakeWorker()
+    server = serve(worker=worker)
+    client = server.client()
+    client.send(request("GET", "/1"))
+    response = client.response()
+    assert response.header("Connection") is None
+    worker.alive = False
+    client.send(request("GET", "/2"))
+    response = client.response()
+    assert (response.status, response.json["PATH_INFO"]) == (200, "/2")
+    assert response.header("Connection") == "close"
+    assert client.closed()
+    assert worker.counted == 2
+
+
+def _worker(max_requests: int) -> DecisionWorker:
+    worker = DecisionWorker.__new__(DecisionWorker)
+    worker.nr, worker.max_requests, worker.alive = 0, max_requests, True
+    worker.log = SimpleNamespace(messages=[])
+    worker.log.info = worker.log.messages.append
+    return worker
+
+
+def test_count_request_reaching_max_requests_ends_the_worker():
+    worker = _worker(max_requests=3)
+    worker.count_request()
+    worker.count_request()
+    assert (worker.nr, worker.alive, worker.log.messages) == (2, True, [])
+    worker.count_request()
+    assert (worker.nr, worker.alive) == (3, False)
+    assert worker.log.messages == ["Autorestarting worker after current request."]
+    worker.count_request()
+    assert (worker.nr, worker.alive) == (4, False)
+    assert len(worker.log.messages) == 1  # logged once
+
+
+def test_request_reaching_max_requests_closes_its_connection(serve):
+    """As gunicorn's own workers do: the request that ends the worker is answered with
+    ``Connection: close`` (an idle keep-alive connection would hold the worker's exit)."""
+    worker = _worker(max_requests=2)
+    server = serve(worker=worker)
+    client = server.client()
+    client.send(request("GET", "/1"))
+    assert client.response().header("Connection") is None
+    assert worker.alive
+    client.send(request("GET", "/2"))
+    response = client.response()
+    assert (response.status, response.header("Connection")) == (200, "close")
+    assert client.closed()
+    assert (worker.nr, worker.alive) == (2, False)
+
+
+def test_worker_handle_serves_with_the_listener_environ():
+    """``DecisionWorker.handle``: one base environ per listener, the worker's keep-alive
+    as the timeout, ``self.wsgi`` as the app."""
+    app = Echo()
+    worker = _worker(max_requests=100)
+    worker._environs, worker.wsgi, worker.cfg = {}, app, SimpleNamespace(keepalive=TIMEOUT)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        clients, threads = [], []
+        for _ in range(2):
+            client = Client(port)
+            clients.append(client)
+            sock, address = listener.accept()
+            threads.append(threading.Thread(target=worker.handle, args=(listener, sock, address), daemon=True))
+            threads[-1].start()
+            client.send(request("GET", "/h", "Connection: close"))
+            seen = client.response().json
+            assert (seen["SERVER_NAME"], seen["SERVER_PORT"]) == ("127.0.0.1", str(port))
+            assert (seen["REMOTE_ADDR"], seen["REMOTE_PORT"]) == ("127.0.0.1", str(client.port))
+            assert client.closed()
+        for thread in threads:
+            thread.join(TIMEOUT)
+            assert not thread.is_alive()
+        for client in clients:
+            client.close()
+    assert list(worker._environs) == [listener]
+    assert worker.nr == 2
+
+
+# ---------------------------------------------------------------- Date and the base environ
+
+
+def test_http_date_is_rfc_7231_and_formatted_once_a_second(monkeypatch):
+    formatted, formatdate = [], server_module.formatdate
+
+    def counting_formatdate(*args, **kwargs):
+        formatted.append(args)
+        return formatdate(*args, **kwargs)
+
+    monkeypatch.setattr(server_module, "formatdate", counting_formatdate)
+    now = [1_700_000_000.25]
+    date = _HttpDate(clock=lambda: now[0])
+
+    first = date()
+    assert first == b"Tue, 14 Nov 2023 22:13:20 GMT"
+    assert re.fullmatch(rb"[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT", first)
+    assert parsedate_to_datetime(first.decode()) == datetime.fromtimestamp(1_700_000_000, timezone.utc)
+    now[0] = 1_700_000_000.99
+    assert date() is first
+    assert len(formatted) == 1
+    now[0] = 1_700_000_001.0
+    second = date()
+    assert second == b"Tue, 14 Nov 2023 22:13:21 GMT"
+    assert len(formatted) == 2
+    assert date() is second
+    assert len(formatted) == 2
+
+
+def test_base_environ():
+    environ = base_environ("10.1.2.3", 8181)
+    assert (environ["SERVER_NAME"], environ["SERVER_PORT"], environ["SERVER_SOFTWARE"]) == ("10.1.2.3", "8181", SERVER)
+    assert (environ["wsgi.version"], environ["wsgi.url_scheme"], environ["SCRIPT_NAME"]) == ((1, 0), "http", "")
+    assert environ["wsgi.input_terminated"] is True
