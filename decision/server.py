@@ -42,6 +42,7 @@ _SERVER_LINE = f"\r\nServer: {SERVER}\r\n\r\n".encode()  # ends the Date line an
 _REASONS = {400: "Bad Request", 413: "Content Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error"}
 _HEAD_TOO_LARGE = "The request line and headers are too large."
+_NO_BODY_STATUSES = ("1", "204", "304")  # a server must not send Content-Length with these (RFC 9110, 8.6)
 _CODES = {400: "BAD_REQUEST", 413: "PAYLOAD_TOO_LARGE", 431: "REQUEST_HEADER_FIELDS_TOO_LARGE",
           500: "INTERNAL_ERROR"}
 
@@ -194,7 +195,10 @@ class Connection:
                     return
                 if parsing.continue_wanted:  # headers in, the client waits before sending the body
                     parsing.continue_wanted = False
-                    sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    try:
+                        sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    except OSError:
+                        return
         finally:
             sock.close()
 
@@ -221,10 +225,14 @@ class Connection:
             log.exception("unhandled error in the decision app")
             self._refuse(500, "An unexpected error occurred.")
             return False
+        if self._started is None:
+            log.error("the decision app returned without calling start_response")
+            self._refuse(500, "An unexpected error occurred.")
+            return False
 
         status, headers = self._started
         head = "".join([f"{name}: {value}\r\n" for name, value in headers])
-        if not any(name.lower() == "content-length" for name, _ in headers):
+        if not (status.startswith(_NO_BODY_STATUSES) or any(name.lower() == "content-length" for name, _ in headers)):
             head += f"Content-Length: {len(body)}\r\n"
         if not keep_alive:
             head += "Connection: close\r\n"

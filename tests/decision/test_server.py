@@ -171,7 +171,7 @@ class Client:
         headers = [tuple(line.split(": ", 1)) for line in lines]
         assert all(len(header) == 2 for header in headers), lines
         response = Response(status_line, headers, b"")
-        if head_only or response.status < 200:
+        if head_only or response.status < 200 or response.status in (204, 304):
             return response
         length = response.header("Content-Length")
         assert length is not None, f"no Content-Length: {lines}"
@@ -676,6 +676,63 @@ def test_empty_body_gets_content_length_zero(serve):
     assert (response.status, response.body, response.all("Content-Length")) == (200, b"", ["0"])
     client.send(request("GET", "/"))
     assert client.response().status == 200
+
+
+def test_no_content_length_added_to_204_or_304(serve):
+    statuses = iter(["204 No Content", "304 Not Modified", "200 OK"])
+
+    def app(environ, start_response):
+        start_response(next(statuses), [("X-App", "yes")])
+        return []
+
+    server = serve(app)
+    client = server.client()
+    client.send(request("GET", "/") + request("GET", "/") + request("GET", "/"))
+    first, second, third = client.response(), client.response(), client.response()
+    assert (first.status, first.all("Content-Length")) == (204, [])
+    assert (second.status, second.all("Content-Length")) == (304, [])
+    assert (third.status, third.all("Content-Length")) == (200, ["0"])
+
+
+def test_app_that_never_starts_the_response_is_500(serve, caplog):
+    def app(environ, start_response):
+        return [b"no status"]
+
+    server = serve(app)
+    client = server.client()
+    with caplog.at_level(logging.ERROR, logger="iamgate.decision.server"):
+        client.send(request("GET", "/"))
+        assert_envelope(client.response(), 500, "INTERNAL_ERROR")
+        assert client.closed()
+    assert any("start_response" in record.getMessage() for record in caplog.records)
+
+
+class _GoneClient:
+    """A socket whose peer sent ``data`` and then went away: every send fails."""
+
+    def __init__(self, data: bytes):
+        self.reads = [data]
+        self.closed = False
+
+    def settimeout(self, timeout):
+        pass
+
+    def recv(self, size):
+        return self.reads.pop(0) if self.reads else b""
+
+    def send(self, data):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    sendall = send
+
+    def close(self):
+        self.closed = True
+
+
+def test_client_gone_before_100_continue_ends_quietly():
+    sock = _GoneClient(request("POST", "/", "Expect: 100-continue", "Content-Length: 5"))
+    Connection(sock, ("127.0.0.1", 1), Echo(), base_environ("127.0.0.1", 80)).serve()  # must not raise
+    assert sock.closed
 
 
 def test_app_content_length_is_not_repeated(echo):
