@@ -9,11 +9,11 @@ errors) and with the same headers, body, request id and metrics.
 
 "Plain" means: exactly the two parameters, non-empty, with nothing percent-encoded, and
 a permission name already validated once (``shared.checks.known_valid``). Anything else
-(``scope``, ``min_revision``, encoded characters, a trailing slash, a new permission
-name, a malformed query) returns ``None`` and Falcon answers it, so validation errors keep
-one implementation. Errors raised after that point (401, 403, 404, 503) are rendered here
-with the same envelope: running the request again through Falcon would repeat a
-control-plane lookup that just failed.
+(``scope``, ``min_revision``, encoded characters, a trailing slash, a non-ASCII path, a
+new permission name, a malformed query) returns ``None`` and Falcon answers it, so
+validation errors keep one implementation. Errors raised after that point (401, 403, 404,
+503) are rendered here with the same envelope: running the request again through Falcon
+would repeat a control-plane lookup that just failed.
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ from shared.http import dumps, error_document
 
 from decision.resources import check_text
 
-log = logging.getLogger("iamgate.decision")
+# The logger of shared.http's handler for unexpected errors, whose log line this repeats.
+log = logging.getLogger("iamgate.http")
 
 ROUTE = "/api/v1/applications/{applicationId}/authz/check"
 _PREFIX = "/api/v1/applications/"
@@ -48,7 +49,8 @@ class HotCheck:
         if not (path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
             return None
         app_id = path[len(_PREFIX):-len(_SUFFIX)]
-        if not app_id or "/" in app_id:
+        # Non-ASCII: UTF-8 tunnelled as latin-1 (PEP 3333), which Falcon decodes.
+        if not app_id or "/" in app_id or not app_id.isascii():
             return None
         query = environ.get("QUERY_STRING", "")
         if "%" in query or "+" in query:
@@ -62,7 +64,7 @@ class HotCheck:
             user_id, permission = other_value, value
         else:
             return None
-        if "&" in permission or not known_valid(user_id, permission):
+        if "&" in second or not known_valid(user_id, permission):  # a third parameter, either order
             return None
 
         started = time.perf_counter()
