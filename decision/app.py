@@ -46,7 +46,7 @@ class RequestIds:
         req.context.request_id = self.resolve(req.get_header("X-Request-Id"))
 
     def resolve(self, incoming: str | None) -> str:
-        if incoming is None or not self._INCOMING.match(incoming):
+        if incoming is None or not self._INCOMING.fullmatch(incoming):
             return f"{self._prefix}{next(self._counter):010x}"
         return incoming
 

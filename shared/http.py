@@ -129,7 +129,7 @@ def request_id(req) -> str:
     rid = getattr(req.context, "request_id", None)
     if rid is None:
         incoming = req.get_header("X-Request-Id")
-        rid = incoming if incoming and _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        rid = incoming if incoming and _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
         req.context.request_id = rid
     return rid
 

@@ -125,3 +125,20 @@ def test_client_ip_believes_forwarded_for_only_from_trusted_proxies():
     proxied = FakeRequest(remote="10.0.0.5", headers={"X-Forwarded-For": "1.2.3.4, 198.51.100.7, 10.0.0.9"})
     assert client_ip(proxied, trusted) == "198.51.100.7"
     assert client_ip(proxied, ()) == "10.0.0.5"
+
+
+def test_incoming_request_id_must_match_whole():
+    """A trailing newline (which ``$`` alone would let through) is not a well-formed id."""
+    from types import SimpleNamespace
+
+    from decision.app import RequestIds
+    from shared.http import request_id
+
+    def req(incoming):
+        return SimpleNamespace(context=SimpleNamespace(), get_header=lambda name: incoming)
+
+    assert request_id(req("abcdefgh-123")) == "abcdefgh-123"
+    assert request_id(req("abcdefgh-123\n")) != "abcdefgh-123\n"
+    resolve = RequestIds().resolve
+    assert resolve("abcdefgh-123") == "abcdefgh-123"
+    assert resolve("abcdefgh-123\n") != "abcdefgh-123\n"
