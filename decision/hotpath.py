@@ -35,6 +35,7 @@ ROUTE = "/api/v1/applications/{applicationId}/authz/check"
 _PREFIX = "/api/v1/applications/"
 _SUFFIX = "/authz/check"
 _JSON = falcon.MEDIA_JSON
+_OK = falcon.code_to_http_status(200)
 
 
 class HotCheck:
@@ -85,6 +86,6 @@ class HotCheck:
             text = dumps(error_document("INTERNAL_ERROR", "An unexpected error occurred.", None, request_id))
         body = text.encode()
         headers.append(("content-length", str(len(body))))
-        start_response(falcon.code_to_http_status(status), headers)
+        start_response(_OK if status == 200 else falcon.code_to_http_status(status), headers)
         self._metrics.record("GET", ROUTE, status, started)
         return [body]

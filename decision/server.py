@@ -47,6 +47,25 @@ _CODES = {400: "BAD_REQUEST", 413: "PAYLOAD_TOO_LARGE", 431: "REQUEST_HEADER_FIE
           500: "INTERNAL_ERROR"}
 
 
+_ENVIRON_KEYS: dict[bytes, str] = {}  # header name as received -> its WSGI environ key ("" = dropped)
+_ENVIRON_KEYS_MAX = 1024
+
+
+def _environ_key(name: bytes) -> str:
+    """``HTTP_X_FORWARDED_FOR`` for ``X-Forwarded-For`` (``CONTENT_TYPE`` and
+    ``CONTENT_LENGTH`` without the prefix, as WSGI says); "" for a name containing ``_``,
+    which could pose as its dashed twin (``X_Forwarded_For``): dropped, as nginx does.
+    Clients send the same few names again and again, so the answers are remembered."""
+    text = name.decode("latin-1")
+    key = "" if "_" in text else text.upper().replace("-", "_")
+    if key and key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        key = "HTTP_" + key
+    if len(_ENVIRON_KEYS) >= _ENVIRON_KEYS_MAX:
+        _ENVIRON_KEYS.clear()
+    _ENVIRON_KEYS[name] = key
+    return key
+
+
 class _HttpDate:
     """The ``Date`` header, formatted once a second."""
 
@@ -232,8 +251,12 @@ class Connection:
 
         status, headers = self._started
         head = "".join([f"{name}: {value}\r\n" for name, value in headers])
-        if not (status.startswith(_NO_BODY_STATUSES) or any(name.lower() == "content-length" for name, _ in headers)):
-            head += f"Content-Length: {len(body)}\r\n"
+        for name, _ in headers:
+            if name.lower() == "content-length":
+                break
+        else:
+            if not status.startswith(_NO_BODY_STATUSES):
+                head += f"Content-Length: {len(body)}\r\n"
         if not keep_alive:
             head += "Connection: close\r\n"
         elif request.version == "1.0":
@@ -271,15 +294,12 @@ class Connection:
         environ["RAW_URI"] = target.decode("latin-1")
         environ["SERVER_PROTOCOL"] = "HTTP/" + request.version
         for name, value in request.headers:
-            name = name.decode("latin-1")
-            if "_" in name:
-                continue  # X_Forwarded_For would pose as X-Forwarded-For: dropped, as nginx does
-            key = name.upper().replace("-", "_")
-            value = value.decode("latin-1")
-            if key == "CONTENT_TYPE" or key == "CONTENT_LENGTH":
-                environ[key] = value
+            key = _ENVIRON_KEYS.get(name)
+            if key is None:
+                key = _environ_key(name)
+            if not key:
                 continue
-            key = "HTTP_" + key
+            value = value.decode("latin-1")
             environ[key] = f"{environ[key]},{value}" if key in environ else value
         body = b"".join(request.body)
         environ["wsgi.input"] = io.BytesIO(body)
