@@ -8,7 +8,9 @@ control plane's HTTP API, warms the sidecar's cache, then:
 - drives ``wrk`` (a Lua script for the POST body) at concurrency 1 and 16 against a
   cache-hit ``GET .../authz/check`` and a 50-permission ``POST .../authz/check-bulk``,
   reporting requests per second and raw p50/p99 latency (not corrected for coordinated
-  omission; the load generator shares the machine's cores);
+  omission; the load generator shares the machine's cores, and the services run in this
+  process's session, so the kernel schedules wrk and the workers as peers rather than
+  as separate session groups: see docs/performance.md);
 - measures revoke-to-deny propagation over ``--revocations`` revocations: assign, wait
   until the sidecar answers "allowed" from its cache on every polling connection, DELETE
   the assignment on the control plane, then time from the DELETE's response until every
@@ -90,7 +92,7 @@ def measure_baseline(wrk: str, duration: float, prefix, nice: int | None, log_di
     url = f"http://127.0.0.1:{port}/api/v1/applications/x/authz/check?user_id=u&permission=documents:read"
     with open(log_dir / "baseline.log", "w") as log:
         server = subprocess.Popen([*prefix, *_gunicorn("benchmarks.decision_bench:baseline()", "127.0.0.1", port, 2)],
-                                  cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                  cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, process_group=0)
     try:
         if not wait_until(lambda: _answers(url), 30):
             raise RuntimeError("the baseline server did not start")
@@ -331,7 +333,7 @@ def report(results: dict, duration: float, workers: int) -> str:
     for name, (value, met) in verdicts(results).items():
         lines.append(f"| {names[name]} | {units[name].format(value)} | {'yes' if met else 'NO'} |")
     lines += ["", f"{duration:g} s per wrk run (`wrk -t1`) after a discarded warm-up at concurrency 16 per request "
-                  "kind; the decision service with {workers} workers "
+                  f"kind; the decision service with {workers} workers "
                   "(gunicorn, `decision.server.DecisionWorker`), the baseline with 2 (gunicorn `gevent`)."]
     return "\n".join(lines)
 

@@ -80,11 +80,15 @@ class Processes:
         self._starts = 0
 
     def _spawn(self, name: str, command: list[str], env: dict) -> subprocess.Popen:
-        """Start one service as `make run` (controlplane/launcher.py) starts it."""
+        """Start one service as `make run` (controlplane/launcher.py) starts it, in a process
+        group of its own (a terminal's Ctrl-C does not reach it) but in the caller's session:
+        with the kernel's session autogroups, a new session would be scheduled as a group
+        of its own against the caller's (the benchmark's load generator, see
+        docs/performance.md)."""
         self._starts += 1
         log = open(self.log_dir / f"{name}-{self._starts}.log", "w")
         return subprocess.Popen([*self.prefix, *command], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                process_group=0)
 
     def start_control_plane(self) -> None:
         self.control = self._spawn(
