@@ -18,8 +18,8 @@ import urllib.request
 from shared.config import Config, ConfigError
 
 STARTUP_TIMEOUT = 60.0
-# gevent's own WSGI server parses a request with about a third less CPU than gunicorn's
-# gevent worker; a decision service's whole budget per check is a few dozen microseconds.
+# The decision service's own gunicorn worker: gevent, with requests parsed by httptools
+# (decision/server.py); a check's whole budget is a few dozen microseconds.
 DECISION_WORKER_CLASS = "decision.server.DecisionWorker"
 
 
