@@ -85,7 +85,7 @@ class _HttpDate:
 http_date = _HttpDate()
 
 
-class BadRequest(Exception):
+class Refused(Exception):
     """A request the connection cannot go on after: answered with ``status``, then closed."""
 
     def __init__(self, status: int, message: str, details: dict | None = None):
@@ -104,7 +104,7 @@ class _Request:
 
 class _Parsing:
     """httptools callbacks: build ``_Request`` objects as the bytes arrive. A body limit
-    broken in a callback raises ``BadRequest``, which httptools re-raises from
+    broken in a callback raises ``Refused``, which httptools re-raises from
     ``feed_data`` as the context of its ``HttpParserCallbackError``."""
 
     def __init__(self, max_body: int):
@@ -139,16 +139,16 @@ class _Parsing:
             size += len(name) + len(value) + 4  # ": " and CRLF
             lowered = name.lower()
             if lowered == b"content-length" and int(value) > self.max_body:
-                raise BadRequest(413, "The request body is too large.", {"max_bytes": self.max_body})
+                raise Refused(413, "The request body is too large.", {"max_bytes": self.max_body})
             if lowered == b"expect" and value.lower() == b"100-continue" and request.version == "1.1":
                 self.continue_wanted = True
         if size > MAX_HEADER_BYTES:  # ended in the read that crossed the limit, which serve does not count
-            raise BadRequest(431, _HEAD_TOO_LARGE, {"max_bytes": MAX_HEADER_BYTES})
+            raise Refused(431, _HEAD_TOO_LARGE, {"max_bytes": MAX_HEADER_BYTES})
 
     def on_body(self, body: bytes):
         self.body_bytes += len(body)
         if self.body_bytes > self.max_body:  # chunked bodies have no Content-Length to check up front
-            raise BadRequest(413, "The request body is too large.", {"max_bytes": self.max_body})
+            raise Refused(413, "The request body is too large.", {"max_bytes": self.max_body})
         self.current.body.append(body)
 
     def on_message_complete(self):
@@ -177,7 +177,7 @@ class Connection:
     def serve(self) -> None:
         sock, parsing = self.sock, self.parsing
         # A timer around every read ends idle keep-alive connections and clients that send
-        # too slowly. (Measured: no faster with one reaper greenlet per worker instead.)
+        # too slowly. (Measured: one reaper greenlet per worker instead was slower.)
         sock.settimeout(self.timeout)
         try:
             while True:
@@ -195,7 +195,7 @@ class Connection:
                     refusal = (400, "Protocol upgrades are not supported.", None)
                 except httptools.HttpParserError as exc:
                     cause = exc.__context__
-                    if isinstance(cause, BadRequest):
+                    if isinstance(cause, Refused):
                         refusal = (cause.status, str(cause), cause.details)
                     else:  # ValueError: a Content-Length llhttp took but int() did not
                         refusal = (400, "The request is not valid HTTP/1.1.", None)
@@ -237,7 +237,7 @@ class Connection:
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()
-        except BadRequest as exc:  # from _environ: the request, not the app
+        except Refused as exc:  # from _environ: the request, not the app
             self._refuse(exc.status, str(exc), exc.details)
             return False
         except Exception:
@@ -284,7 +284,7 @@ class Connection:
             try:
                 url = httptools.parse_url(target)
             except httptools.HttpParserInvalidURLError:  # llhttp took it: http://host:99999/, http://
-                raise BadRequest(400, "The request target is not a valid URL.") from None
+                raise Refused(400, "The request target is not a valid URL.") from None
             path, query = url.path or b"/", url.query or b""
         if b"%" in path:
             path = unquote_to_bytes(path)
