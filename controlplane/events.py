@@ -127,6 +127,12 @@ class EventLog:
     def head(self) -> int:
         return self._store.current_seq("events")
 
+    def epoch(self) -> str:
+        """The id of this change log: the same for every process on one store, new when
+        the log starts over (a fresh or wiped store), so a reader holding a seq can tell
+        "the log moved on" from "this is another log" (see ``Store.counter_epoch``)."""
+        return self._store.counter_epoch("events")
+
     def oldest_retained(self) -> int | None:
         doc = self._events.find_one({}, sort=[("seq", ASCENDING)], projection={"seq": 1})
         return doc["seq"] if doc else None

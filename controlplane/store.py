@@ -15,7 +15,9 @@ import pymongo
 from mongomock.collection import Cursor
 from mongomock.command_cursor import CommandCursor
 from pymongo import IndexModel, ReturnDocument
-from pymongo.errors import DuplicateKeyError  # noqa: F401  (re-exported for stores)
+from pymongo.errors import DuplicateKeyError  # also re-exported for stores
+
+from shared.ids import new_id
 
 log = logging.getLogger("iamgate.store")
 
@@ -58,13 +60,36 @@ class Store:
     def next_seq(self, name: str) -> int:
         """A strictly increasing counter (atomic ``$inc`` on one document)."""
         doc = self.db["counters"].find_one_and_update(
-            {"_id": name}, {"$inc": {"seq": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+            {"_id": name}, {"$inc": {"seq": 1}, "$setOnInsert": {"epoch": new_id()}},
+            upsert=True, return_document=ReturnDocument.AFTER
         )
         return doc["seq"]
 
     def current_seq(self, name: str) -> int:
         doc = self.db["counters"].find_one({"_id": name})
         return doc["seq"] if doc else 0
+
+    def counter_epoch(self, name: str) -> str:
+        """The id of this incarnation of counter ``name``: fixed when its document is
+        created, so it changes only when the counter starts over (a new or wiped store),
+        never while the counter lives.  Readers that remember seqs compare it to tell a
+        counter that moved on from one that was replaced (a restarted ``memory://`` store).
+
+        Safe when several replicas call it at once: an insert that loses to another
+        (or to ``next_seq``'s upsert) is a DuplicateKeyError, and a counter document
+        written by older code without an epoch gets one only if it still has none.
+        """
+        counters = self.db["counters"]
+        doc = counters.find_one({"_id": name}, {"epoch": 1})
+        if doc is not None and doc.get("epoch"):
+            return doc["epoch"]
+        if doc is None:
+            try:
+                counters.insert_one({"_id": name, "seq": 0, "epoch": new_id()})
+            except DuplicateKeyError:
+                pass  # created meanwhile: its epoch (or the one given below) wins
+        counters.update_one({"_id": name, "epoch": {"$exists": False}}, {"$set": {"epoch": new_id()}})
+        return counters.find_one({"_id": name}, {"epoch": 1})["epoch"]
 
     def supports_change_streams(self) -> bool:
         if self.is_memory:

@@ -4,7 +4,7 @@ The sidecar holds no database credentials (ARCHITECTURE.md, "Decision service
 protocol"). It reads a user's grants, an application's ABAC policies and API key
 digests over HTTP, authenticated with the internal service token or an application API
 key, and follows the change stream, a server-sent-events response of
-``hello``/``change``/``reset``/``heartbeat`` frames.
+``hello``/``change``/``reset``/``heartbeat`` frames (their meaning: ``decision.stream``).
 
 Connections are kept alive (one ``requests.Session`` for lookups, one per stream);
 under gunicorn's gevent worker the sockets are cooperative, so a slow control plane

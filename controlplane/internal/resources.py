@@ -99,8 +99,9 @@ class ApiKeys:
         resp.cache_control = ["no-store"]
 
 
-_STREAM_DOC = ("Server-sent events: hello, then change frames after since (replayed, then live), "
-               "reset when since cannot be replayed, heartbeat when idle.")
+_STREAM_DOC = ("Server-sent events: hello {seq, epoch} (the head and the id of the change log, which "
+               "changes only when the log starts over), then change frames after since (replayed, then "
+               "live), reset when since cannot be replayed, heartbeat when idle.")
 
 
 class _Stream:

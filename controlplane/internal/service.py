@@ -2,7 +2,11 @@
 
 Frames, in this order:
 
-- ``event: hello`` ``data: {"seq": HEAD}``, always first;
+- ``event: hello`` ``data: {"seq": HEAD, "epoch": EPOCH}``, always first; EPOCH names the
+  change log (``EventLog.epoch``): it stays the same while the log lives and changes when
+  the log starts over (a ``memory://`` control plane restarted), so a client resuming with
+  ``since`` can tell that seqs it applied belong to another log even when HEAD is not
+  below them, and drop its whole cache;
 - ``event: reset`` ``data: {"seq": HEAD}`` when ``since`` cannot be replayed (older than
   the oldest retained event minus one, or ahead of the log: the store was reset); the
   client drops its whole cache and the stream goes on live from HEAD;
@@ -71,8 +75,9 @@ class ChangeFeed:
         self.open_streams.inc()
         last = None
         try:
+            epoch = self._events.epoch()
             head = last = self._events.head()
-            yield frame("hello", {"seq": head})
+            yield frame("hello", {"seq": head, "epoch": epoch})
             if since is not None:
                 if self.replayable(since, head):
                     last = since

@@ -4,8 +4,9 @@ The decision service is tested against this (its only dependency) so every rule 
 driven exactly: an in-memory model of applications, users, roles, assignments, policies
 and API keys whose every mutation appends a change event with the user ids the contract
 says it names; the grants/policies/api-keys lookups (seq read before the data); the
-change stream (hello, replay, live changes, heartbeats, reset when ``since`` is older
-than what is retained); and knobs to stop, restart (with or without its data), pause the
+change stream (hello with the head and the log's epoch, replay, live changes,
+heartbeats, reset when ``since`` is older than what is retained); and knobs to stop,
+restart (with or without its data: a wipe starts a new log with a new epoch), pause the
 stream, or hold a grants response mid-flight.
 """
 from __future__ import annotations
@@ -70,12 +71,16 @@ class FakeControlPlane:
         self.grants_gate = None       # callable(app_id, user_id) run after the data is read
         self.lookup_status = None     # answer lookups with this HTTP status instead
         self.requests: list[str] = []
-        self._wipe()
+        self.wipe()
 
     # -- lifecycle
 
-    def _wipe(self):
+    def wipe(self):
+        """Lose every record and start a new change log (a new epoch). ``restart(wipe=True)``
+        does this while stopped; call it directly between ``stop`` and ``start`` to make
+        changes before anyone can reconnect."""
         with self._cond:
+            self.epoch = str(uuid.uuid4())
             self.head = 0
             self.events: list[dict] = []
             self.oldest_retained = 1
@@ -106,7 +111,7 @@ class FakeControlPlane:
         (a control plane on memory:// restarting)."""
         self.stop()
         if wipe:
-            self._wipe()
+            self.wipe()
         self.start()
 
     @property
@@ -128,14 +133,14 @@ class FakeControlPlane:
             self.events = [e for e in self.events if e["seq"] > seq]
             self.oldest_retained = seq + 1
 
-    def add_app(self) -> str:
-        app_id = str(uuid.uuid4())
+    def add_app(self, app_id=None) -> str:
+        app_id = app_id or str(uuid.uuid4())
         with self._cond:
             self.apps[app_id] = {"users": {}, "roles": {}, "assignments": [], "policies": [], "keys": {}}
         return app_id
 
-    def add_user(self, app_id, *, status="active", attributes=None) -> str:
-        user_id = str(uuid.uuid4())
+    def add_user(self, app_id, *, status="active", attributes=None, user_id=None) -> str:
+        user_id = user_id or str(uuid.uuid4())
         with self._cond:
             self.apps[app_id]["users"][user_id] = {"status": status, "attributes": dict(attributes or {})}
         self.emit(app_id, "user.created")
@@ -185,8 +190,8 @@ class FakeControlPlane:
             self.apps[app_id]["policies"] = list(policies)
         return self.emit(app_id, "policies.changed")
 
-    def add_key(self, app_id, permissions=("authz:check",)) -> str:
-        secret = "sk_test_" + secrets.token_urlsafe(24)
+    def add_key(self, app_id, permissions=("authz:check",), secret=None) -> str:
+        secret = secret or "sk_test_" + secrets.token_urlsafe(24)
         with self._cond:
             self.apps[app_id]["keys"][hashlib.sha256(secret.encode()).hexdigest()] = {
                 "id": str(uuid.uuid4()), "permissions": list(permissions)}
@@ -314,7 +319,7 @@ class FakeControlPlane:
         with self._cond:
             generation = self._generation
             head = self.head
-            yield frame("hello", {"seq": head})
+            yield frame("hello", {"seq": head, "epoch": self.epoch})
             if since is not None and since < self.oldest_retained - 1:
                 yield frame("reset", {"seq": head})
                 cursor = head

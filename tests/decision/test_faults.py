@@ -106,6 +106,33 @@ def test_a_control_plane_that_lost_its_data_is_followed_from_scratch(tenant, fak
     assert fresh.allowed(plain, "posts:write") is True
 
 
+def test_a_replaced_log_whose_head_passed_ours_is_not_taken_for_the_old_one(tenant, fake_cp, sidecar):
+    """A memory:// control plane restarts and takes more writes than the sidecar had
+    applied before it reconnects: the head is at or past the sidecar's seq, so only the
+    hello's epoch shows that the seqs it applied belong to another log."""
+    user = tenant.user_with("posts:read")
+    assert tenant.allowed(user, "posts:read")
+    assert tenant.get(user, "posts:read").json["cached"] is True
+    applied = sidecar.service.cache.applied
+    fake_cp.stop()
+    assert _lost_stream(sidecar)
+    fake_cp.wipe()
+    # The new data holds the same application, key and user, but the user has no role
+    # now; the events naming them come first, then writes elsewhere push the head past
+    # the sidecar's seq, so the replay after that seq never names the user.
+    fake_cp.add_app(tenant.app_id)
+    fake_cp.add_key(tenant.app_id, secret=tenant.key)
+    fake_cp.add_user(tenant.app_id, user_id=user)
+    fake_cp.emit(tenant.app_id, "role.removed", [user])
+    elsewhere = fake_cp.add_app()
+    while fake_cp.head <= applied + 2:
+        fake_cp.add_user(elsewhere)
+    fake_cp.start()
+    assert _trusted(sidecar)
+    assert sidecar.service.metrics.resets.value() == 1
+    assert tenant.get(user, "posts:read").json == {"allowed": False, "permission": "posts:read", "cached": False}
+
+
 def test_failing_lookups_fail_closed_but_cached_answers_stand(tenant, fake_cp):
     known, unknown = tenant.user_with("posts:read"), tenant.user_with("posts:read")
     assert tenant.allowed(known, "posts:read")

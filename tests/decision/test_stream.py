@@ -1,15 +1,17 @@
 """Reading the change stream: server-sent-events parsing, and the follower's reconnect
-rule (resume from the last applied seq after any gap, start over when told to)."""
+rule (resume from the last applied seq after any gap, start over when told to, when the
+log went backwards, or when the hello's epoch shows another change log)."""
 from __future__ import annotations
 
 import threading
 
 import pytest
 
-from decision.cache import DecisionCache
+from decision.cache import DecisionCache, GrantsEntry, KeyRing, PolicySet
 from decision.client import ChangeStream, ControlPlaneError
 from decision.metrics import DecisionMetrics
 from decision.stream import ChangeFollower
+from shared.engine import Assignment, CompiledPolicies, Grants
 from tests.decision.conftest import wait_for
 
 
@@ -99,8 +101,8 @@ def follow(*scripts, connections=None):
     return cp, cache, metrics, follower
 
 
-def hello(seq):
-    return ("hello", {"seq": seq})
+def hello(seq, epoch=None):
+    return ("hello", {"seq": seq} if epoch is None else {"seq": seq, "epoch": epoch})
 
 
 def change(seq, user="u1", type_="role.removed", app="a1"):
@@ -128,6 +130,75 @@ def test_a_reset_or_a_rewound_log_drops_everything_and_continues_from_the_new_he
     assert cp.since[:4] == [None, 8, 21, 4]
     assert metrics.resets.value() == 2
     assert (cache.applied, cache.floor) == (4, 3)
+
+
+def _follower_with_cached_entries(epoch):
+    """A follower that applied a hello (with ``epoch``) and changes up to 9, with one
+    cached entry of each kind."""
+    cache = DecisionCache(ttl=60, maxsize=100, timer=lambda: 0.0)
+    metrics = DecisionMetrics()
+    follower = ChangeFollower(None, cache, metrics, max_staleness=5, read_timeout=1)
+    follower._handle(*hello(7, epoch))
+    follower._handle(*change(8, user="u2"))
+    follower._handle(*change(9, user="u3"))
+    with cache.filling():
+        assert cache.store_grants("a1", "u1", GrantsEntry(Grants("u1", "active", [Assignment("r", "role", ("p",))]), 9))
+        assert cache.store_policies("a1", PolicySet(9, CompiledPolicies(())))
+        assert cache.store_keys("a1", KeyRing(9, {}))
+    return follower, cache, metrics
+
+
+def test_a_hello_of_another_epoch_drops_everything_even_with_a_head_ahead_of_ours():
+    # A memory:// control plane restarted and took more writes than we had applied: its
+    # head (12) is past our seq (9), but its seqs 1..9 are other events than ours.
+    follower, cache, metrics = _follower_with_cached_entries("epoch-1")
+    follower._handle(*hello(12, "epoch-2"))
+    assert metrics.resets.value() == 1
+    assert (cache.grants("a1", "u1"), cache.policies("a1"), cache.keys("a1")) == (None, None, None)
+    assert (cache.applied, cache.floor) == (12, 12)
+    follower._handle(*change(10))  # the new log's replay after our old seq: already covered
+    assert cache.applied == 12
+    follower._handle(*hello(12, "epoch-2"))  # reconnecting to the new log: nothing more to drop
+    assert metrics.resets.value() == 1
+
+
+@pytest.mark.parametrize("epoch", ["epoch-1", None])
+def test_a_hello_of_the_same_log_keeps_the_cache(epoch):
+    # Same epoch, or a control plane that sends none (older): judged by the head alone.
+    follower, cache, metrics = _follower_with_cached_entries("epoch-1")
+    follower._handle(*hello(12, epoch))
+    assert metrics.resets.value() == 0
+    assert cache.grants("a1", "u1") is not None and cache.policies("a1") is not None
+    assert (cache.applied, cache.floor) == (9, 7)
+    follower._handle(*hello(12, "epoch-1"))  # the remembered epoch survives a hello without one
+    assert metrics.resets.value() == 0
+    follower._handle(*hello(3, "epoch-1"))  # a head below ours still means the log went backwards
+    assert metrics.resets.value() == 1 and cache.grants("a1", "u1") is None
+
+
+def test_without_epochs_only_a_rewound_head_drops_the_cache():
+    follower, cache, metrics = _follower_with_cached_entries(None)
+    follower._handle(*hello(12, "epoch-1"))  # the first epoch seen: nothing to compare with
+    assert metrics.resets.value() == 0 and cache.grants("a1", "u1") is not None
+    follower._handle(*hello(4))
+    assert metrics.resets.value() == 1 and cache.grants("a1", "u1") is None
+
+
+def test_a_hello_with_a_malformed_epoch_breaks_the_connection():
+    cp, cache, metrics, _ = follow([hello(7, "e1"), change(8), ("hello", {"seq": 8, "epoch": 5}), change(9)],
+                                   [hello(8, "e1"), change(9)])
+    assert cp.since[:3] == [None, 8, 9]  # the frame after the bad hello was not applied
+    assert cache.applied == 9 and metrics.resets.value() == 0
+
+
+def test_reconnecting_to_a_replaced_log_follows_it_from_its_head():
+    cp, cache, metrics, _ = follow(
+        [hello(7, "e1"), change(8), change(9)],
+        [hello(15, "e2"), change(10), change(16)],  # replaced; replays from our old seq
+    )
+    assert cp.since[:3] == [None, 9, 16]
+    assert metrics.resets.value() == 1
+    assert (cache.applied, cache.floor) == (16, 15)
 
 
 @pytest.mark.parametrize("bad", [("change", {"seq": "x"}), ("heartbeat", {}), ("change", {"seq": 9, "type": 3}),

@@ -1,5 +1,6 @@
 """The change stream's frames, driven directly through ChangeFeed.frames with the real
-tailer running: hello, replay, live changes, reset, heartbeats, paging, disconnects."""
+tailer running: hello (and the change log's epoch), replay, live changes, reset,
+heartbeats, paging, disconnects."""
 from __future__ import annotations
 
 import json
@@ -8,9 +9,11 @@ import time
 
 import pytest
 
-from controlplane.events import Tailer
+from controlplane import store as store_module
+from controlplane.events import EventLog, Tailer
 from controlplane.internal import service as feed_module
 from controlplane.internal.service import ChangeFeed, frame
+from controlplane.store import Store
 
 HEARTBEAT = 0.3
 
@@ -53,14 +56,14 @@ def caught_up(ctx, tailer):
 
 
 def test_frame_encoding():
-    assert frame("hello", {"seq": 3}) == b'event: hello\ndata: {"seq":3}\n\n'
+    assert frame("hello", {"seq": 3, "epoch": "e"}) == b'event: hello\ndata: {"seq":3,"epoch":"e"}\n\n'
     assert frame("change", {"seq": 4}, 4) == b'event: change\nid: 4\ndata: {"seq":4}\n\n'
 
 
 def test_hello_comes_first_then_live_changes(ctx, feed, application):
     head = ctx.events.head()
     stream = feed.frames(None, None)
-    assert parse(next(stream)) == {"event": "hello", "data": {"seq": head}}
+    assert parse(next(stream)) == {"event": "hello", "data": {"seq": head, "epoch": ctx.events.epoch()}}
     seq = emit(ctx, application["_id"], user_ids=["u1"])
     assert parse(next(stream)) == {"event": "change", "id": seq, "data": {
         "seq": seq, "app_id": application["_id"], "type": "grants.changed", "user_ids": ["u1"]}}
@@ -75,7 +78,7 @@ def test_replay_after_since_in_order_then_live(ctx, feed, application, make_appl
     head = ctx.events.head()
     stream = feed.frames(application["_id"], since)
     frames = take(stream, 4)
-    assert frames[0] == {"event": "hello", "data": {"seq": head}}
+    assert frames[0] == {"event": "hello", "data": {"seq": head, "epoch": ctx.events.epoch()}}
     assert [f["id"] for f in frames[1:]] == mine
     assert [f["data"]["user_ids"] for f in frames[1:]] == [["u0"], ["u1"], ["u2"]]
     live = emit(ctx, application["_id"])
@@ -120,7 +123,7 @@ def test_since_older_than_the_log_gives_reset_then_live_from_head(ctx, feed, run
     ctx.store["events"].delete_many({"seq": {"$lt": oldest + 3}})  # retention removed the oldest three
     head = ctx.events.head()
     stream = feed.frames(application["_id"], oldest)
-    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head}}, {"event": "reset", "data": {"seq": head}}]
+    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head, "epoch": ctx.events.epoch()}}, {"event": "reset", "data": {"seq": head}}]
     live = emit(ctx, application["_id"])
     assert parse(next(stream))["id"] == live  # nothing retained is replayed after a reset
     stream.close()
@@ -138,7 +141,7 @@ def test_since_just_before_the_oldest_retained_event_is_replayed(ctx, feed, runn
 def test_since_ahead_of_the_log_gives_reset(ctx, feed, application):
     head = ctx.events.head()
     stream = feed.frames(application["_id"], head + 100)  # e.g. the store was reset
-    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head}}, {"event": "reset", "data": {"seq": head}}]
+    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head, "epoch": ctx.events.epoch()}}, {"event": "reset", "data": {"seq": head}}]
     stream.close()
 
 
@@ -243,3 +246,95 @@ def test_resets_are_counted(ctx, feed, application):
     take(stream, 2)
     stream.close()
     assert feed.resets._value.get() == 1
+
+
+# --- the change log's epoch ------------------------------------------------------------------
+
+
+def test_every_stream_of_one_store_announces_the_same_epoch(ctx, feed, application, clock):
+    epoch = ctx.events.epoch()
+    assert isinstance(epoch, str) and epoch
+    first = feed.frames(application["_id"], None)
+    assert parse(next(first))["data"]["epoch"] == epoch
+    emit(ctx, application["_id"])  # the log moves on: still the same log
+    second = feed.frames(None, 0)
+    assert parse(next(second))["data"]["epoch"] == epoch
+    first.close()
+    second.close()
+    assert EventLog(ctx.store, clock).epoch() == epoch  # another process on the same store
+
+
+def test_a_fresh_or_wiped_store_has_another_epoch(ctx, application, clock):
+    epoch = ctx.events.epoch()
+    assert EventLog(Store("memory://"), clock).epoch() != epoch
+    ctx.store["counters"].delete_many({})  # the log starts over
+    ctx.store["events"].delete_many({})
+    assert emit(ctx, application["_id"]) == 1
+    assert ctx.events.epoch() not in (epoch, None)
+
+
+def test_the_first_event_fixes_the_epoch():
+    store = Store("memory://")
+    store.next_seq("events")
+    epoch = store["counters"].find_one({"_id": "events"})["epoch"]
+    assert store.counter_epoch("events") == epoch
+    store.next_seq("events")
+    assert store.counter_epoch("events") == epoch and store.current_seq("events") == 2
+
+
+def test_a_counter_without_an_epoch_gets_one_and_keeps_it():
+    store = Store("memory://")
+    store["counters"].insert_one({"_id": "events", "seq": 5})  # written by older code
+    epoch = store.counter_epoch("events")
+    assert isinstance(epoch, str) and epoch
+    assert store["counters"].find_one({"_id": "events"}) == {"_id": "events", "seq": 5, "epoch": epoch}
+    assert store.next_seq("events") == 6
+    assert store.counter_epoch("events") == epoch
+    assert store.counter_epoch("other") != epoch  # each counter has its own
+
+
+def test_an_insert_that_loses_the_race_takes_the_winners_epoch(monkeypatch):
+    store = Store("memory://")
+
+    def racing_insert(self, doc, *args, **kwargs):
+        with self._lock:  # another replica creates the counter between our read and our insert
+            self._collection.insert_one({"_id": doc["_id"], "seq": 0, "epoch": "winner"})
+            return self._collection.insert_one(doc, *args, **kwargs)
+
+    monkeypatch.setattr(store_module._SerialisedCollection, "insert_one", racing_insert, raising=False)
+    assert store.counter_epoch("events") == "winner"
+    assert store.counter_epoch("events") == "winner"
+
+
+def test_an_epoch_given_by_another_replica_is_never_overwritten(monkeypatch):
+    store = Store("memory://")
+    store["counters"].insert_one({"_id": "events", "seq": 5})
+
+    def racing_update(self, query, update, *args, **kwargs):
+        with self._lock:  # another replica gives the old counter its epoch first
+            self._collection.update_one({"_id": query["_id"]}, {"$set": {"epoch": "winner"}})
+            return self._collection.update_one(query, update, *args, **kwargs)
+
+    monkeypatch.setattr(store_module._SerialisedCollection, "update_one", racing_update, raising=False)
+    assert store.counter_epoch("events") == "winner"
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_concurrent_callers_all_get_the_same_epoch(legacy):
+    store = Store("memory://")
+    if legacy:
+        store["counters"].insert_one({"_id": "events", "seq": 3})
+    barrier = threading.Barrier(16)
+    seen = []
+
+    def call():
+        barrier.wait()
+        seen.append(store.counter_epoch("events"))
+
+    threads = [threading.Thread(target=call) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 16 and len(set(seen)) == 1
+    assert store.counter_epoch("events") == seen[0]

@@ -243,7 +243,8 @@ def test_the_application_stream_is_server_sent_events(app, ctx, internal, applic
         assert headers["content-type"] == "text/event-stream"
         assert headers["cache-control"] == "no-cache"
         chunks = iter(body)
-        assert next(chunks) == f'event: hello\ndata: {{"seq":{ctx.events.head()}}}\n\n'.encode()
+        assert next(chunks) == (f'event: hello\ndata: {{"seq":{ctx.events.head()},'
+                                f'"epoch":"{ctx.events.epoch()}"}}\n\n').encode()
         seq = ctx.events.emit(application["_id"], "grants.changed", {}, user_ids=["u"])
         assert next(chunks).startswith(f"event: change\nid: {seq}\n".encode())
         body.close()
