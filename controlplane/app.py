@@ -16,7 +16,7 @@ from shared.http import JsonBodyMiddleware, RequestIdMiddleware, install_error_h
 from shared.metrics import MetricsMiddleware
 
 from controlplane import events as events_module
-from controlplane import ratelimit
+from controlplane import lockout, ratelimit
 from controlplane.apikeys import service as apikeys_service
 from controlplane.applications import store as applications_store
 from controlplane.auth import AuthMiddleware
@@ -30,8 +30,8 @@ log = logging.getLogger("iamgate.controlplane")
 # Areas in registration order: later areas may use services earlier ones put on ctx.
 AREAS = ("ops", "dashboard", "users", "mfa", "selfservice", "roles", "authz", "internal")
 
-CORE_INDEXES = (events_module.INDEXES, ratelimit.INDEXES, apikeys_service.INDEXES, applications_store.INDEXES,
-                dashboard_access.INDEXES, dashboard_sessions.INDEXES)
+CORE_INDEXES = (events_module.INDEXES, ratelimit.INDEXES, lockout.INDEXES, apikeys_service.INDEXES,
+                applications_store.INDEXES, dashboard_access.INDEXES, dashboard_sessions.INDEXES)
 
 
 class RevisionMiddleware:

@@ -15,6 +15,7 @@ from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.events import EventLog, Tailer
 from controlplane.keys import SigningKeys
+from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import RateLimiter
@@ -40,6 +41,7 @@ class AppContext:
         self.rate_limiter = RateLimiter(self.store, self.clock)
         self.mailer = Mailer(config.smtp_url, config.email_from)
         self.hasher = PasswordHasher(config.bcrypt_rounds)
+        self.password_guard = PasswordGuard(LoginAttemptStore(self.store), config, self.clock, self.hasher)
         self.applications = ApplicationService(self.store, self.events, self.clock, config)
         self.api_keys = ApiKeyService(self.store, self.events, self.clock)
         self.dashboard_sessions = DashboardSessions(self.store, self.clock, config.dashboard_session_ttl)

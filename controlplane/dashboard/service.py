@@ -8,9 +8,8 @@ and admins may write.  Decisions of our own are in docs/dashboard.md.
 """
 from __future__ import annotations
 
-from shared.config import Rate
 from shared.errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, ValidationFailed
-from shared.ids import digest, is_uuid, new_id
+from shared.ids import is_uuid, new_id
 from shared.timeutil import isoformat
 
 from controlplane.dashboard.access import WRITE_ROLES
@@ -18,6 +17,9 @@ from controlplane.dashboard.store import AlreadyExists, DashboardStore
 from controlplane.passwords import require_strong
 
 OWNER = "owner"
+# The scope of dashboard accounts in the login lock (``controlplane/lockout.py``); an
+# application's end users are scoped by its id, a UUID, so the two never meet.
+LOCK_SCOPE = "dashboard"
 
 
 class InvalidCredentials(Unauthorized):
@@ -47,6 +49,7 @@ class DashboardService:
         self._config = ctx.config
         self._clock = ctx.clock
         self._hasher = ctx.hasher
+        self._guard = ctx.password_guard
         self._limiter = ctx.rate_limiter
         self._sessions = ctx.dashboard_sessions
         self._access = ctx.dashboard_access
@@ -88,19 +91,17 @@ class DashboardService:
         leaves an orphan session behind.
 
         Counted before the password is checked: the per-IP budget
-        (IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN, 429 RATE_LIMIT_EXCEEDED) and the failures
-        per email (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS, 429
-        AUTH_ACCOUNT_LOCKED; a successful login clears it).  An unknown email costs the
-        same bcrypt time as a wrong password and gets the same 401."""
+        (IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN, 429 RATE_LIMIT_EXCEEDED) and the login lock
+        end users have (``PasswordGuard``): IAMGATE_LOCKOUT_THRESHOLD consecutive
+        failures for the email lock it for IAMGATE_LOCKOUT_SECONDS (429
+        AUTH_ACCOUNT_LOCKED, even for the right password); a successful login forgives
+        the failures.  An unknown email costs the same bcrypt time as a wrong password
+        and gets the same 401."""
         self._limiter.hit(f"dashboard-login:{ip}", self._config.rate_limit_dashboard_login)
         email = email.strip().lower()
-        lock_key, lock_rate = self._lock(email)
-        self._limiter.hit(lock_key, lock_rate, code="AUTH_ACCOUNT_LOCKED",
-                          message="Too many failed sign-ins for this email. Try again later.")
         account = self.store.account_by_email(email)
-        if not self._hasher.verify(password, account["password_hash"] if account else None):
+        if not self._guard.check(LOCK_SCOPE, email, password, account["password_hash"] if account else None):
             raise InvalidCredentials()
-        self._limiter.reset(lock_key, lock_rate)
         self.logout(previous_session)
         return account, self._sessions.create(account["_id"])
 
@@ -124,26 +125,19 @@ class DashboardService:
         return updated
 
     def change_password(self, account_id: str, current: str, new: str) -> str:
-        """Replace the password after checking the current one (422 INVALID_PASSWORD),
-        end every session of the account and return a fresh one for this browser."""
+        """Replace the password after checking the current one (422 INVALID_PASSWORD;
+        the check draws on the login lock's budget, 429 AUTH_ACCOUNT_LOCKED), end every
+        session of the account and return a fresh one for this browser."""
         account = self.account(account_id)
-        lock_key, lock_rate = self._lock(account["email"])
-        self._limiter.hit(lock_key, lock_rate, code="AUTH_ACCOUNT_LOCKED",
-                          message="Too many wrong passwords for this account. Try again later.")
-        if not self._hasher.verify(current, account["password_hash"]):
+        if not self._guard.check(LOCK_SCOPE, account["email"], current, account["password_hash"]):
             raise Unprocessable("The current password is incorrect.", code="INVALID_PASSWORD",
                                 details={"field": "current_password"})
-        self._limiter.reset(lock_key, lock_rate)
         require_strong(new, email=account["email"], field="new_password")
         self.store.update_account(account_id, {"password_hash": self._hasher.hash(new),
                                                "updated_at": self._clock()})
         # A password change is how a user evicts whoever stole the old one.
         self._sessions.revoke_account(account_id)
         return self._sessions.create(account_id)
-
-    def _lock(self, email: str) -> tuple[str, Rate]:
-        rate = Rate(self._config.lockout_threshold, self._config.lockout_seconds)
-        return f"dashboard-login-email:{digest(email)}", rate
 
     # ------------------------------------------------------------ organizations
 

@@ -15,9 +15,11 @@ Token model (ARCHITECTURE.md, docs/authentication.md):
   refreshing at once both stay signed in) without any plaintext token being stored.
   Any later or older reuse revokes the family.
 
-Brute force (spec "Limits"): failed password checks are counted per email per
-application *before* bcrypt runs (``_take_attempt``), so parallel guesses cannot get
-past the threshold; unknown emails are counted and hashed the same way as known ones.
+Brute force (spec "Limits"): every password check goes through ``ctx.password_guard``
+(``controlplane/lockout.py``, shared with the dashboard) with the application's id as
+its scope: counted per email per application *before* bcrypt runs, so parallel guesses
+cannot get past the threshold; unknown emails are counted and hashed the same way as
+known ones.
 """
 from __future__ import annotations
 
@@ -25,19 +27,17 @@ import base64
 import hashlib
 import hmac
 import logging
-import math
 
 from pymongo.errors import DuplicateKeyError
 
 from shared.config import Rate
-from shared.errors import ApiError, BadRequest, Conflict, Forbidden, Gone, NotFound, RateLimited, Unauthorized, \
-    Unprocessable
+from shared.errors import ApiError, BadRequest, Conflict, Forbidden, Gone, NotFound, Unauthorized, Unprocessable
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
 
 from controlplane.passwords import require_strong
 from controlplane.users import emails
-from controlplane.users.store import LoginAttemptStore, OneTimeTokenStore, SessionStore, UserStore
+from controlplane.users.store import OneTimeTokenStore, SessionStore, UserStore
 
 log = logging.getLogger("iamgate.users")
 
@@ -57,7 +57,7 @@ class UserService:
         self.users = UserStore(ctx.store)
         self.sessions = SessionStore(ctx.store)
         self.one_time = OneTimeTokenStore(ctx.store)
-        self.attempts = LoginAttemptStore(ctx.store)
+        self._guard = ctx.password_guard
         self._rotation_key = hashlib.sha256(
             b"iamgate refresh-token rotation\0" + ctx.config.secret_key.encode("utf-8")).digest()
 
@@ -209,66 +209,12 @@ class UserService:
     def _password_matches(self, app_id: str, email: str, password: str, password_hash: str | None) -> bool:
         """Check a password under the brute-force guard (login and change-password).
         ``password_hash`` None (no such user) burns the same bcrypt time and fails."""
-        key = self._take_attempt(app_id, email)
-        if self._ctx.hasher.verify(password, password_hash):
-            self._forgive(key)
-            return True
-        self._record_failure(key)
-        return False
+        return self._guard.check(app_id, email, password, password_hash)
 
     def _take_attempt(self, app_id: str, email: str) -> str:
-        """Take one of the email's ``lockout_threshold`` password checks before it runs.
-
-        Checks that failed and checks still running both hold a unit, so however many
-        requests race, at most the threshold reach bcrypt.  Raises 429
-        AUTH_ACCOUNT_LOCKED while the email is locked, or (Retry-After 1 s, no lock)
-        while the other units are held by checks still running."""
-        config, now = self._config, self._now()
-        key = self.attempts.key(app_id, email)
-        record = self.attempts.get(key)
-        if record is not None:
-            self._raise_if_locked(record, now)
-            if aware(record["resets_at"]) <= now:
-                self.attempts.restart(key, record["resets_at"], now, config.lockout_seconds)
-        record = self.attempts.take(key, app_id, email, now, config.lockout_seconds)
-        self._raise_if_locked(record, now)
-        if record["used"] > config.lockout_threshold:
-            self.attempts.give_back(key)
-            if record["failures"] >= config.lockout_threshold:  # failed enough; the lock write was lost
-                self.attempts.lock(key, now + seconds(config.lockout_seconds), now)
-                raise self._locked(now + seconds(config.lockout_seconds), now)
-            raise self._locked(now + seconds(1), now, reason="attempts_in_progress")
-        return key
-
-    def _forgive(self, key: str) -> None:
-        # A success resets the consecutive failures (spec), but checks still running
-        # keep their units: they may be an attacker's guesses racing the real user.
-        for _ in range(5):
-            record = self.attempts.get(key)
-            if record is None or self.attempts.forgive(key, record["failures"]):
-                return
-
-    def _record_failure(self, key: str) -> None:
-        config, now = self._config, self._now()
-        record = self.attempts.record_failure(key, now, config.lockout_seconds)
-        if record is not None and record["failures"] >= config.lockout_threshold:
-            self.attempts.lock(key, now + seconds(config.lockout_seconds), now)
-            log.warning("login locked after consecutive failures",
-                        extra={"app_id": record.get("app_id"), "failures": record["failures"]})
-
-    def _raise_if_locked(self, record: dict, now) -> None:
-        until = aware(record.get("locked_until"))
-        if until is not None and until > now:
-            raise self._locked(until, now)
-
-    def _locked(self, until, now, reason: str = "locked") -> RateLimited:
-        message = ("Too many failed logins for this account. Try again later." if reason == "locked" else
-                   "Too many logins for this account are in progress. Try again in a moment.")
-        return RateLimited(
-            limit=self._config.lockout_threshold, reset_at=math.ceil(until.timestamp()),
-            retry_after=math.ceil((until - now).total_seconds()), code="AUTH_ACCOUNT_LOCKED", message=message,
-            details={"reason": reason, **({"locked_until": isoformat(until)} if reason == "locked" else {})},
-        )
+        """Take one of the email's password checks in the application before it runs
+        (``PasswordGuard.take``); 429 AUTH_ACCOUNT_LOCKED past the budget."""
+        return self._guard.take(app_id, email)
 
     # ------------------------------------------------------------------ sessions and tokens
 
@@ -450,7 +396,7 @@ class UserService:
                                                 "updated_at": now})
         self.one_time.invalidate_for_user(app_id, user["_id"], RESET, now)
         self.sessions.revoke_user(app_id, user["_id"], now, "password_reset")
-        self.attempts.clear(self.attempts.key(app_id, email))  # the mailbox owner lifts a lock
+        self._guard.lift(app_id, email)  # the mailbox owner lifts a lock
         self._ctx.events.emit(app_id, "user.password_reset", {"user_id": user["_id"]},
                               subject={"user_id": user["_id"]})
 

@@ -10,7 +10,9 @@ Collections (every document carries ``app_id``; every query filters on it):
 - ``refresh_token_history``: digests of every rotated refresh token, so reuse of any
   older token of a family is recognised (and revokes the family).
 - ``user_tokens``: single-use email verification and password reset tokens (digests).
-- ``login_attempts``: the consecutive-failure counter and lock per email per application.
+
+The login lock's ``login_attempts`` belong to ``controlplane/lockout.py``, which the
+dashboard shares.
 
 Stores only read and write; the rules (and every HTTP error) live in ``service.py``.
 """
@@ -21,7 +23,7 @@ import re
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from shared.timeutil import aware, seconds
+from shared.timeutil import aware
 
 # Expired sessions and one-time tokens are kept this long after they expire (an expired
 # token still answers "expired" rather than "unknown"), then MongoDB reclaims them.
@@ -45,19 +47,7 @@ INDEXES = {
         IndexModel([("app_id", ASCENDING), ("user_id", ASCENDING), ("purpose", ASCENDING)]),
         IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=RETENTION_SECONDS),
     ],
-    "login_attempts": [
-        IndexModel([("resets_at", ASCENDING)], expireAfterSeconds=0),
-    ],
 }
-
-
-def _upsert(collection, filter_, update, **kwargs):
-    """``find_one_and_update`` with ``upsert``; two racing upserts of one ``_id`` can
-    both try the insert, and the loser simply retries as an update."""
-    try:
-        return collection.find_one_and_update(filter_, update, upsert=True, **kwargs)
-    except DuplicateKeyError:
-        return collection.find_one_and_update(filter_, update, upsert=True, **kwargs)
 
 
 class UserStore:
@@ -240,67 +230,3 @@ class OneTimeTokenStore:
     def invalidate_for_user(self, app_id: str, user_id: str, purpose: str, now) -> None:
         self._tokens.update_many({"app_id": app_id, "user_id": user_id, "purpose": purpose, "used_at": None},
                                  {"$set": {"used_at": now}})
-
-
-class LoginAttemptStore:
-    """The brute-force guard per email per application.
-
-    ``{_id: "<app_id>:<email>", app_id, email, used, failures, locked_until, resets_at}``:
-    ``used`` counts password checks that failed or are still running (taken *before*
-    bcrypt runs), ``failures`` the consecutive failed ones.  The record is forgotten
-    once ``resets_at`` has passed (TTL reclaims it; the code decides)."""
-
-    def __init__(self, store):
-        self._attempts = store["login_attempts"]
-
-    @staticmethod
-    def key(app_id: str, email: str) -> str:
-        return f"{app_id}:{email}"
-
-    def get(self, key: str) -> dict | None:
-        return self._attempts.find_one({"_id": key})
-
-    def restart(self, key: str, observed_resets_at, now, window: int) -> None:
-        """Start a lapsed record over.  Conditional on the ``resets_at`` that was read,
-        so of several racing requests only the first one resets the count."""
-        self._attempts.update_one(
-            {"_id": key, "resets_at": observed_resets_at},
-            {"$set": {"used": 0, "failures": 0, "locked_until": None, "resets_at": now + seconds(window)}},
-        )
-
-    def take(self, key: str, app_id: str, email: str, now, window: int) -> dict:
-        """Take one unit of the budget (atomic ``$inc``); the record after it."""
-        return _upsert(
-            self._attempts, {"_id": key},
-            {"$inc": {"used": 1},
-             "$setOnInsert": {"app_id": app_id, "email": email, "failures": 0, "locked_until": None,
-                              "resets_at": now + seconds(window)}},
-            return_document=ReturnDocument.AFTER,
-        )
-
-    def give_back(self, key: str) -> None:
-        self._attempts.update_one({"_id": key, "used": {"$gt": 0}}, {"$inc": {"used": -1}})
-
-    def record_failure(self, key: str, now, window: int) -> dict | None:
-        """The taken unit stays used; one more consecutive failure."""
-        return self._attempts.find_one_and_update(
-            {"_id": key}, {"$inc": {"failures": 1}, "$set": {"resets_at": now + seconds(window)}},
-            return_document=ReturnDocument.AFTER,
-        )
-
-    def forgive(self, key: str, failures: int) -> bool:
-        """After a success: give back its own unit and every failure before it.
-        Conditional on ``failures`` as read, so a failure recorded meanwhile is not lost."""
-        result = self._attempts.update_one(
-            {"_id": key, "failures": failures}, {"$inc": {"used": -(1 + failures)}, "$set": {"failures": 0}})
-        return result.modified_count == 1
-
-    def lock(self, key: str, until, now) -> None:
-        """Lock until ``until`` unless a lock is already running."""
-        self._attempts.update_one(
-            {"_id": key, "$or": [{"locked_until": None}, {"locked_until": {"$lte": now}}]},
-            {"$set": {"locked_until": until, "resets_at": until}},
-        )
-
-    def clear(self, key: str) -> None:
-        self._attempts.delete_one({"_id": key})

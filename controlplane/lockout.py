@@ -1,0 +1,190 @@
+"""The brute-force guard on password checks: the login lock (spec "Limits").
+
+One implementation for end users and dashboard accounts.  Failed checks are counted per
+email per *scope*: an application's id for its end users (ARCHITECTURE.md: "per email
+per application"), ``"dashboard"`` for dashboard accounts; application ids are UUIDs, so
+the two never share a record.  Every check takes one of IAMGATE_LOCKOUT_THRESHOLD units
+*before* bcrypt runs, so parallel guesses cannot get past the threshold;
+IAMGATE_LOCKOUT_THRESHOLD consecutive failures lock the email for
+IAMGATE_LOCKOUT_SECONDS (429 AUTH_ACCOUNT_LOCKED); a success forgives the failures.
+Unknown emails are counted and hashed the same way as known ones.
+
+``ctx.password_guard`` is the one ``PasswordGuard`` of the process; its state lives in
+MongoDB (``login_attempts``), so every replica enforces the same lock.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+from pymongo import ASCENDING, IndexModel, ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from shared.errors import RateLimited
+from shared.timeutil import aware, isoformat, seconds
+
+log = logging.getLogger("iamgate.lockout")
+
+INDEXES = {
+    "login_attempts": [
+        IndexModel([("resets_at", ASCENDING)], expireAfterSeconds=0),
+    ],
+}
+
+
+def _upsert(collection, filter_, update, **kwargs):
+    """``find_one_and_update`` with ``upsert``; two racing upserts of one ``_id`` can
+    both try the insert, and the loser simply retries as an update."""
+    try:
+        return collection.find_one_and_update(filter_, update, upsert=True, **kwargs)
+    except DuplicateKeyError:
+        return collection.find_one_and_update(filter_, update, upsert=True, **kwargs)
+
+
+class LoginAttemptStore:
+    """The guard's records, one per email per scope.
+
+    ``{_id: "<scope_id>:<email>", app_id: scope_id, email, used, failures, locked_until,
+    resets_at}``: ``used`` counts password checks that failed or are still running (taken
+    *before* bcrypt runs), ``failures`` the consecutive failed ones.  The scope is stored
+    as ``app_id`` so that deleting an application purges its end users' records with the
+    rest of its data; the dashboard's scope is no application's id, so no purge touches
+    it.  A record is forgotten once ``resets_at`` has passed (the TTL index reclaims it;
+    the code decides)."""
+
+    def __init__(self, store):
+        self._attempts = store["login_attempts"]
+
+    @staticmethod
+    def key(scope_id: str, email: str) -> str:
+        return f"{scope_id}:{email}"
+
+    def get(self, key: str) -> dict | None:
+        return self._attempts.find_one({"_id": key})
+
+    def restart(self, key: str, observed_resets_at, now, window: int) -> None:
+        """Start a lapsed record over.  Conditional on the ``resets_at`` that was read,
+        so of several racing requests only the first one resets the count."""
+        self._attempts.update_one(
+            {"_id": key, "resets_at": observed_resets_at},
+            {"$set": {"used": 0, "failures": 0, "locked_until": None, "resets_at": now + seconds(window)}},
+        )
+
+    def take(self, key: str, scope_id: str, email: str, now, window: int) -> dict:
+        """Take one unit of the budget (atomic ``$inc``); the record after it."""
+        return _upsert(
+            self._attempts, {"_id": key},
+            {"$inc": {"used": 1},
+             "$setOnInsert": {"app_id": scope_id, "email": email, "failures": 0, "locked_until": None,
+                              "resets_at": now + seconds(window)}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def give_back(self, key: str) -> None:
+        self._attempts.update_one({"_id": key, "used": {"$gt": 0}}, {"$inc": {"used": -1}})
+
+    def record_failure(self, key: str, now, window: int) -> dict | None:
+        """The taken unit stays used; one more consecutive failure."""
+        return self._attempts.find_one_and_update(
+            {"_id": key}, {"$inc": {"failures": 1}, "$set": {"resets_at": now + seconds(window)}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def forgive(self, key: str, failures: int) -> bool:
+        """After a success: give back its own unit and every failure before it.
+        Conditional on ``failures`` as read, so a failure recorded meanwhile is not lost."""
+        result = self._attempts.update_one(
+            {"_id": key, "failures": failures}, {"$inc": {"used": -(1 + failures)}, "$set": {"failures": 0}})
+        return result.modified_count == 1
+
+    def lock(self, key: str, until, now) -> None:
+        """Lock until ``until`` unless a lock is already running."""
+        self._attempts.update_one(
+            {"_id": key, "$or": [{"locked_until": None}, {"locked_until": {"$lte": now}}]},
+            {"$set": {"locked_until": until, "resets_at": until}},
+        )
+
+    def clear(self, key: str) -> None:
+        self._attempts.delete_one({"_id": key})
+
+
+class PasswordGuard:
+    """Password checks under the login lock, for any scope (see the module docstring)."""
+
+    def __init__(self, attempts: LoginAttemptStore, config, clock, hasher):
+        self._attempts = attempts
+        self._config = config
+        self._clock = clock
+        self._hasher = hasher
+
+    def check(self, scope_id: str, email: str, password: str, password_hash: str | None) -> bool:
+        """Whether ``password`` matches ``password_hash``, counted against the email's
+        budget in ``scope_id``.  ``password_hash`` None (no such account) burns the same
+        bcrypt time and fails.  Raises 429 AUTH_ACCOUNT_LOCKED (with Retry-After,
+        ``details.reason`` and, when locked, ``details.locked_until``) instead of
+        checking while the email is locked, even for the right password."""
+        key = self.take(scope_id, email)
+        if self._hasher.verify(password, password_hash):
+            self._forgive(key)
+            return True
+        self._record_failure(key)
+        return False
+
+    def take(self, scope_id: str, email: str) -> str:
+        """Take one of the email's ``lockout_threshold`` password checks before it runs
+        (the first step of ``check``); returns the record's key.
+
+        Checks that failed and checks still running both hold a unit, so however many
+        requests race, at most the threshold reach bcrypt.  Raises 429
+        AUTH_ACCOUNT_LOCKED while the email is locked, or (Retry-After 1 s, no lock)
+        while the other units are held by checks still running."""
+        config, now = self._config, self._clock()
+        key = self._attempts.key(scope_id, email)
+        record = self._attempts.get(key)
+        if record is not None:
+            self._raise_if_locked(record, now)
+            if aware(record["resets_at"]) <= now:
+                self._attempts.restart(key, record["resets_at"], now, config.lockout_seconds)
+        record = self._attempts.take(key, scope_id, email, now, config.lockout_seconds)
+        self._raise_if_locked(record, now)
+        if record["used"] > config.lockout_threshold:
+            self._attempts.give_back(key)
+            if record["failures"] >= config.lockout_threshold:  # failed enough; the lock write was lost
+                self._attempts.lock(key, now + seconds(config.lockout_seconds), now)
+                raise self._locked(now + seconds(config.lockout_seconds), now)
+            raise self._locked(now + seconds(1), now, reason="attempts_in_progress")
+        return key
+
+    def lift(self, scope_id: str, email: str) -> None:
+        """Forget the email's failures and lock (its owner proved who they are)."""
+        self._attempts.clear(self._attempts.key(scope_id, email))
+
+    def _forgive(self, key: str) -> None:
+        # A success resets the consecutive failures (spec), but checks still running
+        # keep their units: they may be an attacker's guesses racing the real user.
+        for _ in range(5):
+            record = self._attempts.get(key)
+            if record is None or self._attempts.forgive(key, record["failures"]):
+                return
+
+    def _record_failure(self, key: str) -> None:
+        config, now = self._config, self._clock()
+        record = self._attempts.record_failure(key, now, config.lockout_seconds)
+        if record is not None and record["failures"] >= config.lockout_threshold:
+            self._attempts.lock(key, now + seconds(config.lockout_seconds), now)
+            log.warning("login locked after consecutive failures",
+                        extra={"app_id": record.get("app_id"), "failures": record["failures"]})
+
+    def _raise_if_locked(self, record: dict, now) -> None:
+        until = aware(record.get("locked_until"))
+        if until is not None and until > now:
+            raise self._locked(until, now)
+
+    def _locked(self, until, now, reason: str = "locked") -> RateLimited:
+        message = ("Too many failed logins for this account. Try again later." if reason == "locked" else
+                   "Too many logins for this account are in progress. Try again in a moment.")
+        return RateLimited(
+            limit=self._config.lockout_threshold, reset_at=math.ceil(until.timestamp()),
+            retry_after=math.ceil((until - now).total_seconds()), code="AUTH_ACCOUNT_LOCKED", message=message,
+            details={"reason": reason, **({"locked_until": isoformat(until)} if reason == "locked" else {})},
+        )
