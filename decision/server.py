@@ -27,10 +27,11 @@ import uuid
 from email.utils import formatdate
 from urllib.parse import unquote_to_bytes
 
+import falcon
 import httptools
 from gunicorn.workers.ggevent import GeventWorker
 
-from shared.http import MAX_BODY_BYTES, dumps, error_document
+from shared.http import MAX_BODY_BYTES, STATUS_CODES, dumps, error_document
 
 log = logging.getLogger("iamgate.decision.server")
 
@@ -39,12 +40,8 @@ RECV_BYTES = 64 * 1024
 SERVER = "iamgate-decision"
 _SERVER_LINE = f"\r\nServer: {SERVER}\r\n\r\n".encode()  # ends the Date line and the head
 
-_REASONS = {400: "Bad Request", 413: "Content Too Large", 431: "Request Header Fields Too Large",
-            500: "Internal Server Error"}
 _HEAD_TOO_LARGE = "The request line and headers are too large."
 _NO_BODY_STATUSES = ("1", "204", "304")  # a server must not send Content-Length with these (RFC 9110, 8.6)
-_CODES = {400: "BAD_REQUEST", 413: "PAYLOAD_TOO_LARGE", 431: "REQUEST_HEADER_FIELDS_TOO_LARGE",
-          500: "INTERNAL_ERROR"}
 
 
 _ENVIRON_KEYS: dict[bytes, str] = {}  # header name as received -> its WSGI environ key ("" = dropped)
@@ -310,8 +307,8 @@ class Connection:
     def _refuse(self, status: int, message: str, details: dict | None = None) -> None:
         """Answer with the error envelope, before (or instead of) the app; the caller closes."""
         request_id = uuid.uuid4().hex
-        body = dumps(error_document(_CODES[status], message, details, request_id)).encode()
-        head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
+        body = dumps(error_document(STATUS_CODES[status], message, details, request_id)).encode()
+        head = (f"HTTP/1.1 {falcon.code_to_http_status(status)}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nX-Request-Id: {request_id}\r\nConnection: close\r\n").encode()
         try:
             self.sock.sendall(head + b"Date: " + http_date() + _SERVER_LINE + body)

@@ -47,7 +47,9 @@ def json_handlers():
 
 # ---------------------------------------------------------------- error envelope
 
-_FALCON_CODES = {
+# The envelope's code for an HTTP error that carries no code of its own (Falcon's, and the
+# decision service's HTTP server refusing a request before the app runs).
+STATUS_CODES = {
     400: "BAD_REQUEST",
     401: "UNAUTHORIZED",
     403: "FORBIDDEN",
@@ -57,6 +59,7 @@ _FALCON_CODES = {
     411: "LENGTH_REQUIRED",
     413: "PAYLOAD_TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
+    431: "REQUEST_HEADER_FIELDS_TOO_LARGE",
     429: "RATE_LIMIT_EXCEEDED",
     500: "INTERNAL_ERROR",
     503: "SERVICE_UNAVAILABLE",
@@ -105,7 +108,7 @@ def _falcon_error(req, resp, ex: falcon.HTTPError, params):
         if ex.description:
             message = f"{message}: {ex.description}"
     headers = dict(ex.headers or {})
-    _render(req, resp, status, _FALCON_CODES.get(status, f"HTTP_{status}"), message, None, headers)
+    _render(req, resp, status, STATUS_CODES.get(status, f"HTTP_{status}"), message, None, headers)
 
 
 def _unexpected(req, resp, ex: Exception, params):

@@ -5,6 +5,7 @@ Area-specific fixtures (users, tokens, roles...) live in ``tests/<area>/conftest
 """
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta, timezone
 
 import falcon.testing
@@ -108,6 +109,38 @@ def events_of(ctx, type_, user_id=None):
     if user_id is not None:
         query["subject.user_id"] = user_id
     return list(ctx.store["events"].find(query).sort("seq", 1))
+
+
+def in_parallel(n: int, call) -> list:
+    """``call(i)`` for i in range(n), each in its own thread, released together; the results."""
+    start, results, lock = threading.Barrier(n), [], threading.Lock()
+
+    def run(i):
+        start.wait()
+        result = call(i)
+        with lock:
+            results.append(result)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def count_password_checks(ctx, monkeypatch) -> list:
+    """The passwords ``ctx.hasher.verify`` is called with from now on (bcrypt runs)."""
+    checks, lock = [], threading.Lock()
+    real_verify = ctx.hasher.verify
+
+    def counting(password, hashed):
+        with lock:
+            checks.append(password)
+        return real_verify(password, hashed)
+
+    monkeypatch.setattr(ctx.hasher, "verify", counting)
+    return checks
 
 
 def bearer(token: str) -> dict:

@@ -191,7 +191,7 @@ class UserService:
         user = self.users.by_email(app["_id"], email)
         if user is not None and user.get("status") == "deleted":
             user = None
-        if not self._password_matches(app["_id"], email, password, user["password_hash"] if user else None):
+        if not self._guard.check(app["_id"], email, password, user["password_hash"] if user else None):
             raise Unauthorized("The email or password is not correct.", code="AUTH_INVALID_CREDENTIALS")
         if user["status"] == "suspended":
             raise Forbidden("This account is suspended.", code="AUTH_ACCOUNT_SUSPENDED")
@@ -204,17 +204,7 @@ class UserService:
         """Check the user's password under the same brute-force guard as login: every
         check (login, change-password, MFA management) draws on one budget per account,
         so a stolen access token buys no extra guesses.  429 AUTH_ACCOUNT_LOCKED past it."""
-        return self._password_matches(app_id, user["email"], password, user.get("password_hash"))
-
-    def _password_matches(self, app_id: str, email: str, password: str, password_hash: str | None) -> bool:
-        """Check a password under the brute-force guard (login and change-password).
-        ``password_hash`` None (no such user) burns the same bcrypt time and fails."""
-        return self._guard.check(app_id, email, password, password_hash)
-
-    def _take_attempt(self, app_id: str, email: str) -> str:
-        """Take one of the email's password checks in the application before it runs
-        (``PasswordGuard.take``); 429 AUTH_ACCOUNT_LOCKED past the budget."""
-        return self._guard.take(app_id, email)
+        return self._guard.check(app_id, user["email"], password, user.get("password_hash"))
 
     # ------------------------------------------------------------------ sessions and tokens
 
@@ -344,7 +334,7 @@ class UserService:
         if user is None or user.get("status") == "deleted":
             raise _user_not_found(user_id)
         require_strong(new_password, email=user["email"], field="new_password")
-        if not self._password_matches(app_id, user["email"], current_password, user["password_hash"]):
+        if not self._guard.check(app_id, user["email"], current_password, user["password_hash"]):
             raise Unprocessable("The current password is not correct.", code="INVALID_PASSWORD",
                                 details={"field": "current_password"})
         password_hash = self._ctx.hasher.hash(new_password)

@@ -2,13 +2,12 @@
 consecutive failures per email lock it for 15 minutes from the locking failure, counted
 atomically before bcrypt, in the ``login_attempts`` collection every replica shares."""
 import math
-import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from shared.config import Rate
-from tests.conftest import assert_error
+from tests.conftest import assert_error, count_password_checks, in_parallel
 from tests.plugins.dashboard import DASHBOARD_PASSWORD
 from tests.plugins.users import PASSWORD, fresh_address, users_url
 from tests.users.conftest import assert_rate_limit_headers, near
@@ -111,29 +110,9 @@ def test_threshold_and_duration_are_the_end_users(client, account, clock):
 
 @pytest.mark.parametrize("config_overrides", [{"rate_limit_dashboard_login": Rate(0, 60)}], indirect=True)
 def test_twenty_parallel_wrong_logins_let_at_most_five_password_checks_through(client, account, ctx, monkeypatch):
-    checks, statuses, lock = [], [], threading.Lock()
-    real_verify = ctx.hasher.verify
-
-    def counting(password, hashed):
-        with lock:
-            checks.append(password)
-        return real_verify(password, hashed)
-
-    monkeypatch.setattr(ctx.hasher, "verify", counting)
-    start = threading.Barrier(20)
-
-    def login(i):
-        start.wait()
-        response = client.simulate_post(LOGIN, json={"email": EMAIL, "password": WRONG},
-                                        remote_addr=f"198.18.2.{i}")
-        with lock:
-            statuses.append(response.status_code)
-
-    threads = [threading.Thread(target=login, args=(i,)) for i in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    checks = count_password_checks(ctx, monkeypatch)
+    statuses = in_parallel(20, lambda i: client.simulate_post(
+        LOGIN, json={"email": EMAIL, "password": WRONG}, remote_addr=f"198.18.2.{i}").status_code)
     assert 1 <= len(checks) <= 5
     assert sorted(statuses) == [401] * len(checks) + [429] * (20 - len(checks))
     assert_error(sign_in(client, DASHBOARD_PASSWORD), 429, "AUTH_ACCOUNT_LOCKED")

@@ -1,13 +1,12 @@
 """The login lock: 5 consecutive failures per email per application lock it for 15
 minutes, counted atomically before bcrypt, so parallel guesses cannot get past it."""
 import math
-import threading
 from datetime import timedelta
 
 import pytest
 
 from shared.config import Rate
-from tests.conftest import assert_error
+from tests.conftest import assert_error, count_password_checks, in_parallel
 from tests.plugins.users import PASSWORD, users_url
 from tests.users.conftest import assert_rate_limit_headers
 
@@ -131,30 +130,10 @@ def test_checks_lost_in_a_crash_block_the_email_only_until_the_record_lapses(pos
 @pytest.mark.parametrize("config_overrides", [{"rate_limit_login": Rate(0, 60)}], indirect=True)
 def test_twenty_parallel_wrong_logins_let_at_most_five_password_checks_through(
         client, application, user, ctx, monkeypatch):
-    checks, statuses, lock = [], [], threading.Lock()
-    real_verify = ctx.hasher.verify
-
-    def counting(password, hashed):
-        with lock:
-            checks.append(password)
-        return real_verify(password, hashed)
-
-    monkeypatch.setattr(ctx.hasher, "verify", counting)
-    start = threading.Barrier(20)
-
-    def login(i):
-        start.wait()
-        response = client.simulate_post(users_url(application, "/login"),
-                                        json={"email": "alan@example.com", "password": WRONG},
-                                        remote_addr=f"198.18.0.{i}")
-        with lock:
-            statuses.append(response.status_code)
-
-    threads = [threading.Thread(target=login, args=(i,)) for i in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    checks = count_password_checks(ctx, monkeypatch)
+    statuses = in_parallel(20, lambda i: client.simulate_post(
+        users_url(application, "/login"), json={"email": "alan@example.com", "password": WRONG},
+        remote_addr=f"198.18.0.{i}").status_code)
     assert 1 <= len(checks) <= 5
     assert sorted(statuses) == [401] * len(checks) + [429] * (20 - len(checks))
     assert_error(client.simulate_post(users_url(application, "/login"),
@@ -164,10 +143,10 @@ def test_twenty_parallel_wrong_logins_let_at_most_five_password_checks_through(
 
 def test_a_success_does_not_forgive_checks_still_running(application, user, ctx):
     """The real user's success racing an attacker's guesses keeps the guesses counted."""
-    users, app_id = ctx.users, application["_id"]
-    users._password_matches(app_id, "alan@example.com", WRONG, None)          # one failure
-    key = users._take_attempt(app_id, "alan@example.com")                     # a guess still running
-    assert users._password_matches(app_id, "alan@example.com", PASSWORD, ctx.store["users"].find_one(
+    guard, app_id = ctx.password_guard, application["_id"]
+    guard.check(app_id, "alan@example.com", WRONG, None)                      # one failure
+    key = guard.take(app_id, "alan@example.com")                              # a guess still running
+    assert guard.check(app_id, "alan@example.com", PASSWORD, ctx.store["users"].find_one(
         {"email": "alan@example.com"})["password_hash"])
     record = ctx.store["login_attempts"].find_one({"_id": key})
     assert (record["used"], record["failures"]) == (1, 0)
@@ -180,22 +159,14 @@ def test_parallel_right_logins_never_lock_the_account(client, application, user,
     # Only the guard is under test: mongomock's counters are not thread-safe the way
     # MongoDB's are, so the sessions and events of 20 threads are left out.
     monkeypatch.setattr(ctx.users, "issue_session", lambda *a, **k: {"session": "stub"})
-    statuses, lock = [], threading.Lock()
-    start = threading.Barrier(20)
 
     def login(i):
-        start.wait()
         response = client.simulate_post(users_url(application, "/login"),
                                         json={"email": "alan@example.com", "password": PASSWORD},
                                         remote_addr=f"198.18.1.{i}")
-        with lock:
-            statuses.append((response.status_code, response.headers.get("Retry-After")))
+        return response.status_code, response.headers.get("Retry-After")
 
-    threads = [threading.Thread(target=login, args=(i,)) for i in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    statuses = in_parallel(20, login)
     assert 1 <= sum(1 for status, _ in statuses if status == 200) <= 20
     assert all(status == 200 or (status == 429 and retry == "1") for status, retry in statuses)
     assert client.simulate_post(users_url(application, "/login"),
