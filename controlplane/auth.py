@@ -22,10 +22,14 @@ import hmac
 from dataclasses import dataclass, field
 
 from shared.engine import matches
-from shared.errors import Forbidden, NotFound, PermissionMissing, Unauthorized
+from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.ids import is_uuid
 
 API_KEY_PREFIXES = ("sk_test_", "sk_live_")
+
+
+def is_api_key(token: str) -> bool:
+    return token.startswith(API_KEY_PREFIXES)
 SESSION_COOKIE = "iamgate_session"
 
 
@@ -84,79 +88,108 @@ def bearer_token(req) -> str | None:
     return value.strip()
 
 
+class Authenticator:
+    """Turns a credential into a ``Principal``: an API key, an end-user access token, the
+    internal service token, or a dashboard session.  Also answers permission gates."""
+
+    def __init__(self, *, applications, api_keys, tokens, users, dashboard_sessions, permission_resolver,
+                 internal_token: str | None):
+        self._applications = applications
+        self._api_keys = api_keys
+        self._tokens = tokens
+        self._users = users
+        self._dashboard_sessions = dashboard_sessions
+        self._permission_resolver = permission_resolver
+        self._internal_token = internal_token
+
+    def application(self, app_id: str) -> dict:
+        """The live application named by ``{applicationId}``."""
+        app = self._applications.get(app_id) if is_uuid(app_id) else None
+        if app is None:
+            raise ApplicationNotFound(details={"application_id": app_id})
+        return app
+
+    def dashboard_account(self, raw_cookie: str | None) -> Principal:
+        account_id = self._dashboard_sessions.account_for(raw_cookie) if raw_cookie else None
+        if account_id is None:
+            raise Unauthorized("Sign in to the dashboard first.")
+        return Principal(kind="account", account_id=account_id)
+
+    def is_internal_token(self, token: str) -> bool:
+        expected = self._internal_token
+        return bool(expected) and hmac.compare_digest(token.encode(), expected.encode())
+
+    def internal(self, token: str, app_id: str | None) -> Principal:
+        """The internal service token, or an API key of ``app_id``."""
+        if self.is_internal_token(token):
+            return Principal(kind="internal", app_id=app_id)
+        if app_id is not None and is_api_key(token):
+            return self.api_key(token, app_id)
+        raise Unauthorized("The internal service token or an API key of the application is required.")
+
+    def v1(self, token: str, app_id: str) -> Principal:
+        """An API key or an end-user access token of application ``app_id``."""
+        if is_api_key(token):
+            return self.api_key(token, app_id)
+        return self.user_token(token, app_id)
+
+    def api_key(self, token: str, app_id: str | None) -> Principal:
+        """An API key of ``app_id`` (of any live application when None)."""
+        key = self._api_keys.authenticate(token)
+        if key is None or (app_id is not None and key["app_id"] != app_id) \
+                or (app_id is None and self._applications.get(key["app_id"]) is None):
+            raise Unauthorized("The API key is not valid for this application.")
+        return Principal(kind="api_key", app_id=key["app_id"], key_id=key["_id"],
+                         permissions=tuple(key["permissions"]))
+
+    def user_token(self, token: str, app_id: str) -> Principal:
+        """An RS256 access token of ``app_id`` whose user is still active (checked live)."""
+        claims = self._tokens.verify(token, audience=app_id)
+        if self._users.status(app_id, claims["sub"]) != "active":
+            raise Unauthorized("The user of this token is no longer active.")
+        return Principal(kind="user", app_id=app_id, user_id=claims["sub"], session_id=claims.get("sid"), claims=claims)
+
+    def has_permission(self, principal: Principal, name: str) -> bool:
+        if principal.kind == "api_key":
+            return any(matches(pattern, name) for pattern in principal.permissions)
+        if principal.kind == "user":
+            return self._permission_resolver(principal.app_id, principal.user_id, name)
+        return principal.kind == "internal"
+
+
 class AuthMiddleware:
-    def __init__(self, ctx):
-        self.ctx = ctx
+    def __init__(self, authenticator: Authenticator, rate_limiter, api_rate):
+        self.authenticator = authenticator
+        self._rate_limiter = rate_limiter
+        self._api_rate = api_rate
 
     def process_resource(self, req, resp, resource, params):
         if resource is None or not hasattr(resource, "on_" + req.method.lower()):
             return
         access = getattr(resource, "access", {}).get(req.method, CREDENTIAL)
+        auth = self.authenticator
         if access.kind == "dashboard":
             # Dashboard routes check organization access themselves (dashboard.access);
             # resolving the application first would let anonymous callers probe ids.
-            req.context.principal = self._dashboard(req)
+            req.context.principal = auth.dashboard_account(req.cookies.get(SESSION_COOKIE))
             return
         app_id = params.get("applicationId")
         if app_id is not None:
-            req.context.application = self._application(app_id)
+            req.context.application = auth.application(app_id)
         if access.kind == "public":
             return
         token = bearer_token(req)
         if token is None:
             raise Unauthorized("A bearer credential is required.")
         if access.kind == "internal":
-            req.context.principal = self._internal(token, app_id)
+            req.context.principal = auth.internal(token, app_id)
             return
         if app_id is None:
             raise Unauthorized("This route needs an application-scoped credential.")
-        principal = self._v1(token, app_id)
+        principal = auth.v1(token, app_id)
         req.context.principal = principal
         self._gate(access, principal, params)
-        self.ctx.rate_limiter.hit(f"api:{principal.credential_id}", self.ctx.config.rate_limit_api)
-
-    # -- resolution
-
-    def _application(self, app_id):
-        app = self.ctx.applications.get(app_id) if is_uuid(app_id) else None
-        if app is None:
-            raise NotFound("Application not found.", details={"application_id": app_id})
-        return app
-
-    def _dashboard(self, req) -> Principal:
-        raw = req.cookies.get(SESSION_COOKIE)
-        account_id = self.ctx.dashboard_sessions.account_for(raw) if raw else None
-        if account_id is None:
-            raise Unauthorized("Sign in to the dashboard first.")
-        return Principal(kind="account", account_id=account_id)
-
-    def _internal(self, token, app_id) -> Principal:
-        expected = self.ctx.config.internal_token
-        if expected and hmac.compare_digest(token.encode(), expected.encode()):
-            return Principal(kind="internal", app_id=app_id)
-        if app_id is not None and token.startswith(API_KEY_PREFIXES):
-            return self._api_key(token, app_id)
-        raise Unauthorized("The internal service token or an API key of the application is required.")
-
-    def _v1(self, token, app_id) -> Principal:
-        if token.startswith(API_KEY_PREFIXES):
-            return self._api_key(token, app_id)
-        return self.authenticate_user_token(token, app_id)
-
-    def _api_key(self, token, app_id) -> Principal:
-        key = self.ctx.api_keys.authenticate(token)
-        if key is None or key["app_id"] != app_id:
-            raise Unauthorized("The API key is not valid for this application.")
-        return Principal(kind="api_key", app_id=app_id, key_id=key["_id"], permissions=tuple(key["permissions"]))
-
-    def authenticate_user_token(self, token, app_id) -> Principal:
-        claims = self.ctx.tokens.verify(token, audience=app_id)
-        user = self.ctx.store["users"].find_one({"_id": claims["sub"], "app_id": app_id}, {"status": 1})
-        if user is None or user.get("status", "active") != "active":
-            raise Unauthorized("The user of this token is no longer active.")
-        return Principal(kind="user", app_id=app_id, user_id=claims["sub"], session_id=claims.get("sid"), claims=claims)
-
-    # -- gates
+        self._rate_limiter.hit(f"api:{principal.credential_id}", self._api_rate)
 
     def _gate(self, access, principal, params):
         if access.kind == "credential":
@@ -170,14 +203,7 @@ class AuthMiddleware:
                 raise Forbidden("Only the user themself may call this route.")
             return
         if access.kind == "permission":
-            if not self.has_permission(principal, access.permission):
+            if not self.authenticator.has_permission(principal, access.permission):
                 raise PermissionMissing(access.permission)
             return
         raise Forbidden("This credential cannot call this route.")
-
-    def has_permission(self, principal, name) -> bool:
-        if principal.kind == "api_key":
-            return any(matches(pattern, name) for pattern in principal.permissions)
-        if principal.kind == "user":
-            return self.ctx.permission_resolver(principal.app_id, principal.user_id, name)
-        return principal.kind == "internal"

@@ -82,6 +82,7 @@ class Event:
 
 class EventLog:
     def __init__(self, store, clock):
+        store.declare_indexes(INDEXES)
         self._events = store["events"]
         self._store = store
         self._clock = clock

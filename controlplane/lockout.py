@@ -32,6 +32,12 @@ INDEXES = {
 }
 
 
+
+class AccountLocked(RateLimited):
+    """Too many failed logins for the email: locked for IAMGATE_LOCKOUT_SECONDS."""
+
+    code = "AUTH_ACCOUNT_LOCKED"
+
 def _upsert(collection, filter_, update, **kwargs):
     """``find_one_and_update`` with ``upsert``; two racing upserts of one ``_id`` can
     both try the insert, and the loser simply retries as an update."""
@@ -53,6 +59,7 @@ class LoginAttemptStore:
     the code decides)."""
 
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._attempts = store["login_attempts"]
 
     @staticmethod
@@ -183,8 +190,8 @@ class PasswordGuard:
     def _locked(self, until, now, reason: str = "locked") -> RateLimited:
         message = ("Too many failed logins for this account. Try again later." if reason == "locked" else
                    "Too many logins for this account are in progress. Try again in a moment.")
-        return RateLimited(
+        return AccountLocked(
             limit=self._config.lockout_threshold, reset_at=math.ceil(until.timestamp()),
-            retry_after=math.ceil((until - now).total_seconds()), code="AUTH_ACCOUNT_LOCKED", message=message,
+            retry_after=math.ceil((until - now).total_seconds()), message=message,
             details={"reason": reason, **({"locked_until": isoformat(until)} if reason == "locked" else {})},
         )

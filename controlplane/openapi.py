@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from shared.http import status_of
+
 from controlplane.auth import CREDENTIAL
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -38,12 +40,23 @@ def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), desc
 
     body: a ``Schema``; query: {name: (json schema, description)}; response: a JSON
     schema of the payload (wrapped in ``data`` unless ``wrapped`` is False); errors:
-    (status, code) pairs.
+    the domain error classes (``shared.errors``) the operation can raise, whose codes and
+    statuses come from the same definitions the code raises.
     """
     return {
         "summary": summary, "body": body, "query": query or {}, "ok": ok, "response": response,
         "errors": tuple(errors), "description": description, "wrapped": wrapped,
     }
+
+
+def error_pairs(errors) -> list[tuple[int, str]]:
+    """(status, code) of each documented error class, in order, without repeats."""
+    pairs = []
+    for error in errors:
+        # TRANSITION (issue "one shape"): (status, code) tuples until every area uses classes.
+        candidates = [error] if isinstance(error, tuple) else [(status_of(error), code) for code in error.codes()]
+        pairs.extend(pair for pair in candidates if pair not in pairs)
+    return pairs
 
 
 class Routes:
@@ -120,7 +133,7 @@ def _operation(doc, access, tag, path_params) -> dict:
         ok_content = {"application/json": {"schema": schema}}
     responses = {str(doc["ok"]): {"description": "Success", **({"content": ok_content} if ok_content else {})}}
     error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    for status, code in doc["errors"]:
+    for status, code in error_pairs(doc["errors"]):
         entry = responses.setdefault(str(status), {"description": "", "content": error_ref})
         entry["description"] = (entry["description"] + " " + code).strip()
     if access.kind != "public":

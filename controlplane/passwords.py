@@ -103,8 +103,17 @@ def require_strong(password: str, *, email: str | None = None, field: str = "pas
     """Raise 422 VALIDATION_PASSWORD_TOO_WEAK naming every failed rule."""
     failures = strength_failures(password, email=email)
     if failures:
-        raise Unprocessable(
-            "The password is too weak.",
-            code="VALIDATION_PASSWORD_TOO_WEAK",
-            details={"field": field, "rules": failures, "reasons": [RULE_TEXT[f] for f in failures]},
-        )
+        raise PasswordTooWeak(details={"field": field, "rules": failures,
+                                       "reasons": [RULE_TEXT[f] for f in failures]})
+
+
+class PasswordTooWeak(Unprocessable):
+    """The password fails the strength rules; ``details.rules`` names each failure."""
+
+    code, message = "VALIDATION_PASSWORD_TOO_WEAK", "The password is too weak."
+
+
+class WrongPassword(Unprocessable):
+    """The current password given to confirm a change is not correct."""
+
+    code, message = "INVALID_PASSWORD", "The password is not correct."

@@ -21,6 +21,7 @@ INDEXES = {"rate_limits": [IndexModel([("expires_at", ASCENDING)], expireAfterSe
 
 class RateLimiter:
     def __init__(self, store, clock):
+        store.declare_indexes(INDEXES)
         self._counters = store["rate_limits"]
         self._clock = clock
 
@@ -29,14 +30,14 @@ class RateLimiter:
         start = math.floor(now / window) * window
         return int(start), int(start + window), now
 
-    def hit(self, key: str, rate, *, code="RATE_LIMIT_EXCEEDED", message=None, cost: int = 1) -> int:
+    def hit(self, key: str, rate, *, error: type[RateLimited] = RateLimited, cost: int = 1) -> int:
         """Count one request against ``rate`` (a ``shared.config.Rate``) and return how
-        many remain; raise ``RateLimited`` (429 with the X-RateLimit headers) past it.
-        A limit of 0 means unlimited."""
+        many remain; raise ``error`` (a ``RateLimited``: 429 with the X-RateLimit headers)
+        past it.  A limit of 0 means unlimited."""
         if rate.limit <= 0:
             return 1 << 30
         if rate.limit == 1 and cost == 1:
-            return self._cooldown(key, rate, code=code, message=message)
+            return self._cooldown(key, rate, error=error)
         start, reset_at, now = self._window(rate.window)
         doc = self._counters.find_one_and_update(
             {"_id": f"{key}|{start}"},
@@ -45,12 +46,10 @@ class RateLimiter:
             return_document=ReturnDocument.AFTER,
         )
         if doc["n"] > rate.limit:
-            raise RateLimited(
-                limit=rate.limit, reset_at=reset_at, retry_after=math.ceil(reset_at - now), code=code, message=message
-            )
+            raise error(limit=rate.limit, reset_at=reset_at, retry_after=math.ceil(reset_at - now))
         return rate.limit - doc["n"]
 
-    def _cooldown(self, key: str, rate, *, code, message) -> int:
+    def _cooldown(self, key: str, rate, *, error) -> int:
         """One request per ``rate.window`` seconds, measured from the last one allowed.
 
         Fixed windows would let a request at 10:59 and another at 11:00 through a "1 per
@@ -68,10 +67,8 @@ class RateLimiter:
         except DuplicateKeyError:
             current = self._counters.find_one({"_id": f"{key}|cooldown"}) or {"until": until}
             blocked_until = aware(current["until"])
-            raise RateLimited(
-                limit=1, reset_at=math.ceil(blocked_until.timestamp()),
-                retry_after=math.ceil((blocked_until - now).total_seconds()), code=code, message=message,
-            ) from None
+            raise error(limit=1, reset_at=math.ceil(blocked_until.timestamp()),
+                        retry_after=math.ceil((blocked_until - now).total_seconds())) from None
 
     def reset(self, key: str, rate) -> None:
         start, _, _ = self._window(rate.window)

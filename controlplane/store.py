@@ -2,8 +2,11 @@
 
 ``memory://`` gives mongomock inside the process (the embedded default: nothing
 persists); ``mongodb://`` a real MongoDB through pymongo.  Both are used through the
-same pymongo API, so domain stores never branch on the backend.  Areas declare their
-indexes in ``INDEXES`` lists; ``Store.ensure_indexes`` creates them idempotently.
+same pymongo API, so domain stores never branch on the backend.
+
+Indexes: a class that owns collections declares their indexes when it is built
+(``store.declare_indexes(INDEXES)`` in its ``__init__``, ``INDEXES`` beside it);
+``create_app`` then calls ``Store.ensure_indexes`` once, which creates them idempotently.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ class Store:
         else:
             self.client = pymongo.MongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=5000, appname="iamgate")
             self.db = self.client.get_default_database("iamgate")
-        self._indexes: dict[str, list[IndexModel]] = {}
+        self._indexes: dict[str, dict[str, IndexModel]] = {}
 
     @property
     def is_memory(self) -> bool:
@@ -41,13 +44,16 @@ class Store:
         return self.db[name]
 
     def declare_indexes(self, indexes: dict[str, list[IndexModel]]) -> None:
+        """Remember ``{collection: [IndexModel]}``; declaring one index twice is harmless."""
         for collection, models in indexes.items():
-            self._indexes.setdefault(collection, []).extend(models)
+            declared = self._indexes.setdefault(collection, {})
+            for model in models:
+                declared[model.document["name"]] = model
 
     def ensure_indexes(self) -> None:
         for collection, models in self._indexes.items():
             if models:
-                self.db[collection].create_indexes(models)
+                self.db[collection].create_indexes(list(models.values()))
 
     def ping(self) -> bool:
         try:

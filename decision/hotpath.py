@@ -23,8 +23,8 @@ import time
 import falcon
 
 from shared.checks import known_valid
-from shared.errors import ApiError
-from shared.http import dumps, error_document
+from shared.errors import DomainError
+from shared.http import dumps, error_document, error_headers, status_of
 
 from decision.resources import check_text
 
@@ -76,10 +76,10 @@ class HotCheck:
             lookup.authenticate(environ.get("HTTP_AUTHORIZATION"))
             decisions, cached = lookup.decide(user_id, (permission,), scope=None, min_revision=None, abac=False)
             status, text = 200, check_text(permission, decisions[permission].allowed, cached)
-        except ApiError as error:
-            status = error.status
+        except DomainError as error:
+            status = status_of(type(error))
             text = dumps(error_document(error.code, error.message, error.details, request_id))
-            headers += error.headers.items()
+            headers += error_headers(error).items()
         except Exception:
             log.exception("unhandled error", extra={"request_id": request_id})
             status = 500

@@ -38,8 +38,10 @@ class DecisionUnavailable(ServiceUnavailable):
     code = "DECISION_UNAVAILABLE"
     message = "The decision service cannot reach the control plane for a fresh answer; try again shortly."
 
+    retry_after = 1
+
     def __init__(self, reason: str):
-        super().__init__(details={"reason": reason}, headers={"Retry-After": "1"})
+        super().__init__(details={"reason": reason})
 
 
 class DecisionService:

@@ -115,6 +115,7 @@ _VARIABLES = {
     "SMTP_URL": (_smtp_url, ""),
     "EMAIL_FROM": (_text, "iamgate <no-reply@iamgate.local>"),
     "ACCESS_TOKEN_TTL": (lambda n, r: _int(n, r, 1), "900"),
+    "OIDC_ACCESS_TOKEN_TTL": (lambda n, r: _int(n, r, 1), "3600"),
     "REFRESH_TOKEN_TTL": (lambda n, r: _int(n, r, 1), "604800"),
     "REFRESH_TOKEN_REMEMBER_ME_TTL": (lambda n, r: _int(n, r, 1), "2592000"),
     "REFRESH_REUSE_GRACE": (lambda n, r: _int(n, r, 0), "10"),
@@ -166,6 +167,7 @@ class Config:
     smtp_url: str | None
     email_from: str
     access_token_ttl: int
+    oidc_access_token_ttl: int
     refresh_token_ttl: int
     refresh_token_remember_me_ttl: int
     refresh_reuse_grace: int

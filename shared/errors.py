@@ -1,96 +1,159 @@
-"""The error hierarchy: the spec's codes as data, rendered by one handler.
+"""Domain errors: what went wrong, as the spec's error code plus the details a caller
+needs to act on it.
 
-Services raise these; ``shared.http`` turns them into the error envelope
-``{"error": {code, message, details, request_id, timestamp}}``.
+Services and stores raise these and know nothing of HTTP.  Each concrete error is a
+class that names one code, declared once, next to the area that raises it (for example
+``controlplane/roles/errors.py``); it derives from one of the *kinds* below, and
+``shared.http.ERROR_STATUS`` maps each kind to its HTTP status in one table.  The same
+classes document the operations: ``controlplane.openapi.op(errors=[RoleNotFound, ...])``.
+
+    class RoleNotFound(NotFound):
+        code, message = "RESOURCE_NOT_FOUND", "Role not found."
+
+    raise RoleNotFound(details={"role": ref})
 """
 from __future__ import annotations
 
 
-class ApiError(Exception):
-    """An error the client should see.  ``status`` and ``code`` follow the spec's table."""
+class DomainError(Exception):
+    """An error the caller should see: ``code`` from the spec's table, a human
+    ``message``, and ``details`` (field errors, ids, limits)."""
 
-    status = 400
     code = "BAD_REQUEST"
     message = "The request could not be processed."
 
-    def __init__(self, message=None, *, code=None, status=None, details=None, headers=None):
+    def __init__(self, message: str | None = None, *, details: dict | None = None):
         self.message = message or self.message
-        self.code = code or self.code
-        self.status = status or self.status
         self.details = details or {}
-        self.headers = headers or {}
         super().__init__(self.message)
 
+    @classmethod
+    def codes(cls) -> tuple[str, ...]:
+        """Every code an instance of this class can carry (for the error catalogue)."""
+        return (cls.code,)
+
     def __repr__(self):
-        return f"{type(self).__name__}({self.status} {self.code}: {self.message})"
+        return f"{type(self).__name__}({self.code}: {self.message})"
 
 
-class BadRequest(ApiError):
-    status, code = 400, "VALIDATION_INVALID_FORMAT"
+# ---------------------------------------------------------------- kinds
 
 
-class ValidationFailed(ApiError):
+class BadRequest(DomainError):
+    """The request is malformed or a value is invalid."""
+
+    code = "VALIDATION_INVALID_FORMAT"
+
+
+class Unauthorized(DomainError):
+    """Missing, malformed, expired or foreign credential, or wrong secret."""
+
+    code, message = "UNAUTHORIZED", "Authentication is required."
+
+
+class Forbidden(DomainError):
+    """Authenticated, but not allowed to do this."""
+
+    code, message = "FORBIDDEN", "You are not allowed to do this."
+
+
+class NotFound(DomainError):
+    code, message = "NOT_FOUND", "Not found."
+
+
+class Conflict(DomainError):
+    """The request conflicts with the current state."""
+
+    code, message = "CONFLICT", "The request was changed concurrently; try again."
+
+
+class Gone(DomainError):
+    """A one-time token or challenge that expired or was used."""
+
+    code = "GONE"
+
+
+class PayloadTooLarge(DomainError):
+    code, message = "PAYLOAD_TOO_LARGE", "The request body is too large."
+
+
+class UnsupportedMediaType(DomainError):
+    code, message = "UNSUPPORTED_MEDIA_TYPE", "The request body must be JSON."
+
+
+class Unprocessable(DomainError):
+    """Well-formed, but the server will not act on it (weak password, wrong code...)."""
+
+    code = "VALIDATION_ERROR"
+
+
+class RateLimited(DomainError):
+    """A limit or lock: ``limit`` per window, lifted at ``reset_at`` (Unix time), so
+    the caller may retry after ``retry_after`` seconds."""
+
+    code, message = "RATE_LIMIT_EXCEEDED", "Too many requests. Try again later."
+
+    def __init__(self, *, limit: int, reset_at: int, retry_after: int, message=None, details=None):
+        self.limit = limit
+        self.reset_at = reset_at
+        self.retry_after = max(1, retry_after)
+        super().__init__(message, details={"retry_after": self.retry_after, **(details or {})})
+
+
+class ServiceUnavailable(DomainError):
+    """Temporarily unable to answer; ``retry_after`` seconds, when known."""
+
+    code, message = "SERVICE_UNAVAILABLE", "The service is temporarily unavailable."
+    retry_after: int | None = None
+
+
+# ---------------------------------------------------------------- generic errors
+
+
+class ValidationFailed(BadRequest):
     """Field validation failures: one gives VALIDATION_INVALID_FORMAT, several
-    VALIDATION_MULTIPLE_ERRORS; ``details`` maps each field to why it failed."""
+    VALIDATION_MULTIPLE_ERRORS; ``details.fields`` maps each field to why it failed."""
 
-    status = 400
+    MULTIPLE = "VALIDATION_MULTIPLE_ERRORS"
 
     def __init__(self, errors: dict[str, str], message=None):
         if len(errors) == 1:
             field, reason = next(iter(errors.items()))
-            code, default = "VALIDATION_INVALID_FORMAT", f"{field}: {reason}"
+            default = f"{field}: {reason}"
         else:
-            code, default = "VALIDATION_MULTIPLE_ERRORS", "Several fields are invalid."
-        super().__init__(message or default, code=code, details={"fields": dict(errors)})
+            default = "Several fields are invalid."
+        super().__init__(message or default, details={"fields": dict(errors)})
         self.errors = dict(errors)
+        if len(errors) > 1:
+            self.code = self.MULTIPLE
 
-
-class Unauthorized(ApiError):
-    status, code, message = 401, "UNAUTHORIZED", "Authentication is required."
-
-
-class Forbidden(ApiError):
-    status, code, message = 403, "FORBIDDEN", "You are not allowed to do this."
+    @classmethod
+    def codes(cls) -> tuple[str, ...]:
+        return (cls.code, cls.MULTIPLE)
 
 
 class PermissionMissing(Forbidden):
+    """The credential lacks the permission the route needs."""
+
     def __init__(self, permission: str):
-        super().__init__(
-            f"The permission {permission} is required.", details={"required_permission": permission}
-        )
+        super().__init__(f"The permission {permission} is required.", details={"required_permission": permission})
 
 
-class NotFound(ApiError):
-    status, code, message = 404, "NOT_FOUND", "Not found."
+class ApplicationNotFound(NotFound):
+    """``{applicationId}`` names no application (or a deleted one)."""
+
+    message = "Application not found."
 
 
-class Conflict(ApiError):
-    status, code, message = 409, "CONFLICT", "The request conflicts with the current state."
+class MalformedJson(BadRequest):
+    """The body is not a JSON object."""
 
 
-class Gone(ApiError):
-    status, code = 410, "GONE"
-
-
-class Unprocessable(ApiError):
-    status, code = 422, "VALIDATION_ERROR"
-
-
-class RateLimited(ApiError):
-    """429 with the spec's X-RateLimit-* and Retry-After headers."""
-
-    status, code, message = 429, "RATE_LIMIT_EXCEEDED", "Too many requests. Try again later."
-
-    def __init__(self, *, limit: int, reset_at: int, retry_after: int, message=None, code=None, details=None):
-        headers = {
-            "X-RateLimit-Limit": str(limit),
-            "X-RateLimit-Remaining": "0",
-            "X-RateLimit-Reset": str(reset_at),
-            "Retry-After": str(max(1, retry_after)),
-        }
-        details = {"retry_after": max(1, retry_after), **(details or {})}
-        super().__init__(message, code=code, details=details, headers=headers)
-
-
-class ServiceUnavailable(ApiError):
-    status, code, message = 503, "SERVICE_UNAVAILABLE", "The service is temporarily unavailable."
+def catalogue(root: type = DomainError) -> list[type]:
+    """Every error class below ``root`` (imported so far), most general first."""
+    found, pending = [], [root]
+    while pending:
+        klass = pending.pop(0)
+        found.append(klass)
+        pending.extend(klass.__subclasses__())
+    return found

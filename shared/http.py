@@ -19,7 +19,9 @@ from datetime import datetime
 
 import falcon
 
-from shared.errors import ApiError, BadRequest, ValidationFailed
+from shared.errors import (BadRequest, Conflict, DomainError, Forbidden, Gone, MalformedJson, NotFound,
+                           PayloadTooLarge, RateLimited, ServiceUnavailable, Unauthorized, Unprocessable,
+                           UnsupportedMediaType, ValidationFailed)
 from shared.timeutil import isoformat, utcnow
 
 log = logging.getLogger("iamgate.http")
@@ -93,8 +95,47 @@ def _render(req, resp, status: int, code: str, message: str, details=None, heade
         resp.set_headers(headers)
 
 
-def _api_error(req, resp, ex: ApiError, params):
-    _render(req, resp, ex.status, ex.code, ex.message, ex.details, ex.headers)
+# The one table from a kind of domain error to its HTTP status (shared.errors).
+ERROR_STATUS = {
+    BadRequest: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    Gone: 410,
+    PayloadTooLarge: 413,
+    UnsupportedMediaType: 415,
+    Unprocessable: 422,
+    RateLimited: 429,
+    ServiceUnavailable: 503,
+}
+
+
+def status_of(error_class: type) -> int:
+    """The HTTP status of a domain error class: that of the nearest kind it derives from."""
+    for klass in error_class.__mro__:
+        status = ERROR_STATUS.get(klass)
+        if status is not None:
+            return status
+    return 400
+
+
+def error_headers(ex: DomainError) -> dict:
+    """The headers a domain error asks for: the spec's X-RateLimit-* set and Retry-After."""
+    if isinstance(ex, RateLimited):
+        return {
+            "X-RateLimit-Limit": str(ex.limit),
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": str(ex.reset_at),
+            "Retry-After": str(ex.retry_after),
+        }
+    if isinstance(ex, ServiceUnavailable) and ex.retry_after is not None:
+        return {"Retry-After": str(ex.retry_after)}
+    return {}
+
+
+def _domain_error(req, resp, ex: DomainError, params):
+    _render(req, resp, status_of(type(ex)), ex.code, ex.message, ex.details, error_headers(ex))
 
 
 def _falcon_error(req, resp, ex: falcon.HTTPError, params):
@@ -122,7 +163,7 @@ def install_error_handlers(app: falcon.App) -> None:
     # Falcon looks handlers up by the most specific type, so order does not matter.
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _falcon_error)
-    app.add_error_handler(ApiError, _api_error)
+    app.add_error_handler(DomainError, _domain_error)
 
 
 # ---------------------------------------------------------------- middleware
@@ -162,12 +203,8 @@ class JsonBodyMiddleware:
         accepted = getattr(resource, "accepted_media_types", (falcon.MEDIA_JSON,))
         media = (req.content_type or "").split(";")[0].strip().lower()
         if media not in accepted:
-            raise ApiError(
-                f"Content-Type must be {' or '.join(accepted)}.",
-                status=415,
-                code="UNSUPPORTED_MEDIA_TYPE",
-                details={"content_type": req.content_type},
-            )
+            raise UnsupportedMediaType(f"Content-Type must be {' or '.join(accepted)}.",
+                                       details={"content_type": req.content_type})
 
 
 def read_json(req) -> dict:
@@ -177,21 +214,19 @@ def read_json(req) -> dict:
         return cached
     length = req.content_length
     if length is not None and length > MAX_BODY_BYTES:
-        raise ApiError("The request body is too large.", status=413, code="PAYLOAD_TOO_LARGE",
-                       details={"max_bytes": MAX_BODY_BYTES})
+        raise PayloadTooLarge(details={"max_bytes": MAX_BODY_BYTES})
     raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
-        raise ApiError("The request body is too large.", status=413, code="PAYLOAD_TOO_LARGE",
-                       details={"max_bytes": MAX_BODY_BYTES})
+        raise PayloadTooLarge(details={"max_bytes": MAX_BODY_BYTES})
     if not raw.strip():
         body = {}
     else:
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
-            raise BadRequest("The request body is not valid JSON.", details={"body": str(exc)}) from None
+            raise MalformedJson("The request body is not valid JSON.", details={"body": str(exc)}) from None
         if not isinstance(body, dict):
-            raise BadRequest("The request body must be a JSON object.", details={"body": "must be a JSON object"})
+            raise MalformedJson("The request body must be a JSON object.", details={"body": "must be a JSON object"})
     req.context.json_body = body
     return body
 

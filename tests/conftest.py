@@ -62,7 +62,7 @@ def app(config, clock):
 
 @pytest.fixture
 def ctx(app):
-    return app.ctx
+    return app.services
 
 
 @pytest.fixture

@@ -8,25 +8,19 @@ JWT-owner routes.  The prefix (``sk_test_``/``sk_live_``) follows the applicatio
 """
 from __future__ import annotations
 
-from pymongo import ASCENDING, IndexModel
-
-from shared.errors import NotFound, ValidationFailed
+from shared.errors import ValidationFailed
 from shared.engine import is_valid_permission
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
 from shared.validation import List, Schema, String
 
+from controlplane.apikeys.errors import ApiKeyNotFound
+from controlplane.apikeys.store import ApiKeyStore
+
 V1_PERMISSIONS = (
     "roles:read", "roles:manage", "authz:check", "webhooks:manage", "oidc:manage",
     "policies:read", "policies:manage", "users:read", "users:manage",
 )
-
-INDEXES = {
-    "api_keys": [
-        IndexModel([("key_digest", ASCENDING)], unique=True),
-        IndexModel([("app_id", ASCENDING), ("created_at", ASCENDING)]),
-    ]
-}
 
 CREATE = Schema({
     "name": String(required=True, max_len=255),
@@ -51,8 +45,8 @@ _TOUCH_EVERY = seconds(60)
 
 
 class ApiKeyService:
-    def __init__(self, store, events, clock):
-        self._keys = store["api_keys"]
+    def __init__(self, store: ApiKeyStore, events, clock):
+        self.store = store
         self._events = events
         self._clock = clock
 
@@ -74,36 +68,33 @@ class ApiKeyService:
             "last_used_at": None,
             "revoked_at": None,
         }
-        self._keys.insert_one(doc)
+        self.store.insert(doc)
         self._events.emit(app["_id"], "api_keys.changed", {"key_id": doc["_id"], "action": "created"})
         return doc, secret
 
     def list(self, app_id: str) -> list[dict]:
-        return list(self._keys.find({"app_id": app_id, "revoked_at": None}).sort("created_at", ASCENDING))
+        return self.store.active(app_id)
 
     def revoke(self, app_id: str, key_id: str) -> None:
-        result = self._keys.update_one(
-            {"_id": key_id, "app_id": app_id, "revoked_at": None}, {"$set": {"revoked_at": self._clock()}}
-        )
-        if result.modified_count == 0:
-            raise NotFound("API key not found.", details={"key_id": key_id})
+        if not self.store.revoke(app_id, key_id, self._clock()):
+            raise ApiKeyNotFound(details={"key_id": key_id})
         self._events.emit(app_id, "api_keys.changed", {"key_id": key_id, "action": "revoked"})
 
     def authenticate(self, secret: str) -> dict | None:
         """The key document for ``secret`` if it exists and is not revoked."""
-        doc = self._keys.find_one({"key_digest": digest(secret), "revoked_at": None})
+        doc = self.store.by_digest(digest(secret))
         if doc is None:
             return None
         now = self._clock()
         last = doc.get("last_used_at")
         if last is None or now - aware(last) > _TOUCH_EVERY:  # at most one write a minute per key
-            self._keys.update_one({"_id": doc["_id"]}, {"$set": {"last_used_at": now}})
+            self.store.touch(doc["_id"], now)
         return doc
 
     def digests(self, app_id: str) -> list[dict]:
         """Active keys as {key_digest, permissions}: what a decision service caches."""
         return [{"key_digest": d["key_digest"], "permissions": d["permissions"], "id": d["_id"]}
-                for d in self._keys.find({"app_id": app_id, "revoked_at": None})]
+                for d in self.store.active(app_id)]
 
 
 def serialize(doc: dict, secret: str | None = None) -> dict:

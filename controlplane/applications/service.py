@@ -6,11 +6,12 @@ application removes all of them (users, roles, permissions, API keys, webhooks..
 """
 from __future__ import annotations
 
-from shared.errors import ApiError, NotFound
+from shared.errors import ApplicationNotFound
 from shared.ids import new_id
 from shared.timeutil import isoformat
 
 from controlplane.applications.schemas import sanitize_css
+from controlplane.applications.errors import ApplicationLimitReached
 from controlplane.applications.store import ApplicationStore
 
 DEFAULT_BRANDING_OPTIONS = {
@@ -24,8 +25,8 @@ DEFAULT_BRANDING_OPTIONS = {
 
 
 class ApplicationService:
-    def __init__(self, store, events, clock, config):
-        self.store = ApplicationStore(store)
+    def __init__(self, store: ApplicationStore, events, clock, config):
+        self.store = store
         self._events = events
         self._clock = clock
         self._config = config
@@ -36,17 +37,14 @@ class ApplicationService:
     def require(self, app_id: str) -> dict:
         app = self.store.get(app_id)
         if app is None:
-            raise NotFound("Application not found.", details={"application_id": app_id})
+            raise ApplicationNotFound(details={"application_id": app_id})
         return app
 
     def create(self, values: dict, *, organization_id: str | None, owner_account_id: str | None) -> dict:
         """Create an application; ``values`` is cleaned ``schemas.CREATE`` output."""
         limit = self._config.max_applications_per_organization
         if organization_id is not None and not self.store.reserve_slot(organization_id, limit):
-            raise ApiError(
-                f"The organization has reached its limit of {limit} applications.",
-                status=403, code="resource_limit_exceeded", details={"limit": limit},
-            )
+            raise ApplicationLimitReached(limit)
         now = self._clock()
         doc = {
             "_id": new_id(),
@@ -83,7 +81,7 @@ class ApplicationService:
             return self.require(app_id)
         updated = self.store.update(app_id, {**values, "updated_at": self._clock()})
         if updated is None:
-            raise NotFound("Application not found.", details={"application_id": app_id})
+            raise ApplicationNotFound(details={"application_id": app_id})
         return updated
 
     def update_branding(self, app_id: str, values: dict) -> dict:
@@ -106,7 +104,7 @@ class ApplicationService:
     def delete(self, app_id: str) -> None:
         app = self.store.mark_deleting(app_id)
         if app is None:
-            raise NotFound("Application not found.", details={"application_id": app_id})
+            raise ApplicationNotFound(details={"application_id": app_id})
         self._events.emit(app_id, "application.deleted", {"application_id": app_id})
         self.store.purge(app_id)
         if app.get("organization_id"):

@@ -18,6 +18,7 @@ GLOBAL_COLLECTIONS = frozenset({
 
 class ApplicationStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._store = store
         self._apps = store["applications"]
         self._orgs = store["organizations"]

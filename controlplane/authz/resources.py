@@ -3,16 +3,19 @@ Responses are not wrapped in ``data`` (spec).  Permission authz:check."""
 from __future__ import annotations
 
 from shared import checks as schemas
+from shared.errors import PermissionMissing, ValidationFailed
 from shared.http import read_json
 
 from controlplane.auth import permission
+from controlplane.authz.service import AuthzService
 from controlplane.openapi import op
+from controlplane.resource import Resource
 
 CHECK = permission("authz:check")
-_ERRORS = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS"), (403, "FORBIDDEN")]
+_ERRORS = [ValidationFailed, PermissionMissing]
 
 
-class Check:
+class Check(Resource):
     access = {"GET": CHECK, "POST": CHECK}
     docs = {
         "GET": op("Check one permission (RBAC)", query={
@@ -25,8 +28,8 @@ class Check:
                    response=schemas.CHECK_ABAC_RESPONSE, wrapped=False, errors=_ERRORS),
     }
 
-    def __init__(self, ctx):
-        self.authz = ctx.authz
+    def __init__(self, authz: AuthzService):
+        self.authz = authz
 
     def on_get(self, req, resp, applicationId):
         values = schemas.check_query(req)
@@ -37,15 +40,15 @@ class Check:
         resp.media = self.authz.check_abac(applicationId, values)
 
 
-class CheckBulk:
+class CheckBulk(Resource):
     access = {"POST": CHECK}
     docs = {
         "POST": op("Check 1 to 50 permissions at once", body=schemas.CHECK_BULK,
                    response=schemas.BULK_RESPONSE, wrapped=False, errors=_ERRORS),
     }
 
-    def __init__(self, ctx):
-        self.authz = ctx.authz
+    def __init__(self, authz: AuthzService):
+        self.authz = authz
 
     def on_post(self, req, resp, applicationId):
         values = schemas.CHECK_BULK.validate(read_json(req))

@@ -142,11 +142,11 @@ class _CachedPolicies:
 
 
 class AuthzService:
-    def __init__(self, *, roles, events, tailer, store, clock, cache_ttl: int):
+    def __init__(self, *, roles, policies: PolicyStore, events, tailer, clock, cache_ttl: int):
         self._roles = roles
         self._events = events
         self._clock = clock
-        self.policy_store = PolicyStore(store)
+        self.policy_store = policies
         timer = lambda: clock().timestamp()  # noqa: E731  (tests move the clock)
         self.grants_cache = SeqCache(ttl=cache_ttl, maxsize=GRANTS_CACHE_SIZE, timer=timer)
         self.policies_cache = SeqCache(ttl=cache_ttl, maxsize=POLICIES_CACHE_SIZE, timer=timer)

@@ -23,6 +23,7 @@ INDEXES = {
 
 class PolicyStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._policies = store["abac_policies"]
 
     def active(self, app_id: str) -> list[Policy]:

@@ -24,6 +24,7 @@ INDEXES = {
 
 class DashboardAccess:
     def __init__(self, store, applications):
+        store.declare_indexes(INDEXES)
         self._members = store["organization_members"]
         self._applications = applications
 

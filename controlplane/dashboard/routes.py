@@ -1,20 +1,13 @@
-"""Routes of the dashboard area: accounts, organizations, applications, API keys.
-
-Puts ``ctx.dashboard`` (``DashboardService``) on the context for later areas.
-"""
+"""Routes of the dashboard area: accounts, organizations, applications, API keys."""
 from __future__ import annotations
 
-from controlplane.dashboard import resources, store
-from controlplane.dashboard.service import DashboardService
-
-INDEXES = store.INDEXES
+from controlplane.dashboard import resources
 
 TAG = "dashboard"
 BASE = "/api/dashboard"
 
 
-def register(ctx, routes):
-    ctx.dashboard = DashboardService(ctx)
+def add_routes(routes, services):
     for path, resource in (
         ("/register", resources.Register),
         ("/login", resources.Login),
@@ -30,4 +23,4 @@ def register(ctx, routes):
         ("/applications/{applicationId}/api-keys", resources.ApiKeys),
         ("/applications/{applicationId}/api-keys/{keyId}", resources.ApiKey),
     ):
-        routes.add(BASE + path, resource(ctx), TAG)
+        routes.add(BASE + path, resource(services), TAG)

@@ -14,7 +14,7 @@ from shared.timeutil import isoformat
 
 from controlplane.dashboard.access import WRITE_ROLES
 from controlplane.dashboard.store import AlreadyExists, DashboardStore
-from controlplane.passwords import require_strong
+from controlplane.passwords import WrongPassword, require_strong
 
 OWNER = "owner"
 # The scope of dashboard accounts in the login lock (``controlplane/lockout.py``); an
@@ -36,6 +36,22 @@ class OrganizationNotFound(NotFound):
 
 class MemberNotFound(NotFound):
     code, message = "USER_NOT_FOUND", "No such dashboard account in this organization."
+
+
+class AccountNotFound(NotFound):
+    """No dashboard account has this email."""
+
+    code, message = "USER_NOT_FOUND", "No dashboard account has this email."
+
+
+class AlreadyMember(Conflict):
+    code, message = "RESOURCE_ALREADY_EXISTS", "This account is already a member of the organization."
+
+
+class OrganizationRequired(Unprocessable):
+    """The caller belongs to several organizations (or none) and named none."""
+
+    code = "VALIDATION_ERROR"
 
 
 class LastOwner(Conflict):
@@ -130,8 +146,7 @@ class DashboardService:
         session of the account and return a fresh one for this browser."""
         account = self.account(account_id)
         if not self._guard.check(LOCK_SCOPE, account["email"], current, account["password_hash"]):
-            raise Unprocessable("The current password is incorrect.", code="INVALID_PASSWORD",
-                                details={"field": "current_password"})
+            raise WrongPassword("The current password is incorrect.", details={"field": "current_password"})
         require_strong(new, email=account["email"], field="new_password")
         self.store.update_account(account_id, {"password_hash": self._hasher.hash(new),
                                                "updated_at": self._clock()})
@@ -178,15 +193,13 @@ class DashboardService:
             raise Forbidden("Only an owner can add another owner.", details={"role": caller_role})
         target = self.store.account_by_email(email)
         if target is None:
-            raise NotFound("No dashboard account has this email.", code="USER_NOT_FOUND",
-                           details={"email": email})
+            raise AccountNotFound(details={"email": email})
         member = {"organization_id": organization_id, "account_id": target["_id"], "role": role,
                   "created_at": self._clock()}
         try:
             self.store.insert_member(member)
         except AlreadyExists:
-            raise Conflict("This account is already a member of the organization.", code="RESOURCE_ALREADY_EXISTS",
-                           details={"account_id": target["_id"]}) from None
+            raise AlreadyMember(details={"account_id": target["_id"]}) from None
         if role == OWNER:
             self.store.add_owner_slot(organization_id)
         return serialize_member(member, target)
@@ -267,10 +280,9 @@ class DashboardService:
         roles = self._access.memberships(account_id)
         if organization_id is None:
             if len(roles) != 1:
-                raise Unprocessable(
+                raise OrganizationRequired(
                     "organization_id is required: you belong to several organizations." if roles
                     else "organization_id is required: create an organization first.",
-                    code="VALIDATION_ERROR",
                     details={"fields": {"organization_id": "is required"}, "organizations": len(roles)},
                 )
             organization_id = next(iter(roles))

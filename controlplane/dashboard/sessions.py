@@ -20,6 +20,7 @@ INDEXES = {
 
 class DashboardSessions:
     def __init__(self, store, clock, ttl: int):
+        store.declare_indexes(INDEXES)
         self._sessions = store["dashboard_sessions"]
         self._clock = clock
         self.ttl = ttl

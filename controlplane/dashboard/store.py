@@ -28,6 +28,7 @@ class AlreadyExists(Exception):
 
 class DashboardStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._accounts = store["dashboard_accounts"]
         self._orgs = store["organizations"]
         self._members = store["organization_members"]

@@ -7,18 +7,18 @@ Every JSON answer carries ``seq``, the change-log head read before its data.
 """
 from __future__ import annotations
 
-import hmac
-
 import falcon
 
 from shared.engine import matches
-from shared.errors import PermissionMissing, Unauthorized, ValidationFailed
+from shared.errors import ApplicationNotFound, PermissionMissing, Unauthorized, ValidationFailed
 
-from controlplane.auth import API_KEY_PREFIXES, INTERNAL, PUBLIC, bearer_token
+from controlplane.auth import INTERNAL, PUBLIC, Authenticator, bearer_token, is_api_key
+from controlplane.internal.service import DecisionData
 from controlplane.openapi import op
+from controlplane.resource import Resource
 
 DECISION_PERMISSION = "authz:check"
-_ERRORS = [(403, "FORBIDDEN"), (404, "NOT_FOUND")]
+_ERRORS = [PermissionMissing, ApplicationNotFound]
 _SEQ = {"type": "integer", "description": "change-log head read before the data"}
 
 
@@ -45,7 +45,7 @@ def since_param(req) -> int | None:
     return value
 
 
-class Grants:
+class Grants(Resource):
     access = {"GET": INTERNAL}
     docs = {"GET": op("A user's grants for a decision service", wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "grants": {
@@ -53,34 +53,33 @@ class Grants:
             "(active|suspended|deleted|unknown), assignments [{role_id, role_name, permissions, scope, "
             "expires_at}], attributes, seq"}}}, errors=_ERRORS)}
 
-    def __init__(self, ctx):
-        self.roles = ctx.roles
+    def __init__(self, decision_data: DecisionData):
+        self.decision_data = decision_data
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId, userId):
-        grants = self.roles.grants(applicationId, userId)
+        grants = self.decision_data.grants(applicationId, userId)
         resp.media = {"seq": grants.seq, "grants": grants.to_json()}
         resp.cache_control = ["no-store"]
 
 
-class Policies:
+class Policies(Resource):
     access = {"GET": INTERNAL}
     docs = {"GET": op("The application's active ABAC policies", wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "policies": {"type": "array", "items": {
             "type": "object", "description": "shared.engine.Policy.to_json()"}}}}, errors=_ERRORS)}
 
-    def __init__(self, ctx):
-        self.events = ctx.events
-        self.policy_store = ctx.authz.policy_store
+    def __init__(self, decision_data: DecisionData):
+        self.decision_data = decision_data
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId):
-        seq = self.events.head()
-        resp.media = {"seq": seq, "policies": [p.to_json() for p in self.policy_store.active(applicationId)]}
+        seq, policies = self.decision_data.policies(applicationId)
+        resp.media = {"seq": seq, "policies": [p.to_json() for p in policies]}
         resp.cache_control = ["no-store"]
 
 
-class ApiKeys:
+class ApiKeys(Resource):
     access = {"GET": INTERNAL}
     docs = {"GET": op("Digests of the application's active API keys", wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "keys": {"type": "array", "items": {
@@ -88,14 +87,13 @@ class ApiKeys:
                 "type": "string", "description": "SHA-256 hex of the key"},
                 "permissions": {"type": "array", "items": {"type": "string"}}}}}}}, errors=_ERRORS)}
 
-    def __init__(self, ctx):
-        self.events = ctx.events
-        self.api_keys = ctx.api_keys
+    def __init__(self, decision_data: DecisionData):
+        self.decision_data = decision_data
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId):
-        seq = self.events.head()
-        resp.media = {"seq": seq, "keys": self.api_keys.digests(applicationId)}
+        seq, keys = self.decision_data.api_key_digests(applicationId)
+        resp.media = {"seq": seq, "keys": keys}
         resp.cache_control = ["no-store"]
 
 
@@ -104,7 +102,7 @@ _STREAM_DOC = ("Server-sent events: hello {seq, epoch} (the head and the id of t
                "live), reset when since cannot be replayed, heartbeat when idle.")
 
 
-class _Stream:
+class _Stream(Resource):
     def __init__(self, feed):
         self.feed = feed
 
@@ -120,7 +118,7 @@ class ApplicationChanges(_Stream):
     access = {"GET": INTERNAL}
     docs = {"GET": op("Change stream of one application", description=_STREAM_DOC, query={
         "since": ({"type": "integer", "minimum": 0}, "resume after this seq (or Last-Event-ID)")},
-        errors=[(400, "VALIDATION_INVALID_FORMAT"), *_ERRORS])}
+        errors=[ValidationFailed, *_ERRORS])}
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId):
@@ -132,13 +130,13 @@ class AllChanges(_Stream):
     docs = {"GET": op("Change stream of every application (internal service token only)",
                       description=_STREAM_DOC, query={
                           "since": ({"type": "integer", "minimum": 0}, "resume after this seq (or Last-Event-ID)")},
-                      errors=[(400, "VALIDATION_INVALID_FORMAT")])}
+                      errors=[ValidationFailed])}
 
     def on_get(self, req, resp):
         self._open(req, resp, None)
 
 
-class WhoAmI:
+class WhoAmI(Resource):
     """Which credential is this?  Lets a tenant's decision service, given only its API
     key, learn the application it serves (and its own permissions)."""
 
@@ -149,24 +147,21 @@ class WhoAmI:
             "application_id": {"type": ["string", "null"]},
             "key_id": {"type": ["string", "null"]},
             "permissions": {"type": "array", "items": {"type": "string"}}}},
-        errors=[(401, "UNAUTHORIZED")])}
+        errors=[Unauthorized])}
 
-    def __init__(self, ctx):
-        self.ctx = ctx
+    def __init__(self, authenticator: Authenticator):
+        self.authenticator = authenticator
 
     def on_get(self, req, resp):
         token = bearer_token(req)
         if token is None:
             raise Unauthorized("A bearer credential is required.")
-        if token.startswith(API_KEY_PREFIXES):
-            key = self.ctx.api_keys.authenticate(token)
-            if key is None or self.ctx.applications.get(key["app_id"]) is None:
-                raise Unauthorized("The API key is not valid.")
-            resp.media = {"kind": "api_key", "application_id": key["app_id"], "key_id": key["_id"],
-                          "permissions": list(key["permissions"])}
-        else:
-            expected = self.ctx.config.internal_token
-            if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
-                raise Unauthorized("The internal service token or an API key is required.")
+        if self.authenticator.is_internal_token(token):
             resp.media = {"kind": "internal", "application_id": None, "key_id": None, "permissions": []}
+        elif is_api_key(token):
+            key = self.authenticator.api_key(token, None)
+            resp.media = {"kind": "api_key", "application_id": key.app_id, "key_id": key.key_id,
+                          "permissions": list(key.permissions)}
+        else:
+            raise Unauthorized("The internal service token or an API key is required.")
         resp.cache_control = ["no-store"]

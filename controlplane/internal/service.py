@@ -118,3 +118,27 @@ class ChangeFeed:
         if len(page) < REPLAY_PAGE or page[-1].seq > bound:
             return batch, max(last, bound)
         return batch, page[-1].seq
+
+
+class DecisionData:
+    """What a decision service reads (contract items 1 to 3): a user's grants, the
+    application's active ABAC policies, and its API key digests, each with the
+    change-log head read before the data (``seq``: the no-stale-re-fill rule)."""
+
+    def __init__(self, *, roles, policies, api_keys, events):
+        self._roles = roles
+        self._policies = policies
+        self._api_keys = api_keys
+        self._events = events
+
+    def grants(self, app_id: str, user_id: str):
+        """``shared.engine.Grants``, which carries its own seq."""
+        return self._roles.grants(app_id, user_id)
+
+    def policies(self, app_id: str) -> tuple[int, list]:
+        seq = self._events.head()
+        return seq, self._policies.active(app_id)
+
+    def api_key_digests(self, app_id: str) -> tuple[int, list[dict]]:
+        seq = self._events.head()
+        return seq, self._api_keys.digests(app_id)

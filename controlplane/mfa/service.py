@@ -27,14 +27,16 @@ import logging
 import math
 
 from shared.config import Rate
-from shared.errors import BadRequest, Conflict, Forbidden, Gone, NotFound, RateLimited, Unauthorized, \
-    Unprocessable
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
 
 from controlplane.applications.service import branding
 from controlplane.mfa import emails, totp
+from controlplane.mfa.errors import (ConfirmationCodeInvalid, MfaAlreadyEnabled, MfaChallengeExpired, MfaCodeInvalid,
+                                     MfaLocked, MfaMethodNotFound, MfaNotEnabled)
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
+from controlplane.passwords import WrongPassword
+from controlplane.users.errors import AccountSuspended, UserNotFound
 
 log = logging.getLogger("iamgate.mfa")
 
@@ -45,29 +47,6 @@ SETUP_TTL = 3600
 # Codes tried per user across all challenges, on top of the per-challenge lock: a caller
 # who knows the password cannot get fresh guesses by logging in again and again.
 VERIFY_RATE = Rate(20, 900)
-
-
-def _user_not_found(user_id: str) -> NotFound:
-    return NotFound("User not found in this application.", code="USER_NOT_FOUND", details={"user_id": user_id})
-
-
-def _not_enabled() -> BadRequest:
-    return BadRequest("Multi-factor authentication is not enabled for this user.", code="MFA_NOT_ENABLED")
-
-
-def _already_enabled() -> Conflict:
-    return Conflict("An authenticator app is already active for this user; disable it first.",
-                    code="MFA_ALREADY_ENABLED")
-
-
-def _method_not_found(method_id: str) -> NotFound:
-    return NotFound("No pending authenticator setup has this method_id; start the setup again.",
-                    code="MFA_METHOD_NOT_FOUND", details={"method_id": method_id})
-
-
-def _challenge_expired() -> Gone:
-    return Gone("The MFA challenge has expired or was already used; log in again.",
-                code="AUTH_MFA_CHALLENGE_EXPIRED")
 
 
 def serialize_method(method: dict) -> dict:
@@ -103,7 +82,7 @@ class MfaService:
     def _user(self, app_id: str, user_id: str) -> dict:
         user = self._ctx.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
-            raise _user_not_found(user_id)
+            raise UserNotFound(user_id)
         return user
 
     # ------------------------------------------------------------------ status
@@ -132,7 +111,7 @@ class MfaService:
         app_id = app["_id"]
         user = self._user(app_id, user_id)
         if self.methods.active(app_id, user_id) is not None:
-            raise _already_enabled()
+            raise MfaAlreadyEnabled()
         secret, now = totp.new_secret(), self._now()
         method = {
             "_id": new_id(), "app_id": app_id, "user_id": user_id, "type": TOTP, "label": label,
@@ -157,15 +136,14 @@ class MfaService:
         user = self._user(app_id, user_id)
         method = self.methods.get(app_id, user_id, method_id)
         if method is not None and method["status"] == "active":
-            raise _already_enabled()
+            raise MfaAlreadyEnabled()
         if method is None or aware(method["expires_at"]) <= now:
-            raise _method_not_found(method_id)
+            raise MfaMethodNotFound(method_id)
         if self.methods.active(app_id, user_id) is not None:
-            raise _already_enabled()
+            raise MfaAlreadyEnabled()
         step = totp.matching_step(self._secret(method), code, now)
         if step is None:
-            raise Unprocessable("The code is not correct or has expired; enter the code the app shows now.",
-                                code="MFA_INVALID_CODE")
+            raise ConfirmationCodeInvalid()
         # The codes first, then the one write that makes them current: a crash or a lost
         # race in between leaves only codes no method points at.
         set_id, codes = self._new_backup_set(app_id, user_id, now)
@@ -173,8 +151,8 @@ class MfaService:
         if activated is None:
             self.backup_codes.delete_set(app_id, user_id, set_id)
             if self.methods.active(app_id, user_id) is not None:
-                raise _already_enabled()
-            raise _method_not_found(method_id)
+                raise MfaAlreadyEnabled()
+            raise MfaMethodNotFound(method_id)
         self._ctx.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id},
                               subject={"user_id": user_id})
         self._mail(emails.enabled(app, user), user)
@@ -189,13 +167,13 @@ class MfaService:
         user = self._user(app_id, user_id)
         method = self.methods.active(app_id, user_id)
         if method is None:
-            raise _not_enabled()
+            raise MfaNotEnabled()
         self._require_password(app_id, user, password)
         set_id, codes = self._new_backup_set(app_id, user_id, self._now())
         before = self.methods.swap_backup_set(app_id, method["_id"], set_id)
         if before is None:  # disabled meanwhile
             self.backup_codes.delete_set(app_id, user_id, set_id)
-            raise _not_enabled()
+            raise MfaNotEnabled()
         if before.get("backup_set_id"):
             self.backup_codes.delete_set(app_id, user_id, before["backup_set_id"])
         self._ctx.events.emit(app_id, "mfa.backup_codes_regenerated", {"user_id": user_id},
@@ -212,7 +190,7 @@ class MfaService:
         user = self._user(app_id, user_id)
         method = self.methods.active(app_id, user_id)
         if method is None:
-            raise _not_enabled()
+            raise MfaNotEnabled()
         self._require_password(app_id, user, password)
         self._remove(app, user, method, by_administrator=False)
 
@@ -222,7 +200,7 @@ class MfaService:
         user = self._user(app["_id"], user_id)
         method = self.methods.active(app["_id"], user_id)
         if method is None:
-            raise _not_enabled()
+            raise MfaNotEnabled()
         self._remove(app, user, method, by_administrator=True)
 
     def _remove(self, app: dict, user: dict, method: dict, *, by_administrator: bool) -> None:
@@ -230,7 +208,7 @@ class MfaService:
         # The method first: once it is gone MFA is off, and leftovers (codes, challenges)
         # are ignored until the deletes below reclaim them.
         if not self.methods.delete_active(app_id, method["_id"]):
-            raise _not_enabled()  # a parallel disable won
+            raise MfaNotEnabled()  # a parallel disable won
         self.methods.delete_pending(app_id, user_id)
         self.backup_codes.delete_for_user(app_id, user_id)
         self.challenges.delete_for_user(app_id, user_id)
@@ -279,22 +257,21 @@ class MfaService:
         token_digest = digest(challenge_token)
         challenge = self.challenges.count_attempt(app_id, token_digest, now)
         if challenge is None:  # unknown, consumed or expired
-            raise _challenge_expired()
+            raise MfaChallengeExpired()
         user_id, max_attempts = challenge["user_id"], self._config.mfa_max_attempts
         attempts_left = max_attempts - challenge["attempts"]
         if attempts_left < 0:
             raise self._locked(aware(challenge["expires_at"]), now)
         self._ctx.rate_limiter.hit(
-            f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, code="AUTH_MFA_LOCKED",
-            message="Too many verification codes were tried for this account. Try again later.")
+            f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, error=MfaLocked)
         user = self._ctx.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
-            raise _challenge_expired()
+            raise MfaChallengeExpired()
         if user.get("status") == "suspended":
-            raise Forbidden("This account is suspended.", code="AUTH_ACCOUNT_SUSPENDED")
+            raise AccountSuspended()
         method = self.methods.active(app_id, user_id)
         if method is None:  # MFA was turned off after the login
-            raise _challenge_expired()
+            raise MfaChallengeExpired()
 
         remaining = None
         if totp.is_totp_code(code):
@@ -304,7 +281,7 @@ class MfaService:
             remaining = self.backup_codes.remaining(app_id, user_id, method.get("backup_set_id"))
 
         if self.challenges.consume(app_id, token_digest, self._now()) is None:
-            raise _challenge_expired()  # a parallel verify won, or it expired just now
+            raise MfaChallengeExpired()  # a parallel verify won, or it expired just now
         pair = self._ctx.users.issue_session(app, user, remember_me=challenge["remember_me"],
                                              device_info=challenge.get("device_info") or {})
         if remaining is not None:
@@ -327,15 +304,14 @@ class MfaService:
                 app_id, user_id, set_id, self._backup_digest(app_id, user_id, canonical), now):
             raise self._invalid_code(attempts_left)
 
-    def _invalid_code(self, attempts_left: int, message: str | None = None) -> Unauthorized:
-        return Unauthorized(message or "The verification code is not correct.", code="AUTH_INVALID_MFA_CODE",
-                            details={"attempts_remaining": max(0, attempts_left)})
+    def _invalid_code(self, attempts_left: int, message: str | None = None) -> MfaCodeInvalid:
+        return MfaCodeInvalid(message, details={"attempts_remaining": max(0, attempts_left)})
 
-    def _locked(self, until, now) -> RateLimited:
+    def _locked(self, until, now) -> MfaLocked:
         log.warning("MFA challenge locked after too many wrong codes")
-        return RateLimited(
+        return MfaLocked(
             limit=self._config.mfa_max_attempts, reset_at=math.ceil(until.timestamp()),
-            retry_after=math.ceil((until - now).total_seconds()), code="AUTH_MFA_LOCKED",
+            retry_after=math.ceil((until - now).total_seconds()),
             message="Too many wrong codes for this sign-in; log in again.",
         )
 
@@ -368,8 +344,7 @@ class MfaService:
         account's login budget (``UserService.check_password``): a stolen access token
         cannot be used to guess the password, and 429 AUTH_ACCOUNT_LOCKED past it."""
         if not self._ctx.users.check_password(app_id, user, password):
-            raise Unprocessable("The password is not correct.", code="INVALID_PASSWORD",
-                                details={"field": "password"})
+            raise WrongPassword(details={"field": "password"})
 
     def _mail(self, message: tuple[str, str], user: dict) -> None:
         subject, body = message

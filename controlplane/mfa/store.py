@@ -51,6 +51,7 @@ def active_key(app_id: str, user_id: str, type_: str) -> str:
 
 class MethodStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._methods = store["mfa_methods"]
 
     def insert(self, doc: dict) -> None:
@@ -119,6 +120,7 @@ class MethodStore:
 
 class BackupCodeStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._codes = store["mfa_backup_codes"]
 
     def insert_set(self, docs: list[dict]) -> None:
@@ -146,6 +148,7 @@ class BackupCodeStore:
 
 class ChallengeStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._challenges = store["mfa_challenges"]
 
     def insert(self, doc: dict) -> None:

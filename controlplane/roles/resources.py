@@ -3,35 +3,32 @@ V1/users/{userId}/permissions).  Reads need roles:read, writes roles:manage, for
 tokens (their current roles) and API keys (their permissions) alike."""
 from __future__ import annotations
 
-from shared.errors import ValidationFailed
+from shared.errors import PermissionMissing, ValidationFailed
 from shared.http import bool_param, page_params, paginated, read_json, respond
-from shared.validation import Invalid
 
 from controlplane.auth import permission
 from controlplane.openapi import op
+from controlplane.resource import Resource, query_param
 from controlplane.roles import schemas
-from controlplane.roles.service import serialize_role
+from controlplane.roles.errors import (RoleAlreadyAssigned, RoleAssignmentNotFound, RoleChangedConcurrently,
+                                       RoleInUse, RoleIsSystem, RoleNameTaken, RoleNotFound)
+from controlplane.roles.service import RoleService, serialize_role
+from controlplane.users.errors import UserNotFound
 
 READ = permission("roles:read")
 MANAGE = permission("roles:manage")
 
-_ROLE_ERRORS = [(403, "FORBIDDEN"), (404, "RESOURCE_NOT_FOUND")]
-_USER_ERRORS = [(400, "VALIDATION_INVALID_FORMAT"), (403, "FORBIDDEN"), (404, "USER_NOT_FOUND")]
+_ROLE_ERRORS = [PermissionMissing, RoleNotFound]
+_USER_ERRORS = [ValidationFailed, PermissionMissing, UserNotFound]
 _SCOPE_QUERY = ({"type": "string"}, "exactly this scope")
 
 
 def scope_param(req) -> str | None:
     """``?scope=``: absent or empty means no scope."""
-    raw = req.get_param("scope")
-    if raw is None or raw == "":
-        return None
-    try:
-        return schemas.Scope().clean(raw)
-    except Invalid as exc:
-        raise ValidationFailed({"scope": str(exc)}) from None
+    return query_param(req, "scope", schemas.Scope())
 
 
-class RoleCollection:
+class RoleCollection(Resource):
     access = {"GET": READ, "POST": MANAGE}
     docs = {
         "GET": op("List roles", query={
@@ -39,15 +36,14 @@ class RoleCollection:
             "include_permissions": ({"type": "boolean"}, "add each role's permission names"),
             "page": ({"type": "integer", "minimum": 1}, "page number, default 1"),
             "per_page": ({"type": "integer", "minimum": 1, "maximum": 100}, "default 15, max 100"),
-        }, response=schemas.ROLE_PAGE, wrapped=False, errors=[(400, "VALIDATION_INVALID_FORMAT"), (403, "FORBIDDEN")]),
+        }, response=schemas.ROLE_PAGE, wrapped=False, errors=[ValidationFailed, PermissionMissing]),
         "POST": op("Create a role", body=schemas.CREATE_ROLE, ok=201, response=schemas.ROLE_WITH_NAMES,
                    description="Permissions are created on first use.",
-                   errors=[(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS"), (403, "FORBIDDEN"),
-                           (409, "RESOURCE_ALREADY_EXISTS")]),
+                   errors=[ValidationFailed, PermissionMissing, RoleNameTaken]),
     }
 
-    def __init__(self, ctx):
-        self.roles = ctx.roles
+    def __init__(self, roles: RoleService):
+        self.roles = roles
 
     def on_get(self, req, resp, applicationId):
         page, per_page = page_params(req)
@@ -65,12 +61,11 @@ class RoleCollection:
         respond(resp, serialize_role(role, permissions="names"), status=201)
 
 
-class RoleItem:
+class RoleItem(Resource):
     access = {"GET": READ, "PUT": MANAGE, "PATCH": MANAGE, "DELETE": MANAGE}
     _update_doc = op("Update a role", body=schemas.UPDATE_ROLE, response=schemas.ROLE_WITH_NAMES,
                      description="{role} is the role id, or its name. The name cannot change.",
-                     errors=[(400, "VALIDATION_INVALID_FORMAT"), (403, "ROLE_IS_SYSTEM"), *_ROLE_ERRORS,
-                             (409, "CONFLICT")])
+                     errors=[ValidationFailed, RoleIsSystem, *_ROLE_ERRORS, RoleChangedConcurrently])
     docs = {
         "GET": op("Get a role with its permissions and users_count", response=schemas.ROLE_DETAIL,
                   description="{role} is the role id, or its name.", errors=_ROLE_ERRORS),
@@ -78,11 +73,11 @@ class RoleItem:
         "PATCH": _update_doc,
         "DELETE": op("Delete a role nobody holds", ok=204,
                      description="{role} is the role id, or its name.",
-                     errors=[(403, "ROLE_IS_SYSTEM"), *_ROLE_ERRORS, (409, "ROLE_IN_USE")]),
+                     errors=[RoleIsSystem, *_ROLE_ERRORS, RoleInUse]),
     }
 
-    def __init__(self, ctx):
-        self.roles = ctx.roles
+    def __init__(self, roles: RoleService):
+        self.roles = roles
 
     def on_get(self, req, resp, applicationId, role):
         respond(resp, self.roles.detail(applicationId, self.roles.resolve(applicationId, role)))
@@ -99,7 +94,7 @@ class RoleItem:
         resp.status = 204
 
 
-class UserRoleCollection:
+class UserRoleCollection(Resource):
     access = {"GET": READ, "POST": MANAGE}
     docs = {
         "GET": op("List a user's role assignments", query={"scope": _SCOPE_QUERY},
@@ -107,12 +102,11 @@ class UserRoleCollection:
                   description="Without scope: every unexpired assignment; with scope: those of exactly that scope.",
                   errors=_USER_ERRORS),
         "POST": op("Assign a role to a user", body=schemas.ASSIGN_ROLE, ok=201, response=schemas.ASSIGNMENT,
-                   errors=[(400, "VALIDATION_MULTIPLE_ERRORS"), *_USER_ERRORS,
-                           (404, "RESOURCE_NOT_FOUND"), (409, "AUTHZ_ROLE_ALREADY_ASSIGNED")]),
+                   errors=[*_USER_ERRORS, RoleNotFound, RoleAlreadyAssigned]),
     }
 
-    def __init__(self, ctx):
-        self.roles = ctx.roles
+    def __init__(self, roles: RoleService):
+        self.roles = roles
 
     def on_get(self, req, resp, applicationId, userId):
         scope = scope_param(req)
@@ -124,24 +118,24 @@ class UserRoleCollection:
         respond(resp, self.roles.assign(applicationId, userId, values), status=201)
 
 
-class UserRoleItem:
+class UserRoleItem(Resource):
     access = {"DELETE": MANAGE}
     docs = {
         "DELETE": op("Remove a role assignment", ok=204, query={
             "scope": ({"type": "string"}, "required when the role was assigned with a scope")},
             description="{roleId} is the role id (or its name).",
-            errors=[*_USER_ERRORS, (404, "AUTHZ_ROLE_ASSIGNMENT_NOT_FOUND")]),
+            errors=[*_USER_ERRORS, RoleAssignmentNotFound]),
     }
 
-    def __init__(self, ctx):
-        self.roles = ctx.roles
+    def __init__(self, roles: RoleService):
+        self.roles = roles
 
     def on_delete(self, req, resp, applicationId, userId, roleId):
         self.roles.unassign(applicationId, userId, roleId, scope_param(req))
         resp.status = 204
 
 
-class UserPermissions:
+class UserPermissions(Resource):
     access = {"GET": READ}
     docs = {
         "GET": op("A user's effective permissions", query={"scope": ({"type": "string"},
@@ -149,8 +143,8 @@ class UserPermissions:
                   response=schemas.USER_PERMISSIONS, errors=_USER_ERRORS),
     }
 
-    def __init__(self, ctx):
-        self.roles = ctx.roles
+    def __init__(self, roles: RoleService):
+        self.roles = roles
 
     def on_get(self, req, resp, applicationId, userId):
         respond(resp, self.roles.user_permissions(applicationId, userId, scope_param(req)))

@@ -12,36 +12,21 @@ decision-service contract, item 5):
 from __future__ import annotations
 
 from shared.engine import Assignment, Grants, applicable_assignments, effective_permissions
-from shared.errors import ApiError, Conflict, NotFound, ValidationFailed
+from shared.errors import ValidationFailed
 from shared.ids import is_uuid, new_id
 from shared.timeutil import aware, isoformat
 
-from controlplane.roles.store import AssignmentExists, RoleNameTaken, RoleStore
+from controlplane.roles.errors import (RoleAssignmentNotFound, RoleChangedConcurrently, RoleInUse, RoleIsSystem,
+                                      RoleNameTaken, RoleNotFound)
+from controlplane.roles.store import RoleStore
+from controlplane.users.errors import UserNotFound
 
 _UPDATE_ATTEMPTS = 5
 
 
-def role_not_found(ref: str) -> NotFound:
-    return NotFound("Role not found.", code="RESOURCE_NOT_FOUND", details={"role": ref})
-
-
-def user_not_found(user_id: str) -> NotFound:
-    return NotFound("User not found in this application.", code="USER_NOT_FOUND", details={"user_id": user_id})
-
-
-def assignment_not_found(user_id: str, role_ref: str, scope) -> NotFound:
-    return NotFound("No matching role assignment.", code="AUTHZ_ROLE_ASSIGNMENT_NOT_FOUND",
-                    details={"user_id": user_id, "role_id": role_ref, "scope": scope})
-
-
-def system_role(role: dict) -> ApiError:
-    return ApiError("System roles cannot be modified or deleted.", status=403, code="ROLE_IS_SYSTEM",
-                    details={"role_id": role["_id"], "name": role["name"]})
-
-
 class RoleService:
-    def __init__(self, store, events, clock):
-        self.store = RoleStore(store)
+    def __init__(self, store: RoleStore, events, clock):
+        self.store = store
         self._events = events
         self._clock = clock
 
@@ -52,7 +37,7 @@ class RoleService:
         role = (self.store.role_by_id(app_id, ref.lower()) if is_uuid(ref)
                 else self.store.role_by_name(app_id, ref))
         if role is None:
-            raise role_not_found(ref)
+            raise RoleNotFound(ref)
         return role
 
     def list(self, app_id: str, *, search: str | None, page: int, per_page: int) -> tuple[list[dict], int]:
@@ -76,13 +61,10 @@ class RoleService:
             "updated_at": now,
         }
         if self.store.role_by_name(app_id, doc["name"]) is not None:
-            raise self._name_taken(doc["name"])
+            raise RoleNameTaken(doc["name"])
         # Permissions first: a crash before the role insert leaves only unused permission names.
         self.store.ensure_permissions(app_id, permissions, now)
-        try:
-            self.store.insert_role(doc)
-        except RoleNameTaken:
-            raise self._name_taken(doc["name"]) from None
+        self.store.insert_role(doc)
         self._events.emit(app_id, "role.created", {
             "role_id": doc["_id"], "name": doc["name"], "display_name": doc["display_name"],
             "permissions": permissions, "is_system_role": doc["is_system_role"],
@@ -98,7 +80,7 @@ class RoleService:
         for _ in range(_UPDATE_ATTEMPTS):
             role = self.resolve(app_id, ref)
             if role.get("is_system_role"):
-                raise system_role(role)
+                raise RoleIsSystem(role)
             self._check_immutable(role, values)
             changes = {field: values[field] for field in ("display_name", "description", "permissions")
                        if field in values and values[field] != role.get(field)}
@@ -114,7 +96,7 @@ class RoleService:
             if updated is not None:
                 break
         else:
-            raise Conflict("The role was changed concurrently; try again.", details={"role": ref})
+            raise RoleChangedConcurrently(ref)
         self._emit_update(app_id, updated, sorted(changes), granted=[p for p in updated["permissions"] if p not in old],
                           revoked=[p for p in role["permissions"] if p not in new])
         return updated
@@ -124,15 +106,13 @@ class RoleService:
         deleted users do not count); 403 ROLE_IS_SYSTEM for a system role."""
         role = self.resolve(app_id, ref)
         if role.get("is_system_role"):
-            raise system_role(role)
+            raise RoleIsSystem(role)
         now = self._clock()
         holders = self.store.holders(app_id, role["_id"], now)
         if self.store.count_live_users(app_id, holders, stop_at=1):
-            raise ApiError("The role is still assigned to users; remove the assignments first.",
-                           status=409, code="ROLE_IN_USE",
-                           details={"role_id": role["_id"], "name": role["name"]})
+            raise RoleInUse(role)
         if not self.store.delete_role(app_id, role["_id"]):
-            raise role_not_found(ref)
+            raise RoleNotFound(ref)
         # After the role is gone: sweeps expired assignments, those of deleted users, and one
         # a concurrent assign slipped in (that request re-checks the role and undoes itself).
         affected = self.store.purge_role_assignments(app_id, role["_id"], now)
@@ -169,18 +149,13 @@ class RoleService:
             "permissions": role["permissions"], "granted": granted, "revoked": revoked,
         }, subject=subject, user_ids=holders)
 
-    @staticmethod
-    def _name_taken(name: str) -> Conflict:
-        return Conflict(f"A role named {name!r} already exists in this application.",
-                        code="RESOURCE_ALREADY_EXISTS", details={"name": name})
-
     # --- assignments ---------------------------------------------------------------------
 
     def require_user(self, app_id: str, user_id: str) -> dict:
         """The user of the application; 404 USER_NOT_FOUND when unknown or deleted."""
         user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
         if user is None or user.get("status") == "deleted":
-            raise user_not_found(user_id)
+            raise UserNotFound(user_id)
         return user
 
     def assign(self, app_id: str, user_id: str, values: dict) -> dict:
@@ -194,7 +169,7 @@ class RoleService:
         role_id = values["role_id"]
         role = self.store.role_by_id(app_id, role_id)
         if role is None:
-            raise role_not_found(role_id)
+            raise RoleNotFound(role_id)
         scope = values.get("scope")
         doc = {
             "_id": new_id(),
@@ -205,15 +180,11 @@ class RoleService:
             "expires_at": expires_at,
             "assigned_at": now,
         }
-        try:
-            saved = self.store.insert_assignment(doc, now)
-        except AssignmentExists:
-            raise Conflict("The user already has this role at this scope.", code="AUTHZ_ROLE_ALREADY_ASSIGNED",
-                           details={"user_id": user_id, "role_id": role_id, "scope": scope}) from None
+        saved = self.store.insert_assignment(doc, now)
         if self.store.role_by_id(app_id, role_id) is None:
             # The role was deleted while we assigned it: undo, as if the delete came first.
             self.store.delete_assignment_doc(saved["_id"])
-            raise role_not_found(role_id)
+            raise RoleNotFound(role_id)
         self._events.emit(app_id, "role.assigned", {
             "user_id": user_id, "role_id": role_id, "role_name": role["name"], "scope": scope,
             "expires_at": isoformat(expires_at),
@@ -228,11 +199,11 @@ class RoleService:
         else:
             role = self.store.role_by_name(app_id, role_ref)
             if role is None:
-                raise assignment_not_found(user_id, role_ref, scope)
+                raise RoleAssignmentNotFound(user_id, role_ref, scope)
             role_id = role["_id"]
         removed = self.store.remove_assignment(app_id, user_id, role_id, scope, self._clock())
         if removed is None:
-            raise assignment_not_found(user_id, role_ref, scope)
+            raise RoleAssignmentNotFound(user_id, role_ref, scope)
         role = self.store.role_by_id(app_id, role_id)
         self._events.emit(app_id, "role.removed", {
             "user_id": user_id, "role_id": role_id, "role_name": role["name"] if role else None, "scope": scope,

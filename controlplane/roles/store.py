@@ -18,6 +18,8 @@ import re
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from controlplane.roles.errors import RoleAlreadyAssigned, RoleNameTaken
+
 from shared.ids import new_id
 
 INDEXES = {
@@ -39,20 +41,13 @@ INDEXES = {
 _CHUNK = 1000
 
 
-class RoleNameTaken(Exception):
-    """Another role of the application already has this name."""
-
-
-class AssignmentExists(Exception):
-    """The user already holds this role at this scope."""
-
-
 def _unexpired(now) -> dict:
     return {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
 
 
 class RoleStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._roles = store["roles"]
         self._permissions = store["permissions"]
         self._assignments = store["role_assignments"]
@@ -134,7 +129,7 @@ class RoleStore:
             return_document=ReturnDocument.AFTER,
         )
         if replaced is None:
-            raise AssignmentExists()
+            raise RoleAlreadyAssigned(doc["user_id"], doc["role_id"], doc["scope"])
         return replaced
 
     def delete_assignment_doc(self, assignment_id: str) -> None:

@@ -1,19 +1,12 @@
 """Routes of user self-service (spec "User self-service", all JWT-owner): profile,
-soft delete, GDPR export, OIDC consent withdrawal and session management.
-
-Puts ``SelfService`` on the context as ``ctx.selfservice``.  The area owns no
-collection (see ``store.py``), so it declares no index.
-"""
+soft delete, GDPR export, OIDC consent withdrawal and session management."""
 from controlplane.selfservice import resources
-from controlplane.selfservice.service import SelfService
-
-INDEXES = {}
 
 V1 = "/api/v1/applications/{applicationId}/users/{userId}"
 
 
-def register(ctx, routes):
-    ctx.selfservice = SelfService(ctx)
+def add_routes(routes, services):
+    ctx = services  # TRANSITION (issue "one shape"): resources still take the container
     tag = "user self-service"
     routes.add(V1, resources.Account(ctx), tag)
     routes.add(f"{V1}/profile", resources.Profile(ctx), tag)

@@ -16,11 +16,12 @@ import json
 import logging
 import re
 
-from shared.errors import NotFound
 from shared.ids import is_uuid
 from shared.timeutil import isoformat
 
+from controlplane.selfservice.errors import ExportLimited, SessionNotFound
 from controlplane.selfservice.store import SelfServiceStore
+from controlplane.users.errors import UserNotFound
 
 log = logging.getLogger("iamgate.selfservice")
 
@@ -31,15 +32,6 @@ _SECRET_KEY = re.compile(r"password|secret|token|digest|hash|backup_code|private
 # cursor.limit(0) means "no limit": the export holds every event the change log still
 # retains about the user (it expires events after 90 days).
 _ALL_EVENTS = 0
-
-
-def user_not_found(user_id: str) -> NotFound:
-    return NotFound("User not found in this application.", code="USER_NOT_FOUND", details={"user_id": user_id})
-
-
-def session_not_found(session_id: str) -> NotFound:
-    return NotFound("Session not found or already revoked.", code="SESSION_NOT_FOUND",
-                    details={"session_id": session_id})
 
 
 class SelfService:
@@ -53,7 +45,7 @@ class SelfService:
     def _require_user(self, app_id: str, user_id: str) -> dict:
         user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
         if user is None or user.get("status") == "deleted":
-            raise user_not_found(user_id)
+            raise UserNotFound(user_id)
         return user
 
     # ------------------------------------------------------------------ profile
@@ -74,7 +66,7 @@ class SelfService:
         now = self._now()
         before = self.store.update_profile(app_id, user_id, changes, now)
         if before is None:
-            raise user_not_found(user_id)
+            raise UserNotFound(user_id)
         # Judged against the document this write replaced, so a racing identical update
         # is not reported twice.
         changed = sorted(name for name, value in changes.items() if not _same(before.get(name), value))
@@ -95,7 +87,7 @@ class SelfService:
         404 USER_NOT_FOUND for an unknown user; for one already deleted too, after
         finishing whatever revocation an interrupted earlier deletion left undone."""
         if not is_uuid(user_id) or self.store.user(app_id, user_id) is None:
-            raise user_not_found(user_id)
+            raise UserNotFound(user_id)
         now = self._now()
         transitioned = self.store.mark_deleted(app_id, user_id, now)
         if transitioned:
@@ -106,7 +98,7 @@ class SelfService:
         sessions = self._ctx.users.revoke_sessions(app_id, user_id, reason="user_deleted")
         consents, oidc_tokens = self._revoke_oidc(app_id, user_id, now, reason="user_deleted")
         if not transitioned:
-            raise user_not_found(user_id)
+            raise UserNotFound(user_id)
         log.info("user soft-deleted", extra={"app_id": app_id, "user_id": user_id, "sessions_revoked": sessions,
                                              "consents_withdrawn": consents, "oidc_tokens_revoked": oidc_tokens})
 
@@ -146,7 +138,7 @@ class SelfService:
         when unknown, another user's, expired or already revoked."""
         if not is_uuid(session_id) or not self.store.revoke_session(
                 app_id, user_id, session_id.lower(), self._now(), "revoked_by_user"):
-            raise session_not_found(session_id)
+            raise SessionNotFound(session_id)
 
     def revoke_all_sessions(self, app_id: str, user_id: str) -> int:
         """Revoke every session of the user, the calling one included; the number revoked.
@@ -163,7 +155,7 @@ class SelfService:
         USER_NOT_FOUND."""
         user = self._require_user(app_id, user_id)
         self._ctx.rate_limiter.hit(f"export:{app_id}:{user_id}", self._ctx.config.rate_limit_export,
-                                   message="A data export can be requested once per hour. Try again later.")
+                                   error=ExportLimited)
         return {
             "exported_at": isoformat(self._now()),
             "user": serialize_export_user(user),

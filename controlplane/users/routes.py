@@ -1,19 +1,13 @@
 """Routes of the users area: end-user authentication (spec "User authentication"),
-suspension in the dashboard, and the hosted pages the emails link to.
-
-Puts ``UserService`` on the context as ``ctx.users`` for the MFA and self-service areas.
-"""
-from controlplane.users import pages, resources, store
-from controlplane.users.service import UserService
-
-INDEXES = store.INDEXES
+suspension in the dashboard, and the hosted pages the emails link to."""
+from controlplane.users import pages, resources
 
 V1 = "/api/v1/applications/{applicationId}/users"
 DASHBOARD = "/api/dashboard/applications/{applicationId}/users"
 
 
-def register(ctx, routes):
-    ctx.users = UserService(ctx)
+def add_routes(routes, services):
+    ctx = services  # TRANSITION (issue "one shape"): resources still take the container
     tag = "user authentication"
     routes.add(f"{V1}/register", resources.Register(ctx), tag)
     routes.add(f"{V1}/login", resources.Login(ctx), tag)

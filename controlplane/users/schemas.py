@@ -8,8 +8,10 @@ for registration and the self-service profile update.
 """
 from __future__ import annotations
 
-from shared.errors import ApiError, ValidationFailed
+from shared.errors import ValidationFailed
 from shared.validation import Bool, Email, Invalid, Object, Schema, String
+
+from controlplane.users.errors import PasswordConfirmationMismatch
 
 PASSWORD_INPUT_MAX = 1024
 TOKEN_MAX = 512
@@ -103,8 +105,7 @@ def validate_change_password(body: dict) -> dict:
     if "new_password_confirmation" not in errors and isinstance(new, str) and isinstance(confirmation, str) \
             and new != confirmation:
         errors["new_password_confirmation"] = "must equal new_password"
-        raise ApiError("new_password_confirmation does not match new_password.", status=400,
-                       code="VALIDATION_MULTIPLE_ERRORS", details={"fields": errors})
+        raise PasswordConfirmationMismatch(errors)
     if errors:
         raise ValidationFailed(errors)
     return values

@@ -31,12 +31,17 @@ import logging
 from pymongo.errors import DuplicateKeyError
 
 from shared.config import Rate
-from shared.errors import ApiError, BadRequest, Conflict, Forbidden, Gone, NotFound, Unauthorized, Unprocessable
+
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
 
-from controlplane.passwords import require_strong
+from controlplane.passwords import WrongPassword, require_strong
 from controlplane.users import emails
+from controlplane.users.errors import (AccountSuspended, EmailAlreadyRegistered, InvalidCredentials, InvalidResetToken,
+                                       InvalidVerificationToken, LoginsLimited, RefreshTokenRejected, RegistrationsLimited,
+                                       ResetRequestsLimited,
+                                       ResetTokenExpired, UserLimitReached, UserNotFound, VerificationRequestsLimited,
+                                       VerificationTokenExpired)
 from controlplane.users.store import OneTimeTokenStore, SessionStore, UserStore
 
 log = logging.getLogger("iamgate.users")
@@ -45,10 +50,6 @@ VERIFICATION, RESET = "verification", "reset"
 # A tier-limit reservation older than this belongs to a registration that died between
 # reserving the slot and inserting the user; its slot is given back.
 STALE_RESERVATION_SECONDS = 60
-
-
-def _user_not_found(user_id: str) -> NotFound:
-    return NotFound("User not found in this application.", code="USER_NOT_FOUND", details={"user_id": user_id})
 
 
 class UserService:
@@ -108,7 +109,7 @@ class UserService:
         per_minute = app.get("registration_rate_limit")
         rate = self._config.rate_limit_register if per_minute is None else Rate(per_minute, 60)
         self._ctx.rate_limiter.hit(f"register:{app['_id']}:{ip}", rate,
-                                   message="Too many registrations from this address. Try again later.")
+                                   error=RegistrationsLimited)
 
     def register(self, app: dict, *, email: str, password: str, name: str, metadata: dict | None = None) -> dict:
         """Create an unverified user, send the verification email, emit user.created.
@@ -118,7 +119,7 @@ class UserService:
         app_id = app["_id"]
         require_strong(password, email=email)
         if self.users.by_email(app_id, email) is not None:
-            raise self._email_taken(email)
+            raise EmailAlreadyRegistered(email)
         password_hash = self._ctx.hasher.hash(password)
         now = self._now()
         user = {
@@ -131,7 +132,7 @@ class UserService:
             self.users.insert(user)
         except DuplicateKeyError:
             self.users.cancel_reservation(app_id, user["_id"])
-            raise self._email_taken(email) from None
+            raise EmailAlreadyRegistered(email) from None
         except BaseException:
             self.users.cancel_reservation(app_id, user["_id"])
             raise
@@ -141,11 +142,6 @@ class UserService:
                               subject={"user_id": user["_id"]})
         return user
 
-    @staticmethod
-    def _email_taken(email: str) -> Conflict:
-        return Conflict("This email is already registered in this application.",
-                        code="AUTH_EMAIL_ALREADY_REGISTERED", details={"email": email})
-
     def _reserve_slot(self, app_id: str, user_id: str, now) -> None:
         limit = self._config.max_users_per_application
         if self.users.reserve_slot(app_id, user_id, limit, now):
@@ -154,8 +150,7 @@ class UserService:
             return
         if self.users.reconcile_slots(app_id) and self.users.reserve_slot(app_id, user_id, limit, now):
             return
-        raise ApiError(f"The application has reached its limit of {limit} users.", status=403,
-                       code="tier_limit_exceeded", details={"limit": limit})
+        raise UserLimitReached(limit)
 
     def _reclaim_stale_reservations(self, app_id: str, now) -> bool:
         reclaimed = False
@@ -180,7 +175,7 @@ class UserService:
     def throttle_login(self, app: dict, ip: str) -> None:
         """Login requests per client IP (IAMGATE_RATE_LIMIT_LOGIN, default 10/60)."""
         self._ctx.rate_limiter.hit(f"login:{app['_id']}:{ip}", self._config.rate_limit_login,
-                                   message="Too many login attempts from this address. Try again later.")
+                                   error=LoginsLimited)
 
     def login(self, app: dict, *, email: str, password: str, remember_me: bool, device_info: dict) -> dict:
         """A token pair, or the MFA challenge ``ctx.login_second_factor`` returns.
@@ -192,9 +187,9 @@ class UserService:
         if user is not None and user.get("status") == "deleted":
             user = None
         if not self._guard.check(app["_id"], email, password, user["password_hash"] if user else None):
-            raise Unauthorized("The email or password is not correct.", code="AUTH_INVALID_CREDENTIALS")
+            raise InvalidCredentials()
         if user["status"] == "suspended":
-            raise Forbidden("This account is suspended.", code="AUTH_ACCOUNT_SUSPENDED")
+            raise AccountSuspended()
         challenge = self._ctx.login_second_factor(app, user, remember_me=remember_me, device_info=device_info)
         if challenge is not None:
             return challenge
@@ -268,7 +263,7 @@ class UserService:
         user = self.users.get(app_id, session["user_id"])
         if user is None or user.get("status") != "active":
             self.sessions.revoke(app_id, session["_id"], now, "user_inactive")
-            raise Unauthorized("The user of this refresh token is no longer active.", details={"reason": "revoked"})
+            raise RefreshTokenRejected("The user of this refresh token is no longer active.", details={"reason": "revoked"})
         return self._token_pair(app_id, user, session["_id"], successor)
 
     def _reuse_within_grace(self, app_id: str, presented: str, successor_digest: str, now) -> dict:
@@ -287,12 +282,12 @@ class UserService:
         else:
             session = self.sessions.by_rotated(app_id, presented)
             if session is None:
-                raise Unauthorized("The refresh token is not valid.", details={"reason": "unknown"})
+                raise RefreshTokenRejected("The refresh token is not valid.", details={"reason": "unknown"})
             self._raise_if_unusable(session, now)
         self.sessions.revoke(app_id, session["_id"], now, "refresh_token_reused")
         log.warning("refresh token reused; session revoked",
                     extra={"app_id": app_id, "user_id": session["user_id"], "session_id": session["_id"]})
-        raise Unauthorized("The refresh token was already used; the session has been revoked.",
+        raise RefreshTokenRejected("The refresh token was already used; the session has been revoked.",
                            details={"reason": "reused"})
 
     def _raise_if_unusable(self, session: dict, now) -> None:
@@ -300,10 +295,10 @@ class UserService:
             raise self._refresh_refused(session, now)
 
     @staticmethod
-    def _refresh_refused(session: dict, now) -> Unauthorized:
+    def _refresh_refused(session: dict, now) -> RefreshTokenRejected:
         if session.get("revoked_at") is not None:
-            return Unauthorized("The session of this refresh token has been revoked.", details={"reason": "revoked"})
-        return Unauthorized("The refresh token has expired; log in again.", details={"reason": "expired"})
+            return RefreshTokenRejected("The session of this refresh token has been revoked.", details={"reason": "revoked"})
+        return RefreshTokenRejected("The refresh token has expired; log in again.", details={"reason": "expired"})
 
     def logout(self, app_id: str, refresh_token: str, *, user_id: str | None) -> bool:
         """Revoke the session of ``refresh_token``.  A user may only revoke their own
@@ -332,16 +327,15 @@ class UserService:
         session of the user is revoked; the calling one stays."""
         user = self.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
-            raise _user_not_found(user_id)
+            raise UserNotFound(user_id)
         require_strong(new_password, email=user["email"], field="new_password")
         if not self._guard.check(app_id, user["email"], current_password, user["password_hash"]):
-            raise Unprocessable("The current password is not correct.", code="INVALID_PASSWORD",
-                                details={"field": "current_password"})
+            raise WrongPassword("The current password is not correct.", details={"field": "current_password"})
         password_hash = self._ctx.hasher.hash(new_password)
         now = self._now()
         if self.users.update(app_id, user_id, {"password_hash": password_hash, "updated_at": now},
                              when={"status": {"$ne": "deleted"}}) is None:
-            raise _user_not_found(user_id)
+            raise UserNotFound(user_id)
         self.sessions.revoke_user(app_id, user_id, now, "password_changed", keep=current_session_id)
         self._ctx.events.emit(app_id, "user.password_changed", {"user_id": user_id}, subject={"user_id": user_id})
 
@@ -350,8 +344,8 @@ class UserService:
         email counts toward IAMGATE_RATE_LIMIT_FORGOT (429
         AUTH_PASSWORD_RESET_RATE_LIMITED), known or not; the answer never tells."""
         self._ctx.rate_limiter.hit(
-            f"forgot:{app['_id']}:{email}", self._config.rate_limit_forgot, code="AUTH_PASSWORD_RESET_RATE_LIMITED",
-            message="Too many password reset requests for this email. Try again later.")
+            f"forgot:{app['_id']}:{email}", self._config.rate_limit_forgot,
+            error=ResetRequestsLimited)
         user = self.users.by_email(app["_id"], email)
         if user is None or user.get("status") != "active":
             return
@@ -369,18 +363,18 @@ class UserService:
         token_digest = digest(token)
         record = self.one_time.get(app_id, token_digest, RESET)
         if record is None or record.get("used_at") is not None or record["email"] != email:
-            raise BadRequest("The reset token is invalid or has already been used.", code="AUTH_INVALID_RESET_TOKEN")
+            raise InvalidResetToken()
         if aware(record["expires_at"]) <= now:
-            raise Gone("The reset token has expired; ask for a new one.", code="AUTH_RESET_TOKEN_EXPIRED")
+            raise ResetTokenExpired()
         user = self.users.get(app_id, record["user_id"])
         if user is None or user.get("status") != "active" or user["email"] != email:
-            raise BadRequest("The reset token is invalid or has already been used.", code="AUTH_INVALID_RESET_TOKEN")
+            raise InvalidResetToken()
         require_strong(password, email=email)
         password_hash = self._ctx.hasher.hash(password)
         # Consume only now, so a weak password does not burn the token; the atomic
         # consume also decides between two racing resets with one token.
         if self.one_time.consume(app_id, token_digest, RESET, self._now()) is None:
-            raise BadRequest("The reset token is invalid or has already been used.", code="AUTH_INVALID_RESET_TOKEN")
+            raise InvalidResetToken()
         now = self._now()
         self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
                                                 "updated_at": now})
@@ -398,18 +392,15 @@ class UserService:
         now = self._now()
         token_digest = digest(token)
         record = self.one_time.get(app_id, token_digest, VERIFICATION)
-        invalid = BadRequest("The verification token is invalid or has already been used.",
-                             code="AUTH_INVALID_VERIFICATION_TOKEN")
         if record is None or record.get("used_at") is not None:
-            raise invalid
+            raise InvalidVerificationToken()
         if aware(record["expires_at"]) <= now:
-            raise Gone("The verification token has expired; ask for a new email.",
-                       code="AUTH_VERIFICATION_TOKEN_EXPIRED")
+            raise VerificationTokenExpired()
         user = self.users.get(app_id, record["user_id"])
         if user is None or user.get("status") == "deleted" or user["email"] != record["email"]:
-            raise invalid
+            raise InvalidVerificationToken()
         if self.one_time.consume(app_id, token_digest, VERIFICATION, now) is None:
-            raise invalid
+            raise InvalidVerificationToken()
         self.users.update(app_id, user["_id"], {"email_verified": True, "updated_at": now})
         self.one_time.invalidate_for_user(app_id, user["_id"], VERIFICATION, now)
 
@@ -418,8 +409,8 @@ class UserService:
         Only resend requests count toward IAMGATE_RATE_LIMIT_RESEND (429
         AUTH_VERIFICATION_RATE_LIMITED); the answer never tells whether it was sent."""
         self._ctx.rate_limiter.hit(
-            f"resend:{app['_id']}:{email}", self._config.rate_limit_resend, code="AUTH_VERIFICATION_RATE_LIMITED",
-            message="Too many verification emails requested for this address. Try again later.")
+            f"resend:{app['_id']}:{email}", self._config.rate_limit_resend,
+            error=VerificationRequestsLimited)
         user = self.users.by_email(app["_id"], email)
         if user is not None and user.get("status") == "active" and not user.get("email_verified"):
             self._send_verification(app, user)
@@ -479,6 +470,6 @@ class UserService:
     def _unchanged(self, app_id: str, user_id: str) -> dict:
         user = self.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
-            raise _user_not_found(user_id)
+            raise UserNotFound(user_id)
         return user
 

@@ -52,6 +52,7 @@ INDEXES = {
 
 class UserStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._users = store["users"]
         self._counters = store["user_counters"]
 
@@ -63,6 +64,11 @@ class UserStore:
 
     def get(self, app_id: str, user_id: str) -> dict | None:
         return self._users.find_one({"_id": user_id, "app_id": app_id})
+
+    def status(self, app_id: str, user_id: str) -> str | None:
+        """The user's account status (active, suspended, deleted), None when unknown."""
+        doc = self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1})
+        return doc.get("status", "active") if doc else None
 
     def by_email(self, app_id: str, email: str) -> dict | None:
         return self._users.find_one({"app_id": app_id, "email": email})
@@ -142,6 +148,7 @@ class UserStore:
 
 class SessionStore:
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._sessions = store["sessions"]
         self._history = store["refresh_token_history"]
 
@@ -211,6 +218,7 @@ class OneTimeTokenStore:
     """Email verification and password reset tokens: stored by digest, single use."""
 
     def __init__(self, store):
+        store.declare_indexes(INDEXES)
         self._tokens = store["user_tokens"]
 
     def insert(self, doc: dict) -> None:

@@ -142,7 +142,7 @@ def test_another_replicas_write_reaches_this_cache_through_the_tailer(client, ct
     app, headers, user, role = setup
     ctx.tailer.poll_once()
     assert check(client, app, headers, user) == (True, False)
-    replica.ctx.roles.unassign(app["_id"], user["_id"], role["_id"], None)
+    replica.services.roles.unassign(app["_id"], user["_id"], role["_id"], None)
     # Until this process's tailer sees the event, its cache still answers the old grants...
     assert check(client, app, headers, user) == (True, True)
     ctx.tailer.poll_once()

@@ -114,7 +114,9 @@ def test_user_token_is_accepted_and_permission_resolved_live(ctx, client, applic
     token, _ = ctx.tokens.issue_access_token(application["_id"], user["_id"], None)
     assert client.simulate_get(url(application), headers=bearer(token)).json["data"]["user_id"] == user["_id"]
     assert_error(client.simulate_post(url(application), json={}, headers=bearer(token)), 403, "FORBIDDEN")
-    ctx.permission_resolver = lambda app_id, user_id, name: name == "roles:manage" and user_id == user["_id"]
+    role = ctx.roles.create(application["_id"], {"name": "manager", "display_name": "Manager",
+                                                 "permissions": ["roles:manage"]})
+    ctx.roles.assign(application["_id"], user["_id"], {"role_id": role["_id"]})
     assert client.simulate_post(url(application), json={}, headers=bearer(token)).status_code == 200
 
 

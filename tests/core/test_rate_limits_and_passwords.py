@@ -2,9 +2,11 @@ import threading
 
 import pytest
 
+from controlplane.mfa.errors import MfaLocked
 from controlplane.passwords import PasswordHasher, require_strong, strength_failures
 from shared.config import Rate
 from shared.errors import RateLimited
+from shared.http import error_headers, status_of
 
 
 def test_rate_limit_counts_per_key_and_window(ctx, clock):
@@ -12,9 +14,9 @@ def test_rate_limit_counts_per_key_and_window(ctx, clock):
     assert ctx.rate_limiter.hit("k", rate) == 1
     assert ctx.rate_limiter.hit("k", rate) == 0
     with pytest.raises(RateLimited) as info:
-        ctx.rate_limiter.hit("k", rate, code="AUTH_X")
-    assert info.value.code == "AUTH_X" and info.value.status == 429
-    headers = info.value.headers
+        ctx.rate_limiter.hit("k", rate, error=MfaLocked)
+    assert isinstance(info.value, MfaLocked) and status_of(MfaLocked) == 429
+    headers = error_headers(info.value)
     assert headers["X-RateLimit-Limit"] == "2" and headers["X-RateLimit-Remaining"] == "0"
     assert 1 <= int(headers["Retry-After"]) <= 60
     assert int(headers["X-RateLimit-Reset"]) > clock().timestamp()
@@ -86,7 +88,7 @@ def test_weak_password_is_422_naming_the_rules():
     with pytest.raises(Exception) as info:
         require_strong("password")
     error = info.value
-    assert (error.status, error.code) == (422, "VALIDATION_PASSWORD_TOO_WEAK")
+    assert (status_of(type(error)), error.code) == (422, "VALIDATION_PASSWORD_TOO_WEAK")
     assert set(error.details["rules"]) == {"character_classes", "not_common"}
 
 
@@ -98,8 +100,8 @@ def test_a_limit_of_one_is_an_exact_cooldown_not_a_fixed_window(ctx, clock):
     clock.advance(2)
     with pytest.raises(RateLimited) as info:
         ctx.rate_limiter.hit("export", rate)
-    assert info.value.headers["X-RateLimit-Limit"] == "1"
-    assert int(info.value.headers["Retry-After"]) == 3598
+    assert error_headers(info.value)["X-RateLimit-Limit"] == "1"
+    assert int(error_headers(info.value)["Retry-After"]) == 3598
     clock.advance(3597)
     with pytest.raises(RateLimited):
         ctx.rate_limiter.hit("export", rate)

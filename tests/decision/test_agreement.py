@@ -41,7 +41,7 @@ def app(config, clock):
     """The control plane with its change-log tailer running (the stream needs it)."""
     control_plane = create_control_plane(config, clock=clock, start_background=True)
     yield control_plane
-    control_plane.ctx.tailer.stop()
+    control_plane.services.tailer.stop()
 
 
 @pytest.fixture
@@ -229,7 +229,7 @@ def test_credentials_get_the_same_errors(client, application, make_api_key, make
     url = f"/api/v1/applications/{application['_id']}/authz/check"
     our_client = falcon.testing.TestClient(sidecar)
     head = sidecar.service.cache  # API keys made above propagate through the stream
-    assert wait_for(lambda: head.applied >= client.app.ctx.events.head(), timeout=5)
+    assert wait_for(lambda: head.applied >= client.app.services.events.head(), timeout=5)
     for credential, status in [(None, 401), ("sk_test_unknown", 401), (foreign, 401), (narrow, 403),
                                (token_for(application, plain), 403), (token_for(application, suspended), 401),
                                (token_for(application, checker), 200), ("garbage", 401)]:

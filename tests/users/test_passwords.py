@@ -2,6 +2,7 @@
 import pytest
 
 from shared.config import Rate
+from shared.http import status_of
 from shared.ids import digest
 from tests.conftest import assert_error, events_of
 from tests.plugins.users import PASSWORD, users_url
@@ -84,7 +85,7 @@ def test_change_password_of_a_vanished_user_is_404(application, user_token, ctx)
     with pytest.raises(NotFound) as caught:
         ctx.users.change_password(application["_id"], user_token.user["id"], current_password=PASSWORD,
                                   new_password=NEW, current_session_id=None)
-    assert caught.value.code == "USER_NOT_FOUND" and caught.value.status == 404
+    assert caught.value.code == "USER_NOT_FOUND" and status_of(type(caught.value)) == 404
 
 
 # ---------------------------------------------------------------- forgot

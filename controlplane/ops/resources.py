@@ -1,0 +1,80 @@
+"""HTTP resources of operations: health, readiness, metrics, OpenAPI and the JWKS."""
+from __future__ import annotations
+
+import falcon
+
+from controlplane.auth import PUBLIC
+from shared.errors import ServiceUnavailable
+
+from controlplane.openapi import build_document, op
+from controlplane.resource import Resource
+
+JWKS_RESPONSE = {
+    "type": "object",
+    "properties": {"keys": {"type": "array", "items": {"type": "object", "properties": {
+        k: {"type": "string"} for k in ("kty", "use", "alg", "kid", "n", "e")}}}},
+}
+
+
+class Health(Resource):
+    access = {"GET": PUBLIC}
+    docs = {"GET": op("Liveness: the process answers", response={"type": "object"}, wrapped=False)}
+
+    def on_get(self, req, resp):
+        resp.media = {"status": "ok"}
+
+
+class Ready(Resource):
+    access = {"GET": PUBLIC}
+    docs = {"GET": op("Readiness: the store answers a ping", response={"type": "object"}, wrapped=False,
+                      errors=[ServiceUnavailable])}
+
+    def __init__(self, store):
+        self.store = store
+
+    def on_get(self, req, resp):
+        ok = self.store.ping()
+        resp.status = falcon.HTTP_200 if ok else falcon.HTTP_503
+        resp.media = {"status": "ready" if ok else "unavailable", "store": "ok" if ok else "unreachable"}
+
+
+class Metrics(Resource):
+    access = {"GET": PUBLIC}
+    docs = {"GET": op("Prometheus metrics (text exposition format)")}
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+
+    def on_get(self, req, resp):
+        body, content_type = self.metrics.render()
+        resp.data = body
+        resp.content_type = content_type
+
+
+class OpenApi(Resource):
+    access = {"GET": PUBLIC}
+    docs = {"GET": op("This OpenAPI 3.1 document", response={"type": "object"}, wrapped=False)}
+
+    def __init__(self, routes, public_url: str):
+        self.routes = routes
+        self.public_url = public_url
+        self._document = None
+
+    def on_get(self, req, resp):
+        if self._document is None:  # routes are fixed once the app is built
+            self._document = build_document(
+                self.routes, title="iamgate control plane", version="1.0.0", server_url=self.public_url
+            )
+        resp.media = self._document
+
+
+class Jwks(Resource):
+    access = {"GET": PUBLIC}
+    docs = {"GET": op("Public signing keys (JWKS) for access and ID tokens", response=JWKS_RESPONSE, wrapped=False)}
+
+    def __init__(self, keys):
+        self.keys = keys
+
+    def on_get(self, req, resp):
+        resp.media = self.keys.jwks()
+        resp.cache_control = ["public", "max-age=300"]
