@@ -158,10 +158,9 @@ class Authenticator:
 
 
 class AuthMiddleware:
-    def __init__(self, authenticator: Authenticator, rate_limiter, api_rate):
+    def __init__(self, authenticator: Authenticator, api_throttle):
         self.authenticator = authenticator
-        self._rate_limiter = rate_limiter
-        self._api_rate = api_rate
+        self._api_throttle = api_throttle
 
     def process_resource(self, req, resp, resource, params):
         if resource is None or not hasattr(resource, "on_" + req.method.lower()):
@@ -189,7 +188,7 @@ class AuthMiddleware:
         principal = auth.v1(token, app_id)
         req.context.principal = principal
         self._gate(access, principal, params)
-        self._rate_limiter.hit(f"api:{principal.credential_id}", self._api_rate)
+        self._api_throttle.hit(f"api:{principal.credential_id}")
 
     def _gate(self, access, principal, params):
         if access.kind == "credential":

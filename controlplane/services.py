@@ -33,7 +33,7 @@ from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.mfa.service import MfaService
 from controlplane.passwords import PasswordHasher
-from controlplane.ratelimit import RateLimiter
+from controlplane.ratelimit import ApiThrottle, RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.roles.store import RoleStore
 from controlplane.selfservice.service import SelfService
@@ -57,6 +57,7 @@ class Services:
     keys: SigningKeys
     tokens: TokenService
     rate_limiter: RateLimiter
+    api_throttle: ApiThrottle
     mailer: Mailer
     hasher: PasswordHasher
     password_guard: PasswordGuard
@@ -87,6 +88,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
     tokens = TokenService(keys, clock, issuer=config.public_url, access_ttl=config.access_token_ttl)
     rate_limiter = RateLimiter(store, clock)
+    api_throttle = ApiThrottle(rate_limiter, config.rate_limit_api)
     mailer = Mailer(config.smtp_url, config.email_from)
     hasher = PasswordHasher(config.bcrypt_rounds)
     password_guard = PasswordGuard(LoginAttemptStore(store), config, clock, hasher)
@@ -109,7 +111,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
-        keys=keys, tokens=tokens, rate_limiter=rate_limiter, mailer=mailer, hasher=hasher,
+        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, mailer=mailer, hasher=hasher,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=None,
