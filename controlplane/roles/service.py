@@ -183,7 +183,7 @@ class RoleService:
         saved = self.store.insert_assignment(doc, now)
         if self.store.role_by_id(app_id, role_id) is None:
             # The role was deleted while we assigned it: undo, as if the delete came first.
-            self.store.delete_assignment_doc(saved["_id"])
+            self.store.delete_assignment_doc(app_id, saved["_id"])
             raise RoleNotFound(role_id)
         self._events.emit(app_id, "role.assigned", {
             "user_id": user_id, "role_id": role_id, "role_name": role["name"], "scope": scope,
