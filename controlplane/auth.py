@@ -21,7 +21,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass, field
 
-from shared.engine import matches
+from shared.rbac import matches
 from shared.errors import Forbidden, NotFound, PermissionMissing, Unauthorized
 from shared.ids import is_uuid
 

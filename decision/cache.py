@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 from gevent.monkey import get_original
 
-from shared.engine import CompiledGrants, CompiledPolicies, Decision, Grants, compile_grants
+from shared.abac import CompiledPolicies
+from shared.authorization import Decision, rbac_decision
+from shared.rbac import CompiledGrants, Grants, compile_grants
 
 # Applications a worker keeps policies and API keys of; beyond, the least recently
 # filled are re-fetched on their next check.
@@ -56,13 +58,9 @@ def native_lock():
     return get_original("_thread", "allocate_lock")()
 
 
-ALLOWED = Decision(True)
-DENIED = Decision(False)
-
-
 class ScopedGrants:
-    """A user's grants compiled for one scope, with the RBAC decisions given so far (the
-    engine is pure, so a decision holds as long as this compiled form)."""
+    """A user's grants compiled for one scope, with the RBAC decisions given so far (a
+    decision is a pure function of the compiled grants, so it holds as long as they do)."""
 
     __slots__ = ("compiled", "_decisions")
 
@@ -74,11 +72,10 @@ class ScopedGrants:
         return self.decide(permission).allowed
 
     def decide(self, permission: str) -> Decision:
-        """RBAC alone (no policy applies), as ``CompiledGrants.decide`` without policies."""
+        """RBAC alone (no policy applies): ``shared.authorization.rbac_decision``, remembered."""
         decision = self._decisions.get(permission)
         if decision is None:
-            compiled = self.compiled
-            decision = ALLOWED if compiled.user_active and compiled.allows(permission) else DENIED
+            decision = rbac_decision(self.compiled, permission)
             if len(self._decisions) >= MAX_ANSWERS_PER_SCOPE:
                 self._decisions.clear()
             self._decisions[permission] = decision

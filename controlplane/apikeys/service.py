@@ -11,7 +11,7 @@ from __future__ import annotations
 from pymongo import ASCENDING, IndexModel
 
 from shared.errors import NotFound, ValidationFailed
-from shared.engine import is_valid_permission
+from shared.rbac import is_valid_permission
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
 from shared.validation import List, Schema, String

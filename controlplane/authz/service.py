@@ -1,8 +1,9 @@
 """Authorization checks of the control plane and the permission gates of V1 routes.
 
-Answers come from the pure engine (``shared.engine``) over a per-process cache of each
-user's grants (the spec's "permission check cache": 1 hour, ``IAMGATE_AUTHZ_CACHE_TTL``),
-keyed by (application, user), and of each application's active ABAC policies.
+Answers come from the pure authorization code (``shared.rbac``, ``shared.abac``,
+``shared.authorization``) over a per-process cache of each user's grants (the spec's
+"permission check cache": 1 hour, ``IAMGATE_AUTHZ_CACHE_TTL``), keyed by (application,
+user), and of each application's active ABAC policies.
 
 Invalidation follows the change log's meaning (decision-service contract, item 5): an
 event's ``user_ids`` (plus ``data.user_ids`` of grants.changed, plus the subject user of
@@ -23,7 +24,9 @@ from collections import OrderedDict
 
 from cachetools import TTLCache
 
-from shared.engine import CompiledPolicies, compile_grants, resolve_scope
+from shared.abac import CompiledPolicies
+from shared.authorization import decide_compiled, rbac_decision
+from shared.rbac import compile_grants, resolve_scope
 
 from controlplane.authz.store import PolicyStore
 
@@ -196,7 +199,7 @@ class AuthzService:
         """The permission gate of V1 routes for end users: RBAC over the user's unscoped
         assignments, evaluated live through the same cache as the checks."""
         compiled, _ = self.compiled_grants(app_id, user_id, None)
-        return compiled.allows(permission)
+        return rbac_decision(compiled, permission).allowed
 
     # --- checks --------------------------------------------------------------------------
 
@@ -206,7 +209,7 @@ class AuthzService:
         compiled, cached = self.compiled_grants(app_id, values["user_id"], scope,
                                                 min_revision=values.get("min_revision"))
         permission = values["permission"]
-        return {"allowed": compiled.allows(permission), "permission": permission, "cached": cached}
+        return {"allowed": rbac_decision(compiled, permission).allowed, "permission": permission, "cached": cached}
 
     def check_abac(self, app_id: str, values: dict) -> dict:
         """POST V1/authz/check: RBAC plus the active ABAC policies covering the permission
@@ -217,7 +220,8 @@ class AuthzService:
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
         policies, policies_cached = self.policies(app_id, min_revision=min_revision)
         permission = values["permission"]
-        decision = compiled.decide(permission, policies=policies, resource=values.get("resource"), context=context)
+        decision = decide_compiled(compiled, (permission,), policies=policies, resource=values.get("resource"),
+                                   context=context)[permission]
         return {
             "allowed": decision.allowed,
             "permission": permission,
@@ -233,7 +237,7 @@ class AuthzService:
         compiled, _ = self.compiled_grants(
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
         policies, _ = self.policies(app_id, min_revision=min_revision)
-        decisions = compiled.decide_many(values["permissions"], policies=policies,
-                                         resource=values.get("resource"), context=context)
+        decisions = decide_compiled(compiled, values["permissions"], policies=policies,
+                                    resource=values.get("resource"), context=context)
         return {"user_id": values["user_id"],
                 "results": {permission: decision.allowed for permission, decision in decisions.items()}}

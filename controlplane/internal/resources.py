@@ -11,7 +11,7 @@ import hmac
 
 import falcon
 
-from shared.engine import matches
+from shared.rbac import matches
 from shared.errors import PermissionMissing, Unauthorized, ValidationFailed
 
 from controlplane.auth import API_KEY_PREFIXES, INTERNAL, PUBLIC, bearer_token
@@ -49,7 +49,7 @@ class Grants:
     access = {"GET": INTERNAL}
     docs = {"GET": op("A user's grants for a decision service", wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "grants": {
-            "type": "object", "description": "shared.engine.Grants.to_json(): user_id, status "
+            "type": "object", "description": "shared.rbac.Grants.to_json(): user_id, status "
             "(active|suspended|deleted|unknown), assignments [{role_id, role_name, permissions, scope, "
             "expires_at}], attributes, seq"}}}, errors=_ERRORS)}
 
@@ -67,7 +67,7 @@ class Policies:
     access = {"GET": INTERNAL}
     docs = {"GET": op("The application's active ABAC policies", wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "policies": {"type": "array", "items": {
-            "type": "object", "description": "shared.engine.Policy.to_json()"}}}}, errors=_ERRORS)}
+            "type": "object", "description": "shared.abac.Policy.to_json()"}}}}, errors=_ERRORS)}
 
     def __init__(self, ctx):
         self.events = ctx.events

@@ -25,7 +25,8 @@ import falcon
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from shared.engine import Assignment, Grants, Policy
+from shared.abac import Policy
+from shared.rbac import Assignment, Grants
 
 _KEY = None
 

@@ -7,7 +7,8 @@ import pytest
 
 from decision import cache as cache_module
 from decision.cache import DecisionCache, GrantsEntry, KeyRing, PolicySet, ScopedGrants
-from shared.engine import Assignment, CompiledPolicies, Grants, compile_grants
+from shared.abac import CompiledPolicies
+from shared.rbac import Assignment, Grants, compile_grants
 
 APP, OTHER_APP = "app-1", "app-2"
 

@@ -11,7 +11,8 @@ from decision.cache import DecisionCache, GrantsEntry, KeyRing, PolicySet
 from decision.client import ChangeStream, ControlPlaneError
 from decision.metrics import DecisionMetrics
 from decision.stream import ChangeFollower
-from shared.engine import Assignment, CompiledPolicies, Grants
+from shared.abac import CompiledPolicies
+from shared.rbac import Assignment, Grants
 from tests.decision.conftest import wait_for
 
 

@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from falcon.testing import create_environ
 
-from shared.engine import Grants, Policy
+from shared.abac import Policy
+from shared.rbac import Grants
 from shared.ids import digest, new_id
 from tests.conftest import assert_error, bearer
 
