@@ -21,11 +21,11 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass, field
 
-from shared.rbac import matches
+from shared.credentials import API_KEY_PREFIXES
 from shared.errors import Forbidden, NotFound, PermissionMissing, Unauthorized
 from shared.ids import is_uuid
+from shared.rbac import matches
 
-API_KEY_PREFIXES = ("sk_test_", "sk_live_")
 SESSION_COOKIE = "iamgate_session"
 
 

@@ -20,6 +20,7 @@ import hashlib
 
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled
+from shared.credentials import API_KEY_PREFIXES
 from shared.errors import NotFound, PermissionMissing, ServiceUnavailable, Unauthorized
 from shared.ids import is_uuid
 from shared.rbac import ACTIVE, Grants, matches
@@ -28,7 +29,6 @@ from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet
 from decision.client import ApplicationNotFound, ControlPlaneError
 from decision.tokens import JwksUnavailable
 
-API_KEY_PREFIXES = ("sk_test_", "sk_live_")
 CHECK_PERMISSION = "authz:check"
 _NO_POLICIES = CompiledPolicies(())
 

@@ -11,10 +11,11 @@ import hmac
 
 import falcon
 
-from shared.rbac import matches
+from shared.credentials import API_KEY_PREFIXES
 from shared.errors import PermissionMissing, Unauthorized, ValidationFailed
+from shared.rbac import matches
 
-from controlplane.auth import API_KEY_PREFIXES, INTERNAL, PUBLIC, bearer_token
+from controlplane.auth import INTERNAL, PUBLIC, bearer_token
 from controlplane.openapi import op
 
 DECISION_PERMISSION = "authz:check"
