@@ -30,6 +30,7 @@ from gevent.monkey import get_original
 
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, rbac_decision
+from shared.invalidation import API_KEY_KINDS, APPLICATION_KINDS, POLICY_KINDS
 from shared.rbac import CompiledGrants, Grants, compile_grants
 
 # Applications a worker keeps policies and API keys of; beyond, the least recently
@@ -225,8 +226,9 @@ class DecisionCache:
     # -- the stream's side
 
     def apply(self, seq: int, app_id: str | None, type_: str, user_ids) -> Dropped | None:
-        """Apply one change event (ARCHITECTURE.md's invalidation meaning of events).
-        Returns what was dropped, or None for an event already applied."""
+        """Apply one change event (``shared.invalidation``: ``user_ids`` are the users the
+        control plane found affected). Returns what was dropped, or None for an event
+        already applied."""
         with self._lock:
             if seq <= self.applied:
                 return None
@@ -236,7 +238,7 @@ class DecisionCache:
                 return Dropped()
             self._missing.pop(app_id, None)
             remember = self._remember if self._inflight else _forget
-            if type_ == "application.deleted":
+            if type_ in APPLICATION_KINDS:
                 remember(("app", app_id), seq)
                 doomed = [key for key in self._grants if key[0] == app_id]
                 for key in doomed:
@@ -245,10 +247,10 @@ class DecisionCache:
                                policies=int(self._policies.pop(app_id, None) is not None),
                                api_keys=int(self._keys.pop(app_id, None) is not None))
             policies = api_keys = grants = 0
-            if type_ == "policies.changed" or type_.startswith("policy."):
+            if type_ in POLICY_KINDS:
                 remember(("policies", app_id), seq)
                 policies = _drop_older(self._policies, app_id, seq)
-            elif type_ == "api_keys.changed":
+            elif type_ in API_KEY_KINDS:
                 remember(("keys", app_id), seq)
                 api_keys = _drop_older(self._keys, app_id, seq)
             for user_id in user_ids:

@@ -5,12 +5,11 @@ Answers come from the pure authorization code (``shared.rbac``, ``shared.abac``,
 "permission check cache": 1 hour, ``IAMGATE_AUTHZ_CACHE_TTL``), keyed by (application,
 user), and of each application's active ABAC policies.
 
-Invalidation follows the change log's meaning (decision-service contract, item 5): an
-event's ``user_ids`` (plus ``data.user_ids`` of grants.changed, plus the subject user of
-the per-user kinds) drop those users' grants; policies.changed and policy.* drop the
-application's policies; application.deleted drops everything of the application.  Events
-of this process arrive synchronously (``EventLog.listen``: dropped before the write's
-response is sent), those of other replicas through the tailer.
+Invalidation is the rule the decision service applies too (``shared.invalidation``): the
+users an event affects lose their grants, the policy kinds drop the application's
+policies, application.deleted drops everything of the application.  Events of this
+process arrive synchronously (``EventLog.listen``: dropped before the write's response
+is sent), those of other replicas through the tailer.
 
 No stale re-fill: a fill records the log head it read BEFORE its data; it is stored only
 if no invalidation of that key (or its application, or everything) newer than that head
@@ -26,6 +25,7 @@ from cachetools import TTLCache
 
 from shared.abac import CompiledPolicies
 from shared.authorization import decide_compiled, rbac_decision
+from shared.invalidation import APPLICATION_KINDS, POLICY_KINDS, affected_users
 from shared.rbac import compile_grants, resolve_scope
 
 from controlplane.authz.store import PolicyStore
@@ -37,24 +37,7 @@ INVALIDATION_MARKS = 100_000
 # Compiled answers kept per cached user: one per scope checked recently.
 SCOPES_PER_USER = 32
 
-# Event kinds whose subject user's answers may change even if the emitter listed nobody.
-_SUBJECT_USER_KINDS = frozenset({
-    "role.assigned", "role.removed", "user.created", "user.deleted", "user.suspended", "user.unsuspended",
-    "attribute.set", "attribute.deleted",
-})
 _APP = object()  # marks an application-wide invalidation in SeqCache
-
-_POLICY_KINDS = frozenset({"policies.changed", "policy.created", "policy.updated", "policy.deleted"})
-
-
-def affected_users(event) -> list[str]:
-    """Users of ``event.app_id`` whose authorization answers may have changed."""
-    ids = list(event.user_ids)
-    if event.type == "grants.changed":
-        ids.extend(event.data.get("user_ids") or ())
-    if event.type in _SUBJECT_USER_KINDS and event.subject.get("user_id"):
-        ids.append(event.subject["user_id"])
-    return list(dict.fromkeys(i for i in ids if isinstance(i, str)))
 
 
 class SeqCache:
@@ -162,11 +145,11 @@ class AuthzService:
         """Drop what ``event`` may have made wrong (see the module docstring)."""
         if event.app_id is None:
             return
-        if event.type == "application.deleted":
+        if event.type in APPLICATION_KINDS:
             self.grants_cache.invalidate_app(event.app_id, event.seq)
             self.policies_cache.invalidate_app(event.app_id, event.seq)
             return
-        if event.type in _POLICY_KINDS:
+        if event.type in POLICY_KINDS:
             self.policies_cache.invalidate((event.app_id,), event.seq)
         for user_id in affected_users(event):
             self.grants_cache.invalidate((event.app_id, user_id), event.seq)

@@ -29,7 +29,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from controlplane.authz.service import affected_users
+from shared.invalidation import affected_users
 
 log = logging.getLogger("iamgate.internal")
 
