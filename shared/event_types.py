@@ -47,8 +47,6 @@ INTERNAL_EVENT_TYPES = MappingProxyType({
     "mfa.backup_code_used": "an MFA backup code completed a login",
     "api_keys.changed": "an API key of the application was created or revoked",
     "application.deleted": "an application and everything in it was deleted",
-    "grants.changed": "data.user_ids: users whose authorization answers may have changed",
-    "policies.changed": "the application's set of ABAC policies changed",
 })
 
 EVENT_TYPES = MappingProxyType({**PUBLIC_EVENT_TYPES, **INTERNAL_EVENT_TYPES})

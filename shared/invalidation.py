@@ -21,20 +21,15 @@ SUBJECT_USER_KINDS = frozenset({
     "role.assigned", "role.removed", "user.created", "user.deleted", "user.suspended", "user.unsuspended",
     "attribute.set", "attribute.deleted",
 })
-# Kinds that list their users in ``data.user_ids`` as well.
-DATA_USER_KINDS = frozenset({"grants.changed"})
-POLICY_KINDS = frozenset({"policies.changed", "policy.created", "policy.updated", "policy.deleted"})
+POLICY_KINDS = frozenset({"policy.created", "policy.updated", "policy.deleted"})
 API_KEY_KINDS = frozenset({"api_keys.changed"})
 APPLICATION_KINDS = frozenset({"application.deleted"})
 
 
 def affected_users(event) -> list[str]:
     """Users of ``event.app_id`` whose authorization answers may have changed, in order,
-    without duplicates. ``event``: a change-log event (``type``, ``user_ids``, ``subject``,
-    ``data``)."""
+    without duplicates. ``event``: a change-log event (``type``, ``user_ids``, ``subject``)."""
     ids = list(event.user_ids)
-    if event.type in DATA_USER_KINDS:
-        ids.extend(event.data.get("user_ids") or ())
     if event.type in SUBJECT_USER_KINDS and event.subject.get("user_id"):
         ids.append(event.subject["user_id"])
     return list(dict.fromkeys(i for i in ids if isinstance(i, str)))

@@ -57,6 +57,11 @@ def test_every_kind_the_code_emits_is_in_the_catalogue():
     assert unknown == {}
 
 
+def test_every_internal_kind_is_emitted_by_the_code():
+    """Internal kinds exist for the control plane's own readers: one nothing emits goes."""
+    assert set(INTERNAL_EVENT_TYPES) - set(emitted_kinds()) == set()
+
+
 def test_the_change_log_refuses_a_kind_not_in_the_catalogue(ctx):
     head = ctx.events.head()
     with pytest.raises(ValueError, match="user.renamed"):

@@ -17,15 +17,15 @@ from shared.invalidation import API_KEY_KINDS, APPLICATION_KINDS
 from shared.rbac import Grants
 
 APP, OTHER_APP = "app-1", "app-2"
-SUBJECT, LISTED, IN_DATA, BYSTANDER = "u-subject", "u-listed", "u-in-data", "u-bystander"
-USERS = (SUBJECT, LISTED, IN_DATA, BYSTANDER)
+SUBJECT, LISTED, BYSTANDER = "u-subject", "u-listed", "u-bystander"
+USERS = (SUBJECT, LISTED, BYSTANDER)
 FILLED_AT, EVENT_SEQ = 1, 5
 
 
 def change(kind: str, clock) -> Event:
-    """An event of ``kind`` naming a user every way an event can: as its subject, in
-    ``user_ids`` and in ``data.user_ids``."""
-    return Event(EVENT_SEQ, APP, kind, {"user_id": SUBJECT}, {"user_ids": [IN_DATA]}, (LISTED,), clock())
+    """An event of ``kind`` naming a user each way an event can: as its subject and in
+    ``user_ids``."""
+    return Event(EVENT_SEQ, APP, kind, {"user_id": SUBJECT}, {"user_id": SUBJECT}, (LISTED,), clock())
 
 
 def dropped_by_the_control_plane(ctx, event: Event) -> set:

@@ -245,6 +245,6 @@ def test_trust_needs_a_recent_frame_and_the_announced_head():
 
 def test_the_real_client_follows_the_fake_control_plane(fake_cp, make_sidecar):
     sidecar = make_sidecar()
-    seq = fake_cp.emit(fake_cp.add_app(), "grants.changed", ["u1"])
+    seq = fake_cp.emit(fake_cp.add_app(), "role.assigned", ["u1"])
     assert wait_for(lambda: sidecar.service.cache.applied >= seq)
     assert wait_for(lambda: sidecar.service.cache.lag == 0)

@@ -246,7 +246,7 @@ def test_the_application_stream_is_server_sent_events(app, ctx, internal, applic
         chunks = iter(body)
         assert next(chunks) == (f'event: hello\ndata: {{"seq":{ctx.events.head()},'
                                 f'"epoch":"{ctx.events.epoch()}"}}\n\n').encode()
-        seq = ctx.events.emit(application["_id"], "grants.changed", {}, user_ids=["u"])
+        seq = ctx.events.emit(application["_id"], "role.assigned", {}, user_ids=["u"])
         assert next(chunks).startswith(f"event: change\nid: {seq}\n".encode())
         body.close()
     finally:
@@ -254,8 +254,8 @@ def test_the_application_stream_is_server_sent_events(app, ctx, internal, applic
 
 
 def test_since_and_last_event_id_resume(app, ctx, internal, application):
-    first = ctx.events.emit(application["_id"], "grants.changed", {})
-    second = ctx.events.emit(application["_id"], "grants.changed", {})
+    first = ctx.events.emit(application["_id"], "role.assigned", {})
+    second = ctx.events.emit(application["_id"], "role.assigned", {})
     ctx.tailer.start()
     try:
         for query, headers in ((f"since={first}", internal), ("", {**internal, "Last-Event-ID": str(first)})):
