@@ -53,9 +53,9 @@ _UNSYNCED = float("inf")  # before the stream's first hello nothing may be store
 
 def native_lock():
     """A mutex that stays an OS lock under gevent's monkey patching. The sections it guards
-    never block or yield, so greenlets (all on one OS thread) never wait on it, and it costs
-    tens of nanoseconds where a gevent lock costs a microsecond; under plain threads (tests)
-    it is an ordinary lock."""
+    never block or yield, so greenlets (all on one OS thread) never wait on it, and it is
+    cheaper than gevent's lock on a path every check takes (docs/performance.md); under
+    plain threads (tests) it is an ordinary lock."""
     return get_original("_thread", "allocate_lock")()
 
 

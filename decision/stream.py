@@ -176,7 +176,7 @@ class ChangeFollower:
             self._caught_up_at = seq
             self._metrics.resets.inc()
         else:
-            return  # a frame type of a newer control plane: nothing to apply
+            return  # not a frame of the protocol (an SSE "message", say): nothing to apply
         self._last_frame = self._monotonic()
 
     def _apply_change(self, seq: int, data: dict) -> None:
