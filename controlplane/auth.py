@@ -21,15 +21,15 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass, field
 
-from shared.engine import matches
+from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.ids import is_uuid
-
-API_KEY_PREFIXES = ("sk_test_", "sk_live_")
-
+from shared.rbac import matches
 
 def is_api_key(token: str) -> bool:
     return token.startswith(API_KEY_PREFIXES)
+
+
 SESSION_COOKIE = "iamgate_session"
 
 

@@ -9,7 +9,7 @@ JWT-owner routes.  The prefix (``sk_test_``/``sk_live_``) follows the applicatio
 from __future__ import annotations
 
 from shared.errors import ValidationFailed
-from shared.engine import is_valid_permission
+from shared.rbac import is_valid_permission
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
 from shared.validation import List, Schema, String

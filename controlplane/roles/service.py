@@ -11,8 +11,8 @@ decision-service contract, item 5):
 """
 from __future__ import annotations
 
-from shared.engine import Assignment, Grants, applicable_assignments, effective_permissions
 from shared.errors import ValidationFailed
+from shared.rbac import Assignment, Grants, applicable_assignments, effective_permissions
 from shared.ids import is_uuid, new_id
 from shared.timeutil import aware, isoformat
 
