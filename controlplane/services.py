@@ -26,6 +26,7 @@ from controlplane.authz.store import PolicyStore
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.service import DashboardService
 from controlplane.dashboard.sessions import DashboardSessions
+from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
 from controlplane.internal.service import ChangeFeed, DecisionData
 from controlplane.keys import SigningKeys
@@ -93,10 +94,15 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     hasher = PasswordHasher(config.bcrypt_rounds)
     password_guard = PasswordGuard(LoginAttemptStore(store), config, clock, hasher)
 
-    applications = ApplicationService(ApplicationStore(store), events, clock, config)
+    applications = ApplicationService(ApplicationStore(store), events, clock)
     api_keys = ApiKeyService(ApiKeyStore(store), events, clock)
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_access = DashboardAccess(store, applications)
+    dashboard = DashboardService(
+        DashboardStore(store), clock=clock, hasher=hasher, password_guard=password_guard, rate_limiter=rate_limiter,
+        sessions=dashboard_sessions, access=dashboard_access, applications=applications,
+        register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
+        max_applications=config.max_applications_per_organization)
 
     roles = RoleService(RoleStore(store), events, clock)
     policy_store = PolicyStore(store)
@@ -114,13 +120,12 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
         keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, mailer=mailer, hasher=hasher,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
-        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=None,
+        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=dashboard,
     )
-    # TRANSITION (issue "one shape"): these four still take the whole container.
+    # TRANSITION (issue "one shape"): these three still take the whole container.
     services.users = UserService(services)
     services.mfa = MfaService(services)
     services.login_second_factor = services.mfa.login_challenge
     events.listen(services.mfa.on_event)
     services.selfservice = SelfService(services)
-    services.dashboard = DashboardService(services)
     return services
