@@ -33,15 +33,22 @@ from controlplane.keys import SigningKeys
 from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.mfa.service import MfaService
+from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import ApiThrottle, RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.roles.store import RoleStore
 from controlplane.selfservice.service import SelfService
+from controlplane.selfservice.store import SelfServiceStore
 from controlplane.store import Store
 from controlplane.tokens import TokenService
-from controlplane.users.service import UserService
-from controlplane.users.store import UserStore
+from controlplane.users.admin import UserAdminService
+from controlplane.users.login import LoginService
+from controlplane.users.passwords import PasswordService
+from controlplane.users.registration import RegistrationService
+from controlplane.users.sessions import SessionService
+from controlplane.users.store import OneTimeTokenStore, SessionStore, UserStore
+from controlplane.users.verification import EmailVerificationService
 
 
 @dataclass
@@ -71,8 +78,13 @@ class Services:
     authenticator: Authenticator
     decision_data: DecisionData
     change_feed: ChangeFeed
-    users: UserService
+    sessions: SessionService
+    passwords: PasswordService
+    email_verification: EmailVerificationService
+    registration: RegistrationService
+    user_admin: UserAdminService
     mfa: MfaService
+    login: LoginService
     selfservice: SelfService
     dashboard: DashboardService
 
@@ -115,17 +127,40 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
 
+    # End users: sessions first (MFA verify and the login both start one), then the
+    # password check MFA confirms with, then MFA, which the login takes as second factor.
+    one_time_tokens = OneTimeTokenStore(store)
+    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens,
+                              secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
+                              remember_me_ttl=config.refresh_token_remember_me_ttl,
+                              reuse_grace=config.refresh_reuse_grace)
+    passwords = PasswordService(user_store, one_time_tokens, sessions, events, clock, hasher, password_guard,
+                                rate_limiter, mailer, public_url=config.public_url,
+                                reset_token_ttl=config.reset_token_ttl, rate_limit_forgot=config.rate_limit_forgot)
+    email_verification = EmailVerificationService(user_store, one_time_tokens, clock, rate_limiter, mailer,
+                                                  public_url=config.public_url,
+                                                  verification_token_ttl=config.verification_token_ttl,
+                                                  rate_limit_resend=config.rate_limit_resend)
+    registration = RegistrationService(user_store, email_verification, events, clock, hasher, rate_limiter,
+                                       max_users_per_application=config.max_users_per_application,
+                                       rate_limit_register=config.rate_limit_register)
+    user_admin = UserAdminService(user_store, sessions, events, clock)
+    mfa = MfaService(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), user_store, sessions,
+                     passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
+                     challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
+    events.listen(mfa.on_event)
+    login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa,
+                         rate_limit_login=config.rate_limit_login)
+    selfservice = SelfService(SelfServiceStore(store), events, clock, rate_limiter, registration, sessions, roles,
+                              rate_limit_export=config.rate_limit_export)
+
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
         keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, mailer=mailer, hasher=hasher,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
-        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=dashboard,
+        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, sessions=sessions,
+        passwords=passwords, email_verification=email_verification, registration=registration,
+        user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard=dashboard,
     )
-    # TRANSITION (issue "one shape"): these three still take the whole container.
-    services.users = UserService(services)
-    services.mfa = MfaService(services)
-    services.login_second_factor = services.mfa.login_challenge
-    events.listen(services.mfa.on_event)
-    services.selfservice = SelfService(services)
     return services

@@ -9,27 +9,30 @@ from __future__ import annotations
 
 import falcon
 
+from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
 from shared.http import no_store, read_json, respond
 
 from controlplane.auth import DASHBOARD, OWNER, PUBLIC
+from controlplane.dashboard.access import DashboardAccess
+from controlplane.lockout import AccountLocked
 from controlplane.mfa import schemas
+from controlplane.mfa.errors import (ConfirmationCodeInvalid, MfaAlreadyEnabled, MfaChallengeExpired, MfaCodeInvalid,
+                                     MfaLocked, MfaMethodNotFound, MfaNotEnabled)
+from controlplane.mfa.service import MfaService
 from controlplane.openapi import op
+from controlplane.passwords import WrongPassword
+from controlplane.resource import Resource
+from controlplane.users.errors import AccountSuspended, UserNotFound
 
-_INVALID = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS")]
-_OWNER_ONLY = (403, "FORBIDDEN")
-_PASSWORD_THROTTLED = (429, "AUTH_ACCOUNT_LOCKED")
-
-
-class _Resource:
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    @property
-    def mfa(self):
-        return self.ctx.mfa
+_PASSWORD_CONFIRMED = [ValidationFailed, MfaNotEnabled, Forbidden, WrongPassword, AccountLocked]
 
 
-class TotpSetup(_Resource):
+class _MfaResource(Resource):
+    def __init__(self, mfa: MfaService):
+        self.mfa = mfa
+
+
+class TotpSetup(_MfaResource):
     access = {"POST": OWNER}
     docs = {"POST": op(
         "Start setting up an authenticator app (TOTP)",
@@ -38,7 +41,7 @@ class TotpSetup(_Resource):
                     "enabled until POST mfa/totp/confirm; a new setup replaces an earlier pending one, and an "
                     "unconfirmed setup expires after 1 hour.",
         body=schemas.SETUP, response=schemas.SETUP_RESULT,
-        errors=[*_INVALID, _OWNER_ONLY, (409, "MFA_ALREADY_ENABLED")],
+        errors=[ValidationFailed, Forbidden, MfaAlreadyEnabled],
     )}
 
     def on_post(self, req, resp, applicationId, userId):
@@ -48,7 +51,7 @@ class TotpSetup(_Resource):
         respond(resp, result)
 
 
-class TotpConfirm(_Resource):
+class TotpConfirm(_MfaResource):
     access = {"POST": OWNER}
     docs = {"POST": op(
         "Confirm the authenticator app with a code and turn MFA on",
@@ -56,8 +59,7 @@ class TotpConfirm(_Resource):
                     "clock drift either way is accepted) and returns 10 backup codes, shown only this once. "
                     "Emits mfa.enabled.",
         body=schemas.CONFIRM, ok=201, response=schemas.BACKUP_CODES,
-        errors=[*_INVALID, _OWNER_ONLY, (404, "MFA_METHOD_NOT_FOUND"), (409, "MFA_ALREADY_ENABLED"),
-                (422, "MFA_INVALID_CODE")],
+        errors=[ValidationFailed, Forbidden, MfaMethodNotFound, MfaAlreadyEnabled, ConfirmationCodeInvalid],
     )}
 
     def on_post(self, req, resp, applicationId, userId):
@@ -68,7 +70,7 @@ class TotpConfirm(_Resource):
                                   "each works once.", "backup_codes": codes}, status=201)
 
 
-class Totp(_Resource):
+class Totp(_MfaResource):
     access = {"DELETE": OWNER}
     docs = {"DELETE": op(
         "Turn MFA off (remove the authenticator app)",
@@ -76,7 +78,7 @@ class Totp(_Resource):
                     "login then needs only the password. Emits mfa.disabled. Password checks are limited per "
                     "user (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS).",
         body=schemas.PASSWORD, ok=204,
-        errors=[*_INVALID, (400, "MFA_NOT_ENABLED"), _OWNER_ONLY, (422, "INVALID_PASSWORD"), _PASSWORD_THROTTLED],
+        errors=_PASSWORD_CONFIRMED,
     )}
 
     def on_delete(self, req, resp, applicationId, userId):
@@ -85,27 +87,27 @@ class Totp(_Resource):
         resp.status = falcon.HTTP_204
 
 
-class MfaStatus(_Resource):
+class MfaStatus(_MfaResource):
     access = {"GET": OWNER}
     docs = {"GET": op(
         "MFA status of the user",
         description="mfa_enabled is true once a TOTP method is confirmed; methods lists the active methods; "
                     "backup_codes_remaining counts the unused codes of the current set.",
-        response=schemas.STATUS, errors=[_OWNER_ONLY],
+        response=schemas.STATUS, errors=[Forbidden],
     )}
 
     def on_get(self, req, resp, applicationId, userId):
         respond(resp, self.mfa.status(applicationId, userId))
 
 
-class RegenerateBackupCodes(_Resource):
+class RegenerateBackupCodes(_MfaResource):
     access = {"POST": OWNER}
     docs = {"POST": op(
         "Replace the backup codes",
         description="Needs the password. Returns a new set of 10 codes (shown only this once); every earlier "
                     "code stops working.",
         body=schemas.PASSWORD, response=schemas.BACKUP_CODES,
-        errors=[*_INVALID, (400, "MFA_NOT_ENABLED"), _OWNER_ONLY, (422, "INVALID_PASSWORD"), _PASSWORD_THROTTLED],
+        errors=_PASSWORD_CONFIRMED,
     )}
 
     def on_post(self, req, resp, applicationId, userId):
@@ -116,7 +118,7 @@ class RegenerateBackupCodes(_Resource):
                        "backup_codes": codes})
 
 
-class Verify(_Resource):
+class Verify(_MfaResource):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         "Answer a login's MFA challenge",
@@ -126,8 +128,7 @@ class Verify(_Resource):
                     "(300); after IAMGATE_MFA_MAX_ATTEMPTS (5) wrong codes it is locked. A TOTP code is accepted "
                     "once. When a backup code was used, a top-level message says how many remain.",
         body=schemas.VERIFY, response=schemas.VERIFY_RESULT, wrapped=False,
-        errors=[*_INVALID, (401, "AUTH_INVALID_MFA_CODE"), (403, "AUTH_ACCOUNT_SUSPENDED"),
-                (410, "AUTH_MFA_CHALLENGE_EXPIRED"), (429, "AUTH_MFA_LOCKED")],
+        errors=[ValidationFailed, MfaCodeInvalid, AccountSuspended, MfaChallengeExpired, MfaLocked],
     )}
 
     def on_post(self, req, resp, applicationId):
@@ -140,26 +141,29 @@ class Verify(_Resource):
         respond(resp, pair, message=message)
 
 
-class AdminMfa(_Resource):
+class AdminMfa(Resource):
     access = {"GET": DASHBOARD, "DELETE": DASHBOARD}
     docs = {
         "GET": op("An end user's MFA status (dashboard)", response=schemas.STATUS,
-                  errors=[(404, "NOT_FOUND"), (404, "USER_NOT_FOUND")]),
+                  errors=[ApplicationNotFound, UserNotFound]),
         "DELETE": op(
             "Reset an end user's MFA (dashboard)",
             description="For a user who lost both the authenticator and the backup codes: removes the method, "
                         "the backup codes and open challenges and emits mfa.disabled; the user is told by email. "
                         "Owners and admins only.",
-            ok=204, errors=[(400, "MFA_NOT_ENABLED"), (403, "FORBIDDEN"), (404, "NOT_FOUND"),
-                            (404, "USER_NOT_FOUND")],
+            ok=204, errors=[MfaNotEnabled, Forbidden, ApplicationNotFound, UserNotFound],
         ),
     }
 
+    def __init__(self, mfa: MfaService, dashboard_access: DashboardAccess):
+        self.mfa = mfa
+        self.dashboard_access = dashboard_access
+
     def on_get(self, req, resp, applicationId, userId):
-        self.ctx.dashboard_access.application(req.context.principal.account_id, applicationId)
+        self.dashboard_access.application(req.context.principal.account_id, applicationId)
         respond(resp, self.mfa.status(applicationId, userId))
 
     def on_delete(self, req, resp, applicationId, userId):
-        app, _ = self.ctx.dashboard_access.application(req.context.principal.account_id, applicationId, write=True)
+        app, _ = self.dashboard_access.application(req.context.principal.account_id, applicationId, write=True)
         self.mfa.reset(app, userId)
         resp.status = falcon.HTTP_204

@@ -7,12 +7,12 @@ DASHBOARD = "/api/dashboard/applications/{applicationId}/users"
 
 
 def add_routes(routes, services):
-    ctx = services  # TRANSITION (issue "one shape"): resources still take the container
-    tag = "multi-factor authentication"
-    routes.add(f"{V1}/{{userId}}/mfa/totp/setup", resources.TotpSetup(ctx), tag)
-    routes.add(f"{V1}/{{userId}}/mfa/totp/confirm", resources.TotpConfirm(ctx), tag)
-    routes.add(f"{V1}/{{userId}}/mfa/totp", resources.Totp(ctx), tag)
-    routes.add(f"{V1}/{{userId}}/mfa/status", resources.MfaStatus(ctx), tag)
-    routes.add(f"{V1}/{{userId}}/mfa/backup-codes/regenerate", resources.RegenerateBackupCodes(ctx), tag)
-    routes.add(f"{V1}/mfa/verify", resources.Verify(ctx), tag)
-    routes.add(f"{DASHBOARD}/{{userId}}/mfa", resources.AdminMfa(ctx), "dashboard: end users")
+    tag, mfa = "multi-factor authentication", services.mfa
+    routes.add(f"{V1}/{{userId}}/mfa/totp/setup", resources.TotpSetup(mfa), tag)
+    routes.add(f"{V1}/{{userId}}/mfa/totp/confirm", resources.TotpConfirm(mfa), tag)
+    routes.add(f"{V1}/{{userId}}/mfa/totp", resources.Totp(mfa), tag)
+    routes.add(f"{V1}/{{userId}}/mfa/status", resources.MfaStatus(mfa), tag)
+    routes.add(f"{V1}/{{userId}}/mfa/backup-codes/regenerate", resources.RegenerateBackupCodes(mfa), tag)
+    routes.add(f"{V1}/mfa/verify", resources.Verify(mfa), tag)
+    routes.add(f"{DASHBOARD}/{{userId}}/mfa", resources.AdminMfa(mfa, services.dashboard_access),
+               "dashboard: end users")

@@ -8,22 +8,26 @@ from __future__ import annotations
 
 import falcon
 
+from shared.errors import Forbidden, ValidationFailed
 from shared.http import no_store, read_json, respond
 
 from controlplane.auth import OWNER
 from controlplane.openapi import op
+from controlplane.resource import Resource
 from controlplane.selfservice import schemas
+from controlplane.selfservice.errors import ExportLimited, SessionNotFound
+from controlplane.selfservice.service import SelfService
+from controlplane.users.errors import UserNotFound
 
-_OWNER_ERRORS = [(403, "FORBIDDEN"), (404, "USER_NOT_FOUND")]
-_INVALID = [(400, "VALIDATION_INVALID_FORMAT"), (400, "VALIDATION_MULTIPLE_ERRORS")]
-
-
-class _Resource:
-    def __init__(self, ctx):
-        self.service = ctx.selfservice
+_OWNER_ERRORS = [Forbidden, UserNotFound]
 
 
-class Profile(_Resource):
+class _SelfServiceResource(Resource):
+    def __init__(self, selfservice: SelfService):
+        self.selfservice = selfservice
+
+
+class Profile(_SelfServiceResource):
     access = {"GET": OWNER, "PUT": OWNER}
     docs = {
         "GET": op("Get the user's profile", response=schemas.PROFILE, errors=_OWNER_ERRORS),
@@ -32,21 +36,21 @@ class Profile(_Resource):
             description="Partial: only the fields sent change; unknown fields are ignored. metadata replaces the "
                         "stored object whole (null clears it). Emits user.updated with the names of the fields "
                         "that changed; a request that changes nothing emits nothing.",
-            body=schemas.UPDATE_PROFILE, response=schemas.PROFILE, errors=[*_INVALID, *_OWNER_ERRORS],
+            body=schemas.UPDATE_PROFILE, response=schemas.PROFILE, errors=[ValidationFailed, *_OWNER_ERRORS],
         ),
     }
 
     def on_get(self, req, resp, applicationId, userId):
         no_store(resp)
-        respond(resp, self.service.profile(applicationId, userId))
+        respond(resp, self.selfservice.profile(applicationId, userId))
 
     def on_put(self, req, resp, applicationId, userId):
         values = schemas.UPDATE_PROFILE.validate(read_json(req), partial=True)
         no_store(resp)
-        respond(resp, self.service.update_profile(applicationId, userId, values))
+        respond(resp, self.selfservice.update_profile(applicationId, userId, values))
 
 
-class Account(_Resource):
+class Account(_SelfServiceResource):
     access = {"DELETE": OWNER}
     docs = {"DELETE": op(
         "Delete the user's account (soft delete)",
@@ -58,11 +62,11 @@ class Account(_Resource):
     )}
 
     def on_delete(self, req, resp, applicationId, userId):
-        self.service.delete_account(applicationId, userId)
+        self.selfservice.delete_account(applicationId, userId)
         resp.status = falcon.HTTP_204
 
 
-class DataExport(_Resource):
+class DataExport(_SelfServiceResource):
     access = {"GET": OWNER}
     docs = {"GET": op(
         "Export the user's data (GDPR)",
@@ -70,16 +74,16 @@ class DataExport(_Resource):
                     "assignments, MFA methods, OIDC consents and the change-log events about the user. Never a "
                     "secret: no password hash, TOTP secret or token digest. One export per hour per user "
                     "(IAMGATE_RATE_LIMIT_EXPORT: 60 minutes after the last export allowed).",
-        response=schemas.EXPORT, errors=[*_OWNER_ERRORS, (429, "RATE_LIMIT_EXCEEDED")],
+        response=schemas.EXPORT, errors=[*_OWNER_ERRORS, ExportLimited],
     )}
 
     def on_get(self, req, resp, applicationId, userId):
-        data = self.service.export(applicationId, userId)
+        data = self.selfservice.export(applicationId, userId)
         no_store(resp)
         respond(resp, data)
 
 
-class Consent(_Resource):
+class Consent(_SelfServiceResource):
     access = {"DELETE": OWNER}
     docs = {"DELETE": op(
         "Withdraw every OIDC consent of the user",
@@ -89,13 +93,13 @@ class Consent(_Resource):
     )}
 
     def on_delete(self, req, resp, applicationId, userId):
-        count = self.service.withdraw_consent(applicationId, userId)
+        count = self.selfservice.withdraw_consent(applicationId, userId)
         message = (f"Consent withdrawn for {count} application(s); their refresh tokens were revoked." if count
                    else "There was no consent to withdraw.")
         respond(resp, {"revoked_count": count, "message": message})
 
 
-class Sessions(_Resource):
+class Sessions(_SelfServiceResource):
     access = {"GET": OWNER, "DELETE": OWNER}
     docs = {
         "GET": op("List the user's active sessions",
@@ -109,23 +113,23 @@ class Sessions(_Resource):
 
     def on_get(self, req, resp, applicationId, userId):
         no_store(resp)
-        respond(resp, self.service.sessions(applicationId, userId))
+        respond(resp, self.selfservice.sessions(applicationId, userId))
 
     def on_delete(self, req, resp, applicationId, userId):
-        count = self.service.revoke_all_sessions(applicationId, userId)
+        count = self.selfservice.revoke_all_sessions(applicationId, userId)
         message = f"{count} session(s) revoked." if count else "There was no active session to revoke."
         respond(resp, {"revoked_count": count, "message": message})
 
 
-class SessionItem(_Resource):
+class SessionItem(_SelfServiceResource):
     access = {"DELETE": OWNER}
     docs = {"DELETE": op(
         "Revoke one session",
         description="Its refresh token stops working at once; access tokens issued under it stay valid until they "
                     "expire.",
-        ok=204, errors=[(403, "FORBIDDEN"), (404, "SESSION_NOT_FOUND")],
+        ok=204, errors=[Forbidden, SessionNotFound],
     )}
 
     def on_delete(self, req, resp, applicationId, userId, sessionId):
-        self.service.revoke_session(applicationId, userId, sessionId)
+        self.selfservice.revoke_session(applicationId, userId, sessionId)
         resp.status = falcon.HTTP_204

@@ -6,11 +6,10 @@ V1 = "/api/v1/applications/{applicationId}/users/{userId}"
 
 
 def add_routes(routes, services):
-    ctx = services  # TRANSITION (issue "one shape"): resources still take the container
-    tag = "user self-service"
-    routes.add(V1, resources.Account(ctx), tag)
-    routes.add(f"{V1}/profile", resources.Profile(ctx), tag)
-    routes.add(f"{V1}/data-export", resources.DataExport(ctx), tag)
-    routes.add(f"{V1}/consent", resources.Consent(ctx), tag)
-    routes.add(f"{V1}/sessions", resources.Sessions(ctx), tag)
-    routes.add(f"{V1}/sessions/{{sessionId}}", resources.SessionItem(ctx), tag)
+    tag, selfservice = "user self-service", services.selfservice
+    routes.add(V1, resources.Account(selfservice), tag)
+    routes.add(f"{V1}/profile", resources.Profile(selfservice), tag)
+    routes.add(f"{V1}/data-export", resources.DataExport(selfservice), tag)
+    routes.add(f"{V1}/consent", resources.Consent(selfservice), tag)
+    routes.add(f"{V1}/sessions", resources.Sessions(selfservice), tag)
+    routes.add(f"{V1}/sessions/{{sessionId}}", resources.SessionItem(selfservice), tag)

@@ -1,7 +1,6 @@
 """User self-service: the rules of the spec's "User self-service" section.
 
-``SelfService`` is put on the context as ``ctx.selfservice``.  Every operation acts on
-the calling user only (the routes are JWT-owner); a user whose record is gone or
+Every operation of ``SelfService`` acts on the calling user only (the routes are JWT-owner); a user whose record is gone or
 soft-deleted is 404 USER_NOT_FOUND.
 
 Soft delete (ARCHITECTURE.md, docs/selfservice.md): the record is kept with status
@@ -16,12 +15,17 @@ import json
 import logging
 import re
 
+from shared.config import Rate
 from shared.ids import is_uuid
 from shared.timeutil import isoformat
 
+from controlplane.ratelimit import RateLimiter
+from controlplane.roles.service import RoleService
 from controlplane.selfservice.errors import ExportLimited, SessionNotFound
 from controlplane.selfservice.store import SelfServiceStore
 from controlplane.users.errors import UserNotFound
+from controlplane.users.registration import RegistrationService
+from controlplane.users.sessions import SessionService
 
 log = logging.getLogger("iamgate.selfservice")
 
@@ -35,12 +39,20 @@ _ALL_EVENTS = 0
 
 
 class SelfService:
-    def __init__(self, ctx):
-        self._ctx = ctx
-        self.store = SelfServiceStore(ctx.store)
+    def __init__(self, store: SelfServiceStore, events, clock, rate_limiter: RateLimiter,
+                 registration: RegistrationService, sessions: SessionService, roles: RoleService, *,
+                 rate_limit_export: Rate):
+        self.store = store
+        self._events = events
+        self._clock = clock
+        self._rate_limiter = rate_limiter
+        self._registration = registration
+        self._sessions = sessions
+        self._roles = roles
+        self._rate_limit_export = rate_limit_export
 
     def _now(self):
-        return self._ctx.clock()
+        return self._clock()
 
     def _require_user(self, app_id: str, user_id: str) -> dict:
         user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
@@ -71,7 +83,7 @@ class SelfService:
         # is not reported twice.
         changed = sorted(name for name, value in changes.items() if not _same(before.get(name), value))
         if changed:
-            self._ctx.events.emit(app_id, "user.updated", {"user_id": user_id, "changed": changed},
+            self._events.emit(app_id, "user.updated", {"user_id": user_id, "changed": changed},
                                   subject={"user_id": user_id})
         return serialize_profile({**before, **changes, "updated_at": now})
 
@@ -91,11 +103,11 @@ class SelfService:
         now = self._now()
         transitioned = self.store.mark_deleted(app_id, user_id, now)
         if transitioned:
-            self._ctx.events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
+            self._events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
                                   user_ids=[user_id])
             # Exactly once per user: only the request that made the transition releases.
-            self._ctx.users.release_user_slot(app_id)
-        sessions = self._ctx.users.revoke_sessions(app_id, user_id, reason="user_deleted")
+            self._registration.release_user_slot(app_id)
+        sessions = self._sessions.revoke_user(app_id, user_id, reason="user_deleted")
         consents, oidc_tokens = self._revoke_oidc(app_id, user_id, now, reason="user_deleted")
         if not transitioned:
             raise UserNotFound(user_id)
@@ -119,7 +131,7 @@ class SelfService:
         client_ids = self.store.live_consent_clients(app_id, user_id)
         withdrawn, tokens = self._revoke_oidc(app_id, user_id, self._now(), reason="consent_withdrawn")
         if withdrawn:
-            self._ctx.events.emit(app_id, "consent.withdrawn", {
+            self._events.emit(app_id, "consent.withdrawn", {
                 "user_id": user_id, "client_ids": client_ids, "revoked_count": withdrawn,
                 "grants_revoked": tokens,
             }, subject={"user_id": user_id})
@@ -144,7 +156,7 @@ class SelfService:
         """Revoke every session of the user, the calling one included; the number revoked.
         404 USER_NOT_FOUND."""
         self._require_user(app_id, user_id)
-        return self._ctx.users.revoke_sessions(app_id, user_id, reason="revoked_by_user")
+        return self._sessions.revoke_user(app_id, user_id, reason="revoked_by_user")
 
     # ------------------------------------------------------------------ GDPR export
 
@@ -154,16 +166,15 @@ class SelfService:
         hour) per user: 429 RATE_LIMIT_EXCEEDED with the rate-limit headers.  404
         USER_NOT_FOUND."""
         user = self._require_user(app_id, user_id)
-        self._ctx.rate_limiter.hit(f"export:{app_id}:{user_id}", self._ctx.config.rate_limit_export,
-                                   error=ExportLimited)
+        self._rate_limiter.hit(f"export:{app_id}:{user_id}", self._rate_limit_export, error=ExportLimited)
         return {
             "exported_at": isoformat(self._now()),
             "user": serialize_export_user(user),
             "sessions": [serialize_export_session(s) for s in self.store.all_sessions(app_id, user_id)],
-            "roles": self._ctx.roles.user_roles(app_id, user_id),
+            "roles": self._roles.user_roles(app_id, user_id),
             "mfa_methods": [serialize_mfa_method(m) for m in self.store.mfa_methods(app_id, user_id)],
             "oauth_connections": [serialize_consent(c) for c in self.store.consents(app_id, user_id)],
-            "audit_logs": [serialize_event(e) for e in self._ctx.events.for_user(app_id, user_id, limit=_ALL_EVENTS)],
+            "audit_logs": [serialize_event(e) for e in self._events.for_user(app_id, user_id, limit=_ALL_EVENTS)],
         }
 
 

@@ -17,6 +17,7 @@ import falcon
 from controlplane.applications.service import branding
 from controlplane.auth import PUBLIC
 from controlplane.openapi import op
+from controlplane.resource import Resource
 
 _LAYOUT = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -110,12 +111,9 @@ def _render(app: dict, title: str, content: str, script: str) -> tuple[str, str]
     return page, policy
 
 
-class _Page:
+class _Page(Resource):
     access = {"GET": PUBLIC}
     title = content = script = ""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
 
     def on_get(self, req, resp, applicationId):
         page, policy = _render(req.context.application, self.title, self.content, self.script)

@@ -7,23 +7,23 @@ DASHBOARD = "/api/dashboard/applications/{applicationId}/users"
 
 
 def add_routes(routes, services):
-    ctx = services  # TRANSITION (issue "one shape"): resources still take the container
     tag = "user authentication"
-    routes.add(f"{V1}/register", resources.Register(ctx), tag)
-    routes.add(f"{V1}/login", resources.Login(ctx), tag)
-    routes.add(f"{V1}/logout", resources.Logout(ctx), tag)
-    routes.add(f"{V1}/token/refresh", resources.Refresh(ctx), tag)
-    routes.add(f"{V1}/{{userId}}/change-password", resources.ChangePassword(ctx), tag)
-    routes.add(f"{V1}/password/forgot", resources.ForgotPassword(ctx), tag)
-    routes.add(f"{V1}/password/reset", resources.ResetPassword(ctx), tag)
-    routes.add(f"{V1}/email/verify", resources.VerifyEmail(ctx), tag)
-    routes.add(f"{V1}/email/resend", resources.ResendVerification(ctx), tag)
+    trusted_proxies = services.config.trusted_proxies
+    routes.add(f"{V1}/register", resources.Register(services.registration, trusted_proxies=trusted_proxies), tag)
+    routes.add(f"{V1}/login", resources.Login(services.login, trusted_proxies=trusted_proxies), tag)
+    routes.add(f"{V1}/logout", resources.Logout(services.sessions), tag)
+    routes.add(f"{V1}/token/refresh", resources.Refresh(services.sessions), tag)
+    routes.add(f"{V1}/{{userId}}/change-password", resources.ChangePassword(services.passwords), tag)
+    routes.add(f"{V1}/password/forgot", resources.ForgotPassword(services.passwords), tag)
+    routes.add(f"{V1}/password/reset", resources.ResetPassword(services.passwords), tag)
+    routes.add(f"{V1}/email/verify", resources.VerifyEmail(services.email_verification), tag)
+    routes.add(f"{V1}/email/resend", resources.ResendVerification(services.email_verification), tag)
 
-    admin = "dashboard: end users"
-    routes.add(DASHBOARD, resources.AdminUsers(ctx), admin)
-    routes.add(f"{DASHBOARD}/{{userId}}/suspend", resources.SuspendUser(ctx), admin)
-    routes.add(f"{DASHBOARD}/{{userId}}/unsuspend", resources.UnsuspendUser(ctx), admin)
+    admin, access = "dashboard: end users", services.dashboard_access
+    routes.add(DASHBOARD, resources.AdminUsers(services.user_admin, access), admin)
+    routes.add(f"{DASHBOARD}/{{userId}}/suspend", resources.SuspendUser(services.user_admin, access), admin)
+    routes.add(f"{DASHBOARD}/{{userId}}/unsuspend", resources.UnsuspendUser(services.user_admin, access), admin)
 
     hosted = "hosted pages"
-    routes.add("/pages/{applicationId}/verify-email", pages.VerifyEmailPage(ctx), hosted)
-    routes.add("/pages/{applicationId}/reset-password", pages.ResetPasswordPage(ctx), hosted)
+    routes.add("/pages/{applicationId}/verify-email", pages.VerifyEmailPage(), hosted)
+    routes.add("/pages/{applicationId}/reset-password", pages.ResetPasswordPage(), hosted)

@@ -14,7 +14,8 @@ Collections (every document carries ``app_id``; every query filters on it):
 The login lock's ``login_attempts`` belong to ``controlplane/lockout.py``, which the
 dashboard shares.
 
-Stores only read and write; the rules (and every HTTP error) live in ``service.py``.
+Stores only read and write; the rules live in the services (``registration.py``,
+``sessions.py``, ``login.py``, ``passwords.py``, ``verification.py``, ``admin.py``).
 """
 from __future__ import annotations
 

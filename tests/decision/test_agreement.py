@@ -119,7 +119,7 @@ def _policy(ctx, app_id, rng):
 
 
 def _suspend(ctx, app_id, user):
-    ctx.users.suspend(app_id, user["_id"])
+    ctx.user_admin.suspend(app_id, user["_id"])
 
 
 def _delete(ctx, app_id, user):

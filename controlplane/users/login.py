@@ -1,0 +1,62 @@
+"""Password login: the spec's "User authentication" login (POST V1/users/login).
+
+Brute force (spec "Limits"): every password check goes through the ``PasswordGuard``
+(``controlplane/lockout.py``, shared with the dashboard) with the application's id as
+its scope: counted per email per application *before* bcrypt runs, so parallel guesses
+cannot get past the threshold; unknown emails are counted and hashed the same way as
+known ones.
+
+Once the password and the account status are checked, the login asks its
+``second_factor`` (the MFA area's service) whether the user must answer a challenge
+before a session starts.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from shared.config import Rate
+
+from controlplane.lockout import PasswordGuard
+from controlplane.ratelimit import RateLimiter
+from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
+from controlplane.users.sessions import SessionService
+from controlplane.users.store import UserStore
+
+
+class SecondFactor(Protocol):
+    def login_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict | None:
+        """The challenge the login answers instead of tokens, or None when the user has
+        no second factor."""
+
+
+class LoginService:
+    def __init__(self, users: UserStore, sessions: SessionService, password_guard: PasswordGuard,
+                 rate_limiter: RateLimiter, second_factor: SecondFactor, *, rate_limit_login: Rate):
+        self._users = users
+        self._sessions = sessions
+        self._guard = password_guard
+        self._rate_limiter = rate_limiter
+        self.second_factor = second_factor
+        self._rate_limit_login = rate_limit_login
+
+    def throttle(self, app: dict, ip: str) -> None:
+        """Login requests per client IP (IAMGATE_RATE_LIMIT_LOGIN, default 10/60)."""
+        self._rate_limiter.hit(f"login:{app['_id']}:{ip}", self._rate_limit_login, error=LoginsLimited)
+
+    def login(self, app: dict, *, email: str, password: str, remember_me: bool, device_info: dict) -> dict:
+        """A token pair, or the challenge of the ``second_factor``.
+
+        401 AUTH_INVALID_CREDENTIALS for a wrong password or an unknown (or deleted)
+        email, in the same time; 429 AUTH_ACCOUNT_LOCKED while locked, even with the
+        right password; 403 AUTH_ACCOUNT_SUSPENDED only once the password is right."""
+        user = self._users.by_email(app["_id"], email)
+        if user is not None and user.get("status") == "deleted":
+            user = None
+        if not self._guard.check(app["_id"], email, password, user["password_hash"] if user else None):
+            raise InvalidCredentials()
+        if user["status"] == "suspended":
+            raise AccountSuspended()
+        challenge = self.second_factor.login_challenge(app, user, remember_me=remember_me, device_info=device_info)
+        if challenge is not None:
+            return challenge
+        return self._sessions.issue(app, user, remember_me=remember_me, device_info=device_info)

@@ -1,0 +1,107 @@
+"""Registration: the spec's "User authentication" register (POST V1/users/register) and
+the application's user limit (IAMGATE_MAX_USERS_PER_APPLICATION, 403
+tier_limit_exceeded).
+
+The limit is held by one counter document per application (``user_counters``): a
+registration reserves a slot atomically before the user is inserted and confirms it
+after, so parallel registrations cannot exceed the limit.  A reservation whose
+registration died is given back after ``STALE_RESERVATION_SECONDS``; a slot whose
+release was lost to a crash is recounted when the limit is next reached.
+"""
+from __future__ import annotations
+
+from pymongo.errors import DuplicateKeyError
+
+from shared.config import Rate
+from shared.ids import new_id
+from shared.timeutil import seconds
+
+from controlplane.passwords import PasswordHasher, require_strong
+from controlplane.ratelimit import RateLimiter
+from controlplane.users.errors import EmailAlreadyRegistered, RegistrationsLimited, UserLimitReached
+from controlplane.users.store import UserStore
+from controlplane.users.verification import EmailVerificationService
+
+# A tier-limit reservation older than this belongs to a registration that died between
+# reserving the slot and inserting the user; its slot is given back.
+STALE_RESERVATION_SECONDS = 60
+
+
+class RegistrationService:
+    def __init__(self, users: UserStore, verification: EmailVerificationService, events, clock,
+                 hasher: PasswordHasher, rate_limiter: RateLimiter, *, max_users_per_application: int,
+                 rate_limit_register: Rate):
+        self._users = users
+        self._verification = verification
+        self._events = events
+        self._clock = clock
+        self._hasher = hasher
+        self._rate_limiter = rate_limiter
+        self._max_users = max_users_per_application
+        self._rate_limit_register = rate_limit_register
+
+    def throttle(self, app: dict, ip: str) -> None:
+        """Registrations per client IP per application: the application's
+        ``registration_rate_limit`` per minute (0 = unlimited) or IAMGATE_RATE_LIMIT_REGISTER."""
+        per_minute = app.get("registration_rate_limit")
+        rate = self._rate_limit_register if per_minute is None else Rate(per_minute, 60)
+        self._rate_limiter.hit(f"register:{app['_id']}:{ip}", rate, error=RegistrationsLimited)
+
+    def register(self, app: dict, *, email: str, password: str, name: str, metadata: dict | None = None) -> dict:
+        """Create an unverified user, send the verification email, emit user.created.
+
+        409 AUTH_EMAIL_ALREADY_REGISTERED for a taken email (a soft-deleted user keeps its
+        email), 422 VALIDATION_PASSWORD_TOO_WEAK, 403 tier_limit_exceeded."""
+        app_id = app["_id"]
+        require_strong(password, email=email)
+        if self._users.by_email(app_id, email) is not None:
+            raise EmailAlreadyRegistered(email)
+        password_hash = self._hasher.hash(password)
+        now = self._clock()
+        user = {
+            "_id": new_id(), "app_id": app_id, "email": email, "name": name, "password_hash": password_hash,
+            "email_verified": False, "metadata": metadata, "avatar_url": None, "status": "active",
+            "created_at": now, "updated_at": now, "deleted_at": None, "suspended_at": None, "last_login_at": None,
+        }
+        self._reserve_slot(app_id, user["_id"], now)
+        try:
+            self._users.insert(user)
+        except DuplicateKeyError:
+            self._users.cancel_reservation(app_id, user["_id"])
+            raise EmailAlreadyRegistered(email) from None
+        except BaseException:
+            self._users.cancel_reservation(app_id, user["_id"])
+            raise
+        self._users.confirm_slot(app_id, user["_id"])
+        self._verification.send(app, user)
+        self._events.emit(app_id, "user.created", {"user_id": user["_id"], "email": email, "name": name},
+                          subject={"user_id": user["_id"]})
+        return user
+
+    def _reserve_slot(self, app_id: str, user_id: str, now) -> None:
+        limit = self._max_users
+        if self._users.reserve_slot(app_id, user_id, limit, now):
+            return
+        if self._reclaim_stale_reservations(app_id, now) and self._users.reserve_slot(app_id, user_id, limit, now):
+            return
+        if self._users.reconcile_slots(app_id) and self._users.reserve_slot(app_id, user_id, limit, now):
+            return
+        raise UserLimitReached(limit)
+
+    def _reclaim_stale_reservations(self, app_id: str, now) -> bool:
+        reclaimed = False
+        for user_id in self._users.stale_reservations(app_id, now - seconds(STALE_RESERVATION_SECONDS)):
+            if self._users.get(app_id, user_id) is not None:
+                self._users.confirm_slot(app_id, user_id)  # inserted; only the confirmation was lost
+            elif self._users.cancel_reservation(app_id, user_id):
+                reclaimed = True
+        return reclaimed
+
+    def release_user_slot(self, app_id: str) -> None:
+        """Give back the tier-limit slot of a user who was soft-deleted.
+
+        Call it exactly once per user, after the conditional status transition to
+        ``deleted`` succeeded (a double call would let the application exceed its limit).
+        A call lost to a crash is repaired when the limit is next reached
+        (``UserStore.reconcile_slots``)."""
+        self._users.release_slot(app_id)

@@ -1,0 +1,164 @@
+"""End-user sessions and their tokens: the spec's "User authentication" token pair,
+refresh (rotation) and logout.
+
+Token model (ARCHITECTURE.md, docs/authentication.md):
+- the access token is an RS256 JWT from ``TokenService`` (claims iss, sub, aud, iat, exp,
+  jti, sid; header kid), valid ``IAMGATE_ACCESS_TOKEN_TTL`` seconds;
+- the refresh token is opaque and stored only as its SHA-256 digest, one ``sessions``
+  document per token family.  Refreshing swaps the family's live digest in one atomic
+  update.  The successor of a token is derived from it with an HMAC under the server
+  secret, so the token rotated last can be presented again within
+  IAMGATE_REFRESH_REUSE_GRACE seconds and yields the *same* successor (two tabs
+  refreshing at once both stay signed in) without any plaintext token being stored.
+  Any later or older reuse revokes the family.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import aware, seconds
+
+from controlplane.tokens import TokenService
+from controlplane.users.errors import RefreshTokenRejected
+from controlplane.users.serializers import serialize_user
+from controlplane.users.store import SessionStore, UserStore
+
+log = logging.getLogger("iamgate.users")
+
+
+class SessionService:
+    def __init__(self, users: UserStore, sessions: SessionStore, events, clock, tokens: TokenService, *,
+                 secret_key: str, refresh_token_ttl: int, remember_me_ttl: int, reuse_grace: int):
+        self._users = users
+        self._sessions = sessions
+        self._events = events
+        self._clock = clock
+        self._tokens = tokens
+        self._rotation_key = hashlib.sha256(
+            b"iamgate refresh-token rotation\0" + secret_key.encode("utf-8")).digest()
+        self._refresh_token_ttl = refresh_token_ttl
+        self._remember_me_ttl = remember_me_ttl
+        self._reuse_grace = reuse_grace
+
+    def issue(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict:
+        """Start a session for a user whose credentials (and second factor) were checked.
+
+        Creates the refresh-token family, revokes the oldest sessions beyond the
+        application's ``max_concurrent_sessions`` (0 = unlimited), emits user.login and
+        returns the spec's Token pair {access_token, refresh_token, token_type,
+        expires_in, user}."""
+        now = self._clock()
+        app_id, user_id = app["_id"], user["_id"]
+        ttl = self._remember_me_ttl if remember_me else self._refresh_token_ttl
+        refresh_token = random_token()
+        session = {
+            "_id": new_id(), "app_id": app_id, "user_id": user_id,
+            "refresh_digest": digest(refresh_token), "previous_digest": None, "rotated_at": None,
+            "device_info": {"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")},
+            "is_remember_me": bool(remember_me), "created_at": now, "last_used_at": now,
+            "expires_at": now + seconds(ttl), "revoked_at": None,
+        }
+        self._sessions.insert(session)
+        self._enforce_session_limit(app, user_id, now)
+        self._users.update(app_id, user_id, {"last_login_at": now})
+        self._events.emit(app_id, "user.login", {"user_id": user_id, "session_id": session["_id"]},
+                          subject={"user_id": user_id})
+        return self._token_pair(app_id, user, session["_id"], refresh_token)
+
+    def _enforce_session_limit(self, app: dict, user_id: str, now) -> None:
+        # Keep the N newest: every racing login computes the same survivors, so two
+        # parallel logins can never revoke each other's sessions both.
+        limit = app.get("max_concurrent_sessions") or 0
+        if limit <= 0:
+            return
+        for session in self._sessions.active(app["_id"], user_id, now)[limit:]:
+            self._sessions.revoke(app["_id"], session["_id"], now, "session_limit")
+
+    def _token_pair(self, app_id: str, user: dict, session_id: str, refresh_token: str) -> dict:
+        access_token, expires_in = self._tokens.issue_access_token(app_id, user["_id"], session_id)
+        return {"access_token": access_token, "refresh_token": refresh_token, "token_type": "Bearer",
+                "expires_in": expires_in, "user": serialize_user(user)}
+
+    def _successor(self, refresh_token: str) -> str:
+        mac = hmac.new(self._rotation_key, refresh_token.encode("utf-8"), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
+
+    def refresh(self, app: dict, refresh_token: str) -> dict:
+        """Exchange a refresh token for a new pair, rotating it (ARCHITECTURE.md).
+
+        401 UNAUTHORIZED (``details.reason``: unknown, expired, revoked, reused) when it
+        cannot be used; presenting a rotated token outside the grace window revokes its
+        session."""
+        app_id, now = app["_id"], self._clock()
+        presented = digest(refresh_token)
+        successor = self._successor(refresh_token)
+        session = self._sessions.rotate(app_id, presented, digest(successor), now)
+        if session is not None:
+            self._sessions.record_rotated(session, presented, now)
+        else:
+            session = self._reuse_within_grace(app_id, presented, digest(successor), now)
+        user = self._users.get(app_id, session["user_id"])
+        if user is None or user.get("status") != "active":
+            self._sessions.revoke(app_id, session["_id"], now, "user_inactive")
+            raise RefreshTokenRejected("The user of this refresh token is no longer active.",
+                                       details={"reason": "revoked"})
+        return self._token_pair(app_id, user, session["_id"], successor)
+
+    def _reuse_within_grace(self, app_id: str, presented: str, successor_digest: str, now) -> dict:
+        """The session a non-live token may still refresh (the token rotated last, within
+        the grace window); otherwise raise 401, revoking the family on reuse."""
+        live = self._sessions.by_current(app_id, presented)
+        if live is not None:
+            raise self._refresh_refused(live, now)
+        session = self._sessions.by_previous(app_id, presented)
+        if session is not None:
+            self._raise_if_unusable(session, now)
+            grace_ends = aware(session["rotated_at"]) + seconds(self._reuse_grace)
+            if now < grace_ends and session["refresh_digest"] == successor_digest:
+                self._sessions.touch(app_id, session["_id"], now)
+                return session
+        else:
+            session = self._sessions.by_rotated(app_id, presented)
+            if session is None:
+                raise RefreshTokenRejected("The refresh token is not valid.", details={"reason": "unknown"})
+            self._raise_if_unusable(session, now)
+        self._sessions.revoke(app_id, session["_id"], now, "refresh_token_reused")
+        log.warning("refresh token reused; session revoked",
+                    extra={"app_id": app_id, "user_id": session["user_id"], "session_id": session["_id"]})
+        raise RefreshTokenRejected("The refresh token was already used; the session has been revoked.",
+                                   details={"reason": "reused"})
+
+    def _raise_if_unusable(self, session: dict, now) -> None:
+        if session.get("revoked_at") is not None or aware(session["expires_at"]) <= now:
+            raise self._refresh_refused(session, now)
+
+    @staticmethod
+    def _refresh_refused(session: dict, now) -> RefreshTokenRejected:
+        if session.get("revoked_at") is not None:
+            return RefreshTokenRejected("The session of this refresh token has been revoked.",
+                                        details={"reason": "revoked"})
+        return RefreshTokenRejected("The refresh token has expired; log in again.", details={"reason": "expired"})
+
+    def logout(self, app_id: str, refresh_token: str, *, user_id: str | None) -> bool:
+        """Revoke the session of ``refresh_token``.  A user may only revoke their own
+        sessions (``user_id``); an API key (``user_id`` None) any of its application.
+        Unknown, foreign or already revoked tokens change nothing, and the caller is
+        not told which (no oracle)."""
+        presented = digest(refresh_token)
+        session = (self._sessions.by_current(app_id, presented) or self._sessions.by_previous(app_id, presented)
+                   or self._sessions.by_rotated(app_id, presented))
+        if session is None or (user_id is not None and session["user_id"] != user_id):
+            return False
+        return self._sessions.revoke(app_id, session["_id"], self._clock(), "logout")
+
+    def revoke_user(self, app_id: str, user_id: str, *, reason: str = "revoked", keep: str | None = None,
+                    now=None) -> int:
+        """Revoke every live session (refresh-token family) of the user except ``keep``;
+        returns how many were revoked.  Access tokens already issued stay valid until
+        they expire (spec, Authentication 2).  ``now``: the caller's time of the change
+        that revokes them."""
+        return self._sessions.revoke_user(app_id, user_id, now or self._clock(), reason, keep=keep)
