@@ -34,6 +34,7 @@ from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.mfa.service import MfaService
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
+from controlplane.pages import Pages
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import ApiThrottle, RateLimiter
 from controlplane.roles.service import RoleService
@@ -68,6 +69,7 @@ class Services:
     api_throttle: ApiThrottle
     mailer: Mailer
     hasher: PasswordHasher
+    pages: Pages
     password_guard: PasswordGuard
     applications: ApplicationService
     api_keys: ApiKeyService
@@ -104,6 +106,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     api_throttle = ApiThrottle(rate_limiter, config.rate_limit_api)
     mailer = Mailer(config.smtp_url, config.email_from)
     hasher = PasswordHasher(config.bcrypt_rounds)
+    pages = Pages(secret_key=config.secret_key, cookie_secure=config.cookie_secure)
     password_guard = PasswordGuard(LoginAttemptStore(store), config, clock, hasher)
 
     applications = ApplicationService(ApplicationStore(store), events, clock)
@@ -157,6 +160,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
         keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, mailer=mailer, hasher=hasher,
+        pages=pages,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, sessions=sessions,

@@ -15,7 +15,8 @@ from controlplane.app import create_app
 from shared.config import Config
 
 # Area fixtures: each area owns its plugin module (users, tokens, roles ...).
-pytest_plugins = ["tests.plugins.dashboard", "tests.plugins.users", "tests.plugins.roles"]
+pytest_plugins = ["tests.plugins.dashboard", "tests.plugins.users", "tests.plugins.roles",
+                  "tests.browser"]
 
 TEST_SECRET = "test-secret-key-0123456789abcdef"
 

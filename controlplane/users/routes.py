@@ -25,5 +25,5 @@ def add_routes(routes, services):
     routes.add(f"{DASHBOARD}/{{userId}}/unsuspend", resources.UnsuspendUser(services.user_admin, access), admin)
 
     hosted = "hosted pages"
-    routes.add("/pages/{applicationId}/verify-email", pages.VerifyEmailPage(), hosted)
-    routes.add("/pages/{applicationId}/reset-password", pages.ResetPasswordPage(), hosted)
+    routes.add("/pages/{applicationId}/verify-email", pages.VerifyEmailPage(services.pages), hosted)
+    routes.add("/pages/{applicationId}/reset-password", pages.ResetPasswordPage(services.pages), hosted)
