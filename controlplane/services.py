@@ -16,13 +16,14 @@ from shared.crypto import SecretBox
 from shared.metrics import HttpMetrics
 from shared.timeutil import utcnow
 
+from controlplane.abac.service import AbacService
+from controlplane.abac.store import PolicyStore
 from controlplane.apikeys.service import ApiKeyService
 from controlplane.apikeys.store import ApiKeyStore
 from controlplane.applications.service import ApplicationService
 from controlplane.applications.store import ApplicationStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService
-from controlplane.authz.store import PolicyStore
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.service import DashboardService
 from controlplane.dashboard.sessions import DashboardSessions
@@ -66,6 +67,7 @@ class Services:
     dashboard_access: DashboardAccess
     roles: RoleService
     authz: AuthzService
+    abac: AbacService
     authenticator: Authenticator
     decision_data: DecisionData
     change_feed: ChangeFeed
@@ -101,6 +103,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
     user_store = UserStore(store)
+    abac = AbacService(policy_store, user_store, roles, events, clock)
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
                                   dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
                                   internal_token=config.internal_token)
@@ -111,7 +114,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
         keys=keys, tokens=tokens, rate_limiter=rate_limiter, mailer=mailer, hasher=hasher,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
-        dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
+        dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=None,
     )
     # TRANSITION (issue "one shape"): these four still take the whole container.

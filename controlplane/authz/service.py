@@ -25,7 +25,7 @@ from cachetools import TTLCache
 
 from shared.engine import CompiledPolicies, compile_grants, resolve_scope
 
-from controlplane.authz.store import PolicyStore
+from controlplane.abac.store import PolicyStore
 
 GRANTS_CACHE_SIZE = 100_000
 POLICIES_CACHE_SIZE = 10_000
