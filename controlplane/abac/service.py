@@ -44,7 +44,7 @@ class AbacService:
 
     def list_policies(self, app_id: str, *, is_active: bool | None, permission: str | None, page: int,
                       per_page: int) -> tuple[list[dict], int]:
-        """A page of policies in creation order.  ``permission``: only the policies a check
+        """A page of policies sorted by name.  ``permission``: only the policies a check
         of that permission evaluates (a pattern of theirs covers it)."""
         patterns = _covering_patterns(permission) if permission is not None else None
         return self.policies.search(app_id, is_active=is_active, patterns=patterns,

@@ -65,14 +65,14 @@ class PolicyStore:
 
     def search(self, app_id: str, *, is_active: bool | None, patterns: list[str] | None,
                skip: int, limit: int) -> tuple[list[dict], int]:
-        """A page of policies in creation order; ``patterns``: only those holding one of them."""
+        """A page of policies sorted by name; ``patterns``: only those holding one of them."""
         query: dict = {"app_id": app_id}
         if is_active is not None:
             query["is_active"] = is_active
         if patterns is not None:
             query["permissions"] = {"$in": patterns}
         total = self._policies.count_documents(query)
-        return list(self._policies.find(query).sort(_ORDER).skip(skip).limit(limit)), total
+        return list(self._policies.find(query).sort([("name", ASCENDING)]).skip(skip).limit(limit)), total
 
     def update(self, app_id: str, policy_id: str, changes: dict) -> dict | None:
         """Apply ``changes`` in one atomic write; the policy as it was BEFORE, or None when
