@@ -17,6 +17,7 @@ from shared.http import JsonBodyMiddleware, RequestIdMiddleware, install_error_h
 from shared.metrics import MetricsMiddleware
 
 from controlplane import events as events_module
+from controlplane.abac import routes as abac_routes
 from controlplane.auth import AuthMiddleware
 from controlplane.authz import routes as authz_routes
 from controlplane.dashboard import routes as dashboard_routes
@@ -33,7 +34,7 @@ log = logging.getLogger("iamgate.controlplane")
 
 # Each area's ``add_routes(routes, services)``; the order is that of the OpenAPI document.
 AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, selfservice_routes, roles_routes, authz_routes,
-         internal_routes)
+         abac_routes, internal_routes)
 
 
 class RevisionMiddleware:

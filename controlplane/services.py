@@ -16,13 +16,14 @@ from shared.crypto import SecretBox
 from shared.metrics import HttpMetrics
 from shared.timeutil import utcnow
 
+from controlplane.abac.service import AbacService
+from controlplane.abac.store import PolicyStore
 from controlplane.apikeys.service import ApiKeyService
 from controlplane.apikeys.store import ApiKeyStore
 from controlplane.applications.service import ApplicationService
 from controlplane.applications.store import ApplicationStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService
-from controlplane.authz.store import PolicyStore
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.service import DashboardService
 from controlplane.dashboard.sessions import DashboardSessions
@@ -77,6 +78,7 @@ class Services:
     dashboard_access: DashboardAccess
     roles: RoleService
     authz: AuthzService
+    abac: AbacService
     authenticator: Authenticator
     decision_data: DecisionData
     change_feed: ChangeFeed
@@ -124,6 +126,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
     user_store = UserStore(store)
+    abac = AbacService(policy_store, user_store, roles, events, clock)
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
                                   dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
                                   internal_token=config.internal_token)
@@ -162,7 +165,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
         keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, mailer=mailer, hasher=hasher,
         pages=pages,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
-        dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
+        dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, sessions=sessions,
         passwords=passwords, email_verification=email_verification, registration=registration,
         user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard=dashboard,

@@ -21,13 +21,9 @@ from shared.rbac import covering_patterns, is_valid_permission
 ALLOW = "allow"
 DENY = "deny"
 
+# Evaluation refuses (as false) anything nested deeper; policies are validated on write
+# (controlplane/abac/conditions.py) to a stricter depth.
 MAX_CONDITION_DEPTH = 10
-MAX_CONDITION_NODES = 100
-
-OPERATORS = frozenset(
-    {"eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "starts_with", "exists", "ip_in_cidr"}
-)
-_ATTR_ROOTS = ("user", "resource", "context")
 
 
 # --- policies ----------------------------------------------------------------------------
@@ -154,7 +150,7 @@ _MISSING = object()
 def evaluate_condition(condition, env: Mapping) -> bool:
     """Whether an ABAC condition holds for ``env`` ({"user": {"id", "attributes"}, "resource",
     "context"}). Bad or missing data makes a comparison false; it never raises. A condition
-    that is not in the language (see :func:`validate_condition`) is false as a whole."""
+    that is not in the language (``controlplane/abac/conditions.py`` validates it on write) is false as a whole."""
     try:
         return _evaluate(condition, env, 1)
     except _Malformed:
@@ -308,126 +304,3 @@ _COMPARISONS = {
     "starts_with": lambda a, b: isinstance(a, str) and isinstance(b, str) and a.startswith(b),
     "ip_in_cidr": _ip_in_cidr,
 }
-
-
-# --- condition validation ----------------------------------------------------------------
-
-
-def validate_condition(condition, path: str = "condition") -> dict[str, str]:
-    """Check a policy condition against the condition language; ``{}`` when valid, else
-    ``{json_path: reason}`` for each problem found (for a 400 naming them)."""
-    errors: dict[str, str] = {}
-    count = _validate_node(condition, path, 1, errors)
-    if count > MAX_CONDITION_NODES:
-        errors.setdefault(path, f"has {count} nodes; at most {MAX_CONDITION_NODES} are allowed")
-    return errors
-
-
-def _validate_node(node, path: str, depth: int, errors: dict) -> int:
-    """Validate one condition node and its children; return how many nodes it holds."""
-    if depth > MAX_CONDITION_DEPTH:
-        errors[path] = f"nested deeper than {MAX_CONDITION_DEPTH} levels"
-        return 1
-    if not isinstance(node, dict):
-        errors[path] = "must be an object"
-        return 1
-    kinds = [key for key in ("all", "any", "not", "op") if key in node]
-    if len(kinds) != 1:
-        errors[path] = "must have exactly one of all, any, not, op"
-        return 1
-    kind = kinds[0]
-    allowed_keys = {"op", "left", "right"} if kind == "op" else {kind}
-    unknown = sorted(str(key) for key in node if key not in allowed_keys)
-    if unknown:
-        errors[path] = f"unknown key(s): {', '.join(unknown)}"
-    if kind == "op":
-        _validate_comparison(node, path, errors)
-        return 1
-    if kind == "not":
-        return 1 + _validate_node(node["not"], f"{path}.not", depth + 1, errors)
-    children = node[kind]
-    if not isinstance(children, list) or not children:
-        errors[f"{path}.{kind}"] = "must be a non-empty array of conditions"
-        return 1
-    return 1 + sum(
-        _validate_node(child, f"{path}.{kind}[{index}]", depth + 1, errors) for index, child in enumerate(children)
-    )
-
-
-def _validate_comparison(node: dict, path: str, errors: dict) -> None:
-    op = node["op"]
-    if not isinstance(op, str) or op not in OPERATORS:
-        errors[f"{path}.op"] = f"unknown operator; one of {', '.join(sorted(OPERATORS))}"
-        return
-    if "left" not in node:
-        errors[f"{path}.left"] = "is required"
-    else:
-        _validate_operand(node["left"], f"{path}.left", errors)
-    if op == "exists":
-        if "left" in node and isinstance(node["left"], dict) and "attr" not in node["left"]:
-            errors.setdefault(f"{path}.left", "exists needs an attribute operand")
-        if "right" in node and not (
-            isinstance(node["right"], dict) and set(node["right"]) == {"value"} and isinstance(node["right"]["value"], bool)
-        ):
-            errors[f"{path}.right"] = 'exists takes only {"value": true} or {"value": false}'
-        return
-    if "right" not in node:
-        errors[f"{path}.right"] = "is required"
-        return
-    right = node["right"]
-    if not _validate_operand(right, f"{path}.right", errors) or "value" not in right:
-        return
-    value = right["value"]
-    reason = None
-    if op in ("in", "not_in") and not isinstance(value, list):
-        reason = f"{op} needs an array"
-    elif op in ("gt", "gte", "lt", "lte") and not (_is_number(value) or isinstance(value, str)):
-        reason = f"{op} compares numbers or strings"
-    elif op == "starts_with" and not isinstance(value, str):
-        reason = "starts_with needs a string"
-    elif op == "ip_in_cidr":
-        cidrs = [value] if isinstance(value, str) else value if isinstance(value, list) else None
-        if not cidrs or not all(isinstance(cidr, str) and _network(cidr) is not None for cidr in cidrs):
-            reason = "ip_in_cidr needs a CIDR string or a non-empty array of them"
-    if reason:
-        errors[f"{path}.right.value"] = reason
-
-
-def _validate_operand(operand, path: str, errors: dict) -> bool:
-    if not isinstance(operand, dict) or len(operand) != 1 or not ({"attr", "value"} & set(operand)):
-        errors[path] = 'must be {"attr": path} or {"value": literal}'
-        return False
-    if "value" in operand:
-        if not _is_json(operand["value"]):
-            errors[f"{path}.value"] = "must be a JSON value"
-            return False
-        return True
-    reason = _attr_problem(operand["attr"])
-    if reason:
-        errors[f"{path}.attr"] = reason
-        return False
-    return True
-
-
-def _attr_problem(attr) -> str | None:
-    expected = "must be user.id, user.attributes.X, resource.X or context.X"
-    if not isinstance(attr, str):
-        return expected
-    parts = attr.split(".")
-    if any(not part for part in parts) or parts[0] not in _ATTR_ROOTS or len(parts) < 2:
-        return expected
-    if parts[0] == "user" and not (parts[1:] == ["id"] or (parts[1] == "attributes" and len(parts) >= 3)):
-        return expected
-    return None
-
-
-def _is_json(value, depth: int = 0) -> bool:
-    if depth > 32:
-        return False
-    if value is None or isinstance(value, (bool, str, int, float)):
-        return True
-    if isinstance(value, list):
-        return all(_is_json(item, depth + 1) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(key, str) and _is_json(item, depth + 1) for key, item in value.items())
-    return False

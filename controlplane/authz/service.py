@@ -28,7 +28,7 @@ from shared.authorization import decide_compiled, rbac_decision
 from shared.invalidation import APPLICATION_KINDS, POLICY_KINDS, affected_users
 from shared.rbac import compile_grants, resolve_scope
 
-from controlplane.authz.store import PolicyStore
+from controlplane.abac.store import PolicyStore
 
 GRANTS_CACHE_SIZE = 100_000
 POLICIES_CACHE_SIZE = 10_000

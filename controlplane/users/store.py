@@ -3,6 +3,9 @@
 Collections (every document carries ``app_id``; every query filters on it):
 
 - ``users``: the end users; unique (app_id, email), a soft-deleted user keeps its email.
+  ``attributes`` holds the user's ABAC attributes (a key ``a.b`` is stored as ``b``
+  inside ``a``, which is how conditions read ``user.attributes.a.b``) and
+  ``attribute_keys`` the keys set, which the count limit is checked against.
 - ``user_counters``: one document per application holding how many users count against
   IAMGATE_MAX_USERS_PER_APPLICATION, plus the reservations in flight.
 - ``sessions``: one per refresh-token family (the current token's digest, the digest of
@@ -20,9 +23,10 @@ Stores only read and write; the rules live in the services (``registration.py``,
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import DuplicateKeyError, WriteError
 
 from shared.timeutil import aware
 
@@ -90,6 +94,71 @@ class UserStore:
         cursor = self._users.find(query).sort([("created_at", DESCENDING), ("_id", ASCENDING)]).skip(skip).limit(limit)
         return list(cursor), total
 
+    # -- ABAC attributes (written for the abac area)
+
+    def attributes(self, app_id: str, user_id: str) -> dict | None:
+        """The ABAC attributes of a user that is not deleted, as ``{key: value}`` with
+        dotted keys; None when the user is unknown or deleted."""
+        doc = self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "attributes": 1})
+        if doc is None or doc.get("status") == "deleted":
+            return None
+        return flatten_attributes(doc.get("attributes"))
+
+    def set_attribute(self, app_id: str, user_id: str, key: str, value, *, max_keys: int) -> AttributeWrite:
+        """Set ``attributes.<key>`` of a user that is not deleted, in one atomic write that
+        also enforces the count limit (``max_keys``) and refuses a key that is a dotted
+        prefix (or extension) of a key already set.  ``outcome`` says which of those
+        stopped it, if any; ``previous`` is the value the key had (``MISSING`` if none)."""
+        prefixes = [key[:i] for i, char in enumerate(key) if char == "."]
+        query = {
+            "_id": user_id, "app_id": app_id, "status": {"$ne": "deleted"},
+            "attribute_keys": {"$nin": prefixes, "$not": re.compile("^" + re.escape(key) + r"\.")},
+            "$or": [{"attribute_keys": key}, {f"attribute_keys.{max_keys - 1}": {"$exists": False}}],
+        }
+        try:
+            before = self._users.find_one_and_update(
+                query, {"$set": {f"attributes.{key}": value}, "$addToSet": {"attribute_keys": key}},
+                projection={"attributes": 1}, return_document=ReturnDocument.BEFORE)
+        except WriteError:  # a conflicting key set before attribute_keys existed
+            return AttributeWrite("conflict", MISSING, self._conflicting_key(app_id, user_id, key))
+        if before is not None:
+            return AttributeWrite("set", _lookup(before.get("attributes"), key))
+        doc = self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "attribute_keys": 1})
+        if doc is None or doc.get("status") == "deleted":
+            return AttributeWrite("no_user")
+        conflict = self._conflicting_key(app_id, user_id, key, doc.get("attribute_keys") or [])
+        if conflict is not None:
+            return AttributeWrite("conflict", MISSING, conflict)
+        return AttributeWrite("limit")
+
+    def unset_attribute(self, app_id: str, user_id: str, key: str) -> AttributeWrite:
+        """Remove ``attributes.<key>`` of a user that is not deleted; ``outcome`` is
+        "unset", "no_user" or "no_key"."""
+        before = self._users.find_one_and_update(
+            {"_id": user_id, "app_id": app_id, "status": {"$ne": "deleted"},
+             "$or": [{"attribute_keys": key}, {f"attributes.{key}": {"$exists": True, "$not": {"$type": "object"}}}]},
+            {"$unset": {f"attributes.{key}": ""}, "$pull": {"attribute_keys": key}},
+            projection={"attributes": 1}, return_document=ReturnDocument.BEFORE)
+        if before is None:
+            status = self.status(app_id, user_id)
+            return AttributeWrite("no_user" if status in (None, "deleted") else "no_key")
+        # ``a.b`` removed may leave ``a`` as {}: drop emptied parents, innermost first (a
+        # crash in between leaves an empty object, which the listing skips).
+        parts = key.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            parent = "attributes." + ".".join(parts[:end])
+            self._users.update_one({"_id": user_id, "app_id": app_id, parent: {}}, {"$unset": {parent: ""}})
+        return AttributeWrite("unset", _lookup(before.get("attributes"), key))
+
+    def _conflicting_key(self, app_id, user_id, key, keys=None) -> str | None:
+        if keys is None:
+            doc = self._users.find_one({"_id": user_id, "app_id": app_id}, {"attributes": 1}) or {}
+            keys = list(flatten_attributes(doc.get("attributes")))
+        for existing in keys:
+            if key.startswith(existing + ".") or existing.startswith(key + "."):
+                return existing
+        return None
+
     # -- the per-application user counter (tier limit)
 
     def reserve_slot(self, app_id: str, user_id: str, limit: int, now) -> bool:
@@ -145,6 +214,45 @@ class UserStore:
             return False
         result = self._counters.update_one({"_id": app_id, "users": doc["users"]}, {"$set": {"users": actual}})
         return result.modified_count == 1
+
+
+MISSING = object()
+
+
+@dataclass(frozen=True)
+class AttributeWrite:
+    """What :meth:`UserStore.set_attribute` / ``unset_attribute`` did: ``outcome`` is
+    "set"/"unset", or why nothing was written ("no_user", "no_key", "limit", "conflict")."""
+
+    outcome: str
+    previous: object = MISSING
+    conflicts_with: str | None = None
+
+
+def flatten_attributes(attributes) -> dict:
+    """``users.attributes`` as ``{key: value}`` with dotted keys (values are never objects,
+    so every object met is a level of a dotted key; emptied levels are skipped)."""
+    out: dict = {}
+
+    def walk(node, prefix):
+        for name, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{name}.")
+            else:
+                out[prefix + name] = value
+
+    if isinstance(attributes, dict):
+        walk(attributes, "")
+    return out
+
+
+def _lookup(attributes, key: str):
+    node = attributes
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return MISSING
+        node = node[part]
+    return node
 
 
 class SessionStore:

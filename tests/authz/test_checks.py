@@ -37,7 +37,7 @@ def bulk(client, app, headers, **body):
 
 def add_policy(ctx, app, effect, permissions, condition=None, is_active=True):
     ctx.store["abac_policies"].insert_one({
-        "_id": new_id(), "app_id": app["_id"], "name": f"{effect}-{len(permissions)}", "description": None,
+        "_id": new_id(), "app_id": app["_id"], "name": f"{effect}-{new_id()}", "description": None,
         "effect": effect, "permissions": list(permissions), "condition": condition, "is_active": is_active,
         "created_at": ctx.clock(),
     })

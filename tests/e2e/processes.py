@@ -189,6 +189,13 @@ class Admin:
         self._ok(response, 201)
         return int(response.headers["X-Iamgate-Revision"])
 
+    def policy(self, name: str, effect: str, permissions, condition=None) -> int:
+        """Create an ABAC policy; returns the write's X-Iamgate-Revision."""
+        body = {"name": name, "effect": effect, "permissions": list(permissions), "condition": condition}
+        response = self.http.post(f"{self.v1}/abac/policies", json=body, headers=self.headers)
+        self._ok(response, 201)
+        return int(response.headers["X-Iamgate-Revision"])
+
     def unassign(self, user_id: str, role_id: str) -> int:
         response = self.http.delete(f"{self.v1}/users/{user_id}/roles/{role_id}", headers=self.headers)
         self._ok(response, 204)

@@ -1,0 +1,64 @@
+"""Errors of ABAC policies and user attributes (ARCHITECTURE.md, ABAC; docs/errors.md)."""
+from shared.errors import BadRequest, Conflict, NotFound
+
+
+class PolicyNotFound(NotFound):
+    """No policy with this id in the application."""
+
+    code, message = "POLICY_NOT_FOUND", "ABAC policy not found."
+
+    def __init__(self, policy_id: str):
+        super().__init__(details={"policy_id": policy_id})
+
+
+class PolicyNameTaken(Conflict):
+    """The policy name is already used in the application."""
+
+    code = "RESOURCE_ALREADY_EXISTS"
+
+    def __init__(self, name: str):
+        super().__init__(f"A policy named {name!r} already exists in this application.", details={"name": name})
+
+
+class ConditionInvalid(BadRequest):
+    """A policy condition outside the condition language or its limits.  Always
+    VALIDATION_INVALID_FORMAT, however many problems: ``details.fields`` maps the JSON
+    path of each bad node (``condition.all[2].op``) to what is wrong with it, and
+    ``details.path`` names the first."""
+
+    code = "VALIDATION_INVALID_FORMAT"
+
+    def __init__(self, problems: dict[str, str]):
+        path, reason = next(iter(problems.items()))
+        more = f" (and {len(problems) - 1} more problem(s), see details.fields)" if len(problems) > 1 else ""
+        super().__init__(f"{path}: {reason}{more}", details={"path": path, "fields": dict(problems)})
+
+
+class AttributeNotFound(NotFound):
+    """The user has no attribute with this key."""
+
+    code, message = "ATTRIBUTE_NOT_FOUND", "The user has no attribute with this key."
+
+    def __init__(self, user_id: str, key: str):
+        super().__init__(details={"user_id": user_id, "key": key})
+
+
+class AttributeLimitReached(Conflict):
+    """The user already holds the most attribute keys allowed."""
+
+    code = "ATTRIBUTE_LIMIT_EXCEEDED"
+
+    def __init__(self, user_id: str, limit: int):
+        super().__init__(f"A user may hold at most {limit} attributes; delete one first.",
+                         details={"user_id": user_id, "limit": limit})
+
+
+class AttributeKeyConflict(Conflict):
+    """A dotted key and one of its prefixes cannot both be set: ``a.b`` is stored (and read
+    by conditions) as ``b`` inside ``a``."""
+
+    code = "ATTRIBUTE_KEY_CONFLICT"
+
+    def __init__(self, user_id: str, key: str, existing: str):
+        super().__init__(f"The key {key!r} conflicts with the existing key {existing!r}; delete that one first.",
+                         details={"user_id": user_id, "key": key, "conflicts_with": existing})

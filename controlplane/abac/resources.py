@@ -1,0 +1,138 @@
+"""HTTP resources of ABAC policies (V1/abac/policies), the dry run (V1/abac/evaluate) and
+user attributes (V1/users/{userId}/attributes).  Reads need policies:read, writes
+policies:manage (ARCHITECTURE.md wire details, ABAC), for end-user tokens and API keys
+alike.  Every write answers ``X-Iamgate-Revision``; one that changed nothing answers the
+current head, which its data is at least as fresh as."""
+from __future__ import annotations
+
+from shared.errors import PermissionMissing, ValidationFailed
+from shared.http import page_params, paginated, read_json, respond
+
+from controlplane import events as change_log
+from controlplane.abac import schemas
+from controlplane.abac.errors import (AttributeKeyConflict, AttributeLimitReached, AttributeNotFound,
+                                      ConditionInvalid, PolicyNameTaken, PolicyNotFound)
+from controlplane.abac.service import AbacService, serialize_policy
+from controlplane.auth import permission
+from controlplane.openapi import op
+from controlplane.resource import Resource
+from controlplane.users.errors import UserNotFound
+
+READ = permission("policies:read")
+MANAGE = permission("policies:manage")
+
+_BODY_ERRORS = [ValidationFailed, ConditionInvalid, PermissionMissing]
+_USER_ERRORS = [PermissionMissing, UserNotFound]
+
+
+def _answer_revision(resp, abac: AbacService) -> None:
+    if change_log.current_revision() is None:
+        resp.set_header("X-Iamgate-Revision", str(abac.head()))
+
+
+class PolicyCollection(Resource):
+    access = {"GET": READ, "POST": MANAGE}
+    docs = {
+        "GET": op("List ABAC policies", query={
+            "is_active": ({"type": "boolean"}, "only active (true) or inactive (false) policies"),
+            "permission": ({"type": "string"}, "only policies a check of this permission evaluates "
+                                               "(one of their patterns covers it)"),
+            "page": ({"type": "integer", "minimum": 1}, "page number, default 1"),
+            "per_page": ({"type": "integer", "minimum": 1, "maximum": 100}, "default 15, max 100"),
+        }, response=schemas.POLICY_PAGE, wrapped=False, errors=[ValidationFailed, PermissionMissing]),
+        "POST": op("Create an ABAC policy", body=schemas.CREATE_POLICY, ok=201, response=schemas.POLICY,
+                   errors=[*_BODY_ERRORS, PolicyNameTaken]),
+    }
+
+    def __init__(self, abac: AbacService):
+        self.abac = abac
+
+    def on_get(self, req, resp, applicationId):
+        page, per_page = page_params(req)
+        is_active = schemas.is_active_param(req.get_param("is_active"))
+        checked = schemas.permission_param(req.get_param("permission"))
+        docs, total = self.abac.list_policies(applicationId, is_active=is_active, permission=checked,
+                                              page=page, per_page=per_page)
+        resp.media = paginated([serialize_policy(d) for d in docs], total, page, per_page)
+
+    def on_post(self, req, resp, applicationId):
+        values = schemas.clean_policy(schemas.CREATE_POLICY, read_json(req), partial=False)
+        respond(resp, serialize_policy(self.abac.create_policy(applicationId, values)), status=201)
+
+
+class PolicyItem(Resource):
+    access = {"GET": READ, "PUT": MANAGE, "DELETE": MANAGE}
+    docs = {
+        "GET": op("Get an ABAC policy", response=schemas.POLICY, errors=[PermissionMissing, PolicyNotFound]),
+        "PUT": op("Update an ABAC policy", body=schemas.UPDATE_POLICY, response=schemas.POLICY,
+                  description="Any subset of the fields; omitted fields are unchanged.",
+                  errors=[*_BODY_ERRORS, PolicyNotFound, PolicyNameTaken]),
+        "DELETE": op("Delete an ABAC policy", ok=204, errors=[PermissionMissing, PolicyNotFound]),
+    }
+
+    def __init__(self, abac: AbacService):
+        self.abac = abac
+
+    def on_get(self, req, resp, applicationId, policyId):
+        respond(resp, serialize_policy(self.abac.get_policy(applicationId, policyId)))
+
+    def on_put(self, req, resp, applicationId, policyId):
+        values = schemas.clean_policy(schemas.UPDATE_POLICY, read_json(req), partial=True)
+        respond(resp, serialize_policy(self.abac.update_policy(applicationId, policyId, values)))
+        _answer_revision(resp, self.abac)
+
+    def on_delete(self, req, resp, applicationId, policyId):
+        self.abac.delete_policy(applicationId, policyId)
+        resp.status = 204
+
+
+class Evaluate(Resource):
+    access = {"POST": READ}
+    docs = {
+        "POST": op("Dry-run a check with its reasons", body=schemas.EVALUATE, response=schemas.EVALUATION,
+                   description="The POST check's answer from fresh data, plus an optional inline policy "
+                               "evaluated as if active, with RBAC's answer, each covering policy and the "
+                               "value of every condition node. Stores nothing.",
+                   errors=_BODY_ERRORS),
+    }
+
+    def __init__(self, abac: AbacService):
+        self.abac = abac
+
+    def on_post(self, req, resp, applicationId):
+        respond(resp, self.abac.evaluate(applicationId, schemas.clean_evaluate(read_json(req))))
+
+
+class UserAttributes(Resource):
+    access = {"GET": READ}
+    docs = {"GET": op("A user's ABAC attributes", response=schemas.ATTRIBUTES, errors=_USER_ERRORS)}
+
+    def __init__(self, abac: AbacService):
+        self.abac = abac
+
+    def on_get(self, req, resp, applicationId, userId):
+        respond(resp, self.abac.attributes(applicationId, userId))
+
+
+class UserAttribute(Resource):
+    access = {"PUT": MANAGE, "DELETE": MANAGE}
+    docs = {
+        "PUT": op("Set a user's ABAC attribute", body=schemas.SET_ATTRIBUTE, response=schemas.ATTRIBUTE,
+                  description="{key} matches ^[a-zA-Z0-9_.-]{1,64}$; at most 50 keys per user.",
+                  errors=[ValidationFailed, *_USER_ERRORS, AttributeLimitReached, AttributeKeyConflict]),
+        "DELETE": op("Delete a user's ABAC attribute", ok=204,
+                     errors=[ValidationFailed, *_USER_ERRORS, AttributeNotFound]),
+    }
+
+    def __init__(self, abac: AbacService):
+        self.abac = abac
+
+    def on_put(self, req, resp, applicationId, userId, key):
+        key = schemas.attribute_key(key)
+        value = schemas.attribute_value(read_json(req))
+        respond(resp, self.abac.set_attribute(applicationId, userId, key, value))
+        _answer_revision(resp, self.abac)
+
+    def on_delete(self, req, resp, applicationId, userId, key):
+        self.abac.delete_attribute(applicationId, userId, schemas.attribute_key(key))
+        resp.status = 204

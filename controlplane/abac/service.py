@@ -1,0 +1,225 @@
+"""ABAC management: policies, user attributes, and the dry run.
+
+ARCHITECTURE.md decides the model (ABAC: policies under ``V1/abac/policies``, user
+attributes under ``V1/users/{userId}/attributes``) and the order of evaluation: a
+matching deny policy denies; else RBAC allows; else a matching allow policy allows; else
+deny.  Every write emits its event after the data changed (``policy.created``,
+``policy.updated``, ``policy.deleted``, ``attribute.set``, ``attribute.deleted``): the
+control plane's check cache and the decision services invalidate on them, a policy
+event for the whole application, an attribute event for its one user.
+"""
+from __future__ import annotations
+
+import json
+
+from shared.abac import CompiledPolicies, Policy, condition_environment
+from shared.authorization import decide_compiled
+from shared.rbac import compile_grants, resolve_scope
+from shared.ids import is_uuid, new_id
+from shared.timeutil import isoformat
+
+from controlplane.abac import conditions
+from controlplane.abac.errors import (AttributeKeyConflict, AttributeLimitReached, AttributeNotFound,
+                                      PolicyNotFound)
+from controlplane.abac.schemas import ATTRIBUTES_PER_USER_MAX
+from controlplane.abac.store import PolicyStore
+from controlplane.users.errors import UserNotFound
+
+_POLICY_FIELDS = ("name", "description", "effect", "permissions", "condition", "is_active")
+
+
+class AbacService:
+    def __init__(self, policies: PolicyStore, users, roles, events, clock):
+        """``users``: the users area's ``UserStore`` (attributes live on the user);
+        ``roles``: the source of a user's grants for the dry run."""
+        self.policies = policies
+        self._users = users
+        self._roles = roles
+        self._events = events
+        self._clock = clock
+
+    def head(self) -> int:
+        """The change-log head: the revision a write that changed nothing answers."""
+        return self._events.head()
+
+    # --- policies ------------------------------------------------------------------------
+
+    def list_policies(self, app_id: str, *, is_active: bool | None, permission: str | None, page: int,
+                      per_page: int) -> tuple[list[dict], int]:
+        """A page of policies sorted by name.  ``permission``: only the policies a check
+        of that permission evaluates (a pattern of theirs covers it)."""
+        patterns = _covering_patterns(permission) if permission is not None else None
+        return self.policies.search(app_id, is_active=is_active, patterns=patterns,
+                                    skip=(page - 1) * per_page, limit=per_page)
+
+    def get_policy(self, app_id: str, policy_id: str) -> dict:
+        policy = self.policies.get(app_id, policy_id) if is_uuid(policy_id) else None
+        if policy is None:
+            raise PolicyNotFound(policy_id)
+        return policy
+
+    def create_policy(self, app_id: str, values: dict) -> dict:
+        """Store a policy; 409 RESOURCE_ALREADY_EXISTS when the name is taken."""
+        now = self._clock()
+        doc = {"_id": new_id(), "app_id": app_id, **{field: values[field] for field in _POLICY_FIELDS},
+               "created_at": now, "updated_at": now}
+        self.policies.insert(doc)
+        self._events.emit(app_id, "policy.created", _policy_event(doc), subject={"policy_id": doc["_id"]})
+        return doc
+
+    def update_policy(self, app_id: str, policy_id: str, values: dict) -> dict:
+        """Apply any subset of the fields.  Nothing changed: 200 with the policy and no event."""
+        current = self.get_policy(app_id, policy_id)
+        changes = {field: value for field, value in values.items() if current.get(field) != value}
+        if not changes:
+            return current
+        changes["updated_at"] = self._clock()
+        before = self.policies.update(app_id, current["_id"], changes)
+        if before is None:
+            raise PolicyNotFound(policy_id)
+        after = {**before, **changes}
+        changed = sorted(field for field in _POLICY_FIELDS if before.get(field) != after.get(field))
+        if changed:
+            self._events.emit(app_id, "policy.updated", {**_policy_event(after), "changes": changed},
+                              subject={"policy_id": after["_id"]})
+        return after
+
+    def delete_policy(self, app_id: str, policy_id: str) -> None:
+        removed = self.policies.delete(app_id, policy_id) if is_uuid(policy_id) else None
+        if removed is None:
+            raise PolicyNotFound(policy_id)
+        self._events.emit(app_id, "policy.deleted", {"policy_id": removed["_id"], "name": removed["name"]},
+                          subject={"policy_id": removed["_id"]})
+
+    # --- user attributes -----------------------------------------------------------------
+
+    def attributes(self, app_id: str, user_id: str) -> dict:
+        """``{key: value}``; 404 USER_NOT_FOUND for an unknown or deleted user."""
+        found = self._users.attributes(app_id, user_id) if is_uuid(user_id) else None
+        if found is None:
+            raise UserNotFound(user_id)
+        return found
+
+    def set_attribute(self, app_id: str, user_id: str, key: str, value) -> dict:
+        """Set one attribute (at most ATTRIBUTES_PER_USER_MAX keys per user): ``{key, value}``."""
+        if not is_uuid(user_id):
+            raise UserNotFound(user_id)
+        result = self._users.set_attribute(app_id, user_id, key, value, max_keys=ATTRIBUTES_PER_USER_MAX)
+        if result.outcome == "no_user":
+            raise UserNotFound(user_id)
+        if result.outcome == "conflict":
+            raise AttributeKeyConflict(user_id, key, result.conflicts_with)
+        if result.outcome == "limit":
+            raise AttributeLimitReached(user_id, ATTRIBUTES_PER_USER_MAX)
+        if not _same_json(result.previous, value):
+            self._events.emit(app_id, "attribute.set", {"user_id": user_id, "key": key, "value": value},
+                              subject={"user_id": user_id}, user_ids=[user_id])
+        return {"key": key, "value": value}
+
+    def delete_attribute(self, app_id: str, user_id: str, key: str) -> None:
+        if not is_uuid(user_id):
+            raise UserNotFound(user_id)
+        result = self._users.unset_attribute(app_id, user_id, key)
+        if result.outcome == "no_user":
+            raise UserNotFound(user_id)
+        if result.outcome == "no_key":
+            raise AttributeNotFound(user_id, key)
+        self._events.emit(app_id, "attribute.deleted", {"user_id": user_id, "key": key},
+                          subject={"user_id": user_id}, user_ids=[user_id])
+
+    # --- the dry run ---------------------------------------------------------------------
+
+    def evaluate(self, app_id: str, values: dict) -> dict:
+        """``POST V1/abac/evaluate``: the POST check's answer for ``values`` from fresh data
+        (no cache), with an optional inline policy evaluated beside the active ones, and
+        the reasons: RBAC's answer, each covering policy with whether its condition held,
+        and the value of every condition node."""
+        user_id, permission = values["user_id"], values["permission"]
+        resource, context = values.get("resource"), values.get("context")
+        scope = resolve_scope(values.get("scope"), context)
+        grants = self._roles.grants(app_id, user_id)
+        compiled = compile_grants(grants, scope, self._clock())
+        policies = self.policies.active(app_id)
+        inline = values.get("policy")
+        if inline is not None:
+            policies.append(Policy(id=None, name=inline["name"], effect=inline["effect"],
+                                   permissions=tuple(inline["permissions"]), condition=inline["condition"],
+                                   is_active=inline["is_active"]))
+        decision = decide_compiled(compiled, [permission], policies=policies, resource=resource,
+                                   context=context)[permission]
+        env = condition_environment(user_id, grants.attributes, resource, context)
+        covering = CompiledPolicies(policies).covering(permission)
+        reports = [_policy_report(policy, env) for policy in covering]
+        rbac = compiled.allows(permission)
+        return {
+            "allowed": decision.allowed,
+            "permission": permission,
+            "user_id": user_id,
+            "user_status": grants.status,
+            "scope": scope,
+            "rbac_allowed": rbac,
+            "abac_evaluated": decision.abac_evaluated,
+            "policies_checked": decision.policies_checked,
+            "decided_by": _decided_by(compiled.user_active, rbac, reports),
+            "policies": reports,
+        }
+
+
+def _policy_report(policy: Policy, env: dict) -> dict:
+    trace = conditions.trace(policy.condition, env) if policy.condition is not None else None
+    return {
+        "id": policy.id,
+        "name": policy.name,
+        "effect": policy.effect,
+        "inline": policy.id is None,
+        "matched": True if trace is None else trace["value"],
+        "condition": policy.condition,
+        "trace": trace,
+    }
+
+
+def _decided_by(user_active: bool, rbac: bool, reports: list[dict]) -> str:
+    """Which rule gave the answer, in the order the engine applies them."""
+    if not user_active:
+        return "user_not_active"
+    if any(r["effect"] == "deny" and r["matched"] for r in reports):
+        return "deny_policy"
+    if rbac:
+        return "rbac"
+    if any(r["effect"] == "allow" and r["matched"] for r in reports):
+        return "allow_policy"
+    return "no_match"
+
+
+def _covering_patterns(permission: str) -> list[str]:
+    """Every pattern that covers ``permission``: itself, res:*, *:act and *:*."""
+    resource, _, action = permission.partition(":")
+    return sorted({permission, f"{resource}:*", f"*:{action}", "*:*"})
+
+
+def _same_json(a, b) -> bool:
+    """Equal as JSON text (true is not 1); MISSING equals nothing."""
+    try:
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    except TypeError:
+        return False
+
+
+def _policy_event(doc: dict) -> dict:
+    return {"policy_id": doc["_id"], "name": doc["name"], "effect": doc["effect"],
+            "permissions": list(doc["permissions"]), "is_active": doc["is_active"]}
+
+
+def serialize_policy(doc: dict) -> dict:
+    """The Policy resource."""
+    return {
+        "id": doc["_id"],
+        "name": doc["name"],
+        "description": doc.get("description"),
+        "effect": doc["effect"],
+        "permissions": list(doc.get("permissions") or ()),
+        "condition": doc.get("condition"),
+        "is_active": bool(doc.get("is_active")),
+        "created_at": isoformat(doc["created_at"]),
+        "updated_at": isoformat(doc["updated_at"]),
+    }

@@ -1,0 +1,87 @@
+"""MongoDB access for ABAC policies; this area owns the ``abac_policies`` collection.
+
+``abac_policies``: {_id, app_id, name, description, effect: "allow"|"deny",
+permissions: [patterns], condition (JSON or None), is_active, created_at, updated_at};
+name unique per application.  The authz area's checks and the decision services'
+internal API read the active ones through :meth:`PolicyStore.active`.
+
+User attributes live on the user document (``users.attributes``) and are written by the
+users area's store.
+"""
+from __future__ import annotations
+
+import logging
+
+from pymongo import ASCENDING, IndexModel, ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from shared.abac import Policy
+
+from controlplane.abac.errors import PolicyNameTaken
+
+log = logging.getLogger("iamgate.abac")
+
+INDEXES = {
+    "abac_policies": [
+        IndexModel([("app_id", ASCENDING), ("name", ASCENDING)], unique=True),
+        IndexModel([("app_id", ASCENDING), ("is_active", ASCENDING), ("created_at", ASCENDING)]),
+        IndexModel([("app_id", ASCENDING), ("permissions", ASCENDING)]),
+    ],
+}
+
+_ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
+
+
+class PolicyStore:
+    def __init__(self, store):
+        store.declare_indexes(INDEXES)
+        self._policies = store["abac_policies"]
+
+    # --- what checks read
+
+    def active(self, app_id: str) -> list[Policy]:
+        """The application's active policies in creation order; a malformed document is
+        left out (and logged) rather than failing every check of the application."""
+        out = []
+        for doc in self._policies.find({"app_id": app_id, "is_active": True}).sort(_ORDER):
+            try:
+                out.append(Policy(id=doc["_id"], name=doc.get("name") or doc["_id"], effect=doc["effect"],
+                                  permissions=tuple(doc.get("permissions") or ()), condition=doc.get("condition"),
+                                  is_active=True))
+            except (KeyError, TypeError, ValueError):
+                log.warning("skipping malformed ABAC policy", extra={"app_id": app_id, "policy_id": doc.get("_id")})
+        return out
+
+    # --- management
+
+    def insert(self, doc: dict) -> None:
+        try:
+            self._policies.insert_one(doc)
+        except DuplicateKeyError:
+            raise PolicyNameTaken(doc["name"]) from None
+
+    def get(self, app_id: str, policy_id: str) -> dict | None:
+        return self._policies.find_one({"_id": policy_id, "app_id": app_id})
+
+    def search(self, app_id: str, *, is_active: bool | None, patterns: list[str] | None,
+               skip: int, limit: int) -> tuple[list[dict], int]:
+        """A page of policies sorted by name; ``patterns``: only those holding one of them."""
+        query: dict = {"app_id": app_id}
+        if is_active is not None:
+            query["is_active"] = is_active
+        if patterns is not None:
+            query["permissions"] = {"$in": patterns}
+        total = self._policies.count_documents(query)
+        return list(self._policies.find(query).sort([("name", ASCENDING)]).skip(skip).limit(limit)), total
+
+    def update(self, app_id: str, policy_id: str, changes: dict) -> dict | None:
+        """Apply ``changes`` in one atomic write; the policy as it was BEFORE, or None when
+        it does not exist (the caller derives what changed from the two)."""
+        try:
+            return self._policies.find_one_and_update({"_id": policy_id, "app_id": app_id}, {"$set": changes},
+                                                      return_document=ReturnDocument.BEFORE)
+        except DuplicateKeyError:
+            raise PolicyNameTaken(changes["name"]) from None
+
+    def delete(self, app_id: str, policy_id: str) -> dict | None:
+        return self._policies.find_one_and_delete({"_id": policy_id, "app_id": app_id})
