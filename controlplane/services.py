@@ -32,6 +32,16 @@ from controlplane.keys import SigningKeys
 from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.mfa.service import MfaService
+from controlplane.oidc.authorize import AuthorizeService
+from controlplane.oidc.claims import OidcTokens
+from controlplane.oidc.clients import ClientService
+from controlplane.oidc.connections import ConnectionService
+from controlplane.oidc.introspection import Introspection
+from controlplane.oidc.logout import Logout
+from controlplane.oidc.revocation import Revocation
+from controlplane.oidc.store import ClientStore, CodeStore, ConsentStore, GrantStore
+from controlplane.oidc.token import AuthorizationCodeGrant, RefreshTokenGrant, TokenEndpoint
+from controlplane.oidc.userinfo import UserInfo
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import RateLimiter
 from controlplane.roles.service import RoleService
@@ -71,6 +81,15 @@ class Services:
     change_feed: ChangeFeed
     users: UserService
     mfa: MfaService
+    oidc_clients: ClientService
+    oidc_connections: ConnectionService
+    oidc_tokens: OidcTokens
+    oidc_authorize: AuthorizeService
+    oidc_token: TokenEndpoint
+    oidc_userinfo: UserInfo
+    oidc_revocation: Revocation
+    oidc_introspection: Introspection
+    oidc_logout: Logout
     selfservice: SelfService
     dashboard: DashboardService
 
@@ -107,18 +126,38 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
 
+    oidc_clients = ClientService(ClientStore(store), clock)
+    oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
+    oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock)
+    oidc_tokens = OidcTokens(tokens, keys, clock, issuer=config.public_url, access_ttl=config.oidc_access_token_ttl)
+    oidc_authorize = AuthorizeService(oidc_clients, oidc_codes, oidc_connections, clock)
+    oidc_token = TokenEndpoint(
+        clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens,
+        code_grant=AuthorizationCodeGrant(codes=oidc_codes, grants=oidc_grants, connections=oidc_connections,
+                                          users=user_store, clock=clock, refresh_ttl=config.refresh_token_ttl),
+        refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_store,
+                                        clock=clock, secret_key=config.secret_key,
+                                        reuse_grace=config.refresh_reuse_grace))
+    oidc_userinfo = UserInfo(oidc_tokens, user_store)
+    oidc_revocation = Revocation(oidc_grants, oidc_connections)
+    oidc_introspection = Introspection(oidc_tokens, oidc_grants, user_store, clock)
+    oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections)
+
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
         keys=keys, tokens=tokens, rate_limiter=rate_limiter, mailer=mailer, hasher=hasher,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=None,
+        oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
+        oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
+        oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,
     )
     # TRANSITION (issue "one shape"): these four still take the whole container.
     services.users = UserService(services)
     services.mfa = MfaService(services)
     services.login_second_factor = services.mfa.login_challenge
     events.listen(services.mfa.on_event)
-    services.selfservice = SelfService(services)
+    services.selfservice = SelfService(services, oidc_connections)
     services.dashboard = DashboardService(services)
     return services
