@@ -74,30 +74,6 @@ class UnsupportedResponseType(OAuthError, BadRequest):
     code, message = "unsupported_response_type", "Only response_type=code is supported."
 
 
-class UnsupportedTokenType(OAuthError, BadRequest):
-    """RFC 7009 2.2.1: the server cannot revoke this kind of token."""
-
-    code, message = "unsupported_token_type", "This kind of token cannot be revoked."
-
-
-class AccessDenied(OAuthError, BadRequest):
-    """RFC 6749 4.1.2.1: the user declined the consent (hosted mode)."""
-
-    code, message = "access_denied", "The user denied the request."
-
-
-class LoginRequired(OAuthError, BadRequest):
-    """OIDC Core 3.1.2.6: prompt=none without a signed-in browser session."""
-
-    code, message = "login_required", "The user is not signed in."
-
-
-class ConsentRequired(OAuthError, BadRequest):
-    """OIDC Core 3.1.2.6: prompt=none when the user has not consented to the client yet."""
-
-    code, message = "consent_required", "The user has not consented to this client."
-
-
 class InvalidToken(OAuthError, Unauthorized):
     """RFC 6750 3.1: the bearer access token is missing, expired, revoked or foreign.
     Answered 401 with ``WWW-Authenticate: Bearer``; ``missing`` leaves the error code
