@@ -50,7 +50,6 @@ INTERNAL_EVENT_TYPES = (
     "application.deleted",
     "api_keys.changed",    # an API key was created or revoked (decision services cache digests)
     "user.suspended", "user.unsuspended",
-    "consent.withdrawn",   # data.client_ids: a user withdrew every OIDC consent (self-service)
 )
 
 _revision: contextvars.ContextVar[int | None] = contextvars.ContextVar("iamgate_revision", default=None)
