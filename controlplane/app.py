@@ -79,7 +79,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, start_ba
             MetricsMiddleware(services.metrics),
             RevisionMiddleware(),
             JsonBodyMiddleware(),
-            AuthMiddleware(services.authenticator, services.rate_limiter, config.rate_limit_api),
+            AuthMiddleware(services.authenticator, services.api_throttle),
             RequestLogMiddleware(),
         ],
     )

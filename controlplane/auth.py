@@ -21,15 +21,15 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass, field
 
-from shared.engine import matches
+from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.ids import is_uuid
-
-API_KEY_PREFIXES = ("sk_test_", "sk_live_")
-
+from shared.rbac import matches
 
 def is_api_key(token: str) -> bool:
     return token.startswith(API_KEY_PREFIXES)
+
+
 SESSION_COOKIE = "iamgate_session"
 
 
@@ -158,10 +158,9 @@ class Authenticator:
 
 
 class AuthMiddleware:
-    def __init__(self, authenticator: Authenticator, rate_limiter, api_rate):
+    def __init__(self, authenticator: Authenticator, api_throttle):
         self.authenticator = authenticator
-        self._rate_limiter = rate_limiter
-        self._api_rate = api_rate
+        self._api_throttle = api_throttle
 
     def process_resource(self, req, resp, resource, params):
         if resource is None or not hasattr(resource, "on_" + req.method.lower()):
@@ -189,7 +188,7 @@ class AuthMiddleware:
         principal = auth.v1(token, app_id)
         req.context.principal = principal
         self._gate(access, principal, params)
-        self._rate_limiter.hit(f"api:{principal.credential_id}", self._api_rate)
+        self._api_throttle.hit(f"api:{principal.credential_id}")
 
     def _gate(self, access, principal, params):
         if access.kind == "credential":

@@ -2,7 +2,8 @@
 
 ``EventLog.emit`` is the single entry point every state change calls.  It appends
 ``{seq, app_id, type, subject, data, user_ids, at}`` with ``seq`` from an atomic
-counter, and records the seq as the request's revision (``X-Iamgate-Revision``).
+counter, and records the seq as the request's revision (``X-Iamgate-Revision``).  The
+kinds it accepts are the catalogue in ``shared.event_types``.
 
 ``Tailer`` is the one reader of the ``events`` collection per process.  It follows
 the log (a MongoDB change stream would do on a replica set; the indexed ``seq > last``
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from pymongo import ASCENDING, IndexModel
 
+from shared.event_types import EVENT_TYPES
 from shared.ids import new_id
 
 log = logging.getLogger("iamgate.events")
@@ -33,24 +35,6 @@ INDEXES = {
         IndexModel([("at", ASCENDING)], expireAfterSeconds=90 * 24 * 3600),
     ]
 }
-
-# Event kinds of the spec, plus internal kinds the decision service follows.
-PUBLIC_EVENT_TYPES = (
-    "user.created", "user.login", "user.updated", "user.deleted",
-    "role.assigned", "role.removed", "role.created", "role.updated", "role.deleted",
-    "permission.granted", "permission.revoked",
-    "connection.created", "connection.refreshed", "connection.failed", "connection.revoked",
-    "consent.granted", "mfa.enabled", "mfa.disabled",
-    "policy.created", "policy.updated", "policy.deleted",
-    "attribute.set", "attribute.deleted",
-)
-INTERNAL_EVENT_TYPES = (
-    "grants.changed",      # data.user_ids: whose authorization answers may have changed
-    "policies.changed",    # the application's ABAC policy set changed
-    "application.deleted",
-    "api_keys.changed",    # an API key was created or revoked (decision services cache digests)
-    "user.suspended", "user.unsuspended",
-)
 
 _revision: contextvars.ContextVar[int | None] = contextvars.ContextVar("iamgate_revision", default=None)
 
@@ -98,9 +82,13 @@ class EventLog:
     def emit(self, app_id, type_, data=None, *, subject=None, user_ids=()) -> int:
         """Append one event and return its seq (also the request's revision).
 
-        ``subject`` names the entities it is about (``{"user_id": ...}``), ``user_ids``
-        lists users whose authorization answers may have changed.
+        ``type_`` must be a kind of the catalogue (``shared.event_types``; ValueError
+        otherwise, before anything is written). ``subject`` names the entities it is about
+        (``{"user_id": ...}``), ``user_ids`` lists users whose authorization answers may
+        have changed.
         """
+        if type_ not in EVENT_TYPES:
+            raise ValueError(f"event type {type_!r} is not in the catalogue (shared/event_types.py)")
         seq = self._store.next_seq("events")
         doc = {
             "_id": new_id(),

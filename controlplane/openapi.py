@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from shared.errors import MalformedJson, PayloadTooLarge, UnsupportedMediaType
 from shared.http import status_of
 
 from controlplane.auth import CREDENTIAL
@@ -133,7 +134,10 @@ def _operation(doc, access, tag, path_params) -> dict:
         ok_content = {"application/json": {"schema": schema}}
     responses = {str(doc["ok"]): {"description": "Success", **({"content": ok_content} if ok_content else {})}}
     error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    for status, code in error_pairs(doc["errors"]):
+    errors = list(doc["errors"])
+    if doc["body"] is not None:  # read_json and JsonBodyMiddleware refuse these for every body
+        errors += [MalformedJson, PayloadTooLarge, UnsupportedMediaType]
+    for status, code in error_pairs(errors):
         entry = responses.setdefault(str(status), {"description": "", "content": error_ref})
         entry["description"] = (entry["description"] + " " + code).strip()
     if access.kind != "public":

@@ -5,10 +5,19 @@ upsert, which is atomic on one document; the increment happens before the guarde
 work, so N parallel requests can never all slip under the limit.  Documents expire
 through a TTL index (expiry is still decided in code from the window).  A limit of one
 request per window is an exact cooldown instead (``_cooldown``).
+
+``ApiThrottle`` is the one exception (ARCHITECTURE.md, "Lockout and every limit"): the
+general per-credential API throttle counts locally in each worker and reconciles with
+the same shared counter in batches, so an API request costs no store write.
 """
 from __future__ import annotations
 
 import math
+import threading
+import time
+from dataclasses import dataclass
+
+from cachetools import TTLCache
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -25,7 +34,8 @@ class RateLimiter:
         self._counters = store["rate_limits"]
         self._clock = clock
 
-    def _window(self, window: int):
+    def window(self, window: int) -> tuple[int, int, float]:
+        """(start, end, now) of the current fixed window of ``window`` seconds."""
         now = self._clock().timestamp()
         start = math.floor(now / window) * window
         return int(start), int(start + window), now
@@ -38,16 +48,22 @@ class RateLimiter:
             return 1 << 30
         if rate.limit == 1 and cost == 1:
             return self._cooldown(key, rate, error=error)
-        start, reset_at, now = self._window(rate.window)
+        start, reset_at, now = self.window(rate.window)
+        count = self.add(key, start, rate.window, cost)
+        if count > rate.limit:
+            raise error(limit=rate.limit, reset_at=reset_at, retry_after=math.ceil(reset_at - now))
+        return rate.limit - count
+
+    def add(self, key: str, start: int, window: int, n: int) -> int:
+        """Add ``n`` to the counter of ``key`` in the window starting at ``start`` and
+        return its new total (atomic ``$inc`` in an upsert)."""
         doc = self._counters.find_one_and_update(
             {"_id": f"{key}|{start}"},
-            {"$inc": {"n": cost}, "$setOnInsert": {"expires_at": self._clock() + seconds(rate.window + 5)}},
+            {"$inc": {"n": n}, "$setOnInsert": {"expires_at": self._clock() + seconds(window + 5)}},
             upsert=True,
             return_document=ReturnDocument.AFTER,
         )
-        if doc["n"] > rate.limit:
-            raise error(limit=rate.limit, reset_at=reset_at, retry_after=math.ceil(reset_at - now))
-        return rate.limit - doc["n"]
+        return doc["n"]
 
     def _cooldown(self, key: str, rate, *, error) -> int:
         """One request per ``rate.window`` seconds, measured from the last one allowed.
@@ -71,5 +87,62 @@ class RateLimiter:
                         retry_after=math.ceil((blocked_until - now).total_seconds())) from None
 
     def reset(self, key: str, rate) -> None:
-        start, _, _ = self._window(rate.window)
+        start, _, _ = self.window(rate.window)
         self._counters.delete_many({"_id": {"$in": [f"{key}|{start}", f"{key}|cooldown"]}})
+
+
+@dataclass
+class _LocalCount:
+    start: int          # the window these counts belong to
+    known: int = 0      # the shared total at the last reconcile
+    pending: int = 0    # hits admitted here since then
+    synced: float = 0.0
+
+
+class ApiThrottle:
+    """The general per-credential throttle (IAMGATE_RATE_LIMIT_API), batched.
+
+    Each worker admits hits locally and adds them to the shared window counter every
+    ``batch`` hits or every ``interval`` seconds, whichever comes first, learning the
+    total of every worker at each reconcile.  Near the limit (when fewer than ``batch``
+    hits remain by what this worker knows) and for limits under ``2 * batch`` every hit
+    is counted in the store first, exactly as ``RateLimiter.hit`` does.
+
+    Tolerance: a worker batches only while its known total plus its pending hits stay
+    ``batch`` below the limit, so W workers sharing the store admit at most
+    ``(W - 1) * batch`` requests over the limit in one window, and only within
+    ``interval`` of each other's reconciles.  A worker that dies loses at most its
+    pending hits (they are never counted: the error is in the caller's favour).
+    """
+
+    def __init__(self, limiter: RateLimiter, rate, *, batch: int = 50, interval: float = 0.25,
+                 monotonic=time.monotonic, max_keys: int = 100_000):
+        self._limiter = limiter
+        self._rate = rate
+        self._batch = batch
+        self._interval = interval
+        self._monotonic = monotonic
+        self._counts: TTLCache = TTLCache(maxsize=max_keys, ttl=rate.window + 5, timer=monotonic)
+        self._lock = threading.Lock()
+
+    def hit(self, key: str) -> None:
+        """Admit one request of ``key`` or raise ``RateLimited``.  A limit of 0 means unlimited."""
+        rate = self._rate
+        if rate.limit <= 0:
+            return
+        start, reset_at, now = self._limiter.window(rate.window)
+        with self._lock:
+            count = self._counts.get(key)
+            if count is None or count.start != start:
+                count = self._counts[key] = _LocalCount(start, synced=self._monotonic())
+            exact = rate.limit < 2 * self._batch or count.known + count.pending + 1 > rate.limit - self._batch
+            if not exact:
+                count.pending += 1
+                if count.pending < self._batch and self._monotonic() - count.synced < self._interval:
+                    return
+            flush, count.pending = count.pending + (1 if exact else 0), 0
+        total = self._limiter.add(key, start, rate.window, flush)
+        with self._lock:
+            count.known, count.synced = max(count.known, total), self._monotonic()
+        if exact and total > rate.limit:
+            raise RateLimited(limit=rate.limit, reset_at=reset_at, retry_after=math.ceil(reset_at - now))

@@ -26,6 +26,7 @@ from controlplane.authz.store import PolicyStore
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.service import DashboardService
 from controlplane.dashboard.sessions import DashboardSessions
+from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
 from controlplane.internal.service import ChangeFeed, DecisionData
 from controlplane.keys import SigningKeys
@@ -43,7 +44,7 @@ from controlplane.oidc.store import ClientStore, CodeStore, ConsentStore, GrantS
 from controlplane.oidc.token import AuthorizationCodeGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.passwords import PasswordHasher
-from controlplane.ratelimit import RateLimiter
+from controlplane.ratelimit import ApiThrottle, RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.roles.store import RoleStore
 from controlplane.selfservice.service import SelfService
@@ -67,6 +68,7 @@ class Services:
     keys: SigningKeys
     tokens: TokenService
     rate_limiter: RateLimiter
+    api_throttle: ApiThrottle
     mailer: Mailer
     hasher: PasswordHasher
     password_guard: PasswordGuard
@@ -106,14 +108,20 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
     tokens = TokenService(keys, clock, issuer=config.public_url, access_ttl=config.access_token_ttl)
     rate_limiter = RateLimiter(store, clock)
+    api_throttle = ApiThrottle(rate_limiter, config.rate_limit_api)
     mailer = Mailer(config.smtp_url, config.email_from)
     hasher = PasswordHasher(config.bcrypt_rounds)
     password_guard = PasswordGuard(LoginAttemptStore(store), config, clock, hasher)
 
-    applications = ApplicationService(ApplicationStore(store), events, clock, config)
+    applications = ApplicationService(ApplicationStore(store), events, clock)
     api_keys = ApiKeyService(ApiKeyStore(store), events, clock)
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_access = DashboardAccess(store, applications)
+    dashboard = DashboardService(
+        DashboardStore(store), clock=clock, hasher=hasher, password_guard=password_guard, rate_limiter=rate_limiter,
+        sessions=dashboard_sessions, access=dashboard_access, applications=applications,
+        register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
+        max_applications=config.max_applications_per_organization)
 
     roles = RoleService(RoleStore(store), events, clock)
     policy_store = PolicyStore(store)
@@ -145,19 +153,18 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
-        keys=keys, tokens=tokens, rate_limiter=rate_limiter, mailer=mailer, hasher=hasher,
+        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, mailer=mailer, hasher=hasher,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
-        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=None,
+        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=dashboard,
         oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
         oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
         oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,
     )
-    # TRANSITION (issue "one shape"): these four still take the whole container.
+    # TRANSITION (issue "one shape"): these three still take the whole container.
     services.users = UserService(services)
     services.mfa = MfaService(services)
     services.login_second_factor = services.mfa.login_challenge
     events.listen(services.mfa.on_event)
     services.selfservice = SelfService(services, oidc_connections)
-    services.dashboard = DashboardService(services)
     return services

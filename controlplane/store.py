@@ -81,21 +81,21 @@ class Store:
         never while the counter lives.  Readers that remember seqs compare it to tell a
         counter that moved on from one that was replaced (a restarted ``memory://`` store).
 
-        Safe when several replicas call it at once: an insert that loses to another
-        (or to ``next_seq``'s upsert) is a DuplicateKeyError, and a counter document
-        written by older code without an epoch gets one only if it still has none.
+        Safe when several replicas call it at once: whichever upsert creates the document
+        (this one or ``next_seq``'s) sets the epoch with ``$setOnInsert``, and every other
+        caller reads that one.
         """
         counters = self.db["counters"]
         doc = counters.find_one({"_id": name}, {"epoch": 1})
-        if doc is not None and doc.get("epoch"):
-            return doc["epoch"]
         if doc is None:
             try:
-                counters.insert_one({"_id": name, "seq": 0, "epoch": new_id()})
-            except DuplicateKeyError:
-                pass  # created meanwhile: its epoch (or the one given below) wins
-        counters.update_one({"_id": name, "epoch": {"$exists": False}}, {"$set": {"epoch": new_id()}})
-        return counters.find_one({"_id": name}, {"epoch": 1})["epoch"]
+                doc = counters.find_one_and_update(
+                    {"_id": name}, {"$setOnInsert": {"seq": 0, "epoch": new_id()}}, projection={"epoch": 1},
+                    upsert=True, return_document=ReturnDocument.AFTER,
+                )
+            except DuplicateKeyError:  # a concurrent upsert created it first
+                doc = counters.find_one({"_id": name}, {"epoch": 1})
+        return doc["epoch"]
 
     def supports_change_streams(self) -> bool:
         if self.is_memory:

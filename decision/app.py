@@ -9,14 +9,15 @@ content-type rule): nothing on the hot path does I/O or logs.
 from __future__ import annotations
 
 import itertools
-import re
 import secrets
 import time
 
 import falcon
 
 from shared.config import Config, ConfigError
+from shared.credentials import API_KEY_PREFIXES
 from shared.http import JsonBodyMiddleware, install_error_handlers, json_handlers
+from shared.request_ids import INCOMING_REQUEST_ID
 from shared.timeutil import utcnow
 
 from decision.cache import DecisionCache
@@ -24,7 +25,7 @@ from decision.hotpath import ROUTE, HotCheck
 from decision.client import ControlPlaneClient
 from decision.metrics import DecisionMetrics, MetricsMiddleware
 from decision.resources import Check, CheckBulk, Health, Metrics, Ready
-from decision.service import API_KEY_PREFIXES, DecisionService
+from decision.service import DecisionService
 from decision.stream import BACKOFF_MAX, ChangeFollower
 from decision.tokens import TokenVerifier
 
@@ -32,11 +33,9 @@ V1 = "/api/v1/applications/{applicationId}"
 
 
 class RequestIds:
-    """Every response carries ``X-Request-Id``: a well-formed incoming one (the rule of
-    ``shared.http``), else a process-unique id -- a random prefix per process and a
-    counter, because a fresh uuid4 per check costs more than the check."""
-
-    _INCOMING = re.compile(r"^[A-Za-z0-9._-]{8,128}$")
+    """Every response carries ``X-Request-Id``: a well-formed incoming one
+    (``shared.request_ids``), else a process-unique id -- a random prefix per process and
+    a counter, because a fresh uuid4 per check costs more than the check."""
 
     def __init__(self):
         self._prefix = secrets.token_hex(8)
@@ -46,7 +45,7 @@ class RequestIds:
         req.context.request_id = self.resolve(req.get_header("X-Request-Id"))
 
     def resolve(self, incoming: str | None) -> str:
-        if incoming is None or not self._INCOMING.fullmatch(incoming):
+        if incoming is None or not INCOMING_REQUEST_ID.fullmatch(incoming):
             return f"{self._prefix}{next(self._counter):010x}"
         return incoming
 

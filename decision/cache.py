@@ -28,7 +28,10 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 from gevent.monkey import get_original
 
-from shared.engine import CompiledGrants, CompiledPolicies, Decision, Grants, compile_grants
+from shared.abac import CompiledPolicies
+from shared.authorization import Decision, rbac_decision
+from shared.invalidation import API_KEY_KINDS, APPLICATION_KINDS, POLICY_KINDS
+from shared.rbac import CompiledGrants, Grants, compile_grants
 
 # Applications a worker keeps policies and API keys of; beyond, the least recently
 # filled are re-fetched on their next check.
@@ -50,19 +53,15 @@ _UNSYNCED = float("inf")  # before the stream's first hello nothing may be store
 
 def native_lock():
     """A mutex that stays an OS lock under gevent's monkey patching. The sections it guards
-    never block or yield, so greenlets (all on one OS thread) never wait on it, and it costs
-    tens of nanoseconds where a gevent lock costs a microsecond; under plain threads (tests)
-    it is an ordinary lock."""
+    never block or yield, so greenlets (all on one OS thread) never wait on it, and it is
+    cheaper than gevent's lock on a path every check takes (docs/performance.md); under
+    plain threads (tests) it is an ordinary lock."""
     return get_original("_thread", "allocate_lock")()
 
 
-ALLOWED = Decision(True)
-DENIED = Decision(False)
-
-
 class ScopedGrants:
-    """A user's grants compiled for one scope, with the RBAC decisions given so far (the
-    engine is pure, so a decision holds as long as this compiled form)."""
+    """A user's grants compiled for one scope, with the RBAC decisions given so far (a
+    decision is a pure function of the compiled grants, so it holds as long as they do)."""
 
     __slots__ = ("compiled", "_decisions")
 
@@ -74,11 +73,10 @@ class ScopedGrants:
         return self.decide(permission).allowed
 
     def decide(self, permission: str) -> Decision:
-        """RBAC alone (no policy applies), as ``CompiledGrants.decide`` without policies."""
+        """RBAC alone (no policy applies): ``shared.authorization.rbac_decision``, remembered."""
         decision = self._decisions.get(permission)
         if decision is None:
-            compiled = self.compiled
-            decision = ALLOWED if compiled.user_active and compiled.allows(permission) else DENIED
+            decision = rbac_decision(self.compiled, permission)
             if len(self._decisions) >= MAX_ANSWERS_PER_SCOPE:
                 self._decisions.clear()
             self._decisions[permission] = decision
@@ -228,8 +226,9 @@ class DecisionCache:
     # -- the stream's side
 
     def apply(self, seq: int, app_id: str | None, type_: str, user_ids) -> Dropped | None:
-        """Apply one change event (ARCHITECTURE.md's invalidation meaning of events).
-        Returns what was dropped, or None for an event already applied."""
+        """Apply one change event (``shared.invalidation``: ``user_ids`` are the users the
+        control plane found affected). Returns what was dropped, or None for an event
+        already applied."""
         with self._lock:
             if seq <= self.applied:
                 return None
@@ -239,7 +238,7 @@ class DecisionCache:
                 return Dropped()
             self._missing.pop(app_id, None)
             remember = self._remember if self._inflight else _forget
-            if type_ == "application.deleted":
+            if type_ in APPLICATION_KINDS:
                 remember(("app", app_id), seq)
                 doomed = [key for key in self._grants if key[0] == app_id]
                 for key in doomed:
@@ -248,10 +247,10 @@ class DecisionCache:
                                policies=int(self._policies.pop(app_id, None) is not None),
                                api_keys=int(self._keys.pop(app_id, None) is not None))
             policies = api_keys = grants = 0
-            if type_ == "policies.changed" or type_.startswith("policy."):
+            if type_ in POLICY_KINDS:
                 remember(("policies", app_id), seq)
                 policies = _drop_older(self._policies, app_id, seq)
-            elif type_ == "api_keys.changed":
+            elif type_ in API_KEY_KINDS:
                 remember(("keys", app_id), seq)
                 api_keys = _drop_older(self._keys, app_id, seq)
             for user_id in user_ids:

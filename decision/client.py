@@ -18,7 +18,8 @@ import logging
 import requests
 from requests.adapters import HTTPAdapter
 
-from shared.engine import Grants, Policy
+from shared.abac import Policy
+from shared.rbac import Grants
 
 log = logging.getLogger("iamgate.decision.client")
 

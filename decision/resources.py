@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import falcon
 
-from shared.engine import resolve_scope
+from shared.rbac import resolve_scope
 from shared.http import dumps, read_json
 
 from shared.checks import CHECK, CHECK_BULK, check_query

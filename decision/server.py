@@ -4,12 +4,13 @@ pure-Python parsers.
 
     gunicorn --worker-class decision.server.DecisionWorker 'decision.wsgi:create()'
 
-Why: a cache-hit check costs about 40 µs inside the Falcon app, and pywsgi spent about
-twice that around it (reading the request line, parsing headers through the standard
-library's email parser, formatting the response). Gunicorn still manages the processes
-(pre-fork, graceful reload and shutdown, the worker heartbeat, ``--max-requests``), gevent
-still runs one greenlet per connection, and the app is still plain WSGI, so everything
-else in the service (the change-stream follower, the control-plane client) is unchanged.
+Why: pywsgi's own work around a request (reading the request line, parsing headers
+through the standard library's email parser, formatting the response) costs more than a
+cache-hit check inside the Falcon app (figures: docs/performance.md). Gunicorn manages
+the processes (pre-fork, graceful reload and shutdown, the worker heartbeat,
+``--max-requests``), gevent runs one greenlet per connection, and the app is plain WSGI,
+so nothing else in the service (the change-stream follower, the control-plane client)
+depends on this server.
 
 What the loop does per connection: feed received bytes to the parser, collect complete
 requests (pipelined ones in order), answer each through the WSGI app, keep the
@@ -174,7 +175,7 @@ class Connection:
     def serve(self) -> None:
         sock, parsing = self.sock, self.parsing
         # A timer around every read ends idle keep-alive connections and clients that send
-        # too slowly. (Measured: one reaper greenlet per worker instead was slower.)
+        # too slowly.
         sock.settimeout(self.timeout)
         try:
             while True:

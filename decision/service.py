@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import hashlib
 
-from shared.engine import CompiledPolicies, Decision, Grants, matches
+from shared.abac import CompiledPolicies
+from shared.authorization import Decision, decide_compiled
+from shared.credentials import API_KEY_PREFIXES
 from shared.errors import NotFound, PermissionMissing, ServiceUnavailable, Unauthorized
 from shared.ids import is_uuid
+from shared.rbac import ACTIVE, Grants, matches
 
 from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet
 from decision.client import ApplicationNotFound, ControlPlaneError
 from decision.tokens import JwksUnavailable
 
-API_KEY_PREFIXES = ("sk_test_", "sk_live_")
 CHECK_PERMISSION = "authz:check"
-ACTIVE = "active"
 _NO_POLICIES = CompiledPolicies(())
 
 
@@ -113,8 +114,8 @@ class Lookup:
             policies, policies_cached = self._policies(fresh=fresh)
             cached = cached and policies_cached
             if policies:
-                return scoped.compiled.decide_many(permissions, policies=policies, resource=resource,
-                                                   context=context), cached
+                return decide_compiled(scoped.compiled, permissions, policies=policies, resource=resource,
+                                       context=context), cached
         # No policy can apply: RBAC alone, whose decisions the scoped grants remember.
         return scoped.decide_many(permissions), cached
 

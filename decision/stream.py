@@ -6,11 +6,11 @@ elsewhere) reads the server-sent events and applies them to the cache:
 - ``hello {seq, epoch}``: connected. Everything is dropped on the first connection (the
   cache holds nothing it could trust), whenever the head is below what was already
   applied (the change log went backwards: a control plane without persistence
-  restarted), and whenever the epoch differs from the one of the last hello that carried
-  one (the log was replaced: such a control plane restarted and has since taken as many
-  writes as we had applied, or more, so its head alone cannot show it; the events it
-  replays after our seq are another log's and would leave entries changed in its first
-  seqs stale). A hello without an epoch (an older control plane) is judged by its head;
+  restarted), and whenever the epoch differs from the last hello's (the log was
+  replaced: such a control plane restarted and has since taken as many writes as we had
+  applied, or more, so its head alone cannot show it; the events it replays after our
+  seq are another log's and would leave entries changed in its first seqs stale). A
+  hello without an epoch is a protocol error;
 - ``change {seq, app_id, type, user_ids}``: drop the entries the event names;
 - ``reset {seq}``: the server cannot replay from our seq; drop everything;
 - ``heartbeat {seq}``: the stream covered every event up to seq.
@@ -62,7 +62,7 @@ class ChangeFollower:
         self._stream = None
         self._last_frame = float("-inf")
         self._caught_up_at = 0   # the head announced by the last hello
-        self._epoch: str | None = None  # the change log's id from the last hello that carried one
+        self._epoch: str | None = None  # the change log's id, from the last hello
         self.synced = False      # a hello has been applied once
         self.connected = False
 
@@ -150,9 +150,9 @@ class ChangeFollower:
             cache.advance(seq)
         elif event == "hello":
             epoch = data.get("epoch")
-            if epoch is not None and not isinstance(epoch, str):
-                raise ProtocolError("hello frame with an invalid epoch")
-            replaced = epoch is not None and self._epoch is not None and epoch != self._epoch
+            if not isinstance(epoch, str) or not epoch:
+                raise ProtocolError("hello frame without a valid epoch")
+            replaced = self._epoch is not None and epoch != self._epoch
             if not self.synced or seq < cache.applied or replaced:
                 if self.synced:
                     if seq < cache.applied:
@@ -165,8 +165,7 @@ class ChangeFollower:
                     self._metrics.resets.inc()
                 cache.resync(seq)
                 self.synced = True
-            if epoch is not None:
-                self._epoch = epoch
+            self._epoch = epoch
             cache.saw_head(seq)
             self._caught_up_at = seq
             self.connected = True
@@ -177,7 +176,7 @@ class ChangeFollower:
             self._caught_up_at = seq
             self._metrics.resets.inc()
         else:
-            return  # a frame type of a newer control plane: nothing to apply
+            return  # not a frame of the protocol (an SSE "message", say): nothing to apply
         self._last_frame = self._monotonic()
 
     def _apply_change(self, seq: int, data: dict) -> None:

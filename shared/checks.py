@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from shared.engine import PERMISSION_PATTERN, is_valid_permission
+from shared.rbac import PERMISSION_PATTERN, is_valid_permission
 from shared.validation import Int, Invalid, List, Object, Schema, String
 
 BULK_MAX = 50

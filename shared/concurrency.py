@@ -9,7 +9,7 @@ thread its share of the cores, and the one thread that runs every greenlet would
 behind the hashing threads.  So the CPU work gets its own pool, no larger than the
 number of usable cores (more threads cannot hash faster), and on Linux its threads
 lower their own scheduling priority (nice +10, per thread): the hashing still uses
-the idle cycles, but the event loop runs first.  Measured in benchmarks/login_load.py.
+the idle cycles, but the event loop runs first.  Figures: docs/performance.md, "Login load".
 """
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ import ipaddress
 import json
 import logging
 import math
-import re
 import uuid
 from datetime import datetime
 
@@ -22,12 +21,12 @@ import falcon
 from shared.errors import (BadRequest, Conflict, DomainError, Forbidden, Gone, MalformedJson, NotFound,
                            PayloadTooLarge, RateLimited, ServiceUnavailable, Unauthorized, Unprocessable,
                            UnsupportedMediaType, ValidationFailed)
+from shared.request_ids import INCOMING_REQUEST_ID
 from shared.timeutil import isoformat, utcnow
 
 log = logging.getLogger("iamgate.http")
 
 MAX_BODY_BYTES = 1024 * 1024
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,128}$")
 
 
 def _json_default(value):
@@ -173,7 +172,7 @@ def request_id(req) -> str:
     rid = getattr(req.context, "request_id", None)
     if rid is None:
         incoming = req.get_header("X-Request-Id")
-        rid = incoming if incoming and _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+        rid = incoming if incoming and INCOMING_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
         req.context.request_id = rid
     return rid
 

@@ -1,7 +1,8 @@
 """Prometheus metrics for a Falcon app: request counts and latency by route and status.
 
 Each app gets its own ``CollectorRegistry`` (several apps live in one test process).
-Routes are labelled by their URI template, never the raw path, to bound cardinality.
+Routes are labelled by their URI template, never the raw path, and methods outside
+``METHODS`` by ``OTHER``: labels a client chooses must not grow the series without bound.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -39,5 +41,6 @@ class MetricsMiddleware:
     def process_response(self, req, resp, resource, req_succeeded):
         route = req.uri_template if resource is not None else "unmatched"
         status = resp.status_code if hasattr(resp, "status_code") else int(str(resp.status)[:3])
-        self.metrics.requests.labels(req.method, route, str(status)).inc()
-        self.metrics.latency.labels(req.method, route).observe(time.perf_counter() - req.context.started)
+        method = req.method if req.method in METHODS else "OTHER"
+        self.metrics.requests.labels(method, route, str(status)).inc()
+        self.metrics.latency.labels(method, route).observe(time.perf_counter() - req.context.started)

@@ -9,10 +9,9 @@ JWT-owner routes.  The prefix (``sk_test_``/``sk_live_``) follows the applicatio
 from __future__ import annotations
 
 from shared.errors import ValidationFailed
-from shared.engine import is_valid_permission
-from shared.ids import digest, new_id, random_token
+from shared.ids import digest, is_uuid, new_id, random_token
+from shared.rbac import is_valid_permission
 from shared.timeutil import aware, isoformat, seconds
-from shared.validation import List, Schema, String
 
 from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.store import ApiKeyStore
@@ -21,25 +20,6 @@ V1_PERMISSIONS = (
     "roles:read", "roles:manage", "authz:check", "webhooks:manage", "oidc:manage",
     "policies:read", "policies:manage", "users:read", "users:manage",
 )
-
-CREATE = Schema({
-    "name": String(required=True, max_len=255),
-    "permissions": List(String(max_len=201), min_items=1, max_items=100,
-                        description="resource:action patterns; default every V1 permission"),
-})
-
-API_KEY_RESPONSE = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string", "format": "uuid"},
-        "name": {"type": "string"},
-        "key_prefix": {"type": "string"},
-        "permissions": {"type": "array", "items": {"type": "string"}},
-        "created_at": {"type": "string", "format": "date-time"},
-        "last_used_at": {"type": ["string", "null"], "format": "date-time"},
-        "key": {"type": "string", "description": "the secret; only in the create response"},
-    },
-}
 
 _TOUCH_EVERY = seconds(60)
 
@@ -51,6 +31,8 @@ class ApiKeyService:
         self._clock = clock
 
     def create(self, app: dict, values: dict) -> tuple[dict, str]:
+        """A new key for ``app`` from cleaned ``schemas.CREATE`` values; returns the
+        stored document and the secret, which is shown this once."""
         permissions = values.get("permissions") or list(V1_PERMISSIONS)
         bad = [p for p in permissions if not is_valid_permission(p)]
         if bad:
@@ -76,8 +58,8 @@ class ApiKeyService:
         return self.store.active(app_id)
 
     def revoke(self, app_id: str, key_id: str) -> None:
-        if not self.store.revoke(app_id, key_id, self._clock()):
-            raise ApiKeyNotFound(details={"key_id": key_id})
+        if not is_uuid(key_id) or not self.store.revoke(app_id, key_id, self._clock()):
+            raise ApiKeyNotFound(key_id)
         self._events.emit(app_id, "api_keys.changed", {"key_id": key_id, "action": "revoked"})
 
     def authenticate(self, secret: str) -> dict | None:
@@ -98,6 +80,7 @@ class ApiKeyService:
 
 
 def serialize(doc: dict, secret: str | None = None) -> dict:
+    """``schemas.API_KEY_RESPONSE``: never the digest; the secret only when just created."""
     out = {
         "id": doc["_id"],
         "name": doc["name"],

@@ -1,7 +1,7 @@
 """Applications (tenants): create, read, update, branding, delete with cascade.
 
-Organization membership and roles are the dashboard's concern; this service takes an
-already authorized caller.  Every tenant document carries ``app_id``; deleting an
+Organizations, their membership, roles and application limit are the dashboard's
+concern; this service takes an already authorized caller.  Every tenant document carries ``app_id``; deleting an
 application removes all of them (users, roles, permissions, API keys, webhooks...).
 """
 from __future__ import annotations
@@ -11,7 +11,6 @@ from shared.ids import new_id
 from shared.timeutil import isoformat
 
 from controlplane.applications.schemas import sanitize_css
-from controlplane.applications.errors import ApplicationLimitReached
 from controlplane.applications.store import ApplicationStore
 
 DEFAULT_BRANDING_OPTIONS = {
@@ -25,11 +24,10 @@ DEFAULT_BRANDING_OPTIONS = {
 
 
 class ApplicationService:
-    def __init__(self, store: ApplicationStore, events, clock, config):
+    def __init__(self, store: ApplicationStore, events, clock):
         self.store = store
         self._events = events
         self._clock = clock
-        self._config = config
 
     def get(self, app_id: str) -> dict | None:
         return self.store.get(app_id)
@@ -40,11 +38,12 @@ class ApplicationService:
             raise ApplicationNotFound(details={"application_id": app_id})
         return app
 
+    def list_for_organizations(self, organization_ids) -> list[dict]:
+        """Live applications of these organizations, oldest first."""
+        return self.store.list_for_organizations(organization_ids)
+
     def create(self, values: dict, *, organization_id: str | None, owner_account_id: str | None) -> dict:
         """Create an application; ``values`` is cleaned ``schemas.CREATE`` output."""
-        limit = self._config.max_applications_per_organization
-        if organization_id is not None and not self.store.reserve_slot(organization_id, limit):
-            raise ApplicationLimitReached(limit)
         now = self._clock()
         doc = {
             "_id": new_id(),
@@ -67,12 +66,7 @@ class ApplicationService:
             "created_at": now,
             "updated_at": now,
         }
-        try:
-            self.store.insert(doc)
-        except Exception:
-            if organization_id is not None:
-                self.store.release_slot(organization_id)
-            raise
+        self.store.insert(doc)
         return doc
 
     def update(self, app_id: str, values: dict) -> dict:
@@ -101,14 +95,16 @@ class ApplicationService:
             changes["branding_options"] = options
         return self.update(app_id, changes)
 
-    def delete(self, app_id: str) -> None:
+    def delete(self, app_id: str) -> dict:
+        """Delete the application and every tenant document it owns; returns the
+        application as it was.  Marked ``deleting`` first, so it is invisible to every
+        route at once and an interrupted purge is finished by ``finish_deletions``."""
         app = self.store.mark_deleting(app_id)
         if app is None:
             raise ApplicationNotFound(details={"application_id": app_id})
         self._events.emit(app_id, "application.deleted", {"application_id": app_id})
         self.store.purge(app_id)
-        if app.get("organization_id"):
-            self.store.release_slot(app["organization_id"])
+        return app
 
     def finish_deletions(self) -> None:
         """Complete deletions interrupted by a crash (called at start-up)."""

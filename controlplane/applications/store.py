@@ -9,7 +9,9 @@ INDEXES = {
     ],
 }
 
-# Collections that hold no tenant data: kept when an application is deleted.
+# Collections that hold no tenant data: kept when an application is deleted.  The
+# cascade (``purge``) is the one place that writes other areas' collections: deleting
+# every tenant document of the application is this area's documented job.
 GLOBAL_COLLECTIONS = frozenset({
     "applications", "counters", "signing_keys", "signing_keys_state", "events", "rate_limits",
     "dashboard_accounts", "dashboard_sessions", "organizations", "organization_members",
@@ -21,7 +23,6 @@ class ApplicationStore:
         store.declare_indexes(INDEXES)
         self._store = store
         self._apps = store["applications"]
-        self._orgs = store["organizations"]
 
     def insert(self, doc: dict) -> None:
         self._apps.insert_one(doc)
@@ -37,19 +38,6 @@ class ApplicationStore:
         return self._apps.find_one_and_update(
             {"_id": app_id, "status": "active"}, {"$set": changes}, return_document=ReturnDocument.AFTER
         )
-
-    def reserve_slot(self, organization_id: str, limit: int) -> bool:
-        """Atomically take one of the organization's application slots."""
-        result = self._orgs.update_one(
-            {"_id": organization_id,
-             "$or": [{"applications_count": {"$lt": limit}}, {"applications_count": {"$exists": False}}]},
-            {"$inc": {"applications_count": 1}},
-        )
-        return result.modified_count == 1
-
-    def release_slot(self, organization_id: str) -> None:
-        self._orgs.update_one({"_id": organization_id, "applications_count": {"$gt": 0}},
-                              {"$inc": {"applications_count": -1}})
 
     def mark_deleting(self, app_id: str) -> dict | None:
         return self._apps.find_one_and_update({"_id": app_id, "status": "active"}, {"$set": {"status": "deleting"}})

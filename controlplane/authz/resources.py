@@ -2,7 +2,7 @@
 Responses are not wrapped in ``data`` (spec).  Permission authz:check."""
 from __future__ import annotations
 
-from shared import checks as schemas
+from shared import checks
 from shared.errors import PermissionMissing, ValidationFailed
 from shared.http import read_json
 
@@ -20,36 +20,36 @@ class Check(Resource):
     docs = {
         "GET": op("Check one permission (RBAC)", query={
             "user_id": ({"type": "string"}, "required"),
-            "permission": (schemas.Permission().schema(), "required"),
+            "permission": (checks.Permission().schema(), "required"),
             "scope": ({"type": "string"}, "check at this scope (unscoped assignments always apply)"),
             "min_revision": ({"type": "integer", "minimum": 0}, "answer from data at least this fresh"),
-        }, response=schemas.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
-        "POST": op("Check one permission with ABAC policies", body=schemas.CHECK,
-                   response=schemas.CHECK_ABAC_RESPONSE, wrapped=False, errors=_ERRORS),
+        }, response=checks.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
+        "POST": op("Check one permission with ABAC policies", body=checks.CHECK,
+                   response=checks.CHECK_ABAC_RESPONSE, wrapped=False, errors=_ERRORS),
     }
 
     def __init__(self, authz: AuthzService):
         self.authz = authz
 
     def on_get(self, req, resp, applicationId):
-        values = schemas.check_query(req)
+        values = checks.check_query(req)
         resp.media = self.authz.check(applicationId, values)
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.CHECK.validate(read_json(req))
+        values = checks.CHECK.validate(read_json(req))
         resp.media = self.authz.check_abac(applicationId, values)
 
 
 class CheckBulk(Resource):
     access = {"POST": CHECK}
     docs = {
-        "POST": op("Check 1 to 50 permissions at once", body=schemas.CHECK_BULK,
-                   response=schemas.BULK_RESPONSE, wrapped=False, errors=_ERRORS),
+        "POST": op("Check 1 to 50 permissions at once", body=checks.CHECK_BULK,
+                   response=checks.BULK_RESPONSE, wrapped=False, errors=_ERRORS),
     }
 
     def __init__(self, authz: AuthzService):
         self.authz = authz
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.CHECK_BULK.validate(read_json(req))
+        values = checks.CHECK_BULK.validate(read_json(req))
         resp.media = self.authz.check_bulk(applicationId, values)

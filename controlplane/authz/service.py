@@ -1,15 +1,15 @@
 """Authorization checks of the control plane and the permission gates of V1 routes.
 
-Answers come from the pure engine (``shared.engine``) over a per-process cache of each
-user's grants (the spec's "permission check cache": 1 hour, ``IAMGATE_AUTHZ_CACHE_TTL``),
-keyed by (application, user), and of each application's active ABAC policies.
+Answers come from the pure authorization code (``shared.rbac``, ``shared.abac``,
+``shared.authorization``) over a per-process cache of each user's grants (the spec's
+"permission check cache": 1 hour, ``IAMGATE_AUTHZ_CACHE_TTL``), keyed by (application,
+user), and of each application's active ABAC policies.
 
-Invalidation follows the change log's meaning (decision-service contract, item 5): an
-event's ``user_ids`` (plus ``data.user_ids`` of grants.changed, plus the subject user of
-the per-user kinds) drop those users' grants; policies.changed and policy.* drop the
-application's policies; application.deleted drops everything of the application.  Events
-of this process arrive synchronously (``EventLog.listen``: dropped before the write's
-response is sent), those of other replicas through the tailer.
+Invalidation is the rule the decision service applies too (``shared.invalidation``): the
+users an event affects lose their grants, the policy kinds drop the application's
+policies, application.deleted drops everything of the application.  Events of this
+process arrive synchronously (``EventLog.listen``: dropped before the write's response
+is sent), those of other replicas through the tailer.
 
 No stale re-fill: a fill records the log head it read BEFORE its data; it is stored only
 if no invalidation of that key (or its application, or everything) newer than that head
@@ -23,7 +23,10 @@ from collections import OrderedDict
 
 from cachetools import TTLCache
 
-from shared.engine import CompiledPolicies, compile_grants, resolve_scope
+from shared.abac import CompiledPolicies
+from shared.authorization import decide_compiled, rbac_decision
+from shared.invalidation import APPLICATION_KINDS, POLICY_KINDS, affected_users
+from shared.rbac import compile_grants, resolve_scope
 
 from controlplane.authz.store import PolicyStore
 
@@ -34,24 +37,7 @@ INVALIDATION_MARKS = 100_000
 # Compiled answers kept per cached user: one per scope checked recently.
 SCOPES_PER_USER = 32
 
-# Event kinds whose subject user's answers may change even if the emitter listed nobody.
-_SUBJECT_USER_KINDS = frozenset({
-    "role.assigned", "role.removed", "user.created", "user.deleted", "user.suspended", "user.unsuspended",
-    "attribute.set", "attribute.deleted",
-})
 _APP = object()  # marks an application-wide invalidation in SeqCache
-
-_POLICY_KINDS = frozenset({"policies.changed", "policy.created", "policy.updated", "policy.deleted"})
-
-
-def affected_users(event) -> list[str]:
-    """Users of ``event.app_id`` whose authorization answers may have changed."""
-    ids = list(event.user_ids)
-    if event.type == "grants.changed":
-        ids.extend(event.data.get("user_ids") or ())
-    if event.type in _SUBJECT_USER_KINDS and event.subject.get("user_id"):
-        ids.append(event.subject["user_id"])
-    return list(dict.fromkeys(i for i in ids if isinstance(i, str)))
 
 
 class SeqCache:
@@ -159,11 +145,11 @@ class AuthzService:
         """Drop what ``event`` may have made wrong (see the module docstring)."""
         if event.app_id is None:
             return
-        if event.type == "application.deleted":
+        if event.type in APPLICATION_KINDS:
             self.grants_cache.invalidate_app(event.app_id, event.seq)
             self.policies_cache.invalidate_app(event.app_id, event.seq)
             return
-        if event.type in _POLICY_KINDS:
+        if event.type in POLICY_KINDS:
             self.policies_cache.invalidate((event.app_id,), event.seq)
         for user_id in affected_users(event):
             self.grants_cache.invalidate((event.app_id, user_id), event.seq)
@@ -196,7 +182,7 @@ class AuthzService:
         """The permission gate of V1 routes for end users: RBAC over the user's unscoped
         assignments, evaluated live through the same cache as the checks."""
         compiled, _ = self.compiled_grants(app_id, user_id, None)
-        return compiled.allows(permission)
+        return rbac_decision(compiled, permission).allowed
 
     # --- checks --------------------------------------------------------------------------
 
@@ -206,7 +192,7 @@ class AuthzService:
         compiled, cached = self.compiled_grants(app_id, values["user_id"], scope,
                                                 min_revision=values.get("min_revision"))
         permission = values["permission"]
-        return {"allowed": compiled.allows(permission), "permission": permission, "cached": cached}
+        return {"allowed": rbac_decision(compiled, permission).allowed, "permission": permission, "cached": cached}
 
     def check_abac(self, app_id: str, values: dict) -> dict:
         """POST V1/authz/check: RBAC plus the active ABAC policies covering the permission
@@ -217,7 +203,8 @@ class AuthzService:
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
         policies, policies_cached = self.policies(app_id, min_revision=min_revision)
         permission = values["permission"]
-        decision = compiled.decide(permission, policies=policies, resource=values.get("resource"), context=context)
+        decision = decide_compiled(compiled, (permission,), policies=policies, resource=values.get("resource"),
+                                   context=context)[permission]
         return {
             "allowed": decision.allowed,
             "permission": permission,
@@ -233,7 +220,7 @@ class AuthzService:
         compiled, _ = self.compiled_grants(
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
         policies, _ = self.policies(app_id, min_revision=min_revision)
-        decisions = compiled.decide_many(values["permissions"], policies=policies,
-                                         resource=values.get("resource"), context=context)
+        decisions = decide_compiled(compiled, values["permissions"], policies=policies,
+                                    resource=values.get("resource"), context=context)
         return {"user_id": values["user_id"],
                 "results": {permission: decision.allowed for permission, decision in decisions.items()}}

@@ -10,7 +10,7 @@ import logging
 
 from pymongo import ASCENDING, IndexModel
 
-from shared.engine import Policy
+from shared.abac import Policy
 
 log = logging.getLogger("iamgate.authz")
 

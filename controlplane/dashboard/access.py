@@ -4,12 +4,17 @@ An application belongs to an organization; an account's role in that organizatio
 (owner, admin, member, viewer) is its role on the application.  Owners and admins may
 write; members and viewers only read.  An application of an organization the account
 is not in is reported as not found (403 would confirm it exists).
+
+Dashboard resources on ``{applicationId}`` paths gate their methods with the
+``member_of_application`` hook rather than checking in each responder.
 """
 from __future__ import annotations
 
 from pymongo import ASCENDING, IndexModel
 
-from shared.errors import Forbidden, NotFound
+from shared.ids import is_uuid
+
+from controlplane.dashboard.errors import ApplicationNotAccessible, RoleCannotWrite
 
 ORG_ROLES = ("owner", "admin", "member", "viewer")
 WRITE_ROLES = ("owner", "admin")
@@ -37,13 +42,42 @@ class DashboardAccess:
         return {d["organization_id"]: d["role"] for d in self._members.find({"account_id": account_id})}
 
     def application(self, account_id: str, app_id: str, *, write: bool = False) -> tuple[dict, str]:
-        """The application and the caller's role on it; 404 when the caller has no
-        access, 403 FORBIDDEN when a member or viewer tries to write."""
-        app = self._applications.get(app_id)
+        """The application and the caller's role on it; 404 NOT_FOUND when the caller
+        has no access (also for ids that are not UUIDs), 403 FORBIDDEN when a member or
+        viewer tries to write."""
+        app = self._applications.get(app_id) if is_uuid(app_id) else None
         role = self.role_in(app["organization_id"], account_id) if app and app.get("organization_id") else None
         if app is None or role is None:
-            raise NotFound("Application not found.", details={"application_id": app_id})
+            raise ApplicationNotAccessible(app_id)
         if write and role not in WRITE_ROLES:
-            raise Forbidden(f"Your organization role ({role}) cannot change this application.",
-                            details={"role": role, "required_role": list(WRITE_ROLES)})
+            raise RoleCannotWrite(role, "change this application", WRITE_ROLES)
         return app, role
+
+
+def member_of_application(*, write: bool = False):
+    """A ``@falcon.before`` hook for dashboard routes with ``{applicationId}``: the
+    signed-in account must be a member of the application's organization (404
+    NOT_FOUND otherwise) and, with ``write``, an owner or admin (403 FORBIDDEN).
+    The responder finds the application in ``req.context.application`` and the
+    caller's role in ``req.context.org_role``.
+
+    The hook reads the resource's ``dashboard_access`` attribute (a ``DashboardAccess``
+    given to its ``__init__``), so any area's dashboard resource can use it::
+
+        class AdminUsers(Resource):
+            access = {"GET": DASHBOARD}
+
+            def __init__(self, users, dashboard_access):
+                self.users, self.dashboard_access = users, dashboard_access
+
+            @falcon.before(member_of_application())
+            def on_get(self, req, resp, applicationId): ...
+    """
+
+    def hook(req, resp, resource, params):
+        app, role = resource.dashboard_access.application(
+            req.context.principal.account_id, params["applicationId"], write=write)
+        req.context.application = app
+        req.context.org_role = role
+
+    return hook

@@ -8,19 +8,20 @@ BASE = "/api/dashboard"
 
 
 def add_routes(routes, services):
-    for path, resource in (
-        ("/register", resources.Register),
-        ("/login", resources.Login),
-        ("/logout", resources.Logout),
-        ("/me", resources.Me),
-        ("/me/password", resources.Password),
-        ("/organizations", resources.Organizations),
-        ("/organizations/{organizationId}/members", resources.Members),
-        ("/organizations/{organizationId}/members/{accountId}", resources.Member),
-        ("/applications", resources.Applications),
-        ("/applications/{applicationId}", resources.Application),
-        ("/applications/{applicationId}/branding", resources.Branding),
-        ("/applications/{applicationId}/api-keys", resources.ApiKeys),
-        ("/applications/{applicationId}/api-keys/{keyId}", resources.ApiKey),
-    ):
-        routes.add(BASE + path, resource(services), TAG)
+    dashboard, config, access = services.dashboard, services.config, services.dashboard_access
+    routes.add(f"{BASE}/register", resources.Register(dashboard, config), TAG)
+    routes.add(f"{BASE}/login", resources.Login(dashboard, config), TAG)
+    routes.add(f"{BASE}/logout", resources.Logout(dashboard, config), TAG)
+    routes.add(f"{BASE}/me", resources.Me(dashboard), TAG)
+    routes.add(f"{BASE}/me/password", resources.Password(dashboard, config), TAG)
+    routes.add(f"{BASE}/organizations", resources.Organizations(dashboard), TAG)
+    routes.add(f"{BASE}/organizations/{{organizationId}}/members", resources.Members(dashboard), TAG)
+    routes.add(f"{BASE}/organizations/{{organizationId}}/members/{{accountId}}", resources.Member(dashboard), TAG)
+    routes.add(f"{BASE}/applications", resources.Applications(dashboard), TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}",
+               resources.Application(dashboard, services.applications, access), TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/branding",
+               resources.Branding(services.applications, access), TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/api-keys", resources.ApiKeys(services.api_keys, access), TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/api-keys/{{keyId}}",
+               resources.ApiKey(services.api_keys, access), TAG)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from shared.validation import Email, Schema, String, Uuid
 
-from controlplane.apikeys import service as apikeys
+from controlplane.apikeys import schemas as apikeys
 from controlplane.applications import schemas as applications
 from controlplane.dashboard.access import ORG_ROLES
 

@@ -8,13 +8,21 @@ and admins may write.  Decisions of our own are in docs/dashboard.md.
 """
 from __future__ import annotations
 
-from shared.errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, ValidationFailed
+from shared.config import Rate
 from shared.ids import is_uuid, new_id
 from shared.timeutil import isoformat
 
-from controlplane.dashboard.access import WRITE_ROLES
-from controlplane.dashboard.store import AlreadyExists, DashboardStore
-from controlplane.passwords import WrongPassword, require_strong
+from controlplane.applications.service import ApplicationService
+from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
+from controlplane.dashboard.errors import (AccountNotFound, ApplicationLimitReached, EmailTaken,
+                                           InvalidCredentials, LastOwner, MemberNotFound, MembershipChanged,
+                                           NotAMember, OrganizationIdInvalid, OrganizationNotFound,
+                                           OrganizationRequired, OwnerRequired, RoleCannotWrite, SignInRequired)
+from controlplane.dashboard.sessions import DashboardSessions
+from controlplane.dashboard.store import DashboardStore
+from controlplane.lockout import PasswordGuard
+from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
+from controlplane.ratelimit import RateLimiter
 
 OWNER = "owner"
 # The scope of dashboard accounts in the login lock (``controlplane/lockout.py``); an
@@ -22,55 +30,25 @@ OWNER = "owner"
 LOCK_SCOPE = "dashboard"
 
 
-class InvalidCredentials(Unauthorized):
-    code, message = "AUTH_INVALID_CREDENTIALS", "The email or password is incorrect."
-
-
-class EmailTaken(Conflict):
-    code, message = "AUTH_EMAIL_ALREADY_REGISTERED", "A dashboard account with this email already exists."
-
-
-class OrganizationNotFound(NotFound):
-    message = "Organization not found."
-
-
-class MemberNotFound(NotFound):
-    code, message = "USER_NOT_FOUND", "No such dashboard account in this organization."
-
-
-class AccountNotFound(NotFound):
-    """No dashboard account has this email."""
-
-    code, message = "USER_NOT_FOUND", "No dashboard account has this email."
-
-
-class AlreadyMember(Conflict):
-    code, message = "RESOURCE_ALREADY_EXISTS", "This account is already a member of the organization."
-
-
-class OrganizationRequired(Unprocessable):
-    """The caller belongs to several organizations (or none) and named none."""
-
-    code = "VALIDATION_ERROR"
-
-
-class LastOwner(Conflict):
-    code = "ORGANIZATION_LAST_OWNER"
-    message = "An organization must keep at least one owner: make someone else owner first."
-
-
 class DashboardService:
-    def __init__(self, ctx):
-        self.store = DashboardStore(ctx.store)
-        self._config = ctx.config
-        self._clock = ctx.clock
-        self._hasher = ctx.hasher
-        self._guard = ctx.password_guard
-        self._limiter = ctx.rate_limiter
-        self._sessions = ctx.dashboard_sessions
-        self._access = ctx.dashboard_access
-        self._applications = ctx.applications
-        self._api_keys = ctx.api_keys
+    """``register_rate`` and ``login_rate`` are the per-IP budgets
+    (IAMGATE_RATE_LIMIT_REGISTER, IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN);
+    ``max_applications`` is IAMGATE_MAX_APPLICATIONS_PER_ORGANIZATION."""
+
+    def __init__(self, store: DashboardStore, *, clock, hasher: PasswordHasher, password_guard: PasswordGuard,
+                 rate_limiter: RateLimiter, sessions: DashboardSessions, access: DashboardAccess,
+                 applications: ApplicationService, register_rate: Rate, login_rate: Rate, max_applications: int):
+        self.store = store
+        self._clock = clock
+        self._hasher = hasher
+        self._guard = password_guard
+        self._limiter = rate_limiter
+        self._sessions = sessions
+        self._access = access
+        self._applications = applications
+        self._register_rate = register_rate
+        self._login_rate = login_rate
+        self._max_applications = max_applications
 
     # ------------------------------------------------------------ accounts and sessions
 
@@ -78,21 +56,18 @@ class DashboardService:
         """Create a dashboard account (bcrypt-hashed password) and the personal
         organization it owns.  409 AUTH_EMAIL_ALREADY_REGISTERED for a taken email,
         422 VALIDATION_PASSWORD_TOO_WEAK for a weak password."""
-        self._limiter.hit(f"dashboard-register:{ip}", self._config.rate_limit_register)
+        self._limiter.hit(f"dashboard-register:{ip}", self._register_rate)
         email, name = values["email"], values["name"]
         require_strong(values["password"], email=email)
         if self.store.account_by_email(email) is not None:  # spares a bcrypt hash; the index decides
-            raise EmailTaken(details={"field": "email"})
+            raise EmailTaken()
         now = self._clock()
         account = {
             "_id": new_id(), "email": email, "name": name,
             "password_hash": self._hasher.hash(values["password"]),
             "created_at": now, "updated_at": now,
         }
-        try:
-            self.store.insert_account(account)
-        except AlreadyExists:
-            raise EmailTaken(details={"field": "email"}) from None
+        self.store.insert_account(account)  # EmailTaken when a parallel registration won
         try:
             self._create_organization(account["_id"], _personal_organization_name(name))
         except Exception:
@@ -113,7 +88,7 @@ class DashboardService:
         AUTH_ACCOUNT_LOCKED, even for the right password); a successful login forgives
         the failures.  An unknown email costs the same bcrypt time as a wrong password
         and gets the same 401."""
-        self._limiter.hit(f"dashboard-login:{ip}", self._config.rate_limit_dashboard_login)
+        self._limiter.hit(f"dashboard-login:{ip}", self._login_rate)
         email = email.strip().lower()
         account = self.store.account_by_email(email)
         if not self._guard.check(LOCK_SCOPE, email, password, account["password_hash"] if account else None):
@@ -127,8 +102,8 @@ class DashboardService:
 
     def account(self, account_id: str) -> dict:
         account = self.store.account(account_id)
-        if account is None:  # a session outliving its account is not a session
-            raise Unauthorized("Sign in to the dashboard first.")
+        if account is None:
+            raise SignInRequired()
         return account
 
     def update_account(self, account_id: str, values: dict) -> dict:
@@ -137,7 +112,7 @@ class DashboardService:
             return self.account(account_id)
         updated = self.store.update_account(account_id, {**values, "updated_at": self._clock()})
         if updated is None:
-            raise Unauthorized("Sign in to the dashboard first.")
+            raise SignInRequired()
         return updated
 
     def change_password(self, account_id: str, current: str, new: str) -> str:
@@ -190,16 +165,13 @@ class DashboardService:
         409 RESOURCE_ALREADY_EXISTS when it is a member already."""
         caller_role = self._role(account_id, organization_id, write=True)
         if role == OWNER and caller_role != OWNER:
-            raise Forbidden("Only an owner can add another owner.", details={"role": caller_role})
+            raise OwnerRequired("Only an owner can add another owner.", caller_role)
         target = self.store.account_by_email(email)
         if target is None:
-            raise AccountNotFound(details={"email": email})
+            raise AccountNotFound(email)
         member = {"organization_id": organization_id, "account_id": target["_id"], "role": role,
                   "created_at": self._clock()}
-        try:
-            self.store.insert_member(member)
-        except AlreadyExists:
-            raise AlreadyMember(details={"account_id": target["_id"]}) from None
+        self.store.insert_member(member)
         if role == OWNER:
             self.store.add_owner_slot(organization_id)
         return serialize_member(member, target)
@@ -213,14 +185,14 @@ class DashboardService:
         if role == current:
             return serialize_member(member, self.store.account(member_id) or {})
         if OWNER in (role, current) and caller_role != OWNER:
-            raise Forbidden("Only an owner can grant or take away the owner role.", details={"role": caller_role})
+            raise OwnerRequired("Only an owner can grant or take away the owner role.", caller_role)
         if current == OWNER and not self.store.take_owner_slot(organization_id):
             raise LastOwner()
         updated = self.store.set_member_role(organization_id, member_id, expected=current, role=role)
         if updated is None:
             if current == OWNER:
                 self.store.add_owner_slot(organization_id)
-            raise Conflict("The membership changed meanwhile; reload and try again.")
+            raise MembershipChanged()
         if role == OWNER:
             self.store.add_owner_slot(organization_id)
         return serialize_member(updated, self.store.account(member_id) or {})
@@ -232,27 +204,26 @@ class DashboardService:
         caller_role = self._role(account_id, organization_id, write=not leaving)
         member = self._member(organization_id, member_id)
         if member["role"] == OWNER and caller_role != OWNER:
-            raise Forbidden("Only an owner can remove an owner.", details={"role": caller_role})
+            raise OwnerRequired("Only an owner can remove an owner.", caller_role)
         if member["role"] == OWNER and not self.store.take_owner_slot(organization_id):
             raise LastOwner()
         if not self.store.delete_member(organization_id, member_id, expected=member["role"]):
             if member["role"] == OWNER:
                 self.store.add_owner_slot(organization_id)
-            raise Conflict("The membership changed meanwhile; reload and try again.")
+            raise MembershipChanged()
 
     def _role(self, account_id: str, organization_id: str, *, write: bool = False) -> str:
         role = self._access.role_in(organization_id, account_id) if is_uuid(organization_id) else None
         if role is None:  # 404, not 403: do not confirm that someone else's organization exists
-            raise OrganizationNotFound(details={"organization_id": organization_id})
+            raise OrganizationNotFound(organization_id)
         if write and role not in WRITE_ROLES:
-            raise Forbidden(f"Your organization role ({role}) cannot manage members.",
-                            details={"role": role, "required_role": list(WRITE_ROLES)})
+            raise RoleCannotWrite(role, "manage members", WRITE_ROLES)
         return role
 
     def _member(self, organization_id: str, member_id: str) -> dict:
         member = self.store.member(organization_id, member_id) if is_uuid(member_id) else None
         if member is None:
-            raise MemberNotFound(details={"account_id": member_id})
+            raise MemberNotFound(member_id)
         return member
 
     # ------------------------------------------------------------ applications
@@ -263,12 +234,11 @@ class DashboardService:
         roles = self._access.memberships(account_id)
         if organization_id is not None:
             if not is_uuid(organization_id):
-                raise ValidationFailed({"organization_id": "must be a UUID"})
+                raise OrganizationIdInvalid()
             if organization_id not in roles:
-                raise Forbidden("You are not a member of this organization.",
-                                details={"organization_id": organization_id})
+                raise NotAMember(organization_id)
             roles = {organization_id: roles[organization_id]}
-        apps = self._applications.store.list_for_organizations(roles)
+        apps = self._applications.list_for_organizations(roles)
         return [(app, roles[app["organization_id"]]) for app in apps]
 
     def create_application(self, account_id: str, values: dict) -> tuple[dict, str]:
@@ -280,59 +250,32 @@ class DashboardService:
         roles = self._access.memberships(account_id)
         if organization_id is None:
             if len(roles) != 1:
-                raise OrganizationRequired(
-                    "organization_id is required: you belong to several organizations." if roles
-                    else "organization_id is required: create an organization first.",
-                    details={"fields": {"organization_id": "is required"}, "organizations": len(roles)},
-                )
+                raise OrganizationRequired(len(roles))
             organization_id = next(iter(roles))
         role = roles.get(organization_id)
         if role is None:
-            raise Forbidden("You are not a member of this organization.",
-                            details={"organization_id": organization_id})
+            raise NotAMember(organization_id)
         if role not in WRITE_ROLES:
-            raise Forbidden(f"Your organization role ({role}) cannot create applications.",
-                            details={"role": role, "required_role": list(WRITE_ROLES)})
-        app = self._applications.create(values, organization_id=organization_id, owner_account_id=account_id)
+            raise RoleCannotWrite(role, "create applications", WRITE_ROLES)
+        # The organization's limit is counted on the organization, atomically, before
+        # the application exists; a failed insert gives the slot back.
+        if not self.store.reserve_application_slot(organization_id, self._max_applications):
+            raise ApplicationLimitReached(self._max_applications)
+        try:
+            app = self._applications.create(values, organization_id=organization_id, owner_account_id=account_id)
+        except Exception:
+            self.store.release_application_slot(organization_id)
+            raise
         return app, role
 
-    def application(self, account_id: str, app_id: str, *, write: bool = False) -> tuple[dict, str]:
-        """The application and the caller's role; 404 without access (also for ids that
-        are not UUIDs), 403 FORBIDDEN when a member or viewer writes."""
-        if not is_uuid(app_id):
-            raise NotFound("Application not found.", details={"application_id": app_id})
-        return self._access.application(account_id, app_id, write=write)
-
-    def update_application(self, account_id: str, app_id: str, values: dict) -> tuple[dict, str]:
-        _, role = self.application(account_id, app_id, write=True)
-        return self._applications.update(app_id, values), role
-
-    def update_branding(self, account_id: str, app_id: str, values: dict) -> tuple[dict, str]:
-        _, role = self.application(account_id, app_id, write=True)
-        return self._applications.update_branding(app_id, values), role
-
-    def delete_application(self, account_id: str, app_id: str) -> None:
+    def delete_application(self, app_id: str) -> None:
         """Irreversible: every user, role, permission, API key and webhook of the
-        application goes with it (``ApplicationService.delete``)."""
-        self.application(account_id, app_id, write=True)
-        self._applications.delete(app_id)
-
-    # ------------------------------------------------------------ API keys
-
-    def api_keys(self, account_id: str, app_id: str) -> list[dict]:
-        self.application(account_id, app_id)
-        return self._api_keys.list(app_id)
-
-    def create_api_key(self, account_id: str, app_id: str, values: dict) -> tuple[dict, str]:
-        """A new key for the application; the secret is returned here only."""
-        app, _ = self.application(account_id, app_id, write=True)
-        return self._api_keys.create(app, values)
-
-    def revoke_api_key(self, account_id: str, app_id: str, key_id: str) -> None:
-        self.application(account_id, app_id, write=True)
-        if not is_uuid(key_id):
-            raise NotFound("API key not found.", details={"key_id": key_id})
-        self._api_keys.revoke(app_id, key_id)
+        application goes with it (``ApplicationService.delete``); then its
+        organization's slot is given back.  The caller's right to write is checked
+        first (``access.member_of_application(write=True)``)."""
+        app = self._applications.delete(app_id)
+        if app.get("organization_id"):
+            self.store.release_application_slot(app["organization_id"])
 
 
 def _personal_organization_name(account_name: str) -> str:

@@ -7,7 +7,7 @@ application's deletion, see ``applications.store.GLOBAL_COLLECTIONS``):
   created_at, updated_at}
 - ``organizations`` {_id, name, created_by, created_at, applications_count,
   owners_count}; ``applications_count`` is the application-limit counter
-  (``ApplicationStore.reserve_slot``), ``owners_count`` guards the last owner.
+  (``reserve_application_slot``), ``owners_count`` guards the last owner.
 - ``organization_members`` {organization_id, account_id, role, created_at}, unique per
   organization and account (index declared in ``access.py``).
 """
@@ -15,15 +15,12 @@ from __future__ import annotations
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 
+from controlplane.dashboard.errors import AlreadyMember, EmailTaken
 from controlplane.store import DuplicateKeyError
 
 INDEXES = {
     "dashboard_accounts": [IndexModel([("email", ASCENDING)], unique=True)],
 }
-
-
-class AlreadyExists(Exception):
-    """A unique index refused the write (email taken, already a member)."""
 
 
 class DashboardStore:
@@ -36,10 +33,11 @@ class DashboardStore:
     # -- accounts
 
     def insert_account(self, doc: dict) -> None:
+        """EmailTaken when the unique email index refuses it."""
         try:
             self._accounts.insert_one(doc)
         except DuplicateKeyError:
-            raise AlreadyExists("email") from None
+            raise EmailTaken() from None
 
     def update_account(self, account_id: str, changes: dict) -> dict | None:
         return self._accounts.find_one_and_update({"_id": account_id}, {"$set": changes},
@@ -81,13 +79,27 @@ class DashboardStore:
     def add_owner_slot(self, organization_id: str) -> None:
         self._orgs.update_one({"_id": organization_id}, {"$inc": {"owners_count": 1}})
 
+    def reserve_application_slot(self, organization_id: str, limit: int) -> bool:
+        """Atomically take one of the organization's ``limit`` application slots."""
+        result = self._orgs.update_one(
+            {"_id": organization_id,
+             "$or": [{"applications_count": {"$lt": limit}}, {"applications_count": {"$exists": False}}]},
+            {"$inc": {"applications_count": 1}},
+        )
+        return result.modified_count == 1
+
+    def release_application_slot(self, organization_id: str) -> None:
+        self._orgs.update_one({"_id": organization_id, "applications_count": {"$gt": 0}},
+                              {"$inc": {"applications_count": -1}})
+
     # -- members
 
     def insert_member(self, doc: dict) -> None:
+        """AlreadyMember when the account is a member of the organization already."""
         try:
             self._members.insert_one(doc)
         except DuplicateKeyError:
-            raise AlreadyExists("member") from None
+            raise AlreadyMember(doc["account_id"]) from None
 
     def members(self, organization_id: str) -> list[dict]:
         cursor = self._members.find({"organization_id": organization_id})

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import falcon
 
-from shared.engine import matches
 from shared.errors import ApplicationNotFound, PermissionMissing, Unauthorized, ValidationFailed
+from shared.rbac import matches
 
 from controlplane.auth import INTERNAL, PUBLIC, Authenticator, bearer_token, is_api_key
 from controlplane.internal.service import DecisionData
@@ -49,7 +49,7 @@ class Grants(Resource):
     access = {"GET": INTERNAL}
     docs = {"GET": op("A user's grants for a decision service", wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "grants": {
-            "type": "object", "description": "shared.engine.Grants.to_json(): user_id, status "
+            "type": "object", "description": "shared.rbac.Grants.to_json(): user_id, status "
             "(active|suspended|deleted|unknown), assignments [{role_id, role_name, permissions, scope, "
             "expires_at}], attributes, seq"}}}, errors=_ERRORS)}
 
@@ -67,7 +67,7 @@ class Policies(Resource):
     access = {"GET": INTERNAL}
     docs = {"GET": op("The application's active ABAC policies", wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "policies": {"type": "array", "items": {
-            "type": "object", "description": "shared.engine.Policy.to_json()"}}}}, errors=_ERRORS)}
+            "type": "object", "description": "shared.abac.Policy.to_json()"}}}}, errors=_ERRORS)}
 
     def __init__(self, decision_data: DecisionData):
         self.decision_data = decision_data

@@ -29,7 +29,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from controlplane.authz.service import affected_users
+from shared.invalidation import affected_users
 
 log = logging.getLogger("iamgate.internal")
 
@@ -132,7 +132,7 @@ class DecisionData:
         self._events = events
 
     def grants(self, app_id: str, user_id: str):
-        """``shared.engine.Grants``, which carries its own seq."""
+        """``shared.rbac.Grants``, which carries its own seq."""
         return self._roles.grants(app_id, user_id)
 
     def policies(self, app_id: str) -> tuple[int, list]:

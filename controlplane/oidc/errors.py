@@ -18,6 +18,8 @@ class OAuthError(DomainError):
     ``error_description``.  ``redirect_uri`` is set only when it is safe to send the
     user agent back to the client with the error."""
 
+    code, message = "invalid_request", "The request is invalid."
+
     def __init__(self, description: str | None = None, *, redirect_uri: str | None = None,
                  state: str | None = None):
         super().__init__(description)

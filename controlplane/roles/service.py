@@ -11,8 +11,8 @@ decision-service contract, item 5):
 """
 from __future__ import annotations
 
-from shared.engine import Assignment, Grants, applicable_assignments, effective_permissions
 from shared.errors import ValidationFailed
+from shared.rbac import Assignment, Grants, applicable_assignments, effective_permissions
 from shared.ids import is_uuid, new_id
 from shared.timeutil import aware, isoformat
 
@@ -183,7 +183,7 @@ class RoleService:
         saved = self.store.insert_assignment(doc, now)
         if self.store.role_by_id(app_id, role_id) is None:
             # The role was deleted while we assigned it: undo, as if the delete came first.
-            self.store.delete_assignment_doc(saved["_id"])
+            self.store.delete_assignment_doc(app_id, saved["_id"])
             raise RoleNotFound(role_id)
         self._events.emit(app_id, "role.assigned", {
             "user_id": user_id, "role_id": role_id, "role_name": role["name"], "scope": scope,

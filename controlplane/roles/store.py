@@ -132,8 +132,8 @@ class RoleStore:
             raise RoleAlreadyAssigned(doc["user_id"], doc["role_id"], doc["scope"])
         return replaced
 
-    def delete_assignment_doc(self, assignment_id: str) -> None:
-        self._assignments.delete_one({"_id": assignment_id})
+    def delete_assignment_doc(self, app_id: str, assignment_id: str) -> None:
+        self._assignments.delete_one({"_id": assignment_id, "app_id": app_id})
 
     def assignments_of_user(self, app_id: str, user_id: str, now, scope=None, any_scope=True) -> list[dict]:
         query = {"app_id": app_id, "user_id": user_id, **_unexpired(now)}

@@ -86,13 +86,6 @@ def test_suspension_event_drops_the_user(client, ctx, setup):
     assert check(client, app, headers, user) == (False, False)
 
 
-def test_grants_changed_names_users_in_data_too(client, ctx, setup):
-    app, headers, user, _ = setup
-    check(client, app, headers, user)
-    ctx.events.emit(app["_id"], "grants.changed", {"user_ids": [user["_id"]]})
-    assert check(client, app, headers, user) == (True, False)
-
-
 def test_an_unknown_user_who_registers_is_not_stuck_as_unknown(client, ctx, setup, stored_user):
     app, headers, _, _ = setup
     user = {"_id": "0b4c1a6e-3f7e-4c55-9d1c-2f5d9c8e7a61"}
@@ -188,7 +181,7 @@ def test_a_fill_racing_an_invalidation_is_used_once_but_not_stored(client, ctx, 
 
 def test_a_fill_newer_than_the_invalidation_is_stored(ctx, setup):
     app, _, user, _ = setup
-    ctx.events.emit(app["_id"], "grants.changed", {}, user_ids=[user["_id"]])
+    ctx.events.emit(app["_id"], "role.assigned", {}, user_ids=[user["_id"]])
     assert ctx.authz.compiled_grants(app["_id"], user["_id"], None)[1] is False
     assert ctx.authz.compiled_grants(app["_id"], user["_id"], None)[1] is True
 

@@ -41,7 +41,7 @@ def add_policy(ctx, app, effect, permissions, condition=None, is_active=True):
         "effect": effect, "permissions": list(permissions), "condition": condition, "is_active": is_active,
         "created_at": ctx.clock(),
     })
-    ctx.events.emit(app["_id"], "policies.changed", {})
+    ctx.events.emit(app["_id"], "policy.created", {})
 
 
 # --- shapes ------------------------------------------------------------------------------------

@@ -8,24 +8,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.engine import (
+from shared.abac import (
     MAX_CONDITION_DEPTH,
     MAX_CONDITION_NODES,
-    Assignment,
     CompiledPolicies,
-    Decision,
-    Grants,
     Policy,
+    evaluate_condition,
+    validate_condition,
+)
+from shared.authorization import Decision, decide, decide_many
+from shared.rbac import (
+    Assignment,
+    Grants,
     applicable_assignments,
     compile_grants,
-    decide,
-    decide_many,
     effective_permissions,
-    evaluate_condition,
     is_valid_permission,
     matches,
     resolve_scope,
-    validate_condition,
 )
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)

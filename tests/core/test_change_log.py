@@ -21,7 +21,7 @@ def test_parallel_emits_never_share_a_seq(ctx):
 
     def work():
         for _ in range(25):
-            seq = ctx.events.emit("app", "grants.changed")
+            seq = ctx.events.emit("app", "role.assigned")
             with lock:
                 seqs.append(seq)
 
@@ -45,7 +45,7 @@ def test_tailer_delivers_in_order_to_subscribers_and_waiters(ctx):
     base = tailer.last_seq
     delivered = []
     tailer.subscribe(lambda e: delivered.append(e.seq))
-    seqs = [ctx.events.emit("app", "grants.changed") for _ in range(3)]
+    seqs = [ctx.events.emit("app", "role.assigned") for _ in range(3)]
     assert tailer.poll_once() == 3
     assert delivered == seqs
     assert [e.seq for e in tailer.wait_after(base, timeout=0)] == seqs
@@ -60,17 +60,17 @@ def test_waiter_wakes_when_an_event_arrives(ctx):
         result = {}
         waiter = threading.Thread(target=lambda: result.setdefault("events", tailer.wait_after(head, timeout=5)))
         waiter.start()
-        ctx.events.emit("app", "grants.changed")
+        ctx.events.emit("app", "role.assigned")
         waiter.join(5)
-        assert [e.type for e in result["events"]] == ["grants.changed"]
+        assert [e.type for e in result["events"]] == ["role.assigned"]
     finally:
         tailer.stop()
 
 
 def test_seq_older_than_the_buffer_asks_the_caller_to_read_the_log(ctx):
-    old = ctx.events.emit("app", "grants.changed")
+    old = ctx.events.emit("app", "role.assigned")
     fresh = Tailer(ctx.events)  # a process that started after that event
-    ctx.events.emit("app", "grants.changed")
+    ctx.events.emit("app", "role.assigned")
     fresh.poll_once()
     assert fresh.wait_after(old - 1, timeout=0) is None
     assert [e.seq for e in ctx.events.read_after(old - 1)] == [old, old + 1]
@@ -81,7 +81,7 @@ def test_a_gap_is_waited_for_then_skipped(ctx, monkeypatch):
     tailer = Tailer(log, gap_timeout=0.0)
     start = tailer.last_seq
     ctx.store.next_seq("events")  # a seq taken by a writer that never inserted (crashed)
-    later = log.emit("app", "grants.changed")
+    later = log.emit("app", "role.assigned")
     waiting = Tailer(log, gap_timeout=60)
     waiting.last_seq = start
     assert waiting.poll_once() == 0  # still waiting for the missing seq

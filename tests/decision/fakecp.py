@@ -25,7 +25,8 @@ import falcon
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from shared.engine import Assignment, Grants, Policy
+from shared.abac import Policy
+from shared.rbac import Assignment, Grants
 
 _KEY = None
 
@@ -188,7 +189,7 @@ class FakeControlPlane:
     def set_policies(self, app_id, policies) -> int:
         with self._cond:
             self.apps[app_id]["policies"] = list(policies)
-        return self.emit(app_id, "policies.changed")
+        return self.emit(app_id, "policy.updated")
 
     def add_key(self, app_id, permissions=("authz:check",), secret=None) -> str:
         secret = secret or "sk_test_" + secrets.token_urlsafe(24)

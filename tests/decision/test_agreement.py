@@ -159,7 +159,7 @@ def test_random_grants_get_the_same_answers(seed, ctx, client, clock, applicatio
             assignments.append((user, role, scope))
     for _ in range(3):
         _policy(ctx, app_id, rng)
-    ctx.events.emit(app_id, "policies.changed", {})
+    ctx.events.emit(app_id, "policy.created", {})
     _suspend(ctx, app_id, users[0])
     _delete(ctx, app_id, users[1])
 

@@ -7,7 +7,8 @@ import pytest
 
 from decision import cache as cache_module
 from decision.cache import DecisionCache, GrantsEntry, KeyRing, PolicySet, ScopedGrants
-from shared.engine import Assignment, CompiledPolicies, Grants, compile_grants
+from shared.abac import CompiledPolicies
+from shared.rbac import Assignment, Grants, compile_grants
 
 APP, OTHER_APP = "app-1", "app-2"
 
@@ -77,7 +78,7 @@ def test_an_application_deletion_refuses_every_fill_of_that_application(cache):
 
 def test_policy_and_key_events_refuse_only_their_kind(cache):
     with cache.filling():
-        cache.apply(11, APP, "policies.changed", [])
+        cache.apply(11, APP, "policy.updated", [])
         cache.apply(12, APP, "api_keys.changed", [])
         assert cache.store_policies(APP, PolicySet(10, CompiledPolicies(()))) is False
         assert cache.store_keys(APP, KeyRing(11, {})) is False

@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from falcon.testing import create_environ
 
-from shared.engine import Grants, Policy
+from shared.abac import Policy
+from shared.rbac import Grants
 from shared.ids import digest, new_id
 from tests.conftest import assert_error, bearer
 
@@ -245,7 +246,7 @@ def test_the_application_stream_is_server_sent_events(app, ctx, internal, applic
         chunks = iter(body)
         assert next(chunks) == (f'event: hello\ndata: {{"seq":{ctx.events.head()},'
                                 f'"epoch":"{ctx.events.epoch()}"}}\n\n').encode()
-        seq = ctx.events.emit(application["_id"], "grants.changed", {}, user_ids=["u"])
+        seq = ctx.events.emit(application["_id"], "role.assigned", {}, user_ids=["u"])
         assert next(chunks).startswith(f"event: change\nid: {seq}\n".encode())
         body.close()
     finally:
@@ -253,8 +254,8 @@ def test_the_application_stream_is_server_sent_events(app, ctx, internal, applic
 
 
 def test_since_and_last_event_id_resume(app, ctx, internal, application):
-    first = ctx.events.emit(application["_id"], "grants.changed", {})
-    second = ctx.events.emit(application["_id"], "grants.changed", {})
+    first = ctx.events.emit(application["_id"], "role.assigned", {})
+    second = ctx.events.emit(application["_id"], "role.assigned", {})
     ctx.tailer.start()
     try:
         for query, headers in ((f"since={first}", internal), ("", {**internal, "Last-Event-ID": str(first)})):

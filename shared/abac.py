@@ -1,29 +1,23 @@
-"""The authorization engine: RBAC with wildcard permissions, scopes, expiry, and ABAC policies.
+"""Attribute-based access control: policies and the condition language they hold.
 
-Pure functions over plain data, shared by the control plane's authz endpoints and the
-decision service so both give the same answer for the same data. Nothing here does I/O,
-reads the clock (``now`` is passed in, timezone-aware) or logs.
+Pure functions over plain data, shared by the control plane and the decision service.
+Nothing here does I/O, reads the clock or logs.
 
-Spec sections implemented: "Permission" (``resource:action``, ``*`` in either part),
-"Role assignment" (scope, expires_at) and "Authorization checks"; ARCHITECTURE.md decides
-the scope rules, the ABAC condition language and the order deny policy > RBAC > allow policy.
+ARCHITECTURE.md ("ABAC") decides the language: a condition is ``{"all": [...]}``,
+``{"any": [...]}``, ``{"not": c}`` or ``{"op": OPERATOR, "left": OPERAND, "right":
+OPERAND}``, an operand ``{"attr": "user.id" | "user.attributes.X" | "resource.X" |
+"context.X"}`` or ``{"value": literal}``; a missing attribute makes the comparison false.
+How policies combine with RBAC is ``shared.authorization``.
 """
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import lru_cache
-from types import MappingProxyType
 
-from shared.timeutil import UTC, aware, parse_iso
+from shared.rbac import covering_patterns, is_valid_permission
 
-PERMISSION_PATTERN = re.compile(r"^[a-zA-Z0-9_*-]+:[a-zA-Z0-9_*-]+$")
-WILDCARD = "*"
-
-ACTIVE = "active"
 ALLOW = "allow"
 DENY = "deny"
 
@@ -36,89 +30,7 @@ OPERATORS = frozenset(
 _ATTR_ROOTS = ("user", "resource", "context")
 
 
-# --- permissions -------------------------------------------------------------------------
-
-
-def is_valid_permission(value) -> bool:
-    """True for a string of the form ``resource:action`` as the spec's Permission defines it."""
-    return isinstance(value, str) and PERMISSION_PATTERN.fullmatch(value) is not None
-
-
-def matches(pattern: str, permission: str) -> bool:
-    """Whether a granted ``pattern`` covers the checked ``permission``.
-
-    Part by part: a pattern part equal to ``*`` matches any part (a literal ``*`` included),
-    any other part must be equal, case-sensitively. So ``posts:*`` covers ``posts:*`` but
-    ``posts:read`` does not. Anything that is not a valid permission matches nothing.
-    """
-    if not (is_valid_permission(pattern) and is_valid_permission(permission)):
-        return False
-    pattern_resource, _, pattern_action = pattern.partition(":")
-    resource, _, action = permission.partition(":")
-    return (pattern_resource == WILDCARD or pattern_resource == resource) and (
-        pattern_action == WILDCARD or pattern_action == action
-    )
-
-
-def _covering_patterns(permission: str) -> tuple[str, str, str, str]:
-    """Every pattern that can cover a valid permission: itself, res:*, *:act and *:*."""
-    resource, _, action = permission.partition(":")
-    return permission, resource + ":*", "*:" + action, "*:*"
-
-
-# --- data --------------------------------------------------------------------------------
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat()
-
-
-def _datetime(value) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return aware(value)
-    return parse_iso(value)
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """One role assignment of a user, with the role's permission patterns."""
-
-    role_id: str
-    role_name: str
-    permissions: tuple[str, ...]
-    scope: str | None = None
-    expires_at: datetime | None = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "permissions", tuple(self.permissions))
-        object.__setattr__(self, "expires_at", aware(self.expires_at))
-
-    def active(self, now: datetime) -> bool:
-        """Not expired: an assignment expiring exactly at ``now`` no longer counts."""
-        return self.expires_at is None or self.expires_at > now
-
-    def applies_to(self, scope: str | None) -> bool:
-        """An unscoped assignment applies to every check; a scoped one only to its scope."""
-        return self.scope is None or self.scope == scope
-
-    def to_json(self) -> dict:
-        return {
-            "role_id": self.role_id,
-            "role_name": self.role_name,
-            "permissions": list(self.permissions),
-            "scope": self.scope,
-            "expires_at": _iso(self.expires_at),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> Assignment:
-        return cls(
-            role_id=data["role_id"],
-            role_name=data["role_name"],
-            permissions=tuple(data.get("permissions", ())),
-            scope=data.get("scope"),
-            expires_at=_datetime(data.get("expires_at")),
-        )
+# --- policies ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -159,80 +71,6 @@ class Policy:
         )
 
 
-@dataclass(frozen=True)
-class Grants:
-    """Everything needed to decide for one user of one application, read at change-log ``seq``.
-
-    ``status`` is the user's account state: "active", "suspended", "deleted", or "unknown"
-    for a user the application does not have. ``attributes`` (the user's ABAC attributes) is
-    held as a read-only view of a private copy.
-    """
-
-    user_id: str
-    status: str
-    assignments: tuple[Assignment, ...] = ()
-    attributes: Mapping = field(default_factory=dict, hash=False)
-    seq: int = 0
-
-    def __post_init__(self):
-        object.__setattr__(self, "assignments", tuple(self.assignments))
-        object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
-
-    @classmethod
-    def unknown(cls, user_id: str, seq: int = 0) -> Grants:
-        """Grants of a user the application does not have: never allowed."""
-        return cls(user_id=user_id, status="unknown", seq=seq)
-
-    def to_json(self) -> dict:
-        return {
-            "user_id": self.user_id,
-            "status": self.status,
-            "assignments": [assignment.to_json() for assignment in self.assignments],
-            "attributes": dict(self.attributes),
-            "seq": self.seq,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> Grants:
-        return cls(
-            user_id=data["user_id"],
-            status=data["status"],
-            assignments=tuple(Assignment.from_json(item) for item in data.get("assignments", ())),
-            attributes=data.get("attributes") or {},
-            seq=data.get("seq", 0),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The answer to one check; the ABAC fields are what a POST check reports."""
-
-    allowed: bool
-    abac_evaluated: bool = False
-    policies_checked: int = 0
-
-
-_ALLOWED = Decision(True)
-_DENIED = Decision(False)
-
-
-# --- scope -------------------------------------------------------------------------------
-
-
-def resolve_scope(scope: str | None, context) -> str | None:
-    """The scope of a check: the explicit ``scope`` parameter, else ``context.scope`` if a string."""
-    if scope is not None:
-        return scope
-    if isinstance(context, Mapping):
-        value = context.get("scope")
-        if isinstance(value, str):
-            return value
-    return None
-
-
-# --- compiled forms ----------------------------------------------------------------------
-
-
 class CompiledPolicies:
     """Active policies indexed by permission pattern, so finding those covering a
     permission is four dictionary lookups. Build once per policy set and reuse."""
@@ -263,7 +101,7 @@ class CompiledPolicies:
         if not self._by_pattern or not is_valid_permission(permission):
             return ()
         found: set[int] = set()
-        for pattern in _covering_patterns(permission):
+        for pattern in covering_patterns(permission):
             indexes = self._by_pattern.get(pattern)
             if indexes:
                 found.update(indexes)
@@ -278,142 +116,19 @@ def compile_policies(policies: Iterable[Policy] | CompiledPolicies) -> CompiledP
     return policies if isinstance(policies, CompiledPolicies) else CompiledPolicies(policies)
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledGrants:
-    """A user's grants resolved for one scope at one instant.
-
-    ``patterns`` holds the permission patterns of the active, applicable assignments (empty
-    unless the user is active). The answers stay right while ``now < valid_until`` (the
-    earliest future expiry among those assignments; None: until the grants change), so a
-    caller may cache this object that long.
-    """
-
-    user_id: str
-    user_active: bool
-    scope: str | None
-    patterns: frozenset[str]
-    attributes: Mapping
-    valid_until: datetime | None
-    seq: int = 0
-
-    def allows(self, permission: str) -> bool:
-        """RBAC alone: some pattern covers ``permission``. O(1)."""
-        patterns = self.patterns
-        if not patterns:
-            return False
-        if permission in patterns:  # patterns are all valid, so permission is too
-            return True
-        if not is_valid_permission(permission):
-            return False
-        resource, _, action = permission.partition(":")
-        return resource + ":*" in patterns or "*:" + action in patterns or "*:*" in patterns
-
-    def decide(self, permission: str, *, policies=(), resource=None, context=None) -> Decision:
-        """See :func:`decide`; the scope was fixed at compilation."""
-        return self.decide_many((permission,), policies=policies, resource=resource, context=context)[permission]
-
-    def decide_many(self, permissions: Iterable[str], *, policies=(), resource=None, context=None) -> dict[str, Decision]:
-        """See :func:`decide_many`; the scope was fixed at compilation."""
-        compiled_policies = compile_policies(policies) if policies else None
-        if not compiled_policies:
-            if not self.user_active:
-                return {permission: _DENIED for permission in permissions}
-            allows = self.allows
-            return {permission: _ALLOWED if allows(permission) else _DENIED for permission in permissions}
-
-        environment = None
-        holds: dict[int, bool] = {}  # a policy's condition gives one answer per check
-        results: dict[str, Decision] = {}
-        for permission in permissions:
-            covering = compiled_policies.covering(permission)
-            if not covering:
-                results[permission] = _ALLOWED if self.user_active and self.allows(permission) else _DENIED
-                continue
-            if not self.user_active:
-                # Counted all the same: the count depends only on the policies, and a
-                # different one would tell the caller the user is not active.
-                allowed = False
-            else:
-                if environment is None:
-                    environment = _environment(self, resource, context)
-                allowed = _abac_allowed(covering, self.allows(permission), environment, holds)
-            results[permission] = Decision(allowed, abac_evaluated=True, policies_checked=len(covering))
-        return results
-
-
-def compile_grants(grants: Grants, scope: str | None, now: datetime) -> CompiledGrants:
-    """Resolve ``grants`` for checks at ``scope`` (already resolved, see :func:`resolve_scope`)."""
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware")
-    if grants.status != ACTIVE:
-        return CompiledGrants(grants.user_id, False, scope, frozenset(), grants.attributes, None, grants.seq)
-    patterns: set[str] = set()
-    valid_until = None
-    for assignment in grants.assignments:
-        if not (assignment.applies_to(scope) and assignment.active(now)):
-            continue
-        patterns.update(pattern for pattern in assignment.permissions if is_valid_permission(pattern))
-        if assignment.expires_at is not None and (valid_until is None or assignment.expires_at < valid_until):
-            valid_until = assignment.expires_at
-    return CompiledGrants(grants.user_id, True, scope, frozenset(patterns), grants.attributes, valid_until, grants.seq)
-
-
-# --- decisions ---------------------------------------------------------------------------
-
-
-def effective_permissions(grants: Grants, scope: str | None, now: datetime) -> set[str]:
-    """Permission patterns in effect at ``scope`` (unscoped assignments included): those of
-    active, applicable assignments; empty unless the user is active."""
-    return set(compile_grants(grants, scope, now).patterns)
-
-
-def applicable_assignments(grants: Grants, scope: str | None, now: datetime) -> tuple[Assignment, ...]:
-    """The assignments behind :func:`effective_permissions` (for the roles it lists)."""
-    if grants.status != ACTIVE:
-        return ()
-    return tuple(a for a in grants.assignments if a.applies_to(scope) and a.active(now))
-
-
-def decide(grants: Grants, permission: str, *, now: datetime, scope: str | None = None,
-           policies: Iterable[Policy] | CompiledPolicies = (), resource=None, context=None) -> Decision:
-    """Answer one authorization check.
-
-    A user who is not active is never allowed. Without policies (GET checks) this is RBAC:
-    allowed iff an active assignment applying to the check's scope has a pattern covering
-    ``permission``. With policies, those that are active and cover ``permission`` are
-    evaluated: a deny policy whose condition holds denies; else RBAC allows; else an allow
-    policy whose condition holds allows; else deny.
-    """
-    compiled = compile_grants(grants, resolve_scope(scope, context), now)
-    return compiled.decide(permission, policies=policies, resource=resource, context=context)
-
-
-def decide_many(grants: Grants, permissions: Iterable[str], *, now: datetime, scope: str | None = None,
-                policies: Iterable[Policy] | CompiledPolicies = (), resource=None,
-                context=None) -> dict[str, Decision]:
-    """:func:`decide` for several permissions (bulk check), compiling the grants once."""
-    compiled = compile_grants(grants, resolve_scope(scope, context), now)
-    return compiled.decide_many(permissions, policies=policies, resource=resource, context=context)
-
-
-def _environment(compiled: CompiledGrants, resource, context) -> dict:
+def condition_environment(user_id: str, attributes: Mapping, resource, context) -> dict:
+    """What a condition's ``attr`` operands read: the checked user, the check's resource
+    and context (a non-object resource or context reads as empty)."""
     return {
-        "user": {"id": compiled.user_id, "attributes": compiled.attributes},
+        "user": {"id": user_id, "attributes": attributes},
         "resource": resource if isinstance(resource, Mapping) else {},
         "context": context if isinstance(context, Mapping) else {},
     }
 
 
-def _abac_allowed(covering: tuple[Policy, ...], rbac_allowed: bool, environment: dict, holds: dict) -> bool:
-    for policy in covering:
-        if policy.effect == DENY and _holds(policy, environment, holds):
-            return False
-    if rbac_allowed:
-        return True
-    return any(policy.effect == ALLOW and _holds(policy, environment, holds) for policy in covering)
-
-
-def _holds(policy: Policy, environment: dict, memo: dict) -> bool:
+def policy_holds(policy: Policy, environment: dict, memo: dict) -> bool:
+    """Whether ``policy``'s condition holds (``memo``: answers already found for this check,
+    by policy). A malformed condition fails closed: a deny holds, an allow does not."""
     if policy.condition is None:
         return True
     key = id(policy)

@@ -1,0 +1,24 @@
+"""Validation of API key creation and the API key response (dashboard
+/api/dashboard/applications/{applicationId}/api-keys)."""
+from __future__ import annotations
+
+from shared.validation import List, Schema, String
+
+CREATE = Schema({
+    "name": String(required=True, max_len=255),
+    "permissions": List(String(max_len=201), min_items=1, max_items=100,
+                        description="resource:action patterns; default every V1 permission"),
+})
+
+API_KEY_RESPONSE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "name": {"type": "string"},
+        "key_prefix": {"type": "string"},
+        "permissions": {"type": "array", "items": {"type": "string"}},
+        "created_at": {"type": "string", "format": "date-time"},
+        "last_used_at": {"type": ["string", "null"], "format": "date-time"},
+        "key": {"type": "string", "description": "the secret; only in the create response"},
+    },
+}

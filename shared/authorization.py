@@ -1,0 +1,102 @@
+"""The answer to an authorization check: RBAC, and the ABAC policies covering the permission.
+
+Spec "Authorization checks"; ARCHITECTURE.md ("ABAC") decides the order: a deny policy
+whose condition holds denies; else RBAC allows; else an allow policy whose condition
+holds allows; else deny. A user who is not active is never allowed. Pure: grants come
+compiled for the check's scope at its instant (``shared.rbac.compile_grants``), policies
+as data; nothing here does I/O, reads the clock or logs.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from shared.abac import (
+    ALLOW,
+    DENY,
+    CompiledPolicies,
+    Policy,
+    compile_policies,
+    condition_environment,
+    policy_holds,
+)
+from shared.rbac import CompiledGrants, Grants, compile_grants, resolve_scope
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The answer to one check; the ABAC fields are what a POST check reports."""
+
+    allowed: bool
+    abac_evaluated: bool = False
+    policies_checked: int = 0
+
+
+ALLOWED = Decision(True)
+DENIED = Decision(False)
+
+
+def rbac_decision(compiled: CompiledGrants, permission: str) -> Decision:
+    """RBAC alone (a GET check, or no active policy covers ``permission``): allowed iff the
+    user is active and an active assignment applying to the scope has a covering pattern."""
+    return ALLOWED if compiled.user_active and compiled.allows(permission) else DENIED
+
+
+def decide_compiled(compiled: CompiledGrants, permissions: Iterable[str], *,
+                    policies: Iterable[Policy] | CompiledPolicies = (), resource=None,
+                    context=None) -> dict[str, Decision]:
+    """The decision for each of ``permissions``, the scope fixed when ``compiled`` was."""
+    compiled_policies = compile_policies(policies) if policies else None
+    if not compiled_policies:
+        return {permission: rbac_decision(compiled, permission) for permission in permissions}
+
+    environment = None
+    holds: dict[int, bool] = {}  # a policy's condition gives one answer per check
+    results: dict[str, Decision] = {}
+    for permission in permissions:
+        covering = compiled_policies.covering(permission)
+        if not covering:
+            results[permission] = rbac_decision(compiled, permission)
+            continue
+        if not compiled.user_active:
+            # Counted all the same: the count depends only on the policies, and a
+            # different one would tell the caller the user is not active.
+            allowed = False
+        else:
+            if environment is None:
+                environment = condition_environment(compiled.user_id, compiled.attributes, resource, context)
+            allowed = _policies_allow(covering, compiled.allows(permission), environment, holds)
+        results[permission] = Decision(allowed, abac_evaluated=True, policies_checked=len(covering))
+    return results
+
+
+def decide(grants: Grants, permission: str, *, now: datetime, scope: str | None = None,
+           policies: Iterable[Policy] | CompiledPolicies = (), resource=None, context=None) -> Decision:
+    """Answer one authorization check.
+
+    A user who is not active is never allowed. Without policies (GET checks) this is RBAC:
+    allowed iff an active assignment applying to the check's scope has a pattern covering
+    ``permission``. With policies, those that are active and cover ``permission`` are
+    evaluated: a deny policy whose condition holds denies; else RBAC allows; else an allow
+    policy whose condition holds allows; else deny.
+    """
+    return decide_many(grants, (permission,), now=now, scope=scope, policies=policies, resource=resource,
+                       context=context)[permission]
+
+
+def decide_many(grants: Grants, permissions: Iterable[str], *, now: datetime, scope: str | None = None,
+                policies: Iterable[Policy] | CompiledPolicies = (), resource=None,
+                context=None) -> dict[str, Decision]:
+    """:func:`decide` for several permissions (bulk check), compiling the grants once."""
+    compiled = compile_grants(grants, resolve_scope(scope, context), now)
+    return decide_compiled(compiled, permissions, policies=policies, resource=resource, context=context)
+
+
+def _policies_allow(covering: tuple[Policy, ...], rbac_allowed: bool, environment: dict, holds: dict) -> bool:
+    for policy in covering:
+        if policy.effect == DENY and policy_holds(policy, environment, holds):
+            return False
+    if rbac_allowed:
+        return True
+    return any(policy.effect == ALLOW and policy_holds(policy, environment, holds) for policy in covering)

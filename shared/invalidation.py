@@ -1,0 +1,35 @@
+"""Which change kinds make which cached authorization data stale.
+
+The one rule the control plane's check cache (``controlplane/authz/service.py``) and the
+decision service's cache (``decision/cache.py``) both apply, so one change drops the same
+entries in both (ARCHITECTURE.md, "Decision service protocol": entries are "dropped on a
+matching change"):
+
+- a user's grants: every user ``affected_users`` names. The control plane computes the
+  list and the change stream carries it to decision services as a frame's ``user_ids``;
+- an application's ABAC policies: the kinds in ``POLICY_KINDS``;
+- an application's API key digests (decision services cache them): ``API_KEY_KINDS``;
+- everything cached for an application: ``APPLICATION_KINDS``.
+
+Kinds are those of ``shared.event_types``.
+"""
+from __future__ import annotations
+
+# Kinds whose subject user's answers may change even if the emitter listed nobody in
+# ``user_ids``.
+SUBJECT_USER_KINDS = frozenset({
+    "role.assigned", "role.removed", "user.created", "user.deleted", "user.suspended", "user.unsuspended",
+    "attribute.set", "attribute.deleted",
+})
+POLICY_KINDS = frozenset({"policy.created", "policy.updated", "policy.deleted"})
+API_KEY_KINDS = frozenset({"api_keys.changed"})
+APPLICATION_KINDS = frozenset({"application.deleted"})
+
+
+def affected_users(event) -> list[str]:
+    """Users of ``event.app_id`` whose authorization answers may have changed, in order,
+    without duplicates. ``event``: a change-log event (``type``, ``user_ids``, ``subject``)."""
+    ids = list(event.user_ids)
+    if event.type in SUBJECT_USER_KINDS and event.subject.get("user_id"):
+        ids.append(event.subject["user_id"])
+    return list(dict.fromkeys(i for i in ids if isinstance(i, str)))

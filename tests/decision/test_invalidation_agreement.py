@@ -1,0 +1,80 @@
+"""The control plane's check cache and the decision service's cache drop the same entries
+for every kind of the event catalogue: both apply shared/invalidation.py, the control
+plane directly, the decision service through the change stream's frames."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controlplane.events import Event
+from controlplane.internal.service import change_frame
+from decision.cache import DecisionCache, GrantsEntry, KeyRing, PolicySet
+from shared import invalidation
+from shared.abac import CompiledPolicies
+from shared.event_types import EVENT_TYPES
+from shared.invalidation import API_KEY_KINDS, APPLICATION_KINDS
+from shared.rbac import Grants
+
+APP, OTHER_APP = "app-1", "app-2"
+SUBJECT, LISTED, BYSTANDER = "u-subject", "u-listed", "u-bystander"
+USERS = (SUBJECT, LISTED, BYSTANDER)
+FILLED_AT, EVENT_SEQ = 1, 5
+
+
+def change(kind: str, clock) -> Event:
+    """An event of ``kind`` naming a user each way an event can: as its subject and in
+    ``user_ids``."""
+    return Event(EVENT_SEQ, APP, kind, {"user_id": SUBJECT}, {"user_id": SUBJECT}, (LISTED,), clock())
+
+
+def dropped_by_the_control_plane(ctx, event: Event) -> set:
+    authz = ctx.authz
+    for app_id in (APP, OTHER_APP):
+        for user_id in USERS:
+            assert authz.grants_cache.put((app_id, user_id), "cached", FILLED_AT)
+        assert authz.policies_cache.put((app_id,), "cached", FILLED_AT)
+    authz.apply_event(event)
+    dropped = {("grants", app_id, user_id) for app_id in (APP, OTHER_APP) for user_id in USERS
+               if authz.grants_cache.get((app_id, user_id)) is None}
+    return dropped | {("policies", app_id) for app_id in (APP, OTHER_APP) if authz.policies_cache.get((app_id,)) is None}
+
+
+def dropped_by_the_decision_service(event: Event, clock) -> set:
+    cache = DecisionCache(ttl=3600, maxsize=100, timer=lambda: clock().timestamp())
+    cache.resync(0)
+    for app_id in (APP, OTHER_APP):
+        for user_id in USERS:
+            assert cache.store_grants(app_id, user_id, GrantsEntry(Grants.unknown(user_id), FILLED_AT))
+        assert cache.store_policies(app_id, PolicySet(FILLED_AT, CompiledPolicies(())))
+        assert cache.store_keys(app_id, KeyRing(FILLED_AT, {}))
+    data = json.loads(change_frame(event).decode().split("data: ", 1)[1])  # what the sidecar receives
+    cache.apply(data["seq"], data["app_id"], data["type"], data["user_ids"])
+    dropped = {("grants", app_id, user_id) for app_id in (APP, OTHER_APP) for user_id in USERS
+               if cache.grants(app_id, user_id) is None}
+    dropped |= {("policies", app_id) for app_id in (APP, OTHER_APP) if cache.policies(app_id) is None}
+    return dropped | {("api_keys", app_id) for app_id in (APP, OTHER_APP) if cache.keys(app_id) is None}
+
+
+@pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
+def test_both_caches_drop_the_same_entries(ctx, clock, kind):
+    event = change(kind, clock)
+    control_plane = dropped_by_the_control_plane(ctx, event)
+    decision_service = dropped_by_the_decision_service(event, clock)
+    # API key digests are cached by decision services only.
+    api_keys = {entry for entry in decision_service if entry[0] == "api_keys"}
+    assert decision_service - api_keys == control_plane
+    assert api_keys == ({("api_keys", APP)} if kind in API_KEY_KINDS | APPLICATION_KINDS else set())
+    assert not {entry for entry in decision_service if OTHER_APP in entry}
+    assert ("grants", APP, BYSTANDER) not in control_plane or kind in APPLICATION_KINDS
+
+
+def test_the_rule_is_not_vacuous(ctx, clock):
+    """Each kind of cached data is dropped by some kind of the catalogue."""
+    dropped = set().union(*(dropped_by_the_decision_service(change(kind, clock), clock) for kind in EVENT_TYPES))
+    assert {("grants", APP, user_id) for user_id in USERS} | {("policies", APP), ("api_keys", APP)} <= dropped
+
+
+def test_the_rule_names_only_kinds_of_the_catalogue():
+    kinds = set().union(*(getattr(invalidation, name) for name in dir(invalidation) if name.endswith("_KINDS")))
+    assert kinds and kinds <= set(EVENT_TYPES)
