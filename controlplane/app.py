@@ -23,6 +23,9 @@ from controlplane.authz import routes as authz_routes
 from controlplane.dashboard import routes as dashboard_routes
 from controlplane.internal import routes as internal_routes
 from controlplane.mfa import routes as mfa_routes
+from controlplane.oidc import routes as oidc_routes
+from controlplane.oidc.errors import OAuthError
+from controlplane.oidc.wire import oauth_error_handler
 from controlplane.openapi import Routes
 from controlplane.ops import routes as ops_routes
 from controlplane.roles import routes as roles_routes
@@ -34,7 +37,7 @@ log = logging.getLogger("iamgate.controlplane")
 
 # Each area's ``add_routes(routes, services)``; the order is that of the OpenAPI document.
 AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, selfservice_routes, roles_routes, authz_routes,
-         abac_routes, internal_routes)
+         abac_routes, internal_routes, oidc_routes)
 
 
 class RevisionMiddleware:
@@ -85,6 +88,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, start_ba
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
+    app.add_error_handler(OAuthError, oauth_error_handler)  # RFC 6749 bodies at the OIDC endpoints
 
     services.store.ensure_indexes()
     services.keys.ensure_active()

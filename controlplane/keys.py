@@ -69,17 +69,19 @@ class SigningKeys:
         self._reload()
         return self._active_kid
 
-    def rotate(self) -> str:
-        """Activate a new key; the old one stays published until its tokens expire."""
+    def rotate(self):
+        """Activate a new key; (new kid, when the old key leaves the JWKS).
+
+        The old key stays published until every token it signed has expired: the
+        longest token lifetime, counted from the moment the last replica stops signing
+        with it (replicas cache the active key for ``_CACHE_SECONDS``)."""
         new_kid = self._create_key()
         old = self._state.find_one_and_update({"_id": "active"}, {"$set": {"kid": new_kid}}, upsert=True)
+        retire_at = self._clock() + seconds(self._max_token_lifetime + _CACHE_SECONDS)
         if old and old.get("kid"):
-            self._keys.update_one(
-                {"_id": old["kid"]},
-                {"$set": {"retire_at": self._clock() + seconds(self._max_token_lifetime)}},
-            )
+            self._keys.update_one({"_id": old["kid"]}, {"$set": {"retire_at": retire_at}})
         self._reload()
-        return new_kid
+        return new_kid, retire_at
 
     def _create_key(self) -> str:
         private = rsa.generate_private_key(public_exponent=65537, key_size=2048)

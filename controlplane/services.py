@@ -36,6 +36,16 @@ from controlplane.mail import Mailer
 from controlplane.mfa.service import MfaService
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.pages import Pages
+from controlplane.oidc.authorize import AuthorizeService
+from controlplane.oidc.claims import OidcTokens
+from controlplane.oidc.clients import ClientService
+from controlplane.oidc.connections import ConnectionService
+from controlplane.oidc.introspection import Introspection
+from controlplane.oidc.logout import Logout
+from controlplane.oidc.revocation import Revocation
+from controlplane.oidc.store import ClientStore, CodeStore, ConsentStore, GrantStore
+from controlplane.oidc.token import AuthorizationCodeGrant, RefreshTokenGrant, TokenEndpoint
+from controlplane.oidc.userinfo import UserInfo
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import ApiThrottle, RateLimiter
 from controlplane.roles.service import RoleService
@@ -89,6 +99,15 @@ class Services:
     user_admin: UserAdminService
     mfa: MfaService
     login: LoginService
+    oidc_clients: ClientService
+    oidc_connections: ConnectionService
+    oidc_tokens: OidcTokens
+    oidc_authorize: AuthorizeService
+    oidc_token: TokenEndpoint
+    oidc_userinfo: UserInfo
+    oidc_revocation: Revocation
+    oidc_introspection: Introspection
+    oidc_logout: Logout
     selfservice: SelfService
     dashboard: DashboardService
 
@@ -133,6 +152,23 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
 
+    oidc_clients = ClientService(ClientStore(store), clock)
+    oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
+    oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock)
+    oidc_tokens = OidcTokens(tokens, keys, clock, issuer=config.public_url, access_ttl=config.oidc_access_token_ttl)
+    oidc_authorize = AuthorizeService(oidc_clients, oidc_codes, oidc_connections, clock)
+    oidc_token = TokenEndpoint(
+        clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens,
+        code_grant=AuthorizationCodeGrant(codes=oidc_codes, grants=oidc_grants, connections=oidc_connections,
+                                          users=user_store, clock=clock, refresh_ttl=config.refresh_token_ttl),
+        refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_store,
+                                        clock=clock, secret_key=config.secret_key,
+                                        reuse_grace=config.refresh_reuse_grace))
+    oidc_userinfo = UserInfo(oidc_tokens, user_store)
+    oidc_revocation = Revocation(oidc_grants, oidc_connections)
+    oidc_introspection = Introspection(oidc_tokens, oidc_grants, user_store, clock)
+    oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections)
+
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.
     one_time_tokens = OneTimeTokenStore(store)
@@ -158,7 +194,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa,
                          rate_limit_login=config.rate_limit_login)
     selfservice = SelfService(SelfServiceStore(store), events, clock, rate_limiter, registration, sessions, roles,
-                              rate_limit_export=config.rate_limit_export)
+                              oidc_connections, rate_limit_export=config.rate_limit_export)
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
@@ -169,5 +205,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, sessions=sessions,
         passwords=passwords, email_verification=email_verification, registration=registration,
         user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard=dashboard,
+        oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
+        oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
+        oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,
     )
     return services

@@ -1,4 +1,4 @@
-"""HTTP resources of operations: health, readiness, metrics, OpenAPI and the JWKS."""
+"""HTTP resources of operations: health, readiness, metrics and OpenAPI."""
 from __future__ import annotations
 
 import falcon
@@ -8,13 +8,6 @@ from shared.errors import ServiceUnavailable
 
 from controlplane.openapi import build_document, op
 from controlplane.resource import Resource
-
-JWKS_RESPONSE = {
-    "type": "object",
-    "properties": {"keys": {"type": "array", "items": {"type": "object", "properties": {
-        k: {"type": "string"} for k in ("kty", "use", "alg", "kid", "n", "e")}}}},
-}
-
 
 class Health(Resource):
     access = {"GET": PUBLIC}
@@ -67,14 +60,3 @@ class OpenApi(Resource):
             )
         resp.media = self._document
 
-
-class Jwks(Resource):
-    access = {"GET": PUBLIC}
-    docs = {"GET": op("Public signing keys (JWKS) for access and ID tokens", response=JWKS_RESPONSE, wrapped=False)}
-
-    def __init__(self, keys):
-        self.keys = keys
-
-    def on_get(self, req, resp):
-        resp.media = self.keys.jwks()
-        resp.cache_control = ["public", "max-age=300"]

@@ -1,4 +1,4 @@
-"""Routes of operations: health, readiness, metrics, OpenAPI and the JWKS."""
+"""Routes of operations: health, readiness, metrics and OpenAPI."""
 from controlplane.ops import resources
 
 TAG = "operations"
@@ -9,4 +9,3 @@ def add_routes(routes, services):
     routes.add("/readyz", resources.Ready(services.store), TAG)
     routes.add("/metrics", resources.Metrics(services.metrics), TAG)
     routes.add("/openapi.json", resources.OpenApi(routes, services.config.public_url), TAG)
-    routes.add("/.well-known/jwks.json", resources.Jwks(services.keys), "oidc")

@@ -40,7 +40,8 @@ _ALL_EVENTS = 0
 
 class SelfService:
     def __init__(self, store: SelfServiceStore, events, clock, rate_limiter: RateLimiter,
-                 registration: RegistrationService, sessions: SessionService, roles: RoleService, *,
+                 registration: RegistrationService, sessions: SessionService, roles: RoleService,
+                 oauth_connections, *,
                  rate_limit_export: Rate):
         self.store = store
         self._events = events
@@ -50,6 +51,7 @@ class SelfService:
         self._sessions = sessions
         self._roles = roles
         self._rate_limit_export = rate_limit_export
+        self._oauth_connections = oauth_connections  # the OIDC area owns consents and OIDC grants
 
     def _now(self):
         return self._clock()
@@ -108,18 +110,11 @@ class SelfService:
             # Exactly once per user: only the request that made the transition releases.
             self._registration.release_user_slot(app_id)
         sessions = self._sessions.revoke_user(app_id, user_id, reason="user_deleted")
-        consents, oidc_tokens = self._revoke_oidc(app_id, user_id, now, reason="user_deleted")
+        consents, oidc_tokens = self._oauth_connections.withdraw_consents(app_id, user_id, reason="user_deleted")
         if not transitioned:
             raise UserNotFound(user_id)
         log.info("user soft-deleted", extra={"app_id": app_id, "user_id": user_id, "sessions_revoked": sessions,
                                              "consents_withdrawn": consents, "oidc_tokens_revoked": oidc_tokens})
-
-    def _revoke_oidc(self, app_id: str, user_id: str, now, *, reason: str) -> tuple[int, int]:
-        # Consents first: a token exchange racing this call may still mint a token
-        # under a consent about to go, and the token sweep after it catches that token.
-        consents = self.store.withdraw_consents(app_id, user_id, now)
-        tokens = self.store.revoke_oidc_tokens(app_id, user_id, now, reason)
-        return consents, tokens
 
     # ------------------------------------------------------------------ consent
 
@@ -128,13 +123,7 @@ class SelfService:
         issued under them; returns the number of consents withdrawn (future
         authorization flows ask for consent again).  404 USER_NOT_FOUND."""
         self._require_user(app_id, user_id)
-        client_ids = self.store.live_consent_clients(app_id, user_id)
-        withdrawn, tokens = self._revoke_oidc(app_id, user_id, self._now(), reason="consent_withdrawn")
-        if withdrawn:
-            self._events.emit(app_id, "consent.withdrawn", {
-                "user_id": user_id, "client_ids": client_ids, "revoked_count": withdrawn,
-                "grants_revoked": tokens,
-            }, subject={"user_id": user_id})
+        withdrawn, _ = self._oauth_connections.withdraw_consents(app_id, user_id)
         return withdrawn
 
     # ------------------------------------------------------------------ sessions
@@ -173,7 +162,7 @@ class SelfService:
             "sessions": [serialize_export_session(s) for s in self.store.all_sessions(app_id, user_id)],
             "roles": self._roles.user_roles(app_id, user_id),
             "mfa_methods": [serialize_mfa_method(m) for m in self.store.mfa_methods(app_id, user_id)],
-            "oauth_connections": [serialize_consent(c) for c in self.store.consents(app_id, user_id)],
+            "oauth_connections": self._oauth_connections.export(app_id, user_id),
             "audit_logs": [serialize_event(e) for e in self._events.for_user(app_id, user_id, limit=_ALL_EVENTS)],
         }
 
@@ -245,15 +234,6 @@ def serialize_mfa_method(method: dict) -> dict:
         "status": method.get("status"),
         "verified_at": isoformat(method.get("verified_at")),
         "last_used_at": isoformat(method.get("last_used_at")),
-    }
-
-
-def serialize_consent(consent: dict) -> dict:
-    return {
-        "client_id": consent.get("client_id"),
-        "scopes": list(consent.get("scopes") or []),
-        "granted_at": isoformat(consent.get("granted_at")),
-        "withdrawn_at": isoformat(consent.get("withdrawn_at")),
     }
 
 

@@ -7,10 +7,9 @@ by ``app_id`` and ``user_id``, and projects only what it may show:
 - ``sessions`` (users area): the user's refresh-token families; the token digests are
   never read;
 - ``mfa_methods`` (MFA area): ``{_id, app_id, user_id, type, label, status, is_primary,
-  verified_at, last_used_at, secret}``; the encrypted ``secret`` is never read;
-- ``oidc_consents`` (OIDC area): ``{app_id, user_id, client_id, scopes, granted_at,
-  withdrawn_at}``, one per (user, client) the user consented to;
-- ``oidc_refresh_tokens`` (OIDC area): ``{app_id, user_id, client_id, revoked_at, ...}``.
+  verified_at, last_used_at, secret}``; the encrypted ``secret`` is never read.
+
+OIDC consents and grants are the OIDC area's (``controlplane.oidc.connections``).
 
 Stores only read and write; the rules and every HTTP error live in ``service.py``.
 """
@@ -22,7 +21,6 @@ _PROFILE_FIELDS = ("email", "name", "avatar_url", "email_verified", "metadata", 
                    "created_at", "updated_at", "last_login_at", "deleted_at")
 _SESSION_FIELDS = ("device_info", "is_remember_me", "last_used_at", "expires_at", "created_at", "revoked_at")
 _MFA_FIELDS = ("type", "label", "is_primary", "status", "verified_at", "last_used_at", "created_at")
-_CONSENT_FIELDS = ("client_id", "scopes", "granted_at", "withdrawn_at")
 
 
 def _projection(fields) -> dict:
@@ -34,8 +32,6 @@ class SelfServiceStore:
         self._users = store["users"]
         self._sessions = store["sessions"]
         self._mfa_methods = store["mfa_methods"]
-        self._consents = store["oidc_consents"]
-        self._oidc_tokens = store["oidc_refresh_tokens"]
 
     # -- the user
 
@@ -93,26 +89,3 @@ class SelfServiceStore:
         cursor = self._mfa_methods.find({"app_id": app_id, "user_id": user_id}, _projection(_MFA_FIELDS)) \
             .sort([("created_at", DESCENDING), ("_id", DESCENDING)])
         return list(cursor)
-
-    # -- OIDC consents and the refresh tokens issued under them
-
-    def consents(self, app_id: str, user_id: str) -> list[dict]:
-        cursor = self._consents.find({"app_id": app_id, "user_id": user_id}, _projection(_CONSENT_FIELDS)) \
-            .sort([("granted_at", DESCENDING), ("_id", DESCENDING)])
-        return list(cursor)
-
-    def live_consent_clients(self, app_id: str, user_id: str) -> list[str]:
-        cursor = self._consents.find({"app_id": app_id, "user_id": user_id, "withdrawn_at": None}, {"client_id": 1})
-        return sorted({doc["client_id"] for doc in cursor if doc.get("client_id")})
-
-    def withdraw_consents(self, app_id: str, user_id: str, now) -> int:
-        """Withdraw every consent still in force; how many were withdrawn by this call."""
-        result = self._consents.update_many(
-            {"app_id": app_id, "user_id": user_id, "withdrawn_at": None}, {"$set": {"withdrawn_at": now}})
-        return result.modified_count
-
-    def revoke_oidc_tokens(self, app_id: str, user_id: str, now, reason: str) -> int:
-        result = self._oidc_tokens.update_many(
-            {"app_id": app_id, "user_id": user_id, "revoked_at": None},
-            {"$set": {"revoked_at": now, "revoked_reason": reason}})
-        return result.modified_count

@@ -2,6 +2,8 @@
 import base64
 import json
 
+from datetime import timedelta
+
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -113,14 +115,18 @@ def test_missing_claim_and_unknown_kid_are_refused(ctx, application):
 def test_rotation_keeps_the_old_key_until_its_tokens_expire(ctx, clock, client, application):
     old_token, _ = ctx.tokens.issue_access_token(application["_id"], "user-1", None)
     old_kid = ctx.keys.signing_key()[0]
-    new_kid = ctx.keys.rotate()
+    new_kid, retire_at = ctx.keys.rotate()
     assert new_kid != old_kid
+    assert retire_at == clock.now + timedelta(seconds=3600 + 60)  # the longest lifetime after the key cache
     kids = {k["kid"] for k in client.simulate_get("/.well-known/jwks.json").json["keys"]}
     assert kids == {old_kid, new_kid}
     new_token, _ = ctx.tokens.issue_access_token(application["_id"], "user-1", None)
     assert jwt.get_unverified_header(new_token)["kid"] == new_kid
     ctx.tokens.verify(old_token, audience=application["_id"])  # still verifiable
-    clock.advance(3601)
+    clock.advance(3600)
+    ctx.keys._reload()
+    assert old_kid in {k["kid"] for k in client.simulate_get("/.well-known/jwks.json").json["keys"]}
+    clock.advance(61)
     ctx.keys._reload()
     kids = {k["kid"] for k in client.simulate_get("/.well-known/jwks.json").json["keys"]}
     assert kids == {new_kid}

@@ -1,0 +1,182 @@
+"""The authorization endpoint: RFC 6749 4.1.1-4.1.2 with OIDC Core 3.1.2 and PKCE
+(RFC 7636), as the spec's ``GET /oidc/authorize`` describes.
+
+Both modes use this service: the JSON mode (a user JWT of the application; the spec's
+200 JSON answer) and the hosted browser mode (login page, consent page, 302).  The
+steps, in the order RFC 6749 4.1.2.1 requires:
+
+1. ``validate`` the client and the redirect URI first.  Until both are known good an
+   error is answered to the user agent directly (400), never redirected: a forged
+   ``redirect_uri`` must not turn the provider into an open redirector.  Every later
+   error carries ``redirect_uri`` and ``state`` so the browser mode can send it back.
+2. ``needs_consent`` / ``grant_consent``: the user's consent to the client, per scope.
+3. ``issue_code``: a single-use code bound to the client, the redirect URI, the PKCE
+   challenge, the nonce, the user, the login session and its time; it lives 60 s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.ids import digest, random_token
+from shared.timeutil import seconds
+
+from controlplane.oidc import pkce
+from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError,
+                                      UnsupportedResponseType)
+
+# Scopes the provider knows (discovery's scopes_supported).  offline_access is accepted
+# and changes nothing: a refresh token is always issued (spec, token response).
+SUPPORTED_SCOPES = ("openid", "profile", "email", "offline_access")
+CODE_TTL = 60
+MAX_NONCE = 512
+MAX_STATE = 2048
+PROMPTS = frozenset({"none", "login", "consent", "select_account"})
+
+
+@dataclass(frozen=True)
+class AuthorizeRequest:
+    """A validated authorization request."""
+
+    app_id: str
+    client: dict = field(repr=False)
+    redirect_uri: str
+    scopes: tuple
+    state: str | None
+    nonce: str | None
+    code_challenge: str
+    prompt: frozenset = frozenset()
+
+    @property
+    def client_id(self) -> str:
+        return self.client["client_id"]
+
+    def error(self, error_class: type[OAuthError], description: str | None = None) -> OAuthError:
+        """An error to answer on the client's redirect URI (RFC 6749 4.1.2.1)."""
+        return error_class(description, redirect_uri=self.redirect_uri, state=self.state)
+
+
+def _single(params: dict, name: str) -> str | None:
+    """RFC 6749 3.1: parameters sent without a value are treated as omitted; a parameter
+    must not be included more than once."""
+    value = params.get(name)
+    if isinstance(value, (list, tuple)):
+        raise InvalidRequest(f"The parameter {name} must not be repeated.")
+    return value or None
+
+
+class AuthorizeService:
+    def __init__(self, clients, codes, connections, clock):
+        self._clients = clients
+        self._codes = codes
+        self._connections = connections
+        self._clock = clock
+
+    def validate(self, params: dict) -> AuthorizeRequest:
+        """Check an authorization request (RFC 6749 4.1.1, OIDC Core 3.1.2.2).
+
+        Answered directly: invalid_request (client_id or redirect_uri missing or repeated,
+        redirect_uri not registered for the client), invalid_client (unknown or inactive).
+        On the redirect URI: unsupported_response_type, invalid_scope (openid missing, an
+        unsupported scope or one the client may not ask for), invalid_request (PKCE
+        missing, plain, or malformed; a bad nonce, state or prompt)."""
+        client_id = _single(params, "client_id")
+        if client_id is None:
+            raise InvalidRequest("client_id is required.")
+        client = self._clients.active(client_id)
+        if client is None:
+            raise InvalidClient()
+        redirect_uri = _single(params, "redirect_uri")
+        if redirect_uri is None:
+            raise InvalidRequest("redirect_uri is required.")
+        # RFC 6749 3.1.2.3 / OIDC Core 3.1.2.1: simple string comparison with a registered URI.
+        if redirect_uri not in (client.get("redirect_uris") or ()):
+            raise InvalidRequest("redirect_uri is not registered for this client.")
+
+        try:
+            state = _single(params, "state")
+        except InvalidRequest as exc:
+            raise InvalidRequest(exc.message, redirect_uri=redirect_uri) from None
+        request = AuthorizeRequest(app_id=client["app_id"], client=client, redirect_uri=redirect_uri, scopes=(),
+                                   state=state, nonce=None, code_challenge="")
+        try:
+            return self._validate_parameters(request, params)
+        except OAuthError as exc:
+            if exc.redirect_uri is None:
+                exc.redirect_uri, exc.state = request.redirect_uri, request.state
+            raise
+
+    def _validate_parameters(self, request: AuthorizeRequest, params: dict) -> AuthorizeRequest:
+        if request.state is not None and len(request.state) > MAX_STATE:
+            raise request.error(InvalidRequest, f"state must be at most {MAX_STATE} characters.")
+        response_type = _single(params, "response_type")
+        if response_type is None:
+            raise request.error(InvalidRequest, "response_type is required.")
+        if response_type != "code":
+            raise request.error(UnsupportedResponseType)
+        scopes = self._scopes(request, _single(params, "scope"))
+        method = _single(params, "code_challenge_method")
+        challenge = _single(params, "code_challenge")
+        # RFC 7636 4.4.1; the spec makes S256 mandatory, so plain and no PKCE are refused.
+        if challenge is None or method is None:
+            raise request.error(InvalidRequest, "PKCE is required: code_challenge and code_challenge_method=S256.")
+        if method != pkce.S256:
+            raise request.error(InvalidRequest, "code_challenge_method must be S256.")
+        if not pkce.is_valid_challenge(challenge):
+            raise request.error(InvalidRequest, "code_challenge must be 43 to 128 characters of [A-Za-z0-9-._~].")
+        nonce = _single(params, "nonce")
+        if nonce is not None and len(nonce) > MAX_NONCE:
+            raise request.error(InvalidRequest, f"nonce must be at most {MAX_NONCE} characters.")
+        prompt = frozenset((_single(params, "prompt") or "").split())
+        if prompt - PROMPTS or ("none" in prompt and len(prompt) > 1):
+            raise request.error(InvalidRequest, "prompt must be none, or any of login, consent, select_account.")
+        return AuthorizeRequest(app_id=request.app_id, client=request.client, redirect_uri=request.redirect_uri,
+                                scopes=scopes, state=request.state, nonce=nonce, code_challenge=challenge,
+                                prompt=prompt)
+
+    @staticmethod
+    def _scopes(request: AuthorizeRequest, raw: str | None) -> tuple:
+        """Spec: scope is required, space-separated, must include openid; supported
+        openid profile email (and offline_access, advertised by discovery); each one
+        allowed for the client."""
+        scopes = tuple(dict.fromkeys((raw or "").split()))
+        if "openid" not in scopes:
+            raise request.error(InvalidScope, "The scope must include openid.")
+        unsupported = [s for s in scopes if s not in SUPPORTED_SCOPES]
+        if unsupported:
+            raise request.error(InvalidScope, f"Unsupported scope: {' '.join(unsupported)}.")
+        allowed = set(request.client.get("allowed_scopes") or ()) | {"offline_access"}
+        refused = [s for s in scopes if s not in allowed]
+        if refused:
+            raise request.error(InvalidScope, f"The client may not ask for: {' '.join(refused)}.")
+        return scopes
+
+    # ------------------------------------------------------------------ consent
+
+    def needs_consent(self, request: AuthorizeRequest, user_id: str) -> bool:
+        """True unless the user's consent to the client is in force and covers the scopes
+        (``prompt=consent`` asks again)."""
+        if "consent" in request.prompt:
+            return True
+        return not self._connections.consent_covers(request.app_id, user_id, request.client_id, request.scopes)
+
+    def grant_consent(self, request: AuthorizeRequest, user_id: str) -> None:
+        """Record the user's consent to the client for the request's scopes (consent.granted)."""
+        self._connections.grant_consent(request.app_id, user_id, request.client_id, request.scopes)
+
+    # ------------------------------------------------------------------ the code
+
+    def issue_code(self, app_id: str, user_id: str, request: AuthorizeRequest, *, auth_time: int,
+                   session_id: str | None) -> str:
+        """RFC 6749 4.1.2: a code the client exchanges once, within 60 s, stored as its
+        digest with everything the token request must match."""
+        if app_id != request.app_id:
+            raise InvalidRequest("The user does not belong to the client's application.")
+        code, now = random_token(32), self._clock()
+        self._codes.insert({
+            "_id": digest(code), "app_id": app_id, "client_id": request.client_id, "user_id": user_id,
+            "session_id": session_id, "redirect_uri": request.redirect_uri, "scopes": list(request.scopes),
+            "nonce": request.nonce, "code_challenge": request.code_challenge, "auth_time": int(auth_time),
+            "created_at": now, "expires_at": now + seconds(CODE_TTL), "used_at": None, "grant_id": None,
+            "replayed_at": None,
+        })
+        return code

@@ -1,0 +1,126 @@
+"""What the OIDC tokens carry and how they are checked.
+
+- The access token (RFC 9068, JWT profile for OAuth 2.0 access tokens) is an RS256 JWT
+  with header ``typ: at+jwt`` and claims iss, sub, aud, iat, exp
+  (IAMGATE_OIDC_ACCESS_TOKEN_TTL), jti, client_id, scope, sid, auth_time and app_id (the
+  user's application, so the token keeps working after its client is deleted).  Its ``aud``
+  is the issuer (the resource it opens is this provider's userinfo), never an
+  application id: the V1 API requires ``aud`` = application id, so a token handed to a
+  relying party cannot act on the tenant API as the user.
+- The ID token (OIDC Core 2, 3.1.3.6) carries iss, sub (the user id), aud (the
+  client_id), exp, iat, auth_time, nonce (when the request had one), at_hash, sid, and
+  by scope email/email_verified (email) and name/picture (profile).
+
+Both are signed with the active key of ``SigningKeys`` through ``TokenService.sign`` and
+verified with the algorithm pinned to RS256, so ``alg: none`` and HS256 tokens (HMAC
+keyed with the public key) are refused.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import jwt
+
+from shared.ids import new_id
+
+ALGORITHM = "RS256"
+ACCESS_TOKEN_TYPE = "at+jwt"
+
+
+class TokenRefused(Exception):
+    """A token is not one of ours, not for this audience, or expired."""
+
+
+def at_hash(access_token: str) -> str:
+    """OIDC Core 3.1.3.6: base64url of the left-most half of the SHA-256 of the ASCII
+    access token (SHA-256 because the ID token is signed with RS256)."""
+    raw = hashlib.sha256(access_token.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(raw[:len(raw) // 2]).rstrip(b"=").decode("ascii")
+
+
+def user_claims(user: dict, scopes) -> dict:
+    """OIDC Core 5.4: the standard claims each scope asks for (spec: email and
+    email_verified by email, name and picture by profile)."""
+    claims = {}
+    if "email" in scopes:
+        claims["email"] = user["email"]
+        claims["email_verified"] = bool(user.get("email_verified"))
+    if "profile" in scopes:
+        claims["name"] = user["name"]
+        if user.get("avatar_url"):
+            claims["picture"] = user["avatar_url"]
+    return claims
+
+
+class OidcTokens:
+    def __init__(self, tokens, keys, clock, *, issuer: str, access_ttl: int):
+        self._tokens = tokens
+        self._keys = keys
+        self._clock = clock
+        self.issuer = issuer
+        self.access_ttl = access_ttl
+
+    def _now(self) -> int:
+        return int(self._clock().timestamp())
+
+    def access_token(self, *, app_id: str, user_id: str, client_id: str, scopes, session_id: str | None, auth_time: int) -> str:
+        now = self._now()
+        return self._tokens.sign({
+            "iss": self.issuer, "sub": user_id, "aud": self.issuer, "iat": now, "exp": now + self.access_ttl,
+            "jti": new_id(), "client_id": client_id, "scope": " ".join(scopes), "sid": session_id,
+            "auth_time": auth_time, "app_id": app_id,
+        }, headers={"typ": ACCESS_TOKEN_TYPE})
+
+    def id_token(self, user: dict, *, client_id: str, scopes, auth_time: int, nonce: str | None, access_token: str,
+                 session_id: str | None) -> str:
+        now = self._now()
+        claims = {
+            "iss": self.issuer, "sub": user["_id"], "aud": client_id, "iat": now, "exp": now + self.access_ttl,
+            "auth_time": auth_time, "at_hash": at_hash(access_token), "sid": session_id,
+            **user_claims(user, scopes),
+        }
+        if nonce is not None:
+            claims["nonce"] = nonce
+        return self._tokens.sign(claims, headers={"typ": "JWT"})
+
+    def verify_access_token(self, token: str) -> dict:
+        """The claims of a live access token of ours; TokenRefused otherwise (an ID token
+        or a V1 token has another ``aud`` and ``typ``)."""
+        claims, header = self._decode(token, audience=self.issuer, verify_exp=True,
+                                      required=("iss", "sub", "aud", "iat", "exp", "client_id", "scope", "app_id"))
+        if header.get("typ") != ACCESS_TOKEN_TYPE:
+            raise TokenRefused("not an access token")
+        return claims
+
+    def verify_id_token_hint(self, token: str) -> dict:
+        """OIDC RP-Initiated Logout 2: the ID token we issued, signature and issuer
+        checked; an expired one is accepted.  The audience is the client it names, which
+        the caller looks up."""
+        try:
+            audience = jwt.decode(token, options={"verify_signature": False}).get("aud")
+        except jwt.PyJWTError:
+            raise TokenRefused("malformed") from None
+        if not isinstance(audience, str):
+            raise TokenRefused("no single audience")
+        claims, _ = self._decode(token, audience=audience, verify_exp=False, required=("iss", "sub", "aud", "iat"))
+        return claims
+
+    def _decode(self, token: str, *, audience: str, verify_exp: bool, required) -> tuple[dict, dict]:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise TokenRefused("malformed") from None
+        if header.get("alg") != ALGORITHM:
+            raise TokenRefused("not RS256")
+        key = self._keys.verification_key(header.get("kid") or "")
+        if key is None:
+            raise TokenRefused("unknown key")
+        try:
+            claims = jwt.decode(token, key, algorithms=[ALGORITHM], audience=audience, issuer=self.issuer,
+                                options={"require": list(required), "verify_exp": False, "verify_iat": False})
+        except jwt.PyJWTError as exc:
+            raise TokenRefused(str(exc)) from None
+        if verify_exp and claims["exp"] <= self._clock().timestamp():
+            raise TokenRefused("expired")
+        return claims, header

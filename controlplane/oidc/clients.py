@@ -1,0 +1,120 @@
+"""OIDC clients: the spec's "OIDC client management" (V1/oidc/clients, oidc:manage) and
+client authentication at the token, revocation and introspection endpoints.
+
+- ``client_id`` is random and globally unique (the token endpoint learns the
+  application from it); the secret is random, shown once, stored as its SHA-256 digest.
+- PUT replaces the lists it is given; DELETE removes the client.  Tokens issued to it
+  stay valid until they expire (spec); its refresh tokens can no longer be redeemed,
+  because nobody can authenticate as a deleted client.
+- An inactive client fails authorize with invalid_client (spec, states table) and
+  cannot authenticate at the token endpoint either.
+"""
+from __future__ import annotations
+
+import hmac
+
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import isoformat
+
+from controlplane.oidc.errors import ClientNotFound, InvalidRequest
+
+CLIENT_ID_PREFIX = "oc_"
+
+
+def serialize_client(client: dict) -> dict:
+    """The spec's OIDC client, plus post_logout_redirect_uris and updated_at; never the secret."""
+    return {
+        "id": client["_id"],
+        "client_id": client["client_id"],
+        "name": client["name"],
+        "description": client.get("description"),
+        "logo_url": client.get("logo_url"),
+        "redirect_uris": list(client.get("redirect_uris") or []),
+        "post_logout_redirect_uris": list(client.get("post_logout_redirect_uris") or []),
+        "allowed_scopes": list(client.get("allowed_scopes") or []),
+        "is_active": bool(client.get("is_active")),
+        "created_at": isoformat(client["created_at"]),
+        "updated_at": isoformat(client.get("updated_at") or client["created_at"]),
+    }
+
+
+class ClientService:
+    def __init__(self, store, clock):
+        self._store = store
+        self._clock = clock
+
+    # ------------------------------------------------------------------ management
+
+    def create(self, app_id: str, values: dict) -> tuple[dict, str]:
+        """A new active client and its secret (returned this once)."""
+        secret, now = random_token(32), self._clock()
+        client = {
+            "_id": new_id(), "app_id": app_id, "client_id": CLIENT_ID_PREFIX + random_token(18),
+            "secret_digest": digest(secret), **values, "is_active": True, "created_at": now, "updated_at": now,
+        }
+        self._store.insert(client)
+        return client, secret
+
+    def list(self, app_id: str) -> list[dict]:
+        return self._store.list(app_id)
+
+    def get(self, app_id: str, ref: str) -> dict:
+        """The client whose id (or client_id) is ``ref``; 404 OIDC_CLIENT_NOT_FOUND."""
+        client = self._store.get(app_id, ref)
+        if client is None:
+            raise ClientNotFound(ref)
+        return client
+
+    def update(self, app_id: str, ref: str, values: dict) -> dict:
+        """Set the fields given; lists replace the stored ones.  404 OIDC_CLIENT_NOT_FOUND."""
+        client = self.get(app_id, ref)
+        updated = self._store.update(app_id, client["_id"], {**values, "updated_at": self._clock()})
+        if updated is None:
+            raise ClientNotFound(ref)
+        return updated
+
+    def delete(self, app_id: str, ref: str) -> None:
+        """Remove the client; tokens already issued stay valid.  404 OIDC_CLIENT_NOT_FOUND."""
+        client = self.get(app_id, ref)
+        if not self._store.delete(app_id, client["_id"]):
+            raise ClientNotFound(ref)
+
+    # ------------------------------------------------------------------ the OAuth endpoints
+
+    def active(self, client_id: str | None) -> dict | None:
+        """The active client with this client_id, in any application, or None."""
+        if not client_id:
+            return None
+        client = self._store.by_client_id(client_id)
+        return client if client is not None and client.get("is_active") else None
+
+    def by_client_id(self, client_id: str) -> dict | None:
+        """The client with this client_id, active or not, in any application."""
+        return self._store.by_client_id(client_id)
+
+    def authenticate_request(self, params: dict, basic: tuple[str, str] | None, *, failure: type) -> dict:
+        """RFC 6749 2.3.1: the client authenticated by ``client_secret_basic`` (``basic``,
+        from the Authorization header) or ``client_secret_post`` (``params``), never both
+        (2.3).  Raises ``failure`` for a wrong secret or an unknown or inactive client."""
+        if basic is not None:
+            if params.get("client_secret") is not None:
+                raise InvalidRequest("Use client_secret_basic or client_secret_post, not both.")
+            if params.get("client_id") not in (None, basic[0]):
+                raise InvalidRequest("client_id differs from the authenticated client.")
+            client_id, secret = basic
+        else:
+            client_id, secret = params.get("client_id"), params.get("client_secret")
+        if not client_id or not secret:
+            raise InvalidRequest("Client authentication is required (client_secret_basic or client_secret_post).")
+        client = self.authenticate(client_id, secret)
+        if client is None:
+            raise failure("Invalid client credentials.")
+        return client
+
+    def authenticate(self, client_id: str | None, secret: str | None) -> dict | None:
+        """RFC 6749 2.3.1: the active client whose secret this is, or None.  The digest
+        comparison is constant-time; an unknown client costs the same digest."""
+        client = self.active(client_id)
+        expected = client["secret_digest"] if client else digest("")
+        matches = hmac.compare_digest(expected, digest(secret or ""))
+        return client if client is not None and secret and matches else None

@@ -1,0 +1,39 @@
+"""OpenID Provider metadata: OpenID Connect Discovery 1.0 section 3, RFC 8414 section 2.
+
+Every key the spec lists, plus grant_types_supported, claims_supported,
+revocation_endpoint and introspection_endpoint (RFC 8414), and both client
+authentication methods the token endpoint accepts.  The issuer is IAMGATE_PUBLIC_URL.
+"""
+from __future__ import annotations
+
+from controlplane.oidc.authorize import SUPPORTED_SCOPES
+from controlplane.oidc.claims import ALGORITHM
+
+CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
+CLAIMS = ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "email", "email_verified",
+          "name", "picture"]
+
+
+def provider_metadata(issuer: str) -> dict:
+    return {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/oidc/authorize",
+        "token_endpoint": f"{issuer}/oidc/token",
+        "userinfo_endpoint": f"{issuer}/oidc/userinfo",
+        "jwks_uri": f"{issuer}/.well-known/jwks.json",
+        "end_session_endpoint": f"{issuer}/oidc/logout",
+        "revocation_endpoint": f"{issuer}/oidc/revoke",
+        "introspection_endpoint": f"{issuer}/oidc/introspect",
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": [ALGORITHM],
+        "scopes_supported": list(SUPPORTED_SCOPES),
+        "claims_supported": list(CLAIMS),
+        "token_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
+        "introspection_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
+        "code_challenge_methods_supported": ["S256"],
+        "prompt_values_supported": ["none", "login", "consent"],
+    }

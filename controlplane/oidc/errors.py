@@ -1,0 +1,97 @@
+"""Errors of the OIDC provider.
+
+At the OAuth endpoints (``/oidc/*``) errors are RFC 6749 section 5.2 bodies
+``{"error", "error_description"}`` sent with ``Cache-Control: no-store``, not the error
+envelope (ARCHITECTURE.md, OIDC); ``OAuthError`` is their base, and
+``controlplane.oidc.wire.oauth_error_handler`` renders them.  An authorization error
+raised once the client and its redirect URI are known carries ``redirect_uri`` (and
+``state``): the hosted browser flow then answers it on the redirect (RFC 6749 section
+4.1.2.1).  Client management under V1 keeps the envelope (``ClientNotFound``).
+"""
+from __future__ import annotations
+
+from shared.errors import BadRequest, DomainError, NotFound, Unauthorized
+
+
+class OAuthError(DomainError):
+    """An OAuth error response: ``code`` is the RFC's ``error`` value, ``message`` its
+    ``error_description``.  ``redirect_uri`` is set only when it is safe to send the
+    user agent back to the client with the error."""
+
+    code, message = "invalid_request", "The request is invalid."
+
+    def __init__(self, description: str | None = None, *, redirect_uri: str | None = None,
+                 state: str | None = None):
+        super().__init__(description)
+        self.redirect_uri = redirect_uri
+        self.state = state
+
+    @property
+    def error(self) -> str:
+        return self.code
+
+    def not_redirected(self) -> "OAuthError":
+        """The same error answered directly (the JSON mode of authorize never redirects)."""
+        self.redirect_uri = None
+        return self
+
+
+class InvalidRequest(OAuthError, BadRequest):
+    """RFC 6749 5.2: a parameter is missing, invalid, repeated or malformed."""
+
+    code, message = "invalid_request", "The request is missing a parameter or is malformed."
+
+
+class InvalidClient(OAuthError, BadRequest):
+    """Spec: client not found or inactive (authorize)."""
+
+    code, message = "invalid_client", "The client is unknown or inactive."
+
+
+class UnauthenticatedClient(OAuthError, Unauthorized):
+    """RFC 7009 2.2.1 / RFC 7662 2.3 / RFC 6749 5.2: client authentication failed at the
+    revocation or introspection endpoint."""
+
+    code, message = "invalid_client", "Client authentication failed."
+
+
+class InvalidGrant(OAuthError, BadRequest):
+    """Spec: the code is invalid, expired, used or fails PKCE, the refresh token is not
+    usable, or the client credentials are wrong (ARCHITECTURE.md: 400 invalid_grant)."""
+
+    code, message = "invalid_grant", "The grant is invalid, expired or was issued to another client."
+
+
+class InvalidScope(OAuthError, BadRequest):
+    """Spec: openid missing, or a scope that is not supported or not allowed for the client."""
+
+    code, message = "invalid_scope", "The requested scope is invalid."
+
+
+class UnsupportedGrantType(OAuthError, BadRequest):
+    code, message = "unsupported_grant_type", "Only authorization_code and refresh_token are supported."
+
+
+class UnsupportedResponseType(OAuthError, BadRequest):
+    code, message = "unsupported_response_type", "Only response_type=code is supported."
+
+
+class InvalidToken(OAuthError, Unauthorized):
+    """RFC 6750 3.1: the bearer access token is missing, expired, revoked or foreign.
+    Answered 401 with ``WWW-Authenticate: Bearer``; ``missing`` leaves the error code
+    out of that header, as section 3.1 asks when no credential was sent."""
+
+    code, message = "invalid_token", "The access token is invalid or expired."
+
+    def __init__(self, description: str | None = None, *, missing: bool = False):
+        super().__init__(description)
+        self.missing = missing
+
+
+class ClientNotFound(NotFound):
+    """V1 client management: no OIDC client with this id in the application."""
+
+    code, message = "OIDC_CLIENT_NOT_FOUND", "OIDC client not found."
+
+    def __init__(self, client_ref: str):
+        super().__init__(details={"client_id": client_ref})

@@ -1,0 +1,68 @@
+"""Token introspection: RFC 7662.
+
+The caller authenticates as a client (2.1); a failure is 401 ``invalid_client`` (2.3).
+A token is reported active only to the client it was issued to: any other answer would
+let one relying party learn about another's users (4, "the authorization server MAY
+respond differently to different protected resources").  Inactive tokens are answered
+``{"active": false}`` and nothing else (2.2).
+"""
+from __future__ import annotations
+
+from shared.ids import digest
+from shared.timeutil import aware
+
+from controlplane.oidc.claims import TokenRefused
+from controlplane.oidc.errors import InvalidRequest
+
+INACTIVE = {"active": False}
+
+
+class Introspection:
+    def __init__(self, tokens, grants, users, clock):
+        self._tokens = tokens
+        self._grants = grants
+        self._users = users
+        self._clock = clock
+
+    def introspect(self, client: dict, params: dict) -> dict:
+        """RFC 7662 2.2: {active, scope, client_id, sub, exp, iat, iss, token_type...}."""
+        token = params.get("token")
+        if not token:
+            raise InvalidRequest("token is required.")
+        hint = params.get("token_type_hint")
+        lookups = (self._refresh_token, self._access_token) if hint == "refresh_token" \
+            else (self._access_token, self._refresh_token)
+        for lookup in lookups:
+            answer = lookup(client, token)
+            if answer is not None:
+                return answer
+        return dict(INACTIVE)
+
+    def _access_token(self, client: dict, token: str) -> dict | None:
+        try:
+            claims = self._tokens.verify_access_token(token)
+        except TokenRefused:
+            return None
+        if claims["client_id"] != client["client_id"] or not self._user_active(claims["app_id"], claims["sub"]):
+            return dict(INACTIVE)
+        return {"active": True, "token_type": "Bearer", "scope": claims["scope"], "client_id": claims["client_id"],
+                "sub": claims["sub"], "aud": claims["aud"], "iss": claims["iss"], "exp": claims["exp"],
+                "iat": claims["iat"], "jti": claims.get("jti"), "sid": claims.get("sid")}
+
+    def _refresh_token(self, client: dict, token: str) -> dict | None:
+        grant = self._grants.by_token(digest(token))
+        if grant is None:
+            return None
+        live = (grant["client_id"] == client["client_id"] and grant.get("token_digest") == digest(token)
+                and grant.get("revoked_at") is None and aware(grant["expires_at"]) > self._clock()
+                and self._user_active(grant["app_id"], grant["user_id"]))
+        if not live:
+            return dict(INACTIVE)
+        return {"active": True, "token_type": "refresh_token", "scope": " ".join(grant["scopes"]),
+                "client_id": grant["client_id"], "sub": grant["user_id"],
+                "exp": int(aware(grant["expires_at"]).timestamp()), "iat": int(aware(grant["created_at"]).timestamp()),
+                "sid": grant.get("session_id")}
+
+    def _user_active(self, app_id: str, user_id: str) -> bool:
+        user = self._users.get(app_id, user_id)
+        return user is not None and user.get("status") == "active"

@@ -1,0 +1,55 @@
+"""RP-initiated logout: OpenID Connect RP-Initiated Logout 1.0, section 2-3.
+
+- ``id_token_hint`` must be an ID token we issued: RS256 with a published key, our
+  issuer, and an ``aud`` naming one of our clients.  An expired hint is accepted
+  (section 4: the hint may be presented after expiry); ``alg: none``, HS256 or a
+  foreign signature are refused with 400 invalid_request, before anything changes.
+- ``post_logout_redirect_uri`` is honoured only when it is registered on the hinted
+  client (exact string); otherwise the logged-out page is shown.  ``state`` is passed
+  back on the redirect.
+- The OIDC refresh tokens of the session named by the hint's ``sid`` are revoked
+  (``connection.revoked`` with reason logout).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controlplane.oidc.claims import TokenRefused
+from controlplane.oidc.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class LogoutResult:
+    """Where the user agent goes next: ``redirect_uri`` (with ``state``) or, when None,
+    the logged-out page of ``app_id`` (None when no hint named an application)."""
+
+    redirect_uri: str | None
+    state: str | None
+    app_id: str | None
+    client: dict | None = None
+
+
+class Logout:
+    def __init__(self, tokens, clients, connections):
+        self._tokens = tokens
+        self._clients = clients
+        self._connections = connections
+
+    def end_session(self, params: dict) -> LogoutResult:
+        hint = params.get("id_token_hint")
+        post_logout_uri = params.get("post_logout_redirect_uri")
+        state = params.get("state")
+        if not hint:
+            return LogoutResult(None, None, None)
+        try:
+            claims = self._tokens.verify_id_token_hint(hint)
+        except TokenRefused as exc:
+            raise InvalidRequest(f"id_token_hint is not an ID token of this provider ({exc}).") from None
+        client = self._clients.by_client_id(claims["aud"])
+        if client is None:
+            raise InvalidRequest("id_token_hint names an unknown client.")
+        if claims.get("sid"):
+            self._connections.revoke_session(client["app_id"], claims["sub"], claims["sid"])
+        registered = post_logout_uri is not None and post_logout_uri in (client.get("post_logout_redirect_uris") or ())
+        return LogoutResult(post_logout_uri if registered else None, state if registered else None,
+                            client["app_id"], client)

@@ -1,0 +1,196 @@
+"""MongoDB access of the OIDC provider.  Every collection is prefixed ``oidc_``, every
+document carries ``app_id``, and every secret is stored as its SHA-256 digest.
+
+- ``oidc_clients``: {_id (the client's id), app_id, client_id (globally unique: the
+  token endpoint finds the application from it), secret_digest, name, description,
+  logo_url, redirect_uris, post_logout_redirect_uris, allowed_scopes, is_active,
+  created_at, updated_at}.
+- ``oidc_codes``: {_id: digest(code), app_id, client_id, user_id, session_id,
+  redirect_uri, scopes, nonce, code_challenge, auth_time, created_at, expires_at,
+  used_at, grant_id, replayed_at}; single use (``consume`` is one conditional write).
+- ``oidc_refresh_tokens``: one document per grant (refresh-token family) {_id: grant
+  id, app_id, client_id, user_id, session_id, scopes, auth_time, token_digest (the live
+  token), previous_digest + rotated_at (the token rotated last), spent_digests (every
+  older one, for reuse detection), created_at, last_used_at, expires_at, revoked_at,
+  revoked_reason}.
+- ``oidc_consents``: one per (application, user, client) {_id, app_id, user_id,
+  client_id, scopes, granted_at, withdrawn_at, connected_at}; ``connected_at`` is set
+  by the first code exchange under the consent (``connection.created``).
+
+Expiry is decided in code against the caller's ``now``; TTL indexes only reclaim space
+(codes at once, refresh tokens when they expire).  Consents do not expire: the GDPR
+export lists withdrawn ones too.
+"""
+from __future__ import annotations
+
+from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
+
+INDEXES = {
+    "oidc_clients": [
+        IndexModel([("client_id", ASCENDING)], unique=True),
+        IndexModel([("app_id", ASCENDING), ("created_at", ASCENDING)]),
+    ],
+    "oidc_codes": [
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ],
+    "oidc_refresh_tokens": [
+        IndexModel([("token_digest", ASCENDING)]),
+        IndexModel([("previous_digest", ASCENDING)]),
+        IndexModel([("spent_digests", ASCENDING)]),
+        IndexModel([("app_id", ASCENDING), ("user_id", ASCENDING)]),
+        IndexModel([("app_id", ASCENDING), ("session_id", ASCENDING)]),
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ],
+    "oidc_consents": [
+        IndexModel([("app_id", ASCENDING), ("user_id", ASCENDING), ("client_id", ASCENDING)], unique=True),
+    ],
+}
+
+
+class ClientStore:
+    def __init__(self, store):
+        store.declare_indexes(INDEXES)
+        self._clients = store["oidc_clients"]
+
+    def insert(self, doc: dict) -> None:
+        self._clients.insert_one(doc)
+
+    def get(self, app_id: str, ref: str) -> dict | None:
+        """The client whose id or client_id is ``ref``, in this application."""
+        return self._clients.find_one({"app_id": app_id, "$or": [{"_id": ref}, {"client_id": ref}]})
+
+    def by_client_id(self, client_id: str) -> dict | None:
+        """Any application's client (the token endpoint learns the application from it)."""
+        return self._clients.find_one({"client_id": client_id})
+
+    def list(self, app_id: str) -> list[dict]:
+        return list(self._clients.find({"app_id": app_id}).sort([("created_at", ASCENDING), ("_id", ASCENDING)]))
+
+    def update(self, app_id: str, client_id: str, changes: dict) -> dict | None:
+        return self._clients.find_one_and_update({"_id": client_id, "app_id": app_id}, {"$set": changes},
+                                                 return_document=ReturnDocument.AFTER)
+
+    def delete(self, app_id: str, client_id: str) -> bool:
+        return self._clients.delete_one({"_id": client_id, "app_id": app_id}).deleted_count == 1
+
+
+class CodeStore:
+    def __init__(self, store):
+        store.declare_indexes(INDEXES)
+        self._codes = store["oidc_codes"]
+
+    def insert(self, doc: dict) -> None:
+        self._codes.insert_one(doc)
+
+    def get(self, code_digest: str) -> dict | None:
+        return self._codes.find_one({"_id": code_digest})
+
+    def consume(self, code_digest: str, grant_id: str, now) -> dict | None:
+        """The one write that uses a code: only the first of racing exchanges gets the
+        document back; it also names the grant the exchange is about to create, so a
+        replay can find and revoke it."""
+        return self._codes.find_one_and_update(
+            {"_id": code_digest, "used_at": None, "expires_at": {"$gt": now}},
+            {"$set": {"used_at": now, "grant_id": grant_id}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def mark_replayed(self, code_digest: str, now) -> dict | None:
+        return self._codes.find_one_and_update({"_id": code_digest}, {"$set": {"replayed_at": now}},
+                                               return_document=ReturnDocument.AFTER)
+
+
+class GrantStore:
+    """The refresh-token families (``oidc_refresh_tokens``)."""
+
+    def __init__(self, store):
+        store.declare_indexes(INDEXES)
+        self._grants = store["oidc_refresh_tokens"]
+
+    def insert(self, doc: dict) -> None:
+        self._grants.insert_one(doc)
+
+    def get(self, grant_id: str) -> dict | None:
+        return self._grants.find_one({"_id": grant_id})
+
+    def rotate(self, client_id: str, presented: str, successor: str, now) -> dict | None:
+        """The atomic swap: when ``presented`` is the live token of a live grant of this
+        client, ``successor`` becomes the live one and ``presented`` the one rotated last
+        (the one before it joins ``spent_digests``)."""
+        live = {"client_id": client_id, "token_digest": presented, "revoked_at": None, "expires_at": {"$gt": now}}
+        before = self._grants.find_one(live, {"previous_digest": 1})
+        if before is None:
+            return None
+        update = {"$set": {"token_digest": successor, "previous_digest": presented, "rotated_at": now,
+                           "last_used_at": now}}
+        if before.get("previous_digest"):
+            update["$push"] = {"spent_digests": before["previous_digest"]}
+        return self._grants.find_one_and_update({**live, "_id": before["_id"]}, update,
+                                                return_document=ReturnDocument.AFTER)
+
+    def by_token(self, token_digest: str) -> dict | None:
+        """The grant whose live, rotated-last or spent token has this digest."""
+        return self._grants.find_one({"$or": [{"token_digest": token_digest}, {"previous_digest": token_digest},
+                                              {"spent_digests": token_digest}]})
+
+    def touch(self, grant_id: str, now) -> None:
+        self._grants.update_one({"_id": grant_id}, {"$set": {"last_used_at": now}})
+
+    def revoke(self, grant_id: str, now, reason: str) -> dict | None:
+        """Revoke one live grant; the grant as revoked, or None when it already was."""
+        return self._grants.find_one_and_update({"_id": grant_id, "revoked_at": None},
+                                                {"$set": {"revoked_at": now, "revoked_reason": reason}},
+                                                return_document=ReturnDocument.AFTER)
+
+    def live(self, app_id: str, **match) -> list[dict]:
+        """Unrevoked grants of the application matching ``match`` (user_id, session_id...)."""
+        return list(self._grants.find({"app_id": app_id, "revoked_at": None, **match},
+                                      {"client_id": 1, "user_id": 1, "session_id": 1}))
+
+    def revoke_many(self, app_id: str, now, reason: str, **match) -> int:
+        result = self._grants.update_many({"app_id": app_id, "revoked_at": None, **match},
+                                          {"$set": {"revoked_at": now, "revoked_reason": reason}})
+        return result.modified_count
+
+
+class ConsentStore:
+    def __init__(self, store):
+        store.declare_indexes(INDEXES)
+        self._consents = store["oidc_consents"]
+
+    def get(self, app_id: str, user_id: str, client_id: str) -> dict | None:
+        return self._consents.find_one({"app_id": app_id, "user_id": user_id, "client_id": client_id})
+
+    def grant(self, app_id: str, user_id: str, client_id: str, scopes: list[str], consent_id: str, now) -> dict | None:
+        """Record (or widen, or renew after a withdrawal) the user's consent to the client;
+        the document as it was before, None when there was none.  One upsert against the
+        unique (application, user, client) index."""
+        return self._consents.find_one_and_update(
+            {"app_id": app_id, "user_id": user_id, "client_id": client_id},
+            {"$set": {"scopes": scopes, "granted_at": now, "withdrawn_at": None},
+             "$setOnInsert": {"_id": consent_id, "connected_at": None}},
+            upsert=True, return_document=ReturnDocument.BEFORE,
+        )
+
+    def mark_connected(self, app_id: str, user_id: str, client_id: str, now) -> bool:
+        """True for the first code exchange under the consent in force (it creates the
+        OAuth connection); False afterwards, or when the consent was withdrawn."""
+        result = self._consents.update_one(
+            {"app_id": app_id, "user_id": user_id, "client_id": client_id, "withdrawn_at": None, "connected_at": None},
+            {"$set": {"connected_at": now}})
+        return result.modified_count == 1
+
+    def of_user(self, app_id: str, user_id: str) -> list[dict]:
+        cursor = self._consents.find({"app_id": app_id, "user_id": user_id}) \
+            .sort([("granted_at", DESCENDING), ("_id", DESCENDING)])
+        return list(cursor)
+
+    def live_clients(self, app_id: str, user_id: str) -> list[str]:
+        cursor = self._consents.find({"app_id": app_id, "user_id": user_id, "withdrawn_at": None}, {"client_id": 1})
+        return sorted({doc["client_id"] for doc in cursor if doc.get("client_id")})
+
+    def withdraw_all(self, app_id: str, user_id: str, now) -> int:
+        """Withdraw every consent still in force; how many this call withdrew."""
+        result = self._consents.update_many({"app_id": app_id, "user_id": user_id, "withdrawn_at": None},
+                                            {"$set": {"withdrawn_at": now, "connected_at": None}})
+        return result.modified_count

@@ -1,0 +1,34 @@
+"""The UserInfo endpoint: OIDC Core 5.3, with bearer tokens as RFC 6750 says.
+
+The access token comes in the Authorization header (RFC 6750 2.1) or, on POST, as the
+form parameter ``access_token`` (2.2).  Claims by scope (spec): sub (openid), email and
+email_verified (email), name and picture (profile).  A missing, expired or foreign
+token, or a user no longer active, is 401 ``invalid_token`` with ``WWW-Authenticate``.
+"""
+from __future__ import annotations
+
+from controlplane.oidc.claims import TokenRefused, user_claims
+from controlplane.oidc.errors import InvalidRequest, InvalidToken
+
+
+class UserInfo:
+    def __init__(self, tokens, users):
+        self._tokens = tokens
+        self._users = users
+
+    def claims(self, header_token: str | None, body_token: str | None = None) -> dict:
+        """OIDC Core 5.3.2: the user's claims the token's scope allows."""
+        if header_token and body_token:
+            raise InvalidRequest("Send the access token in one place only (RFC 6750 2).")
+        token = header_token or body_token
+        if not token:
+            raise InvalidToken("An access token is required.", missing=True)
+        try:
+            claims = self._tokens.verify_access_token(token)
+        except TokenRefused:
+            raise InvalidToken() from None
+        user = self._users.get(claims["app_id"], claims["sub"])
+        if user is None or user.get("status") != "active":
+            raise InvalidToken("The user of this token is no longer active.")
+        scopes = claims["scope"].split()
+        return {"sub": user["_id"], **user_claims(user, scopes)}

@@ -1,0 +1,113 @@
+"""HTTP details of the OAuth endpoints: parameters, client credentials in the
+Authorization header, bearer tokens, and the RFC 6749 error responses.
+
+``oauth_error_handler`` is the Falcon error handler for ``OAuthError`` (registered in
+``controlplane/app.py``; Falcon picks it over the envelope's handler because it is the
+more specific type).  It answers ``{"error", "error_description"}`` with
+``Cache-Control: no-store`` (RFC 6749 5.1-5.2), a 302 to the client with ``error`` and
+``state`` when the error carries a safe redirect URI (4.1.2.1), and
+``WWW-Authenticate: Bearer`` on 401 ``invalid_token`` (RFC 6750 3).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from urllib.parse import parse_qsl, unquote_plus, urlencode
+
+import falcon
+
+from shared.http import MAX_BODY_BYTES, dumps, no_store, read_json, status_of
+
+from controlplane.oidc.errors import InvalidRequest, InvalidToken, OAuthError, UnauthenticatedClient
+
+FORM = falcon.MEDIA_URLENCODED
+# The token, revocation and introspection endpoints take RFC 6749's form encoding (and
+# JSON); userinfo's POST may come without any body.
+FORM_OR_JSON = (FORM, falcon.MEDIA_JSON)
+FORM_JSON_OR_EMPTY = (FORM, falcon.MEDIA_JSON, "")
+
+
+def add_params(uri: str, params: dict) -> str:
+    """``uri`` with ``params`` added to its query (RFC 6749 4.1.2: retaining any query)."""
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    return f"{uri}{'&' if '?' in uri else '?'}{query}"
+
+
+def query_params(req) -> dict:
+    """The query string; a repeated parameter is kept as a list (callers refuse it)."""
+    return dict(req.params)
+
+
+def body_params(req) -> dict:
+    """A form-encoded or JSON body as {name: string}.  RFC 6749 3.1: a parameter must
+    not be repeated, and a parameter sent without a value is omitted."""
+    media = (req.content_type or "").split(";")[0].strip().lower()
+    if media == falcon.MEDIA_JSON:
+        body = read_json(req)
+        if any(not isinstance(value, str) for value in body.values() if value is not None):
+            raise InvalidRequest("Every parameter must be a string.")
+        return {name: value for name, value in body.items() if value}
+    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1) if media == FORM else b""
+    if len(raw) > MAX_BODY_BYTES:
+        raise InvalidRequest("The request body is too large.")
+    try:
+        pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        raise InvalidRequest("The request body must be UTF-8.") from None
+    params = {}
+    for name, value in pairs:
+        if name in params:
+            raise InvalidRequest(f"The parameter {name} must not be repeated.")
+        params[name] = value
+    return {name: value for name, value in params.items() if value}
+
+
+def basic_credentials(req) -> tuple[str, str] | None:
+    """RFC 6749 2.3.1 client_secret_basic: ``Authorization: Basic`` of the
+    form-urlencoded client_id and secret; None without such a header."""
+    header = req.get_header("Authorization")
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise UnauthenticatedClient("The Basic credentials are malformed.") from None
+    client_id, sep, secret = decoded.partition(":")
+    if not sep:
+        raise UnauthenticatedClient("The Basic credentials are malformed.")
+    return unquote_plus(client_id), unquote_plus(secret)
+
+
+def bearer(req) -> str | None:
+    """RFC 6750 2.1: the token of ``Authorization: Bearer``; None without the header."""
+    header = req.get_header("Authorization")
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise InvalidToken("The Authorization header must be 'Bearer <token>'.")
+    return value.strip()
+
+
+def oauth_error_handler(req, resp, ex: OAuthError, params) -> None:
+    no_store(resp)
+    resp.data = None
+    if ex.redirect_uri is not None:
+        resp.status = falcon.HTTP_302
+        resp.location = add_params(ex.redirect_uri, {"error": ex.error, "error_description": ex.message,
+                                                     "state": ex.state})
+        resp.text = None
+        return
+    resp.status = status_of(type(ex))
+    resp.content_type = falcon.MEDIA_JSON
+    resp.text = dumps({"error": ex.error, "error_description": ex.message})
+    if isinstance(ex, InvalidToken):
+        challenge = 'Bearer realm="iamgate"'
+        if not ex.missing:
+            challenge += f', error="{ex.error}", error_description="{ex.message}"'
+        resp.set_header("WWW-Authenticate", challenge)
+    elif isinstance(ex, UnauthenticatedClient):
+        resp.set_header("WWW-Authenticate", 'Basic realm="iamgate"')

@@ -1,0 +1,95 @@
+"""GET /oidc/authorize in the JSON mode: the answer, consent on first use, and every
+error (never a redirect: the spec's 400 bodies)."""
+import pytest
+
+from tests.conftest import events_of
+from tests.oidc.conftest import REDIRECT_URI, assert_oauth_error, clients_url, pkce_pair
+
+
+def test_answer_and_stored_code(authorize, ctx, application, user_token, rp_client):
+    response = authorize(user_token, rp_client, state="xyz")
+    assert response.status_code == 200, response.text
+    assert response.headers["cache-control"] == "no-store"
+    body = response.json
+    assert set(body) == {"code", "state", "redirect_uri", "branding"}
+    assert body["state"] == "xyz" and body["redirect_uri"] == REDIRECT_URI
+    assert body["branding"] == {"name": "Test App", "logo_url": None, "color": None, "background": None}
+    stored = list(ctx.store["oidc_codes"].find())
+    assert len(stored) == 1 and body["code"] not in str(stored[0])  # kept as its digest only
+    assert (stored[0]["expires_at"] - stored[0]["created_at"]).total_seconds() == 60
+
+
+def test_consent_is_recorded_on_first_use_only(authorize, ctx, user_token, rp_client):
+    authorize(user_token, rp_client)
+    authorize(user_token, rp_client)
+    granted = events_of(ctx, "consent.granted", user_token.user["id"])
+    assert len(granted) == 1
+    assert granted[0]["data"] == {"user_id": user_token.user["id"], "client_id": rp_client["client_id"],
+                                  "scopes": ["email", "openid", "profile"]}
+
+
+@pytest.mark.parametrize("params, error", [
+    ({"client_id": None}, "invalid_request"),
+    ({"client_id": "oc_unknown"}, "invalid_client"),
+    ({"redirect_uri": None}, "invalid_request"),
+    ({"redirect_uri": "https://evil.example.com/callback"}, "invalid_request"),
+    ({"redirect_uri": REDIRECT_URI + "/"}, "invalid_request"),
+    ({"response_type": "token"}, "unsupported_response_type"),
+    ({"response_type": None}, "invalid_request"),
+    ({"scope": "profile email"}, "invalid_scope"),
+    ({"scope": None}, "invalid_scope"),
+    ({"scope": "openid admin"}, "invalid_scope"),
+    ({"code_challenge": None}, "invalid_request"),
+    ({"code_challenge_method": None}, "invalid_request"),
+    ({"code_challenge_method": "plain"}, "invalid_request"),
+    ({"code_challenge": "short"}, "invalid_request"),
+    ({"prompt": "none login"}, "invalid_request"),
+])
+def test_errors_are_400_bodies_never_redirects(authorize, user_token, rp_client, params, error):
+    response = authorize(user_token, rp_client, **params)
+    assert_oauth_error(response, error)
+    assert "Location" not in response.headers
+
+
+def test_a_scope_the_client_may_not_ask_for(authorize, application, oidc_client, user_token):
+    narrow = oidc_client(application, allowed_scopes=["openid"])
+    assert_oauth_error(authorize(user_token, narrow, scope="openid email"), "invalid_scope")
+    assert authorize(user_token, narrow, scope="openid offline_access").status_code == 200
+
+
+def test_an_inactive_client_is_invalid_client(client, authorize, application, manager_key, user_token, rp_client):
+    client.simulate_put(clients_url(application, f"/{rp_client['id']}"), json={"is_active": False},
+                        headers={"Authorization": f"Bearer {manager_key}"})
+    assert_oauth_error(authorize(user_token, rp_client), "invalid_client")
+
+
+def test_a_repeated_parameter_is_refused(client, user_token, rp_client):
+    _, challenge = pkce_pair()
+    query = (f"response_type=code&client_id={rp_client['client_id']}&redirect_uri={REDIRECT_URI}"
+             f"&scope=openid&code_challenge={challenge}&code_challenge_method=S256&state=a&state=b")
+    response = client.simulate_get("/oidc/authorize", query_string=query, headers=user_token.headers)
+    assert_oauth_error(response, "invalid_request")
+
+
+def test_without_a_bearer_token_and_without_hosted_login(authorize, rp_client):
+    response = authorize(None, rp_client)
+    assert_oauth_error(response, "invalid_token", status=401)
+    assert response.headers["www-authenticate"] == 'Bearer realm="iamgate"'
+
+
+def test_a_token_of_another_application_is_refused(authorize, make_application, make_user_token, rp_client):
+    stranger = make_user_token(make_application())
+    response = authorize(stranger, rp_client)
+    assert_oauth_error(response, "invalid_token", status=401)
+    assert 'error="invalid_token"' in response.headers["www-authenticate"]
+
+
+def test_an_api_key_is_not_a_user(authorize, application, api_key, rp_client):
+    class KeyHolder:
+        access_token = api_key
+    assert_oauth_error(authorize(KeyHolder, rp_client), "invalid_token", status=401)
+
+
+def test_a_suspended_users_token_is_refused(authorize, ctx, application, user_token, rp_client):
+    ctx.user_admin.suspend(application["_id"], user_token.user["id"])
+    assert_oauth_error(authorize(user_token, rp_client), "invalid_token", status=401)

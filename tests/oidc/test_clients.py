@@ -1,0 +1,90 @@
+"""V1/oidc/clients (oidc:manage): every field, the secret once and hashed, redirect URI
+rules, PUT replacing lists, DELETE keeping issued tokens valid."""
+import pytest
+
+from shared.ids import digest
+from tests.conftest import assert_error, bearer
+from tests.oidc.conftest import REDIRECT_URI, clients_url
+
+
+def test_create_returns_the_secret_once_and_stores_its_digest(client, ctx, application, manager_key):
+    body = {"name": "Portal", "description": "the portal", "logo_url": "https://rp.example.com/logo.png",
+            "redirect_uris": [REDIRECT_URI, "http://localhost:3000/cb", "http://127.0.0.1:8080/cb"],
+            "post_logout_redirect_uris": ["https://rp.example.com/bye"], "allowed_scopes": ["openid", "email"]}
+    response = client.simulate_post(clients_url(application), json=body, headers=bearer(manager_key))
+    assert response.status_code == 201, response.text
+    assert response.headers["cache-control"] == "no-store"
+    data = response.json["data"]
+    assert set(data) == {"id", "client_id", "client_secret", "name", "description", "logo_url", "redirect_uris",
+                         "post_logout_redirect_uris", "allowed_scopes", "is_active", "created_at", "updated_at"}
+    assert {k: data[k] for k in body} == body and data["is_active"] is True
+    stored = ctx.store["oidc_clients"].find_one({"_id": data["id"]})
+    assert stored["secret_digest"] == digest(data["client_secret"])
+    assert data["client_secret"] not in str(stored)
+
+    fetched = client.simulate_get(clients_url(application, f"/{data['id']}"), headers=bearer(manager_key))
+    assert fetched.status_code == 200 and "client_secret" not in fetched.json["data"]
+    by_client_id = client.simulate_get(clients_url(application, f"/{data['client_id']}"), headers=bearer(manager_key))
+    assert by_client_id.json["data"]["id"] == data["id"]
+    listed = client.simulate_get(clients_url(application), headers=bearer(manager_key)).json["data"]
+    assert [c["id"] for c in listed] == [data["id"]] and "client_secret" not in listed[0]
+
+
+def test_defaults_and_globally_unique_client_ids(client, application, make_application, oidc_client):
+    first = oidc_client(application)
+    second = oidc_client(make_application())
+    assert first["allowed_scopes"] == ["openid", "profile", "email"]
+    assert first["client_id"] != second["client_id"]
+
+
+@pytest.mark.parametrize("uri", ["http://rp.example.com/cb", "https://rp.example.com/cb#frag", "/relative/cb",
+                                 "rp.example.com/cb", "custom-scheme://cb", "https://user:pw@rp.example.com/cb"])
+def test_redirect_uris_must_be_absolute_https_without_fragment(client, application, manager_key, uri):
+    response = client.simulate_post(clients_url(application), json={"name": "x", "redirect_uris": [uri]},
+                                    headers=bearer(manager_key))
+    error = assert_error(response, 400, "VALIDATION_INVALID_FORMAT")
+    assert "redirect_uris" in error["details"]["fields"]
+
+
+def test_create_validation(client, application, manager_key):
+    response = client.simulate_post(clients_url(application), json={"name": "x" * 256, "redirect_uris": [],
+                                                                    "allowed_scopes": ["admin"]},
+                                    headers=bearer(manager_key))
+    error = assert_error(response, 400, "VALIDATION_MULTIPLE_ERRORS")
+    assert set(error["details"]["fields"]) == {"name", "redirect_uris", "allowed_scopes"}
+
+
+def test_put_replaces_lists_and_toggles_is_active(client, application, manager_key, oidc_client):
+    created = oidc_client(application, redirect_uris=[REDIRECT_URI, "https://rp.example.com/other"])
+    response = client.simulate_put(clients_url(application, f"/{created['id']}"), headers=bearer(manager_key),
+                                   json={"redirect_uris": ["https://rp.example.com/new"], "is_active": False,
+                                         "description": None})
+    assert response.status_code == 200, response.text
+    data = response.json["data"]
+    assert data["redirect_uris"] == ["https://rp.example.com/new"] and data["is_active"] is False
+    assert data["name"] == created["name"] and data["allowed_scopes"] == created["allowed_scopes"]
+    assert "client_secret" not in data
+
+
+def test_permission_and_tenant_isolation(client, application, make_application, make_api_key, oidc_client,
+                                         user_token):
+    created = oidc_client(application)
+    assert_error(client.simulate_get(clients_url(application), headers=user_token.headers), 403, "FORBIDDEN")
+    other_app = make_application()
+    other_key = make_api_key(other_app, permissions=["oidc:manage"])
+    assert_error(client.simulate_get(clients_url(application), headers=bearer(other_key)), 401)
+    foreign = client.simulate_get(clients_url(other_app, f"/{created['id']}"), headers=bearer(other_key))
+    assert_error(foreign, 404, "OIDC_CLIENT_NOT_FOUND")
+
+
+def test_delete_answers_204_and_issued_tokens_stay_valid(client, application, manager_key, user_token, rp_client,
+                                                         issue_tokens):
+    tokens = issue_tokens(user_token, rp_client)
+    response = client.simulate_delete(clients_url(application, f"/{rp_client['id']}"), headers=bearer(manager_key))
+    assert response.status_code == 204
+    assert_error(client.simulate_get(clients_url(application, f"/{rp_client['id']}"), headers=bearer(manager_key)),
+                 404, "OIDC_CLIENT_NOT_FOUND")
+    assert_error(client.simulate_delete(clients_url(application, f"/{rp_client['id']}"),
+                                        headers=bearer(manager_key)), 404, "OIDC_CLIENT_NOT_FOUND")
+    info = client.simulate_get("/oidc/userinfo", headers=bearer(tokens["access_token"]))
+    assert info.status_code == 200 and info.json["sub"] == user_token.user["id"]

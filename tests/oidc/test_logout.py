@@ -1,0 +1,82 @@
+"""GET /oidc/logout (OpenID Connect RP-Initiated Logout): the hint is verified (expired
+accepted; alg none and HS256 refused), the redirect only to a URI registered on the
+hinted client, state passed back, the session's OIDC refresh tokens revoked."""
+import base64
+import json
+
+import jwt
+import pytest
+
+from tests.conftest import events_of
+from tests.oidc.conftest import assert_oauth_error
+
+BYE = "https://rp.example.com/bye"
+
+
+@pytest.fixture
+def tokens(issue_tokens, user_token, rp_client):
+    return issue_tokens(user_token, rp_client)
+
+
+def logout(client, **params):
+    return client.simulate_get("/oidc/logout", params=params)
+
+
+def test_without_a_hint_the_logged_out_page(client):
+    response = logout(client, post_logout_redirect_uri=BYE, state="s")
+    assert response.status_code == 200 and "signed out" in response.text
+    assert response.headers["cache-control"] == "no-store"
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+
+
+def test_redirect_with_state_and_revocation(client, ctx, refresh_grant, rp_client, tokens, user_token):
+    response = logout(client, id_token_hint=tokens["id_token"], post_logout_redirect_uri=BYE, state="s 1")
+    assert response.status_code == 302 and response.headers["location"] == f"{BYE}?state=s+1"
+    assert refresh_grant(rp_client, tokens["refresh_token"]).status_code == 400
+    event = events_of(ctx, "connection.revoked")[0]["data"]
+    assert event == {"user_id": user_token.user["id"], "client_id": rp_client["client_id"], "reason": "logout",
+                     "grants_revoked": 1}
+
+
+def test_an_expired_hint_is_accepted(client, clock, tokens):
+    clock.advance(7200)
+    response = logout(client, id_token_hint=tokens["id_token"], post_logout_redirect_uri=BYE)
+    assert response.status_code == 302
+
+
+def test_open_redirect_through_post_logout_redirect_uri(client, application, oidc_client, issue_tokens,
+                                                        user_token, tokens):
+    assert logout(client, id_token_hint=tokens["id_token"],
+                  post_logout_redirect_uri="https://evil.example.com/").status_code == 200
+    # Registered on another client, not on the hinted one: no redirect either.
+    other = oidc_client(application, name="Other", post_logout_redirect_uris=["https://other.example.com/bye"])
+    assert logout(client, id_token_hint=tokens["id_token"],
+                  post_logout_redirect_uri="https://other.example.com/bye").status_code == 200
+    assert other["post_logout_redirect_uris"] == ["https://other.example.com/bye"]
+
+
+def _forged(tokens, alg: str, key) -> str:
+    claims = jwt.decode(tokens["id_token"], options={"verify_signature": False})
+    header = jwt.get_unverified_header(tokens["id_token"])
+    if alg == "none":
+        def part(value):
+            return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+        return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}."
+    return jwt.encode(claims, key, algorithm=alg, headers={"kid": header["kid"]})
+
+
+@pytest.mark.parametrize("alg", ["none", "HS256"])
+def test_alg_none_and_hs256_hints_are_refused(client, ctx, refresh_grant, rp_client, tokens, alg):
+    # HS256 keyed with our public key: the classic algorithm-confusion forgery.
+    public_pem = client.simulate_get("/.well-known/jwks.json").json["keys"][0]["n"]
+    forged = _forged(tokens, alg, public_pem)
+    response = logout(client, id_token_hint=forged, post_logout_redirect_uri=BYE)
+    assert_oauth_error(response, "invalid_request")
+    assert refresh_grant(rp_client, tokens["refresh_token"]).status_code == 200  # nothing was revoked
+
+
+def test_a_hint_signed_by_another_key_is_refused(client, tokens):
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    assert_oauth_error(logout(client, id_token_hint=_forged(tokens, "RS256", other_key)), "invalid_request")
+    assert_oauth_error(logout(client, id_token_hint="garbage"), "invalid_request")

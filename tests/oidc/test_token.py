@@ -1,0 +1,176 @@
+"""POST /oidc/token: the code grant (single use, 60 s, redirect_uri, PKCE, client
+authentication), the refresh grant (rotation, reuse detection), encodings, and the
+security paths: code replay, another client's code, reused refresh tokens."""
+import base64
+
+import jwt
+import pytest
+
+from tests.conftest import events_of
+from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, pkce_pair
+
+
+@pytest.fixture
+def code_and_verifier(authorize, user_token, rp_client):
+    verifier, challenge = pkce_pair()
+    response = authorize(user_token, rp_client, challenge=challenge)
+    return response.json["code"], verifier
+
+
+def test_the_token_response_and_the_access_token_claims(exchange, ctx, user_token, rp_client, code_and_verifier):
+    code, verifier = code_and_verifier
+    response = exchange(rp_client, code, verifier)
+    assert response.status_code == 200, response.text
+    assert response.headers["cache-control"] == "no-store" and response.headers["pragma"] == "no-cache"
+    body = response.json
+    assert set(body) == {"access_token", "token_type", "expires_in", "refresh_token", "id_token", "scope"}
+    assert body["token_type"] == "Bearer" and body["expires_in"] == 3600 and body["scope"] == "openid profile email"
+    header = jwt.get_unverified_header(body["access_token"])
+    assert header["alg"] == "RS256" and header["typ"] == "at+jwt"
+    claims = jwt.decode(body["access_token"], options={"verify_signature": False})
+    assert claims["aud"] == ctx.config.public_url and claims["client_id"] == rp_client["client_id"]
+    assert claims["sub"] == user_token.user["id"] and claims["scope"] == "openid profile email"
+    assert claims["exp"] - claims["iat"] == 3600 and claims["sid"]
+    id_claims = jwt.decode(body["id_token"], options={"verify_signature": False})
+    assert id_claims["aud"] == rp_client["client_id"] and id_claims["nonce"] == "nonce-1"
+    assert id_claims["sid"] == claims["sid"]
+    assert body["refresh_token"] not in str(list(ctx.store["oidc_refresh_tokens"].find()))
+
+
+def test_the_oidc_access_token_does_not_open_the_v1_api(client, application, exchange, rp_client, user_token,
+                                                        code_and_verifier):
+    tokens = exchange(rp_client, *code_and_verifier).json
+    response = client.simulate_get(f"/api/v1/applications/{application['_id']}/users/{user_token.user['id']}/profile",
+                                   headers={"Authorization": f"Bearer {tokens['access_token']}"})
+    assert response.status_code == 401
+
+
+def test_form_encoding_and_client_secret_basic(client, rp_client, code_and_verifier):
+    code, verifier = code_and_verifier
+    basic = base64.b64encode(f"{rp_client['client_id']}:{rp_client['client_secret']}".encode()).decode()
+    body = f"grant_type=authorization_code&code={code}&redirect_uri={REDIRECT_URI}&code_verifier={verifier}"
+    response = client.simulate_post("/oidc/token", body=body, headers={**FORM, "Authorization": f"Basic {basic}"})
+    assert response.status_code == 200, response.text
+
+
+def test_other_media_types_are_refused(client):
+    response = client.simulate_post("/oidc/token", body="x", headers={"Content-Type": "text/plain"})
+    assert response.status_code == 415
+
+
+@pytest.mark.parametrize("overrides, error", [
+    ({"grant_type": "password"}, "unsupported_grant_type"),
+    ({"grant_type": None}, "invalid_request"),
+    ({"code": None}, "invalid_request"),
+    ({"code_verifier": None}, "invalid_request"),
+    ({"redirect_uri": None}, "invalid_request"),
+    ({"client_secret": None}, "invalid_request"),
+    ({"client_secret": "wrong"}, "invalid_grant"),
+    ({"client_id": "oc_unknown"}, "invalid_grant"),
+    ({"code": "not-a-code"}, "invalid_grant"),
+    ({"redirect_uri": "https://rp.example.com/other"}, "invalid_grant"),
+    ({"code_verifier": "x" * 43}, "invalid_grant"),
+    ({"code_verifier": "short"}, "invalid_grant"),
+])
+def test_errors(exchange, rp_client, code_and_verifier, overrides, error):
+    values = {"code": code_and_verifier[0], "verifier": code_and_verifier[1], **overrides}
+    values["verifier"] = values.pop("code_verifier", values["verifier"])
+    assert_oauth_error(exchange(rp_client, values.pop("code"), values.pop("verifier"), **values), error)
+
+
+def test_a_wrong_verifier_is_a_failed_connection_and_spends_the_code(exchange, ctx, user_token, rp_client,
+                                                                     code_and_verifier):
+    code, verifier = code_and_verifier
+    assert_oauth_error(exchange(rp_client, code, "y" * 43), "invalid_grant")
+    assert events_of(ctx, "connection.failed")[0]["data"] == {
+        "user_id": user_token.user["id"], "client_id": rp_client["client_id"], "reason": "invalid_verifier"}
+    assert_oauth_error(exchange(rp_client, code, verifier), "invalid_grant")
+
+
+def test_a_code_lives_60_seconds(exchange, clock, rp_client, code_and_verifier):
+    clock.advance(61)
+    assert_oauth_error(exchange(rp_client, *code_and_verifier), "invalid_grant")
+
+
+def test_both_client_authentication_methods_at_once_are_refused(client, rp_client, code_and_verifier):
+    code, verifier = code_and_verifier
+    basic = base64.b64encode(f"{rp_client['client_id']}:{rp_client['client_secret']}".encode()).decode()
+    body = (f"grant_type=authorization_code&code={code}&redirect_uri={REDIRECT_URI}&code_verifier={verifier}"
+            f"&client_secret={rp_client['client_secret']}")
+    response = client.simulate_post("/oidc/token", body=body, headers={**FORM, "Authorization": f"Basic {basic}"})
+    assert_oauth_error(response, "invalid_request")
+
+
+def test_repeated_form_parameters_are_refused(client, rp_client):
+    response = client.simulate_post("/oidc/token", body="grant_type=refresh_token&grant_type=refresh_token",
+                                    headers=FORM)
+    assert_oauth_error(response, "invalid_request")
+
+
+# ---------------------------------------------------------------- security
+
+
+def test_code_replay_revokes_what_the_first_exchange_issued(exchange, refresh_grant, ctx, rp_client,
+                                                            code_and_verifier):
+    first = exchange(rp_client, *code_and_verifier).json
+    replay = exchange(rp_client, *code_and_verifier)
+    assert_oauth_error(replay, "invalid_grant")
+    assert_oauth_error(refresh_grant(rp_client, first["refresh_token"]), "invalid_grant")
+    assert [e["data"]["reason"] for e in events_of(ctx, "connection.failed")] == ["code_reused"]
+    assert [e["data"]["reason"] for e in events_of(ctx, "connection.revoked")] == ["code_reused"]
+
+
+def test_another_clients_code_is_refused_and_not_spent(exchange, application, oidc_client, rp_client,
+                                                       code_and_verifier):
+    thief = oidc_client(application, name="Thief")
+    code, verifier = code_and_verifier
+    assert_oauth_error(exchange(thief, code, verifier), "invalid_grant")
+    assert exchange(rp_client, code, verifier).status_code == 200
+
+
+def test_consent_withdrawn_before_the_exchange(exchange, ctx, application, user_token, rp_client,
+                                               code_and_verifier):
+    ctx.oidc_connections.withdraw_consents(application["_id"], user_token.user["id"])
+    assert_oauth_error(exchange(rp_client, *code_and_verifier), "invalid_grant")
+
+
+def test_refresh_rotates_and_reuse_revokes_the_grant(refresh_grant, issue_tokens, ctx, clock, user_token,
+                                                     rp_client):
+    tokens = issue_tokens(user_token, rp_client)
+    second = refresh_grant(rp_client, tokens["refresh_token"])
+    assert second.status_code == 200 and second.json["refresh_token"] != tokens["refresh_token"]
+    assert "nonce" not in jwt.decode(second.json["id_token"], options={"verify_signature": False})
+    # Within the grace window the token rotated last yields the same successor (two workers).
+    again = refresh_grant(rp_client, tokens["refresh_token"])
+    assert again.status_code == 200 and again.json["refresh_token"] == second.json["refresh_token"]
+    clock.advance(ctx.config.refresh_reuse_grace + 1)
+    assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"]), "invalid_grant")
+    assert_oauth_error(refresh_grant(rp_client, second.json["refresh_token"]), "invalid_grant")  # grant revoked
+    assert [e["data"]["reason"] for e in events_of(ctx, "connection.failed")] == ["refresh_token_reused"]
+    assert len(events_of(ctx, "connection.refreshed")) == 2
+
+
+def test_an_older_spent_refresh_token_revokes_too(refresh_grant, issue_tokens, user_token, rp_client):
+    first = issue_tokens(user_token, rp_client)["refresh_token"]
+    second = refresh_grant(rp_client, first).json["refresh_token"]
+    third = refresh_grant(rp_client, second).json["refresh_token"]
+    assert_oauth_error(refresh_grant(rp_client, first), "invalid_grant")
+    assert_oauth_error(refresh_grant(rp_client, third), "invalid_grant")
+
+
+def test_refresh_errors(refresh_grant, issue_tokens, application, oidc_client, user_token, rp_client, ctx):
+    tokens = issue_tokens(user_token, rp_client)
+    other = oidc_client(application, name="Other")
+    assert_oauth_error(refresh_grant(other, tokens["refresh_token"]), "invalid_grant")
+    assert_oauth_error(refresh_grant(rp_client, "unknown"), "invalid_grant")
+    assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"], scope="openid admin"), "invalid_scope")
+    narrowed = refresh_grant(rp_client, tokens["refresh_token"], scope="openid")
+    assert narrowed.status_code == 200 and narrowed.json["scope"] == "openid"
+    ctx.user_admin.suspend(application["_id"], user_token.user["id"])
+    assert_oauth_error(refresh_grant(rp_client, narrowed.json["refresh_token"]), "invalid_grant")
+
+
+def test_refresh_tokens_expire(refresh_grant, issue_tokens, clock, ctx, user_token, rp_client):
+    tokens = issue_tokens(user_token, rp_client)
+    clock.advance(ctx.config.refresh_token_ttl + 1)
+    assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"]), "invalid_grant")
