@@ -26,7 +26,7 @@ from controlplane.authz.store import PolicyStore
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.service import DashboardService
 from controlplane.dashboard.sessions import DashboardSessions
-from controlplane.events import EventLog, Tailer
+from controlplane.events import PUBLIC_EVENT_TYPES, EventLog, Tailer
 from controlplane.internal.service import ChangeFeed, DecisionData
 from controlplane.keys import SigningKeys
 from controlplane.lockout import LoginAttemptStore, PasswordGuard
@@ -41,6 +41,11 @@ from controlplane.store import Store
 from controlplane.tokens import TokenService
 from controlplane.users.service import UserService
 from controlplane.users.store import UserStore
+from controlplane.webhooks.delivery import DeliveryMetrics, DeliveryWorker, Sender
+from controlplane.webhooks.dispatcher import Dispatcher
+from controlplane.webhooks.service import WebhookService
+from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.targets import TargetPolicy, system_resolver
 
 
 @dataclass
@@ -73,10 +78,14 @@ class Services:
     mfa: MfaService
     selfservice: SelfService
     dashboard: DashboardService
+    webhooks: WebhookService
+    webhook_dispatcher: Dispatcher
+    webhook_worker: DeliveryWorker
 
 
-def build_services(config: Config, *, store: Store | None = None, clock=None) -> Services:
-    """Build every service for ``config``.  ``store`` and ``clock`` are for tests."""
+def build_services(config: Config, *, store: Store | None = None, clock=None, resolver=None) -> Services:
+    """Build every service for ``config``.  ``store``, ``clock`` and ``resolver`` (name
+    resolution for webhook targets) are for tests."""
     clock = clock or utcnow
     store = store or Store(config.mongodb_uri)
     box = SecretBox(config.secret_key)
@@ -107,12 +116,24 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
 
+    webhook_store = WebhookStore(store)
+    target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
+                                 resolver=resolver or system_resolver)
+    webhooks = WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES)
+    webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,
+                                    DeliveryMetrics(metrics.registry, webhook_store),
+                                    retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads)
+    webhook_dispatcher = Dispatcher(webhook_store, events, clock, kinds=PUBLIC_EVENT_TYPES,
+                                    retention_seconds=config.webhook_delivery_retention,
+                                    on_dispatched=webhook_worker.wake)
+
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
         keys=keys, tokens=tokens, rate_limiter=rate_limiter, mailer=mailer, hasher=hasher,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=None,
+        webhooks=webhooks, webhook_dispatcher=webhook_dispatcher, webhook_worker=webhook_worker,
     )
     # TRANSITION (issue "one shape"): these four still take the whole container.
     services.users = UserService(services)
