@@ -1,10 +1,10 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [decision] [login]
+    .venv/bin/python -m benchmarks.run [decision] [login] [webhooks]
 
-With no argument both run: the decision service (benchmarks/decision_bench.py, which
-installs wrk when missing and writes docs/performance.md "## Decision service") and the
-login load (benchmarks/login_load.py). The exit status is non-zero when a benchmark
+With no argument all run: the decision service (benchmarks/decision_bench.py, which
+installs wrk when missing and writes docs/performance.md "## Decision service"), the
+login load (benchmarks/login_load.py) and webhook delivery (benchmarks/webhook_bench.py). The exit status is non-zero when a benchmark
 misses its targets.
 """
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"decision": "benchmarks.decision_bench", "login": "benchmarks.login_load"}
+BENCHMARKS = {"decision": "benchmarks.decision_bench", "login": "benchmarks.login_load",
+              "webhooks": "benchmarks.webhook_bench"}
 
 
 def main(argv=None) -> int:

@@ -1,17 +1,24 @@
-"""``python -m controlplane COMMAND``: operator commands of the control plane.
+"""``python -m controlplane COMMAND``: the control plane's commands besides the web server.
 
-Each command is one row of ``COMMANDS``: its name, a one-line help, a function that
-adds its arguments, and the function that runs it with the parsed arguments and the
-configuration (from the environment, as the server reads it).
+Each command is one row of ``COMMANDS``: its name, a one-line help, a function that adds
+its arguments, and the function that runs it with the parsed arguments and the
+configuration (read from the environment, as the server reads it).
 
     python -m controlplane keys rotate
+    python -m controlplane worker [--metrics-port 9102]
 """
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
 import sys
+import threading
 
 from shared.config import Config, ConfigError
+from shared.logs import configure
+
+log = logging.getLogger("iamgate.commands")
 
 
 def _keys_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,9 +47,53 @@ def _keys(args, config: Config) -> int:
     return 0
 
 
+def _worker_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metrics-port", type=int, default=0,
+                        help="serve Prometheus metrics on this port (default: none)")
+    parser.add_argument("--metrics-host", default="127.0.0.1")
+
+
+def _worker(args, config: Config) -> int:
+    """The webhook worker (ARCHITECTURE.md "Components"): follows the change log, creates
+    delivery records and sends due deliveries until SIGTERM or SIGINT.  Run as many as
+    needed against one MongoDB: deliveries are leased, never sent twice by two workers."""
+    from controlplane.services import build_services
+
+    if config.is_memory_store:
+        log.warning("IAMGATE_MONGODB_URI is memory://: this worker sees only its own empty store; "
+                    "the control plane delivers in-process on memory://.")
+    if config.webhook_allow_private_targets:
+        log.warning("IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS is true: webhooks may target http:// URLs and "
+                    "loopback or private addresses. For development only.")
+    services = build_services(config)
+    services.store.ensure_indexes()
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr=args.metrics_host, registry=services.metrics.registry)
+    stop = threading.Event()
+
+    def shutdown(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    services.webhook_dispatcher.attach(services.tailer)
+    services.webhook_worker.start()
+    services.tailer.start()
+    log.info("webhook worker started")
+    while not stop.wait(0.5):
+        pass
+    services.webhook_worker.stop()
+    services.tailer.stop()
+    log.info("webhook worker stopped")
+    return 0
+
+
 # name -> (help, add_arguments, run)
 COMMANDS = {
     "keys": ("manage the token signing keys", _keys_arguments, _keys),
+    "worker": ("dispatch and send webhook deliveries", _worker_arguments, _worker),
 }
 
 
@@ -55,8 +106,9 @@ def main(argv=None) -> int:
     try:
         config = Config.from_env()
     except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        print(f"iamgate: configuration error: {exc}", file=sys.stderr)
         return 2
+    configure(config.log_level)
     return COMMANDS[args.command][2](args, config)
 
 

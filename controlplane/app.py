@@ -32,12 +32,13 @@ from controlplane.roles import routes as roles_routes
 from controlplane.selfservice import routes as selfservice_routes
 from controlplane.services import Services, build_services
 from controlplane.users import routes as users_routes
+from controlplane.webhooks import routes as webhooks_routes
 
 log = logging.getLogger("iamgate.controlplane")
 
 # Each area's ``add_routes(routes, services)``; the order is that of the OpenAPI document.
 AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, selfservice_routes, roles_routes, authz_routes,
-         abac_routes, internal_routes, oidc_routes)
+         abac_routes, webhooks_routes, internal_routes, oidc_routes)
 
 
 class RevisionMiddleware:
@@ -70,10 +71,12 @@ class ControlPlaneApp(falcon.App):
     routes: Routes
 
 
-def create_app(config: Config | None = None, *, store=None, clock=None, start_background: bool = True):
-    """Build the WSGI app.  ``start_background`` starts the change-log tailer."""
+def create_app(config: Config | None = None, *, store=None, clock=None, resolver=None, start_background: bool = True):
+    """Build the WSGI app.  ``start_background`` starts the change-log tailer, and on the
+    embedded ``memory://`` store (which no other process can reach) webhook dispatch and
+    delivery too; against MongoDB those run in ``python -m controlplane worker``."""
     config = config or Config.from_env()
-    services = build_services(config, store=store, clock=clock)
+    services = build_services(config, store=store, clock=clock, resolver=resolver)
     app = ControlPlaneApp(
         middleware=[
             RequestIdMiddleware(),
@@ -97,6 +100,9 @@ def create_app(config: Config | None = None, *, store=None, clock=None, start_ba
     for area in AREAS:
         area.add_routes(routes, services)
     if start_background:
+        if config.is_memory_store:
+            services.webhook_dispatcher.attach(services.tailer)
+            services.webhook_worker.start()
         services.tailer.start()
     app.services = services
     app.routes = routes

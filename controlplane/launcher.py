@@ -100,6 +100,10 @@ def main() -> int:
         if not _wait_healthy(control_url, control):
             print("iamgate: the control plane did not start", file=sys.stderr)
             return 1
+        if not config.is_memory_store:
+            # Against MongoDB, webhook delivery is its own process (on memory:// it runs
+            # inside the control plane, the only process that sees the store).
+            processes.append(subprocess.Popen([sys.executable, "-m", "controlplane", "worker"], env=env))
         decision = subprocess.Popen(
             _gunicorn("decision.wsgi:create()", config.decision_host, config.decision_port, config.decision_workers,
                       worker_class=DECISION_WORKER_CLASS),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from shared.config import Config
 from shared.crypto import SecretBox
+from shared.event_types import PUBLIC_EVENT_TYPES
 from shared.metrics import HttpMetrics
 from shared.timeutil import utcnow
 
@@ -61,6 +62,11 @@ from controlplane.users.registration import RegistrationService
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import OneTimeTokenStore, SessionStore, UserStore
 from controlplane.users.verification import EmailVerificationService
+from controlplane.webhooks.delivery import DeliveryMetrics, DeliveryWorker, Sender
+from controlplane.webhooks.dispatcher import Dispatcher
+from controlplane.webhooks.service import WebhookService
+from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.targets import TargetPolicy, system_resolver
 
 
 @dataclass
@@ -110,10 +116,14 @@ class Services:
     oidc_logout: Logout
     selfservice: SelfService
     dashboard: DashboardService
+    webhooks: WebhookService
+    webhook_dispatcher: Dispatcher
+    webhook_worker: DeliveryWorker
 
 
-def build_services(config: Config, *, store: Store | None = None, clock=None) -> Services:
-    """Build every service for ``config``.  ``store`` and ``clock`` are for tests."""
+def build_services(config: Config, *, store: Store | None = None, clock=None, resolver=None) -> Services:
+    """Build every service for ``config``.  ``store``, ``clock`` and ``resolver`` (name
+    resolution for webhook targets) are for tests."""
     clock = clock or utcnow
     store = store or Store(config.mongodb_uri)
     box = SecretBox(config.secret_key)
@@ -151,6 +161,17 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
                                   internal_token=config.internal_token)
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
+
+    webhook_store = WebhookStore(store)
+    target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
+                                 resolver=resolver or system_resolver)
+    webhooks = WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES)
+    webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,
+                                    DeliveryMetrics(metrics.registry, webhook_store),
+                                    retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads)
+    webhook_dispatcher = Dispatcher(webhook_store, events, clock, kinds=PUBLIC_EVENT_TYPES,
+                                    retention_seconds=config.webhook_delivery_retention,
+                                    on_dispatched=webhook_worker.wake)
 
     oidc_clients = ClientService(ClientStore(store), clock)
     oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
@@ -208,5 +229,6 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
         oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
         oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
         oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,
+        webhooks=webhooks, webhook_dispatcher=webhook_dispatcher, webhook_worker=webhook_worker,
     )
     return services

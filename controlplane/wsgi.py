@@ -21,6 +21,9 @@ def create():
                     "cannot be decrypted after a restart. Set it in production.")
     if config.is_memory_store:
         log.warning("IAMGATE_MONGODB_URI is memory://: data lives in this process only and nothing persists.")
+    if config.webhook_allow_private_targets:
+        log.warning("IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS is true: webhooks may target http:// URLs and "
+                    "loopback or private addresses. For development only.")
     from controlplane.app import create_app
 
     return create_app(config)

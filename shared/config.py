@@ -142,6 +142,8 @@ _VARIABLES = {
     "WEBHOOK_RETRY_DELAYS": (_int_list, "30,300,1800"),
     "WEBHOOK_TIMEOUT": (lambda n, r: _int(n, r, 1), "30"),
     "WEBHOOK_ALLOW_PRIVATE_TARGETS": (_bool, "false"),
+    "WEBHOOK_DELIVERY_RETENTION": (lambda n, r: _int(n, r, 3600), "2592000"),
+    "WEBHOOK_WORKER_THREADS": (lambda n, r: _int(n, r, 1, 256), "8"),
     "BCRYPT_ROUNDS": (lambda n, r: _int(n, r, 4, 31), "12"),
     "LOG_LEVEL": (_text, "INFO"),
 }
@@ -194,6 +196,8 @@ class Config:
     webhook_retry_delays: tuple
     webhook_timeout: int
     webhook_allow_private_targets: bool
+    webhook_delivery_retention: int
+    webhook_worker_threads: int
     bcrypt_rounds: int
     log_level: str
     secret_key_generated: bool = field(default=False, compare=False)

@@ -4,8 +4,9 @@ assignment resources, and the events that tell webhooks and decision caches abou
 Events and their ``user_ids`` (whose authorization answers may have changed; the
 decision-service contract, item 5):
 
-- role.created -> none; role.updated, permission.granted, permission.revoked -> every
-  user holding the role when its permission set changed (none for a display change);
+- role.created and the permission.granted of its initial permissions -> none;
+- role.updated, permission.granted, permission.revoked -> every user holding the role
+  when its permission set changed (none for a display change);
 - role.deleted -> users whose (unexpired) assignment went with the role;
 - role.assigned, role.removed -> the user.
 """
@@ -69,6 +70,10 @@ class RoleService:
             "role_id": doc["_id"], "name": doc["name"], "display_name": doc["display_name"],
             "permissions": permissions, "is_system_role": doc["is_system_role"],
         }, subject={"role_id": doc["_id"]})
+        for name in permissions:  # nobody holds the new role yet: no user_ids
+            self._events.emit(app_id, "permission.granted",
+                              {"role_id": doc["_id"], "role_name": doc["name"], "permission": name},
+                              subject={"role_id": doc["_id"]})
         return doc
 
     def update(self, app_id: str, ref: str, values: dict) -> dict:

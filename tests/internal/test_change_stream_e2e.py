@@ -136,8 +136,11 @@ def test_the_all_applications_stream(stack, tenant):
         created = tenant["api"].post(f"{tenant['v1']}/roles", json={
             "name": "viewer", "display_name": "Viewer", "permissions": ["posts:read"]})
         change = frames.until(lambda f: f["event"] == "change" and f["data"]["app_id"] == tenant["app_id"])
-        assert change["id"] == int(created.headers["X-Iamgate-Revision"])
         assert change["data"]["type"] == "role.created"
+        # The request's revision is its last event: the grant of the role's one permission.
+        granted = frames.until(lambda f: f["event"] == "change" and f["data"]["app_id"] == tenant["app_id"])
+        assert granted["id"] == int(created.headers["X-Iamgate-Revision"]) == change["id"] + 1
+        assert granted["data"]["type"] == "permission.granted"
     finally:
         frames.response.close()
     key = tenant["api"].headers["Authorization"]

@@ -19,6 +19,11 @@ def admin(role_admin):
     return app, bearer(token)
 
 
+
+def events_after(ctx, type_, seq):
+    """Events of ``type_`` appended after ``seq`` (creating a role grants its permissions too)."""
+    return [e for e in events_of(ctx, type_) if e["seq"] > seq]
+
 def roles_url(app, suffix=""):
     return V1.format(app["_id"]) + "/roles" + suffix
 
@@ -47,7 +52,9 @@ def test_create_returns_the_role_with_permission_names(client, ctx, admin):
     assert stored["app_id"] == app["_id"]
     event = events_of(ctx, "role.created")[-1]
     assert event["data"]["role_id"] == role["id"] and event["user_ids"] == []
-    assert response.headers["X-Iamgate-Revision"] == str(event["seq"])
+    granted = [e for e in events_of(ctx, "permission.granted") if e["data"]["role_id"] == role["id"]]
+    assert [e["data"]["permission"] for e in granted] == ["posts:read", "posts:write"]
+    assert response.headers["X-Iamgate-Revision"] == str(granted[-1]["seq"]) and granted[0]["seq"] > event["seq"]
 
 
 def test_permissions_are_created_on_first_use_once_per_application(client, ctx, admin, make_application, make_role):
@@ -258,6 +265,7 @@ def test_update_changes_fields_and_keeps_the_name(client, ctx, clock, admin, mak
     app, headers = admin
     role = make_role(app, "editor", ["posts:read"])
     clock.advance(5)
+    mark = ctx.events.head()
     response = client.simulate_request(method, roles_url(app, "/" + role["_id"]), headers=headers,
                                        json={"display_name": "Chief Editor", "description": "Edits"})
     assert response.status_code == 200, response.text
@@ -269,7 +277,7 @@ def test_update_changes_fields_and_keeps_the_name(client, ctx, clock, admin, mak
     event = events_of(ctx, "role.updated")[-1]
     assert event["data"]["changes"] == ["description", "display_name"]
     assert event["user_ids"] == []  # a display change changes no answer
-    assert events_of(ctx, "permission.granted") == [] and events_of(ctx, "permission.revoked") == []
+    assert events_after(ctx, "permission.granted", mark) == [] and events_after(ctx, "permission.revoked", mark) == []
 
 
 def test_replacing_permissions_emits_the_set_difference_to_holders(client, ctx, admin, make_role, stored_user,
@@ -279,14 +287,15 @@ def test_replacing_permissions_emits_the_set_difference_to_holders(client, ctx, 
     alice, bob = stored_user(app), stored_user(app)
     assign_role(app, alice, role)
     assign_role(app, bob, role, scope="org:1")
+    mark = ctx.events.head()
     response = client.simulate_patch(roles_url(app, "/editor"), headers=headers,
                                      json={"permissions": ["posts:read", "comments:read", "comments:write"]})
     assert response.status_code == 200
     assert response.json["data"]["permissions"] == ["posts:read", "comments:read", "comments:write"]
     assert response.json["data"]["permissions_count"] == 3
     holders = sorted([alice["_id"], bob["_id"]])
-    granted = events_of(ctx, "permission.granted")
-    revoked = events_of(ctx, "permission.revoked")
+    granted = events_after(ctx, "permission.granted", mark)
+    revoked = events_after(ctx, "permission.revoked", mark)
     assert [e["data"]["permission"] for e in granted] == ["comments:read", "comments:write"]
     assert [e["data"]["permission"] for e in revoked] == ["posts:write", "posts:delete"]
     assert all(sorted(e["user_ids"]) == holders for e in granted + revoked)
@@ -366,10 +375,11 @@ def test_concurrent_updates_do_not_lose_permission_events(ctx, application, make
         return original(app_id, role_id, version, changes)
 
     monkeypatch.setattr(store, "update_role", racing_update)
+    mark = ctx.events.head()
     updated = ctx.roles.update(application["_id"], "editor", {"permissions": ["a:read", "c:read"]})
     assert updated["permissions"] == ["a:read", "c:read"] and updated["version"] == 3
-    assert [e["data"]["permission"] for e in events_of(ctx, "permission.revoked")] == ["b:read"]
-    assert [e["data"]["permission"] for e in events_of(ctx, "permission.granted")] == ["c:read"]
+    assert [e["data"]["permission"] for e in events_after(ctx, "permission.revoked", mark)] == ["b:read"]
+    assert [e["data"]["permission"] for e in events_after(ctx, "permission.granted", mark)] == ["c:read"]
     assert role["_id"] == updated["_id"]
 
 

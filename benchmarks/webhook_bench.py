@@ -1,0 +1,125 @@
+"""Webhook delivery: deliveries per second from the change log to a local receiver, and
+the delay from event to delivery at a steady 200 events/s (issue 12: p99 under 1 s).
+
+    .venv/bin/python -m benchmarks.webhook_bench [--seconds 10] [--burst 2000]
+
+Method: one control plane's services on the embedded store, started as on
+``make run`` (tailer, dispatcher and delivery threads in the process), one webhook
+subscribed to ``role.created``, and a threaded HTTP receiver on loopback answering 200.
+Events are appended with ``EventLog.emit`` (what every request that changes state does),
+each carrying its emit time; the receiver records its arrival time.
+
+- burst: ``--burst`` events appended as fast as possible, timed until the last delivery;
+- steady: 200 events/s for ``--seconds`` seconds, paced by the wall clock; the
+  event-to-delivery delay of each, p50 / p99 / max.
+
+Prints one line per phase; exit status 1 when the steady p99 is 1 s or more.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from shared.config import Config
+
+TARGET_P99 = 1.0
+
+
+class _Receiver:
+    def __init__(self):
+        self.arrivals: list[tuple[float, dict]] = []
+        self.lock = threading.Lock()
+        self.count = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                now = time.time()
+                with receiver.lock:
+                    receiver.arrivals.append((now, json.loads(body)["data"]))
+                    receiver.count += 1
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, n: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.count >= n:
+                return True
+            time.sleep(0.005)
+        return False
+
+
+def _percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--burst", type=int, default=2000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    args = parser.parse_args(argv)
+
+    from controlplane.app import create_app
+
+    config = Config.from_env(env={}, secret_key="bench-secret-key-0123456789abcdef",
+                             webhook_allow_private_targets=True, log_level="WARNING")
+    services = create_app(config).services  # memory://: dispatch and delivery in-process
+    receiver = _Receiver()
+    app = services.applications.create({"name": "bench"}, organization_id=None, owner_account_id=None)
+    services.webhooks.create(app["_id"], {"url": receiver.url, "events": ["role.created"]})
+    emit = services.events.emit
+
+    started = time.perf_counter()
+    for i in range(args.burst):
+        emit(app["_id"], "role.created", {"i": i, "t": time.time()})
+    if not receiver.wait_for(args.burst, 120):
+        print(f"burst: only {receiver.count} of {args.burst} delivered in 120 s")
+        return 1
+    elapsed = time.perf_counter() - started
+    print(f"burst: {args.burst} events -> {args.burst / elapsed:.0f} deliveries/s "
+          f"({elapsed:.2f} s, {config.webhook_worker_threads} delivery threads)", flush=True)
+
+    with receiver.lock:
+        receiver.arrivals.clear()
+        receiver.count = 0
+    total = int(args.seconds * args.rate)
+    start = time.perf_counter()
+    for i in range(total):
+        pause = start + i / args.rate - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        emit(app["_id"], "role.created", {"i": i, "t": time.time()})
+    if not receiver.wait_for(total, 60):
+        print(f"steady: only {receiver.count} of {total} delivered")
+        return 1
+    delays = [arrived - data["t"] for arrived, data in receiver.arrivals]
+    p50, p99 = statistics.median(delays), _percentile(delays, 0.99)
+    print(f"steady: {args.rate:.0f} events/s for {args.seconds:.0f} s: event-to-delivery p50 {p50 * 1000:.1f} ms, "
+          f"p99 {p99 * 1000:.1f} ms, max {max(delays) * 1000:.1f} ms (target p99 < {TARGET_P99:.0f} s)", flush=True)
+    services.webhook_worker.stop()
+    services.tailer.stop()
+    return 0 if p99 < TARGET_P99 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

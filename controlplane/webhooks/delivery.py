@@ -1,0 +1,242 @@
+"""Sending webhook deliveries (spec "Events": delivery headers, retries; ARCHITECTURE.md
+webhook decisions and wire details).
+
+``Sender`` makes one HTTP POST: to the address ``TargetPolicy.pin`` checked (the name
+is resolved and checked again at every send, so DNS rebinding cannot steer it
+elsewhere), with the URL's name kept as Host and as TLS SNI and certificate name,
+a timeout, no redirects, no proxies from the environment, and a cap on what is read of
+the response.
+
+``DeliveryWorker`` claims due deliveries with a lease (``WebhookStore.claim``), signs
+the exact bytes it sends (HMAC-SHA256 keyed with the secret's UTF-8 bytes), records
+the outcome if it still holds the lease, schedules retries after
+IAMGATE_WEBHOOK_RETRY_DELAYS, and disables a webhook after
+``DISABLE_AFTER`` failed attempts in a row.  A worker killed mid-send loses nothing:
+the lease lapses and another worker sends the same delivery, same id, again.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+
+import requests
+from prometheus_client import Counter, Gauge
+from requests.adapters import HTTPAdapter
+
+from shared.crypto import DecryptionError
+
+from controlplane.webhooks.errors import WebhookTargetForbidden
+from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.targets import Pinned, TargetPolicy
+
+log = logging.getLogger("iamgate.webhooks")
+
+DISABLE_AFTER = 100          # failed attempts in a row (ARCHITECTURE.md)
+RESPONSE_READ_CAP = 64 * 1024
+LEASE_MARGIN = 30            # seconds a lease outlives the request timeout
+USER_AGENT = "iamgate-webhooks/1"
+
+
+def signature(secret: str, body: bytes) -> str:
+    """X-Service-Signature: ``sha256=`` and the lowercase hex HMAC-SHA256 of the raw body,
+    keyed with the secret's UTF-8 bytes."""
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int | None      # the receiver's HTTP status; None when no response arrived
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+class _PinnedAdapter(HTTPAdapter):
+    """Connects to the URL's host (the checked IP address) while naming ``hostname``
+    in TLS: SNI and certificate verification (urllib3's ``server_hostname`` and
+    ``assert_hostname`` pool arguments, through requests' documented subclassing hook)."""
+
+    def __init__(self, hostname: str, **kw):
+        self._hostname = hostname
+        super().__init__(**kw)
+
+    def build_connection_pool_key_attributes(self, request, verify, cert=None):
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+        if host_params["scheme"] == "https":
+            pool_kwargs["server_hostname"] = self._hostname
+            pool_kwargs["assert_hostname"] = self._hostname
+        return host_params, pool_kwargs
+
+
+class Sender:
+    def __init__(self, timeout: float, *, verify=True, read_cap: int = RESPONSE_READ_CAP):
+        self.timeout = timeout
+        self._verify = verify  # a CA bundle path in tests with their own certificate
+        self._read_cap = read_cap
+
+    def post(self, pinned: Pinned, body: bytes, headers: dict) -> Outcome:
+        target = pinned.target
+        address = f"[{pinned.address}]" if ":" in pinned.address else pinned.address
+        url = f"{target.scheme}://{address}:{target.port}{target.path}"
+        default_port = 443 if target.scheme == "https" else 80
+        host = target.host if ":" not in target.host else f"[{target.host}]"
+        host_header = host if target.port == default_port else f"{host}:{target.port}"
+        with requests.Session() as session:
+            session.trust_env = False  # a proxy from the environment would connect elsewhere
+            session.mount(f"{target.scheme}://", _PinnedAdapter(target.host, max_retries=0))
+            try:
+                response = session.post(url, data=body, headers={**headers, "Host": host_header},
+                                        timeout=(self.timeout, self.timeout), allow_redirects=False,
+                                        stream=True, verify=self._verify)
+            except requests.Timeout:
+                return Outcome(None, "timeout")
+            except requests.RequestException as exc:
+                return Outcome(None, f"connection failed: {type(exc).__name__}")
+            try:
+                response.raw.read(self._read_cap, decode_content=False)
+            except Exception:
+                pass  # the status is what counts; a broken body does not change it
+            finally:
+                response.close()
+            return Outcome(response.status_code)
+
+
+class DeliveryMetrics:
+    """Prometheus: deliveries sent, failed and retried, and the queue depth."""
+
+    def __init__(self, registry, store: WebhookStore):
+        self.sent = Counter("iamgate_webhook_deliveries_sent_total", "Webhook deliveries answered 2xx",
+                            registry=registry)
+        self.failed = Counter("iamgate_webhook_delivery_failures_total",
+                              "Webhook delivery attempts that failed (non-2xx, timeout, refused target)",
+                              registry=registry)
+        self.retried = Counter("iamgate_webhook_delivery_retries_total", "Webhook delivery retries scheduled",
+                               registry=registry)
+        self.queue_depth = Gauge("iamgate_webhook_queue_depth", "Webhook deliveries pending (due or scheduled)",
+                                 registry=registry)
+        self.queue_depth.set_function(store.queue_depth)
+
+
+class DeliveryWorker:
+    def __init__(self, store: WebhookStore, box, policy: TargetPolicy, sender: Sender, clock, metrics: DeliveryMetrics,
+                 *, retry_delays, lease_seconds: float | None = None, threads: int = 4, idle_wait: float = 1.0):
+        self.store = store
+        self._box = box
+        self._policy = policy
+        self._sender = sender
+        self._clock = clock
+        self._metrics = metrics
+        self._delays = tuple(retry_delays)
+        self._lease = timedelta(seconds=lease_seconds if lease_seconds is not None
+                                else sender.timeout + LEASE_MARGIN)
+        self._threads_wanted = threads
+        self._idle_wait = idle_wait
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # --- running
+
+    def start(self) -> "DeliveryWorker":
+        for i in range(self._threads_wanted - len(self._threads)):
+            thread = threading.Thread(target=self._run, name=f"iamgate-webhooks-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """A delivery became due (the dispatcher calls this in the same process)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                worked = self.run_once()
+            except Exception:
+                log.exception("webhook delivery failed unexpectedly")
+                worked = False
+            if not worked:
+                self._wake.wait(self._idle_wait)
+                self._wake.clear()
+
+    # --- one delivery
+
+    def run_once(self) -> bool:
+        """Claim one due delivery and attempt it; False when none was due."""
+        now = self._clock()
+        delivery = self.store.claim(now, now + self._lease)
+        if delivery is None:
+            return False
+        self.attempt(delivery)
+        return True
+
+    def attempt(self, delivery: dict) -> None:
+        webhook = self.store.get(delivery["app_id"], delivery["webhook_id"])
+        if webhook is None:
+            self.store.drop_delivery(delivery)  # deleted webhook: pending retries are cancelled
+            return
+        if not webhook["is_active"]:
+            self.store.finish(delivery, {"status": "cancelled", "last_error": "webhook inactive"})
+            return
+        body = delivery["body"].encode("utf-8")
+        try:
+            secret = self._box.decrypt(webhook["secret"]).decode("utf-8")
+        except DecryptionError:
+            self._record(delivery, webhook, Outcome(None, "secret cannot be decrypted"))
+            return
+        try:
+            pinned = self._policy.pin(webhook["url"])
+        except WebhookTargetForbidden as exc:
+            self._record(delivery, webhook, Outcome(None, f"target forbidden: {exc.details.get('reason')}"))
+            return
+        except (OSError, UnicodeError) as exc:
+            self._record(delivery, webhook, Outcome(None, f"name resolution failed: {type(exc).__name__}"))
+            return
+        except Exception as exc:  # a URL that no longer parses (rules tightened since it was saved)
+            self._record(delivery, webhook, Outcome(None, f"invalid target: {type(exc).__name__}"))
+            return
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "X-Service-Signature": signature(secret, body),
+            "X-Service-Event": delivery["event"],
+            "X-Service-Delivery-Id": delivery["_id"],
+            "X-Service-Timestamp": str(int(self._clock().timestamp())),
+        }
+        self._record(delivery, webhook, self._sender.post(pinned, body, headers))
+
+    def _record(self, delivery: dict, webhook: dict, outcome: Outcome) -> None:
+        now = self._clock()
+        attempts = delivery.get("attempts", 0) + 1
+        changes = {"attempts": attempts, "retry_count": attempts - 1, "response_status": outcome.status,
+                   "last_error": outcome.error}
+        if outcome.ok:
+            changes.update(status="delivered", delivered_at=now)
+        elif attempts <= len(self._delays):
+            changes.update(due_at=now + timedelta(seconds=self._delays[attempts - 1]))
+        else:
+            changes.update(status="failed")
+        if not self.store.finish(delivery, changes):
+            return  # the lease lapsed and another worker owns the delivery now
+        app_id, webhook_id = delivery["app_id"], delivery["webhook_id"]
+        if outcome.ok:
+            self._metrics.sent.inc()
+            self.store.record_success(app_id, webhook_id)
+            return
+        self._metrics.failed.inc()
+        if changes.get("status") != "failed":
+            self._metrics.retried.inc()
+        if self.store.record_failure(app_id, webhook_id) >= DISABLE_AFTER and self.store.disable(app_id, webhook_id,
+                                                                                                 now):
+            log.warning("webhook disabled after %d failed deliveries in a row", DISABLE_AFTER,
+                        extra={"app_id": app_id, "webhook_id": webhook_id, "url": webhook["url"]})

@@ -1,0 +1,32 @@
+"""Errors of webhooks (spec "Webhooks", "Errors"; ARCHITECTURE.md wire details)."""
+from shared.errors import BadRequest, NotFound
+
+
+class WebhookNotFound(NotFound):
+    """No webhook with this id in the application."""
+
+    code, message = "WEBHOOK_NOT_FOUND", "Webhook not found."
+
+    def __init__(self, webhook_id: str):
+        super().__init__(details={"webhook_id": webhook_id})
+
+
+class WebhookTargetForbidden(BadRequest):
+    """The URL's host is, or resolves to, an address the service must not call
+    (loopback, private, link-local, CGNAT, multicast, unspecified...), or is a
+    ``localhost`` name."""
+
+    code, message = "WEBHOOK_TARGET_FORBIDDEN", "The webhook URL targets a private or local address."
+
+    def __init__(self, host: str, reason: str):
+        super().__init__(details={"host": host, "reason": reason})
+
+
+class WebhookEventUnsupported(BadRequest):
+    """An entry of ``events`` is not one of the spec's event kinds."""
+
+    code, message = "WEBHOOK_EVENT_UNSUPPORTED", "Unsupported webhook event."
+
+    def __init__(self, events: list[str], supported):
+        super().__init__(f"Unsupported webhook event(s): {', '.join(events)}.",
+                         details={"events": list(events), "supported": list(supported)})

@@ -1,0 +1,94 @@
+"""HTTP resources of webhooks (spec "Webhooks (JWT with permission webhooks:manage)").
+Every method needs webhooks:manage, for end-user tokens and API keys alike."""
+from __future__ import annotations
+
+from shared.errors import PermissionMissing, ValidationFailed
+from shared.http import no_store, read_json, respond
+
+from controlplane.auth import permission
+from controlplane.openapi import op
+from controlplane.resource import Resource
+from controlplane.webhooks import schemas
+from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound, WebhookTargetForbidden
+from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
+
+MANAGE = permission("webhooks:manage")
+
+_WRITE_ERRORS = [ValidationFailed, WebhookTargetForbidden, WebhookEventUnsupported, PermissionMissing]
+_ITEM_ERRORS = [PermissionMissing, WebhookNotFound]
+
+
+class WebhookCollection(Resource):
+    access = {"GET": MANAGE, "POST": MANAGE}
+    docs = {
+        "GET": op("List webhooks (without their secrets)", response=schemas.WEBHOOK_LIST, errors=[PermissionMissing]),
+        "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
+                   description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
+    }
+
+    def __init__(self, webhooks: WebhookService):
+        self.webhooks = webhooks
+
+    def on_get(self, req, resp, applicationId):
+        respond(resp, [serialize_webhook(w) for w in self.webhooks.list(applicationId)])
+
+    def on_post(self, req, resp, applicationId):
+        values = schemas.CREATE_WEBHOOK.validate(read_json(req))
+        webhook, secret = self.webhooks.create(applicationId, values)
+        no_store(resp)
+        respond(resp, serialize_webhook(webhook, secret), status=201)
+
+
+class WebhookItem(Resource):
+    access = {"GET": MANAGE, "PUT": MANAGE, "DELETE": MANAGE}
+    docs = {
+        "GET": op("Get a webhook (without its secret)", response=schemas.WEBHOOK, errors=_ITEM_ERRORS),
+        "PUT": op("Update a webhook", body=schemas.UPDATE_WEBHOOK, response=schemas.WEBHOOK,
+                  errors=[*_WRITE_ERRORS, WebhookNotFound]),
+        "DELETE": op("Delete a webhook; pending deliveries are not retried", ok=204, errors=_ITEM_ERRORS),
+    }
+
+    def __init__(self, webhooks: WebhookService):
+        self.webhooks = webhooks
+
+    def on_get(self, req, resp, applicationId, webhookId):
+        respond(resp, serialize_webhook(self.webhooks.require(applicationId, webhookId)))
+
+    def on_put(self, req, resp, applicationId, webhookId):
+        values = schemas.UPDATE_WEBHOOK.validate(read_json(req), partial=True)
+        respond(resp, serialize_webhook(self.webhooks.update(applicationId, webhookId, values)))
+
+    def on_delete(self, req, resp, applicationId, webhookId):
+        self.webhooks.delete(applicationId, webhookId)
+        resp.status = 204
+
+
+class WebhookSecret(Resource):
+    access = {"POST": MANAGE}
+    docs = {
+        "POST": op("Rotate a webhook's secret", response=schemas.WEBHOOK_WITH_SECRET,
+                   description="The new secret is returned once and signs every attempt from now on, "
+                               "retries of earlier events included.", errors=_ITEM_ERRORS),
+    }
+
+    def __init__(self, webhooks: WebhookService):
+        self.webhooks = webhooks
+
+    def on_post(self, req, resp, applicationId, webhookId):
+        webhook, secret = self.webhooks.rotate_secret(applicationId, webhookId)
+        no_store(resp)
+        respond(resp, serialize_webhook(webhook, secret))
+
+
+class WebhookDeliveries(Resource):
+    access = {"GET": MANAGE}
+    docs = {
+        "GET": op("The 50 most recent deliveries of a webhook, newest first", response=schemas.DELIVERY_LIST,
+                  errors=_ITEM_ERRORS),
+    }
+
+    def __init__(self, webhooks: WebhookService):
+        self.webhooks = webhooks
+
+    def on_get(self, req, resp, applicationId, webhookId):
+        respond(resp, [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)])

@@ -1,0 +1,74 @@
+"""Request validation and response shapes of webhooks (spec "Webhook", "Webhook
+delivery", "Webhooks").  The URL's target rules (https, no private or local address)
+are ``targets.TargetPolicy``'s; the event names are checked against the catalogue by
+the service (400 WEBHOOK_EVENT_UNSUPPORTED)."""
+from __future__ import annotations
+
+from shared.validation import Bool, List, Schema, String
+
+from controlplane.webhooks.targets import URL_MAX
+
+EVENTS_MAX = 50
+
+
+def url_field(*, required):
+    return String(required=required, min_len=1, max_len=URL_MAX,
+                  description="https URL, at most 2048 characters; private, loopback and localhost targets are refused")
+
+
+def events_field(*, required):
+    return List(String(min_len=1, max_len=100), required=required, min_items=1, max_items=EVENTS_MAX,
+                description="event kinds from the spec's list; duplicates are dropped")
+
+
+CREATE_WEBHOOK = Schema({
+    "url": url_field(required=True),
+    "events": events_field(required=True),
+})
+
+UPDATE_WEBHOOK = Schema({
+    "url": url_field(required=False),
+    "events": events_field(required=False),
+    "is_active": Bool(),
+}, description="All fields optional; events replaces the list.")
+
+
+_TIME = {"type": "string", "format": "date-time"}
+_ID = {"type": "string", "format": "uuid"}
+
+WEBHOOK = {
+    "type": "object",
+    "properties": {
+        "id": _ID,
+        "url": {"type": "string", "format": "uri"},
+        "events": {"type": "array", "items": {"type": "string"}},
+        "is_active": {"type": "boolean"},
+        "created_at": _TIME,
+        "updated_at": _TIME,
+    },
+}
+
+WEBHOOK_WITH_SECRET = {
+    "type": "object",
+    "properties": {**WEBHOOK["properties"],
+                   "secret": {"type": "string", "description": "the HMAC key; shown only in this response"}},
+}
+
+WEBHOOK_LIST = {"type": "array", "items": WEBHOOK}
+
+DELIVERY_LIST = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "id": {**_ID, "description": "the X-Service-Delivery-Id, the same on every attempt"},
+            "webhook_id": _ID,
+            "event": {"type": "string"},
+            "status": {"type": "string", "enum": ["pending", "delivered", "failed", "cancelled"]},
+            "response_status": {"type": ["integer", "null"]},
+            "delivered_at": {"type": ["string", "null"], "format": "date-time"},
+            "retry_count": {"type": "integer", "description": "retries made (0 after the first attempt)"},
+            "created_at": _TIME,
+        },
+    },
+}

@@ -1,0 +1,137 @@
+"""Webhook management: the spec's Webhook resource under V1/webhooks, the secret
+rotation of ARCHITECTURE.md ("rotate-secret returns the new secret once") and the
+delivery log (the 50 newest Webhook deliveries, newest first).
+
+The secret is generated here, shown once, and stored encrypted with ``SecretBox``:
+the delivery worker needs it back as the HMAC key.
+"""
+from __future__ import annotations
+
+import secrets
+
+from shared.ids import is_uuid, new_id
+from shared.timeutil import isoformat
+
+from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound
+from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.targets import TargetPolicy
+
+DELIVERY_LOG_SIZE = 50
+SECRET_PREFIX = "whsec_"
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+class WebhookService:
+    def __init__(self, store: WebhookStore, box, policy: TargetPolicy, events, clock, event_kinds):
+        self.store = store
+        self._events = events
+        self._box = box
+        self._policy = policy
+        self._clock = clock
+        self._kinds = tuple(event_kinds)
+
+    def require(self, app_id: str, webhook_id: str) -> dict:
+        webhook = self.store.get(app_id, webhook_id.lower()) if is_uuid(webhook_id) else None
+        if webhook is None:
+            raise WebhookNotFound(webhook_id)
+        return webhook
+
+    def list(self, app_id: str) -> list[dict]:
+        return self.store.list(app_id)
+
+    def create(self, app_id: str, values: dict) -> tuple[dict, str]:
+        """A new active webhook and its secret (the plaintext, to show once)."""
+        target = self._policy.check(values["url"])
+        events = self._check_events(values["events"])
+        now = self._clock()
+        secret = new_secret()
+        doc = {
+            "_id": new_id(),
+            "app_id": app_id,
+            "url": target.url,
+            "events": events,
+            "secret": self._box.encrypt(secret),
+            "created_seq": self._events.head(),
+            "is_active": True,
+            "consecutive_failures": 0,
+            "disabled_at": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        self.store.insert(doc)
+        return doc, secret
+
+    def update(self, app_id: str, webhook_id: str, values: dict) -> dict:
+        """PUT: any of url, events (replaces), is_active.  Re-enabling resets the
+        failure streak that auto-disabling counts."""
+        webhook = self.require(app_id, webhook_id)
+        changes = {}
+        if "url" in values:
+            changes["url"] = self._policy.check(values["url"]).url
+        if "events" in values:
+            changes["events"] = self._check_events(values["events"])
+        if "is_active" in values:
+            changes["is_active"] = values["is_active"]
+            if values["is_active"] and not webhook["is_active"]:
+                changes.update(consecutive_failures=0, disabled_at=None)
+        if not changes:
+            return webhook
+        updated = self.store.update(app_id, webhook["_id"], {**changes, "updated_at": self._clock()})
+        if updated is None:
+            raise WebhookNotFound(webhook_id)
+        return updated
+
+    def delete(self, app_id: str, webhook_id: str) -> None:
+        """Delete the webhook, then its deliveries: pending retries are not sent (a worker
+        holding one finds the webhook gone and drops it)."""
+        webhook = self.require(app_id, webhook_id)
+        if not self.store.delete(app_id, webhook["_id"]):
+            raise WebhookNotFound(webhook_id)
+        self.store.delete_deliveries(app_id, webhook["_id"])
+
+    def rotate_secret(self, app_id: str, webhook_id: str) -> tuple[dict, str]:
+        """A new secret, effective for every attempt from now on (retries included)."""
+        webhook = self.require(app_id, webhook_id)
+        secret = new_secret()
+        updated = self.store.update(app_id, webhook["_id"],
+                                    {"secret": self._box.encrypt(secret), "updated_at": self._clock()})
+        if updated is None:
+            raise WebhookNotFound(webhook_id)
+        return updated, secret
+
+    def deliveries(self, app_id: str, webhook_id: str) -> list[dict]:
+        webhook = self.require(app_id, webhook_id)
+        return self.store.recent_deliveries(app_id, webhook["_id"], DELIVERY_LOG_SIZE)
+
+    def _check_events(self, events: list[str]) -> list[str]:
+        unsupported = [e for e in events if e not in self._kinds]
+        if unsupported:
+            raise WebhookEventUnsupported(unsupported, self._kinds)
+        return events
+
+
+def serialize_webhook(doc: dict, secret: str | None = None) -> dict:
+    """The spec's Webhook; ``secret`` only in the create and rotate responses."""
+    out = {"id": doc["_id"], "url": doc["url"], "events": list(doc["events"])}
+    if secret is not None:
+        out["secret"] = secret
+    out.update(is_active=bool(doc["is_active"]), created_at=isoformat(doc["created_at"]),
+               updated_at=isoformat(doc["updated_at"]))
+    return out
+
+
+def serialize_delivery(doc: dict) -> dict:
+    """The spec's Webhook delivery, plus ``status`` and ``webhook_id``."""
+    return {
+        "id": doc["_id"],
+        "webhook_id": doc["webhook_id"],
+        "event": doc["event"],
+        "status": doc["status"],
+        "response_status": doc.get("response_status"),
+        "delivered_at": isoformat(doc.get("delivered_at")),
+        "retry_count": doc.get("retry_count", 0),
+        "created_at": isoformat(doc["created_at"]),
+    }

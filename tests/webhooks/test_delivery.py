@@ -1,0 +1,304 @@
+"""Deliveries to a real HTTP receiver in the test process (spec "Events": payload,
+headers, retries; ARCHITECTURE.md: HMAC key, retry_count, auto-disable, inactive
+webhooks).  Dispatch and delivery run one step at a time (``pump``) on the FakeClock."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+
+import pytest
+
+from controlplane.webhooks.delivery import DISABLE_AFTER
+from tests.webhooks.conftest import verify
+
+
+def test_signature_and_headers(ctx, application, make_webhook, receiver, make_user, pump):
+    hook = make_webhook(receiver.url, events=["user.created"])
+    user = make_user(application, email="ada@example.com", name="Ada")
+    assert pump() == 1
+    [request] = receiver.requests
+    headers, body = request["headers"], request["body"]
+    assert verify(hook["secret"], body, headers["X-Service-Signature"])
+    assert not verify(hook["secret"], body + b" ", headers["X-Service-Signature"])
+    assert headers["X-Service-Event"] == "user.created"
+    assert headers["Content-Type"] == "application/json"
+    assert abs(int(headers["X-Service-Timestamp"]) - ctx.clock().timestamp()) <= 1
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert headers["X-Service-Delivery-Id"] == delivery["_id"]
+    payload = json.loads(body)
+    assert set(payload) == {"event", "timestamp", "data"}
+    assert payload["event"] == "user.created"
+    assert datetime.fromisoformat(payload["timestamp"]).utcoffset() is not None
+    assert payload["data"] == {"user_id": user["id"], "email": "ada@example.com", "name": "Ada"}
+
+
+def test_rotated_secret_signs_later_deliveries(client, manager, hooks_url, make_webhook, receiver, make_role,
+                                               application, pump):
+    hook = make_webhook(receiver.url, events=["role.created"])
+    secret = client.simulate_post(f"{hooks_url}/{hook['id']}/rotate-secret", json={},
+                                  headers=manager).json["data"]["secret"]
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    [request] = receiver.requests
+    assert verify(secret, request["body"], request["headers"]["X-Service-Signature"])
+    assert not verify(hook["secret"], request["body"], request["headers"]["X-Service-Signature"])
+
+
+def test_only_subscribed_active_webhooks_of_the_application_receive(ctx, client, manager, hooks_url, make_webhook,
+                                                                    make_application, make_role, application, pump):
+    from tests.webhooks.conftest import Receiver
+
+    receivers = [Receiver() for _ in range(4)]
+    try:
+        subscribed = make_webhook(receivers[0].url, events=["role.created"])
+        make_webhook(receivers[1].url, events=["role.deleted"])
+        inactive = make_webhook(receivers[2].url, events=["role.created"])
+        client.simulate_put(f"{hooks_url}/{inactive['id']}", json={"is_active": False}, headers=manager)
+        other = make_application()
+        ctx.webhooks.create(other["_id"], {"url": receivers[3].url, "events": ["role.created"]})
+        make_role(application, "editor", ["posts:edit"])
+        pump()
+        assert [len(r.requests) for r in receivers] == [1, 0, 0, 0]
+        assert ctx.store["webhook_deliveries"].count_documents({}) == 1  # none for the inactive one
+        assert ctx.store["webhook_deliveries"].find_one({})["webhook_id"] == subscribed["id"]
+    finally:
+        for r in receivers:
+            r.close()
+
+
+def test_events_before_the_webhook_existed_are_not_delivered(ctx, make_webhook, receiver, make_role, application,
+                                                              pump):
+    make_role(application, "before", ["a:b"])
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "after", ["a:b"])
+    pump()
+    assert [json.loads(r["body"])["data"]["name"] for r in receiver.requests] == ["after"]
+
+
+def test_redispatch_never_duplicates(ctx, make_webhook, receiver, make_role, application, pump):
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    # A restarted dispatcher whose cursor was lost goes over the same events again.
+    ctx.store["webhook_dispatch"].delete_many({})
+    from controlplane.webhooks.dispatcher import Dispatcher
+
+    again = Dispatcher(ctx.webhook_dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
+                       retention_seconds=3600)
+    assert again.catch_up() == 0
+    assert pump() == 0
+    assert len(receiver.requests) == 1
+
+
+def test_a_restarted_dispatcher_catches_up_from_its_cursor(ctx, make_webhook, receiver, make_role, application):
+    from controlplane.webhooks.dispatcher import Dispatcher
+
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "one", ["a:b"])
+    ctx.webhook_dispatcher.catch_up()
+    make_role(application, "two", ["a:b"])  # emitted while no dispatcher runs
+    make_role(application, "three", ["a:b"])
+    restarted = Dispatcher(ctx.webhook_dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
+                           retention_seconds=3600)
+    ctx.tailer.last_seq = ctx.events.head()
+    restarted.attach(ctx.tailer)
+    names = [json.loads(d["body"])["data"]["name"]
+             for d in ctx.store["webhook_deliveries"].find({}).sort("event_seq", 1)]
+    assert names == ["one", "two", "three"]
+    make_role(application, "four", ["a:b"])
+    ctx.tailer.poll_once()  # the tailer hands new events to the attached dispatcher
+    assert ctx.store["webhook_deliveries"].count_documents({}) == 4
+
+
+def test_retry_schedule_on_500(ctx, clock, make_webhook, receiver, make_role, application, pump):
+    receiver.statuses = [500, 500, 503, 500, 200]
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    start = clock()
+    assert pump() == 1
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert delivery["status"] == "pending" and delivery["retry_count"] == 0 and delivery["response_status"] == 500
+    seen = [0]
+    for delay in (30, 300, 1800):
+        clock.advance(delay - 1)
+        assert pump() == 0  # not due yet
+        clock.advance(1)
+        assert pump() == 1
+        seen.append((clock() - start).total_seconds())
+    assert seen == [0, 30, 330, 2130]
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert delivery["status"] == "failed" and delivery["retry_count"] == 3
+    assert delivery["delivered_at"] is None and delivery["response_status"] == 500
+    ids = {r["headers"]["X-Service-Delivery-Id"] for r in receiver.requests}
+    assert ids == {delivery["_id"]} and len(receiver.requests) == 4
+    clock.advance(100000)
+    assert pump() == 0  # exhausted: three retries, no fourth
+    metrics = ctx.metrics.render()[0].decode()
+    assert "iamgate_webhook_delivery_failures_total 4.0" in metrics
+    assert "iamgate_webhook_delivery_retries_total 3.0" in metrics
+
+
+def test_a_retry_that_succeeds_is_delivered(ctx, clock, make_webhook, receiver, make_role, application, pump):
+    receiver.statuses = [500, 204]
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    clock.advance(30)
+    pump()
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert delivery["status"] == "delivered" and delivery["response_status"] == 204 and delivery["retry_count"] == 1
+    assert delivery["delivered_at"] is not None
+    assert "iamgate_webhook_deliveries_sent_total 1.0" in ctx.metrics.render()[0].decode()
+
+
+@pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True, "webhook_timeout": 1,
+                                               "webhook_retry_delays": (2, 4)}])
+def test_timeouts_are_failures_retried_on_the_configured_schedule(ctx, clock, make_webhook, receiver, make_role,
+                                                                   application, pump):
+    receiver.delay = 2.5  # longer than IAMGATE_WEBHOOK_TIMEOUT=1
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    started = time.monotonic()
+    pump()
+    assert time.monotonic() - started < 2.4
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert delivery["response_status"] is None and delivery["last_error"] == "timeout"
+    assert abs((delivery["due_at"] - clock()).total_seconds() - 2) < 0.01
+    receiver.delay = 0
+    clock.advance(2)
+    pump()
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert delivery["status"] == "delivered" and delivery["retry_count"] == 1
+
+
+def test_redirects_are_not_followed(ctx, make_webhook, receiver, make_role, application, pump):
+    from tests.webhooks.conftest import Receiver
+
+    inner = Receiver()
+    try:
+        receiver.statuses = [302]
+        receiver.redirect_to = inner.url
+        make_webhook(receiver.url, events=["role.created"])
+        make_role(application, "editor", ["posts:edit"])
+        pump()
+        assert inner.requests == []
+        delivery = ctx.store["webhook_deliveries"].find_one({})
+        assert delivery["response_status"] == 302 and delivery["status"] == "pending"  # a failure, retried
+    finally:
+        inner.close()
+
+
+def test_deleting_the_webhook_cancels_pending_retries(ctx, clock, client, manager, hooks_url, make_webhook, receiver,
+                                                      make_role, application, pump):
+    receiver.statuses = [500]
+    hook = make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    assert client.simulate_delete(f"{hooks_url}/{hook['id']}", headers=manager).status_code == 204
+    clock.advance(3600)
+    assert pump() == 0
+    assert len(receiver.requests) == 1
+    assert ctx.store["webhook_deliveries"].count_documents({}) == 0
+
+
+def test_a_worker_holding_a_delivery_of_a_deleted_webhook_drops_it(ctx, make_webhook, receiver, make_role,
+                                                                   application):
+    hook = make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    ctx.webhook_dispatcher.catch_up()
+    claimed = ctx.webhook_worker.store.claim(ctx.clock(), ctx.clock())
+    ctx.store["webhooks"].delete_one({"_id": hook["id"]})  # deleted between claim and send
+    ctx.webhook_worker.attempt(claimed)
+    assert receiver.requests == [] and ctx.store["webhook_deliveries"].count_documents({}) == 0
+
+
+def test_deactivating_cancels_pending_retries(ctx, clock, client, manager, hooks_url, make_webhook, receiver,
+                                              make_role, application, pump):
+    receiver.statuses = [500]
+    hook = make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    client.simulate_put(f"{hooks_url}/{hook['id']}", json={"is_active": False}, headers=manager)
+    clock.advance(3600)
+    pump()
+    assert len(receiver.requests) == 1
+    [delivery] = client.simulate_get(f"{hooks_url}/{hook['id']}/deliveries", headers=manager).json["data"]
+    assert delivery["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True, "webhook_retry_delays": ()}])
+def test_auto_disable_after_100_failures_in_a_row(ctx, client, manager, hooks_url, make_webhook, receiver,
+                                                  application, make_role, pump, capsys):
+    receiver.statuses = [500]
+    hook = make_webhook(receiver.url, events=["role.created"])
+    for i in range(DISABLE_AFTER - 1):
+        make_role(application, f"r{i}", ["a:b"])
+    pump()
+    assert client.simulate_get(f"{hooks_url}/{hook['id']}", headers=manager).json["data"]["is_active"] is True
+    make_role(application, "last", ["a:b"])
+    pump()
+    assert client.simulate_get(f"{hooks_url}/{hook['id']}", headers=manager).json["data"]["is_active"] is False
+    make_role(application, "after", ["a:b"])
+    pump()
+    assert len(receiver.requests) == DISABLE_AFTER  # an inactive webhook gets no more deliveries
+    assert ctx.store["webhook_deliveries"].count_documents({}) == DISABLE_AFTER
+    # Re-enabling starts a new streak.
+    client.simulate_put(f"{hooks_url}/{hook['id']}", json={"is_active": True}, headers=manager)
+    assert ctx.store["webhooks"].find_one({"_id": hook["id"]})["consecutive_failures"] == 0
+
+
+@pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True, "webhook_retry_delays": ()}])
+def test_a_success_resets_the_failure_streak(ctx, make_webhook, receiver, application, make_role, pump):
+    receiver.statuses = [500] * (DISABLE_AFTER - 1) + [200] + [500] * 5
+    hook = make_webhook(receiver.url, events=["role.created"])
+    for i in range(DISABLE_AFTER + 5):
+        make_role(application, f"r{i}", ["a:b"])
+    pump()
+    stored = ctx.store["webhooks"].find_one({"_id": hook["id"]})
+    assert stored["is_active"] is True and stored["consecutive_failures"] == 5
+
+
+def test_delivery_log_order_and_fields(ctx, clock, client, manager, hooks_url, make_webhook, receiver, make_role,
+                                       application, pump):
+    hook = make_webhook(receiver.url, events=["role.created"])
+    receiver.statuses = [200] * 54 + [500]
+    for i in range(55):
+        make_role(application, f"role{i:02d}", ["a:b"])
+        clock.advance(1)
+    pump()
+    resp = client.simulate_get(f"{hooks_url}/{hook['id']}/deliveries", headers=manager)
+    assert resp.status_code == 200
+    log = resp.json["data"]
+    assert len(log) == 50
+    assert set(log[0]) == {"id", "webhook_id", "event", "status", "response_status", "delivered_at", "retry_count",
+                           "created_at"}
+    created = [d["created_at"] for d in log]
+    assert created == sorted(created, reverse=True)
+    seqs = [ctx.store["webhook_deliveries"].find_one({"_id": d["id"]})["event_seq"] for d in log]
+    assert seqs == sorted(seqs, reverse=True)
+    newest = log[0]
+    assert newest["status"] == "pending" and newest["response_status"] == 500 and newest["delivered_at"] is None
+    assert newest["retry_count"] == 0
+    assert all(d["status"] == "delivered" and d["response_status"] == 200 and d["delivered_at"] for d in log[1:])
+    assert all(d["event"] == "role.created" and d["webhook_id"] == hook["id"] for d in log)
+
+
+def test_queue_depth_metric(ctx, make_webhook, receiver, make_role, application, pump):
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "a", ["a:b"])
+    make_role(application, "b", ["a:b"])
+    ctx.webhook_dispatcher.catch_up()
+    assert "iamgate_webhook_queue_depth 2.0" in ctx.metrics.render()[0].decode()
+    pump()
+    assert "iamgate_webhook_queue_depth 0.0" in ctx.metrics.render()[0].decode()
+
+
+def test_deliveries_expire_after_the_retention_period(ctx, make_webhook, receiver, make_role, application):
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "a", ["a:b"])
+    ctx.webhook_dispatcher.catch_up()
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert (delivery["expires_at"] - delivery["created_at"]).total_seconds() == ctx.config.webhook_delivery_retention
+    ttl = [i for i in ctx.store["webhook_deliveries"].list_indexes() if i.get("expireAfterSeconds") == 0]
+    assert ttl and list(ttl[0]["key"]) == ["expires_at"]
