@@ -3,7 +3,7 @@
 ``create_app`` builds every service (``controlplane.services.build_services``), wires the
 cross-cutting middleware (request id, metrics, revision header, JSON body rules,
 authentication, request log) and the error envelope, creates the indexes the stores
-declared, and lets each area map its paths to resources.  Adding an area is one line
+declared (``controlplane.startup``), and lets each area map its paths to resources.  Adding an area is one line
 in ``AREAS``.
 """
 from __future__ import annotations
@@ -67,7 +67,9 @@ class ControlPlaneApp(falcon.App):
 
 
 def create_app(config: Config | None = None, *, store=None, clock=None, start_background: bool = True):
-    """Build the WSGI app.  ``start_background`` starts the change-log tailer."""
+    """Build the WSGI app.  ``start_background`` starts the change-log tailer, and on
+    MongoDB runs the start-up step (indexes, keys) in the background, retried until the
+    store answers (``controlplane.startup``); otherwise that step runs here, once."""
     config = config or Config.from_env()
     services = build_services(config, store=store, clock=clock)
     app = ControlPlaneApp(
@@ -85,14 +87,16 @@ def create_app(config: Config | None = None, *, store=None, clock=None, start_ba
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
 
-    services.store.ensure_indexes()
-    services.keys.ensure_active()
-    services.applications.finish_deletions()
     routes = Routes(app)
     for area in AREAS:
         area.add_routes(routes, services)
-    if start_background:
-        services.tailer.start()
+    if start_background and not services.store.is_memory:
+        # MongoDB may come up after us: serve /healthz now, /readyz once this is done.
+        services.startup.start()
+    else:
+        services.startup.run_once()
+        if start_background:
+            services.tailer.start()
     app.services = services
     app.routes = routes
     return app

@@ -37,6 +37,7 @@ from controlplane.ratelimit import RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.roles.store import RoleStore
 from controlplane.selfservice.service import SelfService
+from controlplane.startup import StartUp
 from controlplane.store import Store
 from controlplane.tokens import TokenService
 from controlplane.users.service import UserService
@@ -73,6 +74,7 @@ class Services:
     mfa: MfaService
     selfservice: SelfService
     dashboard: DashboardService
+    startup: StartUp
 
 
 def build_services(config: Config, *, store: Store | None = None, clock=None) -> Services:
@@ -82,7 +84,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
     box = SecretBox(config.secret_key)
     metrics = HttpMetrics("iamgate")
     events = EventLog(store, clock)
-    tailer = Tailer(events, interval_ms=config.events_poll_interval)
+    tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
     keys = SigningKeys(store, box, clock,
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
     tokens = TokenService(keys, clock, issuer=config.public_url, access_ttl=config.access_token_ttl)
@@ -106,6 +108,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
                                   internal_token=config.internal_token)
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
+    startup = StartUp(store, keys, applications, tailer)
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
@@ -113,6 +116,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None) ->
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, users=None, mfa=None, selfservice=None, dashboard=None,
+        startup=startup,
     )
     # TRANSITION (issue "one shape"): these four still take the whole container.
     services.users = UserService(services)
