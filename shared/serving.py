@@ -80,17 +80,15 @@ def settings(service: str) -> dict:
         worker_class = DECISION_WORKER_CLASS
 
     def on_starting(server):
-        if service == CONTROL_PLANE and config.is_memory_store and server.num_workers != 1:
+        if service == CONTROL_PLANE and config.is_memory_store:
             # memory:// lives inside one process: a second worker would be a second,
             # separate database (one email registered twice, tokens unknown to half the
-            # requests).  Whatever --workers says, run one.
-            server.log.warning("IAMGATE_MONGODB_URI is memory://: running 1 worker instead of %s (the "
-                               "embedded store lives inside one process)", server.num_workers)
+            # requests).  Whatever IAMGATE_WORKERS or --workers say, run one.
+            asked = max(server.num_workers, config.workers)
             server.num_workers = 1
             server.cfg.set("workers", 1)
-        elif service == CONTROL_PLANE and config.is_memory_store:
-            server.log.info("IAMGATE_MONGODB_URI is memory://: 1 worker (the embedded store lives inside one "
-                            "process; nothing persists)")
+            server.log.warning("IAMGATE_MONGODB_URI is memory://: running 1 worker%s; the embedded store lives "
+                               "inside one process and nothing persists", f" (not {asked})" if asked > 1 else "")
 
     values = {
         "bind": [f"{host}:{port}"],
