@@ -82,6 +82,8 @@ CASES = {
         render({"mongodb": MONGO, "secrets": {"existingSecret": "vault-iamgate"}}), {"vault-iamgate"}),
     "everything-on": lambda tmp: (render({
         "mongodb": MONGO, "ingress": {"enabled": True}, "networkPolicy": {"enabled": True},
+        "extraVolumes": [{"name": "mongodb-ca", "secret": {"secretName": "mongodb-ca"}}],
+        "extraVolumeMounts": [{"name": "mongodb-ca", "mountPath": "/etc/mongodb-ca", "readOnly": True}],
         "worker": {"enabled": True}, "controlPlane": {"autoscaling": {"enabled": True}},
         "metrics": {"serviceMonitor": {"enabled": True}}}), set()),
 }
