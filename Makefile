@@ -4,7 +4,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench install clean
+.PHONY: run test bench install clean image push chart-test chart-tools
+
+# The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
+VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
+IMAGE   ?= iamgate:$(VERSION)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -16,17 +20,37 @@ $(STAMP): $(PY) setup.cfg
 
 install: $(STAMP)
 
+CHART_STAMP := $(VENV)/.chart-installed
+$(CHART_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,chart]'
+	touch $(CHART_STAMP)
+
+## Install the chart tools (helm-python-sdk, kubernetes-validate); `make test` then runs tests/chart too.
+chart-tools: $(CHART_STAMP)
+
+## Lint, render and validate the Helm chart (charts/iamgate) with its examples.
+chart-test: $(CHART_STAMP)
+	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest tests/chart $(PYTEST_ARGS)
+
 ## Start the control plane and a decision service on the embedded store (memory://).
 run: $(STAMP)
 	$(PY) -m controlplane.launcher
 
-## Install and run the test suite.
+## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
 test: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
 
 ## Load-test both processes on loopback; figures go to docs/performance.md.
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+## Build the container image (both services; the command picks which).
+image:
+	docker build -t $(IMAGE) .
+
+## Push it: make image push IMAGE=registry.example.com/iamgate:0.1.0
+push:
+	docker push $(IMAGE)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

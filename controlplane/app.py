@@ -3,7 +3,7 @@
 ``create_app`` builds every service (``controlplane.services.build_services``), wires the
 cross-cutting middleware (request id, metrics, revision header, JSON body rules,
 authentication, request log) and the error envelope, creates the indexes the stores
-declared, and lets each area map its paths to resources.  Adding an area is one line
+declared (``controlplane.startup``), and lets each area map its paths to resources.  Adding an area is one line
 in ``AREAS``.
 """
 from __future__ import annotations
@@ -74,7 +74,9 @@ class ControlPlaneApp(falcon.App):
 def create_app(config: Config | None = None, *, store=None, clock=None, resolver=None, start_background: bool = True):
     """Build the WSGI app.  ``start_background`` starts the change-log tailer, and on the
     embedded ``memory://`` store (which no other process can reach) webhook dispatch and
-    delivery too; against MongoDB those run in ``python -m controlplane worker``."""
+    delivery too; against MongoDB those run in ``python -m controlplane worker``.  On
+    MongoDB the start-up step (indexes, keys) runs in the background, retried until the
+    store answers (``controlplane.startup``); otherwise it runs here, once."""
     config = config or Config.from_env()
     services = build_services(config, store=store, clock=clock, resolver=resolver)
     app = ControlPlaneApp(
@@ -93,17 +95,18 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     install_error_handlers(app)
     app.add_error_handler(OAuthError, oauth_error_handler)  # RFC 6749 bodies at the OIDC endpoints
 
-    services.store.ensure_indexes()
-    services.keys.ensure_active()
-    services.applications.finish_deletions()
     routes = Routes(app)
     for area in AREAS:
         area.add_routes(routes, services)
-    if start_background:
-        if config.is_memory_store:
+    if start_background and not services.store.is_memory:
+        # MongoDB may come up after us: serve /healthz now, /readyz once this is done.
+        services.startup.start()
+    else:
+        services.startup.run_once()
+        if start_background:
             services.webhook_dispatcher.attach(services.tailer)
             services.webhook_worker.start()
-        services.tailer.start()
+            services.tailer.start()
     app.services = services
     app.routes = routes
     return app

@@ -148,7 +148,9 @@ class Tailer:
 
     BUFFER = 20000
 
-    def __init__(self, log_: EventLog, *, interval_ms: int = 25, gap_timeout: float = 2.0):
+    def __init__(self, log_: EventLog, *, interval_ms: int = 25, gap_timeout: float = 2.0, deferred: bool = False):
+        """``deferred``: read the log's head at ``begin()`` rather than now, so building the
+        services needs no store (the start-up step calls ``begin`` once MongoDB answers)."""
         self._log = log_
         self._interval = interval_ms / 1000.0
         self._gap_timeout = gap_timeout
@@ -158,9 +160,14 @@ class Tailer:
         self._callbacks = []
         self._stop = threading.Event()
         self._thread = None
-        self.last_seq = log_.head()
+        self.last_seq = None if deferred else log_.head()
         self._gap_since = None
         log_.tailer = self
+
+    def begin(self) -> None:
+        """Start from the log's current head (once; a no-op when already positioned)."""
+        if self.last_seq is None:
+            self.last_seq = self._log.head()
 
     def subscribe(self, callback) -> None:
         self._callbacks.append(callback)

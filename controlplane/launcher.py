@@ -7,9 +7,11 @@ internal service token, prints where both listen, and stops both on Ctrl-C.
 """
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,26 +20,44 @@ import urllib.request
 from shared.config import Config, ConfigError
 
 STARTUP_TIMEOUT = 60.0
-# The decision service's own gunicorn worker: gevent, with requests parsed by httptools
-# (decision/server.py); a check's whole budget is a few dozen microseconds.
 DECISION_WORKER_CLASS = "decision.server.DecisionWorker"
 
 
-def _gunicorn(app_factory: str, host: str, port: int, workers: int, worker_class: str = "gevent") -> list[str]:
-    import gunicorn
+class PortInUse(Exception):
+    """Another process listens on the port this launcher was asked to bind."""
 
-    # Gunicorn 27 opens a control socket at one fixed path per user; two servers (or two
-    # test runs) would fight over it, and nothing here uses it.
-    extra = ["--no-control-socket"] if gunicorn.version_info >= (27,) else []
+
+def listen(host: str, port: int, variable: str) -> socket.socket:
+    """Bind and listen here, so a port in use is seen on the bind itself (never by a
+    health check that another process answers); gunicorn inherits the socket."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn does: TIME_WAIT is no conflict
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(f"port {port} is in use ({variable}={port}): stop what listens there "
+                            f"or choose another port") from None
+        raise PortInUse(f"cannot bind {host}:{port} ({variable}): {exc.strerror}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _gunicorn(app_factory: str, host: str, port: int, workers: int, worker_class: str = "gevent",
+              sock: socket.socket | None = None) -> list[str]:
+    """The gunicorn command of one service: its config module (``<package>.gunicorn_conf``,
+    which validates the settings in the master and sets the rest), the workers, and the
+    address -- the inherited ``sock`` when given."""
+    package = app_factory.split(".", 1)[0]
+    bind = f"fd://{sock.fileno()}" if sock is not None else f"{host}:{port}"
     return [
-        sys.executable, "-m", "gunicorn", *extra,
+        sys.executable, "-m", "gunicorn", "-c", f"python:{package}.gunicorn_conf",
         "--worker-class", worker_class,
         "--workers", str(workers),
-        "--worker-connections", "1000",
-        "--bind", f"{host}:{port}",
+        "--bind", bind,
         "--graceful-timeout", "5",
-        "--timeout", "60",
-        "--keep-alive", "75",
         app_factory,
     ]
 
@@ -94,8 +114,16 @@ def main() -> int:
     signal.signal(signal.SIGINT, shutdown)
     signal.signal(signal.SIGTERM, shutdown)
     try:
+        try:
+            control_sock = listen(config.host, config.port, "IAMGATE_PORT")
+            decision_sock = listen(config.decision_host, config.decision_port, "IAMGATE_DECISION_PORT")
+        except PortInUse as exc:
+            print(f"iamgate: {exc}", file=sys.stderr)
+            return 1
         control = subprocess.Popen(
-            _gunicorn("controlplane.wsgi:create()", config.host, config.port, workers), env=env)
+            _gunicorn("controlplane.wsgi:create()", config.host, config.port, workers, sock=control_sock),
+            env=env, pass_fds=(control_sock.fileno(),))
+        control_sock.close()
         processes.append(control)
         if not _wait_healthy(control_url, control):
             print("iamgate: the control plane did not start", file=sys.stderr)
@@ -106,8 +134,9 @@ def main() -> int:
             processes.append(subprocess.Popen([sys.executable, "-m", "controlplane", "worker"], env=env))
         decision = subprocess.Popen(
             _gunicorn("decision.wsgi:create()", config.decision_host, config.decision_port, config.decision_workers,
-                      worker_class=DECISION_WORKER_CLASS),
-            env=env)
+                      worker_class=DECISION_WORKER_CLASS, sock=decision_sock),
+            env=env, pass_fds=(decision_sock.fileno(),))
+        decision_sock.close()
         processes.append(decision)
         if not _wait_healthy(decision_url, decision):
             print("iamgate: the decision service did not start", file=sys.stderr)

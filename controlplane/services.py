@@ -53,6 +53,7 @@ from controlplane.roles.service import RoleService
 from controlplane.roles.store import RoleStore
 from controlplane.selfservice.service import SelfService
 from controlplane.selfservice.store import SelfServiceStore
+from controlplane.startup import StartUp
 from controlplane.store import Store
 from controlplane.tokens import TokenService
 from controlplane.users.admin import UserAdminService
@@ -119,6 +120,7 @@ class Services:
     webhooks: WebhookService
     webhook_dispatcher: Dispatcher
     webhook_worker: DeliveryWorker
+    startup: StartUp
 
 
 def build_services(config: Config, *, store: Store | None = None, clock=None, resolver=None) -> Services:
@@ -129,7 +131,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     box = SecretBox(config.secret_key)
     metrics = HttpMetrics("iamgate")
     events = EventLog(store, clock)
-    tailer = Tailer(events, interval_ms=config.events_poll_interval)
+    tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
     keys = SigningKeys(store, box, clock,
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
     tokens = TokenService(keys, clock, issuer=config.public_url, access_ttl=config.access_token_ttl)
@@ -161,6 +163,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                   internal_token=config.internal_token)
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
+    startup = StartUp(store, keys, applications, tailer)
 
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
@@ -230,5 +233,6 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
         oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,
         webhooks=webhooks, webhook_dispatcher=webhook_dispatcher, webhook_worker=webhook_worker,
+        startup=startup,
     )
     return services

@@ -1,4 +1,8 @@
-"""Gunicorn entry point: ``gunicorn 'controlplane.wsgi:create()'``."""
+"""Gunicorn entry point: ``gunicorn -c python:controlplane.gunicorn_conf 'controlplane.wsgi:create()'``.
+
+The config module validates the settings in gunicorn's master; the check here covers
+``create()`` called any other way.
+"""
 from __future__ import annotations
 
 import logging
@@ -8,7 +12,9 @@ from shared.config import Config, ConfigError
 from shared.logs import configure
 
 
-def create():
+def create(store=None):
+    """The app for one gunicorn worker.  ``store`` is for start-up tests (a store that
+    refuses its first attempts, standing in for a MongoDB that starts late)."""
     try:
         config = Config.from_env()
     except ConfigError as exc:
@@ -26,4 +32,4 @@ def create():
                     "loopback or private addresses. For development only.")
     from controlplane.app import create_app
 
-    return create_app(config)
+    return create_app(config, store=store)

@@ -95,6 +95,32 @@ def _text(name, raw):
     return raw
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level(name, raw):
+    if raw.strip().upper() not in LOG_LEVELS:
+        raise ConfigError(f"{name}: expected one of {', '.join(LOG_LEVELS)}, got {raw!r}")
+    return raw.strip().upper()
+
+
+INTERNAL_TOKEN_MIN = 32
+
+
+def _internal_token(name, raw):
+    # A bearer secret that unlocks every application's grants: as long as the output of
+    # `secrets.token_urlsafe(24)`, so it cannot be guessed (an empty value disables it).
+    if raw and len(raw) < INTERNAL_TOKEN_MIN:
+        raise ConfigError(f"{name}: must be at least {INTERNAL_TOKEN_MIN} characters (got {len(raw)})")
+    return raw
+
+
+def _api_key(name, raw):
+    if raw and not raw.startswith(("sk_test_", "sk_live_")):
+        raise ConfigError(f"{name}: expected an application API key (sk_test_... or sk_live_...)")
+    return raw
+
+
 # name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
 _VARIABLES = {
     "HOST": (_text, "127.0.0.1"),
@@ -104,8 +130,8 @@ _VARIABLES = {
     "DECISION_PORT": (lambda n, r: _int(n, r, 1, 65535), "8181"),
     "DECISION_WORKERS": (lambda n, r: _int(n, r, 1, 64), "2"),
     "CONTROL_PLANE_URL": (_url, "http://127.0.0.1:8000"),
-    "DECISION_API_KEY": (_text, ""),
-    "INTERNAL_TOKEN": (_text, ""),
+    "DECISION_API_KEY": (_api_key, ""),
+    "INTERNAL_TOKEN": (_internal_token, ""),
     "DECISION_CACHE_TTL": (lambda n, r: _int(n, r, 1), "3600"),
     "DECISION_CACHE_SIZE": (lambda n, r: _int(n, r, 100), "100000"),
     "DECISION_MAX_STALENESS": (lambda n, r: _int(n, r, 1), "5"),
@@ -145,7 +171,7 @@ _VARIABLES = {
     "WEBHOOK_DELIVERY_RETENTION": (lambda n, r: _int(n, r, 3600), "2592000"),
     "WEBHOOK_WORKER_THREADS": (lambda n, r: _int(n, r, 1, 256), "8"),
     "BCRYPT_ROUNDS": (lambda n, r: _int(n, r, 4, 31), "12"),
-    "LOG_LEVEL": (_text, "INFO"),
+    "LOG_LEVEL": (_log_level, "INFO"),
 }
 
 
@@ -210,6 +236,13 @@ class Config:
     def cookie_secure(self) -> bool:
         return self.public_url.startswith("https://")
 
+    def check_decision_credential(self) -> None:
+        """A decision service reads from the control plane with an API key or the internal
+        token; without either it cannot start."""
+        if not (self.decision_api_key or self.internal_token):
+            raise ConfigError("IAMGATE_DECISION_API_KEY: set it, or IAMGATE_INTERNAL_TOKEN, so the decision "
+                              "service can read from the control plane")
+
     @classmethod
     def from_env(cls, env=None, **overrides) -> "Config":
         """Build the configuration from ``env`` (default ``os.environ``).
@@ -227,11 +260,22 @@ class Config:
         elif len(values["secret_key"]) < 16:
             raise ConfigError("IAMGATE_SECRET_KEY: must be at least 16 characters")
         values["secret_key_generated"] = generated
+        _check_together(values)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigError(f"unknown configuration override(s): {', '.join(sorted(unknown))}")
         values.update(overrides)
         return cls(**values)
+
+
+def _check_together(values) -> None:
+    """Settings that are each valid but cannot work together."""
+    if values["stream_heartbeat"] >= values["decision_max_staleness"]:
+        # An idle stream would be silent for a whole staleness bound between heartbeats,
+        # so a healthy decision service would keep dropping its trust (and /readyz flap).
+        raise ConfigError(
+            f"IAMGATE_STREAM_HEARTBEAT: must be below IAMGATE_DECISION_MAX_STALENESS "
+            f"({values['decision_max_staleness']}), got {values['stream_heartbeat']}")
 
 
 def variable_names():

@@ -19,16 +19,19 @@ class Health(Resource):
 
 class Ready(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("Readiness: the store answers a ping", response={"type": "object"}, wrapped=False,
-                      errors=[ServiceUnavailable])}
+    docs = {"GET": op("Readiness: the start-up step is done and the store answers a ping",
+                      response={"type": "object"}, wrapped=False, errors=[ServiceUnavailable])}
 
-    def __init__(self, store):
+    def __init__(self, store, startup):
         self.store = store
+        self.startup = startup
 
     def on_get(self, req, resp):
-        ok = self.store.ping()
+        store_ok = self.store.ping()
+        ok = store_ok and self.startup.done
         resp.status = falcon.HTTP_200 if ok else falcon.HTTP_503
-        resp.media = {"status": "ready" if ok else "unavailable", "store": "ok" if ok else "unreachable"}
+        resp.media = {"status": "ready" if ok else ("starting" if store_ok else "unavailable"),
+                      "store": "ok" if store_ok else "unreachable"}
 
 
 class Metrics(Resource):

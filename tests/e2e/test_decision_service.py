@@ -85,7 +85,7 @@ def test_operations_endpoints(services):
 def test_control_plane_outage_fails_closed_and_recovers_without_a_restart(tmp_path):
     # One worker, so readiness after the restart says this worker has seen the new, shorter
     # change log before anything is written to it (see docs/decision-service.md, limits).
-    processes = Processes(tmp_path, env={"IAMGATE_DECISION_MAX_STALENESS": 1, "IAMGATE_STREAM_HEARTBEAT": 1}).start()
+    processes = Processes(tmp_path, env={"IAMGATE_DECISION_MAX_STALENESS": 2, "IAMGATE_STREAM_HEARTBEAT": 1}).start()
     try:
         admin = Admin(processes.control_url)
         user = admin.user()
@@ -97,12 +97,12 @@ def test_control_plane_outage_fails_closed_and_recovers_without_a_restart(tmp_pa
         processes.stop_control_plane()
         stopped = time.monotonic()
         answers = []
-        while time.monotonic() - stopped < 2.5:
+        while time.monotonic() - stopped < 3.5:
             response = check(processes.decision_url, admin, user, "posts:read")
             answers.append((time.monotonic() - stopped, response.status_code, response.json()))
             time.sleep(0.02)
         # Within the bound a cached answer may stand; beyond it, only 503 DECISION_UNAVAILABLE.
-        late = [(status, body) for elapsed, status, body in answers if elapsed > 1.2]
+        late = [(status, body) for elapsed, status, body in answers if elapsed > 2.2]
         assert late and all(status == 503 and body["error"]["code"] == "DECISION_UNAVAILABLE"
                             for status, body in late), late
         assert all(status in (200, 503) for _, status, _ in answers)

@@ -145,6 +145,6 @@ def test_allow_private_targets_logs_a_warning_at_start(monkeypatch, capsys):
 
     monkeypatch.setenv("IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true")
     monkeypatch.setenv("IAMGATE_SECRET_KEY", "test-secret-key-0123456789abcdef")
-    monkeypatch.setattr("controlplane.app.create_app", lambda config: None)
+    monkeypatch.setattr("controlplane.app.create_app", lambda config, **kwargs: None)
     wsgi.create()
     assert "IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS is true" in capsys.readouterr().err

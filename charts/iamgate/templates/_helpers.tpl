@@ -13,19 +13,70 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* Selector labels of one component: (list $ "controlplane") */}}
+{{- define "iamgate.selector" -}}
+app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
 {{- define "iamgate.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "iamgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}{{ .Values.serviceAccount.name | default (include "iamgate.fullname" .) }}
+{{- else -}}{{ .Values.serviceAccount.name | default "default" }}{{- end -}}
 {{- end -}}
 
 {{- define "iamgate.secretName" -}}
 {{ .Values.secrets.existingSecret | default (printf "%s-secrets" (include "iamgate.fullname" .)) }}
 {{- end -}}
 
+{{/* The MongoDB URI lives in a Secret of its own, so it never depends on secrets.existingSecret. */}}
 {{- define "iamgate.mongodbSecretName" -}}
-{{ .Values.mongodb.existingSecret | default (printf "%s-secrets" (include "iamgate.fullname" .)) }}
+{{ .Values.mongodb.existingSecret | default (printf "%s-mongodb" (include "iamgate.fullname" .)) }}
 {{- end -}}
 
-{{/* Environment shared by both processes. */}}
+{{/* Pod-level settings shared by every Deployment: (list $ "component") */}}
+{{- define "iamgate.podSpec" -}}
+{{- $ := index . 0 -}}
+{{- $args := . -}}
+serviceAccountName: {{ include "iamgate.serviceAccountName" $ }}
+automountServiceAccountToken: false
+securityContext: {{- toYaml $.Values.podSecurityContext | nindent 2 }}
+{{- with $.Values.imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if $.Values.topologySpread.enabled }}
+topologySpreadConstraints:
+  {{- range list "kubernetes.io/hostname" "topology.kubernetes.io/zone" }}
+  - maxSkew: 1
+    topologyKey: {{ . }}
+    whenUnsatisfiable: {{ $.Values.topologySpread.whenUnsatisfiable }}
+    labelSelector:
+      matchLabels: {{- include "iamgate.selector" $args | nindent 8 }}
+  {{- end }}
+{{- end }}
+{{- with $.Values.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "iamgate.scrapeAnnotations" -}}
+{{- if .root.Values.metrics.podAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- end -}}
+
+{{/* Environment shared by every process. */}}
 {{- define "iamgate.commonEnv" -}}
 - name: IAMGATE_PUBLIC_URL
   value: {{ .Values.publicUrl | quote }}
@@ -38,4 +89,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* What the control plane and the webhook worker need to reach the store. */}}
+{{- define "iamgate.storeEnv" -}}
+- name: IAMGATE_MONGODB_URI
+  valueFrom: {secretKeyRef: {name: {{ include "iamgate.mongodbSecretName" . }}, key: {{ .Values.mongodb.existingSecretKey }}}}
+- name: IAMGATE_SECRET_KEY
+  valueFrom: {secretKeyRef: {name: {{ include "iamgate.secretName" . }}, key: secret-key}}
 {{- end -}}

@@ -1,0 +1,68 @@
+{{/*
+  iamgate.decisionSidecar: the decision service as a container of a tenant's pod.
+
+  A tenant chart depends on this chart with its server side switched off
+  (controlPlane.enabled=false, decision.enabled=false, serviceAccount.create=false) and
+  puts, in its pod's containers list:
+
+      {{- include "iamgate.decisionSidecar" .Values.iamgate.decisionSidecar | nindent 8 }}
+
+  The argument is the `decisionSidecar` values block (values.yaml documents it; Helm
+  merges the tenant's overrides into its defaults). The app then calls
+  http://127.0.0.1:<port>/api/v1/applications/<id>/authz/check.
+
+  It binds 0.0.0.0 because the kubelet probes the pod IP (a 127.0.0.1 bind never
+  becomes Ready). Probes, per probeMode:
+  - liveness-only (default): startup and liveness on /healthz; the pod's readiness does
+    not depend on the control plane. While the change stream is down for longer than
+    maxStaleness, checks answer 503 DECISION_UNAVAILABLE (fail closed).
+  - readiness: also readiness on /readyz (200 while the cache is within maxStaleness),
+    so a stale sidecar takes its pod out of the Service -- every tenant pod at once
+    during a control-plane outage.
+*/}}
+{{- define "iamgate.decisionSidecar" -}}
+- name: iamgate-decision
+  image: "{{ .image.repository }}:{{ .image.tag }}"
+  imagePullPolicy: {{ .image.pullPolicy | default "IfNotPresent" }}
+  command: ["gunicorn", "-c", "python:decision.gunicorn_conf", "--worker-tmp-dir", "/dev/shm", "decision.wsgi:create()"]
+  ports:
+    - {name: iamgate-dec, containerPort: {{ .port }}}
+  env:
+    - {name: IAMGATE_DECISION_HOST, value: "0.0.0.0"}
+    - {name: IAMGATE_DECISION_PORT, value: {{ .port | quote }}}
+    - {name: IAMGATE_DECISION_WORKERS, value: {{ .workers | quote }}}
+    - {name: IAMGATE_DECISION_MAX_STALENESS, value: {{ .maxStaleness | quote }}}
+    - {name: IAMGATE_DECISION_CACHE_TTL, value: {{ .cacheTtl | quote }}}
+    - {name: IAMGATE_CONTROL_PLANE_URL, value: {{ .controlPlaneUrl | quote }}}
+    - {name: IAMGATE_PUBLIC_URL, value: {{ .publicUrl | quote }}}
+    - name: IAMGATE_DECISION_API_KEY
+      valueFrom: {secretKeyRef: {name: {{ .apiKeySecret.name }}, key: {{ .apiKeySecret.key }}}}
+    {{- range $name, $value := .env }}
+    - {name: {{ $name }}, value: {{ $value | quote }}}
+    {{- end }}
+  startupProbe:
+    httpGet: {path: /healthz, port: {{ .port }}}
+    periodSeconds: 1
+    timeoutSeconds: 2
+    failureThreshold: 30
+  livenessProbe:
+    httpGet: {path: /healthz, port: {{ .port }}}
+    periodSeconds: 10
+    timeoutSeconds: 3
+    failureThreshold: 6
+  {{- if eq .probeMode "readiness" }}
+  readinessProbe:
+    httpGet: {path: /readyz, port: {{ .port }}}
+    periodSeconds: 2
+    timeoutSeconds: 2
+  {{- end }}
+  resources: {{- toYaml .resources | nindent 4 }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 10001
+    runAsGroup: 10001
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    capabilities: {drop: [ALL]}
+    seccompProfile: {type: RuntimeDefault}
+{{- end -}}

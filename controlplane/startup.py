@@ -1,0 +1,74 @@
+"""The control plane's start-up step: the work that needs the store before the process
+is ready -- indexes, an active signing key, deletions a crash left half-done, and the
+change-log tailer's starting position.
+
+A MongoDB that is not reachable yet is not a reason to crash (docs/configuration.md,
+"Start-up errors"): the process serves ``/healthz`` at once, ``/readyz`` answers 503,
+and the step is retried with exponential backoff until the store answers.  Every part
+is idempotent, so several replicas (or a retry after a half-done attempt) may run it
+together.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+log = logging.getLogger("iamgate.startup")
+
+FIRST_DELAY = 0.5  # seconds before the first retry; doubled after each failure
+MAX_DELAY = 30.0
+
+
+class StartUp:
+    def __init__(self, store, keys, applications, tailer, *, sleep=time.sleep,
+                 first_delay: float = FIRST_DELAY, max_delay: float = MAX_DELAY):
+        self._store = store
+        self._keys = keys
+        self._applications = applications
+        self._tailer = tailer
+        self._sleep = sleep
+        self._first_delay = first_delay
+        self._max_delay = max_delay
+        self._done = threading.Event()
+        self.attempts = 0
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def run_once(self) -> None:
+        """One attempt; raises what the store raised."""
+        self.attempts += 1
+        self._store.ensure_indexes()
+        self._keys.ensure_active()
+        self._applications.finish_deletions()
+        self._tailer.begin()
+        self._done.set()
+
+    def run(self, *, start_tailer: bool) -> None:
+        """Attempt until the store answers, then start the tailer (when asked)."""
+        delay = self._first_delay
+        while True:
+            try:
+                self.run_once()
+                break
+            except Exception as exc:  # any driver failure: MongoDB late, a network blip, a failover
+                log.warning("start-up: the store does not answer yet; retrying", extra={
+                    "attempt": self.attempts, "retry_in_seconds": delay, "error": _one_line(exc)})
+                self._sleep(delay)
+                delay = min(delay * 2, self._max_delay)
+        if self.attempts > 1:
+            log.info("start-up: the store answers; indexes and signing keys are in place",
+                     extra={"attempts": self.attempts})
+        if start_tailer:
+            self._tailer.start()
+
+    def start(self) -> None:
+        """``run`` on a background thread (a greenlet under gevent)."""
+        threading.Thread(target=self.run, kwargs={"start_tailer": True}, name="iamgate-startup", daemon=True).start()
+
+
+def _one_line(exc: Exception) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text.splitlines()[0][:500] if text else type(exc).__name__

@@ -1,0 +1,168 @@
+"""Start-up as an operator meets it, with the real processes: the launcher (``make run``),
+gunicorn with the services' config modules (the image and the chart), and the image's
+own command line."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.deploy.late_store import GATE_VARIABLE
+from tests.e2e.processes import free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = {"IAMGATE_SECRET_KEY": "deploy-secret-key-0123456789abcdef", "IAMGATE_BCRYPT_ROUNDS": "4"}
+
+# One bad value per kind of variable: (variable, value, extra settings).
+BAD = [
+    ("IAMGATE_PORT", "not-a-port", {}),                                 # integer
+    ("IAMGATE_WORKERS", "0", {}),                                       # integer bounds
+    ("IAMGATE_RATE_LIMIT_LOGIN", "10", {}),                             # rate
+    ("IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS", "maybe", {}),             # boolean
+    ("IAMGATE_PUBLIC_URL", "ftp://id.example.com", {}),                 # URL
+    ("IAMGATE_MONGODB_URI", "postgres://db", {}),                       # store URI
+    ("IAMGATE_TRUSTED_PROXIES", "10.0.0.0/33", {}),                     # CIDR list
+    ("IAMGATE_WEBHOOK_RETRY_DELAYS", "30,soon", {}),                    # integer list
+    ("IAMGATE_SMTP_URL", "http://mail", {}),                            # SMTP URL
+    ("IAMGATE_LOG_LEVEL", "verbose", {}),                               # choice
+    ("IAMGATE_SECRET_KEY", "short", {}),                                # secret length
+    ("IAMGATE_INTERNAL_TOKEN", "t" * 31, {}),                           # token length
+    ("IAMGATE_DECISION_API_KEY", "not-a-key", {}),                      # API key shape
+    ("IAMGATE_STREAM_HEARTBEAT", "5", {"IAMGATE_DECISION_MAX_STALENESS": "5"}),  # combination
+]
+
+
+def _env(**settings) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IAMGATE_")}
+    env.update(GOOD)
+    env.update({k: str(v) for k, v in settings.items()})
+    return env
+
+
+def _gunicorn(service: str, app: str | None = None, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "gunicorn", "-c", f"python:{service}.gunicorn_conf", *extra,
+            app or f"{service}.wsgi:create()"]
+
+
+def _assert_one_line_naming(result, variable):
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "configuration error" in lines[0] and variable in lines[0]
+
+
+@pytest.mark.parametrize("variable, value, extra", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_setting_stops_the_launcher_with_one_line(variable, value, extra):
+    result = subprocess.run([sys.executable, "-m", "controlplane.launcher"], capture_output=True, text=True,
+                            env=_env(**{variable: value, **extra}), timeout=60, cwd=ROOT)
+    _assert_one_line_naming(result, variable)
+
+
+@pytest.mark.parametrize("service", ["controlplane", "decision"])
+@pytest.mark.parametrize("variable, value, extra", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_setting_stops_gunicorns_master_with_exit_2(service, variable, value, extra):
+    settings = {variable: value, **extra, "IAMGATE_PORT": free_port(), "IAMGATE_DECISION_PORT": free_port()}
+    if variable == "IAMGATE_PORT":
+        settings[variable] = value
+    result = subprocess.run(_gunicorn(service), capture_output=True, text=True, env=_env(**settings), timeout=60,
+                            cwd=ROOT)
+    _assert_one_line_naming(result, variable)
+
+
+def test_a_decision_service_without_a_credential_stops_with_exit_2():
+    result = subprocess.run(_gunicorn("decision"), capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            env=_env(IAMGATE_DECISION_PORT=free_port()))
+    _assert_one_line_naming(result, "IAMGATE_DECISION_API_KEY")
+
+
+def _spawn(command, env, log_path):
+    log = open(log_path, "w")
+    return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, process_group=0)
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _status(url):
+    try:
+        return requests.get(url, timeout=10).status_code
+    except requests.RequestException:
+        return None
+
+
+def test_a_late_mongodb_keeps_the_control_plane_alive_and_unready_until_it_answers(tmp_path):
+    gate = tmp_path / "mongodb-is-up"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = _spawn(_gunicorn("controlplane", "tests.deploy.late_store:create()"),
+                     _env(IAMGATE_PORT=port, **{GATE_VARIABLE: str(gate)}), tmp_path / "control.log")
+    try:
+        assert wait_until(lambda: _status(url + "/healthz") == 200, 60), (tmp_path / "control.log").read_text()
+        for _ in range(3):  # alive, not ready, and still running while the store refuses
+            assert requests.get(url + "/readyz", timeout=10).status_code == 503
+            assert process.poll() is None
+        assert wait_until(lambda: "retrying" in (tmp_path / "control.log").read_text(), 20)
+        gate.touch()  # MongoDB is up
+        assert wait_until(lambda: _status(url + "/readyz") == 200, 60), (tmp_path / "control.log").read_text()
+        # The start-up step ran: a signing key exists.
+        assert requests.get(url + "/.well-known/jwks.json", timeout=10).json()["keys"]
+    finally:
+        _stop(process)
+    log = (tmp_path / "control.log").read_text()
+    retries = [json.loads(line) for line in log.splitlines() if '"retrying"' in line or "retrying" in line]
+    assert retries and all(r["logger"] == "iamgate.startup" for r in retries)
+
+
+def test_a_port_in_use_stops_the_launcher_with_a_clear_error():
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "controlplane.launcher"], capture_output=True, text=True,
+                                env=_env(IAMGATE_PORT=port, IAMGATE_DECISION_PORT=free_port()), timeout=60, cwd=ROOT)
+    assert result.returncode == 1
+    assert f"port {port} is in use" in result.stderr
+    assert "iamgate control plane:" not in result.stdout
+
+
+def _image_command() -> list[str]:
+    cmd = re.search(r"^CMD (\[.*\])$", (ROOT / "Dockerfile").read_text(), re.M).group(1)
+    command = json.loads(cmd)
+    assert command[0] == "gunicorn"
+    return [sys.executable, "-m", "gunicorn", *command[1:]]
+
+
+def test_the_images_command_runs_one_worker_on_memory_and_logs_json_lines(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = _spawn(_image_command(), _env(IAMGATE_PORT=port, IAMGATE_WORKERS=4), tmp_path / "image.log")
+    try:
+        assert wait_until(lambda: _status(url + "/readyz") == 200, 60), (tmp_path / "image.log").read_text()
+        body = {"email": "ada@example.com", "password": "Analytical-Engine-1843", "name": "Ada"}
+        statuses = [requests.post(url + "/api/dashboard/register", json=body, timeout=10).status_code
+                    for _ in range(6)]
+        assert statuses == [201] + [409] * 5  # one database, whichever worker answered
+        assert "_created" not in requests.get(url + "/metrics", timeout=10).text
+    finally:
+        _stop(process)
+    lines = (tmp_path / "image.log").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]  # JSON lines only, gunicorn's included
+    assert any(e["logger"] == "gunicorn.error" for e in entries)
+    assert any("running 1 worker (not 4)" in e["message"] for e in entries)
+    assert sum("Booting worker" in e["message"] for e in entries) == 1
+    assert shlex.join(_image_command()[3:5]) == "-c python:controlplane.gunicorn_conf"
