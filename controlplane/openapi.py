@@ -54,9 +54,7 @@ def error_pairs(errors) -> list[tuple[int, str]]:
     """(status, code) of each documented error class, in order, without repeats."""
     pairs = []
     for error in errors:
-        # TRANSITION (issue "one shape"): (status, code) tuples until every area uses classes.
-        candidates = [error] if isinstance(error, tuple) else [(status_of(error), code) for code in error.codes()]
-        pairs.extend(pair for pair in candidates if pair not in pairs)
+        pairs.extend(pair for pair in ((status_of(error), code) for code in error.codes()) if pair not in pairs)
     return pairs
 
 
