@@ -13,7 +13,7 @@ from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
 from shared.http import no_store, read_json, respond
 
 from controlplane.auth import DASHBOARD, OWNER, PUBLIC
-from controlplane.dashboard.access import DashboardAccess
+from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.lockout import AccountLocked
 from controlplane.mfa import schemas
 from controlplane.mfa.errors import (ConfirmationCodeInvalid, MfaAlreadyEnabled, MfaChallengeExpired, MfaCodeInvalid,
@@ -159,11 +159,11 @@ class AdminMfa(Resource):
         self.mfa = mfa
         self.dashboard_access = dashboard_access
 
+    @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId, userId):
-        self.dashboard_access.application(req.context.principal.account_id, applicationId)
         respond(resp, self.mfa.status(applicationId, userId))
 
+    @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId, userId):
-        app, _ = self.dashboard_access.application(req.context.principal.account_id, applicationId, write=True)
-        self.mfa.reset(app, userId)
+        self.mfa.reset(req.context.application, userId)
         resp.status = falcon.HTTP_204

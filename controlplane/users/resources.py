@@ -14,7 +14,7 @@ from shared.http import client_ip, no_store, page_params, paginated, read_json, 
 from shared.validation import String
 
 from controlplane.auth import CREDENTIAL, DASHBOARD, OWNER, PUBLIC
-from controlplane.dashboard.access import DashboardAccess
+from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
 from controlplane.passwords import PasswordTooWeak, WrongPassword
@@ -255,8 +255,8 @@ class AdminUsers(Resource):
         self.admin = admin
         self.dashboard_access = dashboard_access
 
+    @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId):
-        self.dashboard_access.application(req.context.principal.account_id, applicationId)
         page, per_page = page_params(req)
         items, total = self.admin.search(
             applicationId, search=query_param(req, "search", _SEARCH, blank_is_absent=True),
@@ -277,8 +277,8 @@ class SuspendUser(Resource):
         self.admin = admin
         self.dashboard_access = dashboard_access
 
+    @falcon.before(member_of_application(write=True))
     def on_post(self, req, resp, applicationId, userId):
-        self.dashboard_access.application(req.context.principal.account_id, applicationId, write=True)
         respond(resp, serialize_admin_user(self.admin.suspend(applicationId, userId)))
 
 
@@ -294,6 +294,6 @@ class UnsuspendUser(Resource):
         self.admin = admin
         self.dashboard_access = dashboard_access
 
+    @falcon.before(member_of_application(write=True))
     def on_post(self, req, resp, applicationId, userId):
-        self.dashboard_access.application(req.context.principal.account_id, applicationId, write=True)
         respond(resp, serialize_admin_user(self.admin.unsuspend(applicationId, userId)))
