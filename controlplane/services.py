@@ -52,7 +52,6 @@ from controlplane.ratelimit import ApiThrottle, RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.roles.store import RoleStore
 from controlplane.selfservice.service import SelfService
-from controlplane.selfservice.store import SelfServiceStore
 from controlplane.startup import StartUp
 from controlplane.store import Store
 from controlplane.tokens import TokenService
@@ -196,7 +195,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.
     one_time_tokens = OneTimeTokenStore(store)
-    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens,
+    session_store, mfa_methods = SessionStore(store), MethodStore(store)
+    sessions = SessionService(user_store, session_store, events, clock, tokens,
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
@@ -211,14 +211,14 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                        max_users_per_application=config.max_users_per_application,
                                        rate_limit_register=config.rate_limit_register)
     user_admin = UserAdminService(user_store, sessions, events, clock)
-    mfa = MfaService(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), user_store, sessions,
+    mfa = MfaService(mfa_methods, BackupCodeStore(store), ChallengeStore(store), user_store, sessions,
                      passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
     login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa,
                          rate_limit_login=config.rate_limit_login)
-    selfservice = SelfService(SelfServiceStore(store), events, clock, rate_limiter, registration, sessions, roles,
-                              oidc_connections, rate_limit_export=config.rate_limit_export)
+    selfservice = SelfService(user_store, session_store, mfa_methods, events, clock, rate_limiter, registration,
+                              sessions, roles, oidc_connections, rate_limit_export=config.rate_limit_export)
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,

@@ -21,7 +21,7 @@ Stores only read and write; the rules (and every HTTP error) live in ``service.p
 """
 from __future__ import annotations
 
-from pymongo import ASCENDING, IndexModel, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 # Challenges are kept a while after they expire only to help diagnosis; an expired and
@@ -66,6 +66,11 @@ class MethodStore:
     def all_active(self, app_id: str, user_id: str) -> list[dict]:
         cursor = self._methods.find({"app_id": app_id, "user_id": user_id, "status": "active"})
         return list(cursor.sort([("verified_at", ASCENDING), ("_id", ASCENDING)]))
+
+    def for_user(self, app_id: str, user_id: str) -> list[dict]:
+        """Every method of the user, pending ones too, newest first, without the secret."""
+        cursor = self._methods.find({"app_id": app_id, "user_id": user_id}, {"secret": 0})
+        return list(cursor.sort([("created_at", DESCENDING), ("_id", DESCENDING)]))
 
     def delete_pending(self, app_id: str, user_id: str, *, keep: str | None = None, created_by=None) -> None:
         """Delete the user's pending setups; with ``keep``, all but that one that were

@@ -1,7 +1,9 @@
 """User self-service: the rules of the spec's "User self-service" section.
 
-Every operation of ``SelfService`` acts on the calling user only (the routes are JWT-owner); a user whose record is gone or
-soft-deleted is 404 USER_NOT_FOUND.
+Every operation of ``SelfService`` acts on the calling user only (the routes are
+JWT-owner); a user whose record is gone or soft-deleted is 404 USER_NOT_FOUND.  The area
+owns no collection: it reads and writes through the users, sessions and MFA stores, and
+the OIDC area's connections.
 
 Soft delete (ARCHITECTURE.md, docs/selfservice.md): the record is kept with status
 ``deleted``, its email stays taken, and the writes are ordered so that whatever a crash
@@ -19,13 +21,14 @@ from shared.config import Rate
 from shared.ids import is_uuid
 from shared.timeutil import isoformat
 
+from controlplane.mfa.store import MethodStore
 from controlplane.ratelimit import RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.selfservice.errors import ExportLimited, SessionNotFound
-from controlplane.selfservice.store import SelfServiceStore
 from controlplane.users.errors import UserNotFound
 from controlplane.users.registration import RegistrationService
 from controlplane.users.sessions import SessionService
+from controlplane.users.store import SessionStore, UserStore
 
 log = logging.getLogger("iamgate.selfservice")
 
@@ -39,11 +42,12 @@ _ALL_EVENTS = 0
 
 
 class SelfService:
-    def __init__(self, store: SelfServiceStore, events, clock, rate_limiter: RateLimiter,
-                 registration: RegistrationService, sessions: SessionService, roles: RoleService,
-                 oauth_connections, *,
-                 rate_limit_export: Rate):
-        self.store = store
+    def __init__(self, users: UserStore, session_store: SessionStore, mfa_methods: MethodStore, events, clock,
+                 rate_limiter: RateLimiter, registration: RegistrationService, sessions: SessionService,
+                 roles: RoleService, oauth_connections, *, rate_limit_export: Rate):
+        self.users = users
+        self.session_store = session_store
+        self.mfa_methods = mfa_methods
         self._events = events
         self._clock = clock
         self._rate_limiter = rate_limiter
@@ -57,7 +61,7 @@ class SelfService:
         return self._clock()
 
     def _require_user(self, app_id: str, user_id: str) -> dict:
-        user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
+        user = self.users.profile(app_id, user_id) if is_uuid(user_id) else None
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
         return user
@@ -78,7 +82,7 @@ class SelfService:
         if not changes:
             return serialize_profile(user)
         now = self._now()
-        before = self.store.update_profile(app_id, user_id, changes, now)
+        before = self.users.update_profile(app_id, user_id, changes, now)
         if before is None:
             raise UserNotFound(user_id)
         # Judged against the document this write replaced, so a racing identical update
@@ -100,10 +104,10 @@ class SelfService:
 
         404 USER_NOT_FOUND for an unknown user; for one already deleted too, after
         finishing whatever revocation an interrupted earlier deletion left undone."""
-        if not is_uuid(user_id) or self.store.user(app_id, user_id) is None:
+        if not is_uuid(user_id) or self.users.profile(app_id, user_id) is None:
             raise UserNotFound(user_id)
         now = self._now()
-        transitioned = self.store.mark_deleted(app_id, user_id, now)
+        transitioned = self.users.mark_deleted(app_id, user_id, now)
         if transitioned:
             self._events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
                                   user_ids=[user_id])
@@ -131,13 +135,13 @@ class SelfService:
     def sessions(self, app_id: str, user_id: str) -> list[dict]:
         """The user's sessions: non-revoked, non-expired, newest first.  404 USER_NOT_FOUND."""
         self._require_user(app_id, user_id)
-        return [serialize_session(s) for s in self.store.live_sessions(app_id, user_id, self._now())]
+        return [serialize_session(s) for s in self.session_store.active(app_id, user_id, self._now())]
 
     def revoke_session(self, app_id: str, user_id: str, session_id: str) -> None:
         """Revoke one session of the user: its refresh token stops working at once, access
         tokens issued under it stay valid until they expire (spec).  404 SESSION_NOT_FOUND
         when unknown, another user's, expired or already revoked."""
-        if not is_uuid(session_id) or not self.store.revoke_session(
+        if not is_uuid(session_id) or not self.session_store.revoke_live(
                 app_id, user_id, session_id.lower(), self._now(), "revoked_by_user"):
             raise SessionNotFound(session_id)
 
@@ -159,9 +163,9 @@ class SelfService:
         return {
             "exported_at": isoformat(self._now()),
             "user": serialize_export_user(user),
-            "sessions": [serialize_export_session(s) for s in self.store.all_sessions(app_id, user_id)],
+            "sessions": [serialize_export_session(s) for s in self.session_store.all_for_user(app_id, user_id)],
             "roles": self._roles.user_roles(app_id, user_id),
-            "mfa_methods": [serialize_mfa_method(m) for m in self.store.mfa_methods(app_id, user_id)],
+            "mfa_methods": [serialize_mfa_method(m) for m in self.mfa_methods.for_user(app_id, user_id)],
             "oauth_connections": self._oauth_connections.export(app_id, user_id),
             "audit_logs": [serialize_event(e) for e in self._events.for_user(app_id, user_id, limit=_ALL_EVENTS)],
         }

@@ -55,6 +55,13 @@ INDEXES = {
 }
 
 
+_PROFILE_PROJECTION = {name: 1 for name in (
+    "email", "name", "avatar_url", "email_verified", "metadata", "attributes", "status",
+    "created_at", "updated_at", "last_login_at", "deleted_at")}
+_SESSION_PROJECTION = {name: 1 for name in (
+    "user_id", "device_info", "is_remember_me", "last_used_at", "expires_at", "created_at", "revoked_at")}
+
+
 class UserStore:
     def __init__(self, store):
         store.declare_indexes(INDEXES)
@@ -74,6 +81,28 @@ class UserStore:
         """The user's account status (active, suspended, deleted), None when unknown."""
         doc = self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1})
         return doc.get("status", "active") if doc else None
+
+    def profile(self, app_id: str, user_id: str) -> dict | None:
+        """The user's profile fields (never the password hash), whatever its status."""
+        return self._users.find_one({"_id": user_id, "app_id": app_id}, _PROFILE_PROJECTION)
+
+    def update_profile(self, app_id: str, user_id: str, changes: dict, now) -> dict | None:
+        """Set ``changes`` on a user that is not deleted; the profile as it was *before*,
+        or None when there is no such user (the caller derives what really changed)."""
+        return self._users.find_one_and_update(
+            {"_id": user_id, "app_id": app_id, "status": {"$ne": "deleted"}},
+            {"$set": {**changes, "updated_at": now}},
+            projection=_PROFILE_PROJECTION,
+            return_document=ReturnDocument.BEFORE,
+        )
+
+    def mark_deleted(self, app_id: str, user_id: str, now) -> bool:
+        """The soft-delete transition, at most once per user (conditional on the status)."""
+        result = self._users.update_one(
+            {"_id": user_id, "app_id": app_id, "status": {"$ne": "deleted"}},
+            {"$set": {"status": "deleted", "deleted_at": now, "updated_at": now}},
+        )
+        return result.modified_count == 1
 
     def by_email(self, app_id: str, email: str) -> dict | None:
         return self._users.find_one({"app_id": app_id, "email": email})
@@ -316,11 +345,29 @@ class SessionStore:
         return result.modified_count
 
     def active(self, app_id: str, user_id: str, now) -> list[dict]:
-        """Live sessions of the user, newest first."""
+        """Live sessions of the user, newest first, without their token digests."""
         cursor = self._sessions.find(
-            {"app_id": app_id, "user_id": user_id, "revoked_at": None, "expires_at": {"$gt": now}}
+            {"app_id": app_id, "user_id": user_id, "revoked_at": None, "expires_at": {"$gt": now}},
+            _SESSION_PROJECTION,
         ).sort([("created_at", DESCENDING), ("_id", DESCENDING)])
         return list(cursor)
+
+    def all_for_user(self, app_id: str, user_id: str) -> list[dict]:
+        """Every stored session of the user (live, revoked, expired), newest first,
+        without their token digests."""
+        cursor = self._sessions.find({"app_id": app_id, "user_id": user_id}, _SESSION_PROJECTION) \
+            .sort([("created_at", DESCENDING), ("_id", DESCENDING)])
+        return list(cursor)
+
+    def revoke_live(self, app_id: str, user_id: str, session_id: str, now, reason: str) -> bool:
+        """Revoke one live session of this user (one conditional write: a session of
+        another user, a revoked or an expired one is left alone and False returned)."""
+        result = self._sessions.update_one(
+            {"_id": session_id, "app_id": app_id, "user_id": user_id, "revoked_at": None,
+             "expires_at": {"$gt": now}},
+            {"$set": {"revoked_at": now, "revoked_reason": reason}},
+        )
+        return result.modified_count == 1
 
 
 class OneTimeTokenStore:

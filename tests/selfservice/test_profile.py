@@ -244,15 +244,15 @@ def test_profile_of_a_vanished_or_deleted_user_is_404(ctx, application, me):
 
 
 def test_a_user_deleted_between_read_and_write_is_404_and_emits_nothing(ctx, application, me, monkeypatch):
-    store = ctx.selfservice.store
-    real_user = store.user
+    store = ctx.selfservice.users
+    real_user = store.profile
 
     def user_then_deleted(app_id, user_id):
         doc = real_user(app_id, user_id)
         ctx.store["users"].update_one({"_id": user_id}, {"$set": {"status": "deleted"}})
         return doc
 
-    monkeypatch.setattr(store, "user", user_then_deleted)
+    monkeypatch.setattr(store, "profile", user_then_deleted)
     with pytest.raises(NotFound) as caught:
         ctx.selfservice.update_profile(application["_id"], me.user["id"], {"name": "Late"})
     assert caught.value.code == "USER_NOT_FOUND"
@@ -262,10 +262,10 @@ def test_a_user_deleted_between_read_and_write_is_404_and_emits_nothing(ctx, app
 
 def test_a_racing_identical_update_is_not_reported_twice(ctx, application, me, monkeypatch):
     # Another request set the same name between this request's read and its write.
-    store = ctx.selfservice.store
-    stale = store.user(application["_id"], me.user["id"])
+    store = ctx.selfservice.users
+    stale = store.profile(application["_id"], me.user["id"])
     ctx.store["users"].update_one({"_id": me.user["id"]}, {"$set": {"name": "Ada King"}})
-    monkeypatch.setattr(store, "user", lambda app_id, user_id: stale)
+    monkeypatch.setattr(store, "profile", lambda app_id, user_id: stale)
     profile = ctx.selfservice.update_profile(application["_id"], me.user["id"], {"name": "Ada King"})
     assert profile["name"] == "Ada King"
     assert events_of(ctx, "user.updated") == []
