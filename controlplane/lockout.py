@@ -118,9 +118,10 @@ class LoginAttemptStore:
 class PasswordGuard:
     """Password checks under the login lock, for any scope (see the module docstring)."""
 
-    def __init__(self, attempts: LoginAttemptStore, config, clock, hasher):
+    def __init__(self, attempts: LoginAttemptStore, clock, hasher, *, threshold: int, lock_seconds: int):
         self._attempts = attempts
-        self._config = config
+        self._threshold = threshold
+        self._lock_seconds = lock_seconds
         self._clock = clock
         self._hasher = hasher
 
@@ -145,20 +146,20 @@ class PasswordGuard:
         requests race, at most the threshold reach bcrypt.  Raises 429
         AUTH_ACCOUNT_LOCKED while the email is locked, or (Retry-After 1 s, no lock)
         while the other units are held by checks still running."""
-        config, now = self._config, self._clock()
+        now = self._clock()
         key = self._attempts.key(scope_id, email)
         record = self._attempts.get(key)
         if record is not None:
             self._raise_if_locked(record, now)
             if aware(record["resets_at"]) <= now:
-                self._attempts.restart(key, record["resets_at"], now, config.lockout_seconds)
-        record = self._attempts.take(key, scope_id, email, now, config.lockout_seconds)
+                self._attempts.restart(key, record["resets_at"], now, self._lock_seconds)
+        record = self._attempts.take(key, scope_id, email, now, self._lock_seconds)
         self._raise_if_locked(record, now)
-        if record["used"] > config.lockout_threshold:
+        if record["used"] > self._threshold:
             self._attempts.give_back(key)
-            if record["failures"] >= config.lockout_threshold:  # failed enough; the lock write was lost
-                self._attempts.lock(key, now + seconds(config.lockout_seconds), now)
-                raise self._locked(now + seconds(config.lockout_seconds), now)
+            if record["failures"] >= self._threshold:  # failed enough; the lock write was lost
+                self._attempts.lock(key, now + seconds(self._lock_seconds), now)
+                raise self._locked(now + seconds(self._lock_seconds), now)
             raise self._locked(now + seconds(1), now, reason="attempts_in_progress")
         return key
 
@@ -175,10 +176,10 @@ class PasswordGuard:
                 return
 
     def _record_failure(self, key: str) -> None:
-        config, now = self._config, self._clock()
-        record = self._attempts.record_failure(key, now, config.lockout_seconds)
-        if record is not None and record["failures"] >= config.lockout_threshold:
-            self._attempts.lock(key, now + seconds(config.lockout_seconds), now)
+        now = self._clock()
+        record = self._attempts.record_failure(key, now, self._lock_seconds)
+        if record is not None and record["failures"] >= self._threshold:
+            self._attempts.lock(key, now + seconds(self._lock_seconds), now)
             log.warning("login locked after consecutive failures",
                         extra={"app_id": record.get("app_id"), "failures": record["failures"]})
 
@@ -191,7 +192,7 @@ class PasswordGuard:
         message = ("Too many failed logins for this account. Try again later." if reason == "locked" else
                    "Too many logins for this account are in progress. Try again in a moment.")
         return AccountLocked(
-            limit=self._config.lockout_threshold, reset_at=math.ceil(until.timestamp()),
+            limit=self._threshold, reset_at=math.ceil(until.timestamp()),
             retry_after=math.ceil((until - now).total_seconds()), message=message,
             details={"reason": reason, **({"locked_until": isoformat(until)} if reason == "locked" else {})},
         )

@@ -139,7 +139,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     mailer = Mailer(config.smtp_url, config.email_from)
     hasher = PasswordHasher(config.bcrypt_rounds)
     pages = Pages(secret_key=config.secret_key, cookie_secure=config.cookie_secure)
-    password_guard = PasswordGuard(LoginAttemptStore(store), config, clock, hasher)
+    password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, threshold=config.lockout_threshold,
+                                   lock_seconds=config.lockout_seconds)
 
     applications = ApplicationService(ApplicationStore(store), events, clock)
     api_keys = ApiKeyService(ApiKeyStore(store), events, clock)
