@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import jwt
 
-from shared.errors import Unauthorized
 from shared.ids import new_id
+from shared.jwts import ALGORITHM, TokenInvalid, unauthorized, verify_rs256
 
-ALGORITHM = "RS256"
 REQUIRED_CLAIMS = ("iss", "sub", "aud", "iat", "exp", "jti")
 
 
@@ -42,31 +41,12 @@ class TokenService:
         return self.sign(claims), self.access_ttl
 
     def verify(self, token: str, *, audience: str, required=REQUIRED_CLAIMS, leeway: int = 0) -> dict:
-        """Verify signature, kid, exp, aud and iss; return the claims or raise Unauthorized."""
+        """Verify signature, kid, exp, aud and iss (``shared.jwts``); return the claims or
+        raise Unauthorized."""
         try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
-            raise Unauthorized("The bearer token is malformed.") from None
-        if header.get("alg") != ALGORITHM:
-            raise Unauthorized("The bearer token must be signed with RS256.")
-        key = self._keys.verification_key(header.get("kid") or "")
-        if key is None:
-            raise Unauthorized("The bearer token was signed by an unknown key.")
-        try:
-            claims = jwt.decode(
-                token,
-                key,
-                algorithms=[ALGORITHM],
-                audience=audience,
-                issuer=self.issuer,
-                # Expiry is checked below against the service clock (tests move it).
-                options={"require": list(required), "verify_exp": False, "verify_iat": False},
-            )
-        except jwt.InvalidAudienceError:
-            raise Unauthorized("The bearer token belongs to another application.", details={"reason": "audience"}) from None
-        except jwt.PyJWTError as exc:
-            raise Unauthorized("The bearer token is invalid.", details={"reason": str(exc)}) from None
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)) or exp + leeway <= self._clock().timestamp():
-            raise Unauthorized("The bearer token has expired.", details={"reason": "expired"})
+            claims, _ = verify_rs256(token, self._keys.verification_key, audience=audience, issuer=self.issuer,
+                                     required=required, now=self._clock().timestamp(), leeway=leeway)
+        except TokenInvalid as refused:
+            raise unauthorized(refused) from None
         return claims
+

@@ -23,8 +23,8 @@ import hashlib
 import jwt
 
 from shared.ids import new_id
+from shared.jwts import TokenInvalid, verify_rs256
 
-ALGORITHM = "RS256"
 ACCESS_TOKEN_TYPE = "at+jwt"
 
 
@@ -108,19 +108,7 @@ class OidcTokens:
 
     def _decode(self, token: str, *, audience: str, verify_exp: bool, required) -> tuple[dict, dict]:
         try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
-            raise TokenRefused("malformed") from None
-        if header.get("alg") != ALGORITHM:
-            raise TokenRefused("not RS256")
-        key = self._keys.verification_key(header.get("kid") or "")
-        if key is None:
-            raise TokenRefused("unknown key")
-        try:
-            claims = jwt.decode(token, key, algorithms=[ALGORITHM], audience=audience, issuer=self.issuer,
-                                options={"require": list(required), "verify_exp": False, "verify_iat": False})
-        except jwt.PyJWTError as exc:
-            raise TokenRefused(str(exc)) from None
-        if verify_exp and claims["exp"] <= self._clock().timestamp():
-            raise TokenRefused("expired")
-        return claims, header
+            return verify_rs256(token, self._keys.verification_key, audience=audience, issuer=self.issuer,
+                                required=required, now=self._clock().timestamp() if verify_exp else None)
+        except TokenInvalid as refused:
+            raise TokenRefused(refused.reason) from None

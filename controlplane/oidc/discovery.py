@@ -6,8 +6,9 @@ authentication methods the token endpoint accepts.  The issuer is IAMGATE_PUBLIC
 """
 from __future__ import annotations
 
+from shared.jwts import ALGORITHM
+
 from controlplane.oidc.authorize import SUPPORTED_SCOPES
-from controlplane.oidc.claims import ALGORITHM
 
 CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
 CLAIMS = ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "email", "email_verified",
