@@ -191,14 +191,16 @@ class HostedLogin:
         principal = self._authenticator.user_token(pair["access_token"], request.app_id)
         signed_in = {"user_id": principal.user_id, "session_id": principal.session_id,
                      "auth_time": int(principal.claims["iat"])}
-        token, now = random_token(), self._clock()
-        self._browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
-                                       "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
-        needs_consent = self._authorize.needs_consent(request, principal.user_id)
+        needs_consent, now = self._authorize.needs_consent(request, principal.user_id), self._clock()
+        # The step first: of two racing posts only one goes on; a crash before the session
+        # is stored leaves a request whose consent post still works, without a cookie.
         advanced = self._pending.advance(pending.doc["_id"], stage,
                                          {"stage": "consent" if needs_consent else "done", **signed_in}, now)
         if advanced is None:
             raise AuthorizationRequestExpired()
+        token = random_token()
+        self._browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
+                                       "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
         if needs_consent:
             return Step(request, page="consent", handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL)
         self._pending.delete(pending.doc["_id"])
