@@ -1,10 +1,11 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [decision] [login] [webhooks]
+    .venv/bin/python -m benchmarks.run [decision] [login] [webhooks] [oidc]
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
 installs wrk when missing and writes docs/performance.md "## Decision service"), the
-login load (benchmarks/login_load.py) and webhook delivery (benchmarks/webhook_bench.py). The exit status is non-zero when a benchmark
+login load (benchmarks/login_load.py), webhook delivery (benchmarks/webhook_bench.py) and
+the OIDC token endpoint (benchmarks/oidc_token_bench.py). The exit status is non-zero when a benchmark
 misses its targets.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 import sys
 
 BENCHMARKS = {"decision": "benchmarks.decision_bench", "login": "benchmarks.login_load",
-              "webhooks": "benchmarks.webhook_bench"}
+              "webhooks": "benchmarks.webhook_bench", "oidc": "benchmarks.oidc_token_bench"}
 
 
 def main(argv=None) -> int:

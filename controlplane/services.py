@@ -44,7 +44,9 @@ from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.introspection import Introspection
 from controlplane.oidc.logout import Logout
 from controlplane.oidc.revocation import Revocation
-from controlplane.oidc.store import ClientStore, CodeStore, ConsentStore, GrantStore
+from controlplane.oidc.hosted import HostedLogin
+from controlplane.oidc.store import (BrowserSessionStore, ClientStore, CodeStore, ConsentStore, GrantStore,
+                                     PendingRequestStore)
 from controlplane.oidc.token import AuthorizationCodeGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.passwords import PasswordHasher
@@ -114,6 +116,7 @@ class Services:
     oidc_revocation: Revocation
     oidc_introspection: Introspection
     oidc_logout: Logout
+    oidc_hosted: HostedLogin
     selfservice: SelfService
     dashboard: DashboardService
     webhooks: WebhookService
@@ -218,6 +221,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     events.listen(mfa.on_event)
     login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa,
                          rate_limit_login=config.rate_limit_login)
+    oidc_hosted = HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
+                              applications=applications, login=login, mfa=mfa, authenticator=authenticator,
+                              sessions=sessions, users=user_store, box=box, clock=clock)
     selfservice = SelfService(user_store, session_store, mfa_methods, events, clock, rate_limiter, registration,
                               sessions, roles, oidc_connections, rate_limit_export=config.rate_limit_export)
 
@@ -233,6 +239,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
         oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
         oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,
+        oidc_hosted=oidc_hosted,
         webhooks=webhooks, webhook_dispatcher=webhook_dispatcher, webhook_worker=webhook_worker,
         startup=startup,
     )

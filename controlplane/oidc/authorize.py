@@ -71,6 +71,10 @@ class AuthorizeService:
         self._connections = connections
         self._clock = clock
 
+    def client(self, client_id) -> dict | None:
+        """The active client of this client_id (None when unknown, inactive or not a string)."""
+        return self._clients.active(client_id) if isinstance(client_id, str) and client_id else None
+
     def validate(self, params: dict) -> AuthorizeRequest:
         """Check an authorization request (RFC 6749 4.1.1, OIDC Core 3.1.2.2).
 

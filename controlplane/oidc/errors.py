@@ -88,6 +88,34 @@ class InvalidToken(OAuthError, Unauthorized):
         self.missing = missing
 
 
+class AccessDenied(OAuthError, BadRequest):
+    """RFC 6749 4.1.2.1: the user denied the request on the consent page (always
+    answered on the redirect URI)."""
+
+    code, message = "access_denied", "The user denied the request."
+
+
+class LoginRequired(OAuthError, BadRequest):
+    """OIDC Core 3.1.2.6: ``prompt=none`` and no browser session (on the redirect URI)."""
+
+    code, message = "login_required", "The user is not signed in."
+
+
+class ConsentRequired(OAuthError, BadRequest):
+    """OIDC Core 3.1.2.6: ``prompt=none`` and the user has not consented to the client
+    for these scopes (on the redirect URI)."""
+
+    code, message = "consent_required", "The user has not consented to this client."
+
+
+class AuthorizationRequestExpired(BadRequest):
+    """A hosted-login page was posted with an authorization-request handle that is
+    unknown, expired, already used, from another browser, or at another step."""
+
+    code = "OIDC_AUTHORIZATION_REQUEST_EXPIRED"
+    message = "This sign-in request has expired or was already used. Go back to the application and try again."
+
+
 class ClientNotFound(NotFound):
     """V1 client management: no OIDC client with this id in the application."""
 

@@ -17,6 +17,15 @@ document carries ``app_id``, and every secret is stored as its SHA-256 digest.
   client_id, scopes, granted_at, withdrawn_at, connected_at}; ``connected_at`` is set
   by the first code exchange under the consent (``connection.created``).
 
+- ``oidc_browser_sessions``: the hosted login's browser sessions {_id: digest(cookie
+  token), app_id, user_id, session_id (the V1 session the login started), auth_time,
+  created_at, expires_at}; TTL at expiry.
+- ``oidc_pending_requests``: authorization requests in progress in the hosted login
+  {_id: digest(handle), app_id, client_id, params (the query as received), binding
+  (digest of the browser's CSRF cookie), stage (login, mfa, consent, done), user_id,
+  session_id, auth_time, mfa_challenge (SecretBox-encrypted), created_at, expires_at};
+  TTL at expiry.
+
 Expiry is decided in code against the caller's ``now``; TTL indexes only reclaim space
 (codes at once, refresh tokens when they expire).  Consents do not expire: the GDPR
 export lists withdrawn ones too.
@@ -39,6 +48,13 @@ INDEXES = {
         IndexModel([("spent_digests", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("user_id", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("session_id", ASCENDING)]),
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ],
+    "oidc_browser_sessions": [
+        IndexModel([("app_id", ASCENDING), ("user_id", ASCENDING)]),
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ],
+    "oidc_pending_requests": [
         IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
     ],
     "oidc_consents": [
@@ -194,3 +210,45 @@ class ConsentStore:
         result = self._consents.update_many({"app_id": app_id, "user_id": user_id, "withdrawn_at": None},
                                             {"$set": {"withdrawn_at": now, "connected_at": None}})
         return result.modified_count
+
+
+class BrowserSessionStore:
+    """``oidc_browser_sessions``: the hosted login's browser sessions."""
+
+    def __init__(self, store):
+        store.declare_indexes(INDEXES)
+        self._sessions = store["oidc_browser_sessions"]
+
+    def insert(self, doc: dict) -> None:
+        self._sessions.insert_one(doc)
+
+    def get(self, token_digest: str) -> dict | None:
+        return self._sessions.find_one({"_id": token_digest})
+
+    def delete(self, token_digest: str) -> bool:
+        return self._sessions.delete_one({"_id": token_digest}).deleted_count == 1
+
+
+class PendingRequestStore:
+    """``oidc_pending_requests``: authorization requests between the hosted pages."""
+
+    def __init__(self, store):
+        store.declare_indexes(INDEXES)
+        self._pending = store["oidc_pending_requests"]
+
+    def insert(self, doc: dict) -> None:
+        self._pending.insert_one(doc)
+
+    def get(self, handle_digest: str) -> dict | None:
+        return self._pending.find_one({"_id": handle_digest})
+
+    def advance(self, handle_digest: str, stage: str, changes: dict, now) -> dict | None:
+        """Move a live request out of ``stage`` with ``changes`` (which set the next
+        stage) in one conditional write: of two racing posts of one page only the first
+        gets the document back, so a handle yields at most one code."""
+        return self._pending.find_one_and_update(
+            {"_id": handle_digest, "stage": stage, "expires_at": {"$gt": now}}, {"$set": changes},
+            return_document=ReturnDocument.AFTER)
+
+    def delete(self, handle_digest: str) -> None:
+        self._pending.delete_one({"_id": handle_digest})

@@ -143,6 +143,13 @@ class SessionService:
                                         details={"reason": "revoked"})
         return RefreshTokenRejected("The refresh token has expired; log in again.", details={"reason": "expired"})
 
+    def is_active(self, app_id: str, session_id: str) -> bool:
+        """True while the session is neither revoked nor expired (the OIDC hosted
+        login's browser session lasts no longer than the session it started)."""
+        session = self._sessions.get(app_id, session_id)
+        return session is not None and session.get("revoked_at") is None \
+            and aware(session["expires_at"]) > self._clock()
+
     def logout(self, app_id: str, refresh_token: str, *, user_id: str | None) -> bool:
         """Revoke the session of ``refresh_token``.  A user may only revoke their own
         sessions (``user_id``); an API key (``user_id`` None) any of its application.

@@ -1,0 +1,213 @@
+"""The hosted browser mode of ``GET /oidc/authorize`` (RFC 6749 4.1.1-4.1.2, OIDC Core
+3.1.2): a login page, the MFA step when the user has MFA, a consent page the first time
+the user meets the client, then ``302 redirect_uri?code=...&state=...``.
+
+The sign-in is the API login's, not a copy of it: ``LoginService.login`` (its password
+guard and lockout, and the MFA second factor answering a challenge) and
+``MfaService.verify`` for the code.  The token pair they return starts a V1 session; the
+browser session and every code issued under it name that session (``sid``), so a
+logout through an ``id_token_hint`` or a revocation of the V1 session ends both.
+
+Two kinds of state, both in MongoDB so any replica serves any page:
+
+- the **pending request** (``oidc_pending_requests``, 10 minutes): the authorization
+  request as the client sent it, referred to from the pages by an opaque handle (the
+  ``request`` form field), stored as its digest.  Pages never carry redirect_uri, scope
+  or state in hidden fields; every step re-validates the stored query, so a client
+  deactivated meanwhile stops the flow.  The handle is bound to the browser's CSRF
+  cookie (stored as its digest) and moves through the stages login -> mfa -> consent ->
+  done with conditional writes, so it yields at most one code;
+- the **browser session** (``oidc_browser_sessions``, at most 12 hours and never longer
+  than its V1 session): the cookie ``iamgate_oidc_<app_id>`` holds an opaque token,
+  stored as its digest, that lets a later authorize of the same application skip the
+  login (``prompt=login`` forces it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.ids import digest, random_token
+from shared.timeutil import aware, seconds
+
+from controlplane.oidc.authorize import AuthorizeRequest
+from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
+from controlplane.oidc.wire import add_params
+
+PENDING_TTL = 600
+BROWSER_SESSION_TTL = 12 * 3600
+COOKIE_PREFIX = "iamgate_oidc_"
+
+
+def session_cookie_name(app_id: str) -> str:
+    """One browser-session cookie per application, so signing in to one application
+    does not sign the browser out of another."""
+    return f"{COOKIE_PREFIX}{app_id}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the browser gets next: a ``page`` (login, mfa, consent) for the pending
+    request ``handle``, or a ``redirect`` to the client with the code.
+    ``session_token``/``session_ttl``: a new browser session to set as the cookie."""
+
+    request: AuthorizeRequest
+    page: str | None = None
+    handle: str | None = None
+    redirect: str | None = None
+    session_token: str | None = None
+    session_ttl: int = 0
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A pending request resumed by a page's post: its document, the request validated
+    again, the application, and the handle the page posted."""
+
+    doc: dict
+    request: AuthorizeRequest
+    app: dict
+    handle: str
+
+
+class HostedLogin:
+    def __init__(self, authorize, pending, browser_sessions, *, applications, login, mfa, authenticator, sessions,
+                 users, box, clock):
+        self._authorize = authorize
+        self._applications = applications
+        self._pending = pending
+        self._browser_sessions = browser_sessions
+        self._login = login
+        self._mfa = mfa
+        self._authenticator = authenticator
+        self._sessions = sessions
+        self._users = users
+        self._box = box
+        self._clock = clock
+
+    # ------------------------------------------------------------ GET /oidc/authorize
+
+    def begin(self, request: AuthorizeRequest, params: dict, *, binding: str, session_token: str | None) -> Step:
+        """The first answer to a browser: the login page, unless the browser session is
+        live and ``prompt`` does not ask for a login (OIDC Core 3.1.2.1); then the
+        consent page or, when consent covers the scopes, the code.  ``prompt=none``
+        never shows a page: ``login_required`` or ``consent_required`` on the redirect."""
+        session = None if "login" in request.prompt else self.browser_session(request.app_id, session_token)
+        if session is None:
+            if "none" in request.prompt:
+                raise request.error(LoginRequired)
+            return Step(request, page="login", handle=self._start(request, params, binding, "login"))
+        if self._authorize.needs_consent(request, session["user_id"]):
+            if "none" in request.prompt:
+                raise request.error(ConsentRequired)
+            signed_in = {"user_id": session["user_id"], "session_id": session["session_id"],
+                         "auth_time": session["auth_time"]}
+            return Step(request, page="consent", handle=self._start(request, params, binding, "consent", signed_in))
+        return Step(request, redirect=self._code_redirect(request, session))
+
+    def browser_session(self, app_id: str, token: str | None) -> dict | None:
+        """The live browser session of this cookie value for ``app_id``: not expired, its
+        user still active, its V1 session neither revoked nor expired."""
+        if not token:
+            return None
+        session = self._browser_sessions.get(digest(token))
+        if session is None or session["app_id"] != app_id or aware(session["expires_at"]) <= self._clock():
+            return None
+        if self._users.status(app_id, session["user_id"]) != "active":
+            return None
+        if not self._sessions.is_active(app_id, session["session_id"]):
+            return None
+        return session
+
+    def end_browser_session(self, token: str | None) -> None:
+        if token:
+            self._browser_sessions.delete(digest(token))
+
+    # ------------------------------------------------------------ the pages' posts
+
+    def resume(self, handle: str | None, binding: str, stage: str) -> Pending:
+        """The pending request of ``handle`` at ``stage``, posted by the browser that
+        started it (``binding``: its CSRF cookie), with its query validated again
+        (an OAuthError of that validation is answered as at the authorize request)."""
+        pending = self._pending.get(digest(handle)) if handle else None
+        if (pending is None or pending["stage"] != stage or pending["binding"] != digest(binding)
+                or aware(pending["expires_at"]) <= self._clock()):
+            raise AuthorizationRequestExpired()
+        request = self._authorize.validate(pending["params"])
+        app = self._applications.get(request.app_id)
+        if app is None or not app.get("oauth_hosted_login_enabled"):
+            raise AuthorizationRequestExpired()
+        return Pending(pending, request, app, handle)
+
+    def sign_in(self, pending: Pending, *, email: str, password: str, device_info: dict) -> Step:
+        """The login page's post: the API login's IP throttle and ``LoginService.login``;
+        their errors (wrong credentials, lockout, suspension, throttle) propagate for
+        the page to show, and the request stays at the login step."""
+        self._login.throttle(pending.app, device_info.get("ip") or "unknown")
+        result = self._login.login(pending.app, email=email, password=password, remember_me=False,
+                                   device_info=device_info)
+        if result.get("mfa_required"):
+            sealed = self._box.encrypt(result["challenge_token"].encode("ascii"))
+            if self._pending.advance(pending.doc["_id"], "login", {"stage": "mfa", "mfa_challenge": sealed},
+                                     self._clock()) is None:
+                raise AuthorizationRequestExpired()
+            return Step(pending.request, page="mfa", handle=pending.handle)
+        return self._signed_in(pending, "login", result)
+
+    def verify_mfa(self, pending: Pending, *, code: str) -> Step:
+        """The MFA page's post: ``MfaService.verify`` with the login's challenge; a wrong
+        code propagates and the request stays at the MFA step."""
+        challenge = self._box.decrypt(pending.doc["mfa_challenge"]).decode("ascii")
+        pair, _ = self._mfa.verify(pending.app, challenge_token=challenge, code=code)
+        return self._signed_in(pending, "mfa", pair)
+
+    def decide(self, pending: Pending, *, allow: bool) -> Step:
+        """The consent page's post: Allow records the consent (consent.granted) and
+        issues the code; Deny answers ``access_denied`` on the redirect URI."""
+        request = pending.request
+        if self._pending.advance(pending.doc["_id"], "consent", {"stage": "done"}, self._clock()) is None:
+            raise AuthorizationRequestExpired()
+        self._pending.delete(pending.doc["_id"])
+        if not allow:
+            raise request.error(AccessDenied)
+        self._authorize.grant_consent(request, pending.doc["user_id"])
+        return Step(request, redirect=self._code_redirect(request, pending.doc))
+
+    # ------------------------------------------------------------ internals
+
+    def _start(self, request: AuthorizeRequest, params: dict, binding: str, stage: str,
+               signed_in: dict | None = None) -> str:
+        handle, now = random_token(), self._clock()
+        self._pending.insert({
+            "_id": digest(handle), "app_id": request.app_id, "client_id": request.client_id,
+            "params": {name: value for name, value in params.items() if isinstance(value, str)},
+            "binding": digest(binding), "stage": stage, "user_id": None, "session_id": None, "auth_time": None,
+            "mfa_challenge": None, **(signed_in or {}),
+            "created_at": now, "expires_at": now + seconds(PENDING_TTL),
+        })
+        return handle
+
+    def _signed_in(self, pending: Pending, stage: str, pair: dict) -> Step:
+        request, handle = pending.request, pending.handle
+        principal = self._authenticator.user_token(pair["access_token"], request.app_id)
+        signed_in = {"user_id": principal.user_id, "session_id": principal.session_id,
+                     "auth_time": int(principal.claims["iat"])}
+        needs_consent, now = self._authorize.needs_consent(request, principal.user_id), self._clock()
+        # The step first: of two racing posts only one goes on; a crash before the session
+        # is stored leaves a request whose consent post still works, without a cookie.
+        advanced = self._pending.advance(pending.doc["_id"], stage,
+                                         {"stage": "consent" if needs_consent else "done", **signed_in}, now)
+        if advanced is None:
+            raise AuthorizationRequestExpired()
+        token = random_token()
+        self._browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
+                                       "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
+        if needs_consent:
+            return Step(request, page="consent", handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL)
+        self._pending.delete(pending.doc["_id"])
+        return Step(request, redirect=self._code_redirect(request, signed_in), session_token=token,
+                    session_ttl=BROWSER_SESSION_TTL)
+
+    def _code_redirect(self, request: AuthorizeRequest, signed_in: dict) -> str:
+        code = self._authorize.issue_code(request.app_id, signed_in["user_id"], request,
+                                          auth_time=signed_in["auth_time"], session_id=signed_in["session_id"])
+        return add_params(request.redirect_uri, {"code": code, "state": request.state})

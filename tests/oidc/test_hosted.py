@@ -1,0 +1,448 @@
+"""The hosted browser mode of GET /oidc/authorize (controlplane/oidc/hosted.py), driven
+through falcon.testing by a small cookie-keeping browser: the login page, the MFA step,
+the consent page, the 302 with the code that Authlib (an independent relying party)
+exchanges; the browser session and prompt; CSRF, lockout, open redirects and the error
+pages."""
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from authlib.common.security import generate_token
+
+from tests.conftest import bearer
+from tests.mfa.conftest import STEP, mfa_url, rfc6238
+from tests.oidc.conftest import REDIRECT_URI, clients_url, pkce_pair
+from tests.plugins.users import fresh_address
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+class Browser:
+    """Keeps cookies across falcon.testing requests, like a browser on one address."""
+
+    def __init__(self, client):
+        self.client = client
+        self.cookies: dict[str, str] = {}
+        self.address = fresh_address()
+        self.last_set_cookies = {}
+
+    def request(self, method, path, **kwargs):
+        response = self.client.simulate_request(method, path, cookies=dict(self.cookies),
+                                                remote_addr=self.address, **kwargs)
+        self.last_set_cookies = response.cookies
+        for name, cookie in response.cookies.items():
+            if cookie.value == "" or (cookie.max_age is not None and cookie.max_age <= 0):
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = cookie.value
+        return response
+
+    def get(self, url: str):
+        parts = urlsplit(url)
+        return self.request("GET", parts.path, query_string=parts.query or None)
+
+    def post(self, path: str, fields: dict):
+        return self.request("POST", path, body=urlencode(fields), headers=FORM)
+
+    def submit(self, page, **fields):
+        """Post the page's form (its action, csrf_token and request fields) with ``fields``."""
+        return self.post(form_action(page), {**hidden_fields(page), **fields})
+
+
+def hidden_fields(page) -> dict:
+    return dict(re.findall(r'<input type="hidden" name="([a-z_]+)" value="([^"]*)">', page.text))
+
+
+def form_action(page) -> str:
+    return re.search(r'<form method="post" action="([^"]+)">', page.text).group(1)
+
+
+def query_of(response) -> dict:
+    assert response.status_code == 302, response.text
+    return {k: v[0] for k, v in parse_qs(urlsplit(response.headers["location"]).query).items()}
+
+
+def assert_page(response, title: str, status: int = 200):
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("text/html")
+    assert f"<h1>{title}</h1>" in response.text, response.text
+    policy = response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in policy and "script-src 'nonce-" in policy
+    assert response.headers["cache-control"] == "no-store"
+    assert "location" not in response.headers
+
+
+@pytest.fixture
+def config_overrides(request):
+    """Settings per test: ``@pytest.mark.parametrize("config_overrides", [{...}], indirect=True)``."""
+    return getattr(request, "param", {})
+
+
+@pytest.fixture
+def hosted_app(ctx, application):
+    return ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
+
+
+@pytest.fixture
+def rp(hosted_app, oidc_client):
+    return oidc_client(hosted_app, name="Portal")
+
+
+@pytest.fixture
+def person(hosted_app, make_user):
+    return make_user(hosted_app, name="Ada Lovelace")
+
+
+@pytest.fixture
+def browser(client):
+    return Browser(client)
+
+
+def authorize_url(rp, *, challenge=None, **params) -> str:
+    query = {"response_type": "code", "client_id": rp["client_id"], "redirect_uri": REDIRECT_URI,
+             "scope": "openid profile email", "state": "st-1", "nonce": "n-1",
+             "code_challenge": challenge or pkce_pair()[1], "code_challenge_method": "S256", **params}
+    return "/oidc/authorize?" + urlencode({k: v for k, v in query.items() if v is not None})
+
+
+def sign_in(browser, rp, person, **params):
+    """Login page -> credentials; the answer of the login post."""
+    page = browser.get(authorize_url(rp, **params))
+    assert_page(page, "Sign in")
+    return browser.submit(page, email=person["email"], password=person["password"])
+
+
+# ---------------------------------------------------------------- the whole flow
+
+
+def test_login_consent_code_and_authlib_exchange(ctx, browser, hosted_app, rp, person, relying_party, config):
+    session = relying_party(rp)
+    verifier, nonce = generate_token(48), generate_token(20)
+    url, state = session.create_authorization_url(f"{config.public_url}/oidc/authorize", code_verifier=verifier,
+                                                  nonce=nonce)
+    login_page = browser.get(url)
+    assert_page(login_page, "Sign in")
+    assert "Test App" in login_page.text  # the application's branding
+    assert "form-action 'self' https://rp.example.com" in login_page.headers["content-security-policy"]
+    assert set(hidden_fields(login_page)) == {"csrf_token", "request"}
+    assert REDIRECT_URI not in login_page.text and state not in login_page.text  # nothing trusted to the page
+
+    consent = browser.submit(login_page, email=person["email"], password=person["password"])
+    assert_page(consent, "Allow access?")
+    assert "<strong>Portal</strong>" in consent.text
+    assert "See your email address" in consent.text and "See your name" in consent.text
+    cookie = browser.last_set_cookies[f"iamgate_oidc_{hosted_app['_id']}"]
+    assert cookie.http_only and cookie.same_site == "Lax" and cookie.path == "/oidc" and not cookie.secure
+
+    callback = browser.submit(consent, decision="allow")
+    assert callback.status_code == 302
+    assert callback.headers["location"].startswith(REDIRECT_URI + "?")
+    assert query_of(callback)["state"] == state
+
+    token = session.fetch_token(f"{config.public_url}/oidc/token", authorization_response=callback.headers["location"],
+                                code_verifier=verifier)
+    claims = ctx.oidc_tokens.verify_id_token_hint(token["id_token"])
+    assert claims["sub"] == person["id"] and claims["nonce"] == nonce and claims["aud"] == rp["client_id"]
+    assert claims["sid"]  # the V1 session the hosted login started
+    profile = session.get(f"{config.public_url}/oidc/userinfo").json()
+    assert profile["email"] == person["email"] and profile["name"] == "Ada Lovelace"
+
+
+def test_consent_is_recorded_and_emits_consent_granted(ctx, browser, rp, person, hosted_app):
+    consent = sign_in(browser, rp, person)
+    browser.submit(consent, decision="allow")
+    kinds = [e["type"] for e in ctx.store["events"].find({"app_id": hosted_app["_id"]})]
+    assert "consent.granted" in kinds and "user.login" in kinds
+
+
+def test_deny_redirects_with_access_denied_and_records_nothing(ctx, browser, rp, person, hosted_app):
+    consent = sign_in(browser, rp, person)
+    denied = browser.submit(consent, decision="deny")
+    assert query_of(denied) == {"error": "access_denied", "error_description": "The user denied the request.",
+                                "state": "st-1"}
+    assert ctx.store["oidc_consents"].count_documents({"app_id": hosted_app["_id"]}) == 0
+    assert ctx.store["oidc_codes"].count_documents({}) == 0
+
+
+def test_a_consent_page_cannot_be_posted_twice(browser, rp, person):
+    consent = sign_in(browser, rp, person)
+    assert browser.submit(consent, decision="allow").status_code == 302
+    again = browser.submit(consent, decision="allow")
+    assert_page(again, "This sign-in link is not valid", 400)
+    assert "OIDC_AUTHORIZATION_REQUEST_EXPIRED" in again.text
+
+
+def test_wrong_password_shows_the_login_page_again(ctx, browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    again = browser.submit(page, email=person["email"], password="wrong password 1")
+    assert_page(again, "Sign in", 401)
+    assert "The email or password is not correct." in again.text
+    assert hidden_fields(again)["request"] == hidden_fields(page)["request"]
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+    consent = browser.submit(again, email=person["email"], password=person["password"])
+    assert_page(consent, "Allow access?")
+
+
+# ---------------------------------------------------------------- MFA
+
+
+@pytest.fixture
+def mfa_secret(client, clock, hosted_app, person, login):
+    pair = login(hosted_app, person["email"], person["password"])
+    headers = bearer(pair["access_token"])
+    setup = client.simulate_post(mfa_url(hosted_app, person["id"], "/totp/setup"), json={}, headers=headers)
+    secret = setup.json["data"]["secret"]
+    confirm = client.simulate_post(mfa_url(hosted_app, person["id"], "/totp/confirm"), headers=headers,
+                                   json={"method_id": setup.json["data"]["method_id"],
+                                         "code": rfc6238(secret, clock())})
+    assert confirm.status_code == 201, confirm.text
+    clock.advance(2 * STEP)
+    return secret
+
+
+def test_the_mfa_step(browser, clock, rp, person, mfa_secret):
+    mfa = sign_in(browser, rp, person)
+    assert_page(mfa, "Two-step verification")
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]  # not signed in yet
+    wrong = browser.submit(mfa, code="000000" if rfc6238(mfa_secret, clock()) != "000000" else "111111")
+    assert_page(wrong, "Two-step verification", 401)
+    consent = browser.submit(wrong, code=rfc6238(mfa_secret, clock()))
+    assert_page(consent, "Allow access?")
+    assert browser.submit(consent, decision="allow").status_code == 302
+
+
+def test_the_login_page_cannot_skip_the_mfa_step(browser, rp, person, mfa_secret):
+    mfa = sign_in(browser, rp, person)
+    # The handle is at the MFA step now: neither the consent nor the login post accepts it.
+    assert_page(browser.post("/oidc/authorize/consent", {**hidden_fields(mfa), "decision": "allow"}),
+                "This sign-in link is not valid", 400)
+    assert_page(browser.post("/oidc/authorize/login", {**hidden_fields(mfa), "email": person["email"],
+                                                       "password": person["password"]}),
+                "This sign-in link is not valid", 400)
+
+
+# ---------------------------------------------------------------- the browser session and prompt
+
+
+def signed_in(browser, rp, person):
+    consent = sign_in(browser, rp, person)
+    assert browser.submit(consent, decision="allow").status_code == 302
+
+
+def test_a_second_authorize_skips_login_and_consent(browser, rp, person):
+    signed_in(browser, rp, person)
+    verifier, challenge = pkce_pair()
+    again = browser.get(authorize_url(rp, challenge=challenge, state="st-2"))
+    query = query_of(again)
+    assert query["state"] == "st-2" and query["code"]
+
+
+@pytest.mark.parametrize("config_overrides", [{"public_url": "https://iam.example.com"}], indirect=True)
+def test_the_cookie_is_secure_when_the_public_url_is_https(browser, rp, person, config_overrides):
+    sign_in(browser, rp, person)
+    cookies = [c for n, c in browser.last_set_cookies.items() if n.startswith("iamgate_oidc_")]
+    assert cookies and cookies[0].secure and cookies[0].http_only
+
+
+def test_prompt_login_forces_the_login(browser, rp, person):
+    signed_in(browser, rp, person)
+    page = browser.get(authorize_url(rp, prompt="login"))
+    assert_page(page, "Sign in")
+
+
+def test_prompt_none_without_a_session_is_login_required(browser, rp):
+    assert query_of(browser.get(authorize_url(rp, prompt="none"))) == {
+        "error": "login_required", "error_description": "The user is not signed in.", "state": "st-1"}
+
+
+def test_prompt_none_without_consent_is_consent_required(browser, hosted_app, oidc_client, rp, person):
+    signed_in(browser, rp, person)
+    other = oidc_client(hosted_app, name="Other")
+    assert query_of(browser.get(authorize_url(other, prompt="none")))["error"] == "consent_required"
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["code"]
+
+
+def test_a_session_needs_consent_for_a_new_client(browser, hosted_app, oidc_client, rp, person):
+    signed_in(browser, rp, person)
+    other = oidc_client(hosted_app, name="Other Portal")
+    consent = browser.get(authorize_url(other))
+    assert_page(consent, "Allow access?")
+    assert "<strong>Other Portal</strong>" in consent.text
+    assert query_of(browser.submit(consent, decision="allow"))["code"]
+
+
+def test_logout_ends_the_browser_session(browser, rp, person):
+    signed_in(browser, rp, person)
+    page = browser.get("/oidc/logout")
+    assert_page(page, "You are signed out")
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
+
+
+def test_a_stolen_cookie_stops_working_after_logout(client, ctx, browser, rp, person):
+    signed_in(browser, rp, person)
+    stolen = dict(browser.cookies)
+    browser.get("/oidc/logout")
+    thief = Browser(client)
+    thief.cookies = stolen
+    assert query_of(thief.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
+    assert ctx.store["oidc_browser_sessions"].count_documents({}) == 0
+
+
+def test_revoking_the_users_sessions_ends_the_browser_session(ctx, browser, rp, person, hosted_app):
+    signed_in(browser, rp, person)
+    ctx.sessions.revoke_user(hosted_app["_id"], person["id"])
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
+
+
+def test_the_browser_session_is_stored_hashed(ctx, browser, rp, person):
+    signed_in(browser, rp, person)
+    token = next(v for n, v in browser.cookies.items() if n.startswith("iamgate_oidc_"))
+    stored = ctx.store["oidc_browser_sessions"].find_one()
+    assert stored["_id"] != token and token not in str(stored)
+
+
+def test_the_browser_session_expires(browser, clock, rp, person):
+    signed_in(browser, rp, person)
+    clock.advance(12 * 3600 + 1)
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
+
+
+def test_a_session_of_another_application_does_not_count(client, make_application, ctx, browser, rp, person,
+                                                         oidc_client):
+    signed_in(browser, rp, person)
+    other_app = ctx.applications.update(make_application()["_id"], {"oauth_hosted_login_enabled": True})
+    other = oidc_client(other_app)
+    assert query_of(browser.get(authorize_url(other, prompt="none")))["error"] == "login_required"
+
+
+# ---------------------------------------------------------------- CSRF and the pending request
+
+
+def test_a_post_without_the_csrf_token_is_refused(ctx, browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    fields = {**hidden_fields(page), "email": person["email"], "password": person["password"]}
+    del fields["csrf_token"]
+    refused = browser.post("/oidc/authorize/login", fields)
+    assert_page(refused, "This form has expired", 403)
+    assert "CSRF_TOKEN_INVALID" in refused.text
+    assert ctx.store["oidc_browser_sessions"].count_documents({}) == 0
+
+
+def test_a_cross_site_post_without_the_cookie_is_refused(client, browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    attacker = Browser(client)  # the victim's browser does not send the Lax cookie cross-site
+    refused = attacker.post("/oidc/authorize/login", {**hidden_fields(page), "email": person["email"],
+                                                      "password": person["password"]})
+    assert_page(refused, "This form has expired", 403)
+
+
+def test_a_handle_is_bound_to_the_browser_that_started_it(client, browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    other = Browser(client)
+    own = other.get(authorize_url(rp))
+    stolen = {**hidden_fields(own), "request": hidden_fields(page)["request"], "email": person["email"],
+              "password": person["password"]}
+    assert_page(other.post("/oidc/authorize/login", stolen), "This sign-in link is not valid", 400)
+
+
+def test_the_pending_request_expires(browser, clock, rp, person):
+    page = browser.get(authorize_url(rp))
+    clock.advance(601)
+    expired = browser.submit(page, email=person["email"], password=person["password"])
+    assert_page(expired, "This sign-in link is not valid", 400)
+
+
+def test_a_form_post_must_be_form_encoded(browser, rp):
+    page = browser.get(authorize_url(rp))
+    response = browser.request("POST", "/oidc/authorize/login", json=hidden_fields(page))
+    assert response.status_code == 415
+
+
+# ---------------------------------------------------------------- brute force
+
+
+def test_five_wrong_passwords_lock_the_account(browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    for attempt in range(5):
+        page = browser.submit(page, email=person["email"], password=f"wrong password {attempt}")
+        assert_page(page, "Sign in", 401)
+    locked = browser.submit(page, email=person["email"], password=person["password"])
+    assert_page(locked, "Sign in", 429)
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+
+
+def test_the_login_ip_throttle_applies(browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    statuses = []
+    for attempt in range(11):
+        page = browser.submit(page, email=f"nobody-{attempt}@example.com", password="whatever 123")
+        statuses.append(page.status_code)
+    assert statuses[:10] == [401] * 10 and statuses[10] == 429
+
+
+# ---------------------------------------------------------------- errors and open redirects
+
+
+@pytest.mark.parametrize("change", [
+    {"redirect_uri": "https://evil.example.com/callback"},
+    {"redirect_uri": REDIRECT_URI + "/../../evil"},
+    {"redirect_uri": REDIRECT_URI + "?next=https://evil.example.com"},
+    {"redirect_uri": "https://rp.example.com.evil.example.com/callback"},
+    {"redirect_uri": None},
+    {"client_id": None},
+    {"client_id": "oc_unknown"},
+])
+def test_no_redirect_before_the_client_and_redirect_uri_are_validated(browser, rp, change):
+    response = browser.get(authorize_url(rp, **change))
+    assert_page(response, "This sign-in link is not valid", 400)
+    assert "evil" not in response.text or "evil" in str(change)
+
+
+def test_an_inactive_client_is_an_error_page(client, manager_key, hosted_app, browser, rp):
+    client.simulate_put(clients_url(hosted_app, f"/{rp['id']}"), json={"is_active": False},
+                        headers={"Authorization": f"Bearer {manager_key}"})
+    response = browser.get(authorize_url(rp))
+    assert_page(response, "This sign-in link is not valid", 400)
+    assert "invalid_client" in response.text
+
+
+@pytest.fixture
+def manager_key(hosted_app, make_api_key):
+    return make_api_key(hosted_app, permissions=["oidc:manage"])
+
+
+def test_a_client_deactivated_during_the_login_stops_it(client, manager_key, hosted_app, browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    client.simulate_put(clients_url(hosted_app, f"/{rp['id']}"), json={"is_active": False},
+                        headers={"Authorization": f"Bearer {manager_key}"})
+    response = browser.submit(page, email=person["email"], password=person["password"])
+    assert_page(response, "This sign-in link is not valid", 400)
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"scope": "email"}, "invalid_scope"),
+    ({"code_challenge_method": "plain"}, "invalid_request"),
+    ({"code_challenge": None}, "invalid_request"),
+    ({"response_type": "token"}, "unsupported_response_type"),
+])
+def test_later_errors_redirect_with_error_and_state(browser, rp, change, error):
+    query = query_of(browser.get(authorize_url(rp, **change)))
+    assert query["error"] == error and query["state"] == "st-1"
+
+
+def test_without_hosted_login_a_browser_gets_401(ctx, application, oidc_client, browser):
+    plain = oidc_client(application)
+    response = browser.get(authorize_url(plain))
+    assert response.status_code == 401 and response.json["error"] == "invalid_token"
+    later = browser.get(authorize_url(plain, scope="email"))  # never redirected either
+    assert later.status_code == 400 and later.json["error"] == "invalid_scope"
+
+
+def test_the_json_mode_still_answers_with_a_bearer(client, rp, hosted_app, make_user_token):
+    user = make_user_token(hosted_app)
+    parts = urlsplit(authorize_url(rp))
+    response = client.simulate_get(parts.path, query_string=parts.query, headers=user.headers)
+    assert response.status_code == 200 and response.json["code"]
