@@ -158,6 +158,7 @@ _VARIABLES = {
     "RATE_LIMIT_RESEND": (_rate, "2/60"),
     "RATE_LIMIT_EXPORT": (_rate, "1/3600"),
     "RATE_LIMIT_API": (_rate, "6000/60"),
+    "RATE_LIMIT_MEMBER_ADD": (_rate, "30/3600"),
     "TRUSTED_PROXIES": (_cidrs, ""),
     "MAX_APPLICATIONS_PER_ORGANIZATION": (lambda n, r: _int(n, r, 0), "10"),
     "MAX_USERS_PER_APPLICATION": (lambda n, r: _int(n, r, 0), "10000"),
@@ -212,6 +213,7 @@ class Config:
     rate_limit_resend: Rate
     rate_limit_export: Rate
     rate_limit_api: Rate
+    rate_limit_member_add: Rate
     trusted_proxies: tuple
     max_applications_per_organization: int
     max_users_per_application: int
