@@ -48,7 +48,7 @@ from controlplane.oidc.store import ClientStore, CodeStore, ConsentStore, GrantS
 from controlplane.oidc.token import AuthorizationCodeGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.passwords import PasswordHasher
-from controlplane.ratelimit import ApiThrottle, RateLimiter
+from controlplane.ratelimit import ApiThrottle, PasswordWorkLimit, RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.roles.store import RoleStore
 from controlplane.selfservice.service import SelfService
@@ -85,6 +85,7 @@ class Services:
     tokens: TokenService
     rate_limiter: RateLimiter
     api_throttle: ApiThrottle
+    password_work: PasswordWorkLimit
     mailer: Mailer
     hasher: PasswordHasher
     pages: Pages
@@ -137,6 +138,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     tokens = TokenService(keys, clock, issuer=config.public_url, access_ttl=config.access_token_ttl)
     rate_limiter = RateLimiter(store, clock)
     api_throttle = ApiThrottle(rate_limiter, config.rate_limit_api)
+    password_work = PasswordWorkLimit(rate_limiter, config.rate_limit_ip, config.trusted_proxies)
     mailer = Mailer(config.smtp_url, config.email_from)
     hasher = PasswordHasher(config.bcrypt_rounds)
     pages = Pages(secret_key=config.secret_key, cookie_secure=config.cookie_secure)
@@ -212,7 +214,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                                   rate_limit_resend=config.rate_limit_resend)
     registration = RegistrationService(user_store, email_verification, events, clock, hasher, rate_limiter,
                                        max_users_per_application=config.max_users_per_application,
-                                       rate_limit_register=config.rate_limit_register)
+                                       rate_limit_register=config.rate_limit_register,
+                                       registration_rate_limit_max=config.registration_rate_limit_max)
     user_admin = UserAdminService(user_store, sessions, events, clock)
     mfa = MfaService(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), user_store, sessions,
                      passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
@@ -225,7 +228,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
-        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, mailer=mailer, hasher=hasher,
+        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, password_work=password_work, mailer=mailer, hasher=hasher,
         pages=pages,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,

@@ -159,6 +159,8 @@ _VARIABLES = {
     "RATE_LIMIT_EXPORT": (_rate, "1/3600"),
     "RATE_LIMIT_API": (_rate, "6000/60"),
     "RATE_LIMIT_MEMBER_ADD": (_rate, "30/3600"),
+    "RATE_LIMIT_IP": (_rate, "300/60"),
+    "REGISTRATION_RATE_LIMIT_MAX": (lambda n, r: _int(n, r, 1), "600"),
     "TRUSTED_PROXIES": (_cidrs, ""),
     "MAX_APPLICATIONS_PER_ORGANIZATION": (lambda n, r: _int(n, r, 0), "10"),
     "MAX_USERS_PER_APPLICATION": (lambda n, r: _int(n, r, 0), "10000"),
@@ -214,6 +216,8 @@ class Config:
     rate_limit_export: Rate
     rate_limit_api: Rate
     rate_limit_member_add: Rate
+    rate_limit_ip: Rate
+    registration_rate_limit_max: int
     trusted_proxies: tuple
     max_applications_per_organization: int
     max_users_per_application: int

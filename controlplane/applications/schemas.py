@@ -25,7 +25,8 @@ UPDATE = Schema({
     "oauth_redirect_uris": List(Url(), max_items=50),
     "max_concurrent_sessions": Int(min=0, max=100),
     "registration_rate_limit": Int(min=0, max=100000, nullable=True,
-                                   description="registrations per minute per client IP; 0 = unlimited; null = server default"),
+                                   description="registrations per minute per client IP; null = server default; "
+                                               "0 or a value above IAMGATE_REGISTRATION_RATE_LIMIT_MAX means that maximum"),
 })
 
 DARK_MODE = Schema({

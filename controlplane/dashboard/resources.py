@@ -63,6 +63,7 @@ def clear_session_cookie(resp, config: Config) -> None:
 
 class Register(Resource):
     access = {"POST": PUBLIC}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Create a dashboard account and its personal organization",
         body=schemas.REGISTER, ok=201, response=schemas.ACCOUNT_RESPONSE,
@@ -85,6 +86,7 @@ class Register(Resource):
 
 class Login(Resource):
     access = {"POST": PUBLIC}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Sign in: sets the HttpOnly, SameSite=Lax session cookie and returns the account",
         body=schemas.LOGIN, response=schemas.ACCOUNT_RESPONSE,
@@ -161,6 +163,7 @@ class ForgotPassword(Resource):
 
 class ResetPassword(Resource):
     access = {"POST": PUBLIC}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Set a new password with the token of a mailed reset link", body=schemas.RESET_PASSWORD,
         response={"type": "object", "properties": {"message": {"type": "string"}}},
@@ -223,6 +226,7 @@ class Me(Resource):
 
 class Password(Resource):
     access = {"POST": DASHBOARD}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Change the signed-in account's password; ends every session and sets a new cookie",
         body=schemas.PASSWORD_CHANGE, response={"type": "object", "properties": {"message": {"type": "string"}}},
