@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from shared.validation import one_line
+
 from controlplane.users.emails import _lifetime
 
 
@@ -18,7 +20,7 @@ def link(public_url: str, page: str, token: str) -> str:
 
 def verification(account: dict, url: str, ttl: int) -> tuple[str, str]:
     body = (
-        f"Hello {account['name']},\n\n"
+        f"Hello {one_line(account['name'])},\n\n"
         "Please confirm the email address of your iamgate dashboard account by opening this link:\n\n"
         f"{url}\n\n"
         f"The link can be used once and expires in {_lifetime(ttl)}. Until the address is confirmed, "

@@ -6,7 +6,7 @@ tightened here to a UUID.
 """
 from __future__ import annotations
 
-from shared.validation import Email, Schema, String, Uuid
+from shared.validation import DisplayName, Email, Schema, String, Uuid
 
 from controlplane.apikeys import schemas as apikeys
 from controlplane.applications import schemas as applications
@@ -20,7 +20,7 @@ REGISTER = Schema({
     "email": Email(required=True),
     # Strength (length, classes, common list) is judged by passwords.require_strong -> 422.
     "password": String(required=True, strip=False, description="8 to 128 characters, see docs/dashboard.md"),
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255),
 })
 
 LOGIN = Schema({
@@ -31,7 +31,7 @@ LOGIN = Schema({
 })
 
 ACCOUNT_UPDATE = Schema({
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255),
 })
 
 PASSWORD_CHANGE = Schema({
@@ -58,7 +58,7 @@ RESET_PASSWORD = Schema({
 })
 
 ORGANIZATION = Schema({
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255),
 })
 
 MEMBER_ADD = Schema({

@@ -11,6 +11,7 @@ from __future__ import annotations
 from shared.config import Rate
 from shared.ids import digest, is_uuid, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
+from shared.validation import Invalid, normalize_email
 
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
@@ -136,7 +137,7 @@ class DashboardService:
         """POST /api/dashboard/password/forgot: mail a reset link if an account has the
         address.  Every request for the email counts toward IAMGATE_RATE_LIMIT_FORGOT
         (429 AUTH_PASSWORD_RESET_RATE_LIMITED), known or not; the answer never tells."""
-        email = email.strip().lower()
+        email = _lookup_form(email)
         self._limiter.hit(f"dashboard-forgot:{email}", self._forgot_rate, error=ResetRequestsLimited)
         account = self.store.account_by_email(email)
         if account is not None:
@@ -210,7 +211,7 @@ class DashboardService:
         the failures.  An unknown email costs the same bcrypt time as a wrong password
         and gets the same 401."""
         self._limiter.hit(f"dashboard-login:{ip}", self._login_rate)
-        email = email.strip().lower()
+        email = _lookup_form(email)
         account = self.store.account_by_email(email)
         if not self._guard.check(LOCK_SCOPE, email, password, account["password_hash"] if account else None):
             raise InvalidCredentials()
@@ -405,6 +406,15 @@ class DashboardService:
         app = self._applications.delete(app_id)
         if app.get("organization_id"):
             self.store.release_application_slot(app["organization_id"])
+
+
+def _lookup_form(email: str) -> str:
+    """The stored form of a typed address (``normalize_email``); one that is not a valid
+    address matches no account, and stays as typed so the answer does not change."""
+    try:
+        return normalize_email(email)
+    except Invalid:
+        return email.strip().lower()
 
 
 def _personal_organization_name(account_name: str) -> str:
