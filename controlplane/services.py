@@ -139,7 +139,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     rate_limiter = RateLimiter(store, clock)
     api_throttle = ApiThrottle(rate_limiter, config.rate_limit_api)
     password_work = PasswordWorkLimit(rate_limiter, config.rate_limit_ip, config.trusted_proxies)
-    mailer = Mailer(config.smtp_url, config.email_from)
+    mailer = Mailer(config.smtp_url, config.email_from, log_bodies=config.log_email_bodies)
     hasher = PasswordHasher(config.bcrypt_rounds)
     pages = Pages(secret_key=config.secret_key, cookie_secure=config.cookie_secure)
     password_guard = PasswordGuard(LoginAttemptStore(store), config, clock, hasher)
