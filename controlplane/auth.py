@@ -181,7 +181,11 @@ class AuthMiddleware:
         if token is None:
             raise Unauthorized("A bearer credential is required.")
         if access.kind == "internal":
-            req.context.principal = auth.internal(token, app_id)
+            principal = req.context.principal = auth.internal(token, app_id)
+            # A tenant's key is throttled here as on V1 routes; the operator's internal
+            # token is not (one sidecar may serve every application).
+            if principal.kind == "api_key":
+                self._api_throttle.hit(f"api:{principal.credential_id}")
             return
         if app_id is None:
             raise Unauthorized("This route needs an application-scoped credential.")

@@ -30,7 +30,7 @@ from controlplane.dashboard.service import DashboardService
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
-from controlplane.internal.service import ChangeFeed, DecisionData
+from controlplane.internal.service import DECISION_PERMISSION, ChangeFeed, DecisionData, StreamAccess, StreamLeases
 from controlplane.keys import SigningKeys
 from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
@@ -100,6 +100,7 @@ class Services:
     authenticator: Authenticator
     decision_data: DecisionData
     change_feed: ChangeFeed
+    stream_access: StreamAccess
     sessions: SessionService
     passwords: PasswordService
     email_verification: EmailVerificationService
@@ -168,6 +169,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                   internal_token=config.internal_token)
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
+    # A lease outlives three missed renewals (one per heartbeat) before it stops counting.
+    stream_access = StreamAccess(
+        authenticator, StreamLeases(store, clock, ttl=max(10, 3 * config.stream_heartbeat)),
+        cap=config.max_streams_per_credential, permission=DECISION_PERMISSION,
+        retry_after=max(10, 3 * config.stream_heartbeat))
     startup = StartUp(store, keys, applications, tailer)
 
     webhook_store = WebhookStore(store)
@@ -232,7 +238,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         pages=pages,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,
-        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, sessions=sessions,
+        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, stream_access=stream_access, sessions=sessions,
         passwords=passwords, email_verification=email_verification, registration=registration,
         user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard=dashboard,
         oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
