@@ -163,6 +163,7 @@ _VARIABLES = {
     "REGISTRATION_RATE_LIMIT_MAX": (lambda n, r: _int(n, r, 1), "600"),
     "LOG_EMAIL_BODIES": (_bool, "false"),
     "MAX_STREAMS_PER_CREDENTIAL": (lambda n, r: _int(n, r, 1), "50"),
+    "METRICS_TOKEN": (_internal_token, ""),
     "TRUSTED_PROXIES": (_cidrs, ""),
     "MAX_APPLICATIONS_PER_ORGANIZATION": (lambda n, r: _int(n, r, 0), "10"),
     "MAX_USERS_PER_APPLICATION": (lambda n, r: _int(n, r, 0), "10000"),
@@ -222,6 +223,7 @@ class Config:
     registration_rate_limit_max: int
     log_email_bodies: bool
     max_streams_per_credential: int
+    metrics_token: str
     trusted_proxies: tuple
     max_applications_per_organization: int
     max_users_per_application: int
