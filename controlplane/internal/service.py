@@ -106,8 +106,10 @@ class ChangeFeed:
                     if not guard.check():
                         yield frame("revoked", {"seq": last})
                         return
-                wait = max(0.0, min(self.heartbeat - (self._monotonic() - quiet_since),
-                                    self.heartbeat - (self._monotonic() - checked)))
+                wait = self.heartbeat - (self._monotonic() - quiet_since)
+                if guard is not None:  # wake for the next credential check too
+                    wait = min(wait, self.heartbeat - (self._monotonic() - checked))
+                wait = max(0.0, wait)
                 started = self._monotonic()
                 batch = self._tailer.wait_after(last, wait)
                 if batch is None:  # older than the tailer's buffer: read the log itself

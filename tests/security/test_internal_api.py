@@ -111,3 +111,19 @@ def test_streams_per_credential_are_capped(client, ctx, feed, application, make_
     assert next(third).startswith(b"event: hello")
     other = make_api_key(application, permissions=["decision:sync"])
     next(_open(ctx, feed, application, other))  # another key has its own cap
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_an_idle_stream_waits_instead_of_spinning(ctx, feed, application, make_api_key, monkeypatch, guarded):
+    waits = []
+    real = ctx.tailer.wait_after
+    monkeypatch.setattr(ctx.tailer, "wait_after", lambda last, timeout: waits.append(timeout) or real(last, timeout))
+    if guarded:
+        stream = _open(ctx, feed, application, make_api_key(application, permissions=["decision:sync"]))
+    else:
+        stream = feed.frames(application["_id"], None)
+    assert next(stream).startswith(b"event: hello")
+    for _ in range(3):
+        assert next(stream).startswith(b"event: heartbeat")
+    assert len(waits) <= 12, waits  # about one wait per heartbeat, not a busy loop
+    stream.close()
