@@ -33,8 +33,9 @@ chart-test: $(CHART_STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
 ## Start the control plane and a decision service on the embedded store (memory://).
+## Emails are logged with their bodies (links included): IAMGATE_LOG_EMAIL_BODIES=true.
 run: $(STAMP)
-	$(PY) -m controlplane.launcher
+	IAMGATE_LOG_EMAIL_BODIES=true $(PY) -m controlplane.launcher
 
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
 test: $(STAMP)

@@ -85,6 +85,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
             MetricsMiddleware(services.metrics),
             RevisionMiddleware(),
             JsonBodyMiddleware(),
+            services.password_work,
             AuthMiddleware(services.authenticator, services.api_throttle),
             RequestLogMiddleware(),
         ],

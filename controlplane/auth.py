@@ -39,15 +39,25 @@ class Access:
     permission: str | None = None
 
     def describe(self) -> str:
-        return {
+        text = {
             "public": "No authentication.",
             "dashboard": "Dashboard session cookie.",
             "credential": "Bearer: an end-user access token or an API key of the application.",
             "permission": f"Bearer with permission {self.permission} (user roles or API key permissions).",
             "owner": "Bearer end-user access token of the user named by {userId} (JWT-owner).",
             "user": "Bearer end-user access token of the application.",
-            "internal": "Bearer internal service token, or an API key of the application.",
+            "internal": "Bearer internal service token, or an API key of the application holding decision:sync.",
         }[self.kind]
+        note = PERMISSION_NOTES.get(self.permission or "")
+        return f"{text} {note}" if note else text
+
+
+# What a permission amounts to, where that is more than its name says (docs/security.md).
+PERMISSION_NOTES = {
+    "roles:manage": "roles:manage is administration of the application's authorization: its holder can "
+                    "create a role granting *:* (or a system role, which can never change again) and assign it "
+                    "to anyone, itself included. Give it only to administrators.",
+}
 
 
 PUBLIC = Access("public")
@@ -181,7 +191,11 @@ class AuthMiddleware:
         if token is None:
             raise Unauthorized("A bearer credential is required.")
         if access.kind == "internal":
-            req.context.principal = auth.internal(token, app_id)
+            principal = req.context.principal = auth.internal(token, app_id)
+            # A tenant's key is throttled here as on V1 routes; the operator's internal
+            # token is not (one sidecar may serve every application).
+            if principal.kind == "api_key":
+                self._api_throttle.hit(f"api:{principal.credential_id}")
             return
         if app_id is None:
             raise Unauthorized("This route needs an application-scoped credential.")

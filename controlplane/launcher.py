@@ -145,6 +145,9 @@ def main() -> int:
         print(f"iamgate control plane:    {control_url}  (store: {store})", flush=True)
         print(f"iamgate decision service: {decision_url}", flush=True)
         print(f"OpenAPI:                  {control_url}/openapi.json", flush=True)
+        if config.log_email_bodies:
+            print("Emails are logged WITH their bodies (reset and verification links): "
+                  "IAMGATE_LOG_EMAIL_BODIES=true, for development only.", flush=True)
         print("Press Ctrl-C to stop.", flush=True)
         while all(p.poll() is None for p in processes):
             time.sleep(0.5)

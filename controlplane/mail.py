@@ -2,7 +2,9 @@
 
 IAMGATE_SMTP_URL: ``smtp://user:pass@host:port`` (``?starttls=1`` to upgrade) or
 ``smtps://...`` (implicit TLS).  Unset: messages are written to the log instead, which
-is what the embedded ``make run`` does.  A background thread (a greenlet under gevent)
+is what the embedded ``make run`` does: recipient and subject only, since bodies hold
+reset and verification links (a log reader could take over accounts), unless the
+development switch IAMGATE_LOG_EMAIL_BODIES=true is set (``make run`` sets it).  A background thread (a greenlet under gevent)
 drains an in-process queue; a failed send is logged and retried a few times.
 """
 from __future__ import annotations
@@ -47,9 +49,10 @@ class SmtpTarget:
 class Mailer:
     RETRIES = 3
 
-    def __init__(self, smtp_url: str | None, sender: str):
+    def __init__(self, smtp_url: str | None, sender: str, *, log_bodies: bool = False):
         self.target = SmtpTarget.parse(smtp_url) if smtp_url else None
         self.sender = sender
+        self.log_bodies = log_bodies
         self._queue: queue.Queue = queue.Queue()
         self._thread = None
         self._lock = threading.Lock()
@@ -90,8 +93,10 @@ class Mailer:
 
     def _deliver(self, message: EmailMessage) -> None:
         if self.target is None:
-            log.info("email (no IAMGATE_SMTP_URL set)", extra={
-                "to": message["To"], "subject": message["Subject"], "body": message.get_content()})
+            extra = {"to": message["To"], "subject": message["Subject"]}
+            if self.log_bodies:
+                extra["body"] = message.get_content()
+            log.info("email not sent (no IAMGATE_SMTP_URL set)", extra=extra)
             return
         for attempt in range(1, self.RETRIES + 1):
             try:

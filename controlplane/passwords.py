@@ -4,6 +4,11 @@ Hashing is bcrypt at IAMGATE_BCRYPT_ROUNDS, run off the gevent loop.  bcrypt onl
 reads 72 bytes, so longer passwords are pre-hashed (HMAC-free SHA-256, base64) rather
 than silently truncated.
 
+Passwords are Unicode.  Every password is NFKC-normalized before it is measured, hashed
+or checked (NIST SP 800-63B 5.1.1.2), so the same password typed on another keyboard
+(precomposed or combining accents, full-width digits) is the same password; comparisons
+are on UTF-8 bytes, never on ``str`` (``hmac.compare_digest`` refuses non-ASCII ``str``).
+
 Strength rules (ARCHITECTURE.md): 8 to 128 characters, at least two character classes,
 not the email (or its local part), not in the shipped common-password list.
 """
@@ -12,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import unicodedata
 from importlib import resources
 
 import bcrypt
@@ -30,8 +36,13 @@ def _load_common() -> frozenset[str]:
 COMMON_PASSWORDS = _load_common()
 
 
+def normalize(password: str) -> str:
+    """The canonical form of a password: NFKC (NIST SP 800-63B 5.1.1.2)."""
+    return unicodedata.normalize("NFKC", password)
+
+
 def _prepare(password: str) -> bytes:
-    raw = password.encode("utf-8")
+    raw = normalize(password).encode("utf-8")
     if len(raw) > 72:
         raw = base64.b64encode(hashlib.sha256(raw).digest())
     return raw
@@ -68,6 +79,7 @@ class PasswordHasher:
 def strength_failures(password: str, *, email: str | None = None) -> list[str]:
     """Names of the rules ``password`` fails (empty when it is strong enough)."""
     failures = []
+    password = normalize(password)
     if len(password) < MIN_LENGTH:
         failures.append("min_length")
     if len(password) > MAX_LENGTH:
@@ -77,13 +89,18 @@ def strength_failures(password: str, *, email: str | None = None) -> list[str]:
         any(c.isupper() for c in password),
         any(c.isdigit() for c in password),
         any(not c.isalnum() for c in password),
+        # Scripts without case (Han, Arabic, Devanagari...) are a class of their own,
+        # or a Chinese passphrase could never mix two classes.
+        any(c.isalpha() and not c.islower() and not c.isupper() for c in password),
     ))
     if classes < 2:
         failures.append("character_classes")
     lowered = password.lower()
     if email:
-        local = email.lower().split("@")[0]
-        if hmac.compare_digest(lowered, email.lower()) or (len(local) >= 4 and lowered == local):
+        email = normalize(email).lower()
+        local = email.split("@")[0]
+        if hmac.compare_digest(lowered.encode("utf-8"), email.encode("utf-8")) or (
+                len(local) >= 4 and lowered == local):
             failures.append("not_email")
     if lowered in COMMON_PASSWORDS:
         failures.append("not_common")
@@ -93,7 +110,7 @@ def strength_failures(password: str, *, email: str | None = None) -> list[str]:
 RULE_TEXT = {
     "min_length": f"must be at least {MIN_LENGTH} characters",
     "max_length": f"must be at most {MAX_LENGTH} characters",
-    "character_classes": "must mix at least two of: lower case, upper case, digits, symbols",
+    "character_classes": "must mix at least two of: lower case, upper case, caseless letters, digits, symbols",
     "not_email": "must not be the email address",
     "not_common": "is too common",
 }

@@ -23,6 +23,7 @@ from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from shared.errors import RateLimited
+from shared.http import client_ip
 from shared.timeutil import aware, seconds
 
 INDEXES = {"rate_limits": [IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)]}
@@ -146,3 +147,23 @@ class ApiThrottle:
             count.known, count.synced = max(count.known, total), self._monotonic()
         if exact and total > rate.limit:
             raise RateLimited(limit=rate.limit, reset_at=reset_at, retry_after=math.ceil(reset_at - now))
+
+
+class PasswordWorkLimit:
+    """IAMGATE_RATE_LIMIT_IP: password work (logins, registrations, password changes and
+    resets, end users and dashboard alike) per client IP across every application.
+
+    The per-application throttles let one address spread bcrypt work over many
+    applications (and an application may raise its own); this budget is shared, so one
+    address cannot spend the service's CPU.  A Falcon middleware: a resource names the
+    methods that hash or check a password in ``password_work`` (``("POST",)``), and the
+    request is counted before the responder runs, so before any bcrypt work."""
+
+    def __init__(self, rate_limiter: RateLimiter, rate, trusted_proxies=()):
+        self._limiter = rate_limiter
+        self._rate = rate
+        self._trusted = trusted_proxies
+
+    def process_resource(self, req, resp, resource, params):
+        if resource is not None and req.method in getattr(resource, "password_work", ()):
+            self._limiter.hit(f"password-ip:{client_ip(req, self._trusted)}", self._rate)

@@ -9,7 +9,9 @@ collection.  Two class attributes describe it:
   ``permission("roles:read")``...); a method without one needs any credential of the
   application, so routes are closed by default;
 - ``docs``: the OpenAPI operation of each method (``controlplane.openapi.op``), whose
-  ``errors`` are the domain error classes the method can raise.
+  ``errors`` are the domain error classes the method can raise;
+- ``password_work``: the methods that hash or check a password, counted against the
+  per-IP budget across applications (``ratelimit.PasswordWorkLimit``).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from shared.validation import Invalid
 class Resource:
     access: dict = {}
     docs: dict = {}
+    password_work: tuple = ()
 
 
 def query_param(req, name: str, field=None, *, blank_is_absent: bool = False):

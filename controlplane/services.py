@@ -30,7 +30,7 @@ from controlplane.dashboard.service import DashboardService
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
-from controlplane.internal.service import ChangeFeed, DecisionData
+from controlplane.internal.service import DECISION_PERMISSION, ChangeFeed, DecisionData, StreamAccess, StreamLeases
 from controlplane.keys import SigningKeys
 from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
@@ -50,7 +50,7 @@ from controlplane.oidc.store import (BrowserSessionStore, ClientStore, CodeStore
 from controlplane.oidc.token import AuthorizationCodeGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.passwords import PasswordHasher
-from controlplane.ratelimit import ApiThrottle, RateLimiter
+from controlplane.ratelimit import ApiThrottle, PasswordWorkLimit, RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.roles.store import RoleStore
 from controlplane.selfservice.service import SelfService
@@ -86,6 +86,7 @@ class Services:
     tokens: TokenService
     rate_limiter: RateLimiter
     api_throttle: ApiThrottle
+    password_work: PasswordWorkLimit
     mailer: Mailer
     hasher: PasswordHasher
     pages: Pages
@@ -100,6 +101,7 @@ class Services:
     authenticator: Authenticator
     decision_data: DecisionData
     change_feed: ChangeFeed
+    stream_access: StreamAccess
     sessions: SessionService
     passwords: PasswordService
     email_verification: EmailVerificationService
@@ -139,7 +141,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     tokens = TokenService(keys, clock, issuer=config.public_url, access_ttl=config.access_token_ttl)
     rate_limiter = RateLimiter(store, clock)
     api_throttle = ApiThrottle(rate_limiter, config.rate_limit_api)
-    mailer = Mailer(config.smtp_url, config.email_from)
+    password_work = PasswordWorkLimit(rate_limiter, config.rate_limit_ip, config.trusted_proxies)
+    mailer = Mailer(config.smtp_url, config.email_from, log_bodies=config.log_email_bodies)
     hasher = PasswordHasher(config.bcrypt_rounds)
     pages = Pages(secret_key=config.secret_key, cookie_secure=config.cookie_secure)
     password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, threshold=config.lockout_threshold,
@@ -151,9 +154,12 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_access = DashboardAccess(store, applications)
     dashboard = DashboardService(
         DashboardStore(store), clock=clock, hasher=hasher, password_guard=password_guard, rate_limiter=rate_limiter,
-        sessions=dashboard_sessions, access=dashboard_access, applications=applications,
+        sessions=dashboard_sessions, access=dashboard_access, applications=applications, mailer=mailer,
         register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
-        max_applications=config.max_applications_per_organization)
+        max_applications=config.max_applications_per_organization, public_url=config.public_url,
+        verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl,
+        forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend,
+        member_add_rate=config.rate_limit_member_add)
 
     roles = RoleService(RoleStore(store), events, clock)
     policy_store = PolicyStore(store)
@@ -166,6 +172,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                   internal_token=config.internal_token)
     decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
     change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
+    # A lease outlives three missed renewals (one per heartbeat) before it stops counting.
+    stream_access = StreamAccess(
+        authenticator, StreamLeases(store, clock, ttl=max(10, 3 * config.stream_heartbeat)),
+        cap=config.max_streams_per_credential, permission=DECISION_PERMISSION,
+        retry_after=max(10, 3 * config.stream_heartbeat))
     startup = StartUp(store, keys, applications, tailer)
 
     webhook_store = WebhookStore(store)
@@ -213,7 +224,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                                   rate_limit_resend=config.rate_limit_resend)
     registration = RegistrationService(user_store, email_verification, events, clock, hasher, rate_limiter,
                                        max_users_per_application=config.max_users_per_application,
-                                       rate_limit_register=config.rate_limit_register)
+                                       rate_limit_register=config.rate_limit_register,
+                                       registration_rate_limit_max=config.registration_rate_limit_max)
     user_admin = UserAdminService(user_store, sessions, events, clock)
     mfa = MfaService(mfa_methods, BackupCodeStore(store), ChallengeStore(store), user_store, sessions,
                      passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
@@ -229,11 +241,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
-        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, mailer=mailer, hasher=hasher,
+        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, password_work=password_work, mailer=mailer, hasher=hasher,
         pages=pages,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,
-        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, sessions=sessions,
+        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, stream_access=stream_access, sessions=sessions,
         passwords=passwords, email_verification=email_verification, registration=registration,
         user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard=dashboard,
         oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,

@@ -158,6 +158,12 @@ _VARIABLES = {
     "RATE_LIMIT_RESEND": (_rate, "2/60"),
     "RATE_LIMIT_EXPORT": (_rate, "1/3600"),
     "RATE_LIMIT_API": (_rate, "6000/60"),
+    "RATE_LIMIT_MEMBER_ADD": (_rate, "30/3600"),
+    "RATE_LIMIT_IP": (_rate, "300/60"),
+    "REGISTRATION_RATE_LIMIT_MAX": (lambda n, r: _int(n, r, 1), "600"),
+    "LOG_EMAIL_BODIES": (_bool, "false"),
+    "MAX_STREAMS_PER_CREDENTIAL": (lambda n, r: _int(n, r, 1), "50"),
+    "METRICS_TOKEN": (_internal_token, ""),
     "TRUSTED_PROXIES": (_cidrs, ""),
     "MAX_APPLICATIONS_PER_ORGANIZATION": (lambda n, r: _int(n, r, 0), "10"),
     "MAX_USERS_PER_APPLICATION": (lambda n, r: _int(n, r, 0), "10000"),
@@ -212,6 +218,12 @@ class Config:
     rate_limit_resend: Rate
     rate_limit_export: Rate
     rate_limit_api: Rate
+    rate_limit_member_add: Rate
+    rate_limit_ip: Rate
+    registration_rate_limit_max: int
+    log_email_bodies: bool
+    max_streams_per_credential: int
+    metrics_token: str
     trusted_proxies: tuple
     max_applications_per_organization: int
     max_users_per_application: int

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from urllib.parse import urlsplit
+
+import email_validator
 
 from shared.errors import ValidationFailed
 from shared.ids import is_uuid
@@ -17,7 +20,39 @@ from shared.timeutil import parse_iso
 
 MISSING = object()
 
-_EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$")
+# Bidirectional embeddings, overrides and isolates: they can make a name read as other
+# text in a mail client ("Trojan Source", CVE-2021-42574).
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def normalize_email(value: str) -> str:
+    """The stored form of an email address: checked by ``email-validator`` (syntax only,
+    RFC 5321/5322 without quoted local parts or IP-literal domains, no DNS look-up at
+    request time), its normalized form (domain IDNA-normalized, Unicode NFC),
+    lower-cased.  Raises ``Invalid``.  ``x,victim@corp.com`` or ``"a<b>"@x`` are
+    refused: a single address is one mailbox, never a recipient list."""
+    try:
+        result = email_validator.validate_email(value.strip(), check_deliverability=False)
+    except email_validator.EmailNotValidError as exc:
+        raise Invalid(f"must be a valid email address ({exc})") from None
+    return result.normalized.lower()
+
+
+def one_line(text: str) -> str:
+    """``text`` without control characters (C0, C1, line and paragraph separators,
+    bidirectional controls): each run of them becomes one space, ends trimmed.  Names
+    go into email bodies and subjects; a newline in one could forge lines."""
+    out, in_run = [], False
+    for char in text:
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in _BIDI_CONTROLS:
+            if not in_run:
+                out.append(" ")
+            in_run = True
+        else:
+            out.append(char)
+            in_run = False
+    return "".join(out).strip()
+
 _HEX_COLOR = re.compile(r"^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$")
 
 
@@ -85,14 +120,23 @@ class String(Field):
 
 
 class Email(String):
+    """An email address, stored normalized (``normalize_email``)."""
+
     def __init__(self, **kw):
         super().__init__(max_len=254, **kw)
 
     def clean(self, value):
-        value = super().clean(value)
-        if not _EMAIL.match(value):
-            raise Invalid("must be a valid email address")
-        return value.lower()
+        return normalize_email(super().clean(value))
+
+
+class DisplayName(String):
+    """A person's or a product's name: control characters removed (``one_line``), so it
+    can go into a mail body or subject as one line of text."""
+
+    def clean(self, value):
+        if isinstance(value, str):
+            value = one_line(value)
+        return super().clean(value)
 
     def schema(self):
         return {**super().schema(), "format": "email"}

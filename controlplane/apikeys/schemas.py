@@ -7,7 +7,9 @@ from shared.validation import List, Schema, String
 CREATE = Schema({
     "name": String(required=True, max_len=255),
     "permissions": List(String(max_len=201), min_items=1, max_items=100,
-                        description="resource:action patterns; default every V1 permission"),
+                        description="resource:action patterns; default every V1 permission and decision:sync. "
+                                    "roles:manage is administration (its holder can grant itself *:*); "
+                                    "a decision service's key needs only decision:sync"),
 })
 
 API_KEY_RESPONSE = {

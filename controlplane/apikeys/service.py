@@ -19,6 +19,9 @@ from controlplane.apikeys.store import ApiKeyStore
 V1_PERMISSIONS = (
     "roles:read", "roles:manage", "authz:check", "webhooks:manage", "oidc:manage",
     "policies:read", "policies:manage", "users:read", "users:manage",
+    # What a tenant's decision service needs: read grants, policies and API key digests
+    # and follow the change stream (controlplane/internal), nothing else.
+    "decision:sync",
 )
 
 _TOUCH_EVERY = seconds(60)

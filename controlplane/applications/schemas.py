@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import re
 
-from shared.validation import Bool, HexColor, Int, List, Object, Schema, String, Url
+from shared.validation import Bool, DisplayName, HexColor, Int, List, Object, Schema, String, Url
+
+from controlplane.applications.css import sanitize_css as _sanitize_css
 
 ENVIRONMENTS = ("development", "staging", "production")
 _CSS_LENGTH = re.compile(r"^(?:0|\d{1,3}(?:\.\d{1,2})?(?:px|rem|em|%))$")
 
 CREATE = Schema({
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255),
     "environment": String(choices=ENVIRONMENTS, default="development"),
     "is_test_mode": Bool(default=False),
     "description": String(max_len=1000, nullable=True, default=None),
@@ -17,7 +19,7 @@ CREATE = Schema({
 })
 
 UPDATE = Schema({
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255),
     "environment": String(choices=ENVIRONMENTS),
     "is_test_mode": Bool(),
     "description": String(max_len=1000, nullable=True),
@@ -25,7 +27,8 @@ UPDATE = Schema({
     "oauth_redirect_uris": List(Url(), max_items=50),
     "max_concurrent_sessions": Int(min=0, max=100),
     "registration_rate_limit": Int(min=0, max=100000, nullable=True,
-                                   description="registrations per minute per client IP; 0 = unlimited; null = server default"),
+                                   description="registrations per minute per client IP; null = server default; "
+                                               "0 or a value above IAMGATE_REGISTRATION_RATE_LIMIT_MAX means that maximum"),
 })
 
 DARK_MODE = Schema({
@@ -44,7 +47,7 @@ BRANDING_OPTIONS = Schema({
 })
 
 BRANDING = Schema({
-    "brand_name": String(max_len=255, nullable=True),
+    "brand_name": DisplayName(max_len=255, nullable=True),
     "brand_logo_url": Url(nullable=True),
     "brand_color": HexColor(nullable=True),
     "brand_background": HexColor(nullable=True),
@@ -78,28 +81,7 @@ APPLICATION_RESPONSE = {
 
 # ---------------------------------------------------------------- custom CSS
 
-_CSS_RULES = (
-    (re.compile(r"<\s*/?\s*style[^>]*>?", re.I), ""),                     # </style> and friends
-    (re.compile(r"@import[^;]*;?", re.I), ""),                            # remote stylesheets
-    (re.compile(r"expression\s*\(", re.I), "("),                          # old IE script
-    (re.compile(r"(?:java|vb)script\s*:", re.I), ""),                     # script URLs
-    (re.compile(r"-moz-binding\s*:[^;]*;?", re.I), ""),                   # XBL
-    (re.compile(r"behavior\s*:[^;]*;?", re.I), ""),                       # HTC
-    (re.compile(r"url\s*\(\s*['\"]?\s*(?:[a-z][a-z0-9+.-]*:|//|\\)[^)]*\)", re.I), "none"),  # external url()
-    (re.compile(r"[<>]"), ""),                                            # no HTML at all
-)
-
 
 def sanitize_css(css: str) -> str:
-    """Remove what could load remote content or run script from tenant CSS.
-
-    Relative ``url()`` references stay; external, protocol-relative or scheme URLs,
-    ``@import``, ``expression(``, ``javascript:``, and any ``<``/``>`` are removed.
-    Applied until stable so nested tricks (``@im@importport``) cannot reassemble.
-    """
-    previous = None
-    while previous != css:
-        previous = css
-        for pattern, replacement in _CSS_RULES:
-            css = pattern.sub(replacement, css)
-    return css
+    """The allow-listed part of tenant CSS (``controlplane/applications/css.py``)."""
+    return _sanitize_css(css)

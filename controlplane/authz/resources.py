@@ -7,12 +7,13 @@ from shared.errors import PermissionMissing, ValidationFailed
 from shared.http import read_json
 
 from controlplane.auth import permission
+from controlplane.authz.errors import RevisionAhead
 from controlplane.authz.service import AuthzService
 from controlplane.openapi import op
 from controlplane.resource import Resource
 
 CHECK = permission("authz:check")
-_ERRORS = [ValidationFailed, PermissionMissing]
+_ERRORS = [ValidationFailed, PermissionMissing, RevisionAhead]
 
 
 class Check(Resource):
@@ -22,7 +23,9 @@ class Check(Resource):
             "user_id": ({"type": "string"}, "required"),
             "permission": (checks.Permission().schema(), "required"),
             "scope": ({"type": "string"}, "check at this scope (unscoped assignments always apply)"),
-            "min_revision": ({"type": "integer", "minimum": 0}, "answer from data at least this fresh"),
+            "min_revision": ({"type": "integer", "minimum": 0},
+                             "answer from data at least this fresh (an X-Iamgate-Revision); above the change "
+                             "log's head it is 400 AUTHZ_REVISION_AHEAD"),
         }, response=checks.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
         "POST": op("Check one permission with ABAC policies", body=checks.CHECK,
                    response=checks.CHECK_ABAC_RESPONSE, wrapped=False, errors=_ERRORS),

@@ -29,6 +29,7 @@ from shared.invalidation import APPLICATION_KINDS, POLICY_KINDS, affected_users
 from shared.rbac import compile_grants, resolve_scope
 
 from controlplane.abac.store import PolicyStore
+from controlplane.authz.errors import RevisionAhead
 
 GRANTS_CACHE_SIZE = 100_000
 POLICIES_CACHE_SIZE = 10_000
@@ -156,6 +157,15 @@ class AuthzService:
 
     # --- reads through the cache ---------------------------------------------------------
 
+    def require_known_revision(self, min_revision: int | None) -> None:
+        """400 AUTHZ_REVISION_AHEAD for a ``min_revision`` above the change-log head: an
+        X-Iamgate-Revision the caller was given is never above it, and an absurd one
+        would make every check skip the cache."""
+        if min_revision is not None:
+            head = self._events.head()
+            if min_revision > head:
+                raise RevisionAhead(min_revision, head)
+
     def compiled_grants(self, app_id: str, user_id: str, scope: str | None, *, min_revision: int | None = None):
         """(CompiledGrants at ``scope``, whether the grants came from the cache).  A cached
         entry read before ``min_revision`` is bypassed (read-your-writes)."""
@@ -188,6 +198,7 @@ class AuthzService:
 
     def check(self, app_id: str, values: dict) -> dict:
         """GET V1/authz/check: plain RBAC.  {allowed, permission, cached}."""
+        self.require_known_revision(values.get("min_revision"))
         scope = resolve_scope(values.get("scope"), None)
         compiled, cached = self.compiled_grants(app_id, values["user_id"], scope,
                                                 min_revision=values.get("min_revision"))
@@ -199,6 +210,7 @@ class AuthzService:
         (a matching deny denies; else RBAC allows; else a matching allow allows)."""
         context = values.get("context")
         min_revision = values.get("min_revision")
+        self.require_known_revision(min_revision)
         compiled, grants_cached = self.compiled_grants(
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
         policies, policies_cached = self.policies(app_id, min_revision=min_revision)
@@ -217,6 +229,7 @@ class AuthzService:
         """POST V1/authz/check-bulk: {user_id, results: {permission: allowed}}."""
         context = values.get("context")
         min_revision = values.get("min_revision")
+        self.require_known_revision(min_revision)
         compiled, _ = self.compiled_grants(
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
         policies, _ = self.policies(app_id, min_revision=min_revision)

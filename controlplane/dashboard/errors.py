@@ -1,7 +1,7 @@
 """Errors of the dashboard: accounts, sessions, organizations, members, and access to
 applications (ARCHITECTURE.md "Wire details: Dashboard", docs/dashboard.md)."""
-from shared.errors import ApplicationNotFound, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, \
-    ValidationFailed
+from shared.errors import ApplicationNotFound, BadRequest, Conflict, Forbidden, Gone, NotFound, RateLimited, \
+    Unauthorized, Unprocessable, ValidationFailed
 
 
 class InvalidCredentials(Unauthorized):
@@ -148,3 +148,47 @@ class ApplicationLimitReached(Forbidden):
     def __init__(self, limit: int):
         super().__init__(f"The organization has reached its limit of {limit} applications.",
                          details={"limit": limit})
+
+
+class AccountEmailUnverified(Conflict):
+    """A member is added by the email of an account that never confirmed it: anyone can
+    register any address, so only a proven mailbox may join an organization."""
+
+    code, message = "ACCOUNT_EMAIL_UNVERIFIED", "This dashboard account has not confirmed its email address yet."
+
+    def __init__(self, email: str):
+        super().__init__(details={"email": email})
+
+
+class InvalidVerificationToken(BadRequest):
+    """Unknown or used dashboard verification token."""
+
+    code, message = "AUTH_INVALID_VERIFICATION_TOKEN", "The verification token is invalid or has already been used."
+
+
+class VerificationTokenExpired(Gone):
+    code, message = "AUTH_VERIFICATION_TOKEN_EXPIRED", "The verification token has expired; ask for a new email."
+
+
+class InvalidResetToken(BadRequest):
+    """Unknown or used dashboard reset token."""
+
+    code, message = "AUTH_INVALID_RESET_TOKEN", "The reset token is invalid or has already been used."
+
+
+class ResetTokenExpired(Gone):
+    code, message = "AUTH_RESET_TOKEN_EXPIRED", "The reset token has expired; ask for a new one."
+
+
+class ResetRequestsLimited(RateLimited):
+    """IAMGATE_RATE_LIMIT_FORGOT per email, known or not."""
+
+    code = "AUTH_PASSWORD_RESET_RATE_LIMITED"
+    message = "Too many password reset requests for this email. Try again later."
+
+
+class VerificationRequestsLimited(RateLimited):
+    """IAMGATE_RATE_LIMIT_RESEND per account."""
+
+    code = "AUTH_VERIFICATION_RATE_LIMITED"
+    message = "Too many verification emails requested. Try again later."

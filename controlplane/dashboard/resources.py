@@ -23,11 +23,15 @@ from controlplane.applications.service import ApplicationService, serialize as s
 from controlplane.auth import DASHBOARD, PUBLIC, SESSION_COOKIE
 from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess, member_of_application
-from controlplane.dashboard.errors import (AccountNotFound, AlreadyMember, ApplicationLimitReached,
-                                           ApplicationNotAccessible, EmailTaken, InvalidCredentials, LastOwner,
-                                           MemberNotFound, NotAMember, OrganizationIdInvalid, OrganizationNotFound,
-                                           OrganizationRequired, OwnerRequired, RoleCannotWrite)
-from controlplane.dashboard.service import DashboardService, serialize_account, serialize_organization
+from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, AlreadyMember,
+                                           ApplicationLimitReached, ApplicationNotAccessible, EmailTaken,
+                                           InvalidCredentials, InvalidResetToken, InvalidVerificationToken,
+                                           LastOwner, MemberNotFound, NotAMember, OrganizationIdInvalid,
+                                           OrganizationNotFound, OrganizationRequired, OwnerRequired,
+                                           ResetRequestsLimited, ResetTokenExpired, RoleCannotWrite,
+                                           VerificationRequestsLimited, VerificationTokenExpired)
+from controlplane.dashboard.service import (DashboardService, serialize_account, serialize_account_status,
+                                            serialize_organization)
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
 from controlplane.passwords import PasswordTooWeak, WrongPassword
@@ -59,11 +63,15 @@ def clear_session_cookie(resp, config: Config) -> None:
 
 class Register(Resource):
     access = {"POST": PUBLIC}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Create a dashboard account and its personal organization",
         body=schemas.REGISTER, ok=201, response=schemas.ACCOUNT_RESPONSE,
         errors=[ValidationFailed, EmailTaken, UnsupportedMediaType, PasswordTooWeak, RateLimited],
-        description="The account owns a new organization named after it. Sign in with POST /api/dashboard/login.",
+        description="The account owns a new organization named after it. Sign in with POST /api/dashboard/login. "
+                    "A verification link is mailed; until it is used (POST /api/dashboard/email/verify) no "
+                    "organization can add the account as a member. An address held by an unconfirmed account "
+                    "answers 409 too, and that address is mailed a link to claim the account (docs/security.md).",
     )}
 
     def __init__(self, dashboard: DashboardService, config: Config):
@@ -78,6 +86,7 @@ class Register(Resource):
 
 class Login(Resource):
     access = {"POST": PUBLIC}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Sign in: sets the HttpOnly, SameSite=Lax session cookie and returns the account",
         body=schemas.LOGIN, response=schemas.ACCOUNT_RESPONSE,
@@ -97,6 +106,80 @@ class Login(Resource):
                                             previous_session=req.cookies.get(SESSION_COOKIE))
         set_session_cookie(resp, raw, self.config)
         respond(resp, serialize_account(account))
+
+
+class VerifyEmail(Resource):
+    access = {"POST": PUBLIC}
+    docs = {"POST": op(
+        "Confirm the account's email address with the token of the mailed link",
+        body=schemas.VERIFY_EMAIL, response=schemas.ACCOUNT_STATUS_RESPONSE,
+        errors=[ValidationFailed, UnsupportedMediaType, InvalidVerificationToken, VerificationTokenExpired],
+        description="Single use; the link lives IAMGATE_VERIFICATION_TOKEN_TTL seconds (24 h).",
+    )}
+
+    def __init__(self, dashboard: DashboardService):
+        self.dashboard = dashboard
+
+    def on_post(self, req, resp):
+        values = schemas.VERIFY_EMAIL.validate(read_json(req))
+        respond(resp, serialize_account_status(self.dashboard.verify_email(values["token"])))
+
+
+class ResendVerification(Resource):
+    access = {"POST": DASHBOARD}
+    docs = {"POST": op(
+        "Mail the signed-in account a new verification link", ok=202,
+        response={"type": "object", "properties": {"message": {"type": "string"}}},
+        errors=[UnsupportedMediaType, VerificationRequestsLimited],
+        description="Nothing is sent once the address is confirmed. Limited by IAMGATE_RATE_LIMIT_RESEND.",
+    )}
+
+    def __init__(self, dashboard: DashboardService):
+        self.dashboard = dashboard
+
+    def on_post(self, req, resp):
+        self.dashboard.resend_verification(account_id(req))
+        respond(resp, {"message": "If the address is not confirmed yet, a new link was sent."}, status=202)
+
+
+class ForgotPassword(Resource):
+    access = {"POST": PUBLIC}
+    docs = {"POST": op(
+        "Mail a password reset link to a dashboard account", body=schemas.FORGOT_PASSWORD,
+        response={"type": "object", "properties": {"message": {"type": "string"}}},
+        errors=[ValidationFailed, UnsupportedMediaType, ResetRequestsLimited],
+        description="Always 200, known address or not. Every request for the address counts toward "
+                    "IAMGATE_RATE_LIMIT_FORGOT.",
+    )}
+
+    def __init__(self, dashboard: DashboardService):
+        self.dashboard = dashboard
+
+    def on_post(self, req, resp):
+        values = schemas.FORGOT_PASSWORD.validate(read_json(req))
+        self.dashboard.forgot_password(values["email"])
+        respond(resp, {"message": "If an account has this address, a reset link was sent."})
+
+
+class ResetPassword(Resource):
+    access = {"POST": PUBLIC}
+    password_work = ("POST",)
+    docs = {"POST": op(
+        "Set a new password with the token of a mailed reset link", body=schemas.RESET_PASSWORD,
+        response={"type": "object", "properties": {"message": {"type": "string"}}},
+        errors=[ValidationFailed, UnsupportedMediaType, InvalidResetToken, ResetTokenExpired, PasswordTooWeak],
+        description="Confirms the address, ends every session of the account and lifts a login lock. "
+                    "The link lives IAMGATE_RESET_TOKEN_TTL seconds (1 h).",
+    )}
+
+    def __init__(self, dashboard: DashboardService):
+        self.dashboard = dashboard
+
+    def on_post(self, req, resp):
+        values = schemas.RESET_PASSWORD.validate(read_json(req))
+        self.dashboard.reset_password(values["token"], values["password"])
+        no_store(resp)
+        respond(resp, {"message": "Password changed. Sign in with the new password."})
 
 
 class Logout(Resource):
@@ -131,7 +214,7 @@ class Me(Resource):
 
     def on_get(self, req, resp):
         caller = account_id(req)
-        data = serialize_account(self.dashboard.account(caller))
+        data = serialize_account_status(self.dashboard.account(caller))
         data["organizations"] = [serialize_organization(org, role)
                                  for org, role in self.dashboard.organizations(caller)]
         respond(resp, data)
@@ -143,6 +226,7 @@ class Me(Resource):
 
 class Password(Resource):
     access = {"POST": DASHBOARD}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Change the signed-in account's password; ends every session and sets a new cookie",
         body=schemas.PASSWORD_CHANGE, response={"type": "object", "properties": {"message": {"type": "string"}}},
@@ -194,20 +278,24 @@ class Members(Resource):
             "Add an existing dashboard account to the organization (owners and admins)",
             body=schemas.MEMBER_ADD, ok=201, response=schemas.MEMBER_RESPONSE,
             errors=[ValidationFailed, RoleCannotWrite, OwnerRequired, OrganizationNotFound, AccountNotFound,
-                    AlreadyMember, UnsupportedMediaType],
-            description="Only an owner may add another owner.",
+                    AccountEmailUnverified, AlreadyMember, UnsupportedMediaType, RateLimited],
+            description="Only an owner may add another owner. The account must have confirmed its email "
+                        "(409 ACCOUNT_EMAIL_UNVERIFIED). Limited per client IP and per caller by "
+                        "IAMGATE_RATE_LIMIT_MEMBER_ADD.",
         ),
     }
 
-    def __init__(self, dashboard: DashboardService):
+    def __init__(self, dashboard: DashboardService, config: Config):
         self.dashboard = dashboard
+        self.config = config
 
     def on_get(self, req, resp, organizationId):
         respond(resp, self.dashboard.members(account_id(req), organizationId))
 
     def on_post(self, req, resp, organizationId):
         values = schemas.MEMBER_ADD.validate(read_json(req))
-        member = self.dashboard.add_member(account_id(req), organizationId, values["email"], values["role"])
+        member = self.dashboard.add_member(account_id(req), organizationId, values["email"], values["role"],
+                                           ip=client_ip(req, self.config.trusted_proxies))
         respond(resp, member, status=201)
 
 

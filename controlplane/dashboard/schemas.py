@@ -6,7 +6,7 @@ tightened here to a UUID.
 """
 from __future__ import annotations
 
-from shared.validation import Email, Schema, String, Uuid
+from shared.validation import DisplayName, Email, Schema, String, Uuid
 
 from controlplane.apikeys import schemas as apikeys
 from controlplane.applications import schemas as applications
@@ -20,7 +20,7 @@ REGISTER = Schema({
     "email": Email(required=True),
     # Strength (length, classes, common list) is judged by passwords.require_strong -> 422.
     "password": String(required=True, strip=False, description="8 to 128 characters, see docs/dashboard.md"),
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255),
 })
 
 LOGIN = Schema({
@@ -31,7 +31,7 @@ LOGIN = Schema({
 })
 
 ACCOUNT_UPDATE = Schema({
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255),
 })
 
 PASSWORD_CHANGE = Schema({
@@ -39,8 +39,26 @@ PASSWORD_CHANGE = Schema({
     "new_password": String(required=True, strip=False, description="must pass the password rules"),
 })
 
+# Single-use tokens from the mailed links (the same bound as the end users' tokens).
+TOKEN_MAX = 512
+
+VERIFY_EMAIL = Schema({
+    "token": String(required=True, max_len=TOKEN_MAX, description="the token=... value of the verification link"),
+})
+
+FORGOT_PASSWORD = Schema({
+    "email": String(required=True, max_len=254, description="the account's email; the answer never says "
+                                                            "whether it has an account"),
+})
+
+RESET_PASSWORD = Schema({
+    "token": String(required=True, max_len=TOKEN_MAX, description="the token=... value of the reset link"),
+    "password": String(required=True, strip=False, max_len=MAX_LOGIN_PASSWORD,
+                        description="the new password; must pass the password rules"),
+})
+
 ORGANIZATION = Schema({
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255),
 })
 
 MEMBER_ADD = Schema({
@@ -74,6 +92,15 @@ ACCOUNT_RESPONSE = {
     },
 }
 
+ACCOUNT_STATUS_RESPONSE = {
+    "type": "object",
+    "properties": {
+        **ACCOUNT_RESPONSE["properties"],
+        "email_verified": {"type": "boolean",
+                           "description": "false until the mailed link is used; members must be verified"},
+    },
+}
+
 ORGANIZATION_RESPONSE = {
     "type": "object",
     "properties": {
@@ -87,7 +114,7 @@ ORGANIZATION_RESPONSE = {
 ME_RESPONSE = {
     "type": "object",
     "properties": {
-        **ACCOUNT_RESPONSE["properties"],
+        **ACCOUNT_STATUS_RESPONSE["properties"],
         "organizations": {"type": "array", "items": ORGANIZATION_RESPONSE},
     },
 }

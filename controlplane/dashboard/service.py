@@ -9,18 +9,24 @@ and admins may write.  Decisions of our own are in docs/dashboard.md.
 from __future__ import annotations
 
 from shared.config import Rate
-from shared.ids import is_uuid, new_id
-from shared.timeutil import isoformat
+from shared.ids import digest, is_uuid, new_id, random_token
+from shared.timeutil import aware, isoformat, seconds
+from shared.validation import Invalid, normalize_email
 
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
-from controlplane.dashboard.errors import (AccountNotFound, ApplicationLimitReached, EmailTaken,
-                                           InvalidCredentials, LastOwner, MemberNotFound, MembershipChanged,
+from controlplane.dashboard import emails
+from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, ApplicationLimitReached,
+                                           EmailTaken, InvalidCredentials, InvalidResetToken,
+                                           InvalidVerificationToken, LastOwner, MemberNotFound, MembershipChanged,
                                            NotAMember, OrganizationIdInvalid, OrganizationNotFound,
-                                           OrganizationRequired, OwnerRequired, RoleCannotWrite, SignInRequired)
+                                           OrganizationRequired, OwnerRequired, ResetRequestsLimited,
+                                           ResetTokenExpired, RoleCannotWrite, SignInRequired,
+                                           VerificationRequestsLimited, VerificationTokenExpired)
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.lockout import PasswordGuard
+from controlplane.mail import Mailer
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
 from controlplane.ratelimit import RateLimiter
 
@@ -28,16 +34,22 @@ OWNER = "owner"
 # The scope of dashboard accounts in the login lock (``controlplane/lockout.py``); an
 # application's end users are scoped by its id, a UUID, so the two never meet.
 LOCK_SCOPE = "dashboard"
+VERIFICATION, RESET = "verification", "reset"
 
 
 class DashboardService:
     """``register_rate`` and ``login_rate`` are the per-IP budgets
     (IAMGATE_RATE_LIMIT_REGISTER, IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN);
-    ``max_applications`` is IAMGATE_MAX_APPLICATIONS_PER_ORGANIZATION."""
+    ``max_applications`` is IAMGATE_MAX_APPLICATIONS_PER_ORGANIZATION; ``forgot_rate``
+    (per email) and ``resend_rate`` (per account) are the end users' mail limits;
+    ``member_add_rate`` (IAMGATE_RATE_LIMIT_MEMBER_ADD) holds per client IP and per
+    calling account."""
 
     def __init__(self, store: DashboardStore, *, clock, hasher: PasswordHasher, password_guard: PasswordGuard,
                  rate_limiter: RateLimiter, sessions: DashboardSessions, access: DashboardAccess,
-                 applications: ApplicationService, register_rate: Rate, login_rate: Rate, max_applications: int):
+                 applications: ApplicationService, mailer: Mailer, register_rate: Rate, login_rate: Rate,
+                 max_applications: int, public_url: str, verification_ttl: int, reset_ttl: int,
+                 forgot_rate: Rate, resend_rate: Rate, member_add_rate: Rate):
         self.store = store
         self._clock = clock
         self._hasher = hasher
@@ -49,23 +61,40 @@ class DashboardService:
         self._register_rate = register_rate
         self._login_rate = login_rate
         self._max_applications = max_applications
+        self._mailer = mailer
+        self._public_url = public_url
+        self._verification_ttl = verification_ttl
+        self._reset_ttl = reset_ttl
+        self._forgot_rate = forgot_rate
+        self._resend_rate = resend_rate
+        self._member_add_rate = member_add_rate
 
     # ------------------------------------------------------------ accounts and sessions
 
     def register(self, values: dict, *, ip: str) -> dict:
         """Create a dashboard account (bcrypt-hashed password) and the personal
-        organization it owns.  409 AUTH_EMAIL_ALREADY_REGISTERED for a taken email,
-        422 VALIDATION_PASSWORD_TOO_WEAK for a weak password."""
+        organization it owns, and mail a verification link.  409
+        AUTH_EMAIL_ALREADY_REGISTERED for a taken email, 422 VALIDATION_PASSWORD_TOO_WEAK
+        for a weak password.
+
+        An address held by an account that never confirmed it is not squatted forever:
+        the registration still answers 409 (the same answer as for a confirmed account,
+        so it tells nothing new), and the address is mailed a claim link, a password
+        reset link; whoever sets a password through it proves the mailbox and owns the
+        account (``reset_password``).  docs/security.md, "Unverified dashboard accounts"."""
         self._limiter.hit(f"dashboard-register:{ip}", self._register_rate)
         email, name = values["email"], values["name"]
         require_strong(values["password"], email=email)
-        if self.store.account_by_email(email) is not None:  # spares a bcrypt hash; the index decides
+        held = self.store.account_by_email(email)
+        if held is not None:  # spares a bcrypt hash; the index decides
+            if not held.get("email_verified"):
+                self._send_reset(held, claim=True)
             raise EmailTaken()
         now = self._clock()
         account = {
             "_id": new_id(), "email": email, "name": name,
             "password_hash": self._hasher.hash(values["password"]),
-            "created_at": now, "updated_at": now,
+            "email_verified": False, "created_at": now, "updated_at": now,
         }
         self.store.insert_account(account)  # EmailTaken when a parallel registration won
         try:
@@ -74,7 +103,100 @@ class DashboardService:
             # No half-registered account: without its organization it could do nothing.
             self.store.delete_account(account["_id"])
             raise
+        self._send_verification(account)
         return account
+
+    # ------------------------------------------------------------ email verification and reset
+
+    def verify_email(self, token: str) -> dict:
+        """POST /api/dashboard/email/verify: 400 AUTH_INVALID_VERIFICATION_TOKEN
+        (unknown, used, or sent to an address the account no longer has), 410
+        AUTH_VERIFICATION_TOKEN_EXPIRED.  Returns the verified account."""
+        token_digest = digest(token)
+        record = self.store.token(token_digest, VERIFICATION)
+        if record is None or record.get("used_at") is not None:
+            raise InvalidVerificationToken()
+        if aware(record["expires_at"]) <= self._clock():
+            raise VerificationTokenExpired()
+        account = self.store.account(record["account_id"])
+        if account is None or account["email"] != record["email"]:
+            raise InvalidVerificationToken()
+        if self.store.consume_token(token_digest, VERIFICATION, self._clock()) is None:
+            raise InvalidVerificationToken()
+        return self.store.update_account(account["_id"], {"email_verified": True, "updated_at": self._clock()})
+
+    def resend_verification(self, account_id: str) -> None:
+        """A new verification link for the signed-in account (IAMGATE_RATE_LIMIT_RESEND,
+        429 AUTH_VERIFICATION_RATE_LIMITED); nothing is sent once the address is confirmed."""
+        account = self.account(account_id)
+        self._limiter.hit(f"dashboard-resend:{account_id}", self._resend_rate, error=VerificationRequestsLimited)
+        if not account.get("email_verified"):
+            self._send_verification(account)
+
+    def forgot_password(self, email: str) -> None:
+        """POST /api/dashboard/password/forgot: mail a reset link if an account has the
+        address.  Every request for the email counts toward IAMGATE_RATE_LIMIT_FORGOT
+        (429 AUTH_PASSWORD_RESET_RATE_LIMITED), known or not; the answer never tells."""
+        email = _lookup_form(email)
+        self._limiter.hit(f"dashboard-forgot:{email}", self._forgot_rate, error=ResetRequestsLimited)
+        account = self.store.account_by_email(email)
+        if account is not None:
+            self._send_reset(account, counted=True)
+
+    def reset_password(self, token: str, password: str) -> dict:
+        """POST /api/dashboard/password/reset: 400 AUTH_INVALID_RESET_TOKEN, 410
+        AUTH_RESET_TOKEN_EXPIRED, 422 VALIDATION_PASSWORD_TOO_WEAK.  The link proves the
+        mailbox: the address is marked verified, every session of the account ends (an
+        earlier squatter's too) and a login lock is lifted."""
+        token_digest = digest(token)
+        record = self.store.token(token_digest, RESET)
+        if record is None or record.get("used_at") is not None:
+            raise InvalidResetToken()
+        if aware(record["expires_at"]) <= self._clock():
+            raise ResetTokenExpired()
+        account = self.store.account(record["account_id"])
+        if account is None or account["email"] != record["email"]:
+            raise InvalidResetToken()
+        require_strong(password, email=account["email"])
+        password_hash = self._hasher.hash(password)
+        # Consumed only now, so a weak password does not burn the token; the atomic
+        # consume decides between two racing resets with one token.
+        if self.store.consume_token(token_digest, RESET, self._clock()) is None:
+            raise InvalidResetToken()
+        now = self._clock()
+        updated = self.store.update_account(account["_id"], {"password_hash": password_hash, "email_verified": True,
+                                                             "updated_at": now})
+        self.store.invalidate_tokens(account["_id"], RESET, now)
+        self._sessions.revoke_account(account["_id"])
+        self._guard.lift(LOCK_SCOPE, account["email"])
+        return updated
+
+    def _send_verification(self, account: dict) -> None:
+        token = self._issue(account, VERIFICATION, self._verification_ttl)
+        subject, body = emails.verification(account, emails.link(self._public_url, "verify-email", token),
+                                            self._verification_ttl)
+        self._mailer.send(account["email"], subject, body)
+
+    def _send_reset(self, account: dict, *, claim: bool = False, counted: bool = False) -> None:
+        if not counted:
+            # A claim mail is a reset mail: it draws on the same per-email budget, so
+            # repeated registrations cannot flood the address.
+            try:
+                self._limiter.hit(f"dashboard-forgot:{account['email']}", self._forgot_rate,
+                                  error=ResetRequestsLimited)
+            except ResetRequestsLimited:
+                return
+        token = self._issue(account, RESET, self._reset_ttl)
+        subject, body = emails.password_reset(account, emails.link(self._public_url, "reset-password", token),
+                                              self._reset_ttl, claim=claim)
+        self._mailer.send(account["email"], subject, body)
+
+    def _issue(self, account: dict, purpose: str, ttl: int) -> str:
+        token, now = random_token(), self._clock()
+        self.store.insert_token({"_id": digest(token), "account_id": account["_id"], "email": account["email"],
+                                 "purpose": purpose, "created_at": now, "expires_at": now + seconds(ttl),
+                                 "used_at": None})
+        return token
 
     def login(self, email: str, password: str, *, ip: str, previous_session: str | None = None) -> tuple[dict, str]:
         """Check the credentials and open a new session; returns (account, raw session
@@ -89,7 +211,7 @@ class DashboardService:
         the failures.  An unknown email costs the same bcrypt time as a wrong password
         and gets the same 401."""
         self._limiter.hit(f"dashboard-login:{ip}", self._login_rate)
-        email = email.strip().lower()
+        email = _lookup_form(email)
         account = self.store.account_by_email(email)
         if not self._guard.check(LOCK_SCOPE, email, password, account["password_hash"] if account else None):
             raise InvalidCredentials()
@@ -159,16 +281,24 @@ class DashboardService:
         accounts = self.store.accounts(m["account_id"] for m in members)
         return [serialize_member(m, accounts[m["account_id"]]) for m in members if m["account_id"] in accounts]
 
-    def add_member(self, account_id: str, organization_id: str, email: str, role: str) -> dict:
+    def add_member(self, account_id: str, organization_id: str, email: str, role: str, *, ip: str) -> dict:
         """Add an existing dashboard account: owners and admins only (403 FORBIDDEN),
         only owners may make owners; 404 USER_NOT_FOUND without such an account,
-        409 RESOURCE_ALREADY_EXISTS when it is a member already."""
+        409 ACCOUNT_EMAIL_UNVERIFIED when it never confirmed its address (anyone can
+        register any address), 409 RESOURCE_ALREADY_EXISTS when it is a member already.
+        Counted first, per client IP and per calling account
+        (IAMGATE_RATE_LIMIT_MEMBER_ADD, 429 RATE_LIMIT_EXCEEDED), so the answers cannot
+        be used to probe which addresses have accounts at speed."""
+        self._limiter.hit(f"dashboard-member-add:ip:{ip}", self._member_add_rate)
+        self._limiter.hit(f"dashboard-member-add:account:{account_id}", self._member_add_rate)
         caller_role = self._role(account_id, organization_id, write=True)
         if role == OWNER and caller_role != OWNER:
             raise OwnerRequired("Only an owner can add another owner.", caller_role)
         target = self.store.account_by_email(email)
         if target is None:
             raise AccountNotFound(email)
+        if not target.get("email_verified"):
+            raise AccountEmailUnverified(email)
         member = {"organization_id": organization_id, "account_id": target["_id"], "role": role,
                   "created_at": self._clock()}
         self.store.insert_member(member)
@@ -278,6 +408,15 @@ class DashboardService:
             self.store.release_application_slot(app["organization_id"])
 
 
+def _lookup_form(email: str) -> str:
+    """The stored form of a typed address (``normalize_email``); one that is not a valid
+    address matches no account, and stays as typed so the answer does not change."""
+    try:
+        return normalize_email(email)
+    except Invalid:
+        return email.strip().lower()
+
+
 def _personal_organization_name(account_name: str) -> str:
     suffix = "'s organization"
     return account_name[: 255 - len(suffix)] + suffix
@@ -290,6 +429,12 @@ def serialize_account(account: dict) -> dict:
         "name": account["name"],
         "created_at": isoformat(account["created_at"]),
     }
+
+
+def serialize_account_status(account: dict) -> dict:
+    """The account with ``email_verified`` (GET /me and the verification answer; the
+    register and login answers keep the wire details' four fields)."""
+    return {**serialize_account(account), "email_verified": bool(account.get("email_verified"))}
 
 
 def serialize_organization(org: dict, role: str) -> dict:

@@ -4,7 +4,10 @@ Collections (none carries ``app_id``: they sit above the tenants and survive an
 application's deletion, see ``applications.store.GLOBAL_COLLECTIONS``):
 
 - ``dashboard_accounts`` {_id, email (unique, lower case), name, password_hash,
-  created_at, updated_at}
+  email_verified (absent: false), created_at, updated_at}
+- ``dashboard_tokens`` {_id: SHA-256 of the token, account_id, email, purpose
+  (verification | reset), created_at, expires_at, used_at}: the single-use links mailed
+  for email verification and password reset.
 - ``organizations`` {_id, name, created_by, created_at, applications_count,
   owners_count}; ``applications_count`` is the application-limit counter
   (``reserve_application_slot``), ``owners_count`` guards the last owner.
@@ -20,6 +23,8 @@ from controlplane.store import DuplicateKeyError
 
 INDEXES = {
     "dashboard_accounts": [IndexModel([("email", ASCENDING)], unique=True)],
+    "dashboard_tokens": [IndexModel([("account_id", ASCENDING), ("purpose", ASCENDING)]),
+                         IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)],
 }
 
 
@@ -29,6 +34,7 @@ class DashboardStore:
         self._accounts = store["dashboard_accounts"]
         self._orgs = store["organizations"]
         self._members = store["organization_members"]
+        self._tokens = store["dashboard_tokens"]
 
     # -- accounts
 
@@ -54,6 +60,24 @@ class DashboardStore:
 
     def accounts(self, account_ids) -> dict[str, dict]:
         return {d["_id"]: d for d in self._accounts.find({"_id": {"$in": list(account_ids)}})}
+
+    # -- single-use tokens (verification, reset)
+
+    def insert_token(self, doc: dict) -> None:
+        self._tokens.insert_one(doc)
+
+    def token(self, token_digest: str, purpose: str) -> dict | None:
+        return self._tokens.find_one({"_id": token_digest, "purpose": purpose})
+
+    def consume_token(self, token_digest: str, purpose: str, now) -> dict | None:
+        """Mark the token used if it is unused and unexpired (one winner under races)."""
+        return self._tokens.find_one_and_update(
+            {"_id": token_digest, "purpose": purpose, "used_at": None, "expires_at": {"$gt": now}},
+            {"$set": {"used_at": now}}, return_document=ReturnDocument.AFTER)
+
+    def invalidate_tokens(self, account_id: str, purpose: str, now) -> None:
+        self._tokens.update_many({"account_id": account_id, "purpose": purpose, "used_at": None},
+                                 {"$set": {"used_at": now}})
 
     # -- organizations
 

@@ -2,28 +2,32 @@
 contract): grants, policies, API key digests and the change stream.
 
 Access INTERNAL: the internal service token, or an API key of the application holding
-``authz:check`` (a tenant's sidecar); the all-applications stream takes only the token.
+``decision:sync`` (a tenant's sidecar: the narrowest permission that lets a decision
+service work); the all-applications stream takes only the token.  ``authz:check`` alone
+no longer opens these routes: it lets a key ask yes/no questions, not read every user's
+assignments and attributes and the other keys' permission lists.  API keys go through
+the per-credential throttle here as on V1 routes; streams are capped per key and
+re-check their key at least every heartbeat.
 Every JSON answer carries ``seq``, the change-log head read before its data.
 """
 from __future__ import annotations
 
 import falcon
 
-from shared.errors import ApplicationNotFound, PermissionMissing, Unauthorized, ValidationFailed
+from shared.errors import ApplicationNotFound, PermissionMissing, RateLimited, Unauthorized, ValidationFailed
 from shared.rbac import matches
 
 from controlplane.auth import INTERNAL, PUBLIC, Authenticator, bearer_token, is_api_key
-from controlplane.internal.service import DecisionData
+from controlplane.internal.service import DECISION_PERMISSION, DecisionData, StreamAccess, TooManyStreams
 from controlplane.openapi import op
 from controlplane.resource import Resource
 
-DECISION_PERMISSION = "authz:check"
-_ERRORS = [PermissionMissing, ApplicationNotFound]
+_ERRORS = [PermissionMissing, ApplicationNotFound, RateLimited]
 _SEQ = {"type": "integer", "description": "change-log head read before the data"}
 
 
 def require_decision_credential(req, resp, resource, params):
-    """An API key reads another user's grants only if it may check permissions at all."""
+    """An API key reads grants, policies, key digests and changes only with ``decision:sync``."""
     principal = req.context.principal
     if principal.kind == "api_key" and not any(matches(p, DECISION_PERMISSION) for p in principal.permissions):
         raise PermissionMissing(DECISION_PERMISSION)
@@ -103,22 +107,24 @@ _STREAM_DOC = ("Server-sent events: hello {seq, epoch} (the head and the id of t
 
 
 class _Stream(Resource):
-    def __init__(self, feed):
+    def __init__(self, feed, stream_access: StreamAccess):
         self.feed = feed
+        self.stream_access = stream_access
 
     def _open(self, req, resp, app_id):
         since = since_param(req)
+        guard = self.stream_access.open(bearer_token(req), req.context.principal, app_id)
         resp.content_type = "text/event-stream"
         resp.cache_control = ["no-cache"]
         resp.set_header("X-Accel-Buffering", "no")  # proxies must pass frames on at once
-        resp.stream = self.feed.frames(app_id, since)
+        resp.stream = self.feed.frames(app_id, since, guard)
 
 
 class ApplicationChanges(_Stream):
     access = {"GET": INTERNAL}
     docs = {"GET": op("Change stream of one application", description=_STREAM_DOC, query={
         "since": ({"type": "integer", "minimum": 0}, "resume after this seq (or Last-Event-ID)")},
-        errors=[ValidationFailed, *_ERRORS])}
+        errors=[ValidationFailed, TooManyStreams, *_ERRORS])}
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId):

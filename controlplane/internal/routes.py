@@ -12,6 +12,7 @@ def add_routes(routes, services):
     routes.add(f"{APP}/users/{{userId}}/grants", resources.Grants(data), TAG)
     routes.add(f"{APP}/policies", resources.Policies(data), TAG)
     routes.add(f"{APP}/api-keys", resources.ApiKeys(data), TAG)
-    routes.add(f"{APP}/changes", resources.ApplicationChanges(feed), TAG)
-    routes.add(f"{BASE}/changes", resources.AllChanges(feed), TAG)
+    streams = services.stream_access
+    routes.add(f"{APP}/changes", resources.ApplicationChanges(feed, streams), TAG)
+    routes.add(f"{BASE}/changes", resources.AllChanges(feed, streams), TAG)
     routes.add(f"{BASE}/whoami", resources.WhoAmI(services.authenticator), TAG)

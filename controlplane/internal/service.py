@@ -17,6 +17,10 @@ Frames, in this order:
   LAST is the last seq the stream covered (a per-application stream skips other
   applications' events but still moves past them).
 
+- ``event: revoked`` ``data: {"seq": LAST}`` when the stream's credential stopped being
+  valid (API key revoked or lost ``decision:sync``, application deleted): the credential
+  is checked again at least once per heartbeat interval, and the stream then ends.
+
 Every stream of a process waits on the process's one tailer (``ctx.tailer``), so N clients
 cost one poll of MongoDB, not N; the log is read directly only to replay what the
 tailer's ring buffer no longer holds, a page at a time.
@@ -29,11 +33,18 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from pymongo import ASCENDING, IndexModel
+
+from shared.errors import ApplicationNotFound, RateLimited, Unauthorized
+from shared.ids import new_id
 from shared.invalidation import affected_users
+from shared.timeutil import seconds
 
 log = logging.getLogger("iamgate.internal")
 
 REPLAY_PAGE = 1000
+# The API-key permission that opens the internal API (ARCHITECTURE.md, wire details).
+DECISION_PERMISSION = "decision:sync"
 
 
 def frame(event: str, data: dict, event_id: int | None = None) -> bytes:
@@ -70,10 +81,14 @@ class ChangeFeed:
         oldest = self._events.oldest_retained()
         return oldest is not None and since >= oldest - 1
 
-    def frames(self, app_id: str | None, since: int | None):
-        """The stream for one client: the events of ``app_id`` (None: every application)."""
+    def frames(self, app_id: str | None, since: int | None, guard=None):
+        """The stream for one client: the events of ``app_id`` (None: every application).
+        ``guard`` (a ``StreamGuard``) is asked at least once per heartbeat interval
+        whether the client's credential still holds; when it does not, the stream says
+        ``revoked`` and ends."""
         self.open_streams.inc()
         last = None
+        checked = self._monotonic()
         try:
             epoch = self._events.epoch()
             head = last = self._events.head()
@@ -86,7 +101,15 @@ class ChangeFeed:
                     yield frame("reset", {"seq": head})
             quiet_since = self._monotonic()
             while True:
-                wait = max(0.0, self.heartbeat - (self._monotonic() - quiet_since))
+                if guard is not None and self._monotonic() - checked >= self.heartbeat:
+                    checked = self._monotonic()
+                    if not guard.check():
+                        yield frame("revoked", {"seq": last})
+                        return
+                wait = self.heartbeat - (self._monotonic() - quiet_since)
+                if guard is not None:  # wake for the next credential check too
+                    wait = min(wait, self.heartbeat - (self._monotonic() - checked))
+                wait = max(0.0, wait)
                 started = self._monotonic()
                 batch = self._tailer.wait_after(last, wait)
                 if batch is None:  # older than the tailer's buffer: read the log itself
@@ -104,6 +127,8 @@ class ChangeFeed:
         finally:
             # Runs when the client goes away too: the server closes the body at its next write.
             self.open_streams.dec()
+            if guard is not None:
+                guard.close()
             log.debug("change stream closed", extra={"app_id": app_id, "last_seq": last})
 
     def _replay_page(self, app_id, last: int):
@@ -142,3 +167,104 @@ class DecisionData:
     def api_key_digests(self, app_id: str) -> tuple[int, list[dict]]:
         seq = self._events.head()
         return seq, self._api_keys.digests(app_id)
+
+
+# ---------------------------------------------------------------- stream credentials and the cap
+
+LEASE_INDEXES = {"stream_leases": [IndexModel([("credential", ASCENDING), ("expires_at", ASCENDING)]),
+                                   IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)]}
+
+
+class TooManyStreams(RateLimited):
+    """The credential already holds IAMGATE_MAX_STREAMS_PER_CREDENTIAL open change
+    streams (across every replica)."""
+
+    code = "STREAM_LIMIT_EXCEEDED"
+    message = "This credential has too many open change streams. Close one or try again later."
+
+
+class StreamLeases:
+    """One lease document per open change stream (``stream_leases`` {_id, credential,
+    expires_at}), renewed at every credential check, so every replica counts the same
+    streams and a stream whose process died stops counting when its lease lapses."""
+
+    def __init__(self, store, clock, *, ttl: float):
+        store.declare_indexes(LEASE_INDEXES)
+        self._leases = store["stream_leases"]
+        self._clock = clock
+        self._ttl = ttl
+
+    def take(self, credential: str, cap: int) -> str | None:
+        """A lease id, or None when ``credential`` holds ``cap`` live leases already.
+        Inserted first, counted after: two racing opens may both be refused at the cap,
+        never both let past it."""
+        now = self._clock()
+        lease_id = new_id()
+        self._leases.insert_one({"_id": lease_id, "credential": credential, "expires_at": now + seconds(self._ttl)})
+        if self._leases.count_documents({"credential": credential, "expires_at": {"$gt": now}}) > cap:
+            self._leases.delete_one({"_id": lease_id})
+            return None
+        return lease_id
+
+    def renew(self, lease_id: str) -> None:
+        self._leases.update_one({"_id": lease_id}, {"$set": {"expires_at": self._clock() + seconds(self._ttl)}})
+
+    def give_back(self, lease_id: str) -> None:
+        self._leases.delete_one({"_id": lease_id})
+
+
+class StreamGuard:
+    """Re-checks one stream's credential: ``check`` answers whether the API key (still
+    active, still holding ``permission``) or the internal token, and the application,
+    are still valid, and renews the stream's lease; ``close`` gives the lease back."""
+
+    def __init__(self, recheck, leases: StreamLeases | None, lease_id: str | None):
+        self._recheck = recheck
+        self._leases = leases
+        self._lease_id = lease_id
+
+    def check(self) -> bool:
+        try:
+            valid = self._recheck()
+        except Exception:  # an unreadable store must not keep a stream open on an old answer
+            log.warning("change stream credential check failed", exc_info=True)
+            valid = False
+        if valid and self._lease_id is not None:
+            self._leases.renew(self._lease_id)
+        return valid
+
+    def close(self) -> None:
+        if self._lease_id is not None:
+            self._leases.give_back(self._lease_id)
+            self._lease_id = None
+
+
+class StreamAccess:
+    """Opens guarded streams: the per-credential cap (IAMGATE_MAX_STREAMS_PER_CREDENTIAL,
+    429 STREAM_LIMIT_EXCEEDED) for API keys, and the re-check of the credential.  The
+    operator's internal service token is not capped: one all-applications sidecar per
+    pod of a large deployment may legitimately hold many streams."""
+
+    def __init__(self, authenticator, leases: StreamLeases, *, cap: int, permission: str, retry_after: int):
+        self._auth = authenticator
+        self._leases = leases
+        self._cap = cap
+        self._permission = permission
+        self._retry_after = retry_after
+
+    def open(self, token: str, principal, app_id: str | None) -> StreamGuard:
+        lease_id = None
+        if principal.kind == "api_key":
+            lease_id = self._leases.take(principal.credential_id, self._cap)
+            if lease_id is None:
+                raise TooManyStreams(limit=self._cap, reset_at=0, retry_after=self._retry_after)
+        return StreamGuard(lambda: self._still_valid(token, app_id), self._leases, lease_id)
+
+    def _still_valid(self, token: str, app_id: str | None) -> bool:
+        try:
+            principal = self._auth.internal(token, app_id)
+            if app_id is not None:
+                self._auth.application(app_id)
+        except (Unauthorized, ApplicationNotFound):
+            return False
+        return principal.kind == "internal" or self._auth.has_permission(principal, self._permission)

@@ -72,6 +72,7 @@ class TotpConfirm(_MfaResource):
 
 class Totp(_MfaResource):
     access = {"DELETE": OWNER}
+    password_work = ("DELETE",)
     docs = {"DELETE": op(
         "Turn MFA off (remove the authenticator app)",
         description="Needs the password. Removes the TOTP method, every backup code and open MFA challenges; "
@@ -102,6 +103,7 @@ class MfaStatus(_MfaResource):
 
 class RegenerateBackupCodes(_MfaResource):
     access = {"POST": OWNER}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Replace the backup codes",
         description="Needs the password. Returns a new set of 10 codes (shown only this once); every earlier "

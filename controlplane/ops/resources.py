@@ -1,10 +1,12 @@
 """HTTP resources of operations: health, readiness, metrics and OpenAPI."""
 from __future__ import annotations
 
+import hmac
+
 import falcon
 
-from controlplane.auth import PUBLIC
-from shared.errors import ServiceUnavailable
+from controlplane.auth import PUBLIC, bearer_token
+from shared.errors import ServiceUnavailable, Unauthorized
 
 from controlplane.openapi import build_document, op
 from controlplane.resource import Resource
@@ -36,12 +38,20 @@ class Ready(Resource):
 
 class Metrics(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("Prometheus metrics (text exposition format)")}
+    docs = {"GET": op(
+        "Prometheus metrics (text exposition format)", errors=[Unauthorized],
+        description="With IAMGATE_METRICS_TOKEN set, needs Authorization: Bearer <that token> (401 otherwise): "
+                    "the series show per-route login and registration counts, which a stranger should not read.")}
 
-    def __init__(self, metrics):
+    def __init__(self, metrics, token: str = ""):
         self.metrics = metrics
+        self.token = token
 
     def on_get(self, req, resp):
+        if self.token:
+            presented = bearer_token(req) or ""
+            if not hmac.compare_digest(presented.encode("utf-8"), self.token.encode("utf-8")):
+                raise Unauthorized("/metrics needs the metrics token (IAMGATE_METRICS_TOKEN).")
         body, content_type = self.metrics.render()
         resp.data = body
         resp.content_type = content_type

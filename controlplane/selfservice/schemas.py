@@ -10,7 +10,7 @@ The profile update is partial: only the fields sent change, unknown fields are i
 """
 from __future__ import annotations
 
-from shared.validation import Invalid, Schema, String, Url
+from shared.validation import DisplayName, Invalid, Schema, Url
 
 from controlplane.users.schemas import Metadata
 
@@ -18,7 +18,7 @@ NAME_MAX = 255
 AVATAR_URL_MAX = 2048
 
 
-class Name(String):
+class Name(DisplayName):
     """A display name: trimmed, not empty (the spec's User name, max 255)."""
 
     def __init__(self, **kw):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from shared.validation import one_line
+
 from controlplane.applications.service import branding
 
 
@@ -26,9 +28,9 @@ def _lifetime(seconds: int) -> str:
 
 def verification(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
     """(subject, body) of the email-address verification message."""
-    brand = branding(app)["name"]
+    brand = one_line(branding(app)["name"])
     body = (
-        f"Hello {user['name']},\n\n"
+        f"Hello {one_line(user['name'])},\n\n"
         f"Please confirm the email address of your {brand} account by opening this link:\n\n"
         f"{url}\n\n"
         f"The link can be used once and expires in {_lifetime(ttl)}.\n"
@@ -40,9 +42,9 @@ def verification(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
 
 def password_reset(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
     """(subject, body) of the password reset message."""
-    brand = branding(app)["name"]
+    brand = one_line(branding(app)["name"])
     body = (
-        f"Hello {user['name']},\n\n"
+        f"Hello {one_line(user['name'])},\n\n"
         f"Someone asked to reset the password of your {brand} account ({user['email']}).\n"
         f"To choose a new password, open this link:\n\n"
         f"{url}\n\n"

@@ -30,7 +30,7 @@ STALE_RESERVATION_SECONDS = 60
 class RegistrationService:
     def __init__(self, users: UserStore, verification: EmailVerificationService, events, clock,
                  hasher: PasswordHasher, rate_limiter: RateLimiter, *, max_users_per_application: int,
-                 rate_limit_register: Rate):
+                 rate_limit_register: Rate, registration_rate_limit_max: int):
         self._users = users
         self._verification = verification
         self._events = events
@@ -39,12 +39,20 @@ class RegistrationService:
         self._rate_limiter = rate_limiter
         self._max_users = max_users_per_application
         self._rate_limit_register = rate_limit_register
+        self._registration_rate_limit_max = registration_rate_limit_max
 
     def throttle(self, app: dict, ip: str) -> None:
         """Registrations per client IP per application: the application's
-        ``registration_rate_limit`` per minute (0 = unlimited) or IAMGATE_RATE_LIMIT_REGISTER."""
+        ``registration_rate_limit`` per minute or IAMGATE_RATE_LIMIT_REGISTER.  An
+        application cannot lift the limit past the service's maximum
+        (IAMGATE_REGISTRATION_RATE_LIMIT_MAX per minute): 0 ("unlimited") and anything
+        above it mean that maximum, so a tenant cannot buy unbounded bcrypt work."""
         per_minute = app.get("registration_rate_limit")
-        rate = self._rate_limit_register if per_minute is None else Rate(per_minute, 60)
+        ceiling = self._registration_rate_limit_max
+        if per_minute is None:
+            rate = self._rate_limit_register
+        else:
+            rate = Rate(ceiling if per_minute == 0 else min(per_minute, ceiling), 60)
         self._rate_limiter.hit(f"register:{app['_id']}:{ip}", rate, error=RegistrationsLimited)
 
     def register(self, app: dict, *, email: str, password: str, name: str, metadata: dict | None = None) -> dict:
@@ -56,15 +64,16 @@ class RegistrationService:
         require_strong(password, email=email)
         if self._users.by_email(app_id, email) is not None:
             raise EmailAlreadyRegistered(email)
-        password_hash = self._hasher.hash(password)
         now = self._clock()
         user = {
-            "_id": new_id(), "app_id": app_id, "email": email, "name": name, "password_hash": password_hash,
+            "_id": new_id(), "app_id": app_id, "email": email, "name": name, "password_hash": None,
             "email_verified": False, "metadata": metadata, "avatar_url": None, "status": "active",
             "created_at": now, "updated_at": now, "deleted_at": None, "suspended_at": None, "last_login_at": None,
         }
+        # The tier slot first: a full application costs no bcrypt work.
         self._reserve_slot(app_id, user["_id"], now)
         try:
+            user["password_hash"] = self._hasher.hash(password)
             self._users.insert(user)
         except DuplicateKeyError:
             self._users.cancel_reservation(app_id, user["_id"])

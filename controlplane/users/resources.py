@@ -41,6 +41,7 @@ def _device_info(req, trusted_proxies) -> dict:
 
 class Register(Resource):
     access = {"POST": PUBLIC}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Register an end user",
         description="Creates an unverified user, sends the verification email and emits user.created. "
@@ -65,6 +66,7 @@ class Register(Resource):
 
 class Login(Resource):
     access = {"POST": PUBLIC}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Log in with email and password",
         description="Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled. "
@@ -133,6 +135,7 @@ class Refresh(Resource):
 
 class ChangePassword(Resource):
     access = {"POST": OWNER}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Change the user's password",
         description="Needs the current password (wrong answers count toward the login lock). Revokes every "
@@ -174,6 +177,7 @@ class ForgotPassword(Resource):
 
 class ResetPassword(Resource):
     access = {"POST": PUBLIC}
+    password_work = ("POST",)
     docs = {"POST": op(
         "Set a new password with a reset token",
         description="Single use. Revokes every session of the user and lifts a login lock.",

@@ -9,7 +9,7 @@ for registration and the self-service profile update.
 from __future__ import annotations
 
 from shared.errors import ValidationFailed
-from shared.validation import Bool, Email, Invalid, Object, Schema, String
+from shared.validation import Bool, DisplayName, Email, Invalid, Object, Schema, String
 
 from controlplane.users.errors import PasswordConfirmationMismatch
 
@@ -64,7 +64,7 @@ def _token(description):
 REGISTER = Schema({
     "email": Email(required=True, description="unique in the application; stored lower-cased"),
     "password": _password("8 to 128 characters, two character classes, not the email, not a common password"),
-    "name": String(required=True, max_len=255),
+    "name": DisplayName(required=True, max_len=255, description="control characters are removed"),
     "metadata": Metadata(nullable=True, description="arbitrary JSON object"),
 })
 

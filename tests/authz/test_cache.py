@@ -156,7 +156,8 @@ def test_min_revision_reads_past_a_cache_older_than_the_write(client, ctx, repli
     assert check(client, app, headers, user, min_revision=revision) == (False, True)
     response = client.simulate_post(V1.format(app["_id"]) + "/authz/check", headers=headers, json={
         "user_id": user["_id"], "permission": "posts:read", "min_revision": revision + 1000})
-    assert response.json["allowed"] is False and response.json["cached"] is False
+    # Ahead of every write: refused, not an unbounded cache bypass (tests/security/test_min_revision.py).
+    assert response.status_code == 400 and response.json["error"]["code"] == "AUTHZ_REVISION_AHEAD"
 
 
 def test_a_fill_racing_an_invalidation_is_used_once_but_not_stored(client, ctx, setup, monkeypatch):

@@ -151,17 +151,17 @@ JSON_ROUTES = ["/users/0b4c1a6e-3f7e-4c55-9d1c-2f5d9c8e7a61/grants", "/policies"
 
 
 @pytest.mark.parametrize("suffix", JSON_ROUTES)
-def test_an_api_key_of_the_application_holding_authz_check_is_accepted(client, application, make_api_key, suffix):
-    for permissions in (["authz:check"], ["authz:*"], None):
+def test_an_api_key_of_the_application_holding_decision_sync_is_accepted(client, application, make_api_key, suffix):
+    for permissions in (["decision:sync"], ["decision:*"], None):
         key = make_api_key(application, permissions=permissions)
         assert client.simulate_get(app_url(application, suffix), headers=bearer(key)).status_code == 200
 
 
 @pytest.mark.parametrize("suffix", JSON_ROUTES + ["/changes"])
-def test_an_api_key_without_authz_check_is_403(client, application, make_api_key, suffix):
-    key = make_api_key(application, permissions=["roles:read", "webhooks:manage"])
+def test_an_api_key_without_decision_sync_is_403(client, application, make_api_key, suffix):
+    key = make_api_key(application, permissions=["roles:read", "webhooks:manage", "authz:check"])
     error = assert_error(client.simulate_get(app_url(application, suffix), headers=bearer(key)), 403, "FORBIDDEN")
-    assert error["details"]["required_permission"] == "authz:check"
+    assert error["details"]["required_permission"] == "decision:sync"
 
 
 @pytest.mark.parametrize("suffix", JSON_ROUTES + ["/changes"])

@@ -1,7 +1,9 @@
 """Fixtures of the dashboard area, shared by every test directory.
 
-- ``make_dashboard_account(email=None, password=..., name=..., login=True)``: registers
-  an account through POST /api/dashboard/register and signs it in through
+- ``make_dashboard_account(email=None, password=..., name=..., login=True, verified=True)``:
+  registers an account through POST /api/dashboard/register, marks its email confirmed
+  in the store (as the mailed link would; ``verified=False`` leaves it unconfirmed,
+  tests/security/test_dashboard_takeover.py goes through the link) and signs it in through
   POST /api/dashboard/login; returns a ``DashboardAccount`` whose ``get/post/put/delete``
   send its session cookie.
 - ``dashboard_account``: one such account (owner of its personal organization).
@@ -68,7 +70,8 @@ def make_dashboard_account(client):
     """Each account signs up from its own client address, so fixtures never use up the
     per-IP budgets (login, register) that a test may be measuring."""
 
-    def make(email=None, *, password=DASHBOARD_PASSWORD, name="Dana Admin", login=True) -> DashboardAccount:
+    def make(email=None, *, password=DASHBOARD_PASSWORD, name="Dana Admin", login=True,
+             verified=True) -> DashboardAccount:
         n = next(_addresses)
         remote_addr = f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}"
         email = email or f"dashboard-{n}@example.com"
@@ -77,6 +80,8 @@ def make_dashboard_account(client):
         assert response.status_code == 201, response.text
         data = response.json["data"]
         account = DashboardAccount(client, data["id"], data["email"], data["name"], password, "", remote_addr)
+        if verified:
+            client.app.services.dashboard.store.update_account(account.id, {"email_verified": True})
         account.login()
         me = account.get("/api/dashboard/me").json["data"]
         account.organization_id = me["organizations"][0]["id"]
