@@ -314,6 +314,7 @@ _PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
 
 class HostedLogin(_HostedPage):
     stage = "login"
+    password_work = ("POST",)  # a bcrypt check: the per-IP password budget (IAMGATE_RATE_LIMIT_IP)
     docs = {"POST": op(
         "Hosted login page: sign in (form post)",
         description="HTML. Form fields email, password, csrf_token, request (the page's handle). The API login's "
