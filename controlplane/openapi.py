@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import re
 
-from shared.errors import MalformedJson, PayloadTooLarge, UnsupportedMediaType
+import falcon
+
+from shared.errors import (ApplicationNotFound, Forbidden, MalformedJson, PayloadTooLarge, RateLimited,
+                           Unauthorized, UnsupportedMediaType)
 from shared.http import status_of
 
 from controlplane.auth import CREDENTIAL
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_BODY_METHODS = ("POST", "PUT", "PATCH")
 _PARAM = re.compile(r"{([^}]+)}")
+# Gates that can refuse an authenticated caller (controlplane.auth.AuthMiddleware._gate).
+_GATED = ("permission", "owner", "user")
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -33,6 +39,33 @@ ERROR_SCHEMA = {
             },
         }
     },
+}
+
+
+# The spec's rate-limit headers (shared.http.error_headers) and the request id every
+# response carries (shared.http.RequestIdMiddleware).
+HEADERS = {
+    "X-RateLimit-Limit": {"description": "Requests allowed per window.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+    "X-RateLimit-Reset": {"description": "Unix time at which the window resets.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+    "Retry-After": {"description": "Seconds to wait before retrying (RFC 9110 section 10.2.3).", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+    "X-Request-Id": {"description": "The request's id (echoed when the caller sent a well-formed one).", "schema": {"type": "string"}},
+}
+
+_ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+
+# Every operation can fail unexpectedly (a bug, the database gone): one shared 5xx answer.
+SHARED_RESPONSES = {
+    "InternalError": {
+        "description": "INTERNAL_ERROR: an unexpected failure; the body carries the request id to report.",
+        "content": _ERROR_CONTENT,
+        "headers": {"X-Request-Id": {"$ref": "#/components/headers/X-Request-Id"}},
+    },
+}
+
+_HEADERS_OF_STATUS = {
+    429: ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"),
+    503: ("Retry-After",),
 }
 
 
@@ -88,7 +121,7 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
         for method in methods_of(resource):
             doc = getattr(resource, "docs", {}).get(method) or op("(undocumented)")
             access = getattr(resource, "access", {}).get(method, CREDENTIAL)
-            item[method.lower()] = _operation(doc, access, tag, params)
+            item[method.lower()] = _operation(doc, access, tag, params, method, resource, path)
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -97,6 +130,8 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
         "paths": paths,
         "components": {
             "schemas": {"Error": ERROR_SCHEMA},
+            "headers": HEADERS,
+            "responses": SHARED_RESPONSES,
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer",
                            "description": "End-user RS256 access token, API key (sk_test_/sk_live_) or internal token."},
@@ -106,7 +141,7 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
     }
 
 
-def _operation(doc, access, tag, path_params) -> dict:
+def _operation(doc, access, tag, path_params, method="GET", resource=None, path="") -> dict:
     operation = {"tags": [tag], "summary": doc["summary"], "description": " ".join(
         part for part in (doc["description"], access.describe()) if part)}
     parameters = list(path_params) + [
@@ -115,10 +150,22 @@ def _operation(doc, access, tag, path_params) -> dict:
     ]
     if parameters:
         operation["parameters"] = parameters
+    accepted = tuple(getattr(resource, "accepted_media_types", (falcon.MEDIA_JSON,)))
+    media_types = [m for m in accepted if m]
     if doc["body"] is not None:
+        schema = doc["body"].json_schema()
+        operation["requestBody"] = {
+            "required": "" not in accepted,
+            "content": {media: {"schema": schema} for media in media_types},
+        }
+    elif method in _BODY_METHODS and "" not in accepted:
+        # JsonBodyMiddleware: even a POST that reads nothing must say application/json, so
+        # a cross-site HTML form (which cannot send it) never reaches a cookie route.
         operation["requestBody"] = {
             "required": True,
-            "content": {"application/json": {"schema": doc["body"].json_schema()}},
+            "description": "No body is read; the Content-Type must still be "
+                           f"{' or '.join(media_types)} (a defence against cross-site form posts), else 415.",
+            "content": {media: {"schema": {"type": "object"}} for media in media_types},
         }
     if access.kind == "public":
         operation["security"] = []
@@ -126,6 +173,31 @@ def _operation(doc, access, tag, path_params) -> dict:
         operation["security"] = [{"dashboardSession": []}]
     else:
         operation["security"] = [{"bearer": []}]
+    operation["responses"] = _responses(doc, access, method, accepted, path)
+    return operation
+
+
+def implied_errors(doc, access, method, accepted, path) -> list:
+    """The errors every operation of this shape can answer, whatever its own code does:
+    the middleware's (application lookup, authentication, gates, the API throttle, 415)
+    and ``read_json``'s (400 malformed, 413 too large)."""
+    errors = []
+    if "{applicationId}" in path and access.kind != "dashboard":
+        errors.append(ApplicationNotFound)
+    if access.kind != "public":
+        errors.append(Unauthorized)
+    if access.kind in _GATED:
+        errors.append(Forbidden)
+    if access.kind not in ("public", "dashboard", "internal"):
+        errors.append(RateLimited)  # ApiThrottle, per credential
+    if doc["body"] is not None:
+        errors += [MalformedJson, PayloadTooLarge]
+    if method in _BODY_METHODS and "" not in accepted:
+        errors.append(UnsupportedMediaType)
+    return errors
+
+
+def _responses(doc, access, method, accepted, path) -> dict:
     ok_content = None
     if doc["response"] is not None:
         schema = doc["response"]
@@ -133,14 +205,12 @@ def _operation(doc, access, tag, path_params) -> dict:
             schema = {"type": "object", "properties": {"data": schema}, "required": ["data"]}
         ok_content = {"application/json": {"schema": schema}}
     responses = {str(doc["ok"]): {"description": "Success", **({"content": ok_content} if ok_content else {})}}
-    error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    errors = list(doc["errors"])
-    if doc["body"] is not None:  # read_json and JsonBodyMiddleware refuse these for every body
-        errors += [MalformedJson, PayloadTooLarge, UnsupportedMediaType]
-    for status, code in error_pairs(errors):
-        entry = responses.setdefault(str(status), {"description": "", "content": error_ref})
+    # Descriptions list the codes an answer can carry, space-separated (docs/errors.md).
+    for status, code in error_pairs([*doc["errors"], *implied_errors(doc, access, method, accepted, path)]):
+        entry = responses.setdefault(str(status), {"description": "", "content": _ERROR_CONTENT})
         entry["description"] = (entry["description"] + " " + code).strip()
-    if access.kind != "public":
-        responses.setdefault("401", {"description": "UNAUTHORIZED", "content": error_ref})
-    operation["responses"] = responses
-    return operation
+        names = _HEADERS_OF_STATUS.get(status)
+        if names:
+            entry["headers"] = {name: {"$ref": f"#/components/headers/{name}"} for name in names}
+    responses["500"] = {"$ref": "#/components/responses/InternalError"}
+    return responses

@@ -23,7 +23,7 @@ def _import_everything() -> None:
     for name in PACKAGES:
         package = importlib.import_module(name)
         for module in pkgutil.walk_packages(package.__path__, prefix=f"{name}."):
-            if not module.name.endswith(("__main__", ".wsgi", ".launcher")):
+            if not module.name.endswith(("__main__", ".wsgi", ".launcher", ".gunicorn_conf")):
                 importlib.import_module(module.name)
 
 
