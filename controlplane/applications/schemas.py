@@ -26,7 +26,7 @@ UPDATE = Schema({
     "max_concurrent_sessions": Int(min=0, max=100),
     "registration_rate_limit": Int(min=0, max=100000, nullable=True,
                                    description="registrations per minute per client IP; 0 = unlimited; null = server default"),
-})
+}, partial=True)
 
 DARK_MODE = Schema({
     "enabled": Bool(),
@@ -49,7 +49,7 @@ BRANDING = Schema({
     "brand_color": HexColor(nullable=True),
     "brand_background": HexColor(nullable=True),
     "branding_options": Object(BRANDING_OPTIONS, nullable=True),
-})
+}, partial=True)
 
 APPLICATION_RESPONSE = {
     "type": "object",

@@ -18,12 +18,9 @@ _ERRORS = [ValidationFailed, PermissionMissing]
 class Check(Resource):
     access = {"GET": CHECK, "POST": CHECK}
     docs = {
-        "GET": op("Check one permission (RBAC)", query={
-            "user_id": ({"type": "string"}, "required"),
-            "permission": (checks.Permission().schema(), "required"),
-            "scope": ({"type": "string"}, "check at this scope (unscoped assignments always apply)"),
-            "min_revision": ({"type": "integer", "minimum": 0}, "answer from data at least this fresh"),
-        }, response=checks.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
+        "GET": op("Check one permission (RBAC)", query=checks.CHECK_QUERY_PARAMETERS,
+                  description="user_id is required for every caller, an end user's own token included.",
+                  response=checks.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
         "POST": op("Check one permission with ABAC policies", body=checks.CHECK,
                    response=checks.CHECK_ABAC_RESPONSE, wrapped=False, errors=_ERRORS),
     }
