@@ -13,7 +13,7 @@ import falcon
 
 from shared.errors import (ApplicationNotFound, Forbidden, MalformedJson, PayloadTooLarge, RateLimited,
                            Unauthorized, UnsupportedMediaType)
-from shared.http import status_of
+from shared.openapi import COMPONENTS, error_responses
 
 from controlplane.auth import CREDENTIAL
 
@@ -23,56 +23,10 @@ _PARAM = re.compile(r"{([^}]+)}")
 # Gates that can refuse an authenticated caller (controlplane.auth.AuthMiddleware._gate).
 _GATED = ("permission", "owner", "user")
 
-ERROR_SCHEMA = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message", "details", "request_id", "timestamp"],
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "details": {"type": "object"},
-                "request_id": {"type": "string"},
-                "timestamp": {"type": "string", "format": "date-time"},
-            },
-        }
-    },
-}
-
-
-# The spec's rate-limit headers (shared.http.error_headers) and the request id every
-# response carries (shared.http.RequestIdMiddleware).
-HEADERS = {
-    "X-RateLimit-Limit": {"description": "Requests allowed per window.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "X-RateLimit-Remaining": {"description": "Requests left in the window.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "X-RateLimit-Reset": {"description": "Unix time at which the window resets.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "Retry-After": {"description": "Seconds to wait before retrying (RFC 9110 section 10.2.3).", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "X-Request-Id": {"description": "The request's id (echoed when the caller sent a well-formed one).", "schema": {"type": "string"}},
-}
-
-_ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-
-# Every operation can fail unexpectedly (a bug, the database gone): one shared 5xx answer.
-SHARED_RESPONSES = {
-    "InternalError": {
-        "description": "INTERNAL_ERROR: an unexpected failure; the body carries the request id to report.",
-        "content": _ERROR_CONTENT,
-        "headers": {"X-Request-Id": {"$ref": "#/components/headers/X-Request-Id"}},
-    },
-}
-
-_HEADERS_OF_STATUS = {
-    429: ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"),
-    503: ("Retry-After",),
-}
-
-
 def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True):
     """Describe one operation.
 
-    body: a ``Schema``; query: {name: (json schema, description)}; response: a JSON
+    body: a ``Schema``; query: {name: (json schema, description[, required])}; response: a JSON
     schema of the payload (wrapped in ``data`` unless ``wrapped`` is False); errors:
     the domain error classes (``shared.errors``) the operation can raise, whose codes and
     statuses come from the same definitions the code raises.
@@ -81,16 +35,6 @@ def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), desc
         "summary": summary, "body": body, "query": query or {}, "ok": ok, "response": response,
         "errors": tuple(errors), "description": description, "wrapped": wrapped,
     }
-
-
-def error_pairs(errors) -> list[tuple[int, str]]:
-    """(status, code) of each documented error class, in order, without repeats."""
-    pairs = []
-    for error in errors:
-        # TRANSITION (issue "one shape"): (status, code) tuples until every area uses classes.
-        candidates = [error] if isinstance(error, tuple) else [(status_of(error), code) for code in error.codes()]
-        pairs.extend(pair for pair in candidates if pair not in pairs)
-    return pairs
 
 
 class Routes:
@@ -129,9 +73,7 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
         "tags": [{"name": t} for t in tags],
         "paths": paths,
         "components": {
-            "schemas": {"Error": ERROR_SCHEMA},
-            "headers": HEADERS,
-            "responses": SHARED_RESPONSES,
+            **COMPONENTS,
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer",
                            "description": "End-user RS256 access token, API key (sk_test_/sk_live_) or internal token."},
@@ -145,8 +87,9 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
     operation = {"tags": [tag], "summary": doc["summary"], "description": " ".join(
         part for part in (doc["description"], access.describe()) if part)}
     parameters = list(path_params) + [
-        {"name": name, "in": "query", "required": False, "schema": schema, "description": desc}
-        for name, (schema, desc) in doc["query"].items()
+        {"name": name, "in": "query", "required": bool(required and required[0]), "schema": schema,
+         "description": desc}
+        for name, (schema, desc, *required) in doc["query"].items()
     ]
     if parameters:
         operation["parameters"] = parameters
@@ -158,13 +101,15 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
             "required": "" not in accepted,
             "content": {media: {"schema": schema} for media in media_types},
         }
-    elif method in _BODY_METHODS and "" not in accepted:
+    elif method in _BODY_METHODS:
         # JsonBodyMiddleware: even a POST that reads nothing must say application/json, so
         # a cross-site HTML form (which cannot send it) never reaches a cookie route.
+        plain = accepted == (falcon.MEDIA_JSON,)
         operation["requestBody"] = {
-            "required": True,
-            "description": "No body is read; the Content-Type must still be "
-                           f"{' or '.join(media_types)} (a defence against cross-site form posts), else 415.",
+            "required": "" not in accepted,
+            "description": ("No body is read; the" if plain else "The") + " Content-Type must be "
+                           f"{' or '.join(media_types)} (a defence against cross-site form posts), else 415"
+                           + ("; or send no body." if "" in accepted else "."),
             "content": {media: {"schema": {"type": "object"}} for media in media_types},
         }
     if access.kind == "public":
@@ -205,12 +150,5 @@ def _responses(doc, access, method, accepted, path) -> dict:
             schema = {"type": "object", "properties": {"data": schema}, "required": ["data"]}
         ok_content = {"application/json": {"schema": schema}}
     responses = {str(doc["ok"]): {"description": "Success", **({"content": ok_content} if ok_content else {})}}
-    # Descriptions list the codes an answer can carry, space-separated (docs/errors.md).
-    for status, code in error_pairs([*doc["errors"], *implied_errors(doc, access, method, accepted, path)]):
-        entry = responses.setdefault(str(status), {"description": "", "content": _ERROR_CONTENT})
-        entry["description"] = (entry["description"] + " " + code).strip()
-        names = _HEADERS_OF_STATUS.get(status)
-        if names:
-            entry["headers"] = {name: {"$ref": f"#/components/headers/{name}"} for name in names}
-    responses["500"] = {"$ref": "#/components/responses/InternalError"}
+    responses.update(error_responses([*doc["errors"], *implied_errors(doc, access, method, accepted, path)]))
     return responses
