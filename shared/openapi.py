@@ -56,8 +56,15 @@ _HEADERS_OF_STATUS = {
 }
 
 
+# RFC 6749 section 5.2: the OAuth endpoints' error body (controlplane/oidc/errors.py).
+OAUTH_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "string"}, "error_description": {"type": "string"}},
+}
+
 COMPONENTS = {
-    "schemas": {"Error": ERROR_SCHEMA},
+    "schemas": {"Error": ERROR_SCHEMA, "OAuthError": OAUTH_ERROR_SCHEMA},
     "headers": HEADERS,
     "responses": SHARED_RESPONSES,
 }
@@ -73,14 +80,23 @@ def error_pairs(errors) -> list[tuple[int, str]]:
     return pairs
 
 
-
-def error_responses(errors) -> dict:
-    """{status: response} for these error classes, plus the shared 500."""
+def error_responses(errors, body_of=lambda error: "Error") -> dict:
+    """{status: response} for these error classes, plus the shared 500. ``body_of`` names
+    the component schema of an error class's body (the envelope unless told otherwise)."""
     responses: dict = {}
-    for status, code in error_pairs(errors):
-        entry = responses.setdefault(str(status), {"description": "", "content": ERROR_CONTENT})
-        entry["description"] = (entry["description"] + " " + code).strip()
-        names = _HEADERS_OF_STATUS.get(status)
+    bodies: dict[str, list[str]] = {}
+    for error in errors:
+        for status, code in error_pairs([error]):
+            entry = responses.setdefault(str(status), {"description": ""})
+            if code not in entry["description"].split():
+                entry["description"] = (entry["description"] + " " + code).strip()
+            body = body_of(error)
+            if body not in bodies.setdefault(str(status), []):
+                bodies[str(status)].append(body)
+    for status, entry in responses.items():
+        refs = [{"$ref": f"#/components/schemas/{body}"} for body in bodies[status]]
+        entry["content"] = {"application/json": {"schema": refs[0] if len(refs) == 1 else {"oneOf": refs}}}
+        names = _HEADERS_OF_STATUS.get(int(status))
         if names:
             entry["headers"] = {name: {"$ref": f"#/components/headers/{name}"} for name in names}
     responses["500"] = {"$ref": "#/components/responses/InternalError"}
