@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench install clean image push chart-test chart-tools
+.PHONY: run test fuzz bench install clean image push chart-test chart-tools
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -39,6 +39,11 @@ run: $(STAMP)
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
 test: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
+
+## Schemathesis, longer profile: every operation of both OpenAPI documents, 50 examples
+## per operation, credential and mode (tests/e2e/fuzz.py; `make test` runs a short one).
+fuzz: $(STAMP)
+	$(PY) -m tests.e2e.fuzz --profile fuzz $(FUZZ_ARGS)
 
 ## Load-test both processes on loopback; figures go to docs/performance.md.
 bench: $(STAMP)

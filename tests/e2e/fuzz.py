@@ -32,13 +32,15 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (content_type_conformance, response_headers_conformance,
                                                response_schema_conformance, status_code_conformance)
 
+from decision import openapi as decision_openapi
 from tests.e2e.processes import Admin, Processes
 
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance, content_type_conformance,
           response_headers_conformance]
 
 # (examples per operation, credential and generation mode; base seed)
-PROFILES = {"test": (6, 1843), "fuzz": (100, 1843)}
+# "test" keeps `make test` under 4 minutes on a loaded 2-core machine (about 900 cases).
+PROFILES = {"test": (3, 1843), "fuzz": (50, 1843)}
 
 # Operations that would destroy the tenant every later case runs as, or that cannot be
 # reached by generated input: excluded by name, each with its reason.
@@ -90,13 +92,15 @@ class Report:
     failures: list = field(default_factory=list)
     known: dict = field(default_factory=dict)
     seconds: float = 0.0
+    request_seconds: float = 0.0
 
     def summary(self) -> str:
         kinds = {}
         for failure in self.failures:
             kinds.setdefault((failure.operation, failure.check), failure)
         lines = [f"{len(self.operations)} operations, {self.cases} generated cases, "
-                 f"{len(self.failures)} failing cases ({len(kinds)} distinct), {self.seconds:.0f} s"]
+                 f"{len(self.failures)} failing cases ({len(kinds)} distinct), {self.seconds:.0f} s "
+                 f"({self.request_seconds:.0f} s waiting for answers)"]
         for (operation, check), failure in sorted(kinds.items()):
             lines.append(f"- {operation} [{failure.credential}] {check}: {failure.message[:1500]}\n  {failure.curl}")
         lines += [f"known, fixed elsewhere: {what} ({count} cases)" for what, count in sorted(self.known.items())]
@@ -127,12 +131,12 @@ class Tenant:
 
 
 def fuzz(schema, base_url: str, tenant: Tenant, *, examples: int, base_seed: int, report: Report,
-         log=print) -> None:
+         log=print, skip=()) -> None:
     session = requests.Session()
     for result in schema.get_all_operations():
         operation = result.ok()
         label = f"{operation.method.upper()} {operation.path}"
-        if label in EXCLUDED:
+        if label in EXCLUDED or label in skip:
             continue
         report.operations.add(f"{base_url} {label}")
         security = operation.definition.raw.get("security", schema.raw_schema.get("security", []))
@@ -158,7 +162,9 @@ def _run(operation, mode, label, credential, kwargs, base_url, session, tenant, 
             case.path_parameters["applicationId"] = tenant.app_id
         report.cases += 1
         try:
+            sent = time.monotonic()
             response = case.call(base_url=base_url, session=session, timeout=30, **kwargs)
+            report.request_seconds += time.monotonic() - sent
         except requests.RequestException as exc:
             report.failures.append(Failure(label, credential, "transport", repr(exc), ""))
             return
@@ -186,13 +192,12 @@ def run_against(processes: Processes, *, examples: int, base_seed: int, log=prin
     started = time.monotonic()
     control = schemathesis.openapi.from_url(processes.control_url + "/openapi.json")
     fuzz(control, processes.control_url, tenant, examples=examples, base_seed=base_seed, report=report, log=log)
-    decision_document = requests.get(processes.decision_url + "/openapi.json", timeout=10)
-    if decision_document.status_code == 200:
-        decision = schemathesis.openapi.from_dict(decision_document.json())
-        fuzz(decision, processes.decision_url, tenant, examples=examples, base_seed=base_seed, report=report,
-             log=log)
-    else:
-        log("the decision service serves no /openapi.json yet: not fuzzed")
+    served = requests.get(processes.decision_url + "/openapi.json", timeout=10)
+    # Until decision/app.py registers the route, fuzz with the document it would serve.
+    document = served.json() if served.status_code == 200 else decision_openapi.build_document()
+    decision = schemathesis.openapi.from_dict(document)
+    fuzz(decision, processes.decision_url, tenant, examples=examples, base_seed=base_seed, report=report, log=log,
+         skip=() if served.status_code == 200 else ("GET /openapi.json",))
     report.seconds = time.monotonic() - started
     return report
 
