@@ -23,17 +23,20 @@ _PARAM = re.compile(r"{([^}]+)}")
 # Gates that can refuse an authenticated caller (controlplane.auth.AuthMiddleware._gate).
 _GATED = ("permission", "owner", "user")
 
-def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True):
+def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True,
+       also=None):
     """Describe one operation.
 
     body: a ``Schema``; query: {name: (json schema, description[, required])}; response: a JSON
     schema of the payload (wrapped in ``data`` unless ``wrapped`` is False); errors:
     the domain error classes (``shared.errors``) the operation can raise, whose codes and
-    statuses come from the same definitions the code raises.
+    statuses come from the same definitions the code raises; also: other answers that are
+    not errors, {status: (json schema, description)} (readiness's 503).
     """
     return {
         "summary": summary, "body": body, "query": query or {}, "ok": ok, "response": response,
         "errors": tuple(errors), "description": description, "wrapped": wrapped,
+        "also": dict(also or {}),
     }
 
 
@@ -158,4 +161,6 @@ def _responses(doc, access, method, accepted, path) -> dict:
     responses = {str(doc["ok"]): {"description": "Success", **({"content": ok_content} if ok_content else {})}}
     responses.update(error_responses([*doc["errors"], *implied_errors(doc, access, method, accepted, path)],
                                      _body_of))
+    for status, (schema, description) in doc["also"].items():
+        responses[str(status)] = {"description": description, "content": {"application/json": {"schema": schema}}}
     return responses

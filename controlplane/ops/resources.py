@@ -4,7 +4,6 @@ from __future__ import annotations
 import falcon
 
 from controlplane.auth import PUBLIC
-from shared.errors import ServiceUnavailable
 
 from controlplane.openapi import build_document, op
 from controlplane.resource import Resource
@@ -17,10 +16,16 @@ class Health(Resource):
         resp.media = {"status": "ok"}
 
 
+_READINESS = {"type": "object", "required": ["status", "store"], "properties": {
+    "status": {"type": "string", "enum": ["ready", "starting", "unavailable"]},
+    "store": {"type": "string", "enum": ["ok", "unreachable"]}}}
+
+
 class Ready(Resource):
     access = {"GET": PUBLIC}
     docs = {"GET": op("Readiness: the start-up step is done and the store answers a ping",
-                      response={"type": "object"}, wrapped=False, errors=[ServiceUnavailable])}
+                      response=_READINESS, wrapped=False,
+                      also={503: (_READINESS, "Not ready: starting, or the store is unreachable")})}
 
     def __init__(self, store, startup):
         self.store = store
