@@ -16,6 +16,7 @@ seed and a bounded number of examples per generation mode, so a run is repeatabl
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -48,6 +49,9 @@ EXCLUDED = {
     "DELETE /api/dashboard/applications/{applicationId}":
         "deletes the fuzzed application itself (applicationId is pinned to it)",
     "POST /api/dashboard/logout": "ends the dashboard session every later dashboard case uses",
+    "GET /internal/v1/applications/{applicationId}/changes":
+        "an endless text/event-stream; tests/internal and tests/e2e/test_decision_service.py cover it",
+    "GET /internal/v1/changes": "an endless text/event-stream (internal token only); tests/internal cover it",
     "POST /api/v1/applications/{applicationId}/users/{userId}/mfa/totp/confirm":
         "needs the TOTP code of a secret enrolled in the same session: unreachable without the code",
 }
@@ -209,6 +213,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int)
     args = parser.parse_args(argv)
     examples, base_seed = PROFILES[args.profile]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the services on the way out
     with tempfile.TemporaryDirectory(prefix="iamgate-fuzz-") as logs:
         processes = Processes(Path(logs), env=ENV).start()
         print(f"logs: {logs}", file=sys.stderr)
