@@ -24,19 +24,20 @@ _PARAM = re.compile(r"{([^}]+)}")
 _GATED = ("permission", "owner", "user")
 
 def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True,
-       also=None):
+       also=None, path=None):
     """Describe one operation.
 
     body: a ``Schema``; query: {name: (json schema, description[, required])}; response: a JSON
     schema of the payload (wrapped in ``data`` unless ``wrapped`` is False); errors:
     the domain error classes (``shared.errors``) the operation can raise, whose codes and
     statuses come from the same definitions the code raises; also: other answers that are
-    not errors, {status: (json schema, description)} (readiness's 503).
+    not errors, {status: (json schema, description)} (readiness's 503); path: {name: json
+    schema} for path parameters narrower than a string.
     """
     return {
         "summary": summary, "body": body, "query": query or {}, "ok": ok, "response": response,
         "errors": tuple(errors), "description": description, "wrapped": wrapped,
-        "also": dict(also or {}),
+        "also": dict(also or {}), "path": dict(path or {}),
     }
 
 
@@ -89,7 +90,7 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
 def _operation(doc, access, tag, path_params, method="GET", resource=None, path="") -> dict:
     operation = {"tags": [tag], "summary": doc["summary"], "description": " ".join(
         part for part in (doc["description"], access.describe()) if part)}
-    parameters = list(path_params) + [
+    parameters = [{**p, "schema": doc["path"].get(p["name"], p["schema"])} for p in path_params] + [
         {"name": name, "in": "query", "required": bool(required and required[0]), "schema": schema,
          "description": desc}
         for name, (schema, desc, *required) in doc["query"].items()

@@ -117,7 +117,8 @@ class Url(String):
         return value
 
     def schema(self):
-        return {**super().schema(), "format": "uri"}
+        schemes = "|".join(re.escape(s) for s in self.schemes)
+        return {**super().schema(), "format": "uri", "pattern": rf"^(?:{schemes})://[^\s/?#]+[^\s]*$"}
 
 
 class HexColor(String):
@@ -174,6 +175,8 @@ class Int(Field):
         self.min, self.max = min, max
 
     def clean(self, value):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON Schema: 2.0 is the integer 2
         if isinstance(value, bool) or not isinstance(value, int):
             raise Invalid("must be an integer")
         if self.min is not None and value < self.min:
