@@ -114,6 +114,30 @@ def test_an_empty_organization_id_query_is_refused(dashboard_account):
     assert response.json["error"]["details"]["fields"] == {"organization_id": "must be a UUID"}
 
 
+def test_path_parameters_can_be_narrowed(document):
+    put = document["paths"]["/api/v1/applications/{applicationId}/users/{userId}/attributes/{key}"]["put"]
+    key = next(p for p in put["parameters"] if p["name"] == "key")
+    assert key["schema"]["pattern"] and key["schema"]["maxLength"] == 64
+
+
+def test_integral_numbers_are_integers_as_json_schema_says():
+    from shared.validation import Int, Invalid
+
+    assert Int().clean(2.0) == 2 and type(Int().clean(2.0)) is int
+    with pytest.raises(Invalid):
+        Int().clean(2.5)
+
+
+def test_url_fields_say_their_scheme():
+    from shared.validation import Url
+    import re
+
+    pattern = Url(schemes=("https",)).schema()["pattern"]
+    assert re.search(pattern, "https://example.com/hook")
+    assert not re.search(pattern, "http://example.com/hook")
+    assert not re.search(pattern, "0")
+
+
 def test_scope_schema_forbids_control_characters():
     pattern = checks.Scope().schema()["pattern"]
     import re
