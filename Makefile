@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench install clean image push chart-test chart-tools
+.PHONY: run test fuzz soak bench install clean image push chart-test chart-tools
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -40,6 +40,16 @@ run: $(STAMP)
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
 test: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
+
+## Schemathesis, longer profile: every operation of both OpenAPI documents, 50 examples
+## per operation, credential and mode (tests/e2e/fuzz.py; `make test` runs a short one).
+fuzz: $(STAMP)
+	$(PY) -m tests.e2e.fuzz --profile fuzz $(FUZZ_ARGS)
+
+## Mixed workload at bounded rates for SOAK_MINUTES (default 10); errors, p50/p99, RSS slope.
+SOAK_MINUTES ?= 10
+soak: $(STAMP)
+	$(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES)
 
 ## Load-test both processes on loopback; figures go to docs/performance.md.
 bench: $(STAMP)

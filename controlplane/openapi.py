@@ -9,53 +9,37 @@ from __future__ import annotations
 
 import re
 
-from shared.errors import MalformedJson, PayloadTooLarge, UnsupportedMediaType
-from shared.http import status_of
+import falcon
+
+from shared.errors import (ApplicationNotFound, Forbidden, MalformedJson, PayloadTooLarge, RateLimited,
+                           Unauthorized, UnsupportedMediaType)
+from shared.openapi import COMPONENTS, error_responses
 
 from controlplane.auth import CREDENTIAL
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_BODY_METHODS = ("POST", "PUT", "PATCH")
 _PARAM = re.compile(r"{([^}]+)}")
+# Gates that can refuse an authenticated caller (controlplane.auth.AuthMiddleware._gate).
+_GATED = ("permission", "owner", "user")
 
-ERROR_SCHEMA = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message", "details", "request_id", "timestamp"],
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "details": {"type": "object"},
-                "request_id": {"type": "string"},
-                "timestamp": {"type": "string", "format": "date-time"},
-            },
-        }
-    },
-}
-
-
-def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True):
+def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True,
+       also=None, path=None):
     """Describe one operation.
 
-    body: a ``Schema``; query: {name: (json schema, description)}; response: a JSON
+    body: a ``Schema``; query: {name: (json schema, description[, required])}; response: a JSON
     schema of the payload (wrapped in ``data`` unless ``wrapped`` is False); errors:
     the domain error classes (``shared.errors``) the operation can raise, whose codes and
-    statuses come from the same definitions the code raises.
+    statuses come from the same definitions the code raises; also: other answers,
+    {status: (json schema, description[, media type])}, added beside what the status
+    already documents (readiness's 503, the hosted pages' HTML); path: {name: json
+    schema} for path parameters narrower than a string.
     """
     return {
         "summary": summary, "body": body, "query": query or {}, "ok": ok, "response": response,
         "errors": tuple(errors), "description": description, "wrapped": wrapped,
+        "also": dict(also or {}), "path": dict(path or {}),
     }
-
-
-def error_pairs(errors) -> list[tuple[int, str]]:
-    """(status, code) of each documented error class, in order, without repeats."""
-    pairs = []
-    for error in errors:
-        pairs.extend(pair for pair in ((status_of(error), code) for code in error.codes()) if pair not in pairs)
-    return pairs
 
 
 class Routes:
@@ -86,7 +70,7 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
         for method in methods_of(resource):
             doc = getattr(resource, "docs", {}).get(method) or op("(undocumented)")
             access = getattr(resource, "access", {}).get(method, CREDENTIAL)
-            item[method.lower()] = _operation(doc, access, tag, params)
+            item[method.lower()] = _operation(doc, access, tag, params, method, resource, path)
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -94,7 +78,7 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
         "tags": [{"name": t} for t in tags],
         "paths": paths,
         "components": {
-            "schemas": {"Error": ERROR_SCHEMA},
+            **COMPONENTS,
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer",
                            "description": "End-user RS256 access token, API key (sk_test_/sk_live_) or internal token."},
@@ -104,19 +88,34 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
     }
 
 
-def _operation(doc, access, tag, path_params) -> dict:
+def _operation(doc, access, tag, path_params, method="GET", resource=None, path="") -> dict:
     operation = {"tags": [tag], "summary": doc["summary"], "description": " ".join(
         part for part in (doc["description"], access.describe()) if part)}
-    parameters = list(path_params) + [
-        {"name": name, "in": "query", "required": False, "schema": schema, "description": desc}
-        for name, (schema, desc) in doc["query"].items()
+    parameters = [{**p, "schema": doc["path"].get(p["name"], p["schema"])} for p in path_params] + [
+        {"name": name, "in": "query", "required": bool(required and required[0]), "schema": schema,
+         "description": desc}
+        for name, (schema, desc, *required) in doc["query"].items()
     ]
     if parameters:
         operation["parameters"] = parameters
+    accepted = tuple(getattr(resource, "accepted_media_types", (falcon.MEDIA_JSON,)))
+    media_types = [m for m in accepted if m]
     if doc["body"] is not None:
+        schema = doc["body"].json_schema()
         operation["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": doc["body"].json_schema()}},
+            "required": "" not in accepted,
+            "content": {media: {"schema": schema} for media in media_types},
+        }
+    elif method in _BODY_METHODS:
+        # JsonBodyMiddleware: even a POST that reads nothing must say application/json, so
+        # a cross-site HTML form (which cannot send it) never reaches a cookie route.
+        plain = accepted == (falcon.MEDIA_JSON,)
+        operation["requestBody"] = {
+            "required": "" not in accepted,
+            "description": ("No body is read; the" if plain else "The") + " Content-Type must be "
+                           f"{' or '.join(media_types)} (a defence against cross-site form posts), else 415"
+                           + ("; or send no body." if "" in accepted else "."),
+            "content": {media: {"schema": {"type": "object"}} for media in media_types},
         }
     if access.kind == "public":
         operation["security"] = []
@@ -124,6 +123,37 @@ def _operation(doc, access, tag, path_params) -> dict:
         operation["security"] = [{"dashboardSession": []}]
     else:
         operation["security"] = [{"bearer": []}]
+    operation["responses"] = _responses(doc, access, method, accepted, path)
+    return operation
+
+
+def _body_of(error) -> str:
+    from controlplane.oidc.errors import OAuthError  # the area imports this module
+
+    return "OAuthError" if isinstance(error, type) and issubclass(error, OAuthError) else "Error"
+
+
+def implied_errors(doc, access, method, accepted, path) -> list:
+    """The errors every operation of this shape can answer, whatever its own code does:
+    the middleware's (application lookup, authentication, gates, the API throttle, 415)
+    and ``read_json``'s (400 malformed, 413 too large)."""
+    errors = []
+    if "{applicationId}" in path and access.kind != "dashboard":
+        errors.append(ApplicationNotFound)
+    if access.kind != "public":
+        errors.append(Unauthorized)
+    if access.kind in _GATED:
+        errors.append(Forbidden)
+    if access.kind not in ("public", "dashboard", "internal"):
+        errors.append(RateLimited)  # ApiThrottle, per credential
+    if doc["body"] is not None:
+        errors += [MalformedJson, PayloadTooLarge]
+    if method in _BODY_METHODS and "" not in accepted:
+        errors.append(UnsupportedMediaType)
+    return errors
+
+
+def _responses(doc, access, method, accepted, path) -> dict:
     ok_content = None
     if doc["response"] is not None:
         schema = doc["response"]
@@ -131,14 +161,11 @@ def _operation(doc, access, tag, path_params) -> dict:
             schema = {"type": "object", "properties": {"data": schema}, "required": ["data"]}
         ok_content = {"application/json": {"schema": schema}}
     responses = {str(doc["ok"]): {"description": "Success", **({"content": ok_content} if ok_content else {})}}
-    error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    errors = list(doc["errors"])
-    if doc["body"] is not None:  # read_json and JsonBodyMiddleware refuse these for every body
-        errors += [MalformedJson, PayloadTooLarge, UnsupportedMediaType]
-    for status, code in error_pairs(errors):
-        entry = responses.setdefault(str(status), {"description": "", "content": error_ref})
-        entry["description"] = (entry["description"] + " " + code).strip()
-    if access.kind != "public":
-        responses.setdefault("401", {"description": "UNAUTHORIZED", "content": error_ref})
-    operation["responses"] = responses
-    return operation
+    responses.update(error_responses([*doc["errors"], *implied_errors(doc, access, method, accepted, path)],
+                                     _body_of))
+    for status, (schema, description, *media) in doc["also"].items():
+        entry = responses.setdefault(str(status), {"description": description})
+        if description not in entry["description"]:
+            entry["description"] = f"{entry['description']}; {description}"
+        entry.setdefault("content", {})[media[0] if media else "application/json"] = {"schema": schema}
+    return responses

@@ -83,6 +83,9 @@ class Scope(String):
             raise Invalid("must not contain control characters")
         return value
 
+    def schema(self):
+        return {**super().schema(), "pattern": r"^(?=.*\S)[^\u0000-\u001f\u007f]+$"}
+
 
 _USER_ID = String(required=True, max_len=255, description="the user to check (an unknown user is not allowed)")
 _SCOPE = Scope(nullable=True, description="check at this scope; default context.scope, else unscoped only")
@@ -114,6 +117,22 @@ CHECK_BULK = Schema({
     "scope": _SCOPE,
     "min_revision": _MIN_REVISION,
 })
+
+
+def query_parameters(schema: Schema) -> dict:
+    """``controlplane.openapi.op(query=...)`` entries for a schema read from the query
+    string: {name: (JSON schema, description, required)}; a query value is never null."""
+    out = {}
+    for name, field in schema.fields.items():
+        json_schema = field.schema()
+        if isinstance(json_schema.get("type"), list):
+            json_schema["type"] = next(t for t in json_schema["type"] if t != "null")
+        out[name] = (json_schema, json_schema.pop("description", ""), field.required)
+    return out
+
+
+# GET check: an empty scope is no scope (query_values), as in the JSON checks.
+CHECK_QUERY_PARAMETERS = query_parameters(CHECK_QUERY)
 
 
 def check_query(req) -> dict:

@@ -108,14 +108,18 @@ class String(Field):
 
     def schema(self):
         out = super().schema()
-        if self.min_len is not None:
-            out["minLength"] = self.min_len
+        # A required string refuses "" (and, stripped, white space only): say so.
+        min_len = max(self.min_len or 0, 1 if self.required else 0)
+        if min_len:
+            out["minLength"] = min_len
         if self.max_len is not None:
             out["maxLength"] = self.max_len
         if self.choices is not None:
             out["enum"] = list(self.choices)
         if self.pattern is not None:
             out["pattern"] = self.pattern.pattern
+        elif min_len and self.strip and self.choices is None:
+            out["pattern"] = r"\S"  # not only white space (JSON Schema patterns are not anchored)
         return out
 
 
@@ -157,7 +161,8 @@ class Url(String):
         return value
 
     def schema(self):
-        return {**super().schema(), "format": "uri"}
+        schemes = "|".join(re.escape(s) for s in self.schemes)
+        return {**super().schema(), "format": "uri", "pattern": rf"^(?:{schemes})://[^\s/?#]+[^\s]*$"}
 
 
 class HexColor(String):
@@ -214,6 +219,8 @@ class Int(Field):
         self.min, self.max = min, max
 
     def clean(self, value):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON Schema: 2.0 is the integer 2
         if isinstance(value, bool) or not isinstance(value, int):
             raise Invalid("must be an integer")
         if self.min is not None and value < self.min:
@@ -252,7 +259,7 @@ class Object(Field):
     def schema(self):
         out = super().schema()
         if self.nested is not None:
-            out.update(self.nested.json_schema())
+            out.update(self.nested.json_schema(partial=True))  # nested fields are cleaned partially
             if self.nullable:
                 out["type"] = ["object", "null"]
         if self.max_bytes is not None:
@@ -295,13 +302,18 @@ class List(Field):
 
 
 class Schema:
-    def __init__(self, fields: dict[str, Field], *, description=None):
+    """``partial``: an update's schema, where every field may be omitted (omitted fields
+    stay unchanged) while a ``required`` field sent must still be valid and non-empty."""
+
+    def __init__(self, fields: dict[str, Field], *, description=None, partial=False):
         self.fields = fields
         self.description = description
+        self.partial = partial
 
-    def clean(self, body, *, partial=False, prefix=""):
+    def clean(self, body, *, partial=None, prefix=""):
         """Return the cleaned values.  With ``partial`` only the fields sent are returned
         (omitted fields stay unchanged on update); otherwise defaults fill the gaps."""
+        partial = self.partial if partial is None else partial
         if not isinstance(body, dict):
             raise ValidationFailed({prefix.rstrip(".") or "body": "must be a JSON object"})
         errors, out = {}, {}
@@ -335,12 +347,13 @@ class Schema:
 
     validate = clean
 
-    def json_schema(self) -> dict:
+    def json_schema(self, *, partial=None) -> dict:
+        partial = self.partial if partial is None else partial
         out = {
             "type": "object",
             "properties": {name: f.schema() for name, f in self.fields.items()},
         }
-        required = [name for name, f in self.fields.items() if f.required]
+        required = [] if partial else [name for name, f in self.fields.items() if f.required]
         if required:
             out["required"] = required
         if self.description:

@@ -13,6 +13,7 @@ import pytest
 
 from controlplane.app import create_app
 from shared.config import Config
+from tests import mongodb
 
 # Area fixtures: each area owns its plugin module (users, tokens, roles ...).
 pytest_plugins = ["tests.plugins.dashboard", "tests.plugins.users", "tests.plugins.roles",
@@ -51,9 +52,23 @@ def config_overrides():
     return {}
 
 
+def pytest_report_header(config):
+    return mongodb.describe()
+
+
+def pytest_sessionstart(session):
+    """``-q`` (setup.cfg's addopts) hides the header: say which store anyway."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and session.config.get_verbosity() < 0:
+        reporter.write_line(mongodb.describe())
+
+
 @pytest.fixture
 def config(config_overrides):
-    return make_config(**config_overrides)
+    """With IAMGATE_TEST_MONGODB_URI, each test's app gets a database of its own there."""
+    uri = None if "mongodb_uri" in config_overrides else mongodb.fresh_database_uri()
+    yield make_config(**({"mongodb_uri": uri} if uri else {}), **config_overrides)
+    mongodb.drop_database(uri)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from controlplane.abac.errors import (AttributeKeyConflict, AttributeLimitReache
                                       ConditionInvalid, PolicyNameTaken, PolicyNotFound)
 from controlplane.abac.service import AbacService, serialize_policy
 from controlplane.auth import permission
+from shared.checks import Permission
 from controlplane.openapi import op
 from controlplane.resource import Resource
 from controlplane.users.errors import UserNotFound
@@ -35,7 +36,7 @@ class PolicyCollection(Resource):
     docs = {
         "GET": op("List ABAC policies", query={
             "is_active": ({"type": "boolean"}, "only active (true) or inactive (false) policies"),
-            "permission": ({"type": "string"}, "only policies a check of this permission evaluates "
+            "permission": (Permission().schema(), "only policies a check of this permission evaluates "
                                                "(one of their patterns covers it)"),
             "page": ({"type": "integer", "minimum": 1}, "page number, default 1"),
             "per_page": ({"type": "integer", "minimum": 1, "maximum": 100}, "default 15, max 100"),
@@ -119,8 +120,9 @@ class UserAttribute(Resource):
     docs = {
         "PUT": op("Set a user's ABAC attribute", body=schemas.SET_ATTRIBUTE, response=schemas.ATTRIBUTE,
                   description="{key} matches ^[a-zA-Z0-9_.-]{1,64}$; at most 50 keys per user.",
+                  path={"key": schemas.ATTRIBUTE_KEY_SCHEMA},
                   errors=[ValidationFailed, *_USER_ERRORS, AttributeLimitReached, AttributeKeyConflict]),
-        "DELETE": op("Delete a user's ABAC attribute", ok=204,
+        "DELETE": op("Delete a user's ABAC attribute", ok=204, path={"key": schemas.ATTRIBUTE_KEY_SCHEMA},
                      errors=[ValidationFailed, *_USER_ERRORS, AttributeNotFound]),
     }
 

@@ -27,6 +27,8 @@ PERMISSIONS_PER_POLICY_MAX = 100
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 ._:-]*$"
 
 ATTRIBUTE_KEY_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
+# The same rule for OpenAPI: dots separate non-empty levels.
+ATTRIBUTE_KEY_SCHEMA = {"type": "string", "pattern": r"^[a-zA-Z0-9_-]+(\.[a-zA-Z0-9_-]+)*$", "maxLength": 64}
 ATTRIBUTE_VALUE_MAX_BYTES = 1024
 ATTRIBUTES_PER_USER_MAX = 50
 
@@ -67,7 +69,7 @@ CREATE_POLICY = Schema({
     "is_active": Bool(default=True),
 })
 
-UPDATE_POLICY = Schema(_FIELDS, description="Any subset of the fields; permissions and condition are replaced whole.")
+UPDATE_POLICY = Schema(_FIELDS, partial=True, description="Any subset of the fields; permissions and condition are replaced whole.")
 
 # The dry run's inline policy: a policy that is not stored (name optional).
 INLINE_POLICY = Schema({**CREATE_POLICY.fields, "name": String(max_len=NAME_MAX, default="inline policy")})

@@ -29,7 +29,7 @@ UPDATE = Schema({
     "registration_rate_limit": Int(min=0, max=100000, nullable=True,
                                    description="registrations per minute per client IP; null = server default; "
                                                "0 or a value above IAMGATE_REGISTRATION_RATE_LIMIT_MAX means that maximum"),
-})
+}, partial=True)
 
 DARK_MODE = Schema({
     "enabled": Bool(),
@@ -52,7 +52,7 @@ BRANDING = Schema({
     "brand_color": HexColor(nullable=True),
     "brand_background": HexColor(nullable=True),
     "branding_options": Object(BRANDING_OPTIONS, nullable=True),
-})
+}, partial=True)
 
 APPLICATION_RESPONSE = {
     "type": "object",

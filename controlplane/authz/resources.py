@@ -19,14 +19,10 @@ _ERRORS = [ValidationFailed, PermissionMissing, RevisionAhead]
 class Check(Resource):
     access = {"GET": CHECK, "POST": CHECK}
     docs = {
-        "GET": op("Check one permission (RBAC)", query={
-            "user_id": ({"type": "string"}, "required"),
-            "permission": (checks.Permission().schema(), "required"),
-            "scope": ({"type": "string"}, "check at this scope (unscoped assignments always apply)"),
-            "min_revision": ({"type": "integer", "minimum": 0},
-                             "answer from data at least this fresh (an X-Iamgate-Revision); above the change "
-                             "log's head it is 400 AUTHZ_REVISION_AHEAD"),
-        }, response=checks.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
+        "GET": op("Check one permission (RBAC)", query=checks.CHECK_QUERY_PARAMETERS,
+                  description="user_id is required for every caller, an end user's own token included. A min_revision "
+                              "above the change log's head is 400 AUTHZ_REVISION_AHEAD.",
+                  response=checks.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
         "POST": op("Check one permission with ABAC policies", body=checks.CHECK,
                    response=checks.CHECK_ABAC_RESPONSE, wrapped=False, errors=_ERRORS),
     }

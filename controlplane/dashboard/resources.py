@@ -220,7 +220,7 @@ class Me(Resource):
         respond(resp, data)
 
     def on_put(self, req, resp):
-        values = schemas.ACCOUNT_UPDATE.validate(read_json(req), partial=True)
+        values = schemas.ACCOUNT_UPDATE.validate(read_json(req))  # name is the one field: required
         respond(resp, serialize_account(self.dashboard.update_account(account_id(req), values)))
 
 
@@ -350,7 +350,7 @@ class Applications(Resource):
         self.dashboard = dashboard
 
     def on_get(self, req, resp):
-        organization_id = req.get_param("organization_id") or None
+        organization_id = req.get_param("organization_id")  # "" is not a UUID: 400, as documented
         apps = self.dashboard.applications(account_id(req), organization_id)
         respond(resp, [serialize_application(app, role) for app, role in apps])
 

@@ -154,6 +154,9 @@ _HOSTED_DESCRIPTION = (
     "with error and state (RFC 6749 4.1.2.1). Without a bearer and without hosted login: 401 invalid_token.")
 
 
+_HTML = {"type": "string"}
+
+
 class Authorize(Resource):
     """GET /oidc/authorize (RFC 6749 4.1.1).  With a bearer user JWT of the client's
     application: the spec's JSON answer, never a redirect (its errors are 400 bodies).
@@ -170,6 +173,8 @@ class Authorize(Resource):
         query=_AUTHORIZE_QUERY, response=AUTHORIZE_RESPONSE, wrapped=False,
         errors=[InvalidRequest, InvalidClient, InvalidScope, UnsupportedResponseType, InvalidToken, LoginRequired,
                 ConsentRequired],
+        also={200: (_HTML, "Without a bearer, hosted login: the login, MFA or consent page", "text/html"),
+              400: (_HTML, "Without a bearer: the error page of a request that must not redirect", "text/html")},
     )}
 
     def __init__(self, authorize, authenticator, hosted, pages, *, cookie_secure: bool):
@@ -310,6 +315,10 @@ class _HostedPage(Resource):
 
 
 _PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
+# The hosted pages answer every outcome as HTML: the next page, or the page again with the
+# error, or the error page.
+def _page_answers(*statuses) -> dict:
+    return {status: (_HTML, "an HTML page", "text/html") for status in (200, 400, 403, 410, 413, *statuses)}
 
 
 class HostedLogin(_HostedPage):
@@ -322,6 +331,7 @@ class HostedLogin(_HostedPage):
                     "to the client with the code; wrong credentials show the login page again (401, 429 when "
                     "locked or throttled, 403 suspended).",
         errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended],
+        also=_page_answers(401, 429),
     )}
 
     def step(self, req, resp, form, pending, binding):
@@ -343,6 +353,7 @@ class HostedMfa(_HostedPage):
         description="HTML. Form fields code (TOTP or backup code), csrf_token, request. A wrong code shows the page "
                     "again (401); an expired or locked challenge shows the error page.",
         errors=[*_PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended],
+        also=_page_answers(401, 429),
     )}
 
     def step(self, req, resp, form, pending, binding):
@@ -364,7 +375,7 @@ class HostedConsent(_HostedPage):
         description="HTML form fields decision (allow or deny), csrf_token, request. Allow records the consent "
                     "(consent.granted) and answers 302 redirect_uri?code=...&state=...; Deny answers 302 "
                     "redirect_uri?error=access_denied&state=....",
-        errors=[*_PAGE_ERRORS, AccessDenied],
+        errors=[*_PAGE_ERRORS, AccessDenied], also=_page_answers(),
     )}
 
     def step(self, req, resp, form, pending, binding):

@@ -52,7 +52,7 @@ UPDATE_CLIENT = Schema({
     "post_logout_redirect_uris": _uris(),
     "allowed_scopes": List(String(choices=SCOPES), min_items=1),
     "is_active": Bool(),
-})
+}, partial=True)
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 CLIENT = {

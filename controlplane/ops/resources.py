@@ -5,11 +5,12 @@ import hmac
 
 import falcon
 
-from controlplane.auth import PUBLIC, bearer_token
-from shared.errors import ServiceUnavailable, Unauthorized
+from shared.errors import Unauthorized
 
+from controlplane.auth import PUBLIC, bearer_token
 from controlplane.openapi import build_document, op
 from controlplane.resource import Resource
+
 
 class Health(Resource):
     access = {"GET": PUBLIC}
@@ -19,10 +20,16 @@ class Health(Resource):
         resp.media = {"status": "ok"}
 
 
+_READINESS = {"type": "object", "required": ["status", "store"], "properties": {
+    "status": {"type": "string", "enum": ["ready", "starting", "unavailable"]},
+    "store": {"type": "string", "enum": ["ok", "unreachable"]}}}
+
+
 class Ready(Resource):
     access = {"GET": PUBLIC}
     docs = {"GET": op("Readiness: the start-up step is done and the store answers a ping",
-                      response={"type": "object"}, wrapped=False, errors=[ServiceUnavailable])}
+                      response=_READINESS, wrapped=False,
+                      also={503: (_READINESS, "Not ready: starting, or the store is unreachable")})}
 
     def __init__(self, store, startup):
         self.store = store

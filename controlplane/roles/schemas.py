@@ -61,7 +61,7 @@ UPDATE_ROLE = Schema({
     "description": String(nullable=True, max_len=DESCRIPTION_MAX),
     "permissions": permissions_field(required=False),
     "is_system_role": Bool(description="immutable: only the current value is accepted"),
-}, description="All fields optional; permissions replaces the whole set.")
+}, partial=True, description="All fields optional; permissions replaces the whole set.")
 
 ASSIGN_ROLE = Schema({
     "role_id": Uuid(required=True),

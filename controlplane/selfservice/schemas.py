@@ -34,7 +34,7 @@ UPDATE_PROFILE = Schema({
     "name": Name(description="at most 255 characters; cannot be emptied"),
     "avatar_url": Url(nullable=True, max_len=AVATAR_URL_MAX, description="http or https URL; null clears it"),
     "metadata": Metadata(nullable=True, description="replaces the stored object whole; null clears it."),
-}, description="All fields optional; omitted fields stay unchanged and unknown fields are ignored.")
+}, partial=True, description="All fields optional; omitted fields stay unchanged and unknown fields are ignored.")
 
 
 # ---------------------------------------------------------------- responses

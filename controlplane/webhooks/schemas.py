@@ -30,7 +30,7 @@ UPDATE_WEBHOOK = Schema({
     "url": url_field(required=False),
     "events": events_field(required=False),
     "is_active": Bool(),
-}, description="All fields optional; events replaces the list.")
+}, partial=True, description="All fields optional; events replaces the list.")
 
 
 _TIME = {"type": "string", "format": "date-time"}

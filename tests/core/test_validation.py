@@ -52,7 +52,7 @@ def test_json_schema_mirrors_the_rules():
     schema = Schema({"name": String(required=True, max_len=5), "n": Int(min=0, nullable=True)})
     out = schema.json_schema()
     assert out["required"] == ["name"]
-    assert out["properties"]["name"] == {"type": "string", "maxLength": 5}
+    assert out["properties"]["name"] == {"type": "string", "maxLength": 5, "minLength": 1, "pattern": r"\S"}
     assert out["properties"]["n"] == {"type": ["integer", "null"], "minimum": 0}
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 import requests
 
+from tests import mongodb
 from tests.e2e.processes import free_port, wait_until  # noqa: F401  (tests import wait_until from here)
 
 
@@ -23,6 +24,7 @@ class Stack:
     process: subprocess.Popen
     env: dict = field(default_factory=dict)
     log_path: str = ""
+    database_uri: str | None = None  # a database of its own on the test MongoDB (tests/mongodb.py)
 
     def logs(self) -> str:
         with open(self.log_path, encoding="utf-8", errors="replace") as fh:
@@ -36,6 +38,8 @@ class Stack:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        mongodb.drop_database(self.database_uri)
+        self.database_uri = None
 
 
 def start_stack(tmp_path, **env_overrides) -> Stack:
@@ -53,13 +57,16 @@ def start_stack(tmp_path, **env_overrides) -> Stack:
         "IAMGATE_DECISION_WORKERS": "1",
         "IAMGATE_LOG_LEVEL": "WARNING",
     })
+    database_uri = None if "IAMGATE_MONGODB_URI" in env_overrides else mongodb.fresh_database_uri("iamgate_e2e")
+    if database_uri:
+        env["IAMGATE_MONGODB_URI"] = database_uri
     env.update({k: str(v) for k, v in env_overrides.items()})
     log_path = str(tmp_path / f"stack-{control_port}.log")
     log = open(log_path, "w")
     process = subprocess.Popen([sys.executable, "-m", "controlplane.launcher"], env=env,
                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     stack = Stack(f"http://127.0.0.1:{control_port}", f"http://127.0.0.1:{decision_port}", token, process,
-                  env, log_path)
+                  env, log_path, database_uri)
 
     def up():
         if process.poll() is not None:

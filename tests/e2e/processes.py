@@ -19,6 +19,7 @@ from pathlib import Path
 import requests
 
 from controlplane.launcher import DECISION_WORKER_CLASS, _gunicorn
+from tests import mongodb
 
 PASSWORD = "Analytical-Engine-1843"
 
@@ -73,6 +74,10 @@ class Processes:
             "IAMGATE_BCRYPT_ROUNDS": "4",
             "IAMGATE_LOG_LEVEL": "WARNING",
         })
+        # A database of its own on the test MongoDB when there is one (tests/mongodb.py).
+        self.database_uri = mongodb.fresh_database_uri("iamgate_e2e")
+        if self.database_uri:
+            base["IAMGATE_MONGODB_URI"] = self.database_uri
         base.update({k: str(v) for k, v in self.env.items()})
         self.env = base
         self.control: subprocess.Popen | None = None
@@ -122,6 +127,8 @@ class Processes:
     def stop(self) -> None:
         _stop(self.decision)
         _stop(self.control)
+        if self.database_uri and self.env.get("IAMGATE_MONGODB_URI") == self.database_uri:
+            mongodb.drop_database(self.database_uri)
 
     def logs(self) -> str:
         return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}"

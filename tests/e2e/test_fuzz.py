@@ -1,0 +1,25 @@
+"""Schemathesis in the test suite (issue 15): both OpenAPI documents against the real
+processes, ``test`` profile (a fixed seed, a few examples per operation, credential and
+generation mode; ``make fuzz`` runs the longer profile). See tests/e2e/fuzz.py."""
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e import fuzz
+from tests.e2e.processes import Processes
+
+
+@pytest.fixture(scope="module")
+def processes(tmp_path_factory):
+    started = Processes(tmp_path_factory.mktemp("fuzz"), env=fuzz.ENV).start()
+    yield started
+    started.stop()
+
+
+def test_both_documents_hold_against_the_running_services(processes, capsys):
+    examples, seed = fuzz.PROFILES["test"]
+    report = fuzz.run_against(processes, examples=examples, base_seed=seed, log=lambda line: None)
+    with capsys.disabled():
+        print("\nschemathesis:", report.summary().splitlines()[0])
+    assert len(report.operations) >= 100, sorted(report.operations)
+    assert not report.failures, report.summary() + "\n" + processes.logs()[-8000:]
