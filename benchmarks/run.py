@@ -1,10 +1,11 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [decision] [login] [webhooks]
+    .venv/bin/python -m benchmarks.run [decision] [controlplane] [login] [webhooks]
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
 installs wrk when missing and writes docs/performance.md "## Decision service"), the
-login load (benchmarks/login_load.py) and webhook delivery (benchmarks/webhook_bench.py). The exit status is non-zero when a benchmark
+control plane's request cost against a bare Falcon endpoint
+(benchmarks/controlplane_bench.py), the login load (benchmarks/login_load.py) and webhook delivery (benchmarks/webhook_bench.py). The exit status is non-zero when a benchmark
 misses its targets.
 """
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"decision": "benchmarks.decision_bench", "login": "benchmarks.login_load",
-              "webhooks": "benchmarks.webhook_bench"}
+BENCHMARKS = {"decision": "benchmarks.decision_bench", "controlplane": "benchmarks.controlplane_bench",
+              "login": "benchmarks.login_load", "webhooks": "benchmarks.webhook_bench"}
 
 
 def main(argv=None) -> int:
