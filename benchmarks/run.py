@@ -1,11 +1,12 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [decision] [controlplane] [login] [webhooks]
+    .venv/bin/python -m benchmarks.run [decision] [controlplane] [fanout] [login] [webhooks]
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
 installs wrk when missing and writes docs/performance.md "## Decision service"), the
 control plane's request cost against a bare Falcon endpoint
-(benchmarks/controlplane_bench.py), the login load (benchmarks/login_load.py) and webhook delivery (benchmarks/webhook_bench.py). The exit status is non-zero when a benchmark
+(benchmarks/controlplane_bench.py), change-stream fan-out to 500 subscribers
+(benchmarks/stream_fanout.py), the login load (benchmarks/login_load.py) and webhook delivery (benchmarks/webhook_bench.py). The exit status is non-zero when a benchmark
 misses its targets.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import importlib
 import sys
 
 BENCHMARKS = {"decision": "benchmarks.decision_bench", "controlplane": "benchmarks.controlplane_bench",
+              "fanout": "benchmarks.stream_fanout",
               "login": "benchmarks.login_load", "webhooks": "benchmarks.webhook_bench"}
 
 

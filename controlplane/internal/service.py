@@ -19,13 +19,17 @@ Frames, in this order:
 
 Every stream of a process waits on the process's one tailer (``ctx.tailer``), so N clients
 cost one poll of MongoDB, not N; the log is read directly only to replay what the
-tailer's ring buffer no longer holds, a page at a time.
+tailer's ring buffer no longer holds, a page at a time.  A stream of one application is
+woken only by that application's events (or its heartbeat), and each change frame is
+encoded once per process, not once per stream (docs/performance.md, "Change-stream
+fan-out").
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections import OrderedDict
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -34,6 +38,7 @@ from shared.invalidation import affected_users
 log = logging.getLogger("iamgate.internal")
 
 REPLAY_PAGE = 1000
+FRAME_CACHE = 4096  # encoded change frames kept, by seq: every stream sends the same bytes
 
 
 def frame(event: str, data: dict, event_id: int | None = None) -> bytes:
@@ -60,6 +65,16 @@ class ChangeFeed:
                                   registry=registry)
         self.resets = Counter("iamgate_change_stream_resets_total",
                               "Change streams opened with a since that could not be replayed", registry=registry)
+        self._frames: OrderedDict[int, bytes] = OrderedDict()
+
+    def change_frame(self, event) -> bytes:
+        """``change_frame(event)``, encoded once for all the streams that send it."""
+        encoded = self._frames.get(event.seq)
+        if encoded is None:
+            encoded = self._frames[event.seq] = change_frame(event)
+            if len(self._frames) > FRAME_CACHE:
+                self._frames.popitem(last=False)
+        return encoded
 
     def replayable(self, since: int, head: int) -> bool:
         """Whether every event after ``since`` is still in the log."""
@@ -88,7 +103,7 @@ class ChangeFeed:
             while True:
                 wait = max(0.0, self.heartbeat - (self._monotonic() - quiet_since))
                 started = self._monotonic()
-                batch = self._tailer.wait_after(last, wait)
+                batch = self._tailer.wait_after(last, wait, app_id)
                 if batch is None:  # older than the tailer's buffer: read the log itself
                     batch, last = self._replay_page(app_id, last)
                 elif not batch and self._monotonic() - started < wait:
@@ -96,7 +111,7 @@ class ChangeFeed:
                 for event in batch:
                     last = max(last, event.seq)
                     if app_id is None or event.app_id == app_id:
-                        yield change_frame(event)
+                        yield self.change_frame(event)
                         quiet_since = self._monotonic()
                 if self._monotonic() - quiet_since >= self.heartbeat:
                     yield frame("heartbeat", {"seq": last})

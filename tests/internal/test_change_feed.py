@@ -209,9 +209,9 @@ def test_a_stopped_tailer_does_not_make_the_stream_spin(ctx, application):
     calls = []
     original = tailer.wait_after
 
-    def counting(seq, timeout):
+    def counting(seq, timeout, app_id=None):
         calls.append(timeout)
-        return original(seq, timeout)
+        return original(seq, timeout, app_id)
 
     tailer.wait_after = counting
     stream = ChangeFeed(ctx.events, tailer, heartbeat=0.2).frames(application["_id"], None)
