@@ -38,7 +38,7 @@ from shared.invalidation import affected_users
 log = logging.getLogger("iamgate.internal")
 
 REPLAY_PAGE = 1000
-FRAME_CACHE = 4096  # encoded change frames kept, by seq: every stream sends the same bytes
+FRAME_CACHE = 4096  # encoded change frames kept: every stream of the process sends the same bytes
 
 
 def frame(event: str, data: dict, event_id: int | None = None) -> bytes:
@@ -68,10 +68,15 @@ class ChangeFeed:
         self._frames: OrderedDict[int, bytes] = OrderedDict()
 
     def change_frame(self, event) -> bytes:
-        """``change_frame(event)``, encoded once for all the streams that send it."""
-        encoded = self._frames.get(event.seq)
+        """``change_frame(event)``, encoded once for all the streams that send it.  Keyed by
+        everything the frame is made of, not the seq alone: a wiped store reuses seqs."""
+        key = (event.seq, event.app_id, event.type, event.user_ids, event.subject.get("user_id"))
+        try:
+            encoded = self._frames.get(key)
+        except TypeError:  # an unhashable subject: encode it for this stream alone
+            return change_frame(event)
         if encoded is None:
-            encoded = self._frames[event.seq] = change_frame(event)
+            encoded = self._frames[key] = change_frame(event)
             if len(self._frames) > FRAME_CACHE:
                 self._frames.popitem(last=False)
         return encoded
