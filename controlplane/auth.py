@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.ids import is_uuid
-from shared.rbac import matches
+from shared.rbac import covering_patterns, is_valid_permission
 
 def is_api_key(token: str) -> bool:
     return token.startswith(API_KEY_PREFIXES)
@@ -154,7 +154,10 @@ class Authenticator:
 
     def has_permission(self, principal: Principal, name: str) -> bool:
         if principal.kind == "api_key":
-            return any(matches(pattern, name) for pattern in principal.permissions)
+            # The same answer as ``any(matches(p, name) ...)``, in four set lookups: the
+            # only patterns that can cover a valid permission are its covering patterns.
+            return is_valid_permission(name) and not frozenset(principal.permissions).isdisjoint(
+                covering_patterns(name))
         if principal.kind == "user":
             return self._permission_resolver(principal.app_id, principal.user_id, name)
         return principal.kind == "internal"

@@ -126,3 +126,15 @@ def test_a_zero_ttl_disables_the_cache():
     for _ in range(2):
         cache.get("k", lambda: loads.append(1) or {"x": 1})
     assert len(loads) == 2
+
+
+@pytest.mark.parametrize("permissions, status", [
+    (["roles:read"], 200), (["roles:*"], 200), (["*:read"], 200), (["*:*"], 200),
+    (["roles:manage", "users:read"], 403), (["role:read"], 403), (["*:manage"], 403),
+])
+def test_an_api_keys_permission_gate_answers_as_pattern_matching_does(client, application, make_api_key,
+                                                                      permissions, status):
+    """The gate checks a key's permissions by set lookups of the covering patterns; the
+    answers are those of ``shared.rbac.matches`` over the list."""
+    key = make_api_key(application, permissions=permissions)
+    assert client.simulate_get(roles_url(application), headers=bearer(key)).status_code == status
