@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test fuzz soak bench install clean image push chart-test chart-tools
+.PHONY: run test fuzz soak bench bench-scale install clean image push chart-test chart-tools
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -54,6 +54,10 @@ soak: $(STAMP)
 ## Load-test both processes on loopback; figures go to docs/performance.md.
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+## The longer cost-as-data-grows tables (1 to 100 roles, 1 to 1,000 permissions); docs/performance.md.
+bench-scale: $(STAMP)
+	$(PY) -m benchmarks.scale_bench
 
 ## Build the container image (both services; the command picks which).
 image:

@@ -4,10 +4,13 @@ Every resource declares, per HTTP method, who may call it (``access = {"GET": ..
 a method without a declaration needs a valid credential of the application, so routes
 are closed by default.  ``AuthMiddleware`` runs after routing and:
 
-1. resolves ``{applicationId}`` (404 when the application does not exist, checked live
-   so a deleted application's credentials stop at once);
+1. resolves ``{applicationId}`` (404 when the application does not exist; through the
+   per-worker ``controlplane.lookup_cache``, so a deleted application's credentials stop
+   at once in the worker that deleted it and within the change-log tailer's poll
+   interval, at most the cache's 2 s TTL, everywhere else);
 2. authenticates the bearer credential -- an application API key (``sk_test_``/``sk_live_``
-   prefix, looked up by SHA-256 digest), an end-user RS256 access token of the same
+   prefix, looked up by SHA-256 digest through the same kind of cache, dropped on
+   ``api_keys.changed``), an end-user RS256 access token of the same
    application (user status checked live), or the internal service token;
 3. applies the gate: public, dashboard session cookie, any credential, a permission
    (API key: its permission list; user: its current roles, evaluated live), JWT-owner
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.ids import is_uuid
-from shared.rbac import matches
+from shared.rbac import covering_patterns, is_valid_permission
 
 def is_api_key(token: str) -> bool:
     return token.startswith(API_KEY_PREFIXES)
@@ -114,7 +117,7 @@ class Authenticator:
 
     def application(self, app_id: str) -> dict:
         """The live application named by ``{applicationId}``."""
-        app = self._applications.get(app_id) if is_uuid(app_id) else None
+        app = self._applications.live(app_id) if is_uuid(app_id) else None
         if app is None:
             raise ApplicationNotFound(details={"application_id": app_id})
         return app
@@ -147,7 +150,7 @@ class Authenticator:
         """An API key of ``app_id`` (of any live application when None)."""
         key = self._api_keys.authenticate(token)
         if key is None or (app_id is not None and key["app_id"] != app_id) \
-                or (app_id is None and self._applications.get(key["app_id"]) is None):
+                or (app_id is None and self._applications.live(key["app_id"]) is None):
             raise Unauthorized("The API key is not valid for this application.")
         return Principal(kind="api_key", app_id=key["app_id"], key_id=key["_id"],
                          permissions=tuple(key["permissions"]))
@@ -161,7 +164,10 @@ class Authenticator:
 
     def has_permission(self, principal: Principal, name: str) -> bool:
         if principal.kind == "api_key":
-            return any(matches(pattern, name) for pattern in principal.permissions)
+            # The same answer as ``any(matches(p, name) ...)``, in four set lookups: the
+            # only patterns that can cover a valid permission are its covering patterns.
+            return is_valid_permission(name) and not frozenset(principal.permissions).isdisjoint(
+                covering_patterns(name))
         if principal.kind == "user":
             return self._permission_resolver(principal.app_id, principal.user_id, name)
         return principal.kind == "internal"

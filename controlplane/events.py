@@ -155,7 +155,12 @@ class Tailer:
         self._interval = interval_ms / 1000.0
         self._gap_timeout = gap_timeout
         self._buffer: deque[Event] = deque(maxlen=self.BUFFER)
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        # One signal per application that has waiters (None: waiters for every application),
+        # fired and replaced when its events arrive: a stream of one tenant does not wake
+        # for the other tenants' changes, and the woken waiters do not queue on a lock the
+        # poller still holds (a Condition's notify_all did both; docs/performance.md).
+        self._signals: dict[str | None, threading.Event] = {}
         self._poke = threading.Event()
         self._callbacks = []
         self._stop = threading.Event()
@@ -181,6 +186,10 @@ class Tailer:
     def stop(self) -> None:
         self._stop.set()
         self._poke.set()
+        with self._lock:
+            fired, self._signals = list(self._signals.values()), {}
+        for signal in fired:
+            signal.set()
 
     def poke(self) -> None:
         self._poke.set()
@@ -218,31 +227,48 @@ class Tailer:
                     callback(event)
                 except Exception:
                     log.exception("event consumer failed", extra={"event_type": event.type})
-        with self._cond:
+        with self._lock:
             self._buffer.extend(ordered)
             self.last_seq = ordered[-1].seq
-            self._cond.notify_all()
+            fired = [self._signals.pop(key) for key in {None, *(event.app_id for event in ordered)}
+                     if key in self._signals]
+        for signal in fired:
+            signal.set()
         return len(ordered)
 
-    def wait_after(self, seq: int, timeout: float) -> list[Event] | None:
-        """Events with seq > ``seq``, blocking up to ``timeout`` seconds for the first.
+    def wait_after(self, seq: int, timeout: float, app_id: str | None = None) -> list[Event] | None:
+        """Events with seq > ``seq``, blocking up to ``timeout`` seconds for the first one
+        of ``app_id`` (of any application when None).
 
-        Returns None when ``seq`` is older than the ring buffer holds; the caller then
-        reads from the log itself (``EventLog.read_after``) or answers ``reset``.
+        Every newer event is returned, other applications' too, so the caller moves past
+        them; a waiter for one application is woken only by its own application's events
+        (and by the timeout), never by the others'.  Returns None when ``seq`` is older than
+        the ring buffer holds; the caller then reads from the log itself
+        (``EventLog.read_after``) or answers ``reset``.
         """
         deadline = time.monotonic() + timeout
-        with self._cond:
-            while self.last_seq <= seq:
+        while True:
+            with self._lock:
+                newer = []
+                if self.last_seq > seq:
+                    if not self._buffer or self._buffer[0].seq > seq + 1:
+                        return None
+                    newer = self._newer(seq)
+                    if app_id is None or any(event.app_id == app_id for event in newer):
+                        return newer
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._stop.is_set():
-                    return []
-                self._cond.wait(remaining)
-            if not self._buffer or self._buffer[0].seq > seq + 1:
-                return None
-            newer = []
-            for event in reversed(self._buffer):  # the new events sit at the right end
-                if event.seq <= seq:
-                    break
-                newer.append(event)
-            newer.reverse()
-            return newer
+                    return newer
+                signal = self._signals.get(app_id)
+                if signal is None:
+                    signal = self._signals[app_id] = threading.Event()
+            signal.wait(remaining)  # set by poll_once after the buffer moved: no wake-up is lost
+
+    def _newer(self, seq: int) -> list[Event]:
+        newer = []
+        for event in reversed(self._buffer):  # the new events sit at the right end
+            if event.seq <= seq:
+                break
+            newer.append(event)
+        newer.reverse()
+        return newer

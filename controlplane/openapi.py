@@ -166,6 +166,6 @@ def _responses(doc, access, method, accepted, path) -> dict:
     for status, (schema, description, *media) in doc["also"].items():
         entry = responses.setdefault(str(status), {"description": description})
         if description not in entry["description"]:
-            entry["description"] = f"{entry['description']}; {description}"
+            entry["description"] = f"{entry['description']} (also: {description})"
         entry.setdefault("content", {})[media[0] if media else "application/json"] = {"schema": schema}
     return responses

@@ -150,6 +150,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     applications = ApplicationService(ApplicationStore(store), events, clock)
     api_keys = ApiKeyService(ApiKeyStore(store), events, clock)
+    for credential_cache in (applications.apply_event, api_keys.apply_event):  # per-worker lookup caches
+        events.listen(credential_cache)
+        tailer.subscribe(credential_cache)
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_access = DashboardAccess(store, applications)
     dashboard = DashboardService(

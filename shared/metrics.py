@@ -39,6 +39,9 @@ class HttpMetrics:
 class MetricsMiddleware:
     def __init__(self, metrics: HttpMetrics):
         self.metrics = metrics
+        # The labelled children, looked up once per label set rather than per request
+        # (``labels()`` validates and locks each time); bounded like the series themselves.
+        self._children: dict = {}
 
     def process_request(self, req, resp):
         req.context.started = time.perf_counter()
@@ -47,5 +50,10 @@ class MetricsMiddleware:
         route = req.uri_template if resource is not None else "unmatched"
         status = resp.status_code if hasattr(resp, "status_code") else int(str(resp.status)[:3])
         method = req.method if req.method in METHODS else "OTHER"
-        self.metrics.requests.labels(method, route, str(status)).inc()
-        self.metrics.latency.labels(method, route).observe(time.perf_counter() - req.context.started)
+        key = (method, route, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (self.metrics.requests.labels(method, route, str(status)),
+                                              self.metrics.latency.labels(method, route))
+        children[0].inc()
+        children[1].observe(time.perf_counter() - req.context.started)

@@ -15,6 +15,7 @@ from shared.timeutil import aware, isoformat, seconds
 
 from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.store import ApiKeyStore
+from controlplane.lookup_cache import LookupCache
 
 V1_PERMISSIONS = (
     "roles:read", "roles:manage", "authz:check", "webhooks:manage", "oidc:manage",
@@ -26,12 +27,24 @@ V1_PERMISSIONS = (
 
 _TOUCH_EVERY = seconds(60)
 
+# How long a worker may authenticate a key from its copy (controlplane.lookup_cache): a
+# revocation reaches every worker through the change log (api_keys.changed) well before.
+AUTH_CACHE_TTL = 2.0
+AUTH_CACHE_SIZE = 10_000
+
 
 class ApiKeyService:
-    def __init__(self, store: ApiKeyStore, events, clock):
+    def __init__(self, store: ApiKeyStore, events, clock, *, auth_cache_ttl: float = AUTH_CACHE_TTL):
         self.store = store
         self._events = events
         self._clock = clock
+        self._by_digest = LookupCache(ttl=auth_cache_ttl, maxsize=AUTH_CACHE_SIZE, timer=lambda: clock().timestamp())
+
+    def apply_event(self, event) -> None:
+        """Change-log consumer (this process's events and the tailer's): keys of an
+        application whose keys changed, or that was deleted, leave the cache."""
+        if event.type in ("api_keys.changed", "application.deleted") and event.app_id is not None:
+            self._by_digest.drop_where(lambda doc: doc["app_id"] == event.app_id)
 
     def create(self, app: dict, values: dict) -> tuple[dict, str]:
         """A new key for ``app`` from cleaned ``schemas.CREATE`` values; returns the
@@ -66,14 +79,18 @@ class ApiKeyService:
         self._events.emit(app_id, "api_keys.changed", {"key_id": key_id, "action": "revoked"})
 
     def authenticate(self, secret: str) -> dict | None:
-        """The key document for ``secret`` if it exists and is not revoked."""
-        doc = self.store.by_digest(digest(secret))
+        """The key document for ``secret`` if it exists and is not revoked (through the
+        per-worker cache: a revocation anywhere is seen within the change-log tailer's
+        poll interval, and every copy within ``AUTH_CACHE_TTL``).  Read-only."""
+        key_digest = digest(secret)
+        doc = self._by_digest.get(key_digest, lambda: self.store.by_digest(key_digest))
         if doc is None:
             return None
         now = self._clock()
         last = doc.get("last_used_at")
         if last is None or now - aware(last) > _TOUCH_EVERY:  # at most one write a minute per key
             self.store.touch(doc["_id"], now)
+            self._by_digest.drop(key_digest)  # the next read carries the new last_used_at
         return doc
 
     def digests(self, app_id: str) -> list[dict]:

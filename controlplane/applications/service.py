@@ -12,6 +12,13 @@ from shared.timeutil import isoformat
 
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.store import ApplicationStore
+from controlplane.lookup_cache import LookupCache
+
+# How long a worker may answer from its copy of an application (controlplane.lookup_cache):
+# deletions reach every worker through the change log well before that; settings changed
+# on another worker or replica (no event) are seen within it.
+LIVE_CACHE_TTL = 2.0
+LIVE_CACHE_SIZE = 10_000
 
 DEFAULT_BRANDING_OPTIONS = {
     "secondary_color": None,
@@ -24,13 +31,26 @@ DEFAULT_BRANDING_OPTIONS = {
 
 
 class ApplicationService:
-    def __init__(self, store: ApplicationStore, events, clock):
+    def __init__(self, store: ApplicationStore, events, clock, *, live_cache_ttl: float = LIVE_CACHE_TTL):
         self.store = store
         self._events = events
         self._clock = clock
+        self._live = LookupCache(ttl=live_cache_ttl, maxsize=LIVE_CACHE_SIZE, timer=lambda: clock().timestamp())
 
     def get(self, app_id: str) -> dict | None:
         return self.store.get(app_id)
+
+    def live(self, app_id: str) -> dict | None:
+        """``get`` through the per-worker cache the authentication of every request uses
+        (controlplane.lookup_cache: a deletion anywhere is seen within the change-log
+        tailer's poll interval, and every copy within ``LIVE_CACHE_TTL``).  Read-only."""
+        return self._live.get(app_id, lambda: self.store.get(app_id))
+
+    def apply_event(self, event) -> None:
+        """Change-log consumer (this process's events and the tailer's): a deleted
+        application leaves the cache."""
+        if event.type == "application.deleted" and event.app_id is not None:
+            self._live.drop(event.app_id)
 
     def require(self, app_id: str) -> dict:
         app = self.store.get(app_id)
@@ -74,6 +94,7 @@ class ApplicationService:
         if not values:
             return self.require(app_id)
         updated = self.store.update(app_id, {**values, "updated_at": self._clock()})
+        self._live.drop(app_id)
         if updated is None:
             raise ApplicationNotFound(details={"application_id": app_id})
         return updated
@@ -100,6 +121,7 @@ class ApplicationService:
         application as it was.  Marked ``deleting`` first, so it is invisible to every
         route at once and an interrupted purge is finished by ``finish_deletions``."""
         app = self.store.mark_deleting(app_id)
+        self._live.drop(app_id)
         if app is None:
             raise ApplicationNotFound(details={"application_id": app_id})
         self._events.emit(app_id, "application.deleted", {"application_id": app_id})

@@ -23,13 +23,17 @@ Frames, in this order:
 
 Every stream of a process waits on the process's one tailer (``ctx.tailer``), so N clients
 cost one poll of MongoDB, not N; the log is read directly only to replay what the
-tailer's ring buffer no longer holds, a page at a time.
+tailer's ring buffer no longer holds, a page at a time.  A stream of one application is
+woken only by that application's events (or its heartbeat), and each change frame is
+encoded once per process, not once per stream (docs/performance.md, "Change-stream
+fan-out").
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections import OrderedDict
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -45,6 +49,7 @@ log = logging.getLogger("iamgate.internal")
 REPLAY_PAGE = 1000
 # The API-key permission that opens the internal API (ARCHITECTURE.md, wire details).
 DECISION_PERMISSION = "decision:sync"
+FRAME_CACHE = 4096  # encoded change frames kept: every stream of the process sends the same bytes
 
 
 def frame(event: str, data: dict, event_id: int | None = None) -> bytes:
@@ -71,6 +76,21 @@ class ChangeFeed:
                                   registry=registry)
         self.resets = Counter("iamgate_change_stream_resets_total",
                               "Change streams opened with a since that could not be replayed", registry=registry)
+        self._frames: OrderedDict[int, bytes] = OrderedDict()
+
+    def change_frame(self, event) -> bytes:
+        """``change_frame(event)``, encoded once for all the streams that send it.  Keyed by
+        everything the frame is made of, not the seq alone: a wiped store reuses seqs."""
+        key = (event.seq, event.app_id, event.type, event.user_ids, event.subject.get("user_id"))
+        try:
+            encoded = self._frames.get(key)
+        except TypeError:  # an unhashable subject: encode it for this stream alone
+            return change_frame(event)
+        if encoded is None:
+            encoded = self._frames[key] = change_frame(event)
+            if len(self._frames) > FRAME_CACHE:
+                self._frames.popitem(last=False)
+        return encoded
 
     def replayable(self, since: int, head: int) -> bool:
         """Whether every event after ``since`` is still in the log."""
@@ -111,7 +131,7 @@ class ChangeFeed:
                     wait = min(wait, self.heartbeat - (self._monotonic() - checked))
                 wait = max(0.0, wait)
                 started = self._monotonic()
-                batch = self._tailer.wait_after(last, wait)
+                batch = self._tailer.wait_after(last, wait, app_id)
                 if batch is None:  # older than the tailer's buffer: read the log itself
                     batch, last = self._replay_page(app_id, last)
                 elif not batch and self._monotonic() - started < wait:
@@ -119,7 +139,7 @@ class ChangeFeed:
                 for event in batch:
                     last = max(last, event.seq)
                     if app_id is None or event.app_id == app_id:
-                        yield change_frame(event)
+                        yield self.change_frame(event)
                         quiet_since = self._monotonic()
                 if self._monotonic() - quiet_since >= self.heartbeat:
                     yield frame("heartbeat", {"seq": last})

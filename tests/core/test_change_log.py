@@ -1,5 +1,6 @@
 """The change log: strictly increasing seq, one tailer waking every consumer in order."""
 import threading
+import time
 
 from controlplane.events import EventLog, Tailer, current_revision, reset_revision
 
@@ -65,6 +66,37 @@ def test_waiter_wakes_when_an_event_arrives(ctx):
         assert [e.type for e in result["events"]] == ["role.assigned"]
     finally:
         tailer.stop()
+
+
+def test_a_waiter_for_one_application_sleeps_through_the_others_changes(ctx):
+    """Hundreds of tenant streams per replica: one tenant's change wakes its own streams only
+    (issue 17, "Change-stream fan-out")."""
+    tailer = ctx.tailer.start()
+    try:
+        head = tailer.last_seq
+        woken = []
+        waiter = threading.Thread(target=lambda: woken.append((time.monotonic(),
+                                                               tailer.wait_after(head, timeout=5, app_id="mine"))))
+        waiter.start()
+        time.sleep(0.05)
+        for _ in range(3):
+            ctx.events.emit("other", "role.assigned")
+        time.sleep(0.2)  # the tailer has read them: the waiter must still sleep
+        assert woken == []
+        mine = ctx.events.emit("mine", "role.assigned")
+        waiter.join(5)
+        assert [(e.app_id, e.seq) for e in woken[0][1]][-1] == ("mine", mine)
+        assert [e.app_id for e in woken[0][1]] == ["other"] * 3 + ["mine"]  # the caller moves past the others
+    finally:
+        tailer.stop()
+
+
+def test_a_waiter_for_one_application_gets_the_others_changes_at_its_timeout(ctx):
+    tailer = ctx.tailer
+    head = tailer.last_seq
+    seqs = [ctx.events.emit("other", "role.assigned") for _ in range(2)]
+    tailer.poll_once()
+    assert [e.seq for e in tailer.wait_after(head, timeout=0.05, app_id="mine")] == seqs
 
 
 def test_seq_older_than_the_buffer_asks_the_caller_to_read_the_log(ctx):

@@ -168,11 +168,11 @@ def held_stream(ctx, monkeypatch):
     real = ctx.tailer.wait_after
     held = {"on": False}
 
-    def wait_after(last, timeout):
+    def wait_after(last, timeout, *rest):
         if held["on"]:
             time.sleep(min(timeout, 0.05))
             return []
-        events = real(last, min(timeout, 0.05))
+        events = real(last, min(timeout, 0.05), *rest)
         # A stream already waiting when hold() came must not deliver either: it asks
         # again from the same seq once released.
         return [] if held["on"] else events

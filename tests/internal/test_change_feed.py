@@ -209,9 +209,9 @@ def test_a_stopped_tailer_does_not_make_the_stream_spin(ctx, application):
     calls = []
     original = tailer.wait_after
 
-    def counting(seq, timeout):
+    def counting(seq, timeout, app_id=None):
         calls.append(timeout)
-        return original(seq, timeout)
+        return original(seq, timeout, app_id)
 
     tailer.wait_after = counting
     stream = ChangeFeed(ctx.events, tailer, heartbeat=0.2).frames(application["_id"], None)
@@ -319,3 +319,16 @@ def test_concurrent_callers_all_get_the_same_epoch():
         thread.join()
     assert len(seen) == 16 and len(set(seen)) == 1
     assert store.counter_epoch("events") == seen[0]
+
+
+def test_every_stream_sends_the_same_encoded_frame_and_a_reused_seq_is_encoded_anew(ctx, feed, application):
+    """A change is encoded once per process (500 streams send one bytes object), keyed by
+    what the frame says: a wiped store that reuses a seq gets its own frame."""
+    from controlplane.events import Event
+
+    first = Event(7, application["_id"], "role.assigned", {}, {}, ("u1",), None)
+    again = Event(7, application["_id"], "role.assigned", {}, {}, ("u1",), None)
+    reused = Event(7, application["_id"], "role.assigned", {}, {}, ("u2",), None)
+    assert feed.change_frame(first) is feed.change_frame(again)
+    assert parse(feed.change_frame(reused))["data"]["user_ids"] == ["u2"]
+    assert feed.change_frame(first) == feed_module.change_frame(first)

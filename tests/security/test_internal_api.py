@@ -117,7 +117,8 @@ def test_streams_per_credential_are_capped(client, ctx, feed, application, make_
 def test_an_idle_stream_waits_instead_of_spinning(ctx, feed, application, make_api_key, monkeypatch, guarded):
     waits = []
     real = ctx.tailer.wait_after
-    monkeypatch.setattr(ctx.tailer, "wait_after", lambda last, timeout: waits.append(timeout) or real(last, timeout))
+    monkeypatch.setattr(ctx.tailer, "wait_after",
+                        lambda last, timeout, *rest: waits.append(timeout) or real(last, timeout, *rest))
     if guarded:
         stream = _open(ctx, feed, application, make_api_key(application, permissions=["decision:sync"]))
     else:

@@ -1,0 +1,153 @@
+"""Control-plane request cost: a cached ``GET authz/check`` and ``GET V1/roles`` against a
+bare Falcon endpoint on the same worker class and number of workers, measured in one run.
+
+Starts a bare Falcon app (``baseline()``: the check's path answering a constant dict) on
+gunicorn with ONE ``gevent`` worker, then the control plane as ``make run`` starts it (one
+gevent worker on memory://, INFO logging, so one request-log line per request) with the
+general API throttle raised out of the way (it still counts every request), and the
+decision service beside it. Provisions an application, an API key, a user and a role over
+HTTP, warms the check's cache, then drives ``wrk -t1`` at concurrency 1 and 16:
+
+- the bare endpoint (the yardstick of the c16 target);
+- the control plane's cache-hit ``GET V1/authz/check`` (API key);
+- the control plane's ``GET V1/roles`` (API key; a store read per request, by design);
+- the decision service's cache-hit check at concurrency 1 (the yardstick of the c1 p50 target).
+
+Targets (issue 17, item 1): check c16 at least 60% of the bare endpoint's c16; check c1
+p50 at most 2x the decision service's. The Cerbos comparison of the issue needs Cerbos,
+which this machine does not have: not measured here.
+
+    .venv/bin/python -m benchmarks.controlplane_bench [--duration 4] [--warmup 2] [--no-write]
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import falcon
+import requests
+
+from benchmarks.decision_bench import _answers, _until, _us, ensure_wrk, run_wrk
+from benchmarks.doc import ROOT, conditions, write_section
+from controlplane.launcher import _gunicorn
+from tests.e2e.processes import Admin, Processes, free_port, wait_until
+
+SECTION = "## Control-plane request cost: latest run"
+TARGETS = {"check_c16_share": 0.60, "check_c1_p50_ratio": 2.0}
+
+
+class _CachedAnswer:
+    answer = {"allowed": True, "permission": "documents:read", "cached": True}
+
+    def on_get(self, req, resp, applicationId):
+        resp.media = self.answer
+
+
+def baseline():
+    """The yardstick: a bare Falcon endpoint on the check's path (gunicorn
+    ``'benchmarks.controlplane_bench:baseline()'``, one gevent worker, as the control plane)."""
+    app = falcon.App()
+    app.add_route("/api/v1/applications/{applicationId}/authz/check", _CachedAnswer())
+    return app
+
+
+def measure_baseline(wrk, duration, warmup, log_dir: Path) -> dict:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api/v1/applications/x/authz/check?user_id=u&permission=documents:read"
+    with open(log_dir / "baseline.log", "w") as log:
+        server = subprocess.Popen(_gunicorn("benchmarks.controlplane_bench:baseline()", "127.0.0.1", port, 1),
+                                  cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, process_group=0)
+    try:
+        if not wait_until(lambda: _answers(url), 30):
+            raise RuntimeError("the baseline server did not start")
+        run_wrk(wrk, url, connections=16, duration=warmup, headers={})
+        return {f"bare_c{c}": run_wrk(wrk, url, connections=c, duration=duration, headers={}) for c in (1, 16)}
+    finally:
+        server.terminate()
+        server.wait(15)
+
+
+def run(duration: float, warmup: float) -> dict:
+    wrk = ensure_wrk()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        results.update(measure_baseline(wrk, duration, warmup, Path(tmp)))
+        processes = Processes(Path(tmp), env={"IAMGATE_RATE_LIMIT_REGISTER": "0/60",
+                                              "IAMGATE_RATE_LIMIT_API": "100000000/60",
+                                              "IAMGATE_LOG_LEVEL": "INFO"}, decision_workers=2)
+        try:
+            processes.start()
+            admin = Admin(processes.control_url)
+            user = admin.user("bench")
+            admin.assign(user, admin.role(["documents:read", "reports:read"]))
+            for i in range(5):
+                admin.role([f"resource{i}:read"])
+            query = f"?user_id={user}&permission=documents:read"
+            check = f"{admin.v1}/authz/check{query}"
+            roles = f"{admin.v1}/roles"
+            sidecar = f"{processes.decision_url}/api/v1/applications/{admin.app_id}/authz/check{query}"
+            warm = requests.Session()
+            _until(lambda: warm.get(check, headers=admin.headers).json().get("cached"))
+            _until(lambda: all(warm.get(sidecar, headers=admin.headers).json().get("cached") for _ in range(10)))
+            for url in (check, roles, sidecar):
+                run_wrk(wrk, url, connections=16, duration=warmup, headers=admin.headers)
+            for c in (1, 16):
+                results[f"check_c{c}"] = run_wrk(wrk, check, connections=c, duration=duration, headers=admin.headers)
+                results[f"roles_c{c}"] = run_wrk(wrk, roles, connections=c, duration=duration, headers=admin.headers)
+            results["decision_c1"] = run_wrk(wrk, sidecar, connections=1, duration=duration, headers=admin.headers)
+        finally:
+            processes.stop()
+    return results
+
+
+def verdicts(results: dict) -> dict:
+    share = results["check_c16"]["rps"] / results["bare_c16"]["rps"]
+    ratio = results["check_c1"]["p50_us"] / results["decision_c1"]["p50_us"]
+    return {"check_c16_share": (share, share >= TARGETS["check_c16_share"]),
+            "check_c1_p50_ratio": (ratio, ratio <= TARGETS["check_c1_p50_ratio"])}
+
+
+def report(results: dict, duration: float, warmup: float) -> str:
+    rows = [("bare Falcon endpoint, constant dict (baseline)", "bare"),
+            ("control plane: GET V1/authz/check, cache hit, API key", "check"),
+            ("control plane: GET V1/roles (6 roles), API key", "roles")]
+    lines = [conditions(), "",
+             f"`python -m benchmarks.controlplane_bench`: gunicorn, one `gevent` worker for the baseline and for "
+             f"the control plane (`make run`: memory://, INFO request log); wrk -t1 on the same cores, "
+             f"{warmup:g} s warm-up at c16 per URL, then {duration:g} s per row. Raw wrk latencies.", "",
+             "| request | c | requests/s | p50 | p99 | errors |", "|---|---|---|---|---|---|"]
+    for label, key in rows:
+        for c in (1, 16):
+            r = results[f"{key}_c{c}"]
+            lines.append(f"| {label} | {c} | {r['rps']:,.0f} | {_us(r['p50_us'])} | {_us(r['p99_us'])} "
+                         f"| {r['status_errors'] + r['socket_errors']} |")
+    r = results["decision_c1"]
+    lines.append(f"| decision service: GET check, cache hit (baseline of the c1 target) | 1 | {r['rps']:,.0f} "
+                 f"| {_us(r['p50_us'])} | {_us(r['p99_us'])} | {r['status_errors'] + r['socket_errors']} |")
+    (share, share_met), (ratio, ratio_met) = verdicts(results).values()
+    lines += ["", "| target | measured | met |", "|---|---|---|",
+              f"| check at c16 >= 60% of the bare endpoint's | {share:.0%} | {'yes' if share_met else 'NO'} |",
+              f"| check p50 at c1 <= 2x the decision service's | {ratio:.2f}x | {'yes' if ratio_met else 'NO'} |",
+              "| check at c16 >= Cerbos on the same machine | not measured (no Cerbos here) | - |"]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=4, help="seconds per wrk run (default 4)")
+    parser.add_argument("--warmup", type=float, default=2, help="seconds of discarded c16 load per URL (default 2)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
+    args = parser.parse_args(argv)
+    results = run(args.duration, args.warmup)
+    table = report(results, args.duration, args.warmup)
+    print(f"\n{table}\n")
+    if not args.no_write:
+        write_section(SECTION, table)
+    return 0 if all(met for _, met in verdicts(results).values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
