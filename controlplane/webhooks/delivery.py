@@ -220,13 +220,14 @@ class DeliveryWorker:
         attempts = delivery.get("attempts", 0) + 1
         changes = {"attempts": attempts, "retry_count": attempts - 1, "response_status": outcome.status,
                    "last_error": outcome.error}
+        retry_at = None
         if outcome.ok:
             changes.update(status="delivered", delivered_at=now)
         elif attempts <= len(self._delays):
-            changes.update(due_at=now + timedelta(seconds=self._delays[attempts - 1]))
+            retry_at = now + timedelta(seconds=self._delays[attempts - 1])
         else:
             changes.update(status="failed")
-        if not self.store.finish(delivery, changes):
+        if not self.store.finish(delivery, changes, retry_at):
             return  # the lease lapsed and another worker owns the delivery now
         app_id, webhook_id = delivery["app_id"], delivery["webhook_id"]
         if outcome.ok:

@@ -91,6 +91,55 @@ def test_redispatch_never_duplicates(ctx, make_webhook, receiver, make_role, app
     assert len(receiver.requests) == 1
 
 
+def _redispatch(ctx):
+    """A dispatcher that lost its cursor goes over the whole change log again."""
+    from controlplane.webhooks.dispatcher import Dispatcher
+
+    ctx.store["webhook_dispatch"].delete_many({})
+    return Dispatcher(ctx.webhook_dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
+                      retention_seconds=3600).catch_up()
+
+
+def test_a_dispatch_that_died_between_its_writes_is_queued_by_the_next(ctx, make_webhook, receiver, make_role,
+                                                                       application, pump):
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    ctx.webhook_dispatcher.catch_up()
+    ctx.store["webhook_queue"].delete_many({})  # the log record was written, the queue entry never was
+    assert pump() == 0
+    assert _redispatch(ctx) == 0  # no new delivery: the same one, queued again
+    assert pump() == 1
+    [request] = receiver.requests
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert request["headers"]["X-Service-Delivery-Id"] == delivery["_id"] and delivery["status"] == "delivered"
+
+
+def test_a_queue_entry_of_a_finished_delivery_is_removed_unsent(ctx, make_webhook, receiver, make_role, application,
+                                                                pump):
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    # A worker that died between writing the result and removing the queue entry.
+    ctx.store["webhook_queue"].insert_one({"_id": delivery["_id"], "app_id": delivery["app_id"],
+                                           "webhook_id": delivery["webhook_id"], "due_at": ctx.clock(),
+                                           "lease": None})
+    assert pump() == 0
+    assert len(receiver.requests) == 1 and ctx.store["webhook_queue"].count_documents({}) == 0
+    assert ctx.store["webhook_deliveries"].find_one({})["status"] == "delivered"
+
+
+def test_claims_run_on_the_queue_not_the_log(ctx, make_webhook, receiver, make_role, application, pump):
+    make_webhook(receiver.url, events=["role.created"])
+    for name in ("one", "two", "three"):
+        make_role(application, name, ["a:b"])
+    ctx.webhook_dispatcher.catch_up()
+    assert ctx.store["webhook_queue"].count_documents({}) == 3
+    pump()
+    assert ctx.store["webhook_queue"].count_documents({}) == 0  # finished deliveries stay in the log only
+    assert ctx.store["webhook_deliveries"].count_documents({"status": "delivered"}) == 3
+
+
 def test_a_restarted_dispatcher_catches_up_from_its_cursor(ctx, make_webhook, receiver, make_role, application):
     from controlplane.webhooks.dispatcher import Dispatcher
 
@@ -164,7 +213,8 @@ def test_timeouts_are_failures_retried_on_the_configured_schedule(ctx, clock, ma
     assert time.monotonic() - started < 2.4
     delivery = ctx.store["webhook_deliveries"].find_one({})
     assert delivery["response_status"] is None and delivery["last_error"] == "timeout"
-    assert abs((delivery["due_at"] - clock()).total_seconds() - 2) < 0.01
+    queued = ctx.store["webhook_queue"].find_one({"_id": delivery["_id"]})
+    assert abs((queued["due_at"] - clock()).total_seconds() - 2) < 0.01
     receiver.delay = 0
     clock.advance(2)
     pump()
