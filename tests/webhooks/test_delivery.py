@@ -4,6 +4,7 @@ webhooks).  Dispatch and delivery run one step at a time (``pump``) on the FakeC
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import datetime
 
@@ -352,3 +353,63 @@ def test_deliveries_expire_after_the_retention_period(ctx, make_webhook, receive
     assert (delivery["expires_at"] - delivery["created_at"]).total_seconds() == ctx.config.webhook_delivery_retention
     ttl = [i for i in ctx.store["webhook_deliveries"].list_indexes() if i.get("expireAfterSeconds") == 0]
     assert ttl and list(ttl[0]["key"]) == ["expires_at"]
+
+
+class _Dribbler:
+    """A receiver that answers one byte at a time, each well within the per-read timeout:
+    the head (``part="head"``) or the body after a complete head (``part="body"``)."""
+
+    def __init__(self, part, every=0.2, seconds=6.0):
+        import socket
+
+        self._part, self._every, self._seconds = part, every, seconds
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/hook"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        try:
+            conn, _ = self._sock.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nX-Slow: " + b"a" * 100 + b"\r\n\r\n"
+            if self._part == "body":
+                conn.sendall(head)
+                trickle = b"x" * 1000
+            else:
+                trickle = head
+            deadline = time.monotonic() + self._seconds
+            for byte in trickle:
+                if self._stop.wait(self._every) or time.monotonic() > deadline:
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self):
+        self._stop.set()
+        self._sock.close()
+        self._thread.join(5)
+
+
+@pytest.mark.parametrize("part", ["head", "body"])
+def test_the_timeout_is_a_total_deadline_for_a_dribbling_receiver(ctx, make_webhook, make_role, application, pump,
+                                                                  part):
+    dribbler = _Dribbler(part)  # a byte every 0.2 s: no single read waits 1 s (IAMGATE_WEBHOOK_TIMEOUT)
+    try:
+        make_webhook(dribbler.url, events=["role.created"])
+        make_role(application, "editor", ["posts:edit"])
+        started = time.monotonic()
+        pump()
+        elapsed = time.monotonic() - started
+    finally:
+        dribbler.close()
+    assert elapsed < 2.5
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert delivery["status"] == "pending" and delivery["attempts"] == 1  # a failed attempt, retried later
+    assert delivery["response_status"] is None and delivery["last_error"] == "timeout"
