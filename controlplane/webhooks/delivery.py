@@ -21,6 +21,7 @@ import hmac
 import logging
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -233,9 +234,16 @@ class DeliveryWorker:
             self._threads.append(thread)
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the delivery threads and wait (up to ``timeout`` seconds in all) for them
+        to finish the attempt in hand; an attempt cut short is retried after its lease."""
         self._stop.set()
         self._wake.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
 
     def wake(self) -> None:
         """A delivery became due (the dispatcher calls this in the same process)."""
