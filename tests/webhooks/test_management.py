@@ -2,8 +2,6 @@
 404, and their error paths (spec "Webhooks"; ARCHITECTURE.md wire details)."""
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from shared.event_types import PUBLIC_EVENT_TYPES
@@ -142,19 +140,7 @@ def test_deleting_the_application_deletes_webhooks_and_deliveries(ctx, applicati
     assert pump() == 0 and receiver.requests == []
 
 
-@pytest.fixture
-def root_logging():
-    """``wsgi.create`` configures the root logger to write to this test's captured stderr,
-    which is closed after the test: every later log line, from any test or thread, would
-    print "Logging error ... I/O operation on closed file".  Put the handlers back."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
-def test_allow_private_targets_logs_a_warning_at_start(monkeypatch, capsys, root_logging):
+def test_allow_private_targets_logs_a_warning_at_start(monkeypatch, capsys):
     from controlplane import wsgi
 
     monkeypatch.setenv("IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true")
