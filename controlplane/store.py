@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import mongomock
 import pymongo
@@ -29,6 +30,7 @@ class Store:
     def __init__(self, uri: str = "memory://"):
         self.uri = uri
         if uri == "memory://":
+            _embedded_fast_paths()
             self.client = mongomock.MongoClient(tz_aware=True)
             self.db = _SerialisedDatabase(self.client["iamgate"], threading.RLock())
         else:
@@ -115,6 +117,47 @@ class Store:
 # runs every collection operation under one process-wide lock: the same guarantees as
 # MongoDB, at the price of no parallelism, which an in-process test store does not need.
 # Cursors are read out under the lock too, so no operation sees another half-done.
+
+
+#
+# mongomock also answers every query by testing every document of the collection, and
+# sweeps TTL indexes over every document at every access, so a lookup by ``_id`` gets
+# slower as a collection grows, where MongoDB's ``_id`` index keeps it flat (a growing
+# delivery log or change log made each webhook delivery cost tens of milliseconds).
+# ``_embedded_fast_paths`` gives mongomock the two shortcuts MongoDB's indexes give:
+# a filter with an exact ``_id`` reads that one document, and a TTL sweep runs at most
+# every ``_TTL_SWEEP_EVERY`` seconds per collection (TTL only reclaims space: expiry is
+# checked in code).
+
+_TTL_SWEEP_EVERY = 0.25
+
+
+def _embedded_fast_paths() -> None:
+    from mongomock.collection import Collection
+    from mongomock.filtering import filter_applies
+    from mongomock.store import CollectionStore
+
+    if getattr(Collection, "_iamgate_fast_paths", False):
+        return
+    scan, sweep = Collection._iter_documents, CollectionStore._remove_expired_documents
+
+    def iter_documents(self, filter):
+        key = filter.get("_id") if isinstance(filter, dict) else None
+        if type(key) is not str:  # operators, sub-documents, ObjectIds...: the general path
+            return scan(self, filter)
+        self._store._remove_expired_documents()
+        doc = self._store._documents.get(key)
+        return iter([doc] if doc is not None and filter_applies(filter, doc) else [])
+
+    def remove_expired_documents(self):
+        now = time.monotonic()
+        if now - getattr(self, "_iamgate_swept", float("-inf")) >= _TTL_SWEEP_EVERY:
+            self._iamgate_swept = now
+            sweep(self)
+
+    Collection._iter_documents = iter_documents
+    CollectionStore._remove_expired_documents = remove_expired_documents
+    Collection._iamgate_fast_paths = True
 
 
 class _SerialisedCursor:

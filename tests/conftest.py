@@ -5,6 +5,7 @@ Area-specific fixtures (users, tokens, roles...) live in ``tests/<area>/conftest
 """
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -39,6 +40,19 @@ def make_config(**overrides) -> Config:
     values = {"bcrypt_rounds": 4, "secret_key": TEST_SECRET}
     values.update(overrides)
     return Config.from_env(env={}, **values)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging():
+    """Entry points under test (``wsgi.create``, ``python -m controlplane`` commands) point
+    the root logger at sys.stderr, which is the test's capture and is closed after it:
+    every later log line, from any test or thread (the mailer's, say), would then print
+    "Logging error ... I/O operation on closed file".  Put the root logger back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

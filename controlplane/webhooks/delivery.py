@@ -4,7 +4,7 @@ webhook decisions and wire details).
 ``Sender`` makes one HTTP POST: to the address ``TargetPolicy.pin`` checked (the name
 is resolved and checked again at every send, so DNS rebinding cannot steer it
 elsewhere), with the URL's name kept as Host and as TLS SNI and certificate name,
-a timeout, no redirects, no proxies from the environment, and a cap on what is read of
+a total deadline per attempt (``_Deadline``), no redirects, no proxies from the environment, and a cap on what is read of
 the response.
 
 ``DeliveryWorker`` claims due deliveries with a lease (``WebhookStore.claim``), signs
@@ -19,13 +19,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import socket
 import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
 import requests
 from prometheus_client import Counter, Gauge
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from shared.crypto import DecryptionError
 
@@ -57,6 +61,77 @@ class Outcome:
         return self.status is not None and 200 <= self.status < 300
 
 
+class _Deadline:
+    """IAMGATE_WEBHOOK_TIMEOUT as a total for one attempt (connect, TLS, request,
+    response head and the capped body read): the socket timeouts only bound each read,
+    so a receiver dribbling a byte at a time could hold an attempt indefinitely.  When
+    the deadline passes, the attempt's sockets are shut down, which ends any blocked
+    read at once; the attempt then counts as a timeout."""
+
+    _current = threading.local()  # the deadline of the attempt running on this thread
+
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> "_Deadline":
+        _Deadline._current.value = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+        _Deadline._current.value = None
+
+    @classmethod
+    def watch(cls, sock: socket.socket) -> None:
+        deadline = getattr(cls._current, "value", None)
+        if deadline is None:
+            return
+        with deadline._lock:
+            deadline._sockets.append(sock)
+            if deadline.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def _new_conn(self):
+        sock = super()._new_conn()
+        _Deadline.watch(sock)
+        return sock
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self):
+        sock = super()._new_conn()
+        _Deadline.watch(sock)
+        return sock
+
+
+class _WatchedHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
 class _PinnedAdapter(HTTPAdapter):
     """Connects to the URL's host (the checked IP address) while naming ``hostname``
     in TLS: SNI and certificate verification (urllib3's ``server_hostname`` and
@@ -65,6 +140,11 @@ class _PinnedAdapter(HTTPAdapter):
     def __init__(self, hostname: str, **kw):
         self._hostname = hostname
         super().__init__(**kw)
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPConnectionPool,
+                                                   "https": _WatchedHTTPSConnectionPool}
 
     def build_connection_pool_key_attributes(self, request, verify, cert=None):
         host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
@@ -87,7 +167,7 @@ class Sender:
         default_port = 443 if target.scheme == "https" else 80
         host = target.host if ":" not in target.host else f"[{target.host}]"
         host_header = host if target.port == default_port else f"{host}:{target.port}"
-        with requests.Session() as session:
+        with requests.Session() as session, _Deadline(self.timeout) as deadline:
             session.trust_env = False  # a proxy from the environment would connect elsewhere
             session.mount(f"{target.scheme}://", _PinnedAdapter(target.host, max_retries=0))
             try:
@@ -97,6 +177,8 @@ class Sender:
             except requests.Timeout:
                 return Outcome(None, "timeout")
             except requests.RequestException as exc:
+                if deadline.expired:
+                    return Outcome(None, "timeout")
                 return Outcome(None, f"connection failed: {type(exc).__name__}")
             try:
                 response.raw.read(self._read_cap, decode_content=False)
@@ -104,6 +186,8 @@ class Sender:
                 pass  # the status is what counts; a broken body does not change it
             finally:
                 response.close()
+            if deadline.expired:
+                return Outcome(None, "timeout")  # the answer, or its body, came too late
             return Outcome(response.status_code)
 
 
@@ -150,9 +234,16 @@ class DeliveryWorker:
             self._threads.append(thread)
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the delivery threads and wait (up to ``timeout`` seconds in all) for them
+        to finish the attempt in hand; an attempt cut short is retried after its lease."""
         self._stop.set()
         self._wake.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
 
     def wake(self) -> None:
         """A delivery became due (the dispatcher calls this in the same process)."""
@@ -220,13 +311,14 @@ class DeliveryWorker:
         attempts = delivery.get("attempts", 0) + 1
         changes = {"attempts": attempts, "retry_count": attempts - 1, "response_status": outcome.status,
                    "last_error": outcome.error}
+        retry_at = None
         if outcome.ok:
             changes.update(status="delivered", delivered_at=now)
         elif attempts <= len(self._delays):
-            changes.update(due_at=now + timedelta(seconds=self._delays[attempts - 1]))
+            retry_at = now + timedelta(seconds=self._delays[attempts - 1])
         else:
             changes.update(status="failed")
-        if not self.store.finish(delivery, changes):
+        if not self.store.finish(delivery, changes, retry_at):
             return  # the lease lapsed and another worker owns the delivery now
         app_id, webhook_id = delivery["app_id"], delivery["webhook_id"]
         if outcome.ok:

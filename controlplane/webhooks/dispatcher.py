@@ -19,10 +19,9 @@ import logging
 import threading
 from datetime import timedelta
 
-from shared.ids import new_id
 from shared.timeutil import isoformat
 
-from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.store import WebhookStore, delivery_id
 
 log = logging.getLogger("iamgate.webhooks")
 
@@ -86,14 +85,13 @@ class Dispatcher:
                 body = body or payload(event)
                 now = self._clock()
                 created += self.store.insert_delivery({
-                    "_id": new_id(),
+                    "_id": delivery_id(webhook["_id"], event.seq),
                     "app_id": event.app_id,
                     "webhook_id": webhook["_id"],
                     "event_seq": event.seq,
                     "event": event.type,
                     "body": body,
                     "status": "pending",
-                    "due_at": now,
                     "lease": None,
                     "attempts": 0,
                     "retry_count": 0,

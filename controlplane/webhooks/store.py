@@ -1,25 +1,39 @@
 """MongoDB access for webhooks and their delivery queue and log.
 
 Collections (every tenant document carries ``app_id``, so deleting an application
-deletes its webhooks and deliveries with the rest of its documents):
+deletes its webhooks, queue entries and deliveries with the rest of its documents):
 
 - ``webhooks``: {_id, app_id, url, events: [kinds], secret (SecretBox ciphertext),
   created_seq (the change-log head at creation), is_active, consecutive_failures, disabled_at, created_at, updated_at}.
-- ``webhook_deliveries``: one per (webhook, change-log event), unique on
-  (webhook_id, event_seq) so a dispatcher that runs again never duplicates:
-  {_id (the X-Service-Delivery-Id), app_id, webhook_id, event_seq, event, body (the exact
-  JSON text sent, the same on every attempt), status (pending, delivered, failed,
-  cancelled), due_at, lease (token of the current claim or None), attempts, retry_count,
-  response_status, delivered_at, last_error, created_at, expires_at}.
-  ``due_at`` is both "next attempt" and "lease expiry": claiming a delivery moves it
-  ``lease_seconds`` ahead, so a worker that dies mid-send hands it to the next worker
-  once that time passes, under the same id.
+- ``webhook_deliveries``, the delivery log: one per (webhook, change-log event), its
+  ``_id`` derived from the pair (``delivery_id``), so a dispatcher that runs again, or a
+  second one, never duplicates: {_id (the X-Service-Delivery-Id), app_id, webhook_id,
+  event_seq, event, body (the exact JSON text sent, the same on every attempt), status
+  (pending, delivered, failed, cancelled), lease (token of the current claim or None),
+  attempts, retry_count, response_status, delivered_at, last_error, created_at, expires_at}.
+- ``webhook_queue``: one small document per *pending* delivery, same ``_id``:
+  {_id, app_id, webhook_id, due_at, lease}.  ``due_at`` is both "next
+  attempt" and "lease expiry": claiming moves it ``lease_seconds`` ahead, so a worker
+  that dies mid-send hands the delivery to the next worker once that time passes, under
+  the same id.  Workers claim here, not in the log, so a claim costs the same however
+  long the log grows (docs/performance.md "Webhook delivery").
 - ``webhook_dispatch``: the dispatcher's cursor, {_id: "cursor", seq} (global).
+
+Write order, so that a crash between two writes leaves a state the next step repairs:
+the dispatcher writes the log record, then the queue entry (a dispatch of the same
+event again, by a restarted or a second dispatcher, queues a pending record that has no
+entry); a claim leases the queue entry, then stamps the log record with the same lease
+token, only while it is pending; a result is written to the log first, guarded by that
+token (a stale worker's result is discarded), then the queue entry is rescheduled or
+removed.  A claimed entry whose log record is no longer pending (a worker died between
+its two writes, or a late second dispatch queued it again) is removed unsent.
 
 Retention: ``expires_at`` (created_at + IAMGATE_WEBHOOK_DELIVERY_RETENTION) carries a TTL
 index, which only reclaims space.
 """
 from __future__ import annotations
+
+import uuid
 
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -32,14 +46,24 @@ INDEXES = {
         IndexModel([("app_id", ASCENDING), ("events", ASCENDING), ("is_active", ASCENDING)]),
     ],
     "webhook_deliveries": [
-        IndexModel([("webhook_id", ASCENDING), ("event_seq", ASCENDING)], unique=True),
-        IndexModel([("status", ASCENDING), ("due_at", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("webhook_id", ASCENDING), ("created_at", DESCENDING)]),
         IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ],
+    "webhook_queue": [
+        IndexModel([("due_at", ASCENDING)]),
+        IndexModel([("app_id", ASCENDING), ("webhook_id", ASCENDING)]),
     ],
 }
 
 _CURSOR = "cursor"
+_DELIVERY_IDS = uuid.UUID("6f0c1c8e-4f4e-4d0b-9a57-2b1f3c0d9e11")  # namespace of delivery ids
+_CLAIM_TRIES = 20
+
+
+def delivery_id(webhook_id: str, event_seq: int) -> str:
+    """The id of the delivery of event ``event_seq`` to ``webhook_id``: a UUID derived from
+    the pair (RFC 9562 version 5), so dispatching an event twice names the same delivery."""
+    return str(uuid.uuid5(_DELIVERY_IDS, f"{webhook_id}:{event_seq}"))
 
 
 class WebhookStore:
@@ -47,6 +71,7 @@ class WebhookStore:
         store.declare_indexes(INDEXES)
         self._webhooks = store["webhooks"]
         self._deliveries = store["webhook_deliveries"]
+        self._queue = store["webhook_queue"]
         self._dispatch = store["webhook_dispatch"]
 
     # --- webhooks
@@ -94,41 +119,70 @@ class WebhookStore:
     # --- deliveries
 
     def insert_delivery(self, doc: dict) -> bool:
-        """False when this (webhook, event) already has its delivery."""
+        """Queue a new delivery (``doc`` is its log record, ``_id`` from ``delivery_id``);
+        False when this (webhook, event) already has its delivery.  A second dispatch
+        also queues a delivery whose first dispatch died between its two writes."""
         try:
             self._deliveries.insert_one(doc)
-            return True
+            created = True
         except DuplicateKeyError:
-            return False
+            logged = self._deliveries.find_one({"_id": doc["_id"]}, {"status": 1})
+            if logged is None or logged["status"] != "pending":
+                return False
+            created = False
+        entry = {"_id": doc["_id"], "app_id": doc["app_id"], "webhook_id": doc["webhook_id"],
+                 "due_at": doc["created_at"], "lease": None}
+        self._queue.update_one({"_id": doc["_id"]}, {"$setOnInsert": entry}, upsert=True)
+        return created
 
     def recent_deliveries(self, app_id: str, webhook_id: str, limit: int) -> list[dict]:
         cursor = self._deliveries.find({"app_id": app_id, "webhook_id": webhook_id})
         return list(cursor.sort([("created_at", DESCENDING), ("event_seq", DESCENDING)]).limit(limit))
 
     def delete_deliveries(self, app_id: str, webhook_id: str) -> None:
+        self._queue.delete_many({"app_id": app_id, "webhook_id": webhook_id})
         self._deliveries.delete_many({"app_id": app_id, "webhook_id": webhook_id})
 
     def claim(self, now, lease_until) -> dict | None:
-        """Lease the most overdue pending delivery: ``due_at`` moves to the lease expiry
-        and ``lease`` gets a fresh token that the result must match."""
-        return self._deliveries.find_one_and_update(
-            {"status": "pending", "due_at": {"$lte": now}},
-            {"$set": {"due_at": lease_until, "lease": new_id()}},
-            sort=[("due_at", ASCENDING)],
-            return_document=ReturnDocument.AFTER,
-        )
+        """Lease the most overdue queued delivery and return its log record: the queue
+        entry's ``due_at`` moves to the lease expiry, and both it and the log record get
+        a fresh ``lease`` token that the result must match."""
+        for _ in range(_CLAIM_TRIES):
+            token = new_id()
+            entry = self._queue.find_one_and_update(
+                {"due_at": {"$lte": now}}, {"$set": {"due_at": lease_until, "lease": token}},
+                sort=[("due_at", ASCENDING)], return_document=ReturnDocument.AFTER,
+            )
+            if entry is None:
+                return None
+            delivery = self._deliveries.find_one_and_update({"_id": entry["_id"], "status": "pending"},
+                                                            {"$set": {"lease": token}},
+                                                            return_document=ReturnDocument.AFTER)
+            if delivery is not None:
+                return delivery
+            # Finished already (or deleted with its webhook): a leftover entry, removed unsent.
+            self._queue.delete_one({"_id": entry["_id"], "lease": token})
+        return None
 
-    def finish(self, delivery: dict, changes: dict, unset_lease: bool = True) -> bool:
-        """Write an attempt's outcome if this worker still holds the lease."""
-        changes = {**changes, "lease": None} if unset_lease else changes
-        result = self._deliveries.update_one({"_id": delivery["_id"], "lease": delivery["lease"]}, {"$set": changes})
-        return result.modified_count == 1
+    def finish(self, delivery: dict, changes: dict, retry_at=None) -> bool:
+        """Write an attempt's outcome if this worker still holds the lease; then queue the
+        retry at ``retry_at``, or remove the finished delivery from the queue."""
+        key = {"_id": delivery["_id"], "lease": delivery["lease"]}
+        if self._deliveries.update_one(key, {"$set": {**changes, "lease": None}}).modified_count != 1:
+            return False  # the lease lapsed and another worker owns the delivery now
+        if retry_at is not None:
+            self._queue.update_one(key, {"$set": {"due_at": retry_at, "lease": None}})
+        else:
+            self._queue.delete_one(key)
+        return True
 
     def drop_delivery(self, delivery: dict) -> None:
-        self._deliveries.delete_one({"_id": delivery["_id"], "lease": delivery["lease"]})
+        key = {"_id": delivery["_id"], "lease": delivery["lease"]}
+        self._deliveries.delete_one(key)
+        self._queue.delete_one(key)
 
     def queue_depth(self) -> int:
-        return self._deliveries.count_documents({"status": "pending"})
+        return self._queue.count_documents({})
 
     def get_delivery(self, delivery_id: str) -> dict | None:
         return self._deliveries.find_one({"_id": delivery_id})

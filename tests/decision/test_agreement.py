@@ -41,6 +41,7 @@ def app(config, clock):
     """The control plane with its change-log tailer running (the stream needs it)."""
     control_plane = create_control_plane(config, clock=clock, start_background=True)
     yield control_plane
+    control_plane.services.webhook_worker.stop()  # start_background on memory:// started delivery too
     control_plane.services.tailer.stop()
 
 

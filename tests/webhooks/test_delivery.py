@@ -4,6 +4,7 @@ webhooks).  Dispatch and delivery run one step at a time (``pump``) on the FakeC
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import datetime
 
@@ -91,6 +92,55 @@ def test_redispatch_never_duplicates(ctx, make_webhook, receiver, make_role, app
     assert len(receiver.requests) == 1
 
 
+def _redispatch(ctx):
+    """A dispatcher that lost its cursor goes over the whole change log again."""
+    from controlplane.webhooks.dispatcher import Dispatcher
+
+    ctx.store["webhook_dispatch"].delete_many({})
+    return Dispatcher(ctx.webhook_dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
+                      retention_seconds=3600).catch_up()
+
+
+def test_a_dispatch_that_died_between_its_writes_is_queued_by_the_next(ctx, make_webhook, receiver, make_role,
+                                                                       application, pump):
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    ctx.webhook_dispatcher.catch_up()
+    ctx.store["webhook_queue"].delete_many({})  # the log record was written, the queue entry never was
+    assert pump() == 0
+    assert _redispatch(ctx) == 0  # no new delivery: the same one, queued again
+    assert pump() == 1
+    [request] = receiver.requests
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert request["headers"]["X-Service-Delivery-Id"] == delivery["_id"] and delivery["status"] == "delivered"
+
+
+def test_a_queue_entry_of_a_finished_delivery_is_removed_unsent(ctx, make_webhook, receiver, make_role, application,
+                                                                pump):
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    # A worker that died between writing the result and removing the queue entry.
+    ctx.store["webhook_queue"].insert_one({"_id": delivery["_id"], "app_id": delivery["app_id"],
+                                           "webhook_id": delivery["webhook_id"], "due_at": ctx.clock(),
+                                           "lease": None})
+    assert pump() == 0
+    assert len(receiver.requests) == 1 and ctx.store["webhook_queue"].count_documents({}) == 0
+    assert ctx.store["webhook_deliveries"].find_one({})["status"] == "delivered"
+
+
+def test_claims_run_on_the_queue_not_the_log(ctx, make_webhook, receiver, make_role, application, pump):
+    make_webhook(receiver.url, events=["role.created"])
+    for name in ("one", "two", "three"):
+        make_role(application, name, ["a:b"])
+    ctx.webhook_dispatcher.catch_up()
+    assert ctx.store["webhook_queue"].count_documents({}) == 3
+    pump()
+    assert ctx.store["webhook_queue"].count_documents({}) == 0  # finished deliveries stay in the log only
+    assert ctx.store["webhook_deliveries"].count_documents({"status": "delivered"}) == 3
+
+
 def test_a_restarted_dispatcher_catches_up_from_its_cursor(ctx, make_webhook, receiver, make_role, application):
     from controlplane.webhooks.dispatcher import Dispatcher
 
@@ -164,7 +214,8 @@ def test_timeouts_are_failures_retried_on_the_configured_schedule(ctx, clock, ma
     assert time.monotonic() - started < 2.4
     delivery = ctx.store["webhook_deliveries"].find_one({})
     assert delivery["response_status"] is None and delivery["last_error"] == "timeout"
-    assert abs((delivery["due_at"] - clock()).total_seconds() - 2) < 0.01
+    queued = ctx.store["webhook_queue"].find_one({"_id": delivery["_id"]})
+    assert abs((queued["due_at"] - clock()).total_seconds() - 2) < 0.01
     receiver.delay = 0
     clock.advance(2)
     pump()
@@ -302,3 +353,63 @@ def test_deliveries_expire_after_the_retention_period(ctx, make_webhook, receive
     assert (delivery["expires_at"] - delivery["created_at"]).total_seconds() == ctx.config.webhook_delivery_retention
     ttl = [i for i in ctx.store["webhook_deliveries"].list_indexes() if i.get("expireAfterSeconds") == 0]
     assert ttl and list(ttl[0]["key"]) == ["expires_at"]
+
+
+class _Dribbler:
+    """A receiver that answers one byte at a time, each well within the per-read timeout:
+    the head (``part="head"``) or the body after a complete head (``part="body"``)."""
+
+    def __init__(self, part, every=0.2, seconds=6.0):
+        import socket
+
+        self._part, self._every, self._seconds = part, every, seconds
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/hook"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        try:
+            conn, _ = self._sock.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nX-Slow: " + b"a" * 100 + b"\r\n\r\n"
+            if self._part == "body":
+                conn.sendall(head)
+                trickle = b"x" * 1000
+            else:
+                trickle = head
+            deadline = time.monotonic() + self._seconds
+            for byte in trickle:
+                if self._stop.wait(self._every) or time.monotonic() > deadline:
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self):
+        self._stop.set()
+        self._sock.close()
+        self._thread.join(5)
+
+
+@pytest.mark.parametrize("part", ["head", "body"])
+def test_the_timeout_is_a_total_deadline_for_a_dribbling_receiver(ctx, make_webhook, make_role, application, pump,
+                                                                  part):
+    dribbler = _Dribbler(part)  # a byte every 0.2 s: no single read waits 1 s (IAMGATE_WEBHOOK_TIMEOUT)
+    try:
+        make_webhook(dribbler.url, events=["role.created"])
+        make_role(application, "editor", ["posts:edit"])
+        started = time.monotonic()
+        pump()
+        elapsed = time.monotonic() - started
+    finally:
+        dribbler.close()
+    assert elapsed < 2.5
+    delivery = ctx.store["webhook_deliveries"].find_one({})
+    assert delivery["status"] == "pending" and delivery["attempts"] == 1  # a failed attempt, retried later
+    assert delivery["response_status"] is None and delivery["last_error"] == "timeout"
