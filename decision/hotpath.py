@@ -47,6 +47,7 @@ _SUFFIX = "/authz/check"
 _BULK_SUFFIX = "/authz/check-bulk"
 _JSON = falcon.MEDIA_JSON
 _OK = falcon.code_to_http_status(200)
+_decode = json.JSONDecoder().decode
 
 # POST routes: path suffix -> (route template, schema, answer)
 _POSTS = ((_SUFFIX, ROUTE, CHECK, post_check_text), (_BULK_SUFFIX, BULK_ROUTE, CHECK_BULK, bulk_text))
@@ -125,7 +126,9 @@ class HotCheck:
         # Whatever happens next, Falcon may still read the body from the start.
         environ["wsgi.input"] = io.BytesIO(raw)
         try:
-            body = json.loads(raw)  # shared.http.read_json's parser, so the same bodies parse
+            # json.loads, as shared.http.read_json parses, less its encoding detection: a
+            # body that is not UTF-8 (or starts with a BOM) fails here and goes to Falcon.
+            body = _decode(raw.decode())
             if type(body) is not dict:
                 return None
             values = schema.validate(body)
