@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         config = Config.from_env()
+        config.check_decision_credential()
     except ConfigError as exc:
         print(f"iamgate-decision: configuration error: {exc}", file=sys.stderr, flush=True)
         return 2
