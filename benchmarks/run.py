@@ -1,9 +1,11 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [decision] [login] [webhooks]
+    .venv/bin/python -m benchmarks.run [decision] [footprint] [login] [webhooks]
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
-installs wrk when missing and writes docs/performance.md "## Decision service"), the
+installs wrk when missing and writes docs/performance.md "## Decision service"), its
+footprint beside Cerbos (benchmarks/footprint.py: start-up time and RSS idle, after load
+and after 100,000 cached users; "## Decision-service footprint"), the
 login load (benchmarks/login_load.py) and webhook delivery (benchmarks/webhook_bench.py). The exit status is non-zero when a benchmark
 misses its targets.
 """
@@ -12,7 +14,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"decision": "benchmarks.decision_bench", "login": "benchmarks.login_load",
+BENCHMARKS = {"decision": "benchmarks.decision_bench", "footprint": "benchmarks.footprint",
+              "login": "benchmarks.login_load",
               "webhooks": "benchmarks.webhook_bench"}
 
 
