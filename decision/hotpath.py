@@ -123,16 +123,15 @@ class HotCheck:
         if not 0 < length <= MAX_BODY_BYTES:
             return None
         raw = environ["wsgi.input"].read(length)
-        # Whatever happens next, Falcon may still read the body from the start.
-        environ["wsgi.input"] = io.BytesIO(raw)
         try:
             # json.loads, as shared.http.read_json parses, less its encoding detection: a
             # body that is not UTF-8 (or starts with a BOM) fails here and goes to Falcon.
             body = _decode(raw.decode())
-            if type(body) is not dict:
-                return None
-            values = schema.validate(body)
+            values = schema.validate(body) if type(body) is dict else None
         except Exception:  # malformed JSON or a validation error: Falcon reports it, after the credentials
+            values = None
+        if values is None:
+            environ["wsgi.input"] = io.BytesIO(raw)  # Falcon reads the body from the start
             return None
         return self._answer(environ, start_response, "POST", route, app_id, lambda lookup: text_of(lookup, values))
 
