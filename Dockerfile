@@ -1,6 +1,7 @@
 # One image for the control plane and the decision service (the command picks which):
 #   control plane     gunicorn -c python:controlplane.gunicorn_conf 'controlplane.wsgi:create()'   (the default)
 #   decision service  gunicorn -c python:decision.gunicorn_conf 'decision.wsgi:create()'
+#   decision sidecar  python -m decision   (one process; gunicorn when IAMGATE_DECISION_WORKERS > 1)
 # The config modules read IAMGATE_* (docs/configuration.md): a bad setting stops the
 # container with exit 2 and one line; on memory:// the control plane runs one worker
 # (the embedded store lives inside one process) and says so, on mongodb:// it runs

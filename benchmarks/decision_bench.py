@@ -41,7 +41,6 @@ from pathlib import Path
 import falcon
 import requests
 
-from controlplane.launcher import _gunicorn
 from tests.e2e.processes import Admin, Processes, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +93,10 @@ def measure_baseline(wrk: str, duration: float, prefix, nice: int | None, log_di
     port = free_port()
     url = f"http://127.0.0.1:{port}/api/v1/applications/x/authz/check?user_id=u&permission=documents:read"
     with open(log_dir / "baseline.log", "w") as log:
-        server = subprocess.Popen([*prefix, *_gunicorn("benchmarks.decision_bench:baseline()", "127.0.0.1", port, 2)],
+        # Plain gunicorn (no config module: the baseline has no settings to validate).
+        command = [sys.executable, "-m", "gunicorn", "--worker-class", "gevent", "--workers", "2",
+                   "--bind", f"127.0.0.1:{port}", "benchmarks.decision_bench:baseline()"]
+        server = subprocess.Popen([*prefix, *command],
                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, process_group=0)
     try:
         if not wait_until(lambda: _answers(url), 30):

@@ -62,6 +62,14 @@ def _gunicorn(app_factory: str, host: str, port: int, workers: int, worker_class
     ]
 
 
+def _decision_command(workers: int, sock: socket.socket) -> list[str]:
+    """The decision service as a sidecar runs it: one process (``python -m decision``) for
+    one worker, the default; gunicorn's master and workers for more (docs/decision-service.md)."""
+    if workers == 1:
+        return [sys.executable, "-m", "decision", "--fd", str(sock.fileno())]
+    return _gunicorn("decision.wsgi:create()", "", 0, workers, worker_class=DECISION_WORKER_CLASS, sock=sock)
+
+
 def _wait_healthy(url: str, process: subprocess.Popen) -> bool:
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
@@ -132,10 +140,8 @@ def main() -> int:
             # Against MongoDB, webhook delivery is its own process (on memory:// it runs
             # inside the control plane, the only process that sees the store).
             processes.append(subprocess.Popen([sys.executable, "-m", "controlplane", "worker"], env=env))
-        decision = subprocess.Popen(
-            _gunicorn("decision.wsgi:create()", config.decision_host, config.decision_port, config.decision_workers,
-                      worker_class=DECISION_WORKER_CLASS, sock=decision_sock),
-            env=env, pass_fds=(decision_sock.fileno(),))
+        decision = subprocess.Popen(_decision_command(config.decision_workers, decision_sock),
+                                    env=env, pass_fds=(decision_sock.fileno(),))
         decision_sock.close()
         processes.append(decision)
         if not _wait_healthy(decision_url, decision):

@@ -21,7 +21,7 @@ from shared.request_ids import INCOMING_REQUEST_ID
 from shared.timeutil import utcnow
 
 from decision.cache import DecisionCache
-from decision.hotpath import ROUTE, HotCheck
+from decision.hotpath import BULK_ROUTE, ROUTE, HotCheck
 from decision.client import ControlPlaneClient
 from decision.metrics import DecisionMetrics, MetricsMiddleware
 from decision.resources import Check, CheckBulk, Health, Metrics, Ready
@@ -55,13 +55,14 @@ class RequestIds:
 
 class DecisionApp(falcon.App):
     """The Falcon app plus the service behind it (tests and the benchmark reach it here).
-    A plain GET check is answered by ``HotCheck`` before Falcon sees it (decision/hotpath.py)."""
+    A plain check (GET, POST or bulk) is answered by ``HotCheck`` before Falcon sees it
+    (decision/hotpath.py)."""
 
     service: DecisionService
     hot_check: HotCheck | None = None
 
     def __call__(self, environ, start_response):
-        if self.hot_check is not None and environ["REQUEST_METHOD"] == "GET":
+        if self.hot_check is not None:
             answered = self.hot_check(environ, start_response)
             if answered is not None:
                 return answered
@@ -122,7 +123,7 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     install_error_handlers(app)
     app.add_route(ROUTE, Check(service))  # V1 + "/authz/check"
     app.hot_check = HotCheck(service, metrics, request_ids)
-    app.add_route(V1 + "/authz/check-bulk", CheckBulk(service))
+    app.add_route(BULK_ROUTE, CheckBulk(service))  # V1 + "/authz/check-bulk"
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(follower))
     app.add_route("/metrics", Metrics(metrics))

@@ -23,7 +23,9 @@ grants is handled by recompiling when a compiled form's ``valid_until`` has pass
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from cachetools import TTLCache
 from gevent.monkey import get_original
@@ -31,7 +33,7 @@ from gevent.monkey import get_original
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, rbac_decision
 from shared.invalidation import API_KEY_KINDS, APPLICATION_KINDS, POLICY_KINDS
-from shared.rbac import CompiledGrants, Grants, compile_grants
+from shared.rbac import Assignment, CompiledGrants, Grants, compile_grants
 
 # Applications a worker keeps policies and API keys of; beyond, the least recently
 # filled are re-fetched on their next check.
@@ -59,15 +61,95 @@ def native_lock():
     return get_original("_thread", "allocate_lock")()
 
 
+class Compactor:
+    """Shares what cached users have in common (issue 18, the cache's own cost): one
+    ``Assignment`` object per distinct assignment (so a role's permission tuple and its
+    strings exist once, not once per user fetched), one tuple per distinct set of
+    assignments, one frozenset per distinct set of granted patterns, one table of RBAC
+    answers per distinct (active, patterns) pair, and one empty attribute mapping.
+
+    Everything shared is an immutable value, so sharing changes no answer. Each table is
+    bounded: past ``MAX_SHARED`` distinct values it starts again (only sharing is lost)."""
+
+    MAX_SHARED = 65536
+
+    def __init__(self):
+        self._lock = native_lock()
+        self._values: dict = {}
+        self._assignments: dict[tuple, Assignment] = {}
+        self._answers: dict[tuple, dict[str, Decision]] = {}
+
+    def _shared(self, value):
+        try:
+            found = self._values.get(value)
+        except TypeError:  # unhashable (an attribute holding a list): not shared
+            return value
+        if found is not None:
+            return found
+        if len(self._values) >= self.MAX_SHARED:
+            self._values.clear()
+        self._values[value] = value
+        return value
+
+    def grants(self, grants: Grants, user_id: str | None = None) -> Grants:
+        """``grants``, its parts replaced by shared equal ones; ``user_id``: the cache key's
+        string, kept instead of the fetched copy."""
+        if user_id is not None and grants.user_id == user_id and grants.user_id is not user_id:
+            object.__setattr__(grants, "user_id", user_id)
+        with self._lock:
+            assignments = tuple(self._assignment(assignment) for assignment in grants.assignments)
+            shared = self._shared(assignments)
+        if shared is not grants.assignments:
+            object.__setattr__(grants, "assignments", shared)  # frozen: the same value, a shared object
+        if not grants.attributes:
+            object.__setattr__(grants, "attributes", _NO_ATTRIBUTES)
+        return grants
+
+    def _assignment(self, assignment: Assignment) -> Assignment:
+        key = (assignment.role_id, assignment.role_name, assignment.permissions, assignment.scope,
+               assignment.expires_at)
+        found = self._assignments.get(key)
+        if found is None:
+            permissions = tuple(sys.intern(permission) for permission in assignment.permissions)
+            object.__setattr__(assignment, "permissions", self._shared(permissions))
+            if len(self._assignments) >= self.MAX_SHARED:
+                self._assignments.clear()
+            found = self._assignments[key] = assignment
+        return found
+
+    def compiled(self, compiled: CompiledGrants) -> CompiledGrants:
+        with self._lock:
+            patterns = self._shared(compiled.patterns)
+        if patterns is compiled.patterns:
+            return compiled
+        return replace(compiled, patterns=patterns)
+
+    def answers(self, compiled: CompiledGrants) -> dict[str, Decision]:
+        """The RBAC answers table of everyone with these compiled grants' (active, patterns)."""
+        key = (compiled.user_active, compiled.patterns)
+        with self._lock:
+            table = self._answers.get(key)
+            if table is None:
+                if len(self._answers) >= self.MAX_SHARED:
+                    self._answers.clear()
+                table = self._answers[key] = {}
+        return table
+
+
+_NO_ATTRIBUTES = MappingProxyType({})
+COMPACT = Compactor()
+
+
 class ScopedGrants:
     """A user's grants compiled for one scope, with the RBAC decisions given so far (a
-    decision is a pure function of the compiled grants, so it holds as long as they do)."""
+    decision is a pure function of whether the user is active and of the granted
+    patterns, so users sharing both share the table: ``Compactor.answers``)."""
 
     __slots__ = ("compiled", "_decisions")
 
-    def __init__(self, compiled: CompiledGrants):
-        self.compiled = compiled
-        self._decisions: dict[str, Decision] = {}
+    def __init__(self, compiled: CompiledGrants, compactor: Compactor = COMPACT):
+        self.compiled = compiled = compactor.compiled(compiled)
+        self._decisions: dict[str, Decision] = compactor.answers(compiled)
 
     def allows(self, permission: str) -> bool:
         return self.decide(permission).allowed
@@ -91,23 +173,31 @@ class ScopedGrants:
 
 
 class GrantsEntry:
-    """A user's grants as read at ``seq``, with their compiled form per scope."""
+    """A user's grants as read at ``seq``, with their compiled form per scope (the
+    unscoped form, which nearly every check uses, in a slot of its own)."""
 
-    __slots__ = ("grants", "seq", "_scopes")
+    __slots__ = ("grants", "seq", "_unscoped", "_scopes")
 
-    def __init__(self, grants: Grants, seq: int):
-        self.grants = grants
+    def __init__(self, grants: Grants, seq: int, *, user_id: str | None = None):
+        self.grants = COMPACT.grants(grants, user_id)
         self.seq = seq
-        self._scopes: dict[str | None, ScopedGrants] = {}
+        self._unscoped: ScopedGrants | None = None
+        self._scopes: dict[str, ScopedGrants] | None = None
 
     def at(self, scope: str | None, now) -> ScopedGrants:
         """The grants compiled for ``scope``; recompiled once an assignment in them expired."""
-        scoped = self._scopes.get(scope)
+        if scope is None:
+            scoped = self._unscoped
+        else:
+            scoped = self._scopes.get(scope) if self._scopes is not None else None
         if scoped is None or (scoped.compiled.valid_until is not None and now >= scoped.compiled.valid_until):
             scoped = ScopedGrants(compile_grants(self.grants, scope, now))
-            if len(self._scopes) >= MAX_SCOPES_PER_USER:
-                self._scopes.clear()
-            self._scopes[scope] = scoped
+            if scope is None:
+                self._unscoped = scoped
+            else:
+                if self._scopes is None or len(self._scopes) >= MAX_SCOPES_PER_USER:
+                    self._scopes = {}
+                self._scopes[scope] = scoped
         return scoped
 
 
@@ -198,6 +288,7 @@ class DecisionCache:
         return _Fill(self)
 
     def store_grants(self, app_id: str, user_id: str, entry: GrantsEntry) -> bool:
+        app_id = sys.intern(app_id)  # one string per application, not one per cached user
         return self._store(self._grants, (app_id, user_id), entry.seq, entry,
                            (("grants", app_id, user_id), ("app", app_id)))
 

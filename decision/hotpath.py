@@ -1,41 +1,66 @@
-"""The GET check's common case, answered without Falcon's request and response objects.
+"""The common checks, answered without Falcon's request and response objects.
 
 ``GET /api/v1/applications/{applicationId}/authz/check?user_id=...&permission=...`` is
-what a tenant's service sends on every request it authorizes, and Falcon's request and
-response objects, routing and three middlewares cost about as much as the check itself.
-``HotCheck`` answers the plain form of that request at the WSGI level, through the same
-``Lookup`` as the Falcon resource (so the same credentials, cache, stream trust rule and
-errors) and with the same headers, body, request id and metrics.
+what a tenant's service sends on every request it authorizes, and ``POST`` to the same
+path (with resource and context, for ABAC) or to ``.../authz/check-bulk`` is the next most
+common. Falcon's request and response objects, routing and three middlewares cost about
+as much as the check itself. ``HotCheck`` answers the plain form of these requests at the
+WSGI level, through the same ``Lookup`` as the Falcon resources (so the same credentials,
+cache, stream trust rule and errors) and with the same headers, body, request id and
+metrics.
 
-"Plain" means: exactly the two parameters, non-empty, with nothing percent-encoded, and
-a permission name already validated once (``shared.checks.known_valid``). Anything else
-(``scope``, ``min_revision``, encoded characters, a trailing slash, a non-ASCII path, a
-new permission name, a malformed query) returns ``None`` and Falcon answers it, so
-validation errors keep one implementation. Errors raised after that point (401, 403, 404,
-503) are rendered here with the same envelope: running the request again through Falcon
-would repeat a control-plane lookup that just failed.
+"Plain" means, for a GET check: exactly the two parameters, non-empty, with nothing
+percent-encoded, and a permission name already validated once
+(``shared.checks.known_valid``). For a POST: ``Content-Type: application/json``, a
+``Content-Length`` within the body limit, a body that parses to a JSON object and that
+the route's own schema (``shared.checks.CHECK`` / ``CHECK_BULK``) accepts. Anything else
+(``scope`` or ``min_revision`` in a query, encoded characters, a trailing slash, a
+non-ASCII path, a new permission name, a malformed query, another media type, a chunked
+or empty or malformed or invalid body) returns ``None`` before anything was looked up,
+and Falcon answers it, so validation errors keep one implementation and their order
+(credentials first) is Falcon's. Errors raised after that point (401, 403, 404, 503) are
+rendered here with the same envelope: running the request again through Falcon would
+repeat a control-plane lookup that just failed.
 """
 from __future__ import annotations
 
+import io
+import json
 import logging
 import time
 
 import falcon
 
-from shared.checks import known_valid
+from shared.checks import CHECK, CHECK_BULK, known_valid
 from shared.errors import DomainError
-from shared.http import dumps, error_document, error_headers, status_of
+from shared.http import MAX_BODY_BYTES, dumps, error_document, error_headers, status_of
 
-from decision.resources import check_text
+from decision.resources import bulk_text, check_text, post_check_text
 
 # The logger of shared.http's handler for unexpected errors, whose log line this repeats.
 log = logging.getLogger("iamgate.http")
 
 ROUTE = "/api/v1/applications/{applicationId}/authz/check"
+BULK_ROUTE = ROUTE + "-bulk"
 _PREFIX = "/api/v1/applications/"
 _SUFFIX = "/authz/check"
+_BULK_SUFFIX = "/authz/check-bulk"
 _JSON = falcon.MEDIA_JSON
 _OK = falcon.code_to_http_status(200)
+_decode = json.JSONDecoder().decode
+
+# POST routes: path suffix -> (route template, schema, answer)
+_POSTS = ((_SUFFIX, ROUTE, CHECK, post_check_text), (_BULK_SUFFIX, BULK_ROUTE, CHECK_BULK, bulk_text))
+
+
+def _app_id(path: str, suffix: str) -> str | None:
+    if not (path.startswith(_PREFIX) and path.endswith(suffix)):
+        return None
+    app_id = path[len(_PREFIX):-len(suffix)]
+    # Non-ASCII: UTF-8 tunnelled as latin-1 (PEP 3333), which Falcon decodes.
+    if not app_id or "/" in app_id or not app_id.isascii():
+        return None
+    return app_id
 
 
 class HotCheck:
@@ -46,12 +71,16 @@ class HotCheck:
 
     def __call__(self, environ: dict, start_response) -> list[bytes] | None:
         """The answer's body, or None when this request is not the plain form."""
-        path = environ.get("PATH_INFO", "")
-        if not (path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
-            return None
-        app_id = path[len(_PREFIX):-len(_SUFFIX)]
-        # Non-ASCII: UTF-8 tunnelled as latin-1 (PEP 3333), which Falcon decodes.
-        if not app_id or "/" in app_id or not app_id.isascii():
+        method = environ["REQUEST_METHOD"]
+        if method == "GET":
+            return self._get(environ, start_response)
+        if method == "POST":
+            return self._post(environ, start_response)
+        return None
+
+    def _get(self, environ: dict, start_response) -> list[bytes] | None:
+        app_id = _app_id(environ.get("PATH_INFO", ""), _SUFFIX)
+        if app_id is None:
             return None
         query = environ.get("QUERY_STRING", "")
         if "%" in query or "+" in query:
@@ -68,14 +97,52 @@ class HotCheck:
         if "&" in second or not known_valid(user_id, permission):  # a third parameter, either order
             return None
 
+        def answer(lookup):
+            decisions, cached = lookup.decide(user_id, (permission,), scope=None, min_revision=None, abac=False)
+            return check_text(permission, decisions[permission].allowed, cached)
+
+        return self._answer(environ, start_response, "GET", ROUTE, app_id, answer)
+
+    def _post(self, environ: dict, start_response) -> list[bytes] | None:
+        path = environ.get("PATH_INFO", "")
+        for suffix, route, schema, text_of in _POSTS:
+            if path.endswith(suffix):
+                break
+        else:
+            return None
+        app_id = _app_id(path, suffix)
+        if app_id is None:
+            return None
+        media = environ.get("CONTENT_TYPE", "")
+        if media != _JSON and media.partition(";")[0].strip().lower() != _JSON:
+            return None  # Falcon's JsonBodyMiddleware answers 415
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or "")
+        except ValueError:
+            return None
+        if not 0 < length <= MAX_BODY_BYTES:
+            return None
+        raw = environ["wsgi.input"].read(length)
+        try:
+            # json.loads, as shared.http.read_json parses, less its encoding detection: a
+            # body that is not UTF-8 (or starts with a BOM) fails here and goes to Falcon.
+            body = _decode(raw.decode())
+            values = schema.validate(body) if type(body) is dict else None
+        except Exception:  # malformed JSON or a validation error: Falcon reports it, after the credentials
+            values = None
+        if values is None:
+            environ["wsgi.input"] = io.BytesIO(raw)  # Falcon reads the body from the start
+            return None
+        return self._answer(environ, start_response, "POST", route, app_id, lambda lookup: text_of(lookup, values))
+
+    def _answer(self, environ, start_response, method: str, route: str, app_id: str, answer) -> list[bytes]:
         started = time.perf_counter()
         request_id = self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))
         headers = [("content-type", _JSON), ("x-request-id", request_id)]
         try:
             lookup = self._service.begin(app_id)
             lookup.authenticate(environ.get("HTTP_AUTHORIZATION"))
-            decisions, cached = lookup.decide(user_id, (permission,), scope=None, min_revision=None, abac=False)
-            status, text = 200, check_text(permission, decisions[permission].allowed, cached)
+            status, text = 200, answer(lookup)
         except DomainError as error:
             status = status_of(type(error))
             text = dumps(error_document(error.code, error.message, error.details, request_id))
@@ -87,5 +154,5 @@ class HotCheck:
         body = text.encode()
         headers.append(("content-length", str(len(body))))
         start_response(_OK if status == 200 else falcon.code_to_http_status(status), headers)
-        self._metrics.record("GET", ROUTE, status, started)
+        self._metrics.record(method, route, status, started)
         return [body]

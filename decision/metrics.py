@@ -17,22 +17,20 @@ The request path only adds to plain integers under a native lock (see
 ``decision.cache.native_lock``); prometheus_client renders them at scrape time through
 collectors. Its own metric objects take a gevent lock per increment under the gevent
 worker, a cost paid several times per check. Each gunicorn worker has its own cache and so
-its own figures; a scrape reads the worker that answers it.
+its own figures; a scrape reads the worker that answers it. prometheus_client itself is
+imported at the first scrape, not at start-up (a sidecar's start-up time, issue 18).
 """
 from __future__ import annotations
 
 import time
 from bisect import bisect_left
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
-from shared.metrics import BUCKETS
-
 from decision.cache import native_lock
 
 PREFIX = "iamgate_decision"
+# The latency buckets of every iamgate app, shared.metrics.BUCKETS (tests/decision/test_server.py
+# checks they agree): importing that module would load prometheus_client at start-up.
+BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
@@ -52,6 +50,8 @@ class HotCounter:
         return self._values.get(labels, 0)
 
     def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for labels, value in list(self._values.items()):
             family.add_metric(list(labels), value)
@@ -77,6 +77,8 @@ class HotHistogram:
             series[-1] += value
 
     def collect(self):
+        from prometheus_client.core import HistogramMetricFamily
+
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for labels, series in list(self._series.items()):
             cumulative, buckets = 0, []
@@ -94,13 +96,14 @@ class _State:
         self._gauges = gauges
 
     def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
         for name, documentation, read in self._gauges:
             yield GaugeMetricFamily(name, documentation, value=read())
 
 
 class DecisionMetrics:
     def __init__(self):
-        self.registry = CollectorRegistry()
         self.requests = HotCounter(f"{PREFIX}_http_requests", "HTTP requests by route and status",
                                    ("method", "route", "status"))
         self.latency = HotHistogram(f"{PREFIX}_http_request_duration_seconds", "HTTP request latency by route",
@@ -116,13 +119,13 @@ class DecisionMetrics:
         self.control_plane = HotCounter(f"{PREFIX}_control_plane_requests", "Lookups sent to the control plane",
                                         ("resource", "outcome"))
         self.events = HotCounter(f"{PREFIX}_stream_events", "Change events applied")
-        for collector in (self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
-                          self.stale_fills, self.unavailable, self.control_plane, self.events):
-            self.registry.register(collector)
+        self._collectors = [self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
+                            self.stale_fills, self.unavailable, self.control_plane, self.events]
+        self._registry = None
 
     def watch(self, cache, follower) -> None:
         """Export the cache's and the stream's state as gauges."""
-        self.registry.register(_State((
+        self._add(_State((
             (f"{PREFIX}_stream_connected", "1 while the change stream is connected",
              lambda: 1 if follower.connected else 0),
             (f"{PREFIX}_stream_applied_seq", "Highest change-log seq whose invalidations are applied",
@@ -131,12 +134,32 @@ class DecisionMetrics:
             (f"{PREFIX}_cache_entries", "Users with cached grants", lambda: len(cache)),
         )))
 
+    def _add(self, collector) -> None:
+        self._collectors.append(collector)
+        if self._registry is not None:
+            self._registry.register(collector)
+
+    @property
+    def registry(self):
+        """The prometheus_client registry of every collector, built at the first scrape."""
+        if self._registry is None:
+            from prometheus_client import CollectorRegistry
+
+            registry = CollectorRegistry()
+            for collector in self._collectors:
+                registry.register(collector)
+            self._registry = registry
+        return self._registry
+
     def record(self, method: str, route: str, status: int, started: float) -> None:
         """One response: its count and its latency since ``started`` (``time.perf_counter``)."""
         self.requests.inc((method, route, str(status)))
         self.latency.observe((method, route), time.perf_counter() - started)
 
     def render(self) -> tuple[bytes, str]:
+        from prometheus_client import generate_latest
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 

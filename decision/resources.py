@@ -23,6 +23,30 @@ def check_text(permission: str, allowed: bool, cached: bool) -> str:
     return f'{{"allowed":{_TRUE_FALSE[allowed]},"permission":"{permission}","cached":{_TRUE_FALSE[cached]}}}'
 
 
+def post_check_text(lookup, values: dict) -> str:
+    """A validated POST check's answer (``shared.checks.CHECK``), for the Falcon route and
+    the hot path alike: RBAC and the application's policies over resource and context."""
+    permission = values["permission"]
+    decisions, cached = lookup.decide(
+        values["user_id"], (permission,), scope=_scope(values), min_revision=values.get("min_revision"),
+        abac=True, resource=values.get("resource"), context=values.get("context"))
+    decision = decisions[permission]
+    return (f'{{"allowed":{_TRUE_FALSE[decision.allowed]},"permission":"{permission}",'
+            f'"cached":{_TRUE_FALSE[cached]},"abac_evaluated":{_TRUE_FALSE[decision.abac_evaluated]},'
+            f'"policies_checked":{int(decision.policies_checked)}}}')
+
+
+def bulk_text(lookup, values: dict) -> str:
+    """A validated bulk check's answer (``shared.checks.CHECK_BULK``), by hand as for GET
+    checks: permission names need no escaping, the user id may."""
+    decisions, _ = lookup.decide(
+        values["user_id"], values["permissions"], scope=_scope(values), min_revision=values.get("min_revision"),
+        abac=True, resource=values.get("resource"), context=values.get("context"))
+    results = ",".join([f'"{permission}":{_TRUE_FALSE[decision.allowed]}'
+                        for permission, decision in decisions.items()])
+    return f'{{"user_id":{dumps(values["user_id"])},"results":{{{results}}}}}'
+
+
 class Check:
     """``GET|POST /api/v1/applications/{applicationId}/authz/check``."""
 
@@ -43,13 +67,8 @@ class Check:
         lookup = self._service.begin(applicationId)
         lookup.authenticate(req.get_header("Authorization"))
         values = CHECK.validate(read_json(req))
-        permission = values["permission"]
-        decisions, cached = lookup.decide(
-            values["user_id"], (permission,), scope=_scope(values), min_revision=values.get("min_revision"),
-            abac=True, resource=values.get("resource"), context=values.get("context"))
-        decision = decisions[permission]
-        resp.media = {"allowed": decision.allowed, "permission": permission, "cached": cached,
-                      "abac_evaluated": decision.abac_evaluated, "policies_checked": decision.policies_checked}
+        resp.content_type = falcon.MEDIA_JSON
+        resp.text = post_check_text(lookup, values)
 
 
 class CheckBulk:
@@ -62,14 +81,8 @@ class CheckBulk:
         lookup = self._service.begin(applicationId)
         lookup.authenticate(req.get_header("Authorization"))
         values = CHECK_BULK.validate(read_json(req))
-        decisions, _ = lookup.decide(
-            values["user_id"], values["permissions"], scope=_scope(values), min_revision=values.get("min_revision"),
-            abac=True, resource=values.get("resource"), context=values.get("context"))
-        # By hand, as for GET checks: permission names need no escaping, the user id may.
-        results = ",".join([f'"{permission}":{_TRUE_FALSE[decision.allowed]}'
-                            for permission, decision in decisions.items()])
         resp.content_type = falcon.MEDIA_JSON
-        resp.text = f'{{"user_id":{dumps(values["user_id"])},"results":{{{results}}}}}'
+        resp.text = bulk_text(lookup, values)
 
 
 def _scope(values) -> str | None:

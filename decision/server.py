@@ -25,12 +25,10 @@ import logging
 import sys
 import time
 import uuid
-from email.utils import formatdate
 from urllib.parse import unquote_to_bytes
 
 import falcon
 import httptools
-from gunicorn.workers.ggevent import GeventWorker
 
 from shared.http import MAX_BODY_BYTES, STATUS_CODES, dumps, error_document
 
@@ -64,6 +62,18 @@ def _environ_key(name: bytes) -> str:
     return key
 
 
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _imf_fixdate(seconds: int) -> bytes:
+    """RFC 9110 section 5.6.7's IMF-fixdate (what ``email.utils.formatdate(usegmt=True)``
+    gives, without importing the email package at start-up)."""
+    t = time.gmtime(seconds)
+    return (f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year:04d} "
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT").encode("ascii")
+
+
 class _HttpDate:
     """The ``Date`` header, formatted once a second."""
 
@@ -76,7 +86,7 @@ class _HttpDate:
         now = int(self._clock())
         if now != self._second:
             self._second = now
-            self._value = formatdate(now, usegmt=True).encode("ascii")
+            self._value = _imf_fixdate(now)
         return self._value
 
 
@@ -333,23 +343,11 @@ def base_environ(host: str, port: int | str) -> dict:
     }
 
 
-class DecisionWorker(GeventWorker):
-    """gunicorn's gevent worker with the httptools connection loop above."""
+def __getattr__(name: str):
+    """``DecisionWorker`` is imported on demand: gunicorn asks for it, ``python -m decision``
+    (one process, no gunicorn) never does, and importing gunicorn's worker costs start-up time."""
+    if name == "DecisionWorker":
+        from decision.gunicorn_worker import DecisionWorker
 
-    def init_process(self):
-        self._environs = {}
-        super().init_process()
-
-    def handle(self, listener, client, addr):
-        environ = self._environs.get(listener)
-        if environ is None:
-            name = listener.getsockname()
-            host, port = (name[0], name[1]) if isinstance(name, tuple) else (str(name), "")
-            environ = self._environs[listener] = base_environ(host, port)
-        Connection(client, addr, self.wsgi, environ, worker=self, timeout=self.cfg.keepalive).serve()
-
-    def count_request(self) -> None:
-        self.nr += 1
-        if self.nr >= self.max_requests and self.alive:
-            self.log.info("Autorestarting worker after current request.")
-            self.alive = False
+        return DecisionWorker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -140,7 +140,7 @@ class Lookup:
             cache = service.cache
             with cache.filling():
                 seq, grants = self._fetch("grants", service.client.grants, self.app_id, user_id)
-                entry = GrantsEntry(grants, seq)
+                entry = GrantsEntry(grants, seq, user_id=user_id)
                 if not cache.store_grants(self.app_id, user_id, entry):
                     service.metrics.stale_fills.inc()
         if self._fetched is None:

@@ -5,6 +5,10 @@ and HS256-keyed-with-the-public-key are refused), a ``kid`` from the control pla
 ``aud`` = the application id, ``iss`` = IAMGATE_PUBLIC_URL, every claim present, ``exp``
 against the service clock. A verified token is remembered by its SHA-256 digest until it
 expires, so the RSA verification runs once per token, not once per check.
+
+PyJWT and the cryptography package it verifies RS256 with (about 10 MB of a worker's
+RSS, docs/performance.md) are imported on the first end-user token: a sidecar whose
+callers use the application's API key never loads them.
 """
 from __future__ import annotations
 
@@ -12,12 +16,9 @@ import hashlib
 import logging
 import time
 
-import jwt
 from cachetools import TTLCache
-from jwt.algorithms import RSAAlgorithm
 
 from shared.errors import Unauthorized
-from shared.jwts import TokenInvalid, unauthorized, verify_rs256
 
 from decision.cache import native_lock
 from decision.client import ControlPlaneError
@@ -31,6 +32,13 @@ VERIFIED_TTL = 3600
 # The JWKS is re-read this often, and on an unknown kid at most this often.
 JWKS_MAX_AGE = 300.0
 UNKNOWN_KID_RELOAD = 5.0
+
+
+def _jwt():
+    import jwt
+    import jwt.algorithms  # noqa: F401  (RSAAlgorithm)
+
+    return jwt
 
 
 class JwksUnavailable(Exception):
@@ -67,6 +75,9 @@ class TokenVerifier:
         return claims["sub"]
 
     def _verify(self, token: str, app_id: str, now: float) -> dict:
+        # PyJWT and cryptography load on the first end-user token (start-up time, memory).
+        from shared.jwts import TokenInvalid, unauthorized, verify_rs256
+
         try:
             claims, _ = verify_rs256(token, self._public_key, audience=app_id, issuer=self._issuer,
                                      required=REQUIRED_CLAIMS, now=now)
@@ -99,12 +110,13 @@ class TokenVerifier:
                 raise JwksUnavailable(str(exc)) from None
             log.warning("could not refresh the JWKS; keeping the known keys", extra={"error": str(exc)})
             return
+        jwt = _jwt()
         keys = {}
         for jwk in jwks["keys"]:
             if not isinstance(jwk, dict) or jwk.get("kty") != "RSA" or not isinstance(jwk.get("kid"), str):
                 continue
             try:
-                keys[jwk["kid"]] = RSAAlgorithm.from_jwk(jwk)
+                keys[jwk["kid"]] = jwt.algorithms.RSAAlgorithm.from_jwk(jwk)
             except (jwt.PyJWTError, ValueError, KeyError, TypeError):
                 log.warning("ignoring an unreadable key of the JWKS", extra={"kid": jwk.get("kid")})
         self._keys = keys

@@ -12,6 +12,7 @@ How policies combine with RBAC is ``shared.authorization``.
 from __future__ import annotations
 
 import ipaddress
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -45,6 +46,16 @@ class Policy:
             raise ValueError(f"policy effect must be 'allow' or 'deny', not {self.effect!r}")
         object.__setattr__(self, "permissions", tuple(self.permissions))
 
+    @property
+    def test(self):
+        """The condition compiled (``compile_condition``): once per policy object, which is
+        an immutable value, and kept on it."""
+        test = self.__dict__.get("_test")
+        if test is None:
+            test = _always if self.condition is None else compile_condition(self.condition)
+            object.__setattr__(self, "_test", test)
+        return test
+
     def to_json(self) -> dict:
         return {
             "id": self.id,
@@ -71,7 +82,7 @@ class CompiledPolicies:
     """Active policies indexed by permission pattern, so finding those covering a
     permission is four dictionary lookups. Build once per policy set and reuse."""
 
-    __slots__ = ("policies", "_by_pattern", "_covering")
+    __slots__ = ("policies", "_by_pattern", "_covering", "_effects")
     _COVERING_CACHE_SIZE = 4096
 
     def __init__(self, policies: Iterable[Policy]):
@@ -85,6 +96,7 @@ class CompiledPolicies:
         # An application checks a bounded set of permission names, so remembering the answer
         # per name turns the lookups into one; the bound only guards against junk names.
         self._covering: dict[str, tuple[Policy, ...]] = {}
+        self._effects: dict[str, tuple] = {}
 
     def __len__(self) -> int:
         return len(self.policies)
@@ -108,6 +120,40 @@ class CompiledPolicies:
         return covering
 
 
+    def effects(self, permission: str) -> tuple[int, tuple, tuple]:
+        """(how many active policies cover ``permission``, their deny tests, their allow
+        tests): a test is ``(key, compiled condition)`` for :func:`any_holds`."""
+        effects = self._effects.get(permission)
+        if effects is None:
+            covering = self.covering(permission)
+            effects = (len(covering),
+                       tuple((id(policy), policy.test) for policy in covering if policy.effect == DENY),
+                       tuple((id(policy), policy.test) for policy in covering if policy.effect == ALLOW))
+            if len(self._effects) >= self._COVERING_CACHE_SIZE:
+                self._effects.clear()
+            self._effects[permission] = effects
+        return effects
+
+
+def any_holds(tests: tuple, environment: dict, memo: dict, malformed: bool) -> bool:
+    """Whether a condition of ``tests`` (``CompiledPolicies.effects``) holds; ``memo`` keeps
+    each policy's answer for the rest of the check (a bulk check asks again per permission).
+    ``malformed``: the answer for a condition outside the language (fail closed: True for
+    denies, False for allows). This loop is most of a POST check's own work."""
+    for key, test in tests:
+        held = memo.get(key)
+        if held is None:
+            try:
+                held = test(environment)
+            except _Malformed:
+                # Validation keeps these out of the store; should one slip through, fail closed.
+                held = malformed
+            memo[key] = held
+        if held:
+            return True
+    return False
+
+
 def compile_policies(policies: Iterable[Policy] | CompiledPolicies) -> CompiledPolicies:
     return policies if isinstance(policies, CompiledPolicies) else CompiledPolicies(policies)
 
@@ -122,22 +168,13 @@ def condition_environment(user_id: str, attributes: Mapping, resource, context) 
     }
 
 
-def policy_holds(policy: Policy, environment: dict, memo: dict) -> bool:
-    """Whether ``policy``'s condition holds (``memo``: answers already found for this check,
-    by policy). A malformed condition fails closed: a deny holds, an allow does not."""
-    if policy.condition is None:
-        return True
-    key = id(policy)
-    if key not in memo:
-        try:
-            memo[key] = _evaluate(policy.condition, environment, 1)
-        except _Malformed:
-            # Validation keeps these out of the store; should one slip through, fail closed.
-            memo[key] = policy.effect == DENY
-    return memo[key]
-
-
 # --- conditions --------------------------------------------------------------------------
+#
+# A condition is compiled once into nested closures (``compile_condition``) and the closure
+# runs per check: walking the dictionaries of the language on every check cost most of a
+# POST check with a score of policies (docs/performance.md). A malformed node compiles to a
+# closure that raises ``_Malformed`` when it is reached, so what is malformed is found at
+# the same moment, and with the same short-circuits, as a walk of the tree would find it.
 
 
 class _Malformed(Exception):
@@ -152,67 +189,187 @@ def evaluate_condition(condition, env: Mapping) -> bool:
     "context"}). Bad or missing data makes a comparison false; it never raises. A condition
     that is not in the language (``controlplane/abac/conditions.py`` validates it on write) is false as a whole."""
     try:
-        return _evaluate(condition, env, 1)
+        return compile_condition(condition)(env)
     except _Malformed:
         return False
 
 
-def _evaluate(node, env, depth: int) -> bool:
-    if type(node) is not dict or depth > MAX_CONDITION_DEPTH:
-        raise _Malformed
-    if "op" in node:
-        return _evaluate_comparison(node, env)
-    if "all" in node:
-        children = node["all"]
-        if type(children) is not list:
-            raise _Malformed
-        return all(_evaluate(child, env, depth + 1) for child in children)
-    if "any" in node:
-        children = node["any"]
-        if type(children) is not list:
-            raise _Malformed
-        return any(_evaluate(child, env, depth + 1) for child in children)
-    if "not" in node:
-        return not _evaluate(node["not"], env, depth + 1)
+def compile_condition(condition):
+    """``condition`` as a function of the environment returning a bool, or raising
+    ``_Malformed`` when evaluation reaches a node outside the language."""
+    return _compile(condition, 1)
+
+
+def _always(env):
+    return True
+
+
+def _malformed(env):
     raise _Malformed
 
 
-def _evaluate_comparison(node: dict, env) -> bool:
+def _compile(node, depth: int):
+    if type(node) is not dict or depth > MAX_CONDITION_DEPTH:
+        return _malformed
+    if "op" in node:
+        return _compile_comparison(node)
+    for name in ("all", "any"):
+        if name in node:
+            children = node[name]
+            if type(children) is not list:
+                return _malformed
+            tests = tuple(_compile(child, depth + 1) for child in children)
+            return _all(tests) if name == "all" else _any(tests)
+    if "not" in node:
+        test = _compile(node["not"], depth + 1)
+        return lambda env: not test(env)
+    return _malformed
+
+
+def _all(tests):
+    def all_hold(env):
+        for test in tests:
+            if not test(env):
+                return False
+        return True
+    return all_hold
+
+
+def _any(tests):
+    def any_holds(env):
+        for test in tests:
+            if test(env):
+                return True
+        return False
+    return any_holds
+
+
+def _compile_comparison(node: dict):
     op = node["op"]
     if "left" not in node:
-        raise _Malformed
-    left = _operand(node["left"], env)
+        return _malformed
+    left = _compile_operand(node["left"])
     if op == "exists":
-        wanted = _operand(node["right"], env) if "right" in node else True
-        if type(wanted) is not bool:
-            raise _Malformed
-        return (left is not _MISSING) == wanted
+        right = _compile_operand(node["right"]) if "right" in node else (lambda env: True)
+        if left is _malformed or right is _malformed:
+            return _malformed
+
+        def exists(env):
+            wanted = right(env)
+            if type(wanted) is not bool:  # an attribute operand can read a non-boolean
+                raise _Malformed
+            return (left(env) is not _MISSING) == wanted
+        return exists
     comparison = _COMPARISONS.get(op) if isinstance(op, str) else None
     if comparison is None or "right" not in node:
-        raise _Malformed
-    right = _operand(node["right"], env)
-    if left is _MISSING or right is _MISSING:
-        return False
-    try:
-        return comparison(left, right) is True
-    except Exception:  # runtime data we cannot compare (e.g. absurdly deep) is simply false
-        return False
+        return _malformed
+    right = _compile_operand(node["right"])
+    if left is _malformed or right is _malformed:
+        return _malformed
+    literal = node["right"]["value"] if "value" in node["right"] else _MISSING
+    special = _against_literal(op, left, literal) if literal is not _MISSING else None
+    if special is not None:
+        return special
+
+    def compare(env):
+        a = left(env)
+        if a is _MISSING:
+            return False
+        b = right(env)
+        if b is _MISSING:
+            return False
+        try:
+            return comparison(a, b) is True
+        except Exception:  # runtime data we cannot compare (e.g. absurdly deep) is simply false
+            return False
+    return compare
 
 
-def _operand(operand, env):
+def _against_literal(op: str, left, literal):
+    """The common comparisons of an operand with a literal, with the literal's type known at
+    compile time; each gives exactly what ``_COMPARISONS[op](value, literal) is True``
+    gives (tests/authz/test_engine.py checks them against it). None: no special form."""
+    if isinstance(literal, str):
+        if op in ("eq", "ne"):
+            equal = op == "eq"
+
+            def str_eq(env):
+                a = left(env)
+                return a is not _MISSING and (isinstance(a, str) and a == literal) is equal
+            return str_eq
+        if op == "starts_with":
+            return lambda env: isinstance(a := left(env), str) and a.startswith(literal)
+        if op == "contains":
+            def str_contains(env):
+                a = left(env)
+                if isinstance(a, (list, tuple)):
+                    return any(isinstance(element, str) and element == literal for element in a)
+                return isinstance(a, str) and literal in a
+            return str_contains
+        if op == "ip_in_cidr":
+            networks = _networks(literal)
+            return lambda env: _address_in(left(env), networks)
+    elif isinstance(literal, bool):
+        if op in ("eq", "ne"):
+            equal = op == "eq"
+
+            def bool_eq(env):
+                a = left(env)
+                return a is not _MISSING and (isinstance(a, bool) and a == literal) is equal
+            return bool_eq
+    elif _is_number(literal):
+        if op in _ORDERINGS:
+            order = _ORDERINGS[op]
+            return lambda env: _is_number(a := left(env)) and order(a, literal)
+        if op in ("eq", "ne"):
+            equal = op == "eq"
+
+            def number_eq(env):
+                a = left(env)
+                return a is not _MISSING and (_is_number(a) and a == literal) is equal
+            return number_eq
+    elif type(literal) is list and literal and all(type(element) is str for element in literal):
+        if op in ("in", "not_in"):
+            members = frozenset(literal)
+            inside = op == "in"
+
+            def str_in(env):
+                a = left(env)
+                return a is not _MISSING and (isinstance(a, str) and a in members) is inside
+            return str_in
+        if op == "ip_in_cidr":
+            networks = _networks(literal)
+            return lambda env: _address_in(left(env), networks)
+    return None
+
+
+def _compile_operand(operand):
+    """A function of the environment giving the operand's value (``_MISSING`` for an
+    attribute that is not there), or ``_malformed``."""
     if type(operand) is not dict or len(operand) != 1:
-        raise _Malformed
+        return _malformed
     if "value" in operand:
-        return operand["value"]
+        value = operand["value"]
+        return lambda env: value
     path = operand.get("attr")
     if type(path) is not str:
-        raise _Malformed
-    return _resolve(env, path)
+        return _malformed
+    keys = tuple(path.split("."))
+    if len(keys) == 2:  # resource.X, context.X, user.id: the usual operands
+        first, second = keys
+
+        def resolve_two(env):
+            node = env.get(first, _MISSING) if type(env) is dict else _resolve(env, keys[:1])
+            if type(node) is not dict:
+                return _resolve(node, keys[1:]) if node is not _MISSING else _MISSING
+            return node.get(second, _MISSING)
+        return resolve_two
+    return lambda env: _resolve(env, keys)
 
 
-def _resolve(env, path: str):
+def _resolve(env, keys):
     node = env
-    for key in path.split("."):
+    for key in keys:
         if type(node) is not dict and not isinstance(node, Mapping):
             return _MISSING
         node = node.get(key, _MISSING)
@@ -274,7 +431,18 @@ def _network(text: str):
 
 
 def _ip_in_cidr(left, right) -> bool:
-    if not isinstance(left, str):
+    return _address_in(left, _networks(right))
+
+
+def _networks(right) -> tuple:
+    """The valid networks of an ``ip_in_cidr`` right operand (a CIDR or a list of them)."""
+    cidrs = (right,) if isinstance(right, str) else right if isinstance(right, (list, tuple)) else ()
+    networks = (_network(cidr) if isinstance(cidr, str) else None for cidr in cidrs)
+    return tuple(network for network in networks if network is not None)
+
+
+def _address_in(left, networks: tuple) -> bool:
+    if not networks or not isinstance(left, str):
         return False
     address = _ip(left)
     if address is None:
@@ -283,13 +451,10 @@ def _ip_in_cidr(left, right) -> bool:
         candidates = (address, address.ipv4_mapped)  # ::ffff:10.0.0.1 is 10.0.0.1
     else:
         candidates = (address,)
-    cidrs = (right,) if isinstance(right, str) else right if isinstance(right, (list, tuple)) else ()
-    for cidr in cidrs:
-        network = _network(cidr) if isinstance(cidr, str) else None
-        if network is not None and any(candidate in network for candidate in candidates):
-            return True
-    return False
+    return any(candidate in network for network in networks for candidate in candidates)
 
+
+_ORDERINGS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
 
 _COMPARISONS = {
     "eq": _json_equal,

@@ -12,15 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.abac import (
-    ALLOW,
-    DENY,
-    CompiledPolicies,
-    Policy,
-    compile_policies,
-    condition_environment,
-    policy_holds,
-)
+from shared.abac import CompiledPolicies, Policy, any_holds, compile_policies, condition_environment
 from shared.rbac import CompiledGrants, Grants, compile_grants, resolve_scope
 
 
@@ -55,8 +47,8 @@ def decide_compiled(compiled: CompiledGrants, permissions: Iterable[str], *,
     holds: dict[int, bool] = {}  # a policy's condition gives one answer per check
     results: dict[str, Decision] = {}
     for permission in permissions:
-        covering = compiled_policies.covering(permission)
-        if not covering:
+        count, denies, allows = compiled_policies.effects(permission)
+        if not count:
             results[permission] = rbac_decision(compiled, permission)
             continue
         if not compiled.user_active:
@@ -66,8 +58,10 @@ def decide_compiled(compiled: CompiledGrants, permissions: Iterable[str], *,
         else:
             if environment is None:
                 environment = condition_environment(compiled.user_id, compiled.attributes, resource, context)
-            allowed = _policies_allow(covering, compiled.allows(permission), environment, holds)
-        results[permission] = Decision(allowed, abac_evaluated=True, policies_checked=len(covering))
+            # A deny whose condition holds denies; else RBAC allows; else an allow that holds.
+            allowed = not any_holds(denies, environment, holds, True) and (
+                compiled.allows(permission) or any_holds(allows, environment, holds, False))
+        results[permission] = Decision(allowed, abac_evaluated=True, policies_checked=count)
     return results
 
 
@@ -91,12 +85,3 @@ def decide_many(grants: Grants, permissions: Iterable[str], *, now: datetime, sc
     """:func:`decide` for several permissions (bulk check), compiling the grants once."""
     compiled = compile_grants(grants, resolve_scope(scope, context), now)
     return decide_compiled(compiled, permissions, policies=policies, resource=resource, context=context)
-
-
-def _policies_allow(covering: tuple[Policy, ...], rbac_allowed: bool, environment: dict, holds: dict) -> bool:
-    for policy in covering:
-        if policy.effect == DENY and policy_holds(policy, environment, holds):
-            return False
-    if rbac_allowed:
-        return True
-    return any(policy.effect == ALLOW and policy_holds(policy, environment, holds) for policy in covering)

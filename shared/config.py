@@ -128,7 +128,7 @@ _VARIABLES = {
     "WORKERS": (lambda n, r: _int(n, r, 1, 64), "2"),
     "DECISION_HOST": (_text, "127.0.0.1"),
     "DECISION_PORT": (lambda n, r: _int(n, r, 1, 65535), "8181"),
-    "DECISION_WORKERS": (lambda n, r: _int(n, r, 1, 64), "2"),
+    "DECISION_WORKERS": (lambda n, r: _int(n, r, 1, 64), "1"),
     "CONTROL_PLANE_URL": (_url, "http://127.0.0.1:8000"),
     "DECISION_API_KEY": (_api_key, ""),
     "INTERNAL_TOKEN": (_internal_token, ""),

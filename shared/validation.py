@@ -238,6 +238,10 @@ class Int(Field):
         return out
 
 
+# json.dumps(value, separators=(",", ":")) without building an encoder per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 class Object(Field):
     """A JSON object; either free-form (bounded by ``max_bytes``) or a nested ``Schema``."""
 
@@ -250,7 +254,7 @@ class Object(Field):
     def clean(self, value):
         if not isinstance(value, dict):
             raise Invalid("must be a JSON object")
-        if self.max_bytes is not None and len(json.dumps(value, separators=(",", ":"))) > self.max_bytes:
+        if self.max_bytes is not None and len(_COMPACT.encode(value)) > self.max_bytes:
             raise Invalid(f"must be at most {self.max_bytes} bytes of JSON")
         if self.nested is not None:
             return self.nested.clean(value, partial=True)

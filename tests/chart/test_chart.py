@@ -277,7 +277,10 @@ def test_the_sidecar_template(tmp_path):
     (deployment,) = [d for d in render(chart_dir=chart) if d["kind"] == "Deployment"]
     sidecar = deployment["spec"]["template"]["spec"]["containers"][1]
     assert sidecar["name"] == "iamgate-decision"
-    assert "--worker-tmp-dir" in sidecar["command"] and "/dev/shm" in sidecar["command"]
+    # One process at the default workers: 1 (issue 18); gunicorn's heartbeat files, when
+    # workers > 1, go to /dev/shm through shared/serving.py.
+    assert sidecar["command"] == ["python", "-m", "decision"]
+    assert {"name": "IAMGATE_DECISION_WORKERS", "value": "1"} in sidecar["env"]
     assert "readinessProbe" not in sidecar  # liveness-only: tenant pods do not follow the control plane
     key = next(e for e in sidecar["env"] if e["name"] == "IAMGATE_DECISION_API_KEY")
     assert key["valueFrom"]["secretKeyRef"] == {"name": "orders-iamgate-key", "key": "key"}

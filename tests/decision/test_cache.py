@@ -1,6 +1,7 @@
 """The cache's bookkeeping: no stale re-fill, resync, and what each event drops."""
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -195,3 +196,30 @@ def test_remembered_answers_are_bounded(clock, monkeypatch):
 def test_an_inactive_users_answers_are_all_no(clock):
     scoped = ScopedGrants(compile_grants(Grants("u", "suspended", [Assignment("r", "n", ("*:*",))]), None, clock()))
     assert scoped.allows("posts:read") is False
+
+
+def test_users_with_the_same_grants_share_their_parts(clock):
+    """Issue 18: entries hold shared structures, not per-user copies (each fetch parses
+    fresh strings, as Grants.from_json of a control-plane answer does)."""
+    def fetched(user_id, scope=None):
+        role = {"role_id": "r1", "role_name": "editor", "permissions": ["posts:read", "posts:write"],
+                "scope": scope, "expires_at": None}
+        return Grants.from_json(json.loads(json.dumps(
+            {"user_id": user_id, "status": "active", "assignments": [role], "attributes": {}})))
+
+    first, second = GrantsEntry(fetched("u1"), 1, user_id="u1"), GrantsEntry(fetched("u2"), 1, user_id="u2")
+    assert first.grants.assignments is second.grants.assignments
+    assert first.grants.attributes is second.grants.attributes
+    one, two = first.at(None, clock()), second.at(None, clock())
+    assert one.compiled.patterns is two.compiled.patterns
+    assert one.allows("posts:read") and two.allows("posts:read") and not two.allows("posts:delete")
+    assert one._decisions is two._decisions
+    assert first.grants.user_id == "u1" and one.compiled.user_id == "u1"  # still each user's own
+
+    # Different grants share nothing that would change an answer.
+    other = GrantsEntry(fetched("u3", scope="p"), 1, user_id="u3")
+    assert other.grants.assignments is not first.grants.assignments
+    assert not other.at(None, clock()).allows("posts:read") and other.at("p", clock()).allows("posts:read")
+    suspended = GrantsEntry(Grants("u4", "suspended", first.grants.assignments), 1)
+    assert not suspended.at(None, clock()).allows("posts:read")
+    assert suspended.at(None, clock())._decisions is not one._decisions

@@ -1,6 +1,7 @@
-"""The WSGI-level GET check (decision/hotpath.py) answers exactly as the Falcon route does.
+"""The WSGI-level checks (decision/hotpath.py) answer exactly as the Falcon routes do.
 
-``HotCheck`` answers the plain form of ``GET .../authz/check`` before Falcon sees it. Every
+``HotCheck`` answers the plain form of ``GET .../authz/check`` and of ``POST .../authz/check``
+and ``.../authz/check-bulk`` before Falcon sees it. Every
 request here is sent twice on the same sidecar state: once as it comes (hot path) and once
 with ``app.hot_check = None`` (Falcon only, the reference), and the status, body, headers,
 request id, metrics and cache counters must agree. A spy around ``app.hot_check`` proves
@@ -11,6 +12,7 @@ the ':' of a permission, which sends the request to Falcon).
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 import uuid
@@ -18,9 +20,10 @@ import uuid
 import falcon.testing
 import pytest
 
-from decision.hotpath import ROUTE
+from decision.hotpath import BULK_ROUTE, ROUTE
 from tests.conftest import assert_error, make_config
-from tests.decision.conftest import Tenant, check_path, wait_for
+from tests.decision.conftest import Tenant, bulk_path, check_path, wait_for
+from tests.decision.fakecp import policy
 
 READ, WRITE = "documents:read", "documents:write"
 GENERATED_ID = re.compile(r"^[0-9a-f]{26}$")  # RequestIds: 16 hex of process prefix, 10 of counter
@@ -88,14 +91,14 @@ class World:
         return {"path": check_path(app_id or self.app_id), "query": "&".join(pairs), "headers": sent}
 
 
-def send(app, path, query="", headers=None, *, method="GET", hot=True):
+def send(app, path, query="", headers=None, *, method="GET", hot=True, body=None):
     """One request through the WSGI app; ``hot=False`` disables the hot path for it."""
     saved = app.hot_check
     if not hot:
         app.hot_check = None
     try:
         return falcon.testing.TestClient(app).simulate_request(method, path, query_string=query,
-                                                               headers=headers or {})
+                                                               headers=headers or {}, body=body)
     finally:
         app.hot_check = saved
 
@@ -242,8 +245,7 @@ def test_anything_but_the_plain_form_goes_to_falcon(world):
         method, path, query = build(world.reader, world.app_id)
         asked = len(world.spy.answers)
         result = send(world.app, path, query, headers, method=method)
-        # GET: asked and declined; HEAD, POST: not even asked.
-        assert world.spy.answers[asked:] == ([False] if method == "GET" else []), name
+        assert world.spy.answers[asked:] == [False], name  # asked and declined
         ref = send(world.app, path, query, headers, method=method, hot=False)  # Falcon only
         assert result.status == ref.status, name
         if ref.status_code == 200:
@@ -582,3 +584,214 @@ def test_an_unexpected_error_is_a_logged_500_as_on_falcon(world, monkeypatch, ca
         assert record.exc_info and record.exc_info[0] is RuntimeError
         assert record.request_id == result.headers["X-Request-Id"]
     assert records[0].name == records[1].name
+
+
+# --- POST checks and check-bulk ----------------------------------------------------------------
+
+ATTRIBUTES = {"resource": {"owner_id": "someone", "tags": ["a", "b"]}, "context": {"hour": 11, "ip": "10.0.0.1"}}
+NIGHT = {"resource": {"owner_id": "someone"}, "context": {"hour": 23}}
+
+
+class PostWorld(World):
+    """``World`` plus two active policies on documents:read: a deny at night and an allow
+    for the owner (``resource.owner_id`` = the user)."""
+
+    def __init__(self, make_sidecar, fake_cp, monotonic, *, single=False):
+        super().__init__(make_sidecar, fake_cp, monotonic, single=single)
+        self.cp.set_policies(self.app_id, [
+            policy("deny", [READ], {"op": "gte", "left": {"attr": "context.hour"}, "right": {"value": 22}}),
+            policy("allow", ["documents:*"], {"op": "eq", "left": {"attr": "resource.owner_id"},
+                                              "right": {"attr": "user.id"}}),
+        ])
+        self.settle()
+
+    def post(self, body, *, bulk=False, credential=None, app_id=None, headers=None, authorization=True,
+             content_type="application/json", raw=None, path=None) -> dict:
+        sent = dict(headers or {})
+        if content_type is not None:
+            sent["Content-Type"] = content_type
+        if authorization:
+            sent["Authorization"] = f"Bearer {credential or self.tenant.key}"
+        app_id = app_id or self.app_id
+        return {"path": path or (bulk_path(app_id) if bulk else check_path(app_id)), "query": "", "headers": sent,
+                "method": "POST", "body": raw if raw is not None else json.dumps(body)}
+
+    def check(self, user_id, permission, **kw) -> dict:
+        return self.post({"user_id": user_id, "permission": permission, **ATTRIBUTES}, **kw)
+
+    def bulk(self, user_id, permissions, **kw) -> dict:
+        return self.post({"user_id": user_id, "permissions": permissions, **ATTRIBUTES}, bulk=True, **kw)
+
+
+def _post_scoped(w):
+    user = w.tenant.user_with(READ, scope="project-1")
+    return w.post({"user_id": user, "permission": READ, "scope": "project-1"})
+
+
+def _post_context_scope(w):
+    user = w.tenant.user_with(READ, scope="project-1")
+    return w.post({"user_id": user, "permission": READ, "context": {"scope": "project-1", "hour": 23}})
+
+
+def _post_owner(w):
+    owner = w.tenant.user_with()
+    return w.post({"user_id": owner, "permission": WRITE, "resource": {"owner_id": owner}})
+
+
+def _post_staleness_exceeded(w):
+    _lost_control_plane(w)
+    w.monotonic.advance(STALENESS + 0.1)
+    return w.check(w.reader, READ)
+
+
+def _post_lookups_failing(w):
+    user = w.tenant.user_with(READ)
+    w.cp.lookup_status = 500
+    return w.check(user, READ)
+
+
+def _post_min_revision(w):
+    return w.post({"user_id": w.reader, "permission": READ, "min_revision": w.cp.head + 1000, **ATTRIBUTES})
+
+
+def _post_token_with_authz_check(w):
+    caller = w.tenant.user_with("authz:check")
+    return w.check(w.reader, READ, credential=w.cp.access_token(w.app_id, caller))
+
+
+# name: (mode, request builder, expected status, expected error code, taken by the hot path)
+POST_VARIANTS = {
+    "allowed, policies evaluated": ("token", lambda w: w.check(w.reader, READ), 200, None, True),
+    "denied by a deny policy": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ, **NIGHT}), 200,
+                                None, True),
+    "allowed by an allow policy without RBAC": ("token", _post_owner, 200, None, True),
+    "RBAC denies, allow policy does not hold": ("token", lambda w: w.check(w.reader, WRITE), 200, None, True),
+    "no policy covers": ("token", lambda w: w.check(w.reader, "reports:read"), 200, None, True),
+    "no resource nor context": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ}), 200, None,
+                                True),
+    "null resource": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ, "resource": None}), 200,
+                      None, True),
+    "scope": ("token", _post_scoped, 200, None, True),
+    "context.scope": ("token", _post_context_scope, 200, None, True),
+    "min_revision ahead of the stream": ("token", _post_min_revision, 200, None, True),
+    "unknown user id": ("token", lambda w: w.check(str(uuid.uuid4()), READ), 200, None, True),
+    "odd user id": ("token", lambda w: w.check("a\"b\\c\u00e9", READ), 200, None, True),
+    "unknown field": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ, "x": 1}), 200, None, True),
+    "charset in the media type": ("token", lambda w: w.check(w.reader, READ,
+                                                            content_type="application/json; charset=utf-8"),
+                                  200, None, True),
+    "media type in capitals": ("token", lambda w: w.check(w.reader, READ, content_type="Application/JSON"), 200,
+                               None, True),
+    "well-formed request id": ("token", lambda w: w.check(w.reader, READ, headers={"X-Request-Id": WELL_FORMED_ID}),
+                               200, None, True),
+    "bulk": ("token", lambda w: w.bulk(w.reader, [READ, WRITE, "reports:read"]), 200, None, True),
+    "bulk at night": ("token", lambda w: w.post({"user_id": w.reader, "permissions": [READ, WRITE], **NIGHT},
+                                                bulk=True), 200, None, True),
+    "bulk with duplicates": ("token", lambda w: w.bulk(w.reader, [WRITE, READ, WRITE]), 200, None, True),
+    "bulk, odd user id": ("token", lambda w: w.bulk("x\"y\u00fc", [READ]), 200, None, True),
+    "api-key mode, its application": ("key", lambda w: w.check(w.reader, READ), 200, None, True),
+    "user token with authz:check": ("token", _post_token_with_authz_check, 200, None, True),
+    # errors after validation: answered by the hot path
+    "wrong api key": ("token", lambda w: w.check(w.reader, READ, credential="sk_test_" + "x" * 43), 401,
+                      "UNAUTHORIZED", True),
+    "missing authorization": ("token", lambda w: w.check(w.reader, READ, authorization=False), 401,
+                              "UNAUTHORIZED", True),
+    "bulk, wrong api key": ("token", lambda w: w.bulk(w.reader, [READ], credential="sk_live_nope"), 401,
+                            "UNAUTHORIZED", True),
+    "key without authz:check": ("token", lambda w: w.check(w.reader, READ, credential=w.cp.add_key(
+        w.app_id, permissions=["roles:read"])), 403, "FORBIDDEN", True),
+    "unknown application": ("token", lambda w: w.check(w.reader, READ, app_id=str(uuid.uuid4())), 404, "NOT_FOUND",
+                            True),
+    "api-key mode, another application": ("key", lambda w: w.check(w.reader, READ, app_id=w.cp.add_app()), 404,
+                                          "NOT_FOUND", True),
+    "staleness exceeded": ("token", _post_staleness_exceeded, 503, "DECISION_UNAVAILABLE", True),
+    "lookups failing": ("token", _post_lookups_failing, 503, "DECISION_UNAVAILABLE", True),
+    # anything unusual: Falcon answers, in its order (media type, credentials, body)
+    "missing permission": ("token", lambda w: w.post({"user_id": w.reader}), 400, "VALIDATION_INVALID_FORMAT",
+                           False),
+    "bad permission name": ("token", lambda w: w.check(w.reader, "nocolon"), 400, "VALIDATION_INVALID_FORMAT",
+                            False),
+    "several bad fields": ("token", lambda w: w.post({"user_id": 5, "permission": "x", "resource": []}), 400,
+                           "VALIDATION_MULTIPLE_ERRORS", False),
+    "resource not an object": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ,
+                                                          "resource": "doc"}), 400, "VALIDATION_INVALID_FORMAT",
+                               False),
+    "context over 64 KiB": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ,
+                                                       "context": {"x": "y" * 70000}}), 400,
+                            "VALIDATION_INVALID_FORMAT", False),
+    "bulk of 51": ("token", lambda w: w.bulk(w.reader, [f"p{i}:read" for i in range(51)]), 400,
+                   "VALIDATION_INVALID_FORMAT", False),
+    "malformed json": ("token", lambda w: w.post(None, raw='{"user_id": '), 400, None, False),
+    "array body": ("token", lambda w: w.post([1, 2]), 400, None, False),
+    "empty body": ("token", lambda w: w.post(None, raw=""), 400, "VALIDATION_MULTIPLE_ERRORS", False),
+    "invalid body, wrong api key": ("token", lambda w: w.post({"user_id": w.reader}, credential="sk_test_nope"),
+                                    401, "UNAUTHORIZED", False),
+    "text/plain": ("token", lambda w: w.check(w.reader, READ, content_type="text/plain"), 415, None, False),
+    "no media type": ("token", lambda w: w.check(w.reader, READ, content_type=None), 415, None, False),
+    "trailing slash": ("token", lambda w: w.check(w.reader, READ, path=check_path(w.app_id) + "/"), 200, None,
+                       False),
+    "non-ascii application": ("token", lambda w: w.check(w.reader, READ, app_id="caf\u00e9"), 404, "NOT_FOUND",
+                              False),
+}
+
+
+@pytest.mark.parametrize("name", list(POST_VARIANTS))
+def test_the_post_hot_path_answers_as_falcon_does(make_sidecar, fake_cp, monotonic, name):
+    mode, build, status, code, taken = POST_VARIANTS[name]
+    w = PostWorld(make_sidecar, fake_cp, monotonic, single=mode == "key")
+    sent = build(w)
+    if not w.cp_down:
+        w.settle()
+    sent_id = sent["headers"].get("X-Request-Id")
+    route = BULK_ROUTE if sent["path"].endswith("-bulk") else ROUTE
+
+    warm = send(w.app, **sent, hot=False)
+    assert warm.status_code == status, warm.text
+    assert w.spy.answers == []
+
+    before = counters(w.app)
+    hot = send(w.app, **sent)
+    assert w.spy.answers == [taken]
+    between = counters(w.app)
+    ref = send(w.app, **sent, hot=False)
+    after = counters(w.app)
+
+    assert hot.status_code == status, hot.text
+    assert_same(hot, ref, sent_id)
+    assert delta(before, between) == delta(between, after)
+    if taken:
+        assert delta(before, between)[("iamgate_decision_http_requests_total",
+                                       (("method", "POST"), ("route", route), ("status", str(status))))] == 1
+    if code is not None:
+        assert_error(hot, status, code)
+    if status == 200 and route == ROUTE:
+        assert set(hot.json) == {"allowed", "permission", "cached", "abac_evaluated", "policies_checked"}
+
+
+def test_post_answers_follow_the_policies(make_sidecar, fake_cp, monotonic):
+    w = PostWorld(make_sidecar, fake_cp, monotonic)
+    day, night = w.check(w.reader, READ), w.post({"user_id": w.reader, "permission": READ, **NIGHT})
+    for sent, allowed in ((day, True), (night, False)):
+        send(w.app, **sent)  # fills the policies
+        answer = send(w.app, **sent).json
+        assert answer == {"allowed": allowed, "permission": READ, "cached": True, "abac_evaluated": True,
+                          "policies_checked": 2}
+    assert send(w.app, **w.bulk(w.reader, [READ, WRITE])).json == {
+        "user_id": w.reader, "results": {READ: True, WRITE: False}}
+    assert w.spy.answers == [True] * 5
+
+    # A policy change reaches the hot path through the same cache invalidation.
+    w.cp.set_policies(w.app_id, [])
+    w.settle()
+    assert send(w.app, **night).json == {"allowed": True, "permission": READ, "cached": False,
+                                         "abac_evaluated": False, "policies_checked": 0}
+
+
+def test_a_body_the_hot_path_declined_is_read_whole_by_falcon(make_sidecar, fake_cp, monotonic):
+    """The hot path read the body before declining; Falcon still sees all of it."""
+    w = PostWorld(make_sidecar, fake_cp, monotonic)
+    sent = w.post({"user_id": w.reader, "permission": READ, "scope": "", **ATTRIBUTES})  # empty scope: refused
+    result = send(w.app, **sent)
+    assert w.spy.answers == [False]
+    error = assert_error(result, 400, "VALIDATION_INVALID_FORMAT")
+    assert "scope" in error["details"]["fields"]

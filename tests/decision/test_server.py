@@ -899,13 +899,13 @@ def test_worker_handle_serves_with_the_listener_environ():
 
 
 def test_http_date_is_rfc_7231_and_formatted_once_a_second(monkeypatch):
-    formatted, formatdate = [], server_module.formatdate
+    formatted, _imf_fixdate = [], server_module._imf_fixdate
 
-    def counting_formatdate(*args, **kwargs):
+    def counting__imf_fixdate(*args, **kwargs):
         formatted.append(args)
-        return formatdate(*args, **kwargs)
+        return _imf_fixdate(*args, **kwargs)
 
-    monkeypatch.setattr(server_module, "formatdate", counting_formatdate)
+    monkeypatch.setattr(server_module, "_imf_fixdate", counting__imf_fixdate)
     now = [1_700_000_000.25]
     date = _HttpDate(clock=lambda: now[0])
 
@@ -929,3 +929,19 @@ def test_base_environ():
     assert (environ["SERVER_NAME"], environ["SERVER_PORT"], environ["SERVER_SOFTWARE"]) == ("10.1.2.3", "8181", SERVER)
     assert (environ["wsgi.version"], environ["wsgi.url_scheme"], environ["SCRIPT_NAME"]) == ((1, 0), "http", "")
     assert environ["wsgi.input_terminated"] is True
+
+
+def test_the_decision_service_latency_buckets_are_every_apps():
+    from decision.metrics import BUCKETS
+    from shared.metrics import BUCKETS as SHARED_BUCKETS
+
+    assert BUCKETS == SHARED_BUCKETS
+
+
+def test_the_date_header_is_email_utils_imf_fixdate():
+    from email.utils import formatdate
+
+    from decision.server import _imf_fixdate
+
+    for seconds in (0, 951782400, 1_000_000_000, 1_767_225_599, 2 ** 31 - 1, 4_102_444_800):
+        assert _imf_fixdate(seconds) == formatdate(seconds, usegmt=True).encode("ascii")

@@ -24,7 +24,9 @@
 - name: iamgate-decision
   image: "{{ .image.repository }}:{{ .image.tag }}"
   imagePullPolicy: {{ .image.pullPolicy | default "IfNotPresent" }}
-  command: ["gunicorn", "-c", "python:decision.gunicorn_conf", "--worker-tmp-dir", "/dev/shm", "decision.wsgi:create()"]
+  # One process when workers is 1 (the default: no gunicorn master beside the worker);
+  # with more, the same command runs gunicorn's master and that many workers.
+  command: ["python", "-m", "decision"]
   ports:
     - {name: iamgate-dec, containerPort: {{ .port }}}
   env:

@@ -1,0 +1,234 @@
+"""Decision-service footprint beside Cerbos, in one run (issue 18).
+
+    .venv/bin/python -m benchmarks.footprint [--duration 5] [--no-write]
+
+Starts the control plane (one gevent worker, memory://), provisions an application, its
+API key and a user holding ``documents:read``, then, one after the other on free loopback
+ports:
+
+- the decision sidecar at its default configuration, as the chart and ``make run`` start
+  it (``python -m decision``: one process, ``IAMGATE_DECISION_WORKERS=1``, API-key mode);
+- the same with ``IAMGATE_DECISION_WORKERS=2`` (gunicorn master and two workers, the old
+  default), for the before/after;
+- Cerbos (the ``@cerbos/cerbos-linux-x64`` npm package, which ships the binary; fetched
+  with ``npm pack`` into ``.venv/cerbos`` when missing) with the policy under
+  ``benchmarks/cerbos/``, answering the same question (may a "user" read a document?).
+
+For each: time from exec to ``/readyz`` (Cerbos: ``/_cerbos/health``) answering 200, RSS
+idle (every process of the service), requests per second at concurrency 16 for
+``--duration`` seconds (wrk: the sidecar's cache-hit GET check, Cerbos's
+``POST /api/check/resources``), RSS after that load. For the sidecar also the RSS after
+100,000 cached users: its idle RSS plus what ``benchmarks.cache_fill`` measures those users
+to cost in one process (filling through HTTP would measure the control plane instead).
+Writes "## Decision-service footprint" in docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import requests
+
+from benchmarks.decision_bench import PERFORMANCE_DOC, ROOT, ensure_wrk, machine, run_wrk
+from tests.e2e.processes import Admin, Processes, free_port
+
+SECTION = "## Decision-service footprint"
+CERBOS_PACKAGE = "@cerbos/cerbos-linux-x64"
+CERBOS_VERSION = "0.55.0"
+CERBOS_DIR = ROOT / ".venv" / "cerbos"
+CERBOS_CONFIG = ROOT / "benchmarks" / "cerbos"
+CERBOS_BODY = json.dumps({"requestId": "bench", "principal": {"id": "u1", "roles": ["user"]},
+                          "resources": [{"actions": ["read"], "resource": {"kind": "document", "id": "d1"}}]})
+TARGETS = {"idle_vs_cerbos": 1.0, "cached_100k_mb": 300, "rps_vs_cerbos": 2.0, "startup_s": 0.3}
+
+
+def ensure_cerbos() -> Path | None:
+    """The Cerbos binary from the npm registry's package, or None (no npm, no network)."""
+    binary = CERBOS_DIR / "package" / "cerbos-linux-x64"
+    if binary.exists():
+        return binary
+    if not shutil.which("npm"):
+        return None
+    CERBOS_DIR.mkdir(parents=True, exist_ok=True)
+    packed = subprocess.run(["npm", "pack", f"{CERBOS_PACKAGE}@{CERBOS_VERSION}"], cwd=CERBOS_DIR,
+                            capture_output=True, text=True)
+    if packed.returncode != 0:
+        print(f"cerbos: npm pack failed: {packed.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    subprocess.run(["tar", "xzf", packed.stdout.strip().splitlines()[-1]], cwd=CERBOS_DIR, check=True)
+    return binary if binary.exists() else None
+
+
+def tree_rss_mb(pid: int) -> float:
+    """RSS of ``pid`` and its children (a gunicorn master and its workers)."""
+    pids = [pid] + [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                                   text=True).stdout.split()]
+    total = 0.0
+    for one in pids:
+        try:
+            with open(f"/proc/{one}/status") as status:
+                total += next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def start_timed(command: list[str], env: dict, ready_url: str, log: Path) -> tuple[subprocess.Popen, float]:
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                               process_group=0)
+    while not _answers(ready_url):
+        if process.poll() is not None or time.perf_counter() - started > 60:
+            raise RuntimeError(f"{command[0]} did not become ready:\n{log.read_text()[-2000:]}")
+        time.sleep(0.005)
+    return process, time.perf_counter() - started
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def measure(name, command, env, ready_url, load_url, *, wrk, duration, log_dir, headers=None, body=None) -> dict:
+    process, startup = start_timed(command, env, ready_url, log_dir / f"{name}.log")
+    try:
+        time.sleep(1)
+        idle = tree_rss_mb(process.pid)
+        load = run_wrk(wrk, load_url, connections=16, duration=duration, headers=headers or {},
+                       method="POST" if body else "GET", body=body)
+        after = tree_rss_mb(process.pid)
+    finally:
+        stop(process)
+    return {"startup_s": startup, "idle_mb": idle, "after_load_mb": after, "rps": load["rps"],
+            "errors": load["status_errors"] + load["socket_errors"], "requests": load["requests"]}
+
+
+def run(duration: float) -> dict:
+    wrk = ensure_wrk()
+    results = {"load_before": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as tmp:
+        log_dir = Path(tmp)
+        processes = Processes(log_dir, env={"IAMGATE_RATE_LIMIT_REGISTER": "0/60",
+                                            "IAMGATE_RATE_LIMIT_API": "100000000/60"})
+        try:
+            processes.start_control_plane()
+            admin = Admin(processes.control_url)
+            user = admin.user("footprint")
+            admin.assign(user, admin.role(["documents:read"]))
+            for label, workers in (("sidecar", 1), ("sidecar_2_workers", 2)):
+                port = free_port()
+                env = {**processes.env, "IAMGATE_DECISION_PORT": str(port), "IAMGATE_DECISION_WORKERS": str(workers),
+                       "IAMGATE_DECISION_API_KEY": admin.api_key}
+                env.pop("IAMGATE_INTERNAL_TOKEN", None)
+                base = f"http://127.0.0.1:{port}"
+                check = f"{base}/api/v1/applications/{admin.app_id}/authz/check?user_id={user}&permission=documents:read"
+                results[label] = measure(label, [sys.executable, "-m", "decision"], env, base + "/readyz", check,
+                                         wrk=wrk, duration=duration, log_dir=log_dir, headers=admin.headers)
+        finally:
+            processes.stop()
+        fill = subprocess.run([sys.executable, "-m", "benchmarks.cache_fill", "--users", "100000"], cwd=ROOT,
+                              capture_output=True, text=True, check=True)
+        results["cache_fill"] = json.loads(fill.stdout.strip().splitlines()[-1])
+        binary = ensure_cerbos()
+        if binary is not None:
+            http, grpc = free_port(), free_port()
+            command = [str(binary), "server", f"--config={CERBOS_CONFIG / 'config.yaml'}",
+                       f"--set=server.httpListenAddr=127.0.0.1:{http}", f"--set=server.grpcListenAddr=127.0.0.1:{grpc}",
+                       f"--set=storage.disk.directory={CERBOS_CONFIG / 'policies'}"]
+            base = f"http://127.0.0.1:{http}"
+            results["cerbos"] = measure("cerbos", command, dict(os.environ), base + "/_cerbos/health",
+                                        base + "/api/check/resources", wrk=wrk, duration=duration, log_dir=log_dir,
+                                        body=CERBOS_BODY)
+    return results
+
+
+def report(results: dict, duration: float) -> str:
+    fill = results["cache_fill"]
+    fill_mb = fill["rss_after_mb"] - fill["rss_before_mb"]
+    rows = [("decision sidecar, default (`python -m decision`, 1 process)", results["sidecar"], True),
+            ("decision sidecar, IAMGATE_DECISION_WORKERS=2 (gunicorn master + 2 workers)",
+             results["sidecar_2_workers"], True)]
+    if "cerbos" in results:
+        rows.append((f"Cerbos {CERBOS_VERSION} (npm `{CERBOS_PACKAGE}`)", results["cerbos"], False))
+    lines = ["| service | exec to ready | RSS idle | checks/s at c16 | RSS after load | RSS after 100,000 cached users |",
+             "|---|---|---|---|---|---|"]
+    for label, r, sidecar in rows:
+        cached = f"{r['idle_mb'] + fill_mb:.0f} MB" if sidecar else "-"
+        lines.append(f"| {label} | {r['startup_s']:.2f} s | {r['idle_mb']:.1f} MB | {r['rps']:,.0f} "
+                     f"({r['errors']} errors) | {r['after_load_mb']:.1f} MB | {cached} |")
+    side = results["sidecar"]
+    lines += ["", f"The 100,000-user column is the idle RSS plus {fill_mb:.0f} MB, what `benchmarks.cache_fill` "
+              f"measured 100,000 users to cost in one process ({fill['bytes_per_user']:,} bytes per user, "
+              "grants shaped as the control plane's: 1 to 3 of 20 roles each).",
+              f"Load average before the run: {results['load_before']:.2f} (2 cores shared with other work: compare "
+              "rows within this run only).", ""]
+    if "cerbos" in results:
+        cerbos = results["cerbos"]
+        checks = [
+            ("RSS idle at the default <= Cerbos's idle RSS", f"{side['idle_mb']:.1f} MB vs {cerbos['idle_mb']:.1f} MB",
+             side["idle_mb"] <= cerbos["idle_mb"]),
+            ("RSS after 100,000 cached users < 300 MB", f"{side['idle_mb'] + fill_mb:.0f} MB",
+             side["idle_mb"] + fill_mb < 300),
+            ("cache-hit checks/s at c16 >= 2x Cerbos's", f"{side['rps'] / cerbos['rps']:.1f}x",
+             side["rps"] >= 2 * cerbos["rps"]),
+            ("exec to /readyz 200 < 0.3 s", f"{side['startup_s']:.2f} s (Cerbos {cerbos['startup_s']:.2f} s)",
+             side["startup_s"] < 0.3),
+        ]
+        lines += ["| target (issue 18) | measured | met |", "|---|---|---|"]
+        lines += [f"| {name} | {value} | {'yes' if met else 'NO'} |" for name, value, met in checks]
+        lines.append("")
+    lines.append(f"{duration:g} s of wrk (`-t1 -c16`) per service; the sidecar answers `GET .../authz/check` from "
+                 "its cache, Cerbos `POST /api/check/resources` for one resource and action.")
+    return "\n".join(lines)
+
+
+def write_section(table: str, command: str) -> None:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    section = (f"{SECTION}\n\nMeasured with `{command}` (benchmarks/footprint.py; `make bench` runs it) on {stamp}, "
+               f"on {machine()}.\n\n{table}\n")
+    text = PERFORMANCE_DOC.read_text("utf-8")
+    start = text.find(SECTION + "\n")
+    if start >= 0:
+        end = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    PERFORMANCE_DOC.write_text(text, "utf-8")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=5, help="seconds of wrk per service (default 5)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
+    args = parser.parse_args(argv)
+    results = run(args.duration)
+    table = report(results, args.duration)
+    print(f"\nDecision-service footprint ({machine()})\n\n{table}\n")
+    if not args.no_write:
+        write_section(table, " ".join(["python -m benchmarks.footprint", *(argv if argv is not None
+                                                                          else sys.argv[1:])]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

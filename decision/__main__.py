@@ -1,0 +1,111 @@
+"""``python -m decision``: the decision service, as one process by default.
+
+A sidecar runs next to every tenant pod, so its memory is paid once per pod (issue 18).
+With ``IAMGATE_DECISION_WORKERS=1`` (the default) this process is the worker itself: no
+gunicorn master beside it (about 25 MB of RSS that answers no check) and no fork, so it
+is ready sooner. It serves connections exactly as a gunicorn worker of the service does
+(``decision.server.Connection``, httptools on gevent, the same app from
+``decision.wsgi.create``). With more workers it becomes gunicorn, as before:
+
+    gunicorn -c python:decision.gunicorn_conf 'decision.wsgi:create()'
+
+Start-up order: settings (exit 2 and one line naming the variable, as gunicorn's master
+does), the app (its change stream starts connecting), then the listening socket (exit 1
+with one line when the port is taken); ``--fd N`` serves an inherited socket instead
+(``make run``'s launcher binds both ports itself). SIGTERM or SIGINT: stop accepting,
+answer what is in flight with ``Connection: close``, wait up to ``GRACEFUL_SECONDS``
+for open connections, exit 0.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+GRACEFUL_SECONDS = 5.0
+KEEPALIVE_SECONDS = 75  # gunicorn's keepalive setting of the service (shared/serving.py)
+
+
+class _Lifecycle:
+    """What a connection asks its gunicorn worker: whether to keep connections alive."""
+
+    alive = True
+
+    def count_request(self) -> None:
+        pass
+
+
+def _gunicorn(argv: list[str]) -> None:
+    os.execv(sys.executable, [sys.executable, "-m", "gunicorn", "-c", "python:decision.gunicorn_conf", *argv,
+                              "decision.wsgi:create()"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    fd = None
+    if argv[:1] == ["--fd"] and len(argv) == 2 and argv[1].isdigit():
+        fd = int(argv[1])
+    elif argv:
+        print("usage: python -m decision [--fd N]", file=sys.stderr)
+        return 2
+
+    from shared.config import Config, ConfigError
+
+    try:
+        config = Config.from_env()
+        config.check_decision_credential()
+    except ConfigError as exc:
+        print(f"iamgate-decision: configuration error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if config.decision_workers > 1:
+        _gunicorn([f"--bind=fd://{fd}"] if fd is not None else [])
+
+    # Before anything opens a socket or starts a thread (gunicorn's gevent worker does the same).
+    from gevent import monkey
+
+    monkey.patch_all()
+
+    import signal
+    import socket
+
+    import gevent
+    from gevent.server import StreamServer
+
+    from decision.server import Connection, base_environ
+    from decision.wsgi import create
+
+    app = create()  # checks the credential setting: exit 2 and one line
+    try:
+        if fd is not None:
+            listener = socket.socket(fileno=fd)
+        else:
+            listener = socket.create_server((config.decision_host, config.decision_port), backlog=2048,
+                                            reuse_port=False)
+    except OSError as exc:
+        print(f"iamgate-decision: cannot listen on {config.decision_host}:{config.decision_port}: "
+              f"{exc.strerror or exc}", file=sys.stderr, flush=True)
+        return 1
+    name = listener.getsockname()
+    environ = base_environ(*(name[:2] if isinstance(name, tuple) else (str(name), "")))
+    environ["wsgi.multiprocess"] = False
+    lifecycle = _Lifecycle()
+
+    def handle(client, address):
+        Connection(client, address, app, environ, worker=lifecycle, timeout=KEEPALIVE_SECONDS).serve()
+
+    server = StreamServer(listener, handle)
+
+    def stop():
+        lifecycle.alive = False
+        server.stop(timeout=GRACEFUL_SECONDS)  # the change stream's thread is a daemon: it ends with us
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(signum, lambda: gevent.spawn(stop))
+    logging.getLogger("iamgate.decision").info("listening", extra={
+        "address": f"{environ['SERVER_NAME']}:{environ['SERVER_PORT']}", "workers": 1})
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
