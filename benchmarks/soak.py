@@ -33,6 +33,7 @@ ENV = {
     "IAMGATE_RATE_LIMIT_LOGIN": "1000000/60",
     "IAMGATE_RATE_LIMIT_REGISTER": "1000000/60",
     "IAMGATE_RATE_LIMIT_API": "1000000/60",
+    "IAMGATE_RATE_LIMIT_IP": "1000000/60",
 }
 
 # Share of the request rate per operation.
