@@ -5,41 +5,27 @@ import pytest
 
 from controlplane.abac.conditions import MAX_BYTES, MAX_DEPTH, trace, validate
 from shared.abac import condition_environment
-
-
-def cmp(op, left, right=None):
-    node = {"op": op, "left": left}
-    if right is not None:
-        node["right"] = right
-    return node
-
-
-def attr(path):
-    return {"attr": path}
-
-
-def val(value):
-    return {"value": value}
+from tests.conditions import attr, op, val
 
 
 VALID = [
-    cmp("eq", attr("resource.owner_id"), attr("user.id")),
-    cmp("ne", attr("user.attributes.team"), val("ops")),
-    cmp("gt", attr("context.hour"), val(18)),
-    cmp("lte", attr("resource.title"), val("m")),
-    cmp("in", attr("user.attributes.role"), val(["admin", "owner"])),
-    cmp("not_in", attr("context.country"), val([])),
-    cmp("in", attr("user.id"), attr("resource.editors")),
-    cmp("contains", attr("resource.tags"), val("public")),
-    cmp("starts_with", attr("resource.path"), val("/docs/")),
-    cmp("exists", attr("user.attributes.clearance")),
-    cmp("exists", attr("user.attributes.clearance"), val(False)),
-    cmp("ip_in_cidr", attr("context.ip"), val("10.0.0.0/8")),
-    cmp("ip_in_cidr", attr("context.ip"), val(["10.0.0.0/8", "2001:db8::/32", "192.168.1.7"])),
-    cmp("ip_in_cidr", val("10.1.2.3"), attr("user.attributes.networks")),
-    cmp("eq", attr("resource.a.b.c"), val(None)),
-    {"all": [cmp("eq", attr("context.x"), val(1)), {"not": cmp("eq", attr("context.y"), val(2.5))}]},
-    {"any": [cmp("eq", attr("context.x"), val(True))]},
+    op("eq", attr("resource.owner_id"), attr("user.id")),
+    op("ne", attr("user.attributes.team"), val("ops")),
+    op("gt", attr("context.hour"), val(18)),
+    op("lte", attr("resource.title"), val("m")),
+    op("in", attr("user.attributes.role"), val(["admin", "owner"])),
+    op("not_in", attr("context.country"), val([])),
+    op("in", attr("user.id"), attr("resource.editors")),
+    op("contains", attr("resource.tags"), val("public")),
+    op("starts_with", attr("resource.path"), val("/docs/")),
+    op("exists", attr("user.attributes.clearance")),
+    op("exists", attr("user.attributes.clearance"), val(False)),
+    op("ip_in_cidr", attr("context.ip"), val("10.0.0.0/8")),
+    op("ip_in_cidr", attr("context.ip"), val(["10.0.0.0/8", "2001:db8::/32", "192.168.1.7"])),
+    op("ip_in_cidr", val("10.1.2.3"), attr("user.attributes.networks")),
+    op("eq", attr("resource.a.b.c"), val(None)),
+    {"all": [op("eq", attr("context.x"), val(1)), {"not": op("eq", attr("context.y"), val(2.5))}]},
+    {"any": [op("eq", attr("context.x"), val(True))]},
 ]
 
 
@@ -54,39 +40,39 @@ INVALID = [
     ({"all": [], "any": []}, "condition", "exactly one"),
     ({"all": []}, "condition.all", "non-empty array"),
     ({"any": {"op": "eq"}}, "condition.any", "non-empty array"),
-    ({"all": [cmp("eq", attr("context.a"), val(1)), cmp("eq", attr("context.b"), val(1)), {"op": "equals"}]},
+    ({"all": [op("eq", attr("context.a"), val(1)), op("eq", attr("context.b"), val(1)), {"op": "equals"}]},
      "condition.all[2].op", "unknown operator 'equals'; use one of eq, ne"),
     ({"op": 3, "left": val(1), "right": val(1)}, "condition.op", "unknown operator 3"),
     ({"op": "eq", "left": attr("context.a"), "right": val(1), "extra": 1}, "condition", "unknown key(s) extra"),
     ({"not": {"all": [1]}}, "condition.not.all[0]", "must be an object"),
-    (cmp("eq", attr("context.a")), "condition.right", "is required for eq"),
+    (op("eq", attr("context.a")), "condition.right", "is required for eq"),
     ({"op": "eq", "right": val(1)}, "condition.left", "is required"),
-    (cmp("eq", {"attr": "context.a", "value": 1}, val(1)), "condition.left", '{"attr": "<path>"} or {"value"'),
-    (cmp("eq", {"path": "context.a"}, val(1)), "condition.left", '{"attr": "<path>"}'),
-    (cmp("eq", attr("user.name"), val(1)), "condition.left.attr", "must be user.id, user.attributes.<key>"),
-    (cmp("eq", attr("user.attributes"), val(1)), "condition.left.attr", "must be user.id"),
-    (cmp("eq", attr("session.id"), val(1)), "condition.left.attr", "must be user.id"),
-    (cmp("eq", attr("resource"), val(1)), "condition.left.attr", "must be user.id"),
-    (cmp("eq", attr("resource..a"), val(1)), "condition.left.attr", "must be user.id"),
-    (cmp("eq", attr(7), val(1)), "condition.left.attr", "must be user.id"),
-    (cmp("eq", attr("resource." + "a" * 300), val(1)), "condition.left.attr", "at most 255"),
-    (cmp("in", attr("context.a"), val("admin")), "condition.right.value", "in needs an array"),
-    (cmp("not_in", attr("context.a"), val(3)), "condition.right.value", "not_in needs an array"),
-    (cmp("gt", attr("context.a"), val(True)), "condition.right.value", "gt compares numbers or strings"),
-    (cmp("lt", attr("context.a"), val([1])), "condition.right.value", "lt compares numbers or strings"),
-    (cmp("starts_with", attr("context.a"), val(1)), "condition.right.value", "starts_with needs a string"),
-    (cmp("ip_in_cidr", attr("context.ip"), val("10.0.0.0/33")), "condition.right.value", "not a network: '10.0.0.0/33'"),
-    (cmp("ip_in_cidr", attr("context.ip"), val("office")), "condition.right.value", "not a network"),
-    (cmp("ip_in_cidr", attr("context.ip"), val([])), "condition.right.value", "non-empty array"),
-    (cmp("ip_in_cidr", attr("context.ip"), val(["10.0.0.0/8", 5])), "condition.right.value", "a non-string"),
-    (cmp("ip_in_cidr", val("nope"), val("10.0.0.0/8")), "condition.left.value", "IP address on the left"),
-    (cmp("exists", val(1)), "condition.left", "exists needs an attribute"),
-    (cmp("exists", attr("context.a"), val("yes")), "condition.right", "exists takes no right"),
-    (cmp("exists", attr("context.a"), attr("context.b")), "condition.right", "exists takes no right"),
-    (cmp("eq", attr("context.a"), val({"k": 1})), "condition.right.value", "JSON scalar"),
-    (cmp("eq", attr("context.a"), val([[1]])), "condition.right.value", "item 0 must be a JSON scalar"),
-    (cmp("eq", attr("context.a"), val(float("nan"))), "condition.right.value", "finite"),
-    (cmp("eq", attr("context.a"), val(2 ** 64)), "condition.right.value", "beyond 64 bits"),
+    (op("eq", {"attr": "context.a", "value": 1}, val(1)), "condition.left", '{"attr": "<path>"} or {"value"'),
+    (op("eq", {"path": "context.a"}, val(1)), "condition.left", '{"attr": "<path>"}'),
+    (op("eq", attr("user.name"), val(1)), "condition.left.attr", "must be user.id, user.attributes.<key>"),
+    (op("eq", attr("user.attributes"), val(1)), "condition.left.attr", "must be user.id"),
+    (op("eq", attr("session.id"), val(1)), "condition.left.attr", "must be user.id"),
+    (op("eq", attr("resource"), val(1)), "condition.left.attr", "must be user.id"),
+    (op("eq", attr("resource..a"), val(1)), "condition.left.attr", "must be user.id"),
+    (op("eq", attr(7), val(1)), "condition.left.attr", "must be user.id"),
+    (op("eq", attr("resource." + "a" * 300), val(1)), "condition.left.attr", "at most 255"),
+    (op("in", attr("context.a"), val("admin")), "condition.right.value", "in needs an array"),
+    (op("not_in", attr("context.a"), val(3)), "condition.right.value", "not_in needs an array"),
+    (op("gt", attr("context.a"), val(True)), "condition.right.value", "gt compares numbers or strings"),
+    (op("lt", attr("context.a"), val([1])), "condition.right.value", "lt compares numbers or strings"),
+    (op("starts_with", attr("context.a"), val(1)), "condition.right.value", "starts_with needs a string"),
+    (op("ip_in_cidr", attr("context.ip"), val("10.0.0.0/33")), "condition.right.value", "not a network: '10.0.0.0/33'"),
+    (op("ip_in_cidr", attr("context.ip"), val("office")), "condition.right.value", "not a network"),
+    (op("ip_in_cidr", attr("context.ip"), val([])), "condition.right.value", "non-empty array"),
+    (op("ip_in_cidr", attr("context.ip"), val(["10.0.0.0/8", 5])), "condition.right.value", "a non-string"),
+    (op("ip_in_cidr", val("nope"), val("10.0.0.0/8")), "condition.left.value", "IP address on the left"),
+    (op("exists", val(1)), "condition.left", "exists needs an attribute"),
+    (op("exists", attr("context.a"), val("yes")), "condition.right", "exists takes no right"),
+    (op("exists", attr("context.a"), attr("context.b")), "condition.right", "exists takes no right"),
+    (op("eq", attr("context.a"), val({"k": 1})), "condition.right.value", "JSON scalar"),
+    (op("eq", attr("context.a"), val([[1]])), "condition.right.value", "item 0 must be a JSON scalar"),
+    (op("eq", attr("context.a"), val(float("nan"))), "condition.right.value", "finite"),
+    (op("eq", attr("context.a"), val(2 ** 64)), "condition.right.value", "beyond 64 bits"),
 ]
 
 
@@ -98,12 +84,12 @@ def test_each_problem_is_named_by_its_json_path(condition, path, reason):
 
 
 def test_every_problem_is_reported_not_only_the_first():
-    problems = validate({"any": [{"op": "nope"}, cmp("in", attr("context.a"), val(1)), cmp("eq", attr("x.y"), val(1))]})
+    problems = validate({"any": [{"op": "nope"}, op("in", attr("context.a"), val(1)), op("eq", attr("x.y"), val(1))]})
     assert set(problems) == {"condition.any[0].op", "condition.any[1].right.value", "condition.any[2].left.attr"}
 
 
 def _nested(depth):
-    node = cmp("eq", attr("context.a"), val(1))
+    node = op("eq", attr("context.a"), val(1))
     for _ in range(depth - 1):
         node = {"not": node}
     return node
@@ -124,9 +110,9 @@ def test_absurd_nesting_is_refused_without_recursing_to_death():
 
 
 def test_size_is_limited_to_16_kib():
-    small = cmp("in", attr("context.a"), val(["x" * 100] * 150))
+    small = op("in", attr("context.a"), val(["x" * 100] * 150))
     assert validate(small) == {}
-    big = cmp("in", attr("context.a"), val(["x" * 100] * 170))
+    big = op("in", attr("context.a"), val(["x" * 100] * 170))
     assert "at most 16384" in validate(big)["condition"]
     assert MAX_BYTES == 16384
 
@@ -136,9 +122,9 @@ def test_a_custom_root_path_prefixes_every_path():
 
 
 def test_trace_gives_every_node_its_value_and_resolved_operands():
-    condition = {"all": [cmp("eq", attr("resource.owner_id"), attr("user.id")),
-                         {"not": cmp("exists", attr("user.attributes.banned"))},
-                         cmp("gt", attr("context.hour"), val(8))]}
+    condition = {"all": [op("eq", attr("resource.owner_id"), attr("user.id")),
+                         {"not": op("exists", attr("user.attributes.banned"))},
+                         op("gt", attr("context.hour"), val(8))]}
     env = condition_environment("u1", {"team": "a"}, {"owner_id": "u1"}, {"hour": "9"})
     out = trace(condition, env)
     assert out["path"] == "condition" and out["value"] is False

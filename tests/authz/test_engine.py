@@ -25,6 +25,7 @@ from shared.rbac import (
     matches,
     resolve_scope,
 )
+from tests.conditions import attr, op, val
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 PROPERTY = settings(max_examples=200, deadline=None)
@@ -40,21 +41,6 @@ def grants(*assignments, status="active", attributes=None, user_id="u1", seq=0):
 
 def policy(effect, *permissions, condition=None, is_active=True, id="p"):
     return Policy(id=id, name=id, effect=effect, permissions=permissions, condition=condition, is_active=is_active)
-
-
-def op(name, left, right=None):
-    node = {"op": name, "left": left}
-    if right is not None:
-        node["right"] = right
-    return node
-
-
-def attr(path):
-    return {"attr": path}
-
-
-def val(value):
-    return {"value": value}
 
 
 # --- strategies ------------------------------------------------------------------------
