@@ -127,12 +127,6 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
     return operation
 
 
-def _body_of(error) -> str:
-    from controlplane.oidc.errors import OAuthError  # the area imports this module
-
-    return "OAuthError" if isinstance(error, type) and issubclass(error, OAuthError) else "Error"
-
-
 def implied_errors(doc, access, method, accepted, path) -> list:
     """The errors every operation of this shape can answer, whatever its own code does:
     the middleware's (application lookup, authentication, gates, the API throttle, 415)
@@ -161,8 +155,7 @@ def _responses(doc, access, method, accepted, path) -> dict:
             schema = {"type": "object", "properties": {"data": schema}, "required": ["data"]}
         ok_content = {"application/json": {"schema": schema}}
     responses = {str(doc["ok"]): {"description": "Success", **({"content": ok_content} if ok_content else {})}}
-    responses.update(error_responses([*doc["errors"], *implied_errors(doc, access, method, accepted, path)],
-                                     _body_of))
+    responses.update(error_responses([*doc["errors"], *implied_errors(doc, access, method, accepted, path)]))
     for status, (schema, description, *media) in doc["also"].items():
         entry = responses.setdefault(str(status), {"description": description})
         if description not in entry["description"]:

@@ -24,6 +24,7 @@ from decision.cache import DecisionCache
 from decision.hotpath import BULK_ROUTE, ROUTE, HotCheck
 from decision.client import ControlPlaneClient
 from decision.metrics import DecisionMetrics, MetricsMiddleware
+from decision.openapi import OpenApiDocument
 from decision.resources import Check, CheckBulk, Health, Metrics, Ready
 from decision.service import DecisionService
 from decision.stream import BACKOFF_MAX, ChangeFollower
@@ -127,6 +128,7 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(follower))
     app.add_route("/metrics", Metrics(metrics))
+    app.add_route("/openapi.json", OpenApiDocument())
     app.service = service
     follower.start()
     return app

@@ -21,6 +21,7 @@ class DomainError(Exception):
 
     code = "BAD_REQUEST"
     message = "The request could not be processed."
+    body_schema = "Error"  # the OpenAPI component of the answer's body: the spec's envelope
 
     def __init__(self, message: str | None = None, *, details: dict | None = None):
         self.message = message or self.message

@@ -80,9 +80,10 @@ def error_pairs(errors) -> list[tuple[int, str]]:
     return pairs
 
 
-def error_responses(errors, body_of=lambda error: "Error") -> dict:
-    """{status: response} for these error classes, plus the shared 500. ``body_of`` names
-    the component schema of an error class's body (the envelope unless told otherwise)."""
+def error_responses(errors) -> dict:
+    """{status: response} for these error classes, plus the shared 500; each class's
+    ``body_schema`` names the component schema of its body (the envelope, ``Error``,
+    unless the class says otherwise)."""
     responses: dict = {}
     bodies: dict[str, list[str]] = {}
     for error in errors:
@@ -90,7 +91,7 @@ def error_responses(errors, body_of=lambda error: "Error") -> dict:
             entry = responses.setdefault(str(status), {"description": ""})
             if code not in entry["description"].split():
                 entry["description"] = (entry["description"] + " " + code).strip()
-            body = body_of(error)
+            body = error.body_schema
             if body not in bodies.setdefault(str(status), []):
                 bodies[str(status)].append(body)
     for status, entry in responses.items():

@@ -19,6 +19,7 @@ class OAuthError(DomainError):
     user agent back to the client with the error."""
 
     code, message = "invalid_request", "The request is invalid."
+    body_schema = "OAuthError"  # RFC 6749 section 5.2: {error, error_description}
 
     def __init__(self, description: str | None = None, *, redirect_uri: str | None = None,
                  state: str | None = None):
