@@ -11,8 +11,8 @@ from __future__ import annotations
 import falcon
 
 from shared import checks
-from shared.errors import (MalformedJson, NotFound, PayloadTooLarge, PermissionMissing, Unauthorized,
-                           UnsupportedMediaType, ValidationFailed)
+from shared.errors import (MalformedJson, NotFound, PayloadTooLarge, PermissionMissing, RevisionAhead,
+                           Unauthorized, UnsupportedMediaType, ValidationFailed)
 from shared.http import dumps
 from shared.openapi import COMPONENTS, error_responses
 
@@ -26,7 +26,7 @@ _CALLER = ("Bearer: an API key of the application with permission authz:check, o
            "whose user holds authz:check. Answered from this service's cache, kept fresh by the control "
            "plane's change stream; 503 DECISION_UNAVAILABLE (fail closed) when it cannot be.")
 # Every check: the caller's credential and gate, the application, the inputs, freshness.
-_CHECK_ERRORS = [ValidationFailed, Unauthorized, PermissionMissing, NotFound, DecisionUnavailable]
+_CHECK_ERRORS = [ValidationFailed, RevisionAhead, Unauthorized, PermissionMissing, NotFound, DecisionUnavailable]
 _BODY_ERRORS = [MalformedJson, PayloadTooLarge, UnsupportedMediaType]
 
 

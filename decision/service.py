@@ -17,11 +17,12 @@ control plane cannot answer, 503 DECISION_UNAVAILABLE: never a stale allow.
 from __future__ import annotations
 
 import hashlib
+import time
 
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled
 from shared.credentials import API_KEY_PREFIXES
-from shared.errors import NotFound, PermissionMissing, ServiceUnavailable, Unauthorized
+from shared.errors import NotFound, PermissionMissing, RevisionAhead, ServiceUnavailable, Unauthorized
 from shared.ids import is_uuid
 from shared.rbac import ACTIVE, Grants, matches
 
@@ -45,8 +46,17 @@ class DecisionUnavailable(ServiceUnavailable):
         super().__init__(details={"reason": reason})
 
 
+# A fetch that showed the change log's head below a check's min_revision bounds later
+# min_revisions above that head for this long without another fetch: an absurd revision
+# costs at most one control-plane read a second, never one per check.
+HEAD_MEMORY_SECONDS = 1.0
+
+
 class DecisionService:
-    def __init__(self, *, client, cache, follower, verifier, metrics, clock, single_application: bool = False):
+    def __init__(self, *, client, cache, follower, verifier, metrics, clock, single_application: bool = False,
+                 monotonic=time.monotonic):
+        self._monotonic = monotonic
+        self._head_seen: tuple[int, float] | None = None  # (head a fetch read, when)
         self.client = client
         self.cache = cache
         self.follower = follower
@@ -54,6 +64,19 @@ class DecisionService:
         self.metrics = metrics
         self.clock = clock
         self.single_application = single_application  # API-key mode: the key's application only
+
+    def refuse_revision_ahead(self, min_revision: int) -> None:
+        """400 AUTHZ_REVISION_AHEAD, as the control plane answers, when a fetch within
+        HEAD_MEMORY_SECONDS read a change-log head below ``min_revision``."""
+        seen = self._head_seen
+        if seen is not None and min_revision > seen[0] and self._monotonic() - seen[1] < HEAD_MEMORY_SECONDS:
+            raise RevisionAhead(min_revision, seen[0])
+
+    def note_head(self, head: int, min_revision: int) -> None:
+        """A fetch for ``min_revision`` read the log at ``head``; refuse when it is behind."""
+        if head < min_revision:
+            self._head_seen = (head, self._monotonic())
+            raise RevisionAhead(min_revision, head)
 
     def begin(self, app_id: str) -> "Lookup":
         """Start one request on ``app_id``; 404 NOT_FOUND when this service does not serve it."""
@@ -108,7 +131,11 @@ class Lookup:
         """Decisions for ``permissions`` of ``user_id`` and whether they came from the cache.
         ``abac``: evaluate the application's policies (POST checks)."""
         fresh = min_revision is not None and not self._service.cache.fresh_through(min_revision)
+        if fresh:
+            self._service.refuse_revision_ahead(min_revision)
         entry, cached = self._grants(user_id, fresh=fresh)
+        if fresh and is_uuid(user_id):
+            self._service.note_head(entry.seq, min_revision)
         scoped = entry.at(scope, self.now)
         if abac:
             policies, policies_cached = self._policies(fresh=fresh)

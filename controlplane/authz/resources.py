@@ -3,11 +3,10 @@ Responses are not wrapped in ``data`` (spec).  Permission authz:check."""
 from __future__ import annotations
 
 from shared import checks
-from shared.errors import PermissionMissing, ValidationFailed
+from shared.errors import PermissionMissing, RevisionAhead, ValidationFailed
 from shared.http import read_json
 
 from controlplane.auth import permission
-from controlplane.authz.errors import RevisionAhead
 from controlplane.authz.service import AuthzService
 from controlplane.openapi import op
 from controlplane.resource import Resource

@@ -25,11 +25,11 @@ from cachetools import TTLCache
 
 from shared.abac import CompiledPolicies
 from shared.authorization import decide_compiled, rbac_decision
+from shared.errors import RevisionAhead
 from shared.invalidation import APPLICATION_KINDS, POLICY_KINDS, affected_users
 from shared.rbac import compile_grants, resolve_scope
 
 from controlplane.abac.store import PolicyStore
-from controlplane.authz.errors import RevisionAhead
 
 GRANTS_CACHE_SIZE = 100_000
 POLICIES_CACHE_SIZE = 10_000

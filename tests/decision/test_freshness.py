@@ -122,3 +122,25 @@ def test_min_revision_also_refreshes_policies(tenant, fake_cp):
                           "policies_checked": 1}
     fake_cp.stream_paused = False
     assert wait_for(lambda: service.cache.applied >= revision)
+
+
+def test_a_min_revision_ahead_of_the_log_is_refused_not_a_cache_bypass_per_check(tenant, fake_cp):
+    """Issue 14, item 8: an absurd min_revision costs one control-plane read a second at
+    most, then 400 AUTHZ_REVISION_AHEAD, as the control plane answers."""
+    user = tenant.user_with("posts:read")
+    service = tenant.client.app.service
+    assert wait_for(lambda: service.cache.applied >= fake_cp.head)
+    assert tenant.allowed(user, "posts:read")
+    reads = []
+    fake_cp.grants_gate = lambda app_id, user_id: reads.append(user_id)
+    absurd = fake_cp.head + 10**9
+    for _ in range(20):
+        response = tenant.get(user, "posts:read", min_revision=absurd)
+        assert response.status_code == 400, response.text
+        error = response.json["error"]
+        assert error["code"] == "AUTHZ_REVISION_AHEAD" and error["details"]["head"] <= fake_cp.head
+    bulk = tenant.bulk({"user_id": user, "permissions": ["posts:read"], "min_revision": absurd})
+    assert bulk.json["error"]["code"] == "AUTHZ_REVISION_AHEAD"
+    assert len(reads) == 1
+    # The head it holds is the control plane's own: a real revision is still answered.
+    assert tenant.get(user, "posts:read", min_revision=fake_cp.head).json["allowed"] is True

@@ -673,7 +673,7 @@ POST_VARIANTS = {
                       None, True),
     "scope": ("token", _post_scoped, 200, None, True),
     "context.scope": ("token", _post_context_scope, 200, None, True),
-    "min_revision ahead of the stream": ("token", _post_min_revision, 200, None, True),
+    "min_revision ahead of the log": ("token", _post_min_revision, 400, "AUTHZ_REVISION_AHEAD", True),
     "unknown user id": ("token", lambda w: w.check(str(uuid.uuid4()), READ), 200, None, True),
     "odd user id": ("token", lambda w: w.check("a\"b\\c\u00e9", READ), 200, None, True),
     "unknown field": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ, "x": 1}), 200, None, True),
