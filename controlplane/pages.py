@@ -39,7 +39,8 @@ from urllib.parse import parse_qsl, urlsplit
 import jinja2
 from markupsafe import Markup
 
-from shared.errors import BadRequest, Forbidden, PayloadTooLarge
+from shared.errors import BadRequest, Forbidden
+from shared.http import read_body
 
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.service import DEFAULT_BRANDING_OPTIONS, branding as app_branding
@@ -192,12 +193,7 @@ def read_form(req) -> dict[str, str]:
     cached = getattr(req.context, "form_body", None)
     if cached is not None:
         return cached
-    length = req.content_length
-    if length is not None and length > MAX_FORM_BYTES:
-        raise PayloadTooLarge(details={"max_bytes": MAX_FORM_BYTES})
-    raw = req.bounded_stream.read(MAX_FORM_BYTES + 1)
-    if len(raw) > MAX_FORM_BYTES:
-        raise PayloadTooLarge(details={"max_bytes": MAX_FORM_BYTES})
+    raw = read_body(req, MAX_FORM_BYTES)
     try:
         pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=bool(raw),
                           encoding="utf-8", errors="strict", max_num_fields=MAX_FORM_FIELDS)

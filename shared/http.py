@@ -206,17 +206,24 @@ class JsonBodyMiddleware:
                                        details={"content_type": req.content_type})
 
 
+def read_body(req, max_bytes: int) -> bytes:
+    """The raw request body; 413 PAYLOAD_TOO_LARGE past ``max_bytes``, refused from the
+    declared length before anything is read when it says so."""
+    length = req.content_length
+    if length is not None and length > max_bytes:
+        raise PayloadTooLarge(details={"max_bytes": max_bytes})
+    raw = req.bounded_stream.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise PayloadTooLarge(details={"max_bytes": max_bytes})
+    return raw
+
+
 def read_json(req) -> dict:
     """The request body as a JSON object ({} when empty); 400 when malformed."""
     cached = getattr(req.context, "json_body", None)
     if cached is not None:
         return cached
-    length = req.content_length
-    if length is not None and length > MAX_BODY_BYTES:
-        raise PayloadTooLarge(details={"max_bytes": MAX_BODY_BYTES})
-    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
-    if len(raw) > MAX_BODY_BYTES:
-        raise PayloadTooLarge(details={"max_bytes": MAX_BODY_BYTES})
+    raw = read_body(req, MAX_BODY_BYTES)
     if not raw.strip():
         body = {}
     else:
