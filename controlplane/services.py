@@ -133,7 +133,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     clock = clock or utcnow
     store = store or Store(config.mongodb_uri)
     box = SecretBox(config.secret_key)
-    metrics = HttpMetrics("iamgate")
+    metrics = HttpMetrics("iamgate", multiprocess_dir=config.multiprocess_metrics_dir)
     events = EventLog(store, clock)
     tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
     keys = SigningKeys(store, box, clock,
@@ -187,7 +187,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                  resolver=resolver or system_resolver)
     webhooks = WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES)
     webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,
-                                    DeliveryMetrics(metrics.registry, webhook_store),
+                                    DeliveryMetrics(metrics, webhook_store),
                                     retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads)
     webhook_dispatcher = Dispatcher(webhook_store, events, clock, kinds=PUBLIC_EVENT_TYPES,
                                     retention_seconds=config.webhook_delivery_retention,

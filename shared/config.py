@@ -95,6 +95,12 @@ def _text(name, raw):
     return raw
 
 
+def _directory(name, raw):
+    if raw and not os.path.isabs(raw):
+        raise ConfigError(f"{name}: expected an absolute directory path, got {raw!r}")
+    return raw
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -120,6 +126,10 @@ def _api_key(name, raw):
         raise ConfigError(f"{name}: expected an application API key (sk_test_... or sk_live_...)")
     return raw
 
+
+# prometheus_client's own switch to its multiprocess mode; its value comes from
+# IAMGATE_METRICS_DIR (shared/serving.py sets it in the gunicorn master).
+MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 # name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
 _VARIABLES = {
@@ -164,6 +174,7 @@ _VARIABLES = {
     "LOG_EMAIL_BODIES": (_bool, "false"),
     "MAX_STREAMS_PER_CREDENTIAL": (lambda n, r: _int(n, r, 1), "50"),
     "METRICS_TOKEN": (_internal_token, ""),
+    "METRICS_DIR": (_directory, ""),
     "TRUSTED_PROXIES": (_cidrs, ""),
     "MAX_APPLICATIONS_PER_ORGANIZATION": (lambda n, r: _int(n, r, 0), "10"),
     "MAX_USERS_PER_APPLICATION": (lambda n, r: _int(n, r, 0), "10000"),
@@ -224,6 +235,7 @@ class Config:
     log_email_bodies: bool
     max_streams_per_credential: int
     metrics_token: str
+    metrics_dir: str
     trusted_proxies: tuple
     max_applications_per_organization: int
     max_users_per_application: int
@@ -239,6 +251,10 @@ class Config:
     bcrypt_rounds: int
     log_level: str
     secret_key_generated: bool = field(default=False, compare=False)
+    # Set by the gunicorn master (shared/serving.py), not by operators: the directory of
+    # prometheus_client's multiprocess files while more than one worker serves, read here
+    # because nothing else may read the environment.  Empty: one registry per process.
+    multiprocess_metrics_dir: str = ""
 
     @property
     def is_memory_store(self) -> bool:
@@ -272,6 +288,7 @@ class Config:
         elif len(values["secret_key"]) < 16:
             raise ConfigError("IAMGATE_SECRET_KEY: must be at least 16 characters")
         values["secret_key_generated"] = generated
+        values["multiprocess_metrics_dir"] = env.get(MULTIPROCESS_DIR_VARIABLE, "")
         _check_together(values)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:

@@ -3,13 +3,25 @@
 Each app gets its own ``CollectorRegistry`` (several apps live in one test process).
 Routes are labelled by their URI template, never the raw path, and methods outside
 ``METHODS`` by ``OTHER``: labels a client chooses must not grow the series without bound.
+
+With more than one gunicorn worker, prometheus_client runs in its multiprocess mode
+(shared/serving.py ``MetricsDirectory``): every metric object writes its value to this
+worker's files in ``multiprocess_dir``, and ``render`` merges the files of every worker
+of the service. Counters and histograms are summed; each gauge names how its workers'
+values combine (``multiprocess_mode``). Figures of shared state (the store's webhook
+queue) are ``ScrapeTimeGauge``s, read by the worker that answers the scrape.
 """
 from __future__ import annotations
 
+import logging
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest, values
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
+
+log = logging.getLogger("iamgate.metrics")
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -20,9 +32,34 @@ disable_created_metrics()
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
+class ScrapeTimeGauge:
+    """A gauge read at scrape time from state every worker sees alike (the store), so
+    whichever worker answers gives the service's value: no file, no merge."""
+
+    def __init__(self, name: str, documentation: str, read):
+        self._name, self._documentation, self._read = name, documentation, read
+
+    def collect(self):
+        try:
+            value = self._read()
+        except Exception as exc:  # the store is down: /metrics still answers, without this gauge
+            log.warning("metrics: cannot read a gauge", extra={"metric": self._name, "error": repr(exc)})
+            return
+        yield GaugeMetricFamily(self._name, self._documentation, value=value)
+
+
 class HttpMetrics:
-    def __init__(self, namespace: str):
+    """The metrics of one app: its registry, and with ``multiprocess_dir`` (set while
+    more than one worker serves) the merge of every worker's files at scrape time."""
+
+    def __init__(self, namespace: str, multiprocess_dir: str = ""):
+        if multiprocess_dir and not values.ValueClass._multiprocess:
+            # The metric objects would keep their values in memory and the merge would
+            # never see them: PROMETHEUS_MULTIPROC_DIR must be set before the import.
+            raise RuntimeError("prometheus_client was imported before PROMETHEUS_MULTIPROC_DIR was set")
         self.registry = CollectorRegistry()
+        self._multiprocess_dir = multiprocess_dir
+        self._scrape_time: list[ScrapeTimeGauge] = []
         self.requests = Counter(
             f"{namespace}_http_requests_total", "HTTP requests by route and status",
             ("method", "route", "status"), registry=self.registry,
@@ -32,8 +69,20 @@ class HttpMetrics:
             ("method", "route"), buckets=BUCKETS, registry=self.registry,
         )
 
+    def add_scrape_time(self, gauge: ScrapeTimeGauge) -> None:
+        self.registry.register(gauge)
+        self._scrape_time.append(gauge)
+
     def render(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if not self._multiprocess_dir:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        # A fresh registry per scrape: the merged files (no ``_created`` series: the
+        # files hold none) and the scrape-time gauges.
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, self._multiprocess_dir)
+        for gauge in self._scrape_time:
+            registry.register(gauge)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
 class MetricsMiddleware:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
+import tempfile
 
 from gunicorn.glogging import Logger
 
-from shared.config import Config, ConfigError
+from shared.config import MULTIPROCESS_DIR_VARIABLE, Config, ConfigError
 
 CONTROL_PLANE = "controlplane"
 DECISION = "decision"
@@ -29,17 +31,83 @@ DECISION_WORKER_CLASS = "decision.server.DecisionWorker"
 log = logging.getLogger("iamgate.serving")
 
 
+def _prefix(service: str) -> str:
+    return "iamgate" if service == CONTROL_PLANE else "iamgate-decision"
+
+
 def load_config(service: str) -> Config:
     """The validated configuration, or exit 2 with one line on stderr."""
-    prefix = "iamgate" if service == CONTROL_PLANE else "iamgate-decision"
     try:
         config = Config.from_env()
         if service == DECISION:
             config.check_decision_credential()
     except ConfigError as exc:
-        print(f"{prefix}: configuration error: {exc}", file=sys.stderr, flush=True)
+        print(f"{_prefix(service)}: configuration error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
     return config
+
+
+class MetricsDirectory:
+    """prometheus_client's multiprocess mode, so that ``/metrics`` answers for every worker
+    of the service rather than the one the scrape reached (issue 16, item 6).
+
+    Switched on in the master before the first fork, and only with more than one worker
+    (one worker keeps its plain in-process registry, the cheaper one): the directory is
+    ``IAMGATE_METRICS_DIR/<service>`` (a directory of the system's temp dir, removed at
+    exit, when that is unset), emptied of the files of an earlier run, and named in
+    ``PROMETHEUS_MULTIPROC_DIR``, which the workers inherit and prometheus_client reads
+    when it is first imported -- after the fork: the master never imports it before.
+    Each worker writes its figures to files named by its pid; a scrape merges them all.
+    When a worker ends, its counters stay in the sum and its ``live*`` gauges are dropped
+    (``mark_process_dead``). docs/deployment.md, "Metrics of several workers".
+    """
+
+    def __init__(self, service: str, configured: str):
+        self._service = service
+        self._configured = configured
+        self.path: str | None = None
+        self._owned = False  # a temp directory of ours, removed at exit
+
+    def start(self, server) -> None:
+        """``on_starting``: decide, prepare the directory, tell the workers-to-be."""
+        if server.num_workers <= 1:
+            # One worker: one registry in that process.  An inherited value would put
+            # prometheus_client in multiprocess mode where nothing merges the files.
+            os.environ.pop(MULTIPROCESS_DIR_VARIABLE, None)
+            return
+        if self._configured:
+            path = os.path.join(self._configured, self._service)
+        else:
+            path = os.path.join(tempfile.gettempdir(), f"iamgate-metrics-{self._service}-{os.getpid()}")
+            self._owned = True
+        try:
+            os.makedirs(path, exist_ok=True)
+            # Files of an earlier run (a restarted container keeps its emptyDir) would
+            # add their counts to this run's and show gauges of workers long gone.
+            for name in os.listdir(path):
+                if name.endswith(".db"):
+                    os.unlink(os.path.join(path, name))
+        except OSError as exc:
+            print(f"{_prefix(self._service)}: configuration error: IAMGATE_METRICS_DIR: cannot use {path} for "
+                  f"the metrics of {server.num_workers} workers: {exc.strerror or exc}", file=sys.stderr, flush=True)
+            sys.exit(2)
+        self.path = path
+        # prometheus_client's own switch, read by the workers (shared/config.py reads it
+        # back for the apps); writing the environment here is the library's contract.
+        os.environ[MULTIPROCESS_DIR_VARIABLE] = path
+
+    def worker_exited(self, pid: int) -> None:
+        """``child_exit``: a dead worker's live gauges leave the merge; its counters stay."""
+        if self.path is None:
+            return
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid, self.path)
+
+    def stop(self) -> None:
+        """``on_exit``: a temp directory of ours goes; a configured one is emptied at the next start."""
+        if self.path is not None and self._owned:
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
 class JsonLinesLogger(Logger):
@@ -79,7 +147,7 @@ def settings(service: str) -> dict:
         host, port, workers = config.decision_host, config.decision_port, config.decision_workers
         worker_class = DECISION_WORKER_CLASS
 
-    def on_starting(server):
+    def one_worker_on_memory(server):
         if service == CONTROL_PLANE and config.is_memory_store:
             # memory:// lives inside one process: a second worker would be a second,
             # separate database (one email registered twice, tokens unknown to half the
@@ -89,6 +157,18 @@ def settings(service: str) -> dict:
             server.cfg.set("workers", 1)
             server.log.warning("IAMGATE_MONGODB_URI is memory://: running 1 worker%s; the embedded store lives "
                                "inside one process and nothing persists", f" (not {asked})" if asked > 1 else "")
+
+    metrics_directory = MetricsDirectory(service, config.metrics_dir)
+
+    def on_starting(server):
+        one_worker_on_memory(server)
+        metrics_directory.start(server)  # after the memory:// rule: it counts the workers
+
+    def child_exit(server, worker):
+        metrics_directory.worker_exited(worker.pid)
+
+    def on_exit(server):
+        metrics_directory.stop()
 
     values = {
         "bind": [f"{host}:{port}"],
@@ -105,6 +185,8 @@ def settings(service: str) -> dict:
         "logconfig_dict": logconfig_dict(config.log_level),
         "logger_class": "shared.serving.JsonLinesLogger",
         "on_starting": on_starting,
+        "child_exit": child_exit,
+        "on_exit": on_exit,
     }
     # Worker heartbeat files on tmpfs: never a disk write, and writable under a
     # read-only root filesystem (also in containers, where /dev/shm is a tmpfs).

@@ -72,8 +72,10 @@ class ChangeFeed:
         self._monotonic = monotonic
         self._sleep = sleep
         registry = registry if registry is not None else CollectorRegistry()
+        # Each worker counts the streams it serves; a scrape of several workers shows their
+        # sum, and a worker that died takes its count with it (livesum).
         self.open_streams = Gauge("iamgate_change_streams_open", "Change streams being served",
-                                  registry=registry)
+                                  registry=registry, multiprocess_mode="livesum")
         self.resets = Counter("iamgate_change_stream_resets_total",
                               "Change streams opened with a since that could not be replayed", registry=registry)
         self._frames: OrderedDict[int, bytes] = OrderedDict()

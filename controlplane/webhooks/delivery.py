@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import requests
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from shared.crypto import DecryptionError
+from shared.metrics import HttpMetrics, ScrapeTimeGauge
 
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.store import WebhookStore
@@ -194,7 +195,8 @@ class Sender:
 class DeliveryMetrics:
     """Prometheus: deliveries sent, failed and retried, and the queue depth."""
 
-    def __init__(self, registry, store: WebhookStore):
+    def __init__(self, metrics: HttpMetrics, store: WebhookStore):
+        registry = metrics.registry
         self.sent = Counter("iamgate_webhook_deliveries_sent_total", "Webhook deliveries answered 2xx",
                             registry=registry)
         self.failed = Counter("iamgate_webhook_delivery_failures_total",
@@ -202,9 +204,9 @@ class DeliveryMetrics:
                               registry=registry)
         self.retried = Counter("iamgate_webhook_delivery_retries_total", "Webhook delivery retries scheduled",
                                registry=registry)
-        self.queue_depth = Gauge("iamgate_webhook_queue_depth", "Webhook deliveries pending (due or scheduled)",
-                                 registry=registry)
-        self.queue_depth.set_function(store.queue_depth)
+        # The store's figure, the same from every worker: read when scraped.
+        metrics.add_scrape_time(ScrapeTimeGauge("iamgate_webhook_queue_depth",
+                                                "Webhook deliveries pending (due or scheduled)", store.queue_depth))
 
 
 class DeliveryWorker:

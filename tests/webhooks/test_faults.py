@@ -18,10 +18,9 @@ import threading
 import time
 from collections import Counter as Tally
 
-from prometheus_client import CollectorRegistry
-
 from controlplane.webhooks.delivery import DeliveryMetrics, DeliveryWorker, Sender
 from controlplane.webhooks.targets import TargetPolicy
+from shared.metrics import HttpMetrics
 from shared.timeutil import utcnow
 from tests.e2e.processes import wait_until
 
@@ -30,7 +29,7 @@ def second_worker(ctx, clock, *, timeout=1.0, threads=1):
     """Another worker over the same store (its own sender, metrics and threads)."""
     store = ctx.webhook_worker.store
     return DeliveryWorker(store, ctx.box, TargetPolicy(allow_private=True), Sender(timeout), clock,
-                          DeliveryMetrics(CollectorRegistry(), store), retry_delays=ctx.config.webhook_retry_delays,
+                          DeliveryMetrics(HttpMetrics("iamgate"), store), retry_delays=ctx.config.webhook_retry_delays,
                           threads=threads, idle_wait=0.05)
 
 
