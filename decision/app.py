@@ -113,6 +113,8 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     )
     verifier = TokenVerifier(client, clock, issuer=config.public_url, timer=timer, monotonic=monotonic)
     metrics.watch(cache, follower)
+    if config.multiprocess_metrics_dir:  # several gunicorn workers: /metrics answers for all of them
+        metrics.share(config.multiprocess_metrics_dir)
     service = DecisionService(client=client, cache=cache, follower=follower, verifier=verifier, metrics=metrics,
                               clock=clock, single_application=single_application)
 

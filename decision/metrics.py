@@ -16,12 +16,28 @@
 The request path only adds to plain integers under a native lock (see
 ``decision.cache.native_lock``); prometheus_client renders them at scrape time through
 collectors. Its own metric objects take a gevent lock per increment under the gevent
-worker, a cost paid several times per check. Each gunicorn worker has its own cache and so
-its own figures; a scrape reads the worker that answers it. prometheus_client itself is
-imported at the first scrape, not at start-up (a sidecar's start-up time, issue 18).
+worker, a cost paid several times per check. prometheus_client itself is imported at the
+first scrape, not at start-up (a sidecar's start-up time, issue 18).
+
+Several gunicorn workers (``IAMGATE_DECISION_WORKERS`` > 1): each has its own cache and
+figures, and ``/metrics`` must answer for all of them (issue 16, item 6). The master
+names a directory (``PROMETHEUS_MULTIPROC_DIR``, shared/serving.py ``MetricsDirectory``);
+each worker copies its figures into its own files there in prometheus_client's
+multiprocess format (``share``): every ``FLUSH_SECONDS``, before it answers a scrape,
+and when it exits. A scrape merges every worker's files with prometheus_client's
+``MultiProcessCollector``: counters and histograms are summed, and counters of a worker
+that ended stay in the sum. The request path is unchanged (no file write per check); the
+price is that another worker's figures are up to ``FLUSH_SECONDS`` old, and a worker
+killed with SIGKILL loses at most its last ``FLUSH_SECONDS`` of counts. The gauges are
+per-worker state, each merged as ``GAUGE_MODES`` says; a dead worker's gauges are dropped
+(``mark_process_dead`` in the master).
 """
 from __future__ import annotations
 
+import atexit
+import logging
+import os
+import threading
 import time
 from bisect import bisect_left
 
@@ -32,6 +48,8 @@ PREFIX = "iamgate_decision"
 # checks they agree): importing that module would load prometheus_client at start-up.
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+FLUSH_SECONDS = 1.0
+log = logging.getLogger("iamgate.decision")
 
 
 class HotCounter:
@@ -56,6 +74,10 @@ class HotCounter:
         for labels, value in list(self._values.items()):
             family.add_metric(list(labels), value)
         yield family
+
+    def write(self, files: "_Files") -> None:
+        for labels, value in list(self._values.items()):
+            files.write("counter", self.name, f"{self.name}_total", self.labelnames, labels, self.documentation, value)
 
 
 class HotHistogram:
@@ -88,18 +110,65 @@ class HotHistogram:
             family.add_metric(list(labels), buckets, series[-1])
         yield family
 
+    def write(self, files: "_Files") -> None:
+        # The multiprocess format keeps each bucket's own count (not cumulative) and the
+        # sum; the merge accumulates the buckets and derives ``_count``.
+        bucket_labelnames = (*self.labelnames, "le")
+        bounds = (*map(_go_float, self._bounds), "+Inf")
+        for labels, series in list(self._series.items()):
+            for bound, count in zip(bounds, series[:-1]):
+                files.write("histogram", self.name, f"{self.name}_bucket", bucket_labelnames, (*labels, bound),
+                            self.documentation, count)
+            files.write("histogram", self.name, f"{self.name}_sum", self.labelnames, labels, self.documentation,
+                        series[-1])
+
+
+def _go_float(value: float) -> str:
+    """A bucket bound as prometheus_client writes ``le`` (``floatToGoString``)."""
+    from prometheus_client.utils import floatToGoString
+
+    return floatToGoString(value)
+
 
 class _State:
-    """Gauges read from the live state at scrape time."""
+    """Gauges read from the live state at scrape time (and at each flush when shared)."""
 
     def __init__(self, gauges):
-        self._gauges = gauges
+        self._gauges = gauges  # (name, documentation, read, multiprocess mode)
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
-        for name, documentation, read in self._gauges:
+        for name, documentation, read, _ in self._gauges:
             yield GaugeMetricFamily(name, documentation, value=read())
+
+    def write(self, files: "_Files") -> None:
+        for name, documentation, read, mode in self._gauges:
+            files.write(f"gauge_{mode}", name, name, (), (), documentation, read())
+
+
+class _Files:
+    """One worker's files in prometheus_client's multiprocess format:
+    ``<kind>_<pid>.db`` (``gauge_<mode>_<pid>.db``), as its own metric objects write them."""
+
+    def __init__(self, directory: str, pid: int):
+        from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+        self._directory, self._pid = directory, pid
+        self._open, self._mmap_key = MmapedDict, mmap_key
+        self._files: dict = {}
+        self._keys: dict = {}
+
+    def write(self, kind: str, metric_name: str, name: str, labelnames: tuple, labelvalues: tuple,
+              documentation: str, value: float) -> None:
+        file = self._files.get(kind)
+        if file is None:
+            file = self._files[kind] = self._open(os.path.join(self._directory, f"{kind}_{self._pid}.db"))
+        key = self._keys.get((name, labelvalues))
+        if key is None:
+            key = self._keys[(name, labelvalues)] = self._mmap_key(metric_name, name, list(labelnames),
+                                                                  list(labelvalues), documentation)
+        file.write_value(key, value, 0.0)
 
 
 class DecisionMetrics:
@@ -122,16 +191,51 @@ class DecisionMetrics:
         self._collectors = [self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
                             self.stale_fills, self.unavailable, self.control_plane, self.events]
         self._registry = None
+        self._directory: str | None = None
+        self._files: _Files | None = None
+        self._flush_lock = threading.Lock()
+
+    def share(self, directory: str) -> None:
+        """Write this worker's figures to ``directory`` (prometheus_client's multiprocess
+        files) every ``FLUSH_SECONDS`` and at exit; scrapes then merge every worker's."""
+        self._directory = directory
+        self._files = _Files(directory, os.getpid())
+        self.flush()
+        threading.Thread(target=self._flush_forever, name="metrics-flush", daemon=True).start()
+        atexit.register(self.flush)  # a worker that stops (restart, scale-down) keeps its last counts
+
+    def _flush_forever(self) -> None:
+        while True:
+            time.sleep(FLUSH_SECONDS)
+            try:
+                self.flush()
+            except OSError as exc:  # the directory went away: the next flush tries again
+                log.warning("metrics flush failed", extra={"error": str(exc)})
+
+    def flush(self) -> None:
+        if self._files is None:
+            return
+        with self._flush_lock:
+            for collector in self._collectors:
+                collector.write(self._files)
 
     def watch(self, cache, follower) -> None:
-        """Export the cache's and the stream's state as gauges."""
+        """Export the cache's and the stream's state as gauges.
+
+        Each worker has its own stream and cache; with several workers the gauges merge
+        as a pod-level alert reads them: connected is the minimum (0 while any worker's
+        stream is down), the applied seq the minimum and the lag the maximum (the
+        stalest worker bounds how fresh the pod's answers are), the entries the sum
+        (what the pod holds in memory). ``live``: only workers alive now count.
+        """
         self._add(_State((
             (f"{PREFIX}_stream_connected", "1 while the change stream is connected",
-             lambda: 1 if follower.connected else 0),
+             lambda: 1 if follower.connected else 0, "livemin"),
             (f"{PREFIX}_stream_applied_seq", "Highest change-log seq whose invalidations are applied",
-             lambda: cache.applied),
-            (f"{PREFIX}_stream_lag", "Head seq announced by the stream minus the applied seq", lambda: cache.lag),
-            (f"{PREFIX}_cache_entries", "Users with cached grants", lambda: len(cache)),
+             lambda: cache.applied, "livemin"),
+            (f"{PREFIX}_stream_lag", "Head seq announced by the stream minus the applied seq", lambda: cache.lag,
+             "livemax"),
+            (f"{PREFIX}_cache_entries", "Users with cached grants", lambda: len(cache), "livesum"),
         )))
 
     def _add(self, collector) -> None:
@@ -160,7 +264,15 @@ class DecisionMetrics:
         from prometheus_client import generate_latest
         from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if self._directory is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        self.flush()  # this worker's figures as of now; the others' at their last flush
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, self._directory)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
 class MetricsMiddleware:

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -71,3 +74,56 @@ def test_unmatched_routes_and_odd_methods_do_not_add_series(sidecar_client):
     assert values[("iamgate_decision_http_requests_total",
                    (("method", "GET"), ("route", "unmatched"), ("status", "404")))] == 3
     assert not any(dict(labels).get("method") == "FROBNICATE" for _, labels in values)
+
+
+def test_shared_files_render_what_the_worker_renders(tenant, fake_cp, sidecar_client, tmp_path):
+    """Several gunicorn workers: each writes its figures to prometheus_client's
+    multiprocess files and a scrape merges them (decision/metrics.py). One worker's files
+    render exactly what its own registry renders: counters, histogram buckets, gauges."""
+    user = tenant.user_with("posts:read")
+    for _ in range(3):
+        tenant.allowed(user, "posts:read")
+    sidecar_client.simulate_get("/nowhere")
+    own = samples(sidecar_client)
+    sidecar_client.app.service.metrics.share(str(tmp_path))
+    merged = samples(sidecar_client)
+    scrapes = (("method", "GET"), ("route", "/metrics"), ("status", "200"))
+    assert merged.pop(("iamgate_decision_http_requests_total", scrapes)) == 1 + own.pop(
+        ("iamgate_decision_http_requests_total", scrapes), 0)
+    for key in [key for key in merged if key[0].startswith("iamgate_decision_http_request_duration")
+                and ("route", "/metrics") in key[1]]:
+        merged.pop(key), own.pop(key, None)
+    assert merged == own
+    assert {path.name.rsplit("_", 1)[0] for path in tmp_path.iterdir()} == {
+        "counter", "histogram", "gauge_livemin", "gauge_livemax", "gauge_livesum"}
+
+
+def test_a_worker_writes_its_last_counts_as_it_exits(tmp_path):
+    """Counts since the last periodic flush are written at exit (a worker restarted by
+    gunicorn, or scaled down, loses none)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    script = ("from decision.metrics import DecisionMetrics\n"
+              "metrics = DecisionMetrics()\n"
+              f"metrics.share({str(tmp_path)!r})\n"
+              "metrics.requests.inc(('GET', '/healthz', '200'), 5)\n")  # then exit, well within FLUSH_SECONDS
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, str(tmp_path))
+    assert registry.get_sample_value("iamgate_decision_http_requests_total",
+                                     {"method": "GET", "route": "/healthz", "status": "200"}) == 5
+
+
+def test_one_process_imports_prometheus_client_only_when_scraped():
+    """``python -m decision`` (one worker) keeps its start-up small: prometheus_client
+    comes with the first scrape, not with the app (issue 18)."""
+    script = ("import sys\n"
+              "from shared.config import Config\n"
+              "from decision.app import create_app\n"
+              "create_app(Config.from_env({'IAMGATE_INTERNAL_TOKEN': 't' * 32,\n"
+              "                            'IAMGATE_CONTROL_PLANE_URL': 'http://127.0.0.1:9'}))\n"
+              "print('prometheus_client' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.stdout.strip() == "False", result.stderr
