@@ -303,3 +303,24 @@ def test_notes_say_how_to_start_and_warn_about_the_example_url():
     assert "/api/dashboard/register" in text
     assert "publicUrl is still the example" in text
     assert "publicUrl is still the example" not in notes({**production_values()})
+
+
+def test_gunicorn_workers_share_their_metrics_through_an_emptydir(rendered):
+    """Every container that may run several gunicorn workers (control plane, decision
+    service, tenant sidecar) names IAMGATE_METRICS_DIR, and that path is an emptyDir of
+    its pod: writable under the read-only root filesystem, one per pod, so /metrics sums
+    the workers of its own pod only (issue 16, item 6)."""
+    name, docs, _ = rendered
+    served = 0
+    for deployment, spec in pod_specs(docs):
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for container in spec["containers"]:
+            if container["name"] not in ("controlplane", "decision", "iamgate-decision"):
+                continue
+            served += 1
+            directory = _env(container).get("IAMGATE_METRICS_DIR")
+            assert directory, (name, deployment, container["name"])
+            (mount,) = [m for m in container.get("volumeMounts", []) if m["mountPath"] == directory]
+            assert not mount.get("readOnly")
+            assert "emptyDir" in volumes[mount["name"]], (name, deployment, volumes)
+    assert served, name

@@ -76,6 +76,25 @@ prometheus.io/path: /metrics
 {{- end }}
 {{- end -}}
 
+{{/*
+  prometheus_client's multiprocess files: with several gunicorn workers in a container,
+  each worker writes its figures there and /metrics sums them (IAMGATE_METRICS_DIR,
+  docs/deployment.md "Metrics of several workers"). An emptyDir in memory, one per pod:
+  writable under the read-only root filesystem, gone with the pod, and emptied by
+  gunicorn's master at each container start. The argument is unused (the sidecar
+  template passes its values block, the Deployments the root context).
+*/}}
+{{- define "iamgate.metricsDir" -}}/run/iamgate/metrics{{- end -}}
+
+{{- define "iamgate.metricsEnv" -}}
+- {name: IAMGATE_METRICS_DIR, value: {{ include "iamgate.metricsDir" . | quote }}}
+{{- end -}}
+
+{{- define "iamgate.metricsVolume" -}}
+- name: {{ . }}
+  emptyDir: {medium: Memory, sizeLimit: 64Mi}
+{{- end -}}
+
 {{/* Environment shared by every process. */}}
 {{- define "iamgate.commonEnv" -}}
 - name: IAMGATE_PUBLIC_URL

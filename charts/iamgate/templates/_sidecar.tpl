@@ -7,6 +7,10 @@
 
       {{- include "iamgate.decisionSidecar" .Values.iamgate.decisionSidecar | nindent 8 }}
 
+  and in its pod's volumes list (the directory of the metrics files of several workers):
+
+      {{- include "iamgate.decisionSidecarVolumes" .Values.iamgate.decisionSidecar | nindent 8 }}
+
   The argument is the `decisionSidecar` values block (values.yaml documents it; Helm
   merges the tenant's overrides into its defaults). The app then calls
   http://127.0.0.1:<port>/api/v1/applications/<id>/authz/check.
@@ -39,6 +43,7 @@
     - {name: IAMGATE_PUBLIC_URL, value: {{ .publicUrl | quote }}}
     - name: IAMGATE_DECISION_API_KEY
       valueFrom: {secretKeyRef: {name: {{ .apiKeySecret.name }}, key: {{ .apiKeySecret.key }}}}
+    {{- include "iamgate.metricsEnv" . | nindent 4 }}
     {{- range $name, $value := .env }}
     - {name: {{ $name }}, value: {{ $value | quote }}}
     {{- end }}
@@ -67,4 +72,13 @@
     readOnlyRootFilesystem: true
     capabilities: {drop: [ALL]}
     seccompProfile: {type: RuntimeDefault}
+  # With workers > 1, /metrics sums every worker through files here; mounted whatever
+  # the workers, so changing them never changes the pod's volumes.
+  volumeMounts:
+    - {name: iamgate-decision-metrics, mountPath: {{ include "iamgate.metricsDir" . }}}
+{{- end -}}
+
+{{/* The pod volumes iamgate.decisionSidecar mounts (an emptyDir in memory). */}}
+{{- define "iamgate.decisionSidecarVolumes" -}}
+{{ include "iamgate.metricsVolume" "iamgate-decision-metrics" }}
 {{- end -}}
