@@ -136,6 +136,9 @@ def logconfig_dict(level: str) -> dict:
     }
 
 
+_metrics_directories: dict[str, MetricsDirectory] = {}
+
+
 def settings(service: str) -> dict:
     """The module-level names of a gunicorn config module for ``service``."""
     config = load_config(service)
@@ -158,7 +161,9 @@ def settings(service: str) -> dict:
             server.log.warning("IAMGATE_MONGODB_URI is memory://: running 1 worker%s; the embedded store lives "
                                "inside one process and nothing persists", f" (not {asked})" if asked > 1 else "")
 
-    metrics_directory = MetricsDirectory(service, config.metrics_dir)
+    # gunicorn runs this again on SIGHUP (a new config module): the master keeps the one
+    # directory it prepared at start, so later workers' exits are still marked.
+    metrics_directory = _metrics_directories.setdefault(service, MetricsDirectory(service, config.metrics_dir))
 
     def on_starting(server):
         one_worker_on_memory(server)

@@ -231,7 +231,8 @@ class FakeArbiter:
 @pytest.fixture
 def environ(monkeypatch):
     """The process environment, restored afterwards (MetricsDirectory writes it)."""
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")  # records its absence, restored afterwards
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
     return os.environ
 
 
@@ -275,6 +276,23 @@ def test_one_worker_keeps_one_registry(tmp_path, environ):
     assert "PROMETHEUS_MULTIPROC_DIR" not in environ and not (tmp_path / "controlplane").exists()
     directory.worker_exited(7)
     directory.stop()
+
+
+def test_a_configuration_reload_keeps_the_directory(tmp_path, environ, monkeypatch):
+    """gunicorn reads its config module again on SIGHUP: the workers that exit after it
+    still leave the merge of gauges."""
+    from types import SimpleNamespace
+
+    from shared import serving
+
+    monkeypatch.setattr(serving, "_metrics_directories", {})
+    for name, value in _env(IAMGATE_MONGODB_URI="mongodb://db.invalid/iamgate", IAMGATE_METRICS_DIR=tmp_path).items():
+        monkeypatch.setenv(name, value)
+    serving.settings(serving.CONTROL_PLANE)["on_starting"](FakeArbiter(2))
+    (tmp_path / "controlplane" / "gauge_livesum_7.db").write_bytes(b"")
+    reloaded = serving.settings(serving.CONTROL_PLANE)
+    reloaded["child_exit"](FakeArbiter(2), SimpleNamespace(pid=7))
+    assert not (tmp_path / "controlplane" / "gauge_livesum_7.db").exists()
 
 
 def test_http_metrics_refuse_a_directory_prometheus_client_does_not_write():
