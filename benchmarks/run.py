@@ -1,6 +1,6 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [decision] [footprint] [controlplane] [fanout] [login] [webhooks] [oidc]
+    .venv/bin/python -m benchmarks.run [decision] [footprint] [controlplane] [fanout] [login] [webhooks] [oidc] [metrics]
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
 installs wrk when missing and writes docs/performance.md "## Decision service"), its
@@ -8,7 +8,8 @@ footprint beside Cerbos (benchmarks/footprint.py), the control plane's request c
 against a bare Falcon endpoint (benchmarks/controlplane_bench.py), change-stream fan-out
 to 500 subscribers (benchmarks/stream_fanout.py), the login load
 (benchmarks/login_load.py), webhook delivery (benchmarks/webhook_bench.py) and the OIDC
-token endpoint (benchmarks/oidc_token_bench.py). The exit status is non-zero when a benchmark
+token endpoint (benchmarks/oidc_token_bench.py), and what /metrics across workers costs
+(benchmarks/metrics_bench.py). The exit status is non-zero when a benchmark
 misses its targets.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 BENCHMARKS = {"decision": "benchmarks.decision_bench", "footprint": "benchmarks.footprint",
               "controlplane": "benchmarks.controlplane_bench", "fanout": "benchmarks.stream_fanout",
               "login": "benchmarks.login_load", "webhooks": "benchmarks.webhook_bench",
-              "oidc": "benchmarks.oidc_token_bench"}
+              "oidc": "benchmarks.oidc_token_bench", "metrics": "benchmarks.metrics_bench"}
 
 
 def main(argv=None) -> int:
