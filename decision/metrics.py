@@ -29,7 +29,7 @@ and when it exits. A scrape merges every worker's files with prometheus_client's
 that ended stay in the sum. The request path is unchanged (no file write per check); the
 price is that another worker's figures are up to ``FLUSH_SECONDS`` old, and a worker
 killed with SIGKILL loses at most its last ``FLUSH_SECONDS`` of counts. The gauges are
-per-worker state, each merged as ``GAUGE_MODES`` says; a dead worker's gauges are dropped
+per-worker state, each merged as ``DecisionMetrics.watch`` says; a dead worker's gauges are dropped
 (``mark_process_dead`` in the master).
 """
 from __future__ import annotations

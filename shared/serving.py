@@ -52,9 +52,9 @@ class MetricsDirectory:
     of the service rather than the one the scrape reached (issue 16, item 6).
 
     Switched on in the master before the first fork, and only with more than one worker
-    (one worker keeps its plain in-process registry, the cheaper one): the directory is
-    ``IAMGATE_METRICS_DIR/<service>`` (a directory of the system's temp dir, removed at
-    exit, when that is unset), emptied of the files of an earlier run, and named in
+    (one worker keeps its plain in-process registry, the cheaper one): the directory,
+    ``IAMGATE_METRICS_DIR/<service>`` or without that setting a directory of the system's
+    temp dir removed at exit, is emptied of the files of an earlier run and named in
     ``PROMETHEUS_MULTIPROC_DIR``, which the workers inherit and prometheus_client reads
     when it is first imported -- after the fork: the master never imports it before.
     Each worker writes its figures to files named by its pid; a scrape merges them all.
