@@ -29,6 +29,7 @@ def test_defaults_follow_the_architecture_table():
     ("IAMGATE_BCRYPT_ROUNDS", "3"),
     ("IAMGATE_SECRET_KEY", "short"),
     ("IAMGATE_SMTP_URL", "http://mail"),
+    ("IAMGATE_METRICS_DIR", "run/metrics"),
 ])
 def test_a_bad_value_is_a_one_line_error_naming_the_variable(name, value):
     with pytest.raises(ConfigError) as info:
@@ -52,3 +53,12 @@ def test_values_are_parsed():
 def test_every_variable_is_listed_for_the_docs():
     names = variable_names()
     assert "IAMGATE_MONGODB_URI" in names and names["IAMGATE_ACCESS_TOKEN_TTL"] == "900"
+
+
+def test_the_multiprocess_metrics_directory_comes_from_prometheus_clients_variable():
+    """IAMGATE_METRICS_DIR is the operator's setting; PROMETHEUS_MULTIPROC_DIR is what the
+    gunicorn master sets for its workers when more than one serves (shared/serving.py)."""
+    config = Config.from_env(env={"IAMGATE_METRICS_DIR": "/run/iamgate/metrics"})
+    assert (config.metrics_dir, config.multiprocess_metrics_dir) == ("/run/iamgate/metrics", "")
+    config = Config.from_env(env={"PROMETHEUS_MULTIPROC_DIR": "/run/iamgate/metrics/decision"})
+    assert config.multiprocess_metrics_dir == "/run/iamgate/metrics/decision"

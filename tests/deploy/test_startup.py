@@ -33,6 +33,7 @@ BAD = [
     ("IAMGATE_WEBHOOK_RETRY_DELAYS", "30,soon", {}),                    # integer list
     ("IAMGATE_SMTP_URL", "http://mail", {}),                            # SMTP URL
     ("IAMGATE_LOG_LEVEL", "verbose", {}),                               # choice
+    ("IAMGATE_METRICS_DIR", "run/metrics", {}),                         # absolute path
     ("IAMGATE_SECRET_KEY", "short", {}),                                # secret length
     ("IAMGATE_INTERNAL_TOKEN", "t" * 31, {}),                           # token length
     ("IAMGATE_DECISION_API_KEY", "not-a-key", {}),                      # API key shape
