@@ -304,6 +304,7 @@ def test_http_metrics_refuse_a_directory_prometheus_client_does_not_write():
         HttpMetrics("iamgate", multiprocess_dir="/tmp")
 
 
+SCRAPES = (("method", "GET"), ("route", "/metrics"), ("status", "200"))
 CHECKS = (("method", "GET"), ("route", "/api/v1/applications/{applicationId}/authz/check"), ("status", "200"))
 
 
@@ -345,12 +346,21 @@ def test_the_decision_services_metrics_sum_both_workers_and_survive_a_worker_res
         sent += checks(20)
         time.sleep(FLUSH_SECONDS + 0.5)  # each worker writes its files every FLUSH_SECONDS
 
+    scrapes = []
+
     def totals():
         samples = scrape(stack.decision_url)
+        scrapes.append(count(samples, "iamgate_decision_http_requests_total", SCRAPES))
         lookups = sum(count(samples, f"iamgate_decision_cache_{kind}_total", (("kind", "grants"),))
                       for kind in ("hits", "misses"))
         return samples, lookups
 
+    def converged():  # each worker's last flush after its last check, each stream connected
+        samples, lookups = totals()
+        return (count(samples, "iamgate_decision_http_requests_total", CHECKS) == lookups == sent
+                and count(samples, "iamgate_decision_stream_connected") == 1)
+
+    assert wait_until(converged, 10 * FLUSH_SECONDS, interval=FLUSH_SECONDS / 4)
     for _ in range(3):  # whichever worker answers: the sum of both
         samples, lookups = totals()
         assert count(samples, "iamgate_decision_http_requests_total", CHECKS) == sent
@@ -360,12 +370,14 @@ def test_the_decision_services_metrics_sum_both_workers_and_survive_a_worker_res
         # Per-worker state, merged: one series each.
         assert count(samples, "iamgate_decision_stream_connected") == 1  # livemin: both connected
         assert 1 <= count(samples, "iamgate_decision_cache_entries") <= 2  # livesum: the user, in each worker
-    scraped = count(samples, "iamgate_decision_http_requests_total",
-                    (("method", "GET"), ("route", "/metrics"), ("status", "200")))
-    assert 1 <= scraped <= 2  # the other worker's last scrape may be a flush behind
+    # A scrape is counted after its answer, by the worker that answered it: once every
+    # worker has flushed, a scrape shows every scrape before it.
+    assert wait_until(lambda: totals() and scrapes[-1] == len(scrapes) - 1, 10 * FLUSH_SECONDS,
+                      interval=1.5 * FLUSH_SECONDS), scrapes
 
-    # One worker killed (its figures were flushed: the scrapes above show them), one
-    # stopped gracefully right after answering (it writes its figures as it exits).
+    # A worker killed with SIGKILL (its figures were flushed: the scrapes above show
+    # them), then each worker stopped with SIGTERM right after answering, as gunicorn
+    # restarts them: every check stays counted.
     by_worker = per_worker(files, "iamgate_decision_http_requests_total", CHECKS)
     victim = max(by_worker, key=by_worker.get)
     pids = replace_a_worker(stack.decision, victim, files, "gauge_livemin")
