@@ -41,9 +41,7 @@ class DecisionUnavailable(ServiceUnavailable):
     message = "The decision service cannot reach the control plane for a fresh answer; try again shortly."
 
     retry_after = 1
-
-    def __init__(self, reason: str):
-        super().__init__(details={"reason": reason})
+    detail_names = ("reason",)
 
 
 # A fetch that showed the change log's head below a check's min_revision bounds later

@@ -32,9 +32,7 @@ class OrganizationNotFound(NotFound):
     so as not to confirm that someone else's organization exists)."""
 
     message = "Organization not found."
-
-    def __init__(self, organization_id: str):
-        super().__init__(details={"organization_id": organization_id})
+    detail_names = ("organization_id",)
 
 
 class NotAMember(Forbidden):
@@ -42,9 +40,7 @@ class NotAMember(Forbidden):
     when listing or creating applications."""
 
     message = "You are not a member of this organization."
-
-    def __init__(self, organization_id: str):
-        super().__init__(details={"organization_id": organization_id})
+    detail_names = ("organization_id",)
 
 
 class OrganizationIdInvalid(ValidationFailed):
@@ -84,45 +80,37 @@ class RoleCannotWrite(Forbidden):
 
 class OwnerRequired(Forbidden):
     """An admin tries to add, promote to, demote from or remove the owner role: only
-    owners touch owners."""
+    owners touch owners.  Raised with the caller's role and a message saying which rule."""
 
-    def __init__(self, message: str, role: str):
-        super().__init__(message, details={"role": role})
+    detail_names = ("role",)
 
 
 class ApplicationNotAccessible(ApplicationNotFound):
     """No such application, or one of an organization the caller is not in (404
     rather than 403, so as not to confirm that it exists)."""
 
-    def __init__(self, application_id: str):
-        super().__init__(details={"application_id": application_id})
+    detail_names = ("application_id",)
 
 
 class MemberNotFound(NotFound):
     """The account named in the path is not a member of the organization."""
 
     code, message = "USER_NOT_FOUND", "No such dashboard account in this organization."
-
-    def __init__(self, account_id: str):
-        super().__init__(details={"account_id": account_id})
+    detail_names = ("account_id",)
 
 
 class AccountNotFound(NotFound):
     """A member is added by an email that has no dashboard account."""
 
     code, message = "USER_NOT_FOUND", "No dashboard account has this email."
-
-    def __init__(self, email: str):
-        super().__init__(details={"email": email})
+    detail_names = ("email",)
 
 
 class AlreadyMember(Conflict):
     """The account added is a member of the organization already."""
 
     code, message = "RESOURCE_ALREADY_EXISTS", "This account is already a member of the organization."
-
-    def __init__(self, account_id: str):
-        super().__init__(details={"account_id": account_id})
+    detail_names = ("account_id",)
 
 
 class LastOwner(Conflict):
@@ -143,11 +131,8 @@ class MembershipChanged(Conflict):
 class ApplicationLimitReached(Forbidden):
     """The organization holds IAMGATE_MAX_APPLICATIONS_PER_ORGANIZATION applications."""
 
-    code = "resource_limit_exceeded"
-
-    def __init__(self, limit: int):
-        super().__init__(f"The organization has reached its limit of {limit} applications.",
-                         details={"limit": limit})
+    code, message = "resource_limit_exceeded", "The organization has reached its limit of {limit} applications."
+    detail_names = ("limit",)
 
 
 class AccountEmailUnverified(Conflict):
@@ -155,9 +140,7 @@ class AccountEmailUnverified(Conflict):
     register any address, so only a proven mailbox may join an organization."""
 
     code, message = "ACCOUNT_EMAIL_UNVERIFIED", "This dashboard account has not confirmed its email address yet."
-
-    def __init__(self, email: str):
-        super().__init__(details={"email": email})
+    detail_names = ("email",)
 
 
 class InvalidVerificationToken(BadRequest):

@@ -293,7 +293,7 @@ class DashboardService:
         self._limiter.hit(f"dashboard-member-add:account:{account_id}", self._member_add_rate)
         caller_role = self._role(account_id, organization_id, write=True)
         if role == OWNER and caller_role != OWNER:
-            raise OwnerRequired("Only an owner can add another owner.", caller_role)
+            raise OwnerRequired(caller_role, message="Only an owner can add another owner.")
         target = self.store.account_by_email(email)
         if target is None:
             raise AccountNotFound(email)
@@ -315,7 +315,7 @@ class DashboardService:
         if role == current:
             return serialize_member(member, self.store.account(member_id) or {})
         if OWNER in (role, current) and caller_role != OWNER:
-            raise OwnerRequired("Only an owner can grant or take away the owner role.", caller_role)
+            raise OwnerRequired(caller_role, message="Only an owner can grant or take away the owner role.")
         if current == OWNER and not self.store.take_owner_slot(organization_id):
             raise LastOwner()
         updated = self.store.set_member_role(organization_id, member_id, expected=current, role=role)
@@ -334,7 +334,7 @@ class DashboardService:
         caller_role = self._role(account_id, organization_id, write=not leaving)
         member = self._member(organization_id, member_id)
         if member["role"] == OWNER and caller_role != OWNER:
-            raise OwnerRequired("Only an owner can remove an owner.", caller_role)
+            raise OwnerRequired(caller_role, message="Only an owner can remove an owner.")
         if member["role"] == OWNER and not self.store.take_owner_slot(organization_id):
             raise LastOwner()
         if not self.store.delete_member(organization_id, member_id, expected=member["role"]):

@@ -85,7 +85,7 @@ class RoleService:
         for _ in range(_UPDATE_ATTEMPTS):
             role = self.resolve(app_id, ref)
             if role.get("is_system_role"):
-                raise RoleIsSystem(role)
+                raise RoleIsSystem(role["_id"], role["name"])
             self._check_immutable(role, values)
             changes = {field: values[field] for field in ("display_name", "description", "permissions")
                        if field in values and values[field] != role.get(field)}
@@ -111,11 +111,11 @@ class RoleService:
         deleted users do not count); 403 ROLE_IS_SYSTEM for a system role."""
         role = self.resolve(app_id, ref)
         if role.get("is_system_role"):
-            raise RoleIsSystem(role)
+            raise RoleIsSystem(role["_id"], role["name"])
         now = self._clock()
         holders = self.store.holders(app_id, role["_id"], now)
         if self.store.count_live_users(app_id, holders, stop_at=1):
-            raise RoleInUse(role)
+            raise RoleInUse(role["_id"], role["name"])
         if not self.store.delete_role(app_id, role["_id"]):
             raise RoleNotFound(ref)
         # After the role is gone: sweeps expired assignments, those of deleted users, and one

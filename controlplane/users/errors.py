@@ -6,27 +6,21 @@ class UserNotFound(NotFound):
     """The user is not in this application, or was deleted."""
 
     code, message = "USER_NOT_FOUND", "User not found in this application."
-
-    def __init__(self, user_id: str):
-        super().__init__(details={"user_id": user_id})
+    detail_names = ("user_id",)
 
 
 class EmailAlreadyRegistered(Conflict):
     """Registration with an email the application already has."""
 
     code, message = "AUTH_EMAIL_ALREADY_REGISTERED", "This email is already registered in this application."
-
-    def __init__(self, email: str):
-        super().__init__(details={"email": email})
+    detail_names = ("email",)
 
 
 class UserLimitReached(Forbidden):
     """The application holds IAMGATE_MAX_USERS_PER_APPLICATION users (its tier)."""
 
-    code = "tier_limit_exceeded"
-
-    def __init__(self, limit: int):
-        super().__init__(f"The application has reached its limit of {limit} users.", details={"limit": limit})
+    code, message = "tier_limit_exceeded", "The application has reached its limit of {limit} users."
+    detail_names = ("limit",)
 
 
 class InvalidCredentials(Unauthorized):
@@ -79,9 +73,7 @@ class PasswordConfirmationMismatch(BadRequest):
     names VALIDATION_MULTIPLE_ERRORS for it, even alone)."""
 
     code, message = "VALIDATION_MULTIPLE_ERRORS", "new_password_confirmation does not match new_password."
-
-    def __init__(self, errors: dict):
-        super().__init__(details={"fields": errors})
+    detail_names = ("fields",)
 
 
 class RegistrationsLimited(RateLimited):
