@@ -83,7 +83,7 @@ class AbacService:
         changed = sorted(field for field in _POLICY_FIELDS if before.get(field) != after.get(field))
         if changed:
             self.events.emit(app_id, "policy.updated", {**_policy_event(after), "changes": changed},
-                              subject={"policy_id": after["_id"]})
+                             subject={"policy_id": after["_id"]})
         return after
 
     def delete_policy(self, app_id: str, policy_id: str) -> None:
@@ -91,7 +91,7 @@ class AbacService:
         if removed is None:
             raise PolicyNotFound(policy_id)
         self.events.emit(app_id, "policy.deleted", {"policy_id": removed["_id"], "name": removed["name"]},
-                          subject={"policy_id": removed["_id"]})
+                         subject={"policy_id": removed["_id"]})
 
     # --- user attributes -----------------------------------------------------------------
 
@@ -115,7 +115,7 @@ class AbacService:
             raise AttributeLimitReached(user_id, ATTRIBUTES_PER_USER_MAX)
         if not _same_json(result.previous, value):
             self.events.emit(app_id, "attribute.set", {"user_id": user_id, "key": key, "value": value},
-                              subject={"user_id": user_id}, user_ids=[user_id])
+                             subject={"user_id": user_id}, user_ids=[user_id])
         return {"key": key, "value": value}
 
     def delete_attribute(self, app_id: str, user_id: str, key: str) -> None:
@@ -127,7 +127,7 @@ class AbacService:
         if result.outcome == "no_key":
             raise AttributeNotFound(user_id, key)
         self.events.emit(app_id, "attribute.deleted", {"user_id": user_id, "key": key},
-                          subject={"user_id": user_id}, user_ids=[user_id])
+                         subject={"user_id": user_id}, user_ids=[user_id])
 
     # --- the dry run ---------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ class ConnectionService:
         granted = sorted(kept | set(scopes))
         self.consents.grant(app_id, user_id, client_id, granted, new_id(), self.clock())
         self.events.emit(app_id, "consent.granted", {"user_id": user_id, "client_id": client_id, "scopes": granted},
-                          subject={"user_id": user_id})
+                         subject={"user_id": user_id})
 
     def withdraw_consents(self, app_id: str, user_id: str, *, reason: str = "consent_withdrawn") -> tuple[int, int]:
         """Withdraw every consent of the user and revoke every OIDC refresh token of the
@@ -88,7 +88,7 @@ class ConnectionService:
 
     def failed(self, app_id: str, user_id: str, client_id: str, reason: str) -> None:
         self.events.emit(app_id, "connection.failed", {"user_id": user_id, "client_id": client_id, "reason": reason},
-                          subject={"user_id": user_id})
+                         subject={"user_id": user_id})
 
     def revoke_grant(self, grant_id: str, reason: str) -> bool:
         """Revoke one grant (refresh-token family); emits connection.revoked when it was live."""

@@ -211,9 +211,9 @@ class TokenEndpoint:
     def _token_response(self, client, grant, refresh_token, scopes, nonce) -> dict:
         user = grant["user"]
         access_token = self.tokens.access_token(app_id=grant["app_id"], user_id=user["_id"], client_id=client["client_id"], scopes=scopes,
-                                                 session_id=grant.get("session_id"), auth_time=grant["auth_time"])
+                                                session_id=grant.get("session_id"), auth_time=grant["auth_time"])
         id_token = self.tokens.id_token(user, client_id=client["client_id"], scopes=scopes,
-                                         auth_time=grant["auth_time"], nonce=nonce, access_token=access_token,
-                                         session_id=grant.get("session_id"))
+                                        auth_time=grant["auth_time"], nonce=nonce, access_token=access_token,
+                                        session_id=grant.get("session_id"))
         return {"access_token": access_token, "token_type": "Bearer", "expires_in": self.tokens.access_ttl,
                 "refresh_token": refresh_token, "id_token": id_token, "scope": " ".join(scopes)}

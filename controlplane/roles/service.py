@@ -75,8 +75,8 @@ class RoleService:
         }, subject={"role_id": doc["_id"]})
         for name in permissions:  # nobody holds the new role yet: no user_ids
             self.events.emit(app_id, "permission.granted",
-                              {"role_id": doc["_id"], "role_name": doc["name"], "permission": name},
-                              subject={"role_id": doc["_id"]})
+                             {"role_id": doc["_id"], "role_name": doc["name"], "permission": name},
+                             subject={"role_id": doc["_id"]})
         return doc
 
     def update(self, app_id: str, ref: str, values: dict) -> dict:
@@ -125,7 +125,7 @@ class RoleService:
         # a concurrent assign slipped in (that request re-checks the role and undoes itself).
         affected = self.store.purge_role_assignments(app_id, role["_id"], now)
         self.events.emit(app_id, "role.deleted", {"role_id": role["_id"], "name": role["name"]},
-                          subject={"role_id": role["_id"]}, user_ids=affected)
+                         subject={"role_id": role["_id"]}, user_ids=affected)
 
     def detail(self, app_id: str, role: dict) -> dict:
         """The single-role response: permissions as {id, name} objects, users_count."""
@@ -151,7 +151,7 @@ class RoleService:
         for kind, names in (("permission.granted", granted), ("permission.revoked", revoked)):
             for name in names:
                 self.events.emit(app_id, kind, {"role_id": role["_id"], "role_name": role["name"], "permission": name},
-                                  subject=subject, user_ids=holders)
+                                 subject=subject, user_ids=holders)
         self.events.emit(app_id, "role.updated", {
             "role_id": role["_id"], "name": role["name"], "changes": changed_fields,
             "permissions": role["permissions"], "granted": granted, "revoked": revoked,

@@ -35,25 +35,25 @@ class UserAdminService:
         are revoked, login answers 403 AUTH_ACCOUNT_SUSPENDED.  Idempotent."""
         now = self.clock()
         user = self.users.update(app_id, user_id, {"status": "suspended", "suspended_at": now, "updated_at": now},
-                                  when={"status": "active"})
+                                 when={"status": "active"})
         if user is None:
             return self._unchanged(app_id, user_id)
         # Status first, then sessions: a crash in between leaves sessions whose refresh
         # is refused (and revoked) because the user is not active.
         self.sessions.revoke_user(app_id, user_id, reason="suspended", now=now)
         self.events.emit(app_id, "user.suspended", {"user_id": user_id}, subject={"user_id": user_id},
-                          user_ids=[user_id])
+                         user_ids=[user_id])
         return user
 
     def unsuspend(self, app_id: str, user_id: str) -> dict:
         """Make a suspended user active again (they log in anew).  Idempotent."""
         now = self.clock()
         user = self.users.update(app_id, user_id, {"status": "active", "suspended_at": None, "updated_at": now},
-                                  when={"status": "suspended"})
+                                 when={"status": "suspended"})
         if user is None:
             return self._unchanged(app_id, user_id)
         self.events.emit(app_id, "user.unsuspended", {"user_id": user_id}, subject={"user_id": user_id},
-                          user_ids=[user_id])
+                         user_ids=[user_id])
         return user
 
     def _unchanged(self, app_id: str, user_id: str) -> dict:

@@ -63,7 +63,7 @@ class PasswordService:
         password_hash = self.hasher.hash(new_password)
         now = self.clock()
         if self.users.update(app_id, user_id, {"password_hash": password_hash, "updated_at": now},
-                              when={"status": {"$ne": "deleted"}}) is None:
+                             when={"status": {"$ne": "deleted"}}) is None:
             raise UserNotFound(user_id)
         self.sessions.revoke_user(app_id, user_id, reason="password_changed", keep=current_session_id, now=now)
         self.events.emit(app_id, "user.password_changed", {"user_id": user_id}, subject={"user_id": user_id})
@@ -105,7 +105,7 @@ class PasswordService:
             raise InvalidResetToken()
         now = self.clock()
         self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
-                                                 "updated_at": now})
+                                                "updated_at": now})
         self.one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)
         self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
         self.password_guard.lift(app_id, email)  # the mailbox owner lifts a lock

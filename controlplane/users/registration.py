@@ -86,7 +86,7 @@ class RegistrationService:
         self.users.confirm_slot(app_id, user["_id"])
         self.verification.send(app, user)
         self.events.emit(app_id, "user.created", {"user_id": user["_id"], "email": email, "name": name},
-                          subject={"user_id": user["_id"]})
+                         subject={"user_id": user["_id"]})
         return user
 
     def _reserve_slot(self, app_id: str, user_id: str, now) -> None:

@@ -71,7 +71,7 @@ class SessionService:
         self._enforce_session_limit(app, user_id, now)
         self.users.update(app_id, user_id, {"last_login_at": now})
         self.events.emit(app_id, "user.login", {"user_id": user_id, "session_id": session["_id"]},
-                          subject={"user_id": user_id})
+                         subject={"user_id": user_id})
         return self._token_pair(app_id, user, session["_id"], refresh_token)
 
     def _enforce_session_limit(self, app: dict, user_id: str, now) -> None:

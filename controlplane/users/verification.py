@@ -56,7 +56,7 @@ class EmailVerificationService:
         Only resend requests count toward IAMGATE_RATE_LIMIT_RESEND (429
         AUTH_VERIFICATION_RATE_LIMITED); the answer never tells whether it was sent."""
         self.rate_limiter.hit(f"resend:{app['_id']}:{email}", self.rate_limit_resend,
-                               error=VerificationRequestsLimited)
+                              error=VerificationRequestsLimited)
         user = self.users.by_email(app["_id"], email)
         if user is not None and user.get("status") == "active" and not user.get("email_verified"):
             self.send(app, user)
