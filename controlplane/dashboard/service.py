@@ -113,14 +113,7 @@ class DashboardService:
         (unknown, used, or sent to an address the account no longer has), 410
         AUTH_VERIFICATION_TOKEN_EXPIRED.  Returns the verified account."""
         token_digest = digest(token)
-        record = self.store.token(token_digest, VERIFICATION)
-        if record is None or record.get("used_at") is not None:
-            raise InvalidVerificationToken()
-        if aware(record["expires_at"]) <= self._clock():
-            raise VerificationTokenExpired()
-        account = self.store.account(record["account_id"])
-        if account is None or account["email"] != record["email"]:
-            raise InvalidVerificationToken()
+        account = self._token_account(token_digest, VERIFICATION, InvalidVerificationToken, VerificationTokenExpired)
         if self.store.consume_token(token_digest, VERIFICATION, self._clock()) is None:
             raise InvalidVerificationToken()
         return self.store.update_account(account["_id"], {"email_verified": True, "updated_at": self._clock()})
@@ -149,14 +142,7 @@ class DashboardService:
         mailbox: the address is marked verified, every session of the account ends (an
         earlier squatter's too) and a login lock is lifted."""
         token_digest = digest(token)
-        record = self.store.token(token_digest, RESET)
-        if record is None or record.get("used_at") is not None:
-            raise InvalidResetToken()
-        if aware(record["expires_at"]) <= self._clock():
-            raise ResetTokenExpired()
-        account = self.store.account(record["account_id"])
-        if account is None or account["email"] != record["email"]:
-            raise InvalidResetToken()
+        account = self._token_account(token_digest, RESET, InvalidResetToken, ResetTokenExpired)
         require_strong(password, email=account["email"])
         password_hash = self._hasher.hash(password)
         # Consumed only now, so a weak password does not burn the token; the atomic
@@ -170,6 +156,20 @@ class DashboardService:
         self._sessions.revoke_account(account["_id"])
         self._guard.lift(LOCK_SCOPE, account["email"])
         return updated
+
+    def _token_account(self, token_digest: str, purpose: str, invalid: type, expired: type) -> dict:
+        """The account an unused, unexpired emailed token of ``purpose`` was sent to:
+        ``invalid`` when the token is unknown, used, or sent to an address the account no
+        longer has; ``expired`` once it expired.  The caller consumes it."""
+        record = self.store.token(token_digest, purpose)
+        if record is None or record.get("used_at") is not None:
+            raise invalid()
+        if aware(record["expires_at"]) <= self._clock():
+            raise expired()
+        account = self.store.account(record["account_id"])
+        if account is None or account["email"] != record["email"]:
+            raise invalid()
+        return account
 
     def _send_verification(self, account: dict) -> None:
         token = self._issue(account, VERIFICATION, self._verification_ttl)
