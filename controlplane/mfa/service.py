@@ -181,11 +181,7 @@ class MfaService:
         400 MFA_NOT_ENABLED, 422 INVALID_PASSWORD, 429 RATE_LIMIT_EXCEEDED (password
         checks per user)."""
         app_id = app["_id"]
-        user = self._user(app_id, user_id)
-        method = self.methods.active(app_id, user_id)
-        if method is None:
-            raise MfaNotEnabled()
-        self._require_password(app_id, user, password)
+        user, method = self._password_confirmed(app_id, user_id, password)
         set_id, codes = self._new_backup_set(app_id, user_id, self._now())
         before = self.methods.swap_backup_set(app_id, method["_id"], set_id)
         if before is None:  # disabled meanwhile
@@ -203,12 +199,7 @@ class MfaService:
         Login then needs only the password.
 
         400 MFA_NOT_ENABLED, 422 INVALID_PASSWORD, 429 RATE_LIMIT_EXCEEDED."""
-        app_id = app["_id"]
-        user = self._user(app_id, user_id)
-        method = self.methods.active(app_id, user_id)
-        if method is None:
-            raise MfaNotEnabled()
-        self._require_password(app_id, user, password)
+        user, method = self._password_confirmed(app["_id"], user_id, password)
         self._remove(app, user, method, by_administrator=False)
 
     def reset(self, app: dict, user_id: str) -> None:
@@ -356,12 +347,19 @@ class MfaService:
         ])
         return set_id, codes
 
-    def _require_password(self, app_id: str, user: dict, password: str) -> None:
-        """422 INVALID_PASSWORD unless ``password`` is the user's.  The check draws on the
-        account's login budget (``PasswordService.check``): a stolen access token
-        cannot be used to guess the password, and 429 AUTH_ACCOUNT_LOCKED past it."""
+    def _password_confirmed(self, app_id: str, user_id: str, password: str) -> tuple[dict, dict]:
+        """The user and its active method, for a change that needs the password: 400
+        MFA_NOT_ENABLED without one, 422 INVALID_PASSWORD unless ``password`` is the
+        user's.  The check draws on the account's login budget (``PasswordService.check``):
+        a stolen access token cannot be used to guess the password, and 429
+        AUTH_ACCOUNT_LOCKED past it."""
+        user = self._user(app_id, user_id)
+        method = self.methods.active(app_id, user_id)
+        if method is None:
+            raise MfaNotEnabled()
         if not self.passwords.check(app_id, user, password):
             raise WrongPassword(details={"field": "password"})
+        return user, method
 
     def _mail(self, message: tuple[str, str], user: dict) -> None:
         subject, body = message
