@@ -1,7 +1,10 @@
 """Errors of the dashboard: accounts, sessions, organizations, members, and access to
-applications (ARCHITECTURE.md "Wire details: Dashboard", docs/dashboard.md)."""
-from shared.errors import ApplicationNotFound, BadRequest, Conflict, Forbidden, Gone, NotFound, RateLimited, \
-    Unauthorized, Unprocessable, ValidationFailed
+applications (ARCHITECTURE.md "Wire details: Dashboard", docs/dashboard.md).
+
+The emailed tokens of dashboard accounts fail as end users' do, with the same codes and
+messages: those errors (``InvalidResetToken``...) are the users area's."""
+from shared.errors import (ApplicationNotFound, Conflict, Forbidden, NotFound, RateLimited, Unauthorized,
+                           Unprocessable, ValidationFailed)
 
 
 class InvalidCredentials(Unauthorized):
@@ -141,33 +144,6 @@ class AccountEmailUnverified(Conflict):
 
     code, message = "ACCOUNT_EMAIL_UNVERIFIED", "This dashboard account has not confirmed its email address yet."
     detail_names = ("email",)
-
-
-class InvalidVerificationToken(BadRequest):
-    """Unknown or used dashboard verification token."""
-
-    code, message = "AUTH_INVALID_VERIFICATION_TOKEN", "The verification token is invalid or has already been used."
-
-
-class VerificationTokenExpired(Gone):
-    code, message = "AUTH_VERIFICATION_TOKEN_EXPIRED", "The verification token has expired; ask for a new email."
-
-
-class InvalidResetToken(BadRequest):
-    """Unknown or used dashboard reset token."""
-
-    code, message = "AUTH_INVALID_RESET_TOKEN", "The reset token is invalid or has already been used."
-
-
-class ResetTokenExpired(Gone):
-    code, message = "AUTH_RESET_TOKEN_EXPIRED", "The reset token has expired; ask for a new one."
-
-
-class ResetRequestsLimited(RateLimited):
-    """IAMGATE_RATE_LIMIT_FORGOT per email, known or not."""
-
-    code = "AUTH_PASSWORD_RESET_RATE_LIMITED"
-    message = "Too many password reset requests for this email. Try again later."
 
 
 class VerificationRequestsLimited(RateLimited):

@@ -16,19 +16,18 @@ from shared.validation import Invalid, normalize_email
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
 from controlplane.dashboard import emails
-from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, ApplicationLimitReached,
-                                           EmailTaken, InvalidCredentials, InvalidResetToken,
-                                           InvalidVerificationToken, LastOwner, MemberNotFound, MembershipChanged,
-                                           NotAMember, OrganizationIdInvalid, OrganizationNotFound,
-                                           OrganizationRequired, OwnerRequired, ResetRequestsLimited,
-                                           ResetTokenExpired, RoleCannotWrite, SignInRequired,
-                                           VerificationRequestsLimited, VerificationTokenExpired)
+from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, ApplicationLimitReached, EmailTaken,
+                                           InvalidCredentials, LastOwner, MemberNotFound, MembershipChanged, NotAMember,
+                                           OrganizationIdInvalid, OrganizationNotFound, OrganizationRequired,
+                                           OwnerRequired, RoleCannotWrite, SignInRequired, VerificationRequestsLimited)
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
 from controlplane.ratelimit import RateLimiter
+from controlplane.users.errors import (InvalidResetToken, InvalidVerificationToken, ResetRequestsLimited,
+                                       ResetTokenExpired, VerificationTokenExpired)
 
 OWNER = "owner"
 # The scope of dashboard accounts in the login lock (``controlplane/lockout.py``); an

@@ -1,4 +1,5 @@
-"""Errors about end users that several areas raise (roles, MFA, self-service...)."""
+"""Errors about end users that several areas raise (roles, MFA, self-service...), and
+the errors of emailed tokens, which the dashboard's accounts share."""
 from shared.errors import BadRequest, Conflict, Forbidden, Gone, NotFound, RateLimited, Unauthorized
 
 
@@ -36,13 +37,15 @@ class AccountSuspended(Forbidden):
 
 
 class ResetRequestsLimited(RateLimited):
-    """More password reset requests for the email than IAMGATE_RATE_LIMIT_FORGOT allows."""
+    """More password reset requests for the email than IAMGATE_RATE_LIMIT_FORGOT allows
+    (counted whether or not an account has it)."""
 
     code, message = "AUTH_PASSWORD_RESET_RATE_LIMITED", "Too many password reset requests for this email. Try again later."
 
 
 class InvalidResetToken(BadRequest):
-    """The reset token is unknown, used, or belongs to another email."""
+    """The reset token (an end user's or a dashboard account's) is unknown, used, or
+    belongs to another email."""
 
     code, message = "AUTH_INVALID_RESET_TOKEN", "The reset token is invalid or has already been used."
 
@@ -52,7 +55,8 @@ class ResetTokenExpired(Gone):
 
 
 class InvalidVerificationToken(BadRequest):
-    """The verification token is unknown or used."""
+    """The verification token (an end user's or a dashboard account's) is unknown or
+    used."""
 
     code, message = "AUTH_INVALID_VERIFICATION_TOKEN", "The verification token is invalid or has already been used."
 
