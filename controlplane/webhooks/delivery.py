@@ -219,7 +219,7 @@ class DeliveryWorker:
     _: KW_ONLY
     retry_delays: InitVar[tuple[int, ...]]
     lease_seconds: InitVar[float | None] = None
-    threads: int = 4
+    threads: int = 4  # how many delivery threads start() runs
     idle_wait: float = 1.0
 
     def __post_init__(self, retry_delays, lease_seconds: float | None):
