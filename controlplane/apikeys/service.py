@@ -8,7 +8,7 @@ JWT-owner routes.  The prefix (``sk_test_``/``sk_live_``) follows the applicatio
 """
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import dataclass
 
 from shared.errors import ValidationFailed
 from shared.ids import digest, is_uuid, new_id, random_token
@@ -41,11 +41,9 @@ class ApiKeyService:
     store: ApiKeyStore
     events: EventLog
     clock: Clock
-    _: KW_ONLY
-    auth_cache_ttl: InitVar[float] = AUTH_CACHE_TTL
 
-    def __post_init__(self, auth_cache_ttl: float):
-        self._by_digest = LookupCache(ttl=auth_cache_ttl, maxsize=AUTH_CACHE_SIZE,
+    def __post_init__(self):
+        self._by_digest = LookupCache(ttl=AUTH_CACHE_TTL, maxsize=AUTH_CACHE_SIZE,
                                       timer=lambda: self.clock().timestamp())
 
     def apply_event(self, event) -> None:

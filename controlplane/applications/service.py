@@ -6,7 +6,7 @@ application removes all of them (users, roles, permissions, API keys, webhooks..
 """
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import dataclass
 
 from shared.errors import ApplicationNotFound
 from shared.ids import new_id
@@ -38,11 +38,9 @@ class ApplicationService:
     store: ApplicationStore
     events: EventLog
     clock: Clock
-    _: KW_ONLY
-    live_cache_ttl: InitVar[float] = LIVE_CACHE_TTL
 
-    def __post_init__(self, live_cache_ttl: float):
-        self._live = LookupCache(ttl=live_cache_ttl, maxsize=LIVE_CACHE_SIZE, timer=lambda: self.clock().timestamp())
+    def __post_init__(self):
+        self._live = LookupCache(ttl=LIVE_CACHE_TTL, maxsize=LIVE_CACHE_SIZE, timer=lambda: self.clock().timestamp())
 
     def get(self, app_id: str) -> dict | None:
         return self.store.get(app_id)
