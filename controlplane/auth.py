@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
+from shared.http import bearer_token as bearer_header_token
 from shared.ids import is_uuid
 from shared.rbac import covering_patterns, is_valid_permission
 
@@ -92,13 +93,7 @@ class Principal:
 
 
 def bearer_token(req) -> str | None:
-    header = req.get_header("Authorization")
-    if not header:
-        return None
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        raise Unauthorized("The Authorization header must be 'Bearer <token>'.")
-    return value.strip()
+    return bearer_header_token(req.get_header("Authorization"))
 
 
 class Authenticator:

@@ -114,6 +114,14 @@ def main() -> int:
 
     processes = []
 
+    def serve(command, sock, url) -> bool:
+        """Start ``command`` on the listening ``sock`` (handed over, then closed here)
+        and wait until ``url`` answers as healthy."""
+        process = subprocess.Popen(command, env=env, pass_fds=(sock.fileno(),))
+        sock.close()
+        processes.append(process)
+        return _wait_healthy(url, process)
+
     def shutdown(signum, frame):
         raise KeyboardInterrupt
 
@@ -128,23 +136,15 @@ def main() -> int:
         except PortInUse as exc:
             print(f"iamgate: {exc}", file=sys.stderr)
             return 1
-        control = subprocess.Popen(
-            _gunicorn("controlplane.wsgi:create()", config.host, config.port, workers, sock=control_sock),
-            env=env, pass_fds=(control_sock.fileno(),))
-        control_sock.close()
-        processes.append(control)
-        if not _wait_healthy(control_url, control):
+        if not serve(_gunicorn("controlplane.wsgi:create()", config.host, config.port, workers, sock=control_sock),
+                     control_sock, control_url):
             print("iamgate: the control plane did not start", file=sys.stderr)
             return 1
         if not config.is_memory_store:
             # Against MongoDB, webhook delivery is its own process (on memory:// it runs
             # inside the control plane, the only process that sees the store).
             processes.append(subprocess.Popen([sys.executable, "-m", "controlplane", "worker"], env=env))
-        decision = subprocess.Popen(_decision_command(config.decision_workers, decision_sock),
-                                    env=env, pass_fds=(decision_sock.fileno(),))
-        decision_sock.close()
-        processes.append(decision)
-        if not _wait_healthy(decision_url, decision):
+        if not serve(_decision_command(config.decision_workers, decision_sock), decision_sock, decision_url):
             print("iamgate: the decision service did not start", file=sys.stderr)
             return 1
         store = "memory:// (embedded; nothing persists)" if config.is_memory_store else "MongoDB"

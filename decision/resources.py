@@ -47,15 +47,30 @@ def bulk_text(lookup, values: dict) -> str:
     return f'{{"user_id":{dumps(values["user_id"])},"results":{{{results}}}}}'
 
 
-class Check:
-    """``GET|POST /api/v1/applications/{applicationId}/authz/check``."""
-
+class _CheckResource:
     def __init__(self, service):
         self._service = service
 
-    def on_get(self, req, resp, applicationId):
-        lookup = self._service.begin(applicationId)
+    def _lookup(self, req, app_id: str):
+        """The application's lookup, once the caller's credential is accepted."""
+        lookup = self._service.begin(app_id)
         lookup.authenticate(req.get_header("Authorization"))
+        return lookup
+
+    def _answer_post(self, req, resp, app_id: str, schema, text) -> None:
+        """A POST check: the credential first, then the body (``schema``); the answer is
+        ``text(lookup, values)``, JSON written by hand."""
+        lookup = self._lookup(req, app_id)
+        values = schema.validate(read_json(req))
+        resp.content_type = falcon.MEDIA_JSON
+        resp.text = text(lookup, values)
+
+
+class Check(_CheckResource):
+    """``GET|POST /api/v1/applications/{applicationId}/authz/check``."""
+
+    def on_get(self, req, resp, applicationId):
+        lookup = self._lookup(req, applicationId)
         values = check_query(req)
         permission = values["permission"]
         decisions, cached = lookup.decide(values["user_id"], (permission,), scope=values.get("scope"),
@@ -64,25 +79,14 @@ class Check:
         resp.text = check_text(permission, decisions[permission].allowed, cached)
 
     def on_post(self, req, resp, applicationId):
-        lookup = self._service.begin(applicationId)
-        lookup.authenticate(req.get_header("Authorization"))
-        values = CHECK.validate(read_json(req))
-        resp.content_type = falcon.MEDIA_JSON
-        resp.text = post_check_text(lookup, values)
+        self._answer_post(req, resp, applicationId, CHECK, post_check_text)
 
 
-class CheckBulk:
+class CheckBulk(_CheckResource):
     """``POST /api/v1/applications/{applicationId}/authz/check-bulk`` (1 to 50 permissions)."""
 
-    def __init__(self, service):
-        self._service = service
-
     def on_post(self, req, resp, applicationId):
-        lookup = self._service.begin(applicationId)
-        lookup.authenticate(req.get_header("Authorization"))
-        values = CHECK_BULK.validate(read_json(req))
-        resp.content_type = falcon.MEDIA_JSON
-        resp.text = bulk_text(lookup, values)
+        self._answer_post(req, resp, applicationId, CHECK_BULK, bulk_text)
 
 
 def _scope(values) -> str | None:

@@ -23,6 +23,7 @@ from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import NotFound, PermissionMissing, RevisionAhead, ServiceUnavailable, Unauthorized
+from shared.http import bearer_token
 from shared.ids import is_uuid
 from shared.rbac import ACTIVE, Grants, matches
 
@@ -41,9 +42,7 @@ class DecisionUnavailable(ServiceUnavailable):
     message = "The decision service cannot reach the control plane for a fresh answer; try again shortly."
 
     retry_after = 1
-
-    def __init__(self, reason: str):
-        super().__init__(details={"reason": reason})
+    detail_names = ("reason",)
 
 
 # A fetch that showed the change log's head below a check's min_revision bounds later
@@ -240,13 +239,10 @@ class Lookup:
 
 
 def _bearer(authorization: str | None) -> str:
-    if not authorization:
+    token = bearer_token(authorization)
+    if token is None:
         raise Unauthorized("A bearer credential is required.")
-    scheme, _, value = authorization.partition(" ")
-    value = value.strip()
-    if scheme.lower() != "bearer" or not value:
-        raise Unauthorized("The Authorization header must be 'Bearer <token>'.")
-    return value
+    return token
 
 
 def _not_found(app_id: str) -> NotFound:

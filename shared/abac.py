@@ -289,14 +289,14 @@ def _against_literal(op: str, left, literal):
     """The common comparisons of an operand with a literal, with the literal's type known at
     compile time; each gives exactly what ``_COMPARISONS[op](value, literal) is True``
     gives (tests/authz/test_engine.py checks them against it). None: no special form."""
-    if isinstance(literal, str):
-        if op in ("eq", "ne"):
-            equal = op == "eq"
+    if isinstance(literal, (str, bool)) and op in ("eq", "ne"):
+        kind, equal = bool if isinstance(literal, bool) else str, op == "eq"
 
-            def str_eq(env):
-                a = left(env)
-                return a is not _MISSING and (isinstance(a, str) and a == literal) is equal
-            return str_eq
+        def typed_eq(env):  # a string (or boolean) equals only a string (or boolean)
+            a = left(env)
+            return a is not _MISSING and (isinstance(a, kind) and a == literal) is equal
+        return typed_eq
+    if isinstance(literal, str):
         if op == "starts_with":
             return lambda env: isinstance(a := left(env), str) and a.startswith(literal)
         if op == "contains":
@@ -309,15 +309,7 @@ def _against_literal(op: str, left, literal):
         if op == "ip_in_cidr":
             networks = _networks(literal)
             return lambda env: _address_in(left(env), networks)
-    elif isinstance(literal, bool):
-        if op in ("eq", "ne"):
-            equal = op == "eq"
-
-            def bool_eq(env):
-                a = left(env)
-                return a is not _MISSING and (isinstance(a, bool) and a == literal) is equal
-            return bool_eq
-    elif _is_number(literal):
+    elif _is_number(literal):  # not a boolean
         if op in _ORDERINGS:
             order = _ORDERINGS[op]
             return lambda env: _is_number(a := left(env)) and order(a, literal)

@@ -9,8 +9,14 @@ classes document the operations: ``controlplane.openapi.op(errors=[RoleNotFound,
 
     class RoleNotFound(NotFound):
         code, message = "RESOURCE_NOT_FOUND", "Role not found."
+        detail_names = ("role",)
 
-    raise RoleNotFound(details={"role": ref})
+    raise RoleNotFound(ref)             # details {"role": ref}
+
+An error's positional arguments are the values of its ``detail_names``, and its
+``message`` may name them (``"A role named {name!r} already exists."``), so most errors
+are declared, not coded.  An error without ``detail_names`` takes a message of the
+moment as its one positional argument: ``raise Unauthorized("Token expired.")``.
 """
 from __future__ import annotations
 
@@ -22,10 +28,15 @@ class DomainError(Exception):
     code = "BAD_REQUEST"
     message = "The request could not be processed."
     body_schema = "Error"  # the OpenAPI component of the answer's body: the spec's envelope
+    detail_names: tuple[str, ...] = ()  # the ``details`` keys of the positional arguments, in order
 
-    def __init__(self, message: str | None = None, *, details: dict | None = None):
-        self.message = message or self.message
-        self.details = details or {}
+    def __init__(self, *values, message: str | None = None, details: dict | None = None):
+        if values and not self.detail_names:
+            (message,) = values
+            values = ()
+        named = dict(zip(self.detail_names, values, strict=True))
+        self.message = message or (self.message.format(**named) if named else self.message)
+        self.details = {**named, **(details or {})}
         super().__init__(self.message)
 
     @classmethod
@@ -98,7 +109,7 @@ class RateLimited(DomainError):
         self.limit = limit
         self.reset_at = reset_at
         self.retry_after = max(1, retry_after)
-        super().__init__(message, details={"retry_after": self.retry_after, **(details or {})})
+        super().__init__(message=message, details={"retry_after": self.retry_after, **(details or {})})
 
 
 class ServiceUnavailable(DomainError):
@@ -123,7 +134,7 @@ class ValidationFailed(BadRequest):
             default = f"{field}: {reason}"
         else:
             default = "Several fields are invalid."
-        super().__init__(message or default, details={"fields": dict(errors)})
+        super().__init__(message=message or default, details={"fields": dict(errors)})
         self.errors = dict(errors)
         if len(errors) > 1:
             self.code = self.MULTIPLE
@@ -136,8 +147,7 @@ class ValidationFailed(BadRequest):
 class PermissionMissing(Forbidden):
     """The credential lacks the permission the route needs."""
 
-    def __init__(self, permission: str):
-        super().__init__(f"The permission {permission} is required.", details={"required_permission": permission})
+    message, detail_names = "The permission {required_permission} is required.", ("required_permission",)
 
 
 class ApplicationNotFound(NotFound):

@@ -248,6 +248,17 @@ def respond(resp, data, status=200, message=None, headers=None):
         resp.set_headers(headers)
 
 
+def bearer_token(authorization: str | None, error: type[DomainError] = Unauthorized) -> str | None:
+    """RFC 6750 2.1: the token of an ``Authorization: Bearer <token>`` header value;
+    None without the header, ``error`` for another scheme or an empty token."""
+    if not authorization:
+        return None
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise error("The Authorization header must be 'Bearer <token>'.")
+    return value.strip()
+
+
 def no_store(resp) -> None:
     """Responses carrying a secret or personal data (tokens, keys, TOTP secrets, backup
     codes, exports) must land in no cache (RFC 6749 section 5.1 for token responses)."""

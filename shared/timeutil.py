@@ -1,9 +1,11 @@
 """Time helpers.  Timestamps are timezone-aware UTC everywhere."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 UTC = timezone.utc
+Clock = Callable[[], datetime]  # what services are given as ``clock``: ``utcnow``, or a test's FakeClock
 
 
 def utcnow() -> datetime:

@@ -363,3 +363,26 @@ class Schema:
         if self.description:
             out["description"] = self.description
         return out
+
+
+# --- response shapes (OpenAPI) ------------------------------------------------------------
+
+TIME = {"type": "string", "format": "date-time"}
+NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+ID = {"type": "string", "format": "uuid"}
+
+
+def page_of(item: dict) -> dict:
+    """The JSON schema of the spec's list envelope of ``item``s (``shared.http.paginated``
+    writes every one of its fields)."""
+    return {
+        "type": "object",
+        "required": ["data", "current_page", "last_page", "per_page", "total"],
+        "properties": {
+            "data": {"type": "array", "items": item},
+            "current_page": {"type": "integer"},
+            "last_page": {"type": "integer"},
+            "per_page": {"type": "integer"},
+            "total": {"type": "integer"},
+        },
+    }

@@ -6,18 +6,14 @@ class PolicyNotFound(NotFound):
     """No policy with this id in the application."""
 
     code, message = "POLICY_NOT_FOUND", "ABAC policy not found."
-
-    def __init__(self, policy_id: str):
-        super().__init__(details={"policy_id": policy_id})
+    detail_names = ("policy_id",)
 
 
 class PolicyNameTaken(Conflict):
     """The policy name is already used in the application."""
 
-    code = "RESOURCE_ALREADY_EXISTS"
-
-    def __init__(self, name: str):
-        super().__init__(f"A policy named {name!r} already exists in this application.", details={"name": name})
+    code, message = "RESOURCE_ALREADY_EXISTS", "A policy named {name!r} already exists in this application."
+    detail_names = ("name",)
 
 
 class ConditionInvalid(BadRequest):
@@ -38,19 +34,14 @@ class AttributeNotFound(NotFound):
     """The user has no attribute with this key."""
 
     code, message = "ATTRIBUTE_NOT_FOUND", "The user has no attribute with this key."
-
-    def __init__(self, user_id: str, key: str):
-        super().__init__(details={"user_id": user_id, "key": key})
+    detail_names = ("user_id", "key")
 
 
 class AttributeLimitReached(Conflict):
     """The user already holds the most attribute keys allowed."""
 
-    code = "ATTRIBUTE_LIMIT_EXCEEDED"
-
-    def __init__(self, user_id: str, limit: int):
-        super().__init__(f"A user may hold at most {limit} attributes; delete one first.",
-                         details={"user_id": user_id, "limit": limit})
+    code, message = "ATTRIBUTE_LIMIT_EXCEEDED", "A user may hold at most {limit} attributes; delete one first."
+    detail_names = ("user_id", "limit")
 
 
 class AttributeKeyConflict(Conflict):
@@ -58,7 +49,5 @@ class AttributeKeyConflict(Conflict):
     by conditions) as ``b`` inside ``a``."""
 
     code = "ATTRIBUTE_KEY_CONFLICT"
-
-    def __init__(self, user_id: str, key: str, existing: str):
-        super().__init__(f"The key {key!r} conflicts with the existing key {existing!r}; delete that one first.",
-                         details={"user_id": user_id, "key": key, "conflicts_with": existing})
+    message = "The key {key!r} conflicts with the existing key {conflicts_with!r}; delete that one first."
+    detail_names = ("user_id", "key", "conflicts_with")

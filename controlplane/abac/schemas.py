@@ -16,7 +16,7 @@ import re
 
 from shared.checks import CHECK, Permission
 from shared.errors import ValidationFailed
-from shared.validation import Bool, Field, Invalid, List, Object, Schema, String
+from shared.validation import ID, TIME, Bool, Field, Invalid, List, Object, Schema, String, page_of
 
 from controlplane.abac import conditions
 from controlplane.abac.errors import ConditionInvalid
@@ -171,33 +171,23 @@ def permission_param(raw: str | None) -> str | None:
 
 # --- response shapes (OpenAPI) -----------------------------------------------------------------
 
-_TIME = {"type": "string", "format": "date-time"}
 
 POLICY = {
     "type": "object",
     "properties": {
-        "id": {"type": "string", "format": "uuid"},
+        "id": ID,
         "name": {"type": "string"},
         "description": {"type": ["string", "null"]},
         "effect": {"type": "string", "enum": ["allow", "deny"]},
         "permissions": {"type": "array", "items": {"type": "string"}},
         "condition": {"type": ["object", "null"]},
         "is_active": {"type": "boolean"},
-        "created_at": _TIME,
-        "updated_at": _TIME,
+        "created_at": TIME,
+        "updated_at": TIME,
     },
 }
 
-POLICY_PAGE = {
-    "type": "object",
-    "properties": {
-        "data": {"type": "array", "items": POLICY},
-        "current_page": {"type": "integer"},
-        "last_page": {"type": "integer"},
-        "per_page": {"type": "integer"},
-        "total": {"type": "integer"},
-    },
-}
+POLICY_PAGE = page_of(POLICY)
 
 ATTRIBUTES = {"type": "object", "additionalProperties": AttributeValue().schema(),
               "description": "the user's attributes, key to value"}

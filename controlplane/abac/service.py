@@ -11,36 +11,38 @@ event for the whole application, an attribute event for its one user.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from shared.abac import CompiledPolicies, Policy, condition_environment
 from shared.authorization import decide_compiled
-from shared.rbac import compile_grants, resolve_scope
 from shared.ids import is_uuid, new_id
-from shared.timeutil import isoformat
+from shared.rbac import compile_grants, resolve_scope
+from shared.timeutil import Clock, isoformat
 
 from controlplane.abac import conditions
 from controlplane.abac.errors import (AttributeKeyConflict, AttributeLimitReached, AttributeNotFound,
                                       PolicyNotFound)
 from controlplane.abac.schemas import ATTRIBUTES_PER_USER_MAX
 from controlplane.abac.store import PolicyStore
+from controlplane.events import EventLog
+from controlplane.roles.service import RoleService
 from controlplane.users.errors import UserNotFound
+from controlplane.users.store import UserStore
 
 _POLICY_FIELDS = ("name", "description", "effect", "permissions", "condition", "is_active")
 
 
+@dataclass(eq=False)
 class AbacService:
-    def __init__(self, policies: PolicyStore, users, roles, events, clock):
-        """``users``: the users area's ``UserStore`` (attributes live on the user);
-        ``roles``: the source of a user's grants for the dry run."""
-        self.policies = policies
-        self._users = users
-        self._roles = roles
-        self._events = events
-        self._clock = clock
+    policies: PolicyStore
+    users: UserStore  # the users area's store: attributes live on the user
+    roles: RoleService  # the source of a user's grants for the dry run
+    events: EventLog
+    clock: Clock
 
     def head(self) -> int:
         """The change-log head: the revision a write that changed nothing answers."""
-        return self._events.head()
+        return self.events.head()
 
     # --- policies ------------------------------------------------------------------------
 
@@ -60,11 +62,11 @@ class AbacService:
 
     def create_policy(self, app_id: str, values: dict) -> dict:
         """Store a policy; 409 RESOURCE_ALREADY_EXISTS when the name is taken."""
-        now = self._clock()
+        now = self.clock()
         doc = {"_id": new_id(), "app_id": app_id, **{field: values[field] for field in _POLICY_FIELDS},
                "created_at": now, "updated_at": now}
         self.policies.insert(doc)
-        self._events.emit(app_id, "policy.created", _policy_event(doc), subject={"policy_id": doc["_id"]})
+        self.events.emit(app_id, "policy.created", _policy_event(doc), subject={"policy_id": doc["_id"]})
         return doc
 
     def update_policy(self, app_id: str, policy_id: str, values: dict) -> dict:
@@ -73,29 +75,29 @@ class AbacService:
         changes = {field: value for field, value in values.items() if current.get(field) != value}
         if not changes:
             return current
-        changes["updated_at"] = self._clock()
+        changes["updated_at"] = self.clock()
         before = self.policies.update(app_id, current["_id"], changes)
         if before is None:
             raise PolicyNotFound(policy_id)
         after = {**before, **changes}
         changed = sorted(field for field in _POLICY_FIELDS if before.get(field) != after.get(field))
         if changed:
-            self._events.emit(app_id, "policy.updated", {**_policy_event(after), "changes": changed},
-                              subject={"policy_id": after["_id"]})
+            self.events.emit(app_id, "policy.updated", {**_policy_event(after), "changes": changed},
+                             subject={"policy_id": after["_id"]})
         return after
 
     def delete_policy(self, app_id: str, policy_id: str) -> None:
         removed = self.policies.delete(app_id, policy_id) if is_uuid(policy_id) else None
         if removed is None:
             raise PolicyNotFound(policy_id)
-        self._events.emit(app_id, "policy.deleted", {"policy_id": removed["_id"], "name": removed["name"]},
-                          subject={"policy_id": removed["_id"]})
+        self.events.emit(app_id, "policy.deleted", {"policy_id": removed["_id"], "name": removed["name"]},
+                         subject={"policy_id": removed["_id"]})
 
     # --- user attributes -----------------------------------------------------------------
 
     def attributes(self, app_id: str, user_id: str) -> dict:
         """``{key: value}``; 404 USER_NOT_FOUND for an unknown or deleted user."""
-        found = self._users.attributes(app_id, user_id) if is_uuid(user_id) else None
+        found = self.users.attributes(app_id, user_id) if is_uuid(user_id) else None
         if found is None:
             raise UserNotFound(user_id)
         return found
@@ -104,7 +106,7 @@ class AbacService:
         """Set one attribute (at most ATTRIBUTES_PER_USER_MAX keys per user): ``{key, value}``."""
         if not is_uuid(user_id):
             raise UserNotFound(user_id)
-        result = self._users.set_attribute(app_id, user_id, key, value, max_keys=ATTRIBUTES_PER_USER_MAX)
+        result = self.users.set_attribute(app_id, user_id, key, value, max_keys=ATTRIBUTES_PER_USER_MAX)
         if result.outcome == "no_user":
             raise UserNotFound(user_id)
         if result.outcome == "conflict":
@@ -112,20 +114,20 @@ class AbacService:
         if result.outcome == "limit":
             raise AttributeLimitReached(user_id, ATTRIBUTES_PER_USER_MAX)
         if not _same_json(result.previous, value):
-            self._events.emit(app_id, "attribute.set", {"user_id": user_id, "key": key, "value": value},
-                              subject={"user_id": user_id}, user_ids=[user_id])
+            self.events.emit(app_id, "attribute.set", {"user_id": user_id, "key": key, "value": value},
+                             subject={"user_id": user_id}, user_ids=[user_id])
         return {"key": key, "value": value}
 
     def delete_attribute(self, app_id: str, user_id: str, key: str) -> None:
         if not is_uuid(user_id):
             raise UserNotFound(user_id)
-        result = self._users.unset_attribute(app_id, user_id, key)
+        result = self.users.unset_attribute(app_id, user_id, key)
         if result.outcome == "no_user":
             raise UserNotFound(user_id)
         if result.outcome == "no_key":
             raise AttributeNotFound(user_id, key)
-        self._events.emit(app_id, "attribute.deleted", {"user_id": user_id, "key": key},
-                          subject={"user_id": user_id}, user_ids=[user_id])
+        self.events.emit(app_id, "attribute.deleted", {"user_id": user_id, "key": key},
+                         subject={"user_id": user_id}, user_ids=[user_id])
 
     # --- the dry run ---------------------------------------------------------------------
 
@@ -137,8 +139,8 @@ class AbacService:
         user_id, permission = values["user_id"], values["permission"]
         resource, context = values.get("resource"), values.get("context")
         scope = resolve_scope(values.get("scope"), context)
-        grants = self._roles.grants(app_id, user_id)
-        compiled = compile_grants(grants, scope, self._clock())
+        grants = self.roles.grants(app_id, user_id)
+        compiled = compile_grants(grants, scope, self.clock())
         policies = self.policies.active(app_id)
         inline = values.get("policy")
         if inline is not None:

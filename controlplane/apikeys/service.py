@@ -8,13 +8,16 @@ JWT-owner routes.  The prefix (``sk_test_``/``sk_live_``) follows the applicatio
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from shared.errors import ValidationFailed
 from shared.ids import digest, is_uuid, new_id, random_token
 from shared.rbac import is_valid_permission
-from shared.timeutil import aware, isoformat, seconds
+from shared.timeutil import Clock, aware, isoformat, seconds
 
 from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.store import ApiKeyStore
+from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
 
 V1_PERMISSIONS = (
@@ -33,12 +36,15 @@ AUTH_CACHE_TTL = 2.0
 AUTH_CACHE_SIZE = 10_000
 
 
+@dataclass(eq=False)
 class ApiKeyService:
-    def __init__(self, store: ApiKeyStore, events, clock, *, auth_cache_ttl: float = AUTH_CACHE_TTL):
-        self.store = store
-        self._events = events
-        self._clock = clock
-        self._by_digest = LookupCache(ttl=auth_cache_ttl, maxsize=AUTH_CACHE_SIZE, timer=lambda: clock().timestamp())
+    store: ApiKeyStore
+    events: EventLog
+    clock: Clock
+
+    def __post_init__(self):
+        self._by_digest = LookupCache(ttl=AUTH_CACHE_TTL, maxsize=AUTH_CACHE_SIZE,
+                                      timer=lambda: self.clock().timestamp())
 
     def apply_event(self, event) -> None:
         """Change-log consumer (this process's events and the tailer's): keys of an
@@ -62,21 +68,21 @@ class ApiKeyService:
             "key_prefix": secret[:12],
             "key_digest": digest(secret),
             "permissions": permissions,
-            "created_at": self._clock(),
+            "created_at": self.clock(),
             "last_used_at": None,
             "revoked_at": None,
         }
         self.store.insert(doc)
-        self._events.emit(app["_id"], "api_keys.changed", {"key_id": doc["_id"], "action": "created"})
+        self.events.emit(app["_id"], "api_keys.changed", {"key_id": doc["_id"], "action": "created"})
         return doc, secret
 
     def list(self, app_id: str) -> list[dict]:
         return self.store.active(app_id)
 
     def revoke(self, app_id: str, key_id: str) -> None:
-        if not is_uuid(key_id) or not self.store.revoke(app_id, key_id, self._clock()):
+        if not is_uuid(key_id) or not self.store.revoke(app_id, key_id, self.clock()):
             raise ApiKeyNotFound(key_id)
-        self._events.emit(app_id, "api_keys.changed", {"key_id": key_id, "action": "revoked"})
+        self.events.emit(app_id, "api_keys.changed", {"key_id": key_id, "action": "revoked"})
 
     def authenticate(self, secret: str) -> dict | None:
         """The key document for ``secret`` if it exists and is not revoked (through the
@@ -86,7 +92,7 @@ class ApiKeyService:
         doc = self._by_digest.get(key_digest, lambda: self.store.by_digest(key_digest))
         if doc is None:
             return None
-        now = self._clock()
+        now = self.clock()
         last = doc.get("last_used_at")
         if last is None or now - aware(last) > _TOUCH_EVERY:  # at most one write a minute per key
             self.store.touch(doc["_id"], now)

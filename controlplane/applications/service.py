@@ -6,12 +6,15 @@ application removes all of them (users, roles, permissions, API keys, webhooks..
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from shared.errors import ApplicationNotFound
 from shared.ids import new_id
-from shared.timeutil import isoformat
+from shared.timeutil import Clock, isoformat
 
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.store import ApplicationStore
+from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
 
 # How long a worker may answer from its copy of an application (controlplane.lookup_cache):
@@ -30,12 +33,14 @@ DEFAULT_BRANDING_OPTIONS = {
 }
 
 
+@dataclass(eq=False)
 class ApplicationService:
-    def __init__(self, store: ApplicationStore, events, clock, *, live_cache_ttl: float = LIVE_CACHE_TTL):
-        self.store = store
-        self._events = events
-        self._clock = clock
-        self._live = LookupCache(ttl=live_cache_ttl, maxsize=LIVE_CACHE_SIZE, timer=lambda: clock().timestamp())
+    store: ApplicationStore
+    events: EventLog
+    clock: Clock
+
+    def __post_init__(self):
+        self._live = LookupCache(ttl=LIVE_CACHE_TTL, maxsize=LIVE_CACHE_SIZE, timer=lambda: self.clock().timestamp())
 
     def get(self, app_id: str) -> dict | None:
         return self.store.get(app_id)
@@ -64,7 +69,7 @@ class ApplicationService:
 
     def create(self, values: dict, *, organization_id: str | None, owner_account_id: str | None) -> dict:
         """Create an application; ``values`` is cleaned ``schemas.CREATE`` output."""
-        now = self._clock()
+        now = self.clock()
         doc = {
             "_id": new_id(),
             "status": "active",
@@ -93,7 +98,7 @@ class ApplicationService:
         """Apply cleaned ``schemas.UPDATE`` values (only the fields sent)."""
         if not values:
             return self.require(app_id)
-        updated = self.store.update(app_id, {**values, "updated_at": self._clock()})
+        updated = self.store.update(app_id, {**values, "updated_at": self.clock()})
         self._live.drop(app_id)
         if updated is None:
             raise ApplicationNotFound(details={"application_id": app_id})
@@ -124,7 +129,7 @@ class ApplicationService:
         self._live.drop(app_id)
         if app is None:
             raise ApplicationNotFound(details={"application_id": app_id})
-        self._events.emit(app_id, "application.deleted", {"application_id": app_id})
+        self.events.emit(app_id, "application.deleted", {"application_id": app_id})
         self.store.purge(app_id)
         return app
 

@@ -208,32 +208,32 @@ class AuthzService:
     def check_abac(self, app_id: str, values: dict) -> dict:
         """POST V1/authz/check: RBAC plus the active ABAC policies covering the permission
         (a matching deny denies; else RBAC allows; else a matching allow allows)."""
-        context = values.get("context")
-        min_revision = values.get("min_revision")
-        self.require_known_revision(min_revision)
-        compiled, grants_cached = self.compiled_grants(
-            app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
-        policies, policies_cached = self.policies(app_id, min_revision=min_revision)
         permission = values["permission"]
-        decision = decide_compiled(compiled, (permission,), policies=policies, resource=values.get("resource"),
-                                   context=context)[permission]
+        decisions, cached = self._decide_abac(app_id, values, (permission,))
+        decision = decisions[permission]
         return {
             "allowed": decision.allowed,
             "permission": permission,
-            "cached": grants_cached and policies_cached,
+            "cached": cached,
             "abac_evaluated": decision.abac_evaluated,
             "policies_checked": decision.policies_checked,
         }
 
     def check_bulk(self, app_id: str, values: dict) -> dict:
         """POST V1/authz/check-bulk: {user_id, results: {permission: allowed}}."""
+        decisions, _ = self._decide_abac(app_id, values, values["permissions"])
+        return {"user_id": values["user_id"],
+                "results": {permission: decision.allowed for permission, decision in decisions.items()}}
+
+    def _decide_abac(self, app_id: str, values: dict, permissions) -> tuple[dict, bool]:
+        """RBAC plus ABAC for each of ``permissions`` (``decide_compiled``), and whether
+        both the grants and the policies came from the cache."""
         context = values.get("context")
         min_revision = values.get("min_revision")
         self.require_known_revision(min_revision)
-        compiled, _ = self.compiled_grants(
+        compiled, grants_cached = self.compiled_grants(
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
-        policies, _ = self.policies(app_id, min_revision=min_revision)
-        decisions = decide_compiled(compiled, values["permissions"], policies=policies,
-                                    resource=values.get("resource"), context=context)
-        return {"user_id": values["user_id"],
-                "results": {permission: decision.allowed for permission, decision in decisions.items()}}
+        policies, policies_cached = self.policies(app_id, min_revision=min_revision)
+        decisions = decide_compiled(compiled, permissions, policies=policies, resource=values.get("resource"),
+                                    context=context)
+        return decisions, grants_cached and policies_cached

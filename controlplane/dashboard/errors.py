@@ -1,7 +1,10 @@
 """Errors of the dashboard: accounts, sessions, organizations, members, and access to
-applications (ARCHITECTURE.md "Wire details: Dashboard", docs/dashboard.md)."""
-from shared.errors import ApplicationNotFound, BadRequest, Conflict, Forbidden, Gone, NotFound, RateLimited, \
-    Unauthorized, Unprocessable, ValidationFailed
+applications (ARCHITECTURE.md "Wire details: Dashboard", docs/dashboard.md).
+
+The emailed tokens of dashboard accounts fail as end users' do, with the same codes and
+messages: those errors (``InvalidResetToken``...) are the users area's."""
+from shared.errors import (ApplicationNotFound, Conflict, Forbidden, NotFound, RateLimited, Unauthorized,
+                           Unprocessable, ValidationFailed)
 
 
 class InvalidCredentials(Unauthorized):
@@ -32,9 +35,7 @@ class OrganizationNotFound(NotFound):
     so as not to confirm that someone else's organization exists)."""
 
     message = "Organization not found."
-
-    def __init__(self, organization_id: str):
-        super().__init__(details={"organization_id": organization_id})
+    detail_names = ("organization_id",)
 
 
 class NotAMember(Forbidden):
@@ -42,9 +43,7 @@ class NotAMember(Forbidden):
     when listing or creating applications."""
 
     message = "You are not a member of this organization."
-
-    def __init__(self, organization_id: str):
-        super().__init__(details={"organization_id": organization_id})
+    detail_names = ("organization_id",)
 
 
 class OrganizationIdInvalid(ValidationFailed):
@@ -84,45 +83,37 @@ class RoleCannotWrite(Forbidden):
 
 class OwnerRequired(Forbidden):
     """An admin tries to add, promote to, demote from or remove the owner role: only
-    owners touch owners."""
+    owners touch owners.  Raised with the caller's role and a message saying which rule."""
 
-    def __init__(self, message: str, role: str):
-        super().__init__(message, details={"role": role})
+    detail_names = ("role",)
 
 
 class ApplicationNotAccessible(ApplicationNotFound):
     """No such application, or one of an organization the caller is not in (404
     rather than 403, so as not to confirm that it exists)."""
 
-    def __init__(self, application_id: str):
-        super().__init__(details={"application_id": application_id})
+    detail_names = ("application_id",)
 
 
 class MemberNotFound(NotFound):
     """The account named in the path is not a member of the organization."""
 
     code, message = "USER_NOT_FOUND", "No such dashboard account in this organization."
-
-    def __init__(self, account_id: str):
-        super().__init__(details={"account_id": account_id})
+    detail_names = ("account_id",)
 
 
 class AccountNotFound(NotFound):
     """A member is added by an email that has no dashboard account."""
 
     code, message = "USER_NOT_FOUND", "No dashboard account has this email."
-
-    def __init__(self, email: str):
-        super().__init__(details={"email": email})
+    detail_names = ("email",)
 
 
 class AlreadyMember(Conflict):
     """The account added is a member of the organization already."""
 
     code, message = "RESOURCE_ALREADY_EXISTS", "This account is already a member of the organization."
-
-    def __init__(self, account_id: str):
-        super().__init__(details={"account_id": account_id})
+    detail_names = ("account_id",)
 
 
 class LastOwner(Conflict):
@@ -143,11 +134,8 @@ class MembershipChanged(Conflict):
 class ApplicationLimitReached(Forbidden):
     """The organization holds IAMGATE_MAX_APPLICATIONS_PER_ORGANIZATION applications."""
 
-    code = "resource_limit_exceeded"
-
-    def __init__(self, limit: int):
-        super().__init__(f"The organization has reached its limit of {limit} applications.",
-                         details={"limit": limit})
+    code, message = "resource_limit_exceeded", "The organization has reached its limit of {limit} applications."
+    detail_names = ("limit",)
 
 
 class AccountEmailUnverified(Conflict):
@@ -155,36 +143,7 @@ class AccountEmailUnverified(Conflict):
     register any address, so only a proven mailbox may join an organization."""
 
     code, message = "ACCOUNT_EMAIL_UNVERIFIED", "This dashboard account has not confirmed its email address yet."
-
-    def __init__(self, email: str):
-        super().__init__(details={"email": email})
-
-
-class InvalidVerificationToken(BadRequest):
-    """Unknown or used dashboard verification token."""
-
-    code, message = "AUTH_INVALID_VERIFICATION_TOKEN", "The verification token is invalid or has already been used."
-
-
-class VerificationTokenExpired(Gone):
-    code, message = "AUTH_VERIFICATION_TOKEN_EXPIRED", "The verification token has expired; ask for a new email."
-
-
-class InvalidResetToken(BadRequest):
-    """Unknown or used dashboard reset token."""
-
-    code, message = "AUTH_INVALID_RESET_TOKEN", "The reset token is invalid or has already been used."
-
-
-class ResetTokenExpired(Gone):
-    code, message = "AUTH_RESET_TOKEN_EXPIRED", "The reset token has expired; ask for a new one."
-
-
-class ResetRequestsLimited(RateLimited):
-    """IAMGATE_RATE_LIMIT_FORGOT per email, known or not."""
-
-    code = "AUTH_PASSWORD_RESET_RATE_LIMITED"
-    message = "Too many password reset requests for this email. Try again later."
+    detail_names = ("email",)
 
 
 class VerificationRequestsLimited(RateLimited):

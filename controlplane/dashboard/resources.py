@@ -25,17 +25,17 @@ from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, AlreadyMember,
                                            ApplicationLimitReached, ApplicationNotAccessible, EmailTaken,
-                                           InvalidCredentials, InvalidResetToken, InvalidVerificationToken,
-                                           LastOwner, MemberNotFound, NotAMember, OrganizationIdInvalid,
-                                           OrganizationNotFound, OrganizationRequired, OwnerRequired,
-                                           ResetRequestsLimited, ResetTokenExpired, RoleCannotWrite,
-                                           VerificationRequestsLimited, VerificationTokenExpired)
+                                           InvalidCredentials, LastOwner, MemberNotFound, NotAMember,
+                                           OrganizationIdInvalid, OrganizationNotFound, OrganizationRequired,
+                                           OwnerRequired, RoleCannotWrite, VerificationRequestsLimited)
 from controlplane.dashboard.service import (DashboardService, serialize_account, serialize_account_status,
                                             serialize_organization)
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
 from controlplane.passwords import PasswordTooWeak, WrongPassword
 from controlplane.resource import Resource
+from controlplane.users.errors import (InvalidResetToken, InvalidVerificationToken, ResetRequestsLimited,
+                                       ResetTokenExpired, VerificationTokenExpired)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _WRITE = [RoleCannotWrite, ApplicationNotAccessible]

@@ -16,19 +16,18 @@ from shared.validation import Invalid, normalize_email
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
 from controlplane.dashboard import emails
-from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, ApplicationLimitReached,
-                                           EmailTaken, InvalidCredentials, InvalidResetToken,
-                                           InvalidVerificationToken, LastOwner, MemberNotFound, MembershipChanged,
-                                           NotAMember, OrganizationIdInvalid, OrganizationNotFound,
-                                           OrganizationRequired, OwnerRequired, ResetRequestsLimited,
-                                           ResetTokenExpired, RoleCannotWrite, SignInRequired,
-                                           VerificationRequestsLimited, VerificationTokenExpired)
+from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, ApplicationLimitReached, EmailTaken,
+                                           InvalidCredentials, LastOwner, MemberNotFound, MembershipChanged, NotAMember,
+                                           OrganizationIdInvalid, OrganizationNotFound, OrganizationRequired,
+                                           OwnerRequired, RoleCannotWrite, SignInRequired, VerificationRequestsLimited)
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
 from controlplane.ratelimit import RateLimiter
+from controlplane.users.errors import (InvalidResetToken, InvalidVerificationToken, ResetRequestsLimited,
+                                       ResetTokenExpired, VerificationTokenExpired)
 
 OWNER = "owner"
 # The scope of dashboard accounts in the login lock (``controlplane/lockout.py``); an
@@ -113,14 +112,7 @@ class DashboardService:
         (unknown, used, or sent to an address the account no longer has), 410
         AUTH_VERIFICATION_TOKEN_EXPIRED.  Returns the verified account."""
         token_digest = digest(token)
-        record = self.store.token(token_digest, VERIFICATION)
-        if record is None or record.get("used_at") is not None:
-            raise InvalidVerificationToken()
-        if aware(record["expires_at"]) <= self._clock():
-            raise VerificationTokenExpired()
-        account = self.store.account(record["account_id"])
-        if account is None or account["email"] != record["email"]:
-            raise InvalidVerificationToken()
+        account = self._token_account(token_digest, VERIFICATION, InvalidVerificationToken, VerificationTokenExpired)
         if self.store.consume_token(token_digest, VERIFICATION, self._clock()) is None:
             raise InvalidVerificationToken()
         return self.store.update_account(account["_id"], {"email_verified": True, "updated_at": self._clock()})
@@ -149,14 +141,7 @@ class DashboardService:
         mailbox: the address is marked verified, every session of the account ends (an
         earlier squatter's too) and a login lock is lifted."""
         token_digest = digest(token)
-        record = self.store.token(token_digest, RESET)
-        if record is None or record.get("used_at") is not None:
-            raise InvalidResetToken()
-        if aware(record["expires_at"]) <= self._clock():
-            raise ResetTokenExpired()
-        account = self.store.account(record["account_id"])
-        if account is None or account["email"] != record["email"]:
-            raise InvalidResetToken()
+        account = self._token_account(token_digest, RESET, InvalidResetToken, ResetTokenExpired)
         require_strong(password, email=account["email"])
         password_hash = self._hasher.hash(password)
         # Consumed only now, so a weak password does not burn the token; the atomic
@@ -170,6 +155,20 @@ class DashboardService:
         self._sessions.revoke_account(account["_id"])
         self._guard.lift(LOCK_SCOPE, account["email"])
         return updated
+
+    def _token_account(self, token_digest: str, purpose: str, invalid: type, expired: type) -> dict:
+        """The account an unused, unexpired emailed token of ``purpose`` was sent to:
+        ``invalid`` when the token is unknown, used, or sent to an address the account no
+        longer has; ``expired`` once it expired.  The caller consumes it."""
+        record = self.store.token(token_digest, purpose)
+        if record is None or record.get("used_at") is not None:
+            raise invalid()
+        if aware(record["expires_at"]) <= self._clock():
+            raise expired()
+        account = self.store.account(record["account_id"])
+        if account is None or account["email"] != record["email"]:
+            raise invalid()
+        return account
 
     def _send_verification(self, account: dict) -> None:
         token = self._issue(account, VERIFICATION, self._verification_ttl)
@@ -293,7 +292,7 @@ class DashboardService:
         self._limiter.hit(f"dashboard-member-add:account:{account_id}", self._member_add_rate)
         caller_role = self._role(account_id, organization_id, write=True)
         if role == OWNER and caller_role != OWNER:
-            raise OwnerRequired("Only an owner can add another owner.", caller_role)
+            raise OwnerRequired(caller_role, message="Only an owner can add another owner.")
         target = self.store.account_by_email(email)
         if target is None:
             raise AccountNotFound(email)
@@ -315,7 +314,7 @@ class DashboardService:
         if role == current:
             return serialize_member(member, self.store.account(member_id) or {})
         if OWNER in (role, current) and caller_role != OWNER:
-            raise OwnerRequired("Only an owner can grant or take away the owner role.", caller_role)
+            raise OwnerRequired(caller_role, message="Only an owner can grant or take away the owner role.")
         if current == OWNER and not self.store.take_owner_slot(organization_id):
             raise LastOwner()
         updated = self.store.set_member_role(organization_id, member_id, expected=current, role=role)
@@ -334,7 +333,7 @@ class DashboardService:
         caller_role = self._role(account_id, organization_id, write=not leaving)
         member = self._member(organization_id, member_id)
         if member["role"] == OWNER and caller_role != OWNER:
-            raise OwnerRequired("Only an owner can remove an owner.", caller_role)
+            raise OwnerRequired(caller_role, message="Only an owner can remove an owner.")
         if member["role"] == OWNER and not self.store.take_owner_slot(organization_id):
             raise LastOwner()
         if not self.store.delete_member(organization_id, member_id, expected=member["role"]):

@@ -7,37 +7,31 @@ secret.
 """
 from __future__ import annotations
 
-from shared.validation import one_line
-
-from controlplane.applications.service import branding
+from controlplane.users.emails import brand, letter
 
 
 def _notice(app: dict, user: dict, subject: str, what: str) -> tuple[str, str]:
-    brand = one_line(branding(app)["name"])
-    body = (
-        f"Hello {one_line(user['name'])},\n\n"
+    return f"{subject} ({brand(app)})", letter(app, user, (
         f"{what}\n\n"
         f"If this was you, there is nothing to do. If it was not, change your password at once "
         f"and set up two-step verification again.\n\n"
-        f"-- {brand}\n"
-    )
-    return f"{subject} ({brand})", body
+    ))
 
 
 def enabled(app: dict, user: dict) -> tuple[str, str]:
     return _notice(app, user, "Two-step verification turned on",
                    f"Two-step verification with an authenticator app was turned on for your "
-                   f"{one_line(branding(app)['name'])} account ({user['email']}).")
+                   f"{brand(app)} account ({user['email']}).")
 
 
 def disabled(app: dict, user: dict, *, by_administrator: bool = False) -> tuple[str, str]:
     who = " by an administrator of the application" if by_administrator else ""
     return _notice(app, user, "Two-step verification turned off",
-                   f"Two-step verification was turned off{who} for your {one_line(branding(app)['name'])} account "
+                   f"Two-step verification was turned off{who} for your {brand(app)} account "
                    f"({user['email']}). Signing in now needs only your password.")
 
 
 def backup_codes_regenerated(app: dict, user: dict) -> tuple[str, str]:
     return _notice(app, user, "New backup codes created",
-                   f"A new set of backup codes was created for your {one_line(branding(app)['name'])} account "
+                   f"A new set of backup codes was created for your {brand(app)} account "
                    f"({user['email']}). The codes you had before no longer work.")

@@ -15,9 +15,7 @@ class MfaMethodNotFound(NotFound):
 
     code = "MFA_METHOD_NOT_FOUND"
     message = "No pending authenticator setup has this method_id; start the setup again."
-
-    def __init__(self, method_id: str):
-        super().__init__(details={"method_id": method_id})
+    detail_names = ("method_id",)
 
 
 class MfaChallengeExpired(Gone):

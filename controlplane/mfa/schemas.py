@@ -7,7 +7,7 @@ and does not count as an attempt; a well-formed wrong one does.
 """
 from __future__ import annotations
 
-from shared.validation import Invalid, Schema, String, Uuid
+from shared.validation import ID, TIME, Invalid, Schema, String, Uuid
 
 from controlplane.mfa import totp
 from controlplane.users.schemas import PASSWORD_INPUT_MAX, TOKEN_MAX, TOKEN_PAIR
@@ -64,13 +64,12 @@ PASSWORD = Schema({"password": _password()})
 
 # ---------------------------------------------------------------- responses
 
-_TIME = {"type": "string", "format": "date-time"}
 
 SETUP_RESULT = {
     "type": "object",
     "required": ["method_id", "provisioning_uri", "secret"],
     "properties": {
-        "method_id": {"type": "string", "format": "uuid"},
+        "method_id": ID,
         "provisioning_uri": {"type": "string", "description": "otpauth://totp/<issuer>:<email>?secret=...&issuer=..."},
         "secret": {"type": "string", "description": "base32 TOTP secret (160 bits), for manual entry"},
     },
@@ -91,12 +90,12 @@ MFA_METHOD = {
     "type": "object",
     "required": ["id", "type", "label", "is_primary", "verified_at", "last_used_at"],
     "properties": {
-        "id": {"type": "string", "format": "uuid"},
+        "id": ID,
         "type": {"type": "string", "enum": ["totp"]},
         "label": {"type": "string"},
         "is_primary": {"type": "boolean"},
-        "verified_at": _TIME,
-        "last_used_at": {**_TIME, "description": "the last accepted code (the confirmation counts)"},
+        "verified_at": TIME,
+        "last_used_at": {**TIME, "description": "the last accepted code (the confirmation counts)"},
     },
 }
 

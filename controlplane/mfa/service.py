@@ -25,18 +25,20 @@ import hashlib
 import hmac
 import logging
 import math
+from dataclasses import KW_ONLY, InitVar, dataclass
 
 from shared.config import Rate
 from shared.crypto import SecretBox
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import aware, isoformat, seconds
+from shared.timeutil import Clock, aware, isoformat, seconds
 
 from controlplane.applications.service import branding
+from controlplane.events import EventLog
+from controlplane.mail import Mailer
 from controlplane.mfa import emails, totp
 from controlplane.mfa.errors import (ConfirmationCodeInvalid, MfaAlreadyEnabled, MfaChallengeExpired, MfaCodeInvalid,
                                      MfaLocked, MfaMethodNotFound, MfaNotEnabled)
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
-from controlplane.mail import Mailer
 from controlplane.passwords import WrongPassword
 from controlplane.ratelimit import RateLimiter
 from controlplane.users.errors import AccountSuspended, UserNotFound
@@ -67,34 +69,35 @@ def serialize_method(method: dict) -> dict:
     }
 
 
+@dataclass(eq=False)
 class MfaService:
-    def __init__(self, methods: MethodStore, backup_codes: BackupCodeStore, challenges: ChallengeStore,
-                 users: UserStore, sessions: SessionService, passwords: PasswordService, events, clock,
-                 box: SecretBox, rate_limiter: RateLimiter, mailer: Mailer, *, secret_key: str,
-                 challenge_ttl: int, max_attempts: int):
-        self._methods = methods
-        self._backup_codes = backup_codes
-        self._challenges = challenges
-        self._users = users
-        self._sessions = sessions
-        self._passwords = passwords
-        self._events = events
-        self._clock = clock
-        self._box = box
-        self._rate_limiter = rate_limiter
-        self._mailer = mailer
-        self._challenge_ttl = challenge_ttl
-        self._max_attempts = max_attempts
+    methods: MethodStore
+    backup_codes: BackupCodeStore
+    challenges: ChallengeStore
+    users: UserStore
+    sessions: SessionService
+    passwords: PasswordService
+    events: EventLog
+    clock: Clock
+    box: SecretBox
+    rate_limiter: RateLimiter
+    mailer: Mailer
+    _: KW_ONLY
+    secret_key: InitVar[str]
+    challenge_ttl: int
+    max_attempts: int
+
+    def __post_init__(self, secret_key: str):
         # Backup codes carry ~59 bits; a keyed digest means a copy of the database alone
         # is not enough to brute-force them offline.
         self._backup_key = hashlib.sha256(
             b"iamgate mfa backup codes\0" + secret_key.encode("utf-8")).digest()
 
     def _now(self):
-        return self._clock()
+        return self.clock()
 
     def _user(self, app_id: str, user_id: str) -> dict:
-        user = self._users.get(app_id, user_id)
+        user = self.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
         return user
@@ -105,15 +108,15 @@ class MfaService:
         """{mfa_enabled, methods (active ones), backup_codes_remaining}; a pending setup
         counts for nothing."""
         self._user(app_id, user_id)
-        methods = self._methods.all_active(app_id, user_id)
+        methods = self.methods.all_active(app_id, user_id)
         primary = next((m for m in methods if m["type"] == TOTP), None)
-        remaining = self._backup_codes.remaining(app_id, user_id, primary.get("backup_set_id")) if primary else 0
+        remaining = self.backup_codes.remaining(app_id, user_id, primary.get("backup_set_id")) if primary else 0
         return {"mfa_enabled": bool(methods), "methods": [serialize_method(m) for m in methods],
                 "backup_codes_remaining": remaining}
 
     def export_methods(self, app_id: str, user_id: str) -> list[dict]:
         """The user's active MFA methods (spec shape, no secrets), for the GDPR export."""
-        return [serialize_method(m) for m in self._methods.all_active(app_id, user_id)]
+        return [serialize_method(m) for m in self.methods.all_active(app_id, user_id)]
 
     # ------------------------------------------------------------------ enrolment
 
@@ -124,19 +127,19 @@ class MfaService:
         active TOTP method exists.  Replaces an earlier pending setup."""
         app_id = app["_id"]
         user = self._user(app_id, user_id)
-        if self._methods.active(app_id, user_id) is not None:
+        if self.methods.active(app_id, user_id) is not None:
             raise MfaAlreadyEnabled()
         secret, now = totp.new_secret(), self._now()
         method = {
             "_id": new_id(), "app_id": app_id, "user_id": user_id, "type": TOTP, "label": label,
-            "secret": self._box.encrypt(secret), "status": "pending", "is_primary": True,
+            "secret": self.box.encrypt(secret), "status": "pending", "is_primary": True,
             "created_at": now, "verified_at": None, "last_used_at": None, "last_used_step": None,
             "expires_at": now + seconds(SETUP_TTL), "backup_set_id": None,
         }
         # Insert, then drop the older setups: of two racing setups the later one stays
         # (deleting first could leave both).
-        self._methods.insert(method)
-        self._methods.delete_pending(app_id, user_id, keep=method["_id"], created_by=now)
+        self.methods.insert(method)
+        self.methods.delete_pending(app_id, user_id, keep=method["_id"], created_by=now)
         uri = totp.provisioning_uri(secret, account=user["email"], issuer=branding(app)["name"])
         return {"method_id": method["_id"], "provisioning_uri": uri, "secret": secret}
 
@@ -148,12 +151,12 @@ class MfaService:
         409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE."""
         app_id, now = app["_id"], self._now()
         user = self._user(app_id, user_id)
-        method = self._methods.get(app_id, user_id, method_id)
+        method = self.methods.get(app_id, user_id, method_id)
         if method is not None and method["status"] == "active":
             raise MfaAlreadyEnabled()
         if method is None or aware(method["expires_at"]) <= now:
             raise MfaMethodNotFound(method_id)
-        if self._methods.active(app_id, user_id) is not None:
+        if self.methods.active(app_id, user_id) is not None:
             raise MfaAlreadyEnabled()
         step = totp.matching_step(self._secret(method), code, now)
         if step is None:
@@ -161,13 +164,13 @@ class MfaService:
         # The codes first, then the one write that makes them current: a crash or a lost
         # race in between leaves only codes no method points at.
         set_id, codes = self._new_backup_set(app_id, user_id, now)
-        activated = self._methods.activate(app_id, user_id, method_id, now=now, step=step, backup_set_id=set_id)
+        activated = self.methods.activate(app_id, user_id, method_id, now=now, step=step, backup_set_id=set_id)
         if activated is None:
-            self._backup_codes.delete_set(app_id, user_id, set_id)
-            if self._methods.active(app_id, user_id) is not None:
+            self.backup_codes.delete_set(app_id, user_id, set_id)
+            if self.methods.active(app_id, user_id) is not None:
                 raise MfaAlreadyEnabled()
             raise MfaMethodNotFound(method_id)
-        self._events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id},
+        self.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id},
                               subject={"user_id": user_id})
         self._mail(emails.enabled(app, user), user)
         return codes
@@ -178,19 +181,15 @@ class MfaService:
         400 MFA_NOT_ENABLED, 422 INVALID_PASSWORD, 429 RATE_LIMIT_EXCEEDED (password
         checks per user)."""
         app_id = app["_id"]
-        user = self._user(app_id, user_id)
-        method = self._methods.active(app_id, user_id)
-        if method is None:
-            raise MfaNotEnabled()
-        self._require_password(app_id, user, password)
+        user, method = self._password_confirmed(app_id, user_id, password)
         set_id, codes = self._new_backup_set(app_id, user_id, self._now())
-        before = self._methods.swap_backup_set(app_id, method["_id"], set_id)
+        before = self.methods.swap_backup_set(app_id, method["_id"], set_id)
         if before is None:  # disabled meanwhile
-            self._backup_codes.delete_set(app_id, user_id, set_id)
+            self.backup_codes.delete_set(app_id, user_id, set_id)
             raise MfaNotEnabled()
         if before.get("backup_set_id"):
-            self._backup_codes.delete_set(app_id, user_id, before["backup_set_id"])
-        self._events.emit(app_id, "mfa.backup_codes_regenerated", {"user_id": user_id},
+            self.backup_codes.delete_set(app_id, user_id, before["backup_set_id"])
+        self.events.emit(app_id, "mfa.backup_codes_regenerated", {"user_id": user_id},
                               subject={"user_id": user_id})
         self._mail(emails.backup_codes_regenerated(app, user), user)
         return codes
@@ -200,19 +199,14 @@ class MfaService:
         Login then needs only the password.
 
         400 MFA_NOT_ENABLED, 422 INVALID_PASSWORD, 429 RATE_LIMIT_EXCEEDED."""
-        app_id = app["_id"]
-        user = self._user(app_id, user_id)
-        method = self._methods.active(app_id, user_id)
-        if method is None:
-            raise MfaNotEnabled()
-        self._require_password(app_id, user, password)
+        user, method = self._password_confirmed(app["_id"], user_id, password)
         self._remove(app, user, method, by_administrator=False)
 
     def reset(self, app: dict, user_id: str) -> None:
         """An administrator turns a user's MFA off (lost device and backup codes).
         404 USER_NOT_FOUND, 400 MFA_NOT_ENABLED."""
         user = self._user(app["_id"], user_id)
-        method = self._methods.active(app["_id"], user_id)
+        method = self.methods.active(app["_id"], user_id)
         if method is None:
             raise MfaNotEnabled()
         self._remove(app, user, method, by_administrator=True)
@@ -221,19 +215,19 @@ class MfaService:
         app_id, user_id = app["_id"], user["_id"]
         # The method first: once it is gone MFA is off, and leftovers (codes, challenges)
         # are ignored until the deletes below reclaim them.
-        if not self._methods.delete_active(app_id, method["_id"]):
+        if not self.methods.delete_active(app_id, method["_id"]):
             raise MfaNotEnabled()  # a parallel disable won
-        self._methods.delete_pending(app_id, user_id)
-        self._backup_codes.delete_for_user(app_id, user_id)
-        self._challenges.delete_for_user(app_id, user_id)
-        self._events.emit(app_id, "mfa.disabled", {"user_id": user_id}, subject={"user_id": user_id})
+        self.methods.delete_pending(app_id, user_id)
+        self.backup_codes.delete_for_user(app_id, user_id)
+        self.challenges.delete_for_user(app_id, user_id)
+        self.events.emit(app_id, "mfa.disabled", {"user_id": user_id}, subject={"user_id": user_id})
         self._mail(emails.disabled(app, user, by_administrator=by_administrator), user)
 
     def forget_user(self, app_id: str, user_id: str) -> None:
         """Delete every MFA record of a user (account deletion); no event."""
-        self._methods.delete_for_user(app_id, user_id)
-        self._backup_codes.delete_for_user(app_id, user_id)
-        self._challenges.delete_for_user(app_id, user_id)
+        self.methods.delete_for_user(app_id, user_id)
+        self.backup_codes.delete_for_user(app_id, user_id)
+        self.challenges.delete_for_user(app_id, user_id)
 
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's second factor goes with it."""
@@ -247,13 +241,13 @@ class MfaService:
         challenge_token, mfa_methods} when the user has an active TOTP method (the login
         then answers it instead of tokens), else None."""
         app_id, user_id = app["_id"], user["_id"]
-        if self._methods.active(app_id, user_id) is None:
+        if self.methods.active(app_id, user_id) is None:
             return None
         token, now = random_token(), self._now()
-        self._challenges.insert({
+        self.challenges.insert({
             "_id": digest(token), "app_id": app_id, "user_id": user_id, "remember_me": bool(remember_me),
             "device_info": {"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")},
-            "attempts": 0, "created_at": now, "expires_at": now + seconds(self._challenge_ttl),
+            "attempts": 0, "created_at": now, "expires_at": now + seconds(self.challenge_ttl),
             "consumed_at": None,
         })
         return {"mfa_required": True, "challenge_token": token, "mfa_methods": [TOTP]}
@@ -269,21 +263,21 @@ class MfaService:
         401 AUTH_INVALID_MFA_CODE, 403 AUTH_ACCOUNT_SUSPENDED."""
         app_id, now = app["_id"], self._now()
         token_digest = digest(challenge_token)
-        challenge = self._challenges.count_attempt(app_id, token_digest, now)
+        challenge = self.challenges.count_attempt(app_id, token_digest, now)
         if challenge is None:  # unknown, consumed or expired
             raise MfaChallengeExpired()
-        user_id, max_attempts = challenge["user_id"], self._max_attempts
+        user_id, max_attempts = challenge["user_id"], self.max_attempts
         attempts_left = max_attempts - challenge["attempts"]
         if attempts_left < 0:
             raise self._locked(aware(challenge["expires_at"]), now)
-        self._rate_limiter.hit(
+        self.rate_limiter.hit(
             f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, error=MfaLocked)
-        user = self._users.get(app_id, user_id)
+        user = self.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
             raise MfaChallengeExpired()
         if user.get("status") == "suspended":
             raise AccountSuspended()
-        method = self._methods.active(app_id, user_id)
+        method = self.methods.active(app_id, user_id)
         if method is None:  # MFA was turned off after the login
             raise MfaChallengeExpired()
 
@@ -292,14 +286,14 @@ class MfaService:
             self._accept_totp(app_id, method, code, now, attempts_left=attempts_left)
         else:
             self._accept_backup_code(app_id, user_id, method, code, now, attempts_left=attempts_left)
-            remaining = self._backup_codes.remaining(app_id, user_id, method.get("backup_set_id"))
+            remaining = self.backup_codes.remaining(app_id, user_id, method.get("backup_set_id"))
 
-        if self._challenges.consume(app_id, token_digest, self._now()) is None:
+        if self.challenges.consume(app_id, token_digest, self._now()) is None:
             raise MfaChallengeExpired()  # a parallel verify won, or it expired just now
-        pair = self._sessions.issue(app, user, remember_me=challenge["remember_me"],
+        pair = self.sessions.issue(app, user, remember_me=challenge["remember_me"],
                                      device_info=challenge.get("device_info") or {})
         if remaining is not None:
-            self._events.emit(app_id, "mfa.backup_code_used", {"user_id": user_id, "remaining": remaining},
+            self.events.emit(app_id, "mfa.backup_code_used", {"user_id": user_id, "remaining": remaining},
                                   subject={"user_id": user_id})
         return pair, remaining
 
@@ -307,14 +301,14 @@ class MfaService:
         step = totp.matching_step(self._secret(method), code, now)
         if step is None:
             raise self._invalid_code(attempts_left)
-        if not self._methods.record_use(app_id, method["_id"], step, now):
+        if not self.methods.record_use(app_id, method["_id"], step, now):
             raise self._invalid_code(attempts_left, "This code was already used; wait for the next one.")
 
     def _accept_backup_code(self, app_id: str, user_id: str, method: dict, code: str, now, *,
                             attempts_left: int) -> None:
         canonical = totp.canonical_backup_code(code)
         set_id = method.get("backup_set_id")
-        if canonical is None or set_id is None or not self._backup_codes.consume(
+        if canonical is None or set_id is None or not self.backup_codes.consume(
                 app_id, user_id, set_id, self._backup_digest(app_id, user_id, canonical), now):
             raise self._invalid_code(attempts_left)
 
@@ -324,7 +318,7 @@ class MfaService:
     def _locked(self, until, now) -> MfaLocked:
         log.warning("MFA challenge locked after too many wrong codes")
         return MfaLocked(
-            limit=self._max_attempts, reset_at=math.ceil(until.timestamp()),
+            limit=self.max_attempts, reset_at=math.ceil(until.timestamp()),
             retry_after=math.ceil((until - now).total_seconds()),
             message="Too many wrong codes for this sign-in; log in again.",
         )
@@ -332,7 +326,7 @@ class MfaService:
     # ------------------------------------------------------------------ helpers
 
     def _secret(self, method: dict) -> str:
-        return self._box.decrypt(method["secret"]).decode("ascii")
+        return self.box.decrypt(method["secret"]).decode("ascii")
 
     def _backup_digest(self, app_id: str, user_id: str, canonical: str) -> str:
         message = f"{app_id}:{user_id}:{canonical}".encode("utf-8")
@@ -345,7 +339,7 @@ class MfaService:
             code = totp.new_backup_code()
             if code not in codes:
                 codes.append(code)
-        self._backup_codes.insert_set([
+        self.backup_codes.insert_set([
             {"_id": new_id(), "app_id": app_id, "user_id": user_id, "set_id": set_id,
              "code_digest": self._backup_digest(app_id, user_id, totp.canonical_backup_code(code)),
              "used_at": None, "created_at": now}
@@ -353,13 +347,20 @@ class MfaService:
         ])
         return set_id, codes
 
-    def _require_password(self, app_id: str, user: dict, password: str) -> None:
-        """422 INVALID_PASSWORD unless ``password`` is the user's.  The check draws on the
-        account's login budget (``PasswordService.check``): a stolen access token
-        cannot be used to guess the password, and 429 AUTH_ACCOUNT_LOCKED past it."""
-        if not self._passwords.check(app_id, user, password):
+    def _password_confirmed(self, app_id: str, user_id: str, password: str) -> tuple[dict, dict]:
+        """The user and its active method, for a change that needs the password: 400
+        MFA_NOT_ENABLED without one, 422 INVALID_PASSWORD unless ``password`` is the
+        user's.  The check draws on the account's login budget (``PasswordService.check``):
+        a stolen access token cannot be used to guess the password, and 429
+        AUTH_ACCOUNT_LOCKED past it."""
+        user = self._user(app_id, user_id)
+        method = self.methods.active(app_id, user_id)
+        if method is None:
+            raise MfaNotEnabled()
+        if not self.passwords.check(app_id, user, password):
             raise WrongPassword(details={"field": "password"})
+        return user, method
 
     def _mail(self, message: tuple[str, str], user: dict) -> None:
         subject, body = message
-        self._mailer.send(user["email"], subject, body)
+        self.mailer.send(user["email"], subject, body)

@@ -18,11 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.ids import digest, random_token
-from shared.timeutil import seconds
+from shared.timeutil import Clock, seconds
 
 from controlplane.oidc import pkce
+from controlplane.oidc.clients import ClientService
+from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError,
                                       UnsupportedResponseType)
+from controlplane.oidc.store import CodeStore
 
 # Scopes the provider knows (discovery's scopes_supported).  offline_access is accepted
 # and changes nothing: a refresh token is always issued (spec, token response).
@@ -64,16 +67,16 @@ def _single(params: dict, name: str) -> str | None:
     return value or None
 
 
+@dataclass(eq=False)
 class AuthorizeService:
-    def __init__(self, clients, codes, connections, clock):
-        self._clients = clients
-        self._codes = codes
-        self._connections = connections
-        self._clock = clock
+    clients: ClientService
+    codes: CodeStore
+    connections: ConnectionService
+    clock: Clock
 
     def client(self, client_id) -> dict | None:
         """The active client of this client_id (None when unknown, inactive or not a string)."""
-        return self._clients.active(client_id) if isinstance(client_id, str) and client_id else None
+        return self.clients.active(client_id) if isinstance(client_id, str) and client_id else None
 
     def validate(self, params: dict) -> AuthorizeRequest:
         """Check an authorization request (RFC 6749 4.1.1, OIDC Core 3.1.2.2).
@@ -86,7 +89,7 @@ class AuthorizeService:
         client_id = _single(params, "client_id")
         if client_id is None:
             raise InvalidRequest("client_id is required.")
-        client = self._clients.active(client_id)
+        client = self.clients.active(client_id)
         if client is None:
             raise InvalidClient()
         redirect_uri = _single(params, "redirect_uri")
@@ -161,11 +164,11 @@ class AuthorizeService:
         (``prompt=consent`` asks again)."""
         if "consent" in request.prompt:
             return True
-        return not self._connections.consent_covers(request.app_id, user_id, request.client_id, request.scopes)
+        return not self.connections.consent_covers(request.app_id, user_id, request.client_id, request.scopes)
 
     def grant_consent(self, request: AuthorizeRequest, user_id: str) -> None:
         """Record the user's consent to the client for the request's scopes (consent.granted)."""
-        self._connections.grant_consent(request.app_id, user_id, request.client_id, request.scopes)
+        self.connections.grant_consent(request.app_id, user_id, request.client_id, request.scopes)
 
     # ------------------------------------------------------------------ the code
 
@@ -175,8 +178,8 @@ class AuthorizeService:
         digest with everything the token request must match."""
         if app_id != request.app_id:
             raise InvalidRequest("The user does not belong to the client's application.")
-        code, now = random_token(32), self._clock()
-        self._codes.insert({
+        code, now = random_token(32), self.clock()
+        self.codes.insert({
             "_id": digest(code), "app_id": app_id, "client_id": request.client_id, "user_id": user_id,
             "session_id": session_id, "redirect_uri": request.redirect_uri, "scopes": list(request.scopes),
             "nonce": request.nonce, "code_challenge": request.code_challenge, "auth_time": int(auth_time),

@@ -19,11 +19,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import KW_ONLY, dataclass
 
 import jwt
 
 from shared.ids import new_id
 from shared.jwts import TokenInvalid, verify_rs256
+from shared.timeutil import Clock
+
+from controlplane.keys import SigningKeys
+from controlplane.tokens import TokenService
 
 ACCESS_TOKEN_TYPE = "at+jwt"
 
@@ -53,20 +58,21 @@ def user_claims(user: dict, scopes) -> dict:
     return claims
 
 
+@dataclass(eq=False)
 class OidcTokens:
-    def __init__(self, tokens, keys, clock, *, issuer: str, access_ttl: int):
-        self._tokens = tokens
-        self._keys = keys
-        self._clock = clock
-        self.issuer = issuer
-        self.access_ttl = access_ttl
+    tokens: TokenService
+    keys: SigningKeys
+    clock: Clock
+    _: KW_ONLY
+    issuer: str
+    access_ttl: int
 
     def _now(self) -> int:
-        return int(self._clock().timestamp())
+        return int(self.clock().timestamp())
 
     def access_token(self, *, app_id: str, user_id: str, client_id: str, scopes, session_id: str | None, auth_time: int) -> str:
         now = self._now()
-        return self._tokens.sign({
+        return self.tokens.sign({
             "iss": self.issuer, "sub": user_id, "aud": self.issuer, "iat": now, "exp": now + self.access_ttl,
             "jti": new_id(), "client_id": client_id, "scope": " ".join(scopes), "sid": session_id,
             "auth_time": auth_time, "app_id": app_id,
@@ -82,7 +88,7 @@ class OidcTokens:
         }
         if nonce is not None:
             claims["nonce"] = nonce
-        return self._tokens.sign(claims, headers={"typ": "JWT"})
+        return self.tokens.sign(claims, headers={"typ": "JWT"})
 
     def verify_access_token(self, token: str) -> dict:
         """The claims of a live access token of ours; TokenRefused otherwise (an ID token
@@ -108,7 +114,7 @@ class OidcTokens:
 
     def _decode(self, token: str, *, audience: str, verify_exp: bool, required) -> tuple[dict, dict]:
         try:
-            return verify_rs256(token, self._keys.verification_key, audience=audience, issuer=self.issuer,
-                                required=required, now=self._clock().timestamp() if verify_exp else None)
+            return verify_rs256(token, self.keys.verification_key, audience=audience, issuer=self.issuer,
+                                required=required, now=self.clock().timestamp() if verify_exp else None)
         except TokenInvalid as refused:
             raise TokenRefused(refused.reason) from None

@@ -20,35 +20,39 @@ user's or a session's grants, and the GDPR export.  It emits the connection even
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from shared.ids import new_id
-from shared.timeutil import isoformat
+from shared.timeutil import Clock, isoformat
+
+from controlplane.events import EventLog
+from controlplane.oidc.store import ConsentStore, GrantStore
 
 
+@dataclass(eq=False)
 class ConnectionService:
-    def __init__(self, consents, grants, events, clock):
-        self._consents = consents
-        self._grants = grants
-        self._events = events
-        self._clock = clock
+    consents: ConsentStore
+    grants: GrantStore
+    events: EventLog
+    clock: Clock
 
     # ------------------------------------------------------------------ consent
 
     def consent_covers(self, app_id: str, user_id: str, client_id: str, scopes) -> bool:
         """The user's consent to the client is in force and covers ``scopes``."""
-        consent = self._consents.get(app_id, user_id, client_id)
+        consent = self.consents.get(app_id, user_id, client_id)
         return (consent is not None and consent.get("withdrawn_at") is None
                 and set(scopes) <= set(consent.get("scopes") or ()))
 
     def grant_consent(self, app_id: str, user_id: str, client_id: str, scopes) -> None:
         """Record the consent (the union with what was granted before, unless withdrawn)
         and emit consent.granted."""
-        before = self._consents.get(app_id, user_id, client_id)
+        before = self.consents.get(app_id, user_id, client_id)
         kept = set(before.get("scopes") or ()) if before and before.get("withdrawn_at") is None else set()
         granted = sorted(kept | set(scopes))
-        self._consents.grant(app_id, user_id, client_id, granted, new_id(), self._clock())
-        self._events.emit(app_id, "consent.granted", {"user_id": user_id, "client_id": client_id, "scopes": granted},
-                          subject={"user_id": user_id})
+        self.consents.grant(app_id, user_id, client_id, granted, new_id(), self.clock())
+        self.events.emit(app_id, "consent.granted", {"user_id": user_id, "client_id": client_id, "scopes": granted},
+                         subject={"user_id": user_id})
 
     def withdraw_consents(self, app_id: str, user_id: str, *, reason: str = "consent_withdrawn") -> tuple[int, int]:
         """Withdraw every consent of the user and revoke every OIDC refresh token of the
@@ -57,12 +61,12 @@ class ConnectionService:
 
         Consents first: a code exchange racing this call either finds the consent gone
         (invalid_grant) or mints a token the sweep after it revokes."""
-        now = self._clock()
-        client_ids = self._consents.live_clients(app_id, user_id)
-        withdrawn = self._consents.withdraw_all(app_id, user_id, now)
+        now = self.clock()
+        client_ids = self.consents.live_clients(app_id, user_id)
+        withdrawn = self.consents.withdraw_all(app_id, user_id, now)
         revoked = self._revoke(app_id, now, reason, user_id=user_id)
         if withdrawn and reason == "consent_withdrawn":
-            self._events.emit(app_id, "consent.withdrawn", {
+            self.events.emit(app_id, "consent.withdrawn", {
                 "user_id": user_id, "client_ids": client_ids, "revoked_count": withdrawn,
                 "grants_revoked": sum(revoked.values()),
             }, subject={"user_id": user_id})
@@ -72,23 +76,23 @@ class ConnectionService:
 
     def connected(self, app_id: str, user_id: str, client_id: str, grant_id: str, scopes) -> None:
         """A successful code exchange: the first under the consent creates the connection."""
-        if self._consents.mark_connected(app_id, user_id, client_id, self._clock()):
-            self._events.emit(app_id, "connection.created", {
+        if self.consents.mark_connected(app_id, user_id, client_id, self.clock()):
+            self.events.emit(app_id, "connection.created", {
                 "user_id": user_id, "client_id": client_id, "grant_id": grant_id, "scopes": list(scopes),
             }, subject={"user_id": user_id})
 
     def refreshed(self, grant: dict) -> None:
-        self._events.emit(grant["app_id"], "connection.refreshed", {
+        self.events.emit(grant["app_id"], "connection.refreshed", {
             "user_id": grant["user_id"], "client_id": grant["client_id"], "grant_id": grant["_id"],
         }, subject={"user_id": grant["user_id"]})
 
     def failed(self, app_id: str, user_id: str, client_id: str, reason: str) -> None:
-        self._events.emit(app_id, "connection.failed", {"user_id": user_id, "client_id": client_id, "reason": reason},
-                          subject={"user_id": user_id})
+        self.events.emit(app_id, "connection.failed", {"user_id": user_id, "client_id": client_id, "reason": reason},
+                         subject={"user_id": user_id})
 
     def revoke_grant(self, grant_id: str, reason: str) -> bool:
         """Revoke one grant (refresh-token family); emits connection.revoked when it was live."""
-        grant = self._grants.revoke(grant_id, self._clock(), reason)
+        grant = self.grants.revoke(grant_id, self.clock(), reason)
         if grant is None:
             return False
         self._revoked_event(grant["app_id"], grant["user_id"], grant["client_id"], reason, 1)
@@ -96,18 +100,18 @@ class ConnectionService:
 
     def revoke_session(self, app_id: str, user_id: str, session_id: str, *, reason: str = "logout") -> int:
         """Revoke the OIDC refresh tokens issued under one login session (RP-initiated logout)."""
-        return sum(self._revoke(app_id, self._clock(), reason, user_id=user_id, session_id=session_id).values())
+        return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id, session_id=session_id).values())
 
     def _revoke(self, app_id: str, now, reason: str, **match) -> Counter:
-        grants = self._grants.live(app_id, **match)
-        self._grants.revoke_many(app_id, now, reason, **match)
+        grants = self.grants.live(app_id, **match)
+        self.grants.revoke_many(app_id, now, reason, **match)
         per_connection = Counter((g["user_id"], g["client_id"]) for g in grants)
         for (user_id, client_id), count in sorted(per_connection.items()):
             self._revoked_event(app_id, user_id, client_id, reason, count)
         return per_connection
 
     def _revoked_event(self, app_id, user_id, client_id, reason, count) -> None:
-        self._events.emit(app_id, "connection.revoked", {
+        self.events.emit(app_id, "connection.revoked", {
             "user_id": user_id, "client_id": client_id, "reason": reason, "grants_revoked": count,
         }, subject={"user_id": user_id})
 
@@ -121,4 +125,4 @@ class ConnectionService:
             "scopes": list(consent.get("scopes") or []),
             "granted_at": isoformat(consent.get("granted_at")),
             "withdrawn_at": isoformat(consent.get("withdrawn_at")),
-        } for consent in self._consents.of_user(app_id, user_id)]
+        } for consent in self.consents.of_user(app_id, user_id)]

@@ -121,6 +121,4 @@ class ClientNotFound(NotFound):
     """V1 client management: no OIDC client with this id in the application."""
 
     code, message = "OIDC_CLIENT_NOT_FOUND", "OIDC client not found."
-
-    def __init__(self, client_ref: str):
-        super().__init__(details={"client_id": client_ref})
+    detail_names = ("client_id",)

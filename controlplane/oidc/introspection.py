@@ -8,21 +8,25 @@ respond differently to different protected resources").  Inactive tokens are ans
 """
 from __future__ import annotations
 
-from shared.ids import digest
-from shared.timeutil import aware
+from dataclasses import dataclass
 
-from controlplane.oidc.claims import TokenRefused
+from shared.ids import digest
+from shared.timeutil import Clock, aware
+
+from controlplane.oidc.claims import OidcTokens, TokenRefused
 from controlplane.oidc.errors import InvalidRequest
+from controlplane.oidc.store import GrantStore
+from controlplane.users.store import UserStore
 
 INACTIVE = {"active": False}
 
 
+@dataclass(eq=False)
 class Introspection:
-    def __init__(self, tokens, grants, users, clock):
-        self._tokens = tokens
-        self._grants = grants
-        self._users = users
-        self._clock = clock
+    tokens: OidcTokens
+    grants: GrantStore
+    users: UserStore
+    clock: Clock
 
     def introspect(self, client: dict, params: dict) -> dict:
         """RFC 7662 2.2: {active, scope, client_id, sub, exp, iat, iss, token_type...}."""
@@ -40,7 +44,7 @@ class Introspection:
 
     def _access_token(self, client: dict, token: str) -> dict | None:
         try:
-            claims = self._tokens.verify_access_token(token)
+            claims = self.tokens.verify_access_token(token)
         except TokenRefused:
             return None
         if claims["client_id"] != client["client_id"] or not self._user_active(claims["app_id"], claims["sub"]):
@@ -50,11 +54,11 @@ class Introspection:
                 "iat": claims["iat"], "jti": claims.get("jti"), "sid": claims.get("sid")}
 
     def _refresh_token(self, client: dict, token: str) -> dict | None:
-        grant = self._grants.by_token(digest(token))
+        grant = self.grants.by_token(digest(token))
         if grant is None:
             return None
         live = (grant["client_id"] == client["client_id"] and grant.get("token_digest") == digest(token)
-                and grant.get("revoked_at") is None and aware(grant["expires_at"]) > self._clock()
+                and grant.get("revoked_at") is None and aware(grant["expires_at"]) > self.clock()
                 and self._user_active(grant["app_id"], grant["user_id"]))
         if not live:
             return dict(INACTIVE)
@@ -64,5 +68,5 @@ class Introspection:
                 "sid": grant.get("session_id")}
 
     def _user_active(self, app_id: str, user_id: str) -> bool:
-        user = self._users.get(app_id, user_id)
+        user = self.users.get(app_id, user_id)
         return user is not None and user.get("status") == "active"

@@ -313,6 +313,12 @@ class _HostedPage(Resource):
     def step(self, req, resp, form, pending, binding):
         raise NotImplementedError
 
+    def again(self, req, resp, pending, binding, exc: DomainError | None = None) -> None:
+        """This page once more: with why the post failed and its status, or 400 for a
+        post that is not one of the page's answers."""
+        render_step(self, req, resp, Step(pending.request, page=self.stage, handle=pending.handle), pending.app,
+                    binding, error=exc.message if exc else None, status=status_of(type(exc)) if exc else 400)
+
 
 _PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
 # The hosted pages answer every outcome as HTML: the next page, or the page again with the
@@ -340,9 +346,7 @@ class HostedLogin(_HostedPage):
             step = self.hosted.sign_in(pending, email=form.get("email", "").strip(), password=form.get("password", ""),
                                        device_info=device_info)
         except (InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended) as exc:
-            again = Step(pending.request, page="login", handle=pending.handle)
-            return render_step(self, req, resp, again, pending.app, binding, error=exc.message,
-                               status=status_of(type(exc)))
+            return self.again(req, resp, pending, binding, exc)
         render_step(self, req, resp, step, pending.app, binding)
 
 
@@ -360,9 +364,7 @@ class HostedMfa(_HostedPage):
         try:
             step = self.hosted.verify_mfa(pending, code=form.get("code", "").strip())
         except MfaCodeInvalid as exc:
-            again = Step(pending.request, page="mfa", handle=pending.handle)
-            return render_step(self, req, resp, again, pending.app, binding, error=exc.message,
-                               status=status_of(type(exc)))
+            return self.again(req, resp, pending, binding, exc)
         except (MfaChallengeExpired, MfaLocked, AccountSuspended) as exc:
             return error_page(self.pages, resp, exc, app=pending.app)
         render_step(self, req, resp, step, pending.app, binding)
@@ -381,8 +383,7 @@ class HostedConsent(_HostedPage):
     def step(self, req, resp, form, pending, binding):
         decision = form.get("decision")
         if decision not in ("allow", "deny"):
-            again = Step(pending.request, page="consent", handle=pending.handle)
-            return render_step(self, req, resp, again, pending.app, binding, status=400)
+            return self.again(req, resp, pending, binding)
         render_step(self, req, resp, self.hosted.decide(pending, allow=decision == "allow"), pending.app, binding)
 
 

@@ -11,12 +11,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from dataclasses import InitVar, dataclass
 
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import aware, seconds
+from shared.timeutil import Clock, aware, seconds
 
 from controlplane.oidc import pkce
+from controlplane.oidc.claims import OidcTokens
+from controlplane.oidc.clients import ClientService
+from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import InvalidGrant, InvalidRequest, InvalidScope, UnsupportedGrantType
+from controlplane.oidc.store import CodeStore, GrantStore
+from controlplane.users.store import UserStore
 
 
 def _required(params: dict, *names: str) -> None:
@@ -25,18 +31,18 @@ def _required(params: dict, *names: str) -> None:
         raise InvalidRequest(f"Missing parameter(s): {', '.join(missing)}.")
 
 
+@dataclass(eq=False, kw_only=True)
 class AuthorizationCodeGrant:
     """RFC 6749 4.1.3: grant_type=authorization_code, code, redirect_uri, code_verifier."""
 
     GRANT_TYPE = "authorization_code"
 
-    def __init__(self, *, codes, grants, connections, users, clock, refresh_ttl: int):
-        self._codes = codes
-        self._grants = grants
-        self._connections = connections
-        self._users = users
-        self._clock = clock
-        self._refresh_ttl = refresh_ttl
+    codes: CodeStore
+    grants: GrantStore
+    connections: ConnectionService
+    users: UserStore
+    clock: Clock
+    refresh_ttl: int
 
     def validate_token_request(self, client: dict, params: dict) -> dict:
         """RFC 6749 4.1.3 and RFC 7636 4.6; the code document once it is used.
@@ -47,17 +53,17 @@ class AuthorizationCodeGrant:
         match the PKCE verifier."""
         _required(params, "code", "redirect_uri", "code_verifier")
         code_digest = digest(params["code"])
-        code = self._codes.get(code_digest)
-        now = self._clock()
+        code = self.codes.get(code_digest)
+        now = self.clock()
         if code is None or code["client_id"] != client["client_id"]:
             raise InvalidGrant("The code is invalid.")
         if code.get("used_at") is not None:
             self._replayed(code_digest, code)
         if aware(code["expires_at"]) <= now:
             raise InvalidGrant("The code has expired.")
-        used = self._codes.consume(code_digest, new_id(), now)
+        used = self.codes.consume(code_digest, new_id(), now)
         if used is None:  # a parallel exchange won, or it expired this instant
-            self._replayed(code_digest, self._codes.get(code_digest))
+            self._replayed(code_digest, self.codes.get(code_digest))
         if params["redirect_uri"] != used["redirect_uri"]:
             self._fail(used, "redirect_uri_mismatch", "redirect_uri differs from the authorization request.")
         if not pkce.is_valid_verifier(params["code_verifier"]):
@@ -69,43 +75,44 @@ class AuthorizationCodeGrant:
     def _replayed(self, code_digest: str, code: dict | None):
         """RFC 6749 4.1.2: the code was used before; revoke the grant of its first exchange."""
         if code is not None and code.get("used_at") is not None:
-            self._codes.mark_replayed(code_digest, self._clock())
-            self._connections.failed(code["app_id"], code["user_id"], code["client_id"], "code_reused")
+            self.codes.mark_replayed(code_digest, self.clock())
+            self.connections.failed(code["app_id"], code["user_id"], code["client_id"], "code_reused")
             if code.get("grant_id"):
-                self._connections.revoke_grant(code["grant_id"], "code_reused")
+                self.connections.revoke_grant(code["grant_id"], "code_reused")
         raise InvalidGrant("The code was already used.")
 
     def _fail(self, code: dict, reason: str, description: str):
-        self._connections.failed(code["app_id"], code["user_id"], code["client_id"], reason)
+        self.connections.failed(code["app_id"], code["user_id"], code["client_id"], reason)
         raise InvalidGrant(description)
 
     def create_token_response(self, client: dict, code: dict) -> tuple[dict, dict]:
         """RFC 6749 4.1.4: a refresh-token grant is created under the user's consent; the
         tokens are minted by the endpoint.  Returns (grant, refresh token)."""
         app_id, user_id = code["app_id"], code["user_id"]
-        user = self._users.get(app_id, user_id)
+        user = self.users.get(app_id, user_id)
         if user is None or user.get("status") != "active":
             self._fail(code, "user_inactive", "The user is no longer active.")
-        if not self._connections.consent_covers(app_id, user_id, client["client_id"], code["scopes"]):
+        if not self.connections.consent_covers(app_id, user_id, client["client_id"], code["scopes"]):
             self._fail(code, "consent_withdrawn", "The user's consent was withdrawn.")
-        now, refresh_token = self._clock(), random_token(32)
+        now, refresh_token = self.clock(), random_token(32)
         grant = {
             "_id": code["grant_id"], "app_id": app_id, "client_id": client["client_id"], "user_id": user_id,
             "session_id": code.get("session_id"), "scopes": list(code["scopes"]), "auth_time": code["auth_time"],
             "token_digest": digest(refresh_token), "previous_digest": None, "rotated_at": None, "spent_digests": [],
-            "created_at": now, "last_used_at": now, "expires_at": now + seconds(self._refresh_ttl),
+            "created_at": now, "last_used_at": now, "expires_at": now + seconds(self.refresh_ttl),
             "revoked_at": None, "revoked_reason": None,
         }
-        self._grants.insert(grant)
+        self.grants.insert(grant)
         # A replay that arrived between the consume and the insert found no grant to
         # revoke; it marked the code, so the exchange revokes its own grant.
-        if (self._codes.get(code["_id"]) or {}).get("replayed_at") is not None:
-            self._connections.revoke_grant(grant["_id"], "code_reused")
+        if (self.codes.get(code["_id"]) or {}).get("replayed_at") is not None:
+            self.connections.revoke_grant(grant["_id"], "code_reused")
             raise InvalidGrant("The code was already used.")
-        self._connections.connected(app_id, user_id, client["client_id"], grant["_id"], code["scopes"])
+        self.connections.connected(app_id, user_id, client["client_id"], grant["_id"], code["scopes"])
         return {**grant, "nonce": code.get("nonce"), "user": user}, refresh_token
 
 
+@dataclass(eq=False, kw_only=True)
 class RefreshTokenGrant:
     """RFC 6749 6: grant_type=refresh_token, refresh_token, optional narrower scope.
 
@@ -116,12 +123,14 @@ class RefreshTokenGrant:
 
     GRANT_TYPE = "refresh_token"
 
-    def __init__(self, *, grants, connections, users, clock, secret_key: str, reuse_grace: int):
-        self._grants = grants
-        self._connections = connections
-        self._users = users
-        self._clock = clock
-        self._reuse_grace = reuse_grace
+    grants: GrantStore
+    connections: ConnectionService
+    users: UserStore
+    clock: Clock
+    secret_key: InitVar[str]
+    reuse_grace: int
+
+    def __post_init__(self, secret_key: str):
         self._rotation_key = hashlib.sha256(b"iamgate oidc refresh-token rotation\0" + secret_key.encode()).digest()
 
     def _successor(self, refresh_token: str) -> str:
@@ -131,20 +140,20 @@ class RefreshTokenGrant:
     def validate_token_request(self, client: dict, params: dict) -> tuple[dict, str]:
         """RFC 6749 6: the grant the refresh token belongs to, rotated; (grant, successor)."""
         _required(params, "refresh_token")
-        presented, now = params["refresh_token"], self._clock()
+        presented, now = params["refresh_token"], self.clock()
         successor = self._successor(presented)
-        grant = self._grants.rotate(client["client_id"], digest(presented), digest(successor), now)
+        grant = self.grants.rotate(client["client_id"], digest(presented), digest(successor), now)
         if grant is None:
             grant = self._reuse_within_grace(client, digest(presented), digest(successor), now)
-        user = self._users.get(grant["app_id"], grant["user_id"])
+        user = self.users.get(grant["app_id"], grant["user_id"])
         if user is None or user.get("status") != "active":
-            self._connections.revoke_grant(grant["_id"], "user_inactive")
-            self._connections.failed(grant["app_id"], grant["user_id"], grant["client_id"], "user_inactive")
+            self.connections.revoke_grant(grant["_id"], "user_inactive")
+            self.connections.failed(grant["app_id"], grant["user_id"], grant["client_id"], "user_inactive")
             raise InvalidGrant("The user is no longer active.")
         return {**grant, "user": user}, successor
 
     def _reuse_within_grace(self, client: dict, presented: str, successor_digest: str, now) -> dict:
-        grant = self._grants.by_token(presented)
+        grant = self.grants.by_token(presented)
         if grant is None or grant["client_id"] != client["client_id"]:
             raise InvalidGrant("The refresh token is invalid.")
         if grant.get("revoked_at") is not None:
@@ -152,24 +161,23 @@ class RefreshTokenGrant:
         if aware(grant["expires_at"]) <= now:
             raise InvalidGrant("The refresh token has expired.")
         if grant.get("previous_digest") == presented and grant.get("token_digest") == successor_digest \
-                and now < aware(grant["rotated_at"]) + seconds(self._reuse_grace):
-            self._grants.touch(grant["_id"], now)
+                and now < aware(grant["rotated_at"]) + seconds(self.reuse_grace):
+            self.grants.touch(grant["_id"], now)
             return grant
-        self._connections.failed(grant["app_id"], grant["user_id"], grant["client_id"], "refresh_token_reused")
-        self._connections.revoke_grant(grant["_id"], "refresh_token_reused")
+        self.connections.failed(grant["app_id"], grant["user_id"], grant["client_id"], "refresh_token_reused")
+        self.connections.revoke_grant(grant["_id"], "refresh_token_reused")
         raise InvalidGrant("The refresh token was already used; the grant has been revoked.")
 
 
+@dataclass(eq=False, kw_only=True)
 class TokenEndpoint:
     """RFC 6749 3.2: authenticate the client, dispatch on grant_type, mint the tokens."""
 
-    def __init__(self, *, clients, code_grant: AuthorizationCodeGrant, refresh_grant: RefreshTokenGrant,
-                 connections, tokens):
-        self._clients = clients
-        self._code_grant = code_grant
-        self._refresh_grant = refresh_grant
-        self._connections = connections
-        self._tokens = tokens
+    clients: ClientService
+    code_grant: AuthorizationCodeGrant
+    refresh_grant: RefreshTokenGrant
+    connections: ConnectionService
+    tokens: OidcTokens
 
     def create_token_response(self, params: dict, basic=None) -> dict:
         """The RFC 6749 5.1 response {access_token, token_type, expires_in, refresh_token,
@@ -179,15 +187,15 @@ class TokenEndpoint:
             raise InvalidRequest("grant_type is required.")
         if grant_type not in (AuthorizationCodeGrant.GRANT_TYPE, RefreshTokenGrant.GRANT_TYPE):
             raise UnsupportedGrantType()
-        client = self._clients.authenticate_request(params, basic, failure=InvalidGrant)
+        client = self.clients.authenticate_request(params, basic, failure=InvalidGrant)
         if grant_type == AuthorizationCodeGrant.GRANT_TYPE:
-            code = self._code_grant.validate_token_request(client, params)
-            grant, refresh_token = self._code_grant.create_token_response(client, code)
+            code = self.code_grant.validate_token_request(client, params)
+            grant, refresh_token = self.code_grant.create_token_response(client, code)
             scopes, nonce = grant["scopes"], grant["nonce"]
         else:
-            grant, refresh_token = self._refresh_grant.validate_token_request(client, params)
+            grant, refresh_token = self.refresh_grant.validate_token_request(client, params)
             scopes, nonce = self._narrowed(grant["scopes"], params.get("scope")), None
-            self._connections.refreshed(grant)
+            self.connections.refreshed(grant)
         return self._token_response(client, grant, refresh_token, scopes, nonce)
 
     @staticmethod
@@ -202,10 +210,10 @@ class TokenEndpoint:
 
     def _token_response(self, client, grant, refresh_token, scopes, nonce) -> dict:
         user = grant["user"]
-        access_token = self._tokens.access_token(app_id=grant["app_id"], user_id=user["_id"], client_id=client["client_id"], scopes=scopes,
-                                                 session_id=grant.get("session_id"), auth_time=grant["auth_time"])
-        id_token = self._tokens.id_token(user, client_id=client["client_id"], scopes=scopes,
-                                         auth_time=grant["auth_time"], nonce=nonce, access_token=access_token,
-                                         session_id=grant.get("session_id"))
-        return {"access_token": access_token, "token_type": "Bearer", "expires_in": self._tokens.access_ttl,
+        access_token = self.tokens.access_token(app_id=grant["app_id"], user_id=user["_id"], client_id=client["client_id"], scopes=scopes,
+                                                session_id=grant.get("session_id"), auth_time=grant["auth_time"])
+        id_token = self.tokens.id_token(user, client_id=client["client_id"], scopes=scopes,
+                                        auth_time=grant["auth_time"], nonce=nonce, access_token=access_token,
+                                        session_id=grant.get("session_id"))
+        return {"access_token": access_token, "token_type": "Bearer", "expires_in": self.tokens.access_ttl,
                 "refresh_token": refresh_token, "id_token": id_token, "scope": " ".join(scopes)}

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode
 
 import falcon
 
-from shared.http import MAX_BODY_BYTES, dumps, no_store, read_json, status_of
+from shared.http import MAX_BODY_BYTES, bearer_token, dumps, no_store, read_json, status_of
 
 from controlplane.oidc.errors import InvalidRequest, InvalidToken, OAuthError, UnauthenticatedClient
 
@@ -83,13 +83,7 @@ def basic_credentials(req) -> tuple[str, str] | None:
 
 def bearer(req) -> str | None:
     """RFC 6750 2.1: the token of ``Authorization: Bearer``; None without the header."""
-    header = req.get_header("Authorization")
-    if not header:
-        return None
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        raise InvalidToken("The Authorization header must be 'Bearer <token>'.")
-    return value.strip()
+    return bearer_token(req.get_header("Authorization"), error=InvalidToken)
 
 
 def oauth_error_handler(req, resp, ex: OAuthError, params) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shared.ids import is_uuid
 from shared.checks import Permission, Scope  # noqa: F401  (role and assignment fields)
-from shared.validation import Bool, DateTime, Invalid, List, Schema, String, Uuid
+from shared.validation import ID, TIME, Bool, DateTime, Invalid, List, Schema, String, Uuid, page_of
 
 NAME_MAX = 100
 DISPLAY_NAME_MAX = 255
@@ -72,13 +72,11 @@ ASSIGN_ROLE = Schema({
 
 # --- response shapes (OpenAPI) ------------------------------------------------------------
 
-_TIME = {"type": "string", "format": "date-time"}
-_ID = {"type": "string", "format": "uuid"}
 
 ROLE_SUMMARY = {
     "type": "object",
     "properties": {
-        "id": _ID,
+        "id": ID,
         "name": {"type": "string"},
         "display_name": {"type": "string"},
         "description": {"type": ["string", "null"]},
@@ -86,7 +84,7 @@ ROLE_SUMMARY = {
         "permissions_count": {"type": "integer"},
         "permissions": {"type": "array", "items": {"type": "string"},
                         "description": "only with include_permissions=true"},
-        "created_at": _TIME,
+        "created_at": TIME,
     },
 }
 
@@ -95,7 +93,7 @@ ROLE_WITH_NAMES = {
     "properties": {
         **ROLE_SUMMARY["properties"],
         "permissions": {"type": "array", "items": {"type": "string"}},
-        "updated_at": _TIME,
+        "updated_at": TIME,
     },
 }
 
@@ -104,30 +102,21 @@ ROLE_DETAIL = {
     "properties": {
         **ROLE_WITH_NAMES["properties"],
         "permissions": {"type": "array", "items": {
-            "type": "object", "properties": {"id": _ID, "name": {"type": "string"}}}},
+            "type": "object", "properties": {"id": ID, "name": {"type": "string"}}}},
         "users_count": {"type": "integer"},
     },
 }
 
-ROLE_PAGE = {
-    "type": "object",
-    "properties": {
-        "data": {"type": "array", "items": ROLE_SUMMARY},
-        "current_page": {"type": "integer"},
-        "last_page": {"type": "integer"},
-        "per_page": {"type": "integer"},
-        "total": {"type": "integer"},
-    },
-}
+ROLE_PAGE = page_of(ROLE_SUMMARY)
 
 ASSIGNMENT = {
     "type": "object",
     "properties": {
-        "user_id": _ID,
-        "role_id": _ID,
+        "user_id": ID,
+        "role_id": ID,
         "scope": {"type": ["string", "null"]},
         "expires_at": {"type": ["string", "null"], "format": "date-time"},
-        "assigned_at": _TIME,
+        "assigned_at": TIME,
     },
 }
 
@@ -137,15 +126,15 @@ ASSIGNMENT_LIST = {
         "data": {"type": "array", "items": {
             "type": "object",
             "properties": {
-                "role_id": _ID,
+                "role_id": ID,
                 "name": {"type": "string"},
                 "display_name": {"type": "string"},
                 "scope": {"type": ["string", "null"]},
                 "expires_at": {"type": ["string", "null"], "format": "date-time"},
-                "assigned_at": _TIME,
+                "assigned_at": TIME,
             },
         }},
-        "user_id": _ID,
+        "user_id": ID,
         "scope": {"type": ["string", "null"]},
     },
 }
@@ -153,10 +142,10 @@ ASSIGNMENT_LIST = {
 USER_PERMISSIONS = {
     "type": "object",
     "properties": {
-        "user_id": _ID,
+        "user_id": ID,
         "scope": {"type": ["string", "null"]},
         "permissions": {"type": "array", "items": {"type": "string"}},
         "roles": {"type": "array", "items": {
-            "type": "object", "properties": {"id": _ID, "name": {"type": "string"}}}},
+            "type": "object", "properties": {"id": ID, "name": {"type": "string"}}}},
     },
 }

@@ -12,11 +12,14 @@ decision-service contract, item 5):
 """
 from __future__ import annotations
 
-from shared.errors import ValidationFailed
-from shared.rbac import Assignment, Grants, applicable_assignments, effective_permissions
-from shared.ids import is_uuid, new_id
-from shared.timeutil import aware, isoformat
+from dataclasses import dataclass
 
+from shared.errors import ValidationFailed
+from shared.ids import is_uuid, new_id
+from shared.rbac import Assignment, Grants, applicable_assignments, effective_permissions
+from shared.timeutil import Clock, aware, isoformat
+
+from controlplane.events import EventLog
 from controlplane.roles.errors import (RoleAssignmentNotFound, RoleChangedConcurrently, RoleInUse, RoleIsSystem,
                                       RoleNameTaken, RoleNotFound)
 from controlplane.roles.store import RoleStore
@@ -25,11 +28,11 @@ from controlplane.users.errors import UserNotFound
 _UPDATE_ATTEMPTS = 5
 
 
+@dataclass(eq=False)
 class RoleService:
-    def __init__(self, store: RoleStore, events, clock):
-        self.store = store
-        self._events = events
-        self._clock = clock
+    store: RoleStore
+    events: EventLog
+    clock: Clock
 
     # --- roles ---------------------------------------------------------------------------
 
@@ -47,7 +50,7 @@ class RoleService:
         return self.store.search_roles(app_id, search, (page - 1) * per_page, per_page)
 
     def create(self, app_id: str, values: dict) -> dict:
-        now = self._clock()
+        now = self.clock()
         permissions = values["permissions"]
         doc = {
             "_id": new_id(),
@@ -66,14 +69,14 @@ class RoleService:
         # Permissions first: a crash before the role insert leaves only unused permission names.
         self.store.ensure_permissions(app_id, permissions, now)
         self.store.insert_role(doc)
-        self._events.emit(app_id, "role.created", {
+        self.events.emit(app_id, "role.created", {
             "role_id": doc["_id"], "name": doc["name"], "display_name": doc["display_name"],
             "permissions": permissions, "is_system_role": doc["is_system_role"],
         }, subject={"role_id": doc["_id"]})
         for name in permissions:  # nobody holds the new role yet: no user_ids
-            self._events.emit(app_id, "permission.granted",
-                              {"role_id": doc["_id"], "role_name": doc["name"], "permission": name},
-                              subject={"role_id": doc["_id"]})
+            self.events.emit(app_id, "permission.granted",
+                             {"role_id": doc["_id"], "role_name": doc["name"], "permission": name},
+                             subject={"role_id": doc["_id"]})
         return doc
 
     def update(self, app_id: str, ref: str, values: dict) -> dict:
@@ -85,13 +88,13 @@ class RoleService:
         for _ in range(_UPDATE_ATTEMPTS):
             role = self.resolve(app_id, ref)
             if role.get("is_system_role"):
-                raise RoleIsSystem(role)
+                raise RoleIsSystem(role["_id"], role["name"])
             self._check_immutable(role, values)
             changes = {field: values[field] for field in ("display_name", "description", "permissions")
                        if field in values and values[field] != role.get(field)}
             if not changes:
                 return role
-            now = self._clock()
+            now = self.clock()
             old = set(role["permissions"])
             new = set(changes.get("permissions", role["permissions"]))
             if new - old:
@@ -111,25 +114,25 @@ class RoleService:
         deleted users do not count); 403 ROLE_IS_SYSTEM for a system role."""
         role = self.resolve(app_id, ref)
         if role.get("is_system_role"):
-            raise RoleIsSystem(role)
-        now = self._clock()
+            raise RoleIsSystem(role["_id"], role["name"])
+        now = self.clock()
         holders = self.store.holders(app_id, role["_id"], now)
         if self.store.count_live_users(app_id, holders, stop_at=1):
-            raise RoleInUse(role)
+            raise RoleInUse(role["_id"], role["name"])
         if not self.store.delete_role(app_id, role["_id"]):
             raise RoleNotFound(ref)
         # After the role is gone: sweeps expired assignments, those of deleted users, and one
         # a concurrent assign slipped in (that request re-checks the role and undoes itself).
         affected = self.store.purge_role_assignments(app_id, role["_id"], now)
-        self._events.emit(app_id, "role.deleted", {"role_id": role["_id"], "name": role["name"]},
-                          subject={"role_id": role["_id"]}, user_ids=affected)
+        self.events.emit(app_id, "role.deleted", {"role_id": role["_id"], "name": role["name"]},
+                         subject={"role_id": role["_id"]}, user_ids=affected)
 
     def detail(self, app_id: str, role: dict) -> dict:
         """The single-role response: permissions as {id, name} objects, users_count."""
         ids = self.store.permission_ids(app_id, role["permissions"])
         out = serialize_role(role, permissions="names")
         out["permissions"] = [{"id": ids.get(name), "name": name} for name in role["permissions"]]
-        holders = self.store.holders(app_id, role["_id"], self._clock())
+        holders = self.store.holders(app_id, role["_id"], self.clock())
         out["users_count"] = self.store.count_live_users(app_id, holders)
         return out
 
@@ -143,13 +146,13 @@ class RoleService:
             raise ValidationFailed(errors)
 
     def _emit_update(self, app_id, role, changed_fields, *, granted, revoked) -> None:
-        holders = self.store.holders(app_id, role["_id"], self._clock()) if granted or revoked else []
+        holders = self.store.holders(app_id, role["_id"], self.clock()) if granted or revoked else []
         subject = {"role_id": role["_id"]}
         for kind, names in (("permission.granted", granted), ("permission.revoked", revoked)):
             for name in names:
-                self._events.emit(app_id, kind, {"role_id": role["_id"], "role_name": role["name"], "permission": name},
-                                  subject=subject, user_ids=holders)
-        self._events.emit(app_id, "role.updated", {
+                self.events.emit(app_id, kind, {"role_id": role["_id"], "role_name": role["name"], "permission": name},
+                                 subject=subject, user_ids=holders)
+        self.events.emit(app_id, "role.updated", {
             "role_id": role["_id"], "name": role["name"], "changes": changed_fields,
             "permissions": role["permissions"], "granted": granted, "revoked": revoked,
         }, subject=subject, user_ids=holders)
@@ -166,7 +169,7 @@ class RoleService:
     def assign(self, app_id: str, user_id: str, values: dict) -> dict:
         """Assign a role at a scope (None: every scope) until ``expires_at`` (None: forever).
         409 AUTHZ_ROLE_ALREADY_ASSIGNED for the same role and scope (an expired one is replaced)."""
-        now = self._clock()
+        now = self.clock()
         expires_at = values.get("expires_at")
         if expires_at is not None and expires_at <= now:
             raise ValidationFailed({"expires_at": "must be in the future"})
@@ -190,7 +193,7 @@ class RoleService:
             # The role was deleted while we assigned it: undo, as if the delete came first.
             self.store.delete_assignment_doc(app_id, saved["_id"])
             raise RoleNotFound(role_id)
-        self._events.emit(app_id, "role.assigned", {
+        self.events.emit(app_id, "role.assigned", {
             "user_id": user_id, "role_id": role_id, "role_name": role["name"], "scope": scope,
             "expires_at": isoformat(expires_at),
         }, subject={"user_id": user_id, "role_id": role_id}, user_ids=[user_id])
@@ -206,11 +209,11 @@ class RoleService:
             if role is None:
                 raise RoleAssignmentNotFound(user_id, role_ref, scope)
             role_id = role["_id"]
-        removed = self.store.remove_assignment(app_id, user_id, role_id, scope, self._clock())
+        removed = self.store.remove_assignment(app_id, user_id, role_id, scope, self.clock())
         if removed is None:
             raise RoleAssignmentNotFound(user_id, role_ref, scope)
         role = self.store.role_by_id(app_id, role_id)
-        self._events.emit(app_id, "role.removed", {
+        self.events.emit(app_id, "role.removed", {
             "user_id": user_id, "role_id": role_id, "role_name": role["name"] if role else None, "scope": scope,
         }, subject={"user_id": user_id, "role_id": role_id}, user_ids=[user_id])
 
@@ -218,7 +221,7 @@ class RoleService:
         """The user's unexpired assignments (all scopes, or exactly ``scope``) as list items
         {role_id, name, display_name, scope, expires_at, assigned_at}."""
         self.require_user(app_id, user_id)
-        docs = self.store.assignments_of_user(app_id, user_id, self._clock(), scope=scope, any_scope=any_scope)
+        docs = self.store.assignments_of_user(app_id, user_id, self.clock(), scope=scope, any_scope=any_scope)
         roles = self.store.roles_by_ids(app_id, {d["role_id"] for d in docs})
         items = [serialize_assignment_item(d, roles[d["role_id"]]) for d in docs if d["role_id"] in roles]
         return sorted(items, key=lambda i: (i["assigned_at"], i["name"], i["scope"] or ""))
@@ -228,7 +231,7 @@ class RoleService:
         them: none while the user is suspended.  Permissions and roles sorted by name."""
         self.require_user(app_id, user_id)
         grants = self.grants(app_id, user_id)
-        now = self._clock()
+        now = self.clock()
         roles, seen = [], set()
         for assignment in applicable_assignments(grants, scope, now):
             if assignment.role_id not in seen:
@@ -250,11 +253,11 @@ class RoleService:
         so data read now is at least as fresh as S (the no-stale-re-fill rule relies on it).
         Expired assignments, and assignments of roles that no longer exist, are left out.
         """
-        seq = self._events.head()
+        seq = self.events.head()
         user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
         if user is None:
             return Grants.unknown(user_id, seq)
-        docs = self.store.assignments_of_user(app_id, user_id, self._clock())
+        docs = self.store.assignments_of_user(app_id, user_id, self.clock())
         roles = self.store.roles_by_ids(app_id, {d["role_id"] for d in docs}) if docs else {}
         assignments = [
             Assignment(role_id=d["role_id"], role_name=roles[d["role_id"]]["name"],

@@ -6,9 +6,7 @@ class SessionNotFound(NotFound):
     """No active session with this id for the user (or it was already revoked)."""
 
     code, message = "SESSION_NOT_FOUND", "Session not found or already revoked."
-
-    def __init__(self, session_id: str):
-        super().__init__(details={"session_id": session_id})
+    detail_names = ("session_id",)
 
 
 class ExportLimited(RateLimited):

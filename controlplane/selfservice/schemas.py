@@ -10,7 +10,7 @@ The profile update is partial: only the fields sent change, unknown fields are i
 """
 from __future__ import annotations
 
-from shared.validation import DisplayName, Invalid, Schema, Url
+from shared.validation import ID, NULLABLE_TIME, TIME, DisplayName, Invalid, Schema, Url
 
 from controlplane.users.schemas import Metadata
 
@@ -39,10 +39,6 @@ UPDATE_PROFILE = Schema({
 
 # ---------------------------------------------------------------- responses
 
-_TIME = {"type": "string", "format": "date-time"}
-_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
-_UUID = {"type": "string", "format": "uuid"}
-
 
 def _object(properties: dict, description: str | None = None) -> dict:
     out = {"type": "object", "required": list(properties), "properties": properties}
@@ -52,23 +48,23 @@ def _object(properties: dict, description: str | None = None) -> dict:
 
 
 PROFILE = _object({
-    "id": _UUID,
+    "id": ID,
     "email": {"type": "string", "format": "email"},
     "name": {"type": "string", "maxLength": NAME_MAX},
     "avatar_url": {"type": ["string", "null"], "format": "uri"},
     "email_verified": {"type": "boolean"},
     "metadata": {"type": ["object", "null"]},
-    "created_at": _TIME,
-    "updated_at": _TIME,
+    "created_at": TIME,
+    "updated_at": TIME,
 }, "The User profile resource.")
 
 _SESSION_PROPERTIES = {
-    "id": _UUID,
+    "id": ID,
     "device_info": _object({"ip": {"type": ["string", "null"]}, "user_agent": {"type": ["string", "null"]}}),
     "is_remember_me": {"type": "boolean"},
-    "last_used_at": _TIME,
-    "expires_at": _TIME,
-    "created_at": _TIME,
+    "last_used_at": TIME,
+    "expires_at": TIME,
+    "created_at": TIME,
 }
 
 SESSION = _object(_SESSION_PROPERTIES, "A session: a non-revoked, non-expired refresh token.")
@@ -81,56 +77,56 @@ REVOKED = _object({
 })
 
 EXPORT_USER = _object({
-    "id": _UUID,
+    "id": ID,
     "email": {"type": "string", "format": "email"},
     "name": {"type": "string"},
-    "created_at": _TIME,
-    "updated_at": _TIME,
+    "created_at": TIME,
+    "updated_at": TIME,
     "email_verified": {"type": "boolean"},
     "avatar_url": {"type": ["string", "null"]},
     "metadata": {"type": ["object", "null"]},
     "attributes": {"type": "object", "description": "ABAC attributes stored about the user"},
-    "last_login_at": _NULLABLE_TIME,
+    "last_login_at": NULLABLE_TIME,
 })
 
-EXPORT_SESSION = _object({**_SESSION_PROPERTIES, "revoked_at": _NULLABLE_TIME},
+EXPORT_SESSION = _object({**_SESSION_PROPERTIES, "revoked_at": NULLABLE_TIME},
                          "Every stored session, live, revoked or expired, newest first.")
 
 EXPORT_ROLE = _object({
-    "role_id": _UUID,
+    "role_id": ID,
     "name": {"type": "string"},
     "display_name": {"type": "string"},
     "scope": {"type": ["string", "null"]},
-    "expires_at": _NULLABLE_TIME,
-    "assigned_at": _TIME,
+    "expires_at": NULLABLE_TIME,
+    "assigned_at": TIME,
 }, "A current (unexpired) role assignment.")
 
 EXPORT_MFA_METHOD = _object({
-    "id": _UUID,
+    "id": ID,
     "type": {"type": "string", "enum": ["totp"]},
     "label": {"type": "string"},
     "is_primary": {"type": "boolean"},
     "status": {"type": "string", "enum": ["pending", "active"]},
-    "verified_at": _NULLABLE_TIME,
-    "last_used_at": _NULLABLE_TIME,
+    "verified_at": NULLABLE_TIME,
+    "last_used_at": NULLABLE_TIME,
 }, "The MFA method resource; never the secret.")
 
 EXPORT_OAUTH_CONNECTION = _object({
     "client_id": {"type": "string"},
     "scopes": {"type": "array", "items": {"type": "string"}},
-    "granted_at": _TIME,
-    "withdrawn_at": _NULLABLE_TIME,
+    "granted_at": TIME,
+    "withdrawn_at": NULLABLE_TIME,
 }, "An OIDC consent the user gave a client, withdrawn or not.")
 
 EXPORT_AUDIT_LOG = _object({
     "seq": {"type": "integer"},
     "type": {"type": "string"},
     "data": {"type": "object"},
-    "at": _TIME,
+    "at": TIME,
 }, "An event of the change log about the user, oldest first; keys naming secrets are removed.")
 
 EXPORT = _object({
-    "exported_at": _TIME,
+    "exported_at": TIME,
     "user": EXPORT_USER,
     "sessions": {"type": "array", "items": EXPORT_SESSION},
     "roles": {"type": "array", "items": EXPORT_ROLE},

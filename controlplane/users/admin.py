@@ -6,53 +6,58 @@ request, the user's sessions are revoked, and login answers 403 AUTH_ACCOUNT_SUS
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from shared.timeutil import Clock
+
+from controlplane.events import EventLog
 from controlplane.users.errors import UserNotFound
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import UserStore
 
 
+@dataclass(eq=False)
 class UserAdminService:
-    def __init__(self, users: UserStore, sessions: SessionService, events, clock):
-        self._users = users
-        self._sessions = sessions
-        self._events = events
-        self._clock = clock
+    users: UserStore
+    sessions: SessionService
+    events: EventLog
+    clock: Clock
 
     def search(self, app_id: str, *, search: str | None, status: str | None, page: int,
                per_page: int) -> tuple[list[dict], int]:
         """Users of the application, newest first; ``search`` matches email or name
         (case-insensitive substring); soft-deleted users only when ``status`` asks."""
         statuses = (status,) if status else ("active", "suspended")
-        return self._users.search(app_id, text=search, statuses=statuses, skip=(page - 1) * per_page, limit=per_page)
+        return self.users.search(app_id, text=search, statuses=statuses, skip=(page - 1) * per_page, limit=per_page)
 
     def suspend(self, app_id: str, user_id: str) -> dict:
         """Suspend: the user's tokens stop at once (status is checked live), its sessions
         are revoked, login answers 403 AUTH_ACCOUNT_SUSPENDED.  Idempotent."""
-        now = self._clock()
-        user = self._users.update(app_id, user_id, {"status": "suspended", "suspended_at": now, "updated_at": now},
-                                  when={"status": "active"})
+        now = self.clock()
+        user = self.users.update(app_id, user_id, {"status": "suspended", "suspended_at": now, "updated_at": now},
+                                 when={"status": "active"})
         if user is None:
             return self._unchanged(app_id, user_id)
         # Status first, then sessions: a crash in between leaves sessions whose refresh
         # is refused (and revoked) because the user is not active.
-        self._sessions.revoke_user(app_id, user_id, reason="suspended", now=now)
-        self._events.emit(app_id, "user.suspended", {"user_id": user_id}, subject={"user_id": user_id},
-                          user_ids=[user_id])
+        self.sessions.revoke_user(app_id, user_id, reason="suspended", now=now)
+        self.events.emit(app_id, "user.suspended", {"user_id": user_id}, subject={"user_id": user_id},
+                         user_ids=[user_id])
         return user
 
     def unsuspend(self, app_id: str, user_id: str) -> dict:
         """Make a suspended user active again (they log in anew).  Idempotent."""
-        now = self._clock()
-        user = self._users.update(app_id, user_id, {"status": "active", "suspended_at": None, "updated_at": now},
-                                  when={"status": "suspended"})
+        now = self.clock()
+        user = self.users.update(app_id, user_id, {"status": "active", "suspended_at": None, "updated_at": now},
+                                 when={"status": "suspended"})
         if user is None:
             return self._unchanged(app_id, user_id)
-        self._events.emit(app_id, "user.unsuspended", {"user_id": user_id}, subject={"user_id": user_id},
-                          user_ids=[user_id])
+        self.events.emit(app_id, "user.unsuspended", {"user_id": user_id}, subject={"user_id": user_id},
+                         user_ids=[user_id])
         return user
 
     def _unchanged(self, app_id: str, user_id: str) -> dict:
-        user = self._users.get(app_id, user_id)
+        user = self.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
         return user

@@ -26,31 +26,36 @@ def _lifetime(seconds: int) -> str:
     return "1 minute" if minutes == 1 else f"{minutes} minutes"
 
 
+def brand(app: dict) -> str:
+    """The application's name as the emails show it."""
+    return one_line(branding(app)["name"])
+
+
+def letter(app: dict, user: dict, text: str) -> str:
+    """The body of a message to an end user: a greeting, ``text`` (paragraphs, each
+    ending in a blank line) and the application's name as the signature."""
+    return f"Hello {one_line(user['name'])},\n\n{text}-- {brand(app)}\n"
+
+
 def verification(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
     """(subject, body) of the email-address verification message."""
-    brand = one_line(branding(app)["name"])
-    body = (
-        f"Hello {one_line(user['name'])},\n\n"
-        f"Please confirm the email address of your {brand} account by opening this link:\n\n"
+    name = brand(app)
+    return f"Confirm your email address for {name}", letter(app, user, (
+        f"Please confirm the email address of your {name} account by opening this link:\n\n"
         f"{url}\n\n"
         f"The link can be used once and expires in {_lifetime(ttl)}.\n"
-        f"If you did not create an account with {brand}, you can ignore this message.\n\n"
-        f"-- {brand}\n"
-    )
-    return f"Confirm your email address for {brand}", body
+        f"If you did not create an account with {name}, you can ignore this message.\n\n"
+    ))
 
 
 def password_reset(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
     """(subject, body) of the password reset message."""
-    brand = one_line(branding(app)["name"])
-    body = (
-        f"Hello {one_line(user['name'])},\n\n"
-        f"Someone asked to reset the password of your {brand} account ({user['email']}).\n"
+    name = brand(app)
+    return f"Reset your {name} password", letter(app, user, (
+        f"Someone asked to reset the password of your {name} account ({user['email']}).\n"
         f"To choose a new password, open this link:\n\n"
         f"{url}\n\n"
         f"The link can be used once and expires in {_lifetime(ttl)}. Resetting the password "
         f"signs you out on every device.\n"
         f"If you did not ask for this, ignore this message: your password stays unchanged.\n\n"
-        f"-- {brand}\n"
-    )
-    return f"Reset your {brand} password", body
+    ))

@@ -1,4 +1,5 @@
-"""Errors about end users that several areas raise (roles, MFA, self-service...)."""
+"""Errors about end users that several areas raise (roles, MFA, self-service...), and
+the errors of emailed tokens, which the dashboard's accounts share."""
 from shared.errors import BadRequest, Conflict, Forbidden, Gone, NotFound, RateLimited, Unauthorized
 
 
@@ -6,27 +7,21 @@ class UserNotFound(NotFound):
     """The user is not in this application, or was deleted."""
 
     code, message = "USER_NOT_FOUND", "User not found in this application."
-
-    def __init__(self, user_id: str):
-        super().__init__(details={"user_id": user_id})
+    detail_names = ("user_id",)
 
 
 class EmailAlreadyRegistered(Conflict):
     """Registration with an email the application already has."""
 
     code, message = "AUTH_EMAIL_ALREADY_REGISTERED", "This email is already registered in this application."
-
-    def __init__(self, email: str):
-        super().__init__(details={"email": email})
+    detail_names = ("email",)
 
 
 class UserLimitReached(Forbidden):
     """The application holds IAMGATE_MAX_USERS_PER_APPLICATION users (its tier)."""
 
-    code = "tier_limit_exceeded"
-
-    def __init__(self, limit: int):
-        super().__init__(f"The application has reached its limit of {limit} users.", details={"limit": limit})
+    code, message = "tier_limit_exceeded", "The application has reached its limit of {limit} users."
+    detail_names = ("limit",)
 
 
 class InvalidCredentials(Unauthorized):
@@ -42,13 +37,15 @@ class AccountSuspended(Forbidden):
 
 
 class ResetRequestsLimited(RateLimited):
-    """More password reset requests for the email than IAMGATE_RATE_LIMIT_FORGOT allows."""
+    """More password reset requests for the email than IAMGATE_RATE_LIMIT_FORGOT allows
+    (counted whether or not an account has it)."""
 
     code, message = "AUTH_PASSWORD_RESET_RATE_LIMITED", "Too many password reset requests for this email. Try again later."
 
 
 class InvalidResetToken(BadRequest):
-    """The reset token is unknown, used, or belongs to another email."""
+    """The reset token (an end user's or a dashboard account's) is unknown, used, or
+    belongs to another email."""
 
     code, message = "AUTH_INVALID_RESET_TOKEN", "The reset token is invalid or has already been used."
 
@@ -58,7 +55,8 @@ class ResetTokenExpired(Gone):
 
 
 class InvalidVerificationToken(BadRequest):
-    """The verification token is unknown or used."""
+    """The verification token (an end user's or a dashboard account's) is unknown or
+    used."""
 
     code, message = "AUTH_INVALID_VERIFICATION_TOKEN", "The verification token is invalid or has already been used."
 
@@ -79,9 +77,7 @@ class PasswordConfirmationMismatch(BadRequest):
     names VALIDATION_MULTIPLE_ERRORS for it, even alone)."""
 
     code, message = "VALIDATION_MULTIPLE_ERRORS", "new_password_confirmation does not match new_password."
-
-    def __init__(self, errors: dict):
-        super().__init__(details={"fields": errors})
+    detail_names = ("fields",)
 
 
 class RegistrationsLimited(RateLimited):

@@ -12,6 +12,7 @@ before a session starts.
 """
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from shared.config import Rate
@@ -29,19 +30,19 @@ class SecondFactor(Protocol):
         no second factor."""
 
 
+@dataclass(eq=False)
 class LoginService:
-    def __init__(self, users: UserStore, sessions: SessionService, password_guard: PasswordGuard,
-                 rate_limiter: RateLimiter, second_factor: SecondFactor, *, rate_limit_login: Rate):
-        self._users = users
-        self._sessions = sessions
-        self._guard = password_guard
-        self._rate_limiter = rate_limiter
-        self.second_factor = second_factor
-        self._rate_limit_login = rate_limit_login
+    users: UserStore
+    sessions: SessionService
+    password_guard: PasswordGuard
+    rate_limiter: RateLimiter
+    second_factor: SecondFactor
+    _: KW_ONLY
+    rate_limit_login: Rate
 
     def throttle(self, app: dict, ip: str) -> None:
         """Login requests per client IP (IAMGATE_RATE_LIMIT_LOGIN, default 10/60)."""
-        self._rate_limiter.hit(f"login:{app['_id']}:{ip}", self._rate_limit_login, error=LoginsLimited)
+        self.rate_limiter.hit(f"login:{app['_id']}:{ip}", self.rate_limit_login, error=LoginsLimited)
 
     def login(self, app: dict, *, email: str, password: str, remember_me: bool, device_info: dict) -> dict:
         """A token pair, or the challenge of the ``second_factor``.
@@ -49,14 +50,14 @@ class LoginService:
         401 AUTH_INVALID_CREDENTIALS for a wrong password or an unknown (or deleted)
         email, in the same time; 429 AUTH_ACCOUNT_LOCKED while locked, even with the
         right password; 403 AUTH_ACCOUNT_SUSPENDED only once the password is right."""
-        user = self._users.by_email(app["_id"], email)
+        user = self.users.by_email(app["_id"], email)
         if user is not None and user.get("status") == "deleted":
             user = None
-        if not self._guard.check(app["_id"], email, password, user["password_hash"] if user else None):
+        if not self.password_guard.check(app["_id"], email, password, user["password_hash"] if user else None):
             raise InvalidCredentials()
         if user["status"] == "suspended":
             raise AccountSuspended()
         challenge = self.second_factor.login_challenge(app, user, remember_me=remember_me, device_info=device_info)
         if challenge is not None:
             return challenge
-        return self._sessions.issue(app, user, remember_me=remember_me, device_info=device_info)
+        return self.sessions.issue(app, user, remember_me=remember_me, device_info=device_info)

@@ -9,10 +9,13 @@ lock and marks the email verified.
 """
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 from shared.config import Rate
 from shared.ids import digest
-from shared.timeutil import aware
+from shared.timeutil import Clock, aware
 
+from controlplane.events import EventLog
 from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
@@ -24,87 +27,86 @@ from controlplane.users.sessions import SessionService
 from controlplane.users.store import OneTimeTokenStore, UserStore
 
 
+@dataclass(eq=False)
 class PasswordService:
-    def __init__(self, users: UserStore, one_time_tokens: OneTimeTokenStore, sessions: SessionService, events,
-                 clock, hasher: PasswordHasher, password_guard: PasswordGuard, rate_limiter: RateLimiter,
-                 mailer: Mailer, *, public_url: str, reset_token_ttl: int, rate_limit_forgot: Rate):
-        self._users = users
-        self._one_time_tokens = one_time_tokens
-        self._sessions = sessions
-        self._events = events
-        self._clock = clock
-        self._hasher = hasher
-        self._guard = password_guard
-        self._rate_limiter = rate_limiter
-        self._mailer = mailer
-        self._public_url = public_url
-        self._reset_token_ttl = reset_token_ttl
-        self._rate_limit_forgot = rate_limit_forgot
+    users: UserStore
+    one_time_tokens: OneTimeTokenStore
+    sessions: SessionService
+    events: EventLog
+    clock: Clock
+    hasher: PasswordHasher
+    password_guard: PasswordGuard
+    rate_limiter: RateLimiter
+    mailer: Mailer
+    _: KW_ONLY
+    public_url: str
+    reset_token_ttl: int
+    rate_limit_forgot: Rate
 
     def check(self, app_id: str, user: dict, password: str) -> bool:
         """Check the user's password under the same brute-force guard as login: every
         check (login, change-password, MFA management) draws on one budget per account,
         so a stolen access token buys no extra guesses.  429 AUTH_ACCOUNT_LOCKED past it."""
-        return self._guard.check(app_id, user["email"], password, user.get("password_hash"))
+        return self.password_guard.check(app_id, user["email"], password, user.get("password_hash"))
 
     def change(self, app_id: str, user_id: str, *, current_password: str, new_password: str,
                current_session_id: str | None) -> None:
         """404 USER_NOT_FOUND, 422 VALIDATION_PASSWORD_TOO_WEAK, 422 INVALID_PASSWORD
         (the check counts toward the login lock), 429 AUTH_ACCOUNT_LOCKED.  Every other
         session of the user is revoked; the calling one stays."""
-        user = self._users.get(app_id, user_id)
+        user = self.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
         require_strong(new_password, email=user["email"], field="new_password")
-        if not self._guard.check(app_id, user["email"], current_password, user["password_hash"]):
+        if not self.password_guard.check(app_id, user["email"], current_password, user["password_hash"]):
             raise WrongPassword("The current password is not correct.", details={"field": "current_password"})
-        password_hash = self._hasher.hash(new_password)
-        now = self._clock()
-        if self._users.update(app_id, user_id, {"password_hash": password_hash, "updated_at": now},
-                              when={"status": {"$ne": "deleted"}}) is None:
+        password_hash = self.hasher.hash(new_password)
+        now = self.clock()
+        if self.users.update(app_id, user_id, {"password_hash": password_hash, "updated_at": now},
+                             when={"status": {"$ne": "deleted"}}) is None:
             raise UserNotFound(user_id)
-        self._sessions.revoke_user(app_id, user_id, reason="password_changed", keep=current_session_id, now=now)
-        self._events.emit(app_id, "user.password_changed", {"user_id": user_id}, subject={"user_id": user_id})
+        self.sessions.revoke_user(app_id, user_id, reason="password_changed", keep=current_session_id, now=now)
+        self.events.emit(app_id, "user.password_changed", {"user_id": user_id}, subject={"user_id": user_id})
 
     def forgot(self, app: dict, email: str) -> None:
         """Send a reset link if an active account has this email.  Every request for the
         email counts toward IAMGATE_RATE_LIMIT_FORGOT (429
         AUTH_PASSWORD_RESET_RATE_LIMITED), known or not; the answer never tells."""
-        self._rate_limiter.hit(f"forgot:{app['_id']}:{email}", self._rate_limit_forgot, error=ResetRequestsLimited)
-        user = self._users.by_email(app["_id"], email)
+        self.rate_limiter.hit(f"forgot:{app['_id']}:{email}", self.rate_limit_forgot, error=ResetRequestsLimited)
+        user = self.users.by_email(app["_id"], email)
         if user is None or user.get("status") != "active":
             return
-        ttl = self._reset_token_ttl
-        token = issue_one_time_token(self._one_time_tokens, user, RESET, ttl, self._clock())
-        url = emails.link(self._public_url, app["_id"], "reset-password", token)
+        ttl = self.reset_token_ttl
+        token = issue_one_time_token(self.one_time_tokens, user, RESET, ttl, self.clock())
+        url = emails.link(self.public_url, app["_id"], "reset-password", token)
         subject, body = emails.password_reset(app, user, url, ttl)
-        self._mailer.send(user["email"], subject, body)
+        self.mailer.send(user["email"], subject, body)
 
     def reset(self, app: dict, *, token: str, email: str, password: str) -> None:
         """Set a new password with a reset token.  400 AUTH_INVALID_RESET_TOKEN (unknown,
         used, or another email's), 410 AUTH_RESET_TOKEN_EXPIRED, 422
         VALIDATION_PASSWORD_TOO_WEAK.  Revokes every session, lifts a login lock and
         marks the email verified (the link proved the mailbox)."""
-        app_id, now = app["_id"], self._clock()
+        app_id, now = app["_id"], self.clock()
         token_digest = digest(token)
-        record = self._one_time_tokens.get(app_id, token_digest, RESET)
+        record = self.one_time_tokens.get(app_id, token_digest, RESET)
         if record is None or record.get("used_at") is not None or record["email"] != email:
             raise InvalidResetToken()
         if aware(record["expires_at"]) <= now:
             raise ResetTokenExpired()
-        user = self._users.get(app_id, record["user_id"])
+        user = self.users.get(app_id, record["user_id"])
         if user is None or user.get("status") != "active" or user["email"] != email:
             raise InvalidResetToken()
         require_strong(password, email=email)
-        password_hash = self._hasher.hash(password)
+        password_hash = self.hasher.hash(password)
         # Consume only now, so a weak password does not burn the token; the atomic
         # consume also decides between two racing resets with one token.
-        if self._one_time_tokens.consume(app_id, token_digest, RESET, self._clock()) is None:
+        if self.one_time_tokens.consume(app_id, token_digest, RESET, self.clock()) is None:
             raise InvalidResetToken()
-        now = self._clock()
-        self._users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
-                                                 "updated_at": now})
-        self._one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)
-        self._sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
-        self._guard.lift(app_id, email)  # the mailbox owner lifts a lock
-        self._events.emit(app_id, "user.password_reset", {"user_id": user["_id"]}, subject={"user_id": user["_id"]})
+        now = self.clock()
+        self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
+                                                "updated_at": now})
+        self.one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)
+        self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
+        self.password_guard.lift(app_id, email)  # the mailbox owner lifts a lock
+        self.events.emit(app_id, "user.password_reset", {"user_id": user["_id"]}, subject={"user_id": user["_id"]})

@@ -10,12 +10,15 @@ release was lost to a crash is recounted when the limit is next reached.
 """
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 from pymongo.errors import DuplicateKeyError
 
 from shared.config import Rate
 from shared.ids import new_id
-from shared.timeutil import seconds
+from shared.timeutil import Clock, seconds
 
+from controlplane.events import EventLog
 from controlplane.passwords import PasswordHasher, require_strong
 from controlplane.ratelimit import RateLimiter
 from controlplane.users.errors import EmailAlreadyRegistered, RegistrationsLimited, UserLimitReached
@@ -27,19 +30,18 @@ from controlplane.users.verification import EmailVerificationService
 STALE_RESERVATION_SECONDS = 60
 
 
+@dataclass(eq=False)
 class RegistrationService:
-    def __init__(self, users: UserStore, verification: EmailVerificationService, events, clock,
-                 hasher: PasswordHasher, rate_limiter: RateLimiter, *, max_users_per_application: int,
-                 rate_limit_register: Rate, registration_rate_limit_max: int):
-        self._users = users
-        self._verification = verification
-        self._events = events
-        self._clock = clock
-        self._hasher = hasher
-        self._rate_limiter = rate_limiter
-        self._max_users = max_users_per_application
-        self._rate_limit_register = rate_limit_register
-        self._registration_rate_limit_max = registration_rate_limit_max
+    users: UserStore
+    verification: EmailVerificationService
+    events: EventLog
+    clock: Clock
+    hasher: PasswordHasher
+    rate_limiter: RateLimiter
+    _: KW_ONLY
+    max_users_per_application: int
+    rate_limit_register: Rate
+    registration_rate_limit_max: int
 
     def throttle(self, app: dict, ip: str) -> None:
         """Registrations per client IP per application: the application's
@@ -48,12 +50,12 @@ class RegistrationService:
         (IAMGATE_REGISTRATION_RATE_LIMIT_MAX per minute): 0 ("unlimited") and anything
         above it mean that maximum, so a tenant cannot buy unbounded bcrypt work."""
         per_minute = app.get("registration_rate_limit")
-        ceiling = self._registration_rate_limit_max
+        ceiling = self.registration_rate_limit_max
         if per_minute is None:
-            rate = self._rate_limit_register
+            rate = self.rate_limit_register
         else:
             rate = Rate(ceiling if per_minute == 0 else min(per_minute, ceiling), 60)
-        self._rate_limiter.hit(f"register:{app['_id']}:{ip}", rate, error=RegistrationsLimited)
+        self.rate_limiter.hit(f"register:{app['_id']}:{ip}", rate, error=RegistrationsLimited)
 
     def register(self, app: dict, *, email: str, password: str, name: str, metadata: dict | None = None) -> dict:
         """Create an unverified user, send the verification email, emit user.created.
@@ -62,9 +64,9 @@ class RegistrationService:
         email), 422 VALIDATION_PASSWORD_TOO_WEAK, 403 tier_limit_exceeded."""
         app_id = app["_id"]
         require_strong(password, email=email)
-        if self._users.by_email(app_id, email) is not None:
+        if self.users.by_email(app_id, email) is not None:
             raise EmailAlreadyRegistered(email)
-        now = self._clock()
+        now = self.clock()
         user = {
             "_id": new_id(), "app_id": app_id, "email": email, "name": name, "password_hash": None,
             "email_verified": False, "metadata": metadata, "avatar_url": None, "status": "active",
@@ -73,36 +75,36 @@ class RegistrationService:
         # The tier slot first: a full application costs no bcrypt work.
         self._reserve_slot(app_id, user["_id"], now)
         try:
-            user["password_hash"] = self._hasher.hash(password)
-            self._users.insert(user)
+            user["password_hash"] = self.hasher.hash(password)
+            self.users.insert(user)
         except DuplicateKeyError:
-            self._users.cancel_reservation(app_id, user["_id"])
+            self.users.cancel_reservation(app_id, user["_id"])
             raise EmailAlreadyRegistered(email) from None
         except BaseException:
-            self._users.cancel_reservation(app_id, user["_id"])
+            self.users.cancel_reservation(app_id, user["_id"])
             raise
-        self._users.confirm_slot(app_id, user["_id"])
-        self._verification.send(app, user)
-        self._events.emit(app_id, "user.created", {"user_id": user["_id"], "email": email, "name": name},
-                          subject={"user_id": user["_id"]})
+        self.users.confirm_slot(app_id, user["_id"])
+        self.verification.send(app, user)
+        self.events.emit(app_id, "user.created", {"user_id": user["_id"], "email": email, "name": name},
+                         subject={"user_id": user["_id"]})
         return user
 
     def _reserve_slot(self, app_id: str, user_id: str, now) -> None:
-        limit = self._max_users
-        if self._users.reserve_slot(app_id, user_id, limit, now):
+        limit = self.max_users_per_application
+        if self.users.reserve_slot(app_id, user_id, limit, now):
             return
-        if self._reclaim_stale_reservations(app_id, now) and self._users.reserve_slot(app_id, user_id, limit, now):
+        if self._reclaim_stale_reservations(app_id, now) and self.users.reserve_slot(app_id, user_id, limit, now):
             return
-        if self._users.reconcile_slots(app_id) and self._users.reserve_slot(app_id, user_id, limit, now):
+        if self.users.reconcile_slots(app_id) and self.users.reserve_slot(app_id, user_id, limit, now):
             return
         raise UserLimitReached(limit)
 
     def _reclaim_stale_reservations(self, app_id: str, now) -> bool:
         reclaimed = False
-        for user_id in self._users.stale_reservations(app_id, now - seconds(STALE_RESERVATION_SECONDS)):
-            if self._users.get(app_id, user_id) is not None:
-                self._users.confirm_slot(app_id, user_id)  # inserted; only the confirmation was lost
-            elif self._users.cancel_reservation(app_id, user_id):
+        for user_id in self.users.stale_reservations(app_id, now - seconds(STALE_RESERVATION_SECONDS)):
+            if self.users.get(app_id, user_id) is not None:
+                self.users.confirm_slot(app_id, user_id)  # inserted; only the confirmation was lost
+            elif self.users.cancel_reservation(app_id, user_id):
                 reclaimed = True
         return reclaimed
 
@@ -113,4 +115,4 @@ class RegistrationService:
         ``deleted`` succeeded (a double call would let the application exceed its limit).
         A call lost to a crash is repaired when the limit is next reached
         (``UserStore.reconcile_slots``)."""
-        self._users.release_slot(app_id)
+        self.users.release_slot(app_id)

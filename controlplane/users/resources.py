@@ -251,7 +251,7 @@ class AdminUsers(Resource):
             "page": ({"type": "integer", "minimum": 1, "default": 1}, "page number"),
             "per_page": ({"type": "integer", "minimum": 1, "maximum": 100, "default": 15}, "page size"),
         },
-        response=schemas.paginated(schemas.ADMIN_USER), wrapped=False,
+        response=schemas.ADMIN_USER_PAGE, wrapped=False,
         errors=[ValidationFailed, ApplicationNotFound],
     )}
 

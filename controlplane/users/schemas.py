@@ -9,7 +9,8 @@ for registration and the self-service profile update.
 from __future__ import annotations
 
 from shared.errors import ValidationFailed
-from shared.validation import Bool, DisplayName, Email, Invalid, Object, Schema, String
+from shared.validation import (ID, NULLABLE_TIME, TIME, Bool, DisplayName, Email, Invalid, Object, Schema, String,
+                               page_of)
 
 from controlplane.users.errors import PasswordConfirmationMismatch
 
@@ -113,18 +114,16 @@ def validate_change_password(body: dict) -> dict:
 
 # ---------------------------------------------------------------- responses
 
-_TIME = {"type": "string", "format": "date-time"}
-_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
 
 USER = {
     "type": "object",
     "required": ["id", "email", "name", "email_verified", "created_at", "metadata"],
     "properties": {
-        "id": {"type": "string", "format": "uuid"},
+        "id": ID,
         "email": {"type": "string", "format": "email"},
         "name": {"type": "string", "maxLength": 255},
         "email_verified": {"type": "boolean"},
-        "created_at": _TIME,
+        "created_at": TIME,
         "metadata": {"type": ["object", "null"]},
     },
 }
@@ -135,10 +134,10 @@ ADMIN_USER = {
         **USER["properties"],
         "avatar_url": {"type": ["string", "null"]},
         "status": {"type": "string", "enum": list(USER_STATUSES)},
-        "updated_at": _TIME,
-        "suspended_at": _NULLABLE_TIME,
-        "deleted_at": _NULLABLE_TIME,
-        "last_login_at": _NULLABLE_TIME,
+        "updated_at": TIME,
+        "suspended_at": NULLABLE_TIME,
+        "deleted_at": NULLABLE_TIME,
+        "last_login_at": NULLABLE_TIME,
     },
 }
 
@@ -174,16 +173,4 @@ REGISTERED = {
     "properties": {"data": USER, "message": {"type": "string"}},
 }
 
-
-def paginated(item: dict) -> dict:
-    return {
-        "type": "object",
-        "required": ["data", "current_page", "last_page", "per_page", "total"],
-        "properties": {
-            "data": {"type": "array", "items": item},
-            "current_page": {"type": "integer"},
-            "last_page": {"type": "integer"},
-            "per_page": {"type": "integer"},
-            "total": {"type": "integer"},
-        },
-    }
+ADMIN_USER_PAGE = page_of(ADMIN_USER)

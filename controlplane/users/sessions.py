@@ -18,10 +18,12 @@ import base64
 import hashlib
 import hmac
 import logging
+from dataclasses import KW_ONLY, InitVar, dataclass
 
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import aware, seconds
+from shared.timeutil import Clock, aware, seconds
 
+from controlplane.events import EventLog
 from controlplane.tokens import TokenService
 from controlplane.users.errors import RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
@@ -30,19 +32,22 @@ from controlplane.users.store import SessionStore, UserStore
 log = logging.getLogger("iamgate.users")
 
 
+@dataclass(eq=False)
 class SessionService:
-    def __init__(self, users: UserStore, sessions: SessionStore, events, clock, tokens: TokenService, *,
-                 secret_key: str, refresh_token_ttl: int, remember_me_ttl: int, reuse_grace: int):
-        self._users = users
-        self._sessions = sessions
-        self._events = events
-        self._clock = clock
-        self._tokens = tokens
+    users: UserStore
+    sessions: SessionStore
+    events: EventLog
+    clock: Clock
+    tokens: TokenService
+    _: KW_ONLY
+    secret_key: InitVar[str]
+    refresh_token_ttl: int
+    remember_me_ttl: int
+    reuse_grace: int
+
+    def __post_init__(self, secret_key: str):
         self._rotation_key = hashlib.sha256(
             b"iamgate refresh-token rotation\0" + secret_key.encode("utf-8")).digest()
-        self._refresh_token_ttl = refresh_token_ttl
-        self._remember_me_ttl = remember_me_ttl
-        self._reuse_grace = reuse_grace
 
     def issue(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict:
         """Start a session for a user whose credentials (and second factor) were checked.
@@ -51,9 +56,9 @@ class SessionService:
         application's ``max_concurrent_sessions`` (0 = unlimited), emits user.login and
         returns the spec's Token pair {access_token, refresh_token, token_type,
         expires_in, user}."""
-        now = self._clock()
+        now = self.clock()
         app_id, user_id = app["_id"], user["_id"]
-        ttl = self._remember_me_ttl if remember_me else self._refresh_token_ttl
+        ttl = self.remember_me_ttl if remember_me else self.refresh_token_ttl
         refresh_token = random_token()
         session = {
             "_id": new_id(), "app_id": app_id, "user_id": user_id,
@@ -62,11 +67,11 @@ class SessionService:
             "is_remember_me": bool(remember_me), "created_at": now, "last_used_at": now,
             "expires_at": now + seconds(ttl), "revoked_at": None,
         }
-        self._sessions.insert(session)
+        self.sessions.insert(session)
         self._enforce_session_limit(app, user_id, now)
-        self._users.update(app_id, user_id, {"last_login_at": now})
-        self._events.emit(app_id, "user.login", {"user_id": user_id, "session_id": session["_id"]},
-                          subject={"user_id": user_id})
+        self.users.update(app_id, user_id, {"last_login_at": now})
+        self.events.emit(app_id, "user.login", {"user_id": user_id, "session_id": session["_id"]},
+                         subject={"user_id": user_id})
         return self._token_pair(app_id, user, session["_id"], refresh_token)
 
     def _enforce_session_limit(self, app: dict, user_id: str, now) -> None:
@@ -75,11 +80,11 @@ class SessionService:
         limit = app.get("max_concurrent_sessions") or 0
         if limit <= 0:
             return
-        for session in self._sessions.active(app["_id"], user_id, now)[limit:]:
-            self._sessions.revoke(app["_id"], session["_id"], now, "session_limit")
+        for session in self.sessions.active(app["_id"], user_id, now)[limit:]:
+            self.sessions.revoke(app["_id"], session["_id"], now, "session_limit")
 
     def _token_pair(self, app_id: str, user: dict, session_id: str, refresh_token: str) -> dict:
-        access_token, expires_in = self._tokens.issue_access_token(app_id, user["_id"], session_id)
+        access_token, expires_in = self.tokens.issue_access_token(app_id, user["_id"], session_id)
         return {"access_token": access_token, "refresh_token": refresh_token, "token_type": "Bearer",
                 "expires_in": expires_in, "user": serialize_user(user)}
 
@@ -93,17 +98,17 @@ class SessionService:
         401 UNAUTHORIZED (``details.reason``: unknown, expired, revoked, reused) when it
         cannot be used; presenting a rotated token outside the grace window revokes its
         session."""
-        app_id, now = app["_id"], self._clock()
+        app_id, now = app["_id"], self.clock()
         presented = digest(refresh_token)
         successor = self._successor(refresh_token)
-        session = self._sessions.rotate(app_id, presented, digest(successor), now)
+        session = self.sessions.rotate(app_id, presented, digest(successor), now)
         if session is not None:
-            self._sessions.record_rotated(session, presented, now)
+            self.sessions.record_rotated(session, presented, now)
         else:
             session = self._reuse_within_grace(app_id, presented, digest(successor), now)
-        user = self._users.get(app_id, session["user_id"])
+        user = self.users.get(app_id, session["user_id"])
         if user is None or user.get("status") != "active":
-            self._sessions.revoke(app_id, session["_id"], now, "user_inactive")
+            self.sessions.revoke(app_id, session["_id"], now, "user_inactive")
             raise RefreshTokenRejected("The user of this refresh token is no longer active.",
                                        details={"reason": "revoked"})
         return self._token_pair(app_id, user, session["_id"], successor)
@@ -111,22 +116,22 @@ class SessionService:
     def _reuse_within_grace(self, app_id: str, presented: str, successor_digest: str, now) -> dict:
         """The session a non-live token may still refresh (the token rotated last, within
         the grace window); otherwise raise 401, revoking the family on reuse."""
-        live = self._sessions.by_current(app_id, presented)
+        live = self.sessions.by_current(app_id, presented)
         if live is not None:
             raise self._refresh_refused(live, now)
-        session = self._sessions.by_previous(app_id, presented)
+        session = self.sessions.by_previous(app_id, presented)
         if session is not None:
             self._raise_if_unusable(session, now)
-            grace_ends = aware(session["rotated_at"]) + seconds(self._reuse_grace)
+            grace_ends = aware(session["rotated_at"]) + seconds(self.reuse_grace)
             if now < grace_ends and session["refresh_digest"] == successor_digest:
-                self._sessions.touch(app_id, session["_id"], now)
+                self.sessions.touch(app_id, session["_id"], now)
                 return session
         else:
-            session = self._sessions.by_rotated(app_id, presented)
+            session = self.sessions.by_rotated(app_id, presented)
             if session is None:
                 raise RefreshTokenRejected("The refresh token is not valid.", details={"reason": "unknown"})
             self._raise_if_unusable(session, now)
-        self._sessions.revoke(app_id, session["_id"], now, "refresh_token_reused")
+        self.sessions.revoke(app_id, session["_id"], now, "refresh_token_reused")
         log.warning("refresh token reused; session revoked",
                     extra={"app_id": app_id, "user_id": session["user_id"], "session_id": session["_id"]})
         raise RefreshTokenRejected("The refresh token was already used; the session has been revoked.",
@@ -146,9 +151,9 @@ class SessionService:
     def is_active(self, app_id: str, session_id: str) -> bool:
         """True while the session is neither revoked nor expired (the OIDC hosted
         login's browser session lasts no longer than the session it started)."""
-        session = self._sessions.get(app_id, session_id)
+        session = self.sessions.get(app_id, session_id)
         return session is not None and session.get("revoked_at") is None \
-            and aware(session["expires_at"]) > self._clock()
+            and aware(session["expires_at"]) > self.clock()
 
     def logout(self, app_id: str, refresh_token: str, *, user_id: str | None) -> bool:
         """Revoke the session of ``refresh_token``.  A user may only revoke their own
@@ -156,11 +161,11 @@ class SessionService:
         Unknown, foreign or already revoked tokens change nothing, and the caller is
         not told which (no oracle)."""
         presented = digest(refresh_token)
-        session = (self._sessions.by_current(app_id, presented) or self._sessions.by_previous(app_id, presented)
-                   or self._sessions.by_rotated(app_id, presented))
+        session = (self.sessions.by_current(app_id, presented) or self.sessions.by_previous(app_id, presented)
+                   or self.sessions.by_rotated(app_id, presented))
         if session is None or (user_id is not None and session["user_id"] != user_id):
             return False
-        return self._sessions.revoke(app_id, session["_id"], self._clock(), "logout")
+        return self.sessions.revoke(app_id, session["_id"], self.clock(), "logout")
 
     def revoke_user(self, app_id: str, user_id: str, *, reason: str = "revoked", keep: str | None = None,
                     now=None) -> int:
@@ -168,4 +173,4 @@ class SessionService:
         returns how many were revoked.  Access tokens already issued stay valid until
         they expire (spec, Authentication 2).  ``now``: the caller's time of the change
         that revokes them."""
-        return self._sessions.revoke_user(app_id, user_id, now or self._clock(), reason, keep=keep)
+        return self.sessions.revoke_user(app_id, user_id, now or self.clock(), reason, keep=keep)

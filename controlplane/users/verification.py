@@ -6,9 +6,11 @@ scanners that prefetch links do not consume it.
 """
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 from shared.config import Rate
 from shared.ids import digest
-from shared.timeutil import aware
+from shared.timeutil import Clock, aware
 
 from controlplane.mail import Mailer
 from controlplane.ratelimit import RateLimiter
@@ -19,50 +21,50 @@ from controlplane.users.one_time import VERIFICATION, issue_one_time_token
 from controlplane.users.store import OneTimeTokenStore, UserStore
 
 
+@dataclass(eq=False)
 class EmailVerificationService:
-    def __init__(self, users: UserStore, one_time_tokens: OneTimeTokenStore, clock, rate_limiter: RateLimiter,
-                 mailer: Mailer, *, public_url: str, verification_token_ttl: int, rate_limit_resend: Rate):
-        self._users = users
-        self._one_time_tokens = one_time_tokens
-        self._clock = clock
-        self._rate_limiter = rate_limiter
-        self._mailer = mailer
-        self._public_url = public_url
-        self._verification_token_ttl = verification_token_ttl
-        self._rate_limit_resend = rate_limit_resend
+    users: UserStore
+    one_time_tokens: OneTimeTokenStore
+    clock: Clock
+    rate_limiter: RateLimiter
+    mailer: Mailer
+    _: KW_ONLY
+    public_url: str
+    verification_token_ttl: int
+    rate_limit_resend: Rate
 
     def verify(self, app_id: str, token: str) -> None:
         """400 AUTH_INVALID_VERIFICATION_TOKEN (unknown or used), 410
         AUTH_VERIFICATION_TOKEN_EXPIRED."""
-        now = self._clock()
+        now = self.clock()
         token_digest = digest(token)
-        record = self._one_time_tokens.get(app_id, token_digest, VERIFICATION)
+        record = self.one_time_tokens.get(app_id, token_digest, VERIFICATION)
         if record is None or record.get("used_at") is not None:
             raise InvalidVerificationToken()
         if aware(record["expires_at"]) <= now:
             raise VerificationTokenExpired()
-        user = self._users.get(app_id, record["user_id"])
+        user = self.users.get(app_id, record["user_id"])
         if user is None or user.get("status") == "deleted" or user["email"] != record["email"]:
             raise InvalidVerificationToken()
-        if self._one_time_tokens.consume(app_id, token_digest, VERIFICATION, now) is None:
+        if self.one_time_tokens.consume(app_id, token_digest, VERIFICATION, now) is None:
             raise InvalidVerificationToken()
-        self._users.update(app_id, user["_id"], {"email_verified": True, "updated_at": now})
-        self._one_time_tokens.invalidate_for_user(app_id, user["_id"], VERIFICATION, now)
+        self.users.update(app_id, user["_id"], {"email_verified": True, "updated_at": now})
+        self.one_time_tokens.invalidate_for_user(app_id, user["_id"], VERIFICATION, now)
 
     def resend(self, app: dict, email: str) -> None:
         """Send a new verification link if an active, unverified account has this email.
         Only resend requests count toward IAMGATE_RATE_LIMIT_RESEND (429
         AUTH_VERIFICATION_RATE_LIMITED); the answer never tells whether it was sent."""
-        self._rate_limiter.hit(f"resend:{app['_id']}:{email}", self._rate_limit_resend,
-                               error=VerificationRequestsLimited)
-        user = self._users.by_email(app["_id"], email)
+        self.rate_limiter.hit(f"resend:{app['_id']}:{email}", self.rate_limit_resend,
+                              error=VerificationRequestsLimited)
+        user = self.users.by_email(app["_id"], email)
         if user is not None and user.get("status") == "active" and not user.get("email_verified"):
             self.send(app, user)
 
     def send(self, app: dict, user: dict) -> None:
         """Email ``user`` a new verification link (valid IAMGATE_VERIFICATION_TOKEN_TTL)."""
-        ttl = self._verification_token_ttl
-        token = issue_one_time_token(self._one_time_tokens, user, VERIFICATION, ttl, self._clock())
-        url = emails.link(self._public_url, app["_id"], "verify-email", token)
+        ttl = self.verification_token_ttl
+        token = issue_one_time_token(self.one_time_tokens, user, VERIFICATION, ttl, self.clock())
+        url = emails.link(self.public_url, app["_id"], "verify-email", token)
         subject, body = emails.verification(app, user, url, ttl)
-        self._mailer.send(user["email"], subject, body)
+        self.mailer.send(user["email"], subject, body)

@@ -22,7 +22,7 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass
 from datetime import timedelta
 
 import requests
@@ -31,8 +31,9 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from shared.crypto import DecryptionError
+from shared.crypto import DecryptionError, SecretBox
 from shared.metrics import HttpMetrics, ScrapeTimeGauge
+from shared.timeutil import Clock
 
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.store import WebhookStore
@@ -209,20 +210,24 @@ class DeliveryMetrics:
                                                 "Webhook deliveries pending (due or scheduled)", store.queue_depth))
 
 
+@dataclass(eq=False)
 class DeliveryWorker:
-    def __init__(self, store: WebhookStore, box, policy: TargetPolicy, sender: Sender, clock, metrics: DeliveryMetrics,
-                 *, retry_delays, lease_seconds: float | None = None, threads: int = 4, idle_wait: float = 1.0):
-        self.store = store
-        self._box = box
-        self._policy = policy
-        self._sender = sender
-        self._clock = clock
-        self._metrics = metrics
+    store: WebhookStore
+    box: SecretBox
+    policy: TargetPolicy
+    sender: Sender
+    clock: Clock
+    metrics: DeliveryMetrics
+    _: KW_ONLY
+    retry_delays: InitVar[tuple[int, ...]]
+    lease_seconds: InitVar[float | None] = None
+    threads: int = 4  # how many delivery threads start() runs
+    idle_wait: float = 1.0
+
+    def __post_init__(self, retry_delays, lease_seconds: float | None):
         self._delays = tuple(retry_delays)
         self._lease = timedelta(seconds=lease_seconds if lease_seconds is not None
-                                else sender.timeout + LEASE_MARGIN)
-        self._threads_wanted = threads
-        self._idle_wait = idle_wait
+                                else self.sender.timeout + LEASE_MARGIN)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -230,7 +235,7 @@ class DeliveryWorker:
     # --- running
 
     def start(self) -> "DeliveryWorker":
-        for i in range(self._threads_wanted - len(self._threads)):
+        for i in range(self.threads - len(self._threads)):
             thread = threading.Thread(target=self._run, name=f"iamgate-webhooks-{i}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -259,14 +264,14 @@ class DeliveryWorker:
                 log.exception("webhook delivery failed unexpectedly")
                 worked = False
             if not worked:
-                self._wake.wait(self._idle_wait)
+                self._wake.wait(self.idle_wait)
                 self._wake.clear()
 
     # --- one delivery
 
     def run_once(self) -> bool:
         """Claim one due delivery and attempt it; False when none was due."""
-        now = self._clock()
+        now = self.clock()
         delivery = self.store.claim(now, now + self._lease)
         if delivery is None:
             return False
@@ -283,12 +288,12 @@ class DeliveryWorker:
             return
         body = delivery["body"].encode("utf-8")
         try:
-            secret = self._box.decrypt(webhook["secret"]).decode("utf-8")
+            secret = self.box.decrypt(webhook["secret"]).decode("utf-8")
         except DecryptionError:
             self._record(delivery, webhook, Outcome(None, "secret cannot be decrypted"))
             return
         try:
-            pinned = self._policy.pin(webhook["url"])
+            pinned = self.policy.pin(webhook["url"])
         except WebhookTargetForbidden as exc:
             self._record(delivery, webhook, Outcome(None, f"target forbidden: {exc.details.get('reason')}"))
             return
@@ -304,12 +309,12 @@ class DeliveryWorker:
             "X-Service-Signature": signature(secret, body),
             "X-Service-Event": delivery["event"],
             "X-Service-Delivery-Id": delivery["_id"],
-            "X-Service-Timestamp": str(int(self._clock().timestamp())),
+            "X-Service-Timestamp": str(int(self.clock().timestamp())),
         }
-        self._record(delivery, webhook, self._sender.post(pinned, body, headers))
+        self._record(delivery, webhook, self.sender.post(pinned, body, headers))
 
     def _record(self, delivery: dict, webhook: dict, outcome: Outcome) -> None:
-        now = self._clock()
+        now = self.clock()
         attempts = delivery.get("attempts", 0) + 1
         changes = {"attempts": attempts, "retry_count": attempts - 1, "response_status": outcome.status,
                    "last_error": outcome.error}
@@ -324,12 +329,12 @@ class DeliveryWorker:
             return  # the lease lapsed and another worker owns the delivery now
         app_id, webhook_id = delivery["app_id"], delivery["webhook_id"]
         if outcome.ok:
-            self._metrics.sent.inc()
+            self.metrics.sent.inc()
             self.store.record_success(app_id, webhook_id)
             return
-        self._metrics.failed.inc()
+        self.metrics.failed.inc()
         if changes.get("status") != "failed":
-            self._metrics.retried.inc()
+            self.metrics.retried.inc()
         if self.store.record_failure(app_id, webhook_id) >= DISABLE_AFTER and self.store.disable(app_id, webhook_id,
                                                                                                  now):
             log.warning("webhook disabled after %d failed deliveries in a row", DISABLE_AFTER,

@@ -6,9 +6,7 @@ class WebhookNotFound(NotFound):
     """No webhook with this id in the application."""
 
     code, message = "WEBHOOK_NOT_FOUND", "Webhook not found."
-
-    def __init__(self, webhook_id: str):
-        super().__init__(details={"webhook_id": webhook_id})
+    detail_names = ("webhook_id",)
 
 
 class WebhookTargetForbidden(BadRequest):
@@ -17,9 +15,7 @@ class WebhookTargetForbidden(BadRequest):
     ``localhost`` name."""
 
     code, message = "WEBHOOK_TARGET_FORBIDDEN", "The webhook URL targets a private or local address."
-
-    def __init__(self, host: str, reason: str):
-        super().__init__(details={"host": host, "reason": reason})
+    detail_names = ("host", "reason")
 
 
 class WebhookEventUnsupported(BadRequest):

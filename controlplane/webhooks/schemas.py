@@ -4,7 +4,7 @@ are ``targets.TargetPolicy``'s; the event names are checked against the catalogu
 the service (400 WEBHOOK_EVENT_UNSUPPORTED)."""
 from __future__ import annotations
 
-from shared.validation import Bool, List, Schema, String
+from shared.validation import ID, NULLABLE_TIME, TIME, Bool, List, Schema, String
 
 from controlplane.webhooks.targets import URL_MAX
 
@@ -33,18 +33,15 @@ UPDATE_WEBHOOK = Schema({
 }, partial=True, description="All fields optional; events replaces the list.")
 
 
-_TIME = {"type": "string", "format": "date-time"}
-_ID = {"type": "string", "format": "uuid"}
-
 WEBHOOK = {
     "type": "object",
     "properties": {
-        "id": _ID,
+        "id": ID,
         "url": {"type": "string", "format": "uri"},
         "events": {"type": "array", "items": {"type": "string"}},
         "is_active": {"type": "boolean"},
-        "created_at": _TIME,
-        "updated_at": _TIME,
+        "created_at": TIME,
+        "updated_at": TIME,
     },
 }
 
@@ -61,14 +58,14 @@ DELIVERY_LIST = {
     "items": {
         "type": "object",
         "properties": {
-            "id": {**_ID, "description": "the X-Service-Delivery-Id, the same on every attempt"},
-            "webhook_id": _ID,
+            "id": {**ID, "description": "the X-Service-Delivery-Id, the same on every attempt"},
+            "webhook_id": ID,
             "event": {"type": "string"},
             "status": {"type": "string", "enum": ["pending", "delivered", "failed", "cancelled"]},
             "response_status": {"type": ["integer", "null"]},
-            "delivered_at": {"type": ["string", "null"], "format": "date-time"},
+            "delivered_at": NULLABLE_TIME,
             "retry_count": {"type": "integer", "description": "retries made (0 after the first attempt)"},
-            "created_at": _TIME,
+            "created_at": TIME,
         },
     },
 }

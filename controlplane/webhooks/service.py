@@ -8,10 +8,13 @@ the delivery worker needs it back as the HMAC key.
 from __future__ import annotations
 
 import secrets
+from dataclasses import InitVar, dataclass
 
+from shared.crypto import SecretBox
 from shared.ids import is_uuid, new_id
-from shared.timeutil import isoformat
+from shared.timeutil import Clock, isoformat
 
+from controlplane.events import EventLog
 from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound
 from controlplane.webhooks.store import WebhookStore
 from controlplane.webhooks.targets import TargetPolicy
@@ -24,13 +27,16 @@ def new_secret() -> str:
     return SECRET_PREFIX + secrets.token_urlsafe(32)
 
 
+@dataclass(eq=False)
 class WebhookService:
-    def __init__(self, store: WebhookStore, box, policy: TargetPolicy, events, clock, event_kinds):
-        self.store = store
-        self._events = events
-        self._box = box
-        self._policy = policy
-        self._clock = clock
+    store: WebhookStore
+    box: SecretBox
+    policy: TargetPolicy
+    events: EventLog
+    clock: Clock
+    event_kinds: InitVar[tuple[str, ...]]
+
+    def __post_init__(self, event_kinds):
         self._kinds = tuple(event_kinds)
 
     def require(self, app_id: str, webhook_id: str) -> dict:
@@ -44,17 +50,17 @@ class WebhookService:
 
     def create(self, app_id: str, values: dict) -> tuple[dict, str]:
         """A new active webhook and its secret (the plaintext, to show once)."""
-        target = self._policy.check(values["url"])
+        target = self.policy.check(values["url"])
         events = self._check_events(values["events"])
-        now = self._clock()
+        now = self.clock()
         secret = new_secret()
         doc = {
             "_id": new_id(),
             "app_id": app_id,
             "url": target.url,
             "events": events,
-            "secret": self._box.encrypt(secret),
-            "created_seq": self._events.head(),
+            "secret": self.box.encrypt(secret),
+            "created_seq": self.events.head(),
             "is_active": True,
             "consecutive_failures": 0,
             "disabled_at": None,
@@ -70,7 +76,7 @@ class WebhookService:
         webhook = self.require(app_id, webhook_id)
         changes = {}
         if "url" in values:
-            changes["url"] = self._policy.check(values["url"]).url
+            changes["url"] = self.policy.check(values["url"]).url
         if "events" in values:
             changes["events"] = self._check_events(values["events"])
         if "is_active" in values:
@@ -79,7 +85,7 @@ class WebhookService:
                 changes.update(consecutive_failures=0, disabled_at=None)
         if not changes:
             return webhook
-        updated = self.store.update(app_id, webhook["_id"], {**changes, "updated_at": self._clock()})
+        updated = self.store.update(app_id, webhook["_id"], {**changes, "updated_at": self.clock()})
         if updated is None:
             raise WebhookNotFound(webhook_id)
         return updated
@@ -97,7 +103,7 @@ class WebhookService:
         webhook = self.require(app_id, webhook_id)
         secret = new_secret()
         updated = self.store.update(app_id, webhook["_id"],
-                                    {"secret": self._box.encrypt(secret), "updated_at": self._clock()})
+                                    {"secret": self.box.encrypt(secret), "updated_at": self.clock()})
         if updated is None:
             raise WebhookNotFound(webhook_id)
         return updated, secret

@@ -79,5 +79,5 @@ def test_two_workers_over_200_events_never_send_one_delivery_twice(ctx, make_web
     ids = Tally(r["headers"]["X-Service-Delivery-Id"] for r in receiver.requests)
     assert len(ids) == 200 and max(ids.values()) == 1
     assert ctx.store["webhook_deliveries"].count_documents({"status": "delivered"}) == 200
-    sent = [w._metrics.sent._value.get() for w in workers]  # noqa: SLF001 - both workers did work
+    sent = [w.metrics.sent._value.get() for w in workers]  # noqa: SLF001 - both workers did work
     assert sum(sent) == 200 and all(sent)
