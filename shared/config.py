@@ -176,6 +176,7 @@ _VARIABLES = {
     "WEBHOOK_ALLOW_PRIVATE_TARGETS": (_bool, "false"),
     "WEBHOOK_DELIVERY_RETENTION": (lambda n, r: _int(n, r, 3600), "2592000"),
     "WEBHOOK_WORKER_THREADS": (lambda n, r: _int(n, r, 1, 256), "8"),
+    "WEBHOOK_LEASE_MARGIN": (lambda n, r: _int(n, r, 1), "30"),
     "BCRYPT_ROUNDS": (lambda n, r: _int(n, r, 4, 31), "12"),
     "LOG_LEVEL": (_log_level, "INFO"),
 }
@@ -236,6 +237,7 @@ class Config:
     webhook_allow_private_targets: bool
     webhook_delivery_retention: int
     webhook_worker_threads: int
+    webhook_lease_margin: int
     bcrypt_rounds: int
     log_level: str
     secret_key_generated: bool = field(default=False, compare=False)
