@@ -58,6 +58,16 @@ def fresh_database_uri(prefix: str = "iamgate_test") -> str | None:
     return urlunsplit(parts._replace(path=f"/{prefix}_{secrets.token_hex(6)}"))
 
 
+def shared_database_uri(prefix: str = "iamgate_test") -> str:
+    """A database of its own that several processes can share: on the test MongoDB when
+    there is one, else on the in-process wire server (``wire_server``)."""
+    uri = fresh_database_uri(prefix)
+    if uri is not None:
+        return uri
+    parts = urlsplit(wire_server().uri)
+    return urlunsplit(parts._replace(path=f"/{prefix}_{secrets.token_hex(6)}"))
+
+
 def drop_database(uri: str | None) -> None:
     if uri is None:
         return
