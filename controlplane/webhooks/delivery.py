@@ -17,8 +17,11 @@ the lease lapses and another worker sends the same delivery, same id, again.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
+import itertools
 import logging
+import os
 import socket
 import threading
 import time
@@ -64,6 +67,42 @@ class Outcome:
         return self.status is not None and 200 <= self.status < 300
 
 
+class _Watchdog:
+    """One thread per process that expires the deadlines of every attempt in flight, in
+    the order they fall due.  (A ``threading.Timer`` per attempt cost a thread start per
+    delivery, and a start waits for the new thread to get the GIL: up to the 5 ms switch
+    interval while the other delivery threads are busy.)"""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._heap: list = []
+        self._order = itertools.count()
+        self._pid = None
+
+    def add(self, deadline: "_Deadline", seconds: float) -> None:
+        with self._cond:
+            if self._pid != os.getpid():  # first use in this process (or a fork of one that used it)
+                self._pid, self._heap = os.getpid(), []
+                threading.Thread(target=self._run, name="iamgate-webhook-deadlines", daemon=True).start()
+            heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._order), deadline))
+            if self._heap[0][2] is deadline:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            due = []
+            with self._cond:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][2].finished or self._heap[0][0] <= now):
+                    entry = heapq.heappop(self._heap)
+                    if not entry[2].finished:
+                        due.append(entry[2])
+                if not due:
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+            for deadline in due:
+                deadline._expire()
+
+
 class _Deadline:
     """IAMGATE_WEBHOOK_TIMEOUT as a total for one attempt (connect, TLS, request,
     response head and the capped body read): the socket timeouts only bound each read,
@@ -72,21 +111,24 @@ class _Deadline:
     read at once; the attempt then counts as a timeout."""
 
     _current = threading.local()  # the deadline of the attempt running on this thread
+    _watchdog = _Watchdog()
 
     def __init__(self, seconds: float):
         self.expired = False
+        self.finished = False
+        self._seconds = seconds
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
 
     def __enter__(self) -> "_Deadline":
         _Deadline._current.value = self
-        self._timer.start()
+        self._watchdog.add(self, self._seconds)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._timer.cancel()
+        with self._lock:
+            self.finished = True  # from now on the sockets may be another attempt's (kept alive)
+            self._sockets = []
         _Deadline._current.value = None
 
     @classmethod
@@ -101,6 +143,8 @@ class _Deadline:
 
     def _expire(self) -> None:
         with self._lock:
+            if self.finished:
+                return  # the attempt ended first
             self.expired = True
             for sock in self._sockets:
                 _shut(sock)

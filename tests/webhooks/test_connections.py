@@ -103,3 +103,15 @@ def test_each_delivery_thread_has_its_own_connections(receiver):
     for t in threads:
         t.join()
     assert len(receiver.requests) == 9 and len(set(peers(receiver))) == 3
+
+
+def test_an_attempt_that_ended_leaves_its_kept_connection_alone(receiver, monkeypatch):
+    """The first attempt's deadline falls due while its connection sits in the pool (or
+    serves the next attempt): it must not shut that socket."""
+    monkeypatch.setattr(delivery, "IDLE_REUSE", 10.0)
+    sender = Sender(1)
+    assert sender.post(LOOPBACK.pin(receiver.url), b"{}", {}).ok
+    time.sleep(1.3)  # past the first attempt's 1 s deadline
+    assert sender.post(LOOPBACK.pin(receiver.url), b"{}", {}).ok
+    first, second = peers(receiver)
+    assert first == second
