@@ -207,6 +207,9 @@ def _embedded_fast_paths() -> None:
             # comprehension; only values of another type go to the general matcher.
             field, test, operand = plan[0]
             kind, test = type(operand), test or operator.eq
+            values = list(map(operator.methodcaller("get", field), docs))
+            if set(map(type, values)) == {kind}:  # every value comparable: C loops only
+                return itertools.compress(docs, map(test, values, itertools.repeat(operand)))
             return (doc for doc in [doc for doc in docs if type(doc.get(field)) is not kind
                                     or test(doc[field], operand)]
                     if type(doc.get(field)) is kind or filter_applies(filter, doc))
