@@ -11,13 +11,16 @@ each carrying its emit time; the receiver records its arrival time.
 
 - burst: ``--burst`` events appended as fast as possible, timed until the last delivery;
 - steady: 200 events/s for ``--seconds`` seconds, paced by the wall clock; the
-  event-to-delivery delay of each, p50 / p99 / max.
+  event-to-delivery delay of each, p50 / p99 / max, and the rate achieved (when
+  emitting itself cannot keep up, fewer events per second were offered than asked,
+  and the delays say nothing about the target).
 
 Each phase also prints the process's CPU time per delivery (``time.process_time``:
 emitting, dispatch, delivery and the receiver, all in this process), which depends far
 less than the delays on what else the machine is running.
 
-Prints one line per phase; exit status 1 when the steady p99 is 1 s or more.
+Prints one line per phase; exit status 1 when the steady p99 is 1 s or more, or the
+achieved rate is under 95% of ``--rate``.
 """
 from __future__ import annotations
 
@@ -114,18 +117,20 @@ def main(argv=None) -> int:
         if pause > 0:
             time.sleep(pause)
         emit(app["_id"], "role.created", {"i": i, "t": time.time()})
+    offered = total / (time.perf_counter() - start)  # below --rate when emitting itself fell behind
     if not receiver.wait_for(total, 60):
         print(f"steady: only {receiver.count} of {total} delivered")
         return 1
     cpu = time.process_time() - cpu
     delays = [arrived - data["t"] for arrived, data in receiver.arrivals]
     p50, p99 = statistics.median(delays), _percentile(delays, 0.99)
-    print(f"steady: {args.rate:.0f} events/s for {args.seconds:.0f} s: event-to-delivery p50 {p50 * 1000:.1f} ms, "
+    print(f"steady: {args.rate:.0f} events/s for {args.seconds:.0f} s (achieved {offered:.0f} events/s): "
+          f"event-to-delivery p50 {p50 * 1000:.1f} ms, "
           f"p99 {p99 * 1000:.1f} ms, max {max(delays) * 1000:.1f} ms (target p99 < {TARGET_P99:.0f} s); "
           f"CPU {cpu * 1000 / total:.2f} ms per delivery", flush=True)
     services.webhook_worker.stop()
     services.tailer.stop()
-    return 0 if p99 < TARGET_P99 else 1
+    return 0 if p99 < TARGET_P99 and offered >= 0.95 * args.rate else 1
 
 
 if __name__ == "__main__":
