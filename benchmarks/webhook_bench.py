@@ -11,9 +11,16 @@ each carrying its emit time; the receiver records its arrival time.
 
 - burst: ``--burst`` events appended as fast as possible, timed until the last delivery;
 - steady: 200 events/s for ``--seconds`` seconds, paced by the wall clock; the
-  event-to-delivery delay of each, p50 / p99 / max.
+  event-to-delivery delay of each, p50 / p99 / max, and the rate achieved (when
+  emitting itself cannot keep up, fewer events per second were offered than asked,
+  and the delays say nothing about the target).
 
-Prints one line per phase; exit status 1 when the steady p99 is 1 s or more.
+Each phase also prints the process's CPU time per delivery (``time.process_time``:
+emitting, dispatch, delivery and the receiver, all in this process), which depends far
+less than the delays on what else the machine is running.
+
+Prints one line per phase; exit status 1 when the steady p99 is 1 s or more, or the
+achieved rate is under 95% of ``--rate``.
 """
 from __future__ import annotations
 
@@ -89,36 +96,41 @@ def main(argv=None) -> int:
     services.webhooks.create(app["_id"], {"url": receiver.url, "events": ["role.created"]})
     emit = services.events.emit
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for i in range(args.burst):
         emit(app["_id"], "role.created", {"i": i, "t": time.time()})
     if not receiver.wait_for(args.burst, 120):
         print(f"burst: only {receiver.count} of {args.burst} delivered in 120 s")
         return 1
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     print(f"burst: {args.burst} events -> {args.burst / elapsed:.0f} deliveries/s "
-          f"({elapsed:.2f} s, {config.webhook_worker_threads} delivery threads)", flush=True)
+          f"({elapsed:.2f} s, {config.webhook_worker_threads} delivery threads; "
+          f"CPU {cpu * 1000 / args.burst:.2f} ms per delivery)", flush=True)
 
     with receiver.lock:
         receiver.arrivals.clear()
         receiver.count = 0
     total = int(args.seconds * args.rate)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i in range(total):
         pause = start + i / args.rate - time.perf_counter()
         if pause > 0:
             time.sleep(pause)
         emit(app["_id"], "role.created", {"i": i, "t": time.time()})
+    offered = total / (time.perf_counter() - start)  # below --rate when emitting itself fell behind
     if not receiver.wait_for(total, 60):
         print(f"steady: only {receiver.count} of {total} delivered")
         return 1
+    cpu = time.process_time() - cpu
     delays = [arrived - data["t"] for arrived, data in receiver.arrivals]
     p50, p99 = statistics.median(delays), _percentile(delays, 0.99)
-    print(f"steady: {args.rate:.0f} events/s for {args.seconds:.0f} s: event-to-delivery p50 {p50 * 1000:.1f} ms, "
-          f"p99 {p99 * 1000:.1f} ms, max {max(delays) * 1000:.1f} ms (target p99 < {TARGET_P99:.0f} s)", flush=True)
+    print(f"steady: {args.rate:.0f} events/s for {args.seconds:.0f} s (achieved {offered:.0f} events/s): "
+          f"event-to-delivery p50 {p50 * 1000:.1f} ms, "
+          f"p99 {p99 * 1000:.1f} ms, max {max(delays) * 1000:.1f} ms (target p99 < {TARGET_P99:.0f} s); "
+          f"CPU {cpu * 1000 / total:.2f} ms per delivery", flush=True)
     services.webhook_worker.stop()
     services.tailer.stop()
-    return 0 if p99 < TARGET_P99 else 1
+    return 0 if p99 < TARGET_P99 and offered >= 0.95 * args.rate else 1
 
 
 if __name__ == "__main__":

@@ -188,7 +188,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     webhooks = WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES)
     webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,
                                     DeliveryMetrics(metrics, webhook_store),
-                                    retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads)
+                                    retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads,
+                                    lease_seconds=config.webhook_timeout + config.webhook_lease_margin)
     webhook_dispatcher = Dispatcher(webhook_store, events, clock, kinds=PUBLIC_EVENT_TYPES,
                                     retention_seconds=config.webhook_delivery_retention,
                                     on_dispatched=webhook_worker.wake)

@@ -192,6 +192,7 @@ _VARIABLES = {
     "WEBHOOK_ALLOW_PRIVATE_TARGETS": (_bool, "false"),
     "WEBHOOK_DELIVERY_RETENTION": (_integer(3600), "2592000"),
     "WEBHOOK_WORKER_THREADS": (_integer(1, 256), "8"),
+    "WEBHOOK_LEASE_MARGIN": (_integer(1), "30"),
     "BCRYPT_ROUNDS": (_integer(4, 31), "12"),
     "LOG_LEVEL": (_log_level, "INFO"),
 }
@@ -253,6 +254,7 @@ class Config:
     webhook_allow_private_targets: bool
     webhook_delivery_retention: int
     webhook_worker_threads: int
+    webhook_lease_margin: int
     bcrypt_rounds: int
     log_level: str
     secret_key_generated: bool = field(default=False, compare=False)

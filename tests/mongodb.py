@@ -9,6 +9,11 @@ Set ``IAMGATE_TEST_MONGODB_URI`` to a replica set (change streams need one), e.g
 and the app fixtures (tests/conftest.py) and the e2e processes (tests/e2e/processes.py)
 each get a database of their own on it, dropped afterwards. Unset, they use the embedded
 store (``memory://``, mongomock). The pytest header says which.
+
+``IAMGATE_TEST_MONGODB_URI=wire`` starts tests/mongo_wire.py (the wire protocol over
+mongomock, a standalone server) inside the test process on a free port and uses it:
+the pymongo code path, and several processes sharing one store, without a MongoDB.
+``wire_server()`` starts one for a test that needs it whatever the variable says.
 """
 from __future__ import annotations
 
@@ -19,10 +24,28 @@ from urllib.parse import urlsplit, urlunsplit
 # Tests are not the application: the test store is chosen here, not in shared/config.py.
 TEST_MONGODB_URI = os.environ.get("IAMGATE_TEST_MONGODB_URI") or None
 
+_wire = None
+
+
+def wire_server():
+    """The in-process wire server (tests/mongo_wire.py), started on first use."""
+    global _wire
+    if _wire is None:
+        from tests.mongo_wire import WireServer
+
+        _wire = WireServer().start()
+    return _wire
+
+
+if TEST_MONGODB_URI == "wire":
+    TEST_MONGODB_URI = wire_server().uri
+
 
 def describe() -> str:
     if TEST_MONGODB_URI is None:
         return "store: embedded (memory://, mongomock); set IAMGATE_TEST_MONGODB_URI for a real MongoDB"
+    if _wire is not None and TEST_MONGODB_URI == _wire.uri:
+        return f"store: tests/mongo_wire.py (mongomock over the wire protocol) at {_wire.uri} (IAMGATE_TEST_MONGODB_URI=wire)"
     parts = urlsplit(TEST_MONGODB_URI)
     return f"store: MongoDB at {parts.hostname}:{parts.port or 27017} (IAMGATE_TEST_MONGODB_URI)"
 
@@ -32,6 +55,16 @@ def fresh_database_uri(prefix: str = "iamgate_test") -> str | None:
     if TEST_MONGODB_URI is None:
         return None
     parts = urlsplit(TEST_MONGODB_URI)
+    return urlunsplit(parts._replace(path=f"/{prefix}_{secrets.token_hex(6)}"))
+
+
+def shared_database_uri(prefix: str = "iamgate_test") -> str:
+    """A database of its own that several processes can share: on the test MongoDB when
+    there is one, else on the in-process wire server (``wire_server``)."""
+    uri = fresh_database_uri(prefix)
+    if uri is not None:
+        return uri
+    parts = urlsplit(wire_server().uri)
     return urlunsplit(parts._replace(path=f"/{prefix}_{secrets.token_hex(6)}"))
 
 

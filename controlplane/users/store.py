@@ -236,8 +236,11 @@ class UserStore:
         if doc is None:
             return False
         in_flight = [p["user_id"] for p in doc.get("pending", [])]
-        live = self._users.count_documents({"app_id": app_id, "status": {"$ne": "deleted"}})
+        # In-flight users inserted first, live users second: a reservation whose user is
+        # inserted between the two counts is then counted twice (harmless: too high is a
+        # no-op), never zero times (too low would hand out its slot again).
         inserted = self._users.count_documents({"app_id": app_id, "_id": {"$in": in_flight}}) if in_flight else 0
+        live = self._users.count_documents({"app_id": app_id, "status": {"$ne": "deleted"}})
         actual = live + len(in_flight) - inserted
         if actual >= doc["users"]:
             return False

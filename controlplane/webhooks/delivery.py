@@ -17,11 +17,15 @@ the lease lapses and another worker sends the same delivery, same id, again.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
+import itertools
 import logging
+import os
 import socket
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import KW_ONLY, InitVar, dataclass
 from datetime import timedelta
 
@@ -44,6 +48,8 @@ log = logging.getLogger("iamgate.webhooks")
 DISABLE_AFTER = 100          # failed attempts in a row (ARCHITECTURE.md)
 RESPONSE_READ_CAP = 64 * 1024
 LEASE_MARGIN = 30            # seconds a lease outlives the request timeout
+SESSIONS_PER_THREAD = 16     # kept-alive targets per delivery thread
+IDLE_REUSE = 1.0             # seconds a kept-alive connection may sit idle and still be reused
 USER_AGENT = "iamgate-webhooks/1"
 
 
@@ -63,6 +69,42 @@ class Outcome:
         return self.status is not None and 200 <= self.status < 300
 
 
+class _Watchdog:
+    """One thread per process that expires the deadlines of every attempt in flight, in
+    the order they fall due.  (A ``threading.Timer`` per attempt cost a thread start per
+    delivery, and a start waits for the new thread to get the GIL: up to the 5 ms switch
+    interval while the other delivery threads are busy.)"""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._heap: list = []
+        self._order = itertools.count()
+        self._pid = None
+
+    def add(self, deadline: "_Deadline", seconds: float) -> None:
+        with self._cond:
+            if self._pid != os.getpid():  # first use in this process (or a fork of one that used it)
+                self._pid, self._heap = os.getpid(), []
+                threading.Thread(target=self._run, name="iamgate-webhook-deadlines", daemon=True).start()
+            heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._order), deadline))
+            if self._heap[0][2] is deadline:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            due = []
+            with self._cond:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][2].finished or self._heap[0][0] <= now):
+                    entry = heapq.heappop(self._heap)
+                    if not entry[2].finished:
+                        due.append(entry[2])
+                if not due:
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+            for deadline in due:
+                deadline._expire()
+
+
 class _Deadline:
     """IAMGATE_WEBHOOK_TIMEOUT as a total for one attempt (connect, TLS, request,
     response head and the capped body read): the socket timeouts only bound each read,
@@ -71,21 +113,24 @@ class _Deadline:
     read at once; the attempt then counts as a timeout."""
 
     _current = threading.local()  # the deadline of the attempt running on this thread
+    _watchdog = _Watchdog()
 
     def __init__(self, seconds: float):
         self.expired = False
+        self.finished = False
+        self._seconds = seconds
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
 
     def __enter__(self) -> "_Deadline":
         _Deadline._current.value = self
-        self._timer.start()
+        self._watchdog.add(self, self._seconds)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._timer.cancel()
+        with self._lock:
+            self.finished = True  # from now on the sockets may be another attempt's (kept alive)
+            self._sockets = []
         _Deadline._current.value = None
 
     @classmethod
@@ -100,6 +145,8 @@ class _Deadline:
 
     def _expire(self) -> None:
         with self._lock:
+            if self.finished:
+                return  # the attempt ended first
             self.expired = True
             for sock in self._sockets:
                 _shut(sock)
@@ -126,11 +173,32 @@ class _WatchedHTTPSConnection(HTTPSConnection):
         return sock
 
 
-class _WatchedHTTPConnectionPool(HTTPConnectionPool):
+class _ReusingPool:
+    """A kept-alive connection is reused only if it was idle less than ``IDLE_REUSE``
+    seconds (receivers close idle connections after a few seconds, and a POST sent into
+    one that is closing fails), and its socket is put under the attempt's deadline like
+    a new one's."""
+
+    def _get_conn(self, timeout=None):
+        conn = super()._get_conn(timeout)
+        if conn.sock is not None:
+            if time.monotonic() - getattr(conn, "_iamgate_idle_since", 0.0) > IDLE_REUSE:
+                conn.close()  # connects afresh (and is watched in _new_conn) on its next request
+            else:
+                _Deadline.watch(conn.sock)
+        return conn
+
+    def _put_conn(self, conn):
+        if conn is not None:
+            conn._iamgate_idle_since = time.monotonic()
+        super()._put_conn(conn)
+
+
+class _WatchedHTTPConnectionPool(_ReusingPool, HTTPConnectionPool):
     ConnectionCls = _WatchedHTTPConnection
 
 
-class _WatchedHTTPSConnectionPool(HTTPSConnectionPool):
+class _WatchedHTTPSConnectionPool(_ReusingPool, HTTPSConnectionPool):
     ConnectionCls = _WatchedHTTPSConnection
 
 
@@ -157,10 +225,35 @@ class _PinnedAdapter(HTTPAdapter):
 
 
 class Sender:
+    """Posts deliveries, keeping connections alive between them: each delivery thread
+    keeps one session per (scheme, checked address, port, host name), at most
+    ``SESSIONS_PER_THREAD`` (least recently used dropped), each with one connection.
+    A kept connection goes to the address that was checked for this very send, under the
+    same host name for TLS; a response whose body is longer than the read cap is closed,
+    not kept."""
+
     def __init__(self, timeout: float, *, verify=True, read_cap: int = RESPONSE_READ_CAP):
         self.timeout = timeout
         self._verify = verify  # a CA bundle path in tests with their own certificate
         self._read_cap = read_cap
+        self._local = threading.local()
+
+    def _session(self, scheme: str, address: str, port: int, hostname: str) -> requests.Session:
+        sessions = getattr(self._local, "sessions", None)
+        if sessions is None:
+            sessions = self._local.sessions = OrderedDict()
+        key = (scheme, address, port, hostname)
+        session = sessions.get(key)
+        if session is not None:
+            sessions.move_to_end(key)
+            return session
+        session = requests.Session()
+        session.trust_env = False  # a proxy from the environment would connect elsewhere
+        session.mount(f"{scheme}://", _PinnedAdapter(hostname, max_retries=0, pool_connections=1, pool_maxsize=1))
+        sessions[key] = session
+        if len(sessions) > SESSIONS_PER_THREAD:
+            sessions.popitem(last=False)[1].close()
+        return session
 
     def post(self, pinned: Pinned, body: bytes, headers: dict) -> Outcome:
         target = pinned.target
@@ -169,9 +262,8 @@ class Sender:
         default_port = 443 if target.scheme == "https" else 80
         host = target.host if ":" not in target.host else f"[{target.host}]"
         host_header = host if target.port == default_port else f"{host}:{target.port}"
-        with requests.Session() as session, _Deadline(self.timeout) as deadline:
-            session.trust_env = False  # a proxy from the environment would connect elsewhere
-            session.mount(f"{target.scheme}://", _PinnedAdapter(target.host, max_retries=0))
+        session = self._session(target.scheme, pinned.address, target.port, target.host)
+        with _Deadline(self.timeout) as deadline:
             try:
                 response = session.post(url, data=body, headers={**headers, "Host": host_header},
                                         timeout=(self.timeout, self.timeout), allow_redirects=False,
@@ -187,6 +279,8 @@ class Sender:
             except Exception:
                 pass  # the status is what counts; a broken body does not change it
             finally:
+                # A body read to its end has already given the connection back to the
+                # session; close() then only closes one that was cut off (over the cap, broken).
                 response.close()
             if deadline.expired:
                 return Outcome(None, "timeout")  # the answer, or its body, came too late

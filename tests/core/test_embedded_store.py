@@ -1,8 +1,14 @@
 """The embedded store's shortcuts (controlplane/store.py): an exact ``_id`` read touches
-one document and answers as a full scan would."""
+one document, and a filter of plain str/int comparisons skips mongomock's general
+matcher; both answer as a full scan would."""
 from __future__ import annotations
 
-from pymongo import ReturnDocument
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from mongomock.filtering import filter_applies
+from pymongo import IndexModel, ReturnDocument
+from pymongo.errors import DuplicateKeyError
 
 from controlplane.store import Store
 
@@ -21,3 +27,48 @@ def test_exact_id_filters_answer_like_a_scan():
     assert coll.delete_one({"_id": "id9", "n": {"$gt": 100}}).deleted_count == 0
     assert coll.delete_one({"_id": "id9"}).deleted_count == 1 and coll.count_documents({}) == 49
     assert [d["_id"] for d in coll.find({"_id": {"$in": ["id1", "id2"]}})] == ["id1", "id2"]  # operators: a scan
+
+
+def test_simple_filters_answer_like_the_general_matcher():
+    """Plain fields against str/int operands take the shortcut; every other value type
+    in a document (arrays, null, floats, booleans, a missing field) gets MongoDB's rules."""
+    values = [1, 2, 3, 2.0, 2.5, True, False, None, "2", "b", "a", [2], [1, 3], ["b"], {"x": 2}, []]
+    docs = [{"_id": f"d{i}", "v": v, "w": i % 3} for i, v in enumerate(values)] + [{"_id": "missing", "w": 0}]
+    coll = Store("memory://")["things"]
+    coll.insert_many([dict(d) for d in docs])
+    filters = [{"v": 2}, {"v": "b"}, {"v": 1, "w": 1}, {"v": {"$gt": 1}}, {"v": {"$gte": 2, "$lt": 3}},
+               {"v": {"$lte": "b"}}, {"v": {"$gt": "a"}}, {"w": {"$lt": 1}}, {"v": 0}, {"w": 2, "v": {"$gt": 0}}]
+    for f in filters:
+        expected = sorted(d["_id"] for d in docs if filter_applies(f, d))
+        assert sorted(d["_id"] for d in coll.find(f)) == expected, f
+        assert coll.count_documents(f) == len(expected), f
+
+
+def test_a_unique_index_still_refuses_duplicates():
+    store = Store("memory://")
+    store.declare_indexes({"log": [IndexModel([("seq", 1)], unique=True)]})
+    store.ensure_indexes()
+    store["log"].insert_many([{"_id": f"e{i}", "seq": i} for i in range(1, 20)])
+    with pytest.raises(DuplicateKeyError):
+        store["log"].insert_one({"_id": "again", "seq": 7})
+    store["log"].insert_one({"_id": "float", "seq": 20.5})
+    with pytest.raises(DuplicateKeyError):
+        store["log"].insert_one({"_id": "same-number", "seq": 20.5})
+    assert store["log"].count_documents({}) == 20
+
+
+def test_find_one_and_limits_answer_like_the_whole_result():
+    coll = Store("memory://")["queue"]
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    coll.insert_many([{"_id": f"q{i}", "due_at": base + timedelta(seconds=(i * 7) % 20), "n": i} for i in range(20)])
+    first = coll.find_one({"due_at": {"$lte": base + timedelta(seconds=10)}}, sort=[("due_at", 1), ("n", -1)])
+    assert first["_id"] == "q0" and first["due_at"] == base
+    claimed = coll.find_one_and_update({"due_at": {"$lte": base + timedelta(seconds=30)}}, {"$set": {"n": -1}},
+                                       sort=[("due_at", -1)], return_document=ReturnDocument.AFTER)
+    assert claimed["due_at"] == base + timedelta(seconds=19) and claimed["n"] == -1
+    everything = list(coll.find({}).sort("n", 1))
+    assert [d["_id"] for d in coll.find({}).sort("n", 1).skip(3).limit(4)] == [d["_id"] for d in everything[3:7]]
+    cursor = coll.find({"n": {"$gte": 5}}).sort("n", 1).limit(2)
+    assert [d["n"] for d in cursor] == [5, 6]
+    assert coll.find_one({"due_at": {"$gt": base + timedelta(days=1)}}) is None
+    assert coll.find_one("q3")["n"] == 3

@@ -42,7 +42,9 @@ class Frames:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     """One stack for the module (each test makes its own application in it)."""
-    started = start_stack(tmp_path_factory.mktemp("stream"), IAMGATE_STREAM_HEARTBEAT="1")
+    # One control-plane worker (memory:// forces it; a MongoDB store would start two), so
+    # /metrics, which is per worker process, counts every stream.
+    started = start_stack(tmp_path_factory.mktemp("stream"), IAMGATE_STREAM_HEARTBEAT="1", IAMGATE_WORKERS="1")
     yield started
     started.stop()
 

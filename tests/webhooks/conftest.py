@@ -19,14 +19,16 @@ V1 = "/api/v1/applications/{}"
 
 
 class Receiver:
-    """Answers POSTs with the next status of ``statuses`` (the last one repeats), after
-    ``delay`` seconds; records each request's headers and raw body."""
+    """Answers POSTs with the next status of ``statuses`` (the last one repeats) and the
+    body ``answer``, after ``delay`` seconds; records each request's headers, raw body
+    and peer (address, port): one port per connection."""
 
     def __init__(self):
         self.requests: list[dict] = []
         self.statuses = [200]
         self.delay = 0.0
         self.hold = None  # a threading.Event: hold every request until it is set
+        self.answer = b"ok"  # the response body
         self.lock = threading.Lock()
         receiver = self
 
@@ -37,7 +39,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver.lock:
                     receiver.requests.append({"headers": dict(self.headers), "body": body, "path": self.path,
-                                              "at": time.monotonic()})
+                                              "at": time.monotonic(), "peer": self.client_address})
                     status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 else receiver.statuses[0]
                 if receiver.hold is not None:
                     receiver.hold.wait(30)
@@ -45,11 +47,11 @@ class Receiver:
                     time.sleep(receiver.delay)
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Length", "2")
+                    self.send_header("Content-Length", str(len(receiver.answer)))
                     if 300 <= status < 400:
                         self.send_header("Location", receiver.redirect_to)
                     self.end_headers()
-                    self.wfile.write(b"ok")
+                    self.wfile.write(receiver.answer)
                 except OSError:
                     pass
 

@@ -1,16 +1,12 @@
 """Fault tests of delivery leases (ARCHITECTURE.md "Components": deliveries are leased,
-never double-sent by two workers).
+never double-sent by two workers), step by step.
 
-The issue asks for worker *processes* over a shared store.  The embedded ``memory://``
-store cannot be shared between processes and no MongoDB server is available to the
-test suite: none ships as a binary in the registries this project installs from
-(Debian packages neither MongoDB nor FerretDB; on PyPI and npm, pymongo-inmemory and
-mongodb-memory-server/mongodb-prebuilt download mongod at run time; mockupdb scripts
-replies, it stores nothing; FerretDB exists only as Go source).  So the workers here are two ``DeliveryWorker`` instances (with their own
-threads) over one store, as two processes over one MongoDB would be: every claim and
-every result goes through the store's single-document atomic operations, and a
-"killed" worker is one whose request never returns (it holds its lease and writes
-nothing) until the lease lapses.
+Two ``DeliveryWorker`` instances (with their own threads) over one store and a
+FakeClock: every claim and every result goes through the store's single-document atomic
+operations, and a "killed" worker is one whose request never returns (it holds its lease
+and writes nothing) until the lease lapses, which the clock makes happen at once.  The
+same guarantees with real worker processes, SIGKILL and a lease lapsing in real time are
+in test_worker_processes.py.
 """
 from __future__ import annotations
 
