@@ -11,12 +11,13 @@ metrics.
 
 "Plain" means, for a GET check: exactly the two parameters, non-empty, with nothing
 percent-encoded, that the route's schema (``shared.checks.CHECK_QUERY``) accepts as they
-are (``shared.checks.known_valid``, after validating a permission name the first time). For a POST: ``Content-Type: application/json``, a
-``Content-Length`` within the body limit, a body that parses to a JSON object and that
-the route's own schema (``shared.checks.CHECK`` / ``CHECK_BULK``) accepts. Anything else
-(``scope`` or ``min_revision`` in a query, encoded characters, a trailing slash, a
-non-ASCII path, a new permission name, a malformed query, another media type, a chunked
-or empty or malformed or invalid body) returns ``None`` before anything was looked up,
+are (``shared.checks.known_valid``, after validating a permission name the first time).
+For a POST: ``Content-Type: application/json``, a ``Content-Length`` within the body
+limit, a body that parses to a JSON object and that the route's own schema
+(``shared.checks.CHECK`` / ``CHECK_BULK``) accepts. Anything else (``scope`` or
+``min_revision`` in a query, encoded characters, a trailing slash, a non-ASCII path, an
+invalid permission name, a malformed query, another media type, a chunked or empty or
+malformed or invalid body) returns ``None`` before anything was looked up,
 and Falcon answers it, so validation errors keep one implementation and their order
 (credentials first) is Falcon's. Errors raised after that point (401, 403, 404, 503) are
 rendered here with the same envelope: running the request again through Falcon would
