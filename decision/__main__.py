@@ -40,6 +40,23 @@ def _gunicorn(argv: list[str]) -> None:
                               "decision.wsgi:create()"])
 
 
+def _patch_all() -> None:
+    """``gevent.monkey.patch_all()``, less its plugin look-up. For each of its ~25 patch
+    events gevent reads every installed distribution's entry points (importlib.metadata)
+    in search of ``gevent.plugins.monkey.*`` subscribers: about 70 ms of start-up (issue 18,
+    docs/performance.md). The one such plugin installed is gevent's own warning about
+    patching ``signal`` without ``os``, which cannot apply when both are patched. Subscribers
+    registered with ``zope.event`` are still notified; what gets patched is unchanged."""
+    from gevent import events, monkey
+
+    scan = events.notify_and_call_entry_points  # looked up by name at each event
+    events.notify_and_call_entry_points = events.notify
+    try:
+        monkey.patch_all()
+    finally:
+        events.notify_and_call_entry_points = scan
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     fd = None
@@ -60,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     if config.decision_workers > 1:
         _gunicorn([f"--bind=fd://{fd}"] if fd is not None else [])
 
-    # Before anything opens a socket or starts a thread (gunicorn's gevent worker does the same).
-    from gevent import monkey
-
-    monkey.patch_all()
+    _patch_all()  # before anything opens a socket or starts a thread, as gunicorn's gevent worker does
 
     import signal
     import socket

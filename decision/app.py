@@ -5,27 +5,27 @@ all-applications stream; API key: the key's application and its stream),
 the per-worker cache, the change-stream follower, caller token verification and the
 routes. The middleware is only what every response needs (request id, metrics, the JSON
 content-type rule): nothing on the hot path does I/O or logs.
+
+Falcon is imported and the Falcon app built on the first request that neither
+``HotCheck`` nor ``Probes`` answers (decision/hotpath.py): a sidecar is ready, and answers
+its plain checks, about 80 ms sooner without it (issue 18, docs/performance.md).
 """
 from __future__ import annotations
 
 import itertools
 import secrets
+import threading
 import time
-
-import falcon
 
 from shared.config import Config, ConfigError
 from shared.credentials import API_KEY_PREFIXES
-from shared.http import JsonBodyMiddleware, install_error_handlers, json_handlers
 from shared.request_ids import INCOMING_REQUEST_ID
 from shared.timeutil import utcnow
 
 from decision.cache import DecisionCache
-from decision.hotpath import BULK_ROUTE, ROUTE, HotCheck
+from decision.hotpath import BULK_ROUTE, ROUTE, HotCheck, Probes
 from decision.client import ControlPlaneClient
 from decision.metrics import DecisionMetrics, MetricsMiddleware
-from decision.openapi import OpenApiDocument
-from decision.resources import Check, CheckBulk, Health, Metrics, Ready
 from decision.service import DecisionService
 from decision.stream import BACKOFF_MAX, ChangeFollower
 from decision.tokens import TokenVerifier
@@ -54,20 +54,37 @@ class RequestIds:
         resp.set_header("X-Request-Id", req.context.request_id)
 
 
-class DecisionApp(falcon.App):
-    """The Falcon app plus the service behind it (tests and the benchmark reach it here).
-    A plain check (GET, POST or bulk) is answered by ``HotCheck`` before Falcon sees it
-    (decision/hotpath.py)."""
+class DecisionApp:
+    """The WSGI app, and the service behind it (tests and the benchmark reach it here).
+    A plain check (GET, POST or bulk) is answered by ``HotCheck`` (``hot_check = None``
+    sends it to Falcon: the reference the tests compare with), ``GET /healthz`` and
+    ``/readyz`` by ``Probes``, anything else by the Falcon app, built when first needed."""
 
-    service: DecisionService
     hot_check: HotCheck | None = None
+
+    def __init__(self, service: DecisionService, probes: Probes, build):
+        self.service = service
+        self._probes = probes
+        self._build = build
+        self._falcon = None
+        self._building = threading.Lock()  # a gevent lock once patched: one build, others wait
 
     def __call__(self, environ, start_response):
         if self.hot_check is not None:
             answered = self.hot_check(environ, start_response)
             if answered is not None:
                 return answered
-        return super().__call__(environ, start_response)
+        answered = self._probes(environ, start_response)
+        if answered is not None:
+            return answered
+        return (self._falcon or self.falcon())(environ, start_response)
+
+    def falcon(self):
+        """The Falcon app (routes, middleware, error handlers), built on first use."""
+        with self._building:
+            if self._falcon is None:
+                self._falcon = self._build()
+        return self._falcon
 
 
 def credential(config: Config) -> tuple[str, bool]:
@@ -119,18 +136,31 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
                               clock=clock, single_application=single_application)
 
     request_ids = RequestIds()
-    app = DecisionApp(middleware=[request_ids, MetricsMiddleware(metrics), JsonBodyMiddleware()])
+    app = DecisionApp(service, Probes(follower, metrics, request_ids),
+                      lambda: _falcon_app(service, follower, metrics, request_ids))
+    app.hot_check = HotCheck(service, metrics, request_ids)
+    follower.start()
+    return app
+
+
+def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: DecisionMetrics,
+                request_ids: RequestIds):
+    import falcon
+
+    from shared.http import JsonBodyMiddleware, install_error_handlers, json_handlers
+
+    from decision.openapi import OpenApiDocument
+    from decision.resources import Check, CheckBulk, Health, Metrics, Ready
+
+    app = falcon.App(middleware=[request_ids, MetricsMiddleware(metrics), JsonBodyMiddleware()])
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
     app.add_route(ROUTE, Check(service))  # V1 + "/authz/check"
-    app.hot_check = HotCheck(service, metrics, request_ids)
     app.add_route(BULK_ROUTE, CheckBulk(service))  # V1 + "/authz/check-bulk"
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(follower))
     app.add_route("/metrics", Metrics(metrics))
     app.add_route("/openapi.json", OpenApiDocument())
-    app.service = service
-    follower.start()
     return app

@@ -6,17 +6,24 @@ digests over HTTP, authenticated with the internal service token or an applicati
 key, and follows the change stream, a server-sent-events response of
 ``hello``/``change``/``reset``/``heartbeat`` frames (their meaning: ``decision.stream``).
 
-Connections are kept alive (one ``requests.Session`` for lookups, one per stream);
-under gunicorn's gevent worker the sockets are cooperative, so a slow control plane
-blocks only the greenlets waiting for it.
+HTTP/1.1 through the standard library's ``http.client`` (requests and urllib3 cost about
+50 ms of a sidecar's start-up, issue 18): lookups share a pool of kept-alive connections,
+each stream has a connection of its own. A connection is given a connect timeout, then a
+read timeout for every read; an idle pooled connection the server has closed is noticed
+before it is reused, and nothing is retried (a failed call is a ``ControlPlaneError``,
+and checks fail closed). ``https`` URLs are verified against certifi's CA bundle, the one
+requests used, with host-name checking; no proxy settings are read from the environment
+(a proxy between a sidecar and its control plane is a misconfiguration). Under gevent the
+sockets are cooperative, so a slow control plane blocks only the greenlets waiting for it.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import logging
-
-import requests
-from requests.adapters import HTTPAdapter
+import select
+import socket
+from urllib.parse import urlencode, urlsplit
 
 from shared.abac import Policy
 from shared.rbac import Grants
@@ -27,6 +34,8 @@ CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 3.0
 _POOL_SIZE = 64
 _MAX_FRAME_BYTES = 1024 * 1024
+_USER_AGENT = "iamgate-decision"
+_HTTP_ERRORS = (OSError, http.client.HTTPException, ValueError)  # socket, timeout, TLS, protocol; a bad header
 
 
 class ControlPlaneError(Exception):
@@ -38,13 +47,83 @@ class ApplicationNotFound(Exception):
     """The control plane does not know the application."""
 
 
-def _session() -> requests.Session:
-    session = requests.Session()
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=_POOL_SIZE, max_retries=0)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    session.trust_env = False  # a proxy between a sidecar and its control plane is a misconfiguration
-    return session
+class _Origin:
+    """Where the control plane is, and how to open a connection to it."""
+
+    def __init__(self, base_url: str, connect_timeout: float):
+        parts = urlsplit(base_url)
+        self.scheme, self.host, self.prefix = parts.scheme, parts.hostname or "", parts.path.rstrip("/")
+        try:
+            self.port = parts.port
+        except ValueError:  # shared.config accepted the URL; a port out of range still fails every call
+            self.port = -1
+        self.connect_timeout = connect_timeout
+        self._tls = None
+
+    def connect(self, read_timeout: float) -> http.client.HTTPConnection:
+        """A connected connection whose reads time out after ``read_timeout`` seconds."""
+        if self.port == -1 or self.scheme not in ("http", "https"):
+            raise http.client.InvalidURL(f"{self.scheme}://{self.host}:{self.port}")
+        if self.scheme == "https":
+            connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.connect_timeout,
+                                                     context=self._tls_context())
+        else:
+            connection = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
+        try:
+            connection.connect()
+            connection.sock.settimeout(read_timeout)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _tls_context(self):
+        if self._tls is None:
+            import ssl
+
+            import certifi
+
+            self._tls = ssl.create_default_context(cafile=certifi.where())  # verifies the host name too
+        return self._tls
+
+
+class _Pool:
+    """Idle kept-alive connections for lookups, up to ``maxsize``; more are opened when
+    more lookups run at once, and closed when given back to a full pool."""
+
+    def __init__(self, origin: _Origin, read_timeout: float, maxsize: int = _POOL_SIZE):
+        self._origin = origin
+        self._read_timeout = read_timeout
+        self._maxsize = maxsize
+        self._idle: list[http.client.HTTPConnection] = []
+
+    def take(self) -> http.client.HTTPConnection:
+        while self._idle:
+            try:
+                connection = self._idle.pop()
+            except IndexError:  # another thread took the last one
+                break
+            if not _dropped(connection.sock):
+                return connection
+            connection.close()
+        return self._origin.connect(self._read_timeout)
+
+    def give(self, connection: http.client.HTTPConnection) -> None:
+        if len(self._idle) < self._maxsize:
+            self._idle.append(connection)
+        else:
+            connection.close()
+
+
+def _dropped(sock) -> bool:
+    """An idle connection is readable only when the server closed it (or sent what was
+    never asked for): either way it cannot carry the next request (urllib3 checks the same)."""
+    if sock is None:
+        return True
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 class ControlPlaneClient:
@@ -52,9 +131,11 @@ class ControlPlaneClient:
 
     def __init__(self, base_url: str, credential: str, *, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)):
         self.base_url = base_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {credential}", "Accept": "application/json"}
+        self._headers = {"Authorization": f"Bearer {credential}", "Accept": "application/json",
+                         "User-Agent": _USER_AGENT}
         self._timeout = timeout
-        self._session = _session()
+        self._origin = _Origin(self.base_url, timeout[0])
+        self._pool = _Pool(self._origin, timeout[1])
 
     # -- lookups
 
@@ -100,14 +181,25 @@ class ControlPlaneClient:
         return body
 
     def _get(self, path: str, authenticated: bool = True) -> dict:
+        headers = self._headers if authenticated else {"Accept": "application/json", "User-Agent": _USER_AGENT}
         try:
-            response = self._session.get(self.base_url + path, timeout=self._timeout,
-                                         headers=self._headers if authenticated else None)
-        except requests.RequestException as exc:
+            connection = self._pool.take()
+        except _HTTP_ERRORS as exc:
             raise ControlPlaneError(f"GET {path}: {exc.__class__.__name__}") from None
-        _raise_for_status(response, path)
         try:
-            body = response.json()
+            connection.request("GET", self._origin.prefix + path, headers=headers)
+            response = connection.getresponse()
+            content = response.read()
+        except _HTTP_ERRORS as exc:
+            connection.close()
+            raise ControlPlaneError(f"GET {path}: {exc.__class__.__name__}") from None
+        if response.will_close:
+            connection.close()
+        else:
+            self._pool.give(connection)
+        _raise_for_status(response.status, content, path)
+        try:
+            body = json.loads(content)
         except ValueError:
             raise ControlPlaneError(f"GET {path}: the body is not JSON") from None
         if not isinstance(body, dict):
@@ -120,25 +212,31 @@ class ControlPlaneClient:
         """Open the change stream: every application's with the internal token
         (``app_id`` None), one application's otherwise. ``since`` None starts live."""
         path = f"/internal/v1/applications/{app_id}/changes" if app_id else "/internal/v1/changes"
-        params = {} if since is None else {"since": str(since)}
-        session = _session()  # a stream holds its connection for hours: keep it out of the lookup pool
+        target = self._origin.prefix + path + ("" if since is None else "?" + urlencode({"since": str(since)}))
         headers = {**self._headers, "Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        connection = None
         try:
-            response = session.get(self.base_url + path, params=params, headers=headers, stream=True,
-                                   timeout=(self._timeout[0], read_timeout))
-        except requests.RequestException as exc:
-            session.close()
+            # A stream holds its connection for hours: one of its own, outside the lookup pool.
+            connection = self._origin.connect(read_timeout)
+            connection.request("GET", target, headers=headers)
+            response = connection.getresponse()
+            if response.status != 200:
+                content = response.read()
+        except _HTTP_ERRORS as exc:
+            if connection is not None:
+                connection.close()
             raise ControlPlaneError(f"GET {path}: {exc.__class__.__name__}") from None
         try:
-            _raise_for_status(response, path)
-            media = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if response.status != 200:
+                _raise_for_status(response.status, content, path)
+            media = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
             if media != "text/event-stream":
                 raise ControlPlaneError(f"GET {path}: expected text/event-stream, got {media or 'nothing'}")
         except (ControlPlaneError, ApplicationNotFound):
             response.close()
-            session.close()
+            connection.close()
             raise
-        return ChangeStream(response, session)
+        return ChangeStream(response, connection)
 
 
 def _seq(body: dict) -> int:
@@ -148,12 +246,10 @@ def _seq(body: dict) -> int:
     return seq
 
 
-def _raise_for_status(response, path: str) -> None:
-    status = response.status_code
+def _raise_for_status(status: int, content: bytes, path: str) -> None:
     if status == 200:
         return
-    code = _error_code(response)
-    response.close()
+    code = _error_code(content)
     if status == 404:
         raise ApplicationNotFound(path)
     if status in (401, 403):
@@ -164,9 +260,9 @@ def _raise_for_status(response, path: str) -> None:
     raise ControlPlaneError(f"GET {path}: HTTP {status} {code or ''}".strip())
 
 
-def _error_code(response) -> str | None:
+def _error_code(content: bytes) -> str | None:
     try:
-        return response.json()["error"]["code"]
+        return json.loads(content)["error"]["code"]
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -176,12 +272,12 @@ class ChangeStream:
     pairs, ``data`` parsed as JSON. Iteration ends when the server closes the stream;
     ``close`` (from any thread) ends it early."""
 
-    def __init__(self, response, session):
+    def __init__(self, response, connection):
         self._response = response
-        self._session = session
+        self._connection = connection
 
     def __iter__(self):
-        raw = self._response.raw
+        raw = self._response
         buffer = b""
         event, data = "", []
         while True:
@@ -210,8 +306,14 @@ class ChangeStream:
                     data.append(value)
 
     def close(self) -> None:
+        sock = getattr(self._connection, "sock", None)
+        if sock is not None:
+            try:  # wakes a read blocked in another thread; closing alone would not
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self._response.close()
-        self._session.close()
+        self._connection.close()
 
 
 def _frame_data(lines: list[str]) -> dict:

@@ -10,17 +10,22 @@ cache, stream trust rule and errors) and with the same headers, body, request id
 metrics.
 
 "Plain" means, for a GET check: exactly the two parameters, non-empty, with nothing
-percent-encoded, and a permission name already validated once
-(``shared.checks.known_valid``). For a POST: ``Content-Type: application/json``, a
-``Content-Length`` within the body limit, a body that parses to a JSON object and that
-the route's own schema (``shared.checks.CHECK`` / ``CHECK_BULK``) accepts. Anything else
-(``scope`` or ``min_revision`` in a query, encoded characters, a trailing slash, a
-non-ASCII path, a new permission name, a malformed query, another media type, a chunked
-or empty or malformed or invalid body) returns ``None`` before anything was looked up,
+percent-encoded, that the route's schema (``shared.checks.CHECK_QUERY``) accepts as they
+are (``shared.checks.known_valid``, after validating a permission name the first time).
+For a POST: ``Content-Type: application/json``, a ``Content-Length`` within the body
+limit, a body that parses to a JSON object and that the route's own schema
+(``shared.checks.CHECK`` / ``CHECK_BULK``) accepts. Anything else (``scope`` or
+``min_revision`` in a query, encoded characters, a trailing slash, a non-ASCII path, an
+invalid permission name, a malformed query, another media type, a chunked or empty or
+malformed or invalid body) returns ``None`` before anything was looked up,
 and Falcon answers it, so validation errors keep one implementation and their order
 (credentials first) is Falcon's. Errors raised after that point (401, 403, 404, 503) are
 rendered here with the same envelope: running the request again through Falcon would
 repeat a control-plane lookup that just failed.
+
+``Probes`` answers ``GET /healthz`` and ``GET /readyz`` the same way. With both, a
+sidecar is ready, and answers its common checks, without importing Falcon, which
+``decision.app`` builds on the first request that needs it (start-up time, issue 18).
 """
 from __future__ import annotations
 
@@ -29,13 +34,12 @@ import json
 import logging
 import time
 
-import falcon
-
-from shared.checks import CHECK, CHECK_BULK, known_valid
+from shared.checks import CHECK, CHECK_BULK, CHECK_QUERY, known_valid
 from shared.errors import DomainError
-from shared.http import MAX_BODY_BYTES, dumps, error_document, error_headers, status_of
+from shared.http import MAX_BODY_BYTES, MEDIA_JSON, dumps, error_document, error_headers, status_of
+from shared.rbac import resolve_scope
 
-from decision.resources import bulk_text, check_text, post_check_text
+from decision.server import status_line
 
 # The logger of shared.http's handler for unexpected errors, whose log line this repeats.
 log = logging.getLogger("iamgate.http")
@@ -45,9 +49,58 @@ BULK_ROUTE = ROUTE + "-bulk"
 _PREFIX = "/api/v1/applications/"
 _SUFFIX = "/authz/check"
 _BULK_SUFFIX = "/authz/check-bulk"
-_JSON = falcon.MEDIA_JSON
-_OK = falcon.code_to_http_status(200)
+_JSON = MEDIA_JSON
+_OK = status_line(200)
 _decode = json.JSONDecoder().decode
+_TRUE_FALSE = {True: "true", False: "false"}
+
+
+def check_text(permission: str, allowed: bool, cached: bool) -> str:
+    """A GET check's answer, written by hand: a valid permission holds only
+    [A-Za-z0-9_*:-], nothing JSON would escape."""
+    return f'{{"allowed":{_TRUE_FALSE[allowed]},"permission":"{permission}","cached":{_TRUE_FALSE[cached]}}}'
+
+
+def post_check_text(lookup, values: dict) -> str:
+    """A validated POST check's answer (``shared.checks.CHECK``), for the Falcon route and
+    the hot path alike: RBAC and the application's policies over resource and context."""
+    permission = values["permission"]
+    decisions, cached = lookup.decide(
+        values["user_id"], (permission,), scope=_scope(values), min_revision=values.get("min_revision"),
+        abac=True, resource=values.get("resource"), context=values.get("context"))
+    decision = decisions[permission]
+    return (f'{{"allowed":{_TRUE_FALSE[decision.allowed]},"permission":"{permission}",'
+            f'"cached":{_TRUE_FALSE[cached]},"abac_evaluated":{_TRUE_FALSE[decision.abac_evaluated]},'
+            f'"policies_checked":{int(decision.policies_checked)}}}')
+
+
+def bulk_text(lookup, values: dict) -> str:
+    """A validated bulk check's answer (``shared.checks.CHECK_BULK``), by hand as for GET
+    checks: permission names need no escaping, the user id may."""
+    decisions, _ = lookup.decide(
+        values["user_id"], values["permissions"], scope=_scope(values), min_revision=values.get("min_revision"),
+        abac=True, resource=values.get("resource"), context=values.get("context"))
+    results = ",".join([f'"{permission}":{_TRUE_FALSE[decision.allowed]}'
+                        for permission, decision in decisions.items()])
+    return f'{{"user_id":{dumps(values["user_id"])},"results":{{{results}}}}}'
+
+
+def _scope(values) -> str | None:
+    return resolve_scope(values.get("scope"), values.get("context"))
+
+
+def _plain_get(user_id: str, permission: str) -> bool:
+    """Whether the schema takes these two parameters as they are. A permission name seen
+    for the first time is validated here (the schema remembers it), so that even the
+    first check of a name needs no Falcon; anything the schema refuses goes to Falcon,
+    which reports it after checking the credentials, as for every invalid request."""
+    if known_valid(user_id, permission):
+        return True
+    try:
+        CHECK_QUERY.validate({"user_id": user_id, "permission": permission})
+    except Exception:
+        return False
+    return known_valid(user_id, permission)
 
 # POST routes: path suffix -> (route template, schema, answer)
 _POSTS = ((_SUFFIX, ROUTE, CHECK, post_check_text), (_BULK_SUFFIX, BULK_ROUTE, CHECK_BULK, bulk_text))
@@ -94,7 +147,7 @@ class HotCheck:
             user_id, permission = other_value, value
         else:
             return None
-        if "&" in second or not known_valid(user_id, permission):  # a third parameter, either order
+        if "&" in second or not _plain_get(user_id, permission):  # "&": a third parameter, either order
             return None
 
         def answer(lookup):
@@ -153,6 +206,45 @@ class HotCheck:
             text = dumps(error_document("INTERNAL_ERROR", "An unexpected error occurred.", None, request_id))
         body = text.encode()
         headers.append(("content-length", str(len(body))))
-        start_response(_OK if status == 200 else falcon.code_to_http_status(status), headers)
+        start_response(_OK if status == 200 else status_line(status), headers)
         self._metrics.record(method, route, status, started)
         return [body]
+
+
+_PROBE_ROUTES = ("/healthz", "/readyz")
+
+
+class Probes:
+    """``GET /healthz`` and ``GET /readyz`` as the Falcon routes (``decision.resources``)
+    answer them: the same status, JSON body, request id and metrics. Any other method,
+    or the path with a trailing slash, returns None and Falcon answers."""
+
+    def __init__(self, follower, metrics, request_ids):
+        self._follower = follower
+        self._metrics = metrics
+        self._request_ids = request_ids
+
+    def __call__(self, environ: dict, start_response) -> list[bytes] | None:
+        route = environ.get("PATH_INFO", "")
+        if route not in _PROBE_ROUTES or environ["REQUEST_METHOD"] != "GET":
+            return None
+        started = time.perf_counter()
+        if route == "/healthz":
+            status, body = 200, health_document()
+        else:
+            ready = self._follower.healthy()
+            status, body = (200 if ready else 503), readiness_document(ready)
+        data = dumps(body).encode()
+        start_response(status_line(status), [
+            ("content-type", _JSON), ("x-request-id", self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))),
+            ("content-length", str(len(data)))])
+        self._metrics.record("GET", route, status, started)
+        return [data]
+
+
+def health_document() -> dict:
+    return {"status": "ok"}
+
+
+def readiness_document(ready: bool) -> dict:
+    return {"status": "ready" if ready else "unavailable", "stream": "connected" if ready else "disconnected"}

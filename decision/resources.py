@@ -9,42 +9,10 @@ from __future__ import annotations
 
 import falcon
 
-from shared.rbac import resolve_scope
-from shared.http import dumps, read_json
-
 from shared.checks import CHECK, CHECK_BULK, check_query
+from shared.http import read_json
 
-_TRUE_FALSE = {True: "true", False: "false"}
-
-
-def check_text(permission: str, allowed: bool, cached: bool) -> str:
-    """A GET check's answer, written by hand (the hot path): a valid permission holds only
-    [A-Za-z0-9_*:-], nothing JSON would escape."""
-    return f'{{"allowed":{_TRUE_FALSE[allowed]},"permission":"{permission}","cached":{_TRUE_FALSE[cached]}}}'
-
-
-def post_check_text(lookup, values: dict) -> str:
-    """A validated POST check's answer (``shared.checks.CHECK``), for the Falcon route and
-    the hot path alike: RBAC and the application's policies over resource and context."""
-    permission = values["permission"]
-    decisions, cached = lookup.decide(
-        values["user_id"], (permission,), scope=_scope(values), min_revision=values.get("min_revision"),
-        abac=True, resource=values.get("resource"), context=values.get("context"))
-    decision = decisions[permission]
-    return (f'{{"allowed":{_TRUE_FALSE[decision.allowed]},"permission":"{permission}",'
-            f'"cached":{_TRUE_FALSE[cached]},"abac_evaluated":{_TRUE_FALSE[decision.abac_evaluated]},'
-            f'"policies_checked":{int(decision.policies_checked)}}}')
-
-
-def bulk_text(lookup, values: dict) -> str:
-    """A validated bulk check's answer (``shared.checks.CHECK_BULK``), by hand as for GET
-    checks: permission names need no escaping, the user id may."""
-    decisions, _ = lookup.decide(
-        values["user_id"], values["permissions"], scope=_scope(values), min_revision=values.get("min_revision"),
-        abac=True, resource=values.get("resource"), context=values.get("context"))
-    results = ",".join([f'"{permission}":{_TRUE_FALSE[decision.allowed]}'
-                        for permission, decision in decisions.items()])
-    return f'{{"user_id":{dumps(values["user_id"])},"results":{{{results}}}}}'
+from decision.hotpath import bulk_text, check_text, health_document, post_check_text, readiness_document
 
 
 class _CheckResource:
@@ -89,15 +57,11 @@ class CheckBulk(_CheckResource):
         self._answer_post(req, resp, applicationId, CHECK_BULK, bulk_text)
 
 
-def _scope(values) -> str | None:
-    return resolve_scope(values.get("scope"), values.get("context"))
-
-
 class Health:
     """``GET /healthz``: the process answers."""
 
     def on_get(self, req, resp):
-        resp.media = {"status": "ok"}
+        resp.media = health_document()
 
 
 class Ready:
@@ -110,8 +74,7 @@ class Ready:
     def on_get(self, req, resp):
         ready = self._follower.healthy()
         resp.status = falcon.HTTP_200 if ready else falcon.HTTP_503
-        resp.media = {"status": "ready" if ready else "unavailable",
-                      "stream": "connected" if ready else "disconnected"}
+        resp.media = readiness_document(ready)
 
 
 class Metrics:

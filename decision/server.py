@@ -27,7 +27,6 @@ import time
 import uuid
 from urllib.parse import unquote_to_bytes
 
-import falcon
 import httptools
 
 from shared.http import MAX_BODY_BYTES, STATUS_CODES, dumps, error_document
@@ -40,6 +39,26 @@ SERVER = "iamgate-decision"
 _SERVER_LINE = f"\r\nServer: {SERVER}\r\n\r\n".encode()  # ends the Date line and the head
 
 _HEAD_TOO_LARGE = "The request line and headers are too large."
+
+# Status lines as Falcon writes them (``falcon.code_to_http_status``; RFC 9110's reason
+# phrases: "413 Content Too Large"), for the statuses this service answers without Falcon,
+# which is imported on the first request that needs it (start-up time, issue 18).
+_STATUS_LINES = {code: f"{code} {phrase}" for code, phrase in (
+    (200, "OK"), (400, "Bad Request"), (401, "Unauthorized"), (403, "Forbidden"), (404, "Not Found"),
+    (405, "Method Not Allowed"), (413, "Content Too Large"), (415, "Unsupported Media Type"),
+    (429, "Too Many Requests"), (431, "Request Header Fields Too Large"), (500, "Internal Server Error"),
+    (503, "Service Unavailable"))}
+
+
+def status_line(code: int) -> str:
+    """``"404 Not Found"`` for 404: Falcon's status line, without importing Falcon for
+    the common ones."""
+    line = _STATUS_LINES.get(code)
+    if line is None:
+        import falcon
+
+        line = falcon.code_to_http_status(code)
+    return line
 _NO_BODY_STATUSES = ("1", "204", "304")  # a server must not send Content-Length with these (RFC 9110, 8.6)
 
 
@@ -319,7 +338,7 @@ class Connection:
         """Answer with the error envelope, before (or instead of) the app; the caller closes."""
         request_id = uuid.uuid4().hex
         body = dumps(error_document(STATUS_CODES[status], message, details, request_id)).encode()
-        head = (f"HTTP/1.1 {falcon.code_to_http_status(status)}\r\nContent-Type: application/json\r\n"
+        head = (f"HTTP/1.1 {status_line(status)}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nX-Request-Id: {request_id}\r\nConnection: close\r\n").encode()
         try:
             self.sock.sendall(head + b"Date: " + http_date() + _SERVER_LINE + body)

@@ -15,8 +15,7 @@ import logging
 import math
 import uuid
 from datetime import datetime
-
-import falcon
+from typing import TYPE_CHECKING
 
 from shared.errors import (BadRequest, Conflict, DomainError, Forbidden, Gone, MalformedJson, NotFound,
                            PayloadTooLarge, RateLimited, ServiceUnavailable, Unauthorized, Unprocessable,
@@ -24,9 +23,17 @@ from shared.errors import (BadRequest, Conflict, DomainError, Forbidden, Gone, M
 from shared.request_ids import INCOMING_REQUEST_ID
 from shared.timeutil import isoformat, utcnow
 
+if TYPE_CHECKING:
+    import falcon
+
 log = logging.getLogger("iamgate.http")
 
 MAX_BODY_BYTES = 1024 * 1024
+MEDIA_JSON = "application/json"  # falcon.MEDIA_JSON
+
+# Falcon is imported inside the functions that use it, not here: the decision service
+# answers its common requests with this module's envelope helpers and without Falcon,
+# which it imports only on the first request that needs it (start-up time, issue 18).
 
 
 def _json_default(value):
@@ -42,6 +49,8 @@ def dumps(value) -> str:
 
 
 def json_handlers():
+    import falcon
+
     handler = falcon.media.JSONHandler(dumps=dumps, loads=json.loads)
     return {falcon.MEDIA_JSON: handler}
 
@@ -86,6 +95,8 @@ def error_document(code: str, message: str, details, request_id: str) -> dict:
 
 
 def _render(req, resp, status: int, code: str, message: str, details=None, headers=None):
+    import falcon
+
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
     resp.text = dumps(envelope(req, code, message, details))
@@ -138,6 +149,8 @@ def _domain_error(req, resp, ex: DomainError, params):
 
 
 def _falcon_error(req, resp, ex: falcon.HTTPError, params):
+    import falcon
+
     status = ex.status_code
     if status == 404:
         message = "No route matches this path."
@@ -152,6 +165,8 @@ def _falcon_error(req, resp, ex: falcon.HTTPError, params):
 
 
 def _unexpected(req, resp, ex: Exception, params):
+    import falcon
+
     if isinstance(ex, falcon.HTTPStatus):
         raise ex
     log.exception("unhandled error", extra={"request_id": request_id(req)})
@@ -159,6 +174,8 @@ def _unexpected(req, resp, ex: Exception, params):
 
 
 def install_error_handlers(app: falcon.App) -> None:
+    import falcon
+
     # Falcon looks handlers up by the most specific type, so order does not matter.
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _falcon_error)
@@ -199,7 +216,7 @@ class JsonBodyMiddleware:
             return
         if not hasattr(resource, "on_" + req.method.lower()):
             return  # Falcon answers 405
-        accepted = getattr(resource, "accepted_media_types", (falcon.MEDIA_JSON,))
+        accepted = getattr(resource, "accepted_media_types", (MEDIA_JSON,))
         media = (req.content_type or "").split(";")[0].strip().lower()
         if media not in accepted:
             raise UnsupportedMediaType(f"Content-Type must be {' or '.join(accepted)}.",

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import falcon.testing
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -127,3 +128,62 @@ def test_one_process_imports_prometheus_client_only_when_scraped():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60,
                             cwd=Path(__file__).resolve().parents[2])
     assert result.stdout.strip() == "False", result.stderr
+
+
+def _probe_answers(app, path, method="GET", headers=None):
+    """(as served, as the Falcon routes serve it) for one probe request."""
+    served = falcon.testing.TestClient(app).simulate_request(method, path, headers=headers or {})
+    reference = falcon.testing.TestClient(app.falcon()).simulate_request(method, path, headers=headers or {})
+    return served, reference
+
+
+def _same(served, reference) -> None:
+    assert served.status == reference.status
+    assert served.content == reference.content
+    served_headers = {k.lower(): v for k, v in served.headers.items()}
+    reference_headers = {k.lower(): v for k, v in reference.headers.items()}
+    assert set(served_headers) == set(reference_headers) == {"content-type", "content-length", "x-request-id"}
+    assert served_headers["content-type"] == reference_headers["content-type"]
+
+
+def test_probes_answer_as_the_falcon_routes_do_without_building_falcon(make_sidecar, fake_cp):
+    app = make_sidecar()
+    client = falcon.testing.TestClient(app)
+    for path in ("/healthz", "/readyz"):
+        assert client.simulate_get(path).status_code == 200
+        assert client.simulate_get(path, headers={"X-Request-Id": "probe-0001"}).headers["X-Request-Id"] == "probe-0001"
+    assert app._falcon is None  # probes alone never build the Falcon app (start-up time, issue 18)
+    for path in ("/healthz", "/readyz"):
+        _same(*_probe_answers(app, path))
+        served, reference = _probe_answers(app, path, headers={"X-Request-Id": "probe-0002"})
+        assert served.headers["X-Request-Id"] == reference.headers["X-Request-Id"] == "probe-0002"
+    fake_cp.stop()
+    assert wait_for(lambda: not app.service.follower.healthy(), timeout=5)
+    served, reference = _probe_answers(app, "/readyz")
+    _same(served, reference)
+    assert served.status_code == 503 and served.json == {"status": "unavailable", "stream": "disconnected"}
+    # Another method or a trailing slash: Falcon, as before (405; the route without the slash).
+    for method, path in (("HEAD", "/readyz"), ("POST", "/healthz"), ("GET", "/healthz/")):
+        served, reference = _probe_answers(app, path, method)
+        assert served.status == reference.status, (method, path)
+    counted = samples(client)
+    assert counted[("iamgate_decision_http_requests_total",
+                    (("method", "GET"), ("route", "/readyz"), ("status", "503")))] == 2  # served and reference
+
+
+def test_falcon_is_built_once_on_the_first_request_it_answers(make_sidecar):
+    app = make_sidecar()
+    assert app._falcon is None
+    client = falcon.testing.TestClient(app)
+    assert client.simulate_get("/openapi.json").status_code == 200
+    built = app._falcon
+    assert built is not None
+    assert client.simulate_get("/nowhere").status_code == 404
+    assert app.falcon() is built
+
+
+def test_status_lines_are_falcons():
+    from decision.server import _STATUS_LINES, status_line
+
+    for code in (*_STATUS_LINES, 409, 410, 422):
+        assert status_line(code) == falcon.code_to_http_status(code)

@@ -24,16 +24,12 @@ class _Raw:
         return self._chunks.pop(0) if self._chunks else b""
 
 
-class _Response:
-    def __init__(self, chunks):
-        self.raw = _Raw(chunks)
-
     def close(self):
         pass
 
 
 def frames(*chunks):
-    return list(ChangeStream(_Response(chunks), _Response([])))
+    return list(ChangeStream(_Raw(chunks), _Raw([])))
 
 
 def test_frames_split_anywhere_are_reassembled():
