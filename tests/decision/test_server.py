@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from decision import server as server_module
-from decision.server import MAX_HEADER_BYTES, SERVER, Connection, DecisionWorker, _HttpDate, base_environ
+from decision.server import MAX_HEADER_BYTES, SERVER, Connection, DecisionWorker, Turns, _HttpDate, base_environ
 
 TIMEOUT = 5.0  # client reads, and the server's idle timeout unless a test sets its own
 ENVIRON_KEYS = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "RAW_URI", "CONTENT_TYPE", "CONTENT_LENGTH",
@@ -945,3 +945,121 @@ def test_the_date_header_is_email_utils_imf_fixdate():
 
     for seconds in (0, 951782400, 1_000_000_000, 1_767_225_599, 2 ** 31 - 1, 4_102_444_800):
         assert _imf_fixdate(seconds) == formatdate(seconds, usegmt=True).encode("ascii")
+
+
+# ---------------------------------------------------------------- taking turns (issue 17, item 4)
+
+
+class _Loop:
+    def __init__(self):
+        self.iteration = 0
+
+
+class _Sock:
+    def fileno(self):
+        return 7
+
+
+def test_turns_wait_through_the_loop_only_when_it_has_not_polled_since_the_previous_answer():
+    loop, waits = _Loop(), []
+    turns = Turns(loop, lambda fileno, timeout: waits.append((fileno, timeout)))
+    turns.answered(_Sock(), 5.0)  # the first answer of the connection
+    assert waits == []
+    loop.iteration += 1  # the greenlet blocked in between: the loop polled
+    turns.answered(_Sock(), 5.0)
+    assert waits == []
+    turns.answered(_Sock(), 5.0)  # a second read answered in the same loop iteration
+    assert waits == [(7, 5.0)]
+    loop.iteration += 1
+    turns.answered(_Sock(), 5.0)
+    assert waits == [(7, 5.0)]
+
+
+def test_turns_on_a_loop_without_an_iteration_count_always_wait_through_the_loop():
+    waits = []
+    turns = Turns(object(), lambda fileno, timeout: waits.append((fileno, timeout)))
+    turns.answered(_Sock(), None)
+    turns.answered(_Sock(), None)
+    assert waits == [(7, None), (7, None)]
+
+
+class _TimesOut:
+    """Turns whose wait for the next request ends in the idle timeout."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def answered(self, sock, timeout):
+        self.calls += 1
+        raise TimeoutError("timed out")
+
+
+def test_an_idle_timeout_while_waiting_for_a_turn_closes_the_connection(serve):
+    turns = _TimesOut()
+    client = serve(turns=turns).client()
+    client.send(request("GET", "/1"))
+    assert client.response().status == 200
+    assert client.closed()
+    assert turns.calls == 1
+
+
+def test_no_turn_is_taken_after_a_100_continue_alone(serve):
+    """Only answered reads count: the headers of a request that expects 100-continue are not one."""
+    loop, waits = _Loop(), []
+    client = serve(turns=Turns(loop, lambda fileno, timeout: waits.append(fileno))).client()
+    client.send(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+    assert client.response().status == 100
+    client.send(b"ok")
+    assert client.response().json["body"] == "ok"
+    assert waits == []  # one answered read in all
+
+
+def _served_while_a_client_pipelines(turns_factory) -> tuple[int, int]:
+    """On gevent sockets in this thread's hub (no monkey patching): a "hog" client pipelines
+    200 requests, so its socket is readable every time its greenlet comes back to ``recv``;
+    while the first is answered, a second client sends one request. Returns the position
+    at which the second client's request was answered, and how many were answered."""
+    gevent = pytest.importorskip("gevent")
+    from gevent import socket as gsocket
+    from gevent.server import StreamServer
+
+    order: list[str] = []
+    other = None
+
+    def app(environ, start_response):
+        order.append(environ["PATH_INFO"])
+        if environ["PATH_INFO"] == "/hog/0":
+            other.sendall(request("GET", "/other"))  # ready while the hog's greenlet runs
+        start_response("204 No Content", [])
+        return [b""]
+
+    def handle(sock, address):
+        Connection(sock, address, app, base_environ("127.0.0.1", 0), timeout=TIMEOUT, turns=turns_factory()).serve()
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    try:
+        address = ("127.0.0.1", server.server_port)
+        hog, other = gsocket.create_connection(address), gsocket.create_connection(address)
+        gevent.sleep(0.05)  # both accepted, both greenlets waiting in recv
+        hog.sendall(b"".join(request("GET", f"/hog/{i}") for i in range(200)))
+        with gevent.Timeout(TIMEOUT):
+            while "/other" not in order or len(order) < 201:
+                gevent.sleep(0.01)
+        hog.close()
+        other.close()
+    finally:
+        server.stop()
+    return order.index("/other") + 1, len(order)
+
+
+def test_a_connection_whose_requests_keep_arriving_takes_turns_with_the_others(monkeypatch):
+    """The saturation-fairness fix (docs/performance.md): without turns the pipelining
+    client is answered to the end before the other connection is even read; with them the
+    other request is answered after a few of the hog's reads."""
+    monkeypatch.setattr(server_module, "RECV_BYTES", 128)  # a couple of requests per read
+    position, answered = _served_while_a_client_pipelines(lambda: None)
+    assert (position, answered) == (201, 201)
+    position, answered = _served_while_a_client_pipelines(Turns.gevent)
+    assert answered == 201
+    assert position <= 12
