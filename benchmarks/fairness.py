@@ -29,7 +29,7 @@ from pathlib import Path
 import requests
 
 from benchmarks.decision_bench import _until, _us, ensure_wrk, run_wrk
-from benchmarks.doc import ROOT, conditions, write_section
+from benchmarks.doc import conditions, write_section
 from benchmarks.footprint import start_timed, stop
 from controlplane.launcher import _gunicorn
 from tests.e2e.processes import Admin, Processes, free_port
@@ -70,6 +70,7 @@ def measure(wrk, processes: Processes, admin: Admin, user: str, workers: int, tu
         run_wrk(wrk, url, connections=16, duration=warmup, headers=admin.headers)
         result = run_wrk(wrk, url, connections=16, duration=duration, headers=admin.headers)
         result["load"] = os.getloadavg()[0]
+        result["c1"] = run_wrk(wrk, url, connections=1, duration=min(duration, 3), headers=admin.headers)
         return result
     finally:
         stop(process)
@@ -92,7 +93,7 @@ def run(rounds: int, duration: float, warmup: float) -> dict:
                                      log_dir=Path(tmp))
                     results[key].append(result)
                     print(f"round {round_ + 1}: {label}: {result['rps']:,.0f}/s, p50 {_us(result['p50_us'])}, "
-                          f"p99 {_us(result['p99_us'])} (load {result['load']:.1f})", flush=True)
+                          f"p99 {_us(result['p99_us'])} (load {result['load']:.1f}); c1 p50 {_us(result['c1']['p50_us'])}", flush=True)
         finally:
             processes.stop()
     return results
@@ -116,13 +117,14 @@ def report(results: dict, rounds: int, duration: float, warmup: float) -> str:
              "(`make bench`): the decision service's cache-hit GET check under `wrk -t1 -c16` (closed loop, on the "
              "same 2 cores), each layout with `decision.server.Turns` (as shipped) and without (the server "
              "before, benchmarks/fairness_worker.py), interleaved round by round. Raw wrk latencies; the "
-             "load average was read at the end of each run.", "",
-             "| layout, server | round | requests/s | p50 | p90 | p99 | max | load |",
-             "|---|---|---|---|---|---|---|---|"]
+             "load average was read at the end of each c16 run; \"c1 p50\" is 3 s at concurrency 1 after it (turns cost "
+             "nothing there: the loop polls between requests).", "",
+             "| layout, server | round | requests/s | p50 | p90 | p99 | max | load | c1 p50 |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for key, label, *_ in VARIANTS:
         for index, r in enumerate(results[key], 1):
             lines.append(f"| {label} | {index} | {r['rps']:,.0f} | {_us(r['p50_us'])} | {_us(r['p90_us'])} "
-                         f"| {_us(r['p99_us'])} | {_us(r['max_us'])} | {r['load']:.1f} |")
+                         f"| {_us(r['p99_us'])} | {_us(r['max_us'])} | {r['load']:.1f} | {_us(r['c1']['p50_us'])} |")
     lines += ["", "| layout, server | median requests/s | median p99 |", "|---|---|---|"]
     for key, label, *_ in VARIANTS:
         rps, p99 = medians(results[key])
