@@ -22,8 +22,8 @@ Taking turns (``Turns``): gevent switches greenlets only when one would block. A
 that sends its next request as soon as it has read the previous answer (wrk, any
 closed-loop client on another core) can keep its connection's socket readable every
 time the loop comes back to ``recv``, so that greenlet answered thousands of requests in
-a row while the other connections waited: under ``wrk -c16`` the p50 was 0.1 ms and the
-p99 30 to 60 ms, with one connection answered 40 times as often as another
+a row while the other connections waited: under ``wrk -c16`` the p50 was 0.1 to 3 ms and
+the p99 24 to 150 ms, one connection answered up to 40 times as often as another
 (docs/performance.md, "Saturation fairness"). A connection that answers a second read
 before the event loop has polled again now waits for its next request through the loop,
 behind every connection that became ready meanwhile.
