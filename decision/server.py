@@ -24,9 +24,9 @@ closed-loop client on another core) can keep its connection's socket readable ev
 time the loop comes back to ``recv``, so that greenlet answered thousands of requests in
 a row while the other connections waited: under ``wrk -c16`` the p50 was 0.1 to 3 ms and
 the p99 24 to 150 ms, one connection answered up to 40 times as often as another
-(docs/performance.md, "Saturation fairness"). A connection that answers a second read
-before the event loop has polled again now waits for its next request through the loop,
-behind every connection that became ready meanwhile.
+(docs/performance.md, "Saturation fairness"). A connection now waits for its next
+request through the loop (one poll) after each answered read, behind every connection
+that became ready meanwhile.
 """
 from __future__ import annotations
 
@@ -176,42 +176,30 @@ class _Parsing:
 
 
 class Turns:
-    """One connection's fair share of a gevent event loop.
-
-    ``answered()`` is called after the connection has answered what one read brought. When
-    the loop has not polled since the previous call (its ``iteration`` count is unchanged),
-    this greenlet has been answering without ever blocking, and connections that became
-    ready meanwhile have not been seen: it then waits until its socket is readable *through
-    the loop* (``wait_read``), which polls and queues them ahead of it. When the loop has
-    polled in between (the usual case below saturation, and always at concurrency 1), it
-    costs one attribute read. A loop without an iteration count (gevent's libuv loop)
-    waits through the loop after every answered read.
+    """One connection's turns on a gevent event loop: after answering what one read brought,
+    the greenlet waits until its socket is readable *through the loop* (``wait_read``)
+    before reading again, instead of calling ``recv`` straight away. The loop then polls
+    and answers every connection that became ready meanwhile, so under saturation each
+    connection answers one read per loop iteration, in turn. It costs what a ``recv`` that
+    finds no data costs (a wait on a watcher, one poll): a read that would have found its
+    request already there goes through the poll too.
     """
 
-    __slots__ = ("_loop", "_wait_read", "_seen")
+    __slots__ = ("_wait_read",)
 
-    def __init__(self, loop, wait_read):
-        self._loop = loop if hasattr(loop, "iteration") else None
+    def __init__(self, wait_read):
         self._wait_read = wait_read
-        self._seen = -1
 
     @classmethod
     def gevent(cls) -> "Turns":
         """For a connection served by a greenlet of the current thread's hub."""
-        from gevent import get_hub
         from gevent.socket import wait_read
 
-        return cls(get_hub().loop, wait_read)
+        return cls(wait_read)
 
     def answered(self, sock, timeout: float | None) -> None:
         """Raises ``OSError`` (a timeout) when no request arrives within ``timeout``."""
-        loop = self._loop
-        if loop is None:
-            self._wait_read(sock.fileno(), timeout)
-            return
-        if loop.iteration == self._seen:
-            self._wait_read(sock.fileno(), timeout)
-        self._seen = loop.iteration
+        self._wait_read(sock.fileno(), timeout)
 
 
 class Connection:

@@ -950,37 +950,32 @@ def test_the_date_header_is_email_utils_imf_fixdate():
 # ---------------------------------------------------------------- taking turns (issue 17, item 4)
 
 
-class _Loop:
-    def __init__(self):
-        self.iteration = 0
-
-
 class _Sock:
     def fileno(self):
         return 7
 
 
-def test_turns_wait_through_the_loop_only_when_it_has_not_polled_since_the_previous_answer():
-    loop, waits = _Loop(), []
-    turns = Turns(loop, lambda fileno, timeout: waits.append((fileno, timeout)))
-    turns.answered(_Sock(), 5.0)  # the first answer of the connection
-    assert waits == []
-    loop.iteration += 1  # the greenlet blocked in between: the loop polled
-    turns.answered(_Sock(), 5.0)
-    assert waits == []
-    turns.answered(_Sock(), 5.0)  # a second read answered in the same loop iteration
-    assert waits == [(7, 5.0)]
-    loop.iteration += 1
-    turns.answered(_Sock(), 5.0)
-    assert waits == [(7, 5.0)]
-
-
-def test_turns_on_a_loop_without_an_iteration_count_always_wait_through_the_loop():
+def test_turns_wait_for_the_next_request_through_the_loop_after_every_answered_read():
     waits = []
-    turns = Turns(object(), lambda fileno, timeout: waits.append((fileno, timeout)))
+    turns = Turns(lambda fileno, timeout: waits.append((fileno, timeout)))
+    turns.answered(_Sock(), 5.0)
     turns.answered(_Sock(), None)
-    turns.answered(_Sock(), None)
-    assert waits == [(7, None), (7, None)]
+    assert waits == [(7, 5.0), (7, None)]
+
+
+def test_turns_wait_through_the_connections_own_idle_timeout(serve):
+    """Every answered read is followed by one wait, with the connection's timeout; a read
+    that brought two pipelined requests is one answered read."""
+    waits = []
+    client = serve(turns=Turns(lambda fileno, timeout: waits.append(timeout)), timeout=3.0).client()
+    client.send(request("GET", "/1"))
+    assert client.response().status == 200
+    client.send(request("GET", "/2") + request("GET", "/3"))
+    assert [client.response().status for _ in range(2)] == [200, 200]
+    deadline = time.monotonic() + TIMEOUT
+    while len(waits) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert waits == [3.0, 3.0]
 
 
 class _TimesOut:
@@ -1005,13 +1000,17 @@ def test_an_idle_timeout_while_waiting_for_a_turn_closes_the_connection(serve):
 
 def test_no_turn_is_taken_after_a_100_continue_alone(serve):
     """Only answered reads count: the headers of a request that expects 100-continue are not one."""
-    loop, waits = _Loop(), []
-    client = serve(turns=Turns(loop, lambda fileno, timeout: waits.append(fileno))).client()
+    waits = []
+    client = serve(turns=Turns(lambda fileno, timeout: waits.append(fileno))).client()
     client.send(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
     assert client.response().status == 100
+    assert waits == []
     client.send(b"ok")
     assert client.response().json["body"] == "ok"
-    assert waits == []  # one answered read in all
+    deadline = time.monotonic() + TIMEOUT
+    while not waits and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(waits) == 1  # one answered read in all
 
 
 def _served_while_a_client_pipelines(turns_factory) -> tuple[int, int]:
