@@ -24,9 +24,8 @@ closed-loop client on another core) can keep its connection's socket readable ev
 time the loop comes back to ``recv``, so that greenlet answered thousands of requests in
 a row while the other connections waited: under ``wrk -c16`` the p50 was 0.1 to 3 ms and
 the p99 24 to 150 ms, one connection answered up to 40 times as often as another
-(docs/performance.md, "Saturation fairness"). A connection now waits for its next
-request through the loop (one poll) after each answered read, behind every connection
-that became ready meanwhile.
+(docs/performance.md, "Saturation fairness"). A connection now yields to the other
+connections after each answered read.
 """
 from __future__ import annotations
 
@@ -177,29 +176,31 @@ class _Parsing:
 
 class Turns:
     """One connection's turns on a gevent event loop: after answering what one read brought,
-    the greenlet waits until its socket is readable *through the loop* (``wait_read``)
-    before reading again, instead of calling ``recv`` straight away. The loop then polls
-    and answers every connection that became ready meanwhile, so under saturation each
-    connection answers one read per loop iteration, in turn. It costs what a ``recv`` that
-    finds no data costs (a wait on a watcher, one poll): a read that would have found its
-    request already there goes through the poll too.
+    the greenlet yields to the hub (``gevent.sleep(0)``) before reading again, so every
+    connection the loop's last poll found ready is answered before this one reads its
+    next request, even when that request is already in its socket. Under saturation the
+    connections then answer one read each, in turn. A ``gevent.sleep(0)`` resumes from
+    gevent's callback queue before the loop polls again, and gevent runs that queue for at
+    most its switch interval (``gevent.getswitchinterval()``, 5 ms) before polling: a
+    connection that became ready since the last poll waits at most that long. (Waiting for
+    readability through the loop, ``gevent.socket.wait_read``, polls every time, but
+    doubled the cost of a request on this machine: docs/performance.md.)
     """
 
-    __slots__ = ("_wait_read",)
+    __slots__ = ("_pause",)
 
-    def __init__(self, wait_read):
-        self._wait_read = wait_read
+    def __init__(self, pause):
+        self._pause = pause
 
     @classmethod
     def gevent(cls) -> "Turns":
         """For a connection served by a greenlet of the current thread's hub."""
-        from gevent.socket import wait_read
+        from gevent import sleep
 
-        return cls(wait_read)
+        return cls(sleep)
 
-    def answered(self, sock, timeout: float | None) -> None:
-        """Raises ``OSError`` (a timeout) when no request arrives within ``timeout``."""
-        self._wait_read(sock.fileno(), timeout)
+    def answered(self) -> None:
+        self._pause(0)
 
 
 class Connection:
@@ -268,10 +269,7 @@ class Connection:
                     except OSError:
                         return
                 if answered and self.turns is not None:
-                    try:
-                        self.turns.answered(sock, self.timeout)
-                    except OSError:  # the idle timeout, as for recv
-                        return
+                    self.turns.answered()
         finally:
             sock.close()
 
