@@ -55,7 +55,8 @@ soak: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
-## The longer cost-as-data-grows tables (1 to 100 roles, 1 to 1,000 permissions); docs/performance.md.
+## The longer cost-as-data-grows tables (1 to 100 roles, 1 to 1,000 permissions; decision-service
+## memory at 10,000 and 100,000 cached users); docs/performance.md.
 bench-scale: $(STAMP)
 	$(PY) -m benchmarks.scale_bench
 

@@ -11,17 +11,21 @@ HTTP, warms the check's cache, then drives ``wrk -t1`` at concurrency 1 and 16:
 - the bare endpoint (the yardstick of the c16 target);
 - the control plane's cache-hit ``GET V1/authz/check`` (API key);
 - the control plane's ``GET V1/roles`` (API key; a store read per request, by design);
-- the decision service's cache-hit check at concurrency 1 (the yardstick of the c1 p50 target).
+- the decision service's cache-hit check at concurrency 1 (the yardstick of the c1 p50 target);
+- Cerbos (``benchmarks.footprint.ensure_cerbos``: the ``@cerbos/cerbos-linux-x64`` npm
+  package in ``.venv/cerbos``, the policy under ``benchmarks/cerbos/``) answering the same
+  question through ``POST /api/check/resources``, one resource and action, JSON in and
+  out; skipped, and reported as not measured, when the binary cannot be had.
 
-Targets (issue 17, item 1): check c16 at least 60% of the bare endpoint's c16; check c1
-p50 at most 2x the decision service's. The Cerbos comparison of the issue needs Cerbos,
-which this machine does not have: not measured here.
+Targets (issue 17, item 1): check c16 at least 60% of the bare endpoint's c16 and at least
+Cerbos's c16; check c1 p50 at most 2x the decision service's.
 
     .venv/bin/python -m benchmarks.controlplane_bench [--duration 4] [--warmup 2] [--no-write]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,7 @@ import requests
 
 from benchmarks.decision_bench import _answers, _until, _us, ensure_wrk, run_wrk
 from benchmarks.doc import ROOT, conditions, write_section
+from benchmarks.footprint import CERBOS_BODY, CERBOS_CONFIG, CERBOS_VERSION, ensure_cerbos, start_timed, stop
 from controlplane.launcher import _gunicorn
 from tests.e2e.processes import Admin, Processes, free_port, wait_until
 
@@ -70,11 +75,35 @@ def measure_baseline(wrk, duration, warmup, log_dir: Path) -> dict:
         server.wait(15)
 
 
+def measure_cerbos(wrk, duration, warmup, log_dir: Path) -> dict:
+    """Cerbos at c1 and c16 (``{}`` when its binary cannot be had)."""
+    binary = ensure_cerbos()
+    if binary is None:
+        return {}
+    http, grpc = free_port(), free_port()
+    command = [str(binary), "server", f"--config={CERBOS_CONFIG / 'config.yaml'}",
+               f"--set=server.httpListenAddr=127.0.0.1:{http}", f"--set=server.grpcListenAddr=127.0.0.1:{grpc}",
+               f"--set=storage.disk.directory={CERBOS_CONFIG / 'policies'}"]
+    base = f"http://127.0.0.1:{http}"
+    process, _ = start_timed(command, dict(os.environ), base + "/_cerbos/health", log_dir / "cerbos.log")
+    try:
+        url = base + "/api/check/resources"
+        answer = requests.post(url, data=CERBOS_BODY, timeout=5).json()
+        if answer["results"][0]["actions"]["read"] != "EFFECT_ALLOW":
+            raise RuntimeError(f"unexpected Cerbos answer: {answer}")
+        run_wrk(wrk, url, connections=16, duration=warmup, headers={}, method="POST", body=CERBOS_BODY)
+        return {f"cerbos_c{c}": run_wrk(wrk, url, connections=c, duration=duration, headers={}, method="POST",
+                                        body=CERBOS_BODY) for c in (1, 16)}
+    finally:
+        stop(process)
+
+
 def run(duration: float, warmup: float) -> dict:
     wrk = ensure_wrk()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         results.update(measure_baseline(wrk, duration, warmup, Path(tmp)))
+        results.update(measure_cerbos(wrk, duration, warmup, Path(tmp)))
         processes = Processes(Path(tmp), env={"IAMGATE_RATE_LIMIT_REGISTER": "0/60",
                                               "IAMGATE_RATE_LIMIT_API": "100000000/60",
                                               "IAMGATE_LOG_LEVEL": "INFO"}, decision_workers=2)
@@ -106,8 +135,12 @@ def run(duration: float, warmup: float) -> dict:
 def verdicts(results: dict) -> dict:
     share = results["check_c16"]["rps"] / results["bare_c16"]["rps"]
     ratio = results["check_c1"]["p50_us"] / results["decision_c1"]["p50_us"]
-    return {"check_c16_share": (share, share >= TARGETS["check_c16_share"]),
-            "check_c1_p50_ratio": (ratio, ratio <= TARGETS["check_c1_p50_ratio"])}
+    out = {"check_c16_share": (share, share >= TARGETS["check_c16_share"]),
+           "check_c1_p50_ratio": (ratio, ratio <= TARGETS["check_c1_p50_ratio"])}
+    if "cerbos_c16" in results:
+        versus = results["check_c16"]["rps"] / results["cerbos_c16"]["rps"]
+        out["check_c16_vs_cerbos"] = (versus, versus >= 1.0)
+    return out
 
 
 def report(results: dict, duration: float, warmup: float) -> str:
@@ -127,11 +160,25 @@ def report(results: dict, duration: float, warmup: float) -> str:
     r = results["decision_c1"]
     lines.append(f"| decision service: GET check, cache hit (baseline of the c1 target) | 1 | {r['rps']:,.0f} "
                  f"| {_us(r['p50_us'])} | {_us(r['p99_us'])} | {r['status_errors'] + r['socket_errors']} |")
-    (share, share_met), (ratio, ratio_met) = verdicts(results).values()
+    for c in (1, 16):
+        r = results.get(f"cerbos_c{c}")
+        if r is not None:
+            lines.append(f"| Cerbos {CERBOS_VERSION}: POST /api/check/resources, one resource and action | {c} "
+                         f"| {r['rps']:,.0f} | {_us(r['p50_us'])} | {_us(r['p99_us'])} "
+                         f"| {r['status_errors'] + r['socket_errors']} |")
+    found = verdicts(results)
+    (share, share_met), (ratio, ratio_met) = found["check_c16_share"], found["check_c1_p50_ratio"]
     lines += ["", "| target | measured | met |", "|---|---|---|",
               f"| check at c16 >= 60% of the bare endpoint's | {share:.0%} | {'yes' if share_met else 'NO'} |",
-              f"| check p50 at c1 <= 2x the decision service's | {ratio:.2f}x | {'yes' if ratio_met else 'NO'} |",
-              "| check at c16 >= Cerbos on the same machine | not measured (no Cerbos here) | - |"]
+              f"| check p50 at c1 <= 2x the decision service's | {ratio:.2f}x | {'yes' if ratio_met else 'NO'} |"]
+    if "check_c16_vs_cerbos" in found:
+        versus, met = found["check_c16_vs_cerbos"]
+        lines.append(f"| check at c16 >= Cerbos on the same machine | {versus:.0%} of Cerbos's "
+                     f"({results['check_c16']['rps']:,.0f}/s vs {results['cerbos_c16']['rps']:,.0f}/s) "
+                     f"| {'yes' if met else 'NO'} |")
+    else:
+        lines.append("| check at c16 >= Cerbos on the same machine | not measured (no Cerbos binary: npm pack "
+                     "failed) | - |")
     return "\n".join(lines)
 
 

@@ -1,11 +1,12 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [decision] [footprint] [controlplane] [fanout] [login] [webhooks] [oidc] [metrics]
+    .venv/bin/python -m benchmarks.run [decision] [footprint] [controlplane] [fairness] [fanout] [login] [webhooks] [oidc] [metrics]
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
 installs wrk when missing and writes docs/performance.md "## Decision service"), its
 footprint beside Cerbos (benchmarks/footprint.py), the control plane's request cost
-against a bare Falcon endpoint (benchmarks/controlplane_bench.py), change-stream fan-out
+against a bare Falcon endpoint (benchmarks/controlplane_bench.py), the decision service's
+saturation fairness under wrk -c16 with and without turns (benchmarks/fairness.py), change-stream fan-out
 to 500 subscribers (benchmarks/stream_fanout.py), the login load
 (benchmarks/login_load.py), webhook delivery (benchmarks/webhook_bench.py) and the OIDC
 token endpoint (benchmarks/oidc_token_bench.py), and what /metrics across workers costs
@@ -18,7 +19,8 @@ import importlib
 import sys
 
 BENCHMARKS = {"decision": "benchmarks.decision_bench", "footprint": "benchmarks.footprint",
-              "controlplane": "benchmarks.controlplane_bench", "fanout": "benchmarks.stream_fanout",
+              "controlplane": "benchmarks.controlplane_bench", "fairness": "benchmarks.fairness",
+              "fanout": "benchmarks.stream_fanout",
               "login": "benchmarks.login_load", "webhooks": "benchmarks.webhook_bench",
               "oidc": "benchmarks.oidc_token_bench", "metrics": "benchmarks.metrics_bench"}
 

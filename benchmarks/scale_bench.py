@@ -15,16 +15,22 @@ test on a shared machine):
 - the compiled grants' check alone (``shared.rbac.CompiledGrants.allows``, which the
   decision service's cache answers with too).
 
-Target (issue 17, item 3): a 1,000-permission user's cached check costs at most 1.5x a
-1-permission user's.  The decision service's memory per cached user is measured by the
-decision service's own benchmarks, not here.
+- the decision service's memory per cached user at 10,000 and 100,000 cached users (the
+  default ``IAMGATE_DECISION_CACHE_SIZE``): ``benchmarks.cache_fill`` in a fresh process
+  per size, which fills the service's own cache through its own ``Lookup`` and reports
+  the process's RSS before (the same-run baseline) and after.
 
-    .venv/bin/python -m benchmarks.scale_bench [--checks 2000] [--no-write]
+Targets (issue 17, item 3): a 1,000-permission user's cached check costs at most 1.5x a
+1-permission user's; a cached user costs at most 2 KB of decision-service memory.
+
+    .venv/bin/python -m benchmarks.scale_bench [--checks 2000] [--cached-users 10000,100000] [--no-write]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
 import timeit
@@ -33,7 +39,7 @@ from datetime import datetime, timezone
 import falcon.testing
 
 from benchmarks.decision_bench import percentile
-from benchmarks.doc import conditions, write_section
+from benchmarks.doc import ROOT, conditions, write_section
 from controlplane.app import create_app
 from shared.config import Config
 from shared.ids import new_id
@@ -42,6 +48,7 @@ from shared.rbac import compile_grants
 SECTION = "## Cost as data grows: latest run"
 SHAPES = [(1, 1), (1, 10), (10, 100), (10, 1000), (100, 100), (100, 1000)]  # (roles, permissions in all)
 TARGET_RATIO = 1.5
+TARGET_BYTES_PER_USER = 2048
 INTERNAL_TOKEN = "scale-bench-internal-token-0123456789"
 
 
@@ -160,13 +167,27 @@ def run(checks: int) -> list[dict]:
     return rows
 
 
+def cache_memory(sizes: list[int]) -> list[dict]:
+    """``benchmarks.cache_fill`` once per size, each in a process of its own (RSS is per process)."""
+    out = []
+    for users in sizes:
+        fill = subprocess.run([sys.executable, "-m", "benchmarks.cache_fill", "--users", str(users)], cwd=ROOT,
+                              capture_output=True, text=True, check=True)
+        out.append(json.loads(fill.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def memory_met(memory: list[dict]) -> bool:
+    return all(m["bytes_per_user"] <= TARGET_BYTES_PER_USER for m in memory)
+
+
 def ratio(rows: list[dict]) -> float:
     base = rows[0]["exact"][0]
     return max(row[kind][0] for row in rows if row["permissions"] >= 1000 for kind in ("exact", "wildcard", "denied")
                if kind in row) / base
 
 
-def report(rows: list[dict], checks: int) -> str:
+def report(rows: list[dict], checks: int, memory: list[dict]) -> str:
     def us(seconds):
         return f"{seconds * 1e6:,.0f} µs"
 
@@ -187,20 +208,37 @@ def report(rows: list[dict], checks: int) -> str:
     lines += ["", "| target | measured | met |", "|---|---|---|",
               f"| cached check of a 1,000-permission user <= 1.5x a 1-permission user's (slowest kind) "
               f"| {measured:.2f}x | {'yes' if measured <= TARGET_RATIO else 'NO'} |"]
+    if memory:
+        lines += ["", "Decision-service memory per cached user (`python -m benchmarks.cache_fill --users N`, one fresh "
+                  "process per size: the service's `DecisionService` and `DecisionCache` filled through its own "
+                  "`Lookup` with grants parsed from JSON as after a fetch, 1 to 3 of 20 roles each; RSS before the "
+                  "fill is the same-run baseline):", "",
+                  "| cached users | entries in the cache | RSS before | RSS after | per cached user |",
+                  "|---|---|---|---|---|"]
+        for m in memory:
+            lines.append(f"| {m['users']:,} | {m['cached']:,} | {m['rss_before_mb']:.1f} MB | {m['rss_after_mb']:.1f} MB "
+                         f"| {m['bytes_per_user']:,} B |")
+        worst = max(m["bytes_per_user"] for m in memory)
+        lines += ["", "| target | measured | met |", "|---|---|---|",
+                  f"| a cached user costs at most 2 KB of decision-service memory | {worst:,} B (largest of the sizes) "
+                  f"| {'yes' if memory_met(memory) else 'NO'} |"]
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checks", type=int, default=2000, help="cached checks per row and kind (default 2000)")
+    parser.add_argument("--cached-users", default="10000,100000",
+                        help="decision-cache sizes to measure memory at, comma-separated ('' for none)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     args = parser.parse_args(argv)
     rows = run(args.checks)
-    table = report(rows, args.checks)
+    memory = cache_memory([int(n) for n in args.cached_users.split(",") if n.strip()])
+    table = report(rows, args.checks, memory)
     print(f"\n{table}\n")
     if not args.no_write:
         write_section(SECTION, table)
-    return 0 if ratio(rows) <= TARGET_RATIO else 1
+    return 0 if ratio(rows) <= TARGET_RATIO and memory_met(memory) else 1
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     import gevent
     from gevent.server import StreamServer
 
-    from decision.server import Connection, base_environ
+    from decision.server import Connection, Turns, base_environ
     from decision.wsgi import create
 
     app = create()  # checks the credential setting: exit 2 and one line
@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     lifecycle = _Lifecycle()
 
     def handle(client, address):
-        Connection(client, address, app, environ, worker=lifecycle, timeout=KEEPALIVE_SECONDS).serve()
+        Connection(client, address, app, environ, worker=lifecycle, timeout=KEEPALIVE_SECONDS,
+                   turns=Turns.gevent()).serve()
 
     server = StreamServer(listener, handle)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gunicorn.workers.ggevent import GeventWorker
 
-from decision.server import Connection, base_environ
+from decision.server import Connection, Turns, base_environ
 
 
 class DecisionWorker(GeventWorker):
@@ -20,7 +20,8 @@ class DecisionWorker(GeventWorker):
             name = listener.getsockname()
             host, port = (name[0], name[1]) if isinstance(name, tuple) else (str(name), "")
             environ = self._environs[listener] = base_environ(host, port)
-        Connection(client, addr, self.wsgi, environ, worker=self, timeout=self.cfg.keepalive).serve()
+        Connection(client, addr, self.wsgi, environ, worker=self, timeout=self.cfg.keepalive,
+                   turns=Turns.gevent()).serve()
 
     def count_request(self) -> None:
         self.nr += 1

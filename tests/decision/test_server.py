@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from decision import server as server_module
-from decision.server import MAX_HEADER_BYTES, SERVER, Connection, DecisionWorker, _HttpDate, base_environ
+from decision.server import MAX_HEADER_BYTES, SERVER, Connection, DecisionWorker, Turns, _HttpDate, base_environ
 
 TIMEOUT = 5.0  # client reads, and the server's idle timeout unless a test sets its own
 ENVIRON_KEYS = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "RAW_URI", "CONTENT_TYPE", "CONTENT_LENGTH",
@@ -945,3 +945,75 @@ def test_the_date_header_is_email_utils_imf_fixdate():
 
     for seconds in (0, 951782400, 1_000_000_000, 1_767_225_599, 2 ** 31 - 1, 4_102_444_800):
         assert _imf_fixdate(seconds) == formatdate(seconds, usegmt=True).encode("ascii")
+
+
+# ---------------------------------------------------------------- taking turns (issue 17, item 4)
+
+
+def test_turns_yield_to_the_hub_after_every_answered_read(serve):
+    """One yield per answered read, however many pipelined requests the read brought; none
+    for a 100 Continue alone (the headers of a request that waits for it are no answer)."""
+    pauses = []
+    client = serve(turns=Turns(pauses.append)).client()
+    client.send(request("GET", "/1"))
+    assert client.response().status == 200
+    client.send(request("GET", "/2") + request("GET", "/3"))
+    assert [client.response().status for _ in range(2)] == [200, 200]
+    client.send(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+    assert client.response().status == 100
+    client.send(b"ok")
+    assert client.response().json["body"] == "ok"
+    deadline = time.monotonic() + TIMEOUT
+    while len(pauses) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pauses == [0, 0, 0]
+
+
+def _served_while_a_client_pipelines(turns_factory) -> tuple[int, int]:
+    """On gevent sockets in this thread's hub (no monkey patching): a "hog" client pipelines
+    200 requests, so its socket is readable every time its greenlet comes back to ``recv``,
+    and a second client sends one request at the same time (one poll finds both ready).
+    Returns the position at which the second client's request was answered, and how many
+    were answered."""
+    gevent = pytest.importorskip("gevent")
+    from gevent import socket as gsocket
+    from gevent.server import StreamServer
+
+    order: list[str] = []
+
+    def app(environ, start_response):
+        order.append(environ["PATH_INFO"])
+        start_response("204 No Content", [])
+        return [b""]
+
+    def handle(sock, address):
+        Connection(sock, address, app, base_environ("127.0.0.1", 0), timeout=TIMEOUT, turns=turns_factory()).serve()
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    try:
+        address = ("127.0.0.1", server.server_port)
+        hog, other = gsocket.create_connection(address), gsocket.create_connection(address)
+        gevent.sleep(0.05)  # both accepted, both greenlets waiting in recv
+        other.sendall(request("GET", "/other"))  # neither send yields: the server has read nothing yet,
+        hog.sendall(b"".join(request("GET", f"/hog/{i}") for i in range(200)))  # and libev runs the hog first
+        with gevent.Timeout(TIMEOUT):
+            while "/other" not in order or len(order) < 201:
+                gevent.sleep(0.01)
+        hog.close()
+        other.close()
+    finally:
+        server.stop()
+    return order.index("/other") + 1, len(order)
+
+
+def test_a_connection_whose_requests_keep_arriving_takes_turns_with_the_others(monkeypatch):
+    """The saturation-fairness fix (docs/performance.md): without turns the pipelining
+    client is answered to the end before the other connection is even read; with them the
+    other request is answered right after the hog's first read (three requests)."""
+    monkeypatch.setattr(server_module, "RECV_BYTES", 128)  # a couple of requests per read
+    position, answered = _served_while_a_client_pipelines(lambda: None)
+    assert (position, answered) == (201, 201)
+    position, answered = _served_while_a_client_pipelines(Turns.gevent)
+    assert answered == 201
+    assert position <= 6
