@@ -43,6 +43,17 @@ class ControlPlaneError(Exception):
     service's credential, or sent something unreadable. Checks then fail closed."""
 
 
+class Refused(ControlPlaneError):
+    """The control plane refused this service's credential (401, 403) or its stream
+    (429 STREAM_LIMIT_EXCEEDED). Asking again at once would be refused again: the
+    follower waits ``retry_after`` seconds (the 429's Retry-After), or its own longer
+    back-off when the server named none."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class ApplicationNotFound(Exception):
     """The control plane does not know the application."""
 
@@ -228,7 +239,7 @@ class ControlPlaneClient:
             raise ControlPlaneError(f"GET {path}: {exc.__class__.__name__}") from None
         try:
             if response.status != 200:
-                _raise_for_status(response.status, content, path)
+                _raise_for_status(response.status, content, path, response.getheader("Retry-After"))
             media = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
             if media != "text/event-stream":
                 raise ControlPlaneError(f"GET {path}: expected text/event-stream, got {media or 'nothing'}")
@@ -246,7 +257,7 @@ def _seq(body: dict) -> int:
     return seq
 
 
-def _raise_for_status(status: int, content: bytes, path: str) -> None:
+def _raise_for_status(status: int, content: bytes, path: str, retry_after: str | None = None) -> None:
     if status == 200:
         return
     code = _error_code(content)
@@ -257,7 +268,18 @@ def _raise_for_status(status: int, content: bytes, path: str) -> None:
         # every check fails closed until an operator fixes the configuration.
         log.error("the control plane refused this decision service's credential",
                   extra={"path": path, "status": status, "code": code})
+        raise Refused(f"GET {path}: HTTP {status} {code or ''}".strip())
+    if status == 429:
+        raise Refused(f"GET {path}: HTTP 429 {code or ''}".strip(), _seconds(retry_after))
     raise ControlPlaneError(f"GET {path}: HTTP {status} {code or ''}".strip())
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """Retry-After as delay-seconds (RFC 9110, 10.2.3); an HTTP date or garbage: None."""
+    try:
+        return max(0.0, float(int(retry_after)))
+    except (TypeError, ValueError):
+        return None
 
 
 def _error_code(content: bytes) -> str | None:

@@ -13,11 +13,18 @@ elsewhere) reads the server-sent events and applies them to the cache:
   hello without an epoch is a protocol error;
 - ``change {seq, app_id, type, user_ids}``: drop the entries the event names;
 - ``reset {seq}``: the server cannot replay from our seq; drop everything;
-- ``heartbeat {seq}``: the stream covered every event up to seq.
+- ``heartbeat {seq}``: the stream covered every event up to seq;
+- ``revoked {seq}``: this service's credential stopped being valid (API key revoked or
+  lost ``decision:sync``, application deleted). The cache is no longer trusted from that
+  moment, not only once the staleness bound passes: checks fetch from the control plane,
+  which refuses the credential too, so they fail closed at once.
 
 Reconnect rule: after any gap (error, server gone, no frame within the staleness bound)
 the follower reconnects with ``since=<last applied seq>`` (backing off up to two seconds)
-so the server replays what was missed, or answers ``reset``.
+so the server replays what was missed, or answers ``reset``. A refusal (``revoked``, 401
+or 403 on connecting, 429 STREAM_LIMIT_EXCEEDED) is not a gap that retrying fixes soon:
+the follower waits the 429's Retry-After, or ``refused_wait`` seconds (30), before it asks
+again, so a revoked sidecar does not knock on the control plane twice a second forever.
 
 Trust rule: the cache is trusted only while a frame arrived within
 ``IAMGATE_DECISION_MAX_STALENESS`` seconds and the stream has caught up with the head it
@@ -31,12 +38,17 @@ import random
 import threading
 import time
 
-from decision.client import ApplicationNotFound, ControlPlaneError
+from decision.client import ApplicationNotFound, ControlPlaneError, Refused
 
 log = logging.getLogger("iamgate.decision.stream")
 
 BACKOFF_MIN = 0.05
 BACKOFF_MAX = 2.0
+REFUSED_WAIT = 30.0
+
+
+class CredentialRevoked(Refused):
+    """The stream's ``revoked`` frame: see the module docstring."""
 
 
 class ProtocolError(Exception):
@@ -45,7 +57,8 @@ class ProtocolError(Exception):
 
 class ChangeFollower:
     def __init__(self, client, cache, metrics, *, max_staleness: float, read_timeout: float,
-                 single_application: bool = False, monotonic=time.monotonic, backoff_max: float = BACKOFF_MAX):
+                 single_application: bool = False, monotonic=time.monotonic, backoff_max: float = BACKOFF_MAX,
+                 refused_wait: float = REFUSED_WAIT):
         self._client = client
         self._cache = cache
         self._metrics = metrics
@@ -57,6 +70,7 @@ class ChangeFollower:
         self._read_timeout = read_timeout
         self._monotonic = monotonic
         self._backoff_max = backoff_max
+        self._refused_wait = refused_wait
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stream = None
@@ -95,6 +109,7 @@ class ChangeFollower:
         delay = BACKOFF_MIN
         outage_logged = False
         while not self._stop.is_set():
+            wait = None
             try:
                 if self._single_application and self.application_id is None:
                     self.application_id = self._learn_application()
@@ -108,6 +123,9 @@ class ChangeFollower:
                         outage_logged = False
                     delay = BACKOFF_MIN
                 problem = "the control plane ended the stream"
+            except Refused as exc:
+                problem = str(exc)
+                wait = exc.retry_after if exc.retry_after is not None else self._refused_wait
             except ApplicationNotFound:
                 problem = "the control plane does not know this decision service's application"
             except Exception as exc:  # protocol, socket, HTTP: requests/urllib3 raise many types
@@ -120,6 +138,9 @@ class ChangeFollower:
                 log.warning("change stream lost; reconnecting", extra={"reason": problem,
                                                                       "applied_seq": self._cache.applied})
                 outage_logged = True
+            if wait is not None:
+                self._stop.wait(wait)
+                continue
             self._stop.wait(delay * (0.5 + random.random()))
             delay = min(delay * 2, self._backoff_max)
 
@@ -169,6 +190,11 @@ class ChangeFollower:
             cache.saw_head(seq)
             self._caught_up_at = seq
             self.connected = True
+        elif event == "revoked":
+            log.error("the control plane revoked this decision service's credential; checks fail closed",
+                      extra={"applied_seq": cache.applied, "head": seq})
+            self._last_frame = float("-inf")
+            raise CredentialRevoked("the control plane revoked this decision service's credential")
         elif event == "reset":
             log.warning("change stream reset: the control plane cannot replay from our seq; dropping the cache",
                         extra={"applied_seq": cache.applied, "head": seq})

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from decision.client import ApplicationNotFound, ControlPlaneClient, ControlPlaneError
+from decision.client import ApplicationNotFound, ControlPlaneClient, ControlPlaneError, Refused
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -20,9 +20,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         server = self.server
         server.seen.append((self.path, self.headers.get("Authorization"), self.client_address[1]))
-        status, body = server.answers.get(self.path, (404, {"error": {"code": "APPLICATION_NOT_FOUND"}}))
+        status, body, *headers = server.answers.get(self.path, (404, {"error": {"code": "APPLICATION_NOT_FOUND"}}))
         data = json.dumps(body).encode() if not isinstance(body, bytes) else body
         self.send_response(status)
+        for name, value in (headers[0] if headers else {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -136,3 +138,18 @@ def test_https_is_verified_against_the_ca_bundle():
             ControlPlaneClient(f"https://127.0.0.1:{listener.getsockname()[1]}", "t").whoami()
     finally:
         listener.close()
+
+
+@pytest.mark.parametrize("status, code, headers, retry_after", [
+    (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "12"}, 12.0),
+    (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),  # a date: our own wait
+    (401, "AUTH_INVALID_API_KEY", {}, None),
+    (403, "PERMISSION_DENIED", {}, None),
+])
+def test_a_refused_stream_says_how_long_to_wait(server, status, code, headers, retry_after):
+    """A refusal is not a gap that an immediate retry fixes: the follower waits what the
+    429's Retry-After says, or its own longer wait (decision/stream.py)."""
+    server.answers["/internal/v1/changes"] = (status, {"error": {"code": code}}, headers)
+    with pytest.raises(Refused, match=f"HTTP {status} {code}") as refused:
+        _client(server).changes(None, read_timeout=1)
+    assert refused.value.retry_after == retry_after

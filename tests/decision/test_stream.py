@@ -8,9 +8,9 @@ import threading
 import pytest
 
 from decision.cache import DecisionCache, GrantsEntry, KeyRing, PolicySet
-from decision.client import ChangeStream, ControlPlaneError
+from decision.client import ChangeStream, ControlPlaneError, Refused
 from decision.metrics import DecisionMetrics
-from decision.stream import ChangeFollower
+from decision.stream import BACKOFF_MIN, ChangeFollower, CredentialRevoked
 from shared.abac import CompiledPolicies
 from shared.rbac import Assignment, Grants
 from tests.decision.conftest import wait_for
@@ -233,3 +233,42 @@ def test_the_real_client_follows_the_fake_control_plane(fake_cp, make_sidecar):
     seq = fake_cp.emit(fake_cp.add_app(), "role.assigned", ["u1"])
     assert wait_for(lambda: sidecar.service.cache.applied >= seq)
     assert wait_for(lambda: sidecar.service.cache.lag == 0)
+
+
+def test_a_revoked_frame_stops_trusting_the_cache_at_once():
+    """A revoked credential fails closed now, not when the staleness bound passes."""
+    cache = DecisionCache(ttl=60, maxsize=100, timer=lambda: 0.0)
+    follower = ChangeFollower(None, cache, DecisionMetrics(), max_staleness=5, read_timeout=1,
+                              monotonic=lambda: 0.0)
+    follower._handle(*hello(7))
+    assert follower.trusted() and follower.healthy()
+    with pytest.raises(CredentialRevoked):
+        follower._handle("revoked", {"seq": 7})
+    assert not follower.trusted() and not follower.healthy()
+
+
+class _RecordedWaits(threading.Event):
+    """The follower's stop event, recording each wait and not sleeping it."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits = []
+
+    def wait(self, timeout=None):
+        self.waits.append(timeout)
+        return super().wait(0)
+
+
+def test_refusals_wait_what_the_server_says_or_the_long_wait_and_gaps_back_off_briefly():
+    cp = ScriptedControlPlane(Refused("HTTP 429 STREAM_LIMIT_EXCEEDED", retry_after=12.0),
+                              [hello(7), ("revoked", {"seq": 7})],
+                              Refused("HTTP 401 AUTH_INVALID_API_KEY"),
+                              OSError("reset"))
+    follower = ChangeFollower(cp, DecisionCache(ttl=60, maxsize=100, timer=lambda: 0.0), DecisionMetrics(),
+                              max_staleness=5, read_timeout=1, backoff_max=0.01, refused_wait=45.0)
+    follower._stop = stop = _RecordedWaits()
+    follower.start()
+    assert cp.done.wait(5)
+    follower.stop()
+    assert stop.waits[:3] == [12.0, 45.0, 45.0]  # the 429's Retry-After, then the revoked frame, then the 401
+    assert stop.waits[3:] and all(wait <= BACKOFF_MIN * 1.5 for wait in stop.waits[3:])  # a gap: short back-off

@@ -74,10 +74,17 @@ def test_the_sidecar_and_the_control_plane_agree(services):
 def test_operations_endpoints(services):
     assert requests.get(services.decision_url + "/healthz").json() == {"status": "ok"}
     assert requests.get(services.decision_url + "/readyz").json() == {"status": "ready", "stream": "connected"}
-    metrics = requests.get(services.decision_url + "/metrics").text
-    for name in ("iamgate_decision_cache_hits_total", "iamgate_decision_stream_connected 1.0",
-                 "iamgate_decision_stream_lag", "iamgate_decision_http_request_duration_seconds_bucket"):
-        assert name in metrics
+    admin = Admin(services.control_url)
+    user = admin.user()
+    admin.assign(user, admin.role(["posts:read"]))
+    assert wait_until(lambda: check(services.decision_url, admin, user, "posts:read").json().get("cached"), 5)
+    # Two workers: a scrape merges what each worker last wrote, at most a second ago
+    # (docs/deployment.md, "Metrics of several workers"), and a gauge merged by minimum
+    # reads 1 once every worker's stream is connected.
+    names = ("iamgate_decision_cache_hits_total", "iamgate_decision_stream_connected 1.0",
+             "iamgate_decision_stream_lag", "iamgate_decision_http_request_duration_seconds_bucket")
+    assert wait_until(lambda: all(name in requests.get(services.decision_url + "/metrics").text
+                                  for name in names), 10)
     missing = requests.get(services.decision_url + "/api/v1/nothing")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
 
