@@ -13,7 +13,8 @@ metrics.
 percent-encoded, and a permission name already validated once
 (``shared.checks.known_valid``). For a POST: ``Content-Type: application/json``, a
 ``Content-Length`` within the body limit, a body that parses to a JSON object and that
-the route's own schema (``shared.checks.CHECK`` / ``CHECK_BULK``) accepts. Anything else
+the route's own schema (``shared.checks.CHECK`` / ``CHECK_BULK``, the common body through
+its fast path ``shared.checks.body_values``) accepts. Anything else
 (``scope`` or ``min_revision`` in a query, encoded characters, a trailing slash, a
 non-ASCII path, a new permission name, a malformed query, another media type, a chunked
 or empty or malformed or invalid body) returns ``None`` before anything was looked up,
@@ -31,7 +32,7 @@ import time
 
 import falcon
 
-from shared.checks import CHECK, CHECK_BULK, known_valid
+from shared.checks import CHECK, CHECK_BULK, body_values, known_valid
 from shared.errors import DomainError
 from shared.http import MAX_BODY_BYTES, dumps, error_document, error_headers, status_of
 
@@ -49,8 +50,8 @@ _JSON = falcon.MEDIA_JSON
 _OK = falcon.code_to_http_status(200)
 _decode = json.JSONDecoder().decode
 
-# POST routes: path suffix -> (route template, schema, answer)
-_POSTS = ((_SUFFIX, ROUTE, CHECK, post_check_text), (_BULK_SUFFIX, BULK_ROUTE, CHECK_BULK, bulk_text))
+# POST routes: path suffix -> (route template, schema, bulk, answer)
+_POSTS = ((_SUFFIX, ROUTE, CHECK, False, post_check_text), (_BULK_SUFFIX, BULK_ROUTE, CHECK_BULK, True, bulk_text))
 
 
 def _app_id(path: str, suffix: str) -> str | None:
@@ -105,7 +106,7 @@ class HotCheck:
 
     def _post(self, environ: dict, start_response) -> list[bytes] | None:
         path = environ.get("PATH_INFO", "")
-        for suffix, route, schema, text_of in _POSTS:
+        for suffix, route, schema, bulk, text_of in _POSTS:
             if path.endswith(suffix):
                 break
         else:
@@ -127,7 +128,9 @@ class HotCheck:
             # json.loads, as shared.http.read_json parses, less its encoding detection: a
             # body that is not UTF-8 (or starts with a BOM) fails here and goes to Falcon.
             body = _decode(raw.decode())
-            values = schema.validate(body) if type(body) is dict else None
+            values = body_values(body, raw, bulk=bulk)
+            if values is None and type(body) is dict:
+                values = schema.validate(body)
         except Exception:  # malformed JSON or a validation error: Falcon reports it, after the credentials
             values = None
         if values is None:
