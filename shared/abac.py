@@ -135,11 +135,22 @@ class CompiledPolicies:
         return effects
 
 
-def any_holds(tests: tuple, environment: dict, memo: dict, malformed: bool) -> bool:
+def any_holds(tests: tuple, environment: dict, memo: dict | None, malformed: bool) -> bool:
     """Whether a condition of ``tests`` (``CompiledPolicies.effects``) holds; ``memo`` keeps
-    each policy's answer for the rest of the check (a bulk check asks again per permission).
+    each policy's answer for the rest of the check (a bulk check asks again per permission;
+    None for a check of one permission, which asks once).
     ``malformed``: the answer for a condition outside the language (fail closed: True for
     denies, False for allows). This loop is most of a POST check's own work."""
+    if memo is None:
+        for _, test in tests:
+            try:
+                if test(environment):
+                    return True
+            except _Malformed:
+                # Validation keeps these out of the store; should one slip through, fail closed.
+                if malformed:
+                    return True
+        return False
     for key, test in tests:
         held = memo.get(key)
         if held is None:
@@ -163,8 +174,9 @@ def condition_environment(user_id: str, attributes: Mapping, resource, context) 
     and context (a non-object resource or context reads as empty)."""
     return {
         "user": {"id": user_id, "attributes": attributes},
-        "resource": resource if isinstance(resource, Mapping) else {},
-        "context": context if isinstance(context, Mapping) else {},
+        # type() first: a parsed body's objects are dicts, and the ABC check costs more
+        "resource": resource if type(resource) is dict or isinstance(resource, Mapping) else {},
+        "context": context if type(context) is dict or isinstance(context, Mapping) else {},
     }
 
 
@@ -303,7 +315,9 @@ def _against_literal(op: str, left, literal):
             def str_contains(env):
                 a = left(env)
                 if isinstance(a, (list, tuple)):
-                    return any(isinstance(element, str) and element == literal for element in a)
+                    # what any(isinstance(e, str) and e == literal for e in a) gives: only a
+                    # string equals a string
+                    return literal in a
                 return isinstance(a, str) and literal in a
             return str_contains
         if op == "ip_in_cidr":
@@ -320,7 +334,12 @@ def _against_literal(op: str, left, literal):
     elif _is_number(literal):
         if op in _ORDERINGS:
             order = _ORDERINGS[op]
-            return lambda env: _is_number(a := left(env)) and order(a, literal)
+
+            def number_order(env):
+                a = left(env)
+                kind = type(a)
+                return (kind is int or kind is float or _is_number(a)) and order(a, literal)
+            return number_order
         if op in ("eq", "ne"):
             equal = op == "eq"
 
@@ -355,15 +374,30 @@ def _compile_operand(operand):
     if type(path) is not str:
         return _malformed
     keys = tuple(path.split("."))
-    if len(keys) == 2:  # resource.X, context.X, user.id: the usual operands
+    # The usual operands, through plain dictionaries (what a check's environment holds);
+    # anything else the general walk.
+    if len(keys) == 2:  # resource.X, context.X, user.id
         first, second = keys
 
         def resolve_two(env):
-            node = env.get(first, _MISSING) if type(env) is dict else _resolve(env, keys[:1])
-            if type(node) is not dict:
-                return _resolve(node, keys[1:]) if node is not _MISSING else _MISSING
-            return node.get(second, _MISSING)
+            if type(env) is dict:
+                node = env.get(first)
+                if type(node) is dict:
+                    return node.get(second, _MISSING)
+            return _resolve(env, keys)
         return resolve_two
+    if len(keys) == 3:  # user.attributes.X
+        first, second, third = keys
+
+        def resolve_three(env):
+            if type(env) is dict:
+                node = env.get(first)
+                if type(node) is dict:
+                    node = node.get(second)
+                    if type(node) is dict:
+                        return node.get(third, _MISSING)
+            return _resolve(env, keys)
+        return resolve_three
     return lambda env: _resolve(env, keys)
 
 
@@ -384,6 +418,8 @@ def _is_number(value) -> bool:
 
 def _json_equal(a, b) -> bool:
     """Equality as JSON means it: true is not 1, 1 equals 1.0, containers compare deeply."""
+    if type(a) is str and type(b) is str:  # the common case, decided as below
+        return a == b
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if _is_number(a) and _is_number(b):
@@ -414,20 +450,33 @@ def _contains(left, right) -> bool:
     return isinstance(left, str) and isinstance(right, str) and right in left
 
 
+# Addresses and networks as integers: ``address in network`` of ipaddress (same version,
+# ``address & netmask == network address``) is ``first <= address <= last`` over the
+# network's range, without its Python-level method calls on every check.
+
+
 @lru_cache(maxsize=4096)
-def _ip(text: str):
+def _address_keys(text: str) -> tuple:
+    """``((version, integer), ...)`` for an IP address -- an IPv4-mapped IPv6 address also
+    as the IPv4 address it maps (``::ffff:10.0.0.1`` is 10.0.0.1) -- or () if not one."""
     try:
-        return ipaddress.ip_address(text)
+        address = ipaddress.ip_address(text)
     except ValueError:
-        return None
+        return ()
+    keys = ((address.version, int(address)),)
+    if address.version == 6 and address.ipv4_mapped is not None:
+        keys += ((4, int(address.ipv4_mapped)),)
+    return keys
 
 
 @lru_cache(maxsize=1024)
 def _network(text: str):
+    """``(version, first, last)`` of a CIDR (host bits ignored), or None."""
     try:
-        return ipaddress.ip_network(text, strict=False)
+        network = ipaddress.ip_network(text, strict=False)
     except ValueError:
         return None
+    return network.version, int(network.network_address), int(network.broadcast_address)
 
 
 def _ip_in_cidr(left, right) -> bool:
@@ -435,7 +484,8 @@ def _ip_in_cidr(left, right) -> bool:
 
 
 def _networks(right) -> tuple:
-    """The valid networks of an ``ip_in_cidr`` right operand (a CIDR or a list of them)."""
+    """The valid networks of an ``ip_in_cidr`` right operand (a CIDR or a list of them), as
+    ``_network`` gives them."""
     cidrs = (right,) if isinstance(right, str) else right if isinstance(right, (list, tuple)) else ()
     networks = (_network(cidr) if isinstance(cidr, str) else None for cidr in cidrs)
     return tuple(network for network in networks if network is not None)
@@ -444,14 +494,11 @@ def _networks(right) -> tuple:
 def _address_in(left, networks: tuple) -> bool:
     if not networks or not isinstance(left, str):
         return False
-    address = _ip(left)
-    if address is None:
-        return False
-    if address.version == 6 and address.ipv4_mapped is not None:
-        candidates = (address, address.ipv4_mapped)  # ::ffff:10.0.0.1 is 10.0.0.1
-    else:
-        candidates = (address,)
-    return any(candidate in network for network in networks for candidate in candidates)
+    for version, number in _address_keys(left):
+        for network_version, first, last in networks:
+            if version == network_version and first <= number <= last:
+                return True
+    return False
 
 
 _ORDERINGS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}

@@ -8,7 +8,7 @@ as data; nothing here does I/O, reads the clock or logs.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,7 +35,7 @@ def rbac_decision(compiled: CompiledGrants, permission: str) -> Decision:
     return ALLOWED if compiled.user_active and compiled.allows(permission) else DENIED
 
 
-def decide_compiled(compiled: CompiledGrants, permissions: Iterable[str], *,
+def decide_compiled(compiled: CompiledGrants, permissions: Collection[str], *,
                     policies: Iterable[Policy] | CompiledPolicies = (), resource=None,
                     context=None) -> dict[str, Decision]:
     """The decision for each of ``permissions``, the scope fixed when ``compiled`` was."""
@@ -44,7 +44,9 @@ def decide_compiled(compiled: CompiledGrants, permissions: Iterable[str], *,
         return {permission: rbac_decision(compiled, permission) for permission in permissions}
 
     environment = None
-    holds: dict[int, bool] = {}  # a policy's condition gives one answer per check
+    # A policy's condition gives one answer per check: remembered when several permissions
+    # may ask for it again.
+    holds: dict[int, bool] | None = {} if len(permissions) > 1 else None
     results: dict[str, Decision] = {}
     for permission in permissions:
         count, denies, allows = compiled_policies.effects(permission)

@@ -75,4 +75,47 @@ def test_a_malformed_deny_holds_and_a_malformed_allow_does_not_and_answers_are_k
     assert any_holds(denies, env_with(1), memo, True) is True
     assert any_holds(allows, env_with(1), memo, False) is False
     assert memo == {id(deny): True, id(allow): False}
+    # one permission's check keeps no memo, and answers the same
+    assert any_holds(denies, env_with(1), None, True) is True
+    assert any_holds(allows, env_with(1), None, False) is False
+    fine = Policy("3", "f", "allow", ("a:b",), {"op": "eq", "left": {"attr": "resource.x"}, "right": {"value": 1}})
+    _, _, allows = CompiledPolicies([allow, fine]).effects("a:b")
+    assert any_holds(allows, env_with(1), None, False) is True  # the malformed one is passed over
+    assert any_holds(allows, env_with(2), None, False) is False
     assert deny.test is deny.test  # compiled once per policy
+
+
+ADDRESSES = ["10.1.2.3", "10.0.0.0", "10.255.255.255", "11.0.0.0", "9.255.255.255", "192.168.1.1", "0.0.0.0",
+             "255.255.255.255", "::1", "::", "::ffff:10.1.2.3", "::ffff:192.168.1.1", "2001:db8::1", "2001:db9::",
+             "fe80::1%eth0", "10.1.2", "not an address", "", " 10.1.2.3", "10.1.2.3/32", "::ffff:0a01:0203"]
+NETWORKS = ["10.0.0.0/8", "10.1.2.3", "10.1.2.3/32", "10.1.2.99/24", "0.0.0.0/0", "192.168.0.0/16", "::/0", "::1/128",
+            "::ffff:10.0.0.0/104", "2001:db8::/32", "fe80::/10", "10.0.0.0/33", "nope", ""]
+
+
+def reference_ip_in_cidr(address, cidrs) -> bool:
+    """ip_in_cidr as ipaddress's own ``in`` says it (an IPv4-mapped IPv6 address is also
+    its IPv4 address)."""
+    import ipaddress
+
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    candidates = [parsed] + ([parsed.ipv4_mapped] if parsed.version == 6 and parsed.ipv4_mapped else [])
+    networks = []
+    for cidr in cidrs:
+        try:
+            networks.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            pass
+    return any(candidate in network for network in networks for candidate in candidates)
+
+
+def test_ip_in_cidr_is_ipaddress_membership():
+    ip_in_cidr = _COMPARISONS["ip_in_cidr"]
+    for address, network in itertools.product(ADDRESSES, NETWORKS):
+        assert ip_in_cidr(address, network) is reference_ip_in_cidr(address, [network]), (address, network)
+    for address in ADDRESSES:
+        assert ip_in_cidr(address, NETWORKS) is reference_ip_in_cidr(address, NETWORKS), address
+        test = compile_condition({"op": "ip_in_cidr", "left": {"attr": "resource.x"}, "right": {"value": NETWORKS[:3]}})
+        assert test(env_with(address)) is reference_ip_in_cidr(address, NETWORKS[:3]), address
