@@ -28,6 +28,20 @@ class Decision:
 ALLOWED = Decision(True)
 DENIED = Decision(False)
 
+# ABAC decisions by (allowed, policies_checked): values, so one object serves every check
+# that reaches the same answer (a frozen dataclass costs more to build than to look up).
+_ABAC_DECISIONS: dict[tuple[bool, int], Decision] = {}
+_ABAC_DECISIONS_MAX = 1024
+
+
+def _abac_decision(allowed: bool, count: int) -> Decision:
+    decision = _ABAC_DECISIONS.get((allowed, count))
+    if decision is None:
+        decision = Decision(allowed, abac_evaluated=True, policies_checked=count)
+        if len(_ABAC_DECISIONS) < _ABAC_DECISIONS_MAX:
+            _ABAC_DECISIONS[(allowed, count)] = decision
+    return decision
+
 
 def rbac_decision(compiled: CompiledGrants, permission: str) -> Decision:
     """RBAC alone (a GET check, or no active policy covers ``permission``): allowed iff the
@@ -63,7 +77,7 @@ def decide_compiled(compiled: CompiledGrants, permissions: Collection[str], *,
             # A deny whose condition holds denies; else RBAC allows; else an allow that holds.
             allowed = not any_holds(denies, environment, holds, True) and (
                 compiled.allows(permission) or any_holds(allows, environment, holds, False))
-        results[permission] = Decision(allowed, abac_evaluated=True, policies_checked=count)
+        results[permission] = _abac_decision(allowed, count)
     return results
 
 
