@@ -201,7 +201,7 @@ def evaluate_condition(condition, env: Mapping) -> bool:
     "context"}). Bad or missing data makes a comparison false; it never raises. A condition
     that is not in the language (``controlplane/abac/conditions.py`` validates it on write) is false as a whole."""
     try:
-        return compile_condition(condition)(env)
+        return _compile(condition, 1)(env)  # once (the dry run's trace asks per node): no source to write
     except _Malformed:
         return False
 
@@ -209,7 +209,146 @@ def evaluate_condition(condition, env: Mapping) -> bool:
 def compile_condition(condition):
     """``condition`` as a function of the environment returning a bool, or raising
     ``_Malformed`` when evaluation reaches a node outside the language."""
-    return _compile(condition, 1)
+    try:
+        key = repr(condition)  # types spelled out: 1, 1.0, True, a list and a tuple differ
+        test = _GENERATED.get(key)
+        if test is None:
+            test = _Source(_compile(condition, 1)).function(condition)
+            if len(_GENERATED) >= _GENERATED_MAX:
+                _GENERATED.clear()
+            _GENERATED[key] = test
+        return test
+    except RecursionError:  # absurdly deep: the closures alone
+        return _compile(condition, 1)
+
+
+# Conditions written out as functions, by their repr: a policy set fetched again after a
+# change is mostly the same conditions, and writing one out costs ~100 µs.
+_GENERATED: dict = {}
+_GENERATED_MAX = 4096
+
+
+# --- conditions as one Python function ------------------------------------------------
+#
+# The closures above cost a Python call per node and per operand. ``_Source`` writes a
+# condition out as one function over an environment of plain dictionaries (what a check
+# builds): each attribute path read once into a local, the common comparisons against a
+# literal written inline as the special forms above compute them, ``all``/``any``/``not``
+# as Python's own short-circuiting ``and``/``or``/``not``, and every other node (general
+# comparisons, ``exists``, malformed nodes) a call of its closure, so it is evaluated, or
+# found malformed, exactly when the walk would reach it. Only generated names and fixed
+# text go into the source: every literal and path key is a value in the function's
+# namespace, never text.
+
+# (kind of literal, op) -> the comparison of local ``a`` with the literal ``c``: what the
+# special form of ``_against_literal`` for that pair returns. M is _MISSING, N _is_number,
+# A _address_in.
+_INLINE = {
+    ("str", "eq"): "(isinstance({a}, str) and {a} == {c})",
+    ("str", "ne"): "({a} is not M and not (isinstance({a}, str) and {a} == {c}))",
+    ("str", "starts_with"): "(isinstance({a}, str) and {a}.startswith({c}))",
+    ("str", "contains"): "({c} in {a} if isinstance({a}, (list, tuple)) else (isinstance({a}, str) and {c} in {a}))",
+    ("str", "ip_in_cidr"): "A({a}, {c})",
+    ("bool", "eq"): "({a} is {c})",
+    ("bool", "ne"): "({a} is not M and {a} is not {c})",
+    ("number", "gt"): "((type({a}) is int or type({a}) is float or N({a})) and {a} > {c})",
+    ("number", "gte"): "((type({a}) is int or type({a}) is float or N({a})) and {a} >= {c})",
+    ("number", "lt"): "((type({a}) is int or type({a}) is float or N({a})) and {a} < {c})",
+    ("number", "lte"): "((type({a}) is int or type({a}) is float or N({a})) and {a} <= {c})",
+    ("number", "eq"): "((type({a}) is int or type({a}) is float or N({a})) and {a} == {c})",
+    ("number", "ne"): "({a} is not M and not ((type({a}) is int or type({a}) is float or N({a})) and {a} == {c}))",
+    ("strings", "in"): "(isinstance({a}, str) and {a} in {c})",
+    ("strings", "not_in"): "({a} is not M and not (isinstance({a}, str) and {a} in {c}))",
+    ("strings", "ip_in_cidr"): "A({a}, {c})",
+}
+
+
+def _literal_kind(literal) -> tuple[str, object] | None:
+    """(kind, the value the inline form compares with), as ``_against_literal`` classifies."""
+    if isinstance(literal, str):
+        return "str", literal
+    if isinstance(literal, bool):
+        return "bool", literal
+    if _is_number(literal):
+        return "number", literal
+    if type(literal) is list and literal and all(type(element) is str for element in literal):
+        return "strings", literal
+    return None
+
+
+class _Source:
+    def __init__(self, closures):
+        self.namespace = {"M": _MISSING, "N": _is_number, "A": _address_in, "R": _resolve, "slow": closures}
+        self.reads: list[str] = []
+        self.paths: dict[tuple, str] = {}
+
+    def function(self, condition):
+        body = self.node(condition, 1)
+        source = "\n".join(["def test(env):",
+                             "    if type(env) is not dict:",
+                             "        return slow(env)",
+                             *self.reads,
+                             f"    return {body}"])
+        exec(compile(source, "<condition>", "exec"), self.namespace)
+        return self.namespace["test"]
+
+    def value(self, value) -> str:
+        name = f"c{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def call(self, closure) -> str:
+        return f"{self.value(closure)}(env)"
+
+    def node(self, node, depth: int) -> str:
+        if type(node) is not dict or depth > MAX_CONDITION_DEPTH:
+            return self.call(_malformed)
+        if "op" in node:
+            return self.comparison(node)
+        for name in ("all", "any"):
+            if name in node:
+                children = node[name]
+                if type(children) is not list:
+                    return self.call(_malformed)
+                if not children:
+                    return "True" if name == "all" else "False"
+                joined = (" and " if name == "all" else " or ").join(self.node(child, depth + 1) for child in children)
+                return f"({joined})"
+        if "not" in node:
+            return f"(not {self.node(node['not'], depth + 1)})"
+        return self.call(_malformed)
+
+    def comparison(self, node: dict) -> str:
+        op, left, right = node.get("op"), node.get("left"), node.get("right")
+        form = kind = None
+        if (isinstance(op, str) and op in _COMPARISONS and "left" in node and "right" in node
+                and _compile_operand(right) is not _malformed and "value" in right):
+            kind = _literal_kind(right["value"])
+            form = _INLINE.get((kind[0], op)) if kind is not None else None
+        path = left.get("attr") if type(left) is dict and len(left) == 1 else None
+        keys = tuple(path.split(".")) if type(path) is str else ()
+        if form is None or len(keys) not in (2, 3):
+            return self.call(_compile_comparison(node))
+        literal = kind[1]
+        if form.startswith("A("):
+            literal = _networks(literal)
+        elif kind[0] == "strings":
+            literal = frozenset(literal)
+        return form.format(a=self.read(keys), c=self.value(literal))
+
+    def read(self, keys: tuple) -> str:
+        """A local holding the path's value (``_MISSING`` when absent), read as
+        ``_compile_operand``'s resolvers read it."""
+        local = self.paths.get(keys)
+        if local is None:
+            local = self.paths[keys] = f"v{len(self.paths)}"
+            names = [self.value(key) for key in keys]
+            whole = self.value(keys)
+            self.reads.append(f"    n = env.get({names[0]})")
+            if len(keys) == 3:
+                self.reads.append(f"    n = n.get({names[1]}) if type(n) is dict else M")
+            self.reads.append(f"    {local} = n.get({names[-1]}, M) if type(n) is dict else R(env, {whole})")
+        return local
 
 
 def _always(env):

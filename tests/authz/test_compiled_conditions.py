@@ -119,3 +119,78 @@ def test_ip_in_cidr_is_ipaddress_membership():
         assert ip_in_cidr(address, NETWORKS) is reference_ip_in_cidr(address, NETWORKS), address
         test = compile_condition({"op": "ip_in_cidr", "left": {"attr": "resource.x"}, "right": {"value": NETWORKS[:3]}})
         assert test(env_with(address)) is reference_ip_in_cidr(address, NETWORKS[:3]), address
+
+
+# --- conditions written out as one function (shared.abac._Source) against the closures ----
+
+from types import MappingProxyType  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from shared.abac import _compile  # noqa: E402
+
+PATHS = ["resource.x", "resource.y", "context.x", "user.id", "user.attributes.x", "user.attributes", "user",
+         "resource.x.y", "context", "a.b.c.d", "resource..x", ""]
+SCALARS = st.sampled_from(LITERALS + VALUES[:-1]) | st.floats(allow_nan=True) | st.integers() | st.text(max_size=3)
+OPERANDS = (st.sampled_from(PATHS).map(lambda path: {"attr": path}) | SCALARS.map(lambda value: {"value": value})
+            | st.sampled_from([{"attr": 5}, {}, {"attr": "resource.x", "value": 1}, "x", None]))
+COMPARISONS = st.builds(lambda op, left, right, drop: {k: v for k, v in {"op": op, "left": left, "right": right}.items()
+                                                      if k != drop},
+                        st.sampled_from(sorted(_COMPARISONS) + ["exists", "nope", 5]), OPERANDS, OPERANDS,
+                        st.sampled_from([None, None, None, "left", "right"]))
+CONDITIONS = st.recursive(COMPARISONS, lambda inner: (
+    st.lists(inner, max_size=4).map(lambda items: {"all": items})
+    | st.lists(inner, max_size=4).map(lambda items: {"any": items})
+    | inner.map(lambda item: {"not": item})
+    | st.sampled_from([{"all": "x"}, {"any": None}, {}, [], "x", {"other": 1}])), max_leaves=10)
+ENV_VALUES = SCALARS | st.lists(SCALARS, max_size=3) | st.dictionaries(st.sampled_from(["x", "y"]), SCALARS, max_size=2)
+ENVS = st.builds(
+    lambda resource, context, attributes, proxy, odd: {
+        "user": {"id": "u1", "attributes": MappingProxyType(attributes) if proxy else attributes},
+        "resource": resource if not odd else "text", "context": context},
+    st.dictionaries(st.sampled_from(["x", "y"]), ENV_VALUES, max_size=2),
+    st.dictionaries(st.sampled_from(["x", "y"]), ENV_VALUES, max_size=2),
+    st.dictionaries(st.sampled_from(["x", "y"]), ENV_VALUES, max_size=2), st.booleans(), st.booleans())
+
+
+def run(test, env):
+    try:
+        return test(env)
+    except _Malformed:
+        return "malformed"
+
+
+def same(a, b) -> bool:
+    return a is b or a == b
+
+
+@settings(max_examples=1500, deadline=None)
+@given(condition=CONDITIONS, env=ENVS)
+def test_a_condition_written_out_gives_what_its_closures_give(condition, env):
+    written, closures = compile_condition(condition), _compile(condition, 1)
+    expected = run(closures, env)
+    assert same(run(written, env), expected), (condition, env)
+    assert expected in (True, False, "malformed")
+    # an environment that is not a plain dict is read by the closures
+    assert same(run(written, MappingProxyType(env)), run(closures, MappingProxyType(env)))
+
+
+def test_every_special_form_written_out_is_its_closure():
+    for op, literal in itertools.product(sorted(_COMPARISONS), LITERALS):
+        for path in ("resource.x", "user.attributes.x"):
+            condition = {"op": op, "left": {"attr": path}, "right": {"value": literal}}
+            written, closures = compile_condition(condition), _compile(condition, 1)
+            for value in [*VALUES, MISSING]:
+                env = env_with(value)
+                env["user"]["attributes"] = env["resource"]
+                assert same(written(env), closures(env)), (op, literal, value, path)
+
+
+def test_conditions_are_written_out_once_and_literals_never_become_source():
+    condition = {"op": "eq", "left": {"attr": "resource.x"}, "right": {"value": "') or True or ('"}}
+    assert compile_condition(condition) is compile_condition(dict(condition))
+    assert compile_condition(condition)(env_with("') or True or ('")) is True
+    assert compile_condition(condition)(env_with("x")) is False
+    sneaky = {"op": "eq", "left": {"attr": "resource.__class__"}, "right": {"value": 1}}
+    assert compile_condition(sneaky)(env_with(1)) is False
