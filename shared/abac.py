@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import operator
+from types import MappingProxyType
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -278,7 +279,8 @@ def _literal_kind(literal) -> tuple[str, object] | None:
 
 class _Source:
     def __init__(self, closures):
-        self.namespace = {"M": _MISSING, "N": _is_number, "A": _address_in, "R": _resolve, "slow": closures}
+        self.namespace = {"M": _MISSING, "N": _is_number, "A": _address_in, "R": _resolve, "P": MappingProxyType,
+                          "slow": closures}
         self.reads: list[str] = []
         self.paths: dict[tuple, str] = {}
 
@@ -347,7 +349,8 @@ class _Source:
             self.reads.append(f"    n = env.get({names[0]})")
             if len(keys) == 3:
                 self.reads.append(f"    n = n.get({names[1]}) if type(n) is dict else M")
-            self.reads.append(f"    {local} = n.get({names[-1]}, M) if type(n) is dict else R(env, {whole})")
+            last = "type(n) is dict or type(n) is P" if len(keys) == 3 else "type(n) is dict"  # user.attributes
+            self.reads.append(f"    {local} = n.get({names[-1]}, M) if {last} else R(env, {whole})")
         return local
 
 
@@ -525,7 +528,7 @@ def _compile_operand(operand):
                     return node.get(second, _MISSING)
             return _resolve(env, keys)
         return resolve_two
-    if len(keys) == 3:  # user.attributes.X
+    if len(keys) == 3:  # user.attributes.X (a user's attributes are a read-only mapping)
         first, second, third = keys
 
         def resolve_three(env):
@@ -533,7 +536,7 @@ def _compile_operand(operand):
                 node = env.get(first)
                 if type(node) is dict:
                     node = node.get(second)
-                    if type(node) is dict:
+                    if type(node) is dict or type(node) is MappingProxyType:
                         return node.get(third, _MISSING)
             return _resolve(env, keys)
         return resolve_three
