@@ -253,7 +253,8 @@ def prioritize(pid: int, nice: int) -> None:
         pass  # no autogroups: the nice value alone is enough
 
 
-def run(duration: float, revocations: int, workers: int, nice: int | None = None, warmup: float = 5) -> dict:
+def run(duration: float, revocations: int, workers: int, nice: int | None = None, warmup: float = 5,
+        pairs: int = 0) -> dict:
     wrk = ensure_wrk()
     prefix = ("nice", "-n", str(nice)) if nice is not None else ()
     with tempfile.TemporaryDirectory() as tmp:
@@ -304,6 +305,14 @@ def run(duration: float, revocations: int, workers: int, nice: int | None = None
                 results[f"abac_c{connections}"] = run_wrk(wrk, abac_url, connections=connections,
                                                           duration=duration, headers=admin.headers,
                                                           method="POST", body=abac_body, prefix=prefix)
+            # The ABAC share from alternating pairs (GET then POST, each `duration` at c16): on a
+            # machine shared with other work, load moves between two runs seconds apart, and
+            # the median of several adjacent pairs moves less than one pair.
+            results["abac_pairs"] = [
+                run_wrk(wrk, abac_url, connections=16, duration=duration, headers=admin.headers, method="POST",
+                        body=abac_body, prefix=prefix)["rps"]
+                / run_wrk(wrk, check_url, connections=16, duration=duration, headers=admin.headers, prefix=prefix)["rps"]
+                for _ in range(pairs)]
             results["propagation"] = measure_propagation(processes, admin, revocations)
         finally:
             processes.stop()
@@ -331,7 +340,8 @@ def verdicts(results: dict) -> dict:
         "check_c16_p99_ms": results["check_c16"]["p99_us"] / 1000,
         "bulk_c16_rps": results["bulk_c16"]["rps"],
         "propagation_p99_ms": percentile(propagation, 99) * 1000,
-        "abac_c16_share": results["abac_c16"]["rps"] / results["check_c16"]["rps"],
+        "abac_c16_share": (percentile(results["abac_pairs"], 50) if results.get("abac_pairs")
+                           else results["abac_c16"]["rps"] / results["check_c16"]["rps"]),
     }
     at_least = {"check_c16_rps", "bulk_c16_rps", "abac_c16_share"}
     return {name: (value, value >= TARGETS[name] if name in at_least else value <= TARGETS[name])
@@ -370,6 +380,11 @@ def report(results: dict, duration: float, workers: int) -> str:
         f"p50 {percentile(propagation, 50) * 1000:.1f} ms, p99 {percentile(propagation, 99) * 1000:.1f} ms, "
         f"max {max(propagation) * 1000:.1f} ms.",
         "",
+        *([f"POST check with 20 policies / GET check at concurrency 16 over {len(results['abac_pairs'])} alternating "
+           f"pairs: {', '.join(f'{r:.0%}' for r in results['abac_pairs'])}; median "
+           f"{percentile(results['abac_pairs'], 50):.0%} (the target row's figure; the table's rows give "
+           f"{results['abac_c16']['rps'] / results['check_c16']['rps']:.0%}).", ""]
+          if results.get("abac_pairs") else []),
         "| target | measured | met |",
         "|---|---|---|",
     ]
@@ -432,9 +447,12 @@ def main(argv=None) -> int:
     parser.add_argument("--nice", type=int, help="run the services and wrk at this nice value, their session "
                                                   "autogroups too (negative, as root: shields the figures from "
                                                   "other load on a shared machine)")
+    parser.add_argument("--pairs", type=int, default=5, help="alternating GET/POST-with-policies runs at "
+                                                             "concurrency 16 whose median ratio is the ABAC share "
+                                                             "(default 5; 0: the table's rows)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     args = parser.parse_args(argv)
-    results = run(args.duration, args.revocations, args.workers, args.nice, args.warmup)
+    results = run(args.duration, args.revocations, args.workers, args.nice, args.warmup, args.pairs)
     table = report(results, args.duration, args.workers)
     print(f"\nDecision service ({machine()})\n\n{table}\n")
     if not args.no_write:

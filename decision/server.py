@@ -173,10 +173,11 @@ class _Parsing:
         size = len(request.target)
         for name, value in request.headers:
             size += len(name) + len(value) + 4  # ": " and CRLF
-            lowered = name.lower()
-            if lowered == b"content-length" and int(value) > self.max_body:
+            length = len(name)  # lower-case only the names that can match
+            if length == 14 and name.lower() == b"content-length" and int(value) > self.max_body:
                 raise Refused(413, "The request body is too large.", {"max_bytes": self.max_body})
-            if lowered == b"expect" and value.lower() == b"100-continue" and request.version == "1.1":
+            if (length == 6 and name.lower() == b"expect" and value.lower() == b"100-continue"
+                    and request.version == "1.1"):
                 self.continue_wanted = True
         if size > MAX_HEADER_BYTES:  # ended in the read that crossed the limit, which serve does not count
             raise Refused(431, _HEAD_TOO_LARGE, {"max_bytes": MAX_HEADER_BYTES})

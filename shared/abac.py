@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import operator
+from types import MappingProxyType
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -135,11 +136,22 @@ class CompiledPolicies:
         return effects
 
 
-def any_holds(tests: tuple, environment: dict, memo: dict, malformed: bool) -> bool:
+def any_holds(tests: tuple, environment: dict, memo: dict | None, malformed: bool) -> bool:
     """Whether a condition of ``tests`` (``CompiledPolicies.effects``) holds; ``memo`` keeps
-    each policy's answer for the rest of the check (a bulk check asks again per permission).
+    each policy's answer for the rest of the check (a bulk check asks again per permission;
+    None for a check of one permission, which asks once).
     ``malformed``: the answer for a condition outside the language (fail closed: True for
     denies, False for allows). This loop is most of a POST check's own work."""
+    if memo is None:
+        for _, test in tests:
+            try:
+                if test(environment):
+                    return True
+            except _Malformed:
+                # Validation keeps these out of the store; should one slip through, fail closed.
+                if malformed:
+                    return True
+        return False
     for key, test in tests:
         held = memo.get(key)
         if held is None:
@@ -163,8 +175,9 @@ def condition_environment(user_id: str, attributes: Mapping, resource, context) 
     and context (a non-object resource or context reads as empty)."""
     return {
         "user": {"id": user_id, "attributes": attributes},
-        "resource": resource if isinstance(resource, Mapping) else {},
-        "context": context if isinstance(context, Mapping) else {},
+        # type() first: a parsed body's objects are dicts, and the ABC check costs more
+        "resource": resource if type(resource) is dict or isinstance(resource, Mapping) else {},
+        "context": context if type(context) is dict or isinstance(context, Mapping) else {},
     }
 
 
@@ -189,7 +202,7 @@ def evaluate_condition(condition, env: Mapping) -> bool:
     "context"}). Bad or missing data makes a comparison false; it never raises. A condition
     that is not in the language (``controlplane/abac/conditions.py`` validates it on write) is false as a whole."""
     try:
-        return compile_condition(condition)(env)
+        return _compile(condition, 1)(env)  # once (the dry run's trace asks per node): no source to write
     except _Malformed:
         return False
 
@@ -197,7 +210,148 @@ def evaluate_condition(condition, env: Mapping) -> bool:
 def compile_condition(condition):
     """``condition`` as a function of the environment returning a bool, or raising
     ``_Malformed`` when evaluation reaches a node outside the language."""
-    return _compile(condition, 1)
+    try:
+        key = repr(condition)  # types spelled out: 1, 1.0, True, a list and a tuple differ
+        test = _GENERATED.get(key)
+        if test is None:
+            test = _Source(_compile(condition, 1)).function(condition)
+            if len(_GENERATED) >= _GENERATED_MAX:
+                _GENERATED.clear()
+            _GENERATED[key] = test
+        return test
+    except RecursionError:  # absurdly deep: the closures alone
+        return _compile(condition, 1)
+
+
+# Conditions written out as functions, by their repr: a policy set fetched again after a
+# change is mostly the same conditions, and writing one out costs ~100 µs.
+_GENERATED: dict = {}
+_GENERATED_MAX = 4096
+
+
+# --- conditions as one Python function ------------------------------------------------
+#
+# The closures above cost a Python call per node and per operand. ``_Source`` writes a
+# condition out as one function over an environment of plain dictionaries (what a check
+# builds): each attribute path read once into a local, the common comparisons against a
+# literal written inline as the special forms above compute them, ``all``/``any``/``not``
+# as Python's own short-circuiting ``and``/``or``/``not``, and every other node (general
+# comparisons, ``exists``, malformed nodes) a call of its closure, so it is evaluated, or
+# found malformed, exactly when the walk would reach it. Only generated names and fixed
+# text go into the source: every literal and path key is a value in the function's
+# namespace, never text.
+
+# (kind of literal, op) -> the comparison of local ``a`` with the literal ``c``: what the
+# special form of ``_against_literal`` for that pair returns. M is _MISSING, N _is_number,
+# A _address_in.
+_INLINE = {
+    ("str", "eq"): "(isinstance({a}, str) and {a} == {c})",
+    ("str", "ne"): "({a} is not M and not (isinstance({a}, str) and {a} == {c}))",
+    ("str", "starts_with"): "(isinstance({a}, str) and {a}.startswith({c}))",
+    ("str", "contains"): "({c} in {a} if isinstance({a}, (list, tuple)) else (isinstance({a}, str) and {c} in {a}))",
+    ("str", "ip_in_cidr"): "A({a}, {c})",
+    ("bool", "eq"): "({a} is {c})",
+    ("bool", "ne"): "({a} is not M and {a} is not {c})",
+    ("number", "gt"): "((type({a}) is int or type({a}) is float or N({a})) and {a} > {c})",
+    ("number", "gte"): "((type({a}) is int or type({a}) is float or N({a})) and {a} >= {c})",
+    ("number", "lt"): "((type({a}) is int or type({a}) is float or N({a})) and {a} < {c})",
+    ("number", "lte"): "((type({a}) is int or type({a}) is float or N({a})) and {a} <= {c})",
+    ("number", "eq"): "((type({a}) is int or type({a}) is float or N({a})) and {a} == {c})",
+    ("number", "ne"): "({a} is not M and not ((type({a}) is int or type({a}) is float or N({a})) and {a} == {c}))",
+    ("strings", "in"): "(isinstance({a}, str) and {a} in {c})",
+    ("strings", "not_in"): "({a} is not M and not (isinstance({a}, str) and {a} in {c}))",
+    ("strings", "ip_in_cidr"): "A({a}, {c})",
+}
+
+
+def _literal_kind(literal) -> tuple[str, object] | None:
+    """(kind, the value the inline form compares with), as ``_against_literal`` classifies."""
+    if isinstance(literal, str):
+        return "str", literal
+    if isinstance(literal, bool):
+        return "bool", literal
+    if _is_number(literal):
+        return "number", literal
+    if type(literal) is list and literal and all(type(element) is str for element in literal):
+        return "strings", literal
+    return None
+
+
+class _Source:
+    def __init__(self, closures):
+        self.namespace = {"M": _MISSING, "N": _is_number, "A": _address_in, "R": _resolve, "P": MappingProxyType,
+                          "slow": closures}
+        self.reads: list[str] = []
+        self.paths: dict[tuple, str] = {}
+
+    def function(self, condition):
+        body = self.node(condition, 1)
+        source = "\n".join(["def test(env):",
+                             "    if type(env) is not dict:",
+                             "        return slow(env)",
+                             *self.reads,
+                             f"    return {body}"])
+        exec(compile(source, "<condition>", "exec"), self.namespace)
+        return self.namespace["test"]
+
+    def value(self, value) -> str:
+        name = f"c{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def call(self, closure) -> str:
+        return f"{self.value(closure)}(env)"
+
+    def node(self, node, depth: int) -> str:
+        if type(node) is not dict or depth > MAX_CONDITION_DEPTH:
+            return self.call(_malformed)
+        if "op" in node:
+            return self.comparison(node)
+        for name in ("all", "any"):
+            if name in node:
+                children = node[name]
+                if type(children) is not list:
+                    return self.call(_malformed)
+                if not children:
+                    return "True" if name == "all" else "False"
+                joined = (" and " if name == "all" else " or ").join(self.node(child, depth + 1) for child in children)
+                return f"({joined})"
+        if "not" in node:
+            return f"(not {self.node(node['not'], depth + 1)})"
+        return self.call(_malformed)
+
+    def comparison(self, node: dict) -> str:
+        op, left, right = node.get("op"), node.get("left"), node.get("right")
+        form = kind = None
+        if (isinstance(op, str) and op in _COMPARISONS and "left" in node and "right" in node
+                and _compile_operand(right) is not _malformed and "value" in right):
+            kind = _literal_kind(right["value"])
+            form = _INLINE.get((kind[0], op)) if kind is not None else None
+        path = left.get("attr") if type(left) is dict and len(left) == 1 else None
+        keys = tuple(path.split(".")) if type(path) is str else ()
+        if form is None or len(keys) not in (2, 3):
+            return self.call(_compile_comparison(node))
+        literal = kind[1]
+        if form.startswith("A("):
+            literal = _networks(literal)
+        elif kind[0] == "strings":
+            literal = frozenset(literal)
+        return form.format(a=self.read(keys), c=self.value(literal))
+
+    def read(self, keys: tuple) -> str:
+        """A local holding the path's value (``_MISSING`` when absent), read as
+        ``_compile_operand``'s resolvers read it."""
+        local = self.paths.get(keys)
+        if local is None:
+            local = self.paths[keys] = f"v{len(self.paths)}"
+            names = [self.value(key) for key in keys]
+            whole = self.value(keys)
+            self.reads.append(f"    n = env.get({names[0]})")
+            if len(keys) == 3:
+                self.reads.append(f"    n = n.get({names[1]}) if type(n) is dict else M")
+            last = "type(n) is dict or type(n) is P" if len(keys) == 3 else "type(n) is dict"  # user.attributes
+            self.reads.append(f"    {local} = n.get({names[-1]}, M) if {last} else R(env, {whole})")
+        return local
 
 
 def _always(env):
@@ -303,7 +457,9 @@ def _against_literal(op: str, left, literal):
             def str_contains(env):
                 a = left(env)
                 if isinstance(a, (list, tuple)):
-                    return any(isinstance(element, str) and element == literal for element in a)
+                    # what any(isinstance(e, str) and e == literal for e in a) gives: only a
+                    # string equals a string
+                    return literal in a
                 return isinstance(a, str) and literal in a
             return str_contains
         if op == "ip_in_cidr":
@@ -312,7 +468,12 @@ def _against_literal(op: str, left, literal):
     elif _is_number(literal):  # not a boolean
         if op in _ORDERINGS:
             order = _ORDERINGS[op]
-            return lambda env: _is_number(a := left(env)) and order(a, literal)
+
+            def number_order(env):
+                a = left(env)
+                kind = type(a)
+                return (kind is int or kind is float or _is_number(a)) and order(a, literal)
+            return number_order
         if op in ("eq", "ne"):
             equal = op == "eq"
 
@@ -347,15 +508,30 @@ def _compile_operand(operand):
     if type(path) is not str:
         return _malformed
     keys = tuple(path.split("."))
-    if len(keys) == 2:  # resource.X, context.X, user.id: the usual operands
+    # The usual operands, through plain dictionaries (what a check's environment holds);
+    # anything else the general walk.
+    if len(keys) == 2:  # resource.X, context.X, user.id
         first, second = keys
 
         def resolve_two(env):
-            node = env.get(first, _MISSING) if type(env) is dict else _resolve(env, keys[:1])
-            if type(node) is not dict:
-                return _resolve(node, keys[1:]) if node is not _MISSING else _MISSING
-            return node.get(second, _MISSING)
+            if type(env) is dict:
+                node = env.get(first)
+                if type(node) is dict:
+                    return node.get(second, _MISSING)
+            return _resolve(env, keys)
         return resolve_two
+    if len(keys) == 3:  # user.attributes.X (a user's attributes are a read-only mapping)
+        first, second, third = keys
+
+        def resolve_three(env):
+            if type(env) is dict:
+                node = env.get(first)
+                if type(node) is dict:
+                    node = node.get(second)
+                    if type(node) is dict or type(node) is MappingProxyType:
+                        return node.get(third, _MISSING)
+            return _resolve(env, keys)
+        return resolve_three
     return lambda env: _resolve(env, keys)
 
 
@@ -376,6 +552,8 @@ def _is_number(value) -> bool:
 
 def _json_equal(a, b) -> bool:
     """Equality as JSON means it: true is not 1, 1 equals 1.0, containers compare deeply."""
+    if type(a) is str and type(b) is str:  # the common case, decided as below
+        return a == b
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if _is_number(a) and _is_number(b):
@@ -406,20 +584,33 @@ def _contains(left, right) -> bool:
     return isinstance(left, str) and isinstance(right, str) and right in left
 
 
+# Addresses and networks as integers: ``address in network`` of ipaddress (same version,
+# ``address & netmask == network address``) is ``first <= address <= last`` over the
+# network's range, without its Python-level method calls on every check.
+
+
 @lru_cache(maxsize=4096)
-def _ip(text: str):
+def _address_keys(text: str) -> tuple:
+    """``((version, integer), ...)`` for an IP address -- an IPv4-mapped IPv6 address also
+    as the IPv4 address it maps (``::ffff:10.0.0.1`` is 10.0.0.1) -- or () if not one."""
     try:
-        return ipaddress.ip_address(text)
+        address = ipaddress.ip_address(text)
     except ValueError:
-        return None
+        return ()
+    keys = ((address.version, int(address)),)
+    if address.version == 6 and address.ipv4_mapped is not None:
+        keys += ((4, int(address.ipv4_mapped)),)
+    return keys
 
 
 @lru_cache(maxsize=1024)
 def _network(text: str):
+    """``(version, first, last)`` of a CIDR (host bits ignored), or None."""
     try:
-        return ipaddress.ip_network(text, strict=False)
+        network = ipaddress.ip_network(text, strict=False)
     except ValueError:
         return None
+    return network.version, int(network.network_address), int(network.broadcast_address)
 
 
 def _ip_in_cidr(left, right) -> bool:
@@ -427,7 +618,8 @@ def _ip_in_cidr(left, right) -> bool:
 
 
 def _networks(right) -> tuple:
-    """The valid networks of an ``ip_in_cidr`` right operand (a CIDR or a list of them)."""
+    """The valid networks of an ``ip_in_cidr`` right operand (a CIDR or a list of them), as
+    ``_network`` gives them."""
     cidrs = (right,) if isinstance(right, str) else right if isinstance(right, (list, tuple)) else ()
     networks = (_network(cidr) if isinstance(cidr, str) else None for cidr in cidrs)
     return tuple(network for network in networks if network is not None)
@@ -436,14 +628,11 @@ def _networks(right) -> tuple:
 def _address_in(left, networks: tuple) -> bool:
     if not networks or not isinstance(left, str):
         return False
-    address = _ip(left)
-    if address is None:
-        return False
-    if address.version == 6 and address.ipv4_mapped is not None:
-        candidates = (address, address.ipv4_mapped)  # ::ffff:10.0.0.1 is 10.0.0.1
-    else:
-        candidates = (address,)
-    return any(candidate in network for network in networks for candidate in candidates)
+    for version, number in _address_keys(left):
+        for network_version, first, last in networks:
+            if version == network_version and first <= number <= last:
+                return True
+    return False
 
 
 _ORDERINGS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}

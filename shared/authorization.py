@@ -8,7 +8,7 @@ as data; nothing here does I/O, reads the clock or logs.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,6 +28,20 @@ class Decision:
 ALLOWED = Decision(True)
 DENIED = Decision(False)
 
+# ABAC decisions by (allowed, policies_checked): values, so one object serves every check
+# that reaches the same answer (a frozen dataclass costs more to build than to look up).
+_ABAC_DECISIONS: dict[tuple[bool, int], Decision] = {}
+_ABAC_DECISIONS_MAX = 1024
+
+
+def _abac_decision(allowed: bool, count: int) -> Decision:
+    decision = _ABAC_DECISIONS.get((allowed, count))
+    if decision is None:
+        decision = Decision(allowed, abac_evaluated=True, policies_checked=count)
+        if len(_ABAC_DECISIONS) < _ABAC_DECISIONS_MAX:
+            _ABAC_DECISIONS[(allowed, count)] = decision
+    return decision
+
 
 def rbac_decision(compiled: CompiledGrants, permission: str) -> Decision:
     """RBAC alone (a GET check, or no active policy covers ``permission``): allowed iff the
@@ -35,7 +49,7 @@ def rbac_decision(compiled: CompiledGrants, permission: str) -> Decision:
     return ALLOWED if compiled.user_active and compiled.allows(permission) else DENIED
 
 
-def decide_compiled(compiled: CompiledGrants, permissions: Iterable[str], *,
+def decide_compiled(compiled: CompiledGrants, permissions: Collection[str], *,
                     policies: Iterable[Policy] | CompiledPolicies = (), resource=None,
                     context=None) -> dict[str, Decision]:
     """The decision for each of ``permissions``, the scope fixed when ``compiled`` was."""
@@ -44,7 +58,9 @@ def decide_compiled(compiled: CompiledGrants, permissions: Iterable[str], *,
         return {permission: rbac_decision(compiled, permission) for permission in permissions}
 
     environment = None
-    holds: dict[int, bool] = {}  # a policy's condition gives one answer per check
+    # A policy's condition gives one answer per check: remembered when several permissions
+    # may ask for it again.
+    holds: dict[int, bool] | None = {} if len(permissions) > 1 else None
     results: dict[str, Decision] = {}
     for permission in permissions:
         count, denies, allows = compiled_policies.effects(permission)
@@ -61,7 +77,7 @@ def decide_compiled(compiled: CompiledGrants, permissions: Iterable[str], *,
             # A deny whose condition holds denies; else RBAC allows; else an allow that holds.
             allowed = not any_holds(denies, environment, holds, True) and (
                 compiled.allows(permission) or any_holds(allows, environment, holds, False))
-        results[permission] = Decision(allowed, abac_evaluated=True, policies_checked=count)
+        results[permission] = _abac_decision(allowed, count)
     return results
 
 

@@ -75,4 +75,122 @@ def test_a_malformed_deny_holds_and_a_malformed_allow_does_not_and_answers_are_k
     assert any_holds(denies, env_with(1), memo, True) is True
     assert any_holds(allows, env_with(1), memo, False) is False
     assert memo == {id(deny): True, id(allow): False}
+    # one permission's check keeps no memo, and answers the same
+    assert any_holds(denies, env_with(1), None, True) is True
+    assert any_holds(allows, env_with(1), None, False) is False
+    fine = Policy("3", "f", "allow", ("a:b",), {"op": "eq", "left": {"attr": "resource.x"}, "right": {"value": 1}})
+    _, _, allows = CompiledPolicies([allow, fine]).effects("a:b")
+    assert any_holds(allows, env_with(1), None, False) is True  # the malformed one is passed over
+    assert any_holds(allows, env_with(2), None, False) is False
     assert deny.test is deny.test  # compiled once per policy
+
+
+ADDRESSES = ["10.1.2.3", "10.0.0.0", "10.255.255.255", "11.0.0.0", "9.255.255.255", "192.168.1.1", "0.0.0.0",
+             "255.255.255.255", "::1", "::", "::ffff:10.1.2.3", "::ffff:192.168.1.1", "2001:db8::1", "2001:db9::",
+             "fe80::1%eth0", "10.1.2", "not an address", "", " 10.1.2.3", "10.1.2.3/32", "::ffff:0a01:0203"]
+NETWORKS = ["10.0.0.0/8", "10.1.2.3", "10.1.2.3/32", "10.1.2.99/24", "0.0.0.0/0", "192.168.0.0/16", "::/0", "::1/128",
+            "::ffff:10.0.0.0/104", "2001:db8::/32", "fe80::/10", "10.0.0.0/33", "nope", ""]
+
+
+def reference_ip_in_cidr(address, cidrs) -> bool:
+    """ip_in_cidr as ipaddress's own ``in`` says it (an IPv4-mapped IPv6 address is also
+    its IPv4 address)."""
+    import ipaddress
+
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    candidates = [parsed] + ([parsed.ipv4_mapped] if parsed.version == 6 and parsed.ipv4_mapped else [])
+    networks = []
+    for cidr in cidrs:
+        try:
+            networks.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            pass
+    return any(candidate in network for network in networks for candidate in candidates)
+
+
+def test_ip_in_cidr_is_ipaddress_membership():
+    ip_in_cidr = _COMPARISONS["ip_in_cidr"]
+    for address, network in itertools.product(ADDRESSES, NETWORKS):
+        assert ip_in_cidr(address, network) is reference_ip_in_cidr(address, [network]), (address, network)
+    for address in ADDRESSES:
+        assert ip_in_cidr(address, NETWORKS) is reference_ip_in_cidr(address, NETWORKS), address
+        test = compile_condition({"op": "ip_in_cidr", "left": {"attr": "resource.x"}, "right": {"value": NETWORKS[:3]}})
+        assert test(env_with(address)) is reference_ip_in_cidr(address, NETWORKS[:3]), address
+
+
+# --- conditions written out as one function (shared.abac._Source) against the closures ----
+
+from types import MappingProxyType  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from shared.abac import _compile  # noqa: E402
+
+PATHS = ["resource.x", "resource.y", "context.x", "user.id", "user.attributes.x", "user.attributes", "user",
+         "resource.x.y", "context", "a.b.c.d", "resource..x", ""]
+SCALARS = st.sampled_from(LITERALS + VALUES[:-1]) | st.floats(allow_nan=True) | st.integers() | st.text(max_size=3)
+OPERANDS = (st.sampled_from(PATHS).map(lambda path: {"attr": path}) | SCALARS.map(lambda value: {"value": value})
+            | st.sampled_from([{"attr": 5}, {}, {"attr": "resource.x", "value": 1}, "x", None]))
+COMPARISONS = st.builds(lambda op, left, right, drop: {k: v for k, v in {"op": op, "left": left, "right": right}.items()
+                                                      if k != drop},
+                        st.sampled_from(sorted(_COMPARISONS) + ["exists", "nope", 5]), OPERANDS, OPERANDS,
+                        st.sampled_from([None, None, None, "left", "right"]))
+CONDITIONS = st.recursive(COMPARISONS, lambda inner: (
+    st.lists(inner, max_size=4).map(lambda items: {"all": items})
+    | st.lists(inner, max_size=4).map(lambda items: {"any": items})
+    | inner.map(lambda item: {"not": item})
+    | st.sampled_from([{"all": "x"}, {"any": None}, {}, [], "x", {"other": 1}])), max_leaves=10)
+ENV_VALUES = SCALARS | st.lists(SCALARS, max_size=3) | st.dictionaries(st.sampled_from(["x", "y"]), SCALARS, max_size=2)
+ENVS = st.builds(
+    lambda resource, context, attributes, proxy, odd: {
+        "user": {"id": "u1", "attributes": MappingProxyType(attributes) if proxy else attributes},
+        "resource": resource if not odd else "text", "context": context},
+    st.dictionaries(st.sampled_from(["x", "y"]), ENV_VALUES, max_size=2),
+    st.dictionaries(st.sampled_from(["x", "y"]), ENV_VALUES, max_size=2),
+    st.dictionaries(st.sampled_from(["x", "y"]), ENV_VALUES, max_size=2), st.booleans(), st.booleans())
+
+
+def run(test, env):
+    try:
+        return test(env)
+    except _Malformed:
+        return "malformed"
+
+
+def same(a, b) -> bool:
+    return a is b or a == b
+
+
+@settings(max_examples=1500, deadline=None)
+@given(condition=CONDITIONS, env=ENVS)
+def test_a_condition_written_out_gives_what_its_closures_give(condition, env):
+    written, closures = compile_condition(condition), _compile(condition, 1)
+    expected = run(closures, env)
+    assert same(run(written, env), expected), (condition, env)
+    assert expected in (True, False, "malformed")
+    # an environment that is not a plain dict is read by the closures
+    assert same(run(written, MappingProxyType(env)), run(closures, MappingProxyType(env)))
+
+
+def test_every_special_form_written_out_is_its_closure():
+    for op, literal in itertools.product(sorted(_COMPARISONS), LITERALS):
+        for path in ("resource.x", "user.attributes.x"):
+            condition = {"op": op, "left": {"attr": path}, "right": {"value": literal}}
+            written, closures = compile_condition(condition), _compile(condition, 1)
+            for value in [*VALUES, MISSING]:
+                env = env_with(value)
+                env["user"]["attributes"] = env["resource"]
+                assert same(written(env), closures(env)), (op, literal, value, path)
+
+
+def test_conditions_are_written_out_once_and_literals_never_become_source():
+    condition = {"op": "eq", "left": {"attr": "resource.x"}, "right": {"value": "') or True or ('"}}
+    assert compile_condition(condition) is compile_condition(dict(condition))
+    assert compile_condition(condition)(env_with("') or True or ('")) is True
+    assert compile_condition(condition)(env_with("x")) is False
+    sneaky = {"op": "eq", "left": {"attr": "resource.__class__"}, "right": {"value": 1}}
+    assert compile_condition(sneaky)(env_with(1)) is False

@@ -21,6 +21,7 @@ import falcon.testing
 import pytest
 
 from decision.hotpath import BULK_ROUTE, ROUTE
+from shared.checks import FAST_BODY_BRACKETS, FAST_BODY_BYTES, body_values
 from tests.conftest import assert_error, make_config
 from tests.decision.conftest import Tenant, bulk_path, check_path, wait_for
 from tests.decision.fakecp import policy
@@ -666,6 +667,19 @@ def _post_token_with_authz_check(w):
     return w.check(w.reader, READ, credential=w.cp.access_token(w.app_id, caller))
 
 
+def _post_sized(w, size, *, brackets, fast):
+    """A check body of exactly ``size`` bytes with ``brackets`` opening brackets (ATTRIBUTES
+    plus filler and nested empty arrays), on the side of shared.checks.body_values's bounds
+    that ``fast`` says."""
+    body = {"user_id": w.reader, "permission": READ, **ATTRIBUTES}
+    body["resource"] = {**body["resource"], "nested": [[]] * (brackets - 5), "filler": ""}
+    body["resource"]["filler"] = "x" * (size - len(json.dumps(body).encode()))
+    raw = json.dumps(body).encode()
+    assert len(raw) == size and raw.count(b"[") + raw.count(b"{") == brackets
+    assert (body_values(json.loads(raw), raw, bulk=False) is not None) is fast
+    return w.post(None, raw=raw.decode())
+
+
 # name: (mode, request builder, expected status, expected error code, taken by the hot path)
 POST_VARIANTS = {
     "allowed, policies evaluated": ("token", lambda w: w.check(w.reader, READ), 200, None, True),
@@ -691,6 +705,25 @@ POST_VARIANTS = {
                                None, True),
     "well-formed request id": ("token", lambda w: w.check(w.reader, READ, headers={"X-Request-Id": WELL_FORMED_ID}),
                                200, None, True),
+    # the edges of the validation fast path (shared.checks.body_values): beyond them the
+    # schema's general path validates, still on the hot path
+    "body at the fast path's size bound": (
+        "token", lambda w: _post_sized(w, FAST_BODY_BYTES, brackets=6, fast=True), 200, None, True),
+    "body one byte over it": (
+        "token", lambda w: _post_sized(w, FAST_BODY_BYTES + 1, brackets=6, fast=False), 200, None, True),
+    "body with the most brackets of the fast path": (
+        "token", lambda w: _post_sized(w, 400, brackets=FAST_BODY_BRACKETS, fast=True), 200, None, True),
+    "body with one more": (
+        "token", lambda w: _post_sized(w, 400, brackets=FAST_BODY_BRACKETS + 1, fast=False), 200, None, True),
+    "user id with white space around": ("token", lambda w: w.check(f" {w.reader}\t", READ), 200, None, True),
+    "scope with white space around": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ,
+                                                                  "scope": " project-1 "}), 200, None, True),
+    "min_revision as 2.0": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ,
+                                                        "min_revision": 2.0, **ATTRIBUTES}), 200, None, True),
+    "permission not validated before": ("token", lambda w: w.check(w.reader, "fresh:name"), 200, None, True),
+    "non-ascii in resource": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ,
+                                                          "resource": {"owner_id": "\u00e9\U0001f600"}}), 200, None,
+                              True),
     "bulk": ("token", lambda w: w.bulk(w.reader, [READ, WRITE, "reports:read"]), 200, None, True),
     "bulk at night": ("token", lambda w: w.post({"user_id": w.reader, "permissions": [READ, WRITE], **NIGHT},
                                                 bulk=True), 200, None, True),
@@ -726,6 +759,10 @@ POST_VARIANTS = {
     "context over 64 KiB": ("token", lambda w: w.post({"user_id": w.reader, "permission": READ,
                                                        "context": {"x": "y" * 70000}}), 400,
                             "VALIDATION_INVALID_FORMAT", False),
+    "bulk with an unhashable item": ("token", lambda w: w.bulk(w.reader, [READ, ["x"]]), 400,
+                                     "VALIDATION_INVALID_FORMAT", False),
+    "user id of 256 characters": ("token", lambda w: w.check("u" * 256, READ), 400, "VALIDATION_INVALID_FORMAT",
+                                  False),
     "bulk of 51": ("token", lambda w: w.bulk(w.reader, [f"p{i}:read" for i in range(51)]), 400,
                    "VALIDATION_INVALID_FORMAT", False),
     "malformed json": ("token", lambda w: w.post(None, raw='{"user_id": '), 400, None, False),
