@@ -89,7 +89,7 @@ class ClientItem(Resource):
 
     def on_delete(self, req, resp, applicationId, clientId):
         self.clients.delete(applicationId, clientId)
-        resp.status = falcon.HTTP_204
+        resp.status = 204
 
 
 # ---------------------------------------------------------------- discovery and keys
