@@ -12,17 +12,71 @@ collection.  Two class attributes describe it:
   ``errors`` are the domain error classes the method can raise;
 - ``password_work``: the methods that hash or check a password, counted against the
   per-IP budget across applications (``ratelimit.PasswordWorkLimit``).
+
+``ManagedCollection`` and ``ManagedItem`` are the list/create and get/update/delete
+handlers of documents an application manages with a secret shown once (OIDC clients,
+webhooks); their subclasses declare only ``access``, ``docs``, the schema and
+``serialize``.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from shared.errors import ValidationFailed
-from shared.validation import Invalid
+from shared.http import no_store, read_json, respond
+from shared.validation import Invalid, Schema
 
 
 class Resource:
     access: dict = {}
     docs: dict = {}
     password_work: tuple = ()
+
+
+class ManagedCollection(Resource):
+    """An application's documents that are created with a secret shown once (OIDC
+    clients, webhooks): GET lists them, POST creates one and answers it with its secret
+    (201, ``Cache-Control: no-store``).  The service has ``list(app_id)`` and
+    ``create(app_id, values) -> (document, secret)``; ``serialize(document, secret=None)``
+    shapes the answers."""
+
+    create_schema: Schema
+    serialize: Callable[..., dict]
+
+    def __init__(self, service):
+        self.service = service
+
+    def on_get(self, req, resp, applicationId):
+        respond(resp, [self.serialize(doc) for doc in self.service.list(applicationId)])
+
+    def on_post(self, req, resp, applicationId):
+        doc, secret = self.service.create(applicationId, self.create_schema.validate(read_json(req)))
+        no_store(resp)
+        respond(resp, self.serialize(doc, secret), status=201)
+
+
+class ManagedItem(Resource):
+    """One of those documents, named by the path parameter after the application's: GET
+    it, PUT a partial update (validated by ``update_schema``), DELETE it (204), through
+    the service's ``get``, ``update`` and ``delete``, which raise the area's not-found
+    error."""
+
+    update_schema: Schema
+    serialize: Callable[..., dict]
+
+    def __init__(self, service):
+        self.service = service
+
+    def on_get(self, req, resp, applicationId, **path):
+        respond(resp, self.serialize(self.service.get(applicationId, *path.values())))
+
+    def on_put(self, req, resp, applicationId, **path):
+        values = self.update_schema.validate(read_json(req), partial=True)
+        respond(resp, self.serialize(self.service.update(applicationId, *path.values(), values)))
+
+    def on_delete(self, req, resp, applicationId, **path):
+        self.service.delete(applicationId, *path.values())
+        resp.status = 204
 
 
 def query_param(req, name: str, field=None, *, blank_is_absent: bool = False):

@@ -18,6 +18,7 @@ from pymongo.errors import DuplicateKeyError
 from shared.abac import Policy
 
 from controlplane.abac.errors import PolicyNameTaken
+from controlplane.collection import AppCollection
 
 log = logging.getLogger("iamgate.abac")
 
@@ -32,10 +33,8 @@ INDEXES = {
 _ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
 
 
-class PolicyStore:
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._policies = store["abac_policies"]
+class PolicyStore(AppCollection):
+    name, indexes = "abac_policies", INDEXES
 
     # --- what checks read
 
@@ -43,7 +42,7 @@ class PolicyStore:
         """The application's active policies in creation order; a malformed document is
         left out (and logged) rather than failing every check of the application."""
         out = []
-        for doc in self._policies.find({"app_id": app_id, "is_active": True}).sort(_ORDER):
+        for doc in self._docs.find({"app_id": app_id, "is_active": True}).sort(_ORDER):
             try:
                 out.append(Policy(id=doc["_id"], name=doc.get("name") or doc["_id"], effect=doc["effect"],
                                   permissions=tuple(doc.get("permissions") or ()), condition=doc.get("condition"),
@@ -56,12 +55,9 @@ class PolicyStore:
 
     def insert(self, doc: dict) -> None:
         try:
-            self._policies.insert_one(doc)
+            self._docs.insert_one(doc)
         except DuplicateKeyError:
             raise PolicyNameTaken(doc["name"]) from None
-
-    def get(self, app_id: str, policy_id: str) -> dict | None:
-        return self._policies.find_one({"_id": policy_id, "app_id": app_id})
 
     def search(self, app_id: str, *, is_active: bool | None, patterns: list[str] | None,
                skip: int, limit: int) -> tuple[list[dict], int]:
@@ -71,17 +67,17 @@ class PolicyStore:
             query["is_active"] = is_active
         if patterns is not None:
             query["permissions"] = {"$in": patterns}
-        total = self._policies.count_documents(query)
-        return list(self._policies.find(query).sort([("name", ASCENDING)]).skip(skip).limit(limit)), total
+        total = self._docs.count_documents(query)
+        return list(self._docs.find(query).sort([("name", ASCENDING)]).skip(skip).limit(limit)), total
 
     def update(self, app_id: str, policy_id: str, changes: dict) -> dict | None:
         """Apply ``changes`` in one atomic write; the policy as it was BEFORE, or None when
         it does not exist (the caller derives what changed from the two)."""
         try:
-            return self._policies.find_one_and_update({"_id": policy_id, "app_id": app_id}, {"$set": changes},
-                                                      return_document=ReturnDocument.BEFORE)
+            return self._docs.find_one_and_update({"_id": policy_id, "app_id": app_id}, {"$set": changes},
+                                                  return_document=ReturnDocument.BEFORE)
         except DuplicateKeyError:
             raise PolicyNameTaken(changes["name"]) from None
 
     def delete(self, app_id: str, policy_id: str) -> dict | None:
-        return self._policies.find_one_and_delete({"_id": policy_id, "app_id": app_id})
+        return self._docs.find_one_and_delete({"_id": policy_id, "app_id": app_id})

@@ -2,7 +2,7 @@
 /api/dashboard/applications/{applicationId}/api-keys)."""
 from __future__ import annotations
 
-from shared.validation import List, Schema, String
+from shared.validation import NULLABLE_TIME, TIME, List, Schema, String
 
 CREATE = Schema({
     "name": String(required=True, max_len=255),
@@ -19,8 +19,8 @@ API_KEY_RESPONSE = {
         "name": {"type": "string"},
         "key_prefix": {"type": "string"},
         "permissions": {"type": "array", "items": {"type": "string"}},
-        "created_at": {"type": "string", "format": "date-time"},
-        "last_used_at": {"type": ["string", "null"], "format": "date-time"},
+        "created_at": TIME,
+        "last_used_at": NULLABLE_TIME,
         "key": {"type": "string", "description": "the secret; only in the create response"},
     },
 }

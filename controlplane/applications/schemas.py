@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from shared.validation import Bool, DisplayName, HexColor, Int, List, Object, Schema, String, Url
+from shared.validation import TIME, Bool, DisplayName, HexColor, Int, List, Object, Schema, String, Url
 
 from controlplane.applications.css import sanitize_css as _sanitize_css
 
@@ -74,8 +74,8 @@ APPLICATION_RESPONSE = {
         "oauth_hosted_login_enabled": {"type": "boolean"},
         "max_concurrent_sessions": {"type": "integer"},
         "registration_rate_limit": {"type": ["integer", "null"]},
-        "created_at": {"type": "string", "format": "date-time"},
-        "updated_at": {"type": "string", "format": "date-time"},
+        "created_at": TIME,
+        "updated_at": TIME,
     },
 }
 

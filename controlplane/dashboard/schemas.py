@@ -6,7 +6,7 @@ tightened here to a UUID.
 """
 from __future__ import annotations
 
-from shared.validation import DisplayName, Email, Schema, String, Uuid
+from shared.validation import ID, TIME, DisplayName, Email, Schema, String, Uuid
 
 from controlplane.apikeys import schemas as apikeys
 from controlplane.applications import schemas as applications
@@ -85,10 +85,10 @@ API_KEY_RESPONSE = apikeys.API_KEY_RESPONSE
 ACCOUNT_RESPONSE = {
     "type": "object",
     "properties": {
-        "id": {"type": "string", "format": "uuid"},
+        "id": ID,
         "email": {"type": "string", "format": "email"},
         "name": {"type": "string"},
-        "created_at": {"type": "string", "format": "date-time"},
+        "created_at": TIME,
     },
 }
 
@@ -104,10 +104,10 @@ ACCOUNT_STATUS_RESPONSE = {
 ORGANIZATION_RESPONSE = {
     "type": "object",
     "properties": {
-        "id": {"type": "string", "format": "uuid"},
+        "id": ID,
         "name": {"type": "string"},
         "role": {"type": "string", "enum": list(ORG_ROLES)},
-        "created_at": {"type": "string", "format": "date-time"},
+        "created_at": TIME,
     },
 }
 
@@ -122,12 +122,12 @@ ME_RESPONSE = {
 MEMBER_RESPONSE = {
     "type": "object",
     "properties": {
-        "organization_id": {"type": "string", "format": "uuid"},
-        "account_id": {"type": "string", "format": "uuid"},
+        "organization_id": ID,
+        "account_id": ID,
         "email": {"type": "string", "format": "email"},
         "name": {"type": "string"},
         "role": {"type": "string", "enum": list(ORG_ROLES)},
-        "created_at": {"type": "string", "format": "date-time"},
+        "created_at": TIME,
     },
 }
 

@@ -85,7 +85,7 @@ class Totp(_MfaResource):
     def on_delete(self, req, resp, applicationId, userId):
         values = schemas.PASSWORD.validate(read_json(req))
         self.mfa.disable(req.context.application, userId, password=values["password"])
-        resp.status = falcon.HTTP_204
+        resp.status = 204
 
 
 class MfaStatus(_MfaResource):
@@ -168,4 +168,4 @@ class AdminMfa(Resource):
     @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId, userId):
         self.mfa.reset(req.context.application, userId)
-        resp.status = falcon.HTTP_204
+        resp.status = 204

@@ -24,6 +24,8 @@ from __future__ import annotations
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from controlplane.collection import Collection
+
 # Challenges are kept a while after they expire only to help diagnosis; an expired and
 # an unknown challenge answer the same, so reclaiming them changes nothing.
 CHALLENGE_RETENTION_SECONDS = 3600
@@ -49,27 +51,22 @@ def active_key(app_id: str, user_id: str, type_: str) -> str:
     return f"{app_id}:{user_id}:{type_}"
 
 
-class MethodStore:
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._methods = store["mfa_methods"]
-
-    def insert(self, doc: dict) -> None:
-        self._methods.insert_one(doc)
+class MethodStore(Collection):
+    name, indexes = "mfa_methods", INDEXES
 
     def get(self, app_id: str, user_id: str, method_id: str) -> dict | None:
-        return self._methods.find_one({"_id": method_id, "app_id": app_id, "user_id": user_id})
+        return self._docs.find_one({"_id": method_id, "app_id": app_id, "user_id": user_id})
 
     def active(self, app_id: str, user_id: str, type_: str = "totp") -> dict | None:
-        return self._methods.find_one({"app_id": app_id, "user_id": user_id, "type": type_, "status": "active"})
+        return self._docs.find_one({"app_id": app_id, "user_id": user_id, "type": type_, "status": "active"})
 
     def all_active(self, app_id: str, user_id: str) -> list[dict]:
-        cursor = self._methods.find({"app_id": app_id, "user_id": user_id, "status": "active"})
+        cursor = self._docs.find({"app_id": app_id, "user_id": user_id, "status": "active"})
         return list(cursor.sort([("verified_at", ASCENDING), ("_id", ASCENDING)]))
 
     def for_user(self, app_id: str, user_id: str) -> list[dict]:
         """Every method of the user, pending ones too, newest first, without the secret."""
-        cursor = self._methods.find({"app_id": app_id, "user_id": user_id}, {"secret": 0})
+        cursor = self._docs.find({"app_id": app_id, "user_id": user_id}, {"secret": 0})
         return list(cursor.sort([("created_at", DESCENDING), ("_id", DESCENDING)]))
 
     def delete_pending(self, app_id: str, user_id: str, *, keep: str | None = None, created_by=None) -> None:
@@ -78,14 +75,14 @@ class MethodStore:
         query: dict = {"app_id": app_id, "user_id": user_id, "status": "pending"}
         if keep is not None:
             query.update({"_id": {"$ne": keep}, "created_at": {"$lte": created_by}})
-        self._methods.delete_many(query)
+        self._docs.delete_many(query)
 
     def activate(self, app_id: str, user_id: str, method_id: str, *, now, step: int, backup_set_id: str) -> dict | None:
         """Make the pending, unexpired method active (one winner under races); None when
         it is no longer pending, has expired, or the user already has an active method
         of its type (the unique ``active_key``)."""
         try:
-            return self._methods.find_one_and_update(
+            return self._docs.find_one_and_update(
                 {"_id": method_id, "app_id": app_id, "user_id": user_id, "status": "pending",
                  "expires_at": {"$gt": now}},
                 {"$set": {"status": "active", "verified_at": now, "last_used_at": now, "last_used_step": step,
@@ -99,7 +96,7 @@ class MethodStore:
     def record_use(self, app_id: str, method_id: str, step: int, now) -> bool:
         """Accept time step ``step`` only if it is later than every step accepted
         before: the replay guard, atomic, so one code also wins only once in parallel."""
-        result = self._methods.update_one(
+        result = self._docs.update_one(
             {"_id": method_id, "app_id": app_id, "status": "active",
              "$or": [{"last_used_step": None}, {"last_used_step": {"$lt": step}}]},
             {"$set": {"last_used_step": step, "last_used_at": now}},
@@ -109,31 +106,29 @@ class MethodStore:
     def swap_backup_set(self, app_id: str, method_id: str, set_id: str) -> dict | None:
         """Make ``set_id`` the current backup set of the active method; the method as it
         was before (its old ``backup_set_id``), or None when it is no longer active."""
-        return self._methods.find_one_and_update(
+        return self._docs.find_one_and_update(
             {"_id": method_id, "app_id": app_id, "status": "active"},
             {"$set": {"backup_set_id": set_id}},
             return_document=ReturnDocument.BEFORE,
         )
 
     def delete_active(self, app_id: str, method_id: str) -> bool:
-        result = self._methods.delete_one({"_id": method_id, "app_id": app_id, "status": "active"})
+        result = self._docs.delete_one({"_id": method_id, "app_id": app_id, "status": "active"})
         return result.deleted_count == 1
 
     def delete_for_user(self, app_id: str, user_id: str) -> int:
-        return self._methods.delete_many({"app_id": app_id, "user_id": user_id}).deleted_count
+        return self._docs.delete_many({"app_id": app_id, "user_id": user_id}).deleted_count
 
 
-class BackupCodeStore:
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._codes = store["mfa_backup_codes"]
+class BackupCodeStore(Collection):
+    name, indexes = "mfa_backup_codes", INDEXES
 
     def insert_set(self, docs: list[dict]) -> None:
-        self._codes.insert_many(docs, ordered=False)
+        self._docs.insert_many(docs, ordered=False)
 
     def consume(self, app_id: str, user_id: str, set_id: str, code_digest: str, now) -> bool:
         """Mark an unused code of the set used (one winner under races)."""
-        doc = self._codes.find_one_and_update(
+        doc = self._docs.find_one_and_update(
             {"app_id": app_id, "user_id": user_id, "set_id": set_id, "code_digest": code_digest, "used_at": None},
             {"$set": {"used_at": now}},
         )
@@ -142,27 +137,22 @@ class BackupCodeStore:
     def remaining(self, app_id: str, user_id: str, set_id: str | None) -> int:
         if set_id is None:
             return 0
-        return self._codes.count_documents({"app_id": app_id, "user_id": user_id, "set_id": set_id, "used_at": None})
+        return self._docs.count_documents({"app_id": app_id, "user_id": user_id, "set_id": set_id, "used_at": None})
 
     def delete_set(self, app_id: str, user_id: str, set_id: str) -> None:
-        self._codes.delete_many({"app_id": app_id, "user_id": user_id, "set_id": set_id})
+        self._docs.delete_many({"app_id": app_id, "user_id": user_id, "set_id": set_id})
 
     def delete_for_user(self, app_id: str, user_id: str) -> None:
-        self._codes.delete_many({"app_id": app_id, "user_id": user_id})
+        self._docs.delete_many({"app_id": app_id, "user_id": user_id})
 
 
-class ChallengeStore:
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._challenges = store["mfa_challenges"]
-
-    def insert(self, doc: dict) -> None:
-        self._challenges.insert_one(doc)
+class ChallengeStore(Collection):
+    name, indexes = "mfa_challenges", INDEXES
 
     def count_attempt(self, app_id: str, token_digest: str, now) -> dict | None:
         """Count one code attempt (atomic ``$inc``, before the code is checked) on a
         live challenge; the challenge after it, or None when it is consumed or expired."""
-        return self._challenges.find_one_and_update(
+        return self._docs.find_one_and_update(
             {"_id": token_digest, "app_id": app_id, "consumed_at": None, "expires_at": {"$gt": now}},
             {"$inc": {"attempts": 1}},
             return_document=ReturnDocument.AFTER,
@@ -171,11 +161,11 @@ class ChallengeStore:
     def consume(self, app_id: str, token_digest: str, now) -> dict | None:
         """Use the challenge up (one winner under races); None when it already was, or
         has expired."""
-        return self._challenges.find_one_and_update(
+        return self._docs.find_one_and_update(
             {"_id": token_digest, "app_id": app_id, "consumed_at": None, "expires_at": {"$gt": now}},
             {"$set": {"consumed_at": now}},
             return_document=ReturnDocument.AFTER,
         )
 
     def delete_for_user(self, app_id: str, user_id: str) -> None:
-        self._challenges.delete_many({"app_id": app_id, "user_id": user_id})
+        self._docs.delete_many({"app_id": app_id, "user_id": user_id})

@@ -21,9 +21,10 @@ from controlplane.oidc.errors import ClientNotFound, InvalidRequest
 CLIENT_ID_PREFIX = "oc_"
 
 
-def serialize_client(client: dict) -> dict:
-    """The spec's OIDC client, plus post_logout_redirect_uris and updated_at; never the secret."""
-    return {
+def serialize_client(client: dict, secret: str | None = None) -> dict:
+    """The spec's OIDC client, plus post_logout_redirect_uris and updated_at; the secret
+    (``client_secret``) only in the create response."""
+    out = {
         "id": client["_id"],
         "client_id": client["client_id"],
         "name": client["name"],
@@ -36,6 +37,7 @@ def serialize_client(client: dict) -> dict:
         "created_at": isoformat(client["created_at"]),
         "updated_at": isoformat(client.get("updated_at") or client["created_at"]),
     }
+    return out if secret is None else {**out, "client_secret": secret}
 
 
 class ClientService:

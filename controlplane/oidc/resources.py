@@ -12,7 +12,7 @@ from __future__ import annotations
 import falcon
 
 from shared.errors import DomainError, PermissionMissing, Unauthorized, ValidationFailed
-from shared.http import client_ip, no_store, read_json, respond, status_of
+from shared.http import client_ip, no_store, status_of
 
 from controlplane.applications.service import branding
 from controlplane.auth import PUBLIC, permission
@@ -29,7 +29,7 @@ from controlplane.oidc.hosted import COOKIE_PREFIX, Step, session_cookie_name
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, read_form
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
 from controlplane.openapi import op
-from controlplane.resource import Resource
+from controlplane.resource import ManagedCollection, ManagedItem, Resource
 
 MANAGE = permission("oidc:manage")
 _OBJECT = {"type": "object"}
@@ -38,7 +38,7 @@ _OBJECT = {"type": "object"}
 # ---------------------------------------------------------------- client management (V1)
 
 
-class Clients(Resource):
+class Clients(ManagedCollection):
     access = {"GET": MANAGE, "POST": MANAGE}
     docs = {
         "GET": op("List the application's OIDC clients", response=schemas.CLIENT_LIST, errors=[PermissionMissing]),
@@ -49,20 +49,11 @@ class Clients(Resource):
                    errors=[ValidationFailed, PermissionMissing]),
     }
 
-    def __init__(self, clients):
-        self.clients = clients
-
-    def on_get(self, req, resp, applicationId):
-        respond(resp, [serialize_client(c) for c in self.clients.list(applicationId)])
-
-    def on_post(self, req, resp, applicationId):
-        values = schemas.CREATE_CLIENT.validate(read_json(req))
-        client, secret = self.clients.create(applicationId, values)
-        no_store(resp)
-        respond(resp, {**serialize_client(client), "client_secret": secret}, status=201)
+    create_schema = schemas.CREATE_CLIENT
+    serialize = staticmethod(serialize_client)
 
 
-class ClientItem(Resource):
+class ClientItem(ManagedItem):
     access = {"GET": MANAGE, "PUT": MANAGE, "DELETE": MANAGE}
     _ref = "{clientId} is the client's id, or its client_id."
     docs = {
@@ -77,19 +68,8 @@ class ClientItem(Resource):
                      errors=[PermissionMissing, ClientNotFound]),
     }
 
-    def __init__(self, clients):
-        self.clients = clients
-
-    def on_get(self, req, resp, applicationId, clientId):
-        respond(resp, serialize_client(self.clients.get(applicationId, clientId)))
-
-    def on_put(self, req, resp, applicationId, clientId):
-        values = schemas.UPDATE_CLIENT.validate(read_json(req), partial=True)
-        respond(resp, serialize_client(self.clients.update(applicationId, clientId, values)))
-
-    def on_delete(self, req, resp, applicationId, clientId):
-        self.clients.delete(applicationId, clientId)
-        resp.status = falcon.HTTP_204
+    update_schema = schemas.UPDATE_CLIENT
+    serialize = staticmethod(serialize_client)
 
 
 # ---------------------------------------------------------------- discovery and keys

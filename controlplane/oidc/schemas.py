@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from shared.validation import Bool, Invalid, List, Schema, String, Url
+from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url
 
 SCOPES = ("openid", "profile", "email")
 MAX_URIS = 50
@@ -67,8 +67,8 @@ CLIENT = {
         "post_logout_redirect_uris": _STRINGS,
         "allowed_scopes": _STRINGS,
         "is_active": {"type": "boolean"},
-        "created_at": {"type": "string", "format": "date-time"},
-        "updated_at": {"type": "string", "format": "date-time"},
+        "created_at": TIME,
+        "updated_at": TIME,
     },
 }
 CLIENT_WITH_SECRET = {**CLIENT, "properties": {**CLIENT["properties"], "client_secret": {"type": "string"}}}

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 
+from controlplane.collection import AppCollection, Collection
+
 INDEXES = {
     "oidc_clients": [
         IndexModel([("client_id", ASCENDING)], unique=True),
@@ -63,125 +65,92 @@ INDEXES = {
 }
 
 
-class ClientStore:
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._clients = store["oidc_clients"]
-
-    def insert(self, doc: dict) -> None:
-        self._clients.insert_one(doc)
+class ClientStore(AppCollection):
+    name, indexes = "oidc_clients", INDEXES
 
     def get(self, app_id: str, ref: str) -> dict | None:
         """The client whose id or client_id is ``ref``, in this application."""
-        return self._clients.find_one({"app_id": app_id, "$or": [{"_id": ref}, {"client_id": ref}]})
+        return self._docs.find_one({"app_id": app_id, "$or": [{"_id": ref}, {"client_id": ref}]})
 
     def by_client_id(self, client_id: str) -> dict | None:
         """Any application's client (the token endpoint learns the application from it)."""
-        return self._clients.find_one({"client_id": client_id})
-
-    def list(self, app_id: str) -> list[dict]:
-        return list(self._clients.find({"app_id": app_id}).sort([("created_at", ASCENDING), ("_id", ASCENDING)]))
-
-    def update(self, app_id: str, client_id: str, changes: dict) -> dict | None:
-        return self._clients.find_one_and_update({"_id": client_id, "app_id": app_id}, {"$set": changes},
-                                                 return_document=ReturnDocument.AFTER)
-
-    def delete(self, app_id: str, client_id: str) -> bool:
-        return self._clients.delete_one({"_id": client_id, "app_id": app_id}).deleted_count == 1
+        return self._docs.find_one({"client_id": client_id})
 
 
-class CodeStore:
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._codes = store["oidc_codes"]
-
-    def insert(self, doc: dict) -> None:
-        self._codes.insert_one(doc)
-
-    def get(self, code_digest: str) -> dict | None:
-        return self._codes.find_one({"_id": code_digest})
+class CodeStore(Collection):
+    name, indexes = "oidc_codes", INDEXES
 
     def consume(self, code_digest: str, grant_id: str, now) -> dict | None:
         """The one write that uses a code: only the first of racing exchanges gets the
         document back; it also names the grant the exchange is about to create, so a
         replay can find and revoke it."""
-        return self._codes.find_one_and_update(
+        return self._docs.find_one_and_update(
             {"_id": code_digest, "used_at": None, "expires_at": {"$gt": now}},
             {"$set": {"used_at": now, "grant_id": grant_id}},
             return_document=ReturnDocument.AFTER,
         )
 
     def mark_replayed(self, code_digest: str, now) -> dict | None:
-        return self._codes.find_one_and_update({"_id": code_digest}, {"$set": {"replayed_at": now}},
-                                               return_document=ReturnDocument.AFTER)
+        return self._docs.find_one_and_update({"_id": code_digest}, {"$set": {"replayed_at": now}},
+                                              return_document=ReturnDocument.AFTER)
 
 
-class GrantStore:
+class GrantStore(Collection):
     """The refresh-token families (``oidc_refresh_tokens``)."""
 
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._grants = store["oidc_refresh_tokens"]
-
-    def insert(self, doc: dict) -> None:
-        self._grants.insert_one(doc)
-
-    def get(self, grant_id: str) -> dict | None:
-        return self._grants.find_one({"_id": grant_id})
+    name, indexes = "oidc_refresh_tokens", INDEXES
 
     def rotate(self, client_id: str, presented: str, successor: str, now) -> dict | None:
         """The atomic swap: when ``presented`` is the live token of a live grant of this
         client, ``successor`` becomes the live one and ``presented`` the one rotated last
         (the one before it joins ``spent_digests``)."""
         live = {"client_id": client_id, "token_digest": presented, "revoked_at": None, "expires_at": {"$gt": now}}
-        before = self._grants.find_one(live, {"previous_digest": 1})
+        before = self._docs.find_one(live, {"previous_digest": 1})
         if before is None:
             return None
         update = {"$set": {"token_digest": successor, "previous_digest": presented, "rotated_at": now,
                            "last_used_at": now}}
         if before.get("previous_digest"):
             update["$push"] = {"spent_digests": before["previous_digest"]}
-        return self._grants.find_one_and_update({**live, "_id": before["_id"]}, update,
-                                                return_document=ReturnDocument.AFTER)
+        return self._docs.find_one_and_update({**live, "_id": before["_id"]}, update,
+                                              return_document=ReturnDocument.AFTER)
 
     def by_token(self, token_digest: str) -> dict | None:
         """The grant whose live, rotated-last or spent token has this digest."""
-        return self._grants.find_one({"$or": [{"token_digest": token_digest}, {"previous_digest": token_digest},
-                                              {"spent_digests": token_digest}]})
+        return self._docs.find_one({"$or": [{"token_digest": token_digest}, {"previous_digest": token_digest},
+                                            {"spent_digests": token_digest}]})
 
     def touch(self, grant_id: str, now) -> None:
-        self._grants.update_one({"_id": grant_id}, {"$set": {"last_used_at": now}})
+        self._docs.update_one({"_id": grant_id}, {"$set": {"last_used_at": now}})
 
     def revoke(self, grant_id: str, now, reason: str) -> dict | None:
         """Revoke one live grant; the grant as revoked, or None when it already was."""
-        return self._grants.find_one_and_update({"_id": grant_id, "revoked_at": None},
-                                                {"$set": {"revoked_at": now, "revoked_reason": reason}},
-                                                return_document=ReturnDocument.AFTER)
+        return self._docs.find_one_and_update({"_id": grant_id, "revoked_at": None},
+                                              {"$set": {"revoked_at": now, "revoked_reason": reason}},
+                                              return_document=ReturnDocument.AFTER)
 
     def live(self, app_id: str, **match) -> list[dict]:
         """Unrevoked grants of the application matching ``match`` (user_id, session_id...)."""
-        return list(self._grants.find({"app_id": app_id, "revoked_at": None, **match},
-                                      {"client_id": 1, "user_id": 1, "session_id": 1}))
+        return list(self._docs.find({"app_id": app_id, "revoked_at": None, **match},
+                                    {"client_id": 1, "user_id": 1, "session_id": 1}))
 
     def revoke_many(self, app_id: str, now, reason: str, **match) -> int:
-        result = self._grants.update_many({"app_id": app_id, "revoked_at": None, **match},
-                                          {"$set": {"revoked_at": now, "revoked_reason": reason}})
+        result = self._docs.update_many({"app_id": app_id, "revoked_at": None, **match},
+                                        {"$set": {"revoked_at": now, "revoked_reason": reason}})
         return result.modified_count
 
 
-class ConsentStore:
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._consents = store["oidc_consents"]
+class ConsentStore(Collection):
+    name, indexes = "oidc_consents", INDEXES
 
     def get(self, app_id: str, user_id: str, client_id: str) -> dict | None:
-        return self._consents.find_one({"app_id": app_id, "user_id": user_id, "client_id": client_id})
+        return self._docs.find_one({"app_id": app_id, "user_id": user_id, "client_id": client_id})
 
     def grant(self, app_id: str, user_id: str, client_id: str, scopes: list[str], consent_id: str, now) -> dict | None:
         """Record (or widen, or renew after a withdrawal) the user's consent to the client;
         the document as it was before, None when there was none.  One upsert against the
         unique (application, user, client) index."""
-        return self._consents.find_one_and_update(
+        return self._docs.find_one_and_update(
             {"app_id": app_id, "user_id": user_id, "client_id": client_id},
             {"$set": {"scopes": scopes, "granted_at": now, "withdrawn_at": None},
              "$setOnInsert": {"_id": consent_id, "connected_at": None}},
@@ -191,64 +160,48 @@ class ConsentStore:
     def mark_connected(self, app_id: str, user_id: str, client_id: str, now) -> bool:
         """True for the first code exchange under the consent in force (it creates the
         OAuth connection); False afterwards, or when the consent was withdrawn."""
-        result = self._consents.update_one(
+        result = self._docs.update_one(
             {"app_id": app_id, "user_id": user_id, "client_id": client_id, "withdrawn_at": None, "connected_at": None},
             {"$set": {"connected_at": now}})
         return result.modified_count == 1
 
     def of_user(self, app_id: str, user_id: str) -> list[dict]:
-        cursor = self._consents.find({"app_id": app_id, "user_id": user_id}) \
+        cursor = self._docs.find({"app_id": app_id, "user_id": user_id}) \
             .sort([("granted_at", DESCENDING), ("_id", DESCENDING)])
         return list(cursor)
 
     def live_clients(self, app_id: str, user_id: str) -> list[str]:
-        cursor = self._consents.find({"app_id": app_id, "user_id": user_id, "withdrawn_at": None}, {"client_id": 1})
+        cursor = self._docs.find({"app_id": app_id, "user_id": user_id, "withdrawn_at": None}, {"client_id": 1})
         return sorted({doc["client_id"] for doc in cursor if doc.get("client_id")})
 
     def withdraw_all(self, app_id: str, user_id: str, now) -> int:
         """Withdraw every consent still in force; how many this call withdrew."""
-        result = self._consents.update_many({"app_id": app_id, "user_id": user_id, "withdrawn_at": None},
-                                            {"$set": {"withdrawn_at": now, "connected_at": None}})
+        result = self._docs.update_many({"app_id": app_id, "user_id": user_id, "withdrawn_at": None},
+                                        {"$set": {"withdrawn_at": now, "connected_at": None}})
         return result.modified_count
 
 
-class BrowserSessionStore:
+class BrowserSessionStore(Collection):
     """``oidc_browser_sessions``: the hosted login's browser sessions."""
 
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._sessions = store["oidc_browser_sessions"]
-
-    def insert(self, doc: dict) -> None:
-        self._sessions.insert_one(doc)
-
-    def get(self, token_digest: str) -> dict | None:
-        return self._sessions.find_one({"_id": token_digest})
+    name, indexes = "oidc_browser_sessions", INDEXES
 
     def delete(self, token_digest: str) -> bool:
-        return self._sessions.delete_one({"_id": token_digest}).deleted_count == 1
+        return self._docs.delete_one({"_id": token_digest}).deleted_count == 1
 
 
-class PendingRequestStore:
+class PendingRequestStore(Collection):
     """``oidc_pending_requests``: authorization requests between the hosted pages."""
 
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._pending = store["oidc_pending_requests"]
-
-    def insert(self, doc: dict) -> None:
-        self._pending.insert_one(doc)
-
-    def get(self, handle_digest: str) -> dict | None:
-        return self._pending.find_one({"_id": handle_digest})
+    name, indexes = "oidc_pending_requests", INDEXES
 
     def advance(self, handle_digest: str, stage: str, changes: dict, now) -> dict | None:
         """Move a live request out of ``stage`` with ``changes`` (which set the next
         stage) in one conditional write: of two racing posts of one page only the first
         gets the document back, so a handle yields at most one code."""
-        return self._pending.find_one_and_update(
+        return self._docs.find_one_and_update(
             {"_id": handle_digest, "stage": stage, "expires_at": {"$gt": now}}, {"$set": changes},
             return_document=ReturnDocument.AFTER)
 
     def delete(self, handle_digest: str) -> None:
-        self._pending.delete_one({"_id": handle_digest})
+        self._docs.delete_one({"_id": handle_digest})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shared.ids import is_uuid
 from shared.checks import Permission, Scope  # noqa: F401  (role and assignment fields)
-from shared.validation import ID, TIME, Bool, DateTime, Invalid, List, Schema, String, Uuid, page_of
+from shared.validation import ID, NULLABLE_TIME, TIME, Bool, DateTime, Invalid, List, Schema, String, Uuid, page_of
 
 NAME_MAX = 100
 DISPLAY_NAME_MAX = 255
@@ -109,15 +109,19 @@ ROLE_DETAIL = {
 
 ROLE_PAGE = page_of(ROLE_SUMMARY)
 
+# The terms of an assignment, in the create response and in each item of a user's list.
+_TERMS = {
+    "scope": {"type": ["string", "null"]},
+    "expires_at": NULLABLE_TIME,
+    "assigned_at": TIME,
+}
+
+# Whose roles or permissions a list answers with, and at which scope.
+_SUBJECT = {"user_id": ID, "scope": {"type": ["string", "null"]}}
+
 ASSIGNMENT = {
     "type": "object",
-    "properties": {
-        "user_id": ID,
-        "role_id": ID,
-        "scope": {"type": ["string", "null"]},
-        "expires_at": {"type": ["string", "null"], "format": "date-time"},
-        "assigned_at": TIME,
-    },
+    "properties": {"user_id": ID, "role_id": ID, **_TERMS},
 }
 
 ASSIGNMENT_LIST = {
@@ -129,21 +133,17 @@ ASSIGNMENT_LIST = {
                 "role_id": ID,
                 "name": {"type": "string"},
                 "display_name": {"type": "string"},
-                "scope": {"type": ["string", "null"]},
-                "expires_at": {"type": ["string", "null"], "format": "date-time"},
-                "assigned_at": TIME,
+                **_TERMS,
             },
         }},
-        "user_id": ID,
-        "scope": {"type": ["string", "null"]},
+        **_SUBJECT,
     },
 }
 
 USER_PERMISSIONS = {
     "type": "object",
     "properties": {
-        "user_id": ID,
-        "scope": {"type": ["string", "null"]},
+        **_SUBJECT,
         "permissions": {"type": "array", "items": {"type": "string"}},
         "roles": {"type": "array", "items": {
             "type": "object", "properties": {"id": ID, "name": {"type": "string"}}}},

@@ -6,8 +6,6 @@ by {userId} through (403 for another user's token and for API keys); rules live 
 """
 from __future__ import annotations
 
-import falcon
-
 from shared.errors import Forbidden, ValidationFailed
 from shared.http import no_store, read_json, respond
 
@@ -63,7 +61,7 @@ class Account(_SelfServiceResource):
 
     def on_delete(self, req, resp, applicationId, userId):
         self.selfservice.delete_account(applicationId, userId)
-        resp.status = falcon.HTTP_204
+        resp.status = 204
 
 
 class DataExport(_SelfServiceResource):
@@ -132,4 +130,4 @@ class SessionItem(_SelfServiceResource):
 
     def on_delete(self, req, resp, applicationId, userId, sessionId):
         self.selfservice.revoke_session(applicationId, userId, sessionId)
-        resp.status = falcon.HTTP_204
+        resp.status = 204

@@ -27,6 +27,7 @@ from controlplane.roles.service import RoleService
 from controlplane.selfservice.errors import ExportLimited, SessionNotFound
 from controlplane.users.errors import UserNotFound
 from controlplane.users.registration import RegistrationService
+from controlplane.users.serializers import serialize_user
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import SessionStore, UserStore
 
@@ -182,15 +183,10 @@ def _same(stored, value) -> bool:
 
 
 def serialize_profile(user: dict) -> dict:
-    """The spec's User profile resource."""
+    """The spec's User profile resource: the User plus avatar_url and updated_at."""
     return {
-        "id": user["_id"],
-        "email": user["email"],
-        "name": user["name"],
+        **serialize_user(user),
         "avatar_url": user.get("avatar_url"),
-        "email_verified": bool(user.get("email_verified")),
-        "metadata": user.get("metadata"),
-        "created_at": isoformat(user["created_at"]),
         "updated_at": isoformat(user.get("updated_at") or user["created_at"]),
     }
 

@@ -30,19 +30,20 @@ class _Page(Resource):
                           api=f"/api/v1/applications/{app['_id']}")
 
 
+def _docs(summary: str, description: str, token: str) -> dict:
+    """The OpenAPI operation of a page that reads a ``token`` from its address."""
+    return {"GET": op(summary, description=description, query={
+        "token": ({"type": "string"}, f"the emailed {token} token (read by the page's script)")})}
+
+
 class VerifyEmailPage(_Page):
     template = "verify_email.html"
-    docs = {"GET": op(
-        "Hosted page of the verification link (?token=...)",
-        description="HTML. A button POSTs the token to V1/users/email/verify; opening the link alone changes nothing.",
-        query={"token": ({"type": "string"}, "the emailed verification token (read by the page's script)")},
-    )}
+    docs = _docs("Hosted page of the verification link (?token=...)",
+                 "HTML. A button POSTs the token to V1/users/email/verify; opening the link alone changes nothing.",
+                 "verification")
 
 
 class ResetPasswordPage(_Page):
     template = "reset_password.html"
-    docs = {"GET": op(
-        "Hosted page of the password reset link (?token=...)",
-        description="HTML form that POSTs token, email and the new password to V1/users/password/reset.",
-        query={"token": ({"type": "string"}, "the emailed reset token (read by the page's script)")},
-    )}
+    docs = _docs("Hosted page of the password reset link (?token=...)",
+                 "HTML form that POSTs token, email and the new password to V1/users/password/reset.", "reset")

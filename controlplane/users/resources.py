@@ -109,7 +109,7 @@ class Logout(Resource):
         principal = req.context.principal
         self.sessions.logout(applicationId, values["refresh_token"],
                              user_id=principal.user_id if principal.kind == "user" else None)
-        resp.status = falcon.HTTP_204
+        resp.status = 204
 
 
 class Refresh(Resource):

@@ -30,6 +30,8 @@ from pymongo.errors import DuplicateKeyError, WriteError
 
 from shared.timeutil import aware
 
+from controlplane.collection import AppCollection, Collection
+
 # Expired sessions and one-time tokens are kept this long after they expire (an expired
 # token still answers "expired" rather than "unknown"), then MongoDB reclaims them.
 RETENTION_SECONDS = 7 * 24 * 3600
@@ -287,22 +289,17 @@ def _lookup(attributes, key: str):
     return node
 
 
-class SessionStore:
+class SessionStore(AppCollection):
+    name, indexes = "sessions", INDEXES
+
     def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._sessions = store["sessions"]
+        super().__init__(store)
         self._history = store["refresh_token_history"]
-
-    def insert(self, doc: dict) -> None:
-        self._sessions.insert_one(doc)
-
-    def get(self, app_id: str, session_id: str) -> dict | None:
-        return self._sessions.find_one({"_id": session_id, "app_id": app_id})
 
     def rotate(self, app_id: str, presented: str, successor: str, now) -> dict | None:
         """The atomic swap: if ``presented`` is the live token of a live session, make
         ``successor`` the live token and remember ``presented`` as rotated last."""
-        return self._sessions.find_one_and_update(
+        return self._docs.find_one_and_update(
             {"app_id": app_id, "refresh_digest": presented, "revoked_at": None, "expires_at": {"$gt": now}},
             {"$set": {"refresh_digest": successor, "previous_digest": presented, "rotated_at": now,
                       "last_used_at": now}},
@@ -319,10 +316,10 @@ class SessionStore:
             pass  # already recorded
 
     def by_current(self, app_id: str, token_digest: str) -> dict | None:
-        return self._sessions.find_one({"app_id": app_id, "refresh_digest": token_digest})
+        return self._docs.find_one({"app_id": app_id, "refresh_digest": token_digest})
 
     def by_previous(self, app_id: str, token_digest: str) -> dict | None:
-        return self._sessions.find_one({"app_id": app_id, "previous_digest": token_digest})
+        return self._docs.find_one({"app_id": app_id, "previous_digest": token_digest})
 
     def by_rotated(self, app_id: str, token_digest: str) -> dict | None:
         """The session an older (already rotated) token belonged to."""
@@ -330,10 +327,10 @@ class SessionStore:
         return self.get(app_id, entry["session_id"]) if entry else None
 
     def touch(self, app_id: str, session_id: str, now) -> None:
-        self._sessions.update_one({"_id": session_id, "app_id": app_id}, {"$set": {"last_used_at": now}})
+        self._docs.update_one({"_id": session_id, "app_id": app_id}, {"$set": {"last_used_at": now}})
 
     def revoke(self, app_id: str, session_id: str, now, reason: str) -> bool:
-        result = self._sessions.update_one(
+        result = self._docs.update_one(
             {"_id": session_id, "app_id": app_id, "revoked_at": None},
             {"$set": {"revoked_at": now, "revoked_reason": reason}},
         )
@@ -344,12 +341,12 @@ class SessionStore:
         query: dict = {"app_id": app_id, "user_id": user_id, "revoked_at": None, "expires_at": {"$gt": now}}
         if keep is not None:
             query["_id"] = {"$ne": keep}
-        result = self._sessions.update_many(query, {"$set": {"revoked_at": now, "revoked_reason": reason}})
+        result = self._docs.update_many(query, {"$set": {"revoked_at": now, "revoked_reason": reason}})
         return result.modified_count
 
     def active(self, app_id: str, user_id: str, now) -> list[dict]:
         """Live sessions of the user, newest first, without their token digests."""
-        cursor = self._sessions.find(
+        cursor = self._docs.find(
             {"app_id": app_id, "user_id": user_id, "revoked_at": None, "expires_at": {"$gt": now}},
             _SESSION_PROJECTION,
         ).sort([("created_at", DESCENDING), ("_id", DESCENDING)])
@@ -358,14 +355,14 @@ class SessionStore:
     def all_for_user(self, app_id: str, user_id: str) -> list[dict]:
         """Every stored session of the user (live, revoked, expired), newest first,
         without their token digests."""
-        cursor = self._sessions.find({"app_id": app_id, "user_id": user_id}, _SESSION_PROJECTION) \
+        cursor = self._docs.find({"app_id": app_id, "user_id": user_id}, _SESSION_PROJECTION) \
             .sort([("created_at", DESCENDING), ("_id", DESCENDING)])
         return list(cursor)
 
     def revoke_live(self, app_id: str, user_id: str, session_id: str, now, reason: str) -> bool:
         """Revoke one live session of this user (one conditional write: a session of
         another user, a revoked or an expired one is left alone and False returned)."""
-        result = self._sessions.update_one(
+        result = self._docs.update_one(
             {"_id": session_id, "app_id": app_id, "user_id": user_id, "revoked_at": None,
              "expires_at": {"$gt": now}},
             {"$set": {"revoked_at": now, "revoked_reason": reason}},
@@ -373,27 +370,22 @@ class SessionStore:
         return result.modified_count == 1
 
 
-class OneTimeTokenStore:
+class OneTimeTokenStore(Collection):
     """Email verification and password reset tokens: stored by digest, single use."""
 
-    def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._tokens = store["user_tokens"]
-
-    def insert(self, doc: dict) -> None:
-        self._tokens.insert_one(doc)
+    name, indexes = "user_tokens", INDEXES
 
     def get(self, app_id: str, token_digest: str, purpose: str) -> dict | None:
-        return self._tokens.find_one({"_id": token_digest, "app_id": app_id, "purpose": purpose})
+        return self._docs.find_one({"_id": token_digest, "app_id": app_id, "purpose": purpose})
 
     def consume(self, app_id: str, token_digest: str, purpose: str, now) -> dict | None:
         """Mark the token used if it is unused and unexpired (one winner under races)."""
-        return self._tokens.find_one_and_update(
+        return self._docs.find_one_and_update(
             {"_id": token_digest, "app_id": app_id, "purpose": purpose, "used_at": None, "expires_at": {"$gt": now}},
             {"$set": {"used_at": now}},
             return_document=ReturnDocument.AFTER,
         )
 
     def invalidate_for_user(self, app_id: str, user_id: str, purpose: str, now) -> None:
-        self._tokens.update_many({"app_id": app_id, "user_id": user_id, "purpose": purpose, "used_at": None},
-                                 {"$set": {"used_at": now}})
+        self._docs.update_many({"app_id": app_id, "user_id": user_id, "purpose": purpose, "used_at": None},
+                               {"$set": {"used_at": now}})

@@ -3,11 +3,11 @@ Every method needs webhooks:manage, for end-user tokens and API keys alike."""
 from __future__ import annotations
 
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import no_store, read_json, respond
+from shared.http import no_store, respond
 
 from controlplane.auth import permission
 from controlplane.openapi import op
-from controlplane.resource import Resource
+from controlplane.resource import ManagedCollection, ManagedItem, Resource
 from controlplane.webhooks import schemas
 from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound, WebhookTargetForbidden
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
@@ -18,7 +18,7 @@ _WRITE_ERRORS = [ValidationFailed, WebhookTargetForbidden, WebhookEventUnsupport
 _ITEM_ERRORS = [PermissionMissing, WebhookNotFound]
 
 
-class WebhookCollection(Resource):
+class WebhookCollection(ManagedCollection):
     access = {"GET": MANAGE, "POST": MANAGE}
     docs = {
         "GET": op("List webhooks (without their secrets)", response=schemas.WEBHOOK_LIST, errors=[PermissionMissing]),
@@ -26,20 +26,11 @@ class WebhookCollection(Resource):
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
     }
 
-    def __init__(self, webhooks: WebhookService):
-        self.webhooks = webhooks
-
-    def on_get(self, req, resp, applicationId):
-        respond(resp, [serialize_webhook(w) for w in self.webhooks.list(applicationId)])
-
-    def on_post(self, req, resp, applicationId):
-        values = schemas.CREATE_WEBHOOK.validate(read_json(req))
-        webhook, secret = self.webhooks.create(applicationId, values)
-        no_store(resp)
-        respond(resp, serialize_webhook(webhook, secret), status=201)
+    create_schema = schemas.CREATE_WEBHOOK
+    serialize = staticmethod(serialize_webhook)
 
 
-class WebhookItem(Resource):
+class WebhookItem(ManagedItem):
     access = {"GET": MANAGE, "PUT": MANAGE, "DELETE": MANAGE}
     docs = {
         "GET": op("Get a webhook (without its secret)", response=schemas.WEBHOOK, errors=_ITEM_ERRORS),
@@ -48,19 +39,8 @@ class WebhookItem(Resource):
         "DELETE": op("Delete a webhook; pending deliveries are not retried", ok=204, errors=_ITEM_ERRORS),
     }
 
-    def __init__(self, webhooks: WebhookService):
-        self.webhooks = webhooks
-
-    def on_get(self, req, resp, applicationId, webhookId):
-        respond(resp, serialize_webhook(self.webhooks.require(applicationId, webhookId)))
-
-    def on_put(self, req, resp, applicationId, webhookId):
-        values = schemas.UPDATE_WEBHOOK.validate(read_json(req), partial=True)
-        respond(resp, serialize_webhook(self.webhooks.update(applicationId, webhookId, values)))
-
-    def on_delete(self, req, resp, applicationId, webhookId):
-        self.webhooks.delete(applicationId, webhookId)
-        resp.status = 204
+    update_schema = schemas.UPDATE_WEBHOOK
+    serialize = staticmethod(serialize_webhook)
 
 
 class WebhookSecret(Resource):

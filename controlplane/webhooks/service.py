@@ -39,7 +39,7 @@ class WebhookService:
     def __post_init__(self, event_kinds):
         self._kinds = tuple(event_kinds)
 
-    def require(self, app_id: str, webhook_id: str) -> dict:
+    def get(self, app_id: str, webhook_id: str) -> dict:
         webhook = self.store.get(app_id, webhook_id.lower()) if is_uuid(webhook_id) else None
         if webhook is None:
             raise WebhookNotFound(webhook_id)
@@ -73,7 +73,7 @@ class WebhookService:
     def update(self, app_id: str, webhook_id: str, values: dict) -> dict:
         """PUT: any of url, events (replaces), is_active.  Re-enabling resets the
         failure streak that auto-disabling counts."""
-        webhook = self.require(app_id, webhook_id)
+        webhook = self.get(app_id, webhook_id)
         changes = {}
         if "url" in values:
             changes["url"] = self.policy.check(values["url"]).url
@@ -93,14 +93,14 @@ class WebhookService:
     def delete(self, app_id: str, webhook_id: str) -> None:
         """Delete the webhook, then its deliveries: pending retries are not sent (a worker
         holding one finds the webhook gone and drops it)."""
-        webhook = self.require(app_id, webhook_id)
+        webhook = self.get(app_id, webhook_id)
         if not self.store.delete(app_id, webhook["_id"]):
             raise WebhookNotFound(webhook_id)
         self.store.delete_deliveries(app_id, webhook["_id"])
 
     def rotate_secret(self, app_id: str, webhook_id: str) -> tuple[dict, str]:
         """A new secret, effective for every attempt from now on (retries included)."""
-        webhook = self.require(app_id, webhook_id)
+        webhook = self.get(app_id, webhook_id)
         secret = new_secret()
         updated = self.store.update(app_id, webhook["_id"],
                                     {"secret": self.box.encrypt(secret), "updated_at": self.clock()})
@@ -109,7 +109,7 @@ class WebhookService:
         return updated, secret
 
     def deliveries(self, app_id: str, webhook_id: str) -> list[dict]:
-        webhook = self.require(app_id, webhook_id)
+        webhook = self.get(app_id, webhook_id)
         return self.store.recent_deliveries(app_id, webhook["_id"], DELIVERY_LOG_SIZE)
 
     def _check_events(self, events: list[str]) -> list[str]:

@@ -40,6 +40,8 @@ from pymongo.errors import DuplicateKeyError
 
 from shared.ids import new_id
 
+from controlplane.collection import AppCollection
+
 INDEXES = {
     "webhooks": [
         IndexModel([("app_id", ASCENDING), ("created_at", ASCENDING)]),
@@ -66,54 +68,39 @@ def delivery_id(webhook_id: str, event_seq: int) -> str:
     return str(uuid.uuid5(_DELIVERY_IDS, f"{webhook_id}:{event_seq}"))
 
 
-class WebhookStore:
+class WebhookStore(AppCollection):
+    name, indexes = "webhooks", INDEXES
+
     def __init__(self, store):
-        store.declare_indexes(INDEXES)
-        self._webhooks = store["webhooks"]
+        super().__init__(store)
         self._deliveries = store["webhook_deliveries"]
         self._queue = store["webhook_queue"]
         self._dispatch = store["webhook_dispatch"]
 
     # --- webhooks
 
-    def insert(self, doc: dict) -> None:
-        self._webhooks.insert_one(doc)
-
-    def get(self, app_id: str, webhook_id: str) -> dict | None:
-        return self._webhooks.find_one({"_id": webhook_id, "app_id": app_id})
-
-    def list(self, app_id: str) -> list[dict]:
-        return list(self._webhooks.find({"app_id": app_id}).sort([("created_at", ASCENDING), ("_id", ASCENDING)]))
-
-    def update(self, app_id: str, webhook_id: str, changes: dict) -> dict | None:
-        return self._webhooks.find_one_and_update({"_id": webhook_id, "app_id": app_id}, {"$set": changes},
-                                                  return_document=ReturnDocument.AFTER)
-
-    def delete(self, app_id: str, webhook_id: str) -> bool:
-        return self._webhooks.delete_one({"_id": webhook_id, "app_id": app_id}).deleted_count == 1
-
     def subscribers(self, app_id: str, kind: str, seq: int) -> list[dict]:
         """Active webhooks of the application subscribed to ``kind`` that existed before
         event ``seq`` (a webhook never receives what happened before it was created)."""
-        return list(self._webhooks.find({"app_id": app_id, "events": kind, "is_active": True,
-                                         "created_seq": {"$lt": seq}}, {"_id": 1, "app_id": 1}))
+        return list(self._docs.find({"app_id": app_id, "events": kind, "is_active": True,
+                                     "created_seq": {"$lt": seq}}, {"_id": 1, "app_id": 1}))
 
     def record_success(self, app_id: str, webhook_id: str) -> None:
-        self._webhooks.update_one({"_id": webhook_id, "app_id": app_id, "consecutive_failures": {"$ne": 0}},
-                                  {"$set": {"consecutive_failures": 0}})
+        self._docs.update_one({"_id": webhook_id, "app_id": app_id, "consecutive_failures": {"$ne": 0}},
+                              {"$set": {"consecutive_failures": 0}})
 
     def record_failure(self, app_id: str, webhook_id: str) -> int:
         """Count one more failure in a row; returns the new count (0 when the webhook is gone)."""
-        doc = self._webhooks.find_one_and_update({"_id": webhook_id, "app_id": app_id},
-                                                 {"$inc": {"consecutive_failures": 1}},
-                                                 projection={"consecutive_failures": 1},
-                                                 return_document=ReturnDocument.AFTER)
+        doc = self._docs.find_one_and_update({"_id": webhook_id, "app_id": app_id},
+                                             {"$inc": {"consecutive_failures": 1}},
+                                             projection={"consecutive_failures": 1},
+                                             return_document=ReturnDocument.AFTER)
         return doc["consecutive_failures"] if doc else 0
 
     def disable(self, app_id: str, webhook_id: str, now) -> bool:
         """Set is_active false once; True for the call that did it."""
-        result = self._webhooks.update_one({"_id": webhook_id, "app_id": app_id, "is_active": True},
-                                           {"$set": {"is_active": False, "disabled_at": now, "updated_at": now}})
+        result = self._docs.update_one({"_id": webhook_id, "app_id": app_id, "is_active": True},
+                                       {"$set": {"is_active": False, "disabled_at": now, "updated_at": now}})
         return result.modified_count == 1
 
     # --- deliveries
