@@ -13,6 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # annotations only: the composition root imports these modules
+    from controlplane.applications.service import ApplicationService
+    from controlplane.events import Tailer
+    from controlplane.keys import SigningKeys
+    from controlplane.store import Store
 
 log = logging.getLogger("iamgate.startup")
 
@@ -20,16 +28,18 @@ FIRST_DELAY = 0.5  # seconds before the first retry; doubled after each failure
 MAX_DELAY = 30.0
 
 
+@dataclass(eq=False)
 class StartUp:
-    def __init__(self, store, keys, applications, tailer, *, sleep=time.sleep,
-                 first_delay: float = FIRST_DELAY, max_delay: float = MAX_DELAY):
-        self._store = store
-        self._keys = keys
-        self._applications = applications
-        self._tailer = tailer
-        self._sleep = sleep
-        self._first_delay = first_delay
-        self._max_delay = max_delay
+    store: Store
+    keys: SigningKeys
+    applications: ApplicationService
+    tailer: Tailer
+    _: KW_ONLY
+    sleep: Callable[[float], None] = time.sleep
+    first_delay: float = FIRST_DELAY
+    max_delay: float = MAX_DELAY
+
+    def __post_init__(self):
         self._done = threading.Event()
         self.attempts = 0
 
@@ -40,15 +50,15 @@ class StartUp:
     def run_once(self) -> None:
         """One attempt; raises what the store raised."""
         self.attempts += 1
-        self._store.ensure_indexes()
-        self._keys.ensure_active()
-        self._applications.finish_deletions()
-        self._tailer.begin()
+        self.store.ensure_indexes()
+        self.keys.ensure_active()
+        self.applications.finish_deletions()
+        self.tailer.begin()
         self._done.set()
 
     def run(self, *, start_tailer: bool) -> None:
         """Attempt until the store answers, then start the tailer (when asked)."""
-        delay = self._first_delay
+        delay = self.first_delay
         while True:
             try:
                 self.run_once()
@@ -56,13 +66,13 @@ class StartUp:
             except Exception as exc:  # any driver failure: MongoDB late, a network blip, a failover
                 log.warning("start-up: the store does not answer yet; retrying", extra={
                     "attempt": self.attempts, "retry_in_seconds": delay, "error": _one_line(exc)})
-                self._sleep(delay)
-                delay = min(delay * 2, self._max_delay)
+                self.sleep(delay)
+                delay = min(delay * 2, self.max_delay)
         if self.attempts > 1:
             log.info("start-up: the store answers; indexes and signing keys are in place",
                      extra={"attempts": self.attempts})
         if start_tailer:
-            self._tailer.start()
+            self.tailer.start()
 
     def start(self) -> None:
         """``run`` on a background thread (a greenlet under gevent)."""
