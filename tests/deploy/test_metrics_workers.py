@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from decision.metrics import FLUSH_SECONDS
 from tests.deploy.late_store import GATE_VARIABLE
-from tests.e2e.processes import Admin, Processes, free_port, wait_until
+from tests.e2e.processes import Admin, Processes, free_port, stop_process, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE_PID = 999999
@@ -41,16 +41,6 @@ def _env(**settings) -> dict:
 def _spawn(command, env, log_path) -> subprocess.Popen:
     log = open(log_path, "w")
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, process_group=0)
-
-
-def _stop(process) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def workers(master: subprocess.Popen) -> set[int]:
@@ -188,7 +178,7 @@ def test_the_control_planes_metrics_sum_both_workers_and_survive_a_worker_restar
         assert count(samples, "iamgate_http_requests_total",
                      (("method", "GET"), ("route", "/metrics"), ("status", "200"))) == 4
     finally:
-        _stop(master)
+        stop_process(master)
     log = (tmp_path / "control.log").read_text()
     assert "Traceback" not in log, log
 
@@ -209,7 +199,7 @@ def test_one_control_plane_worker_keeps_its_own_registry(tmp_path):
         assert count(samples, "iamgate_http_requests_total", HEALTHZ) >= 5
         assert not (tmp_path / "metrics").exists() and not (tmp_path / "inherited").exists()
     finally:
-        _stop(master)
+        stop_process(master)
 
 
 def test_an_unusable_metrics_dir_stops_the_master_with_exit_2(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from tests.deploy.late_store import GATE_VARIABLE
-from tests.e2e.processes import free_port, wait_until
+from tests.e2e.processes import free_port, stop_process, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"IAMGATE_SECRET_KEY": "deploy-secret-key-0123456789abcdef", "IAMGATE_BCRYPT_ROUNDS": "4"}
@@ -89,16 +89,6 @@ def _spawn(command, env, log_path):
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, process_group=0)
 
 
-def _stop(process):
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def _status(url):
     try:
         return requests.get(url, timeout=10).status_code
@@ -123,7 +113,7 @@ def test_a_late_mongodb_keeps_the_control_plane_alive_and_unready_until_it_answe
         # The start-up step ran: a signing key exists.
         assert requests.get(url + "/.well-known/jwks.json", timeout=10).json()["keys"]
     finally:
-        _stop(process)
+        stop_process(process)
     log = (tmp_path / "control.log").read_text()
     retries = [json.loads(line) for line in log.splitlines() if '"retrying"' in line or "retrying" in line]
     assert retries and all(r["logger"] == "iamgate.startup" for r in retries)
@@ -160,7 +150,7 @@ def test_the_images_command_runs_one_worker_on_memory_and_logs_json_lines(tmp_pa
         assert statuses == [201] + [409] * 5  # one database, whichever worker answered
         assert "_created" not in requests.get(url + "/metrics", timeout=10).text
     finally:
-        _stop(process)
+        stop_process(process)
     lines = (tmp_path / "image.log").read_text().splitlines()
     entries = [json.loads(line) for line in lines]  # JSON lines only, gunicorn's included
     assert any(e["logger"] == "gunicorn.error" for e in entries)

@@ -122,11 +122,11 @@ class Processes:
         return self
 
     def stop_control_plane(self) -> None:
-        _stop(self.control)
+        stop_process(self.control)
 
     def stop(self) -> None:
-        _stop(self.decision)
-        _stop(self.control)
+        stop_process(self.decision)
+        stop_process(self.control)
         if self.database_uri and self.env.get("IAMGATE_MONGODB_URI") == self.database_uri:
             mongodb.drop_database(self.database_uri)
 
@@ -135,12 +135,13 @@ class Processes:
                          for path in sorted(self.log_dir.glob("*.log")))
 
 
-def _stop(process: subprocess.Popen | None) -> None:
+def stop_process(process: subprocess.Popen | None) -> None:
+    """SIGTERM, then SIGKILL if it is still running 20 s later."""
     if process is None or process.poll() is not None:
         return
     process.send_signal(signal.SIGTERM)
     try:
-        process.wait(15)
+        process.wait(20)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
