@@ -35,7 +35,7 @@ import falcon
 import requests
 
 from benchmarks.decision_bench import _answers, _until, _us, ensure_wrk, run_wrk
-from benchmarks.doc import ROOT, conditions, write_section
+from benchmarks.doc import ROOT, conditions, publish
 from benchmarks.footprint import CERBOS_BODY, CERBOS_CONFIG, CERBOS_VERSION, ensure_cerbos, start_timed, stop
 from controlplane.launcher import _gunicorn
 from tests.e2e.processes import Admin, Processes, free_port, wait_until
@@ -190,10 +190,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     results = run(args.duration, args.warmup)
     table = report(results, args.duration, args.warmup)
-    print(f"\n{table}\n")
-    if not args.no_write:
-        write_section(SECTION, table)
-    return 0 if all(met for _, met in verdicts(results).values()) else 1
+    return publish(SECTION, table, verdicts(results), write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -28,23 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import falcon
 import requests
 
+from benchmarks import doc
+from benchmarks.doc import PERFORMANCE_DOC, ROOT, machine
 from tests.e2e.processes import Admin, Processes, free_port, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
-PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 SECTION = "## Decision service"
 
 TARGETS = {
@@ -322,16 +320,6 @@ def run(duration: float, revocations: int, workers: int, nice: int | None = None
 # --- reporting ------------------------------------------------------------------------------------
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M).group(1)
-    except (OSError, AttributeError):
-        pass
-    return (f"{model}, {os.cpu_count()} CPU(s), {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
-
-
 def verdicts(results: dict) -> dict:
     propagation = results["propagation"]
     measured = {
@@ -413,12 +401,11 @@ def _us(microseconds: float) -> str:
 def write_section(table: str, command: str, nice: int | None) -> None:
     """Replace (or add) the "## Decision service" section of docs/performance.md, leaving
     every other section as it is."""
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = doc.stamp()
     priority = (f" The services and wrk ran at nice {nice}, their session autogroups too, so that other "
                 "sessions' processes on this shared machine did not each take an equal share of the cores."
                 if nice is not None else "")
-    section = (
-        f"{SECTION}\n\n"
+    body = (
         f"Measured with `{command}` (benchmarks/decision_bench.py; `make bench` runs it with the defaults) "
         f"on {stamp}, on {machine()}. The control plane (one gevent worker, memory://), the decision service "
         "and the load generator (wrk, one thread) share the same cores, over loopback. Latencies are raw wrk "
@@ -427,14 +414,7 @@ def write_section(table: str, command: str, nice: int | None) -> None:
         f"every worker) answer denied.{priority}\n\n"
         f"{table}\n"
     )
-    text = PERFORMANCE_DOC.read_text("utf-8") if PERFORMANCE_DOC.exists() else "# Performance\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    PERFORMANCE_DOC.parent.mkdir(exist_ok=True)
-    PERFORMANCE_DOC.write_text(text, "utf-8")
+    doc.write_section(SECTION, body)
 
 
 def main(argv=None) -> int:

@@ -2,14 +2,23 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.decision_bench import machine
-
 ROOT = Path(__file__).resolve().parents[1]
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M).group(1)
+    except (OSError, AttributeError):
+        pass
+    return (f"{model}, {os.cpu_count()} CPU(s), {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
 
 
 def stamp() -> str:
@@ -34,3 +43,12 @@ def write_section(title: str, body: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     PERFORMANCE_DOC.write_text(text, "utf-8")
+
+
+def publish(title: str, table: str, verdicts: dict, *, write: bool) -> int:
+    """A benchmark's last step: print its table, write it as the section ``title`` unless
+    told not to, and give the exit status, 1 when any target was missed."""
+    print(f"\n{table}\n")
+    if write:
+        write_section(title, table)
+    return 0 if all(met for _, met in verdicts.values()) else 1

@@ -47,7 +47,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.decision_bench import PERFORMANCE_DOC, ROOT, ensure_wrk, machine, run_wrk
+from benchmarks.decision_bench import ensure_wrk, run_wrk
+from benchmarks.doc import PERFORMANCE_DOC, ROOT, machine
 from tests.e2e.processes import Admin, Processes, free_port
 
 SECTION = "## Decision-service footprint"

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from benchmarks.decision_bench import percentile
-from benchmarks.doc import conditions, write_section
+from benchmarks.doc import conditions, publish
 from tests.e2e.processes import Admin, Processes
 
 SECTION = "## Change-stream fan-out: latest run"
@@ -216,10 +216,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     results = run(args.subscribers, args.revocations)
     table = report(results, args.subscribers, args.revocations)
-    print(f"\n{table}\n")
-    if not args.no_write:
-        write_section(SECTION, table)
-    return 0 if all(met for _, met in verdicts(results, args.subscribers).values()) else 1
+    return publish(SECTION, table, verdicts(results, args.subscribers), write=not args.no_write)
 
 
 if __name__ == "__main__":
