@@ -129,7 +129,7 @@ class ResendVerification(Resource):
     access = {"POST": DASHBOARD}
     docs = {"POST": op(
         "Mail the signed-in account a new verification link", ok=202,
-        response={"type": "object", "properties": {"message": {"type": "string"}}},
+        response=schemas.MESSAGE,
         errors=[UnsupportedMediaType, VerificationRequestsLimited],
         description="Nothing is sent once the address is confirmed. Limited by IAMGATE_RATE_LIMIT_RESEND.",
     )}
@@ -146,7 +146,7 @@ class ForgotPassword(Resource):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         "Mail a password reset link to a dashboard account", body=schemas.FORGOT_PASSWORD,
-        response={"type": "object", "properties": {"message": {"type": "string"}}},
+        response=schemas.MESSAGE,
         errors=[ValidationFailed, UnsupportedMediaType, ResetRequestsLimited],
         description="Always 200, known address or not. Every request for the address counts toward "
                     "IAMGATE_RATE_LIMIT_FORGOT.",
@@ -166,7 +166,7 @@ class ResetPassword(Resource):
     password_work = ("POST",)
     docs = {"POST": op(
         "Set a new password with the token of a mailed reset link", body=schemas.RESET_PASSWORD,
-        response={"type": "object", "properties": {"message": {"type": "string"}}},
+        response=schemas.MESSAGE,
         errors=[ValidationFailed, UnsupportedMediaType, InvalidResetToken, ResetTokenExpired, PasswordTooWeak],
         description="Confirms the address, ends every session of the account and lifts a login lock. "
                     "The link lives IAMGATE_RESET_TOKEN_TTL seconds (1 h).",
@@ -229,7 +229,7 @@ class Password(Resource):
     password_work = ("POST",)
     docs = {"POST": op(
         "Change the signed-in account's password; ends every session and sets a new cookie",
-        body=schemas.PASSWORD_CHANGE, response={"type": "object", "properties": {"message": {"type": "string"}}},
+        body=schemas.PASSWORD_CHANGE, response=schemas.MESSAGE,
         errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, PasswordTooWeak, AccountLocked],
     )}
 

@@ -46,6 +46,9 @@ VERIFY_EMAIL = Schema({
     "token": String(required=True, max_len=TOKEN_MAX, description="the token=... value of the verification link"),
 })
 
+# What the email-link and password endpoints answer.
+MESSAGE = {"type": "object", "properties": {"message": {"type": "string"}}}
+
 FORGOT_PASSWORD = Schema({
     "email": String(required=True, max_len=254, description="the account's email; the answer never says "
                                                             "whether it has an account"),

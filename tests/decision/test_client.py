@@ -93,6 +93,21 @@ def test_statuses_and_bodies_map_to_the_client_errors(server):
     assert server.seen[-1][1] is None  # the JWKS is read without the credential
 
 
+def _answering_once(reply: bytes) -> socket.socket:
+    """A listener that reads one request of its first connection, answers ``reply``
+    whatever it was, and closes it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer():
+        connection, _ = listener.accept()
+        connection.recv(65536)
+        connection.sendall(reply)
+        connection.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    return listener
+
+
 def test_unreachable_slow_and_malformed_servers_are_control_plane_errors():
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
@@ -101,15 +116,7 @@ def test_unreachable_slow_and_malformed_servers_are_control_plane_errors():
         ControlPlaneClient(f"http://127.0.0.1:{port}", "t").whoami()
 
     silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
-    garbage = socket.create_server(("127.0.0.1", 0))
-
-    def answer_garbage():
-        connection, _ = garbage.accept()
-        connection.recv(65536)
-        connection.sendall(b"SSH-2.0-OpenSSH\r\n\r\n")
-        connection.close()
-
-    threading.Thread(target=answer_garbage, daemon=True).start()
+    garbage = _answering_once(b"SSH-2.0-OpenSSH\r\n\r\n")
     try:
         slow = ControlPlaneClient(f"http://127.0.0.1:{silent.getsockname()[1]}", "t", timeout=(1.0, 0.2))
         with pytest.raises(ControlPlaneError, match="TimeoutError"):
@@ -124,15 +131,7 @@ def test_unreachable_slow_and_malformed_servers_are_control_plane_errors():
 def test_https_is_verified_against_the_ca_bundle():
     """A TLS server whose certificate no CA in the bundle signed: refused before any
     request is sent (here, a plain TCP server that answers the handshake with garbage)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def not_tls():
-        connection, _ = listener.accept()
-        connection.recv(65536)
-        connection.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
-        connection.close()
-
-    threading.Thread(target=not_tls, daemon=True).start()
+    listener = _answering_once(b"HTTP/1.1 200 OK\r\n\r\n")
     try:
         with pytest.raises(ControlPlaneError, match="SSL"):
             ControlPlaneClient(f"https://127.0.0.1:{listener.getsockname()[1]}", "t").whoami()

@@ -27,7 +27,7 @@ import requests
 
 from tests import mongodb
 from tests.conftest import TEST_SECRET
-from tests.e2e.processes import free_port, wait_until
+from tests.e2e.processes import free_port, stop_process, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT, MARGIN = 3, 1  # a lease of 4 s: long enough to kill the worker mid-send, short to wait out
@@ -82,12 +82,7 @@ class Worker:
         self.process.wait(10)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.process)
 
 
 @pytest.fixture
