@@ -34,6 +34,7 @@ import itertools
 import logging
 import socket
 import socketserver
+import sys
 import struct
 import threading
 from datetime import datetime, timezone
@@ -470,6 +471,11 @@ class WireServer(socketserver.ThreadingTCPServer):
     def __init__(self, host: str = "127.0.0.1", port: int = 0, wire: MongoWire | None = None):
         self.wire = wire or MongoWire()
         super().__init__((host, port), _Connection)
+
+    def handle_error(self, request, client_address):
+        # A client (a killed worker process, a closed pool) that went away is not an error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     @property
     def uri(self) -> str:
