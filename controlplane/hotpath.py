@@ -37,7 +37,6 @@ from shared.http import MEDIA_JSON, domain_error_answer, resolve_request_id, une
 
 from controlplane import events
 from controlplane.auth import AuthMiddleware, required_token
-from controlplane.authz.service import AuthzService
 
 _STATUS_LINES: dict[int, str] = {}
 
@@ -54,11 +53,11 @@ class HotCheck:
     """``hot_check(environ, start_response)``: the answer's body for the plain check, else
     None (nothing was done: Falcon answers)."""
 
-    def __init__(self, *, route: str, access, auth: AuthMiddleware, authz: AuthzService, metrics, log_request):
+    def __init__(self, *, route: str, access, auth: AuthMiddleware, authz, metrics, log_request):
         self._route = route            # the Falcon route's URI template (metrics and log)
         self._access = access          # the route's GET gate (``Check.access["GET"]``)
         self._auth = auth
-        self._authz = authz
+        self._authz = authz            # the authz area's AuthzService (given by app.py: no area imports here)
         self._metrics = metrics        # the app's MetricsMiddleware
         self._log_request = log_request
 
