@@ -7,8 +7,8 @@ gives the same count on a loaded machine) and, with ``--wall``, in-process time.
 
 Three rows: the control plane with its WSGI hot path (controlplane/hotpath.py), the same
 app with ``hot_check = None`` (Falcon and its middlewares, the reference), and the
-decision service's GET check (``benchmarks.decision_instructions``; with ``--wall``, the
-same set-up in process). The control plane
+decision service's GET check (``benchmarks.decision_instructions``'s set-up: the tests'
+fake control plane, the decision app with its cache warm). The control plane
 runs as ``make run`` configures it, in process: memory:// store, the INFO request-log
 line (JSON, written to /dev/null), metrics, the general throttle counting every request
 (its limit out of the way), an API key with every V1 permission, a user holding
@@ -19,7 +19,8 @@ app and the response's bytes all run; the kernel's socket calls and gevent's loo
 change). Instructions per request are the difference between ``--large`` and ``--small``
 requests over the difference (start-up cancels out). The clock is frozen (a FakeClock,
 and the throttle's batching timer), so the count does not depend on how slowly valgrind
-runs: the throttle writes its shared counter every 50 requests, as at full speed.
+runs: the throttle writes its shared counter every 50 requests, as at full speed; and
+start-up loads one RSA key the parent generated instead of generating its own.
 """
 from __future__ import annotations
 
@@ -35,23 +36,26 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.decision_instructions import ROOT, _Socket, count_instructions as decision_instructions
+from benchmarks.decision_instructions import ROOT, _Socket
 
 PERMISSION = "documents:read"
-KINDS = ("hot", "falcon")
+KINDS = ("hot", "falcon")  # and "decision"
 
 
-def control_plane(kind: str, signing_key: str | None = None):
+def use_signing_key(path: str) -> None:
+    """Start-up (the control plane's signing keys, the fake control plane's) takes the RSA
+    key of this PEM file instead of generating one: generating costs a number of
+    instructions that varies from run to run by more than the requests being counted."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = serialization.load_pem_private_key(Path(path).read_bytes(), None)
+    rsa.generate_private_key = lambda public_exponent, key_size: key
+
+
+def control_plane(kind: str):
     """(app, raw GET request) for a control plane with its hot path (``kind`` "hot") or
-    without ("falcon"), its check's grants cached. ``signing_key``: a PEM file whose RSA
-    key start-up takes instead of generating one, whose cost varies from run to run by
-    more than the requests being counted."""
-    if signing_key:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-
-        key = serialization.load_pem_private_key(Path(signing_key).read_bytes(), None)
-        rsa.generate_private_key = lambda public_exponent, key_size: key
+    without ("falcon"), its check's grants cached."""
     from controlplane.app import create_app
     from shared.config import Rate
     from shared.ids import new_id
@@ -95,8 +99,15 @@ def serve_requests(app, data: bytes, count: int) -> dict:
 
 
 def serve(kind: str, count: int, signing_key: str) -> None:
-    app, data = control_plane(kind, signing_key)
-    answer = serve_requests(app, data, count)
+    use_signing_key(signing_key)
+    if kind == "decision":
+        (app, data), stop = _decision_app()
+    else:
+        (app, data), stop = control_plane(kind), lambda: None
+    try:
+        answer = serve_requests(app, data, count)
+    finally:
+        stop()
     assert answer == {"allowed": True, "permission": PERMISSION, "cached": True}, answer
 
 
@@ -185,8 +196,9 @@ def main(argv=None) -> int:
             small = count_instructions(kind, args.small, signing_key.name)
             large = count_instructions(kind, args.large, signing_key.name)
             rows[f"control plane, {kind}"] = (large - small) / (args.large - args.small)
-    small, large = decision_instructions("GET", args.small), decision_instructions("GET", args.large)
-    rows["decision service"] = decision = (large - small) / (args.large - args.small)
+        small = count_instructions("decision", args.small, signing_key.name)
+        large = count_instructions("decision", args.large, signing_key.name)
+        rows["decision service"] = decision = (large - small) / (args.large - args.small)
     for name, count in rows.items():
         print(f"{name}: {count:,.0f} instructions per request ({count / decision:.2f}x the decision service)",
               flush=True)
