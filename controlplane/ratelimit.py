@@ -133,7 +133,10 @@ class ApiThrottle:
             return
         start, reset_at, now = self._limiter.window(rate.window)
         with self._lock:
-            count = self._counts.get(key)
+            try:
+                count = self._counts[key]  # TTLCache.get costs twice as much as a lookup
+            except KeyError:
+                count = None
             if count is None or count.start != start:
                 count = self._counts[key] = _LocalCount(start, synced=self._monotonic())
             exact = rate.limit < 2 * self._batch or count.known + count.pending + 1 > rate.limit - self._batch

@@ -11,7 +11,7 @@ metrics.
 
 "Plain" means, for a GET check: exactly the two parameters, non-empty, with nothing
 percent-encoded, that the route's schema (``shared.checks.CHECK_QUERY``) accepts as they
-are (``shared.checks.known_valid``, after validating a permission name the first time).
+are (``shared.checks.plain_get_check``, the control plane's hot path's rule too).
 For a POST: ``Content-Type: application/json``, a ``Content-Length`` within the body
 limit, a body that parses to a JSON object and that the route's own schema
 (``shared.checks.CHECK`` / ``CHECK_BULK``, the common body through its fast path
@@ -32,36 +32,26 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import time
 
 import orjson
 
-from shared.checks import CHECK, CHECK_BULK, CHECK_QUERY, body_values, known_valid
+from shared.checks import (CHECK, CHECK_BULK, CHECK_PATH_SUFFIX, body_values, check_text, path_application,
+                           plain_get_check)
 from shared.errors import DomainError
-from shared.http import MAX_BODY_BYTES, MEDIA_JSON, dumps, error_document, error_headers, status_of
+from shared.http import MAX_BODY_BYTES, MEDIA_JSON, domain_error_answer, dumps, unexpected_error_answer
 from shared.rbac import resolve_scope
 
 from decision.server import status_line
 
-# The logger of shared.http's handler for unexpected errors, whose log line this repeats.
-log = logging.getLogger("iamgate.http")
-
 ROUTE = "/api/v1/applications/{applicationId}/authz/check"
 BULK_ROUTE = ROUTE + "-bulk"
-_PREFIX = "/api/v1/applications/"
-_SUFFIX = "/authz/check"
-_BULK_SUFFIX = "/authz/check-bulk"
+_SUFFIX = CHECK_PATH_SUFFIX
+_BULK_SUFFIX = _SUFFIX + "-bulk"
 _JSON = MEDIA_JSON
 _OK = status_line(200)
 _decode = json.JSONDecoder().decode
 _TRUE_FALSE = {True: "true", False: "false"}
-
-
-def check_text(permission: str, allowed: bool, cached: bool) -> str:
-    """A GET check's answer, written by hand: a valid permission holds only
-    [A-Za-z0-9_*:-], nothing JSON would escape."""
-    return f'{{"allowed":{_TRUE_FALSE[allowed]},"permission":"{permission}","cached":{_TRUE_FALSE[cached]}}}'
 
 
 def post_check_text(lookup, values: dict) -> str:
@@ -92,20 +82,6 @@ def _scope(values) -> str | None:
     return resolve_scope(values.get("scope"), values.get("context"))
 
 
-def _plain_get(user_id: str, permission: str) -> bool:
-    """Whether the schema takes these two parameters as they are. A permission name seen
-    for the first time is validated here (the schema remembers it), so that even the
-    first check of a name needs no Falcon; anything the schema refuses goes to Falcon,
-    which reports it after checking the credentials, as for every invalid request."""
-    if known_valid(user_id, permission):
-        return True
-    try:
-        CHECK_QUERY.validate({"user_id": user_id, "permission": permission})
-    except Exception:
-        return False
-    return known_valid(user_id, permission)
-
-
 # A run of 19 digits or more (found as 19 zeros once every digit reads as zero, which costs
 # a twentieth of a regular expression's search): orjson reads an integer beyond 64 bits as
 # a float, json as an int.
@@ -133,16 +109,6 @@ def parse_body(raw: bytes):
     return _decode(raw.decode())
 
 
-def _app_id(path: str, suffix: str) -> str | None:
-    if not (path.startswith(_PREFIX) and path.endswith(suffix)):
-        return None
-    app_id = path[len(_PREFIX):-len(suffix)]
-    # Non-ASCII: UTF-8 tunnelled as latin-1 (PEP 3333), which Falcon decodes.
-    if not app_id or "/" in app_id or not app_id.isascii():
-        return None
-    return app_id
-
-
 class HotCheck:
     def __init__(self, service, metrics, request_ids):
         self._service = service
@@ -159,23 +125,10 @@ class HotCheck:
         return None
 
     def _get(self, environ: dict, start_response) -> list[bytes] | None:
-        app_id = _app_id(environ.get("PATH_INFO", ""), _SUFFIX)
-        if app_id is None:
+        plain = plain_get_check(environ)  # the rule the control plane's hot path follows too
+        if plain is None:
             return None
-        query = environ.get("QUERY_STRING", "")
-        if "%" in query or "+" in query:
-            return None
-        first, _, second = query.partition("&")
-        name, _, value = first.partition("=")
-        other_name, _, other_value = second.partition("=")
-        if name == "user_id" and other_name == "permission":
-            user_id, permission = value, other_value
-        elif name == "permission" and other_name == "user_id":
-            user_id, permission = other_value, value
-        else:
-            return None
-        if "&" in second or not _plain_get(user_id, permission):  # "&": a third parameter, either order
-            return None
+        app_id, user_id, permission = plain
 
         def answer(lookup):
             decisions, cached = lookup.decide(user_id, (permission,), scope=None, min_revision=None, abac=False)
@@ -190,7 +143,7 @@ class HotCheck:
                 break
         else:
             return None
-        app_id = _app_id(path, suffix)
+        app_id = path_application(path, suffix)
         if app_id is None:
             return None
         media = environ.get("CONTENT_TYPE", "")
@@ -224,13 +177,10 @@ class HotCheck:
             lookup.authenticate(environ.get("HTTP_AUTHORIZATION"))
             status, text = 200, answer(lookup)
         except DomainError as error:
-            status = status_of(type(error))
-            text = dumps(error_document(error.code, error.message, error.details, request_id))
-            headers += error_headers(error).items()
+            status, text, extra = domain_error_answer(error, request_id)
+            headers += extra.items()
         except Exception:
-            log.exception("unhandled error", extra={"request_id": request_id})
-            status = 500
-            text = dumps(error_document("INTERNAL_ERROR", "An unexpected error occurred.", None, request_id))
+            status, text = unexpected_error_answer(request_id)
         body = text.encode()
         headers.append(("content-length", str(len(body))))
         start_response(_OK if status == 200 else status_line(status), headers)

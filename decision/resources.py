@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import falcon
 
-from shared.checks import CHECK, CHECK_BULK, check_query
+from shared.checks import CHECK, CHECK_BULK, check_query, check_text
 from shared.http import read_json
 
-from decision.hotpath import bulk_text, check_text, health_document, post_check_text, readiness_document
+from decision.hotpath import bulk_text, health_document, post_check_text, readiness_document
 
 
 class _CheckResource:

@@ -205,6 +205,72 @@ def body_values(body, raw: bytes, *, bulk: bool) -> dict | None:
     return values
 
 
+CHECK_PATH_PREFIX = "/api/v1/applications/"
+CHECK_PATH_SUFFIX = "/authz/check"
+_TRUE_FALSE = {True: "true", False: "false"}
+
+
+def check_text(permission: str, allowed: bool, cached: bool) -> str:
+    """A GET check's answer as ``shared.http.dumps`` writes it, by hand: a valid permission
+    holds only [A-Za-z0-9_*:-], nothing JSON would escape."""
+    return f'{{"allowed":{_TRUE_FALSE[allowed]},"permission":"{permission}","cached":{_TRUE_FALSE[cached]}}}'
+
+
+def path_application(path: str, suffix: str) -> str | None:
+    """The ``{applicationId}`` of ``/api/v1/applications/{applicationId}<suffix>``, or None
+    for any other path (a trailing slash, a non-ASCII id: the router decides those)."""
+    if not (path.startswith(CHECK_PATH_PREFIX) and path.endswith(suffix)):
+        return None
+    app_id = path[len(CHECK_PATH_PREFIX):-len(suffix)]
+    # Non-ASCII: UTF-8 tunnelled as latin-1 (PEP 3333), which Falcon decodes.
+    if not app_id or "/" in app_id or not app_id.isascii():
+        return None
+    return app_id
+
+
+def plain_get_check(environ: dict) -> tuple[str, str, str] | None:
+    """(applicationId, user_id, permission) of the plain form of ``GET .../authz/check``,
+    the request a tenant's service sends on every request it authorizes, read straight
+    from a WSGI environ; None for anything else, which the Falcon route then answers.
+
+    Plain: the path exactly, and exactly the two parameters, in either order, non-empty,
+    with nothing percent-encoded, that ``CHECK_QUERY`` accepts as they are (a permission
+    name seen for the first time is validated here, and remembered). The method is the
+    caller's to check."""
+    app_id = path_application(environ.get("PATH_INFO", ""), CHECK_PATH_SUFFIX)
+    if app_id is None:
+        return None
+    query = environ.get("QUERY_STRING", "")
+    if "%" in query or "+" in query:
+        return None
+    first, _, second = query.partition("&")
+    name, _, value = first.partition("=")
+    other_name, _, other_value = second.partition("=")
+    if name == "user_id" and other_name == "permission":
+        user_id, permission = value, other_value
+    elif name == "permission" and other_name == "user_id":
+        user_id, permission = other_value, value
+    else:
+        return None
+    if "&" in second or not _plain_values(user_id, permission):  # "&": a third parameter, either order
+        return None
+    return app_id, user_id, permission
+
+
+def _plain_values(user_id: str, permission: str) -> bool:
+    """Whether the schema takes these two parameters as they are. A permission name seen
+    for the first time is validated here (the schema remembers it), so that even the
+    first check of a name needs no Falcon; anything the schema refuses goes to Falcon,
+    which reports it after checking the credentials, as for every invalid request."""
+    if known_valid(user_id, permission):
+        return True
+    try:
+        CHECK_QUERY.validate({"user_id": user_id, "permission": permission})
+    except Exception:
+        return False
+    return known_valid(user_id, permission)
+
+
 def known_valid(user_id: str, permission: str) -> bool:
     """True when the schema would accept this user id and permission as they are: the
     permission was validated before and the user id is a plain non-empty string. False

@@ -13,7 +13,7 @@ import ipaddress
 import json
 import logging
 import math
-import uuid
+import os
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -95,11 +95,13 @@ def error_document(code: str, message: str, details, request_id: str) -> dict:
 
 
 def _render(req, resp, status: int, code: str, message: str, details=None, headers=None):
-    import falcon
+    _write(resp, status, dumps(envelope(req, code, message, details)), headers)
 
+
+def _write(resp, status: int, text: str, headers=None):
     resp.status = status
-    resp.content_type = falcon.MEDIA_JSON
-    resp.text = dumps(envelope(req, code, message, details))
+    resp.content_type = MEDIA_JSON
+    resp.text = text
     resp.data = None
     if headers:
         resp.set_headers(headers)
@@ -144,8 +146,22 @@ def error_headers(ex: DomainError) -> dict:
     return {}
 
 
+def domain_error_answer(ex: DomainError, request_id: str) -> tuple[int, str, dict]:
+    """(status, JSON text, headers) of a domain error's envelope: what the Falcon handler
+    renders, for the hot paths that answer without Falcon."""
+    return (status_of(type(ex)), dumps(error_document(ex.code, ex.message, ex.details, request_id)),
+            error_headers(ex))
+
+
+def unexpected_error_answer(request_id: str) -> tuple[int, str]:
+    """(500, JSON text) for an unexpected exception, logged with its traceback (call it
+    in the ``except`` block): what the Falcon handler renders, for the hot paths."""
+    log.exception("unhandled error", extra={"request_id": request_id})
+    return 500, dumps(error_document("INTERNAL_ERROR", "An unexpected error occurred.", None, request_id))
+
+
 def _domain_error(req, resp, ex: DomainError, params):
-    _render(req, resp, status_of(type(ex)), ex.code, ex.message, ex.details, error_headers(ex))
+    _write(resp, *domain_error_answer(ex, request_id(req)))
 
 
 def _falcon_error(req, resp, ex: falcon.HTTPError, params):
@@ -169,8 +185,7 @@ def _unexpected(req, resp, ex: Exception, params):
 
     if isinstance(ex, falcon.HTTPStatus):
         raise ex
-    log.exception("unhandled error", extra={"request_id": request_id(req)})
-    _render(req, resp, 500, "INTERNAL_ERROR", "An unexpected error occurred.")
+    _write(resp, *unexpected_error_answer(request_id(req)))
 
 
 def install_error_handlers(app: falcon.App) -> None:
@@ -188,10 +203,23 @@ def install_error_handlers(app: falcon.App) -> None:
 def request_id(req) -> str:
     rid = getattr(req.context, "request_id", None)
     if rid is None:
-        incoming = req.get_header("X-Request-Id")
-        rid = incoming if incoming and INCOMING_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
-        req.context.request_id = rid
+        rid = req.context.request_id = resolve_request_id(req.get_header("X-Request-Id"))
     return rid
+
+
+def resolve_request_id(incoming: str | None) -> str:
+    """The caller's ``X-Request-Id`` when well formed (``shared.request_ids``), else a new one."""
+    return incoming if incoming and INCOMING_REQUEST_ID.fullmatch(incoming) else new_request_id()
+
+
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+def new_request_id() -> str:
+    """``uuid.uuid4().hex`` (the version and variant bits set the same way, RFC 9562 5.4),
+    for a quarter of its cost: one is made for nearly every request."""
+    return f"{int.from_bytes(os.urandom(16), 'big') & _UUID4_CLEAR | _UUID4_SET:032x}"
 
 
 class RequestIdMiddleware:

@@ -1,7 +1,11 @@
 """Identifiers and random secrets."""
 import hashlib
+import re
 import secrets
 import uuid
+
+# What ``new_id`` writes; ``uuid.UUID`` accepts more spellings, and is asked about those.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def new_id() -> str:
@@ -10,6 +14,8 @@ def new_id() -> str:
 
 
 def is_uuid(value) -> bool:
+    if type(value) is str and _CANONICAL_UUID.fullmatch(value):
+        return True
     try:
         uuid.UUID(str(value))
     except ValueError:

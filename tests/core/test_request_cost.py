@@ -1,0 +1,87 @@
+"""What every request does, made cheaper without changing what it gives
+(docs/performance.md, "Control-plane request cost"): the JSON log line, the generated
+request id and the id check each equal the straightforward version they replace."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+
+from shared.http import new_request_id
+from shared.ids import is_uuid, new_id
+from shared.logs import JsonFormatter, encode, timestamp
+from shared.timeutil import isoformat
+
+
+def reference_line(record: logging.LogRecord) -> str:
+    """The log line as ``JsonFormatter`` wrote it before: ``json.dumps(default=str)`` of the
+    entry, its timestamp through ``datetime.fromtimestamp``."""
+    standard = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+    entry = {"ts": isoformat(datetime.fromtimestamp(record.created, timezone.utc)),
+             "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
+    entry.update({k: v for k, v in record.__dict__.items() if k not in standard and not k.startswith("_")})
+    return json.dumps(entry, default=str)
+
+
+def test_timestamps_round_as_fromtimestamp_does():
+    rng = random.Random(17)
+    moments = [rng.uniform(0, 4e9) for _ in range(20000)]
+    moments += [round(rng.uniform(1.7e9, 1.8e9), digits) for digits in range(3, 8) for _ in range(2000)]
+    moments += [0.0, 1.0, 1764158400.0, 1764158400.9995, 1764158400.9999995, 1764158400.0000005,
+                1764158399.999999, -1.5, -0.0000004]
+    for moment in moments:
+        assert timestamp(moment) == isoformat(datetime.fromtimestamp(moment, timezone.utc)), moment
+
+
+@pytest.mark.parametrize("extra", [
+    {"request_id": "0" * 32, "method": "GET", "route": "/api/v1/applications/{applicationId}/authz/check",
+     "status": 200},
+    {"route": None, "error": "naïve \"quoted\"\n", "count": 3.5, "ok": True, "items": [1, (2, 3)],
+     "when": datetime(2026, 1, 1, tzinfo=timezone.utc), "nan": float("nan"), "object": object()},
+])
+def test_a_log_line_is_what_it_was(extra):
+    record = logging.getLogger("iamgate.test").makeRecord(
+        "iamgate.test", logging.INFO, "(unknown file)", 0, "hello %s", ("world",), None, extra=extra)
+    assert JsonFormatter().format(record) == reference_line(record)
+
+
+def test_a_circular_value_is_reported_as_json_reports_it():
+    loop = {}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match="Circular reference"):
+        encode({"loop": loop})
+
+
+def test_generated_request_ids_are_uuid4_hex():
+    for _ in range(1000):
+        request_id = new_request_id()
+        assert len(request_id) == 32 and uuid.UUID(request_id).hex == request_id
+        assert uuid.UUID(request_id).version == 4 and uuid.UUID(request_id).variant == uuid.RFC_4122
+    assert len({new_request_id() for _ in range(1000)}) == 1000
+
+
+@pytest.mark.parametrize("value", [
+    new_id(), new_id().upper(), uuid.uuid4().hex, "{%s}" % new_id(), "urn:uuid:" + new_id(), new_id() + "\n",
+    new_id()[:-1], "", "x", None, 5, "0" * 32, "g" * 8 + new_id()[8:],
+])
+def test_is_uuid_answers_as_uuid_does(value):
+    try:
+        uuid.UUID(str(value))
+        expected = True
+    except ValueError:
+        expected = False
+    assert is_uuid(value) is expected
+
+
+def test_random_bytes_give_uuid4_hex():
+    from shared import http
+
+    for _ in range(2000):
+        raw = os.urandom(16)
+        ours = f"{int.from_bytes(raw, 'big') & http._UUID4_CLEAR | http._UUID4_SET:032x}"
+        assert ours == uuid.UUID(bytes=raw, version=4).hex
