@@ -40,9 +40,8 @@ import orjson
 from shared.checks import CHECK, CHECK_BULK, CHECK_QUERY, body_values, known_valid
 from shared.errors import DomainError
 from shared.http import MAX_BODY_BYTES, MEDIA_JSON, dumps, error_document, error_headers, status_of
+from shared.httpserver import status_line
 from shared.rbac import resolve_scope
-
-from decision.server import status_line
 
 # The logger of shared.http's handler for unexpected errors, whose log line this repeats.
 log = logging.getLogger("iamgate.http")
