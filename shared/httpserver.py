@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
 import sys
 import time
 import uuid
@@ -54,6 +55,8 @@ log = logging.getLogger("iamgate.httpserver")
 
 MAX_HEADER_BYTES = 64 * 1024
 RECV_BYTES = 64 * 1024
+LINGER_SECONDS = 2.0  # reading and dropping what a client still sends before closing (RFC 9112, 9.6)
+LINGER_BYTES = 4 * 1024 * 1024
 # The Server header (and SERVER_SOFTWARE) of each service: a name, no version.
 CONTROL_PLANE_SERVER = "iamgate"
 DECISION_SERVER = "iamgate-decision"
@@ -321,9 +324,10 @@ class Connection:
                 if refusal is not None:
                     self._refuse(*refusal)
                     return
-                if over_limit is not None:  # the rest of its body is never read: close after the answer
+                if over_limit is not None:  # the rest of its body is never parsed: close after the answer
                     over_limit.keep_alive = False
                     self._respond(over_limit)
+                    self._linger()
                     return
                 if parsing.continue_wanted:  # headers in, the client waits before sending the body
                     parsing.continue_wanted = False
@@ -335,6 +339,28 @@ class Connection:
                     self.turns.answered()
         finally:
             sock.close()
+
+    def _linger(self) -> None:
+        """Close in stages (RFC 9112, 9.6): stop sending, then read and drop what the
+        client still sends (the rest of a body) until it closes, for at most
+        ``LINGER_SECONDS`` and ``LINGER_BYTES``. Closing with unread data would reset the
+        connection, and a reset can destroy the answer before the client has read it."""
+        sock = self.sock
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + LINGER_SECONDS
+            received = 0
+            while received < LINGER_BYTES:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                sock.settimeout(left)
+                data = sock.recv(RECV_BYTES)
+                if not data:
+                    return
+                received += len(data)
+        except OSError:
+            pass
 
     # -- one request --
 

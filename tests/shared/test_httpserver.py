@@ -1070,6 +1070,32 @@ def test_chunked_body_over_max_body_goes_to_the_app_when_asked(serve):
     assert client.closed()
 
 
+def test_the_rest_of_a_body_over_the_limit_is_read_and_dropped_before_closing(serve):
+    """RFC 9112, 9.6: closing with unread data resets the connection, and a reset destroys
+    the answer if the client has not read it yet; the server half-closes and drains."""
+    server = serve(max_body=1000, large_bodies_to_app=True)
+    client = server.client()
+    client.send(request("POST", "/big", body=b"x" * 100_000))  # within the socket buffers
+    time.sleep(0.3)  # the server has answered and ended its side before the client reads
+    response = client.response()
+    assert (response.status, response.header("Connection"), len(response.json["body"])) == (200, "close", 1001)
+    assert client.sock.recv(1) == b""  # the server's end of the stream, not a reset
+
+
+def test_a_client_that_never_stops_sending_is_cut_after_the_linger(serve, monkeypatch):
+    monkeypatch.setattr(server_module, "LINGER_SECONDS", 0.3)
+    server = serve(max_body=1000, large_bodies_to_app=True)
+    client = server.client()
+    client.send(request("POST", "/big", "Transfer-Encoding: chunked") + b"7d0\r\n" + b"x" * 2000 + b"\r\n")
+    assert client.response().status == 200
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        while time.monotonic() - started < TIMEOUT:
+            client.send(b"400\r\n" + b"y" * 1024 + b"\r\n")
+            time.sleep(0.01)
+    assert time.monotonic() - started < 3
+
+
 def test_body_at_max_body_is_whole_when_the_app_judges(serve):
     server = serve(max_body=1000, large_bodies_to_app=True)
     client = server.client()
