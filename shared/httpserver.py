@@ -370,7 +370,6 @@ class Connection:
             self.worker.count_request()  # --max-requests is answered with Connection: close
         keep_alive = request.keep_alive and (self.worker is None or self.worker.alive)
         self._started = None
-        self._head_sent = False
         result = chunks = None
         try:
             try:
@@ -402,7 +401,30 @@ class Connection:
                 return False
             if chunks is not None:
                 return self._stream(request, body, chunks, keep_alive)
-            return self._send_whole(request, body, keep_alive)
+
+            # The whole body at once: the common case, kept inline.
+            status, headers = self._started
+            head = "".join([f"{name}: {value}\r\n" for name, value in headers])
+            for name, _ in headers:
+                if len(name) == 14 and name.lower() == "content-length":
+                    break
+            else:
+                if not status.startswith(_NO_BODY_STATUSES):
+                    head += f"Content-Length: {len(body)}\r\n"
+            if not keep_alive:
+                head += "Connection: close\r\n"
+            elif request.version == "1.0":
+                head += "Connection: keep-alive\r\n"
+            response = b"".join((b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", head.encode("latin-1"),
+                                 b"Date: ", http_date(), self._server_line,
+                                 body if request.method != b"HEAD" else b""))
+            try:
+                sent = self.sock.send(response)  # a response fits the socket buffer: one call, no loop
+                if sent < len(response):
+                    self.sock.sendall(response[sent:])
+            except OSError:
+                return False
+            return keep_alive
         finally:
             close = getattr(result, "close", None)
             if close is not None:  # also when the client went away mid-stream: the app's generator cleans up
@@ -412,6 +434,7 @@ class Connection:
                     log.exception("closing the app's response failed")
 
     def _head(self, request: _Request, framing: str, keep_alive: bool) -> bytes:
+        """The head of a streamed response."""
         status, headers = self._started
         head = "".join([f"{name}: {value}\r\n" for name, value in headers]) + framing
         if not keep_alive:
@@ -421,32 +444,21 @@ class Connection:
         return b"".join((b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", head.encode("latin-1"),
                          b"Date: ", http_date(), self._server_line))
 
-    def _send_whole(self, request: _Request, body: bytes, keep_alive: bool) -> bool:
-        status, headers = self._started
-        framing = ""
-        if not _has_length(headers) and not status.startswith(_NO_BODY_STATUSES):
-            framing = f"Content-Length: {len(body)}\r\n"
-        response = self._head(request, framing, keep_alive)
-        if request.method != b"HEAD":
-            response += body
-        self._head_sent = True
-        try:
-            sent = self.sock.send(response)  # a response fits the socket buffer: one call, no loop
-            if sent < len(response):
-                self.sock.sendall(response[sent:])
-        except OSError:
-            return False
-        return keep_alive
-
     def _stream(self, request: _Request, first: bytes, chunks, keep_alive: bool) -> bool:
         """Send ``first`` and then each further non-empty chunk as the app produces it:
         chunked for HTTP/1.1, close-delimited for HTTP/1.0 (RFC 9112, 6.3); nothing of
         it for HEAD, 204 or 304."""
-        status = self._started[0]
-        if request.method == b"HEAD" or status.startswith(_NO_BODY_STATUSES):
-            self._head_sent = True
+        self._head_sent = True  # from here on start_response cannot replace the head
+        try:
+            return self._send_chunks(request, first, chunks, keep_alive)
+        finally:
+            self._head_sent = False
+
+    def _send_chunks(self, request: _Request, first: bytes, chunks, keep_alive: bool) -> bool:
+        sock = self.sock
+        if request.method == b"HEAD" or self._started[0].startswith(_NO_BODY_STATUSES):
             try:
-                self.sock.sendall(self._head(request, "", keep_alive))
+                sock.sendall(self._head(request, "", keep_alive))
             except OSError:
                 return False
             return keep_alive
@@ -456,8 +468,6 @@ class Connection:
         else:
             keep_alive = False
             head = self._head(request, "", False)
-        sock = self.sock
-        self._head_sent = True
         try:
             sock.sendall(head + (b"%x\r\n%b\r\n" % (len(first), first) if chunked else first))
             while True:
