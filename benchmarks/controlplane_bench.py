@@ -2,8 +2,9 @@
 bare Falcon endpoint on the same worker class and number of workers, measured in one run.
 
 Starts a bare Falcon app (``baseline()``: the check's path answering a constant dict) on
-gunicorn with ONE ``gevent`` worker, then the control plane as ``make run`` starts it (one
-gevent worker on memory://, INFO logging, so one request-log line per request) with the
+gunicorn with ONE worker of the control plane's class (``shared.httpworker.ControlPlaneWorker``:
+gevent, requests parsed by httptools), then the control plane as ``make run`` starts it (one
+such worker on memory://, INFO logging, so one request-log line per request) with the
 general API throttle raised out of the way (it still counts every request), and the
 decision service beside it. Provisions an application, an API key, a user and a role over
 HTTP, warms the check's cache, then drives ``wrk -t1`` at concurrency 1 and 16:
@@ -53,7 +54,7 @@ class _CachedAnswer:
 
 def baseline():
     """The yardstick: a bare Falcon endpoint on the check's path (gunicorn
-    ``'benchmarks.controlplane_bench:baseline()'``, one gevent worker, as the control plane)."""
+    ``'benchmarks.controlplane_bench:baseline()'``, one worker of the control plane's class)."""
     app = falcon.App()
     app.add_route("/api/v1/applications/{applicationId}/authz/check", _CachedAnswer())
     return app
@@ -148,8 +149,9 @@ def report(results: dict, duration: float, warmup: float) -> str:
             ("control plane: GET V1/authz/check, cache hit, API key", "check"),
             ("control plane: GET V1/roles (6 roles), API key", "roles")]
     lines = [conditions(), "",
-             f"`python -m benchmarks.controlplane_bench`: gunicorn, one `gevent` worker for the baseline and for "
-             f"the control plane (`make run`: memory://, INFO request log); wrk -t1 on the same cores, "
+             f"`python -m benchmarks.controlplane_bench`: gunicorn, one worker of the control plane's class "
+             f"(`shared.httpworker.ControlPlaneWorker`) for the baseline and for the control plane "
+             f"(`make run`: memory://, INFO request log); wrk -t1 on the same cores, "
              f"{warmup:g} s warm-up at c16 per URL, then {duration:g} s per row. Raw wrk latencies.", "",
              "| request | c | requests/s | p50 | p99 | errors |", "|---|---|---|---|---|---|"]
     for label, key in rows:

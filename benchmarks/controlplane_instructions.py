@@ -13,7 +13,7 @@ runs as ``make run`` configures it, in process: memory:// store, the INFO reques
 line (JSON, written to /dev/null), metrics, the general throttle counting every request
 (its limit out of the way), an API key with every V1 permission, a user holding
 ``documents:read`` whose grants are cached. Each request is the one wrk sends, served by
-``decision.server.Connection`` from a socket stand-in, so httptools, the environ, the
+``shared.httpserver.Connection`` from a socket stand-in, so httptools, the environ, the
 app and the response's bytes all run; the kernel's socket calls and gevent's loop do not
 (the control plane's own server is gevent's pywsgi; the move onto this server is another
 change). Instructions per request are the difference between ``--large`` and ``--small``
@@ -89,7 +89,7 @@ def control_plane(kind: str):
 
 def serve_requests(app, data: bytes, count: int) -> dict:
     """Serve ``count`` copies of ``data``; the last answer's JSON body."""
-    from decision.server import Connection, base_environ
+    from shared.httpserver import Connection, base_environ
 
     sock = _Socket(data, count)
     Connection(sock, ("127.0.0.1", 5555), app, base_environ("127.0.0.1", 8000), timeout=None).serve()

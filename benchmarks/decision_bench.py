@@ -359,7 +359,7 @@ def report(results: dict, duration: float, workers: int) -> str:
         "",
         f"Cache-hit checks at concurrency 16 ran at {share:.0%} of the baseline measured in the same run "
         "(the baseline is the targets' yardstick: a bare Falcon endpoint on gunicorn's `gevent` worker; the "
-        "decision service runs on its own worker, decision/server.py, and so can pass it). "
+        "decision service runs on its own worker, shared/httpserver.py, and so can pass it). "
         f"Load average before the run: {results['load_before']:.2f}"
         + (" -- other processes were using the cores, so every absolute figure (the baseline's too) is "
            "below what an idle machine gives; compare with the baseline rows." if results["load_before"] > 1 else "."),
@@ -390,7 +390,7 @@ def report(results: dict, duration: float, workers: int) -> str:
         lines.append(f"| {names[name]} | {units[name].format(value)} | {'yes' if met else 'NO'} |")
     lines += ["", f"{duration:g} s per wrk run (`wrk -t1`) after a discarded warm-up at concurrency 16 per request "
                   f"kind; the decision service with {workers} workers "
-                  "(gunicorn, `decision.server.DecisionWorker`), the baseline with 2 (gunicorn `gevent`)."]
+                  "(gunicorn, `shared.httpworker.DecisionWorker`), the baseline with 2 (gunicorn `gevent`)."]
     return "\n".join(lines)
 
 

@@ -7,7 +7,7 @@ policies, counted by valgrind's callgrind, which gives the same count on a loade
 Each count runs this module in a child process under ``valgrind --tool=callgrind``: a fake
 control plane (tests/decision/fakecp.py) with the benchmark's application (one user with
 ``documents:read``, the 20 policies of ``benchmarks.decision_bench.abac_policies``), the
-decision app with its cache warm, and ``decision.server.Connection`` serving N copies of
+decision app with its cache warm, and ``shared.httpserver.Connection`` serving N copies of
 the request wrk sends (same headers, same body) from a socket stand-in, so httptools, the
 environ, the hot path, the cache, validation and the conditions all run; the kernel's
 socket calls and gevent's loop do not. The cost per request is the difference between N
@@ -68,7 +68,7 @@ def serve(kind: str, count: int) -> None:
     """Answer ``count`` requests of ``kind`` (GET or POST) and check the last answer."""
     from benchmarks.decision_bench import abac_policies
     from decision.app import create_app
-    from decision.server import Connection, base_environ
+    from shared.httpserver import DECISION_SERVER, Connection, base_environ
     from tests.conftest import FakeClock, make_config
     from tests.decision.conftest import wait_for
     from tests.decision.fakecp import FakeControlPlane
@@ -94,7 +94,7 @@ def serve(kind: str, count: int) -> None:
             data = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nAuthorization: Bearer {key}\r\n"
                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
         sock = _Socket(data, count)
-        Connection(sock, ("127.0.0.1", 5555), app, base_environ("127.0.0.1", 8000), timeout=None).serve()
+        Connection(sock, ("127.0.0.1", 5555), app, base_environ("127.0.0.1", 8000, DECISION_SERVER), timeout=None).serve()
         answer = json.loads(sock.last.partition(b"\r\n\r\n")[2])
         expected = {"allowed": True, "cached": True} | ({"policies_checked": 15} if kind == "POST" else {})
         assert all(answer[name] == value for name, value in expected.items()), answer

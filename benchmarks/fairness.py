@@ -1,6 +1,6 @@
 """Saturation fairness of the decision service (issue 17, item 4): ``wrk -t1 -c16`` against a
 cache-hit ``GET .../authz/check``, the service as shipped beside the same server without
-``decision.server.Turns`` (benchmarks/fairness_worker.py), in the same run.
+``shared.httpserver.Turns`` (benchmarks/fairness_worker.py), in the same run.
 
 Starts the control plane (one gevent worker, memory://), provisions an application, an
 API key and a user holding ``documents:read``, then for ``--rounds`` rounds starts, in
@@ -115,7 +115,7 @@ def report(results: dict, rounds: int, duration: float, warmup: float) -> str:
     lines = [conditions(), "",
              f"`python -m benchmarks.fairness --rounds {rounds} --duration {duration:g} --warmup {warmup:g}` "
              "(`make bench`): the decision service's cache-hit GET check under `wrk -t1 -c16` (closed loop, on the "
-             "same 2 cores), each layout with `decision.server.Turns` (as shipped) and without (the server "
+             "same 2 cores), each layout with `shared.httpserver.Turns` (as shipped) and without (the server "
              "before, benchmarks/fairness_worker.py), interleaved round by round. Raw wrk latencies; the "
              "load average was read at the end of each c16 run; \"c1 p50\" is 3 s at concurrency 1 after it (what "
              "the yield after each answered read costs when there is no one to yield to).", "",

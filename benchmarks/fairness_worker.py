@@ -1,4 +1,4 @@
-"""The decision service's server with ``decision.server.Turns`` switched off: the "before"
+"""The decision service's server with ``shared.httpserver.Turns`` switched off: the "before"
 of ``benchmarks.fairness``, measured in the same run as the service as shipped.
 
     python -m benchmarks.fairness_worker          # one process, as ``python -m decision``
@@ -21,15 +21,15 @@ def __getattr__(name: str):
     ``main`` must not import gunicorn's worker (and ``ssl``) before patching."""
     if name != "WorkerWithoutTurns":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from decision.gunicorn_worker import DecisionWorker
+    from shared.httpworker import DecisionWorker
 
     class WorkerWithoutTurns(DecisionWorker):
         """``DecisionWorker`` whose connections never wait for their turn."""
 
         def init_process(self):
-            import decision.server
+            import shared.httpserver
 
-            decision.server.Turns.gevent = staticmethod(_no_turns)
+            shared.httpserver.Turns.gevent = staticmethod(_no_turns)
             super().init_process()
 
     globals()["WorkerWithoutTurns"] = WorkerWithoutTurns
@@ -40,9 +40,9 @@ def main() -> int:
     from gevent import monkey
 
     monkey.patch_all()  # before the service's imports, as ``python -m decision`` does
-    import decision.server
+    import shared.httpserver
 
-    decision.server.Turns.gevent = staticmethod(_no_turns)
+    shared.httpserver.Turns.gevent = staticmethod(_no_turns)
     from decision.__main__ import main as serve
 
     return serve([])

@@ -20,7 +20,6 @@ import urllib.request
 from shared.config import Config, ConfigError
 
 STARTUP_TIMEOUT = 60.0
-DECISION_WORKER_CLASS = "decision.server.DecisionWorker"
 
 
 class PortInUse(Exception):
@@ -45,16 +44,17 @@ def listen(host: str, port: int, variable: str) -> socket.socket:
     return sock
 
 
-def _gunicorn(app_factory: str, host: str, port: int, workers: int, worker_class: str = "gevent",
+def _gunicorn(app_factory: str, host: str, port: int, workers: int, worker_class: str | None = None,
               sock: socket.socket | None = None) -> list[str]:
     """The gunicorn command of one service: its config module (``<package>.gunicorn_conf``,
-    which validates the settings in the master and sets the rest), the workers, and the
-    address -- the inherited ``sock`` when given."""
+    which validates the settings in the master and sets the rest, the service's worker
+    class included: shared/serving.py), the workers, and the address -- the inherited
+    ``sock`` when given. ``worker_class`` overrides the config module's (benchmarks)."""
     package = app_factory.split(".", 1)[0]
     bind = f"fd://{sock.fileno()}" if sock is not None else f"{host}:{port}"
     return [
         sys.executable, "-m", "gunicorn", "-c", f"python:{package}.gunicorn_conf",
-        "--worker-class", worker_class,
+        *(("--worker-class", worker_class) if worker_class else ()),
         "--workers", str(workers),
         "--bind", bind,
         "--graceful-timeout", "5",
@@ -67,7 +67,7 @@ def _decision_command(workers: int, sock: socket.socket) -> list[str]:
     one worker, the default; gunicorn's master and workers for more (docs/decision-service.md)."""
     if workers == 1:
         return [sys.executable, "-m", "decision", "--fd", str(sock.fileno())]
-    return _gunicorn("decision.wsgi:create()", "", 0, workers, worker_class=DECISION_WORKER_CLASS, sock=sock)
+    return _gunicorn("decision.wsgi:create()", "", 0, workers, sock=sock)
 
 
 def _wait_healthy(url: str, process: subprocess.Popen) -> bool:

@@ -4,7 +4,7 @@ A sidecar runs next to every tenant pod, so its memory is paid once per pod (iss
 With ``IAMGATE_DECISION_WORKERS=1`` (the default) this process is the worker itself: no
 gunicorn master beside it (about 25 MB of RSS that answers no check) and no fork, so it
 is ready sooner. It serves connections exactly as a gunicorn worker of the service does
-(``decision.server.Connection``, httptools on gevent, the same app from
+(``shared.httpserver.Connection``, httptools on gevent, the same app from
 ``decision.wsgi.create``). With more workers it becomes gunicorn, as before:
 
     gunicorn -c python:decision.gunicorn_conf 'decision.wsgi:create()'
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     import gevent
     from gevent.server import StreamServer
 
-    from decision.server import Connection, Turns, base_environ
+    from shared.httpserver import DECISION_SERVER, Connection, Turns, base_environ
     from decision.wsgi import create
 
     app = create()  # checks the credential setting: exit 2 and one line
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{exc.strerror or exc}", file=sys.stderr, flush=True)
         return 1
     name = listener.getsockname()
-    environ = base_environ(*(name[:2] if isinstance(name, tuple) else (str(name), "")))
+    environ = base_environ(*(name[:2] if isinstance(name, tuple) else (str(name), "")), DECISION_SERVER)
     environ["wsgi.multiprocess"] = False
     lifecycle = _Lifecycle()
 

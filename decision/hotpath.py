@@ -40,9 +40,8 @@ from shared.checks import (CHECK, CHECK_BULK, CHECK_PATH_SUFFIX, body_values, ch
                            plain_get_check)
 from shared.errors import DomainError
 from shared.http import MAX_BODY_BYTES, MEDIA_JSON, domain_error_answer, dumps, unexpected_error_answer
+from shared.httpserver import status_line
 from shared.rbac import resolve_scope
-
-from decision.server import status_line
 
 ROUTE = "/api/v1/applications/{applicationId}/authz/check"
 BULK_ROUTE = ROUTE + "-bulk"

@@ -24,9 +24,10 @@ from shared.config import MULTIPROCESS_DIR_VARIABLE, Config, ConfigError
 
 CONTROL_PLANE = "controlplane"
 DECISION = "decision"
-# The decision service's own worker: gevent, with requests parsed by httptools
-# (decision/server.py).
-DECISION_WORKER_CLASS = "decision.server.DecisionWorker"
+# Each service's gunicorn worker: gevent, with requests parsed by httptools
+# (shared/httpserver.py; not gunicorn's own parser: docs/performance.md).
+CONTROL_PLANE_WORKER_CLASS = "shared.httpworker.ControlPlaneWorker"
+DECISION_WORKER_CLASS = "shared.httpworker.DecisionWorker"
 
 log = logging.getLogger("iamgate.serving")
 
@@ -143,7 +144,7 @@ def settings(service: str) -> dict:
     """The module-level names of a gunicorn config module for ``service``."""
     config = load_config(service)
     if service == CONTROL_PLANE:
-        host, port, workers, worker_class = config.host, config.port, config.workers, "gevent"
+        host, port, workers, worker_class = config.host, config.port, config.workers, CONTROL_PLANE_WORKER_CLASS
         if config.is_memory_store:
             workers = 1
     else:

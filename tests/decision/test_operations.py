@@ -183,7 +183,7 @@ def test_falcon_is_built_once_on_the_first_request_it_answers(make_sidecar):
 
 
 def test_status_lines_are_falcons():
-    from decision.server import _STATUS_LINES, status_line
+    from shared.httpserver import _STATUS_LINES, status_line
 
     for code in (*_STATUS_LINES, 409, 410, 422):
         assert status_line(code) == falcon.code_to_http_status(code)

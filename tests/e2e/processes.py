@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from controlplane.launcher import DECISION_WORKER_CLASS, _gunicorn
+from controlplane.launcher import _gunicorn
 from tests import mongodb
 
 PASSWORD = "Analytical-Engine-1843"
@@ -105,8 +105,7 @@ class Processes:
     def start_decision_service(self, **env) -> None:
         merged = {**self.env, **{k: str(v) for k, v in env.items()}}
         self.decision = self._spawn(
-            "decision", _gunicorn("decision.wsgi:create()", "127.0.0.1", self.decision_port, self.decision_workers,
-                                  worker_class=DECISION_WORKER_CLASS),
+            "decision", _gunicorn("decision.wsgi:create()", "127.0.0.1", self.decision_port, self.decision_workers),
             merged)
         if not wait_until(lambda: self.decision.poll() is None and _answers(self.decision_url + "/healthz"), 60):
             raise RuntimeError("the decision service did not start:\n" + self.logs())

@@ -1,4 +1,4 @@
-"""The decision service's HTTP/1.1 server (decision/server.py) over real TCP sockets.
+"""The services' HTTP/1.1 server (shared/httpserver.py) over real TCP sockets.
 
 ``Connection.serve`` runs on plain blocking sockets as well as gevent's, so each accepted
 connection is served in its own thread here; the client side writes exact bytes and reads
@@ -19,8 +19,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from decision import server as server_module
-from decision.server import MAX_HEADER_BYTES, SERVER, Connection, DecisionWorker, Turns, _HttpDate, base_environ
+from shared import httpserver as server_module
+from shared.httpserver import (CONTROL_PLANE_SERVER, DECISION_SERVER, MAX_HEADER_BYTES, Connection, Turns, _HttpDate,
+                               base_environ)
+from shared.httpworker import ControlPlaneWorker, DecisionWorker
+
+SERVER = DECISION_SERVER
 
 TIMEOUT = 5.0  # client reads, and the server's idle timeout unless a test sets its own
 ENVIRON_KEYS = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "RAW_URI", "CONTENT_TYPE", "CONTENT_LENGTH",
@@ -82,7 +86,7 @@ class Server:
         self.acceptor.start()
 
     def _accept(self):
-        environ = base_environ("127.0.0.1", self.port)
+        environ = base_environ("127.0.0.1", self.port, SERVER)
         while not self.stopping.is_set():
             try:
                 sock, address = self.listener.accept()
@@ -124,6 +128,7 @@ class Response:
         self.status = int(status)
         self.headers = headers
         self.body = body
+        self.chunks: list[bytes] = []  # of a chunked body, as framed
 
     def header(self, name: str) -> str | None:
         values = self.all(name)
@@ -162,23 +167,47 @@ class Client:
         return bool(data)
 
     def response(self, head_only: bool = False) -> Response:
-        """One full response: status line, headers, then a body of Content-Length bytes
-        (none for 1xx, or when ``head_only``: the answer to a HEAD)."""
+        """One full response: status line, headers, then a body of Content-Length bytes,
+        or a chunked one (none for 1xx, or when ``head_only``: the answer to a HEAD)."""
+        response = self.head()
+        if head_only or response.status < 200 or response.status in (204, 304):
+            return response
+        if response.header("Transfer-Encoding") == "chunked":
+            assert response.header("Content-Length") is None
+            while (chunk := self.chunk()) != b"":
+                response.chunks.append(chunk)
+            response.body = b"".join(response.chunks)
+            return response
+        length = response.header("Content-Length")
+        assert length is not None, f"no Content-Length: {response.headers}"
+        while len(self.buffer) < int(length):
+            assert self._fill(), f"closed within a body: {self.buffer!r}"
+        response.body, self.buffer = self.buffer[:int(length)], self.buffer[int(length):]
+        return response
+
+    def head(self) -> Response:
+        """A response's status line and headers."""
         while b"\r\n\r\n" not in self.buffer:
             assert self._fill(), f"closed before a full response head: {self.buffer!r}"
         head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
         status_line, *lines = head.decode("latin-1").split("\r\n")
         headers = [tuple(line.split(": ", 1)) for line in lines]
         assert all(len(header) == 2 for header in headers), lines
-        response = Response(status_line, headers, b"")
-        if head_only or response.status < 200 or response.status in (204, 304):
-            return response
-        length = response.header("Content-Length")
-        assert length is not None, f"no Content-Length: {lines}"
-        while len(self.buffer) < int(length):
-            assert self._fill(), f"closed within a body: {self.buffer!r}"
-        response.body, self.buffer = self.buffer[:int(length)], self.buffer[int(length):]
-        return response
+        return Response(status_line, headers, b"")
+
+    def chunk(self) -> bytes:
+        """The next chunk of a chunked body (RFC 9112, 7.1): b"" for the last one, whose
+        empty trailer section is read too."""
+        while b"\r\n" not in self.buffer:
+            assert self._fill(), f"closed before a chunk's size: {self.buffer!r}"
+        size_line, self.buffer = self.buffer.split(b"\r\n", 1)
+        assert re.fullmatch(rb"[0-9a-f]+", size_line), size_line  # no extensions, lower-case hex
+        size = int(size_line, 16)
+        while len(self.buffer) < size + 2:
+            assert self._fill(), f"closed within a chunk: {self.buffer!r}"
+        data, end, self.buffer = self.buffer[:size], self.buffer[size:size + 2], self.buffer[size + 2:]
+        assert end == b"\r\n", end
+        return data
 
     def rest(self) -> bytes:
         """Everything until the server closes; ``TimeoutError`` if it does not within TIMEOUT."""
@@ -225,6 +254,16 @@ def request(method: str = "GET", target: str = "/", *headers: str, body: bytes =
     if body:
         lines.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def eventually(condition, seconds: float = TIMEOUT) -> bool:
+    """``condition()`` became true within ``seconds`` (what the server does after its answer)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def assert_open(client: Client) -> None:
@@ -614,29 +653,30 @@ def test_app_that_raises_is_500_and_logged(serve, caplog):
 
     server = serve(broken)
     client = server.client()
-    with caplog.at_level(logging.ERROR, logger="iamgate.decision.server"):
+    with caplog.at_level(logging.ERROR, logger="iamgate.httpserver"):
         client.send(request("GET", "/"))
         error = assert_envelope(client.response(), 500, "INTERNAL_ERROR")
         assert client.closed()
     assert error["details"] == {}
     assert "boom" not in error["message"]
-    records = [record for record in caplog.records if record.name == "iamgate.decision.server"]
+    records = [record for record in caplog.records if record.name == "iamgate.httpserver"]
     assert len(records) == 1
     assert records[0].levelno == logging.ERROR
     assert isinstance(records[0].exc_info[1], ValueError)
 
 
-def test_result_that_raises_while_iterating_is_500_and_closed(serve, caplog):
+def test_result_that_raises_before_its_first_chunk_is_500_and_closed(serve, caplog):
+    """Nothing was sent yet (the head waits for the first non-empty chunk): a 500 can still be said."""
     results = []
 
     def app(environ, start_response):
         start_response("200 OK", [("Content-Type", "text/plain")])
-        results.append(Result([b"partial"], fail=True))
+        results.append(Result([b""], fail=True))
         return results[-1]
 
     server = serve(app)
     client = server.client()
-    with caplog.at_level(logging.ERROR, logger="iamgate.decision.server"):
+    with caplog.at_level(logging.ERROR, logger="iamgate.httpserver"):
         client.send(request("GET", "/"))
         assert_envelope(client.response(), 500, "INTERNAL_ERROR")
         assert client.closed()
@@ -644,24 +684,46 @@ def test_result_that_raises_while_iterating_is_500_and_closed(serve, caplog):
     assert any(isinstance(record.exc_info[1], RuntimeError) for record in caplog.records if record.exc_info)
 
 
-def test_missing_content_length_is_added_and_close_called(serve):
-    results = []
+class ClosableList(list):
+    def close(self):
+        self.closed = True
+
+
+def test_missing_content_length_of_a_list_or_tuple_is_added_and_close_called(serve):
+    results = [ClosableList([b"hello, ", b"", b"world"]), (b"hello, ", b"world")]
 
     def app(environ, start_response):
         start_response("201 Created", [("Content-Type", "text/plain"), ("X-App", "yes")])
-        results.append(Result([b"hello, ", b"", b"world"]))
-        return results[-1]
+        return results[int(environ["PATH_INFO"][1:])]
 
     server = serve(app)
     client = server.client()
-    client.send(request("GET", "/") + request("GET", "/"))
+    client.send(request("GET", "/0") + request("GET", "/1"))
     for _ in range(2):
         response = client.response()
         assert (response.status, response.reason) == (201, "Created")
         assert response.body == b"hello, world"
         assert response.all("Content-Length") == ["12"]
+        assert response.header("Transfer-Encoding") is None
         assert (response.header("Content-Type"), response.header("X-App")) == ("text/plain", "yes")
-    assert [result.closed for result in results] == [1, 1]
+    assert eventually(lambda: getattr(results[0], "closed", False))
+
+
+def test_an_iterable_with_its_content_length_is_sent_whole_and_closed(serve):
+    results = []
+
+    def app(environ, start_response):
+        start_response("200 OK", [("content-length", "12")])
+        results.append(Result([b"hello, ", b"", b"world"]))
+        return results[-1]
+
+    client = serve(app).client()
+    client.send(request("GET", "/") + request("GET", "/"))
+    for _ in range(2):
+        response = client.response()
+        assert (response.body, response.all("content-length"), response.header("Transfer-Encoding")) == (
+            b"hello, world", ["12"], None)
+    assert eventually(lambda: [result.closed for result in results] == [1, 1])  # closed after the send
 
 
 def test_empty_body_gets_content_length_zero(serve):
@@ -700,7 +762,7 @@ def test_app_that_never_starts_the_response_is_500(serve, caplog):
 
     server = serve(app)
     client = server.client()
-    with caplog.at_level(logging.ERROR, logger="iamgate.decision.server"):
+    with caplog.at_level(logging.ERROR, logger="iamgate.httpserver"):
         client.send(request("GET", "/"))
         assert_envelope(client.response(), 500, "INTERNAL_ERROR")
         assert client.closed()
@@ -731,7 +793,7 @@ class _GoneClient:
 
 def test_client_gone_before_100_continue_ends_quietly():
     sock = _GoneClient(request("POST", "/", "Expect: 100-continue", "Content-Length: 5"))
-    Connection(sock, ("127.0.0.1", 1), Echo(), base_environ("127.0.0.1", 80)).serve()  # must not raise
+    Connection(sock, ("127.0.0.1", 1), Echo(), base_environ("127.0.0.1", 80, SERVER)).serve()  # must not raise
     assert sock.closed
 
 
@@ -754,6 +816,316 @@ def test_head_has_the_length_but_no_body(echo):
     assert echo.app.calls[0]["REQUEST_METHOD"] == "HEAD"
     assert length == len(json.dumps(echo.app.calls[0]).encode())
     assert client.buffer == b""
+
+
+# ---------------------------------------------------------------- streamed responses
+
+
+class Stream:
+    """A streaming WSGI app: each response is a generator (no Content-Length) yielding the
+    chunks of ``PATH_INFO`` split on ``/``; ``gates[i]`` (a ``threading.Event``), when
+    present, is waited for before chunk ``i``. Records what was yielded and whether each
+    generator was closed (its ``finally`` ran)."""
+
+    def __init__(self, status: str = "200 OK", gates: dict | None = None, forever: bool = False):
+        self.status, self.gates, self.forever = status, gates or {}, forever
+        self.yielded: list[bytes] = []
+        self.finished: list[str] = []  # "closed" or "ended", per generator
+
+    def __call__(self, environ, start_response):
+        start_response(self.status, [("Content-Type", "text/event-stream")])
+        parts = [part.encode() for part in environ["PATH_INFO"].split("/")[1:]]
+        return self._chunks(parts)
+
+    def _chunks(self, parts):
+        how = "closed"
+        try:
+            i = 0
+            while i < len(parts) or self.forever:
+                gate = self.gates.get(i)
+                if gate is not None:
+                    assert gate.wait(TIMEOUT)
+                chunk = parts[i] if i < len(parts) else b"tick"
+                if self.forever and i >= len(parts):
+                    time.sleep(0.01)
+                self.yielded.append(chunk)
+                yield chunk
+                i += 1
+            how = "ended"
+        finally:
+            self.finished.append(how)
+
+
+def test_chunks_are_sent_as_they_are_produced(serve):
+    gates = {2: threading.Event(), 3: threading.Event()}
+    app = Stream(gates=gates)
+    client = serve(app).client()
+    client.send(request("GET", "/hello/world/later/last"))
+    head = client.head()
+    assert (head.status, head.header("Transfer-Encoding"), head.header("Content-Length")) == (200, "chunked", None)
+    assert head.header("Content-Type") == "text/event-stream"
+    assert head.header("Connection") is None
+    assert [client.chunk(), client.chunk()] == [b"hello", b"world"]  # while the generator waits
+    assert app.finished == []
+    gates[2].set()
+    assert client.chunk() == b"later"
+    assert app.finished == []
+    gates[3].set()
+    assert [client.chunk(), client.chunk()] == [b"last", b""]
+    assert eventually(lambda: app.finished == ["ended"])
+    assert client.buffer == b""
+
+
+def test_empty_chunks_are_not_sent(serve):
+    app = Stream()
+    client = serve(app).client()
+    client.send(request("GET", "/a//b/"))  # chunks a, "", b, ""
+    response = client.response()
+    assert (response.chunks, response.body) == ([b"a", b"b"], b"ab")  # an empty chunk would end the body
+
+
+def test_keep_alive_after_a_chunked_response(serve):
+    client = serve(Stream()).client()
+    for path in ("/one/two", "/three"):
+        client.send(request("GET", path))
+        response = client.response()
+        assert response.chunks == [part.encode() for part in path.split("/")[1:]]
+        assert response.header("Connection") is None
+    assert client.buffer == b""
+
+
+def test_pipelined_requests_with_streamed_responses_are_answered_in_order(serve):
+    def app(environ, start_response):
+        if environ["PATH_INFO"].startswith("/whole"):
+            return Echo()(environ, start_response)
+        return Stream()(environ, start_response)
+
+    client = serve(app).client()
+    client.send(request("GET", "/s/1") + request("GET", "/whole") + request("GET", "/s/2/3")
+                + request("POST", "/whole", body=b"xyz"))
+    first, second, third, fourth = (client.response() for _ in range(4))
+    assert first.chunks == [b"s", b"1"]
+    assert (second.json["PATH_INFO"], second.header("Transfer-Encoding")) == ("/whole", None)
+    assert third.chunks == [b"s", b"2", b"3"]
+    assert fourth.json["body"] == "xyz"
+
+
+def test_client_gone_mid_stream_closes_the_generator(serve):
+    app = Stream(forever=True)
+    server = serve(app)
+    client = server.client()
+    client.send(request("GET", "/first"))
+    client.head()
+    assert client.chunk() == b"first"
+    client.close()  # the server finds out at a send, and stops asking for chunks
+    assert eventually(lambda: app.finished == ["closed"])
+    count = len(app.yielded)
+    time.sleep(0.1)
+    assert len(app.yielded) == count
+
+
+def test_close_is_called_when_the_client_went_away_before_the_first_chunk():
+    closed = []
+
+    class Body:
+        def __iter__(self):
+            yield b"never delivered"
+
+        def close(self):
+            closed.append(True)
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return Body()
+
+    sock = _GoneClient(request("GET", "/"))
+    Connection(sock, ("127.0.0.1", 1), app, base_environ("127.0.0.1", 80, SERVER)).serve()  # must not raise
+    assert closed == [True] and sock.closed
+
+
+def test_head_of_a_streamed_response_has_no_body_and_keeps_the_connection(serve):
+    app = Stream(forever=True)
+    client = serve(app).client()
+    client.send(request("HEAD", "/a/b") + request("GET", "/after"))
+    head = client.response(head_only=True)
+    assert (head.status, head.header("Content-Length")) == (200, None)
+    after = client.head()  # parses only if the HEAD answer carried no body bytes
+    assert (after.status, after.header("Transfer-Encoding")) == (200, "chunked")
+    assert client.chunk() == b"after"
+    client.close()
+    assert eventually(lambda: app.finished == ["closed", "closed"])  # the HEAD's generator was closed, not run out
+    assert app.yielded[0] == b"a"
+
+
+@pytest.mark.parametrize("status", ["204 No Content", "304 Not Modified"])
+def test_204_and_304_streamed_have_no_body(serve, status):
+    app = Stream(status=status)
+    client = serve(app).client()
+    client.send(request("GET", "/x/y") + request("GET", "/z"))
+    for _ in range(2):
+        response = client.response()
+        assert (response.header("Content-Length"), response.header("Transfer-Encoding")) == (None, None)
+    assert client.buffer == b""
+
+
+def test_http_1_0_streamed_response_is_close_delimited(serve):
+    app = Stream()
+    client = serve(app).client()
+    client.send(request("GET", "/one/two", "Connection: keep-alive", version="HTTP/1.0"))
+    head = client.head()
+    assert head.status == 200
+    assert (head.header("Transfer-Encoding"), head.header("Content-Length"), head.header("Connection")) == (
+        None, None, "close")
+    assert client.rest() == b"onetwo"
+    assert app.finished == ["ended"]
+
+
+def test_a_generator_that_starts_the_response_with_its_first_chunk(serve):
+    def app(environ, start_response):
+        start_response("202 Accepted", [("X-Late", "yes")])  # PEP 3333 allows it this late
+        yield b"first"
+        yield b"second"
+
+    def lazy(environ, start_response):
+        return app(environ, start_response)
+
+    client = serve(lazy).client()
+    client.send(request("GET", "/"))
+    response = client.response()
+    assert (response.status, response.header("X-Late"), response.chunks) == (202, "yes", [b"first", b"second"])
+
+
+def test_a_generator_of_only_empty_chunks_gets_content_length_zero(serve):
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        yield b""
+        yield b""
+
+    client = serve(app).client()
+    client.send(request("GET", "/") + request("GET", "/"))
+    for _ in range(2):
+        response = client.response()
+        assert (response.all("Content-Length"), response.header("Transfer-Encoding"), response.body) == (
+            ["0"], None, b"")
+
+
+def test_result_that_raises_after_its_first_chunk_ends_the_message_unfinished(serve, caplog):
+    results = []
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        results.append(Result([b"partial"], fail=True))
+        return results[-1]
+
+    client = serve(app).client()
+    with caplog.at_level(logging.ERROR, logger="iamgate.httpserver"):
+        client.send(request("GET", "/") + request("GET", "/never"))
+        head = client.head()
+        assert (head.status, head.header("Transfer-Encoding")) == (200, "chunked")
+        assert client.chunk() == b"partial"
+        assert client.closed()  # no last chunk: the client knows the body is incomplete
+    assert results[0].closed == 1
+    assert len(results) == 1
+    assert any(isinstance(record.exc_info[1], RuntimeError) for record in caplog.records if record.exc_info)
+
+
+def test_the_idle_timeout_does_not_cut_a_streamed_response(serve):
+    """The timer runs around reads only: a stream quiet for longer than the keep-alive
+    timeout (a change stream between heartbeats) goes on."""
+    gate = threading.Event()
+    app = Stream(gates={1: gate})
+    client = serve(app, timeout=0.2).client()
+    client.send(request("GET", "/before/after"))
+    client.head()
+    assert client.chunk() == b"before"
+    time.sleep(0.6)
+    gate.set()
+    assert [client.chunk(), client.chunk()] == [b"after", b""]
+    assert app.finished == ["ended"] or eventually(lambda: app.finished == ["ended"])
+    _closed_within(client, 2.0)  # and once it has ended, the idle timeout applies again
+
+
+# ---------------------------------------------------------------- bodies over the limit, answered by the app
+
+
+def test_content_length_over_max_body_goes_to_the_app_when_asked(serve):
+    server = serve(max_body=1000, large_bodies_to_app=True)
+    client = server.client()
+    client.send(request("POST", "/big", body=b"x" * 5000))
+    response = client.response()
+    assert (response.status, response.header("Connection")) == (200, "close")
+    assert response.json["CONTENT_LENGTH"] == "5000"  # as declared; the app refuses it from that
+    assert response.json["body"] == "x" * 1001  # one byte past the limit, never the rest
+    assert client.closed()
+
+
+def test_chunked_body_over_max_body_goes_to_the_app_when_asked(serve):
+    server = serve(max_body=1000, large_bodies_to_app=True)
+    client = server.client()
+    client.send(request("POST", "/big", "Transfer-Encoding: chunked") + b"3e8\r\n" + b"x" * 1000 + b"\r\n"
+                + b"5\r\nyyyyy\r\n")
+    response = client.response()
+    assert (response.status, response.header("Connection")) == (200, "close")
+    assert (response.json["CONTENT_LENGTH"], response.json["body"]) == ("1001", "x" * 1000 + "y")
+    assert client.closed()
+
+
+def test_the_rest_of_a_body_over_the_limit_is_read_and_dropped_before_closing(serve):
+    """RFC 9112, 9.6: closing with unread data resets the connection, and a reset destroys
+    the answer if the client has not read it yet; the server half-closes and drains."""
+    server = serve(max_body=1000, large_bodies_to_app=True)
+    client = server.client()
+    client.send(request("POST", "/big", body=b"x" * 100_000))  # within the socket buffers
+    time.sleep(0.3)  # the server has answered and ended its side before the client reads
+    response = client.response()
+    assert (response.status, response.header("Connection"), len(response.json["body"])) == (200, "close", 1001)
+    assert client.sock.recv(1) == b""  # the server's end of the stream, not a reset
+
+
+def test_a_client_that_never_stops_sending_is_cut_after_the_linger(serve, monkeypatch):
+    monkeypatch.setattr(server_module, "LINGER_SECONDS", 0.3)
+    server = serve(max_body=1000, large_bodies_to_app=True)
+    client = server.client()
+    client.send(request("POST", "/big", "Transfer-Encoding: chunked") + b"7d0\r\n" + b"x" * 2000 + b"\r\n")
+    assert client.response().status == 200
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        while time.monotonic() - started < TIMEOUT:
+            client.send(b"400\r\n" + b"y" * 1024 + b"\r\n")
+            time.sleep(0.01)
+    assert time.monotonic() - started < 3
+
+
+def test_body_at_max_body_is_whole_when_the_app_judges(serve):
+    server = serve(max_body=1000, large_bodies_to_app=True)
+    client = server.client()
+    client.send(request("POST", "/edge", body=b"x" * 1000) + request("GET", "/next"))
+    assert len(client.response().json["body"]) == 1000
+    assert client.response().json["PATH_INFO"] == "/next"
+
+
+def test_the_server_header_is_the_base_environs(serve):
+    class ControlPlaneServer(Server):
+        def _accept(self):  # the control plane's name instead of the decision service's
+            global SERVER
+            saved, SERVER = SERVER, CONTROL_PLANE_SERVER
+            try:
+                super()._accept()
+            finally:
+                SERVER = saved
+
+    server = ControlPlaneServer(Echo(), timeout=TIMEOUT)
+    try:
+        client = server.client()
+        client.send(request("GET", "/"))
+        response = client.response()
+        assert response.header("Server") == "iamgate"
+        assert response.json["headers"] == {"HTTP_HOST": "test"}
+        client.send(b"GET / HTTP/1.1\r\n\r\n" + b"BAD\r\n\r\n")
+        client.response()
+        assert client.response().header("Server") == "iamgate"  # the server's own refusals too
+    finally:
+        server.stop()
 
 
 # ---------------------------------------------------------------- idle timeout
@@ -829,8 +1201,8 @@ def test_worker_no_longer_alive_closes_the_connection(serve):
     assert worker.counted == 2
 
 
-def _worker(max_requests: int) -> DecisionWorker:
-    worker = DecisionWorker.__new__(DecisionWorker)
+def _worker(max_requests: int, worker_class=DecisionWorker) -> DecisionWorker:
+    worker = worker_class.__new__(worker_class)
     worker.nr, worker.max_requests, worker.alive = 0, max_requests, True
     worker.log = SimpleNamespace(messages=[])
     worker.log.info = worker.log.messages.append
@@ -895,6 +1267,31 @@ def test_worker_handle_serves_with_the_listener_environ():
     assert worker.nr == 2
 
 
+@pytest.mark.parametrize("worker_class, server, large_bodies_to_app", [
+    (DecisionWorker, "iamgate-decision", False), (ControlPlaneWorker, "iamgate", True)])
+def test_each_service_worker_has_its_server_name_and_body_limit(monkeypatch, worker_class, server,
+                                                                large_bodies_to_app):
+    seen = []
+
+    class Recorded:
+        def __init__(self, sock, address, app, environ, **options):
+            seen.append((environ["SERVER_SOFTWARE"], options))
+
+        def serve(self):
+            pass
+
+    monkeypatch.setattr("shared.httpworker.Connection", Recorded)
+    worker = _worker(max_requests=100, worker_class=worker_class)
+    worker._environs, worker.wsgi, worker.cfg = {}, Echo(), SimpleNamespace(keepalive=7)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        worker.handle(listener, None, ("127.0.0.1", 1))
+    (software, options), = seen
+    assert software == server
+    assert (options["large_bodies_to_app"], options["timeout"], options["max_body"]) == (
+        large_bodies_to_app, 7, 1024 * 1024)
+    assert isinstance(options["turns"], Turns)
+
+
 # ---------------------------------------------------------------- Date and the base environ
 
 
@@ -925,7 +1322,7 @@ def test_http_date_is_rfc_7231_and_formatted_once_a_second(monkeypatch):
 
 
 def test_base_environ():
-    environ = base_environ("10.1.2.3", 8181)
+    environ = base_environ("10.1.2.3", 8181, SERVER)
     assert (environ["SERVER_NAME"], environ["SERVER_PORT"], environ["SERVER_SOFTWARE"]) == ("10.1.2.3", "8181", SERVER)
     assert (environ["wsgi.version"], environ["wsgi.url_scheme"], environ["SCRIPT_NAME"]) == ((1, 0), "http", "")
     assert environ["wsgi.input_terminated"] is True
@@ -941,7 +1338,7 @@ def test_the_decision_service_latency_buckets_are_every_apps():
 def test_the_date_header_is_email_utils_imf_fixdate():
     from email.utils import formatdate
 
-    from decision.server import _imf_fixdate
+    from shared.httpserver import _imf_fixdate
 
     for seconds in (0, 951782400, 1_000_000_000, 1_767_225_599, 2 ** 31 - 1, 4_102_444_800):
         assert _imf_fixdate(seconds) == formatdate(seconds, usegmt=True).encode("ascii")
@@ -987,7 +1384,7 @@ def _served_while_a_client_pipelines(turns_factory) -> tuple[int, int]:
         return [b""]
 
     def handle(sock, address):
-        Connection(sock, address, app, base_environ("127.0.0.1", 0), timeout=TIMEOUT, turns=turns_factory()).serve()
+        Connection(sock, address, app, base_environ("127.0.0.1", 0, SERVER), timeout=TIMEOUT, turns=turns_factory()).serve()
 
     server = StreamServer(("127.0.0.1", 0), handle)
     server.start()

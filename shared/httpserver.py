@@ -1,22 +1,32 @@
-"""The decision service's HTTP/1.1 server: a gunicorn gevent worker whose connections are
-parsed by httptools (llhttp, the parser of Node.js) instead of gunicorn's or gevent's
-pure-Python parsers.
+"""The services' HTTP/1.1 server: a connection loop for gunicorn's gevent worker (and the
+decision service's one-process mode) whose requests are parsed by httptools (llhttp, the
+parser of Node.js) instead of gunicorn's or gevent's pure-Python parsers. Both services
+run on it (shared/httpworker.py has the gunicorn worker classes, shared/serving.py picks
+them):
 
-    gunicorn --worker-class decision.server.DecisionWorker 'decision.wsgi:create()'
+    gunicorn -c python:controlplane.gunicorn_conf 'controlplane.wsgi:create()'
+    gunicorn -c python:decision.gunicorn_conf 'decision.wsgi:create()'
 
-Why: pywsgi's own work around a request (reading the request line, parsing headers
-through the standard library's email parser, formatting the response) costs more than a
-cache-hit check inside the Falcon app (figures: docs/performance.md). Gunicorn manages
-the processes (pre-fork, graceful reload and shutdown, the worker heartbeat,
-``--max-requests``), gevent runs one greenlet per connection, and the app is plain WSGI,
-so nothing else in the service (the change-stream follower, the control-plane client)
-depends on this server.
+Why: the stock servers' own work around a request (reading the request line, parsing
+headers in Python, formatting the response) costs more than a cache-hit check inside
+the Falcon app (figures: docs/performance.md). Gunicorn manages the processes (pre-fork,
+graceful reload and shutdown, the worker heartbeat, ``--max-requests``), gevent runs one
+greenlet per connection, and the apps are plain WSGI.
 
 What the loop does per connection: feed received bytes to the parser, collect complete
 requests (pipelined ones in order), answer each through the WSGI app, keep the
 connection alive as HTTP/1.1 says. The limits a server exposed to an untrusted client
-needs are enforced here, before the app runs: header block size (431), body size (413),
-a malformed request (400, then close), and an idle timeout (gunicorn's ``--keep-alive``).
+needs are enforced here, before the app runs: header block size (431), body size (413,
+or the app's own answer: ``Connection(large_bodies_to_app=True)``), a malformed request
+(400, then close), and an idle timeout (gunicorn's ``--keep-alive``) on every read.
+
+Responses (PEP 3333): a response with a Content-Length, or whose iterable is a list or
+tuple (every Falcon response but ``resp.stream``), is joined and sent in one call. Any
+other iterable without a Content-Length is streamed as it is produced (the control
+plane's server-sent event change streams): the head goes with the first non-empty
+chunk, each chunk is sent at once in HTTP/1.1's chunked transfer coding (RFC 9112,
+7.1), or close-delimited to an HTTP/1.0 client. A failed send (the client went away)
+stops the iteration, and the iterable's ``close()`` lets the app's generator clean up.
 
 Taking turns (``Turns``): gevent switches greenlets only when one would block. A client
 that sends its next request as soon as it has read the previous answer (wrk, any
@@ -31,6 +41,7 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
 import sys
 import time
 import uuid
@@ -40,17 +51,28 @@ import httptools
 
 from shared.http import MAX_BODY_BYTES, STATUS_CODES, dumps, error_document
 
-log = logging.getLogger("iamgate.decision.server")
+log = logging.getLogger("iamgate.httpserver")
 
 MAX_HEADER_BYTES = 64 * 1024
 RECV_BYTES = 64 * 1024
-SERVER = "iamgate-decision"
-_SERVER_LINE = f"\r\nServer: {SERVER}\r\n\r\n".encode()  # ends the Date line and the head
+LINGER_SECONDS = 2.0  # reading and dropping what a client still sends before closing (RFC 9112, 9.6)
+LINGER_BYTES = 4 * 1024 * 1024
+# The Server header (and SERVER_SOFTWARE) of each service: a name, no version.
+CONTROL_PLANE_SERVER = "iamgate"
+DECISION_SERVER = "iamgate-decision"
+_SERVER_LINES: dict[str, bytes] = {}  # Server header value -> the bytes that end the Date line and the head
+
+
+def _server_line(server: str) -> bytes:
+    line = _SERVER_LINES.get(server)
+    if line is None:
+        line = _SERVER_LINES[server] = f"\r\nServer: {server}\r\n\r\n".encode("latin-1")
+    return line
 
 _HEAD_TOO_LARGE = "The request line and headers are too large."
 
 # Status lines as Falcon writes them (``falcon.code_to_http_status``; RFC 9110's reason
-# phrases: "413 Content Too Large"), for the statuses this service answers without Falcon,
+# phrases: "413 Content Too Large"), for the statuses the decision service answers without Falcon,
 # which is imported on the first request that needs it (start-up time, issue 18).
 _STATUS_LINES = {code: f"{code} {phrase}" for code, phrase in (
     (200, "OK"), (400, "Bad Request"), (401, "Unauthorized"), (403, "Forbidden"), (404, "Not Found"),
@@ -129,6 +151,11 @@ class Refused(Exception):
         self.status, self.details = status, details
 
 
+class _BodyOverLimit(Exception):
+    """``large_bodies_to_app``: the current request's body has gone past the limit; it is
+    answered by the app with what was kept, then the connection closes."""
+
+
 class _Request:
     __slots__ = ("method", "target", "version", "headers", "body", "keep_alive")
 
@@ -140,12 +167,13 @@ class _Request:
 
 class _Parsing:
     """httptools callbacks: build ``_Request`` objects as the bytes arrive. A body limit
-    broken in a callback raises ``Refused``, which httptools re-raises from
-    ``feed_data`` as the context of its ``HttpParserCallbackError``."""
+    broken in a callback raises ``Refused`` (or ``_BodyOverLimit``), which httptools
+    re-raises from ``feed_data`` as the context of its ``HttpParserCallbackError``."""
 
-    def __init__(self, max_body: int):
+    def __init__(self, max_body: int, large_bodies_to_app: bool = False):
         self.parser = httptools.HttpRequestParser(self)
         self.max_body = max_body
+        self.large_bodies_to_app = large_bodies_to_app
         self.current: _Request | None = None
         self.complete: list[_Request] = []
         self.in_headers = False  # a request's line and headers have begun, not ended
@@ -174,7 +202,8 @@ class _Parsing:
         for name, value in request.headers:
             size += len(name) + len(value) + 4  # ": " and CRLF
             length = len(name)  # lower-case only the names that can match
-            if length == 14 and name.lower() == b"content-length" and int(value) > self.max_body:
+            if (length == 14 and name.lower() == b"content-length" and int(value) > self.max_body
+                    and not self.large_bodies_to_app):
                 raise Refused(413, "The request body is too large.", {"max_bytes": self.max_body})
             if (length == 6 and name.lower() == b"expect" and value.lower() == b"100-continue"
                     and request.version == "1.1"):
@@ -185,6 +214,9 @@ class _Parsing:
     def on_body(self, body: bytes):
         self.body_bytes += len(body)
         if self.body_bytes > self.max_body:  # chunked bodies have no Content-Length to check up front
+            if self.large_bodies_to_app:  # keep one byte past the limit: the app sees it is over
+                self.current.body.append(body[:len(body) - (self.body_bytes - self.max_body - 1)])
+                raise _BodyOverLimit
             raise Refused(413, "The request body is too large.", {"max_bytes": self.max_body})
         self.current.body.append(body)
 
@@ -225,17 +257,23 @@ class Turns:
 
 class Connection:
     """One client connection: requests in, responses out, until either side closes.
-    ``turns`` (a ``Turns``) when it shares a gevent loop with other connections."""
+    ``turns`` (a ``Turns``) when it shares a gevent loop with other connections. The
+    Server header is ``base_environ["SERVER_SOFTWARE"]``. ``large_bodies_to_app``: a body
+    over ``max_body`` is not refused here; the app gets the request with the first
+    ``max_body + 1`` bytes of it (and the declared Content-Length, if any) and answers it
+    as it answers any body too large for it, then the connection closes."""
 
     def __init__(self, sock, client_address, app, base_environ: dict, *, worker=None, timeout: float | None = 75,
-                 max_body: int = MAX_BODY_BYTES, turns: Turns | None = None):
+                 max_body: int = MAX_BODY_BYTES, turns: Turns | None = None, large_bodies_to_app: bool = False):
         self.sock = sock
         self.app = app
         self.worker = worker
         self.timeout = timeout
         self.turns = turns
-        self.parsing = _Parsing(max_body)
+        self.parsing = _Parsing(max_body, large_bodies_to_app)
         self._started: tuple[str, list] | None = None  # start_response's arguments
+        self._head_sent = False
+        self._server_line = _server_line(base_environ["SERVER_SOFTWARE"])
         self.environ = dict(base_environ)
         if isinstance(client_address, tuple):
             self.environ["REMOTE_ADDR"], self.environ["REMOTE_PORT"] = client_address[0], str(client_address[1])
@@ -245,7 +283,8 @@ class Connection:
     def serve(self) -> None:
         sock, parsing = self.sock, self.parsing
         # A timer around every read ends idle keep-alive connections and clients that send
-        # too slowly.
+        # too slowly. (It bounds each send too: a client that reads nothing for that long
+        # is gone. A streamed response is never cut for being long.)
         sock.settimeout(self.timeout)
         try:
             while True:
@@ -256,6 +295,7 @@ class Connection:
                 if not data:
                     return
                 refusal = None  # (status, message, details): answered after the requests before it
+                over_limit = None  # a request whose body is too large, for the app to answer
                 try:
                     parsing.parser.feed_data(data)
                 except httptools.HttpParserUpgrade:
@@ -265,6 +305,8 @@ class Connection:
                     cause = exc.__context__
                     if isinstance(cause, Refused):
                         refusal = (cause.status, str(cause), cause.details)
+                    elif isinstance(cause, _BodyOverLimit):
+                        over_limit, parsing.current = parsing.current, None
                     else:  # ValueError: a Content-Length llhttp took but int() did not
                         refusal = (400, "The request is not valid HTTP/1.1.", None)
                 else:
@@ -282,6 +324,11 @@ class Connection:
                 if refusal is not None:
                     self._refuse(*refusal)
                     return
+                if over_limit is not None:  # the rest of its body is never parsed: close after the answer
+                    over_limit.keep_alive = False
+                    self._respond(over_limit)
+                    self._linger()
+                    return
                 if parsing.continue_wanted:  # headers in, the client waits before sending the body
                     parsing.continue_wanted = False
                     try:
@@ -293,6 +340,28 @@ class Connection:
         finally:
             sock.close()
 
+    def _linger(self) -> None:
+        """Close in stages (RFC 9112, 9.6): stop sending, then read and drop what the
+        client still sends (the rest of a body) until it closes, for at most
+        ``LINGER_SECONDS`` and ``LINGER_BYTES``. Closing with unread data would reset the
+        connection, and a reset can destroy the answer before the client has read it."""
+        sock = self.sock
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + LINGER_SECONDS
+            received = 0
+            while received < LINGER_BYTES:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                sock.settimeout(left)
+                data = sock.recv(RECV_BYTES)
+                if not data:
+                    return
+                received += len(data)
+        except OSError:
+            pass
+
     # -- one request --
 
     def _respond(self, request: _Request) -> bool:
@@ -301,50 +370,124 @@ class Connection:
             self.worker.count_request()  # --max-requests is answered with Connection: close
         keep_alive = request.keep_alive and (self.worker is None or self.worker.alive)
         self._started = None
+        result = chunks = None
         try:
-            result = self.app(self._environ(request), self._start_response)
             try:
-                body = b"".join(result)
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-        except Refused as exc:  # from _environ: the request, not the app
-            self._refuse(exc.status, str(exc), exc.details)
-            return False
-        except Exception:
-            log.exception("unhandled error in the decision app")
-            self._refuse(500, "An unexpected error occurred.")
-            return False
-        if self._started is None:
-            log.error("the decision app returned without calling start_response")
-            self._refuse(500, "An unexpected error occurred.")
-            return False
+                result = self.app(self._environ(request), self._start_response)
+                if isinstance(result, (list, tuple)):
+                    body = b"".join(result)
+                else:
+                    # PEP 3333: the head waits for the first non-empty chunk (start_response
+                    # may even be called while producing it), or for the end.
+                    chunks, body = iter(result), b""
+                    for body in chunks:
+                        if body:
+                            break
+                    else:
+                        chunks = None
+                    if chunks is not None and self._started is not None and _has_length(self._started[1]):
+                        body += b"".join(chunks)  # the app framed it: one send, as for a list
+                        chunks = None
+            except Refused as exc:  # from _environ: the request, not the app
+                self._refuse(exc.status, str(exc), exc.details)
+                return False
+            except Exception:
+                log.exception("unhandled error in the app")
+                self._refuse(500, "An unexpected error occurred.")
+                return False
+            if self._started is None:
+                log.error("the app returned without calling start_response")
+                self._refuse(500, "An unexpected error occurred.")
+                return False
+            if chunks is not None:
+                return self._stream(request, body, chunks, keep_alive)
 
+            # The whole body at once: the common case, kept inline.
+            status, headers = self._started
+            head = "".join([f"{name}: {value}\r\n" for name, value in headers])
+            for name, _ in headers:
+                if len(name) == 14 and name.lower() == "content-length":
+                    break
+            else:
+                if not status.startswith(_NO_BODY_STATUSES):
+                    head += f"Content-Length: {len(body)}\r\n"
+            if not keep_alive:
+                head += "Connection: close\r\n"
+            elif request.version == "1.0":
+                head += "Connection: keep-alive\r\n"
+            response = b"".join((b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", head.encode("latin-1"),
+                                 b"Date: ", http_date(), self._server_line,
+                                 body if request.method != b"HEAD" else b""))
+            try:
+                sent = self.sock.send(response)  # a response fits the socket buffer: one call, no loop
+                if sent < len(response):
+                    self.sock.sendall(response[sent:])
+            except OSError:
+                return False
+            return keep_alive
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:  # also when the client went away mid-stream: the app's generator cleans up
+                try:
+                    close()
+                except Exception:
+                    log.exception("closing the app's response failed")
+
+    def _head(self, request: _Request, framing: str, keep_alive: bool) -> bytes:
+        """The head of a streamed response."""
         status, headers = self._started
-        head = "".join([f"{name}: {value}\r\n" for name, value in headers])
-        for name, _ in headers:
-            if name.lower() == "content-length":
-                break
-        else:
-            if not status.startswith(_NO_BODY_STATUSES):
-                head += f"Content-Length: {len(body)}\r\n"
+        head = "".join([f"{name}: {value}\r\n" for name, value in headers]) + framing
         if not keep_alive:
             head += "Connection: close\r\n"
         elif request.version == "1.0":
             head += "Connection: keep-alive\r\n"
-        response = b"".join((b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", head.encode("latin-1"),
-                             b"Date: ", http_date(), _SERVER_LINE, body if request.method != b"HEAD" else b""))
+        return b"".join((b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", head.encode("latin-1"),
+                         b"Date: ", http_date(), self._server_line))
+
+    def _stream(self, request: _Request, first: bytes, chunks, keep_alive: bool) -> bool:
+        """Send ``first`` and then each further non-empty chunk as the app produces it:
+        chunked for HTTP/1.1, close-delimited for HTTP/1.0 (RFC 9112, 6.3); nothing of
+        it for HEAD, 204 or 304."""
+        self._head_sent = True  # from here on start_response cannot replace the head
         try:
-            sent = self.sock.send(response)  # a response fits the socket buffer: one call, no loop
-            if sent < len(response):
-                self.sock.sendall(response[sent:])
-        except OSError:
+            return self._send_chunks(request, first, chunks, keep_alive)
+        finally:
+            self._head_sent = False
+
+    def _send_chunks(self, request: _Request, first: bytes, chunks, keep_alive: bool) -> bool:
+        sock = self.sock
+        if request.method == b"HEAD" or self._started[0].startswith(_NO_BODY_STATUSES):
+            try:
+                sock.sendall(self._head(request, "", keep_alive))
+            except OSError:
+                return False
+            return keep_alive
+        chunked = request.version == "1.1"
+        if chunked:
+            head = self._head(request, "Transfer-Encoding: chunked\r\n", keep_alive)
+        else:
+            keep_alive = False
+            head = self._head(request, "", False)
+        try:
+            sock.sendall(head + (b"%x\r\n%b\r\n" % (len(first), first) if chunked else first))
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except Exception:  # the head is out: all that is left is to end the message unfinished
+                    log.exception("unhandled error in the app while streaming its response")
+                    return False
+                if chunk:
+                    sock.sendall(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+            if chunked:
+                sock.sendall(b"0\r\n\r\n")
+        except OSError:  # the client went away (or read nothing for the timeout)
             return False
         return keep_alive
 
     def _start_response(self, status: str, headers: list, exc_info=None):
-        if exc_info and self._started:
+        if exc_info and self._head_sent:
             raise exc_info[1].with_traceback(exc_info[2])
         self._started = (status, headers)
 
@@ -386,17 +529,26 @@ class Connection:
         head = (f"HTTP/1.1 {status_line(status)}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nX-Request-Id: {request_id}\r\nConnection: close\r\n").encode()
         try:
-            self.sock.sendall(head + b"Date: " + http_date() + _SERVER_LINE + body)
+            self.sock.sendall(head + b"Date: " + http_date() + self._server_line + body)
         except OSError:
             pass
 
 
-def base_environ(host: str, port: int | str) -> dict:
+def _has_length(headers: list) -> bool:
+    for name, _ in headers:
+        if len(name) == 14 and name.lower() == "content-length":
+            return True
+    return False
+
+
+def base_environ(host: str, port: int | str, server: str) -> dict:
+    """The part of every request's environ that one listener fixes; ``server`` is the
+    service's Server header (``CONTROL_PLANE_SERVER``, ``DECISION_SERVER``)."""
     return {
         "SCRIPT_NAME": "",
         "SERVER_NAME": host,
         "SERVER_PORT": str(port),
-        "SERVER_SOFTWARE": SERVER,
+        "SERVER_SOFTWARE": server,
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": "http",
         "wsgi.errors": sys.stderr,
@@ -405,13 +557,3 @@ def base_environ(host: str, port: int | str) -> dict:
         "wsgi.run_once": False,
         "wsgi.input_terminated": True,
     }
-
-
-def __getattr__(name: str):
-    """``DecisionWorker`` is imported on demand: gunicorn asks for it, ``python -m decision``
-    (one process, no gunicorn) never does, and importing gunicorn's worker costs start-up time."""
-    if name == "DecisionWorker":
-        from decision.gunicorn_worker import DecisionWorker
-
-        return DecisionWorker
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,57 @@
+"""gunicorn's gevent worker with the services' httptools connection loop
+(shared/httpserver.py). shared/serving.py names the class of each service:
+
+    ``shared.httpworker.ControlPlaneWorker``  the control plane
+    ``shared.httpworker.DecisionWorker``      the decision service
+
+gevent stays the concurrency model (one greenlet per connection, the standard library
+patched by gunicorn's worker); only the parsing and formatting of HTTP/1.1 change.
+"""
+from __future__ import annotations
+
+from gunicorn.workers.ggevent import GeventWorker
+
+from shared.http import MAX_BODY_BYTES
+from shared.httpserver import CONTROL_PLANE_SERVER, DECISION_SERVER, Connection, Turns, base_environ
+
+
+class HttpWorker(GeventWorker):
+    """gunicorn's gevent worker whose connections are served by ``Connection``."""
+
+    server = ""  # the Server header
+    large_bodies_to_app = False  # see Connection
+
+    def init_process(self):
+        self._environs = {}
+        super().init_process()
+
+    def handle(self, listener, client, addr):
+        environ = self._environs.get(listener)
+        if environ is None:
+            name = listener.getsockname()
+            host, port = (name[0], name[1]) if isinstance(name, tuple) else (str(name), "")
+            environ = self._environs[listener] = base_environ(host, port, self.server)
+        Connection(client, addr, self.wsgi, environ, worker=self, timeout=self.cfg.keepalive,
+                   max_body=MAX_BODY_BYTES, turns=Turns.gevent(),
+                   large_bodies_to_app=self.large_bodies_to_app).serve()
+
+    def count_request(self) -> None:
+        self.nr += 1
+        if self.nr >= self.max_requests and self.alive:
+            self.log.info("Autorestarting worker after current request.")
+            self.alive = False
+
+
+class ControlPlaneWorker(HttpWorker):
+    """The control plane: its SSE change streams are streamed responses, and a body over
+    ``MAX_BODY_BYTES`` is answered by the app (its 413 PAYLOAD_TOO_LARGE, or the OIDC
+    endpoints' 400 invalid_request), with the app's own headers, as on any server."""
+
+    server = CONTROL_PLANE_SERVER
+    large_bodies_to_app = True
+
+
+class DecisionWorker(HttpWorker):
+    """The decision service: a body over ``MAX_BODY_BYTES`` is refused (413) before its app runs."""
+
+    server = DECISION_SERVER
