@@ -86,7 +86,7 @@ def measure_cerbos(wrk, duration, warmup, log_dir: Path) -> dict:
                f"--set=server.httpListenAddr=127.0.0.1:{http}", f"--set=server.grpcListenAddr=127.0.0.1:{grpc}",
                f"--set=storage.disk.directory={CERBOS_CONFIG / 'policies'}"]
     base = f"http://127.0.0.1:{http}"
-    process, _ = start_timed(command, dict(os.environ), base + "/_cerbos/health", log_dir / "cerbos.log")
+    process, *_ = start_timed(command, dict(os.environ), base + "/_cerbos/health", log_dir / "cerbos.log")
     try:
         url = base + "/api/check/resources"
         answer = requests.post(url, data=CERBOS_BODY, timeout=5).json()

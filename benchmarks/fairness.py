@@ -61,7 +61,7 @@ def measure(wrk, processes: Processes, admin: Admin, user: str, workers: int, tu
     env = {**processes.env, "IAMGATE_DECISION_PORT": str(port), "IAMGATE_DECISION_WORKERS": str(workers)}
     base = f"http://127.0.0.1:{port}"
     url = f"{base}/api/v1/applications/{admin.app_id}/authz/check?user_id={user}&permission=documents:read"
-    process, _ = start_timed(command(workers, turns, port), env, base + "/readyz",
+    process, *_ = start_timed(command(workers, turns, port), env, base + "/readyz",
                              log_dir / f"decision-{workers}-{turns}.log")
     try:
         session = requests.Session()
