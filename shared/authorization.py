@@ -57,6 +57,16 @@ def decide_compiled(compiled: CompiledGrants, permissions: Collection[str], *,
     if not compiled_policies:
         return {permission: rbac_decision(compiled, permission) for permission in permissions}
 
+    if len(permissions) == 1:
+        (permission,) = permissions
+        count, decide = compiled_policies.decider(permission)
+        if count and decide is not None:
+            # Counted even when the user is not active: the count depends only on the
+            # policies, and a different one would tell the caller the user is not active.
+            allowed = compiled.user_active and decide(compiled.user_id, compiled.attributes, resource, context,
+                                                      compiled.allows(permission))
+            return {permission: _abac_decision(allowed, count)}
+
     environment = None
     # A policy's condition gives one answer per check: remembered when several permissions
     # may ask for it again.
