@@ -11,30 +11,41 @@ either the one function or the per-condition functions a bulk check runs.
 """
 from __future__ import annotations
 
+import itertools
+from collections import UserDict
 from types import MappingProxyType
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.abac import ALLOW, DENY, CompiledPolicies, Policy, _compile, _Malformed, condition_environment
+from shared.abac import _COMPARISONS, ALLOW, DENY, CompiledPolicies, Policy, _compile, _Malformed, condition_environment
 from shared.authorization import Decision, decide_compiled
 from shared.rbac import CompiledGrants
-from tests.authz.test_compiled_conditions import CONDITIONS, ENV_VALUES, LITERALS, SCALARS
+from tests.authz.test_compiled_conditions import CONDITIONS, ENV_VALUES, LITERALS, PATHS, SCALARS
 
 PERMISSIONS = ["docs:read", "docs:write", "billing:read"]
 PATTERNS = ["docs:read", "docs:*", "*:read", "*:*", "billing:read", "nope", "x:y:z"]
 KEYS = st.sampled_from(["x", "y"])
-MAPPINGS = st.dictionaries(KEYS, ENV_VALUES, max_size=2)
+MAPPINGS = st.dictionaries(KEYS, ENV_VALUES, min_size=1, max_size=2) | st.just({})
 # resource, context and attributes: plain objects (most of the time), read-only mappings,
-# and values that are not objects at all
+# other mappings, and values that are not objects at all
 ODD = st.sampled_from([None, "text", 5, ["x"], ()])
-VALUES = MAPPINGS | MAPPINGS.map(MappingProxyType) | ODD
+VALUES = MAPPINGS | MAPPINGS.map(MappingProxyType) | MAPPINGS.map(UserDict) | ODD
+# Besides the random conditions (many of them malformed), well-formed comparisons of the
+# paths the values below hold, and combinations of them.
+ATTRS = st.sampled_from(PATHS).map(lambda path: {"attr": path})
+WELL_FORMED = st.recursive(st.builds(
+    lambda op, left, right: {"op": op, "left": left, "right": right},
+    st.sampled_from(sorted(_COMPARISONS)), ATTRS, ATTRS | SCALARS.map(lambda value: {"value": value})),
+    lambda inner: st.lists(inner, max_size=3).map(lambda items: {"all": items})
+    | st.lists(inner, max_size=3).map(lambda items: {"any": items}) | inner.map(lambda item: {"not": item}),
+    max_leaves=4)
 POLICIES = st.lists(st.builds(
     lambda index, effect, patterns, condition, active: Policy(
         id=f"p{index}", name=f"p{index}", effect=effect, permissions=tuple(patterns), condition=condition,
         is_active=active),
     st.integers(0, 99), st.sampled_from([ALLOW, DENY]), st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=2),
-    st.none() | CONDITIONS, st.booleans() | st.just(True)), max_size=6)
+    st.none() | CONDITIONS | WELL_FORMED, st.booleans() | st.just(True)), max_size=6)
 
 
 def reference(policies, permission, grants: CompiledGrants, resource, context) -> Decision:
@@ -157,3 +168,20 @@ def test_policies_are_written_out_once_and_literals_never_become_source():
     for literal in LITERALS:
         condition = {"op": "eq", "left": {"attr": "resource.__class__"}, "right": {"value": literal}}
         assert check([deny(condition)], resource={}).allowed is True
+
+
+def test_every_comparison_of_two_attributes_present_or_missing():
+    missing = object()
+    values = [missing, "a", "10.1.2.3", "10.0.0.0/8", 1, 2.5, True, None, ["a"], {"a": 1}]
+    for op in [*sorted(_COMPARISONS), "exists"]:
+        condition = {"op": op, "left": {"attr": "resource.x"}, "right": {"attr": "context.y"}}
+        for left, right in itertools.product(values, repeat=2):
+            resource = {} if left is missing else {"x": left}
+            context = {} if right is missing else {"y": right}
+            grants = grants_of(True, [], {})
+            for policies in ([deny(condition), allow(None)], [allow(condition)]):
+                expected = reference(policies, "docs:read", grants, resource, context)
+                assert check(policies, rbac=False, resource=resource, context=context) == expected, (op, left, right)
+                written = decide_compiled(grants, ["docs:read", "docs:write"], policies=CompiledPolicies(policies),
+                                          resource=resource, context=context)["docs:read"]
+                assert written == expected, (op, left, right)
