@@ -139,7 +139,7 @@ class Lookup:
         if abac:
             policies, policies_cached = self._policies(fresh=fresh)
             cached = cached and policies_cached
-            if policies:
+            if policies.policies:
                 return decide_compiled(scoped.compiled, permissions, policies=policies, resource=resource,
                                        context=context), cached
         # No policy can apply: RBAC alone, whose decisions the scoped grants remember.

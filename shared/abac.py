@@ -361,7 +361,13 @@ class _Source:
         kind = _literal_kind(right["value"]) if "value" in right else None
         form = _INLINE.get((kind[0], op)) if kind is not None else None
         if form is None:
-            return f"G({self.value(_COMPARISONS[op])}, {left}, {self.operand(right)})"
+            right = self.operand(right)
+            general = f"G({self.value(_COMPARISONS[op])}, {left}, {right})"
+            if op in ("eq", "ne"):
+                # two strings (an owner and a user id, say) compared as _json_equal compares them
+                equal = "==" if op == "eq" else "!="
+                return f"(({left} {equal} {right}) if type({left}) is str and type({right}) is str else {general})"
+            return general
         literal = kind[1]
         if form.startswith("A("):
             literal = _networks(literal)

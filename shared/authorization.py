@@ -25,6 +25,8 @@ class Decision:
     policies_checked: int = 0
 
 
+_NO_POLICIES = CompiledPolicies(())
+
 ALLOWED = Decision(True)
 DENIED = Decision(False)
 
@@ -53,8 +55,9 @@ def decide_compiled(compiled: CompiledGrants, permissions: Collection[str], *,
                     policies: Iterable[Policy] | CompiledPolicies = (), resource=None,
                     context=None) -> dict[str, Decision]:
     """The decision for each of ``permissions``, the scope fixed when ``compiled`` was."""
-    compiled_policies = compile_policies(policies) if policies else None
-    if not compiled_policies:
+    compiled_policies = (policies if type(policies) is CompiledPolicies
+                         else compile_policies(policies) if policies else _NO_POLICIES)
+    if not compiled_policies.policies:
         return {permission: rbac_decision(compiled, permission) for permission in permissions}
 
     if len(permissions) == 1:
