@@ -67,11 +67,10 @@ def check_text(permission: str, allowed: bool, cached: bool) -> str:
 def post_check_text(lookup, values: dict) -> str:
     """A validated POST check's answer (``shared.checks.CHECK``), for the Falcon route and
     the hot path alike: RBAC and the application's policies over resource and context."""
-    permission = values["permission"]
-    decisions, cached = lookup.decide(
-        values["user_id"], (permission,), scope=_scope(values), min_revision=values.get("min_revision"),
-        abac=True, resource=values.get("resource"), context=values.get("context"))
-    decision = decisions[permission]
+    permission, context = values["permission"], values.get("context")
+    decision, cached = lookup.decide_one(
+        values["user_id"], permission, scope=resolve_scope(values.get("scope"), context),
+        min_revision=values.get("min_revision"), resource=values.get("resource"), context=context)
     return (f'{{"allowed":{_TRUE_FALSE[decision.allowed]},"permission":"{permission}",'
             f'"cached":{_TRUE_FALSE[cached]},"abac_evaluated":{_TRUE_FALSE[decision.abac_evaluated]},'
             f'"policies_checked":{int(decision.policies_checked)}}}')

@@ -20,14 +20,14 @@ import hashlib
 import time
 
 from shared.abac import CompiledPolicies
-from shared.authorization import Decision, decide_compiled
+from shared.authorization import Decision, decide_compiled, decide_one
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import NotFound, PermissionMissing, RevisionAhead, ServiceUnavailable, Unauthorized
 from shared.http import bearer_token
 from shared.ids import is_uuid
 from shared.rbac import ACTIVE, Grants, matches
 
-from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet
+from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet, ScopedGrants
 from decision.client import ApplicationNotFound, ControlPlaneError
 from decision.tokens import JwksUnavailable
 
@@ -129,6 +129,26 @@ class Lookup:
                abac: bool, resource=None, context=None) -> tuple[dict[str, Decision], bool]:
         """Decisions for ``permissions`` of ``user_id`` and whether they came from the cache.
         ``abac``: evaluate the application's policies (POST checks)."""
+        scoped, policies, cached = self._inputs(user_id, scope, min_revision, abac)
+        if policies is not None:
+            return decide_compiled(scoped.compiled, permissions, policies=policies, resource=resource,
+                                   context=context), cached
+        # No policy can apply: RBAC alone, whose decisions the scoped grants remember.
+        return scoped.decide_many(permissions), cached
+
+    def decide_one(self, user_id: str, permission: str, *, scope: str | None, min_revision: int | None,
+                   resource, context) -> tuple[Decision, bool]:
+        """The POST check's decision (with the application's policies) for one permission,
+        and whether it came from the cache."""
+        scoped, policies, cached = self._inputs(user_id, scope, min_revision, True)
+        if policies is not None:
+            return decide_one(scoped.compiled, permission, policies, resource, context), cached
+        return scoped.decide(permission), cached
+
+    def _inputs(self, user_id: str, scope: str | None, min_revision: int | None,
+                abac: bool) -> tuple[ScopedGrants, CompiledPolicies | None, bool]:
+        """The user's grants at ``scope``, the application's policies (``abac``, and only if
+        there are active ones) and whether both came from the cache."""
         fresh = min_revision is not None and not self._service.cache.fresh_through(min_revision)
         if fresh:
             self._service.refuse_revision_ahead(min_revision)
@@ -138,12 +158,10 @@ class Lookup:
         scoped = entry.at(scope, self.now)
         if abac:
             policies, policies_cached = self._policies(fresh=fresh)
-            cached = cached and policies_cached
             if policies.policies:
-                return decide_compiled(scoped.compiled, permissions, policies=policies, resource=resource,
-                                       context=context), cached
-        # No policy can apply: RBAC alone, whose decisions the scoped grants remember.
-        return scoped.decide_many(permissions), cached
+                return scoped, policies, cached and policies_cached
+            return scoped, None, cached and policies_cached
+        return scoped, None, cached
 
     # -- lookups: cache when trusted, else the control plane
 
