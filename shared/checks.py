@@ -163,20 +163,6 @@ FAST_BODY_BRACKETS = 32
 _ABSENT = object()
 
 
-def _brackets_within(raw: bytes, limit: int) -> bool:
-    """At most ``limit`` opening brackets in ``raw``: found one by one (``find`` is a memchr),
-    which costs less than counting byte by byte when there are few."""
-    found = 0
-    for bracket in (b"{", b"["):
-        at = raw.find(bracket)
-        while at >= 0:
-            found += 1
-            if found > limit:
-                return False
-            at = raw.find(bracket, at + 1)
-    return True
-
-
 def body_values(body, raw: bytes, *, bulk: bool) -> dict | None:
     """What ``CHECK.validate(body)`` (``bulk``: ``CHECK_BULK``) returns, for the common body
     (``body`` parsed from ``raw``): a plain user id, permission names validated before,
@@ -185,7 +171,7 @@ def body_values(body, raw: bytes, *, bulk: bool) -> dict | None:
     schema walk and re-serialising resource and context to bound their size cost more
     than the rest of a POST check's validation."""
     if (type(body) is not dict or len(raw) > FAST_BODY_BYTES
-            or not _brackets_within(raw, FAST_BODY_BRACKETS)):
+            or raw.count(b"{") + raw.count(b"[") > FAST_BODY_BRACKETS):
         return None
     user_id = body.get("user_id")
     if (type(user_id) is not str or not 0 < len(user_id) <= 255
