@@ -79,7 +79,7 @@ def decide_one(compiled: CompiledGrants, permission: str, policies: CompiledPoli
     # and a different one would tell the caller the user is not active.
     allowed = compiled.user_active and decide(compiled.user_id, compiled.attributes, resource, context,
                                               compiled.allows(permission))
-    return _abac_decision(allowed, count)
+    return _ABAC_DECISIONS.get((allowed, count)) or _abac_decision(allowed, count)
 
 
 def _decide_each(compiled: CompiledGrants, permissions: Collection[str], compiled_policies: CompiledPolicies,
