@@ -249,11 +249,14 @@ _GENERATED_MAX = 4096
 # condition out as one function over an environment of plain dictionaries (what a check
 # builds): each attribute path read once into a local, the common comparisons against a
 # literal written inline as the special forms above compute them, ``all``/``any``/``not``
-# as Python's own short-circuiting ``and``/``or``/``not``, and every other node (general
-# comparisons, ``exists``, malformed nodes) a call of its closure, so it is evaluated, or
-# found malformed, exactly when the walk would reach it. Only generated names and fixed
-# text go into the source: every literal and path key is a value in the function's
-# namespace, never text.
+# as Python's own short-circuiting ``and``/``or``/``not``, and every other node a call of a
+# function over the operands' values: a general comparison ``_compare`` (what its closure
+# computes), ``exists`` ``_exists``, a malformed node one that raises ``_Malformed``; so a
+# node is evaluated, or found malformed, exactly when the walk would reach it (reading a
+# path has no effect, so reading them all first changes nothing). ``_PolicySource`` writes
+# all the policies covering a permission as one function the same way (a check of one
+# permission runs it). Only generated names and fixed text go into the source: every
+# literal and path key is a value in the function's namespace, never text.
 
 # (kind of literal, op) -> the comparison of local ``a`` with the literal ``c``: what the
 # special form of ``_against_literal`` for that pair returns. M is _MISSING, N _is_number,
