@@ -20,7 +20,7 @@ import hashlib
 import time
 
 from shared.abac import CompiledPolicies
-from shared.authorization import Decision, decide_compiled
+from shared.authorization import Decision, decide_compiled, decide_one
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import NotFound, PermissionMissing, RevisionAhead, ServiceUnavailable, Unauthorized
 from shared.http import bearer_token
@@ -129,21 +129,45 @@ class Lookup:
                abac: bool, resource=None, context=None) -> tuple[dict[str, Decision], bool]:
         """Decisions for ``permissions`` of ``user_id`` and whether they came from the cache.
         ``abac``: evaluate the application's policies (POST checks)."""
-        fresh = min_revision is not None and not self._service.cache.fresh_through(min_revision)
-        if fresh:
-            self._service.refuse_revision_ahead(min_revision)
+        fresh = min_revision is not None and self._refresh_for(min_revision)
         entry, cached = self._grants(user_id, fresh=fresh)
-        if fresh and is_uuid(user_id):
-            self._service.note_head(entry.seq, min_revision)
+        if fresh:
+            self._check_head(user_id, entry, min_revision)
         scoped = entry.at(scope, self.now)
         if abac:
             policies, policies_cached = self._policies(fresh=fresh)
             cached = cached and policies_cached
-            if policies:
+            if policies.policies:
                 return decide_compiled(scoped.compiled, permissions, policies=policies, resource=resource,
                                        context=context), cached
         # No policy can apply: RBAC alone, whose decisions the scoped grants remember.
         return scoped.decide_many(permissions), cached
+
+    def decide_one(self, user_id: str, permission: str, *, scope: str | None, min_revision: int | None,
+                   resource, context) -> tuple[Decision, bool]:
+        """:meth:`decide` for a POST check of one permission: the decision, not a dict of them."""
+        fresh = min_revision is not None and self._refresh_for(min_revision)
+        entry, cached = self._grants(user_id, fresh=fresh)
+        if fresh:
+            self._check_head(user_id, entry, min_revision)
+        scoped = entry.at(scope, self.now)
+        policies, policies_cached = self._policies(fresh=fresh)
+        cached = cached and policies_cached
+        if policies.policies:
+            return decide_one(scoped.compiled, permission, policies, resource, context), cached
+        return scoped.decide(permission), cached
+
+    def _refresh_for(self, min_revision: int) -> bool:
+        """Whether answering at ``min_revision`` needs fresh data (the cache has not applied
+        it); 400 AUTHZ_REVISION_AHEAD when a recent fetch showed it is not there yet."""
+        if self._service.cache.fresh_through(min_revision):
+            return False
+        self._service.refuse_revision_ahead(min_revision)
+        return True
+
+    def _check_head(self, user_id: str, entry: GrantsEntry, min_revision: int) -> None:
+        if is_uuid(user_id):  # a fetch happened: its head must reach min_revision
+            self._service.note_head(entry.seq, min_revision)
 
     # -- lookups: cache when trusted, else the control plane
 

@@ -83,7 +83,7 @@ class CompiledPolicies:
     """Active policies indexed by permission pattern, so finding those covering a
     permission is four dictionary lookups. Build once per policy set and reuse."""
 
-    __slots__ = ("policies", "_by_pattern", "_covering", "_effects")
+    __slots__ = ("policies", "_by_pattern", "_covering", "_effects", "_deciders")
     _COVERING_CACHE_SIZE = 4096
 
     def __init__(self, policies: Iterable[Policy]):
@@ -98,6 +98,7 @@ class CompiledPolicies:
         # per name turns the lookups into one; the bound only guards against junk names.
         self._covering: dict[str, tuple[Policy, ...]] = {}
         self._effects: dict[str, tuple] = {}
+        self._deciders: dict[str, tuple] = {}
 
     def __len__(self) -> int:
         return len(self.policies)
@@ -134,6 +135,19 @@ class CompiledPolicies:
                 self._effects.clear()
             self._effects[permission] = effects
         return effects
+
+    def decider(self, permission: str) -> tuple[int, object]:
+        """(how many active policies cover ``permission``, ``decide``): ``decide(user_id,
+        attributes, resource, context, rbac_allows)`` is whether an active user is allowed
+        (``fuse_policies``), or None when the policies could not be written out."""
+        found = self._deciders.get(permission)
+        if found is None:
+            covering = self.covering(permission)
+            found = (len(covering), fuse_policies(covering) if covering else None)
+            if len(self._deciders) >= self._COVERING_CACHE_SIZE:
+                self._deciders.clear()
+            self._deciders[permission] = found
+        return found
 
 
 def any_holds(tests: tuple, environment: dict, memo: dict | None, malformed: bool) -> bool:
@@ -235,11 +249,14 @@ _GENERATED_MAX = 4096
 # condition out as one function over an environment of plain dictionaries (what a check
 # builds): each attribute path read once into a local, the common comparisons against a
 # literal written inline as the special forms above compute them, ``all``/``any``/``not``
-# as Python's own short-circuiting ``and``/``or``/``not``, and every other node (general
-# comparisons, ``exists``, malformed nodes) a call of its closure, so it is evaluated, or
-# found malformed, exactly when the walk would reach it. Only generated names and fixed
-# text go into the source: every literal and path key is a value in the function's
-# namespace, never text.
+# as Python's own short-circuiting ``and``/``or``/``not``, and every other node a call of a
+# function over the operands' values: a general comparison ``_compare`` (what its closure
+# computes), ``exists`` ``_exists``, a malformed node one that raises ``_Malformed``; so a
+# node is evaluated, or found malformed, exactly when the walk would reach it (reading a
+# path has no effect, so reading them all first changes nothing). ``_PolicySource`` writes
+# all the policies covering a permission as one function the same way (a check of one
+# permission runs it). Only generated names and fixed text go into the source: every
+# literal and path key is a value in the function's namespace, never text.
 
 # (kind of literal, op) -> the comparison of local ``a`` with the literal ``c``: what the
 # special form of ``_against_literal`` for that pair returns. M is _MISSING, N _is_number,
@@ -278,65 +295,94 @@ def _literal_kind(literal) -> tuple[str, object] | None:
 
 
 class _Source:
-    def __init__(self, closures):
+    """Writes conditions out as Python text. ``function`` writes one condition as a function
+    of an environment dict (``Policy.test``); ``_PolicySource`` writes all the policies
+    covering a permission as one function of the check's values. Every comparison is
+    written out, a general one as a call of ``_compare`` (what its closure computes), so no
+    node needs the environment but through its paths' reads."""
+
+    def __init__(self, closures=None):
         self.namespace = {"M": _MISSING, "N": _is_number, "A": _address_in, "R": _resolve, "P": MappingProxyType,
-                          "slow": closures}
-        self.reads: list[str] = []
+                          "G": _compare, "E": _exists, "X": _raise_malformed, "slow": closures}
+        self.reads: list[str] = []  # the reads of paths not read before, since the last take_reads
         self.paths: dict[tuple, str] = {}
+        self.raises = False  # whether text written since it was last cleared can raise _Malformed
 
     def function(self, condition):
         body = self.node(condition, 1)
         source = "\n".join(["def test(env):",
                              "    if type(env) is not dict:",
                              "        return slow(env)",
-                             *self.reads,
+                             *self.take_reads(),
                              f"    return {body}"])
         exec(compile(source, "<condition>", "exec"), self.namespace)
         return self.namespace["test"]
+
+    def take_reads(self) -> list[str]:
+        reads, self.reads = self.reads, []
+        return reads
 
     def value(self, value) -> str:
         name = f"c{len(self.namespace)}"
         self.namespace[name] = value
         return name
 
-    def call(self, closure) -> str:
-        return f"{self.value(closure)}(env)"
-
     def node(self, node, depth: int) -> str:
         if type(node) is not dict or depth > MAX_CONDITION_DEPTH:
-            return self.call(_malformed)
+            return self.malformed()
         if "op" in node:
             return self.comparison(node)
         for name in ("all", "any"):
             if name in node:
                 children = node[name]
                 if type(children) is not list:
-                    return self.call(_malformed)
+                    return self.malformed()
                 if not children:
                     return "True" if name == "all" else "False"
                 joined = (" and " if name == "all" else " or ").join(self.node(child, depth + 1) for child in children)
                 return f"({joined})"
         if "not" in node:
             return f"(not {self.node(node['not'], depth + 1)})"
-        return self.call(_malformed)
+        return self.malformed()
+
+    def malformed(self) -> str:
+        self.raises = True
+        return "X()"
 
     def comparison(self, node: dict) -> str:
-        op, left, right = node.get("op"), node.get("left"), node.get("right")
-        form = kind = None
-        if (isinstance(op, str) and op in _COMPARISONS and "left" in node and "right" in node
-                and _compile_operand(right) is not _malformed and "value" in right):
-            kind = _literal_kind(right["value"])
-            form = _INLINE.get((kind[0], op)) if kind is not None else None
-        path = left.get("attr") if type(left) is dict and len(left) == 1 else None
-        keys = tuple(path.split(".")) if type(path) is str else ()
-        if form is None or len(keys) not in (2, 3):
-            return self.call(_compile_comparison(node))
+        """The comparison as its closure (``_compile_comparison``) computes it: the special
+        form's inline text for a comparison with a literal that has one, else ``_compare``
+        or ``_exists`` over the operands' values."""
+        if _compile_comparison(node) is _malformed:
+            return self.malformed()
+        op, left = node["op"], self.operand(node["left"])
+        if op == "exists":
+            self.raises = True  # an attribute that reads a non-boolean is malformed
+            wanted = self.operand(node["right"]) if "right" in node else "True"
+            return f"E({left}, {wanted})"
+        right = node["right"]
+        kind = _literal_kind(right["value"]) if "value" in right else None
+        form = _INLINE.get((kind[0], op)) if kind is not None else None
+        if form is None:
+            right = self.operand(right)
+            general = f"G({self.value(_COMPARISONS[op])}, {left}, {right})"
+            if op in ("eq", "ne"):
+                # two strings (an owner and a user id, say) compared as _json_equal compares them
+                equal = "==" if op == "eq" else "!="
+                return f"(({left} {equal} {right}) if type({left}) is str and type({right}) is str else {general})"
+            return general
         literal = kind[1]
         if form.startswith("A("):
             literal = _networks(literal)
         elif kind[0] == "strings":
             literal = frozenset(literal)
-        return form.format(a=self.read(keys), c=self.value(literal))
+        return form.format(a=left, c=self.value(literal))
+
+    def operand(self, operand: dict) -> str:
+        """A well-formed operand (``_compile_operand`` took it): its literal or its path's local."""
+        if "value" in operand:
+            return self.value(operand["value"])
+        return self.read(tuple(operand["attr"].split(".")))
 
     def read(self, keys: tuple) -> str:
         """A local holding the path's value (``_MISSING`` when absent), read as
@@ -344,14 +390,140 @@ class _Source:
         local = self.paths.get(keys)
         if local is None:
             local = self.paths[keys] = f"v{len(self.paths)}"
-            names = [self.value(key) for key in keys]
             whole = self.value(keys)
+            if len(keys) not in (2, 3):
+                self.reads.append(f"    {local} = R(env, {whole})")
+                return local
+            names = [self.value(key) for key in keys]
             self.reads.append(f"    n = env.get({names[0]})")
             if len(keys) == 3:
                 self.reads.append(f"    n = n.get({names[1]}) if type(n) is dict else M")
             last = "type(n) is dict or type(n) is P" if len(keys) == 3 else "type(n) is dict"  # user.attributes
             self.reads.append(f"    {local} = n.get({names[-1]}, M) if {last} else R(env, {whole})")
         return local
+
+
+class _PolicySource(_Source):
+    """All the active policies covering one permission written out as one function:
+
+        decide(user_id, attributes, resource, context, rbac_allows) -> allowed
+
+    what ``any_holds`` over the denies, then RBAC, then ``any_holds`` over the allows give,
+    from the check's values without an environment dict: each path is read once, before
+    the first policy whose condition reads it (as that policy's own function would read
+    it), from the value ``condition_environment`` would put at the path's root. A
+    condition that can meet a malformed node is evaluated in ``try``: a deny holds, an
+    allow does not (fail closed), as in ``any_holds``."""
+
+    def __init__(self):
+        super().__init__()
+        self.namespace["Mapping"] = Mapping
+        self.namespace["Malformed"] = _Malformed
+        self.namespace["U"] = _user_node
+        self.roots: dict[str, str] = {}  # local -> the value it holds
+
+    def decider(self, denies: Iterable, allows: Iterable):
+        lines = ["def decide(user_id, attributes, resource, context, rbac_allows):"]
+        for condition in denies:
+            lines += self.policy(condition, "return False", "return False")
+        lines += ["    if rbac_allows:", "        return True"]
+        for condition in allows:
+            lines += self.policy(condition, "return True", "pass")
+        lines.append("    return False")
+        exec(compile("\n".join(lines), "<policies>", "exec"), self.namespace)
+        return self.namespace["decide"]
+
+    def policy(self, condition, held: str, malformed: str) -> list[str]:
+        self.raises = False
+        body = "True" if condition is None else self.node(condition, 1)
+        lines = self.take_reads()
+        if not self.raises:
+            return lines + [f"    if {body}:", f"        {held}"]
+        return lines + ["    try:", f"        if {body}:", f"            {held}",
+                        "    except Malformed:", f"        {malformed}"]
+
+    def read(self, keys: tuple) -> str:
+        local = self.paths.get(keys)
+        if local is None:
+            local = self.paths[keys] = f"v{len(self.paths)}"
+            root, rest = keys[0], keys[1:]
+            base = "M"
+            if root in ("resource", "context"):
+                base = self.root(root, root[0])
+            elif root == "user":
+                if not rest:
+                    base = "U(user_id, attributes)"
+                elif rest[0] == "id":
+                    base, rest = "user_id", rest[1:]
+                elif rest[0] == "attributes":
+                    base, rest = ("attributes", ()) if len(rest) == 1 else (self.root("attributes", "t"), rest[1:])
+            if base == "M" or not rest:  # a root other than the user's, the resource and the context is missing
+                self.reads.append(f"    {local} = {base}")
+            elif len(rest) == 1 and base != "user_id":  # r, c and t are mappings: get is what R reads
+                self.reads.append(f"    {local} = {base}.get({self.value(rest[0])}, M)")
+            else:
+                self.reads.append(f"    {local} = R({base}, {self.value(rest)})")
+        return local
+
+    def root(self, name: str, local: str) -> str:
+        """The resource or context as ``condition_environment`` holds it (an empty dict when
+        not a mapping), or the user's attributes read as ``_resolve`` reads them, in the local
+        ``r``, ``c`` or ``t``, assigned before its first read."""
+        if local not in self.roots:
+            self.roots[local] = name
+            self.reads.append(f"    {local} = {name} if type({name}) is dict or type({name}) is P"
+                              f" or isinstance({name}, Mapping) else {{}}")
+        return local
+
+
+def fuse_policies(policies: Iterable[Policy]):
+    """The function ``_PolicySource.decider`` writes for ``policies`` (those covering one
+    permission, in order), or None when they cannot be written out (absurdly deep)."""
+    policies = tuple(policies)
+    denies = tuple(policy.condition for policy in policies if policy.effect == DENY)
+    allows = tuple(policy.condition for policy in policies if policy.effect == ALLOW)
+    try:
+        key = repr((denies, allows))
+    except RecursionError:
+        return None
+    decide = _FUSED.get(key)
+    if decide is None:
+        decide = _PolicySource().decider(denies, allows)
+        if len(_FUSED) >= _FUSED_MAX:
+            _FUSED.clear()
+        _FUSED[key] = decide
+    return decide
+
+
+# Policies written out, by their conditions' repr: as ``_GENERATED``, a policy set fetched
+# again after a change is mostly the same policies.
+_FUSED: dict = {}
+_FUSED_MAX = 1024
+
+
+def _compare(comparison, a, b) -> bool:
+    """What a general comparison's closure (``_compile_comparison``'s ``compare``) gives."""
+    if a is _MISSING or b is _MISSING:
+        return False
+    try:
+        return comparison(a, b) is True
+    except Exception:  # runtime data we cannot compare (e.g. absurdly deep) is simply false
+        return False
+
+
+def _exists(value, wanted) -> bool:
+    """What an ``exists`` closure gives for the values its operands read."""
+    if type(wanted) is not bool:  # an attribute operand can read a non-boolean
+        raise _Malformed
+    return (value is not _MISSING) == wanted
+
+
+def _raise_malformed():
+    raise _Malformed
+
+
+def _user_node(user_id, attributes) -> dict:
+    return {"id": user_id, "attributes": attributes}
 
 
 def _always(env):

@@ -25,6 +25,8 @@ class Decision:
     policies_checked: int = 0
 
 
+_NO_POLICIES = CompiledPolicies(())
+
 ALLOWED = Decision(True)
 DENIED = Decision(False)
 
@@ -53,10 +55,36 @@ def decide_compiled(compiled: CompiledGrants, permissions: Collection[str], *,
                     policies: Iterable[Policy] | CompiledPolicies = (), resource=None,
                     context=None) -> dict[str, Decision]:
     """The decision for each of ``permissions``, the scope fixed when ``compiled`` was."""
-    compiled_policies = compile_policies(policies) if policies else None
-    if not compiled_policies:
+    compiled_policies = (policies if type(policies) is CompiledPolicies
+                         else compile_policies(policies) if policies else _NO_POLICIES)
+    if not compiled_policies.policies:
         return {permission: rbac_decision(compiled, permission) for permission in permissions}
 
+    if len(permissions) == 1:
+        (permission,) = permissions
+        return {permission: decide_one(compiled, permission, compiled_policies, resource, context)}
+    return _decide_each(compiled, permissions, compiled_policies, resource, context)
+
+
+def decide_one(compiled: CompiledGrants, permission: str, policies: CompiledPolicies, resource=None,
+               context=None) -> Decision:
+    """:func:`decide_compiled` for one permission: the policies covering it run as one
+    function (``CompiledPolicies.decider``)."""
+    count, decide = policies.decider(permission)
+    if not count:
+        return rbac_decision(compiled, permission)
+    if decide is None:  # not written out (absurdly deep): policy by policy
+        return _decide_each(compiled, (permission,), policies, resource, context)[permission]
+    # Counted even when the user is not active: the count depends only on the policies,
+    # and a different one would tell the caller the user is not active.
+    allowed = compiled.user_active and decide(compiled.user_id, compiled.attributes, resource, context,
+                                              compiled.allows(permission))
+    return _ABAC_DECISIONS.get((allowed, count)) or _abac_decision(allowed, count)
+
+
+def _decide_each(compiled: CompiledGrants, permissions: Collection[str], compiled_policies: CompiledPolicies,
+                 resource, context) -> dict[str, Decision]:
+    """Policy by policy, each condition's answer remembered for the other permissions."""
     environment = None
     # A policy's condition gives one answer per check: remembered when several permissions
     # may ask for it again.

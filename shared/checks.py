@@ -187,21 +187,26 @@ def body_values(body, raw: bytes, *, bulk: bool) -> dict | None:
         if type(permission) is not str or permission not in _VALID:
             return None
         values = {"user_id": user_id, "permission": permission}
-    for name in ("resource", "context"):
-        value = body.get(name, _ABSENT)
-        if value is not _ABSENT:
-            if value is not None and type(value) is not dict:
-                return None
-            values[name] = value
-    for name, field in (("scope", _SCOPE), ("min_revision", _MIN_REVISION)):
-        value = body.get(name, _ABSENT)
-        if value is not _ABSENT:
-            if value is not None:
-                try:
-                    value = field.clean(value)
-                except Invalid:
-                    return None
-            values[name] = value
+    resource = body.get("resource", _ABSENT)
+    if resource is not _ABSENT:
+        if resource is not None and type(resource) is not dict:
+            return None
+        values["resource"] = resource
+    context = body.get("context", _ABSENT)
+    if context is not _ABSENT:
+        if context is not None and type(context) is not dict:
+            return None
+        values["context"] = context
+    if len(values) < len(body):  # other fields: scope and min_revision through the schema's fields
+        for name, field in (("scope", _SCOPE), ("min_revision", _MIN_REVISION)):
+            value = body.get(name, _ABSENT)
+            if value is not _ABSENT:
+                if value is not None:
+                    try:
+                        value = field.clean(value)
+                    except Invalid:
+                        return None
+                values[name] = value
     return values
 
 

@@ -163,7 +163,7 @@ def resolve_scope(scope: str | None, context) -> str | None:
     """The scope of a check: the explicit ``scope`` parameter, else ``context.scope`` if a string."""
     if scope is not None:
         return scope
-    if isinstance(context, Mapping):
+    if type(context) is dict or (context is not None and isinstance(context, Mapping)):  # the ABC check costs more
         value = context.get("scope")
         if isinstance(value, str):
             return value

@@ -131,7 +131,8 @@ from hypothesis import strategies as st  # noqa: E402
 from shared.abac import _compile  # noqa: E402
 
 PATHS = ["resource.x", "resource.y", "context.x", "user.id", "user.attributes.x", "user.attributes", "user",
-         "resource.x.y", "context", "a.b.c.d", "resource..x", ""]
+         "resource.x.y", "context", "a.b.c.d", "resource..x", "", "user.id.x", "user.attributes.x.y", "user.other",
+         "context.x.y.x"]
 SCALARS = st.sampled_from(LITERALS + VALUES[:-1]) | st.floats(allow_nan=True) | st.integers() | st.text(max_size=3)
 OPERANDS = (st.sampled_from(PATHS).map(lambda path: {"attr": path}) | SCALARS.map(lambda value: {"value": value})
             | st.sampled_from([{"attr": 5}, {}, {"attr": "resource.x", "value": 1}, "x", None]))

@@ -1,0 +1,187 @@
+"""The policies covering a permission written out as one function (``shared.abac.fuse_policies``,
+``CompiledPolicies.decider``), used by a check of one permission, against the evaluation
+policy by policy that ARCHITECTURE.md ("ABAC") describes: a deny whose condition holds
+denies (a malformed one holds: fail closed), else RBAC allows, else an allow whose
+condition holds (a malformed one does not), else deny; a user who is not active is denied
+with the covering policies still counted.
+
+The reference below evaluates each condition through its closures (``_compile``), over
+the environment ``condition_environment`` builds, so it shares no generated code with
+either the one function or the per-condition functions a bulk check runs.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import UserDict
+from types import MappingProxyType
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.abac import _COMPARISONS, ALLOW, DENY, CompiledPolicies, Policy, _compile, _Malformed, condition_environment
+from shared.authorization import Decision, decide_compiled
+from shared.rbac import CompiledGrants
+from tests.authz.test_compiled_conditions import CONDITIONS, ENV_VALUES, LITERALS, PATHS, SCALARS
+
+PERMISSIONS = ["docs:read", "docs:write", "billing:read"]
+PATTERNS = ["docs:read", "docs:*", "*:read", "*:*", "billing:read", "nope", "x:y:z"]
+KEYS = st.sampled_from(["x", "y"])
+MAPPINGS = st.dictionaries(KEYS, ENV_VALUES, min_size=1, max_size=2) | st.just({})
+# resource, context and attributes: plain objects (most of the time), read-only mappings,
+# other mappings, and values that are not objects at all
+ODD = st.sampled_from([None, "text", 5, ["x"], ()])
+VALUES = MAPPINGS | MAPPINGS.map(MappingProxyType) | MAPPINGS.map(UserDict) | ODD
+# Besides the random conditions (many of them malformed), well-formed comparisons of the
+# paths the values below hold, and combinations of them.
+ATTRS = st.sampled_from(PATHS).map(lambda path: {"attr": path})
+WELL_FORMED = st.recursive(st.builds(
+    lambda op, left, right: {"op": op, "left": left, "right": right},
+    st.sampled_from(sorted(_COMPARISONS)), ATTRS, ATTRS | SCALARS.map(lambda value: {"value": value})),
+    lambda inner: st.lists(inner, max_size=3).map(lambda items: {"all": items})
+    | st.lists(inner, max_size=3).map(lambda items: {"any": items}) | inner.map(lambda item: {"not": item}),
+    max_leaves=4)
+POLICIES = st.lists(st.builds(
+    lambda index, effect, patterns, condition, active: Policy(
+        id=f"p{index}", name=f"p{index}", effect=effect, permissions=tuple(patterns), condition=condition,
+        is_active=active),
+    st.integers(0, 99), st.sampled_from([ALLOW, DENY]), st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=2),
+    st.none() | CONDITIONS | WELL_FORMED, st.booleans() | st.just(True)), max_size=6)
+
+
+def reference(policies, permission, grants: CompiledGrants, resource, context) -> Decision:
+    covering = CompiledPolicies(policies).covering(permission)
+    if not covering:
+        return Decision(grants.user_active and grants.allows(permission))
+    environment = condition_environment(grants.user_id, grants.attributes, resource, context)
+
+    def holds(policy, malformed: bool) -> bool:
+        if policy.condition is None:
+            return True
+        try:
+            return _compile(policy.condition, 1)(environment)
+        except _Malformed:
+            return malformed
+
+    allowed = (grants.user_active
+               and not any(holds(policy, True) for policy in covering if policy.effect == DENY)
+               and (grants.allows(permission) or any(holds(policy, False) for policy in covering
+                                                     if policy.effect == ALLOW)))
+    return Decision(allowed, abac_evaluated=True, policies_checked=len(covering))
+
+
+def grants_of(active: bool, patterns, attributes, user_id="u1") -> CompiledGrants:
+    return CompiledGrants(user_id, active, None, frozenset(patterns if active else ()), attributes, None)
+
+
+CHECKS = dict(policies=POLICIES, active=st.booleans() | st.just(True),
+              rbac=st.lists(st.sampled_from(PATTERNS[:5]), max_size=2), attributes=VALUES, resource=VALUES,
+              context=VALUES, user_id=st.sampled_from(["u1", "x"]) | SCALARS)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(**CHECKS)
+def test_one_function_per_permission_gives_the_policy_by_policy_answer(policies, active, rbac, attributes, resource,
+                                                                      context, user_id):
+    grants = grants_of(active, rbac, attributes, user_id)
+    compiled = CompiledPolicies(policies)
+    for permission in PERMISSIONS:
+        expected = reference(policies, permission, grants, resource, context)
+        got = decide_compiled(grants, [permission], policies=compiled, resource=resource, context=context)
+        assert got == {permission: expected}, (permission, policies)
+        count, decide = compiled.decider(permission)
+        assert count == expected.policies_checked and (decide is None) is (count == 0)
+
+
+@settings(max_examples=500, deadline=None)
+@given(**CHECKS)
+def test_a_bulk_check_gives_each_permission_the_policy_by_policy_answer(policies, active, rbac, attributes, resource,
+                                                                       context, user_id):
+    grants = grants_of(active, rbac, attributes, user_id)
+    got = decide_compiled(grants, PERMISSIONS, policies=CompiledPolicies(policies), resource=resource,
+                          context=context)
+    assert got == {permission: reference(policies, permission, grants, resource, context)
+                   for permission in PERMISSIONS}
+
+
+def deny(condition, index=0):
+    return Policy(f"d{index}", f"d{index}", DENY, ("docs:read",), condition)
+
+
+def allow(condition, index=0):
+    return Policy(f"a{index}", f"a{index}", ALLOW, ("docs:read",), condition)
+
+
+def check(policies, *, rbac=True, active=True, attributes=None, resource=None, context=None) -> Decision:
+    grants = grants_of(active, ["docs:read"] if rbac else [], {} if attributes is None else attributes)
+    return decide_compiled(grants, ["docs:read"], policies=CompiledPolicies(policies), resource=resource,
+                           context=context)["docs:read"]
+
+
+BAD = {"op": "nope", "left": {"value": 1}, "right": {"value": 1}}
+FALSE = {"op": "eq", "left": {"value": 1}, "right": {"value": 2}}
+
+
+def test_malformed_conditions_fail_closed_policy_by_policy():
+    assert check([deny(BAD)]).allowed is False
+    assert check([allow(BAD)], rbac=False).allowed is False
+    assert check([allow(BAD), allow(None, 1)], rbac=False).allowed is True  # the malformed allow is passed over
+    # reached only past a comparison that does not hold: never reached, so never malformed
+    assert check([deny({"all": [FALSE, BAD]})]).allowed is True
+    assert check([deny({"any": [FALSE, BAD]})]).allowed is False
+    # exists with an attribute that reads a non-boolean: malformed when evaluated
+    exists = {"op": "exists", "left": {"attr": "resource.x"}, "right": {"attr": "context.w"}}
+    assert check([deny(exists)], resource={"x": 1}, context={"w": False}).allowed is True
+    assert check([deny(exists)], resource={"x": 1}, context={"w": "no"}).allowed is False
+    assert check([allow(exists)], rbac=False, context={"w": True}).allowed is False
+
+
+def test_a_user_who_is_not_active_is_denied_and_the_policies_still_counted():
+    assert check([allow(None), deny(FALSE, 1)], active=False) == Decision(False, True, 2)
+    assert check([allow(None), deny(FALSE, 1)]) == Decision(True, True, 2)
+
+
+def test_paths_read_from_the_checks_values():
+    same = {"op": "eq", "left": {"attr": "resource.owner"}, "right": {"attr": "user.id"}}
+    assert check([allow(same)], rbac=False, resource={"owner": "u1"}).allowed is True
+    assert check([allow(same)], rbac=False, resource=MappingProxyType({"owner": "u1"})).allowed is True
+    assert check([allow(same)], rbac=False, resource="u1").allowed is False  # not an object: read as empty
+    team = {"op": "eq", "left": {"attr": "user.attributes.team"}, "right": {"value": "red"}}
+    assert check([allow(team)], rbac=False, attributes=MappingProxyType({"team": "red"})).allowed is True
+    assert check([allow(team)], rbac=False, attributes={"team": "blue"}).allowed is False
+    whole = {"op": "eq", "left": {"attr": "user"}, "right": {"value": {"id": "u1", "attributes": {"a": 1}}}}
+    assert check([allow(whole)], rbac=False, attributes={"a": 1}).allowed is True
+    deep = {"op": "eq", "left": {"attr": "context.a.b.c"}, "right": {"value": 1}}
+    assert check([allow(deep)], rbac=False, context={"a": {"b": {"c": 1}}}).allowed is True
+    assert check([allow(deep)], rbac=False, context={"a": {"b": 5}}).allowed is False
+    other = {"op": "exists", "left": {"attr": "session.id"}}
+    assert check([allow(other)], rbac=False, context={"session": {"id": 1}}).allowed is False
+
+
+def test_policies_are_written_out_once_and_literals_never_become_source():
+    sneaky = {"op": "eq", "left": {"attr": "resource.x"}, "right": {"value": "') or True or ('"}}
+    policies = CompiledPolicies([deny(sneaky), allow(None)])
+    count, decide = policies.decider("docs:read")
+    assert count == 2 and policies.decider("docs:read")[1] is decide
+    assert CompiledPolicies([deny(dict(sneaky)), allow(None)]).decider("docs:read")[1] is decide
+    assert decide("u1", {}, {"x": "') or True or ('"}, None, True) is False
+    assert decide("u1", {}, {"x": "x"}, None, False) is True
+    for literal in LITERALS:
+        condition = {"op": "eq", "left": {"attr": "resource.__class__"}, "right": {"value": literal}}
+        assert check([deny(condition)], resource={}).allowed is True
+
+
+def test_every_comparison_of_two_attributes_present_or_missing():
+    missing = object()
+    values = [missing, "a", "10.1.2.3", "10.0.0.0/8", 1, 2.5, True, None, ["a"], {"a": 1}]
+    for op in [*sorted(_COMPARISONS), "exists"]:
+        condition = {"op": op, "left": {"attr": "resource.x"}, "right": {"attr": "context.y"}}
+        for left, right in itertools.product(values, repeat=2):
+            resource = {} if left is missing else {"x": left}
+            context = {} if right is missing else {"y": right}
+            grants = grants_of(True, [], {})
+            for policies in ([deny(condition), allow(None)], [allow(condition)]):
+                expected = reference(policies, "docs:read", grants, resource, context)
+                assert check(policies, rbac=False, resource=resource, context=context) == expected, (op, left, right)
+                written = decide_compiled(grants, ["docs:read", "docs:write"], policies=CompiledPolicies(policies),
+                                          resource=resource, context=context)["docs:read"]
+                assert written == expected, (op, left, right)
