@@ -89,10 +89,10 @@ def control_plane(kind: str):
 
 def serve_requests(app, data: bytes, count: int) -> dict:
     """Serve ``count`` copies of ``data``; the last answer's JSON body."""
-    from shared.httpserver import Connection, base_environ
+    from shared.httpserver import CONTROL_PLANE_SERVER, Connection, base_environ
 
     sock = _Socket(data, count)
-    Connection(sock, ("127.0.0.1", 5555), app, base_environ("127.0.0.1", 8000), timeout=None).serve()
+    Connection(sock, ("127.0.0.1", 5555), app, base_environ("127.0.0.1", 8000, CONTROL_PLANE_SERVER), timeout=None).serve()
     head, _, body = sock.last.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), sock.last
     return json.loads(body)
