@@ -60,17 +60,22 @@ def baseline():
     return app
 
 
-def measure_baseline(wrk, duration, warmup, log_dir: Path) -> dict:
+def measure_baseline(wrk, duration, warmup, log_dir: Path, *, worker_class: str | None = None,
+                     name: str = "bare") -> dict:
+    """The bare endpoint at c1 and c16 on the control plane's worker class, or on
+    ``worker_class`` (the stock ``gevent`` worker: the yardstick before the control plane
+    moved to the httptools server, reported for comparison only)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/api/v1/applications/x/authz/check?user_id=u&permission=documents:read"
-    with open(log_dir / "baseline.log", "w") as log:
-        server = subprocess.Popen(_gunicorn("benchmarks.controlplane_bench:baseline()", "127.0.0.1", port, 1),
-                                  cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, process_group=0)
+    with open(log_dir / f"{name}.log", "w") as log:
+        server = subprocess.Popen(_gunicorn("benchmarks.controlplane_bench:baseline()", "127.0.0.1", port, 1,
+                                            worker_class), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                  process_group=0)
     try:
         if not wait_until(lambda: _answers(url), 30):
             raise RuntimeError("the baseline server did not start")
         run_wrk(wrk, url, connections=16, duration=warmup, headers={})
-        return {f"bare_c{c}": run_wrk(wrk, url, connections=c, duration=duration, headers={}) for c in (1, 16)}
+        return {f"{name}_c{c}": run_wrk(wrk, url, connections=c, duration=duration, headers={}) for c in (1, 16)}
     finally:
         server.terminate()
         server.wait(15)
@@ -104,6 +109,7 @@ def run(duration: float, warmup: float) -> dict:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         results.update(measure_baseline(wrk, duration, warmup, Path(tmp)))
+        results.update(measure_baseline(wrk, duration, warmup, Path(tmp), worker_class="gevent", name="stock"))
         results.update(measure_cerbos(wrk, duration, warmup, Path(tmp)))
         processes = Processes(Path(tmp), env={"IAMGATE_RATE_LIMIT_REGISTER": "0/60",
                                               "IAMGATE_RATE_LIMIT_API": "100000000/60",
@@ -146,6 +152,8 @@ def verdicts(results: dict) -> dict:
 
 def report(results: dict, duration: float, warmup: float) -> str:
     rows = [("bare Falcon endpoint, constant dict (baseline)", "bare"),
+            ("the same on gunicorn's stock `gevent` worker (the yardstick before the server move; for comparison)",
+             "stock"),
             ("control plane: GET V1/authz/check, cache hit, API key", "check"),
             ("control plane: GET V1/roles (6 roles), API key", "roles")]
     lines = [conditions(), "",
