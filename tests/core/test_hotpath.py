@@ -32,6 +32,7 @@ from shared.ids import new_id
 from shared.logs import JsonFormatter
 from tests import mongodb
 from tests.conftest import FakeClock, make_config
+from tests.hot_spy import Spy
 
 START = datetime(2026, 11, 26, 12, 0, 0, tzinfo=timezone.utc)
 CHECK = "/api/v1/applications/<APP>/authz/check"
@@ -39,20 +40,6 @@ UNKNOWN_APP = "00000000-0000-4000-8000-000000000000"
 WELL_FORMED_ID = "client-req.0001_abc"
 GENERATED_ID = re.compile(r"^[0-9a-f]{32}$")
 TIMESTAMP = re.compile(r'"timestamp":"[^"]*"')
-
-
-class Spy:
-    """Wraps ``app.hot_check`` and records, per call, whether the hot path answered."""
-
-    def __init__(self, app):
-        self.inner = app.hot_check
-        self.answers: list[bool] = []
-        app.hot_check = self
-
-    def __call__(self, environ, start_response):
-        answer = self.inner(environ, start_response)
-        self.answers.append(answer is not None)
-        return answer
 
 
 class World:

@@ -25,27 +25,13 @@ from shared.checks import FAST_BODY_BRACKETS, FAST_BODY_BYTES, body_values
 from tests.conftest import assert_error, make_config
 from tests.decision.conftest import Tenant, bulk_path, check_path, wait_for
 from tests.decision.fakecp import policy
+from tests.hot_spy import Spy
 
 READ, WRITE = "documents:read", "documents:write"
 GENERATED_ID = re.compile(r"^[0-9a-f]{26}$")  # RequestIds: 16 hex of process prefix, 10 of counter
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00$")
 WELL_FORMED_ID = "client-req.0001_abc"
 STALENESS = make_config().decision_max_staleness
-
-
-class Spy:
-    """Wraps ``app.hot_check`` and records, per call, whether the hot path answered."""
-
-    def __init__(self, app):
-        assert app.hot_check is not None
-        self.inner = app.hot_check
-        self.answers: list[bool] = []
-        app.hot_check = self
-
-    def __call__(self, environ, start_response):
-        answer = self.inner(environ, start_response)
-        self.answers.append(answer is not None)
-        return answer
 
 
 class World:
