@@ -29,25 +29,13 @@ from __future__ import annotations
 
 import time
 
-import falcon
-
 from shared.checks import check_text, plain_get_check
 from shared.errors import DomainError
 from shared.http import MEDIA_JSON, domain_error_answer, resolve_request_id, unexpected_error_answer
+from shared.httpserver import status_line
 
 from controlplane import events
 from controlplane.auth import AuthMiddleware, required_token
-
-_STATUS_LINES: dict[int, str] = {}
-
-
-def status_line(status: int) -> str:
-    """Falcon's status line for ``status`` (``"429 Too Many Requests"``)."""
-    line = _STATUS_LINES.get(status)
-    if line is None:
-        line = _STATUS_LINES[status] = falcon.code_to_http_status(status)
-    return line
-
 
 class HotCheck:
     """``hot_check(environ, start_response)``: the answer's body for the plain check, else

@@ -502,7 +502,8 @@ _FUSED_MAX = 1024
 
 
 def _compare(comparison, a, b) -> bool:
-    """What a general comparison's closure (``_compile_comparison``'s ``compare``) gives."""
+    """A general comparison of two operands' values (``_COMPARISONS[op]``): false when
+    either is missing or they cannot be compared."""
     if a is _MISSING or b is _MISSING:
         return False
     try:
@@ -512,7 +513,8 @@ def _compare(comparison, a, b) -> bool:
 
 
 def _exists(value, wanted) -> bool:
-    """What an ``exists`` closure gives for the values its operands read."""
+    """``exists``: whether the left operand's attribute is there, as the right operand
+    (a boolean) wants it."""
     if type(wanted) is not bool:  # an attribute operand can read a non-boolean
         raise _Malformed
     return (value is not _MISSING) == wanted
@@ -581,10 +583,7 @@ def _compile_comparison(node: dict):
             return _malformed
 
         def exists(env):
-            wanted = right(env)
-            if type(wanted) is not bool:  # an attribute operand can read a non-boolean
-                raise _Malformed
-            return (left(env) is not _MISSING) == wanted
+            return _exists(left(env), right(env))
         return exists
     comparison = _COMPARISONS.get(op) if isinstance(op, str) else None
     if comparison is None or "right" not in node:
@@ -597,17 +596,8 @@ def _compile_comparison(node: dict):
     if special is not None:
         return special
 
-    def compare(env):
-        a = left(env)
-        if a is _MISSING:
-            return False
-        b = right(env)
-        if b is _MISSING:
-            return False
-        try:
-            return comparison(a, b) is True
-        except Exception:  # runtime data we cannot compare (e.g. absurdly deep) is simply false
-            return False
+    def compare(env):  # reading an operand has no effect: both are read, as the written-out form does
+        return _compare(comparison, left(env), right(env))
     return compare
 
 

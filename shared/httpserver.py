@@ -90,6 +90,8 @@ def status_line(code: int) -> str:
 
         line = falcon.code_to_http_status(code)
     return line
+
+
 _NO_BODY_STATUSES = ("1", "204", "304")  # a server must not send Content-Length with these (RFC 9110, 8.6)
 
 
@@ -402,22 +404,16 @@ class Connection:
             if chunks is not None:
                 return self._stream(request, body, chunks, keep_alive)
 
-            # The whole body at once: the common case, kept inline.
+            # The whole body at once: the common case.
             status, headers = self._started
-            head = "".join([f"{name}: {value}\r\n" for name, value in headers])
+            framing = ""
             for name, _ in headers:
                 if len(name) == 14 and name.lower() == "content-length":
                     break
             else:
                 if not status.startswith(_NO_BODY_STATUSES):
-                    head += f"Content-Length: {len(body)}\r\n"
-            if not keep_alive:
-                head += "Connection: close\r\n"
-            elif request.version == "1.0":
-                head += "Connection: keep-alive\r\n"
-            response = b"".join((b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", head.encode("latin-1"),
-                                 b"Date: ", http_date(), self._server_line,
-                                 body if request.method != b"HEAD" else b""))
+                    framing = f"Content-Length: {len(body)}\r\n"
+            response = self._head(request, framing, keep_alive, body if request.method != b"HEAD" else b"")
             try:
                 sent = self.sock.send(response)  # a response fits the socket buffer: one call, no loop
                 if sent < len(response):
@@ -433,8 +429,9 @@ class Connection:
                 except Exception:
                     log.exception("closing the app's response failed")
 
-    def _head(self, request: _Request, framing: str, keep_alive: bool) -> bytes:
-        """The head of a streamed response."""
+    def _head(self, request: _Request, framing: str, keep_alive: bool, body: bytes = b"") -> bytes:
+        """The response's head (``framing``: its Content-Length or Transfer-Encoding line,
+        if any), followed by ``body``: a whole response in one buffer, or a streamed one's head."""
         status, headers = self._started
         head = "".join([f"{name}: {value}\r\n" for name, value in headers]) + framing
         if not keep_alive:
@@ -442,7 +439,7 @@ class Connection:
         elif request.version == "1.0":
             head += "Connection: keep-alive\r\n"
         return b"".join((b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", head.encode("latin-1"),
-                         b"Date: ", http_date(), self._server_line))
+                         b"Date: ", http_date(), self._server_line, body))
 
     def _stream(self, request: _Request, first: bytes, chunks, keep_alive: bool) -> bool:
         """Send ``first`` and then each further non-empty chunk as the app produces it:
