@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"iamgate: configuration error: {exc}", file=sys.stderr)
         return 2
-    configure(config.log_level)
+    configure(config.log_level, flush_interval=config.log_flush_interval / 1000)
     return COMMANDS[args.command][2](args, config)
 
 

@@ -14,6 +14,7 @@ import falcon
 
 from shared.config import Config
 from shared.http import JsonBodyMiddleware, RequestIdMiddleware, install_error_handlers, json_handlers, request_id
+from shared.logs import InfoLine
 from shared.metrics import MetricsMiddleware
 
 from controlplane import events as events_module
@@ -56,9 +57,13 @@ class RevisionMiddleware:
             resp.set_header("X-Iamgate-Revision", str(revision))
 
 
+_request_line = InfoLine(log, "request")
+
+
 def log_request(request_id: str, method: str, route: str | None, status: int) -> None:
-    """The request-log line of every answered request (INFO, ``iamgate.controlplane``)."""
-    log.info("request", extra={"request_id": request_id, "method": method, "route": route, "status": status})
+    """The request-log line of every answered request (INFO, ``iamgate.controlplane``):
+    ``log.info("request", extra={...})``, through ``shared.logs.InfoLine``."""
+    _request_line({"request_id": request_id, "method": method, "route": route, "status": status})
 
 
 class RequestLogMiddleware:

@@ -195,6 +195,7 @@ _VARIABLES = {
     "WEBHOOK_LEASE_MARGIN": (_integer(1), "30"),
     "BCRYPT_ROUNDS": (_integer(4, 31), "12"),
     "LOG_LEVEL": (_log_level, "INFO"),
+    "LOG_FLUSH_INTERVAL": (_integer(0, 5000), "100"),
 }
 
 
@@ -257,6 +258,7 @@ class Config:
     webhook_lease_margin: int
     bcrypt_rounds: int
     log_level: str
+    log_flush_interval: int
     secret_key_generated: bool = field(default=False, compare=False)
     # Set by the gunicorn master (shared/serving.py), not by operators: the directory of
     # prometheus_client's multiprocess files while more than one worker serves, read here
