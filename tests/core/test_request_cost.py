@@ -78,10 +78,32 @@ def test_is_uuid_answers_as_uuid_does(value):
     assert is_uuid(value) is expected
 
 
-def test_random_bytes_give_uuid4_hex():
+def test_random_bytes_give_uuid4_hex(monkeypatch):
+    """Each id is ``uuid.UUID(bytes=..., version=4).hex`` of the next 16 random bytes."""
     from shared import http
 
-    for _ in range(2000):
-        raw = os.urandom(16)
-        ours = f"{int.from_bytes(raw, 'big') & http._UUID4_CLEAR | http._UUID4_SET:032x}"
-        assert ours == uuid.UUID(bytes=raw, version=4).hex
+    raw = os.urandom(16 * http._IDS_PER_READ)
+    monkeypatch.setattr(http, "_ids_ahead", [])
+    monkeypatch.setattr(http.os, "urandom", lambda n: raw[:n])
+    made = sorted(http.new_request_id() for _ in range(http._IDS_PER_READ))
+    assert made == sorted(uuid.UUID(bytes=raw[i:i + 16], version=4).hex for i in range(0, len(raw), 16))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_makes_request_ids_of_its_own():
+    new_request_id()  # ids are waiting in the parent
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, " ".join(new_request_id() for _ in range(300)).encode())
+        os._exit(0)
+    os.close(write)
+    child = b""
+    while chunk := os.read(read, 65536):
+        child += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    parent = {new_request_id() for _ in range(300)}
+    assert len(child.split()) == 300 and not parent & set(child.decode().split())
+
+
