@@ -105,22 +105,26 @@ class ApiThrottle:
 
     Each worker admits hits locally and adds them to the shared window counter every
     ``batch`` hits or every ``interval`` seconds, whichever comes first, learning the
-    total of every worker at each reconcile.  Near the limit (when fewer than ``batch``
-    hits remain by what this worker knows) and for limits under ``2 * batch`` every hit
-    is counted in the store first, exactly as ``RateLimiter.hit`` does.
+    total of every worker at each reconcile.  The batch is ``min_batch`` hits, or
+    ``batch_share`` of the limit when that is more (a limit of a million a minute
+    reconciles every 5,000 hits rather than every 50, so a busy credential costs about
+    ``1 / interval`` store writes a second, not hundreds).  Near the limit (when fewer than
+    ``batch`` hits remain by what this worker knows) and for limits under ``2 * batch``
+    every hit is counted in the store first, exactly as ``RateLimiter.hit`` does.
 
     Tolerance: a worker batches only while its known total plus its pending hits stay
     ``batch`` below the limit, so W workers sharing the store admit at most
-    ``(W - 1) * batch`` requests over the limit in one window, and only within
+    ``(W - 1) * batch`` requests over the limit in one window: ``(W - 1) * 50``, or
+    ``(W - 1) * 0.5 %`` of the limit above 10,000 per window, and only within
     ``interval`` of each other's reconciles.  A worker that dies loses at most its
     pending hits (they are never counted: the error is in the caller's favour).
     """
 
-    def __init__(self, limiter: RateLimiter, rate, *, batch: int = 50, interval: float = 0.25,
-                 monotonic=time.monotonic, max_keys: int = 100_000):
+    def __init__(self, limiter: RateLimiter, rate, *, min_batch: int = 50, batch_share: float = 0.005,
+                 interval: float = 0.25, monotonic=time.monotonic, max_keys: int = 100_000):
         self._limiter = limiter
         self._rate = rate
-        self._batch = batch
+        self._batch = max(min_batch, int(rate.limit * batch_share))
         self._interval = interval
         self._monotonic = monotonic
         self._counts: TTLCache = TTLCache(maxsize=max_keys, ttl=rate.window + 5, timer=monotonic)
