@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime, timedelta
 
 import pytest
