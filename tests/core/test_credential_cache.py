@@ -6,6 +6,8 @@ tailer poll in every other worker, and within the TTL (2 s) even without any eve
 Two apps on one store stand for two workers (or replicas) of the same deployment."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import falcon.testing
 import pytest
 
@@ -120,6 +122,41 @@ def test_a_load_raced_by_an_invalidation_is_answered_but_not_kept():
     assert cache.get("k", lambda: pytest.fail("cached")) == {"app_id": "a", "state": "after"}
 
 
+class Timer:
+    now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_an_entry_lives_for_the_ttl_from_when_it_was_stored():
+    timer = Timer()
+    cache = LookupCache(ttl=2, maxsize=10, timer=timer)
+    assert cache.get("k", lambda: "first") == "first"
+    timer.now = 1.999
+    assert cache.get("k", lambda: pytest.fail("cached")) == "first"
+    timer.now = 2.0
+    assert cache.get("k", lambda: "second") == "second"
+    timer.now = 3.9
+    assert cache.get("k", lambda: pytest.fail("cached")) == "second"
+
+
+def test_a_full_cache_drops_what_expires_first_and_expired_entries_leave():
+    timer = Timer()
+    cache = LookupCache(ttl=10, maxsize=3, timer=timer)
+    for key in "abc":
+        cache.get(key, lambda: key.upper())
+        timer.now += 1
+    cache.get("a", lambda: pytest.fail("cached"))
+    cache.get("d", lambda: "D")  # full: "a" was stored first, so it expires first and goes
+    assert list(cache._data) == ["b", "c", "d"]
+    assert cache.get("a", lambda: "A again") == "A again"
+    assert list(cache._data) == ["c", "d", "a"]
+    timer.now = 100  # everything expired: the next store clears the old entries
+    cache.get("e", lambda: "E")
+    assert list(cache._data) == ["e"]
+
+
 def test_a_zero_ttl_disables_the_cache():
     cache = LookupCache(ttl=0, maxsize=10, timer=lambda: 0)
     loads = []
@@ -138,3 +175,23 @@ def test_an_api_keys_permission_gate_answers_as_pattern_matching_does(client, ap
     answers are those of ``shared.rbac.matches`` over the list."""
     key = make_api_key(application, permissions=permissions)
     assert client.simulate_get(roles_url(application), headers=bearer(key)).status_code == status
+
+
+def test_a_keys_last_use_is_written_at_most_once_a_minute(ctx, clock, application, make_api_key, monkeypatch):
+    secret = make_api_key(application)
+    writes = []
+    real = ctx.api_keys.store.touch
+    monkeypatch.setattr(ctx.api_keys.store, "touch", lambda key_id, now: writes.append(now) or real(key_id, now))
+    first = clock()
+    ctx.api_keys.authenticate(secret)
+    assert writes == [first]
+    for step in (30, 29.999):  # the store keeps milliseconds: a minute after the stored time, at most
+        clock.advance(step)
+        ctx.api_keys.authenticate(secret)
+    assert writes == [first]
+    clock.advance(0.002)
+    doc = ctx.api_keys.authenticate(secret)
+    assert writes == [first, clock()] and doc["key_prefix"] == secret[:12]
+    stored = ctx.api_keys.authenticate(secret)["last_used_at"]  # the next read carries the new last use
+    assert abs(stored.replace(tzinfo=None) - clock().replace(tzinfo=None)) < timedelta(milliseconds=1)
+    assert writes == [first, clock()]
