@@ -9,11 +9,12 @@ JWT-owner routes.  The prefix (``sk_test_``/``sk_live_``) follows the applicatio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from shared.errors import ValidationFailed
 from shared.ids import digest, is_uuid, new_id, random_token
 from shared.rbac import is_valid_permission
-from shared.timeutil import Clock, aware, isoformat, seconds
+from shared.timeutil import UTC, Clock, aware, isoformat, seconds
 
 from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.store import ApiKeyStore
@@ -50,7 +51,7 @@ class ApiKeyService:
         """Change-log consumer (this process's events and the tailer's): keys of an
         application whose keys changed, or that was deleted, leave the cache."""
         if event.type in ("api_keys.changed", "application.deleted") and event.app_id is not None:
-            self._by_digest.drop_where(lambda doc: doc["app_id"] == event.app_id)
+            self._by_digest.drop_where(lambda found: found[0]["app_id"] == event.app_id)
 
     def create(self, app: dict, values: dict) -> tuple[dict, str]:
         """A new key for ``app`` from cleaned ``schemas.CREATE`` values; returns the
@@ -89,15 +90,25 @@ class ApiKeyService:
         per-worker cache: a revocation anywhere is seen within the change-log tailer's
         poll interval, and every copy within ``AUTH_CACHE_TTL``).  Read-only."""
         key_digest = digest(secret)
-        doc = self._by_digest.get(key_digest, lambda: self.store.by_digest(key_digest))
-        if doc is None:
+        found = self._by_digest.get(key_digest, lambda: self._load(key_digest))
+        if found is None:
             return None
+        doc, touch_after = found
         now = self.clock()
-        last = doc.get("last_used_at")
-        if last is None or now - aware(last) > _TOUCH_EVERY:  # at most one write a minute per key
+        if touch_after is None or now > touch_after:  # at most one write a minute per key
             self.store.touch(doc["_id"], now)
             self._by_digest.drop(key_digest)  # the next read carries the new last_used_at
         return doc
+
+    def _load(self, key_digest: str) -> tuple[dict, datetime | None] | None:
+        """(the key's document, when its ``last_used_at`` is next due), the moment in UTC
+        so that every request compares two datetimes of one tzinfo: the store's own
+        (bson's ``FixedOffset``) would cost two Python ``utcoffset`` calls a request."""
+        doc = self.store.by_digest(key_digest)
+        if doc is None:
+            return None
+        last = aware(doc.get("last_used_at"))
+        return doc, None if last is None else last.astimezone(UTC) + _TOUCH_EVERY
 
     def digests(self, app_id: str) -> list[dict]:
         """Active keys as {key_digest, permissions}: what a decision service caches."""
