@@ -17,8 +17,6 @@ import threading
 import time
 from dataclasses import dataclass
 
-from cachetools import TTLCache
-
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
@@ -127,7 +125,9 @@ class ApiThrottle:
         self._batch = max(min_batch, int(rate.limit * batch_share))
         self._interval = interval
         self._monotonic = monotonic
-        self._counts: TTLCache = TTLCache(maxsize=max_keys, ttl=rate.window + 5, timer=monotonic)
+        self._counts: dict[str, _LocalCount] = {}  # in the order they were started
+        self._max_keys = max_keys
+        self._pruned_for = None  # the window whose start last cleared the counts of ended windows
         self._lock = threading.Lock()
 
     def hit(self, key: str) -> None:
@@ -137,12 +137,9 @@ class ApiThrottle:
             return
         start, reset_at, now = self._limiter.window(rate.window)
         with self._lock:
-            try:
-                count = self._counts[key]  # TTLCache.get costs twice as much as a lookup
-            except KeyError:
-                count = None
+            count = self._counts.get(key)
             if count is None or count.start != start:
-                count = self._counts[key] = _LocalCount(start, synced=self._monotonic())
+                count = self._start_count(key, start)
             exact = rate.limit < 2 * self._batch or count.known + count.pending + 1 > rate.limit - self._batch
             if not exact:
                 count.pending += 1
@@ -154,6 +151,23 @@ class ApiThrottle:
             count.known, count.synced = max(count.known, total), self._monotonic()
         if exact and total > rate.limit:
             raise RateLimited(limit=rate.limit, reset_at=reset_at, retry_after=math.ceil(reset_at - now))
+
+    def _start_count(self, key: str, start: int) -> _LocalCount:
+        """(Under the lock.) A new count of ``key`` for the window at ``start``. At most
+        ``max_keys`` counts are kept: when full, the counts of ended windows go (once per
+        window), then the oldest. A dropped count's pending hits are never added, in the
+        caller's favour, as when a worker dies."""
+        counts = self._counts
+        counts.pop(key, None)
+        if len(counts) >= self._max_keys:
+            if self._pruned_for != start:
+                self._pruned_for = start
+                for ended in [k for k, c in counts.items() if c.start < start]:
+                    del counts[ended]
+            while len(counts) >= self._max_keys:
+                del counts[next(iter(counts))]
+        count = counts[key] = _LocalCount(start, synced=self._monotonic())
+        return count
 
 
 class PasswordWorkLimit:

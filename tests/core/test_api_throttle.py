@@ -125,3 +125,16 @@ def test_keys_are_counted_apart_and_zero_means_unlimited(ctx):
     assert admitted(throttle, "api:a", 6) == 5 and admitted(throttle, "api:b", 5) == 5
     unlimited = ApiThrottle(ctx.rate_limiter, Rate(0, 60), min_batch=BATCH, monotonic=Ticker())
     assert admitted(unlimited, "api:a", 500) == 500
+
+
+def test_a_worker_keeps_at_most_max_keys_counts_and_ended_windows_go_first(ctx, clock):
+    throttle = ApiThrottle(ctx.rate_limiter, Rate(6000, 60), min_batch=BATCH, monotonic=Ticker(), max_keys=3)
+    for key in ("a", "b", "c", "d"):
+        admitted(throttle, key, 2)
+    assert list(throttle._counts) == ["b", "c", "d"]  # full: the oldest went
+    clock.advance(60)
+    admitted(throttle, "c", 1)  # a new window: the count starts again
+    assert list(throttle._counts) == ["b", "d", "c"]
+    admitted(throttle, "e", 1)  # full: the counts of the ended window go
+    assert list(throttle._counts) == ["c", "e"]
+    assert admitted(throttle, "c", 10) == 10
