@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest, values
 from prometheus_client.core import GaugeMetricFamily
@@ -88,8 +89,10 @@ class HttpMetrics:
 class MetricsMiddleware:
     def __init__(self, metrics: HttpMetrics):
         self.metrics = metrics
-        # The labelled children, looked up once per label set rather than per request
-        # (``labels()`` validates and locks each time); bounded like the series themselves.
+        # Per label set, looked up once rather than per request (``labels()`` validates and
+        # locks each time): the values a request adds to, as ``Counter.inc`` and
+        # ``Histogram.observe`` reach them (tests/core/test_openapi_and_metrics.py holds the
+        # two ways to each other). Bounded like the series themselves.
         self._children: dict = {}
 
     def process_request(self, req, resp):
@@ -108,7 +111,18 @@ class MetricsMiddleware:
         key = (method, route, status)
         children = self._children.get(key)
         if children is None:
-            children = self._children[key] = (self.metrics.requests.labels(method, route, str(status)),
-                                              self.metrics.latency.labels(method, route))
-        children[0].inc()
-        children[1].observe(time.perf_counter() - started)
+            children = self._children[key] = _values(self.metrics.requests.labels(method, route, str(status)),
+                                                     self.metrics.latency.labels(method, route))
+        count, total, buckets, bounds = children
+        elapsed = time.perf_counter() - started
+        count.inc(1)
+        total.inc(elapsed)
+        buckets[bisect_left(bounds, elapsed)].inc(1)  # the first bucket whose bound >= elapsed
+
+
+def _values(counter, histogram) -> tuple:
+    """What ``counter.inc()`` and ``histogram.observe(x)`` add to (prometheus_client's
+    value objects, in memory or in this worker's multiprocess file), without the checks
+    each call repeats: the counter's value, the histogram's sum, its buckets and their
+    upper bounds (the last is +Inf, so every observation has a bucket)."""
+    return counter._value, histogram._sum, histogram._buckets, tuple(histogram._upper_bounds)

@@ -49,3 +49,24 @@ def test_metrics_count_requests_by_route_template_and_status(client):
     assert 'iamgate_http_requests_total{method="GET",route="/healthz",status="200"} 1.0' in text
     assert 'route="unmatched",status="404"' in text
     assert "iamgate_http_request_duration_seconds_bucket" in text
+
+
+def test_recorded_requests_render_as_the_public_calls_render(monkeypatch):
+    """``MetricsMiddleware.record`` adds to prometheus_client's values directly: the same
+    samples as ``Counter.inc`` and ``Histogram.observe``, at every bucket bound and between."""
+    from prometheus_client import generate_latest
+
+    from shared import metrics as metrics_module
+    from shared.metrics import BUCKETS, HttpMetrics, MetricsMiddleware
+
+    fast, public = HttpMetrics("iamgate"), HttpMetrics("iamgate")
+    middleware = MetricsMiddleware(fast)
+    elapsed = [0.0, *BUCKETS, *(b * 1.0001 for b in BUCKETS), 7.5, 1e-9]
+    for i, seconds in enumerate(elapsed):
+        method, route, status = ("GET", "/a", 200) if i % 3 else ("BREW", "/b/{id}", 404)
+        monkeypatch.setattr(metrics_module.time, "perf_counter", lambda: 100.0 + seconds)
+        middleware.record(method, route, status, 100.0)
+        method = "OTHER" if method == "BREW" else method
+        public.requests.labels(method, route, str(status)).inc()
+        public.latency.labels(method, route).observe((100.0 + seconds) - 100.0)
+    assert generate_latest(fast.registry) == generate_latest(public.registry)
