@@ -27,40 +27,30 @@ import threading
 from itertools import islice
 
 
-class LookupCache:
-    """``ttl`` seconds per entry by ``timer()``, at most ``maxsize`` entries.
+class TtlDict:
+    """``key -> value`` for ``ttl`` seconds from when it was stored (by ``timer()``), at
+    most ``maxsize`` entries; what ``LookupCache`` and the authorization caches
+    (``controlplane.authz.service.SeqCache``) keep their entries in.
 
     A dict of ``key -> (expires_at, value)`` in the order the entries were stored: with
     one ``ttl`` for all, that is the order they expire in, so the first entries are the
-    expired ones and, when the cache is full, the ones to drop (cachetools' ``TTLCache``
-    keeps the same bound, at about four times the cost of a hit). A hit is one dict read
-    and one comparison, without the lock: only stores and drops take it."""
+    expired ones and, when it is full, the ones to drop (cachetools' ``TTLCache`` keeps
+    the same bound, at about four times the cost of a hit). ``get`` is one dict read and
+    one comparison and needs no lock; callers serialise the writes."""
 
     def __init__(self, *, ttl: float, maxsize: int, timer):
         self._ttl = ttl
         self._maxsize = maxsize
         self._timer = timer
         self._data: dict = {}
-        self._generation = 0
-        self._lock = threading.Lock()
 
-    def get(self, key, load):
-        """The cached value of ``key``, else ``load()`` (stored unless None or raced by an
-        invalidation)."""
-        if self._ttl <= 0:
-            return load()
+    def get(self, key, default=None):
         entry = self._data.get(key)
         if entry is not None and self._timer() < entry[0]:
             return entry[1]
-        generation = self._generation  # read before the load: a drop during it refuses the fill
-        value = load()
-        if value is not None:
-            with self._lock:
-                if generation == self._generation:
-                    self._store(key, value)
-        return value
+        return default
 
-    def _store(self, key, value) -> None:
+    def __setitem__(self, key, value) -> None:
         data = self._data
         now = self._timer()
         data.pop(key, None)  # stored again: last in the order
@@ -72,14 +62,57 @@ class LookupCache:
             del data[next(iter(data))]  # full: the one that expires soonest goes
         data[key] = (now + self._ttl, value)
 
+    def pop(self, key, default=None):
+        entry = self._data.pop(key, None)
+        return default if entry is None else entry[1]
+
+    def drop_where(self, predicate) -> None:
+        """Drop every entry whose key and value satisfy ``predicate(key, value)``."""
+        for key in [key for key, (_, value) in self._data.items() if predicate(key, value)]:
+            del self._data[key]
+
+    def clear(self) -> None:
+        self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self):
+        return iter(self._data)
+
+
+class LookupCache:
+    def __init__(self, *, ttl: float, maxsize: int, timer):
+        self._data = TtlDict(ttl=ttl, maxsize=maxsize, timer=timer) if ttl > 0 else None
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def get(self, key, load):
+        """The cached value of ``key``, else ``load()`` (stored unless None or raced by an
+        invalidation). A hit takes no lock: only stores and drops do."""
+        data = self._data
+        if data is None:
+            return load()
+        value = data.get(key)
+        if value is not None:
+            return value
+        generation = self._generation  # read before the load: a drop during it refuses the fill
+        value = load()
+        if value is not None:
+            with self._lock:
+                if generation == self._generation:
+                    data[key] = value
+        return value
+
     def drop(self, key) -> None:
         with self._lock:
             self._generation += 1
-            self._data.pop(key, None)
+            if self._data is not None:
+                self._data.pop(key)
 
     def drop_where(self, predicate) -> None:
         """Drop every entry whose value satisfies ``predicate`` (rare: revocations, deletions)."""
         with self._lock:
             self._generation += 1
-            for key in [key for key, (_, value) in self._data.items() if predicate(value)]:
-                del self._data[key]
+            if self._data is not None:
+                self._data.drop_where(lambda key, value: predicate(value))

@@ -21,8 +21,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from cachetools import TTLCache
-
 from shared.abac import CompiledPolicies
 from shared.authorization import decide_compiled, rbac_decision
 from shared.errors import RevisionAhead
@@ -30,6 +28,7 @@ from shared.invalidation import APPLICATION_KINDS, POLICY_KINDS, affected_users
 from shared.rbac import compile_grants, resolve_scope
 
 from controlplane.abac.store import PolicyStore
+from controlplane.lookup_cache import TtlDict
 
 GRANTS_CACHE_SIZE = 100_000
 POLICIES_CACHE_SIZE = 10_000
@@ -45,19 +44,14 @@ class SeqCache:
     """A TTL cache of (app_id, ...) keys whose fills obey the no-stale-re-fill rule."""
 
     def __init__(self, *, ttl: int, maxsize: int, timer):
-        self._data = TTLCache(maxsize, ttl, timer=timer) if ttl > 0 else None
+        self._data = TtlDict(ttl=ttl, maxsize=maxsize, timer=timer) if ttl > 0 else None
         self._marks: OrderedDict = OrderedDict()  # key or (_APP, app_id) -> seq of the last invalidation
         self._floor = 0
         self._lock = threading.Lock()
 
     def get(self, key):
-        if self._data is None:
-            return None
-        with self._lock:
-            try:
-                return self._data[key]  # TTLCache.get costs twice as much as a lookup
-            except KeyError:
-                return None
+        """The cached value of ``key`` or None; no lock (``TtlDict.get``)."""
+        return None if self._data is None else self._data.get(key)
 
     def put(self, key, value, seq: int) -> bool:
         """Store ``value`` read at ``seq`` unless an invalidation newer than ``seq`` was applied."""
@@ -79,8 +73,7 @@ class SeqCache:
     def invalidate_app(self, app_id: str, seq: int) -> None:
         with self._lock:
             if self._data is not None:
-                for key in [k for k in self._data.keys() if k[0] == app_id]:
-                    self._data.pop(key, None)
+                self._data.drop_where(lambda key, value: key[0] == app_id)
             self._mark((_APP, app_id), seq)
 
     def clear(self, seq: int) -> None:
