@@ -104,10 +104,11 @@ class JsonLinesHandler(logging.StreamHandler):
         super().__init__(stream)
         self.setFormatter(JsonFormatter())
         self.flush_interval = flush_interval
-        # Appended to without the handler's lock (``write_line``): ``list.append`` and the
-        # prefix ``del`` in ``flush`` are each one step under the GIL, so no line is lost
-        # or written twice; the lock keeps two flushes apart.
-        self._pending: list[str] = []
+        # Lines, and ``InfoLine`` entries to format when written. Appended to without the
+        # handler's lock (``write_line``, ``write_later``): ``list.append`` and the prefix
+        # ``del`` in ``flush`` are each one step under the GIL, so no line is lost or
+        # written twice; the lock keeps two flushes apart.
+        self._pending: list = []
         self._flusher: threading.Thread | None = None
         _HANDLERS.add(self)
 
@@ -124,8 +125,15 @@ class JsonLinesHandler(logging.StreamHandler):
             self._wait_or_write()
 
     def write_line(self, line: str) -> None:
-        """Log one line as ``emit`` logs a record below WARNING (``InfoLine``)."""
+        """Log one line as ``emit`` logs a record below WARNING."""
         self._pending.append(line)
+        self._wait_or_write()
+
+    def write_later(self, entry: tuple) -> None:
+        """Log ``InfoLine``'s ``(info_line, created, fields)``, formatted when written: in
+        the flush, the lines of a batch are made one after the other, which costs a
+        fraction of making each on its own request's path."""
+        self._pending.append(entry)
         self._wait_or_write()
 
     def _wait_or_write(self) -> None:
@@ -142,9 +150,12 @@ class JsonLinesHandler(logging.StreamHandler):
             count = len(pending)
             stream = self.stream
             if count and stream is not None:
-                text = "\n".join(pending[:count]) + "\n"
+                lines = pending[:count]
                 del pending[:count]
-                stream.write(text)
+                for i, line in enumerate(lines):
+                    if type(line) is tuple:
+                        lines[i] = line[0].line(line[1], line[2])
+                stream.write("\n".join(lines) + "\n")
             if stream is not None and hasattr(stream, "flush"):
                 stream.flush()
         except (OSError, ValueError):  # a closed or broken stream (at exit): the lines are lost
@@ -200,12 +211,13 @@ class InfoLine:
     """``InfoLine(logger, message)(fields)`` logs what ``logger.info(message,
     extra=fields)`` logs. When that record would reach exactly one handler, a
     ``JsonLinesHandler`` at INFO or below with no filters, from a logger without filters,
-    the line is written to it straight from ``fields``, without the ``LogRecord`` and the
-    handler's lock: the same line (``tests/shared/test_logs.py``), for about a fifth of
-    the cost. Fields whose values are all strings, integers or None are written by hand;
-    any other value goes through ``encode``. Anything else (another or a second handler,
-    such as pytest's ``caplog``; a filter; a level that drops INFO) goes through
-    ``logger.info``."""
+    the entry is handed to it (``write_later``) without the ``LogRecord`` and the
+    handler's lock, and made into the same line (``tests/shared/test_logs.py``) when the
+    handler writes its batch. ``fields`` is read then, up to ``flush_interval`` later:
+    give values that do not change (the request log gives strings and integers). Fields
+    whose values are all strings, integers or None are written by hand; any other value
+    goes through ``encode``. Anything else (another or a second handler, such as pytest's
+    ``caplog``; a filter; a level that drops INFO) goes through ``logger.info``."""
 
     __slots__ = ("_logger", "_message", "_head", "_opening", "_middle")
 
@@ -224,8 +236,13 @@ class InfoLine:
         handler = _only_handler(logger)
         if handler is None:
             logger.info(self._message, extra=fields)
-            return
-        parts = [self._opening, timestamp(time.time()), self._middle]
+        else:
+            handler.write_later((self, time.time(), fields))
+
+    def line(self, created: float, fields: dict) -> str:
+        """The line of ``fields`` logged at ``created`` (``time.time()``): what
+        ``JsonFormatter`` makes of ``logger.info``'s record."""
+        parts = [self._opening, timestamp(created), self._middle]
         for key, value in fields.items():
             kind = type(value)
             if kind is str:
@@ -235,17 +252,18 @@ class InfoLine:
             elif value is None:
                 text = "null"
             else:
-                parts = None
                 break
             parts += (", ", _escape(key), ": ", text)
-        if parts is None:
-            entry = {"ts": timestamp(time.time())}
-            entry.update(self._head)
-            entry.update(fields)
-            handler.write_line(encode(entry))
-            return
-        parts.append("}")
-        handler.write_line("".join(parts))
+        else:
+            parts.append("}")
+            return "".join(parts)
+        entry = {"ts": timestamp(created)}
+        entry.update(self._head)
+        entry.update(fields)
+        try:
+            return encode(entry)
+        except (ValueError, RecursionError) as exc:  # a circular value: say so, as logging would not lose the line
+            return encode({"ts": entry["ts"], **self._head, "log_error": repr(exc)})
 
 
 _escape = json_encoder.encode_basestring_ascii  # json.dumps's own string encoder (C when available)

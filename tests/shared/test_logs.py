@@ -227,3 +227,16 @@ class CollectingHandler(logging.Handler):
 
     def emit(self, record):
         self.seen.append(record)
+
+
+def test_a_value_json_cannot_write_is_reported_in_the_line_and_nothing_is_lost(logger):
+    handler, stream = attach(logger, flush_interval=60)
+    loop = []
+    loop.append(loop)
+    line = InfoLine(logger, "request")
+    line({"status": 200, "loop": loop})
+    line({"status": 201})
+    handler.flush()
+    first, second = lines(stream)
+    assert first["message"] == "request" and "Circular reference" in first["log_error"]
+    assert second["status"] == 201
