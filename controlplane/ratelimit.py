@@ -13,13 +13,13 @@ the same shared counter in batches, so an API request costs no store write.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from shared.concurrency import native_lock
 from shared.errors import RateLimited
 from shared.http import client_ip
 from shared.timeutil import aware, seconds
@@ -128,7 +128,7 @@ class ApiThrottle:
         self._counts: dict[str, _LocalCount] = {}  # in the order they were started
         self._max_keys = max_keys
         self._pruned_for = None  # the window whose start last cleared the counts of ended windows
-        self._lock = threading.Lock()
+        self._lock = native_lock()  # the sections under it never yield
 
     def hit(self, key: str) -> None:
         """Admit one request of ``key`` or raise ``RateLimited``.  A limit of 0 means unlimited."""

@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from cachetools import TTLCache
-from gevent.monkey import get_original
 
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, rbac_decision
+from shared.concurrency import native_lock
 from shared.invalidation import API_KEY_KINDS, APPLICATION_KINDS, POLICY_KINDS
 from shared.rbac import Assignment, CompiledGrants, Grants, compile_grants
 
@@ -51,14 +51,6 @@ MAX_ANSWERS_PER_SCOPE = 1024
 MAX_REMEMBERED_INVALIDATIONS = 100000
 
 _UNSYNCED = float("inf")  # before the stream's first hello nothing may be stored
-
-
-def native_lock():
-    """A mutex that stays an OS lock under gevent's monkey patching. The sections it guards
-    never block or yield, so greenlets (all on one OS thread) never wait on it, and it is
-    cheaper than gevent's lock on a path every check takes (docs/performance.md); under
-    plain threads (tests) it is an ordinary lock."""
-    return get_original("_thread", "allocate_lock")()
 
 
 class Compactor:

@@ -14,7 +14,7 @@
   head seq the stream announced minus the applied seq), ``..._stream_events_total``.
 
 The request path only adds to plain integers under a native lock (see
-``decision.cache.native_lock``); prometheus_client renders them at scrape time through
+``shared.concurrency.native_lock``); prometheus_client renders them at scrape time through
 collectors. Its own metric objects take a gevent lock per increment under the gevent
 worker, a cost paid several times per check. prometheus_client itself is imported at the
 first scrape, not at start-up (a sidecar's start-up time, issue 18).
@@ -41,7 +41,7 @@ import threading
 import time
 from bisect import bisect_left
 
-from decision.cache import native_lock
+from shared.concurrency import native_lock
 
 PREFIX = "iamgate_decision"
 # The latency buckets of every iamgate app, shared.metrics.BUCKETS (tests/decision/test_server.py

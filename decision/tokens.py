@@ -20,7 +20,7 @@ from cachetools import TTLCache
 
 from shared.errors import Unauthorized
 
-from decision.cache import native_lock
+from shared.concurrency import native_lock
 from decision.client import ControlPlaneError
 
 log = logging.getLogger("iamgate.decision.tokens")
