@@ -14,6 +14,7 @@ queue) are ``ScrapeTimeGauge``s, read by the worker that answers the scrape.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from bisect import bisect_left
 
@@ -49,6 +50,19 @@ class ScrapeTimeGauge:
         yield GaugeMetricFamily(self._name, self._documentation, value=value)
 
 
+class _BeforeCollect:
+    """The first collector of a registry: runs its hooks before any metric is read, so
+    counts that wait (``MetricsMiddleware``) are in every read of the registry."""
+
+    def __init__(self):
+        self.hooks: list = []
+
+    def collect(self):
+        for hook in self.hooks:
+            hook()
+        return iter(())
+
+
 class HttpMetrics:
     """The metrics of one app: its registry, and with ``multiprocess_dir`` (set while
     more than one worker serves) the merge of every worker's files at scrape time."""
@@ -59,6 +73,8 @@ class HttpMetrics:
             # never see them: PROMETHEUS_MULTIPROC_DIR must be set before the import.
             raise RuntimeError("prometheus_client was imported before PROMETHEUS_MULTIPROC_DIR was set")
         self.registry = CollectorRegistry()
+        self._before_collect = _BeforeCollect()
+        self.registry.register(self._before_collect)
         self._multiprocess_dir = multiprocess_dir
         self._scrape_time: list[ScrapeTimeGauge] = []
         self.requests = Counter(
@@ -69,6 +85,14 @@ class HttpMetrics:
             f"{namespace}_http_request_duration_seconds", "HTTP request latency by route",
             ("method", "route"), buckets=BUCKETS, registry=self.registry,
         )
+
+    @property
+    def multiprocess(self) -> bool:
+        return bool(self._multiprocess_dir)
+
+    def before_collect(self, hook) -> None:
+        """Call ``hook()`` before the registry's metrics are read."""
+        self._before_collect.hooks.append(hook)
 
     def add_scrape_time(self, gauge: ScrapeTimeGauge) -> None:
         self.registry.register(gauge)
@@ -87,6 +111,17 @@ class HttpMetrics:
 
 
 class MetricsMiddleware:
+    """Counts every answered request and its latency by method, route template and status.
+
+    With one registry in this process, answered requests wait in a list and are added to
+    the metrics when the registry is read (a scrape, ``_BeforeCollect``) or when
+    ``PENDING_MAX`` wait: added one after another, they cost a fraction of each added on
+    its own request's path, and every read sees every request answered before it. With
+    multiprocess files another worker may answer the scrape, so each request is added at
+    once (to this worker's file)."""
+
+    PENDING_MAX = 256
+
     def __init__(self, metrics: HttpMetrics):
         self.metrics = metrics
         # Per label set, looked up once rather than per request (``labels()`` validates and
@@ -94,6 +129,9 @@ class MetricsMiddleware:
         # ``Histogram.observe`` reach them (tests/core/test_openapi_and_metrics.py holds the
         # two ways to each other). Bounded like the series themselves.
         self._children: dict = {}
+        self._pending: list | None = None if metrics.multiprocess else []
+        self._flush_lock = threading.Lock()
+        metrics.before_collect(self.flush)
 
     def process_request(self, req, resp):
         req.context.started = time.perf_counter()
@@ -108,13 +146,34 @@ class MetricsMiddleware:
         what a hot path that answers without Falcon calls."""
         if method not in METHODS:
             method = "OTHER"
-        key = (method, route, status)
+        elapsed = time.perf_counter() - started
+        pending = self._pending
+        if pending is None:
+            self._add((method, route, status), elapsed)
+            return
+        pending.append(((method, route, status), elapsed))  # one step under the GIL
+        if len(pending) >= self.PENDING_MAX:
+            self.flush()
+
+    def flush(self) -> None:
+        """Add the requests that wait to the metrics."""
+        pending = self._pending
+        if not pending:
+            return
+        with self._flush_lock:  # two flushes never take the same requests
+            count = len(pending)
+            batch = pending[:count]
+            del pending[:count]
+        for key, elapsed in batch:
+            self._add(key, elapsed)
+
+    def _add(self, key: tuple, elapsed: float) -> None:
         children = self._children.get(key)
         if children is None:
+            method, route, status = key
             children = self._children[key] = _values(self.metrics.requests.labels(method, route, str(status)),
                                                      self.metrics.latency.labels(method, route))
         count, total, buckets, bounds = children
-        elapsed = time.perf_counter() - started
         count.inc(1)
         total.inc(elapsed)
         buckets[bisect_left(bounds, elapsed)].inc(1)  # the first bucket whose bound >= elapsed

@@ -70,3 +70,25 @@ def test_recorded_requests_render_as_the_public_calls_render(monkeypatch):
         public.requests.labels(method, route, str(status)).inc()
         public.latency.labels(method, route).observe((100.0 + seconds) - 100.0)
     assert generate_latest(fast.registry) == generate_latest(public.registry)
+
+
+def test_answered_requests_wait_until_the_registry_is_read_or_a_batch_is_full():
+    import time
+
+    from shared.metrics import HttpMetrics, MetricsMiddleware
+
+    metrics = HttpMetrics("iamgate")
+    middleware = MetricsMiddleware(metrics)
+    labels = {"method": "GET", "route": "/a", "status": "200"}
+    counted = metrics.requests.labels("GET", "/a", "200")._value.get
+    middleware.record("GET", "/a", 200, time.perf_counter())
+    assert counted() == 0  # waiting
+    assert metrics.registry.get_sample_value("iamgate_http_requests_total", labels) == 1  # any read adds them
+    assert metrics.registry.get_sample_value("iamgate_http_request_duration_seconds_count",
+                                             {"method": "GET", "route": "/a"}) == 1
+    for _ in range(MetricsMiddleware.PENDING_MAX - 1):
+        middleware.record("GET", "/a", 200, time.perf_counter())
+    assert counted() == 1
+    middleware.record("GET", "/a", 200, time.perf_counter())  # a full batch is added without a read
+    assert counted() == 1 + MetricsMiddleware.PENDING_MAX
+    assert b'iamgate_http_requests_total{method="GET",route="/a",status="200"} 257.0' in metrics.render()[0]
