@@ -22,7 +22,7 @@ from pymongo.errors import DuplicateKeyError
 from shared.concurrency import native_lock
 from shared.errors import RateLimited
 from shared.http import client_ip
-from shared.timeutil import aware, seconds
+from shared.timeutil import aware, seconds, seconds_of
 
 INDEXES = {"rate_limits": [IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)]}
 
@@ -32,10 +32,11 @@ class RateLimiter:
         store.declare_indexes(INDEXES)
         self._counters = store["rate_limits"]
         self._clock = clock
+        self._seconds = seconds_of(clock)
 
     def window(self, window: int) -> tuple[int, int, float]:
         """(start, end, now) of the current fixed window of ``window`` seconds."""
-        now = self._clock().timestamp()
+        now = self._seconds()
         start = math.floor(now / window) * window
         return int(start), int(start + window), now
 

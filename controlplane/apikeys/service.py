@@ -14,7 +14,7 @@ from datetime import datetime
 from shared.errors import ValidationFailed
 from shared.ids import digest, is_uuid, new_id, random_token
 from shared.rbac import is_valid_permission
-from shared.timeutil import UTC, Clock, aware, isoformat, seconds
+from shared.timeutil import UTC, Clock, aware, isoformat, seconds, seconds_of
 
 from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.store import ApiKeyStore
@@ -45,7 +45,7 @@ class ApiKeyService:
 
     def __post_init__(self):
         self._by_digest = LookupCache(ttl=AUTH_CACHE_TTL, maxsize=AUTH_CACHE_SIZE,
-                                      timer=lambda: self.clock().timestamp())
+                                      timer=seconds_of(self.clock))
 
     def apply_event(self, event) -> None:
         """Change-log consumer (this process's events and the tailer's): keys of an

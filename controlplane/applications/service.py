@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from shared.errors import ApplicationNotFound
 from shared.ids import new_id
-from shared.timeutil import Clock, isoformat
+from shared.timeutil import Clock, isoformat, seconds_of
 
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.store import ApplicationStore
@@ -40,7 +40,7 @@ class ApplicationService:
     clock: Clock
 
     def __post_init__(self):
-        self._live = LookupCache(ttl=LIVE_CACHE_TTL, maxsize=LIVE_CACHE_SIZE, timer=lambda: self.clock().timestamp())
+        self._live = LookupCache(ttl=LIVE_CACHE_TTL, maxsize=LIVE_CACHE_SIZE, timer=seconds_of(self.clock))
 
     def get(self, app_id: str) -> dict | None:
         return self.store.get(app_id)

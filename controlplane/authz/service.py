@@ -26,6 +26,7 @@ from shared.authorization import decide_compiled, rbac_decision
 from shared.errors import RevisionAhead
 from shared.invalidation import APPLICATION_KINDS, POLICY_KINDS, affected_users
 from shared.rbac import compile_grants, resolve_scope
+from shared.timeutil import seconds_of
 
 from controlplane.abac.store import PolicyStore
 from controlplane.lookup_cache import TtlDict
@@ -130,7 +131,7 @@ class AuthzService:
         self._events = events
         self._clock = clock
         self.policy_store = policies
-        timer = lambda: clock().timestamp()  # noqa: E731  (tests move the clock)
+        timer = seconds_of(clock)  # tests move the clock
         self.grants_cache = SeqCache(ttl=cache_ttl, maxsize=GRANTS_CACHE_SIZE, timer=timer)
         self.policies_cache = SeqCache(ttl=cache_ttl, maxsize=POLICIES_CACHE_SIZE, timer=timer)
         events.listen(self.apply_event)

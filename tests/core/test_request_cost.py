@@ -107,3 +107,17 @@ def test_a_forked_child_makes_request_ids_of_its_own():
     assert len(child.split()) == 300 and not parent & set(child.decode().split())
 
 
+
+
+def test_seconds_of_a_clock_are_its_timestamps():
+    import time
+
+    from shared.timeutil import seconds_of, utcnow
+    from tests.conftest import FakeClock
+
+    assert seconds_of(utcnow) is time.time and abs(time.time() - utcnow().timestamp()) < 1
+    clock = FakeClock()
+    seconds = seconds_of(clock)
+    assert seconds() == clock().timestamp()
+    clock.advance(90.5)
+    assert seconds() == clock().timestamp()
