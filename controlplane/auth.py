@@ -35,6 +35,8 @@ def is_api_key(token: str) -> bool:
 
 
 SESSION_COOKIE = "iamgate_session"
+# API keys whose Principal a worker keeps (Authenticator.api_key); more clears the lot.
+KEY_PRINCIPALS = 10_000
 
 
 @dataclass(frozen=True)
@@ -76,15 +78,17 @@ def permission(name: str) -> Access:
     return Access("permission", name)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Principal:
+    """Who a request is, once authenticated. Frozen: an API key's is built once per
+    loaded key document and shared by its requests (``Authenticator.api_key``)."""
     kind: str                      # "user" | "api_key" | "internal" | "account"
     app_id: str | None = None
     user_id: str | None = None
     session_id: str | None = None
     key_id: str | None = None
     account_id: str | None = None
-    permissions: tuple = ()
+    permissions: frozenset = frozenset()  # an API key's permission patterns
     claims: dict = field(default_factory=dict)
 
     @property
@@ -117,6 +121,7 @@ class Authenticator:
         self._dashboard_sessions = dashboard_sessions
         self._permission_resolver = permission_resolver
         self._internal_token = internal_token
+        self._key_principals: dict = {}  # key id -> (the key document, its Principal)
 
     def application(self, app_id: str) -> dict:
         """The live application named by ``{applicationId}``."""
@@ -155,8 +160,15 @@ class Authenticator:
         if key is None or (app_id is not None and key["app_id"] != app_id) \
                 or (app_id is None and self._applications.live(key["app_id"]) is None):
             raise Unauthorized("The API key is not valid for this application.")
-        return Principal(kind="api_key", app_id=key["app_id"], key_id=key["_id"],
-                         permissions=tuple(key["permissions"]))
+        # One Principal per loaded key document: the document is the cache's until it is
+        # read again (controlplane.lookup_cache), so a changed key gets a new one.
+        known = self._key_principals.get(key["_id"])
+        if known is None or known[0] is not key:
+            if len(self._key_principals) >= KEY_PRINCIPALS:
+                self._key_principals.clear()
+            known = self._key_principals[key["_id"]] = (key, Principal(
+                kind="api_key", app_id=key["app_id"], key_id=key["_id"], permissions=frozenset(key["permissions"])))
+        return known[1]
 
     def user_token(self, token: str, app_id: str) -> Principal:
         """An RS256 access token of ``app_id`` whose user is still active (checked live)."""
@@ -169,8 +181,7 @@ class Authenticator:
         if principal.kind == "api_key":
             # The same answer as ``any(matches(p, name) ...)``, in four set lookups: the
             # only patterns that can cover a valid permission are its covering patterns.
-            return is_valid_permission(name) and not frozenset(principal.permissions).isdisjoint(
-                covering_patterns(name))
+            return is_valid_permission(name) and not principal.permissions.isdisjoint(covering_patterns(name))
         if principal.kind == "user":
             return self._permission_resolver(principal.app_id, principal.user_id, name)
         return principal.kind == "internal"
