@@ -8,13 +8,13 @@ JWT-owner routes.  The prefix (``sk_test_``/``sk_live_``) follows the applicatio
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from datetime import datetime
 
 from shared.errors import ValidationFailed
 from shared.ids import digest, is_uuid, new_id, random_token
 from shared.rbac import is_valid_permission
-from shared.timeutil import UTC, Clock, aware, isoformat, seconds, seconds_of
+from shared.timeutil import Clock, aware, isoformat, seconds_of
 
 from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.store import ApiKeyStore
@@ -29,7 +29,7 @@ V1_PERMISSIONS = (
     "decision:sync",
 )
 
-_TOUCH_EVERY = seconds(60)
+_TOUCH_EVERY = 60.0  # seconds
 
 # How long a worker may authenticate a key from its copy (controlplane.lookup_cache): a
 # revocation reaches every worker through the change log (api_keys.changed) well before.
@@ -44,8 +44,8 @@ class ApiKeyService:
     clock: Clock
 
     def __post_init__(self):
-        self._by_digest = LookupCache(ttl=AUTH_CACHE_TTL, maxsize=AUTH_CACHE_SIZE,
-                                      timer=seconds_of(self.clock))
+        self._seconds = seconds_of(self.clock)
+        self._by_digest = LookupCache(ttl=AUTH_CACHE_TTL, maxsize=AUTH_CACHE_SIZE, timer=self._seconds)
 
     def apply_event(self, event) -> None:
         """Change-log consumer (this process's events and the tailer's): keys of an
@@ -94,21 +94,20 @@ class ApiKeyService:
         if found is None:
             return None
         doc, touch_after = found
-        now = self.clock()
-        if touch_after is None or now > touch_after:  # at most one write a minute per key
-            self.store.touch(doc["_id"], now)
+        if self._seconds() > touch_after:  # at most one write a minute per key
+            self.store.touch(doc["_id"], self.clock())
             self._by_digest.drop(key_digest)  # the next read carries the new last_used_at
         return doc
 
-    def _load(self, key_digest: str) -> tuple[dict, datetime | None] | None:
-        """(the key's document, when its ``last_used_at`` is next due), the moment in UTC
-        so that every request compares two datetimes of one tzinfo: the store's own
-        (bson's ``FixedOffset``) would cost two Python ``utcoffset`` calls a request."""
+    def _load(self, key_digest: str) -> tuple[dict, float] | None:
+        """(the key's document, when its ``last_used_at`` is next due in POSIX seconds),
+        so a request compares two floats rather than datetimes of the store's tzinfo
+        (bson's ``FixedOffset``, two Python ``utcoffset`` calls a comparison)."""
         doc = self.store.by_digest(key_digest)
         if doc is None:
             return None
         last = aware(doc.get("last_used_at"))
-        return doc, None if last is None else last.astimezone(UTC) + _TOUCH_EVERY
+        return doc, -math.inf if last is None else last.timestamp() + _TOUCH_EVERY
 
     def digests(self, app_id: str) -> list[dict]:
         """Active keys as {key_digest, permissions}: what a decision service caches."""
