@@ -32,6 +32,7 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 disable_created_metrics()
 
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+BUCKETS_WITH_INF = (*BUCKETS, float("inf"))  # a histogram's bounds: every observation has a bucket
 
 
 class ScrapeTimeGauge:
@@ -164,24 +165,42 @@ class MetricsMiddleware:
             count = len(pending)
             batch = pending[:count]
             del pending[:count]
+        totals: dict = {}  # label set -> [count, sum, count per bucket...]: one add per value touched
         for key, elapsed in batch:
-            self._add(key, elapsed)
+            series = totals.get(key)
+            if series is None:
+                series = totals[key] = [0, 0.0] + [0] * len(BUCKETS_WITH_INF)
+            series[0] += 1
+            series[1] += elapsed
+            series[2 + bisect_left(BUCKETS_WITH_INF, elapsed)] += 1
+        for key, (count, total, *per_bucket) in totals.items():
+            values = self._values(key)
+            values[0].inc(count)
+            values[1].inc(total)
+            for bucket, n in zip(values[2], per_bucket):
+                if n:
+                    bucket.inc(n)
+
+    def _values(self, key: tuple) -> tuple:
+        values = self._children.get(key)
+        if values is None:
+            method, route, status = key
+            values = self._children[key] = _values(self.metrics.requests.labels(method, route, str(status)),
+                                                   self.metrics.latency.labels(method, route))
+        return values
 
     def _add(self, key: tuple, elapsed: float) -> None:
-        children = self._children.get(key)
-        if children is None:
-            method, route, status = key
-            children = self._children[key] = _values(self.metrics.requests.labels(method, route, str(status)),
-                                                     self.metrics.latency.labels(method, route))
-        count, total, buckets, bounds = children
+        count, total, buckets = self._values(key)
         count.inc(1)
         total.inc(elapsed)
-        buckets[bisect_left(bounds, elapsed)].inc(1)  # the first bucket whose bound >= elapsed
+        buckets[bisect_left(BUCKETS_WITH_INF, elapsed)].inc(1)  # the first bucket whose bound >= elapsed
 
 
 def _values(counter, histogram) -> tuple:
     """What ``counter.inc()`` and ``histogram.observe(x)`` add to (prometheus_client's
     value objects, in memory or in this worker's multiprocess file), without the checks
-    each call repeats: the counter's value, the histogram's sum, its buckets and their
-    upper bounds (the last is +Inf, so every observation has a bucket)."""
-    return counter._value, histogram._sum, histogram._buckets, tuple(histogram._upper_bounds)
+    each call repeats: the counter's value, the histogram's sum and its buckets, one per
+    bound of ``BUCKETS_WITH_INF``."""
+    if tuple(histogram._upper_bounds) != BUCKETS_WITH_INF:
+        raise RuntimeError("the latency histogram's bounds are not BUCKETS")
+    return counter._value, histogram._sum, histogram._buckets
