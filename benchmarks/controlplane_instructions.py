@@ -19,8 +19,9 @@ app and the response's bytes all run; the kernel's socket calls and gevent's loo
 change). Instructions per request are the difference between ``--large`` and ``--small``
 requests over the difference (start-up cancels out). The clock is frozen (a FakeClock,
 and the throttle's batching timer), so the count does not depend on how slowly valgrind
-runs: the throttle writes its shared counter every 50 requests, as at full speed; and
-start-up loads one RSA key the parent generated instead of generating its own.
+runs: the throttle, its limit out of the way, batches 0.5% of it and so writes its shared
+counter only at its 250 ms interval (about four writes a second at full speed: none during
+the count); and start-up loads one RSA key the parent generated instead of generating its own.
 """
 from __future__ import annotations
 

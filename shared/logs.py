@@ -86,9 +86,10 @@ class JsonFormatter(logging.Formatter):
 class JsonLinesHandler(logging.StreamHandler):
     """JSON lines on ``stream``, written in batches.
 
-    A record below WARNING is formatted at once and kept in memory; a flusher thread (a
-    greenlet under gevent's monkey-patching) writes what waits every ``flush_interval``
-    seconds, in one ``write``. A WARNING or worse is written at once, after every line
+    A record below WARNING is formatted at once and kept in memory (an ``InfoLine``
+    entry is kept as it is and formatted when written); a flusher thread (a greenlet
+    under gevent's monkey-patching) writes what waits every ``flush_interval`` seconds,
+    in one ``write``. A WARNING or worse is written at once, after every line
     logged before it, and so is the batch when ``MAX_PENDING`` lines wait. ``flush()``
     (``logging.shutdown`` at exit, a gunicorn worker's included) writes what waits.
     ``flush_interval`` 0 writes every line at once.
@@ -105,7 +106,7 @@ class JsonLinesHandler(logging.StreamHandler):
         self.setFormatter(JsonFormatter())
         self.flush_interval = flush_interval
         # Lines, and ``InfoLine`` entries to format when written. Appended to without the
-        # handler's lock (``write_line``, ``write_later``): ``list.append`` and the prefix
+        # handler's lock (``write_later``): ``list.append`` and the prefix
         # ``del`` in ``flush`` are each one step under the GIL, so no line is lost or
         # written twice; the lock keeps two flushes apart.
         self._pending: list = []
@@ -123,11 +124,6 @@ class JsonLinesHandler(logging.StreamHandler):
             self.flush()
         else:
             self._wait_or_write()
-
-    def write_line(self, line: str) -> None:
-        """Log one line as ``emit`` logs a record below WARNING."""
-        self._pending.append(line)
-        self._wait_or_write()
 
     def write_later(self, entry: tuple) -> None:
         """Log ``InfoLine``'s ``(info_line, created, fields)``, formatted when written: in
@@ -262,7 +258,7 @@ class InfoLine:
         entry.update(fields)
         try:
             return encode(entry)
-        except (ValueError, RecursionError) as exc:  # a circular value: say so, as logging would not lose the line
+        except Exception as exc:  # a circular value, a failing __str__: say so rather than lose the line
             return encode({"ts": entry["ts"], **self._head, "log_error": repr(exc)})
 
 
