@@ -152,10 +152,11 @@ def run(duration: float, warmup: float, pairs: int = 0) -> dict:
                 # drifts over minutes, adjacent runs compare better than the rows above, which
                 # are minutes apart, and the median of several pairs moves less than one pair.
                 run_wrk(wrk, bare, connections=16, duration=warmup, headers={})
-                results["share_pairs"] = [
-                    run_wrk(wrk, check, connections=16, duration=duration, headers=admin.headers)["rps"]
-                    / run_wrk(wrk, bare, connections=16, duration=duration, headers={})["rps"]
+                results["pair_rps"] = [
+                    (run_wrk(wrk, check, connections=16, duration=duration, headers=admin.headers)["rps"],
+                     run_wrk(wrk, bare, connections=16, duration=duration, headers={})["rps"])
                     for _ in range(pairs)]
+                results["share_pairs"] = [check_rps / bare_rps for check_rps, bare_rps in results["pair_rps"]]
         finally:
             processes.stop()
     return results
@@ -186,7 +187,8 @@ def report(results: dict, duration: float, warmup: float) -> str:
              f"{warmup:g} s warm-up at c16 per URL, then {duration:g} s per row. Raw wrk latencies.",
              *([f"The c16 share is the median of {len(results['share_pairs'])} alternating pairs (the check at c16, "
                 f"then the bare endpoint at c16, {duration:g} s each, both servers up): "
-                f"{', '.join(f'{r:.0%}' for r in results['share_pairs'])}; the rows below are minutes apart."]
+                f"{', '.join(f'{r:.0%} ({c:,.0f}/{b:,.0f})' for r, (c, b) in zip(results['share_pairs'], results['pair_rps']))} "
+                f"(check/bare requests/s); the rows below are minutes apart."]
                if results.get("share_pairs") else []), "",
              "| request | c | requests/s | p50 | p99 | errors |", "|---|---|---|---|---|---|"]
     for label, key in rows:
