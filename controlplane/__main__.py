@@ -16,7 +16,7 @@ import sys
 import threading
 
 from shared.config import Config, ConfigError
-from shared.logs import configure
+from shared.logs import configure_from
 
 log = logging.getLogger("iamgate.commands")
 
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"iamgate: configuration error: {exc}", file=sys.stderr)
         return 2
-    configure(config.log_level, flush_interval=config.log_flush_interval / 1000)
+    configure_from(config)
     return COMMANDS[args.command][2](args, config)
 
 

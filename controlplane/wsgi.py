@@ -9,7 +9,7 @@ import logging
 import sys
 
 from shared.config import Config, ConfigError
-from shared.logs import configure
+from shared.logs import configure_from
 
 
 def create(store=None):
@@ -20,7 +20,7 @@ def create(store=None):
     except ConfigError as exc:
         print(f"iamgate: configuration error: {exc}", file=sys.stderr)
         sys.exit(2)
-    configure(config.log_level, flush_interval=config.log_flush_interval / 1000)
+    configure_from(config)
     log = logging.getLogger("iamgate.controlplane")
     if config.secret_key_generated:
         log.warning("IAMGATE_SECRET_KEY is not set: generated a random one; secrets stored now "

@@ -10,7 +10,7 @@ import logging
 import sys
 
 from shared.config import Config, ConfigError
-from shared.logs import configure
+from shared.logs import configure_from
 
 
 def create():
@@ -22,7 +22,7 @@ def create():
     except ConfigError as exc:
         print(f"iamgate-decision: configuration error: {exc}", file=sys.stderr)
         sys.exit(2)
-    configure(config.log_level, flush_interval=config.log_flush_interval / 1000)
+    configure_from(config)
     logging.getLogger("iamgate.decision").info("decision service starting", extra={
         "control_plane_url": config.control_plane_url,
         "serves": "the API key's application" if single_application else "every application",

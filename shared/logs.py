@@ -284,6 +284,12 @@ def _only_handler(logger: logging.Logger) -> JsonLinesHandler | None:
     return found
 
 
+def configure_from(config) -> None:
+    """``configure`` with a ``shared.config.Config``'s log level and flush interval (the
+    services' entry points and commands)."""
+    configure(config.log_level, flush_interval=config.log_flush_interval / 1000)
+
+
 def configure(level: str = "INFO", *, flush_interval: float = 0.1) -> None:
     # No line carries the caller's file, line or function, nor the thread's or process's
     # id or name, so records skip finding them (the Python logging HOWTO,

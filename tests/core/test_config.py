@@ -30,6 +30,9 @@ def test_defaults_follow_the_architecture_table():
     ("IAMGATE_SECRET_KEY", "short"),
     ("IAMGATE_SMTP_URL", "http://mail"),
     ("IAMGATE_METRICS_DIR", "run/metrics"),
+    ("IAMGATE_LOG_FLUSH_INTERVAL", "-1"),
+    ("IAMGATE_LOG_FLUSH_INTERVAL", "5001"),
+    ("IAMGATE_LOG_FLUSH_INTERVAL", "0.1"),
 ])
 def test_a_bad_value_is_a_one_line_error_naming_the_variable(name, value):
     with pytest.raises(ConfigError) as info:

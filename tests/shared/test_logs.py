@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from shared.logs import InfoLine, JsonLinesHandler, _only_handler, configure
+from shared.config import Config
+from shared.logs import InfoLine, JsonLinesHandler, _only_handler, configure, configure_from
 from tests.decision.conftest import wait_for
 
 FIELDS = {"request_id": "0" * 32, "method": "GET", "route": "/api/v1/applications/{applicationId}/authz/check",
@@ -218,6 +219,18 @@ def test_configure_writes_what_the_handler_it_replaces_kept(monkeypatch):
     logging.getLogger("iamgate.test.replaced").info("kept")
     configure("INFO")
     assert [e["message"] for e in lines(stream)] == ["kept"]
+
+
+@pytest.mark.parametrize("env, interval", [({}, 0.1), ({"IAMGATE_LOG_FLUSH_INTERVAL": "0"}, 0.0),
+                                           ({"IAMGATE_LOG_FLUSH_INTERVAL": "250"}, 0.25)])
+def test_the_services_configure_from_their_settings(monkeypatch, env, interval):
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    configure_from(Config.from_env(env={"IAMGATE_LOG_LEVEL": "warning", **env}))
+    (handler,) = root.handlers
+    assert type(handler) is JsonLinesHandler and handler.flush_interval == interval
+    assert root.level == logging.WARNING
 
 
 class CollectingHandler(logging.Handler):
