@@ -185,8 +185,8 @@ class MetricsMiddleware:
         values = self._children.get(key)
         if values is None:
             method, route, status = key
-            values = self._children[key] = _values(self.metrics.requests.labels(method, route, str(status)),
-                                                   self.metrics.latency.labels(method, route))
+            values = self._children[key] = _value_objects(self.metrics.requests.labels(method, route, str(status)),
+                                                          self.metrics.latency.labels(method, route))
         return values
 
     def _add(self, key: tuple, elapsed: float) -> None:
@@ -196,7 +196,7 @@ class MetricsMiddleware:
         buckets[bisect_left(BUCKETS_WITH_INF, elapsed)].inc(1)  # the first bucket whose bound >= elapsed
 
 
-def _values(counter, histogram) -> tuple:
+def _value_objects(counter, histogram) -> tuple:
     """What ``counter.inc()`` and ``histogram.observe(x)`` add to (prometheus_client's
     value objects, in memory or in this worker's multiprocess file), without the checks
     each call repeats: the counter's value, the histogram's sum and its buckets, one per

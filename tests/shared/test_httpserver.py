@@ -65,6 +65,17 @@ class Result:
         self.closed += 1
 
 
+def failing_app(chunks, results: list):
+    """An app whose plain-text result yields ``chunks`` and then raises; each result it
+    returns is appended to ``results``."""
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        results.append(Result(chunks, fail=True))
+        return results[-1]
+
+    return app
+
+
 # ---------------------------------------------------------------- server and client
 
 
@@ -377,22 +388,16 @@ def test_empty_chunked_body(echo):
 # ---------------------------------------------------------------- Connection header and versions
 
 
-def test_connection_close_from_the_client(echo):
+@pytest.mark.parametrize("headers, version", [
+    pytest.param(("Connection: close",), "HTTP/1.1", id="connection-close-from-the-client"),
+    pytest.param((), "HTTP/1.0", id="http-1.0-closes-by-default"),
+])
+def test_the_connection_closes_after_the_answer(echo, headers, version):
     client = echo.client()
-    client.send(request("GET", "/bye", "Connection: close"))
+    client.send(request("GET", "/bye", *headers, version=version))
     response = client.response()
     assert response.status == 200
-    assert response.json["PATH_INFO"] == "/bye"
-    assert response.header("Connection") == "close"
-    assert client.closed()
-
-
-def test_http_1_0_closes_by_default(echo):
-    client = echo.client()
-    client.send(request("GET", "/old", version="HTTP/1.0"))
-    response = client.response()
-    assert response.status == 200
-    assert response.json["SERVER_PROTOCOL"] == "HTTP/1.0"
+    assert (response.json["PATH_INFO"], response.json["SERVER_PROTOCOL"]) == ("/bye", version)
     assert response.header("Connection") == "close"
     assert client.closed()
 
@@ -668,14 +673,7 @@ def test_app_that_raises_is_500_and_logged(serve, caplog):
 def test_result_that_raises_before_its_first_chunk_is_500_and_closed(serve, caplog):
     """Nothing was sent yet (the head waits for the first non-empty chunk): a 500 can still be said."""
     results = []
-
-    def app(environ, start_response):
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        results.append(Result([b""], fail=True))
-        return results[-1]
-
-    server = serve(app)
-    client = server.client()
+    client = serve(failing_app([b""], results)).client()
     with caplog.at_level(logging.ERROR, logger="iamgate.httpserver"):
         client.send(request("GET", "/"))
         assert_envelope(client.response(), 500, "INTERNAL_ERROR")
@@ -1011,13 +1009,7 @@ def test_a_generator_of_only_empty_chunks_gets_content_length_zero(serve):
 
 def test_result_that_raises_after_its_first_chunk_ends_the_message_unfinished(serve, caplog):
     results = []
-
-    def app(environ, start_response):
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        results.append(Result([b"partial"], fail=True))
-        return results[-1]
-
-    client = serve(app).client()
+    client = serve(failing_app([b"partial"], results)).client()
     with caplog.at_level(logging.ERROR, logger="iamgate.httpserver"):
         client.send(request("GET", "/") + request("GET", "/never"))
         head = client.head()
