@@ -100,20 +100,26 @@ class GrantStore(Collection):
 
     name, indexes = "oidc_refresh_tokens", INDEXES
 
-    def rotate(self, client_id: str, presented: str, successor: str, now) -> dict | None:
-        """The atomic swap: when ``presented`` is the live token of a live grant of this
-        client, ``successor`` becomes the live one and ``presented`` the one rotated last
-        (the one before it joins ``spent_digests``)."""
-        live = {"client_id": client_id, "token_digest": presented, "revoked_at": None, "expires_at": {"$gt": now}}
-        before = self._docs.find_one(live, {"previous_digest": 1})
-        if before is None:
-            return None
+    @staticmethod
+    def _live(client_id: str, presented: str, now) -> dict:
+        return {"client_id": client_id, "token_digest": presented, "revoked_at": None, "expires_at": {"$gt": now}}
+
+    def live_by_token(self, client_id: str, presented: str, now) -> dict | None:
+        """The live grant of this client whose live token is ``presented``, unchanged: the
+        refresh grant checks the request against it before ``rotate``."""
+        return self._docs.find_one(self._live(client_id, presented, now))
+
+    def rotate(self, grant: dict, presented: str, successor: str, now) -> dict | None:
+        """The atomic swap: when ``presented`` is still the live token of ``grant`` (as
+        ``live_by_token`` read it), ``successor`` becomes the live one and ``presented``
+        the one rotated last (the one before it joins ``spent_digests``).  None when a
+        racing refresh or a revocation came first."""
         update = {"$set": {"token_digest": successor, "previous_digest": presented, "rotated_at": now,
                            "last_used_at": now}}
-        if before.get("previous_digest"):
-            update["$push"] = {"spent_digests": before["previous_digest"]}
-        return self._docs.find_one_and_update({**live, "_id": before["_id"]}, update,
-                                              return_document=ReturnDocument.AFTER)
+        if grant.get("previous_digest"):
+            update["$push"] = {"spent_digests": grant["previous_digest"]}
+        return self._docs.find_one_and_update({**self._live(grant["client_id"], presented, now), "_id": grant["_id"]},
+                                              update, return_document=ReturnDocument.AFTER)
 
     def by_token(self, token_digest: str) -> dict | None:
         """The grant whose live, rotated-last or spent token has this digest."""

@@ -137,22 +137,53 @@ class RefreshTokenGrant:
         mac = hmac.new(self._rotation_key, refresh_token.encode("utf-8"), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
 
-    def validate_token_request(self, client: dict, params: dict) -> tuple[dict, str]:
-        """RFC 6749 6: the grant the refresh token belongs to, rotated; (grant, successor)."""
+    def validate_token_request(self, client: dict, params: dict) -> tuple[dict, list, str]:
+        """RFC 6749 6: the grant the refresh token belongs to, rotated; (grant, scopes of
+        the new tokens, successor).
+
+        Everything that can refuse the request (the scope, the user) is checked before
+        the rotation: a refused request leaves the presented token live, so the client
+        can retry it (a retry of a rotated token outside the grace window would be
+        reuse and revoke the grant)."""
         _required(params, "refresh_token")
         presented, now = params["refresh_token"], self.clock()
         successor = self._successor(presented)
-        grant = self.grants.rotate(client["client_id"], digest(presented), digest(successor), now)
-        if grant is None:
-            grant = self._reuse_within_grace(client, digest(presented), digest(successor), now)
+        grant = self.grants.live_by_token(client["client_id"], digest(presented), now)
+        if grant is not None:
+            scopes, user = self._check(grant, params.get("scope"))
+            rotated = self.grants.rotate(grant, digest(presented), digest(successor), now)
+            if rotated is not None:
+                return {**rotated, "user": user}, scopes, successor
+        # Not the live token (any more: a racing refresh may have rotated it just now).
+        grant = self._reuse_within_grace(client, digest(presented), digest(successor), now)
+        scopes, user = self._check(grant, params.get("scope"))
+        self.grants.touch(grant["_id"], now)
+        return {**grant, "user": user}, scopes, successor
+
+    def _check(self, grant: dict, requested: str | None) -> tuple[list, dict]:
+        """(the scopes of the new tokens, the user): the scope narrowed as asked and the
+        user still active; a grant whose user is not active any more is revoked."""
+        scopes = self._narrowed(grant["scopes"], requested)
         user = self.users.get(grant["app_id"], grant["user_id"])
         if user is None or user.get("status") != "active":
             self.connections.revoke_grant(grant["_id"], "user_inactive")
             self.connections.failed(grant["app_id"], grant["user_id"], grant["client_id"], "user_inactive")
             raise InvalidGrant("The user is no longer active.")
-        return {**grant, "user": user}, successor
+        return scopes, user
+
+    @staticmethod
+    def _narrowed(granted, requested: str | None) -> list:
+        """RFC 6749 6: a refresh may ask for a subset of the scopes granted, never more."""
+        if not requested:
+            return list(granted)
+        scopes = list(dict.fromkeys(requested.split()))
+        if not set(scopes) <= set(granted) or "openid" not in scopes:
+            raise InvalidScope("The scope must be a subset of the granted scopes and include openid.")
+        return scopes
 
     def _reuse_within_grace(self, client: dict, presented: str, successor_digest: str, now) -> dict:
+        """The grant a non-live token may still refresh (the token rotated last, within
+        the grace window, whose successor is live); any other reuse revokes the grant."""
         grant = self.grants.by_token(presented)
         if grant is None or grant["client_id"] != client["client_id"]:
             raise InvalidGrant("The refresh token is invalid.")
@@ -162,7 +193,6 @@ class RefreshTokenGrant:
             raise InvalidGrant("The refresh token has expired.")
         if grant.get("previous_digest") == presented and grant.get("token_digest") == successor_digest \
                 and now < aware(grant["rotated_at"]) + seconds(self.reuse_grace):
-            self.grants.touch(grant["_id"], now)
             return grant
         self.connections.failed(grant["app_id"], grant["user_id"], grant["client_id"], "refresh_token_reused")
         self.connections.revoke_grant(grant["_id"], "refresh_token_reused")
@@ -193,20 +223,10 @@ class TokenEndpoint:
             grant, refresh_token = self.code_grant.create_token_response(client, code)
             scopes, nonce = grant["scopes"], grant["nonce"]
         else:
-            grant, refresh_token = self.refresh_grant.validate_token_request(client, params)
-            scopes, nonce = self._narrowed(grant["scopes"], params.get("scope")), None
+            grant, scopes, refresh_token = self.refresh_grant.validate_token_request(client, params)
+            nonce = None
             self.connections.refreshed(grant)
         return self._token_response(client, grant, refresh_token, scopes, nonce)
-
-    @staticmethod
-    def _narrowed(granted, requested: str | None) -> list:
-        """RFC 6749 6: a refresh may ask for a subset of the scopes granted, never more."""
-        if not requested:
-            return list(granted)
-        scopes = list(dict.fromkeys(requested.split()))
-        if not set(scopes) <= set(granted) or "openid" not in scopes:
-            raise InvalidScope("The scope must be a subset of the granted scopes and include openid.")
-        return scopes
 
     def _token_response(self, client, grant, refresh_token, scopes, nonce) -> dict:
         user = grant["user"]

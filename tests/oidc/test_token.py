@@ -174,3 +174,19 @@ def test_refresh_tokens_expire(refresh_grant, issue_tokens, clock, ctx, user_tok
     tokens = issue_tokens(user_token, rp_client)
     clock.advance(ctx.config.refresh_token_ttl + 1)
     assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"]), "invalid_grant")
+
+
+@pytest.mark.parametrize("scope", ["openid admin", "profile email", "openid offline_access"])
+def test_a_refused_scope_leaves_the_refresh_token_live(refresh_grant, issue_tokens, clock, ctx, user_token,
+                                                       rp_client, scope):
+    """RFC 6749 6: a refresh refused with invalid_scope changes nothing, so the client can
+    retry it (after the reuse grace window too) without the retry counting as reuse."""
+    tokens = issue_tokens(user_token, rp_client, scope="openid email")
+    assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"], scope=scope), "invalid_scope")
+    clock.advance(ctx.config.refresh_reuse_grace + 1)
+    retry = refresh_grant(rp_client, tokens["refresh_token"], scope="openid")
+    assert retry.status_code == 200, retry.text
+    assert retry.json["scope"] == "openid"
+    assert refresh_grant(rp_client, retry.json["refresh_token"]).status_code == 200  # the grant stands
+    assert events_of(ctx, "connection.failed") == [] and events_of(ctx, "connection.revoked") == []
+    assert len(events_of(ctx, "connection.refreshed")) == 2
