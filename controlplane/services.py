@@ -197,6 +197,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     oidc_clients = ClientService(ClientStore(store), clock)
     oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
     oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock)
+    events.listen(oidc_connections.apply_event)  # the per-worker copies of grant states
+    tailer.subscribe(oidc_connections.apply_event)
     oidc_tokens = OidcTokens(tokens, keys, clock, issuer=config.public_url, access_ttl=config.oidc_access_token_ttl)
     oidc_authorize = AuthorizeService(oidc_clients, oidc_codes, oidc_connections, clock)
     oidc_token = TokenEndpoint(
@@ -206,9 +208,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_store,
                                         clock=clock, secret_key=config.secret_key,
                                         reuse_grace=config.refresh_reuse_grace))
-    oidc_userinfo = UserInfo(oidc_tokens, user_store)
+    oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_store)
     oidc_revocation = Revocation(oidc_grants, oidc_connections)
-    oidc_introspection = Introspection(oidc_tokens, oidc_grants, user_store, clock)
+    oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_store, clock)
     oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections)
 
     # End users: sessions first (MFA verify and the login both start one), then the
@@ -219,7 +221,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
-    passwords = PasswordService(user_store, one_time_tokens, sessions, events, clock, hasher, password_guard,
+    passwords = PasswordService(user_store, one_time_tokens, sessions, oidc_connections, events, clock, hasher, password_guard,
                                 rate_limiter, mailer, public_url=config.public_url,
                                 reset_token_ttl=config.reset_token_ttl, rate_limit_forgot=config.rate_limit_forgot)
     email_verification = EmailVerificationService(user_store, one_time_tokens, clock, rate_limiter, mailer,
@@ -230,7 +232,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                        max_users_per_application=config.max_users_per_application,
                                        rate_limit_register=config.rate_limit_register,
                                        registration_rate_limit_max=config.registration_rate_limit_max)
-    user_admin = UserAdminService(user_store, sessions, events, clock)
+    user_admin = UserAdminService(user_store, sessions, oidc_connections, events, clock)
     mfa = MfaService(mfa_methods, BackupCodeStore(store), ChallengeStore(store), user_store, sessions,
                      passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)

@@ -2,11 +2,13 @@
 
 - The access token (RFC 9068, JWT profile for OAuth 2.0 access tokens) is an RS256 JWT
   with header ``typ: at+jwt`` and claims iss, sub, aud, iat, exp
-  (IAMGATE_OIDC_ACCESS_TOKEN_TTL), jti, client_id, scope, sid, auth_time and app_id (the
-  user's application, so the token keeps working after its client is deleted).  Its ``aud``
-  is the issuer (the resource it opens is this provider's userinfo), never an
-  application id: the V1 API requires ``aud`` = application id, so a token handed to a
-  relying party cannot act on the tenant API as the user.
+  (IAMGATE_OIDC_ACCESS_TOKEN_TTL), jti, client_id, scope, sid, auth_time, app_id (the
+  user's application, so the token keeps working after its client is deleted) and
+  grant_id (the refresh-token family it was issued under: userinfo and introspection
+  refuse it once that grant is revoked).  Its ``aud`` is the issuer (the resource it
+  opens is this provider's userinfo), never an application id: the V1 API requires
+  ``aud`` = application id, so a token handed to a relying party cannot act on the
+  tenant API as the user.
 - The ID token (OIDC Core 2, 3.1.3.6) carries iss, sub (the user id), aud (the
   client_id), exp, iat, auth_time, nonce (when the request had one), at_hash, sid, and
   by scope email/email_verified (email) and name/picture (profile).
@@ -70,12 +72,13 @@ class OidcTokens:
     def _now(self) -> int:
         return int(self.clock().timestamp())
 
-    def access_token(self, *, app_id: str, user_id: str, client_id: str, scopes, session_id: str | None, auth_time: int) -> str:
+    def access_token(self, *, app_id: str, user_id: str, client_id: str, scopes, session_id: str | None,
+                     auth_time: int, grant_id: str) -> str:
         now = self._now()
         return self.tokens.sign({
             "iss": self.issuer, "sub": user_id, "aud": self.issuer, "iat": now, "exp": now + self.access_ttl,
             "jti": new_id(), "client_id": client_id, "scope": " ".join(scopes), "sid": session_id,
-            "auth_time": auth_time, "app_id": app_id,
+            "auth_time": auth_time, "app_id": app_id, "grant_id": grant_id,
         }, headers={"typ": ACCESS_TOKEN_TYPE})
 
     def id_token(self, user: dict, *, client_id: str, scopes, auth_time: int, nonce: str | None, access_token: str,
@@ -94,7 +97,8 @@ class OidcTokens:
         """The claims of a live access token of ours; TokenRefused otherwise (an ID token
         or a V1 token has another ``aud`` and ``typ``)."""
         claims, header = self._decode(token, audience=self.issuer, verify_exp=True,
-                                      required=("iss", "sub", "aud", "iat", "exp", "client_id", "scope", "app_id"))
+                                      required=("iss", "sub", "aud", "iat", "exp", "client_id", "scope", "app_id",
+                                                "grant_id"))
         if header.get("typ") != ACCESS_TOKEN_TYPE:
             raise TokenRefused("not an access token")
         return claims

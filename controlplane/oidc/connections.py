@@ -15,7 +15,15 @@ user's or a session's grants, and the GDPR export.  It emits the connection even
   refresh_token_reused, consent_withdrawn, user_inactive);
 - ``connection.revoked`` {user_id, client_id, reason, grants_revoked} when grants of the
   connection are revoked (reason: revoked, consent_withdrawn, logout, code_reused,
-  refresh_token_reused, user_deleted).
+  refresh_token_reused, user_inactive, and for every grant of the user: password_reset,
+  sessions_revoked, suspended, user_deleted).
+
+An access token names its grant (``grant_id``); ``grant_is_live`` answers whether that
+grant still stands from a per-worker copy of its state (``controlplane.lookup_cache``),
+so userinfo and introspection refuse a revoked grant's tokens without a store read per
+request.  ``connection.revoked`` drops the copies of the connection's grants: in this
+process before the revoking request answers, in the others through the change-log
+tailer; every copy expires after ``GRANT_CACHE_TTL`` whatever happens.
 """
 from __future__ import annotations
 
@@ -23,10 +31,27 @@ from collections import Counter
 from dataclasses import dataclass
 
 from shared.ids import new_id
-from shared.timeutil import Clock, isoformat
+from shared.timeutil import Clock, aware, isoformat, seconds_of
 
 from controlplane.events import EventLog
+from controlplane.lookup_cache import LookupCache
 from controlplane.oidc.store import ConsentStore, GrantStore
+
+# How long a worker may answer from its copy of a grant's state: a revocation reaches
+# every worker through the change log (connection.revoked) well before.
+GRANT_CACHE_TTL = 2.0
+GRANT_CACHE_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class GrantState:
+    """A grant as an access token's check sees it; ``expires`` in POSIX seconds."""
+
+    app_id: str
+    user_id: str
+    client_id: str
+    revoked: bool
+    expires: float
 
 
 @dataclass(eq=False)
@@ -35,6 +60,10 @@ class ConnectionService:
     grants: GrantStore
     events: EventLog
     clock: Clock
+
+    def __post_init__(self):
+        self._seconds = seconds_of(self.clock)
+        self._states = LookupCache(ttl=GRANT_CACHE_TTL, maxsize=GRANT_CACHE_SIZE, timer=self._seconds)
 
     # ------------------------------------------------------------------ consent
 
@@ -61,16 +90,23 @@ class ConnectionService:
 
         Consents first: a code exchange racing this call either finds the consent gone
         (invalid_grant) or mints a token the sweep after it revokes."""
-        now = self.clock()
         client_ids = self.consents.live_clients(app_id, user_id)
-        withdrawn = self.consents.withdraw_all(app_id, user_id, now)
-        revoked = self._revoke(app_id, now, reason, user_id=user_id)
+        withdrawn = self.consents.withdraw_all(app_id, user_id, self.clock())
+        revoked = self.revoke_user(app_id, user_id, reason=reason)
         if withdrawn and reason == "consent_withdrawn":
             self.events.emit(app_id, "consent.withdrawn", {
                 "user_id": user_id, "client_ids": client_ids, "revoked_count": withdrawn,
-                "grants_revoked": sum(revoked.values()),
+                "grants_revoked": revoked,
             }, subject={"user_id": user_id})
-        return withdrawn, sum(revoked.values())
+        return withdrawn, revoked
+
+    def revoke_user(self, app_id: str, user_id: str, *, reason: str) -> int:
+        """Revoke every OIDC grant of the user (their refresh tokens stop at once, and
+        their access tokens at userinfo and introspection); how many were live.  What
+        ends a user's sign-ins calls it: a password reset, ``DELETE sessions``, a
+        suspension, a deletion.  Emits connection.revoked per client.  Consents stay:
+        the user signs in again without being asked."""
+        return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id).values())
 
     # ------------------------------------------------------------------ the connection's life
 
@@ -114,6 +150,31 @@ class ConnectionService:
         self.events.emit(app_id, "connection.revoked", {
             "user_id": user_id, "client_id": client_id, "reason": reason, "grants_revoked": count,
         }, subject={"user_id": user_id})
+
+    # ------------------------------------------------------------------ access tokens
+
+    def grant_is_live(self, app_id: str, grant_id: str) -> bool:
+        """The grant an access token names is of ``app_id``, unrevoked and unexpired
+        (through the per-worker copy; a grant the store no longer holds is not)."""
+        state = self._states.get(grant_id, lambda: self._load_state(grant_id))
+        return state is not None and state.app_id == app_id and not state.revoked and self._seconds() < state.expires
+
+    def _load_state(self, grant_id: str) -> GrantState | None:
+        grant = self.grants.state(grant_id)
+        if grant is None:
+            return None
+        return GrantState(grant["app_id"], grant["user_id"], grant["client_id"], grant.get("revoked_at") is not None,
+                          aware(grant["expires_at"]).timestamp())
+
+    def apply_event(self, event) -> None:
+        """Change-log consumer (this process's events and the tailer's): the copies of a
+        revoked connection's grants, or of a deleted application's, leave the cache."""
+        if event.type == "connection.revoked":
+            user_id, client_id = event.data.get("user_id"), event.data.get("client_id")
+            self._states.drop_where(lambda state: (state.app_id, state.user_id, state.client_id)
+                                    == (event.app_id, user_id, client_id))
+        elif event.type == "application.deleted":
+            self._states.drop_where(lambda state: state.app_id == event.app_id)
 
     # ------------------------------------------------------------------ GDPR export
 

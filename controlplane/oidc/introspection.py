@@ -4,7 +4,8 @@ The caller authenticates as a client (2.1); a failure is 401 ``invalid_client`` 
 A token is reported active only to the client it was issued to: any other answer would
 let one relying party learn about another's users (4, "the authorization server MAY
 respond differently to different protected resources").  Inactive tokens are answered
-``{"active": false}`` and nothing else (2.2).
+``{"active": false}`` and nothing else (2.2); an access token is inactive once the grant
+it was issued under is revoked, as its refresh token is.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from shared.ids import digest
 from shared.timeutil import Clock, aware
 
 from controlplane.oidc.claims import OidcTokens, TokenRefused
+from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import InvalidRequest
 from controlplane.oidc.store import GrantStore
 from controlplane.users.store import UserStore
@@ -24,6 +26,7 @@ INACTIVE = {"active": False}
 @dataclass(eq=False)
 class Introspection:
     tokens: OidcTokens
+    connections: ConnectionService
     grants: GrantStore
     users: UserStore
     clock: Clock
@@ -47,7 +50,9 @@ class Introspection:
             claims = self.tokens.verify_access_token(token)
         except TokenRefused:
             return None
-        if claims["client_id"] != client["client_id"] or not self._user_active(claims["app_id"], claims["sub"]):
+        if (claims["client_id"] != client["client_id"]
+                or not self.connections.grant_is_live(claims["app_id"], claims["grant_id"])
+                or not self._user_active(claims["app_id"], claims["sub"])):
             return dict(INACTIVE)
         return {"active": True, "token_type": "Bearer", "scope": claims["scope"], "client_id": claims["client_id"],
                 "sub": claims["sub"], "aud": claims["aud"], "iss": claims["iss"], "exp": claims["exp"],

@@ -3,8 +3,8 @@
 The client authenticates (2.1) as at the token endpoint; a failure is 401
 ``invalid_client`` (2.2.1 and RFC 6749 5.2).  A refresh token of the calling client
 revokes its whole grant (2.1: "the authorization server SHOULD also invalidate all
-access tokens based on the same authorization grant" -- our access tokens are
-self-contained and end with their one-hour lifetime).  Unknown tokens, other clients'
+access tokens based on the same authorization grant": userinfo and introspection refuse
+the access tokens naming the grant from then on).  Unknown tokens, other clients'
 tokens and access tokens are answered 200 and change nothing (2.2: "invalid tokens do
 not cause an error response", and the client learns nothing about other clients).
 """

@@ -121,6 +121,12 @@ class GrantStore(Collection):
         return self._docs.find_one_and_update({**self._live(grant["client_id"], presented, now), "_id": grant["_id"]},
                                               update, return_document=ReturnDocument.AFTER)
 
+    def state(self, grant_id: str) -> dict | None:
+        """What an access token's check needs of its grant: who it belongs to, whether it
+        was revoked and when it expires."""
+        return self._docs.find_one({"_id": grant_id},
+                                   {"app_id": 1, "user_id": 1, "client_id": 1, "revoked_at": 1, "expires_at": 1})
+
     def by_token(self, token_digest: str) -> dict | None:
         """The grant whose live, rotated-last or spent token has this digest."""
         return self._docs.find_one({"$or": [{"token_digest": token_digest}, {"previous_digest": token_digest},

@@ -3,7 +3,9 @@
 The access token comes in the Authorization header (RFC 6750 2.1) or, on POST, as the
 form parameter ``access_token`` (2.2).  Claims by scope (spec): sub (openid), email and
 email_verified (email), name and picture (profile).  A missing, expired or foreign
-token, or a user no longer active, is 401 ``invalid_token`` with ``WWW-Authenticate``.
+token, one whose grant was revoked (RFC 7009 2.1: the access tokens of a revoked grant
+should stop too), or a user no longer active, is 401 ``invalid_token`` with
+``WWW-Authenticate``.
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from controlplane.oidc.errors import InvalidRequest, InvalidToken
 
 
 class UserInfo:
-    def __init__(self, tokens, users):
+    def __init__(self, tokens, connections, users):
         self._tokens = tokens
+        self._connections = connections
         self._users = users
 
     def claims(self, header_token: str | None, body_token: str | None = None) -> dict:
@@ -27,6 +30,8 @@ class UserInfo:
             claims = self._tokens.verify_access_token(token)
         except TokenRefused:
             raise InvalidToken() from None
+        if not self._connections.grant_is_live(claims["app_id"], claims["grant_id"]):
+            raise InvalidToken("The grant of this token was revoked.")
         user = self._users.get(claims["app_id"], claims["sub"])
         if user is None or user.get("status") != "active":
             raise InvalidToken("The user of this token is no longer active.")

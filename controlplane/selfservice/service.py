@@ -147,10 +147,13 @@ class SelfService:
             raise SessionNotFound(session_id)
 
     def revoke_all_sessions(self, app_id: str, user_id: str) -> int:
-        """Revoke every session of the user, the calling one included; the number revoked.
-        404 USER_NOT_FOUND."""
+        """Revoke every session of the user, the calling one included, and every OIDC
+        grant (a relying party's sign-in is a session too); the number of sessions
+        revoked.  404 USER_NOT_FOUND."""
         self._require_user(app_id, user_id)
-        return self._sessions.revoke_user(app_id, user_id, reason="revoked_by_user")
+        revoked = self._sessions.revoke_user(app_id, user_id, reason="revoked_by_user")
+        self._oauth_connections.revoke_user(app_id, user_id, reason="sessions_revoked")
+        return revoked
 
     # ------------------------------------------------------------------ GDPR export
 

@@ -2,7 +2,8 @@
 spec's dashboard "end users" operations and the suspended state of its states table).
 
 A suspension takes effect at once: the auth middleware reads the user's status on every
-request, the user's sessions are revoked, and login answers 403 AUTH_ACCOUNT_SUSPENDED.
+request, the user's sessions and OIDC grants are revoked (an unsuspended user signs in
+anew, and so do the relying parties), and login answers 403 AUTH_ACCOUNT_SUSPENDED.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from shared.timeutil import Clock
 
 from controlplane.events import EventLog
+from controlplane.oidc.connections import ConnectionService
 from controlplane.users.errors import UserNotFound
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import UserStore
@@ -20,6 +22,7 @@ from controlplane.users.store import UserStore
 class UserAdminService:
     users: UserStore
     sessions: SessionService
+    oauth_connections: ConnectionService
     events: EventLog
     clock: Clock
 
@@ -32,15 +35,16 @@ class UserAdminService:
 
     def suspend(self, app_id: str, user_id: str) -> dict:
         """Suspend: the user's tokens stop at once (status is checked live), its sessions
-        are revoked, login answers 403 AUTH_ACCOUNT_SUSPENDED.  Idempotent."""
+        and OIDC grants are revoked, login answers 403 AUTH_ACCOUNT_SUSPENDED.  Idempotent."""
         now = self.clock()
         user = self.users.update(app_id, user_id, {"status": "suspended", "suspended_at": now, "updated_at": now},
                                  when={"status": "active"})
         if user is None:
             return self._unchanged(app_id, user_id)
-        # Status first, then sessions: a crash in between leaves sessions whose refresh
-        # is refused (and revoked) because the user is not active.
+        # Status first, then sessions and grants: a crash in between leaves sessions and
+        # grants whose refresh is refused (and revoked) because the user is not active.
         self.sessions.revoke_user(app_id, user_id, reason="suspended", now=now)
+        self.oauth_connections.revoke_user(app_id, user_id, reason="suspended")
         self.events.emit(app_id, "user.suspended", {"user_id": user_id}, subject={"user_id": user_id},
                          user_ids=[user_id])
         return user

@@ -18,6 +18,7 @@ from shared.timeutil import Clock, aware
 from controlplane.events import EventLog
 from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
+from controlplane.oidc.connections import ConnectionService
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
 from controlplane.ratelimit import RateLimiter
 from controlplane.users import emails
@@ -32,6 +33,7 @@ class PasswordService:
     users: UserStore
     one_time_tokens: OneTimeTokenStore
     sessions: SessionService
+    oauth_connections: ConnectionService
     events: EventLog
     clock: Clock
     hasher: PasswordHasher
@@ -85,8 +87,10 @@ class PasswordService:
     def reset(self, app: dict, *, token: str, email: str, password: str) -> None:
         """Set a new password with a reset token.  400 AUTH_INVALID_RESET_TOKEN (unknown,
         used, or another email's), 410 AUTH_RESET_TOKEN_EXPIRED, 422
-        VALIDATION_PASSWORD_TOO_WEAK.  Revokes every session, lifts a login lock and
-        marks the email verified (the link proved the mailbox)."""
+        VALIDATION_PASSWORD_TOO_WEAK.  Revokes every session and every OIDC grant (a
+        reset is how an account is taken back: nothing the old password let someone
+        obtain keeps working), lifts a login lock and marks the email verified (the
+        link proved the mailbox)."""
         app_id, now = app["_id"], self.clock()
         token_digest = digest(token)
         record = self.one_time_tokens.get(app_id, token_digest, RESET)
@@ -108,5 +112,6 @@ class PasswordService:
                                                 "updated_at": now})
         self.one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)
         self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
+        self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
         self.password_guard.lift(app_id, email)  # the mailbox owner lifts a lock
         self.events.emit(app_id, "user.password_reset", {"user_id": user["_id"]}, subject={"user_id": user["_id"]})

@@ -35,6 +35,8 @@ def test_the_token_response_and_the_access_token_claims(exchange, ctx, user_toke
     assert id_claims["aud"] == rp_client["client_id"] and id_claims["nonce"] == "nonce-1"
     assert id_claims["sid"] == claims["sid"]
     assert body["refresh_token"] not in str(list(ctx.store["oidc_refresh_tokens"].find()))
+    grant = ctx.store["oidc_refresh_tokens"].find_one({"_id": claims["grant_id"]})  # the token names its grant
+    assert grant["client_id"] == rp_client["client_id"] and grant["user_id"] == user_token.user["id"]
 
 
 def test_the_oidc_access_token_does_not_open_the_v1_api(client, application, exchange, rp_client, user_token,
