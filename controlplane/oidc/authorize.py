@@ -25,6 +25,7 @@ from controlplane.oidc.clients import ClientService
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError,
                                       UnsupportedResponseType)
+from controlplane.oidc.schemas import redirect_uri_problem
 from controlplane.oidc.store import CodeStore
 
 # Scopes the provider knows (discovery's scopes_supported).  offline_access is accepted
@@ -82,7 +83,8 @@ class AuthorizeService:
         """Check an authorization request (RFC 6749 4.1.1, OIDC Core 3.1.2.2).
 
         Answered directly: invalid_request (client_id or redirect_uri missing or repeated,
-        redirect_uri not registered for the client), invalid_client (unknown or inactive).
+        redirect_uri not registered for the client, or registered but not a usable
+        redirect URI), invalid_client (unknown or inactive).
         On the redirect URI: unsupported_response_type, invalid_scope (openid missing, an
         unsupported scope or one the client may not ask for), invalid_request (PKCE
         missing, plain, or malformed; a bad nonce, state or prompt)."""
@@ -98,6 +100,10 @@ class AuthorizeService:
         # RFC 6749 3.1.2.3 / OIDC Core 3.1.2.1: simple string comparison with a registered URI.
         if redirect_uri not in (client.get("redirect_uris") or ()):
             raise InvalidRequest("redirect_uri is not registered for this client.")
+        # One registered before the registration rules refused such URIs: never a target.
+        problem = redirect_uri_problem(redirect_uri)
+        if problem is not None:
+            raise InvalidRequest(f"The registered redirect_uri is not usable ({problem}); update the client.")
 
         try:
             state = _single(params, "state")

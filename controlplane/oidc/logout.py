@@ -5,7 +5,8 @@
   (section 4: the hint may be presented after expiry); ``alg: none``, HS256 or a
   foreign signature are refused with 400 invalid_request, before anything changes.
 - ``post_logout_redirect_uri`` is honoured only when it is registered on the hinted
-  client (exact string); otherwise the logged-out page is shown.  ``state`` is passed
+  client (exact string) and passes the registration rules (one stored before them may
+  not); otherwise the logged-out page is shown.  ``state`` is passed
   back on the redirect.
 - The OIDC refresh tokens of the session named by the hint's ``sid`` are revoked
   (``connection.revoked`` with reason logout).
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from controlplane.oidc.claims import TokenRefused
 from controlplane.oidc.errors import InvalidRequest
+from controlplane.oidc.schemas import redirect_uri_problem
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Logout:
             raise InvalidRequest("id_token_hint names an unknown client.")
         if claims.get("sid"):
             self._connections.revoke_session(client["app_id"], claims["sub"], claims["sid"])
-        registered = post_logout_uri is not None and post_logout_uri in (client.get("post_logout_redirect_uris") or ())
+        registered = (post_logout_uri is not None and post_logout_uri in (client.get("post_logout_redirect_uris") or ())
+                      and redirect_uri_problem(post_logout_uri) is None)
         return LogoutResult(post_logout_uri if registered else None, state if registered else None,
                             client["app_id"], client)

@@ -44,8 +44,9 @@ class Clients(ManagedCollection):
         "GET": op("List the application's OIDC clients", response=schemas.CLIENT_LIST, errors=[PermissionMissing]),
         "POST": op("Register an OIDC client", body=schemas.CREATE_CLIENT, ok=201, response=schemas.CLIENT_WITH_SECRET,
                    description="client_secret is returned only here (sent with Cache-Control: no-store) and stored "
-                               "hashed. Redirect URIs are absolute https URLs without fragment; http is allowed for "
-                               "localhost and 127.0.0.1.",
+                               "hashed. Redirect URIs are absolute https URLs of printable ASCII without fragment or "
+                               "user information, whose host is a DNS name (an IDN in punycode) or an IP address "
+                               "and whose port is 1 to 65535; http is allowed for localhost and 127.0.0.1.",
                    errors=[ValidationFailed, PermissionMissing]),
     }
 

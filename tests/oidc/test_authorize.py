@@ -93,3 +93,13 @@ def test_an_api_key_is_not_a_user(authorize, application, api_key, rp_client):
 def test_a_suspended_users_token_is_refused(authorize, ctx, application, user_token, rp_client):
     ctx.user_admin.suspend(application["_id"], user_token.user["id"])
     assert_oauth_error(authorize(user_token, rp_client), "invalid_token", status=401)
+
+
+@pytest.mark.parametrize("uri", ["https://rp_app.example.com/cb", "https://bücher.example/cb",
+                                 "https://rp.example.com:99999/cb"])
+def test_an_unusable_redirect_uri_stored_before_the_rules_is_refused(authorize, ctx, user_token, rp_client, uri):
+    """A client registered before registration refused such URIs: 400, never a code for it."""
+    ctx.store["oidc_clients"].update_one({"_id": rp_client["id"]}, {"$set": {"redirect_uris": [uri]}})
+    body = assert_oauth_error(authorize(user_token, rp_client, redirect_uri=uri), "invalid_request")
+    assert "update the client" in body["error_description"]
+    assert ctx.store["oidc_codes"].count_documents({}) == 0

@@ -88,3 +88,42 @@ def test_delete_answers_204_and_issued_tokens_stay_valid(client, application, ma
                                         headers=bearer(manager_key)), 404, "OIDC_CLIENT_NOT_FOUND")
     info = client.simulate_get("/oidc/userinfo", headers=bearer(tokens["access_token"]))
     assert info.status_code == 200 and info.json["sub"] == user_token.user["id"]
+
+
+# Hosts and ports a browser cannot be sent to, and that the hosted login's form-action
+# (the origin of the redirect URI) cannot be written for.
+UNUSABLE_REDIRECT_URIS = [
+    "https://rp_app.example.com/cb",  # '_' is not a host-name character
+    "https://bücher.example/cb",  # an IDN is accepted in punycode only
+    "https://rp.example.com:99999/cb",
+    "https://rp.example.com:0/cb",
+    "https://rp.example.com:http/cb",
+    "https://-rp.example.com/cb",
+    "https://rp..example.com/cb",
+    "https://[not-an-ip]/cb",  # urlsplit itself raises on it
+    "https://rp.example.com/caf\u00e9",  # not ASCII: percent-encode it
+    "https://rp.example.com/a\x00b",
+]
+
+
+@pytest.mark.parametrize("field", ["redirect_uris", "post_logout_redirect_uris"])
+@pytest.mark.parametrize("uri", UNUSABLE_REDIRECT_URIS)
+def test_unusable_hosts_and_ports_are_refused(client, application, manager_key, oidc_client, field, uri):
+    body = {"name": "x", "redirect_uris": [REDIRECT_URI], field: [REDIRECT_URI, uri]}
+    error = assert_error(client.simulate_post(clients_url(application), json=body, headers=bearer(manager_key)),
+                         400, "VALIDATION_INVALID_FORMAT")
+    assert field in error["details"]["fields"]
+    created = oidc_client(application)
+    update = client.simulate_put(clients_url(application, f"/{created['id']}"), json={field: [uri]},
+                                 headers=bearer(manager_key))
+    assert field in assert_error(update, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]
+
+
+@pytest.mark.parametrize("uri", ["https://xn--bcher-kva.example/cb", "https://rp.example.com:65535/cb",
+                                 "https://rp-1.example.com:8443/cb?x=1", "https://[2001:db8::1]/cb",
+                                 "https://203.0.113.7/cb", "http://localhost:3000/cb", "https://rp.example.com/caf%C3%A9"])
+def test_usable_hosts_and_ports_are_accepted(client, application, manager_key, uri):
+    response = client.simulate_post(clients_url(application), json={"name": "x", "redirect_uris": [uri]},
+                                    headers=bearer(manager_key))
+    assert response.status_code == 201, response.text
+    assert response.json["data"]["redirect_uris"] == [uri]

@@ -422,6 +422,18 @@ def test_a_client_deactivated_during_the_login_stops_it(client, manager_key, hos
     assert_page(response, "This sign-in link is not valid", 400)
 
 
+@pytest.mark.parametrize("uri", ["https://rp_app.example.com/cb", "https://bücher.example/cb",
+                                 "https://rp.example.com:99999/cb"])
+@pytest.mark.parametrize("change", [{}, {"scope": "email"}, {"prompt": "none"}])
+def test_an_unusable_redirect_uri_stored_before_the_rules_is_an_error_page(ctx, browser, rp, person, uri, change):
+    """Such a URI has no origin for the page's form-action: it used to be a 500. It is not
+    known good either, so nothing is redirected to it, whatever the later error."""
+    ctx.store["oidc_clients"].update_one({"_id": rp["id"]}, {"$set": {"redirect_uris": [uri]}})
+    response = browser.get(authorize_url(rp, redirect_uri=uri, **change))
+    assert_page(response, "This sign-in link is not valid", 400)
+    assert "update the client" in response.text
+
+
 @pytest.mark.parametrize("change, error", [
     ({"scope": "email"}, "invalid_scope"),
     ({"code_challenge_method": "plain"}, "invalid_request"),

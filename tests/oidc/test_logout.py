@@ -55,6 +55,13 @@ def test_open_redirect_through_post_logout_redirect_uri(client, application, oid
     assert other["post_logout_redirect_uris"] == ["https://other.example.com/bye"]
 
 
+@pytest.mark.parametrize("uri", ["https://rp_app.example.com/bye", "https://rp.example.com:99999/bye"])
+def test_an_unusable_uri_stored_before_the_rules_is_not_followed(client, ctx, rp_client, tokens, uri):
+    ctx.store["oidc_clients"].update_one({"_id": rp_client["id"]}, {"$set": {"post_logout_redirect_uris": [uri]}})
+    response = logout(client, id_token_hint=tokens["id_token"], post_logout_redirect_uri=uri, state="s")
+    assert response.status_code == 200 and "signed out" in response.text
+
+
 def _forged(tokens, alg: str, key) -> str:
     claims = jwt.decode(tokens["id_token"], options={"verify_signature": False})
     header = jwt.get_unverified_header(tokens["id_token"])
