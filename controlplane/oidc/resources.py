@@ -403,7 +403,9 @@ class UserInfo(Resource):
     accepted_media_types = wire.FORM_JSON_OR_EMPTY
     _doc = op("UserInfo endpoint (OIDC Core 5.3)",
               description="Bearer: an OIDC access token. Claims by scope: sub; email, email_verified (email); "
-                          "name, picture (profile). 401 answers carry WWW-Authenticate (RFC 6750).",
+                          "name, picture (profile). A token whose grant was revoked (RFC 7009, logout, a password "
+                          "reset, DELETE sessions, suspension, deletion) is 401 invalid_token. 401 answers carry "
+                          "WWW-Authenticate (RFC 6750).",
               response=_OBJECT, wrapped=False, errors=[InvalidRequest, InvalidToken])
     docs = {"GET": _doc, "POST": _doc}
 
@@ -434,8 +436,9 @@ class _ClientAuthenticated(Resource):
 class Revoke(_ClientAuthenticated):
     docs = {"POST": op(
         "Token revocation (RFC 7009)",
-        description="Client-authenticated. A refresh token revokes its grant; unknown tokens, access tokens and "
-                    "other clients' tokens are answered 200 and change nothing.",
+        description="Client-authenticated. A refresh token revokes its grant (whose access tokens userinfo and "
+                    "introspection refuse from then on); unknown tokens, access tokens and other clients' tokens "
+                    "are answered 200 and change nothing.",
         errors=[InvalidRequest, UnauthenticatedClient],
     )}
 
@@ -450,7 +453,8 @@ class Revoke(_ClientAuthenticated):
 class Introspect(_ClientAuthenticated):
     docs = {"POST": op(
         "Token introspection (RFC 7662)",
-        description="Client-authenticated. Tokens are reported active only to the client they were issued to.",
+        description="Client-authenticated. Tokens are reported active only to the client they were issued to; an "
+                    "access token is inactive once its grant is revoked.",
         response=_OBJECT, wrapped=False, errors=[InvalidRequest, UnauthenticatedClient],
     )}
 

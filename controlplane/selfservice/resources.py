@@ -105,7 +105,9 @@ class Sessions(_SelfServiceResource):
                   response=schemas.SESSION_LIST, errors=_OWNER_ERRORS),
         "DELETE": op("Revoke every session of the user",
                      description="The calling session included: every refresh token stops working; access tokens "
-                                 "stay valid until they expire.",
+                                 "stay valid until they expire. Every OIDC grant of the user is revoked too (its "
+                                 "refresh tokens stop, its access tokens at userinfo and introspection). "
+                                 "revoked_count counts the sessions.",
                      response=schemas.REVOKED, errors=_OWNER_ERRORS),
     }
 

@@ -180,7 +180,7 @@ class ResetPassword(Resource):
     password_work = ("POST",)
     docs = {"POST": op(
         "Set a new password with a reset token",
-        description="Single use. Revokes every session of the user and lifts a login lock.",
+        description="Single use. Revokes every session and every OIDC grant of the user and lifts a login lock.",
         body=schemas.RESET_PASSWORD, response=schemas.MESSAGE,
         errors=[ValidationFailed, InvalidResetToken, ResetTokenExpired, PasswordTooWeak],
     )}
@@ -272,8 +272,8 @@ class SuspendUser(Resource):
     access = {"POST": DASHBOARD}
     docs = {"POST": op(
         "Suspend an end user",
-        description="The user's access tokens stop working at once, its sessions are revoked and login answers "
-                    "403 AUTH_ACCOUNT_SUSPENDED. Idempotent. Owners and admins only.",
+        description="The user's access tokens stop working at once, its sessions and OIDC grants are revoked and "
+                    "login answers 403 AUTH_ACCOUNT_SUSPENDED. Idempotent. Owners and admins only.",
         response=schemas.ADMIN_USER, errors=_ADMIN_STATUS_ERRORS,
     )}
 
