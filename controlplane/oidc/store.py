@@ -106,8 +106,9 @@ class GrantStore(Collection):
 
     def live_by_token(self, client_id: str, presented: str, now) -> dict | None:
         """The live grant of this client whose live token is ``presented``, unchanged: the
-        refresh grant checks the request against it before ``rotate``."""
-        return self._docs.find_one(self._live(client_id, presented, now))
+        refresh grant checks the request against it before ``rotate``.  Without
+        ``spent_digests``, which grows by one a rotation and nothing here reads."""
+        return self._docs.find_one(self._live(client_id, presented, now), {"spent_digests": 0})
 
     def rotate(self, grant: dict, presented: str, successor: str, now) -> dict | None:
         """The atomic swap: when ``presented`` is still the live token of ``grant`` (as
