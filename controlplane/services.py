@@ -221,8 +221,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
-    passwords = PasswordService(user_store, one_time_tokens, sessions, oidc_connections, events, clock, hasher, password_guard,
-                                rate_limiter, mailer, public_url=config.public_url,
+    passwords = PasswordService(user_store, one_time_tokens, sessions, oidc_connections, events, clock, hasher,
+                                password_guard, rate_limiter, mailer, public_url=config.public_url,
                                 reset_token_ttl=config.reset_token_ttl, rate_limit_forgot=config.rate_limit_forgot)
     email_verification = EmailVerificationService(user_store, one_time_tokens, clock, rate_limiter, mailer,
                                                   public_url=config.public_url,

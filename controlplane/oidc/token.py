@@ -230,9 +230,10 @@ class TokenEndpoint:
 
     def _token_response(self, client, grant, refresh_token, scopes, nonce) -> dict:
         user = grant["user"]
-        access_token = self.tokens.access_token(app_id=grant["app_id"], user_id=user["_id"], client_id=client["client_id"],
-                                                scopes=scopes, session_id=grant.get("session_id"),
-                                                auth_time=grant["auth_time"], grant_id=grant["_id"])
+        access_token = self.tokens.access_token(app_id=grant["app_id"], user_id=user["_id"],
+                                                client_id=client["client_id"], scopes=scopes,
+                                                session_id=grant.get("session_id"), auth_time=grant["auth_time"],
+                                                grant_id=grant["_id"])
         id_token = self.tokens.id_token(user, client_id=client["client_id"], scopes=scopes,
                                         auth_time=grant["auth_time"], nonce=nonce, access_token=access_token,
                                         session_id=grant.get("session_id"))

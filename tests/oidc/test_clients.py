@@ -121,7 +121,8 @@ def test_unusable_hosts_and_ports_are_refused(client, application, manager_key, 
 
 @pytest.mark.parametrize("uri", ["https://xn--bcher-kva.example/cb", "https://rp.example.com:65535/cb",
                                  "https://rp-1.example.com:8443/cb?x=1", "https://[2001:db8::1]/cb",
-                                 "https://203.0.113.7/cb", "http://localhost:3000/cb", "https://rp.example.com/caf%C3%A9"])
+                                 "https://203.0.113.7/cb", "http://localhost:3000/cb",
+                                 "https://rp.example.com/caf%C3%A9"])
 def test_usable_hosts_and_ports_are_accepted(client, application, manager_key, uri):
     response = client.simulate_post(clients_url(application), json={"name": "x", "redirect_uris": [uri]},
                                     headers=bearer(manager_key))

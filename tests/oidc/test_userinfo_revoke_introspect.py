@@ -74,6 +74,12 @@ def test_revoking_a_refresh_token_revokes_the_grant(client, ctx, refresh_grant, 
                                     headers={**FORM, **basic(rp_client)})
     assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
     assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"]), "invalid_grant")
+    # RFC 7009 2.1: the access tokens of the grant stop too.
+    assert_oauth_error(client.simulate_get("/oidc/userinfo", headers=bearer(tokens["access_token"])),
+                       "invalid_token", status=401)
+    introspected = client.simulate_post("/oidc/introspect", json={"token": tokens["access_token"]},
+                                        headers=basic(rp_client))
+    assert introspected.json == {"active": False}
     revoked = events_of(ctx, "connection.revoked")
     assert [e["data"]["reason"] for e in revoked] == ["revoked"]
     # Revoking again, an unknown token, or an access token: 200, nothing changes.
