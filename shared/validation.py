@@ -155,7 +155,10 @@ class Url(String):
 
     def clean(self, value):
         value = super().clean(value)
-        parts = urlsplit(value)
+        try:
+            parts = urlsplit(value)
+        except ValueError:  # a bracketed host that is no IP address
+            raise Invalid(f"must be a valid {' or '.join(self.schemes)} URL") from None
         if parts.scheme not in self.schemes or not parts.hostname:
             raise Invalid(f"must be a valid {' or '.join(self.schemes)} URL")
         if any(c.isspace() for c in value):

@@ -119,6 +119,13 @@ def test_unusable_hosts_and_ports_are_refused(client, application, manager_key, 
     assert field in assert_error(update, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]
 
 
+def test_a_logo_url_with_a_bracketed_host_that_is_no_ip_is_refused(client, application, manager_key):
+    body = {"name": "x", "redirect_uris": [REDIRECT_URI], "logo_url": "https://[not-an-ip]/logo.png"}
+    error = assert_error(client.simulate_post(clients_url(application), json=body, headers=bearer(manager_key)),
+                         400, "VALIDATION_INVALID_FORMAT")
+    assert "logo_url" in error["details"]["fields"]
+
+
 @pytest.mark.parametrize("uri", ["https://xn--bcher-kva.example/cb", "https://rp.example.com:65535/cb",
                                  "https://rp-1.example.com:8443/cb?x=1", "https://[2001:db8::1]/cb",
                                  "https://203.0.113.7/cb", "http://localhost:3000/cb",
