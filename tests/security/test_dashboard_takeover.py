@@ -300,3 +300,41 @@ def test_members_added_after_the_claim_stay_through_later_resets(client, ctx, ma
     assert _key_works(client, app["id"], key)
     members = colleague.get(f"/api/dashboard/organizations/{org}/members").json["data"]
     assert sorted(m["email"] for m in members) == sorted([VICTIM, colleague.email])
+
+
+def test_an_interrupted_claim_leaves_the_account_writing_nothing_and_the_next_link_finishes(
+        client, ctx, make_dashboard_account, mails, monkeypatch):
+    squatter, mallory, accomplice, app, keys, _ = _plant(client, ctx, make_dashboard_account, monkeypatch)
+    org = squatter.organization_id
+    store = ctx.dashboard.store
+    removals = []
+
+    def crash_after_one(organization_id, account_id):
+        if removals:
+            raise RuntimeError("the control plane died here")
+        removals.append(account_id)
+        return type(store).remove_member(store, organization_id, account_id)
+
+    with monkeypatch.context() as crashing:
+        crashing.setattr(store, "remove_member", crash_after_one, raising=False)
+        mails.clear()
+        assert _register(client, VICTIM, password="Alice-Real-Pass-7", name="Alice").status_code == 409
+        r = client.simulate_post("/api/dashboard/password/reset",
+                                 json={"token": mails[-1].token, "password": "Alice-Real-Pass-7"})
+        assert r.status_code == 500
+    assert removals == [accomplice.id]  # the deepest grant first: Mallory's stays reachable
+    assert [who for who, key in keys.items() if _key_works(client, app["id"], key)] == []
+
+    alice = _signed_in(client, VICTIM, "Alice-Real-Pass-7", squatter.id)
+    assert alice.get("/api/dashboard/me").json["data"]["email_verified"] is False
+    _unverified(alice.post("/api/dashboard/organizations", json={"name": "Corp"}))
+
+    mails.clear()
+    assert client.simulate_post("/api/dashboard/password/forgot", json={"email": VICTIM}).status_code == 200
+    r = client.simulate_post("/api/dashboard/password/reset",
+                             json={"token": mails[-1].token, "password": "Alice-Real-Pass-7"})
+    assert r.status_code == 200, r.text
+    alice = _signed_in(client, VICTIM, "Alice-Real-Pass-7", squatter.id)
+    assert mallory.get(f"/api/dashboard/applications/{app['id']}").status_code == 404
+    members = alice.get(f"/api/dashboard/organizations/{org}/members").json["data"]
+    assert [(m["email"], m["role"]) for m in members] == [(VICTIM, "owner")]
