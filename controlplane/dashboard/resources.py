@@ -25,7 +25,8 @@ from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, AlreadyMember,
                                            ApplicationLimitReached, ApplicationNotAccessible,
-                                           DashboardEmailUnverified, EmailTaken, InvalidCredentials, LastOwner, MemberNotFound, NotAMember,
+                                           DashboardEmailUnverified, EmailTaken, InvalidCredentials, LastOwner,
+                                           MemberNotFound, NotAMember,
                                            OrganizationIdInvalid, OrganizationNotFound, OrganizationRequired,
                                            OwnerRequired, RoleCannotWrite, VerificationRequestsLimited)
 from controlplane.dashboard.service import (DashboardService, serialize_account, serialize_account_status,
