@@ -87,12 +87,11 @@ class ApiKeyService:
         if not is_uuid(key_id) or not self._revoke(app_id, key_id):
             raise ApiKeyNotFound(key_id)
 
-    def revoke_created_by(self, account_ids, app_ids=None) -> int:
+    def revoke_created_by(self, account_ids, app_ids=None) -> None:
         """Revoke every live key minted by these dashboard accounts (only on these
-        applications, when given), each as ``revoke`` does, so every cache drops it;
-        returns how many."""
-        return sum(self._revoke(key["app_id"], key["_id"])
-                   for key in self.store.active_created_by(list(account_ids), app_ids))
+        applications, when given), each as ``revoke`` does, so every cache drops it."""
+        for key in self.store.active_created_by(list(account_ids), app_ids):
+            self._revoke(key["app_id"], key["_id"])
 
     def _revoke(self, app_id: str, key_id: str) -> bool:
         """False when the key is unknown or revoked already; api_keys.changed tells
