@@ -33,6 +33,7 @@ import requests
 
 from shared.concurrency import BACKGROUND_NICENESS, _background_priority
 from tests.e2e.conftest import start_stack
+from tests.e2e.processes import sign_up
 
 PASSWORD = "Bench-Marked-2024"
 HEALTH_INTERVAL = 0.02
@@ -50,13 +51,10 @@ def _ms(seconds):
     return f"{seconds * 1000:.1f}"
 
 
-def setup_application(base: str, users: int) -> tuple[str, list[str]]:
-    """A dashboard account, its application and ``users`` end users; returns (app id, emails)."""
-    dashboard = requests.Session()
-    account = {"email": "bench@example.com", "password": PASSWORD, "name": "Bench"}
-    dashboard.post(f"{base}/api/dashboard/register", json=account).raise_for_status()
-    dashboard.post(f"{base}/api/dashboard/login",
-                   json={"email": account["email"], "password": PASSWORD}).raise_for_status()
+def setup_application(base: str, users: int) -> tuple[str, list[str], requests.Session]:
+    """A dashboard account, its application and ``users`` end users; returns (app id,
+    emails, the account's dashboard session)."""
+    dashboard = sign_up(base, "Bench")
     created = dashboard.post(f"{base}/api/dashboard/applications", json={"name": "Login load"})
     created.raise_for_status()
     app_id = created.json()["data"]["id"]
@@ -64,7 +62,7 @@ def setup_application(base: str, users: int) -> tuple[str, list[str]]:
     for email in emails:
         requests.post(f"{base}/api/v1/applications/{app_id}/users/register",
                       json={"email": email, "password": PASSWORD, "name": "Load User"}).raise_for_status()
-    return app_id, emails
+    return app_id, emails, dashboard
 
 
 def time_health(base: str, seconds: float, results) -> None:
@@ -158,7 +156,7 @@ def run(duration: float, concurrency: int, rounds: int) -> dict:
             base = stack.control_url
             # One user per loop: 20 people signing in at once (one email allows only
             # IAMGATE_LOCKOUT_THRESHOLD password checks in flight).
-            app_id, emails = setup_application(base, concurrency)
+            app_id, emails, _ = setup_application(base, concurrency)
             idle = HealthProbe(base, 3).samples()
             baseline = bcrypt_baseline(rounds)
 

@@ -47,10 +47,7 @@ def _pkce() -> tuple[str, str]:
 
 
 def setup(base: str) -> dict:
-    app_id, (email,) = setup_application(base, 1)
-    dashboard = requests.Session()
-    dashboard.post(f"{base}/api/dashboard/login",
-                   json={"email": "bench@example.com", "password": PASSWORD}).raise_for_status()
+    app_id, (email,), dashboard = setup_application(base, 1)
     created = dashboard.post(f"{base}/api/dashboard/applications/{app_id}/api-keys",
                              json={"name": "bench", "permissions": ["oidc:manage"]})
     created.raise_for_status()

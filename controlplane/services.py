@@ -157,8 +157,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_access = DashboardAccess(store, applications)
     dashboard = DashboardService(
         DashboardStore(store), clock=clock, hasher=hasher, password_guard=password_guard, rate_limiter=rate_limiter,
-        sessions=dashboard_sessions, access=dashboard_access, applications=applications, mailer=mailer,
-        register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
+        sessions=dashboard_sessions, access=dashboard_access, applications=applications, api_keys=api_keys,
+        mailer=mailer, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
         max_applications=config.max_applications_per_organization, public_url=config.public_url,
         verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl,
         forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend,

@@ -53,9 +53,11 @@ class ApiKeyService:
         if event.type in ("api_keys.changed", "application.deleted") and event.app_id is not None:
             self._by_digest.drop_where(lambda found: found[0]["app_id"] == event.app_id)
 
-    def create(self, app: dict, values: dict) -> tuple[dict, str]:
+    def create(self, app: dict, values: dict, *, created_by: str | None = None) -> tuple[dict, str]:
         """A new key for ``app`` from cleaned ``schemas.CREATE`` values; returns the
-        stored document and the secret, which is shown this once."""
+        stored document and the secret, which is shown this once.  ``created_by`` is the
+        dashboard account that minted it, so that a claim of that account's address can
+        find it (``revoke_created_by``)."""
         permissions = values.get("permissions") or list(V1_PERMISSIONS)
         bad = [p for p in permissions if not is_valid_permission(p)]
         if bad:
@@ -72,6 +74,7 @@ class ApiKeyService:
             "created_at": self.clock(),
             "last_used_at": None,
             "revoked_at": None,
+            "created_by": created_by,
         }
         self.store.insert(doc)
         self.events.emit(app["_id"], "api_keys.changed", {"key_id": doc["_id"], "action": "created"})
@@ -81,9 +84,22 @@ class ApiKeyService:
         return self.store.active(app_id)
 
     def revoke(self, app_id: str, key_id: str) -> None:
-        if not is_uuid(key_id) or not self.store.revoke(app_id, key_id, self.clock()):
+        if not is_uuid(key_id) or not self._revoke(app_id, key_id):
             raise ApiKeyNotFound(key_id)
+
+    def revoke_created_by(self, account_ids, app_ids=None) -> None:
+        """Revoke every live key minted by these dashboard accounts (only on these
+        applications, when given), each as ``revoke`` does, so every cache drops it."""
+        for key in self.store.active_created_by(list(account_ids), app_ids):
+            self._revoke(key["app_id"], key["_id"])
+
+    def _revoke(self, app_id: str, key_id: str) -> bool:
+        """False when the key is unknown or revoked already; api_keys.changed tells
+        this worker's cache at once and the others through the change log."""
+        if not self.store.revoke(app_id, key_id, self.clock()):
+            return False
         self.events.emit(app_id, "api_keys.changed", {"key_id": key_id, "action": "revoked"})
+        return True
 
     def authenticate(self, secret: str) -> dict | None:
         """The key document for ``secret`` if it exists and is not revoked (through the

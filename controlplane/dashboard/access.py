@@ -3,7 +3,8 @@
 An application belongs to an organization; an account's role in that organization
 (owner, admin, member, viewer) is its role on the application.  Owners and admins may
 write; members and viewers only read.  An application of an organization the account
-is not in is reported as not found (403 would confirm it exists).
+is not in is reported as not found (403 would confirm it exists).  An account that has
+not confirmed its email address writes nothing at all (``require_verified``).
 
 Dashboard resources on ``{applicationId}`` paths gate their methods with the
 ``member_of_application`` hook rather than checking in each responder.
@@ -14,7 +15,7 @@ from pymongo import ASCENDING, IndexModel
 
 from shared.ids import is_uuid
 
-from controlplane.dashboard.errors import ApplicationNotAccessible, RoleCannotWrite
+from controlplane.dashboard.errors import ApplicationNotAccessible, DashboardEmailUnverified, RoleCannotWrite
 
 ORG_ROLES = ("owner", "admin", "member", "viewer")
 WRITE_ROLES = ("owner", "admin")
@@ -31,7 +32,17 @@ class DashboardAccess:
     def __init__(self, store, applications):
         store.declare_indexes(INDEXES)
         self._members = store["organization_members"]
+        self._accounts = store["dashboard_accounts"]
         self._applications = applications
+
+    def require_verified(self, account_id: str) -> None:
+        """403 DASHBOARD_EMAIL_UNVERIFIED unless the account confirmed its address.  A
+        claim by the mailbox owner removes what an unconfirmed holder granted
+        (``DashboardService``), so nothing it could build may outlive the claim: it
+        builds nothing."""
+        account = self._accounts.find_one({"_id": account_id}, {"email_verified": 1})
+        if account is not None and not account.get("email_verified"):
+            raise DashboardEmailUnverified()
 
     def role_in(self, organization_id: str, account_id: str) -> str | None:
         doc = self._members.find_one({"organization_id": organization_id, "account_id": account_id})
@@ -44,20 +55,24 @@ class DashboardAccess:
     def application(self, account_id: str, app_id: str, *, write: bool = False) -> tuple[dict, str]:
         """The application and the caller's role on it; 404 NOT_FOUND when the caller
         has no access (also for ids that are not UUIDs), 403 FORBIDDEN when a member or
-        viewer tries to write."""
+        viewer tries to write, 403 DASHBOARD_EMAIL_UNVERIFIED when an unconfirmed account
+        does."""
         app = self._applications.get(app_id) if is_uuid(app_id) else None
         role = self.role_in(app["organization_id"], account_id) if app and app.get("organization_id") else None
         if app is None or role is None:
             raise ApplicationNotAccessible(app_id)
-        if write and role not in WRITE_ROLES:
-            raise RoleCannotWrite(role, "change this application", WRITE_ROLES)
+        if write:
+            if role not in WRITE_ROLES:
+                raise RoleCannotWrite(role, "change this application", WRITE_ROLES)
+            self.require_verified(account_id)
         return app, role
 
 
 def member_of_application(*, write: bool = False):
     """A ``@falcon.before`` hook for dashboard routes with ``{applicationId}``: the
     signed-in account must be a member of the application's organization (404
-    NOT_FOUND otherwise) and, with ``write``, an owner or admin (403 FORBIDDEN).
+    NOT_FOUND otherwise) and, with ``write``, an owner or admin (403 FORBIDDEN) whose
+    email address is confirmed (403 DASHBOARD_EMAIL_UNVERIFIED).
     The responder finds the application in ``req.context.application`` and the
     caller's role in ``req.context.org_role``.
 

@@ -24,8 +24,9 @@ def verification(account: dict, url: str, ttl: int) -> tuple[str, str]:
         "Please confirm the email address of your iamgate dashboard account by opening this link:\n\n"
         f"{url}\n\n"
         f"The link can be used once and expires in {_lifetime(ttl)}. Until the address is confirmed, "
-        "no organization can add this account as a member.\n"
-        "If you did not create this account, you can ignore this message.\n"
+        "the account cannot build anything, and no organization can add it as a member.\n"
+        "If you did not create this account, do not open the link: whoever chose its password would "
+        "keep it. To take the address over, ask for a password reset on the dashboard's sign-in page.\n"
     )
     return "Confirm your email address for the iamgate dashboard", body
 

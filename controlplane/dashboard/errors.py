@@ -146,6 +146,17 @@ class AccountEmailUnverified(Conflict):
     detail_names = ("email",)
 
 
+class DashboardEmailUnverified(Forbidden):
+    """The signed-in account has not confirmed its email address.  Anyone can register
+    any address, so until the mailbox is proven the account builds nothing: it cannot
+    create organizations or applications, add or change members, change an
+    application, or mint API keys (docs/security.md, "Unverified dashboard accounts")."""
+
+    code = "DASHBOARD_EMAIL_UNVERIFIED"
+    message = ("Confirm your email address first: open the link mailed to it "
+               "(POST /api/dashboard/email/resend sends a new one).")
+
+
 class VerificationRequestsLimited(RateLimited):
     """IAMGATE_RATE_LIMIT_RESEND per account."""
 

@@ -24,8 +24,9 @@ from controlplane.auth import DASHBOARD, PUBLIC, SESSION_COOKIE
 from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, AlreadyMember,
-                                           ApplicationLimitReached, ApplicationNotAccessible, EmailTaken,
-                                           InvalidCredentials, LastOwner, MemberNotFound, NotAMember,
+                                           ApplicationLimitReached, ApplicationNotAccessible,
+                                           DashboardEmailUnverified, EmailTaken, InvalidCredentials, LastOwner,
+                                           MemberNotFound, NotAMember,
                                            OrganizationIdInvalid, OrganizationNotFound, OrganizationRequired,
                                            OwnerRequired, RoleCannotWrite, VerificationRequestsLimited)
 from controlplane.dashboard.service import (DashboardService, serialize_account, serialize_account_status,
@@ -38,7 +39,7 @@ from controlplane.users.errors import (InvalidResetToken, InvalidVerificationTok
                                        ResetTokenExpired, VerificationTokenExpired)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_WRITE = [RoleCannotWrite, ApplicationNotAccessible]
+_WRITE = [RoleCannotWrite, ApplicationNotAccessible, DashboardEmailUnverified]
 
 
 def account_id(req) -> str:
@@ -70,8 +71,10 @@ class Register(Resource):
         errors=[ValidationFailed, EmailTaken, UnsupportedMediaType, PasswordTooWeak, RateLimited],
         description="The account owns a new organization named after it. Sign in with POST /api/dashboard/login. "
                     "A verification link is mailed; until it is used (POST /api/dashboard/email/verify) no "
-                    "organization can add the account as a member. An address held by an unconfirmed account "
-                    "answers 409 too, and that address is mailed a link to claim the account (docs/security.md).",
+                    "organization can add the account as a member, and the account itself only reads and "
+                    "manages itself (403 DASHBOARD_EMAIL_UNVERIFIED). An address held by an unconfirmed account "
+                    "answers 409 too, and that address is mailed a link to claim the account: the claim undoes "
+                    "what the earlier holder granted (docs/security.md).",
     )}
 
     def __init__(self, dashboard: DashboardService, config: Config):
@@ -253,7 +256,8 @@ class Organizations(Resource):
         "GET": op("Organizations the caller belongs to, with the caller's role",
                   response=schemas.array_of(schemas.ORGANIZATION_RESPONSE)),
         "POST": op("Create an organization; the caller becomes its owner", body=schemas.ORGANIZATION, ok=201,
-                   response=schemas.ORGANIZATION_RESPONSE, errors=[ValidationFailed, UnsupportedMediaType]),
+                   response=schemas.ORGANIZATION_RESPONSE,
+                   errors=[ValidationFailed, UnsupportedMediaType, DashboardEmailUnverified]),
     }
 
     def __init__(self, dashboard: DashboardService):
@@ -278,10 +282,11 @@ class Members(Resource):
             "Add an existing dashboard account to the organization (owners and admins)",
             body=schemas.MEMBER_ADD, ok=201, response=schemas.MEMBER_RESPONSE,
             errors=[ValidationFailed, RoleCannotWrite, OwnerRequired, OrganizationNotFound, AccountNotFound,
-                    AccountEmailUnverified, AlreadyMember, UnsupportedMediaType, RateLimited],
-            description="Only an owner may add another owner. The account must have confirmed its email "
-                        "(409 ACCOUNT_EMAIL_UNVERIFIED). Limited per client IP and per caller by "
-                        "IAMGATE_RATE_LIMIT_MEMBER_ADD.",
+                    AccountEmailUnverified, DashboardEmailUnverified, AlreadyMember, UnsupportedMediaType,
+                    RateLimited],
+            description="Only an owner may add another owner. The account added must have confirmed its email "
+                        "(409 ACCOUNT_EMAIL_UNVERIFIED), and so must the caller (403 DASHBOARD_EMAIL_UNVERIFIED). "
+                        "Limited per client IP and per caller by IAMGATE_RATE_LIMIT_MEMBER_ADD.",
         ),
     }
 
@@ -306,11 +311,13 @@ class Member(Resource):
             "Change a member's role (owners and admins; only owners grant or remove owner)",
             body=schemas.MEMBER_UPDATE, response=schemas.MEMBER_RESPONSE,
             errors=[ValidationFailed, RoleCannotWrite, OwnerRequired, OrganizationNotFound, MemberNotFound,
-                    LastOwner, UnsupportedMediaType],
+                    LastOwner, UnsupportedMediaType, DashboardEmailUnverified],
         ),
         "DELETE": op(
             "Remove a member, or leave the organization (your own account id)", ok=204,
-            errors=[RoleCannotWrite, OwnerRequired, OrganizationNotFound, MemberNotFound, LastOwner],
+            errors=[RoleCannotWrite, OwnerRequired, OrganizationNotFound, MemberNotFound, LastOwner,
+                    DashboardEmailUnverified],
+            description="Leaving needs no confirmed address; removing someone else does.",
         ),
     }
 
@@ -342,7 +349,7 @@ class Applications(Resource):
             "Create an application in one of the caller's organizations (owners and admins)",
             body=schemas.APPLICATION_CREATE, ok=201, response=schemas.APPLICATION_RESPONSE,
             errors=[ValidationFailed, NotAMember, RoleCannotWrite, ApplicationLimitReached, UnsupportedMediaType,
-                    OrganizationRequired],
+                    OrganizationRequired, DashboardEmailUnverified],
         ),
     }
 
@@ -445,7 +452,7 @@ class ApiKeys(Resource):
     @falcon.before(member_of_application(write=True))
     def on_post(self, req, resp, applicationId):
         values = schemas.API_KEY_CREATE.validate(read_json(req))
-        key, secret = self.api_keys.create(req.context.application, values)
+        key, secret = self.api_keys.create(req.context.application, values, created_by=account_id(req))
         no_store(resp)
         respond(resp, serialize_api_key(key, secret), status=201)
 

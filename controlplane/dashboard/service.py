@@ -13,6 +13,7 @@ from shared.ids import digest, is_uuid, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
 from shared.validation import Invalid, normalize_email
 
+from controlplane.apikeys.service import ApiKeyService
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
 from controlplane.dashboard import emails
@@ -46,8 +47,8 @@ class DashboardService:
 
     def __init__(self, store: DashboardStore, *, clock, hasher: PasswordHasher, password_guard: PasswordGuard,
                  rate_limiter: RateLimiter, sessions: DashboardSessions, access: DashboardAccess,
-                 applications: ApplicationService, mailer: Mailer, register_rate: Rate, login_rate: Rate,
-                 max_applications: int, public_url: str, verification_ttl: int, reset_ttl: int,
+                 applications: ApplicationService, api_keys: ApiKeyService, mailer: Mailer, register_rate: Rate,
+                 login_rate: Rate, max_applications: int, public_url: str, verification_ttl: int, reset_ttl: int,
                  forgot_rate: Rate, resend_rate: Rate, member_add_rate: Rate):
         self.store = store
         self._clock = clock
@@ -57,6 +58,7 @@ class DashboardService:
         self._sessions = sessions
         self._access = access
         self._applications = applications
+        self._api_keys = api_keys
         self._register_rate = register_rate
         self._login_rate = login_rate
         self._max_applications = max_applications
@@ -110,12 +112,13 @@ class DashboardService:
     def verify_email(self, token: str) -> dict:
         """POST /api/dashboard/email/verify: 400 AUTH_INVALID_VERIFICATION_TOKEN
         (unknown, used, or sent to an address the account no longer has), 410
-        AUTH_VERIFICATION_TOKEN_EXPIRED.  Returns the verified account."""
+        AUTH_VERIFICATION_TOKEN_EXPIRED.  Returns the verified account; the first
+        confirmation is a claim (``_confirm``)."""
         token_digest = digest(token)
         account = self._token_account(token_digest, VERIFICATION, InvalidVerificationToken, VerificationTokenExpired)
         if self.store.consume_token(token_digest, VERIFICATION, self._clock()) is None:
             raise InvalidVerificationToken()
-        return self.store.update_account(account["_id"], {"email_verified": True, "updated_at": self._clock()})
+        return self._confirm(account)
 
     def resend_verification(self, account_id: str) -> None:
         """A new verification link for the signed-in account (IAMGATE_RATE_LIMIT_RESEND,
@@ -138,8 +141,13 @@ class DashboardService:
     def reset_password(self, token: str, password: str) -> dict:
         """POST /api/dashboard/password/reset: 400 AUTH_INVALID_RESET_TOKEN, 410
         AUTH_RESET_TOKEN_EXPIRED, 422 VALIDATION_PASSWORD_TOO_WEAK.  The link proves the
-        mailbox: the address is marked verified, every session of the account ends (an
-        earlier squatter's too) and a login lock is lifted."""
+        mailbox: every session of the account ends (an earlier squatter's too), a login
+        lock is lifted, and the address is confirmed, which for an unconfirmed account is
+        a claim (``_confirm``).
+
+        The new password is written first, so an earlier holder can no longer sign in,
+        then the sessions end; the address is confirmed last, so an interrupted reset
+        leaves the account unconfirmed, writing nothing, until a new link finishes it."""
         token_digest = digest(token)
         account = self._token_account(token_digest, RESET, InvalidResetToken, ResetTokenExpired)
         require_strong(password, email=account["email"])
@@ -149,12 +157,70 @@ class DashboardService:
         if self.store.consume_token(token_digest, RESET, self._clock()) is None:
             raise InvalidResetToken()
         now = self._clock()
-        updated = self.store.update_account(account["_id"], {"password_hash": password_hash, "email_verified": True,
-                                                             "updated_at": now})
+        self.store.update_account(account["_id"], {"password_hash": password_hash, "updated_at": now})
         self.store.invalidate_tokens(account["_id"], RESET, now)
         self._sessions.revoke_account(account["_id"])
         self._guard.lift(LOCK_SCOPE, account["email"])
-        return updated
+        return self._confirm(account)
+
+    def _confirm(self, account: dict) -> dict:
+        """Mark the address confirmed.  For an account that never confirmed it this is a
+        claim: whoever held the account until now may have been a stranger who
+        registered the address, so what it granted is undone first (``_undo_grants``).
+        The flag is written last: until it is, the account writes nothing
+        (``DashboardAccess.require_verified``) and the next link claims again."""
+        if not account.get("email_verified"):
+            self._undo_grants(account["_id"])
+        return self.store.update_account(account["_id"], {"email_verified": True, "updated_at": self._clock()})
+
+    def _undo_grants(self, account_id: str) -> None:
+        """Undo what an unconfirmed account granted: every API key it minted, every
+        membership it added and, within each of those organizations, whatever the
+        members it added granted in turn (their keys and the members they added),
+        however deep.  An unconfirmed account can no longer grant anything
+        (``require_verified``): these are grants made before that rule, or past it.
+        The account's own memberships stay: they are the mailbox owner's now.
+
+        Keys go before memberships, and memberships deepest first, so a claim
+        interrupted anywhere leaves every remaining grant reachable for the next one;
+        what a member did while it was being removed is caught by the next round."""
+        self._api_keys.revoke_created_by([account_id])
+        grants = self._grants(account_id, [(None, account_id)])
+        while grants:
+            self._revoke_keys(grants)
+            for organization_id, member_id in reversed(grants):
+                removed = self.store.remove_member(organization_id, member_id)
+                if removed is not None and removed["role"] == OWNER:
+                    self.store.drop_owner_slot(organization_id)
+            self._revoke_keys(grants)
+            grants = self._grants(account_id, grants)
+        # A planted owner may have demoted or removed the holder in an organization it
+        # created: the mailbox owner gets it back rather than no one.
+        for org in self.store.ownerless_organizations(created_by=account_id):
+            self.store.restore_owner(org["_id"], account_id, self._clock())
+
+    def _grants(self, account_id: str, granters: list[tuple[str | None, str]]) -> list[tuple[str, str]]:
+        """(organization, member) pairs added by ``granters`` (each an (organization or
+        None for any, account) pair) and, in the same organization, by those members
+        in turn; parents before children.  ``account_id`` itself is never one."""
+        found, queue = [], list(granters)
+        while queue:
+            organization_id, granter = queue.pop(0)
+            for member in self.store.members_added_by(granter, organization_id):
+                pair = (member["organization_id"], member["account_id"])
+                if member["account_id"] != account_id and pair not in found:
+                    found.append(pair)
+                    queue.append(pair)
+        return found
+
+    def _revoke_keys(self, grants: list[tuple[str, str]]) -> None:
+        """Revoke the keys each member minted on its organization's applications."""
+        by_organization: dict[str, list[str]] = {}
+        for organization_id, member_id in grants:
+            by_organization.setdefault(organization_id, []).append(member_id)
+        for organization_id, members in by_organization.items():
+            apps = [app["_id"] for app in self._applications.list_for_organizations([organization_id])]
+            self._api_keys.revoke_created_by(members, apps)
 
     def _token_account(self, token_digest: str, purpose: str, invalid: type, expired: type) -> dict:
         """The account an unused, unexpired emailed token of ``purpose`` was sent to:
@@ -258,6 +324,8 @@ class DashboardService:
         return [(org, roles[org["_id"]]) for org in self.store.organizations(roles)]
 
     def create_organization(self, account_id: str, name: str) -> tuple[dict, str]:
+        """403 DASHBOARD_EMAIL_UNVERIFIED for an account that has not confirmed its address."""
+        self._access.require_verified(account_id)
         return self._create_organization(account_id, name), OWNER
 
     def _create_organization(self, account_id: str, name: str) -> dict:
@@ -267,7 +335,7 @@ class DashboardService:
         self.store.insert_organization(org)
         try:
             self.store.insert_member({"organization_id": org["_id"], "account_id": account_id,
-                                      "role": OWNER, "created_at": now})
+                                      "role": OWNER, "created_at": now, "added_by": account_id})
         except Exception:
             self.store.delete_organization(org["_id"])
             raise
@@ -299,7 +367,7 @@ class DashboardService:
         if not target.get("email_verified"):
             raise AccountEmailUnverified(email)
         member = {"organization_id": organization_id, "account_id": target["_id"], "role": role,
-                  "created_at": self._clock()}
+                  "created_at": self._clock(), "added_by": account_id}
         self.store.insert_member(member)
         if role == OWNER:
             self.store.add_owner_slot(organization_id)
@@ -345,8 +413,10 @@ class DashboardService:
         role = self._access.role_in(organization_id, account_id) if is_uuid(organization_id) else None
         if role is None:  # 404, not 403: do not confirm that someone else's organization exists
             raise OrganizationNotFound(organization_id)
-        if write and role not in WRITE_ROLES:
-            raise RoleCannotWrite(role, "manage members", WRITE_ROLES)
+        if write:
+            if role not in WRITE_ROLES:
+                raise RoleCannotWrite(role, "manage members", WRITE_ROLES)
+            self._access.require_verified(account_id)
         return role
 
     def _member(self, organization_id: str, member_id: str) -> dict:
@@ -373,7 +443,8 @@ class DashboardService:
     def create_application(self, account_id: str, values: dict) -> tuple[dict, str]:
         """POST /api/dashboard/applications: 422 VALIDATION_ERROR when organization_id
         is needed but missing, 403 FORBIDDEN for an organization the caller is not in or
-        cannot write to, 403 resource_limit_exceeded past the organization's limit."""
+        cannot write to, 403 DASHBOARD_EMAIL_UNVERIFIED for an unconfirmed caller, 403
+        resource_limit_exceeded past the organization's limit."""
         values = dict(values)
         organization_id = values.pop("organization_id", None)
         roles = self._access.memberships(account_id)
@@ -386,6 +457,7 @@ class DashboardService:
             raise NotAMember(organization_id)
         if role not in WRITE_ROLES:
             raise RoleCannotWrite(role, "create applications", WRITE_ROLES)
+        self._access.require_verified(account_id)
         # The organization's limit is counted on the organization, atomically, before
         # the application exists; a failed insert gives the slot back.
         if not self.store.reserve_application_slot(organization_id, self._max_applications):

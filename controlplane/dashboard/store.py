@@ -11,8 +11,10 @@ application's deletion, see ``applications.store.GLOBAL_COLLECTIONS``):
 - ``organizations`` {_id, name, created_by, created_at, applications_count,
   owners_count}; ``applications_count`` is the application-limit counter
   (``reserve_application_slot``), ``owners_count`` guards the last owner.
-- ``organization_members`` {organization_id, account_id, role, created_at}, unique per
-  organization and account (index declared in ``access.py``).
+- ``organization_members`` {organization_id, account_id, role, created_at, added_by},
+  unique per organization and account (index declared in ``access.py``); ``added_by`` is
+  the account that added the member (the creator itself for an organization's first
+  owner; absent on memberships older than the field).
 """
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ from controlplane.store import DuplicateKeyError
 
 INDEXES = {
     "dashboard_accounts": [IndexModel([("email", ASCENDING)], unique=True)],
+    # Looked up at every first confirmation of an address (the claim, ``DashboardService``).
+    "organization_members": [IndexModel([("added_by", ASCENDING)])],
+    "organizations": [IndexModel([("created_by", ASCENDING)])],
     "dashboard_tokens": [IndexModel([("account_id", ASCENDING), ("purpose", ASCENDING)]),
                          IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)],
 }
@@ -94,6 +99,10 @@ class DashboardStore:
     def organization(self, organization_id: str) -> dict | None:
         return self._orgs.find_one({"_id": organization_id})
 
+    def ownerless_organizations(self, *, created_by: str) -> list[dict]:
+        """Organizations the account created that count no owner (``drop_owner_slot``)."""
+        return list(self._orgs.find({"created_by": created_by, "owners_count": {"$lte": 0}}))
+
     def take_owner_slot(self, organization_id: str) -> bool:
         """Count one owner fewer unless it is the last one (atomic on the organization)."""
         result = self._orgs.update_one({"_id": organization_id, "owners_count": {"$gt": 1}},
@@ -139,6 +148,30 @@ class DashboardStore:
             {"organization_id": organization_id, "account_id": account_id, "role": expected},
             {"$set": {"role": role}}, return_document=ReturnDocument.AFTER,
         )
+
+    def members_added_by(self, account_id: str, organization_id: str | None = None) -> list[dict]:
+        """Memberships the account added (in one organization, when given), other than
+        its own."""
+        query = {"added_by": account_id, "account_id": {"$ne": account_id}}
+        if organization_id is not None:
+            query["organization_id"] = organization_id
+        return list(self._members.find(query))
+
+    def remove_member(self, organization_id: str, account_id: str) -> dict | None:
+        """Delete the membership whatever its role; the deleted document, or None."""
+        return self._members.find_one_and_delete({"organization_id": organization_id, "account_id": account_id})
+
+    def restore_owner(self, organization_id: str, account_id: str, now) -> None:
+        """Make the account owner of an organization left without one (the claim's
+        repair); counted on the organization like any owner."""
+        self._members.update_one({"organization_id": organization_id, "account_id": account_id},
+                                 {"$set": {"role": "owner"},
+                                  "$setOnInsert": {"created_at": now, "added_by": account_id}}, upsert=True)
+        self._orgs.update_one({"_id": organization_id, "owners_count": {"$lte": 0}}, {"$set": {"owners_count": 1}})
+
+    def drop_owner_slot(self, organization_id: str) -> None:
+        """Count one owner fewer even if it was the last (a claim removing a planted owner)."""
+        self._orgs.update_one({"_id": organization_id}, {"$inc": {"owners_count": -1}})
 
     def delete_member(self, organization_id: str, account_id: str, *, expected: str) -> bool:
         result = self._members.delete_one(

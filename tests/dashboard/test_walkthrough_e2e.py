@@ -1,5 +1,6 @@
 """The README's curl walkthrough, run as written against the real processes (what
-`make run` starts), only with the stack's port in place of 8000."""
+`make run` starts), only with the stack's port in place of 8000; the token it asks for
+comes from the stack's mailbox, as a reader would paste it from the log."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import start_stack
+from tests.e2e.processes import mailbox
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -31,15 +33,21 @@ def walkthrough() -> str:
 def test_readme_walkthrough_works_as_written(stack, tmp_path):
     script = walkthrough().replace("http://127.0.0.1:8000", stack.control_url)
 
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=60)
+    run = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, text=True,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        token = mailbox().token("ada@example.com", f"{stack.control_url}/dashboard/verify-email")
+        stdout, stderr = run.communicate(token + "\n", timeout=60)
+    finally:
+        run.kill()
 
-    assert result.returncode == 0, result.stderr + stack.logs()
-    lines = result.stdout.strip().splitlines()
-    assert '"email":"ada@example.com"' in lines[0] and '"email":"ada@example.com"' in lines[1]
-    app_id, api_key = lines[2], lines[3]
+    assert run.returncode == 0, stderr + stack.logs()
+    lines = stdout.strip().splitlines()
+    assert '"email":"ada@example.com"' in lines[0]
+    assert '"email_verified":true' in lines[1] and '"email":"ada@example.com"' in lines[2]
+    app_id, api_key = lines[3], lines[4]
     assert re.fullmatch(r"[0-9a-f-]{36}", app_id) and api_key.startswith("sk_live_")
-    assert lines[4].startswith('{"data":[]') and lines[5] == "204"
+    assert lines[5].startswith('{"data":[]') and lines[6] == "204"
     # The key works over real HTTP; the logged-out cookie jar no longer opens the dashboard.
     roles = requests.get(f"{stack.control_url}/api/v1/applications/{app_id}/roles",
                          headers={"Authorization": f"Bearer {api_key}"})

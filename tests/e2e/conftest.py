@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from tests import mongodb
-from tests.e2e.processes import free_port, wait_until  # noqa: F401  (tests import wait_until from here)
+from tests.e2e.processes import free_port, mailbox, wait_until  # noqa: F401  (tests import wait_until from here)
 
 
 @dataclass
@@ -56,6 +56,7 @@ def start_stack(tmp_path, **env_overrides) -> Stack:
         "IAMGATE_BCRYPT_ROUNDS": "4",
         "IAMGATE_DECISION_WORKERS": "1",
         "IAMGATE_LOG_LEVEL": "WARNING",
+        "IAMGATE_SMTP_URL": mailbox().smtp_url,
     })
     database_uri = None if "IAMGATE_MONGODB_URI" in env_overrides else mongodb.fresh_database_uri("iamgate_e2e")
     if database_uri:

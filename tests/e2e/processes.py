@@ -3,6 +3,10 @@ stopped and restarted one at a time (the fault tests stop only the control plane
 ``Admin``: provisioning through the control plane's public HTTP API (dashboard account,
 application, API key, end users, roles, assignments) as a tenant would do it.
 
+Every stack sends its email to ``mailbox()``, one SMTP server of the test process: a
+dashboard account builds nothing until it confirms its address (docs/dashboard.md), so
+``sign_up`` does what a tenant does, register, sign in and open the mailed link.
+
 Used by the end-to-end tests and by ``make bench`` (benchmarks/decision_bench.py).
 """
 from __future__ import annotations
@@ -12,6 +16,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +25,7 @@ import requests
 
 from controlplane.launcher import _gunicorn
 from tests import mongodb
+from tests.e2e.mailbox import Mailbox
 
 PASSWORD = "Analytical-Engine-1843"
 
@@ -28,6 +34,39 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_mailbox: Mailbox | None = None
+_mailbox_started = threading.Lock()
+
+
+def mailbox() -> Mailbox:
+    """The test process's mailbox, started on first use; its ``smtp_url`` is every
+    stack's IAMGATE_SMTP_URL."""
+    global _mailbox
+    with _mailbox_started:
+        if _mailbox is None:
+            _mailbox = Mailbox(free_port())
+        return _mailbox
+
+
+def confirm_email(control_url: str, address: str) -> None:
+    """Open the verification link mailed to a dashboard account's address."""
+    token = mailbox().token(address, f"{control_url}/dashboard/verify-email")
+    response = requests.post(f"{control_url}/api/dashboard/email/verify", json={"token": token}, timeout=10)
+    assert response.status_code == 200, response.text
+
+
+def sign_up(control_url: str, name: str = "owner") -> requests.Session:
+    """A new dashboard account with a confirmed address, signed in: its session."""
+    http = requests.Session()
+    address = f"{name.lower()}-{secrets.token_hex(4)}@example.com"
+    for path, body in (("register", {"email": address, "password": PASSWORD, "name": name}),
+                       ("login", {"email": address, "password": PASSWORD})):
+        response = http.post(f"{control_url}/api/dashboard/{path}", json=body, timeout=10)
+        assert response.ok, f"{path}: {response.status_code} {response.text}"
+    confirm_email(control_url, address)
+    return http
 
 
 def wait_until(predicate, timeout=30.0, interval=0.05):
@@ -73,6 +112,7 @@ class Processes:
             "IAMGATE_SECRET_KEY": "e2e-secret-key-0123456789abcdef",
             "IAMGATE_BCRYPT_ROUNDS": "4",
             "IAMGATE_LOG_LEVEL": "WARNING",
+            "IAMGATE_SMTP_URL": mailbox().smtp_url,
         })
         # A database of its own on the test MongoDB when there is one (tests/mongodb.py).
         self.database_uri = mongodb.fresh_database_uri("iamgate_e2e")
@@ -151,11 +191,7 @@ class Admin:
 
     def __init__(self, control_url: str, *, name: str = "bench"):
         self.url = control_url
-        self.http = requests.Session()
-        email = f"{name}-{secrets.token_hex(4)}@example.com"
-        self._ok(self.http.post(f"{self.url}/api/dashboard/register",
-                                json={"email": email, "password": PASSWORD, "name": name}), 201)
-        self._ok(self.http.post(f"{self.url}/api/dashboard/login", json={"email": email, "password": PASSWORD}), 200)
+        self.http = sign_up(control_url, name)
         app = self._ok(self.http.post(f"{self.url}/api/dashboard/applications", json={"name": f"{name} app"}), 201)
         self.app_id = app["data"]["id"]
         key = self._ok(self.http.post(f"{self.url}/api/dashboard/applications/{self.app_id}/api-keys",

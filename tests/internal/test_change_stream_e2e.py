@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import start_stack, wait_until
+from tests.e2e.processes import sign_up
 
 PASSWORD = "Correct-Horse-42"
 
@@ -52,12 +53,8 @@ def stack(tmp_path_factory):
 @pytest.fixture
 def tenant(stack):
     """An application with an API key, a role and a registered end user, made over HTTP."""
-    dashboard = requests.Session()
-    email = f"owner-{uuid.uuid4().hex[:8]}@example.com"
     base = stack.control_url
-    assert dashboard.post(f"{base}/api/dashboard/register",
-                          json={"email": email, "password": PASSWORD, "name": "Owner"}).status_code == 201
-    assert dashboard.post(f"{base}/api/dashboard/login", json={"email": email, "password": PASSWORD}).ok
+    dashboard = sign_up(base, "Owner")
     app = dashboard.post(f"{base}/api/dashboard/applications", json={"name": "Stream App"}).json()["data"]
     key = dashboard.post(f"{base}/api/dashboard/applications/{app['id']}/api-keys",
                          json={"name": "admin"}).json()["data"]["key"]

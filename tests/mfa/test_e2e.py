@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import start_stack
+from tests.e2e.processes import sign_up
 from tests.mfa.conftest import rfc6238
 
 PASSWORD = "Correct-Horse-9"
@@ -27,11 +28,7 @@ def stack(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def v1(stack):
-    dashboard = requests.Session()
-    account = {"email": "mfa-e2e@example.com", "password": "Correct-Horse-42", "name": "E2E"}
-    assert dashboard.post(stack.control_url + "/api/dashboard/register", json=account).status_code == 201
-    assert dashboard.post(stack.control_url + "/api/dashboard/login",
-                          json={"email": account["email"], "password": account["password"]}).status_code == 200
+    dashboard = sign_up(stack.control_url, "E2E")
     app = dashboard.post(stack.control_url + "/api/dashboard/applications", json={"name": "E2E Shop"})
     assert app.status_code == 201, app.text
     return f"{stack.control_url}/api/v1/applications/{app.json()['data']['id']}/users"

@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import start_stack, wait_until
+from tests.e2e.processes import sign_up
 
 PASSWORD = "Analytical-Engine-1843"
 
@@ -26,11 +27,7 @@ class Tenant:
 
     def __init__(self, base: str):
         self.base = base
-        web = requests.Session()
-        email = f"owner-{uuid.uuid4().hex[:8]}@example.com"
-        assert web.post(f"{base}/api/dashboard/register",
-                        json={"email": email, "password": PASSWORD, "name": "Owner"}).status_code == 201
-        assert web.post(f"{base}/api/dashboard/login", json={"email": email, "password": PASSWORD}).ok
+        web = sign_up(base, "Owner")
         self.app_id = web.post(f"{base}/api/dashboard/applications", json={"name": "Shop"}).json()["data"]["id"]
         self.api_key = web.post(f"{base}/api/dashboard/applications/{self.app_id}/api-keys",
                                 json={"name": "backend"}).json()["data"]["key"]
