@@ -330,26 +330,36 @@ def no_store(resp) -> None:
 
 DEFAULT_PER_PAGE = 15
 MAX_PER_PAGE = 100
+# Far past any list read page by page, and small enough that the skip it makes,
+# (MAX_PAGE - 1) * MAX_PER_PAGE, is an ordinary integer for MongoDB (a page number past
+# 64 bits failed there: 500).
+MAX_PAGE = 1_000_000
+
+# The query parameters as the OpenAPI document describes them, for every paginated route.
+PAGE_QUERY = {
+    "page": ({"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}, "page number"),
+    "per_page": ({"type": "integer", "minimum": 1, "maximum": MAX_PER_PAGE, "default": DEFAULT_PER_PAGE},
+                 "page size"),
+}
 
 
 def page_params(req) -> tuple[int, int]:
+    """The spec's pagination: ``page`` (default 1, at most ``MAX_PAGE``) and ``per_page``
+    (default 15, at most 100), each written in ASCII digits; 400 otherwise."""
     errors = {}
 
-    def number(name, default, lo, hi):
+    def number(name, default, most):
         raw = req.get_param(name)
         if raw is None or raw == "":
             return default
-        try:
-            value = int(raw)
-        except ValueError:
-            errors[name] = "must be an integer"
-            return default
-        if value < lo or (hi is not None and value > hi):
-            errors[name] = f"must be between {lo} and {hi}" if hi else f"must be at least {lo}"
-        return value
+        # Length first: int() of thousands of digits is slow, then refused (ValueError).
+        if raw.isascii() and raw.isdigit() and len(raw) <= len(str(most)) and 1 <= int(raw) <= most:
+            return int(raw)
+        errors[name] = f"must be an integer from 1 to {most}"
+        return default
 
-    page = number("page", 1, 1, None)
-    per_page = number("per_page", DEFAULT_PER_PAGE, 1, MAX_PER_PAGE)
+    page = number("page", 1, MAX_PAGE)
+    per_page = number("per_page", DEFAULT_PER_PAGE, MAX_PER_PAGE)
     if errors:
         raise ValidationFailed(errors)
     return page, per_page
