@@ -4,7 +4,8 @@
 - every error (our own, Falcon's 404/405, malformed JSON, 415, unexpected exceptions)
   is rendered as the spec's error envelope by ``install_error_handlers``;
 - POST/PUT/PATCH bodies must be ``application/json`` (a CSRF defence for the cookie
-  dashboard too); ``read_json`` parses them with a size bound;
+  dashboard too); ``read_json`` parses them with a size bound (``parse_json``: json, less
+  lone surrogates);
 - ``page_params``/``paginated`` implement the spec's list envelope.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import logging
 import math
 import os
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -48,10 +50,40 @@ def dumps(value) -> str:
     return json.dumps(value, default=_json_default, separators=(",", ":"))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_json(text: str):
+    """``json.loads(text)``, refusing (ValueError) a document any string of which, key or
+    value, holds a lone surrogate, as I-JSON does (RFC 7493 section 2.1): json reads
+    ``"\\ud800"`` without its pair as a string that is no Unicode text, which fails later
+    wherever it is encoded (MongoDB, bcrypt, the response). ``text`` is strictly decoded,
+    so a surrogate can only come from a ``\\u`` escape."""
+    value = json.loads(text)
+    if "\\u" in text and _holds_surrogate(value):
+        raise ValueError("a string holds a lone surrogate (a \\ud800-\\udfff escape without its pair)")
+    return value
+
+
+def _holds_surrogate(value) -> bool:
+    pending = [value]  # a stack, not recursion: the document nests as deep as json.loads allowed
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def json_handlers():
     import falcon
 
-    handler = falcon.media.JSONHandler(dumps=dumps, loads=json.loads)
+    handler = falcon.media.JSONHandler(dumps=dumps, loads=parse_json)
     return {falcon.MEDIA_JSON: handler}
 
 
@@ -288,8 +320,9 @@ def read_json(req) -> dict:
         body = {}
     else:
         try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
+            # Decoded as json.loads(raw) does, but strictly: UTF-8 that encodes a surrogate is refused too.
+            body = parse_json(raw.decode(json.detect_encoding(raw)))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; nesting too deep
             raise MalformedJson("The request body is not valid JSON.", details={"body": str(exc)}) from None
         if not isinstance(body, dict):
             raise MalformedJson("The request body must be a JSON object.", details={"body": "must be a JSON object"})
