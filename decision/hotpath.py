@@ -31,7 +31,6 @@ sidecar is ready, and answers its common checks, without importing Falcon, which
 from __future__ import annotations
 
 import io
-import json
 import time
 
 import orjson
@@ -39,7 +38,7 @@ import orjson
 from shared.checks import (CHECK, CHECK_BULK, CHECK_PATH_SUFFIX, body_values, check_text, path_application,
                            plain_get_check)
 from shared.errors import DomainError
-from shared.http import MAX_BODY_BYTES, MEDIA_JSON, domain_error_answer, dumps, unexpected_error_answer
+from shared.http import MAX_BODY_BYTES, MEDIA_JSON, domain_error_answer, dumps, parse_json, unexpected_error_answer
 from shared.httpserver import status_line
 from shared.rbac import resolve_scope
 
@@ -49,7 +48,6 @@ _SUFFIX = CHECK_PATH_SUFFIX
 _BULK_SUFFIX = _SUFFIX + "-bulk"
 _JSON = MEDIA_JSON
 _OK = status_line(200)
-_decode = json.JSONDecoder().decode
 _TRUE_FALSE = {True: "true", False: "false"}
 
 
@@ -91,14 +89,15 @@ _POSTS = ((_SUFFIX, ROUTE, CHECK, False, post_check_text), (_BULK_SUFFIX, BULK_R
 
 
 def parse_body(raw: bytes):
-    """``json.loads(raw.decode())``, as ``shared.http.read_json`` parses a body less its
-    encoding detection (a body that is not UTF-8, or starts with a BOM, raises), through
-    orjson, which parses a check body several times faster. orjson is asked only where
-    its answer is json's: it refuses what json also refuses (malformed JSON, invalid
-    UTF-8, a BOM, control characters), but also some documents json takes (NaN and
-    Infinity, numbers out of a float's range, lone surrogates, nesting past 1024), and it
-    reads integers beyond 64 bits as floats: those bodies, and any holding 19 digits in a
-    row, are parsed by json. tests/decision/test_parse_body.py holds the two to each other."""
+    """``shared.http.parse_json(raw.decode())``, as ``shared.http.read_json`` parses a body
+    less its encoding detection (a body that is not UTF-8, or starts with a BOM, raises),
+    through orjson, which parses a check body several times faster. orjson is asked only
+    where its answer is parse_json's: it refuses what parse_json also refuses (malformed
+    JSON, invalid UTF-8, a BOM, control characters, lone surrogates), but also some
+    documents json takes (NaN and Infinity, numbers out of a float's range, nesting past
+    1024), and it reads integers beyond 64 bits as floats: those bodies, and any holding 19
+    digits in a row, are parsed by parse_json. tests/decision/test_parse_body.py holds the
+    two to each other."""
     # find, not "in": bytes.__contains__ first tries its argument as an integer, and the
     # TypeError it raises and clears costs as much as the search
     if raw.translate(_DIGITS_AS_ZEROS).find(_LONG_DIGITS) < 0:
@@ -106,7 +105,7 @@ def parse_body(raw: bytes):
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
-    return _decode(raw.decode())
+    return parse_json(raw.decode())
 
 
 class HotCheck:

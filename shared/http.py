@@ -4,7 +4,8 @@
 - every error (our own, Falcon's 404/405, malformed JSON, 415, unexpected exceptions)
   is rendered as the spec's error envelope by ``install_error_handlers``;
 - POST/PUT/PATCH bodies must be ``application/json`` (a CSRF defence for the cookie
-  dashboard too); ``read_json`` parses them with a size bound;
+  dashboard too); ``read_json`` parses them with a size bound (``parse_json``: json, less
+  lone surrogates);
 - ``page_params``/``paginated`` implement the spec's list envelope.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import logging
 import math
 import os
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -48,10 +50,40 @@ def dumps(value) -> str:
     return json.dumps(value, default=_json_default, separators=(",", ":"))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_json(text: str):
+    """``json.loads(text)``, refusing (ValueError) a document any string of which, key or
+    value, holds a lone surrogate, as I-JSON does (RFC 7493 section 2.1): json reads
+    ``"\\ud800"`` without its pair as a string that is no Unicode text, which fails later
+    wherever it is encoded (MongoDB, bcrypt, the response). ``text`` is strictly decoded,
+    so a surrogate can only come from a ``\\u`` escape."""
+    value = json.loads(text)
+    if "\\u" in text and _holds_surrogate(value):
+        raise ValueError("a string holds a lone surrogate (a \\ud800-\\udfff escape without its pair)")
+    return value
+
+
+def _holds_surrogate(value) -> bool:
+    pending = [value]  # a stack, not recursion: the document nests as deep as json.loads allowed
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def json_handlers():
     import falcon
 
-    handler = falcon.media.JSONHandler(dumps=dumps, loads=json.loads)
+    handler = falcon.media.JSONHandler(dumps=dumps, loads=parse_json)
     return {falcon.MEDIA_JSON: handler}
 
 
@@ -288,8 +320,9 @@ def read_json(req) -> dict:
         body = {}
     else:
         try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
+            # Decoded as json.loads(raw) does, but strictly: UTF-8 that encodes a surrogate is refused too.
+            body = parse_json(raw.decode(json.detect_encoding(raw)))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; nesting too deep
             raise MalformedJson("The request body is not valid JSON.", details={"body": str(exc)}) from None
         if not isinstance(body, dict):
             raise MalformedJson("The request body must be a JSON object.", details={"body": "must be a JSON object"})
@@ -330,26 +363,36 @@ def no_store(resp) -> None:
 
 DEFAULT_PER_PAGE = 15
 MAX_PER_PAGE = 100
+# Far past any list read page by page, and small enough that the skip it makes,
+# (MAX_PAGE - 1) * MAX_PER_PAGE, is an ordinary integer for MongoDB (a page number past
+# 64 bits failed there: 500).
+MAX_PAGE = 1_000_000
+
+# The query parameters as the OpenAPI document describes them, for every paginated route.
+PAGE_QUERY = {
+    "page": ({"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}, "page number"),
+    "per_page": ({"type": "integer", "minimum": 1, "maximum": MAX_PER_PAGE, "default": DEFAULT_PER_PAGE},
+                 "page size"),
+}
 
 
 def page_params(req) -> tuple[int, int]:
+    """The spec's pagination: ``page`` (default 1, at most ``MAX_PAGE``) and ``per_page``
+    (default 15, at most 100), each written in ASCII digits; 400 otherwise."""
     errors = {}
 
-    def number(name, default, lo, hi):
+    def number(name, default, most):
         raw = req.get_param(name)
         if raw is None or raw == "":
             return default
-        try:
-            value = int(raw)
-        except ValueError:
-            errors[name] = "must be an integer"
-            return default
-        if value < lo or (hi is not None and value > hi):
-            errors[name] = f"must be between {lo} and {hi}" if hi else f"must be at least {lo}"
-        return value
+        # Length first: int() of thousands of digits is slow, then refused (ValueError).
+        if raw.isascii() and raw.isdigit() and len(raw) <= len(str(most)) and 1 <= int(raw) <= most:
+            return int(raw)
+        errors[name] = f"must be an integer from 1 to {most}"
+        return default
 
-    page = number("page", 1, 1, None)
-    per_page = number("per_page", DEFAULT_PER_PAGE, 1, MAX_PER_PAGE)
+    page = number("page", 1, MAX_PAGE)
+    per_page = number("per_page", DEFAULT_PER_PAGE, MAX_PER_PAGE)
     if errors:
         raise ValidationFailed(errors)
     return page, per_page

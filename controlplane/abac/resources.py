@@ -6,7 +6,7 @@ current head, which its data is at least as fresh as."""
 from __future__ import annotations
 
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import page_params, paginated, read_json, respond
+from shared.http import PAGE_QUERY, page_params, paginated, read_json, respond
 
 from controlplane import events as change_log
 from controlplane.abac import schemas
@@ -38,8 +38,7 @@ class PolicyCollection(Resource):
             "is_active": ({"type": "boolean"}, "only active (true) or inactive (false) policies"),
             "permission": (Permission().schema(), "only policies a check of this permission evaluates "
                                                "(one of their patterns covers it)"),
-            "page": ({"type": "integer", "minimum": 1}, "page number, default 1"),
-            "per_page": ({"type": "integer", "minimum": 1, "maximum": 100}, "default 15, max 100"),
+            **PAGE_QUERY,
         }, response=schemas.POLICY_PAGE, wrapped=False, errors=[ValidationFailed, PermissionMissing]),
         "POST": op("Create an ABAC policy", body=schemas.CREATE_POLICY, ok=201, response=schemas.POLICY,
                    errors=[*_BODY_ERRORS, PolicyNameTaken]),

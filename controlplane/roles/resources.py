@@ -4,7 +4,7 @@ tokens (their current roles) and API keys (their permissions) alike."""
 from __future__ import annotations
 
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import bool_param, page_params, paginated, read_json, respond
+from shared.http import PAGE_QUERY, bool_param, page_params, paginated, read_json, respond
 
 from controlplane.auth import permission
 from controlplane.openapi import op
@@ -34,8 +34,7 @@ class RoleCollection(Resource):
         "GET": op("List roles", query={
             "search": ({"type": "string", "maxLength": schemas.SEARCH_MAX}, "substring of name or display_name"),
             "include_permissions": ({"type": "boolean"}, "add each role's permission names"),
-            "page": ({"type": "integer", "minimum": 1}, "page number, default 1"),
-            "per_page": ({"type": "integer", "minimum": 1, "maximum": 100}, "default 15, max 100"),
+            **PAGE_QUERY,
         }, response=schemas.ROLE_PAGE, wrapped=False, errors=[ValidationFailed, PermissionMissing]),
         "POST": op("Create a role", body=schemas.CREATE_ROLE, ok=201, response=schemas.ROLE_WITH_NAMES,
                    description="Permissions are created on first use.",

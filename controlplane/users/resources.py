@@ -10,7 +10,7 @@ from __future__ import annotations
 import falcon
 
 from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
-from shared.http import client_ip, no_store, page_params, paginated, read_json, respond
+from shared.http import PAGE_QUERY, client_ip, no_store, page_params, paginated, read_json, respond
 from shared.validation import String
 
 from controlplane.auth import CREDENTIAL, DASHBOARD, OWNER, PUBLIC
@@ -248,8 +248,7 @@ class AdminUsers(Resource):
         query={
             "search": ({"type": "string", "maxLength": 255}, "substring of email or name"),
             "status": ({"type": "string", "enum": list(schemas.USER_STATUSES)}, "only users in this state"),
-            "page": ({"type": "integer", "minimum": 1, "default": 1}, "page number"),
-            "per_page": ({"type": "integer", "minimum": 1, "maximum": 100, "default": 15}, "page size"),
+            **PAGE_QUERY,
         },
         response=schemas.ADMIN_USER_PAGE, wrapped=False,
         errors=[ValidationFailed, ApplicationNotFound],

@@ -8,7 +8,8 @@ a total deadline per attempt (``_Deadline``), no redirects, no proxies from the 
 the response.
 
 ``DeliveryWorker`` claims due deliveries with a lease (``WebhookStore.claim``), signs
-the exact bytes it sends (HMAC-SHA256 keyed with the secret's UTF-8 bytes), records
+the exact bytes it sends twice (``signing``: the spec's X-Service-Signature, and Standard
+Webhooks' signature of the delivery id, the attempt's timestamp and the body), records
 the outcome if it still holds the lease, schedules retries after
 IAMGATE_WEBHOOK_RETRY_DELAYS, and disables a webhook after
 ``DISABLE_AFTER`` failed attempts in a row.  A worker killed mid-send loses nothing:
@@ -16,9 +17,7 @@ the lease lapses and another worker sends the same delivery, same id, again.
 """
 from __future__ import annotations
 
-import hashlib
 import heapq
-import hmac
 import itertools
 import logging
 import os
@@ -40,6 +39,7 @@ from shared.metrics import HttpMetrics, ScrapeTimeGauge
 from shared.timeutil import Clock
 
 from controlplane.webhooks.errors import WebhookTargetForbidden
+from controlplane.webhooks.signing import service_signature, standard_headers, standard_key
 from controlplane.webhooks.store import WebhookStore
 from controlplane.webhooks.targets import Pinned, TargetPolicy
 
@@ -51,12 +51,6 @@ LEASE_MARGIN = 30            # seconds a lease outlives the request timeout
 SESSIONS_PER_THREAD = 16     # kept-alive targets per delivery thread
 IDLE_REUSE = 1.0             # seconds a kept-alive connection may sit idle and still be reused
 USER_AGENT = "iamgate-webhooks/1"
-
-
-def signature(secret: str, body: bytes) -> str:
-    """X-Service-Signature: ``sha256=`` and the lowercase hex HMAC-SHA256 of the raw body,
-    keyed with the secret's UTF-8 bytes."""
-    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -397,14 +391,18 @@ class DeliveryWorker:
         except Exception as exc:  # a URL that no longer parses (rules tightened since it was saved)
             self._record(delivery, webhook, Outcome(None, f"invalid target: {type(exc).__name__}"))
             return
+        timestamp = int(self.clock().timestamp())
         headers = {
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
-            "X-Service-Signature": signature(secret, body),
+            "X-Service-Signature": service_signature(secret, body),
             "X-Service-Event": delivery["event"],
             "X-Service-Delivery-Id": delivery["_id"],
-            "X-Service-Timestamp": str(int(self.clock().timestamp())),
+            "X-Service-Timestamp": str(timestamp),
         }
+        key = standard_key(secret)
+        if key is not None:  # None only for some secrets made before these headers
+            headers.update(standard_headers(key, delivery["_id"], timestamp, body))
         self._record(delivery, webhook, self.sender.post(pinned, body, headers))
 
     def _record(self, delivery: dict, webhook: dict, outcome: Outcome) -> None:

@@ -48,7 +48,8 @@ WEBHOOK = {
 WEBHOOK_WITH_SECRET = {
     "type": "object",
     "properties": {**WEBHOOK["properties"],
-                   "secret": {"type": "string", "description": "the HMAC key; shown only in this response"}},
+                   "secret": {"type": "string", "description": "whsec_ and the base64 of 32 random bytes: the key "
+                                                         "of both delivery signatures; shown only in this response"}},
 }
 
 WEBHOOK_LIST = {"type": "array", "items": WEBHOOK}

@@ -2,12 +2,11 @@
 rotation of ARCHITECTURE.md ("rotate-secret returns the new secret once") and the
 delivery log (the 50 newest Webhook deliveries, newest first).
 
-The secret is generated here, shown once, and stored encrypted with ``SecretBox``:
-the delivery worker needs it back as the HMAC key.
+The secret (``signing.new_secret``, the Standard Webhooks form) is generated here, shown
+once, and stored encrypted with ``SecretBox``: the delivery worker needs it back to sign.
 """
 from __future__ import annotations
 
-import secrets
 from dataclasses import InitVar, dataclass
 
 from shared.crypto import SecretBox
@@ -16,15 +15,11 @@ from shared.timeutil import Clock, isoformat
 
 from controlplane.events import EventLog
 from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound
+from controlplane.webhooks.signing import new_secret
 from controlplane.webhooks.store import WebhookStore
 from controlplane.webhooks.targets import TargetPolicy
 
 DELIVERY_LOG_SIZE = 50
-SECRET_PREFIX = "whsec_"
-
-
-def new_secret() -> str:
-    return SECRET_PREFIX + secrets.token_urlsafe(32)
 
 
 @dataclass(eq=False)

@@ -14,10 +14,12 @@ A URL is checked twice:
   public address at creation and a private one later (DNS rebinding) is refused then.
 
 Forbidden addresses: everything ``ipaddress`` does not call global (loopback, RFC 1918
-private, link-local, CGNAT 100.64/10, unspecified, documentation, reserved, ULA fc00::/7,
-site-local...), multicast, and IPv6 forms that embed a forbidden IPv4 address
-(IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``, NAT64 ``64:ff9b::/96``,
-6to4 ``2002::/16``).  IPv4 literals are read the way ``inet_aton`` and browsers read
+private, link-local, CGNAT 100.64/10, unspecified, documentation, reserved, ULA fc00::/7...),
+multicast, the IPv6 ranges that are local by definition although Python 3.11's
+``ipaddress`` calls them global (``_LOCAL_IPV6``: site-local ``fec0::/10``, local-use
+NAT64 ``64:ff9b:1::/48``, IPv4-translated ``::ffff:0:0:0/96``), and IPv6 forms that embed
+a forbidden IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``,
+NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``).  IPv4 literals are read the way ``inet_aton`` and browsers read
 them (RFC 3986 section 7.4 warns about it): ``2130706433``, ``0177.0.0.1``,
 ``0x7f.1`` all name 127.0.0.1.
 
@@ -42,6 +44,12 @@ _NUMERIC_PART = re.compile(r"^(?:0[xX][0-9a-fA-F]*|[0-9]+)$")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _SIXTOFOUR = ipaddress.ip_network("2002::/16")
 _COMPATIBLE = ipaddress.ip_network("::/96")
+# Reached only through a router or translator of the local network, never on the Internet.
+_LOCAL_IPV6 = (
+    (ipaddress.ip_network("fec0::/10"), "site-local"),                     # RFC 3879 (deprecated, still routed locally)
+    (ipaddress.ip_network("64:ff9b:1::/48"), "local-use NAT64"),           # RFC 8215
+    (ipaddress.ip_network("::ffff:0:0:0/96"), "IPv4-translated"),          # RFC 2765 section 2.1 (SIIT)
+)
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -105,6 +113,9 @@ def forbidden_reason(address) -> str | None:
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.scope_id:
             return "scoped IPv6 address"
+        for network, reason in _LOCAL_IPV6:
+            if ip in network:
+                return reason
         embedded = ip.ipv4_mapped
         if embedded is None and (ip in _NAT64 or (ip in _COMPATIBLE and int(ip) > 1)):
             embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)

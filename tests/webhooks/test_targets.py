@@ -24,6 +24,9 @@ FAKE_DNS = {
     "mapped.attacker.test": ["::ffff:192.168.0.1"],
     "mixed.attacker.test": ["93.184.216.34", "127.0.0.1"],
     "cgnat.attacker.test": ["100.64.0.1"],
+    "sitelocal.attacker.test": ["fec0::1"],
+    "nat64local.attacker.test": ["64:ff9b:1::a9fe:a9fe"],
+    "translated.attacker.test": ["::ffff:0:808:808"],
 }
 
 
@@ -69,6 +72,14 @@ HOSTILE = [
     "https://[fc00::1]/",             # unique local
     "https://[fd12:3456::1]/",
     "https://[ff02::1]/",             # multicast
+    "https://[fec0::1]/",             # site-local fec0::/10, first and last
+    "https://[feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]/",
+    "https://[64:ff9b:1::a9fe:a9fe]/",  # local-use NAT64 64:ff9b:1::/48, first and last
+    "https://[64:ff9b:1::]/",
+    "https://[64:ff9b:1:ffff:ffff:ffff:ffff:ffff]/",
+    "https://[::ffff:0:0:0]/",        # IPv4-translated ::ffff:0:0:0/96, even of a public address
+    "https://[::ffff:0:808:808]/",
+    "https://[::ffff:0:ffff:ffff]/",
     # localhost names
     "https://localhost/",
     "https://LOCALHOST./",
@@ -82,6 +93,9 @@ HOSTILE = [
     "https://mapped.attacker.test/",
     "https://mixed.attacker.test/",
     "https://cgnat.attacker.test/",
+    "https://sitelocal.attacker.test/",
+    "https://nat64local.attacker.test/",
+    "https://translated.attacker.test/",
 ]
 
 INVALID = [
@@ -126,6 +140,10 @@ def test_invalid_urls_are_validation_errors(policy, url):
     ("https://hooks.example.com/x?y=1", "93.184.216.34"),
     ("https://93.184.216.34/", "93.184.216.34"),
     ("https://[2606:2800:220:1:248:1893:25c8:1946]/", "2606:2800:220:1:248:1893:25c8:1946"),
+    # neighbours of the local IPv6 ranges that name a public address
+    ("https://[64:ff9b::808:808]/", "64:ff9b::808:808"),      # well-known NAT64 of 8.8.8.8
+    ("https://[::ffff:808:808]/", "::ffff:808:808"),          # IPv4-mapped 8.8.8.8
+    ("https://[2001:4860:4860::8888]/", "2001:4860:4860::8888"),
 ])
 def test_public_targets_are_allowed_and_pinned(policy, url, address):
     assert policy.check(url).url == url
@@ -169,7 +187,11 @@ def strict_app(clock):
     return create_app(make_config(), clock=clock, resolver=fake_resolver, start_background=False)
 
 
-@pytest.mark.parametrize("url", [HOSTILE[0], HOSTILE[2], HOSTILE[22], HOSTILE[32], "https://loopback.attacker.test/"])
+@pytest.mark.parametrize("url", ["https://127.0.0.1/", "https://2130706433/", "https://[::ffff:127.0.0.1]/",
+                                 "https://localhost/", "https://loopback.attacker.test/",
+                                 # the IPv6 ranges Python's ipaddress calls global (issue 24, item 13)
+                                 "https://[fec0::1]/", "https://[64:ff9b:1::a9fe:a9fe]/",
+                                 "https://[::ffff:0:808:808]/", "https://translated.attacker.test/"])
 def test_the_api_answers_400_webhook_target_forbidden(strict_app, url):
     ctx = strict_app.services
     app = ctx.applications.create({"name": "A"}, organization_id=None, owner_account_id=None)
