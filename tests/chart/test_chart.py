@@ -30,6 +30,7 @@ CHART = ROOT / "charts" / "iamgate"
 EXAMPLES = CHART / "examples"
 MONGO = {"uri": "mongodb://iamgate:pw@mongo-0.mongo,mongo-1.mongo/iamgate?replicaSet=rs0"}
 GIVEN_SECRETS = {"secretKey": "k" * 32, "internalToken": "t" * 40}
+MINIMAL = {"mongodb": MONGO, "secrets": GIVEN_SECRETS}  # what every install must give
 KUBERNETES_VERSIONS = (kv.all_versions()[0], kv.all_versions()[-1])
 NOT_ROUTED = ("/internal/", "/healthz", "/readyz", "/metrics")
 
@@ -75,13 +76,13 @@ def production_values() -> dict:
 
 
 CASES = {
-    "default": lambda tmp: (render({"mongodb": MONGO}), set()),
+    "default": lambda tmp: (render(MINIMAL), set()),
     "production": lambda tmp: (render(production_values()), {"iamgate-mongodb", "iamgate-secrets", "iamgate-smtp"}),
     "tenant": lambda tmp: (render(chart_dir=tenant_chart(tmp)), {"orders-iamgate-key"}),
     "uri-with-existing-secrets": lambda tmp: (
         render({"mongodb": MONGO, "secrets": {"existingSecret": "vault-iamgate"}}), {"vault-iamgate"}),
     "everything-on": lambda tmp: (render({
-        "mongodb": MONGO, "ingress": {"enabled": True}, "networkPolicy": {"enabled": True},
+        **MINIMAL, "ingress": {"enabled": True}, "networkPolicy": {"enabled": True},
         "extraVolumes": [{"name": "mongodb-ca", "secret": {"secretName": "mongodb-ca"}}],
         "extraVolumeMounts": [{"name": "mongodb-ca", "mountPath": "/etc/mongodb-ca", "readOnly": True}],
         "worker": {"enabled": True}, "controlPlane": {"autoscaling": {"enabled": True}},
@@ -102,7 +103,7 @@ def pod_specs(docs):
 
 
 def test_lint_is_clean():
-    report = helm.lint(str(CHART), {"mongodb": MONGO, "secrets": GIVEN_SECRETS}, strict=True)
+    report = helm.lint(str(CHART), MINIMAL, strict=True)
     assert report["errors"] == []
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
 
@@ -208,7 +209,7 @@ def _routed(path: str, ingress_paths) -> bool:
 
 
 def test_the_ingress_routes_every_public_path_and_nothing_internal():
-    docs = render({"mongodb": MONGO, "ingress": {"enabled": True}})
+    docs = render({**MINIMAL, "ingress": {"enabled": True}})
     (ingress,) = [d for d in docs if d["kind"] == "Ingress"]
     paths = ingress["spec"]["rules"][0]["http"]["paths"]
     routes = public_routes()
@@ -221,19 +222,36 @@ def test_the_ingress_routes_every_public_path_and_nothing_internal():
         assert _routed(prefix, paths)
 
 
-def test_generated_secrets_are_kept_and_never_regenerated():
-    first = [d for d in render({"mongodb": MONGO}) if d["kind"] == "Secret" and "secret-key" in d["data"]]
-    assert first[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    # An upgrade (or any render but a first install) that cannot read the Secret back
-    # fails instead of rotating IAMGATE_SECRET_KEY.
+def test_the_secrets_are_required_and_the_error_says_how():
+    """The default values never generate IAMGATE_SECRET_KEY: a render that cannot see the
+    cluster (helm template, a GitOps sync) would generate a new one every time (issue 31,
+    item 4)."""
+    for values in ({"mongodb": MONGO}, {"mongodb": MONGO, "secrets": {"secretKey": "k" * 32}}):
+        with pytest.raises(helm.HelmError) as failure:
+            render(values)
+        message = str(failure.value)
+        for hint in ("secrets.existingSecret", "secrets.secretKey", "secrets.internalToken", "GitOps",
+                     "secrets.generate=true", "docs/deployment.md"):
+            assert hint in message, hint
+    # The decision service alone needs them too (its internal token).
     with pytest.raises(helm.HelmError, match="secrets.existingSecret"):
-        render({"mongodb": MONGO}, is_install=False, is_upgrade=True)
+        render({"controlPlane": {"enabled": False}})
+
+
+def test_given_secrets_render_the_same_every_time():
+    a, b = (render(MINIMAL, is_install=False, is_upgrade=True) for _ in range(2))
+    secrets = [d for d in a if d["kind"] == "Secret" and "secret-key" in d["data"]]
+    assert secrets and secrets == [d for d in b if d["kind"] == "Secret" and "secret-key" in d["data"]]
+    assert secrets[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_generated_secrets_are_an_opt_in_for_a_first_install_only():
+    generate = {"mongodb": MONGO, "secrets": {"generate": True}}
+    (secret,) = [d for d in render(generate) if d["kind"] == "Secret" and "secret-key" in d["data"]]
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    # An upgrade that cannot read the Secret back fails instead of rotating IAMGATE_SECRET_KEY.
     with pytest.raises(helm.HelmError, match="secrets.existingSecret"):
-        render({"mongodb": MONGO, "secrets": {"generate": False}})
-    # Given values render the same every time (helm template, GitOps).
-    a, b = (render({"mongodb": MONGO, "secrets": GIVEN_SECRETS}, is_install=False, is_upgrade=True)
-            for _ in range(2))
-    assert [d for d in a if d["kind"] == "Secret"] == [d for d in b if d["kind"] == "Secret"]
+        render(generate, is_install=False, is_upgrade=True)
 
 
 def test_mongodb_uri_with_an_existing_secret_gets_its_own_secret():
@@ -255,8 +273,8 @@ def test_bad_values_fail_at_install(values, message):
 
 
 def test_the_webhook_worker_is_off_until_enabled():
-    assert not [d for d in render({"mongodb": MONGO}) if d["metadata"]["name"].endswith("-worker")]
-    (worker,) = [d for d in render({"mongodb": MONGO, "worker": {"enabled": True}})
+    assert not [d for d in render(MINIMAL) if d["metadata"]["name"].endswith("-worker")]
+    (worker,) = [d for d in render({**MINIMAL, "worker": {"enabled": True}})
                  if d["metadata"]["name"].endswith("-worker")]
     assert worker["spec"]["template"]["spec"]["containers"][0]["command"] == [
         "python", "-m", "controlplane", "worker"]
@@ -299,7 +317,7 @@ def test_the_sidecar_image_follows_the_chart_version():
 
 
 def test_notes_say_how_to_start_and_warn_about_the_example_url():
-    text = notes({"mongodb": MONGO})
+    text = notes(MINIMAL)
     assert "/api/dashboard/register" in text
     assert "publicUrl is still the example" in text
     assert "publicUrl is still the example" not in notes({**production_values()})
