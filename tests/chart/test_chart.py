@@ -316,6 +316,46 @@ def test_the_sidecar_image_follows_the_chart_version():
         assert chart.values["decisionSidecar"]["image"]["tag"] == chart.metadata["appVersion"]
 
 
+def _graceful_timeouts() -> dict:
+    """How long each container's server drains after SIGTERM, from the code itself."""
+    from decision.__main__ import GRACEFUL_SECONDS
+    from shared.serving import CONTROL_PLANE, settings
+
+    gunicorn = settings(CONTROL_PLANE)["graceful_timeout"]  # both services' gunicorn config
+    # The sidecar is one process at workers: 1 and gunicorn above: the longer of the two.
+    return {"controlplane": gunicorn, "decision": gunicorn, "iamgate-decision": max(gunicorn, GRACEFUL_SECONDS)}
+
+
+def test_shutdown_drains_within_the_grace_period(rendered):
+    """Every server container sleeps in preStop (its pod leaves the endpoints meanwhile),
+    then drains for its graceful timeout; the pod's grace period covers both, so SIGKILL
+    never cuts a request short (issue 31, item 6)."""
+    name, docs, _ = rendered
+    graceful = _graceful_timeouts()
+    served = 0
+    for deployment, spec in pod_specs(docs):
+        for container in spec["containers"]:
+            if container["name"] not in graceful:
+                continue
+            served += 1
+            command = container["lifecycle"]["preStop"]["exec"]["command"]
+            assert command[0] == "sleep" and int(command[1]) >= 1, (deployment, command)
+            grace = spec.get("terminationGracePeriodSeconds", 30)  # Kubernetes' default
+            assert grace > int(command[1]) + graceful[container["name"]], (name, deployment, grace)
+    assert served, name
+
+
+@pytest.mark.parametrize("component", ["controlPlane", "decision"])
+def test_a_grace_period_too_short_to_drain_fails_at_render(component):
+    """The chart's copy of gunicorn's graceful timeout is the code's."""
+    needed = 5 + _graceful_timeouts()["controlplane"]
+    with pytest.raises(helm.HelmError, match=f"{component}.terminationGracePeriodSeconds"):
+        render({**MINIMAL, component: {"preStopSleepSeconds": 5, "terminationGracePeriodSeconds": needed}})
+    docs = render({**MINIMAL, component: {"preStopSleepSeconds": 5, "terminationGracePeriodSeconds": needed + 1}})
+    assert any(d["kind"] == "Deployment" and d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == needed + 1
+               for d in docs)
+
+
 def test_notes_say_how_to_start_and_warn_about_the_example_url():
     text = notes(MINIMAL)
     assert "/api/dashboard/register" in text

@@ -117,3 +117,32 @@ prometheus.io/path: /metrics
 - name: IAMGATE_SECRET_KEY
   valueFrom: {secretKeyRef: {name: {{ include "iamgate.secretName" . }}, key: secret-key}}
 {{- end -}}
+
+{{/*
+  Shutdown. The kubelet runs preStop, then sends SIGTERM; meanwhile the pod leaves its
+  Services' endpoints, which every kube-proxy and ingress controller learns a moment
+  later. Sleeping first keeps the server accepting while they catch up; on SIGTERM
+  gunicorn's master stops accepting and gives its workers gunicorn's graceful_timeout
+  (shared/serving.py, below as iamgate.gracefulTimeout; tests/chart checks they agree)
+  to finish what is in flight. The grace period must cover both, or SIGKILL cuts the
+  requests short.
+*/}}
+{{- define "iamgate.gracefulTimeout" -}}20{{- end -}}
+
+{{/* preStop of a container: its values block (preStopSleepSeconds). */}}
+{{- define "iamgate.preStop" -}}
+lifecycle:
+  preStop:
+    exec: {command: ["sleep", {{ .preStopSleepSeconds | quote }}]}
+{{- end -}}
+
+{{/* terminationGracePeriodSeconds of a Deployment's pod: (list "controlPlane" .Values.controlPlane) */}}
+{{- define "iamgate.terminationGracePeriod" -}}
+{{- $name := index . 0 -}}
+{{- $values := index . 1 -}}
+{{- $needed := add $values.preStopSleepSeconds (include "iamgate.gracefulTimeout" .) -}}
+{{- if le (int $values.terminationGracePeriodSeconds) (int $needed) -}}
+{{- fail (printf "%s.terminationGracePeriodSeconds (%v) must exceed %s.preStopSleepSeconds plus the server's %s s graceful timeout (%v): otherwise SIGKILL cuts in-flight requests short" $name $values.terminationGracePeriodSeconds $name (include "iamgate.gracefulTimeout" .) $needed) -}}
+{{- end -}}
+terminationGracePeriodSeconds: {{ $values.terminationGracePeriodSeconds }}
+{{- end -}}

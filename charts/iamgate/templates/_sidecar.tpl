@@ -63,6 +63,7 @@
     periodSeconds: 2
     timeoutSeconds: 2
   {{- end }}
+  {{- include "iamgate.preStop" . | nindent 2 }}
   resources: {{- toYaml .resources | nindent 4 }}
   securityContext:
     runAsNonRoot: true
