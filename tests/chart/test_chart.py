@@ -77,7 +77,8 @@ def production_values() -> dict:
 
 CASES = {
     "default": lambda tmp: (render(MINIMAL), set()),
-    "production": lambda tmp: (render(production_values()), {"iamgate-mongodb", "iamgate-secrets", "iamgate-smtp"}),
+    "production": lambda tmp: (render(production_values()), {"iamgate-mongodb", "iamgate-secrets", "iamgate-smtp",
+                                                                        "iamgate-metrics"}),
     "tenant": lambda tmp: (render(chart_dir=tenant_chart(tmp)), {"orders-iamgate-key"}),
     "uri-with-existing-secrets": lambda tmp: (
         render({"mongodb": MONGO, "secrets": {"existingSecret": "vault-iamgate"}}), {"vault-iamgate"}),
@@ -288,6 +289,40 @@ def test_the_production_example(tmp_path):
     assert ingress["spec"]["tls"]
     assert not [d for d in docs if d["kind"] == "Secret"]  # all from existing Secrets
     assert {d["kind"] for d in docs} >= {"PodDisruptionBudget", "NetworkPolicy", "ServiceAccount"}
+
+
+def test_the_production_example_is_scraped_with_the_metrics_token_from_monitoring():
+    """Item 10 of issue 31: the ServiceMonitors send the token the pods require, from the
+    same Secret, and each NetworkPolicy admits the namespace Prometheus scrapes from."""
+    values = production_values()
+    docs = render(values)
+    token = values["metrics"]["tokenSecret"]
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert {m["metadata"]["name"] for m in monitors} == {"iamgate-controlplane", "iamgate-decision"}
+    for monitor in monitors:
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["authorization"] == {"type": "Bearer", "credentials": token}
+    for deployment, spec in pod_specs(docs):
+        for container in spec["containers"]:
+            ref = next(e for e in container["env"] if e["name"] == "IAMGATE_METRICS_TOKEN")
+            assert ref["valueFrom"]["secretKeyRef"] == token, deployment
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert len(policies) == 2
+    for policy in policies:
+        (rule,) = policy["spec"]["ingress"]
+        assert monitoring in rule["from"], policy["metadata"]["name"]
+
+
+def test_without_a_token_nothing_sends_or_requires_one():
+    docs = render({**MINIMAL, "metrics": {"serviceMonitor": {"enabled": True}}, "networkPolicy": {"enabled": True}})
+    assert all("authorization" not in m["spec"]["endpoints"][0] for m in docs if m["kind"] == "ServiceMonitor")
+    assert not [e for _, spec in pod_specs(docs) for c in spec["containers"] for e in c["env"]
+                if e["name"] == "IAMGATE_METRICS_TOKEN"]
+    # Without metricsFrom the policies are as before: the control plane open to the
+    # cluster, the decision service to its own namespace.
+    assert [p["spec"]["ingress"][0]["from"] for p in docs if p["kind"] == "NetworkPolicy"] == [
+        [{"namespaceSelector": {}}], [{"podSelector": {}}]]
 
 
 def test_the_sidecar_template(tmp_path):

@@ -101,6 +101,10 @@ prometheus.io/path: /metrics
   value: {{ .Values.publicUrl | quote }}
 - name: IAMGATE_INTERNAL_TOKEN
   valueFrom: {secretKeyRef: {name: {{ include "iamgate.secretName" . }}, key: internal-token}}
+{{- with .Values.metrics.tokenSecret.name }}
+- name: IAMGATE_METRICS_TOKEN
+  valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $.Values.metrics.tokenSecret.key }}}}
+{{- end }}
 {{- range $name, $value := .Values.env }}
 - name: {{ $name }}
   value: {{ $value | quote }}
