@@ -346,9 +346,33 @@ def test_the_sidecar_template(tmp_path):
     assert {d["kind"] for d in render(chart_dir=chart)} == {"Deployment"}
 
 
-def test_the_sidecar_image_follows_the_chart_version():
-    with helm.Chart.load(str(CHART)) as chart:
-        assert chart.values["decisionSidecar"]["image"]["tag"] == chart.metadata["appVersion"]
+def _sidecar(chart: Path) -> dict:
+    (deployment,) = [d for d in render(chart_dir=chart) if d["kind"] == "Deployment"]
+    return next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "iamgate-decision")
+
+
+def test_the_sidecar_image_follows_the_chart_version(tmp_path):
+    """decisionSidecar.image.tag defaults to the iamgate chart's appVersion, so a tenant
+    that upgrades the dependency upgrades its sidecars (issue 31, item 12)."""
+    chart = tenant_chart(tmp_path)
+    dependency = chart / "charts" / "iamgate" / "Chart.yaml"
+    metadata = yaml.safe_load(dependency.read_text())
+    assert _sidecar(chart)["image"] == f"ghcr.io/iamgate/iamgate:{metadata['appVersion']}"
+    dependency.write_text(yaml.safe_dump({**metadata, "appVersion": "9.8.7"}))
+    assert _sidecar(chart)["image"] == "ghcr.io/iamgate/iamgate:9.8.7"
+    values = yaml.safe_load((chart / "values.yaml").read_text())
+    values["iamgate"]["decisionSidecar"]["image"] = {"repository": "registry.example.com/iamgate", "tag": "pinned"}
+    (chart / "values.yaml").write_text(yaml.safe_dump(values))
+    assert _sidecar(chart)["image"] == "registry.example.com/iamgate:pinned"
+
+
+def test_the_sidecar_template_says_what_it_takes(tmp_path):
+    """The values block, the argument before the tag followed appVersion, fails with the new form."""
+    chart = tenant_chart(tmp_path)
+    template = chart / "templates" / "deployment.yaml"
+    template.write_text(template.read_text().replace(".Subcharts.iamgate", ".Values.iamgate.decisionSidecar"))
+    with pytest.raises(helm.HelmError, match=r'include \\?"iamgate.decisionSidecar\\?" .Subcharts.iamgate'):
+        render(chart_dir=chart)
 
 
 def _graceful_timeouts() -> dict:
