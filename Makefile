@@ -71,15 +71,16 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 image:
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
-## Re-resolve the image's lockfiles after a change to setup.cfg's install_requires (or to bump
-## them): every runtime package pinned with its hashes, for Linux and Python 3.11.
+## Re-resolve the image's lockfiles after a change to setup.cfg's install_requires: every
+## runtime package pinned with its hashes, for Linux and Python 3.11. Pins that still fit
+## are kept; `make lock LOCK_ARGS=--upgrade` bumps them all to the newest that fit.
 UV_VERSION ?= 0.13.9
 lock: $(PY)
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
 	$(VENV)/bin/uv pip compile setup.cfg --quiet --generate-hashes --python-version 3.11 \
-	  --python-platform linux --custom-compile-command 'make lock' -o docker/requirements.lock
+	  --python-platform linux --custom-compile-command 'make lock' $(LOCK_ARGS) -o docker/requirements.lock
 	$(VENV)/bin/uv pip compile docker/build-requirements.in --quiet --generate-hashes --python-version 3.11 \
-	  --python-platform linux --custom-compile-command 'make lock' -o docker/build-requirements.lock
+	  --python-platform linux --custom-compile-command 'make lock' $(LOCK_ARGS) -o docker/build-requirements.lock
 
 ## Push it: make image push IMAGE=registry.example.com/iamgate:0.1.0
 push:
