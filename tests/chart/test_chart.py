@@ -87,7 +87,7 @@ CASES = {
         "extraVolumes": [{"name": "mongodb-ca", "secret": {"secretName": "mongodb-ca"}}],
         "extraVolumeMounts": [{"name": "mongodb-ca", "mountPath": "/etc/mongodb-ca", "readOnly": True}],
         "worker": {"enabled": True}, "controlPlane": {"autoscaling": {"enabled": True}},
-        "metrics": {"serviceMonitor": {"enabled": True}}}), set()),
+        "metrics": {"serviceMonitor": {"enabled": True}}, "otel": {"endpoint": "http://otel-collector:4318"}}), set()),
 }
 
 
@@ -323,6 +323,25 @@ def test_without_a_token_nothing_sends_or_requires_one():
     # cluster, the decision service to its own namespace.
     assert [p["spec"]["ingress"][0]["from"] for p in docs if p["kind"] == "NetworkPolicy"] == [
         [{"namespaceSelector": {}}], [{"podSelector": {}}]]
+
+
+def test_tracing_is_off_until_an_endpoint_is_given():
+    """The standard OTEL_* variables, each Deployment under its own service name."""
+    def otel(values):
+        return {deployment: {e["name"]: e["value"] for e in spec["containers"][0]["env"] if e["name"].startswith("OTEL_")}
+                for deployment, spec in pod_specs(render(values))}
+
+    assert otel(MINIMAL) == {"iamgate-controlplane": {}, "iamgate-decision": {}}
+    traced = otel({**MINIMAL, "otel": {"endpoint": "http://otel-collector:4318",
+                                       "resourceAttributes": {"deployment.environment": "production"}}})
+    for deployment, env in traced.items():
+        assert env["OTEL_SERVICE_NAME"] == deployment
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
+        assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio" and float(env["OTEL_TRACES_SAMPLER_ARG"]) <= 1
+        assert env["OTEL_RESOURCE_ATTRIBUTES"] == (
+            "service.version=0.1.0,service.namespace=iamgate,deployment.environment=production")
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmError, match="samplerArg"):
+        chart.validate_schema({"otel": {"samplerArg": "10%"}})
 
 
 def test_the_sidecar_template(tmp_path):

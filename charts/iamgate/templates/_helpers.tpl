@@ -150,3 +150,28 @@ lifecycle:
 {{- end -}}
 terminationGracePeriodSeconds: {{ $values.terminationGracePeriodSeconds }}
 {{- end -}}
+
+{{/*
+  OpenTelemetry's standard variables for one Deployment: (list $ "controlplane").
+  Nothing while otel.endpoint is empty: tracing stays off.
+*/}}
+{{- define "iamgate.otelEnv" -}}
+{{- $ := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- with $.Values.otel -}}
+{{- if .endpoint }}
+- {name: OTEL_SERVICE_NAME, value: {{ printf "iamgate-%s" $component | quote }}}
+- {name: OTEL_EXPORTER_OTLP_ENDPOINT, value: {{ .endpoint | quote }}}
+- {name: OTEL_EXPORTER_OTLP_PROTOCOL, value: {{ .protocol | quote }}}
+- {name: OTEL_TRACES_SAMPLER, value: {{ .sampler | quote }}}
+{{- with .samplerArg }}
+- {name: OTEL_TRACES_SAMPLER_ARG, value: {{ . | quote }}}
+{{- end }}
+{{- $attributes := list (printf "service.version=%s" ($.Values.image.tag | default $.Chart.AppVersion)) (printf "service.namespace=%s" $.Release.Namespace) }}
+{{- range $key, $value := .resourceAttributes }}
+{{- $attributes = append $attributes (printf "%s=%s" $key $value) }}
+{{- end }}
+- {name: OTEL_RESOURCE_ATTRIBUTES, value: {{ join "," $attributes | quote }}}
+{{- end }}
+{{- end }}
+{{- end -}}
