@@ -255,6 +255,15 @@ def test_generated_secrets_are_an_opt_in_for_a_first_install_only():
         render(generate, is_install=False, is_upgrade=True)
 
 
+def test_a_gitops_render_is_the_same_every_time():
+    """What Argo CD does at every sync (helm template: install, no cluster): with the
+    secrets outside the chart, each render gives the same manifests, as an upgrade does."""
+    values = production_values()
+    first = render(values)
+    assert render(values) == first
+    assert render(values, is_install=False, is_upgrade=True) == first
+
+
 def test_mongodb_uri_with_an_existing_secret_gets_its_own_secret():
     docs = render({"mongodb": MONGO, "secrets": {"existingSecret": "vault-iamgate"}})
     names = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
