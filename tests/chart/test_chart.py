@@ -2,11 +2,12 @@
 
 ``make chart-test`` runs this module; ``make test`` runs it too when the chart extra
 (helm-python-sdk, kubernetes-validate) is installed, and skips it otherwise.
-Every rendering -- default values, examples/production-values.yaml, the tenant example
-with a throwaway tenant chart -- is checked for: Kubernetes schemas (strict, oldest and
-newest version kubernetes-validate knows), Pod Security "restricted" fields, probes on
-addresses the containers serve, Secret references that resolve, and an Ingress that
-routes every public path of the control plane's route table.
+Every rendering -- the default values with what every install must give (MINIMAL),
+examples/production-values.yaml, the tenant example with a throwaway tenant chart -- is
+checked for: Kubernetes schemas (strict, oldest and newest version kubernetes-validate
+knows), Pod Security "restricted" fields, probes on addresses the containers serve,
+Secret references that resolve, a shutdown that drains within the grace period, and an
+Ingress that routes every public path of the control plane's route table.
 """
 from __future__ import annotations
 
