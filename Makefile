@@ -3,8 +3,9 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test fuzz soak bench bench-scale install clean image push chart-test chart-tools
+.PHONY: run test fuzz soak bench bench-scale install clean image push lock chart-test chart-tools
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -14,15 +15,20 @@ $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
+# `make run` needs the embedded store (memory://) and nothing of the test tools.
+$(RUN_STAMP): $(PY) setup.cfg
+	$(PY) -m pip install --quiet -e '.[embedded]'
+	touch $(RUN_STAMP)
+
 $(STAMP): $(PY) setup.cfg
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,embedded]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 CHART_STAMP := $(VENV)/.chart-installed
 $(CHART_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,chart]'
+	$(PY) -m pip install --quiet -e '.[test,embedded,chart]'
 	touch $(CHART_STAMP)
 
 ## Install the chart tools (helm-python-sdk, kubernetes-validate); `make test` then runs tests/chart too.
@@ -34,7 +40,7 @@ chart-test: $(CHART_STAMP)
 
 ## Start the control plane and a decision service on the embedded store (memory://).
 ## Emails are logged with their bodies (links included): IAMGATE_LOG_EMAIL_BODIES=true.
-run: $(STAMP)
+run: $(RUN_STAMP)
 	IAMGATE_LOG_EMAIL_BODIES=true $(PY) -m controlplane.launcher
 
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
@@ -60,9 +66,21 @@ bench: $(STAMP)
 bench-scale: $(STAMP)
 	$(PY) -m benchmarks.scale_bench
 
-## Build the container image (both services; the command picks which).
+## Build the container image (both services; the command picks which) from docker/requirements.lock.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 image:
-	docker build -t $(IMAGE) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
+
+## Re-resolve the image's lockfiles after a change to setup.cfg's install_requires: every
+## runtime package pinned with its hashes, for Linux and Python 3.11. Pins that still fit
+## are kept; `make lock LOCK_ARGS=--upgrade` bumps them all to the newest that fit.
+UV_VERSION ?= 0.13.9
+lock: $(PY)
+	$(PY) -m pip install --quiet uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip compile setup.cfg --quiet --generate-hashes --python-version 3.11 \
+	  --python-platform linux --custom-compile-command 'make lock' $(LOCK_ARGS) -o docker/requirements.lock
+	$(VENV)/bin/uv pip compile docker/build-requirements.in --quiet --generate-hashes --python-version 3.11 \
+	  --python-platform linux --custom-compile-command 'make lock' $(LOCK_ARGS) -o docker/build-requirements.lock
 
 ## Push it: make image push IMAGE=registry.example.com/iamgate:0.1.0
 push:

@@ -1,7 +1,8 @@
 """The one small layer over MongoDB.
 
 ``memory://`` gives mongomock inside the process (the embedded default: nothing
-persists); ``mongodb://`` a real MongoDB through pymongo.  Both are used through the
+persists; mongomock is the ``embedded`` extra, imported only here); ``mongodb://`` a
+real MongoDB through pymongo.  Both are used through the
 same pymongo API, so domain stores never branch on the backend.
 
 Indexes: a class that owns collections declares their indexes when it is built
@@ -10,6 +11,7 @@ Indexes: a class that owns collections declares their indexes when it is built
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import operator
@@ -17,13 +19,11 @@ import threading
 import time
 from datetime import datetime
 
-import mongomock
 import pymongo
-from mongomock.collection import Cursor
-from mongomock.command_cursor import CommandCursor
 from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError  # also re-exported for stores
 
+from shared.config import EMBEDDED_STORE_MISSING, ConfigError
 from shared.ids import new_id
 
 log = logging.getLogger("iamgate.store")
@@ -33,6 +33,10 @@ class Store:
     def __init__(self, uri: str = "memory://"):
         self.uri = uri
         if uri == "memory://":
+            try:
+                import mongomock
+            except ImportError:
+                raise ConfigError(EMBEDDED_STORE_MISSING) from None
             _embedded_fast_paths()
             self.client = mongomock.MongoClient(tz_aware=True)
             self.db = _SerialisedDatabase(self.client["iamgate"], threading.RLock())
@@ -178,7 +182,7 @@ def _simple_match(plan, filter, doc, filter_applies) -> bool:
 
 
 def _embedded_fast_paths() -> None:
-    from mongomock.collection import Collection
+    from mongomock.collection import Collection, Cursor
     from mongomock.filtering import filter_applies
     from mongomock.store import CollectionStore
 
@@ -250,6 +254,14 @@ def _embedded_fast_paths() -> None:
     Collection._iamgate_fast_paths = True
 
 
+@functools.cache
+def _cursor_types() -> tuple[type, ...]:
+    from mongomock.collection import Cursor
+    from mongomock.command_cursor import CommandCursor
+
+    return Cursor, CommandCursor
+
+
 class _SerialisedCursor:
     _CHAINING = frozenset({"sort", "limit", "skip", "batch_size", "max_time_ms", "hint", "collation", "allow_disk_use"})
 
@@ -302,7 +314,7 @@ class _SerialisedCollection:
         def call(*args, **kwargs):
             with self._lock:
                 result = attr(*args, **kwargs)
-            if isinstance(result, (Cursor, CommandCursor)):
+            if isinstance(result, _cursor_types()):
                 return _SerialisedCursor(result, self._lock)
             return result
 

@@ -17,6 +17,7 @@ def create(store=None):
     refuses its first attempts, standing in for a MongoDB that starts late)."""
     try:
         config = Config.from_env()
+        config.check_embedded_store()
     except ConfigError as exc:
         print(f"iamgate: configuration error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -6,6 +6,7 @@ names the variable (``ConfigError``).  Nothing else in the code reads ``os.envir
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import ipaddress
 import os
 import secrets
@@ -15,6 +16,11 @@ from urllib.parse import urlsplit
 
 class ConfigError(ValueError):
     """A configuration variable has a value that cannot be used."""
+
+
+# One message wherever memory:// meets an installation without the embedded store.
+EMBEDDED_STORE_MISSING = ("IAMGATE_MONGODB_URI: memory:// needs the embedded store, which is not installed "
+                          "(pip install 'iamgate[embedded]'); set a mongodb:// URI")
 
 
 @dataclass(frozen=True)
@@ -279,6 +285,12 @@ class Config:
         if not (self.decision_api_key or self.internal_token):
             raise ConfigError("IAMGATE_DECISION_API_KEY: set it, or IAMGATE_INTERNAL_TOKEN, so the decision "
                               "service can read from the control plane")
+
+    def check_embedded_store(self) -> None:
+        """``memory://`` runs on mongomock, an extra (``iamgate[embedded]``) that ``make run``
+        and the tests install and the image does not: it runs on MongoDB."""
+        if self.is_memory_store and importlib.util.find_spec("mongomock") is None:
+            raise ConfigError(EMBEDDED_STORE_MISSING)
 
     @classmethod
     def from_env(cls, env=None, **overrides) -> "Config":

@@ -42,6 +42,8 @@ def load_config(service: str) -> Config:
         config = Config.from_env()
         if service == DECISION:
             config.check_decision_credential()
+        else:
+            config.check_embedded_store()
     except ConfigError as exc:
         print(f"{_prefix(service)}: configuration error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -2,11 +2,12 @@
 
 ``make chart-test`` runs this module; ``make test`` runs it too when the chart extra
 (helm-python-sdk, kubernetes-validate) is installed, and skips it otherwise.
-Every rendering -- default values, examples/production-values.yaml, the tenant example
-with a throwaway tenant chart -- is checked for: Kubernetes schemas (strict, oldest and
-newest version kubernetes-validate knows), Pod Security "restricted" fields, probes on
-addresses the containers serve, Secret references that resolve, and an Ingress that
-routes every public path of the control plane's route table.
+Every rendering -- the default values with what every install must give (MINIMAL),
+examples/production-values.yaml, the tenant example with a throwaway tenant chart -- is
+checked for: Kubernetes schemas (strict, oldest and newest version kubernetes-validate
+knows), Pod Security "restricted" fields, probes on addresses the containers serve,
+Secret references that resolve, a shutdown that drains within the grace period, and an
+Ingress that routes every public path of the control plane's route table.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ CHART = ROOT / "charts" / "iamgate"
 EXAMPLES = CHART / "examples"
 MONGO = {"uri": "mongodb://iamgate:pw@mongo-0.mongo,mongo-1.mongo/iamgate?replicaSet=rs0"}
 GIVEN_SECRETS = {"secretKey": "k" * 32, "internalToken": "t" * 40}
+MINIMAL = {"mongodb": MONGO, "secrets": GIVEN_SECRETS}  # what every install must give
 KUBERNETES_VERSIONS = (kv.all_versions()[0], kv.all_versions()[-1])
 NOT_ROUTED = ("/internal/", "/healthz", "/readyz", "/metrics")
 
@@ -75,17 +77,18 @@ def production_values() -> dict:
 
 
 CASES = {
-    "default": lambda tmp: (render({"mongodb": MONGO}), set()),
-    "production": lambda tmp: (render(production_values()), {"iamgate-mongodb", "iamgate-secrets", "iamgate-smtp"}),
+    "default": lambda tmp: (render(MINIMAL), set()),
+    "production": lambda tmp: (render(production_values()), {"iamgate-mongodb", "iamgate-secrets", "iamgate-smtp",
+                                                                        "iamgate-metrics"}),
     "tenant": lambda tmp: (render(chart_dir=tenant_chart(tmp)), {"orders-iamgate-key"}),
     "uri-with-existing-secrets": lambda tmp: (
         render({"mongodb": MONGO, "secrets": {"existingSecret": "vault-iamgate"}}), {"vault-iamgate"}),
     "everything-on": lambda tmp: (render({
-        "mongodb": MONGO, "ingress": {"enabled": True}, "networkPolicy": {"enabled": True},
+        **MINIMAL, "ingress": {"enabled": True}, "networkPolicy": {"enabled": True},
         "extraVolumes": [{"name": "mongodb-ca", "secret": {"secretName": "mongodb-ca"}}],
         "extraVolumeMounts": [{"name": "mongodb-ca", "mountPath": "/etc/mongodb-ca", "readOnly": True}],
         "worker": {"enabled": True}, "controlPlane": {"autoscaling": {"enabled": True}},
-        "metrics": {"serviceMonitor": {"enabled": True}}}), set()),
+        "metrics": {"serviceMonitor": {"enabled": True}}, "otel": {"endpoint": "http://otel-collector:4318"}}), set()),
 }
 
 
@@ -102,7 +105,7 @@ def pod_specs(docs):
 
 
 def test_lint_is_clean():
-    report = helm.lint(str(CHART), {"mongodb": MONGO, "secrets": GIVEN_SECRETS}, strict=True)
+    report = helm.lint(str(CHART), MINIMAL, strict=True)
     assert report["errors"] == []
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
 
@@ -208,7 +211,7 @@ def _routed(path: str, ingress_paths) -> bool:
 
 
 def test_the_ingress_routes_every_public_path_and_nothing_internal():
-    docs = render({"mongodb": MONGO, "ingress": {"enabled": True}})
+    docs = render({**MINIMAL, "ingress": {"enabled": True}})
     (ingress,) = [d for d in docs if d["kind"] == "Ingress"]
     paths = ingress["spec"]["rules"][0]["http"]["paths"]
     routes = public_routes()
@@ -221,19 +224,45 @@ def test_the_ingress_routes_every_public_path_and_nothing_internal():
         assert _routed(prefix, paths)
 
 
-def test_generated_secrets_are_kept_and_never_regenerated():
-    first = [d for d in render({"mongodb": MONGO}) if d["kind"] == "Secret" and "secret-key" in d["data"]]
-    assert first[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    # An upgrade (or any render but a first install) that cannot read the Secret back
-    # fails instead of rotating IAMGATE_SECRET_KEY.
+def test_the_secrets_are_required_and_the_error_says_how():
+    """The default values never generate IAMGATE_SECRET_KEY: a render that cannot see the
+    cluster (helm template, a GitOps sync) would generate a new one every time (issue 31,
+    item 4)."""
+    for values in ({"mongodb": MONGO}, {"mongodb": MONGO, "secrets": {"secretKey": "k" * 32}}):
+        with pytest.raises(helm.HelmError) as failure:
+            render(values)
+        message = str(failure.value)
+        for hint in ("secrets.existingSecret", "secrets.secretKey", "secrets.internalToken", "GitOps",
+                     "secrets.generate=true", "docs/deployment.md"):
+            assert hint in message, hint
+    # The decision service alone needs them too (its internal token).
     with pytest.raises(helm.HelmError, match="secrets.existingSecret"):
-        render({"mongodb": MONGO}, is_install=False, is_upgrade=True)
+        render({"controlPlane": {"enabled": False}})
+
+
+def test_given_secrets_render_the_same_every_time():
+    a, b = (render(MINIMAL, is_install=False, is_upgrade=True) for _ in range(2))
+    secrets = [d for d in a if d["kind"] == "Secret" and "secret-key" in d["data"]]
+    assert secrets and secrets == [d for d in b if d["kind"] == "Secret" and "secret-key" in d["data"]]
+    assert secrets[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_generated_secrets_are_an_opt_in_for_a_first_install_only():
+    generate = {"mongodb": MONGO, "secrets": {"generate": True}}
+    (secret,) = [d for d in render(generate) if d["kind"] == "Secret" and "secret-key" in d["data"]]
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    # An upgrade that cannot read the Secret back fails instead of rotating IAMGATE_SECRET_KEY.
     with pytest.raises(helm.HelmError, match="secrets.existingSecret"):
-        render({"mongodb": MONGO, "secrets": {"generate": False}})
-    # Given values render the same every time (helm template, GitOps).
-    a, b = (render({"mongodb": MONGO, "secrets": GIVEN_SECRETS}, is_install=False, is_upgrade=True)
-            for _ in range(2))
-    assert [d for d in a if d["kind"] == "Secret"] == [d for d in b if d["kind"] == "Secret"]
+        render(generate, is_install=False, is_upgrade=True)
+
+
+def test_a_gitops_render_is_the_same_every_time():
+    """What Argo CD does at every sync (helm template: install, no cluster): with the
+    secrets outside the chart, each render gives the same manifests, as an upgrade does."""
+    values = production_values()
+    first = render(values)
+    assert render(values) == first
+    assert render(values, is_install=False, is_upgrade=True) == first
 
 
 def test_mongodb_uri_with_an_existing_secret_gets_its_own_secret():
@@ -255,8 +284,8 @@ def test_bad_values_fail_at_install(values, message):
 
 
 def test_the_webhook_worker_is_off_until_enabled():
-    assert not [d for d in render({"mongodb": MONGO}) if d["metadata"]["name"].endswith("-worker")]
-    (worker,) = [d for d in render({"mongodb": MONGO, "worker": {"enabled": True}})
+    assert not [d for d in render(MINIMAL) if d["metadata"]["name"].endswith("-worker")]
+    (worker,) = [d for d in render({**MINIMAL, "worker": {"enabled": True}})
                  if d["metadata"]["name"].endswith("-worker")]
     assert worker["spec"]["template"]["spec"]["containers"][0]["command"] == [
         "python", "-m", "controlplane", "worker"]
@@ -270,6 +299,59 @@ def test_the_production_example(tmp_path):
     assert ingress["spec"]["tls"]
     assert not [d for d in docs if d["kind"] == "Secret"]  # all from existing Secrets
     assert {d["kind"] for d in docs} >= {"PodDisruptionBudget", "NetworkPolicy", "ServiceAccount"}
+
+
+def test_the_production_example_is_scraped_with_the_metrics_token_from_monitoring():
+    """Item 10 of issue 31: the ServiceMonitors send the token the pods require, from the
+    same Secret, and each NetworkPolicy admits the namespace Prometheus scrapes from."""
+    values = production_values()
+    docs = render(values)
+    token = values["metrics"]["tokenSecret"]
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert {m["metadata"]["name"] for m in monitors} == {"iamgate-controlplane", "iamgate-decision"}
+    for monitor in monitors:
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["authorization"] == {"type": "Bearer", "credentials": token}
+    for deployment, spec in pod_specs(docs):
+        for container in spec["containers"]:
+            ref = next(e for e in container["env"] if e["name"] == "IAMGATE_METRICS_TOKEN")
+            assert ref["valueFrom"]["secretKeyRef"] == token, deployment
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert len(policies) == 2
+    for policy in policies:
+        (rule,) = policy["spec"]["ingress"]
+        assert monitoring in rule["from"], policy["metadata"]["name"]
+
+
+def test_without_a_token_nothing_sends_or_requires_one():
+    docs = render({**MINIMAL, "metrics": {"serviceMonitor": {"enabled": True}}, "networkPolicy": {"enabled": True}})
+    assert all("authorization" not in m["spec"]["endpoints"][0] for m in docs if m["kind"] == "ServiceMonitor")
+    assert not [e for _, spec in pod_specs(docs) for c in spec["containers"] for e in c["env"]
+                if e["name"] == "IAMGATE_METRICS_TOKEN"]
+    # Without metricsFrom the policies are as before: the control plane open to the
+    # cluster, the decision service to its own namespace.
+    assert [p["spec"]["ingress"][0]["from"] for p in docs if p["kind"] == "NetworkPolicy"] == [
+        [{"namespaceSelector": {}}], [{"podSelector": {}}]]
+
+
+def test_tracing_is_off_until_an_endpoint_is_given():
+    """The standard OTEL_* variables, each Deployment under its own service name."""
+    def otel(values):
+        return {deployment: {e["name"]: e["value"] for e in spec["containers"][0]["env"] if e["name"].startswith("OTEL_")}
+                for deployment, spec in pod_specs(render(values))}
+
+    assert otel(MINIMAL) == {"iamgate-controlplane": {}, "iamgate-decision": {}}
+    traced = otel({**MINIMAL, "otel": {"endpoint": "http://otel-collector:4318",
+                                       "resourceAttributes": {"deployment.environment": "production"}}})
+    for deployment, env in traced.items():
+        assert env["OTEL_SERVICE_NAME"] == deployment
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
+        assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio" and float(env["OTEL_TRACES_SAMPLER_ARG"]) <= 1
+        assert env["OTEL_RESOURCE_ATTRIBUTES"] == (
+            "service.version=0.1.0,service.namespace=iamgate,deployment.environment=production")
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmError, match="samplerArg"):
+        chart.validate_schema({"otel": {"samplerArg": "10%"}})
 
 
 def test_the_sidecar_template(tmp_path):
@@ -293,13 +375,77 @@ def test_the_sidecar_template(tmp_path):
     assert {d["kind"] for d in render(chart_dir=chart)} == {"Deployment"}
 
 
-def test_the_sidecar_image_follows_the_chart_version():
-    with helm.Chart.load(str(CHART)) as chart:
-        assert chart.values["decisionSidecar"]["image"]["tag"] == chart.metadata["appVersion"]
+def _sidecar(chart: Path) -> dict:
+    (deployment,) = [d for d in render(chart_dir=chart) if d["kind"] == "Deployment"]
+    return next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "iamgate-decision")
+
+
+def test_the_sidecar_image_follows_the_chart_version(tmp_path):
+    """decisionSidecar.image.tag defaults to the iamgate chart's appVersion, so a tenant
+    that upgrades the dependency upgrades its sidecars (issue 31, item 12)."""
+    chart = tenant_chart(tmp_path)
+    dependency = chart / "charts" / "iamgate" / "Chart.yaml"
+    metadata = yaml.safe_load(dependency.read_text())
+    assert _sidecar(chart)["image"] == f"ghcr.io/iamgate/iamgate:{metadata['appVersion']}"
+    dependency.write_text(yaml.safe_dump({**metadata, "appVersion": "9.8.7"}))
+    assert _sidecar(chart)["image"] == "ghcr.io/iamgate/iamgate:9.8.7"
+    values = yaml.safe_load((chart / "values.yaml").read_text())
+    values["iamgate"]["decisionSidecar"]["image"] = {"repository": "registry.example.com/iamgate", "tag": "pinned"}
+    (chart / "values.yaml").write_text(yaml.safe_dump(values))
+    assert _sidecar(chart)["image"] == "registry.example.com/iamgate:pinned"
+
+
+def test_the_sidecar_template_says_what_it_takes(tmp_path):
+    """The values block, the argument before the tag followed appVersion, fails with the new form."""
+    chart = tenant_chart(tmp_path)
+    template = chart / "templates" / "deployment.yaml"
+    template.write_text(template.read_text().replace(".Subcharts.iamgate", ".Values.iamgate.decisionSidecar"))
+    with pytest.raises(helm.HelmError, match=r'include \\?"iamgate.decisionSidecar\\?" .Subcharts.iamgate'):
+        render(chart_dir=chart)
+
+
+def _graceful_timeouts() -> dict:
+    """How long each container's server drains after SIGTERM, from the code itself."""
+    from decision.__main__ import GRACEFUL_SECONDS
+    from shared.serving import CONTROL_PLANE, settings
+
+    gunicorn = settings(CONTROL_PLANE)["graceful_timeout"]  # both services' gunicorn config
+    # The sidecar is one process at workers: 1 and gunicorn above: the longer of the two.
+    return {"controlplane": gunicorn, "decision": gunicorn, "iamgate-decision": max(gunicorn, GRACEFUL_SECONDS)}
+
+
+def test_shutdown_drains_within_the_grace_period(rendered):
+    """Every server container sleeps in preStop (its pod leaves the endpoints meanwhile),
+    then drains for its graceful timeout; the pod's grace period covers both, so SIGKILL
+    never cuts a request short (issue 31, item 6)."""
+    name, docs, _ = rendered
+    graceful = _graceful_timeouts()
+    served = 0
+    for deployment, spec in pod_specs(docs):
+        for container in spec["containers"]:
+            if container["name"] not in graceful:
+                continue
+            served += 1
+            command = container["lifecycle"]["preStop"]["exec"]["command"]
+            assert command[0] == "sleep" and int(command[1]) >= 1, (deployment, command)
+            grace = spec.get("terminationGracePeriodSeconds", 30)  # Kubernetes' default
+            assert grace > int(command[1]) + graceful[container["name"]], (name, deployment, grace)
+    assert served, name
+
+
+@pytest.mark.parametrize("component", ["controlPlane", "decision"])
+def test_a_grace_period_too_short_to_drain_fails_at_render(component):
+    """The chart's copy of gunicorn's graceful timeout is the code's."""
+    needed = 5 + _graceful_timeouts()["controlplane"]
+    with pytest.raises(helm.HelmError, match=f"{component}.terminationGracePeriodSeconds"):
+        render({**MINIMAL, component: {"preStopSleepSeconds": 5, "terminationGracePeriodSeconds": needed}})
+    docs = render({**MINIMAL, component: {"preStopSleepSeconds": 5, "terminationGracePeriodSeconds": needed + 1}})
+    assert any(d["kind"] == "Deployment" and d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == needed + 1
+               for d in docs)
 
 
 def test_notes_say_how_to_start_and_warn_about_the_example_url():
-    text = notes({"mongodb": MONGO})
+    text = notes(MINIMAL)
     assert "/api/dashboard/register" in text
     assert "publicUrl is still the example" in text
     assert "publicUrl is still the example" not in notes({**production_values()})

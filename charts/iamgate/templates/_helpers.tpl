@@ -101,6 +101,10 @@ prometheus.io/path: /metrics
   value: {{ .Values.publicUrl | quote }}
 - name: IAMGATE_INTERNAL_TOKEN
   valueFrom: {secretKeyRef: {name: {{ include "iamgate.secretName" . }}, key: internal-token}}
+{{- with .Values.metrics.tokenSecret.name }}
+- name: IAMGATE_METRICS_TOKEN
+  valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $.Values.metrics.tokenSecret.key }}}}
+{{- end }}
 {{- range $name, $value := .Values.env }}
 - name: {{ $name }}
   value: {{ $value | quote }}
@@ -116,4 +120,58 @@ prometheus.io/path: /metrics
   valueFrom: {secretKeyRef: {name: {{ include "iamgate.mongodbSecretName" . }}, key: {{ .Values.mongodb.existingSecretKey }}}}
 - name: IAMGATE_SECRET_KEY
   valueFrom: {secretKeyRef: {name: {{ include "iamgate.secretName" . }}, key: secret-key}}
+{{- end -}}
+
+{{/*
+  Shutdown. The kubelet runs preStop, then sends SIGTERM; meanwhile the pod leaves its
+  Services' endpoints, which every kube-proxy and ingress controller learns a moment
+  later. Sleeping first keeps the server accepting while they catch up; on SIGTERM
+  gunicorn's master stops accepting and gives its workers gunicorn's graceful_timeout
+  (shared/serving.py, below as iamgate.gracefulTimeout; tests/chart checks they agree)
+  to finish what is in flight. The grace period must cover both, or SIGKILL cuts the
+  requests short.
+*/}}
+{{- define "iamgate.gracefulTimeout" -}}20{{- end -}}
+
+{{/* preStop of a container: its values block (preStopSleepSeconds). */}}
+{{- define "iamgate.preStop" -}}
+lifecycle:
+  preStop:
+    exec: {command: ["sleep", {{ .preStopSleepSeconds | quote }}]}
+{{- end -}}
+
+{{/* terminationGracePeriodSeconds of a Deployment's pod: (list "controlPlane" .Values.controlPlane) */}}
+{{- define "iamgate.terminationGracePeriod" -}}
+{{- $name := index . 0 -}}
+{{- $values := index . 1 -}}
+{{- $needed := add $values.preStopSleepSeconds (include "iamgate.gracefulTimeout" .) -}}
+{{- if le (int $values.terminationGracePeriodSeconds) (int $needed) -}}
+{{- fail (printf "%s.terminationGracePeriodSeconds (%v) must exceed %s.preStopSleepSeconds plus the server's %s s graceful timeout (%v): otherwise SIGKILL cuts in-flight requests short" $name $values.terminationGracePeriodSeconds $name (include "iamgate.gracefulTimeout" .) $needed) -}}
+{{- end -}}
+terminationGracePeriodSeconds: {{ $values.terminationGracePeriodSeconds }}
+{{- end -}}
+
+{{/*
+  OpenTelemetry's standard variables for one Deployment: (list $ "controlplane").
+  Nothing while otel.endpoint is empty: tracing stays off.
+*/}}
+{{- define "iamgate.otelEnv" -}}
+{{- $ := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- with $.Values.otel -}}
+{{- if .endpoint }}
+- {name: OTEL_SERVICE_NAME, value: {{ printf "iamgate-%s" $component | quote }}}
+- {name: OTEL_EXPORTER_OTLP_ENDPOINT, value: {{ .endpoint | quote }}}
+- {name: OTEL_EXPORTER_OTLP_PROTOCOL, value: {{ .protocol | quote }}}
+- {name: OTEL_TRACES_SAMPLER, value: {{ .sampler | quote }}}
+{{- with .samplerArg }}
+- {name: OTEL_TRACES_SAMPLER_ARG, value: {{ . | quote }}}
+{{- end }}
+{{- $attributes := list (printf "service.version=%s" ($.Values.image.tag | default $.Chart.AppVersion)) (printf "service.namespace=%s" $.Release.Namespace) }}
+{{- range $key, $value := .resourceAttributes }}
+{{- $attributes = append $attributes (printf "%s=%s" $key $value) }}
+{{- end }}
+- {name: OTEL_RESOURCE_ATTRIBUTES, value: {{ join "," $attributes | quote }}}
+{{- end }}
+{{- end }}
 {{- end -}}

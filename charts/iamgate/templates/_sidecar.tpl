@@ -5,14 +5,17 @@
   (controlPlane.enabled=false, decision.enabled=false, serviceAccount.create=false) and
   puts, in its pod's containers list:
 
-      {{- include "iamgate.decisionSidecar" .Values.iamgate.decisionSidecar | nindent 8 }}
+      {{- include "iamgate.decisionSidecar" .Subcharts.iamgate | nindent 8 }}
 
   and in its pod's volumes list (the directory of the metrics files of several workers):
 
-      {{- include "iamgate.decisionSidecarVolumes" .Values.iamgate.decisionSidecar | nindent 8 }}
+      {{- include "iamgate.decisionSidecarVolumes" .Subcharts.iamgate | nindent 8 }}
 
-  The argument is the `decisionSidecar` values block (values.yaml documents it; Helm
-  merges the tenant's overrides into its defaults). The app then calls
+  The argument is this chart's own context as the tenant chart sees it (Helm's
+  `.Subcharts.<name>`, the dependency's name or alias): its `decisionSidecar` values
+  (values.yaml documents them; Helm merges the tenant's overrides under `iamgate:` into
+  the defaults) and its Chart.yaml, whose appVersion is the image tag unless
+  decisionSidecar.image.tag says otherwise. The app then calls
   http://127.0.0.1:<port>/api/v1/applications/<id>/authz/check.
 
   It binds 0.0.0.0 because the kubelet probes the pod IP (a 127.0.0.1 bind never
@@ -24,9 +27,19 @@
     so a stale sidecar takes its pod out of the Service -- every tenant pod at once
     during a control-plane outage.
 */}}
+{{/* The argument must be the chart's context: its appVersion is the default image tag. */}}
+{{- define "iamgate.sidecarContext" -}}
+{{- if not (and (hasKey . "Chart") (hasKey . "Values")) -}}
+{{- fail "iamgate.decisionSidecar and iamgate.decisionSidecarVolumes take the iamgate chart's context, not its values block: include \"iamgate.decisionSidecar\" .Subcharts.iamgate (the image tag follows that chart's appVersion)" -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "iamgate.decisionSidecar" -}}
+{{- include "iamgate.sidecarContext" . -}}
+{{- $tag := .Values.decisionSidecar.image.tag | default .Chart.AppVersion -}}
+{{- with .Values.decisionSidecar -}}
 - name: iamgate-decision
-  image: "{{ .image.repository }}:{{ .image.tag }}"
+  image: "{{ .image.repository }}:{{ $tag }}"
   imagePullPolicy: {{ .image.pullPolicy | default "IfNotPresent" }}
   # One process when workers is 1 (the default: no gunicorn master beside the worker);
   # with more, the same command runs gunicorn's master and that many workers.
@@ -63,6 +76,7 @@
     periodSeconds: 2
     timeoutSeconds: 2
   {{- end }}
+  {{- include "iamgate.preStop" . | nindent 2 }}
   resources: {{- toYaml .resources | nindent 4 }}
   securityContext:
     runAsNonRoot: true
@@ -77,8 +91,10 @@
   volumeMounts:
     - {name: iamgate-decision-metrics, mountPath: {{ include "iamgate.metricsDir" . }}}
 {{- end -}}
+{{- end -}}
 
 {{/* The pod volumes iamgate.decisionSidecar mounts (an emptyDir in memory). */}}
 {{- define "iamgate.decisionSidecarVolumes" -}}
+{{- include "iamgate.sidecarContext" . -}}
 {{ include "iamgate.metricsVolume" "iamgate-decision-metrics" }}
 {{- end -}}
