@@ -18,7 +18,7 @@ HTTP, warms the check's cache, then drives ``wrk -t1`` at concurrency 1 and 16:
   question through ``POST /api/check/resources``, one resource and action, JSON in and
   out; skipped, and reported as not measured, when the binary cannot be had.
 
-Targets (issue 17, item 1): check c16 at least 60% of the bare endpoint's c16 and at least
+Targets: check c16 at least 60% of the bare endpoint's c16 and at least
 Cerbos's c16; check c1 p50 at most 2x the decision service's. The c16 share is the median of
 ``--pairs`` alternating runs of the check and the bare endpoint, a second bare server staying
 up beside the control plane: this machine's speed drifts over minutes, and the rows are

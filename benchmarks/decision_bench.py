@@ -12,7 +12,7 @@ control plane's HTTP API, warms the sidecar's cache, then:
   reporting requests per second and raw p50/p99 latency (not corrected for coordinated
   omission; the load generator shares the machine's cores, and the services run in this
   process's session, so the kernel schedules wrk and the workers as peers rather than
-  as separate session groups: see docs/performance.md);
+  as separate session groups: see benchmarks/NOTES.md);
 - measures revoke-to-deny propagation over ``--revocations`` revocations: assign, wait
   until the sidecar answers "allowed" from its cache on every polling connection, DELETE
   the assignment on the control plane, then time from the DELETE's response until every

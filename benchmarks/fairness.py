@@ -1,4 +1,4 @@
-"""Saturation fairness of the decision service (issue 17, item 4): ``wrk -t1 -c16`` against a
+"""Saturation fairness of the decision service: ``wrk -t1 -c16`` against a
 cache-hit ``GET .../authz/check``, the service as shipped beside the same server without
 ``shared.httpserver.Turns`` (benchmarks/fairness_worker.py), in the same run.
 

@@ -1,4 +1,4 @@
-"""Decision-service footprint beside Cerbos, in one run (issue 18).
+"""Decision-service footprint beside Cerbos, in one run.
 
     .venv/bin/python -m benchmarks.footprint [--duration 5] [--startups 5] [--no-write]
 
@@ -266,7 +266,7 @@ def report(results: dict, duration: float) -> str:
             ("exec to /readyz 200 < 0.3 s (median)", f"{wall:.2f} s, {cpu:.2f} s of CPU (Cerbos "
              f"{_median(runs['cerbos'], 0):.2f} s, {_median(runs['cerbos'], 1):.2f} s of CPU)", wall < 0.3),
         ]
-        lines += ["| target (issue 18) | measured | met |", "|---|---|---|"]
+        lines += ["| target | measured | met |", "|---|---|---|"]
         lines += [f"| {name} | {value} | {'yes' if met else 'NO'} |" for name, value, met in checks]
         lines.append("")
     lines.append(f"{duration:g} s of wrk (`-t1 -c16`) per service; the sidecar answers `GET .../authz/check` from "

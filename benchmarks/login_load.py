@@ -10,11 +10,11 @@ the event loop keeps answering; the figure to watch is the /healthz p99 under lo
 Its same-run baseline is bcrypt itself, measured in this process just before the burst:
 one hash's time (the median of three, one thread) and, since the machine may be shared,
 what ``usable cores`` threads actually hash per second right then.  The throughput target
-(issue 17, item 5) is logins/s >= 90% of usable cores / one hash's time.
+is logins/s >= 90% of usable cores / one hash's time.
 
     .venv/bin/python -m benchmarks.login_load [--duration 10] [--concurrency 20] [--rounds 12]
 
-Not a test: it prints the figures (docs/performance.md, "Login load", records them).
+Not a test: it prints the figures (docs/performance.md, "Logins", records them).
 """
 from __future__ import annotations
 

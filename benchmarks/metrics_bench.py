@@ -1,4 +1,4 @@
-"""What /metrics across workers costs (issue 16, item 6; docs/performance.md, "Metrics of
+"""What /metrics across workers costs (docs/performance.md, "Metrics of
 several workers").
 
     .venv/bin/python -m benchmarks.metrics_bench [--runs N]

@@ -20,7 +20,7 @@ test on a shared machine):
   per size, which fills the service's own cache through its own ``Lookup`` and reports
   the process's RSS before (the same-run baseline) and after.
 
-Targets (issue 17, item 3): a 1,000-permission user's cached check costs at most 1.5x a
+Targets: a 1,000-permission user's cached check costs at most 1.5x a
 1-permission user's; a cached user costs at most 2 KB of decision-service memory.
 
     .venv/bin/python -m benchmarks.scale_bench [--checks 2000] [--cached-users 10000,100000] [--no-write]

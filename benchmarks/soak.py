@@ -1,5 +1,5 @@
 """``make soak``: a mixed workload against the real processes for a while, at bounded
-request rates on loopback (issue 15, "Soak").
+request rates on loopback.
 
     .venv/bin/python -m benchmarks.soak [--minutes 10] [--rate 20]
 

@@ -1,5 +1,5 @@
 """Webhook delivery: deliveries per second from the change log to a local receiver, and
-the delay from event to delivery at a steady 200 events/s (issue 12: p99 under 1 s).
+the delay from event to delivery at a steady 200 events/s (target: p99 under 1 s).
 
     .venv/bin/python -m benchmarks.webhook_bench [--seconds 5] [--burst 2000]
 

@@ -54,7 +54,7 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _worker(args, config: Config) -> int:
-    """The webhook worker (ARCHITECTURE.md "Components"): follows the change log, creates
+    """The webhook worker (docs/webhooks.md, "Where delivery runs"): follows the change log, creates
     delivery records and sends due deliveries until SIGTERM or SIGINT.  Run as many as
     needed against one MongoDB: deliveries are leased, never sent twice by two workers."""
     from controlplane.services import build_services

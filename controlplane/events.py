@@ -159,7 +159,7 @@ class Tailer:
         # One signal per application that has waiters (None: waiters for every application),
         # fired and replaced when its events arrive: a stream of one tenant does not wake
         # for the other tenants' changes, and the woken waiters do not queue on a lock the
-        # poller still holds (a Condition's notify_all did both; docs/performance.md).
+        # poller still holds (a Condition's notify_all did both; benchmarks/NOTES.md).
         self._signals: dict[str | None, threading.Event] = {}
         self._poke = threading.Event()
         self._callbacks = []

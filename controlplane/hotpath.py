@@ -1,5 +1,5 @@
 """The control plane's plain cached check, answered without Falcon's request and response
-objects (issue 17, item 1; docs/performance.md, "Control-plane request cost").
+objects (docs/performance.md, "Control-plane request cost").
 
 ``GET /api/v1/applications/{applicationId}/authz/check?user_id=...&permission=...`` (spec,
 "Authorization checks") is what a tenant's service sends on every request it authorizes.

@@ -1,8 +1,8 @@
 """The brute-force guard on password checks: the login lock (spec "Limits").
 
 One implementation for end users and dashboard accounts.  Failed checks are counted per
-email per *scope*: an application's id for its end users (ARCHITECTURE.md: "per email
-per application"), ``"dashboard"`` for dashboard accounts; application ids are UUIDs, so
+email per *scope*: an application's id for its end users (per email per application,
+docs/authentication.md), ``"dashboard"`` for dashboard accounts; application ids are UUIDs, so
 the two never share a record.  Every check takes one of IAMGATE_LOCKOUT_THRESHOLD units
 *before* bcrypt runs, so parallel guesses cannot get past the threshold;
 IAMGATE_LOCKOUT_THRESHOLD consecutive failures lock the email for

@@ -3,7 +3,7 @@ application named by ``{applicationId}`` and the API key behind a bearer secret.
 
 Without it each V1 request made two store reads before doing its work (a profile of a
 cached ``GET authz/check`` put them at three quarters of the middleware's time; see
-docs/performance.md, "Control-plane request cost").  The cached documents are the
+benchmarks/NOTES.md, "Control-plane request cost").  The cached documents are the
 store's answers and stay correct because:
 
 - a write of this process drops the entries it touches synchronously (``EventLog.listen``

@@ -9,7 +9,7 @@ or checked (NIST SP 800-63B 5.1.1.2), so the same password typed on another keyb
 (precomposed or combining accents, full-width digits) is the same password; comparisons
 are on UTF-8 bytes, never on ``str`` (``hmac.compare_digest`` refuses non-ASCII ``str``).
 
-Strength rules (ARCHITECTURE.md): 8 to 128 characters, at least two character classes,
+Strength rules (docs/authentication.md, "Validation"): 8 to 128 characters, at least two character classes,
 not the email (or its local part), not in the shipped common-password list.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ work, so N parallel requests can never all slip under the limit.  Documents expi
 through a TTL index (expiry is still decided in code from the window).  A limit of one
 request per window is an exact cooldown instead (``_cooldown``).
 
-``ApiThrottle`` is the one exception (ARCHITECTURE.md, "Lockout and every limit"): the
+``ApiThrottle`` is the one exception (docs/architecture.md, "Authentication and gates"): the
 general per-credential API throttle counts locally in each worker and reconciles with
 the same shared counter in batches, so an API request costs no store write.
 """

@@ -1,6 +1,6 @@
 """V1 access tokens: RS256 JWTs signed with the active key.
 
-Claims (ARCHITECTURE.md): iss = IAMGATE_PUBLIC_URL, sub = user id, aud = application
+Claims (docs/authentication.md, "Tokens and sessions"): iss = IAMGATE_PUBLIC_URL, sub = user id, aud = application
 id, iat, exp, jti, sid = session id; header kid.  Verification pins the algorithm to
 RS256 (so ``alg: none`` and HS256-with-the-public-key are refused), requires every
 claim, and checks audience and issuer.

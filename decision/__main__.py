@@ -1,6 +1,6 @@
 """``python -m decision``: the decision service, as one process by default.
 
-A sidecar runs next to every tenant pod, so its memory is paid once per pod (issue 18).
+A sidecar runs next to every tenant pod, so its memory is paid once per pod.
 With ``IAMGATE_DECISION_WORKERS=1`` (the default) this process is the worker itself: no
 gunicorn master beside it (about 25 MB of RSS that answers no check) and no fork, so it
 is ready sooner. It serves connections exactly as a gunicorn worker of the service does
@@ -43,8 +43,8 @@ def _gunicorn(argv: list[str]) -> None:
 def _patch_all() -> None:
     """``gevent.monkey.patch_all()``, less its plugin look-up. For each of its ~25 patch
     events gevent reads every installed distribution's entry points (importlib.metadata)
-    in search of ``gevent.plugins.monkey.*`` subscribers: about 70 ms of start-up (issue 18,
-    docs/performance.md). The one such plugin installed is gevent's own warning about
+    in search of ``gevent.plugins.monkey.*`` subscribers: about 70 ms of start-up
+    (benchmarks/NOTES.md, "Reading the footprint figures"). The one such plugin installed is gevent's own warning about
     patching ``signal`` without ``os``, which cannot apply when both are patched. Subscribers
     registered with ``zope.event`` are still notified; what gets patched is unchanged."""
     from gevent import events, monkey

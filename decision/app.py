@@ -8,7 +8,8 @@ content-type rule): nothing on the hot path does I/O or logs.
 
 Falcon is imported and the Falcon app built on the first request that neither
 ``HotCheck`` nor ``Probes`` answers (decision/hotpath.py): a sidecar is ready, and answers
-its plain checks, about 80 ms sooner without it (issue 18, docs/performance.md).
+its plain checks, about 80 ms sooner without it (benchmarks/NOTES.md, "Reading the footprint
+figures").
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ Per worker process (gunicorn's gevent workers each have their own):
   so a cached check is a few dictionary lookups;
 - ABAC policies per application (compiled) and API key digests per application.
 
-Rules (ARCHITECTURE.md, "Decision service protocol"):
+Rules (docs/decision-service.md, "Cache"):
 
 - every fill carries the change-log seq the control plane read it at. A fill older than an
   invalidation already applied to its key is used for the answer that asked for it but never
@@ -54,7 +54,7 @@ _UNSYNCED = float("inf")  # before the stream's first hello nothing may be store
 
 
 class Compactor:
-    """Shares what cached users have in common (issue 18, the cache's own cost): one
+    """Shares what cached users have in common (the cache's own memory per user): one
     ``Assignment`` object per distinct assignment (so a role's permission tuple and its
     strings exist once, not once per user fetched), one tuple per distinct set of
     assignments, one frozenset per distinct set of granted patterns, one table of RBAC

@@ -1,13 +1,13 @@
 """The decision service's only data source: the control plane's internal API.
 
-The sidecar holds no database credentials (ARCHITECTURE.md, "Decision service
-protocol"). It reads a user's grants, an application's ABAC policies and API key
+The sidecar holds no database credentials (docs/decision-service.md, "Protocol with the
+control plane"). It reads a user's grants, an application's ABAC policies and API key
 digests over HTTP, authenticated with the internal service token or an application API
 key, and follows the change stream, a server-sent-events response of
 ``hello``/``change``/``reset``/``heartbeat`` frames (their meaning: ``decision.stream``).
 
 HTTP/1.1 through the standard library's ``http.client`` (requests and urllib3 cost about
-50 ms of a sidecar's start-up, issue 18): lookups share a pool of kept-alive connections,
+50 ms of a sidecar's start-up): lookups share a pool of kept-alive connections,
 each stream has a connection of its own. A connection is given a connect timeout, then a
 read timeout for every read; an idle pooled connection the server has closed is noticed
 before it is reused, and nothing is retried (a failed call is a ``ControlPlaneError``,
@@ -138,7 +138,7 @@ def _dropped(sock) -> bool:
 
 
 class ControlPlaneClient:
-    """Calls of the internal API (the contract in ARCHITECTURE.md and the roles area)."""
+    """Calls of the internal API (docs/authorization.md, "Internal API for decision services")."""
 
     def __init__(self, base_url: str, credential: str, *, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)):
         self.base_url = base_url.rstrip("/")

@@ -26,7 +26,7 @@ repeat a control-plane lookup that just failed.
 
 ``Probes`` answers ``GET /healthz`` and ``GET /readyz`` the same way. With both, a
 sidecar is ready, and answers its common checks, without importing Falcon, which
-``decision.app`` builds on the first request that needs it (start-up time, issue 18).
+``decision.app`` builds on the first request that needs it (a sidecar starts sooner).
 """
 from __future__ import annotations
 

@@ -17,10 +17,10 @@ The request path only adds to plain integers under a native lock (see
 ``shared.concurrency.native_lock``); prometheus_client renders them at scrape time through
 collectors. Its own metric objects take a gevent lock per increment under the gevent
 worker, a cost paid several times per check. prometheus_client itself is imported at the
-first scrape, not at start-up (a sidecar's start-up time, issue 18).
+first scrape, not at start-up (a sidecar's start-up time).
 
 Several gunicorn workers (``IAMGATE_DECISION_WORKERS`` > 1): each has its own cache and
-figures, and ``/metrics`` must answer for all of them (issue 16, item 6). The master
+figures, and ``/metrics`` must answer for all of them. The master
 names a directory (``PROMETHEUS_MULTIPROC_DIR``, shared/serving.py ``MetricsDirectory``);
 each worker copies its figures into its own files there in prometheus_client's
 multiprocess format (``share``): every ``FLUSH_SECONDS``, before it answers a scrape,
@@ -44,7 +44,7 @@ from bisect import bisect_left
 from shared.concurrency import native_lock
 
 PREFIX = "iamgate_decision"
-# The latency buckets of every iamgate app, shared.metrics.BUCKETS (tests/decision/test_server.py
+# The latency buckets of every iamgate app, shared.metrics.BUCKETS (tests/shared/test_httpserver.py
 # checks they agree): importing that module would load prometheus_client at start-up.
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

@@ -66,7 +66,8 @@ class Health:
 
 class Ready:
     """``GET /readyz``: 200 only while the change stream is connected and alive (a frame
-    within IAMGATE_DECISION_MAX_STALENESS), as ARCHITECTURE.md's operations rule says."""
+    within IAMGATE_DECISION_MAX_STALENESS): docs/decision-service.md, "The stream, staleness and
+    failing closed"."""
 
     def __init__(self, follower):
         self._follower = follower

@@ -7,7 +7,7 @@ against the service clock. A verified token is remembered by its SHA-256 digest 
 expires, so the RSA verification runs once per token, not once per check.
 
 PyJWT and the cryptography package it verifies RS256 with (about 10 MB of a worker's
-RSS, docs/performance.md) are imported on the first end-user token: a sidecar whose
+RSS, benchmarks/NOTES.md) are imported on the first end-user token: a sidecar whose
 callers use the application's API key never loads them.
 """
 from __future__ import annotations

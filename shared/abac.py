@@ -3,7 +3,7 @@
 Pure functions over plain data, shared by the control plane and the decision service.
 Nothing here does I/O, reads the clock or logs.
 
-ARCHITECTURE.md ("ABAC") decides the language: a condition is ``{"all": [...]}``,
+The language (docs/authorization.md, "Conditions and their validation"): a condition is ``{"all": [...]}``,
 ``{"any": [...]}``, ``{"not": c}`` or ``{"op": OPERATOR, "left": OPERAND, "right":
 OPERAND}``, an operand ``{"attr": "user.id" | "user.attributes.X" | "resource.X" |
 "context.X"}`` or ``{"value": literal}``; a missing attribute makes the comparison false.
@@ -199,7 +199,7 @@ def condition_environment(user_id: str, attributes: Mapping, resource, context) 
 #
 # A condition is compiled once into nested closures (``compile_condition``) and the closure
 # runs per check: walking the dictionaries of the language on every check cost most of a
-# POST check with a score of policies (docs/performance.md). A malformed node compiles to a
+# POST check with a score of policies (benchmarks/NOTES.md). A malformed node compiles to a
 # closure that raises ``_Malformed`` when it is reached, so what is malformed is found at
 # the same moment, and with the same short-circuits, as a walk of the tree would find it.
 

@@ -1,6 +1,6 @@
 """The answer to an authorization check: RBAC, and the ABAC policies covering the permission.
 
-Spec "Authorization checks"; ARCHITECTURE.md ("ABAC") decides the order: a deny policy
+Spec "Authorization checks"; the order (docs/authorization.md, "Authorization checks"): a deny policy
 whose condition holds denies; else RBAC allows; else an allow policy whose condition
 holds allows; else deny. A user who is not active is never allowed. Pure: grants come
 compiled for the check's scope at its instant (``shared.rbac.compile_grants``), policies

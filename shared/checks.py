@@ -4,7 +4,7 @@ decision service so both validate every request the same way and give the same e
 Parameters (spec "Authorization checks"): user_id, permission (``resource:action``,
 spec "Permission") or permissions (1 to 50, spec "Limits"), resource and context
 (objects, ABAC), plus ``scope`` (or ``context.scope``) and ``min_revision`` (an
-``X-Iamgate-Revision``, ARCHITECTURE.md).  One bad field answers 400
+``X-Iamgate-Revision``, docs/decision-service.md).  One bad field answers 400
 VALIDATION_INVALID_FORMAT, several VALIDATION_MULTIPLE_ERRORS.  ``Permission`` and
 ``Scope`` are also the role and assignment fields.
 """

@@ -9,7 +9,8 @@ thread its share of the cores, and the one thread that runs every greenlet would
 behind the hashing threads.  So the CPU work gets its own pool, no larger than the
 number of usable cores (more threads cannot hash faster), and on Linux its threads
 lower their own scheduling priority (nice +10, per thread): the hashing still uses
-the idle cycles, but the event loop runs first.  Figures: docs/performance.md, "Login load".
+the idle cycles, but the event loop runs first.  Figures: docs/performance.md, "Logins";
+the measurements behind this design: benchmarks/NOTES.md, "Login load".
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import threading
 def native_lock():
     """A mutex that stays an OS lock under gevent's monkey patching. The sections it guards
     never block or yield, so greenlets (all on one OS thread) never wait on it, and it is
-    cheaper than gevent's lock on a path every request takes (docs/performance.md); under
+    cheaper than gevent's lock on a path every request takes (benchmarks/NOTES.md); under
     plain threads (tests) it is an ordinary lock."""
     from gevent.monkey import get_original
 

@@ -1,6 +1,6 @@
 """What an application API key looks like, for every service that must tell one apart.
 
-ARCHITECTURE.md ("Wire details", the API key object): a key starts with ``sk_test_`` or
+docs/dashboard.md ("API keys"): a key starts with ``sk_test_`` or
 ``sk_live_`` by its application's ``is_test_mode``. A bearer credential with neither
 prefix is a token (an end user's JWT, or the internal service token).
 """

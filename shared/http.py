@@ -35,7 +35,7 @@ MEDIA_JSON = "application/json"  # falcon.MEDIA_JSON
 
 # Falcon is imported inside the functions that use it, not here: the decision service
 # answers its common requests with this module's envelope helpers and without Falcon,
-# which it imports only on the first request that needs it (start-up time, issue 18).
+# which it imports only on the first request that needs it (a sidecar starts sooner).
 
 
 def _json_default(value):

@@ -9,7 +9,7 @@ them):
 
 Why: the stock servers' own work around a request (reading the request line, parsing
 headers in Python, formatting the response) costs more than a cache-hit check inside
-the Falcon app (figures: docs/performance.md). Gunicorn manages the processes (pre-fork,
+the Falcon app (figures: benchmarks/NOTES.md). Gunicorn manages the processes (pre-fork,
 graceful reload and shutdown, the worker heartbeat, ``--max-requests``), gevent runs one
 greenlet per connection, and the apps are plain WSGI.
 
@@ -34,7 +34,7 @@ closed-loop client on another core) can keep its connection's socket readable ev
 time the loop comes back to ``recv``, so that greenlet answered thousands of requests in
 a row while the other connections waited: under ``wrk -c16`` the p50 was 0.1 to 3 ms and
 the p99 24 to 150 ms, one connection answered up to 40 times as often as another
-(docs/performance.md, "Saturation fairness"). A connection now yields to the other
+(benchmarks/NOTES.md, "Saturation fairness"). A connection now yields to the other
 connections after each answered read.
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ _HEAD_TOO_LARGE = "The request line and headers are too large."
 
 # Status lines as Falcon writes them (``falcon.code_to_http_status``; RFC 9110's reason
 # phrases: "413 Content Too Large"), for the statuses the decision service answers without Falcon,
-# which is imported on the first request that needs it (start-up time, issue 18).
+# which is imported on the first request that needs it (a sidecar starts sooner).
 _STATUS_LINES = {code: f"{code} {phrase}" for code, phrase in (
     (200, "OK"), (400, "Bad Request"), (401, "Unauthorized"), (403, "Forbidden"), (404, "Not Found"),
     (405, "Method Not Allowed"), (413, "Content Too Large"), (415, "Unsupported Media Type"),
@@ -238,7 +238,7 @@ class Turns:
     most its switch interval (``gevent.getswitchinterval()``, 5 ms) before polling: a
     connection that became ready since the last poll waits at most that long. (Waiting for
     readability through the loop, ``gevent.socket.wait_read``, polls every time, but
-    doubled the cost of a request on this machine: docs/performance.md.)
+    doubled the cost of a request on this machine: benchmarks/NOTES.md.)
     """
 
     __slots__ = ("_pause",)

@@ -2,8 +2,8 @@
 
 The one rule the control plane's check cache (``controlplane/authz/service.py``) and the
 decision service's cache (``decision/cache.py``) both apply, so one change drops the same
-entries in both (ARCHITECTURE.md, "Decision service protocol": entries are "dropped on a
-matching change"):
+entries in both (docs/decision-service.md, "Cache": an entry is dropped by a matching
+change):
 
 - a user's grants: every user ``affected_users`` names. The control plane computes the
   list and the change stream carries it to decision services as a frame's ``user_ids``;

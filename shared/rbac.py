@@ -5,7 +5,7 @@ decision service so both give the same answer for the same data. Nothing here do
 reads the clock (``now`` is passed in, timezone-aware) or logs.
 
 Spec sections implemented: "Permission" (``resource:action``, ``*`` in either part) and
-"Role assignment" (scope, expires_at); ARCHITECTURE.md decides the scope rules. ABAC
+"Role assignment" (scope, expires_at); the scope rules: docs/authorization.md, "Scope and expiry". ABAC
 conditions are ``shared.abac``; the answer to a check combining both is
 ``shared.authorization``.
 """

@@ -25,7 +25,7 @@ from shared.config import MULTIPROCESS_DIR_VARIABLE, Config, ConfigError
 CONTROL_PLANE = "controlplane"
 DECISION = "decision"
 # Each service's gunicorn worker: gevent, with requests parsed by httptools
-# (shared/httpserver.py; not gunicorn's own parser: docs/performance.md).
+# (shared/httpserver.py; not gunicorn's own parser: benchmarks/NOTES.md).
 CONTROL_PLANE_WORKER_CLASS = "shared.httpworker.ControlPlaneWorker"
 DECISION_WORKER_CLASS = "shared.httpworker.DecisionWorker"
 
@@ -52,7 +52,7 @@ def load_config(service: str) -> Config:
 
 class MetricsDirectory:
     """prometheus_client's multiprocess mode, so that ``/metrics`` answers for every worker
-    of the service rather than the one the scrape reached (issue 16, item 6).
+    of the service rather than the one the scrape reached.
 
     Switched on in the master before the first fork, and only with more than one worker
     (one worker keeps its plain in-process registry, the cheaper one): the directory,

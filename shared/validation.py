@@ -30,7 +30,7 @@ def normalize_email(value: str) -> str:
     lower-cased.  Raises ``Invalid``.  ``x,victim@corp.com`` or ``"a<b>"@x`` are
     refused: a single address is one mailbox, never a recipient list."""
     # Imported here: compiling its grammar costs about 30 ms, which the decision service
-    # (it validates no address) would pay at every start (issue 18).
+    # (it validates no address) would pay at every start.
     import email_validator
 
     try:

@@ -1,4 +1,5 @@
-"""Builders of ABAC condition nodes for tests (the language of ARCHITECTURE.md's ABAC decision)."""
+"""Builders of ABAC condition nodes for tests (the language of docs/authorization.md, "Conditions and their
+validation")."""
 
 
 def op(name, left, right=None):

@@ -1,4 +1,4 @@
-"""A real MongoDB for the tests when one is available (issue 15, item 6).
+"""A real MongoDB for the tests when one is available.
 
 Set ``IAMGATE_TEST_MONGODB_URI`` to a replica set (change streams need one), e.g.
 

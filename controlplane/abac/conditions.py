@@ -3,8 +3,7 @@ trace of an evaluation for the dry run.
 
 Pure functions over plain JSON: no I/O, no clock, no logging.
 
-The language (ARCHITECTURE.md, "Decisions on what the spec leaves open", ABAC; wire
-details, ABAC):
+The language (docs/authorization.md, "Conditions and their validation"):
 
 - a condition is ``{"all": [c, ...]}``, ``{"any": [c, ...]}``, ``{"not": c}`` or a
   comparison ``{"op": OP, "left": OPERAND, "right": OPERAND}``;
@@ -14,8 +13,7 @@ details, ABAC):
 - ``exists`` takes only ``left`` (an attribute); a ``right`` of ``{"value": true|false}``
   asks for presence or absence.
 
-What validation adds to the grammar (issue "ABAC: policy and user-attribute
-management", item 2), each refusal naming the JSON path of the bad node:
+What validation adds to the grammar, each refusal naming the JSON path of the bad node:
 
 - nesting at most :data:`MAX_DEPTH` condition nodes deep (the root is depth 1);
 - at most :data:`MAX_BYTES` bytes of compact JSON;

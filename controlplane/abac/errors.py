@@ -1,4 +1,4 @@
-"""Errors of ABAC policies and user attributes (ARCHITECTURE.md, ABAC; docs/errors.md)."""
+"""Errors of ABAC policies and user attributes (docs/authorization.md, docs/errors.md)."""
 from shared.errors import BadRequest, Conflict, NotFound
 
 

@@ -1,6 +1,6 @@
 """HTTP resources of ABAC policies (V1/abac/policies), the dry run (V1/abac/evaluate) and
 user attributes (V1/users/{userId}/attributes).  Reads need policies:read, writes
-policies:manage (ARCHITECTURE.md wire details, ABAC), for end-user tokens and API keys
+policies:manage (docs/authorization.md, "Permission gates"), for end-user tokens and API keys
 alike.  Every write answers ``X-Iamgate-Revision``; one that changed nothing answers the
 current head, which its data is at least as fresh as."""
 from __future__ import annotations

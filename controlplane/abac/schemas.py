@@ -1,11 +1,11 @@
 """Request validation and response shapes of ABAC policies, user attributes and the dry run.
 
-Policy (ARCHITECTURE.md, ABAC): ``{id, name, description, effect: allow|deny,
+Policy (docs/authorization.md, "Policies"): ``{id, name, description, effect: allow|deny,
 permissions: [patterns], condition, is_active, created_at, updated_at}``; the name is
 unique per application.  A condition is checked by ``controlplane.abac.conditions``;
 its problems are reported with the JSON path of the bad node.
 
-User attribute (issue "ABAC: policy and user-attribute management", item 3): keys match
+User attribute (docs/authorization.md, "User attributes"): keys match
 ``^[a-zA-Z0-9_.-]{1,64}$`` (without empty dot-separated parts), values are JSON scalars
 or arrays of scalars of at most 1 KiB, at most 50 keys per user.
 """

@@ -1,7 +1,8 @@
 """ABAC management: policies, user attributes, and the dry run.
 
-ARCHITECTURE.md decides the model (ABAC: policies under ``V1/abac/policies``, user
-attributes under ``V1/users/{userId}/attributes``) and the order of evaluation: a
+The model (docs/authorization.md, "ABAC: policies and user attributes": policies under
+``V1/abac/policies``, user attributes under ``V1/users/{userId}/attributes``) and the
+order of evaluation: a
 matching deny policy denies; else RBAC allows; else a matching allow policy allows; else
 deny.  Every write emits its event after the data changed (``policy.created``,
 ``policy.updated``, ``policy.deleted``, ``attribute.set``, ``attribute.deleted``): the

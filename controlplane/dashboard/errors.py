@@ -1,5 +1,5 @@
 """Errors of the dashboard: accounts, sessions, organizations, members, and access to
-applications (ARCHITECTURE.md "Wire details: Dashboard", docs/dashboard.md).
+applications (docs/dashboard.md, "Errors of the dashboard").
 
 The emailed tokens of dashboard accounts fail as end users' do, with the same codes and
 messages: those errors (``InvalidResetToken``...) are the users area's."""

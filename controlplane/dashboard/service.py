@@ -1,10 +1,9 @@
 """The dashboard's rules: accounts, sessions, organizations, and application
 management on behalf of an organization member.
 
-ARCHITECTURE.md "Decisions on what the spec leaves open" / "Wire details: Dashboard":
-register creates an account and a personal organization it owns; login sets an opaque
-session cookie; organization roles are owner, admin, member and viewer, and only owners
-and admins may write.  Decisions of our own are in docs/dashboard.md.
+docs/dashboard.md ("Accounts", "Organizations and roles"): register creates an account
+and a personal organization it owns; login sets an opaque session cookie; organization
+roles are owner, admin, member and viewer, and only owners and admins may write.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ Every stream of a process waits on the process's one tailer (``ctx.tailer``), so
 cost one poll of MongoDB, not N; the log is read directly only to replay what the
 tailer's ring buffer no longer holds, a page at a time.  A stream of one application is
 woken only by that application's events (or its heartbeat), and each change frame is
-encoded once per process, not once per stream (docs/performance.md, "Change-stream
+encoded once per process, not once per stream (benchmarks/NOTES.md, "Change-stream
 fan-out").
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ from shared.timeutil import seconds
 log = logging.getLogger("iamgate.internal")
 
 REPLAY_PAGE = 1000
-# The API-key permission that opens the internal API (ARCHITECTURE.md, wire details).
+# The API-key permission that opens the internal API (docs/authorization.md, "Permission gates").
 DECISION_PERMISSION = "decision:sync"
 FRAME_CACHE = 4096  # encoded change frames kept: every stream of the process sends the same bytes
 

@@ -1,5 +1,5 @@
 """OAuth connections: a user's grant to a client -- the consent plus the refresh tokens
-issued under it (ARCHITECTURE.md, OIDC; docs/oidc.md "Events").
+issued under it (docs/oidc.md, "Events (OAuth connections)").
 
 This service owns ``oidc_consents`` and ``oidc_refresh_tokens`` for everything that is
 not a token-endpoint step: recording consent, withdrawing it (self-service), revoking a

@@ -2,7 +2,7 @@
 
 At the OAuth endpoints (``/oidc/*``) errors are RFC 6749 section 5.2 bodies
 ``{"error", "error_description"}`` sent with ``Cache-Control: no-store``, not the error
-envelope (ARCHITECTURE.md, OIDC); ``OAuthError`` is their base, and
+envelope (docs/oidc.md, "Errors"); ``OAuthError`` is their base, and
 ``controlplane.oidc.wire.oauth_error_handler`` renders them.  An authorization error
 raised once the client and its redirect URI are known carries ``redirect_uri`` (and
 ``state``): the hosted browser flow then answers it on the redirect (RFC 6749 section
@@ -58,7 +58,7 @@ class UnauthenticatedClient(OAuthError, Unauthorized):
 
 class InvalidGrant(OAuthError, BadRequest):
     """Spec: the code is invalid, expired, used or fails PKCE, the refresh token is not
-    usable, or the client credentials are wrong (ARCHITECTURE.md: 400 invalid_grant)."""
+    usable, or the client credentials are wrong (400 invalid_grant, as the spec says)."""
 
     code, message = "invalid_grant", "The grant is invalid, expired or was issued to another client."
 

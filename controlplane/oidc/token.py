@@ -3,7 +3,7 @@ OIDC Core 3.1.3), the refresh token grant (6, OIDC Core 12), with PKCE (RFC 7636
 
 Client authentication (RFC 6749 2.3.1) is ``client_secret_post`` or
 ``client_secret_basic``, never both at once.  A wrong or unknown client is 400
-``invalid_grant`` (spec, ARCHITECTURE.md).  Every response is sent with
+``invalid_grant``, as the spec says.  Every response is sent with
 ``Cache-Control: no-store`` (RFC 6749 5.1).
 """
 from __future__ import annotations
@@ -116,7 +116,7 @@ class AuthorizationCodeGrant:
 class RefreshTokenGrant:
     """RFC 6749 6: grant_type=refresh_token, refresh_token, optional narrower scope.
 
-    The refresh token rotates as the V1 refresh does (ARCHITECTURE.md): one atomic swap
+    The refresh token rotates as the V1 refresh does (docs/oidc.md, "Tokens"): one atomic swap
     per use; the successor is an HMAC of the presented token, so the token rotated last
     presented again within IAMGATE_REFRESH_REUSE_GRACE seconds yields the same successor;
     any other reuse revokes the grant (OAuth 2.0 Security BCP 4.14.2)."""

@@ -5,7 +5,7 @@ JWT-owner); a user whose record is gone or soft-deleted is 404 USER_NOT_FOUND.  
 owns no collection: it reads and writes through the users, sessions and MFA stores, and
 the OIDC area's connections.
 
-Soft delete (ARCHITECTURE.md, docs/selfservice.md): the record is kept with status
+Soft delete (docs/selfservice.md, "Account deletion"): the record is kept with status
 ``deleted``, its email stays taken, and the writes are ordered so that whatever a crash
 leaves undone is refused or repaired later: the status transition comes first (access
 tokens, login and refresh check the status live from then on), then the event that

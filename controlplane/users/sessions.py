@@ -1,7 +1,7 @@
 """End-user sessions and their tokens: the spec's "User authentication" token pair,
 refresh (rotation) and logout.
 
-Token model (ARCHITECTURE.md, docs/authentication.md):
+Token model (docs/authentication.md, "Tokens and sessions"):
 - the access token is an RS256 JWT from ``TokenService`` (claims iss, sub, aud, iat, exp,
   jti, sid; header kid), valid ``IAMGATE_ACCESS_TOKEN_TTL`` seconds;
 - the refresh token is opaque and stored only as its SHA-256 digest, one ``sessions``
@@ -93,7 +93,7 @@ class SessionService:
         return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
 
     def refresh(self, app: dict, refresh_token: str) -> dict:
-        """Exchange a refresh token for a new pair, rotating it (ARCHITECTURE.md).
+        """Exchange a refresh token for a new pair, rotating it.
 
         401 UNAUTHORIZED (``details.reason``: unknown, expired, revoked, reused) when it
         cannot be used; presenting a rotated token outside the grace window revokes its

@@ -1,5 +1,5 @@
-"""Sending webhook deliveries (spec "Events": delivery headers, retries; ARCHITECTURE.md
-webhook decisions and wire details).
+"""Sending webhook deliveries (spec "Events": delivery headers, retries; docs/webhooks.md,
+"Delivery").
 
 ``Sender`` makes one HTTP POST: to the address ``TargetPolicy.pin`` checked (the name
 is resolved and checked again at every send, so DNS rebinding cannot steer it
@@ -45,7 +45,7 @@ from controlplane.webhooks.targets import Pinned, TargetPolicy
 
 log = logging.getLogger("iamgate.webhooks")
 
-DISABLE_AFTER = 100          # failed attempts in a row (ARCHITECTURE.md)
+DISABLE_AFTER = 100          # failed attempts in a row (docs/webhooks.md, "Auto-disable")
 RESPONSE_READ_CAP = 64 * 1024
 LEASE_MARGIN = 30            # seconds a lease outlives the request timeout
 SESSIONS_PER_THREAD = 16     # kept-alive targets per delivery thread

@@ -1,6 +1,6 @@
 """The webhook dispatcher: the change-log reader that turns events into delivery records
-(spec "Events": "A delivery record is created for each dispatch"; ARCHITECTURE.md "The
-change log", reader 1).
+(spec "Events": "A delivery record is created for each dispatch"; docs/webhooks.md,
+"Dispatch").
 
 It is a ``Tailer`` consumer: ``on_event`` runs on the tailer's thread for every event,
 in seq order.  For an event of a deliverable kind it writes one delivery per active

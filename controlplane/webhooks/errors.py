@@ -1,4 +1,4 @@
-"""Errors of webhooks (spec "Webhooks", "Errors"; ARCHITECTURE.md wire details)."""
+"""Errors of webhooks (spec "Webhooks", "Errors"; docs/webhooks.md, docs/errors.md)."""
 from shared.errors import BadRequest, NotFound
 
 

@@ -1,5 +1,5 @@
 """Webhook management: the spec's Webhook resource under V1/webhooks, the secret
-rotation of ARCHITECTURE.md ("rotate-secret returns the new secret once") and the
+rotation (``rotate-secret`` returns the new secret once: docs/webhooks.md) and the
 delivery log (the 50 newest Webhook deliveries, newest first).
 
 The secret (``signing.new_secret``, the Standard Webhooks form) is generated here, shown

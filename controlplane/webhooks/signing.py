@@ -1,7 +1,7 @@
 """Webhook secrets and the two signatures every delivery carries.
 
 - ``X-Service-Signature`` (spec "Delivery headers"): ``sha256=`` and the lowercase hex
-  HMAC-SHA256 of the raw body, keyed with the secret's UTF-8 bytes (ARCHITECTURE.md), the
+  HMAC-SHA256 of the raw body, keyed with the secret's UTF-8 bytes (docs/webhooks.md), the
   whole string as the API returned it. It covers the body only, so a captured delivery
   could be sent again under a fresh timestamp and delivery id.
 - ``webhook-signature`` (Standard Webhooks, https://www.standardwebhooks.com, "Signature

@@ -16,7 +16,7 @@ deletes its webhooks, queue entries and deliveries with the rest of its document
   attempt" and "lease expiry": claiming moves it ``lease_seconds`` ahead, so a worker
   that dies mid-send hands the delivery to the next worker once that time passes, under
   the same id.  Workers claim here, not in the log, so a claim costs the same however
-  long the log grows (docs/performance.md "Webhook delivery").
+  long the log grows (benchmarks/NOTES.md, "Webhook delivery").
 - ``webhook_dispatch``: the dispatcher's cursor, {_id: "cursor", seq} (global).
 
 Write order, so that a crash between two writes leaves a state the next step repairs:

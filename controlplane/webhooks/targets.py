@@ -1,5 +1,5 @@
 """Which webhook URLs the service may call: the SSRF defence (spec "Webhooks": "HTTPS,
-private IPs and localhost rejected"; ARCHITECTURE.md: 400 WEBHOOK_TARGET_FORBIDDEN).
+private IPs and localhost rejected"; docs/webhooks.md, "Targets": 400 WEBHOOK_TARGET_FORBIDDEN).
 
 Pure apart from name resolution, which is a constructor argument (``resolver(host, port)
 -> [address strings]``), so tests use a fake resolver and no test hook lives here.

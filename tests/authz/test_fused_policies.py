@@ -1,6 +1,6 @@
 """The policies covering a permission written out as one function (``shared.abac.fuse_policies``,
 ``CompiledPolicies.decider``), used by a check of one permission, against the evaluation
-policy by policy that ARCHITECTURE.md ("ABAC") describes: a deny whose condition holds
+policy by policy that docs/authorization.md ("Authorization checks") describes: a deny whose condition holds
 denies (a malformed one holds: fail closed), else RBAC allows, else an allow whose
 condition holds (a malformed one does not), else deny; a user who is not active is denied
 with the covering policies still counted.

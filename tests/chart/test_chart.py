@@ -359,7 +359,7 @@ def test_the_sidecar_template(tmp_path):
     (deployment,) = [d for d in render(chart_dir=chart) if d["kind"] == "Deployment"]
     sidecar = deployment["spec"]["template"]["spec"]["containers"][1]
     assert sidecar["name"] == "iamgate-decision"
-    # One process at the default workers: 1 (issue 18); gunicorn's heartbeat files, when
+    # One process at the default workers: 1; gunicorn's heartbeat files, when
     # workers > 1, go to /dev/shm through shared/serving.py.
     assert sidecar["command"] == ["python", "-m", "decision"]
     assert {"name": "IAMGATE_DECISION_WORKERS", "value": "1"} in sidecar["env"]
@@ -455,7 +455,7 @@ def test_gunicorn_workers_share_their_metrics_through_an_emptydir(rendered):
     """Every container that may run several gunicorn workers (control plane, decision
     service, tenant sidecar) names IAMGATE_METRICS_DIR, and that path is an emptyDir of
     its pod: writable under the read-only root filesystem, one per pod, so /metrics sums
-    the workers of its own pod only (issue 16, item 6)."""
+    the workers of its own pod only."""
     name, docs, _ = rendered
     served = 0
     for deployment, spec in pod_specs(docs):

@@ -70,7 +70,7 @@ def test_waiter_wakes_when_an_event_arrives(ctx):
 
 def test_a_waiter_for_one_application_sleeps_through_the_others_changes(ctx):
     """Hundreds of tenant streams per replica: one tenant's change wakes its own streams only
-    (issue 17, "Change-stream fan-out")."""
+    (docs/performance.md, "Change-stream fan-out")."""
     tailer = ctx.tailer.start()
     try:
         head = tailer.last_seq

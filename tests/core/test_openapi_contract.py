@@ -1,4 +1,4 @@
-"""The OpenAPI documents are the contract (issue 15): both validate as OpenAPI 3.1, every
+"""The OpenAPI documents are the contract: both validate as OpenAPI 3.1, every
 operation documents the statuses its shape implies, and the schemas say what the
 server enforces."""
 from __future__ import annotations

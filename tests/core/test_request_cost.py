@@ -1,5 +1,5 @@
 """What every request does, made cheaper without changing what it gives
-(docs/performance.md, "Control-plane request cost"): the JSON log line, the generated
+(benchmarks/NOTES.md, "Control-plane request cost"): the JSON log line, the generated
 request id and the id check each equal the straightforward version they replace."""
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from tests.decision.test_agreement import Both, app, config_overrides, sidecar
 # The real control plane (tailer on) and a decision service following it, as in test_agreement.
 SHARED_FIXTURES = (app, config_overrides, sidecar)
 
-PROPAGATION_BOUND = 1.0  # seconds: ARCHITECTURE.md, "Freshness"
+PROPAGATION_BOUND = 1.0  # seconds: docs/decision-service.md, "The stream, staleness and failing closed"
 
 PERMISSIONS = ("posts:read", "posts:delete", "docs:read", "billing:write")
 PATTERNS = ("posts:read", "posts:*", "*:read", "*:*", "docs:read", "billing:write", "docs:*")

@@ -199,7 +199,7 @@ def test_an_inactive_users_answers_are_all_no(clock):
 
 
 def test_users_with_the_same_grants_share_their_parts(clock):
-    """Issue 18: entries hold shared structures, not per-user copies (each fetch parses
+    """Entries hold shared structures, not per-user copies (each fetch parses
     fresh strings, as Grants.from_json of a control-plane answer does)."""
     def fetched(user_id, scope=None):
         role = {"role_id": "r1", "role_name": "editor", "permissions": ["posts:read", "posts:write"],

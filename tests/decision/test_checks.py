@@ -1,5 +1,5 @@
 """The decision service answers the control plane's check routes with the same shapes,
-credentials and errors (spec "Authorization checks"; ARCHITECTURE.md wire details)."""
+credentials and errors (spec "Authorization checks"; docs/decision-service.md)."""
 from __future__ import annotations
 
 import uuid

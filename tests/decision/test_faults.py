@@ -1,4 +1,4 @@
-"""Fail closed, recover without restart (ARCHITECTURE.md "Freshness" and "Reconnect").
+"""Fail closed, recover without restart (docs/decision-service.md, "The stream, staleness and failing closed").
 
 The control plane stops: cached answers stand for at most IAMGATE_DECISION_MAX_STALENESS
 (5 s here, moved with a fake monotonic clock), then every check answers 503

@@ -125,7 +125,7 @@ def test_min_revision_also_refreshes_policies(tenant, fake_cp):
 
 
 def test_a_min_revision_ahead_of_the_log_is_refused_not_a_cache_bypass_per_check(tenant, fake_cp):
-    """Issue 14, item 8: an absurd min_revision costs one control-plane read a second at
+    """An absurd min_revision costs one control-plane read a second at
     most, then 400 AUTHZ_REVISION_AHEAD, as the control plane answers."""
     user = tenant.user_with("posts:read")
     service = tenant.client.app.service

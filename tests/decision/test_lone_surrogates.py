@@ -1,5 +1,5 @@
-"""The decision service refuses a lone surrogate in a check body as the control plane does
-(issue 24, item 8): 400 VALIDATION_INVALID_FORMAT, on the hot path's routes too, where
+"""The decision service refuses a lone surrogate in a check body as the control plane does:
+400 VALIDATION_INVALID_FORMAT, on the hot path's routes too, where
 orjson refuses the body and the fallback parser (``shared.http.parse_json``) must refuse it
 as well rather than answer a check for a user id that is no Unicode text."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m decision``: the sidecar as one process (issue 18), with the real process."""
+"""``python -m decision``: the sidecar as one process, with the real process."""
 from __future__ import annotations
 
 import os

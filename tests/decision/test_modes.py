@@ -1,4 +1,4 @@
-"""Deployment modes (ARCHITECTURE.md wire details): the internal service token serves every
+"""Deployment modes (docs/decision-service.md, "Deployment modes"): the internal service token serves every
 application from the all-applications stream; an application API key serves only the
 key's application (learned from /internal/v1/whoami) from that application's stream."""
 from __future__ import annotations

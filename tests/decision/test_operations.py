@@ -118,7 +118,7 @@ def test_a_worker_writes_its_last_counts_as_it_exits(tmp_path):
 
 def test_one_process_imports_prometheus_client_only_when_scraped():
     """``python -m decision`` (one worker) keeps its start-up small: prometheus_client
-    comes with the first scrape, not with the app (issue 18)."""
+    comes with the first scrape, not with the app."""
     script = ("import sys\n"
               "from shared.config import Config\n"
               "from decision.app import create_app\n"
@@ -152,7 +152,7 @@ def test_probes_answer_as_the_falcon_routes_do_without_building_falcon(make_side
     for path in ("/healthz", "/readyz"):
         assert client.simulate_get(path).status_code == 200
         assert client.simulate_get(path, headers={"X-Request-Id": "probe-0001"}).headers["X-Request-Id"] == "probe-0001"
-    assert app._falcon is None  # probes alone never build the Falcon app (start-up time, issue 18)
+    assert app._falcon is None  # probes alone never build the Falcon app (start-up time)
     for path in ("/healthz", "/readyz"):
         _same(*_probe_answers(app, path))
         served, reference = _probe_answers(app, path, headers={"X-Request-Id": "probe-0002"})

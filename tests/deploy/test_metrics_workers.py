@@ -1,4 +1,4 @@
-"""``/metrics`` answers for every worker of a service (issue 16, item 6), with the real
+"""``/metrics`` answers for every worker of a service, with the real
 processes: gunicorn's master and 2 workers of each service, prometheus_client's
 multiprocess files in ``IAMGATE_METRICS_DIR`` (shared/serving.py ``MetricsDirectory``).
 

@@ -2,7 +2,7 @@
 with the credentials each accepts (an API key and an end-user access token for bearer
 routes, a dashboard session cookie for dashboard routes, none for public ones), checked
 for no 5xx, documented status codes, response schemas, content types and response
-headers (issue 15).
+headers.
 
 The processes are started as ``make run`` starts them (``tests.e2e.processes``), and a
 tenant is provisioned through the public API (``Admin``). Each operation gets a fixed

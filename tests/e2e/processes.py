@@ -129,7 +129,7 @@ class Processes:
         group of its own (a terminal's Ctrl-C does not reach it) but in the caller's session:
         with the kernel's session autogroups, a new session would be scheduled as a group
         of its own against the caller's (the benchmark's load generator, see
-        docs/performance.md)."""
+        benchmarks/NOTES.md)."""
         self._starts += 1
         log = open(self.log_dir / f"{name}-{self._starts}.log", "w")
         return subprocess.Popen([*self.prefix, *command], env=env, stdout=log, stderr=subprocess.STDOUT,

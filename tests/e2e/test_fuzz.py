@@ -1,4 +1,4 @@
-"""Schemathesis in the test suite (issue 15): both OpenAPI documents against the real
+"""Schemathesis in the test suite: both OpenAPI documents against the real
 processes, ``test`` profile (a fixed seed, a few examples per operation, credential and
 generation mode; ``make fuzz`` runs the longer profile). See tests/e2e/fuzz.py."""
 from __future__ import annotations

@@ -7,7 +7,7 @@ need a confirmed address; an unconfirmed holder cannot squat the address (whoeve
 the mailbox owns it); dashboard accounts get password reset; member additions are rate
 limited.
 
-Issue 24, item 3.  The attack: the stranger, from the unconfirmed alice@victim.com,
+The attack: the stranger, from the unconfirmed alice@victim.com,
 makes its own confirmed account an owner of the personal organization; when Alice claims
 the address, the planted owner stays, reads her applications and mints keys on them.
 Now an unconfirmed account writes nothing (403 DASHBOARD_EMAIL_UNVERIFIED), and the claim
@@ -149,7 +149,7 @@ def test_member_additions_are_limited_per_account_and_per_ip(client, dashboard_a
     assert codes == [404, 404, 404] and r.status_code == 429  # per IP, whichever account calls
 
 
-# ---------------------------------------------------------------- issue 24, item 3
+# ------------------------------------------------ unverified accounts build nothing; a claim undoes their grants
 
 
 def _signed_in(client, email, password, account_id="") -> DashboardAccount:

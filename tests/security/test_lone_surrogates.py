@@ -1,4 +1,4 @@
-"""A lone surrogate in a JSON body is refused where the body is parsed (issue 24, item 8).
+"""A lone surrogate in a JSON body is refused where the body is parsed.
 
 json reads ``"\\ud800"`` (a UTF-16 surrogate escape without its pair) as a Python string
 that is no Unicode text: it fails wherever it is later encoded (MongoDB, bcrypt, an HMAC,

@@ -1,4 +1,4 @@
-"""Pagination parameters are bounded on every paginated route (issue 24, item 10).
+"""Pagination parameters are bounded on every paginated route.
 
 A page number past 64 bits made a MongoDB skip that could not be encoded: 500 on the
 roles, policies and dashboard users lists. ``page`` (at most ``MAX_PAGE``) and

@@ -1336,7 +1336,7 @@ def test_the_date_header_is_email_utils_imf_fixdate():
         assert _imf_fixdate(seconds) == formatdate(seconds, usegmt=True).encode("ascii")
 
 
-# ---------------------------------------------------------------- taking turns (issue 17, item 4)
+# ---------------------------------------------------------------- taking turns
 
 
 def test_turns_yield_to_the_hub_after_every_answered_read(serve):
@@ -1397,7 +1397,7 @@ def _served_while_a_client_pipelines(turns_factory) -> tuple[int, int]:
 
 
 def test_a_connection_whose_requests_keep_arriving_takes_turns_with_the_others(monkeypatch):
-    """The saturation-fairness fix (docs/performance.md): without turns the pipelining
+    """The saturation-fairness fix (benchmarks/NOTES.md): without turns the pipelining
     client is answered to the end before the other connection is even read; with them the
     other request is answered right after the hog's first read (three requests)."""
     monkeypatch.setattr(server_module, "RECV_BYTES", 128)  # a couple of requests per read

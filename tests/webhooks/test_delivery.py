@@ -1,5 +1,5 @@
 """Deliveries to a real HTTP receiver in the test process (spec "Events": payload,
-headers, retries; ARCHITECTURE.md: HMAC key, retry_count, auto-disable, inactive
+headers, retries; docs/webhooks.md: HMAC key, retry_count, auto-disable, inactive
 webhooks).  Dispatch and delivery run one step at a time (``pump``) on the FakeClock."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fault tests of delivery leases (ARCHITECTURE.md "Components": deliveries are leased,
+"""Fault tests of delivery leases (docs/webhooks.md, "Leases": deliveries are leased,
 never double-sent by two workers), step by step.
 
 Two ``DeliveryWorker`` instances (with their own threads) over one store and a

@@ -1,5 +1,5 @@
 """V1/webhooks: create, list, get, update, delete, rotate-secret, the delivery log's
-404, and their error paths (spec "Webhooks"; ARCHITECTURE.md wire details)."""
+404, and their error paths (spec "Webhooks"; docs/webhooks.md, "Management")."""
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,5 @@
 """Deliveries carry Standard Webhooks headers that the unmodified reference library
-verifies with the secret exactly as the API returned it (issue 24, item 6).
+verifies with the secret exactly as the API returned it.
 
 The spec's X-Service-Signature covers the body only, so a captured delivery verified
 again under a fresh timestamp and delivery id. ``webhook-signature`` covers

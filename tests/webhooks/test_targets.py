@@ -1,5 +1,5 @@
-"""SSRF defence (spec "Webhooks": private IPs and localhost rejected; ARCHITECTURE.md:
-400 WEBHOOK_TARGET_FORBIDDEN): hostile targets refused at creation, and at send time
+"""SSRF defence (spec "Webhooks": private IPs and localhost rejected; docs/webhooks.md,
+"Targets": 400 WEBHOOK_TARGET_FORBIDDEN): hostile targets refused at creation, and at send time
 when a name re-resolves somewhere forbidden (DNS rebinding).  Names resolve through a
 fake resolver; nothing here touches real DNS."""
 from __future__ import annotations
@@ -189,7 +189,7 @@ def strict_app(clock):
 
 @pytest.mark.parametrize("url", ["https://127.0.0.1/", "https://2130706433/", "https://[::ffff:127.0.0.1]/",
                                  "https://localhost/", "https://loopback.attacker.test/",
-                                 # the IPv6 ranges Python's ipaddress calls global (issue 24, item 13)
+                                 # the IPv6 ranges Python's ipaddress calls global
                                  "https://[fec0::1]/", "https://[64:ff9b:1::a9fe:a9fe]/",
                                  "https://[::ffff:0:808:808]/", "https://translated.attacker.test/"])
 def test_the_api_answers_400_webhook_target_forbidden(strict_app, url):

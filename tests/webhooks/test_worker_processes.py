@@ -1,4 +1,4 @@
-"""Fault tests of webhook delivery with real worker processes (issue 12, "Fault tests").
+"""Fault tests of webhook delivery with real worker processes.
 
 Each worker is ``python -m controlplane worker`` in a process of its own, over one store
 shared with the test: the test MongoDB when IAMGATE_TEST_MONGODB_URI names one, else
