@@ -159,7 +159,7 @@ MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 # (tests/mongodb.py). No warning for them.
 NOT_SETTINGS_PREFIXES = ("IAMGATE_TEST_",)
 
-SECRET_KEY_RECIPE = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+SECRET_KEY_RECIPE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 # name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
 _VARIABLES = {
