@@ -33,7 +33,8 @@ class Ready(Resource):
     access = {"GET": PUBLIC}
     docs = {"GET": op("Readiness: the start-up step is done and the store answers a ping",
                       response=_READINESS, wrapped=False,
-                      also={503: (_READINESS, "Not ready: starting, or the store is unreachable")})}
+                      also={503: (_READINESS, "Not ready: starting, or the store is unreachable "
+                                                "(the webhook worker's port also: its change-log tailer stalled)")})}
 
     def __init__(self, store, startup, tailer=None, poll_age: float = 0.0):
         self.store = store
