@@ -279,3 +279,13 @@ def test_the_workers_readiness_needs_its_start_up_and_a_polling_tailer():
     assert wait_until(lambda: readiness() == (503, "stalled"), 10)
     assert client.simulate_get("/healthz").json == {"status": "ok"}
     assert "iamgate_webhook_queue_depth 0.0" in client.simulate_get("/metrics").text
+
+
+def test_a_process_warns_once_about_a_misspelled_variable():
+    """A misspelled IAMGATE_ variable was silently ignored (issue 31, item 7): each process
+    now logs one warning for it at start, naming the closest known variable."""
+    result = subprocess.run([sys.executable, "-m", "controlplane", "keys", "rotate"], capture_output=True, text=True,
+                            env=_env(IAMGATE_WORKER_PROT="9000"), timeout=60, cwd=ROOT)
+    entries = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert [e["message"] for e in entries if e["logger"] == "iamgate.config"] == [
+        "IAMGATE_WORKER_PROT is not an iamgate setting and is ignored; did you mean IAMGATE_WORKER_PORT?"]
