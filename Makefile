@@ -39,6 +39,7 @@ chart-test: $(CHART_STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
 ## Start the control plane and a decision service on the embedded store (memory://).
+## With IAMGATE_MONGODB_URI=mongodb://... also the webhook worker; IAMGATE_SECRET_KEY is then required.
 ## Emails are logged with their bodies (links included): IAMGATE_LOG_EMAIL_BODIES=true.
 run: $(RUN_STAMP)
 	IAMGATE_LOG_EMAIL_BODIES=true $(PY) -m controlplane.launcher

@@ -4,14 +4,19 @@ Each command is one row of ``COMMANDS``: its name, a one-line help, a function t
 its arguments, and the function that runs it with the parsed arguments and the
 configuration (read from the environment, as the server reads it).
 
-    python -m controlplane keys rotate
-    python -m controlplane worker [--metrics-port 9102]
+    python -m controlplane keys rotate [--timeout 60]
+    python -m controlplane worker
+
+Both wait for a MongoDB that is not up yet, retrying with backoff as the web processes
+do (``controlplane.startup``): the worker until it answers, ``keys rotate`` for at most
+``--timeout`` seconds, then it stops with one line.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import signal
+import socket
 import sys
 import threading
 
@@ -23,13 +28,18 @@ log = logging.getLogger("iamgate.commands")
 
 def _keys_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["rotate"], help="rotate: sign new tokens with a new key")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds to wait for MongoDB to answer before giving up (default: 60)")
 
 
 def _keys(args, config: Config) -> int:
     """Rotate the RS256 signing key (docs/oidc.md, "Rotating the signing key"): a new
     key becomes active for every replica within a minute (their key cache), and the old
     public key stays in the JWKS until every token it signed has expired."""
+    from pymongo.errors import PyMongoError
+
     from controlplane.keys import SigningKeys
+    from controlplane.startup import one_line, with_backoff
     from controlplane.store import Store
     from shared.crypto import SecretBox
     from shared.timeutil import utcnow
@@ -40,24 +50,38 @@ def _keys(args, config: Config) -> int:
         return 2
     keys = SigningKeys(Store(config.mongodb_uri), SecretBox(config.secret_key), utcnow,
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
-    old_kid = keys.ensure_active()
-    new_kid, retire_at = keys.rotate()
+    try:
+        # Waiting is safe to repeat (ensure_active is idempotent); the rotation itself is
+        # tried once, just after the store answered, so a retry cannot rotate twice.
+        old_kid = with_backoff(keys.ensure_active, give_up_after=args.timeout)
+        new_kid, retire_at = keys.rotate()
+    except PyMongoError as exc:  # one line, not the driver's traceback
+        print(f"keys rotate: no key was rotated: MongoDB failed or did not answer within {args.timeout:g} s: "
+              f"{one_line(exc)}", file=sys.stderr)
+        return 1
     print(f"active signing key: {new_kid}")
     print(f"previous key {old_kid} stays in the JWKS until {retire_at.isoformat()}")
     return 0
 
 
 def _worker_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--metrics-port", type=int, default=0,
-                        help="serve Prometheus metrics on this port (default: none)")
-    parser.add_argument("--metrics-host", default="127.0.0.1")
+    parser.add_argument("--fd", type=int,
+                        help="serve /healthz, /readyz and /metrics on this inherited listening socket "
+                             "(make run's launcher) instead of binding IAMGATE_HOST:IAMGATE_WORKER_PORT")
 
 
 def _worker(args, config: Config) -> int:
     """The webhook worker (docs/webhooks.md, "Where delivery runs"): follows the change log, creates
     delivery records and sends due deliveries until SIGTERM or SIGINT.  Run as many as
-    needed against one MongoDB: deliveries are leased, never sent twice by two workers."""
+    needed against one MongoDB: deliveries are leased, never sent twice by two workers.
+
+    It starts as the web process does: ``/healthz`` at once on its own port, the start-up
+    step retried with backoff until MongoDB answers, then ``/readyz`` answers 200 while
+    the change-log tailer keeps polling."""
+    from controlplane.launcher import PortInUse, listen
+    from controlplane.ops.routes import worker_app
     from controlplane.services import build_services
+    from shared.httpserver import CONTROL_PLANE_SERVER, ThreadedServer
 
     if config.is_memory_store:
         log.warning("IAMGATE_MONGODB_URI is memory://: this worker sees only its own empty store; "
@@ -65,12 +89,14 @@ def _worker(args, config: Config) -> int:
     if config.webhook_allow_private_targets:
         log.warning("IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS is true: webhooks may target http:// URLs and "
                     "loopback or private addresses. For development only.")
+    try:
+        listener = (socket.socket(fileno=args.fd) if args.fd is not None
+                    else listen(config.host, config.worker_port, "IAMGATE_HOST", "IAMGATE_WORKER_PORT"))
+    except PortInUse as exc:
+        print(f"iamgate worker: {exc}", file=sys.stderr)
+        return 1
     services = build_services(config)
-    services.store.ensure_indexes()
-    if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port, addr=args.metrics_host, registry=services.metrics.registry)
+    server = ThreadedServer(listener, worker_app(services), CONTROL_PLANE_SERVER).start()
     stop = threading.Event()
 
     def shutdown(signum, frame):
@@ -78,12 +104,12 @@ def _worker(args, config: Config) -> int:
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
-    services.webhook_dispatcher.attach(services.tailer)
-    services.webhook_worker.start()
-    services.tailer.start()
-    log.info("webhook worker started")
+    services.startup.start(deliver=True)
+    host, port = listener.getsockname()[:2]
+    log.info("webhook worker started", extra={"address": f"{host}:{port}"})
     while not stop.wait(0.5):
         pass
+    server.stop()
     services.webhook_worker.stop()
     services.tailer.stop()
     log.info("webhook worker stopped")

@@ -122,15 +122,15 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     routes = Routes(app)
     for area in AREAS:
         area.add_routes(routes, services)
-    if start_background and not services.store.is_memory:
+    if not start_background:
+        services.startup.run_once()
+    elif services.store.is_memory:
+        # No other process reaches the embedded store: this one delivers webhooks too.
+        services.startup.run_once(deliver=True)
+        services.startup.follow(deliver=True)
+    else:
         # MongoDB may come up after us: serve /healthz now, /readyz once this is done.
         services.startup.start()
-    else:
-        services.startup.run_once()
-        if start_background:
-            services.webhook_dispatcher.attach(services.tailer)
-            services.webhook_worker.start()
-            services.tailer.start()
     app.services = services
     app.routes = routes
     app.hot_check = HotCheck(route=authz_routes.CHECK, access=authz_resources.Check.access["GET"], auth=auth,

@@ -167,6 +167,7 @@ class Tailer:
         self._thread = None
         self.last_seq = None if deferred else log_.head()
         self._gap_since = None
+        self._polled_at: float | None = None  # time.monotonic() of the last poll that did not fail
         log_.tailer = self
 
     def begin(self) -> None:
@@ -194,10 +195,18 @@ class Tailer:
     def poke(self) -> None:
         self._poke.set()
 
+    def polling(self, within: float) -> bool:
+        """Whether the tailer runs and its last poll, less than ``within`` seconds ago,
+        succeeded (the webhook worker's readiness)."""
+        polled_at = self._polled_at
+        return (self._thread is not None and self._thread.is_alive() and polled_at is not None
+                and time.monotonic() - polled_at < within)
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self.poll_once()
+                self._polled_at = time.monotonic()
             except Exception:
                 log.exception("event tailer poll failed")
                 time.sleep(0.5)

@@ -2,8 +2,10 @@
 
 Starts the control plane under gunicorn with gevent workers (one worker on the
 embedded ``memory://`` store, whose data lives inside that process), waits until it
-answers, then starts the decision service pointed at it with a freshly generated
-internal service token, prints where both listen, and stops both on Ctrl-C.
+answers, then -- against MongoDB -- the webhook worker, then the decision service
+pointed at it with a freshly generated internal service token, prints where they
+listen, and stops them all on Ctrl-C. Every process answers ``/healthz`` before MongoDB
+does, and waits for it (docs/configuration.md, "Start-up errors").
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ class PortInUse(Exception):
     """Another process listens on the port this launcher was asked to bind."""
 
 
-def listen(host: str, port: int, variable: str) -> socket.socket:
+def listen(host: str, port: int, host_variable: str, port_variable: str) -> socket.socket:
     """Bind and listen here, so a port in use is seen on the bind itself (never by a
     health check that another process answers); gunicorn inherits the socket."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
@@ -36,9 +38,10 @@ def listen(host: str, port: int, variable: str) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise PortInUse(f"port {port} is in use ({variable}={port}): stop what listens there "
+            raise PortInUse(f"port {port} is in use ({port_variable}={port}): stop what listens there "
                             f"or choose another port") from None
-        raise PortInUse(f"cannot bind {host}:{port} ({variable}): {exc.strerror}") from None
+        # Any other failure is the address's: not on this machine, or a name that does not resolve.
+        raise PortInUse(f"cannot bind {host}:{port} ({host_variable}={host}): {exc.strerror or exc}") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -105,9 +108,10 @@ def main() -> int:
         print(f"iamgate: configuration error: {exc}", file=sys.stderr)
         return 2
     env.setdefault("IAMGATE_INTERNAL_TOKEN", secrets.token_urlsafe(32))
-    if not env.get("IAMGATE_SECRET_KEY"):
-        env["IAMGATE_SECRET_KEY"] = secrets.token_urlsafe(32)
+    if config.secret_key_generated:  # memory:// only (shared/config.py): one key for every process of this run
+        env["IAMGATE_SECRET_KEY"] = config.secret_key
     control_url = f"http://{config.host}:{config.port}"
+    worker_url = f"http://{config.host}:{config.worker_port}"
     decision_url = f"http://{config.decision_host}:{config.decision_port}"
     env.setdefault("IAMGATE_CONTROL_PLANE_URL", control_url)
     workers = 1 if config.is_memory_store else config.workers
@@ -131,8 +135,13 @@ def main() -> int:
     signal.signal(signal.SIGTERM, shutdown)
     try:
         try:
-            control_sock = listen(config.host, config.port, "IAMGATE_PORT")
-            decision_sock = listen(config.decision_host, config.decision_port, "IAMGATE_DECISION_PORT")
+            control_sock = listen(config.host, config.port, "IAMGATE_HOST", "IAMGATE_PORT")
+            decision_sock = listen(config.decision_host, config.decision_port, "IAMGATE_DECISION_HOST",
+                                   "IAMGATE_DECISION_PORT")
+            # Against MongoDB, webhook delivery is its own process (on memory:// it runs
+            # inside the control plane, the only process that sees the store).
+            worker_sock = (None if config.is_memory_store
+                           else listen(config.host, config.worker_port, "IAMGATE_HOST", "IAMGATE_WORKER_PORT"))
         except PortInUse as exc:
             print(f"iamgate: {exc}", file=sys.stderr)
             return 1
@@ -140,16 +149,19 @@ def main() -> int:
                      control_sock, control_url):
             print("iamgate: the control plane did not start", file=sys.stderr)
             return 1
-        if not config.is_memory_store:
-            # Against MongoDB, webhook delivery is its own process (on memory:// it runs
-            # inside the control plane, the only process that sees the store).
-            processes.append(subprocess.Popen([sys.executable, "-m", "controlplane", "worker"], env=env))
+        if worker_sock is not None and not serve(
+                [sys.executable, "-m", "controlplane", "worker", "--fd", str(worker_sock.fileno())], worker_sock,
+                worker_url):
+            print("iamgate: the webhook worker did not start", file=sys.stderr)
+            return 1
         if not serve(_decision_command(config.decision_workers, decision_sock), decision_sock, decision_url):
             print("iamgate: the decision service did not start", file=sys.stderr)
             return 1
         store = "memory:// (embedded; nothing persists)" if config.is_memory_store else "MongoDB"
         print(f"iamgate control plane:    {control_url}  (store: {store})", flush=True)
         print(f"iamgate decision service: {decision_url}", flush=True)
+        if worker_sock is not None:
+            print(f"iamgate webhook worker:   {worker_url}/readyz", flush=True)
         print(f"OpenAPI:                  {control_url}/openapi.json", flush=True)
         if config.log_email_bodies:
             print("Emails are logged WITH their bodies (reset and verification links): "

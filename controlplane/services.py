@@ -180,7 +180,6 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         authenticator, StreamLeases(store, clock, ttl=max(10, 3 * config.stream_heartbeat)),
         cap=config.max_streams_per_credential, permission=DECISION_PERMISSION,
         retry_after=max(10, 3 * config.stream_heartbeat))
-    startup = StartUp(store, keys, applications, tailer)
 
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
@@ -193,6 +192,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     webhook_dispatcher = Dispatcher(webhook_store, events, clock, kinds=PUBLIC_EVENT_TYPES,
                                     retention_seconds=config.webhook_delivery_retention,
                                     on_dispatched=webhook_worker.wake)
+    startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker)
 
     oidc_clients = ClientService(ClientStore(store), clock)
     oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)

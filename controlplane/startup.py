@@ -1,12 +1,13 @@
 """The control plane's start-up step: the work that needs the store before the process
 is ready -- indexes, an active signing key, deletions a crash left half-done, and the
-change-log tailer's starting position.
+change-log tailer's starting position -- then the background work that follows the log.
 
 A MongoDB that is not reachable yet is not a reason to crash (docs/configuration.md,
 "Start-up errors"): the process serves ``/healthz`` at once, ``/readyz`` answers 503,
 and the step is retried with exponential backoff until the store answers.  Every part
 is idempotent, so several replicas (or a retry after a half-done attempt) may run it
-together.
+together.  The web processes and the webhook worker start the same way; the worker (and
+the web process on the embedded store, which no worker can reach) also delivers.
 """
 from __future__ import annotations
 
@@ -14,18 +15,50 @@ import logging
 import threading
 import time
 from dataclasses import KW_ONLY, dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 if TYPE_CHECKING:  # annotations only: the composition root imports these modules
     from controlplane.applications.service import ApplicationService
     from controlplane.events import Tailer
     from controlplane.keys import SigningKeys
     from controlplane.store import Store
+    from controlplane.webhooks.delivery import DeliveryWorker
+    from controlplane.webhooks.dispatcher import Dispatcher
 
 log = logging.getLogger("iamgate.startup")
 
 FIRST_DELAY = 0.5  # seconds before the first retry; doubled after each failure
 MAX_DELAY = 30.0
+
+T = TypeVar("T")
+
+
+def with_backoff(attempt: Callable[[], T], *, sleep: Callable[[float], None] = time.sleep,
+                 first_delay: float = FIRST_DELAY, max_delay: float = MAX_DELAY, give_up_after: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> T:
+    """``attempt()`` until it returns, waiting ``first_delay`` after the first failure and
+    twice as long after each next one (at most ``max_delay``).  Any exception counts as
+    "the store does not answer yet": MongoDB late, a network blip, a failover.  With
+    ``give_up_after`` (seconds), the last failure is raised once that much time has passed."""
+    started = clock()
+    delay = first_delay
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            result = attempt()
+        except Exception as exc:
+            waited = clock() - started
+            if give_up_after is not None and waited + delay > give_up_after:
+                raise
+            log.warning("start-up: the store does not answer yet; retrying", extra={
+                "attempt": attempts, "retry_in_seconds": delay, "error": one_line(exc)})
+            sleep(delay)
+            delay = min(delay * 2, max_delay)
+            continue
+        if attempts > 1:
+            log.info("start-up: the store answers", extra={"attempts": attempts})
+        return result
 
 
 @dataclass(eq=False)
@@ -34,6 +67,8 @@ class StartUp:
     keys: SigningKeys
     applications: ApplicationService
     tailer: Tailer
+    dispatcher: Dispatcher
+    deliveries: DeliveryWorker
     _: KW_ONLY
     sleep: Callable[[float], None] = time.sleep
     first_delay: float = FIRST_DELAY
@@ -47,38 +82,38 @@ class StartUp:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def run_once(self) -> None:
-        """One attempt; raises what the store raised."""
+    def run_once(self, *, deliver: bool = False) -> None:
+        """One attempt; raises what the store raised.  ``deliver``: also create the
+        deliveries of the events logged since the dispatcher's cursor."""
         self.attempts += 1
         self.store.ensure_indexes()
         self.keys.ensure_active()
         self.applications.finish_deletions()
         self.tailer.begin()
+        if deliver:
+            self.dispatcher.catch_up(self.tailer.last_seq)
         self._done.set()
 
-    def run(self, *, start_tailer: bool) -> None:
-        """Attempt until the store answers, then start the tailer (when asked)."""
-        delay = self.first_delay
-        while True:
-            try:
-                self.run_once()
-                break
-            except Exception as exc:  # any driver failure: MongoDB late, a network blip, a failover
-                log.warning("start-up: the store does not answer yet; retrying", extra={
-                    "attempt": self.attempts, "retry_in_seconds": delay, "error": _one_line(exc)})
-                self.sleep(delay)
-                delay = min(delay * 2, self.max_delay)
-        if self.attempts > 1:
-            log.info("start-up: the store answers; indexes and signing keys are in place",
-                     extra={"attempts": self.attempts})
-        if start_tailer:
-            self.tailer.start()
+    def follow(self, *, deliver: bool = False) -> None:
+        """After ``run_once``: start the tailer, and with ``deliver`` the dispatcher (a
+        consumer of the tailer) and the delivery threads."""
+        if deliver:
+            self.tailer.subscribe(self.dispatcher.on_event)
+            self.deliveries.start()
+        self.tailer.start()
 
-    def start(self) -> None:
+    def run(self, *, deliver: bool = False) -> None:
+        """``run_once`` until the store answers, then ``follow``."""
+        with_backoff(lambda: self.run_once(deliver=deliver), sleep=self.sleep, first_delay=self.first_delay,
+                     max_delay=self.max_delay)
+        self.follow(deliver=deliver)
+
+    def start(self, *, deliver: bool = False) -> None:
         """``run`` on a background thread (a greenlet under gevent)."""
-        threading.Thread(target=self.run, kwargs={"start_tailer": True}, name="iamgate-startup", daemon=True).start()
+        threading.Thread(target=self.run, kwargs={"deliver": deliver}, name="iamgate-startup", daemon=True).start()
 
 
-def _one_line(exc: Exception) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception as one line (pymongo's server-selection errors span several)."""
     text = f"{type(exc).__name__}: {exc}"
-    return text.splitlines()[0][:500] if text else type(exc).__name__
+    return text.splitlines()[0][:500]

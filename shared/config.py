@@ -6,9 +6,11 @@ names the variable (``ConfigError``).  Nothing else in the code reads ``os.envir
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.util
 import ipaddress
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -106,6 +108,23 @@ def _text(name, raw):
     return raw
 
 
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+
+def _host(name, raw):
+    """An address to bind: an IP address, or a host name whose last label is not all
+    digits (``999.1.1.1`` is a malformed IPv4 address, not a name: RFC 1123, 2.1)."""
+    try:
+        ipaddress.ip_address(raw)
+        return raw
+    except ValueError:
+        pass
+    last_label = raw.rstrip(".").rsplit(".", 1)[-1]
+    if len(raw) <= 253 and _HOST_NAME.fullmatch(raw) and not last_label.isdigit():
+        return raw
+    raise ConfigError(f"{name}: expected an IP address or a host name, got {raw!r}")
+
+
 def _directory(name, raw):
     if raw and not os.path.isabs(raw):
         raise ConfigError(f"{name}: expected an absolute directory path, got {raw!r}")
@@ -142,12 +161,19 @@ def _api_key(name, raw):
 # IAMGATE_METRICS_DIR (shared/serving.py sets it in the gunicorn master).
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
+# IAMGATE_ variables that are not settings of the services: the test suite's own
+# (tests/mongodb.py). No warning for them.
+NOT_SETTINGS_PREFIXES = ("IAMGATE_TEST_",)
+
+SECRET_KEY_RECIPE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
 # name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
 _VARIABLES = {
-    "HOST": (_text, "127.0.0.1"),
+    "HOST": (_host, "127.0.0.1"),
     "PORT": (_integer(1, 65535), "8000"),
     "WORKERS": (_integer(1, 64), "2"),
-    "DECISION_HOST": (_text, "127.0.0.1"),
+    "WORKER_PORT": (_integer(1, 65535), "8002"),
+    "DECISION_HOST": (_host, "127.0.0.1"),
     "DECISION_PORT": (_integer(1, 65535), "8181"),
     "DECISION_WORKERS": (_integer(1, 64), "1"),
     "CONTROL_PLANE_URL": (_url, "http://127.0.0.1:8000"),
@@ -210,6 +236,7 @@ class Config:
     host: str
     port: int
     workers: int
+    worker_port: int
     decision_host: str
     decision_port: int
     decision_workers: int
@@ -266,6 +293,9 @@ class Config:
     log_level: str
     log_flush_interval: int
     secret_key_generated: bool = field(default=False, compare=False)
+    # IAMGATE_ variables of the environment that name no setting: (name, closest known
+    # name or None). Reported once at start (``warn_unknown_variables``), never an error.
+    unknown_variables: tuple = field(default=(), compare=False)
     # Set by the gunicorn master (shared/serving.py), not by operators: the directory of
     # prometheus_client's multiprocess files while more than one worker serves, read here
     # because nothing else may read the environment.  Empty: one registry per process.
@@ -304,12 +334,18 @@ class Config:
             name = f"IAMGATE_{suffix}"
             values[suffix.lower()] = parse(name, env.get(name, default))
         generated = not values["secret_key"]
+        if generated and values["mongodb_uri"] != "memory://":
+            # A key made at start would differ at the next start, and what the last one
+            # encrypted in the persistent store (signing keys, TOTP secrets) would be lost.
+            raise ConfigError(f"IAMGATE_SECRET_KEY: required with a MongoDB store (IAMGATE_MONGODB_URI); make one "
+                              f"with: {SECRET_KEY_RECIPE}")
         if generated:
             values["secret_key"] = secrets.token_urlsafe(32)
         elif len(values["secret_key"]) < 16:
             raise ConfigError("IAMGATE_SECRET_KEY: must be at least 16 characters")
         values["secret_key_generated"] = generated
         values["multiprocess_metrics_dir"] = env.get(MULTIPROCESS_DIR_VARIABLE, "")
+        values["unknown_variables"] = _unknown_variables(env)
         _check_together(values)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
@@ -326,6 +362,28 @@ def _check_together(values) -> None:
         raise ConfigError(
             f"IAMGATE_STREAM_HEARTBEAT: must be below IAMGATE_DECISION_MAX_STALENESS "
             f"({values['decision_max_staleness']}), got {values['stream_heartbeat']}")
+
+
+def _unknown_variables(env) -> tuple:
+    """(name, closest known name or None) of each IAMGATE_ variable that names no setting.
+    Names are compared without the common prefix, which would make every name look close."""
+    known = set(variable_names())
+    suffixes = [name.removeprefix("IAMGATE_") for name in known]
+    unknown = []
+    for name in sorted(env):
+        if name.startswith("IAMGATE_") and name not in known and not name.startswith(NOT_SETTINGS_PREFIXES):
+            closest = difflib.get_close_matches(name.removeprefix("IAMGATE_"), suffixes, n=1)
+            unknown.append((name, f"IAMGATE_{closest[0]}" if closest else None))
+    return tuple(unknown)
+
+
+def warn_unknown_variables(config: Config, log) -> None:
+    """One warning per ``IAMGATE_`` variable that names no setting (a misspelling is
+    otherwise silently ignored), with the closest known name."""
+    for name, closest in config.unknown_variables:
+        hint = f"; did you mean {closest}?" if closest else " (docs/configuration.md lists the variables)"
+        log.warning(f"{name} is not an iamgate setting and is ignored{hint}",
+                    extra={"variable": name, "closest": closest})
 
 
 def variable_names():

@@ -43,6 +43,7 @@ import io
 import logging
 import socket
 import sys
+import threading
 import time
 import uuid
 from urllib.parse import unquote_to_bytes
@@ -554,3 +555,36 @@ def base_environ(host: str, port: int | str, server: str) -> dict:
         "wsgi.run_once": False,
         "wsgi.input_terminated": True,
     }
+
+
+class ThreadedServer:
+    """``Connection`` on plain threads, for a process that does not run gevent (the webhook
+    worker's health and metrics port): one thread accepts, each connection gets its own."""
+
+    def __init__(self, listener: socket.socket, app, server: str, *, timeout: float = 75):
+        self.listener = listener
+        self.app = app
+        self.timeout = timeout
+        name = listener.getsockname()
+        self.environ = base_environ(name[0], name[1], server)
+        self.environ.update({"wsgi.multithread": True, "wsgi.multiprocess": False})
+
+    def start(self) -> "ThreadedServer":
+        threading.Thread(target=self._accept, name="iamgate-http-accept", daemon=True).start()
+        return self
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, address = self.listener.accept()
+            except OSError:  # stop() closed the listener
+                return
+            connection = Connection(client, address, self.app, self.environ, timeout=self.timeout)
+            threading.Thread(target=connection.serve, name="iamgate-http", daemon=True).start()
+
+    def stop(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() (close alone does not)
+        except OSError:
+            pass
+        self.listener.close()

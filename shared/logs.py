@@ -27,6 +27,8 @@ import weakref
 from datetime import datetime, timezone
 from json import encoder as json_encoder
 
+from shared.config import warn_unknown_variables
+
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 _encode = json.JSONEncoder(default=str).encode
 # ``json.JSONEncoder.encode``'s C encoder, made once instead of per call, without the
@@ -286,8 +288,10 @@ def _only_handler(logger: logging.Logger) -> JsonLinesHandler | None:
 
 def configure_from(config) -> None:
     """``configure`` with a ``shared.config.Config``'s log level and flush interval (the
-    services' entry points and commands)."""
+    services' entry points and commands, once per process), then the configuration's
+    warnings that need the log: the ``IAMGATE_`` variables it does not know."""
     configure(config.log_level, flush_interval=config.log_flush_interval / 1000)
+    warn_unknown_variables(config, logging.getLogger("iamgate.config"))
 
 
 def configure(level: str = "INFO", *, flush_interval: float = 0.1) -> None:

@@ -21,26 +21,39 @@ class Health(Resource):
 
 
 _READINESS = {"type": "object", "required": ["status", "store"], "properties": {
-    "status": {"type": "string", "enum": ["ready", "starting", "unavailable"]},
+    "status": {"type": "string", "enum": ["ready", "starting", "unavailable", "stalled"]},
     "store": {"type": "string", "enum": ["ok", "unreachable"]}}}
 
 
 class Ready(Resource):
+    """Ready once the start-up step is done and the store answers a ping.  ``tailer``
+    (the webhook worker's): also while the change-log tailer keeps polling, its last
+    poll less than ``poll_age`` seconds ago ("stalled" otherwise)."""
+
     access = {"GET": PUBLIC}
     docs = {"GET": op("Readiness: the start-up step is done and the store answers a ping",
                       response=_READINESS, wrapped=False,
-                      also={503: (_READINESS, "Not ready: starting, or the store is unreachable")})}
+                      also={503: (_READINESS, "Not ready: starting, or the store is unreachable "
+                                                "(the webhook worker's port also: its change-log tailer stalled)")})}
 
-    def __init__(self, store, startup):
+    def __init__(self, store, startup, tailer=None, poll_age: float = 0.0):
         self.store = store
         self.startup = startup
+        self.tailer = tailer
+        self.poll_age = poll_age
 
     def on_get(self, req, resp):
         store_ok = self.store.ping()
-        ok = store_ok and self.startup.done
-        resp.status = falcon.HTTP_200 if ok else falcon.HTTP_503
-        resp.media = {"status": "ready" if ok else ("starting" if store_ok else "unavailable"),
-                      "store": "ok" if store_ok else "unreachable"}
+        if not store_ok:
+            status = "unavailable"
+        elif not self.startup.done:
+            status = "starting"
+        elif self.tailer is not None and not self.tailer.polling(self.poll_age):
+            status = "stalled"
+        else:
+            status = "ready"
+        resp.status = falcon.HTTP_200 if status == "ready" else falcon.HTTP_503
+        resp.media = {"status": status, "store": "ok" if store_ok else "unreachable"}
 
 
 class Metrics(Resource):

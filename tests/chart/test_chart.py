@@ -154,12 +154,11 @@ def test_probes_reach_what_the_containers_serve(rendered):
             env = _env(container)
             ports = {p.get("name") for p in container.get("ports", [])} | {p["containerPort"] for p in
                                                                             container.get("ports", [])}
-            if "worker" in container["name"]:
-                continue  # no HTTP
             # The kubelet probes the pod IP: the service must bind all interfaces.
-            bind = env.get("IAMGATE_HOST") if container["name"] == "controlplane" else env.get("IAMGATE_DECISION_HOST")
+            bind = (env.get("IAMGATE_HOST") if container["name"] in ("controlplane", "worker")
+                    else env.get("IAMGATE_DECISION_HOST"))
             assert bind == "0.0.0.0", (deployment, container["name"])
-            served = int(env.get("IAMGATE_PORT") or env.get("IAMGATE_DECISION_PORT"))
+            served = int(env.get("IAMGATE_PORT") or env.get("IAMGATE_WORKER_PORT") or env.get("IAMGATE_DECISION_PORT"))
             assert served in {p["containerPort"] for p in container["ports"]}
             assert {"startupProbe", "livenessProbe"} <= set(container), container["name"]
             for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -287,8 +286,14 @@ def test_the_webhook_worker_is_off_until_enabled():
     assert not [d for d in render(MINIMAL) if d["metadata"]["name"].endswith("-worker")]
     (worker,) = [d for d in render({**MINIMAL, "worker": {"enabled": True}})
                  if d["metadata"]["name"].endswith("-worker")]
-    assert worker["spec"]["template"]["spec"]["containers"][0]["command"] == [
-        "python", "-m", "controlplane", "worker"]
+    container = worker["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "controlplane", "worker"]
+    # Probed and scraped on its own port (issue 31, item 1: nothing noticed a worker that never delivered).
+    assert container["ports"] == [{"name": "http", "containerPort": 8002}]
+    assert {"name": "IAMGATE_WORKER_PORT", "value": "8002"} in container["env"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert worker["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "8002"
 
 
 def test_the_production_example(tmp_path):

@@ -1,6 +1,10 @@
+import logging
+import shlex
+import subprocess
+
 import pytest
 
-from shared.config import Config, ConfigError, Rate, variable_names
+from shared.config import SECRET_KEY_RECIPE, Config, ConfigError, Rate, variable_names, warn_unknown_variables
 
 
 def test_defaults_follow_the_architecture_table():
@@ -19,6 +23,10 @@ def test_defaults_follow_the_architecture_table():
 @pytest.mark.parametrize("name, value", [
     ("IAMGATE_PORT", "eighty"),
     ("IAMGATE_PORT", "70000"),
+    ("IAMGATE_HOST", "999.1.1.1"),
+    ("IAMGATE_HOST", "bad host"),
+    ("IAMGATE_DECISION_HOST", "999.1.1.1"),
+    ("IAMGATE_WORKER_PORT", "0"),
     ("IAMGATE_RATE_LIMIT_LOGIN", "10"),
     ("IAMGATE_RATE_LIMIT_LOGIN", "a/b"),
     ("IAMGATE_MONGODB_URI", "postgres://x"),
@@ -65,3 +73,50 @@ def test_the_multiprocess_metrics_directory_comes_from_prometheus_clients_variab
     assert (config.metrics_dir, config.multiprocess_metrics_dir) == ("/run/iamgate/metrics", "")
     config = Config.from_env(env={"PROMETHEUS_MULTIPROC_DIR": "/run/iamgate/metrics/decision"})
     assert config.multiprocess_metrics_dir == "/run/iamgate/metrics/decision"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "iamgate-controlplane.ns.svc"])
+def test_a_bind_address_is_an_ip_address_or_a_host_name(host):
+    assert Config.from_env(env={"IAMGATE_HOST": host, "IAMGATE_DECISION_HOST": host}).host == host
+
+
+@pytest.mark.parametrize("uri", ["mongodb://db.example:27017/iamgate", "mongodb+srv://cluster.example/iamgate"])
+def test_a_mongodb_store_needs_the_secret_key_and_the_error_says_how_to_make_one(uri):
+    """A key made at each start cannot decrypt what the previous start stored."""
+    with pytest.raises(ConfigError) as info:
+        Config.from_env(env={"IAMGATE_MONGODB_URI": uri})
+    message = str(info.value)
+    assert message.startswith("IAMGATE_SECRET_KEY") and "\n" not in message and SECRET_KEY_RECIPE in message
+    made = subprocess.run(shlex.split(SECRET_KEY_RECIPE), capture_output=True, text=True, check=True).stdout.strip()
+    config = Config.from_env(env={"IAMGATE_MONGODB_URI": uri, "IAMGATE_SECRET_KEY": made})
+    assert config.secret_key == made and not config.secret_key_generated
+
+
+def test_the_embedded_store_still_makes_a_key_per_start():
+    first, second = Config.from_env(env={}), Config.from_env(env={"IAMGATE_MONGODB_URI": "memory://"})
+    assert first.secret_key_generated and second.secret_key_generated and first.secret_key != second.secret_key
+
+
+def test_a_misspelled_variable_is_reported_once_with_the_closest_name(caplog):
+    config = Config.from_env(env={
+        "IAMGATE_WORKER_PROT": "9000",       # a transposition
+        "IAMGATE_SECRETKEY": "x" * 20,       # a missing underscore
+        "IAMGATE_NOTHING_LIKE_IT": "1",      # no close name
+        "IAMGATE_TEST_MONGODB_URI": "wire",  # the test suite's own (tests/mongodb.py)
+        "IAMGATE_PORT": "8000",
+    })
+    assert config.worker_port == 8002 and config.secret_key_generated  # ignored, as before
+    logger = logging.getLogger("iamgate.config")
+    with caplog.at_level(logging.WARNING, logger="iamgate.config"):
+        warn_unknown_variables(config, logger)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3
+    assert "IAMGATE_WORKER_PROT is not an iamgate setting and is ignored; did you mean IAMGATE_WORKER_PORT?" \
+        in messages
+    assert any("IAMGATE_SECRETKEY" in m and "did you mean IAMGATE_SECRET_KEY?" in m for m in messages)
+    assert any("IAMGATE_NOTHING_LIKE_IT" in m and "did you mean" not in m for m in messages)
+    assert not any("IAMGATE_TEST_" in m or "IAMGATE_PORT " in m for m in messages)
+
+
+def test_every_known_variable_passes_without_a_warning():
+    assert Config.from_env(env=dict(variable_names())).unknown_variables == ()

@@ -49,6 +49,7 @@ def start_stack(tmp_path, **env_overrides) -> Stack:
     env.update({
         "IAMGATE_PORT": str(control_port),
         "IAMGATE_DECISION_PORT": str(decision_port),
+        "IAMGATE_WORKER_PORT": str(free_port()),  # the webhook worker's, started on MongoDB
         "IAMGATE_PUBLIC_URL": f"http://127.0.0.1:{control_port}",
         "IAMGATE_CONTROL_PLANE_URL": f"http://127.0.0.1:{control_port}",
         "IAMGATE_INTERNAL_TOKEN": token,

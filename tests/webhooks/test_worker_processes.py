@@ -49,7 +49,8 @@ def config_overrides(shared_uri):
 
 class Worker:
     def __init__(self, uri: str, log: Path, **env):
-        self.metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
+        port = free_port()
+        self.metrics_url = f"http://127.0.0.1:{port}/metrics"  # the worker's own port (IAMGATE_WORKER_PORT)
         environment = {k: v for k, v in os.environ.items() if not k.startswith("IAMGATE_")}
         environment.update({
             "IAMGATE_MONGODB_URI": uri,
@@ -58,13 +59,13 @@ class Worker:
             "IAMGATE_WEBHOOK_TIMEOUT": str(TIMEOUT),
             "IAMGATE_WEBHOOK_LEASE_MARGIN": str(MARGIN),
             "IAMGATE_LOG_LEVEL": "WARNING",
+            "IAMGATE_WORKER_PORT": str(port),
             **{f"IAMGATE_{k}": str(v) for k, v in env.items()},
         })
         self.log = log
-        port = self.metrics_url.split(":")[2].split("/")[0]
         with open(log, "w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "controlplane", "worker", "--metrics-port", port], cwd=ROOT,
+                [sys.executable, "-m", "controlplane", "worker"], cwd=ROOT,
                 env=environment, stdout=out, stderr=subprocess.STDOUT, process_group=0)
         if not wait_until(lambda: self.process.poll() is None and self.metric() is not None, timeout=60):
             self.stop()
