@@ -216,7 +216,9 @@ class _Parsing:
         self.current.target += url
 
     def on_header(self, name: bytes, value: bytes):
-        self.fields.append((name, value))
+        # llhttp skips the whitespace before a value but keeps what follows it, which is
+        # not part of the value either (RFC 9112, 5).
+        self.fields.append((name, value.rstrip(b" \t")))
 
     def on_headers_complete(self):
         self.in_headers = False
