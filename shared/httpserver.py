@@ -16,9 +16,12 @@ greenlet per connection, and the apps are plain WSGI.
 What the loop does per connection: feed received bytes to the parser, collect complete
 requests (pipelined ones in order), answer each through the WSGI app, keep the
 connection alive as HTTP/1.1 says. The limits a server exposed to an untrusted client
-needs are enforced here, before the app runs: header block size (431), body size (413,
-or the app's own answer: ``Connection(large_bodies_to_app=True)``), a malformed request
-(400, then close), and an idle timeout (gunicorn's ``--keep-alive``) on every read.
+needs are enforced here, before the app runs: header block size, and with it a chunked
+body's extensions and trailer fields, which are dropped (431); body size (413, or the
+app's own answer: ``Connection(large_bodies_to_app=True)``); a malformed request (400,
+then close; 501 and 505 for what HTTP/1.1 lets a server decline); a deadline for each
+request head (408) and an idle timeout (gunicorn's ``--keep-alive``) on every other
+read; and a cap on the connections of a process (``ConnectionSlots``).
 
 Responses (PEP 3333): a response with a Content-Length, or whose iterable is a list or
 tuple (every Falcon response but ``resp.stream``), is joined and sent in one call. Any

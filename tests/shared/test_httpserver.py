@@ -743,6 +743,16 @@ def test_environ_of_a_request(echo):
     assert (seen["SERVER_NAME"], seen["SERVER_PORT"]) == ("127.0.0.1", str(echo.port))
 
 
+def test_a_field_value_has_no_trailing_whitespace(echo):
+    """llhttp keeps it; RFC 9112 (5) and h11 do not (found by test_http_differential.py)."""
+    client = echo.client()
+    client.send(request("POST", "/", "X-Forwarded-For: 203.0.113.9 \t", "Transfer-Encoding: chunked ")
+                + b"1\r\nx\r\n0\r\n\r\n")
+    seen = client.response().json
+    assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "203.0.113.9"
+    assert seen["body"] == "x"
+
+
 def test_underscore_header_cannot_pose_as_a_dashed_one(echo):
     client = echo.client()
     client.send(request("GET", "/", "X_Forwarded_For: 6.6.6.6"))
