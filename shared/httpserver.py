@@ -239,7 +239,7 @@ class _Parsing:
         for name, value in request.headers:
             size += len(name) + len(value) + 4  # ": " and CRLF
             length = len(name)  # lower-case only the names that can match
-            if length == 4 and name.lower() == b"host":
+            if length == 4 and (name == b"Host" or name.lower() == b"host"):  # the usual spelling, without a copy
                 hosts += 1
             elif (length == 14 and name.lower() == b"content-length" and int(value) > self.max_body
                     and not self.large_bodies_to_app):
@@ -358,7 +358,7 @@ class Connection:
     then gets 408, one that sent nothing is closed. ``timeout`` (gunicorn's
     ``--keep-alive``) for every other read: idle between requests, or within a body."""
 
-    def __init__(self, sock, client_address, app, base_environ: dict, *, worker=None, timeout: float = 75,
+    def __init__(self, sock, client_address, app, base_environ: dict, *, worker=None, timeout: float | None = 75,
                  header_timeout: float = HEADER_TIMEOUT, max_body: int = MAX_BODY_BYTES, turns: Turns | None = None,
                  slots: ConnectionSlots | None = None, large_bodies_to_app: bool = False):
         self.sock = sock
@@ -404,7 +404,7 @@ class Connection:
         # client that reads nothing for that long is gone. A streamed response is never
         # cut for being long.)
         head_due = time.monotonic() + self.header_timeout
-        sock.settimeout(min(self.header_timeout, self.timeout))
+        sock.settimeout(_sooner(self.header_timeout, self.timeout))
         while True:
             try:
                 data = sock.recv(RECV_BYTES)
@@ -479,7 +479,7 @@ class Connection:
                     if now >= head_due:
                         self._refuse_late_head()
                         return
-                    sock.settimeout(min(head_due - now, self.timeout))
+                    sock.settimeout(_sooner(head_due - now, self.timeout))
             else:
                 if slots is not None:
                     slots.waiting.pop(self, None)
@@ -680,6 +680,11 @@ class Connection:
             self.sock.sendall(head + b"Date: " + http_date() + self._server_line + body)
         except OSError:
             pass
+
+
+def _sooner(seconds: float, timeout: float | None) -> float:
+    """``seconds``, or the read timeout if that is shorter (``None``: no read timeout)."""
+    return seconds if timeout is None or seconds < timeout else timeout
 
 
 def _has_length(headers: list) -> bool:
