@@ -474,7 +474,7 @@ class Connection:
                         sock.settimeout(self.timeout)
                 else:
                     now = time.monotonic()
-                    if head_due is None:
+                    if head_due is None or answered:  # a head begun after pipelined requests has its own
                         head_due = now + self.header_timeout
                     if now >= head_due:
                         self._refuse_late_head()

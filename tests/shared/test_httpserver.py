@@ -674,7 +674,7 @@ def test_requests_before_an_upgrade_are_answered_first(echo):
     pytest.param(b"GET / HTTP/0.9\r\nHost: test\r\n\r\n", 400, "BAD_REQUEST", id="http-0.9"),
     pytest.param(request("GET", "/", version="HTTP/2.0"), 505, "HTTP_VERSION_NOT_SUPPORTED", id="http-2.0"),
 ])
-def test_requests_http_1_1_refuses(echo, data, status, code):
+def test_what_http_1_1_lets_a_server_refuse_is_refused(echo, data, status, code):
     client = echo.client()
     client.send(data)
     assert_envelope(client.response(), status, code)
@@ -1321,6 +1321,18 @@ def test_the_keep_alive_wait_is_not_the_head_deadline(serve):
     time.sleep(0.6)
     client.send(b"GET /2 HTTP/1.1\r\n")
     time.sleep(0.2)
+    client.send(b"Host: test\r\n\r\n")
+    assert client.response().json["PATH_INFO"] == "/2"
+
+
+def test_a_head_begun_after_a_pipelined_request_has_a_deadline_of_its_own(serve):
+    server = serve(timeout=TIMEOUT, header_timeout=1.0)
+    client = server.client()
+    client.send(b"GET /1 HTTP/1.1\r\n")
+    time.sleep(0.6)
+    client.send(b"Host: test\r\n\r\nGET /2 HTTP/1.1\r\n")
+    assert client.response().json["PATH_INFO"] == "/1"
+    time.sleep(0.6)  # 1.2 s after the first head began, 0.6 s after the second did
     client.send(b"Host: test\r\n\r\n")
     assert client.response().json["PATH_INFO"] == "/2"
 
