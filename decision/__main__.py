@@ -83,9 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     import socket
 
     import gevent
+    from gevent.pool import Pool
     from gevent.server import StreamServer
 
-    from shared.httpserver import DECISION_SERVER, Connection, Turns, base_environ
+    from shared.httpserver import DECISION_SERVER, Connection, ConnectionSlots, Turns, base_environ
     from decision.wsgi import create
 
     app = create()  # checks the credential setting: exit 2 and one line
@@ -103,12 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     environ = base_environ(*(name[:2] if isinstance(name, tuple) else (str(name), "")), DECISION_SERVER)
     environ["wsgi.multiprocess"] = False
     lifecycle = _Lifecycle()
+    slots = ConnectionSlots(config.max_connections)
 
     def handle(client, address):
         Connection(client, address, app, environ, worker=lifecycle, timeout=KEEPALIVE_SECONDS,
-                   turns=Turns.gevent()).serve()
+                   header_timeout=config.header_timeout, turns=Turns.gevent(), slots=slots).serve()
 
-    server = StreamServer(listener, handle)
+    # As a gunicorn worker: a pool of IAMGATE_MAX_CONNECTIONS greenlets, which stops
+    # accepting while it is full.
+    server = StreamServer(listener, handle, spawn=Pool(config.max_connections))
 
     def stop():
         lifecycle.alive = False

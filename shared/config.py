@@ -176,6 +176,8 @@ _VARIABLES = {
     "DECISION_HOST": (_host, "127.0.0.1"),
     "DECISION_PORT": (_integer(1, 65535), "8181"),
     "DECISION_WORKERS": (_integer(1, 64), "1"),
+    "MAX_CONNECTIONS": (_integer(10, 100000), "1000"),
+    "HEADER_TIMEOUT": (_integer(1, 300), "10"),
     "CONTROL_PLANE_URL": (_url, "http://127.0.0.1:8000"),
     "DECISION_API_KEY": (_api_key, ""),
     "INTERNAL_TOKEN": (_internal_token, ""),
@@ -240,6 +242,8 @@ class Config:
     decision_host: str
     decision_port: int
     decision_workers: int
+    max_connections: int
+    header_timeout: int
     control_plane_url: str
     decision_api_key: str
     internal_token: str

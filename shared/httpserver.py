@@ -16,9 +16,12 @@ greenlet per connection, and the apps are plain WSGI.
 What the loop does per connection: feed received bytes to the parser, collect complete
 requests (pipelined ones in order), answer each through the WSGI app, keep the
 connection alive as HTTP/1.1 says. The limits a server exposed to an untrusted client
-needs are enforced here, before the app runs: header block size (431), body size (413,
-or the app's own answer: ``Connection(large_bodies_to_app=True)``), a malformed request
-(400, then close), and an idle timeout (gunicorn's ``--keep-alive``) on every read.
+needs are enforced here, before the app runs: header block size, and with it a chunked
+body's extensions and trailer fields, which are dropped (431); body size (413, or the
+app's own answer: ``Connection(large_bodies_to_app=True)``); a malformed request (400,
+then close; 501 and 505 for what HTTP/1.1 lets a server decline); a deadline for each
+request head (408) and an idle timeout (gunicorn's ``--keep-alive``) on every other
+read; and a cap on the connections of a process (``ConnectionSlots``).
 
 Responses (PEP 3333): a response with a Content-Length, or whose iterable is a list or
 tuple (every Falcon response but ``resp.stream``), is joined and sent in one call. Any
@@ -46,6 +49,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from urllib.parse import unquote_to_bytes
 
 import httptools
@@ -55,6 +59,12 @@ from shared.http import MAX_BODY_BYTES, STATUS_CODES, dumps, error_document
 log = logging.getLogger("iamgate.httpserver")
 
 MAX_HEADER_BYTES = 64 * 1024
+# A chunk's size line and the CRLFs around its data, without extensions: up to 12 hex
+# digits. Anything past that per chunk (extensions, and the trailer section) is counted
+# toward MAX_HEADER_BYTES, as Node.js counts chunk extensions since CVE-2024-22019.
+CHUNK_FRAMING_BYTES = 16
+HEADER_TIMEOUT = 10.0  # seconds for a request's line and headers, from its first byte (IAMGATE_HEADER_TIMEOUT)
+MAX_CONNECTIONS = 1000  # per process (IAMGATE_MAX_CONNECTIONS); gunicorn's worker_connections
 RECV_BYTES = 64 * 1024
 LINGER_SECONDS = 2.0  # reading and dropping what a client still sends before closing (RFC 9112, 9.6)
 LINGER_BYTES = 4 * 1024 * 1024
@@ -71,15 +81,20 @@ def _server_line(server: str) -> bytes:
     return line
 
 _HEAD_TOO_LARGE = "The request line and headers are too large."
+_FRAMING_TOO_LARGE = "The request's chunk extensions and trailer fields are too large."
+# Trailer fields are read (they count toward the limit above) and dropped: a field sent
+# after the body must not pass for a header the app trusts (Content-Type, X-Forwarded-For).
+_DROPPED = deque(maxlen=0)
 
 # Status lines as Falcon writes them (``falcon.code_to_http_status``; RFC 9110's reason
 # phrases: "413 Content Too Large"), for the statuses the decision service answers without Falcon,
 # which is imported on the first request that needs it (a sidecar starts sooner).
 _STATUS_LINES = {code: f"{code} {phrase}" for code, phrase in (
     (200, "OK"), (400, "Bad Request"), (401, "Unauthorized"), (403, "Forbidden"), (404, "Not Found"),
-    (405, "Method Not Allowed"), (413, "Content Too Large"), (415, "Unsupported Media Type"),
-    (429, "Too Many Requests"), (431, "Request Header Fields Too Large"), (500, "Internal Server Error"),
-    (503, "Service Unavailable"))}
+    (405, "Method Not Allowed"), (408, "Request Timeout"), (413, "Content Too Large"),
+    (415, "Unsupported Media Type"), (429, "Too Many Requests"), (431, "Request Header Fields Too Large"),
+    (500, "Internal Server Error"), (501, "Not Implemented"), (503, "Service Unavailable"),
+    (505, "HTTP Version Not Supported"))}
 
 
 def status_line(code: int) -> str:
@@ -171,7 +186,13 @@ class _Request:
 class _Parsing:
     """httptools callbacks: build ``_Request`` objects as the bytes arrive. A body limit
     broken in a callback raises ``Refused`` (or ``_BodyOverLimit``), which httptools
-    re-raises from ``feed_data`` as the context of its ``HttpParserCallbackError``."""
+    re-raises from ``feed_data`` as the context of its ``HttpParserCallbackError``.
+
+    What llhttp accepts and HTTP/1.1 (RFC 9112) does not is refused here, once the head
+    is in: a version other than 1.0 and 1.1, an HTTP/1.1 request without exactly one
+    Host (3.2), a transfer coding other than chunked alone (6.1; llhttp takes
+    ``gzip, chunked`` as chunked). The differential test against h11 pins the result
+    (tests/shared/test_http_differential.py)."""
 
     def __init__(self, max_body: int, large_bodies_to_app: bool = False):
         self.parser = httptools.HttpRequestParser(self)
@@ -179,40 +200,66 @@ class _Parsing:
         self.large_bodies_to_app = large_bodies_to_app
         self.current: _Request | None = None
         self.complete: list[_Request] = []
+        self.fields = _DROPPED   # where on_header puts a field: the request's headers, or nowhere (trailers)
         self.in_headers = False  # a request's line and headers have begun, not ended
         self.header_bytes = 0    # bytes received while in_headers (over several reads)
         self.body_bytes = 0
+        # Bytes received after the head (counted by ``serve`` per read) and chunks begun:
+        # received - body_bytes is the body's framing, chunk extensions and trailers.
+        self.received = 0
+        self.chunks = 0
         self.continue_wanted = False
 
     def on_message_begin(self):
         self.current = _Request()
+        self.fields = self.current.headers
         self.in_headers = True
-        self.header_bytes = self.body_bytes = 0
+        self.header_bytes = self.body_bytes = self.chunks = 0
 
     def on_url(self, url: bytes):
         self.current.target += url
 
     def on_header(self, name: bytes, value: bytes):
-        self.current.headers.append((name, value))
+        # llhttp skips the whitespace before a value but keeps what follows it, which is
+        # not part of the value either (RFC 9112, 5).
+        self.fields.append((name, value.rstrip(b" \t")))
 
     def on_headers_complete(self):
         self.in_headers = False
+        self.fields = _DROPPED
         request, parser = self.current, self.parser
         request.method = parser.get_method()
-        request.version = parser.get_http_version()
+        request.version = version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
+        if version != "1.1" and version != "1.0":
+            if version == "0.9":  # llhttp's reading of a request line without a version
+                raise Refused(400, "The request line must end with HTTP/1.1 or HTTP/1.0.")
+            raise Refused(505, f"HTTP/{version} is not supported here; use HTTP/1.1.")
+        hosts = codings = 0
         size = len(request.target)
         for name, value in request.headers:
             size += len(name) + len(value) + 4  # ": " and CRLF
             length = len(name)  # lower-case only the names that can match
-            if (length == 14 and name.lower() == b"content-length" and int(value) > self.max_body
+            if length == 4 and (name == b"Host" or name.lower() == b"host"):  # the usual spelling, without a copy
+                hosts += 1
+            elif (length == 14 and name.lower() == b"content-length" and int(value) > self.max_body
                     and not self.large_bodies_to_app):
                 raise Refused(413, "The request body is too large.", {"max_bytes": self.max_body})
-            if (length == 6 and name.lower() == b"expect" and value.lower() == b"100-continue"
-                    and request.version == "1.1"):
+            elif length == 17 and name.lower() == b"transfer-encoding":
+                codings += 1
+                if codings > 1 or value.lower() != b"chunked":
+                    raise Refused(501, "Only the chunked transfer coding is supported.")
+            elif (length == 6 and name.lower() == b"expect" and value.lower() == b"100-continue"
+                    and version == "1.1"):
                 self.continue_wanted = True
+        if hosts != 1 and (hosts or version == "1.1"):
+            raise Refused(400, "An HTTP/1.1 request needs exactly one Host header.")
         if size > MAX_HEADER_BYTES:  # ended in the read that crossed the limit, which serve does not count
             raise Refused(431, _HEAD_TOO_LARGE, {"max_bytes": MAX_HEADER_BYTES})
+        self.received = -size  # serve adds this read whole; its part of the head is not framing
+
+    def on_chunk_header(self):
+        self.chunks += 1
 
     def on_body(self, body: bytes):
         self.body_bytes += len(body)
@@ -227,6 +274,12 @@ class _Parsing:
         self.complete.append(self.current)
         self.current = None
         self.continue_wanted = False
+
+    def framing_over_limit(self) -> bool:
+        """A request still arriving after its head has sent more than its chunks' own
+        framing in extensions and trailer fields. Called once a read: llhttp reports
+        neither extensions nor unfinished fields, and httptools holds a field until it ends."""
+        return self.received - self.body_bytes > MAX_HEADER_BYTES + CHUNK_FRAMING_BYTES * self.chunks
 
 
 class Turns:
@@ -258,21 +311,64 @@ class Turns:
         self._pause(0)
 
 
+class ConnectionSlots:
+    """The connections of one process, at most ``limit`` of them (gunicorn's
+    worker_connections: its gevent pool stops accepting when that many are open).
+
+    A connection that is waiting for a request head (just accepted, idle between
+    requests, or still sending its head) holds its slot cheaply and can give it up: when
+    a new connection takes the last free slot, the one that has waited longest is closed
+    to keep a slot free, as nginx reuses its idle connections when it runs out
+    (``ngx_drain_connections``). Connections whose requests are past the head (a body
+    arriving, an answer being made or sent) are never closed for room; when every
+    connection is such, the pool is full and new ones wait in the listen backlog until
+    one ends. Half-open connections therefore cannot lock out a client that sends its
+    request at once: it needs its slot for milliseconds, and the header deadline ends
+    the rest anyway (docs/security.md, "Slow clients")."""
+
+    def __init__(self, limit: int = MAX_CONNECTIONS):
+        self.limit = limit
+        self.open: set[Connection] = set()
+        self.waiting: dict[Connection, None] = {}  # in the order they began to wait: oldest first
+
+    def admit(self, connection: "Connection") -> None:
+        self.open.add(connection)
+        if len(self.open) >= self.limit and self.waiting:
+            victim = next(iter(list(self.waiting)))  # a copy: threads (the tests) may change it meanwhile
+            self.waiting.pop(victim, None)
+            self.open.discard(victim)
+            victim.end()
+        self.waiting[connection] = None
+
+    def release(self, connection: "Connection") -> None:
+        self.open.discard(connection)
+        self.waiting.pop(connection, None)
+
+
 class Connection:
     """One client connection: requests in, responses out, until either side closes.
-    ``turns`` (a ``Turns``) when it shares a gevent loop with other connections. The
+    ``turns`` (a ``Turns``) when it shares a gevent loop with other connections;
+    ``slots`` (a ``ConnectionSlots``): the process's connections, which it joins. The
     Server header is ``base_environ["SERVER_SOFTWARE"]``. ``large_bodies_to_app``: a body
     over ``max_body`` is not refused here; the app gets the request with the first
     ``max_body + 1`` bytes of it (and the declared Content-Length, if any) and answers it
-    as it answers any body too large for it, then the connection closes."""
+    as it answers any body too large for it, then the connection closes.
+
+    Timeouts: ``header_timeout`` for a request's line and headers, whole, from its first
+    byte (the first request's from the accept): a client that sent part of a head by
+    then gets 408, one that sent nothing is closed. ``timeout`` (gunicorn's
+    ``--keep-alive``) for every other read: idle between requests, or within a body."""
 
     def __init__(self, sock, client_address, app, base_environ: dict, *, worker=None, timeout: float | None = 75,
-                 max_body: int = MAX_BODY_BYTES, turns: Turns | None = None, large_bodies_to_app: bool = False):
+                 header_timeout: float = HEADER_TIMEOUT, max_body: int = MAX_BODY_BYTES, turns: Turns | None = None,
+                 slots: ConnectionSlots | None = None, large_bodies_to_app: bool = False):
         self.sock = sock
         self.app = app
         self.worker = worker
         self.timeout = timeout
+        self.header_timeout = header_timeout
         self.turns = turns
+        self.slots = slots
         self.parsing = _Parsing(max_body, large_bodies_to_app)
         self._started: tuple[str, list] | None = None  # start_response's arguments
         self._head_sent = False
@@ -284,64 +380,119 @@ class Connection:
             self.environ["REMOTE_ADDR"] = self.environ["REMOTE_PORT"] = ""
 
     def serve(self) -> None:
-        sock, parsing = self.sock, self.parsing
-        # A timer around every read ends idle keep-alive connections and clients that send
-        # too slowly. (It bounds each send too: a client that reads nothing for that long
-        # is gone. A streamed response is never cut for being long.)
-        sock.settimeout(self.timeout)
+        slots = self.slots
+        if slots is not None:
+            slots.admit(self)
         try:
-            while True:
-                try:
-                    data = sock.recv(RECV_BYTES)
-                except OSError:  # the timeout included
-                    return
-                if not data:
-                    return
-                refusal = None  # (status, message, details): answered after the requests before it
-                over_limit = None  # a request whose body is too large, for the app to answer
-                try:
-                    parsing.parser.feed_data(data)
-                except httptools.HttpParserUpgrade:
-                    parsing.complete.pop()  # the upgrade request, always the last one parsed
-                    refusal = (400, "Protocol upgrades are not supported.", None)
-                except httptools.HttpParserError as exc:
-                    cause = exc.__context__
-                    if isinstance(cause, Refused):
-                        refusal = (cause.status, str(cause), cause.details)
-                    elif isinstance(cause, _BodyOverLimit):
-                        over_limit, parsing.current = parsing.current, None
-                    else:  # ValueError: a Content-Length llhttp took but int() did not
-                        refusal = (400, "The request is not valid HTTP/1.1.", None)
-                else:
+            self._serve()
+        finally:
+            if slots is not None:
+                slots.release(self)
+            self.sock.close()
+
+    def end(self) -> None:
+        """Close the connection from outside (``ConnectionSlots``): its read returns nothing
+        and ``serve`` ends (a shutdown, unlike a close, wakes a thread blocked in it)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _serve(self) -> None:
+        sock, parsing, slots = self.sock, self.parsing, self.slots
+        # The head's deadline, while one is due: a time of the monotonic clock. Each read
+        # waits until then at most, and at most ``timeout``. (It bounds each send too: a
+        # client that reads nothing for that long is gone. A streamed response is never
+        # cut for being long.)
+        head_due = time.monotonic() + self.header_timeout
+        sock.settimeout(_sooner(self.header_timeout, self.timeout))
+        while True:
+            try:
+                data = sock.recv(RECV_BYTES)
+            except TimeoutError:
+                if parsing.in_headers:
+                    self._refuse_late_head()
+                return
+            except OSError:
+                return
+            if not data:
+                return
+            refusal = None  # (status, message, details): answered after the requests before it
+            over_limit = None  # a request whose body is too large, for the app to answer
+            try:
+                parsing.parser.feed_data(data)
+            except httptools.HttpParserUpgrade:
+                parsing.complete.pop()  # the upgrade request, always the last one parsed
+                refusal = (400, "Protocol upgrades are not supported.", None)
+            except httptools.HttpParserError as exc:
+                cause = exc.__context__
+                if isinstance(cause, Refused):
+                    refusal = (cause.status, str(cause), cause.details)
+                elif isinstance(cause, _BodyOverLimit):
+                    over_limit, parsing.current = parsing.current, None
+                else:  # ValueError: a Content-Length llhttp took but int() did not
+                    refusal = (400, "The request is not valid HTTP/1.1.", None)
+            else:
+                if parsing.current is not None:  # a request is still arriving
                     if parsing.in_headers:  # one read holds at most RECV_BYTES: count only across reads
                         parsing.header_bytes += len(data)
                         if parsing.header_bytes > MAX_HEADER_BYTES:
                             refusal = (431, _HEAD_TOO_LARGE, {"max_bytes": MAX_HEADER_BYTES})
-                answered = False
-                if parsing.complete:  # pipelined requests parsed before a refused one get their answers
-                    requests, parsing.complete = parsing.complete, []
-                    for request in requests:
-                        if not self._respond(request):
-                            return
-                    answered = True
-                if refusal is not None:
-                    self._refuse(*refusal)
-                    return
-                if over_limit is not None:  # the rest of its body is never parsed: close after the answer
-                    over_limit.keep_alive = False
-                    self._respond(over_limit)
-                    self._linger()
-                    return
-                if parsing.continue_wanted:  # headers in, the client waits before sending the body
-                    parsing.continue_wanted = False
-                    try:
-                        sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-                    except OSError:
+                    else:
+                        parsing.received += len(data)
+                        if parsing.framing_over_limit():
+                            refusal = (431, _FRAMING_TOO_LARGE, {"max_bytes": MAX_HEADER_BYTES})
+            answered = False
+            if parsing.complete:  # pipelined requests parsed before a refused one get their answers
+                if slots is not None:  # past its head: no longer a slot to free
+                    slots.waiting.pop(self, None)
+                requests, parsing.complete = parsing.complete, []
+                for request in requests:
+                    if not self._respond(request):
                         return
-                if answered and self.turns is not None:
-                    self.turns.answered()
-        finally:
-            sock.close()
+                answered = True
+            if refusal is not None:
+                self._refuse(*refusal)
+                return
+            if over_limit is not None:  # the rest of its body is never parsed: close after the answer
+                over_limit.keep_alive = False
+                self._respond(over_limit)
+                self._linger()
+                return
+            if parsing.continue_wanted:  # headers in, the client waits before sending the body
+                parsing.continue_wanted = False
+                try:
+                    sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                except OSError:
+                    return
+            # What the next read waits for: a request, the rest of a head, or a body.
+            if parsing.current is None or parsing.in_headers:
+                if answered and slots is not None:
+                    slots.waiting[self] = None
+                if parsing.current is None:
+                    if head_due is not None:
+                        head_due = None
+                        sock.settimeout(self.timeout)
+                else:
+                    now = time.monotonic()
+                    if head_due is None or answered:  # a head begun after pipelined requests has its own
+                        head_due = now + self.header_timeout
+                    if now >= head_due:
+                        self._refuse_late_head()
+                        return
+                    sock.settimeout(_sooner(head_due - now, self.timeout))
+            else:
+                if slots is not None:
+                    slots.waiting.pop(self, None)
+                if head_due is not None:
+                    head_due = None
+                    sock.settimeout(self.timeout)
+            if answered and self.turns is not None:
+                self.turns.answered()
+
+    def _refuse_late_head(self) -> None:
+        self._refuse(408, "The request line and headers did not arrive in time.",
+                     {"timeout_seconds": self.header_timeout})
 
     def _linger(self) -> None:
         """Close in stages (RFC 9112, 9.6): stop sending, then read and drop what the
@@ -530,6 +681,11 @@ class Connection:
             self.sock.sendall(head + b"Date: " + http_date() + self._server_line + body)
         except OSError:
             pass
+
+
+def _sooner(seconds: float, timeout: float | None) -> float:
+    """``seconds``, or the read timeout if that is shorter (``None``: no read timeout)."""
+    return seconds if timeout is None or seconds < timeout else timeout
 
 
 def _has_length(headers: list) -> bool:

@@ -12,17 +12,24 @@ from __future__ import annotations
 from gunicorn.workers.ggevent import GeventWorker
 
 from shared.http import MAX_BODY_BYTES
-from shared.httpserver import CONTROL_PLANE_SERVER, DECISION_SERVER, Connection, Turns, base_environ
+from shared.httpserver import (CONTROL_PLANE_SERVER, DECISION_SERVER, HEADER_TIMEOUT, Connection, ConnectionSlots,
+                               Turns, base_environ)
 
 
 class HttpWorker(GeventWorker):
-    """gunicorn's gevent worker whose connections are served by ``Connection``."""
+    """gunicorn's gevent worker whose connections are served by ``Connection``. Its
+    connection cap is gunicorn's ``worker_connections`` (the size of the gevent pool the
+    worker accepts into, which IAMGATE_MAX_CONNECTIONS sets), so the two cannot disagree;
+    ``header_timeout`` is IAMGATE_HEADER_TIMEOUT, set by the config module's
+    ``post_worker_init`` (shared/serving.py)."""
 
     server = ""  # the Server header
     large_bodies_to_app = False  # see Connection
+    header_timeout = HEADER_TIMEOUT
 
     def init_process(self):
         self._environs = {}
+        self._slots = ConnectionSlots(self.worker_connections)
         super().init_process()
 
     def handle(self, listener, client, addr):
@@ -32,8 +39,8 @@ class HttpWorker(GeventWorker):
             host, port = (name[0], name[1]) if isinstance(name, tuple) else (str(name), "")
             environ = self._environs[listener] = base_environ(host, port, self.server)
         Connection(client, addr, self.wsgi, environ, worker=self, timeout=self.cfg.keepalive,
-                   max_body=MAX_BODY_BYTES, turns=Turns.gevent(),
-                   large_bodies_to_app=self.large_bodies_to_app).serve()
+                   header_timeout=self.header_timeout, max_body=MAX_BODY_BYTES, turns=Turns.gevent(),
+                   slots=self._slots, large_bodies_to_app=self.large_bodies_to_app).serve()
 
     def count_request(self) -> None:
         self.nr += 1

@@ -178,11 +178,16 @@ def settings(service: str) -> dict:
     def on_exit(server):
         metrics_directory.stop()
 
+    def post_worker_init(worker):
+        worker.header_timeout = config.header_timeout  # shared/httpworker.py
+
     values = {
         "bind": [f"{host}:{port}"],
         "workers": workers,
         "worker_class": worker_class,
-        "worker_connections": 1000,
+        # The connection cap of each worker: its gevent pool, and the ConnectionSlots
+        # that close idle connections to keep a slot free (shared/httpserver.py).
+        "worker_connections": config.max_connections,
         "timeout": 60,
         "graceful_timeout": 20,
         "keepalive": 75,
@@ -195,6 +200,7 @@ def settings(service: str) -> dict:
         "on_starting": on_starting,
         "child_exit": child_exit,
         "on_exit": on_exit,
+        "post_worker_init": post_worker_init,
     }
     # Worker heartbeat files on tmpfs: never a disk write, and writable under a
     # read-only root filesystem (also in containers, where /dev/shm is a tmpfs).

@@ -17,6 +17,7 @@ def test_defaults_follow_the_architecture_table():
     assert config.rate_limit_register == Rate(60, 60)
     assert config.webhook_retry_delays == (30, 300, 1800)
     assert config.bcrypt_rounds == 12
+    assert (config.header_timeout, config.max_connections) == (10, 1000)
     assert config.secret_key_generated and len(config.secret_key) >= 32
 
 
@@ -41,6 +42,10 @@ def test_defaults_follow_the_architecture_table():
     ("IAMGATE_LOG_FLUSH_INTERVAL", "-1"),
     ("IAMGATE_LOG_FLUSH_INTERVAL", "5001"),
     ("IAMGATE_LOG_FLUSH_INTERVAL", "0.1"),
+    ("IAMGATE_HEADER_TIMEOUT", "0"),
+    ("IAMGATE_HEADER_TIMEOUT", "2.5"),
+    ("IAMGATE_MAX_CONNECTIONS", "9"),
+    ("IAMGATE_MAX_CONNECTIONS", "many"),
 ])
 def test_a_bad_value_is_a_one_line_error_naming_the_variable(name, value):
     with pytest.raises(ConfigError) as info:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import select
 import socket
 import threading
 import time
@@ -20,8 +21,9 @@ from types import SimpleNamespace
 import pytest
 
 from shared import httpserver as server_module
-from shared.httpserver import (CONTROL_PLANE_SERVER, DECISION_SERVER, MAX_HEADER_BYTES, Connection, Turns, _HttpDate,
-                               base_environ)
+from shared import serving
+from shared.httpserver import (CONTROL_PLANE_SERVER, DECISION_SERVER, MAX_HEADER_BYTES, Connection, ConnectionSlots,
+                               Turns, _HttpDate, base_environ)
 from shared.httpworker import ControlPlaneWorker, DecisionWorker
 
 SERVER = DECISION_SERVER
@@ -385,6 +387,93 @@ def test_empty_chunked_body(echo):
     assert_open(client)
 
 
+# ---------------------------------------------------------------- trailers and chunk extensions (issue 24, items 1, 4, 12)
+
+
+def _chunked(*headers: str) -> bytes:
+    """The head of a chunked POST, then a one-byte chunk and the last chunk: what follows
+    is its trailer section."""
+    return request("POST", "/chunked", "Transfer-Encoding: chunked", *headers) + b"1\r\nx\r\n0\r\n"
+
+
+def test_trailer_fields_never_become_headers(echo):
+    """A trailer must not set what the app reads as a header: Content-Type, or an
+    X-Forwarded-For that would pass the per-IP limits."""
+    client = echo.client()
+    client.send(_chunked("Content-Type: text/plain")
+                + b"Content-Type: application/evil\r\nX-Forwarded-For: 203.0.113.9\r\nX-Trailer: t\r\n\r\n")
+    seen = client.response().json
+    assert seen["body"] == "x"
+    assert seen["CONTENT_TYPE"] == "text/plain"
+    assert seen["headers"] == {"HTTP_HOST": "test", "HTTP_TRANSFER_ENCODING": "chunked"}
+    assert_open(client)
+
+
+def test_trailer_section_within_the_limit_is_read_and_dropped(echo):
+    client = echo.client()
+    trailer = b"X-Trailer: " + b"t" * (MAX_HEADER_BYTES // 2) + b"\r\n\r\n"
+    client.send(_chunked())
+    client.send_slowly(trailer, size=8192)
+    seen = client.response().json
+    assert (seen["body"], seen["PATH_INFO"]) == ("x", "/chunked")
+    assert "HTTP_X_TRAILER" not in seen["headers"]
+    assert_open(client)
+
+
+def test_unending_trailer_section_is_431_once_past_the_limit(echo):
+    """200 MB of trailer fields used to be kept whole by the parser: the worker's memory
+    grew by as much and stayed there. Trailers count toward the head's 64 KiB."""
+    client = echo.client()
+    client.send(_chunked())
+    start = b"X-Endless: "
+    client.send_slowly(start + b"e" * (MAX_HEADER_BYTES + 1000 - len(start)), size=16384)  # all of it read
+    error = assert_envelope(client.response(), 431, "REQUEST_HEADER_FIELDS_TOO_LARGE")
+    assert error["details"] == {"max_bytes": MAX_HEADER_BYTES}
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+def test_many_trailer_fields_are_431_once_past_the_limit(echo):
+    client = echo.client()
+    client.send(_chunked())
+    client.send_slowly(b"".join(b"X-T-%05d: %s\r\n" % (n, b"t" * 100) for n in range(700)), size=16384)
+    assert_envelope(client.response(), 431, "REQUEST_HEADER_FIELDS_TOO_LARGE")
+    assert client.closed()
+
+
+def test_chunk_extensions_within_the_limit_are_accepted(echo):
+    client = echo.client()
+    client.send(request("POST", "/ext", "Transfer-Encoding: chunked")
+                + b"5;name=value;flag\r\nhello\r\n6;" + b"e" * 1000 + b"\r\n world\r\n0;last\r\n\r\n")
+    assert client.response().json["body"] == "hello world"
+    assert_open(client)
+
+
+@pytest.mark.parametrize("extension", [
+    pytest.param(lambda: [b"1;" + b"e" * (MAX_HEADER_BYTES + 1000)], id="one-endless-extension"),
+    pytest.param(lambda: [b"1;e=" + b"e" * 1000 + b"\r\nx\r\n" for _ in range(70)], id="one-per-chunk"),
+])
+def test_chunk_extensions_past_the_limit_are_431(echo, extension):
+    """As Node.js counts them since CVE-2024-22019: llhttp keeps no extension, but without
+    a limit a client could send one for ever, or one with every byte of a body."""
+    client = echo.client()
+    client.send(request("POST", "/ext", "Transfer-Encoding: chunked"))
+    client.send_slowly(b"".join(extension()), size=16384)
+    assert_envelope(client.response(), 431, "REQUEST_HEADER_FIELDS_TOO_LARGE")
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+def test_small_chunks_are_not_counted_as_extensions(echo):
+    """A client that sends its body in one-byte chunks sends five bytes of framing for
+    each: that is the chunks' own framing, not extensions."""
+    client = echo.client()
+    client.send(request("POST", "/small-chunks", "Transfer-Encoding: chunked"))
+    client.send_slowly(b"1\r\nx\r\n" * 20000 + b"0\r\n\r\n", size=16384)
+    assert client.response().json["body"] == "x" * 20000
+    assert_open(client)
+
+
 # ---------------------------------------------------------------- Connection header and versions
 
 
@@ -568,6 +657,38 @@ def test_requests_before_an_upgrade_are_answered_first(echo):
     assert [call["PATH_INFO"] for call in echo.app.calls] == ["/plain"]
 
 
+# ---------------------------------------------------------------- HTTP/1.1 conformance (issue 24, item 12)
+
+
+@pytest.mark.parametrize("data, status, code", [
+    pytest.param(b"GET / HTTP/1.1\r\n\r\n", 400, "BAD_REQUEST", id="http-1.1-without-host"),
+    pytest.param(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "BAD_REQUEST", id="two-hosts"),
+    pytest.param(b"GET / HTTP/1.0\r\nHost: a\r\nhost: a\r\n\r\n", 400, "BAD_REQUEST", id="two-hosts-http-1.0"),
+    pytest.param(request("POST", "/", "Transfer-Encoding: gzip, chunked") + b"0\r\n\r\n", 501, "NOT_IMPLEMENTED",
+                 id="gzip-then-chunked"),
+    pytest.param(request("POST", "/", "Transfer-Encoding: gzip") + b"0\r\n\r\n", 501, "NOT_IMPLEMENTED",
+                 id="gzip"),
+    pytest.param(request("POST", "/", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked") + b"0\r\n\r\n",
+                 400, "BAD_REQUEST", id="two-transfer-encodings"),  # llhttp refuses it before the head ends
+    pytest.param(b"GET /\r\n\r\n", 400, "BAD_REQUEST", id="no-version"),
+    pytest.param(b"GET / HTTP/0.9\r\nHost: test\r\n\r\n", 400, "BAD_REQUEST", id="http-0.9"),
+    pytest.param(request("GET", "/", version="HTTP/2.0"), 505, "HTTP_VERSION_NOT_SUPPORTED", id="http-2.0"),
+])
+def test_what_http_1_1_lets_a_server_refuse_is_refused(echo, data, status, code):
+    client = echo.client()
+    client.send(data)
+    assert_envelope(client.response(), status, code)
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+def test_http_1_0_without_host_is_accepted(echo):
+    """RFC 9112, 3.2: only an HTTP/1.1 request must have a Host (h11 agrees)."""
+    client = echo.client()
+    client.send(b"GET /old HTTP/1.0\r\n\r\n")
+    assert client.response().json["PATH_INFO"] == "/old"
+
+
 # ---------------------------------------------------------------- Expect: 100-continue
 
 
@@ -620,6 +741,16 @@ def test_environ_of_a_request(echo):
                                "HTTP_ACCEPT": "*/*"}
     assert (seen["REMOTE_ADDR"], seen["REMOTE_PORT"]) == ("127.0.0.1", str(client.port))
     assert (seen["SERVER_NAME"], seen["SERVER_PORT"]) == ("127.0.0.1", str(echo.port))
+
+
+def test_a_field_value_has_no_trailing_whitespace(echo):
+    """llhttp keeps it; RFC 9112 (5) and h11 do not (found by test_http_differential.py)."""
+    client = echo.client()
+    client.send(request("POST", "/", "X-Forwarded-For: 203.0.113.9 \t", "Transfer-Encoding: chunked ")
+                + b"1\r\nx\r\n0\r\n\r\n")
+    seen = client.response().json
+    assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "203.0.113.9"
+    assert seen["body"] == "x"
 
 
 def test_underscore_header_cannot_pose_as_a_dashed_one(echo):
@@ -1113,7 +1244,7 @@ def test_the_server_header_is_the_base_environs(serve):
         response = client.response()
         assert response.header("Server") == "iamgate"
         assert response.json["headers"] == {"HTTP_HOST": "test"}
-        client.send(b"GET / HTTP/1.1\r\n\r\n" + b"BAD\r\n\r\n")
+        client.send(request("GET", "/") + b"BAD\r\n\r\n")
         client.response()
         assert client.response().header("Server") == "iamgate"  # the server's own refusals too
     finally:
@@ -1145,12 +1276,138 @@ def test_idle_keep_alive_connection_is_closed_after_a_request(serve):
     _closed_within(client, 2.0)
 
 
-def test_a_client_stalling_mid_request_is_closed(serve):
+def test_a_client_stalling_mid_head_gets_408_and_is_closed(serve):
     server = serve(timeout=0.3)
     client = server.client()
     client.send(b"GET /stalled HTTP/1.1\r\nHost: te")
-    _closed_within(client, 2.0)
+    started = time.monotonic()
+    assert_envelope(client.response(), 408, "REQUEST_TIMEOUT")
+    _closed_within(client, 2.0 - (time.monotonic() - started))
     assert server.app.calls == []
+
+
+# ---------------------------------------------------------------- the head's deadline (issue 24, item 7)
+
+
+def test_a_head_sent_a_line_at_a_time_is_408_at_its_deadline(serve):
+    """Each line arrives well within the read timeout: only the whole head's deadline ends it."""
+    server = serve(timeout=TIMEOUT, header_timeout=0.6)
+    client = server.client()
+    started = time.monotonic()
+    client.send(b"GET /slow HTTP/1.1\r\n")
+    for n in range(40):  # a line every 0.1 s, until the server answers
+        if select.select([client.sock], [], [], 0.1)[0]:
+            break
+        client.send(b"X-Line-%d: x\r\n" % n)
+    error = assert_envelope(client.response(), 408, "REQUEST_TIMEOUT")
+    assert error["details"] == {"timeout_seconds": 0.6}
+    assert 0.5 < time.monotonic() - started < TIMEOUT
+    assert client.closed()
+    assert server.app.calls == []
+
+
+def test_a_connection_that_sends_nothing_is_closed_at_the_head_deadline(serve):
+    server = serve(timeout=TIMEOUT, header_timeout=0.3)
+    client = server.client()
+    assert _closed_within(client, 2.0) >= 0.2  # nothing was sent: nothing to answer
+
+
+def test_the_keep_alive_wait_is_not_the_head_deadline(serve):
+    """Between requests the idle timeout applies; the next head's deadline starts with its first byte."""
+    server = serve(timeout=TIMEOUT, header_timeout=0.4)
+    client = server.client()
+    client.send(request("GET", "/1"))
+    assert client.response().status == 200
+    time.sleep(0.6)
+    client.send(b"GET /2 HTTP/1.1\r\n")
+    time.sleep(0.2)
+    client.send(b"Host: test\r\n\r\n")
+    assert client.response().json["PATH_INFO"] == "/2"
+
+
+def test_a_head_begun_after_a_pipelined_request_has_a_deadline_of_its_own(serve):
+    server = serve(timeout=TIMEOUT, header_timeout=1.0)
+    client = server.client()
+    client.send(b"GET /1 HTTP/1.1\r\n")
+    time.sleep(0.6)
+    client.send(b"Host: test\r\n\r\nGET /2 HTTP/1.1\r\n")
+    assert client.response().json["PATH_INFO"] == "/1"
+    time.sleep(0.6)  # 1.2 s after the first head began, 0.6 s after the second did
+    client.send(b"Host: test\r\n\r\n")
+    assert client.response().json["PATH_INFO"] == "/2"
+
+
+def test_a_body_is_not_held_to_the_head_deadline(serve):
+    server = serve(timeout=TIMEOUT, header_timeout=0.3)
+    client = server.client()
+    client.send(request("POST", "/slow-body", "Content-Length: 4"))
+    for byte in b"body":
+        time.sleep(0.15)
+        client.send(bytes([byte]))
+    assert client.response().json["body"] == "body"
+
+
+# ---------------------------------------------------------------- connection slots (issue 24, item 7)
+
+
+def _connected(server: Server, slots: ConnectionSlots, count: int) -> None:
+    assert eventually(lambda: len(slots.open) == count), (len(slots.open), count)
+
+
+def test_at_the_cap_the_connection_waiting_longest_is_closed(serve):
+    slots = ConnectionSlots(3)
+    server = serve(slots=slots)
+    idle = server.client()
+    _connected(server, slots, 1)
+    partial = server.client()
+    partial.send(b"GET / HTTP/1.1\r\nHost: te")
+    _connected(server, slots, 2)
+    fresh = server.client()  # the last free slot: the oldest waiting connection makes room
+    assert idle.closed()
+    fresh.send(request("GET", "/fresh"))
+    assert fresh.response().json["PATH_INFO"] == "/fresh"
+    late = server.client()  # the partial head has now waited longest; fresh waits since its answer
+    assert partial.closed()
+    assert_open(fresh)
+    assert_open(late)
+    assert len(slots.open) == 2
+
+
+def test_a_connection_past_its_head_is_never_closed_for_room(serve):
+    slots = ConnectionSlots(3)
+    server = serve(slots=slots)
+    uploading = server.client()
+    uploading.send(request("POST", "/upload", "Content-Length: 8") + b"half")
+    idle = server.client()
+    _connected(server, slots, 2)
+    server.client()
+    assert idle.closed()
+    uploading.send(b"done")
+    assert uploading.response().json["body"] == "halfdone"
+
+
+def test_when_no_connection_can_make_room_none_is_closed(serve):
+    slots = ConnectionSlots(2)
+    server = serve(slots=slots)
+    uploading = server.client()
+    uploading.send(request("POST", "/upload", "Content-Length: 8") + b"half")
+    _connected(server, slots, 1)
+    other = server.client()
+    other.send(request("GET", "/other"))
+    assert other.response().status == 200
+    uploading.send(b"done")
+    assert uploading.response().json["body"] == "halfdone"
+    assert len(slots.open) == 2
+
+
+def test_a_connection_leaves_its_slot_when_it_ends(serve):
+    slots = ConnectionSlots(10)
+    server = serve(slots=slots)
+    client = server.client()
+    client.send(request("GET", "/", "Connection: close"))
+    assert client.response().status == 200
+    assert client.closed()
+    assert eventually(lambda: not slots.open and not slots.waiting)
 
 
 # ---------------------------------------------------------------- the worker
@@ -1196,6 +1453,7 @@ def test_worker_no_longer_alive_closes_the_connection(serve):
 def _worker(max_requests: int, worker_class=DecisionWorker) -> DecisionWorker:
     worker = worker_class.__new__(worker_class)
     worker.nr, worker.max_requests, worker.alive = 0, max_requests, True
+    worker._slots = ConnectionSlots(100)
     worker.log = SimpleNamespace(messages=[])
     worker.log.info = worker.log.messages.append
     return worker
@@ -1282,6 +1540,28 @@ def test_each_service_worker_has_its_server_name_and_body_limit(monkeypatch, wor
     assert (options["large_bodies_to_app"], options["timeout"], options["max_body"]) == (
         large_bodies_to_app, 7, 1024 * 1024)
     assert isinstance(options["turns"], Turns)
+    assert (options["header_timeout"], options["slots"]) == (worker.header_timeout, worker._slots)
+
+
+@pytest.mark.parametrize("service", [serving.CONTROL_PLANE, serving.DECISION])
+def test_the_settings_give_each_worker_the_connection_cap_and_head_deadline(monkeypatch, service):
+    """gunicorn's worker_connections (the gevent pool a worker accepts into) and the
+    worker's ConnectionSlots are one number, IAMGATE_MAX_CONNECTIONS; a
+    --worker-connections on gunicorn's command line would change both."""
+    from gunicorn.workers.ggevent import GeventWorker
+
+    for name, value in {"IAMGATE_MAX_CONNECTIONS": "321", "IAMGATE_HEADER_TIMEOUT": "7",
+                        "IAMGATE_INTERNAL_TOKEN": "t" * 32, "IAMGATE_LOG_LEVEL": "WARNING"}.items():
+        monkeypatch.setenv(name, value)
+    values = serving.settings(service)
+    assert values["worker_connections"] == 321
+    monkeypatch.setattr(GeventWorker, "init_process", lambda self: None)  # gunicorn's own start-up
+    worker = _worker(max_requests=100, worker_class=ControlPlaneWorker if service == serving.CONTROL_PLANE
+                     else DecisionWorker)
+    worker.worker_connections = values["worker_connections"]
+    worker.init_process()
+    values["post_worker_init"](worker)
+    assert (worker._slots.limit, worker.header_timeout) == (321, 7)
 
 
 # ---------------------------------------------------------------- Date and the base environ
