@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 
+from shared import tracing
 from shared.config import Config, ConfigError
 from shared.logs import configure_from
 
@@ -65,6 +66,7 @@ def _worker(args, config: Config) -> int:
     if config.webhook_allow_private_targets:
         log.warning("IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS is true: webhooks may target http:// URLs and "
                     "loopback or private addresses. For development only.")
+    tracing.start(config, tracing.WORKER)  # before the store opens: its listener
     services = build_services(config)
     services.store.ensure_indexes()
     if args.metrics_port:

@@ -136,6 +136,16 @@ def _api_key(name, raw):
 # IAMGATE_METRICS_DIR (shared/serving.py sets it in the gunicorn master).
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
+
+def tracing_requested(env) -> bool:
+    """OpenTelemetry's standard variables, read by its SDK (shared/tracing.py): tracing is
+    on when an OTLP endpoint is set, unless the SDK or the trace exporter is switched off."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+
 # name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
 _VARIABLES = {
     "HOST": (_text, "127.0.0.1"),
@@ -264,6 +274,8 @@ class Config:
     # prometheus_client's multiprocess files while more than one worker serves, read here
     # because nothing else may read the environment.  Empty: one registry per process.
     multiprocess_metrics_dir: str = ""
+    # OpenTelemetry tracing (shared/tracing.py), from the OTEL_ variables: ``tracing_requested``.
+    tracing: bool = False
 
     @property
     def is_memory_store(self) -> bool:
@@ -298,6 +310,7 @@ class Config:
             raise ConfigError("IAMGATE_SECRET_KEY: must be at least 16 characters")
         values["secret_key_generated"] = generated
         values["multiprocess_metrics_dir"] = env.get(MULTIPROCESS_DIR_VARIABLE, "")
+        values["tracing"] = tracing_requested(env)
         _check_together(values)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
