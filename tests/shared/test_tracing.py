@@ -8,6 +8,7 @@ tests/mongo_wire.py, a MongoDB wire-protocol server pymongo talks to (mongomock,
 """
 from __future__ import annotations
 
+import gzip
 import os
 import secrets
 import subprocess
@@ -16,6 +17,7 @@ import threading
 from wsgiref.simple_server import make_server
 
 import falcon.testing
+import requests
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -315,3 +317,84 @@ def test_a_check_at_the_decision_service_continues_its_trace_into_the_control_pl
     assert fetch.kind is SpanKind.CLIENT and fetch.parent.span_id == check.context.span_id
     assert fetch.attributes["url.full"].endswith(f"/users/{user['_id']}/grants")
     assert fetch.attributes["http.response.status_code"] == 200
+
+
+# ---------------------------------------------------------------- real processes
+
+class OtlpReceiver:
+    """An OTLP/HTTP trace endpoint (``POST /v1/traces``, protobuf) on a free port: keeps
+    every span it is sent as (service.name, span)."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler
+
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
+                                                                              ExportTraceServiceResponse)
+
+        self.spans: list = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                export = ExportTraceServiceRequest.FromString(body)
+                for resource_spans in export.resource_spans:
+                    service = next(a.value.string_value for a in resource_spans.resource.attributes
+                                   if a.key == "service.name")
+                    for scope_spans in resource_spans.scope_spans:
+                        receiver.spans.extend((service, span) for span in scope_spans.spans)
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self):
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def test_gunicorn_workers_export_over_otlp_and_flush_when_they_exit(tmp_path):
+    """Both services under gunicorn (gevent workers, the provider built after the fork)
+    export to an OTLP endpoint: the decision service every 100 ms, the control plane
+    with a batch delay longer than the test, so its spans arrive when its worker exits.
+    One trace runs from the decision service's check into the control plane's grants read."""
+    from tests.e2e.processes import Admin, Processes, wait_until
+
+    receiver = OtlpReceiver()
+    processes = Processes(tmp_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+                                         "OTEL_BSP_SCHEDULE_DELAY": "600000"})
+
+    def traced(service):
+        return {span.name for name, span in receiver.spans if name == service and span.trace_id.hex() == TRACE_ID}
+
+    try:
+        processes.start_control_plane()
+        processes.start_decision_service(OTEL_BSP_SCHEDULE_DELAY="100")
+        assert processes.decision_ready()
+        admin = Admin(processes.control_url, name="traced")
+        user = admin.user()
+        admin.assign(user, admin.role(["posts:read"]))
+        admin.http.close()  # a kept-alive connection would hold the control plane's worker past its grace
+        check = requests.get(f"{processes.decision_url}/api/v1/applications/{admin.app_id}/authz/check",
+                             params={"user_id": user, "permission": "posts:read"},
+                             headers={**admin.headers, "traceparent": TRACEPARENT}, timeout=5)
+        assert check.status_code == 200 and check.json()["allowed"] is True
+        assert wait_until(lambda: len(traced("iamgate-decision")) >= 2, timeout=10), processes.logs()
+        assert traced("iamgate-decision") == {"GET /api/v1/applications/{applicationId}/authz/check", "GET"}
+        assert not traced("iamgate-controlplane")  # still in the worker's batch
+    finally:
+        processes.stop()
+        receiver.close()
+    assert "GET /internal/v1/applications/{applicationId}/users/{userId}/grants" in traced("iamgate-controlplane"), \
+        processes.logs()
