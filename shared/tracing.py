@@ -322,4 +322,16 @@ def span(name: str, attributes: dict):
     its store commands and outgoing calls become its children."""
     if _tracer is None:
         return _UNTRACED
-    return _tracer.start_as_current_span(name, kind=_otel.INTERNAL, attributes=attributes)
+    return _internal_span(name, attributes)
+
+
+@contextmanager
+def _internal_span(name: str, attributes: dict):
+    with _tracer.start_as_current_span(name, kind=_otel.INTERNAL, attributes=attributes, record_exception=False,
+                                       set_status_on_exception=False) as current:
+        try:
+            yield current
+        except Exception as exc:  # its class, never its message
+            current.set_attribute("error.type", type(exc).__name__)
+            current.set_status(_otel.ERROR)
+            raise

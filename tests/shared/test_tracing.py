@@ -169,6 +169,24 @@ def test_without_a_traceparent_a_request_starts_a_trace(client, spans):
     assert "iamgate.application_id" not in span.attributes
 
 
+def test_neither_the_query_nor_header_values_are_recorded(client, spans):
+    response = client.simulate_get("/healthz", query_string="code=s3cr3t-code",
+                                   headers={"Authorization": "Bearer s3cr3t-token"})
+    assert response.status_code == 200
+    [span] = _server_spans(spans)
+    assert span.attributes["url.path"] == "/healthz"
+    assert "s3cr3t" not in repr(dict(span.attributes)) + repr(span.events)
+
+
+def test_work_that_fails_in_a_span_keeps_its_message_out(spans):
+    with pytest.raises(RuntimeError):
+        with tracing.span("webhook delivery", {"iamgate.delivery_id": "d1"}):
+            raise RuntimeError("the receiver's secret is s3cr3t")
+    [span] = spans.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "RuntimeError"
+    assert "s3cr3t" not in repr(dict(span.attributes)) + repr(span.events) + str(span.status.description)
+
+
 def test_an_unrouted_request_is_named_by_its_method(client, spans):
     assert client.simulate_get("/no/such/path").status_code == 404
     [span] = _server_spans(spans)
