@@ -26,7 +26,13 @@ in the background and is flushed when the process exits (the SDK's exit hook), a
 
 Never recorded: query strings (they may carry credentials), request or response
 bodies, header values, MongoDB statements and values, webhook URL paths, error messages
-of MongoDB (a duplicate-key message quotes the key).
+of MongoDB (a duplicate-key message quotes the key) and of exceptions.
+
+Hand-written rather than OpenTelemetry's contrib instrumentations (falcon, pymongo,
+requests): the checks are answered before Falcon on our own HTTP server, the decision
+service's client is ``http.client``, the pymongo instrumentation records statements
+unless told otherwise, and patching libraries at run time would hide what is traced.
+A middleware, a pymongo listener and explicit client spans say it in one place.
 """
 from __future__ import annotations
 
@@ -38,6 +44,9 @@ CONTROL_PLANE = "iamgate-controlplane"
 DECISION = "iamgate-decision"
 WORKER = "iamgate-worker"
 
+# One tracer per process, as OpenTelemetry's own global provider is: the hooks sit where
+# no configuration is passed (the store's client, the decision service's client). Not
+# OpenTelemetry's global itself, which can be set only once and so not by every test.
 _tracer = None       # the process's tracer while tracing is on
 _provider = None
 _otel = None         # the OpenTelemetry names used here, imported when tracing starts
@@ -282,8 +291,9 @@ def client_call(method: str, attributes: dict):
     if _tracer is None:
         yield _NO_CALL
         return
-    with _tracer.start_as_current_span(method, kind=_otel.CLIENT, attributes={
-            "http.request.method": method, **attributes}, record_exception=False, set_status_on_exception=False) as span:
+    with _tracer.start_as_current_span(method, kind=_otel.CLIENT, attributes={"http.request.method": method,
+                                                                             **attributes},
+                                       record_exception=False, set_status_on_exception=False) as span:
         yield _Call(span)
 
 

@@ -81,7 +81,8 @@ def test_the_otel_variables_switch_tracing_on():
     assert not Config.from_env(env={}).tracing
     assert Config.from_env(env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}).tracing
     assert Config.from_env(env={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}).tracing
-    assert not Config.from_env(env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "true"}).tracing
+    assert not Config.from_env(env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+                                    "OTEL_SDK_DISABLED": "true"}).tracing
     assert not Config.from_env(env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
                                     "OTEL_TRACES_EXPORTER": "none"}).tracing
 
