@@ -146,6 +146,7 @@ def tracing_requested(env) -> bool:
         return False
     return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
 
+
 # name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
 _VARIABLES = {
     "HOST": (_text, "127.0.0.1"),
