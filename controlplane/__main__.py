@@ -20,6 +20,7 @@ import socket
 import sys
 import threading
 
+from shared import tracing
 from shared.config import Config, ConfigError
 from shared.logs import configure_from
 
@@ -95,6 +96,7 @@ def _worker(args, config: Config) -> int:
     except PortInUse as exc:
         print(f"iamgate worker: {exc}", file=sys.stderr)
         return 1
+    tracing.start(config, tracing.WORKER)  # before the store opens: its listener
     services = build_services(config)
     server = ThreadedServer(listener, worker_app(services), CONTROL_PLANE_SERVER).start()
     stop = threading.Event()

@@ -16,6 +16,7 @@ from shared.config import Config
 from shared.http import JsonBodyMiddleware, RequestIdMiddleware, install_error_handlers, json_handlers, request_id
 from shared.logs import InfoLine
 from shared.metrics import MetricsMiddleware
+from shared import tracing
 
 from controlplane import events as events_module
 from controlplane.abac import routes as abac_routes
@@ -99,11 +100,13 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     MongoDB the start-up step (indexes, keys) runs in the background, retried until the
     store answers (``controlplane.startup``); otherwise it runs here, once."""
     config = config or Config.from_env()
+    traced = tracing.start(config, tracing.CONTROL_PLANE)  # before the store opens: its listener
     services = build_services(config, store=store, clock=clock, resolver=resolver)
     metrics = MetricsMiddleware(services.metrics)
     auth = AuthMiddleware(services.authenticator, services.api_throttle)
     app = ControlPlaneApp(
         middleware=[
+            *tracing.request_middleware(),
             RequestIdMiddleware(),
             metrics,
             RevisionMiddleware(),
@@ -135,4 +138,6 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     app.routes = routes
     app.hot_check = HotCheck(route=authz_routes.CHECK, access=authz_resources.Check.access["GET"], auth=auth,
                              authz=services.authz, metrics=metrics, log_request=log_request)
+    if traced:  # every request through Falcon and its request spans (docs/configuration.md, "Tracing")
+        app.hot_check = None
     return app

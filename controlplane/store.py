@@ -24,6 +24,7 @@ from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError  # also re-exported for stores
 
 from shared.config import EMBEDDED_STORE_MISSING, ConfigError
+from shared import tracing
 from shared.ids import new_id
 
 log = logging.getLogger("iamgate.store")
@@ -41,7 +42,8 @@ class Store:
             self.client = mongomock.MongoClient(tz_aware=True)
             self.db = _SerialisedDatabase(self.client["iamgate"], threading.RLock())
         else:
-            self.client = pymongo.MongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=5000, appname="iamgate")
+            self.client = pymongo.MongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=5000, appname="iamgate",
+                                              event_listeners=tracing.store_listeners())
             self.db = self.client.get_default_database("iamgate")
         self._indexes: dict[str, dict[str, IndexModel]] = {}
 

@@ -18,6 +18,7 @@ import secrets
 import threading
 import time
 
+from shared import tracing
 from shared.config import Config, ConfigError
 from shared.credentials import API_KEY_PREFIXES
 from shared.request_ids import INCOMING_REQUEST_ID
@@ -57,9 +58,10 @@ class RequestIds:
 
 class DecisionApp:
     """The WSGI app, and the service behind it (tests and the benchmark reach it here).
-    A plain check (GET, POST or bulk) is answered by ``HotCheck`` (``hot_check = None``
-    sends it to Falcon: the reference the tests compare with), ``GET /healthz`` and
-    ``/readyz`` by ``Probes``, anything else by the Falcon app, built when first needed."""
+    A plain check (GET, POST or bulk) is answered by ``HotCheck``, ``GET /healthz`` and
+    ``/readyz`` by ``Probes``, anything else by the Falcon app, built when first needed.
+    ``hot_check = None`` sends them all to Falcon: the reference the tests compare with,
+    and how every request is traced (shared/tracing.py)."""
 
     hot_check: HotCheck | None = None
 
@@ -75,9 +77,9 @@ class DecisionApp:
             answered = self.hot_check(environ, start_response)
             if answered is not None:
                 return answered
-        answered = self._probes(environ, start_response)
-        if answered is not None:
-            return answered
+            answered = self._probes(environ, start_response)
+            if answered is not None:
+                return answered
         return (self._falcon or self.falcon())(environ, start_response)
 
     def falcon(self):
@@ -111,6 +113,7 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     reconnect backoff."""
     config = config or Config.from_env()
     token, single_application = credential(config)
+    traced = tracing.start(config, tracing.DECISION)
     clock = clock or utcnow
     client = ControlPlaneClient(config.control_plane_url, token)
     metrics = DecisionMetrics()
@@ -139,7 +142,8 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     request_ids = RequestIds()
     app = DecisionApp(service, Probes(follower, metrics, request_ids),
                       lambda: _falcon_app(service, follower, metrics, request_ids))
-    app.hot_check = HotCheck(service, metrics, request_ids)
+    if not traced:  # traced, every request goes through Falcon and its request spans
+        app.hot_check = HotCheck(service, metrics, request_ids)
     follower.start()
     return app
 
@@ -153,7 +157,8 @@ def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: Dec
     from decision.openapi import OpenApiDocument
     from decision.resources import Check, CheckBulk, Health, Metrics, Ready
 
-    app = falcon.App(middleware=[request_ids, MetricsMiddleware(metrics), JsonBodyMiddleware()])
+    app = falcon.App(middleware=[*tracing.request_middleware(), request_ids, MetricsMiddleware(metrics),
+                                 JsonBodyMiddleware()])
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())

@@ -25,6 +25,7 @@ import select
 import socket
 from urllib.parse import urlencode, urlsplit
 
+from shared import tracing
 from shared.abac import Policy
 from shared.rbac import Grants
 
@@ -191,6 +192,7 @@ class ControlPlaneClient:
             raise ControlPlaneError("unreadable JWKS response")
         return body
 
+    @tracing.outgoing("GET", lambda client, path, *_: tracing.url_attributes(client.base_url + path))
     def _get(self, path: str, authenticated: bool = True) -> dict:
         headers = self._headers if authenticated else {"Accept": "application/json", "User-Agent": _USER_AGENT}
         try:
@@ -198,7 +200,7 @@ class ControlPlaneClient:
         except _HTTP_ERRORS as exc:
             raise ControlPlaneError(f"GET {path}: {exc.__class__.__name__}") from None
         try:
-            connection.request("GET", self._origin.prefix + path, headers=headers)
+            connection.request("GET", self._origin.prefix + path, headers=tracing.propagate(headers))
             response = connection.getresponse()
             content = response.read()
         except _HTTP_ERRORS as exc:

@@ -167,6 +167,17 @@ NOT_SETTINGS_PREFIXES = ("IAMGATE_TEST_",)
 
 SECRET_KEY_RECIPE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
+
+def tracing_requested(env) -> bool:
+    """OpenTelemetry's standard variables, read by its SDK (shared/tracing.py): tracing is
+    on when an OTLP endpoint is set, unless the SDK or the trace exporter is switched off."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+
+
 # name suffix -> (parser, default raw value).  The attribute is the lower-cased suffix.
 _VARIABLES = {
     "HOST": (_host, "127.0.0.1"),
@@ -304,6 +315,8 @@ class Config:
     # prometheus_client's multiprocess files while more than one worker serves, read here
     # because nothing else may read the environment.  Empty: one registry per process.
     multiprocess_metrics_dir: str = ""
+    # OpenTelemetry tracing (shared/tracing.py), from the OTEL_ variables: ``tracing_requested``.
+    tracing: bool = False
 
     @property
     def is_memory_store(self) -> bool:
@@ -350,6 +363,7 @@ class Config:
         values["secret_key_generated"] = generated
         values["multiprocess_metrics_dir"] = env.get(MULTIPROCESS_DIR_VARIABLE, "")
         values["unknown_variables"] = _unknown_variables(env)
+        values["tracing"] = tracing_requested(env)
         _check_together(values)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:

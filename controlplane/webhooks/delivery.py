@@ -34,6 +34,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from shared import tracing
 from shared.crypto import DecryptionError, SecretBox
 from shared.metrics import HttpMetrics, ScrapeTimeGauge
 from shared.timeutil import Clock
@@ -250,6 +251,17 @@ class Sender:
         return session
 
     def post(self, pinned: Pinned, body: bytes, headers: dict) -> Outcome:
+        """POST ``body`` to the pinned target: a CLIENT span while tracing, named by the
+        target's host and port only (a receiver's URL path may hold its own secret), whose
+        ``traceparent`` goes out with the delivery."""
+        target = pinned.target
+        with tracing.client_call("POST", {"server.address": target.host, "server.port": target.port,
+                                          "url.scheme": target.scheme}) as call:
+            outcome = self._send(pinned, body, tracing.propagate(headers))
+            call.answered(outcome.status, outcome.error)
+        return outcome
+
+    def _send(self, pinned: Pinned, body: bytes, headers: dict) -> Outcome:
         target = pinned.target
         address = f"[{pinned.address}]" if ":" in pinned.address else pinned.address
         url = f"{target.scheme}://{address}:{target.port}{target.path}"
@@ -363,7 +375,11 @@ class DeliveryWorker:
         delivery = self.store.claim(now, now + self._lease)
         if delivery is None:
             return False
-        self.attempt(delivery)
+        with tracing.span("webhook delivery", {"iamgate.application_id": delivery["app_id"],
+                                               "iamgate.webhook_id": delivery["webhook_id"],
+                                               "iamgate.delivery_id": delivery["_id"],
+                                               "iamgate.event": delivery["event"]}):
+            self.attempt(delivery)
         return True
 
     def attempt(self, delivery: dict) -> None:
