@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import marshal
 import operator
+import threading
 from collections import OrderedDict
 from types import MappingProxyType
 from collections.abc import Iterable, Mapping
@@ -320,49 +321,51 @@ def _fusable(policies: tuple) -> bool:
     return True
 
 
-class _Written:
-    """Functions written out, by their key, least recently used first, bounded by an
-    estimate of their bytes rather than by their number: one entry can be a few hundred
-    bytes or hundreds of kilobytes. An entry's estimate is its key's length plus
-    ``_Source.size``; one larger than the whole bound is not kept."""
+class _CompiledCache:
+    """Compiled conditions or policy sets by content key, least recently used first,
+    bounded by an estimate of their bytes rather than by their number: one entry can take
+    a few hundred bytes or hundreds of kilobytes. An entry's estimate is its key's length
+    plus the size its compiler gives (``_Source.size``, ``_CLOSURE_BYTES`` a node); one
+    larger than the whole bound is not kept. Asked only when a policy set's functions are
+    first built (the first check of a permission after a change), not on every check; the
+    lock is never held across a yield, so no greenlet waits on it."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict = OrderedDict()  # key -> (function, estimate)
+        self._entries: OrderedDict = OrderedDict()  # key -> (compiled, estimate)
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, key):
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        self._entries.move_to_end(key)
-        return entry[0]
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
 
-    def put(self, key, function, size: int) -> None:
+    def put(self, key, compiled, size: int) -> None:
         estimate = len(key) + size
         if estimate > self.max_bytes:
             return
-        previous = self._entries.pop(key, None)
-        if previous is not None:
-            self.bytes -= previous[1]
-        self._entries[key] = (function, estimate)
-        self.bytes += estimate
-        while self.bytes > self.max_bytes:
-            _, (_, dropped) = self._entries.popitem(last=False)
-            self.bytes -= dropped
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.bytes = 0
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self.bytes -= previous[1]
+            self._entries[key] = (compiled, estimate)
+            self.bytes += estimate
+            while self.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
 
 
 # Conditions written out as functions, by content (``_content_key``): a policy set fetched
 # again after a change is mostly the same conditions, and writing one out costs ~15 µs a node.
-_GENERATED = _Written(16 * 1024 * 1024)
-_CLOSURES = _Written(16 * 1024 * 1024)
+_GENERATED = _CompiledCache(16 * 1024 * 1024)
+_CLOSURES = _CompiledCache(16 * 1024 * 1024)
 # A node's closures (function, cells, operand readers) with their Python overhead, measured
 # with tracemalloc: 300 to 500 bytes.
 _CLOSURE_BYTES = 512
@@ -432,7 +435,7 @@ class _Source:
         self.reads: list[str] = []  # the reads of paths not read before, since the last take_reads
         self.paths: dict[tuple, str] = {}
         self.raises = False  # whether text written since it was last cleared can raise _Malformed
-        self.size = 0  # the estimated bytes of what ``function`` or ``decider`` wrote (``_Written``)
+        self.size = 0  # the estimated bytes of what ``function`` or ``decider`` wrote (``_CompiledCache``)
 
     def function(self, condition):
         body = self.node(condition, 1)
@@ -631,7 +634,7 @@ def fuse_policies(policies: Iterable[Policy]):
 
 # Policies written out, by their conditions' content: as ``_GENERATED``, a policy set
 # fetched again after a change is mostly the same policies.
-_FUSED = _Written(16 * 1024 * 1024)
+_FUSED = _CompiledCache(16 * 1024 * 1024)
 
 
 def _compare(comparison, a, b) -> bool:

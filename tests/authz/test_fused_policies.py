@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import abac
-from shared.abac import (_COMPARISONS, ALLOW, DENY, CompiledPolicies, Policy, _compile, _Malformed, _Written,
+from shared.abac import (_COMPARISONS, ALLOW, DENY, CompiledPolicies, Policy, _compile, _Malformed, _CompiledCache,
                          compile_closures, condition_environment, condition_nodes, fuse_policies)
 from shared.authorization import Decision, decide_compiled
 from shared.rbac import CompiledGrants
@@ -241,7 +241,7 @@ def test_closures_are_kept_by_content_with_types_spelled_out():
 
 
 def test_the_caches_of_compiled_conditions_are_bounded_by_bytes_least_recently_used_first():
-    cache = _Written(1000)
+    cache = _CompiledCache(1000)
     for key in ("a", "b", "c"):
         cache.put(key, key.upper(), 299)
     assert len(cache) == 3 and cache.bytes == 900
