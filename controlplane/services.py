@@ -17,6 +17,7 @@ from shared.event_types import PUBLIC_EVENT_TYPES
 from shared.metrics import HttpMetrics
 from shared.timeutil import utcnow
 
+from controlplane.abac.schemas import PolicyLimits
 from controlplane.abac.service import AbacService
 from controlplane.abac.store import PolicyStore
 from controlplane.apikeys.service import ApiKeyService
@@ -169,7 +170,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
     user_store = UserStore(store)
-    abac = AbacService(policy_store, user_store, roles, events, clock)
+    abac = AbacService(policy_store, user_store, roles, events, clock, PolicyLimits.of(config))
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
                                   dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
                                   internal_token=config.internal_token)

@@ -12,7 +12,10 @@ How policies combine with RBAC is ``shared.authorization``.
 from __future__ import annotations
 
 import ipaddress
+import marshal
 import operator
+import threading
+from collections import OrderedDict
 from types import MappingProxyType
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +29,13 @@ DENY = "deny"
 # Evaluation refuses (as false) anything nested deeper; policies are validated on write
 # (controlplane/abac/conditions.py) to a stricter depth.
 MAX_CONDITION_DEPTH = 10
+
+# Policies covering one permission are written out as one Python function only while
+# their conditions hold at most this many nodes together: Python's compile() costs ~15 µs
+# a node and holds the interpreter throughout, so a larger set would stall every other
+# request of the process. A larger set is evaluated policy by policy through closures,
+# which cost ~1 µs a node to build (docs/authorization.md, "Limits").
+FUSE_MAX_NODES = 128
 
 
 # --- policies ----------------------------------------------------------------------------
@@ -55,6 +65,16 @@ class Policy:
         if test is None:
             test = _always if self.condition is None else compile_condition(self.condition)
             object.__setattr__(self, "_test", test)
+        return test
+
+    @property
+    def closures(self):
+        """The condition as closures (``compile_closures``): what a set too large to write
+        out evaluates; kept on the policy like ``test``."""
+        test = self.__dict__.get("_closures")
+        if test is None:
+            test = _always if self.condition is None else compile_closures(self.condition)
+            object.__setattr__(self, "_closures", test)
         return test
 
     def to_json(self) -> dict:
@@ -128,9 +148,11 @@ class CompiledPolicies:
         effects = self._effects.get(permission)
         if effects is None:
             covering = self.covering(permission)
+            # Written out while small enough to write out at once (FUSE_MAX_NODES), else closures.
+            compiled = "test" if _fusable(covering) else "closures"
             effects = (len(covering),
-                       tuple((id(policy), policy.test) for policy in covering if policy.effect == DENY),
-                       tuple((id(policy), policy.test) for policy in covering if policy.effect == ALLOW))
+                       tuple((id(policy), getattr(policy, compiled)) for policy in covering if policy.effect == DENY),
+                       tuple((id(policy), getattr(policy, compiled)) for policy in covering if policy.effect == ALLOW))
             if len(self._effects) >= self._COVERING_CACHE_SIZE:
                 self._effects.clear()
             self._effects[permission] = effects
@@ -139,7 +161,8 @@ class CompiledPolicies:
     def decider(self, permission: str) -> tuple[int, object]:
         """(how many active policies cover ``permission``, ``decide``): ``decide(user_id,
         attributes, resource, context, rbac_allows)`` is whether an active user is allowed
-        (``fuse_policies``), or None when the policies could not be written out."""
+        (``fuse_policies``), or None when the policies are not written out (too many nodes
+        or absurdly deep): the caller then evaluates them policy by policy (``effects``)."""
         found = self._deciders.get(permission)
         if found is None:
             covering = self.covering(permission)
@@ -225,22 +248,127 @@ def compile_condition(condition):
     """``condition`` as a function of the environment returning a bool, or raising
     ``_Malformed`` when evaluation reaches a node outside the language."""
     try:
-        key = repr(condition)  # types spelled out: 1, 1.0, True, a list and a tuple differ
+        key = _content_key(condition)
         test = _GENERATED.get(key)
         if test is None:
-            test = _Source(_compile(condition, 1)).function(condition)
-            if len(_GENERATED) >= _GENERATED_MAX:
-                _GENERATED.clear()
-            _GENERATED[key] = test
+            source = _Source(_compile(condition, 1))
+            test = source.function(condition)
+            _GENERATED.put(key, test, source.size)
         return test
     except RecursionError:  # absurdly deep: the closures alone
         return _compile(condition, 1)
 
 
-# Conditions written out as functions, by their repr: a policy set fetched again after a
-# change is mostly the same conditions, and writing one out costs ~100 µs.
-_GENERATED: dict = {}
-_GENERATED_MAX = 4096
+def compile_closures(condition):
+    """``condition`` as closures (``_compile``): built in time linear in its nodes (~1 µs
+    each, no compile()), kept by content as ``compile_condition`` keeps what it writes, so
+    a policy set fetched again after a change rebuilds only the changed conditions."""
+    try:
+        key = _content_key(condition)
+    except RecursionError:  # absurdly deep: what evaluation refuses anyway
+        return _compile(condition, 1)
+    test = _CLOSURES.get(key)
+    if test is None:
+        test = _compile(condition, 1)
+        _CLOSURES.put(key, test, _CLOSURE_BYTES * condition_nodes(condition))
+    return test
+
+
+def _content_key(value):
+    """What the caches of compiled conditions are keyed by: the value's marshal bytes,
+    whose types are spelled out (1, 1.0, True, a list and a tuple differ) and which take a
+    fifth of the time of its repr -- every condition of a policy set fetched again is
+    keyed again; the repr for what marshal does not take (not plain JSON data)."""
+    try:
+        return marshal.dumps(value, 2)  # version 2: no back-references, so no dependence on sharing
+    except ValueError:
+        return repr(value)
+
+
+def condition_nodes(condition, limit: int | None = None) -> int:
+    """How many nodes a condition has: each ``all``, ``any``, ``not`` and comparison counts
+    one (operands are part of their comparison). What it costs to write out or evaluate is
+    linear in this number; the control plane caps it per policy. Anything that is not a
+    node counts one and is not walked into; nothing is walked below MAX_CONDITION_DEPTH.
+    With ``limit``, the count stops once past it (a number above ``limit``)."""
+    count, pending = 0, [(condition, 1)]
+    while pending:
+        node, depth = pending.pop()
+        count += 1
+        if limit is not None and count > limit:
+            break
+        if type(node) is not dict or "op" in node or depth >= MAX_CONDITION_DEPTH:
+            continue
+        for name in ("all", "any"):
+            if type(node.get(name)) is list:
+                pending.extend((child, depth + 1) for child in node[name])
+                break
+        else:
+            if "not" in node:
+                pending.append((node["not"], depth + 1))
+    return count
+
+
+def _fusable(policies: tuple) -> bool:
+    """Whether the conditions of ``policies`` hold at most FUSE_MAX_NODES nodes together,
+    counted only as far as that."""
+    budget = FUSE_MAX_NODES
+    for policy in policies:
+        if policy.condition is not None:
+            budget -= condition_nodes(policy.condition, budget)
+            if budget < 0:
+                return False
+    return True
+
+
+class _CompiledCache:
+    """Compiled conditions or policy sets by content key, least recently used first,
+    bounded by an estimate of their bytes rather than by their number: one entry can take
+    a few hundred bytes or hundreds of kilobytes. An entry's estimate is its key's length
+    plus the size its compiler gives (``_Source.size``, ``_CLOSURE_BYTES`` a node); one
+    larger than the whole bound is not kept. Asked only when a policy set's functions are
+    first built (the first check of a permission after a change), not on every check; the
+    lock is never held across a yield, so no greenlet waits on it."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict = OrderedDict()  # key -> (compiled, estimate)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key, compiled, size: int) -> None:
+        estimate = len(key) + size
+        if estimate > self.max_bytes:
+            return
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self.bytes -= previous[1]
+            self._entries[key] = (compiled, estimate)
+            self.bytes += estimate
+            while self.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
+
+
+# Conditions written out as functions, by content (``_content_key``): a policy set fetched
+# again after a change is mostly the same conditions, and writing one out costs ~15 µs a node.
+_GENERATED = _CompiledCache(16 * 1024 * 1024)
+_CLOSURES = _CompiledCache(16 * 1024 * 1024)
+# A node's closures (function, cells, operand readers) with their Python overhead, measured
+# with tracemalloc: 300 to 500 bytes.
+_CLOSURE_BYTES = 512
 
 
 # --- conditions as one Python function ------------------------------------------------
@@ -307,6 +435,7 @@ class _Source:
         self.reads: list[str] = []  # the reads of paths not read before, since the last take_reads
         self.paths: dict[tuple, str] = {}
         self.raises = False  # whether text written since it was last cleared can raise _Malformed
+        self.size = 0  # the estimated bytes of what ``function`` or ``decider`` wrote (``_CompiledCache``)
 
     def function(self, condition):
         body = self.node(condition, 1)
@@ -315,8 +444,15 @@ class _Source:
                              "        return slow(env)",
                              *self.take_reads(),
                              f"    return {body}"])
-        exec(compile(source, "<condition>", "exec"), self.namespace)
-        return self.namespace["test"]
+        return self.define(source, "test", "<condition>")
+
+    def define(self, source: str, name: str, filename: str):
+        """Run ``source`` into the namespace and give the function ``name`` it defines.
+        ``size``: a function written out takes 8 to 12 times its source's characters
+        (measured with tracemalloc, the closures of ``slow`` included), plus its values."""
+        exec(compile(source, filename, "exec"), self.namespace)
+        self.size = 12 * len(source) + 64 * len(self.namespace)
+        return self.namespace[name]
 
     def take_reads(self) -> list[str]:
         reads, self.reads = self.reads, []
@@ -430,8 +566,7 @@ class _PolicySource(_Source):
         for condition in allows:
             lines += self.policy(condition, "return True", "pass")
         lines.append("    return False")
-        exec(compile("\n".join(lines), "<policies>", "exec"), self.namespace)
-        return self.namespace["decide"]
+        return self.define("\n".join(lines), "decide", "<policies>")
 
     def policy(self, condition, held: str, malformed: str) -> list[str]:
         self.raises = False
@@ -478,27 +613,28 @@ class _PolicySource(_Source):
 
 def fuse_policies(policies: Iterable[Policy]):
     """The function ``_PolicySource.decider`` writes for ``policies`` (those covering one
-    permission, in order), or None when they cannot be written out (absurdly deep)."""
+    permission, in order), or None when they are not written out: more than
+    FUSE_MAX_NODES nodes together, or absurdly deep."""
     policies = tuple(policies)
+    if not _fusable(policies):
+        return None
     denies = tuple(policy.condition for policy in policies if policy.effect == DENY)
     allows = tuple(policy.condition for policy in policies if policy.effect == ALLOW)
     try:
-        key = repr((denies, allows))
+        key = _content_key((denies, allows))
     except RecursionError:
         return None
     decide = _FUSED.get(key)
     if decide is None:
-        decide = _PolicySource().decider(denies, allows)
-        if len(_FUSED) >= _FUSED_MAX:
-            _FUSED.clear()
-        _FUSED[key] = decide
+        source = _PolicySource()
+        decide = source.decider(denies, allows)
+        _FUSED.put(key, decide, source.size)
     return decide
 
 
-# Policies written out, by their conditions' repr: as ``_GENERATED``, a policy set fetched
-# again after a change is mostly the same policies.
-_FUSED: dict = {}
-_FUSED_MAX = 1024
+# Policies written out, by their conditions' content: as ``_GENERATED``, a policy set
+# fetched again after a change is mostly the same policies.
+_FUSED = _CompiledCache(16 * 1024 * 1024)
 
 
 def _compare(comparison, a, b) -> bool:

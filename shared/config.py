@@ -228,6 +228,11 @@ _VARIABLES = {
     "TRUSTED_PROXIES": (_cidrs, ""),
     "MAX_APPLICATIONS_PER_ORGANIZATION": (_integer(0), "10"),
     "MAX_USERS_PER_APPLICATION": (_integer(0), "10000"),
+    "MAX_POLICIES_PER_APPLICATION": (_integer(1), "1000"),
+    "MAX_POLICIES_PER_PERMISSION": (_integer(1), "100"),
+    # Upper bounds keep one condition's compile and evaluation short (docs/authorization.md).
+    "MAX_CONDITION_BYTES": (_integer(64, 65536), "4096"),
+    "MAX_CONDITION_NODES": (_integer(1, 1000), "32"),
     "DASHBOARD_SESSION_TTL": (_integer(60), "43200"),
     "AUTHZ_CACHE_TTL": (_integer(0), "3600"),
     "EVENTS_POLL_INTERVAL": (_integer(5, 5000), "25"),
@@ -294,6 +299,10 @@ class Config:
     trusted_proxies: tuple
     max_applications_per_organization: int
     max_users_per_application: int
+    max_policies_per_application: int
+    max_policies_per_permission: int
+    max_condition_bytes: int
+    max_condition_nodes: int
     dashboard_session_ttl: int
     authz_cache_ttl: int
     events_poll_interval: int

@@ -16,7 +16,9 @@ The language (docs/authorization.md, "Conditions and their validation"):
 What validation adds to the grammar, each refusal naming the JSON path of the bad node:
 
 - nesting at most :data:`MAX_DEPTH` condition nodes deep (the root is depth 1);
-- at most :data:`MAX_BYTES` bytes of compact JSON;
+- the application's caps on size (:func:`too_large`, checked first, its own error):
+  IAMGATE_MAX_CONDITION_BYTES bytes of compact JSON and IAMGATE_MAX_CONDITION_NODES
+  nodes, which bound what one condition costs to compile and evaluate;
 - ``in``/``not_in`` literals on the right are arrays; ``ip_in_cidr`` literals are
   networks (a CIDR string or a non-empty array of them); ``gt``/``gte``/``lt``/``lte``
   literals are numbers or strings; ``starts_with`` literals are strings;
@@ -34,10 +36,9 @@ import json
 import math
 from collections.abc import Mapping
 
-from shared.abac import evaluate_condition
+from shared.abac import condition_nodes, evaluate_condition
 
 MAX_DEPTH = 8
-MAX_BYTES = 16 * 1024
 MAX_PATH_LENGTH = 255
 
 OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "starts_with", "exists",
@@ -48,20 +49,28 @@ _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _ATTR_SHAPE = "must be user.id, user.attributes.<key>, resource.<key> or context.<key>"
 
 
+def too_large(condition, *, max_bytes: int, max_nodes: int) -> dict | None:
+    """``{"bytes", "max_bytes"}`` or ``{"nodes", "max_nodes"}`` when ``condition`` is over
+    a cap, else None. Checked before the language (:func:`validate`), so an oversized
+    condition costs no more than measuring it (nodes are counted once the bytes passed)."""
+    try:
+        size = len(json.dumps(condition, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+    except (TypeError, ValueError, RecursionError):
+        size = 0  # not JSON, or absurdly deep: validate says where
+    if size > max_bytes:
+        return {"bytes": size, "max_bytes": max_bytes}
+    nodes = condition_nodes(condition)
+    if nodes > max_nodes:
+        return {"nodes": nodes, "max_nodes": max_nodes}
+    return None
+
+
 def validate(condition, path: str = "condition") -> dict[str, str]:
-    """Check ``condition`` against the language and its limits.
+    """Check ``condition`` against the language (its size is :func:`too_large`'s).
 
     Returns ``{}`` when it is valid, else ``{json_path: reason}`` for every problem found,
     in document order, e.g. ``{"condition.all[2].op": "unknown operator 'equals'; ..."}``.
     """
-    try:
-        size = len(json.dumps(condition, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
-    except (TypeError, ValueError):
-        size = 0  # not JSON: the walk below says where
-    except RecursionError:
-        return {path: f"is nested deeper than {MAX_DEPTH} levels"}
-    if size > MAX_BYTES:
-        return {path: f"is {size} bytes of JSON; at most {MAX_BYTES} are allowed"}
     errors: dict[str, str] = {}
     _node(condition, path, 1, errors)
     return errors

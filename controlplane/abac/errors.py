@@ -30,6 +30,35 @@ class ConditionInvalid(BadRequest):
         super().__init__(f"{path}: {reason}{more}", details={"path": path, "fields": dict(problems)})
 
 
+class ConditionTooLarge(BadRequest):
+    """A condition over IAMGATE_MAX_CONDITION_BYTES bytes of JSON or
+    IAMGATE_MAX_CONDITION_NODES nodes: ``details`` has ``path`` and either ``bytes`` and
+    ``max_bytes`` or ``nodes`` and ``max_nodes``."""
+
+    code = "ABAC_CONDITION_TOO_LARGE"
+
+    def __init__(self, path: str, size: dict):
+        what = (f"{size['bytes']} bytes of JSON; at most {size['max_bytes']}" if "bytes" in size
+                else f"{size['nodes']} nodes (all, any, not and comparisons); at most {size['max_nodes']}")
+        super().__init__(f"{path} is {what} are allowed.", details={"path": path, **size})
+
+
+class PolicyLimitReached(Conflict):
+    """The application already holds IAMGATE_MAX_POLICIES_PER_APPLICATION policies."""
+
+    code = "ABAC_POLICY_LIMIT_EXCEEDED"
+    message = "An application may hold at most {limit} ABAC policies; delete one first."
+    detail_names = ("limit",)
+
+
+class PermissionPolicyLimitReached(Conflict):
+    """IAMGATE_MAX_POLICIES_PER_PERMISSION policies already name this permission pattern."""
+
+    code = "ABAC_POLICIES_PER_PERMISSION_EXCEEDED"
+    message = "At most {limit} ABAC policies may name the permission pattern {permission!r}; delete one first."
+    detail_names = ("permission", "limit")
+
+
 class AttributeNotFound(NotFound):
     """The user has no attribute with this key."""
 

@@ -5,13 +5,14 @@ alike.  Every write answers ``X-Iamgate-Revision``; one that changed nothing ans
 current head, which its data is at least as fresh as."""
 from __future__ import annotations
 
-from shared.errors import PermissionMissing, ValidationFailed
+from shared.errors import Conflict, PermissionMissing, ValidationFailed
 from shared.http import PAGE_QUERY, page_params, paginated, read_json, respond
 
 from controlplane import events as change_log
 from controlplane.abac import schemas
 from controlplane.abac.errors import (AttributeKeyConflict, AttributeLimitReached, AttributeNotFound,
-                                      ConditionInvalid, PolicyNameTaken, PolicyNotFound)
+                                      ConditionInvalid, ConditionTooLarge, PermissionPolicyLimitReached,
+                                      PolicyLimitReached, PolicyNameTaken, PolicyNotFound)
 from controlplane.abac.service import AbacService, serialize_policy
 from controlplane.auth import permission
 from shared.checks import Permission
@@ -22,7 +23,9 @@ from controlplane.users.errors import UserNotFound
 READ = permission("policies:read")
 MANAGE = permission("policies:manage")
 
-_BODY_ERRORS = [ValidationFailed, ConditionInvalid, PermissionMissing]
+_BODY_ERRORS = [ValidationFailed, ConditionInvalid, ConditionTooLarge, PermissionMissing]
+# A write counted against the caps; CONFLICT: another write of the application's policies held on.
+_CAP_ERRORS = [PermissionPolicyLimitReached, Conflict]
 _USER_ERRORS = [PermissionMissing, UserNotFound]
 
 
@@ -41,7 +44,7 @@ class PolicyCollection(Resource):
             **PAGE_QUERY,
         }, response=schemas.POLICY_PAGE, wrapped=False, errors=[ValidationFailed, PermissionMissing]),
         "POST": op("Create an ABAC policy", body=schemas.CREATE_POLICY, ok=201, response=schemas.POLICY,
-                   errors=[*_BODY_ERRORS, PolicyNameTaken]),
+                   errors=[*_BODY_ERRORS, PolicyNameTaken, PolicyLimitReached, *_CAP_ERRORS]),
     }
 
     def __init__(self, abac: AbacService):
@@ -56,7 +59,7 @@ class PolicyCollection(Resource):
         resp.media = paginated([serialize_policy(d) for d in docs], total, page, per_page)
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.clean_policy(schemas.CREATE_POLICY, read_json(req), partial=False)
+        values = schemas.clean_policy(schemas.CREATE_POLICY, read_json(req), self.abac.limits, partial=False)
         respond(resp, serialize_policy(self.abac.create_policy(applicationId, values)), status=201)
 
 
@@ -66,7 +69,7 @@ class PolicyItem(Resource):
         "GET": op("Get an ABAC policy", response=schemas.POLICY, errors=[PermissionMissing, PolicyNotFound]),
         "PUT": op("Update an ABAC policy", body=schemas.UPDATE_POLICY, response=schemas.POLICY,
                   description="Any subset of the fields; omitted fields are unchanged.",
-                  errors=[*_BODY_ERRORS, PolicyNotFound, PolicyNameTaken]),
+                  errors=[*_BODY_ERRORS, PolicyNotFound, PolicyNameTaken, *_CAP_ERRORS]),
         "DELETE": op("Delete an ABAC policy", ok=204, errors=[PermissionMissing, PolicyNotFound]),
     }
 
@@ -77,7 +80,7 @@ class PolicyItem(Resource):
         respond(resp, serialize_policy(self.abac.get_policy(applicationId, policyId)))
 
     def on_put(self, req, resp, applicationId, policyId):
-        values = schemas.clean_policy(schemas.UPDATE_POLICY, read_json(req), partial=True)
+        values = schemas.clean_policy(schemas.UPDATE_POLICY, read_json(req), self.abac.limits, partial=True)
         respond(resp, serialize_policy(self.abac.update_policy(applicationId, policyId, values)))
         _answer_revision(resp, self.abac)
 
@@ -100,7 +103,7 @@ class Evaluate(Resource):
         self.abac = abac
 
     def on_post(self, req, resp, applicationId):
-        respond(resp, self.abac.evaluate(applicationId, schemas.clean_evaluate(read_json(req))))
+        respond(resp, self.abac.evaluate(applicationId, schemas.clean_evaluate(read_json(req), self.abac.limits)))
 
 
 class UserAttributes(Resource):

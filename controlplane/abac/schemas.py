@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from shared.checks import CHECK, Permission
 from shared.errors import ValidationFailed
 from shared.validation import ID, TIME, Bool, Field, Invalid, List, Object, Schema, String, page_of
 
 from controlplane.abac import conditions
-from controlplane.abac.errors import ConditionInvalid
+from controlplane.abac.errors import ConditionInvalid, ConditionTooLarge
 
 NAME_MAX = 100
 DESCRIPTION_MAX = 1000
@@ -33,6 +34,25 @@ ATTRIBUTE_VALUE_MAX_BYTES = 1024
 ATTRIBUTES_PER_USER_MAX = 50
 
 
+@dataclass(frozen=True)
+class PolicyLimits:
+    """The caps on an application's policies (IAMGATE_MAX_POLICIES_PER_APPLICATION,
+    IAMGATE_MAX_POLICIES_PER_PERMISSION, IAMGATE_MAX_CONDITION_BYTES,
+    IAMGATE_MAX_CONDITION_NODES): what one tenant's policies can cost every check of the
+    process is linear in them (docs/authorization.md, "Limits")."""
+
+    per_application: int
+    per_permission: int
+    condition_bytes: int
+    condition_nodes: int
+
+    @classmethod
+    def of(cls, config) -> "PolicyLimits":
+        return cls(per_application=config.max_policies_per_application,
+                   per_permission=config.max_policies_per_permission,
+                   condition_bytes=config.max_condition_bytes, condition_nodes=config.max_condition_nodes)
+
+
 class Condition(Field):
     """A condition object, or null (the policy holds unconditionally).  The language
     itself is checked by :func:`clean_policy`, which can name the bad node's path."""
@@ -40,7 +60,8 @@ class Condition(Field):
     def schema(self):
         return {"type": ["object", "null"], "description": (
             'ABAC condition: {"all": [...]}, {"any": [...]}, {"not": c} or {"op", "left", "right"}; '
-            f"at most {conditions.MAX_DEPTH} levels and {conditions.MAX_BYTES} bytes; null: always holds")}
+            f"at most {conditions.MAX_DEPTH} levels, IAMGATE_MAX_CONDITION_BYTES bytes of JSON and "
+            "IAMGATE_MAX_CONDITION_NODES nodes; null: always holds")}
 
 
 def _permissions(*, required):
@@ -75,17 +96,22 @@ UPDATE_POLICY = Schema(_FIELDS, partial=True, description="Any subset of the fie
 INLINE_POLICY = Schema({**CREATE_POLICY.fields, "name": String(max_len=NAME_MAX, default="inline policy")})
 
 
-def clean_policy(schema: Schema, body, *, partial: bool, prefix: str = "") -> dict:
-    """Validate a policy body.  Field errors answer as ``ValidationFailed`` does; when
-    only the condition is wrong the answer is VALIDATION_INVALID_FORMAT naming each bad
-    node's JSON path (``condition.all[2].op``)."""
+def clean_policy(schema: Schema, body, limits: PolicyLimits, *, partial: bool, prefix: str = "") -> dict:
+    """Validate a policy body.  A condition over the size caps is 400
+    ABAC_CONDITION_TOO_LARGE before anything else is looked at; field errors answer as
+    ``ValidationFailed`` does; when only the condition is wrong the answer is
+    VALIDATION_INVALID_FORMAT naming each bad node's JSON path (``condition.all[2].op``)."""
+    condition = body.get("condition") if isinstance(body, dict) else None
+    if condition is not None:
+        size = conditions.too_large(condition, max_bytes=limits.condition_bytes, max_nodes=limits.condition_nodes)
+        if size is not None:
+            raise ConditionTooLarge(f"{prefix}condition", size)
     errors: dict[str, str] = {}
     try:
         values = schema.clean(body, partial=partial, prefix=prefix)
     except ValidationFailed as exc:
         errors.update(exc.errors)
         values = {}
-    condition = body.get("condition") if isinstance(body, dict) else None
     problems = conditions.validate(condition, f"{prefix}condition") if condition is not None else {}
     if errors:
         raise ValidationFailed({**errors, **problems})
@@ -142,11 +168,11 @@ EVALUATE = Schema({
 })
 
 
-def clean_evaluate(body) -> dict:
+def clean_evaluate(body, limits: PolicyLimits) -> dict:
     values = EVALUATE.clean(body)
     inline = values.get("policy")
     if inline is not None:
-        values["policy"] = clean_policy(INLINE_POLICY, inline, partial=False, prefix="policy.")
+        values["policy"] = clean_policy(INLINE_POLICY, inline, limits, partial=False, prefix="policy.")
     return values
 
 

@@ -8,22 +8,31 @@ deny.  Every write emits its event after the data changed (``policy.created``,
 ``policy.updated``, ``policy.deleted``, ``attribute.set``, ``attribute.deleted``): the
 control plane's check cache and the decision services invalidate on them, a policy
 event for the whole application, an attribute event for its one user.
+
+Caps (``PolicyLimits``, docs/authorization.md "Limits"): a create, and an update that
+changes the permissions, is counted against the application's policies and the
+policies naming each permission pattern while it holds the application's write guard
+(``PolicyStore.claim_writes``), so parallel writes cannot pass a cap; the condition caps
+are the schemas'.
 """
 from __future__ import annotations
 
 import json
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from shared.abac import CompiledPolicies, Policy, condition_environment
 from shared.authorization import decide_compiled
+from shared.errors import Conflict
 from shared.ids import is_uuid, new_id
 from shared.rbac import compile_grants, resolve_scope
-from shared.timeutil import Clock, isoformat
+from shared.timeutil import Clock, isoformat, seconds
 
 from controlplane.abac import conditions
 from controlplane.abac.errors import (AttributeKeyConflict, AttributeLimitReached, AttributeNotFound,
-                                      PolicyNotFound)
-from controlplane.abac.schemas import ATTRIBUTES_PER_USER_MAX
+                                      PermissionPolicyLimitReached, PolicyLimitReached, PolicyNotFound)
+from controlplane.abac.schemas import ATTRIBUTES_PER_USER_MAX, PolicyLimits
 from controlplane.abac.store import PolicyStore
 from controlplane.events import EventLog
 from controlplane.roles.service import RoleService
@@ -31,6 +40,14 @@ from controlplane.users.errors import UserNotFound
 from controlplane.users.store import UserStore
 
 _POLICY_FIELDS = ("name", "description", "effect", "permissions", "condition", "is_active")
+
+# The write guard: held for one count and one write (milliseconds), so a holder that died
+# blocks the application's policy writes for WRITE_GUARD_SECONDS at most; a writer that
+# finds it taken tries again every WRITE_GUARD_WAIT seconds, WRITE_GUARD_ATTEMPTS times,
+# then answers 409 CONFLICT (try again).
+WRITE_GUARD_SECONDS = 5
+WRITE_GUARD_WAIT = 0.02
+WRITE_GUARD_ATTEMPTS = 25
 
 
 @dataclass(eq=False)
@@ -40,6 +57,7 @@ class AbacService:
     roles: RoleService  # the source of a user's grants for the dry run
     events: EventLog
     clock: Clock
+    limits: PolicyLimits
 
     def head(self) -> int:
         """The change-log head: the revision a write that changed nothing answers."""
@@ -62,30 +80,77 @@ class AbacService:
         return policy
 
     def create_policy(self, app_id: str, values: dict) -> dict:
-        """Store a policy; 409 RESOURCE_ALREADY_EXISTS when the name is taken."""
-        now = self.clock()
-        doc = {"_id": new_id(), "app_id": app_id, **{field: values[field] for field in _POLICY_FIELDS},
-               "created_at": now, "updated_at": now}
-        self.policies.insert(doc)
+        """Store a policy; 409 RESOURCE_ALREADY_EXISTS when the name is taken, 409
+        ABAC_POLICY_LIMIT_EXCEEDED or ABAC_POLICIES_PER_PERMISSION_EXCEEDED at a cap."""
+        with self._policy_writes(app_id):
+            if self.policies.count(app_id) >= self.limits.per_application:
+                raise PolicyLimitReached(self.limits.per_application)
+            self._check_patterns(app_id, values["permissions"])
+            now = self.clock()
+            doc = {"_id": new_id(), "app_id": app_id, **{field: values[field] for field in _POLICY_FIELDS},
+                   "created_at": now, "updated_at": now}
+            self.policies.insert(doc)
         self.events.emit(app_id, "policy.created", _policy_event(doc), subject={"policy_id": doc["_id"]})
         return doc
 
     def update_policy(self, app_id: str, policy_id: str, values: dict) -> dict:
-        """Apply any subset of the fields.  Nothing changed: 200 with the policy and no event."""
-        current = self.get_policy(app_id, policy_id)
-        changes = {field: value for field, value in values.items() if current.get(field) != value}
+        """Apply any subset of the fields.  Nothing changed: 200 with the policy and no event.
+        New permission patterns are counted against their cap, as for a create."""
+        if "permissions" not in values:
+            before, changes = self._update(app_id, policy_id, values)
+        else:
+            with self._policy_writes(app_id):
+                before, changes = self._update(app_id, policy_id, values, check_patterns=True)
         if not changes:
-            return current
-        changes["updated_at"] = self.clock()
-        before = self.policies.update(app_id, current["_id"], changes)
-        if before is None:
-            raise PolicyNotFound(policy_id)
+            return before
         after = {**before, **changes}
         changed = sorted(field for field in _POLICY_FIELDS if before.get(field) != after.get(field))
         if changed:
             self.events.emit(app_id, "policy.updated", {**_policy_event(after), "changes": changed},
                              subject={"policy_id": after["_id"]})
         return after
+
+    def _update(self, app_id: str, policy_id: str, values: dict, *, check_patterns: bool = False):
+        """(the policy before, the changes written); no changes: (the policy, {})."""
+        current = self.get_policy(app_id, policy_id)
+        changes = {field: value for field, value in values.items() if current.get(field) != value}
+        if not changes:
+            return current, {}
+        if check_patterns and "permissions" in changes:
+            held = set(current.get("permissions") or ())
+            self._check_patterns(app_id, [pattern for pattern in changes["permissions"] if pattern not in held])
+        changes["updated_at"] = self.clock()
+        before = self.policies.update(app_id, current["_id"], changes)
+        if before is None:
+            raise PolicyNotFound(policy_id)
+        return before, changes
+
+    def _check_patterns(self, app_id: str, patterns: list[str]) -> None:
+        """409 ABAC_POLICIES_PER_PERMISSION_EXCEEDED when one more policy naming one of
+        ``patterns`` would pass the cap."""
+        if not patterns:
+            return
+        limit = self.limits.per_permission
+        counts = self.policies.count_by_pattern(app_id, list(patterns))
+        for pattern in patterns:
+            if counts.get(pattern, 0) >= limit:
+                raise PermissionPolicyLimitReached(pattern, limit)
+
+    @contextmanager
+    def _policy_writes(self, app_id: str):
+        """Hold the application's policy-write guard for the block (module constants)."""
+        holder = new_id()
+        for _ in range(WRITE_GUARD_ATTEMPTS):
+            now = self.clock()
+            if self.policies.claim_writes(app_id, holder, now, now + seconds(WRITE_GUARD_SECONDS)):
+                break
+            time.sleep(WRITE_GUARD_WAIT)  # under gevent, the other greenlets run meanwhile
+        else:
+            raise Conflict()
+        try:
+            yield
+        finally:
+            self.policies.release_writes(app_id, holder)
 
     def delete_policy(self, app_id: str, policy_id: str) -> None:
         removed = self.policies.delete(app_id, policy_id) if is_uuid(policy_id) else None

@@ -5,6 +5,10 @@ permissions: [patterns], condition (JSON or None), is_active, created_at, update
 name unique per application.  The authz area's checks and the decision services'
 internal API read the active ones through :meth:`PolicyStore.active`.
 
+``abac_policy_writers``: {_id: app_id, app_id, holder, expires_at}; the guard that makes an
+application's policy writes that are counted against its caps one at a time (held for a
+few seconds at most, reclaimed once expired, removed by the TTL index after that).
+
 User attributes live on the user document (``users.attributes``) and are written by the
 users area's store.
 """
@@ -28,6 +32,9 @@ INDEXES = {
         IndexModel([("app_id", ASCENDING), ("is_active", ASCENDING), ("created_at", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("permissions", ASCENDING)]),
     ],
+    "abac_policy_writers": [
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ],
 }
 
 _ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
@@ -35,6 +42,10 @@ _ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
 
 class PolicyStore(AppCollection):
     name, indexes = "abac_policies", INDEXES
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._writers = store["abac_policy_writers"]
 
     # --- what checks read
 
@@ -52,6 +63,34 @@ class PolicyStore(AppCollection):
         return out
 
     # --- management
+
+    def count(self, app_id: str) -> int:
+        return self._docs.count_documents({"app_id": app_id})
+
+    def count_by_pattern(self, app_id: str, patterns: list[str]) -> dict[str, int]:
+        """How many of the application's policies (active or not) name each of
+        ``patterns``; a pattern none names is left out."""
+        found = self._docs.aggregate([
+            {"$match": {"app_id": app_id, "permissions": {"$in": patterns}}},
+            {"$unwind": "$permissions"},
+            {"$match": {"permissions": {"$in": patterns}}},
+            {"$group": {"_id": "$permissions", "policies": {"$sum": 1}}},
+        ])
+        return {row["_id"]: row["policies"] for row in found}
+
+    def claim_writes(self, app_id: str, holder: str, now, until) -> bool:
+        """Take the application's write guard for ``holder`` until ``until``; False while
+        someone else holds it unexpired."""
+        try:
+            self._writers.insert_one({"_id": app_id, "app_id": app_id, "holder": holder, "expires_at": until})
+            return True
+        except DuplicateKeyError:
+            taken = self._writers.find_one_and_update({"_id": app_id, "expires_at": {"$lte": now}},
+                                                      {"$set": {"holder": holder, "expires_at": until}})
+            return taken is not None
+
+    def release_writes(self, app_id: str, holder: str) -> None:
+        self._writers.delete_one({"_id": app_id, "holder": holder})
 
     def insert(self, doc: dict) -> None:
         try:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.abac.conditions import MAX_BYTES, MAX_DEPTH, trace, validate
+from controlplane.abac.conditions import MAX_DEPTH, too_large, trace, validate
 from shared.abac import condition_environment
 from tests.conditions import attr, op, val
 
@@ -109,12 +109,14 @@ def test_absurd_nesting_is_refused_without_recursing_to_death():
     assert "deeper than 8" in next(iter(validate(node).values()))
 
 
-def test_size_is_limited_to_16_kib():
-    small = op("in", attr("context.a"), val(["x" * 100] * 150))
-    assert validate(small) == {}
-    big = op("in", attr("context.a"), val(["x" * 100] * 170))
-    assert "at most 16384" in validate(big)["condition"]
-    assert MAX_BYTES == 16384
+def test_too_large_measures_the_bytes_then_the_nodes():
+    small = op("in", attr("context.a"), val(["x" * 100] * 30))
+    assert too_large(small, max_bytes=4096, max_nodes=1) is None
+    big = op("in", attr("context.a"), val(["x" * 100] * 40))
+    assert too_large(big, max_bytes=4096, max_nodes=1) == {"bytes": 4179, "max_bytes": 4096}
+    many = {"any": [op("eq", attr("context.a"), val(i)) for i in range(32)]}  # 33 nodes
+    assert too_large(many, max_bytes=65536, max_nodes=33) is None
+    assert too_large(many, max_bytes=65536, max_nodes=32) == {"nodes": 33, "max_nodes": 32}
 
 
 def test_a_custom_root_path_prefixes_every_path():

@@ -14,11 +14,14 @@ from __future__ import annotations
 import itertools
 from collections import UserDict
 from types import MappingProxyType
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.abac import _COMPARISONS, ALLOW, DENY, CompiledPolicies, Policy, _compile, _Malformed, condition_environment
+from shared import abac
+from shared.abac import (_COMPARISONS, ALLOW, DENY, CompiledPolicies, Policy, _compile, _Malformed, _CompiledCache,
+                         compile_closures, condition_environment, condition_nodes, fuse_policies)
 from shared.authorization import Decision, decide_compiled
 from shared.rbac import CompiledGrants
 from tests.authz.test_compiled_conditions import CONDITIONS, ENV_VALUES, LITERALS, PATHS, SCALARS
@@ -89,7 +92,27 @@ def test_one_function_per_permission_gives_the_policy_by_policy_answer(policies,
         got = decide_compiled(grants, [permission], policies=compiled, resource=resource, context=context)
         assert got == {permission: expected}, (permission, policies)
         count, decide = compiled.decider(permission)
-        assert count == expected.policies_checked and (decide is None) is (count == 0)
+        assert count == expected.policies_checked and (count or decide is None)
+
+
+@settings(max_examples=500, deadline=None)
+@given(**CHECKS)
+def test_a_set_over_the_fuse_budget_gives_the_same_answers_through_closures(policies, active, rbac, attributes,
+                                                                           resource, context, user_id):
+    """With FUSE_MAX_NODES at 0 every set with a condition is evaluated policy by policy
+    through closures (``Policy.closures``), as a set of thousands of nodes is."""
+    grants = grants_of(active, rbac, attributes, user_id)
+    with patch.object(abac, "FUSE_MAX_NODES", 0):
+        compiled = CompiledPolicies(policies)
+        for permission in PERMISSIONS:
+            expected = reference(policies, permission, grants, resource, context)
+            got = decide_compiled(grants, [permission], policies=compiled, resource=resource, context=context)
+            assert got == {permission: expected}, (permission, policies)
+            covering = compiled.covering(permission)
+            assert compiled.decider(permission)[1] is None or all(p.condition is None for p in covering)
+        bulk = decide_compiled(grants, PERMISSIONS, policies=compiled, resource=resource, context=context)
+        assert bulk == {permission: reference(policies, permission, grants, resource, context)
+                        for permission in PERMISSIONS}
 
 
 @settings(max_examples=500, deadline=None)
@@ -185,3 +208,48 @@ def test_every_comparison_of_two_attributes_present_or_missing():
                 written = decide_compiled(grants, ["docs:read", "docs:write"], policies=CompiledPolicies(policies),
                                           resource=resource, context=context)["docs:read"]
                 assert written == expected, (op, left, right)
+
+
+def comparisons(n, value="x"):
+    return {"any": [{"op": "eq", "left": {"attr": f"resource.k{i}"}, "right": {"value": value}} for i in range(n)]}
+
+
+def test_condition_nodes_counts_groups_and_comparisons():
+    assert condition_nodes(comparisons(3)) == 4
+    assert condition_nodes({"not": {"all": [FALSE, {"any": []}]}}) == 4
+    assert condition_nodes(comparisons(100), limit=10) == 11  # stops once past the limit
+    deep = FALSE
+    for _ in range(5000):
+        deep = {"not": deep}
+    assert condition_nodes(deep) == abac.MAX_CONDITION_DEPTH  # not walked below the depth evaluation refuses
+
+
+def test_only_sets_within_the_fuse_budget_are_written_out():
+    small = [deny(comparisons(abac.FUSE_MAX_NODES // 2 - 1), i) for i in range(2)]  # FUSE_MAX_NODES nodes
+    assert fuse_policies(small) is not None
+    assert fuse_policies([*small, deny(FALSE, 2)]) is None
+    large = CompiledPolicies([*small, allow(FALSE, 2)])
+    assert large.decider("docs:read") == (3, None)
+    assert check([*small, allow(FALSE, 2)], rbac=False).allowed is False
+
+
+def test_closures_are_kept_by_content_with_types_spelled_out():
+    assert compile_closures(comparisons(3)) is compile_closures(comparisons(3))
+    for other in (1, True, 1.0, ["x"], ("x",)):
+        assert compile_closures(comparisons(3, other)) is not compile_closures(comparisons(3))
+    assert compile_closures(comparisons(3, 1)) is not compile_closures(comparisons(3, True))
+
+
+def test_the_caches_of_compiled_conditions_are_bounded_by_bytes_least_recently_used_first():
+    cache = _CompiledCache(1000)
+    for key in ("a", "b", "c"):
+        cache.put(key, key.upper(), 299)
+    assert len(cache) == 3 and cache.bytes == 900
+    assert cache.get("a") == "A"  # now the most recently used
+    cache.put("d", "D", 299)
+    assert cache.get("b") is None and [cache.get(key) for key in "acd"] == ["A", "C", "D"]
+    assert cache.bytes == 900 <= cache.max_bytes
+    cache.put("huge", "H", 5000)  # larger than the whole bound: not kept, nothing evicted
+    assert cache.get("huge") is None and len(cache) == 3
+    cache.put("big", "B", 900)
+    assert [cache.get(key) for key in ("a", "c", "d", "big")] == [None, None, None, "B"] and cache.bytes == 903
