@@ -58,6 +58,7 @@ from controlplane.startup import StartUp
 from controlplane.store import Store
 from controlplane.tokens import TokenService
 from controlplane.users.admin import UserAdminService
+from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
 from controlplane.users.registration import RegistrationService
@@ -169,6 +170,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
     user_store = UserStore(store)
+    user_directory = UserDirectory(user_store)
     abac = AbacService(policy_store, user_store, roles, events, clock)
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
                                   dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
@@ -204,20 +206,19 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     oidc_token = TokenEndpoint(
         clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens,
         code_grant=AuthorizationCodeGrant(codes=oidc_codes, grants=oidc_grants, connections=oidc_connections,
-                                          users=user_store, clock=clock, refresh_ttl=config.refresh_token_ttl),
-        refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_store,
+                                          users=user_directory, clock=clock, refresh_ttl=config.refresh_token_ttl),
+        refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_directory,
                                         clock=clock, secret_key=config.secret_key,
                                         reuse_grace=config.refresh_reuse_grace))
-    oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_store)
+    oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory)
     oidc_revocation = Revocation(oidc_grants, oidc_connections)
-    oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_store, clock)
+    oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_directory, clock)
     oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections)
 
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.
     one_time_tokens = OneTimeTokenStore(store)
-    session_store, mfa_methods = SessionStore(store), MethodStore(store)
-    sessions = SessionService(user_store, session_store, events, clock, tokens,
+    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens,
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
@@ -233,7 +234,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                        rate_limit_register=config.rate_limit_register,
                                        registration_rate_limit_max=config.registration_rate_limit_max)
     user_admin = UserAdminService(user_store, sessions, oidc_connections, events, clock)
-    mfa = MfaService(mfa_methods, BackupCodeStore(store), ChallengeStore(store), user_store, sessions,
+    mfa = MfaService(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), user_directory, sessions,
                      passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
@@ -241,9 +242,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                          rate_limit_login=config.rate_limit_login)
     oidc_hosted = HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
                               applications=applications, login=login, mfa=mfa, authenticator=authenticator,
-                              sessions=sessions, users=user_store, box=box, clock=clock)
-    selfservice = SelfService(user_store, session_store, mfa_methods, events, clock, rate_limiter, registration,
-                              sessions, roles, oidc_connections, rate_limit_export=config.rate_limit_export)
+                              sessions=sessions, users=user_directory, box=box, clock=clock)
+    selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
+                              oidc_connections, rate_limit_export=config.rate_limit_export)
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
