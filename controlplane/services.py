@@ -155,9 +155,10 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         events.listen(credential_cache)
         tailer.subscribe(credential_cache)
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
-    dashboard_access = DashboardAccess(store, applications)
+    dashboard_store = DashboardStore(store)
+    dashboard_access = DashboardAccess(dashboard_store, applications)
     dashboard = DashboardService(
-        DashboardStore(store), clock=clock, hasher=hasher, password_guard=password_guard, rate_limiter=rate_limiter,
+        dashboard_store, clock=clock, hasher=hasher, password_guard=password_guard, rate_limiter=rate_limiter,
         sessions=dashboard_sessions, access=dashboard_access, applications=applications, api_keys=api_keys,
         mailer=mailer, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
         max_applications=config.max_applications_per_organization, public_url=config.public_url,
