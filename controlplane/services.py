@@ -26,7 +26,9 @@ from controlplane.applications.store import ApplicationStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService
 from controlplane.dashboard.access import DashboardAccess
-from controlplane.dashboard.service import DashboardService
+from controlplane.dashboard.accounts import AccountService
+from controlplane.dashboard.applications import OrganizationApplications
+from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
@@ -121,7 +123,9 @@ class Services:
     oidc_logout: Logout
     oidc_hosted: HostedLogin
     selfservice: SelfService
-    dashboard: DashboardService
+    dashboard_accounts: AccountService
+    dashboard_organizations: OrganizationService
+    dashboard_applications: OrganizationApplications
     webhooks: WebhookService
     webhook_dispatcher: Dispatcher
     webhook_worker: DeliveryWorker
@@ -157,14 +161,15 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_store = DashboardStore(store)
     dashboard_access = DashboardAccess(dashboard_store, applications)
-    dashboard = DashboardService(
-        dashboard_store, clock=clock, hasher=hasher, password_guard=password_guard, rate_limiter=rate_limiter,
-        sessions=dashboard_sessions, access=dashboard_access, applications=applications, api_keys=api_keys,
-        mailer=mailer, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
-        max_applications=config.max_applications_per_organization, public_url=config.public_url,
-        verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl,
-        forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend,
-        member_add_rate=config.rate_limit_member_add)
+    dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,
+                                                  rate_limiter, clock, member_add_rate=config.rate_limit_member_add)
+    dashboard_accounts = AccountService(
+        dashboard_store, dashboard_organizations, dashboard_sessions, hasher, password_guard, rate_limiter, mailer,
+        clock, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
+        forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend, public_url=config.public_url,
+        verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
+    dashboard_applications = OrganizationApplications(dashboard_store, dashboard_access, applications,
+                                                      max_applications=config.max_applications_per_organization)
 
     roles = RoleService(RoleStore(store), events, clock)
     policy_store = PolicyStore(store)
@@ -255,7 +260,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, stream_access=stream_access, sessions=sessions,
         passwords=passwords, email_verification=email_verification, registration=registration,
-        user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard=dashboard,
+        user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard_accounts=dashboard_accounts,
+        dashboard_organizations=dashboard_organizations, dashboard_applications=dashboard_applications,
         oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
         oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
         oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,

@@ -31,7 +31,7 @@ class DashboardAccess:
     def require_verified(self, account_id: str) -> None:
         """403 DASHBOARD_EMAIL_UNVERIFIED unless the account confirmed its address.  A
         claim by the mailbox owner removes what an unconfirmed holder granted
-        (``DashboardService``), so nothing it could build may outlive the claim: it
+        (``AccountService``), so nothing it could build may outlive the claim: it
         builds nothing."""
         account = self.store.account(account_id)
         if account is not None and not account.get("email_verified"):

@@ -28,7 +28,7 @@ INDEXES = {
     "organization_members": [
         IndexModel([("organization_id", ASCENDING), ("account_id", ASCENDING)], unique=True),
         IndexModel([("account_id", ASCENDING)]),
-        # Looked up at every first confirmation of an address (the claim, ``DashboardService``).
+        # Looked up at every first confirmation of an address (the claim, ``AccountService``).
         IndexModel([("added_by", ASCENDING)]),
     ],
     "organizations": [IndexModel([("created_by", ASCENDING)])],
