@@ -27,7 +27,9 @@ from controlplane.applications.store import ApplicationStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService
 from controlplane.dashboard.access import DashboardAccess
-from controlplane.dashboard.service import DashboardService
+from controlplane.dashboard.accounts import AccountService
+from controlplane.dashboard.applications import OrganizationApplications
+from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
@@ -59,6 +61,7 @@ from controlplane.startup import StartUp
 from controlplane.store import Store
 from controlplane.tokens import TokenService
 from controlplane.users.admin import UserAdminService
+from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
 from controlplane.users.registration import RegistrationService
@@ -121,7 +124,9 @@ class Services:
     oidc_logout: Logout
     oidc_hosted: HostedLogin
     selfservice: SelfService
-    dashboard: DashboardService
+    dashboard_accounts: AccountService
+    dashboard_organizations: OrganizationService
+    dashboard_applications: OrganizationApplications
     webhooks: WebhookService
     webhook_dispatcher: Dispatcher
     webhook_worker: DeliveryWorker
@@ -155,21 +160,24 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         events.listen(credential_cache)
         tailer.subscribe(credential_cache)
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
-    dashboard_access = DashboardAccess(store, applications)
-    dashboard = DashboardService(
-        DashboardStore(store), clock=clock, hasher=hasher, password_guard=password_guard, rate_limiter=rate_limiter,
-        sessions=dashboard_sessions, access=dashboard_access, applications=applications, api_keys=api_keys,
-        mailer=mailer, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
-        max_applications=config.max_applications_per_organization, public_url=config.public_url,
-        verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl,
-        forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend,
-        member_add_rate=config.rate_limit_member_add)
+    dashboard_store = DashboardStore(store)
+    dashboard_access = DashboardAccess(dashboard_store, applications)
+    dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,
+                                                  rate_limiter, clock, member_add_rate=config.rate_limit_member_add)
+    dashboard_accounts = AccountService(
+        dashboard_store, dashboard_organizations, dashboard_sessions, hasher, password_guard, rate_limiter, mailer,
+        clock, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
+        forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend, public_url=config.public_url,
+        verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
+    dashboard_applications = OrganizationApplications(dashboard_store, dashboard_access, applications,
+                                                      max_applications=config.max_applications_per_organization)
 
     roles = RoleService(RoleStore(store), events, clock)
     policy_store = PolicyStore(store)
     authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
     user_store = UserStore(store)
+    user_directory = UserDirectory(user_store)
     abac = AbacService(policy_store, user_store, roles, events, clock, PolicyLimits.of(config))
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
                                   dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
@@ -205,20 +213,19 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     oidc_token = TokenEndpoint(
         clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens,
         code_grant=AuthorizationCodeGrant(codes=oidc_codes, grants=oidc_grants, connections=oidc_connections,
-                                          users=user_store, clock=clock, refresh_ttl=config.refresh_token_ttl),
-        refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_store,
+                                          users=user_directory, clock=clock, refresh_ttl=config.refresh_token_ttl),
+        refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_directory,
                                         clock=clock, secret_key=config.secret_key,
                                         reuse_grace=config.refresh_reuse_grace))
-    oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_store)
+    oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory)
     oidc_revocation = Revocation(oidc_grants, oidc_connections)
-    oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_store, clock)
+    oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_directory, clock)
     oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections)
 
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.
     one_time_tokens = OneTimeTokenStore(store)
-    session_store, mfa_methods = SessionStore(store), MethodStore(store)
-    sessions = SessionService(user_store, session_store, events, clock, tokens,
+    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens,
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
@@ -234,7 +241,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                        rate_limit_register=config.rate_limit_register,
                                        registration_rate_limit_max=config.registration_rate_limit_max)
     user_admin = UserAdminService(user_store, sessions, oidc_connections, events, clock)
-    mfa = MfaService(mfa_methods, BackupCodeStore(store), ChallengeStore(store), user_store, sessions,
+    mfa = MfaService(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), user_directory, sessions,
                      passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
@@ -242,9 +249,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                          rate_limit_login=config.rate_limit_login)
     oidc_hosted = HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
                               applications=applications, login=login, mfa=mfa, authenticator=authenticator,
-                              sessions=sessions, users=user_store, box=box, clock=clock)
-    selfservice = SelfService(user_store, session_store, mfa_methods, events, clock, rate_limiter, registration,
-                              sessions, roles, oidc_connections, rate_limit_export=config.rate_limit_export)
+                              sessions=sessions, users=user_directory, box=box, clock=clock)
+    selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
+                              oidc_connections, rate_limit_export=config.rate_limit_export)
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
@@ -254,7 +261,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,
         authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, stream_access=stream_access, sessions=sessions,
         passwords=passwords, email_verification=email_verification, registration=registration,
-        user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard=dashboard,
+        user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard_accounts=dashboard_accounts,
+        dashboard_organizations=dashboard_organizations, dashboard_applications=dashboard_applications,
         oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
         oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
         oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,

@@ -11,53 +11,46 @@ Dashboard resources on ``{applicationId}`` paths gate their methods with the
 """
 from __future__ import annotations
 
-from pymongo import ASCENDING, IndexModel
+from dataclasses import dataclass
 
 from shared.ids import is_uuid
 
+from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.errors import ApplicationNotAccessible, DashboardEmailUnverified, RoleCannotWrite
+from controlplane.dashboard.store import DashboardStore
 
 ORG_ROLES = ("owner", "admin", "member", "viewer")
 WRITE_ROLES = ("owner", "admin")
 
-INDEXES = {
-    "organization_members": [
-        IndexModel([("organization_id", ASCENDING), ("account_id", ASCENDING)], unique=True),
-        IndexModel([("account_id", ASCENDING)]),
-    ]
-}
 
-
+@dataclass(eq=False)
 class DashboardAccess:
-    def __init__(self, store, applications):
-        store.declare_indexes(INDEXES)
-        self._members = store["organization_members"]
-        self._accounts = store["dashboard_accounts"]
-        self._applications = applications
+    store: DashboardStore
+    applications: ApplicationService
 
     def require_verified(self, account_id: str) -> None:
         """403 DASHBOARD_EMAIL_UNVERIFIED unless the account confirmed its address.  A
         claim by the mailbox owner removes what an unconfirmed holder granted
-        (``DashboardService``), so nothing it could build may outlive the claim: it
+        (``AccountService``), so nothing it could build may outlive the claim: it
         builds nothing."""
-        account = self._accounts.find_one({"_id": account_id}, {"email_verified": 1})
+        account = self.store.account(account_id)
         if account is not None and not account.get("email_verified"):
             raise DashboardEmailUnverified()
 
     def role_in(self, organization_id: str, account_id: str) -> str | None:
-        doc = self._members.find_one({"organization_id": organization_id, "account_id": account_id})
-        return doc["role"] if doc else None
+        member = self.store.member(organization_id, account_id)
+        return member["role"] if member else None
 
     def memberships(self, account_id: str) -> dict[str, str]:
         """organization_id -> role for every organization the account belongs to."""
-        return {d["organization_id"]: d["role"] for d in self._members.find({"account_id": account_id})}
+        return {d["organization_id"]: d["role"] for d in self.store.memberships(account_id)}
 
     def application(self, account_id: str, app_id: str, *, write: bool = False) -> tuple[dict, str]:
         """The application and the caller's role on it; 404 NOT_FOUND when the caller
         has no access (also for ids that are not UUIDs), 403 FORBIDDEN when a member or
         viewer tries to write, 403 DASHBOARD_EMAIL_UNVERIFIED when an unconfirmed account
         does."""
-        app = self._applications.get(app_id) if is_uuid(app_id) else None
+        app = self.applications.get(app_id) if is_uuid(app_id) else None
         role = self.role_in(app["organization_id"], account_id) if app and app.get("organization_id") else None
         if app is None or role is None:
             raise ApplicationNotAccessible(app_id)

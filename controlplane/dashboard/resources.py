@@ -1,8 +1,8 @@
 """HTTP resources of the dashboard (/api/dashboard/...): session cookie authentication.
 
-Thin: read and validate the request, call ``DashboardService`` (or, once the
-``member_of_application`` hook has checked the caller's organization role, the
-application and API key services), shape the response.
+Thin: read and validate the request, call the account, organization or application
+service (or, once the ``member_of_application`` hook has checked the caller's
+organization role, the application and API key services), shape the response.
 Mutating calls must send Content-Type: application/json (``JsonBodyMiddleware`` answers
 415 otherwise), which a cross-site form cannot do: together with the SameSite=Lax cookie
 that is the CSRF defence.
@@ -29,8 +29,9 @@ from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFou
                                            MemberNotFound, NotAMember,
                                            OrganizationIdInvalid, OrganizationNotFound, OrganizationRequired,
                                            OwnerRequired, RoleCannotWrite, VerificationRequestsLimited)
-from controlplane.dashboard.service import (DashboardService, serialize_account, serialize_account_status,
-                                            serialize_organization)
+from controlplane.dashboard.accounts import AccountService, serialize_account, serialize_account_status
+from controlplane.dashboard.applications import OrganizationApplications
+from controlplane.dashboard.organizations import OrganizationService, serialize_organization
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
 from controlplane.passwords import PasswordTooWeak, WrongPassword
@@ -77,13 +78,13 @@ class Register(Resource):
                     "what the earlier holder granted (docs/security.md).",
     )}
 
-    def __init__(self, dashboard: DashboardService, config: Config):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService, config: Config):
+        self.accounts = accounts
         self.config = config
 
     def on_post(self, req, resp):
         values = schemas.REGISTER.validate(read_json(req))
-        account = self.dashboard.register(values, ip=client_ip(req, self.config.trusted_proxies))
+        account = self.accounts.register(values, ip=client_ip(req, self.config.trusted_proxies))
         respond(resp, serialize_account(account), status=201)
 
 
@@ -98,13 +99,13 @@ class Login(Resource):
                     "IAMGATE_DASHBOARD_SESSION_TTL seconds.",
     )}
 
-    def __init__(self, dashboard: DashboardService, config: Config):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService, config: Config):
+        self.accounts = accounts
         self.config = config
 
     def on_post(self, req, resp):
         values = schemas.LOGIN.validate(read_json(req))
-        account, raw = self.dashboard.login(values["email"], values["password"],
+        account, raw = self.accounts.login(values["email"], values["password"],
                                             ip=client_ip(req, self.config.trusted_proxies),
                                             previous_session=req.cookies.get(SESSION_COOKIE))
         set_session_cookie(resp, raw, self.config)
@@ -120,12 +121,12 @@ class VerifyEmail(Resource):
         description="Single use; the link lives IAMGATE_VERIFICATION_TOKEN_TTL seconds (24 h).",
     )}
 
-    def __init__(self, dashboard: DashboardService):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService):
+        self.accounts = accounts
 
     def on_post(self, req, resp):
         values = schemas.VERIFY_EMAIL.validate(read_json(req))
-        respond(resp, serialize_account_status(self.dashboard.verify_email(values["token"])))
+        respond(resp, serialize_account_status(self.accounts.verify_email(values["token"])))
 
 
 class ResendVerification(Resource):
@@ -137,11 +138,11 @@ class ResendVerification(Resource):
         description="Nothing is sent once the address is confirmed. Limited by IAMGATE_RATE_LIMIT_RESEND.",
     )}
 
-    def __init__(self, dashboard: DashboardService):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService):
+        self.accounts = accounts
 
     def on_post(self, req, resp):
-        self.dashboard.resend_verification(account_id(req))
+        self.accounts.resend_verification(account_id(req))
         respond(resp, {"message": "If the address is not confirmed yet, a new link was sent."}, status=202)
 
 
@@ -155,12 +156,12 @@ class ForgotPassword(Resource):
                     "IAMGATE_RATE_LIMIT_FORGOT.",
     )}
 
-    def __init__(self, dashboard: DashboardService):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService):
+        self.accounts = accounts
 
     def on_post(self, req, resp):
         values = schemas.FORGOT_PASSWORD.validate(read_json(req))
-        self.dashboard.forgot_password(values["email"])
+        self.accounts.forgot_password(values["email"])
         respond(resp, {"message": "If an account has this address, a reset link was sent."})
 
 
@@ -175,12 +176,12 @@ class ResetPassword(Resource):
                     "The link lives IAMGATE_RESET_TOKEN_TTL seconds (1 h).",
     )}
 
-    def __init__(self, dashboard: DashboardService):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService):
+        self.accounts = accounts
 
     def on_post(self, req, resp):
         values = schemas.RESET_PASSWORD.validate(read_json(req))
-        self.dashboard.reset_password(values["token"], values["password"])
+        self.accounts.reset_password(values["token"], values["password"])
         no_store(resp)
         respond(resp, {"message": "Password changed. Sign in with the new password."})
 
@@ -193,12 +194,12 @@ class Logout(Resource):
         description="Idempotent: answers 204 with or without a valid session cookie.",
     )}
 
-    def __init__(self, dashboard: DashboardService, config: Config):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService, config: Config):
+        self.accounts = accounts
         self.config = config
 
     def on_post(self, req, resp):
-        self.dashboard.logout(req.cookies.get(SESSION_COOKIE))
+        self.accounts.logout(req.cookies.get(SESSION_COOKIE))
         clear_session_cookie(resp, self.config)
         no_store(resp)
         resp.status = 204
@@ -212,19 +213,19 @@ class Me(Resource):
                   errors=[ValidationFailed, UnsupportedMediaType]),
     }
 
-    def __init__(self, dashboard: DashboardService):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService, organizations: OrganizationService):
+        self.accounts, self.organizations = accounts, organizations
 
     def on_get(self, req, resp):
         caller = account_id(req)
-        data = serialize_account_status(self.dashboard.account(caller))
+        data = serialize_account_status(self.accounts.account(caller))
         data["organizations"] = [serialize_organization(org, role)
-                                 for org, role in self.dashboard.organizations(caller)]
+                                 for org, role in self.organizations.organizations(caller)]
         respond(resp, data)
 
     def on_put(self, req, resp):
         values = schemas.ACCOUNT_UPDATE.validate(read_json(req))  # name is the one field: required
-        respond(resp, serialize_account(self.dashboard.update_account(account_id(req), values)))
+        respond(resp, serialize_account(self.accounts.update_account(account_id(req), values)))
 
 
 class Password(Resource):
@@ -236,13 +237,13 @@ class Password(Resource):
         errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, PasswordTooWeak, AccountLocked],
     )}
 
-    def __init__(self, dashboard: DashboardService, config: Config):
-        self.dashboard = dashboard
+    def __init__(self, accounts: AccountService, config: Config):
+        self.accounts = accounts
         self.config = config
 
     def on_post(self, req, resp):
         values = schemas.PASSWORD_CHANGE.validate(read_json(req))
-        raw = self.dashboard.change_password(account_id(req), values["current_password"], values["new_password"])
+        raw = self.accounts.change_password(account_id(req), values["current_password"], values["new_password"])
         set_session_cookie(resp, raw, self.config)
         respond(resp, {"message": "Password changed. Other sessions were signed out."})
 
@@ -260,16 +261,16 @@ class Organizations(Resource):
                    errors=[ValidationFailed, UnsupportedMediaType, DashboardEmailUnverified]),
     }
 
-    def __init__(self, dashboard: DashboardService):
-        self.dashboard = dashboard
+    def __init__(self, organizations: OrganizationService):
+        self.organizations = organizations
 
     def on_get(self, req, resp):
-        orgs = self.dashboard.organizations(account_id(req))
+        orgs = self.organizations.organizations(account_id(req))
         respond(resp, [serialize_organization(org, role) for org, role in orgs])
 
     def on_post(self, req, resp):
         values = schemas.ORGANIZATION.validate(read_json(req))
-        org, role = self.dashboard.create_organization(account_id(req), values["name"])
+        org, role = self.organizations.create_organization(account_id(req), values["name"])
         respond(resp, serialize_organization(org, role), status=201)
 
 
@@ -290,16 +291,16 @@ class Members(Resource):
         ),
     }
 
-    def __init__(self, dashboard: DashboardService, config: Config):
-        self.dashboard = dashboard
+    def __init__(self, organizations: OrganizationService, config: Config):
+        self.organizations = organizations
         self.config = config
 
     def on_get(self, req, resp, organizationId):
-        respond(resp, self.dashboard.members(account_id(req), organizationId))
+        respond(resp, self.organizations.members(account_id(req), organizationId))
 
     def on_post(self, req, resp, organizationId):
         values = schemas.MEMBER_ADD.validate(read_json(req))
-        member = self.dashboard.add_member(account_id(req), organizationId, values["email"], values["role"],
+        member = self.organizations.add_member(account_id(req), organizationId, values["email"], values["role"],
                                            ip=client_ip(req, self.config.trusted_proxies))
         respond(resp, member, status=201)
 
@@ -321,15 +322,15 @@ class Member(Resource):
         ),
     }
 
-    def __init__(self, dashboard: DashboardService):
-        self.dashboard = dashboard
+    def __init__(self, organizations: OrganizationService):
+        self.organizations = organizations
 
     def on_put(self, req, resp, organizationId, accountId):
         values = schemas.MEMBER_UPDATE.validate(read_json(req))
-        respond(resp, self.dashboard.change_member_role(account_id(req), organizationId, accountId, values["role"]))
+        respond(resp, self.organizations.change_member_role(account_id(req), organizationId, accountId, values["role"]))
 
     def on_delete(self, req, resp, organizationId, accountId):
-        self.dashboard.remove_member(account_id(req), organizationId, accountId)
+        self.organizations.remove_member(account_id(req), organizationId, accountId)
         resp.status = 204
 
 
@@ -353,17 +354,17 @@ class Applications(Resource):
         ),
     }
 
-    def __init__(self, dashboard: DashboardService):
-        self.dashboard = dashboard
+    def __init__(self, dashboard_applications: OrganizationApplications):
+        self.dashboard_applications = dashboard_applications
 
     def on_get(self, req, resp):
         organization_id = req.get_param("organization_id")  # "" is not a UUID: 400, as documented
-        apps = self.dashboard.applications(account_id(req), organization_id)
+        apps = self.dashboard_applications.for_account(account_id(req), organization_id)
         respond(resp, [serialize_application(app, role) for app, role in apps])
 
     def on_post(self, req, resp):
         values = schemas.APPLICATION_CREATE.validate(read_json(req))
-        app, role = self.dashboard.create_application(account_id(req), values)
+        app, role = self.dashboard_applications.create_application(account_id(req), values)
         respond(resp, serialize_application(app, role), status=201)
 
 
@@ -380,9 +381,9 @@ class Application(Resource):
         ),
     }
 
-    def __init__(self, dashboard: DashboardService, applications: ApplicationService,
+    def __init__(self, dashboard_applications: OrganizationApplications, applications: ApplicationService,
                  dashboard_access: DashboardAccess):
-        self.dashboard = dashboard
+        self.dashboard_applications = dashboard_applications
         self.applications = applications
         self.dashboard_access = dashboard_access
 
@@ -398,7 +399,7 @@ class Application(Resource):
 
     @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId):
-        self.dashboard.delete_application(applicationId)
+        self.dashboard_applications.delete_application(applicationId)
         resp.status = 204
 
 

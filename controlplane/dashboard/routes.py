@@ -8,22 +8,23 @@ BASE = "/api/dashboard"
 
 
 def add_routes(routes, services):
-    dashboard, config, access = services.dashboard, services.config, services.dashboard_access
-    routes.add(f"{BASE}/register", resources.Register(dashboard, config), TAG)
-    routes.add(f"{BASE}/login", resources.Login(dashboard, config), TAG)
-    routes.add(f"{BASE}/logout", resources.Logout(dashboard, config), TAG)
-    routes.add(f"{BASE}/email/verify", resources.VerifyEmail(dashboard), TAG)
-    routes.add(f"{BASE}/email/resend", resources.ResendVerification(dashboard), TAG)
-    routes.add(f"{BASE}/password/forgot", resources.ForgotPassword(dashboard), TAG)
-    routes.add(f"{BASE}/password/reset", resources.ResetPassword(dashboard), TAG)
-    routes.add(f"{BASE}/me", resources.Me(dashboard), TAG)
-    routes.add(f"{BASE}/me/password", resources.Password(dashboard, config), TAG)
-    routes.add(f"{BASE}/organizations", resources.Organizations(dashboard), TAG)
-    routes.add(f"{BASE}/organizations/{{organizationId}}/members", resources.Members(dashboard, config), TAG)
-    routes.add(f"{BASE}/organizations/{{organizationId}}/members/{{accountId}}", resources.Member(dashboard), TAG)
-    routes.add(f"{BASE}/applications", resources.Applications(dashboard), TAG)
+    accounts, organizations, config = services.dashboard_accounts, services.dashboard_organizations, services.config
+    dashboard_apps, access = services.dashboard_applications, services.dashboard_access
+    routes.add(f"{BASE}/register", resources.Register(accounts, config), TAG)
+    routes.add(f"{BASE}/login", resources.Login(accounts, config), TAG)
+    routes.add(f"{BASE}/logout", resources.Logout(accounts, config), TAG)
+    routes.add(f"{BASE}/email/verify", resources.VerifyEmail(accounts), TAG)
+    routes.add(f"{BASE}/email/resend", resources.ResendVerification(accounts), TAG)
+    routes.add(f"{BASE}/password/forgot", resources.ForgotPassword(accounts), TAG)
+    routes.add(f"{BASE}/password/reset", resources.ResetPassword(accounts), TAG)
+    routes.add(f"{BASE}/me", resources.Me(accounts, organizations), TAG)
+    routes.add(f"{BASE}/me/password", resources.Password(accounts, config), TAG)
+    routes.add(f"{BASE}/organizations", resources.Organizations(organizations), TAG)
+    routes.add(f"{BASE}/organizations/{{organizationId}}/members", resources.Members(organizations, config), TAG)
+    routes.add(f"{BASE}/organizations/{{organizationId}}/members/{{accountId}}", resources.Member(organizations), TAG)
+    routes.add(f"{BASE}/applications", resources.Applications(dashboard_apps), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}",
-               resources.Application(dashboard, services.applications, access), TAG)
+               resources.Application(dashboard_apps, services.applications, access), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/branding",
                resources.Branding(services.applications, access), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/api-keys", resources.ApiKeys(services.api_keys, access), TAG)

@@ -12,7 +12,7 @@ application's deletion, see ``applications.store.GLOBAL_COLLECTIONS``):
   owners_count}; ``applications_count`` is the application-limit counter
   (``reserve_application_slot``), ``owners_count`` guards the last owner.
 - ``organization_members`` {organization_id, account_id, role, created_at, added_by},
-  unique per organization and account (index declared in ``access.py``); ``added_by`` is
+  unique per organization and account; ``added_by`` is
   the account that added the member (the creator itself for an organization's first
   owner; absent on memberships older than the field).
 """
@@ -25,8 +25,12 @@ from controlplane.store import DuplicateKeyError
 
 INDEXES = {
     "dashboard_accounts": [IndexModel([("email", ASCENDING)], unique=True)],
-    # Looked up at every first confirmation of an address (the claim, ``DashboardService``).
-    "organization_members": [IndexModel([("added_by", ASCENDING)])],
+    "organization_members": [
+        IndexModel([("organization_id", ASCENDING), ("account_id", ASCENDING)], unique=True),
+        IndexModel([("account_id", ASCENDING)]),
+        # Looked up at every first confirmation of an address (the claim, ``AccountService``).
+        IndexModel([("added_by", ASCENDING)]),
+    ],
     "organizations": [IndexModel([("created_by", ASCENDING)])],
     "dashboard_tokens": [IndexModel([("account_id", ASCENDING), ("purpose", ASCENDING)]),
                          IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)],
@@ -148,6 +152,10 @@ class DashboardStore:
             {"organization_id": organization_id, "account_id": account_id, "role": expected},
             {"$set": {"role": role}}, return_document=ReturnDocument.AFTER,
         )
+
+    def memberships(self, account_id: str) -> list[dict]:
+        """Every membership of the account, in any organization."""
+        return list(self._members.find({"account_id": account_id}))
 
     def members_added_by(self, account_id: str, organization_id: str | None = None) -> list[dict]:
         """Memberships the account added (in one organization, when given), other than

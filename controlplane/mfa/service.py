@@ -41,10 +41,10 @@ from controlplane.mfa.errors import (ConfirmationCodeInvalid, MfaAlreadyEnabled,
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.passwords import WrongPassword
 from controlplane.ratelimit import RateLimiter
+from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import AccountSuspended, UserNotFound
 from controlplane.users.passwords import PasswordService
 from controlplane.users.sessions import SessionService
-from controlplane.users.store import UserStore
 
 log = logging.getLogger("iamgate.mfa")
 
@@ -74,7 +74,7 @@ class MfaService:
     methods: MethodStore
     backup_codes: BackupCodeStore
     challenges: ChallengeStore
-    users: UserStore
+    users: UserDirectory
     sessions: SessionService
     passwords: PasswordService
     events: EventLog
@@ -113,6 +113,11 @@ class MfaService:
         remaining = self.backup_codes.remaining(app_id, user_id, primary.get("backup_set_id")) if primary else 0
         return {"mfa_enabled": bool(methods), "methods": [serialize_method(m) for m in methods],
                 "backup_codes_remaining": remaining}
+
+    def all_methods(self, app_id: str, user_id: str) -> list[dict]:
+        """Every method of the user, pending ones too, newest first, without its secret
+        (the self-service export shows each with its status)."""
+        return self.methods.for_user(app_id, user_id)
 
     def export_methods(self, app_id: str, user_id: str) -> list[dict]:
         """The user's active MFA methods (spec shape, no secrets), for the GDPR export."""

@@ -12,11 +12,13 @@ client authentication at the token, revocation and introspection endpoints.
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
 
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import isoformat
+from shared.timeutil import Clock, isoformat
 
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
+from controlplane.oidc.store import ClientStore
 
 CLIENT_ID_PREFIX = "oc_"
 
@@ -40,29 +42,29 @@ def serialize_client(client: dict, secret: str | None = None) -> dict:
     return out if secret is None else {**out, "client_secret": secret}
 
 
+@dataclass(eq=False)
 class ClientService:
-    def __init__(self, store, clock):
-        self._store = store
-        self._clock = clock
+    store: ClientStore
+    clock: Clock
 
     # ------------------------------------------------------------------ management
 
     def create(self, app_id: str, values: dict) -> tuple[dict, str]:
         """A new active client and its secret (returned this once)."""
-        secret, now = random_token(32), self._clock()
+        secret, now = random_token(32), self.clock()
         client = {
             "_id": new_id(), "app_id": app_id, "client_id": CLIENT_ID_PREFIX + random_token(18),
             "secret_digest": digest(secret), **values, "is_active": True, "created_at": now, "updated_at": now,
         }
-        self._store.insert(client)
+        self.store.insert(client)
         return client, secret
 
     def list(self, app_id: str) -> list[dict]:
-        return self._store.list(app_id)
+        return self.store.list(app_id)
 
     def get(self, app_id: str, ref: str) -> dict:
         """The client whose id (or client_id) is ``ref``; 404 OIDC_CLIENT_NOT_FOUND."""
-        client = self._store.get(app_id, ref)
+        client = self.store.get(app_id, ref)
         if client is None:
             raise ClientNotFound(ref)
         return client
@@ -70,7 +72,7 @@ class ClientService:
     def update(self, app_id: str, ref: str, values: dict) -> dict:
         """Set the fields given; lists replace the stored ones.  404 OIDC_CLIENT_NOT_FOUND."""
         client = self.get(app_id, ref)
-        updated = self._store.update(app_id, client["_id"], {**values, "updated_at": self._clock()})
+        updated = self.store.update(app_id, client["_id"], {**values, "updated_at": self.clock()})
         if updated is None:
             raise ClientNotFound(ref)
         return updated
@@ -78,7 +80,7 @@ class ClientService:
     def delete(self, app_id: str, ref: str) -> None:
         """Remove the client; tokens already issued stay valid.  404 OIDC_CLIENT_NOT_FOUND."""
         client = self.get(app_id, ref)
-        if not self._store.delete(app_id, client["_id"]):
+        if not self.store.delete(app_id, client["_id"]):
             raise ClientNotFound(ref)
 
     # ------------------------------------------------------------------ the OAuth endpoints
@@ -87,12 +89,12 @@ class ClientService:
         """The active client with this client_id, in any application, or None."""
         if not client_id:
             return None
-        client = self._store.by_client_id(client_id)
+        client = self.store.by_client_id(client_id)
         return client if client is not None and client.get("is_active") else None
 
     def by_client_id(self, client_id: str) -> dict | None:
         """The client with this client_id, active or not, in any application."""
-        return self._store.by_client_id(client_id)
+        return self.store.by_client_id(client_id)
 
     def authenticate_request(self, params: dict, basic: tuple[str, str] | None, *, failure: type) -> dict:
         """RFC 6749 2.3.1: the client authenticated by ``client_secret_basic`` (``basic``,

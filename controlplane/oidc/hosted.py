@@ -24,14 +24,22 @@ Two kinds of state, both in MongoDB so any replica serves any page:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
+from shared.crypto import SecretBox
 from shared.ids import digest, random_token
-from shared.timeutil import aware, seconds
+from shared.timeutil import Clock, aware, seconds
 
-from controlplane.oidc.authorize import AuthorizeRequest
+from controlplane.applications.service import ApplicationService
+from controlplane.auth import Authenticator
+from controlplane.mfa.service import MfaService
+from controlplane.oidc.authorize import AuthorizeRequest, AuthorizeService
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
+from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
 from controlplane.oidc.wire import add_params
+from controlplane.users.directory import UserDirectory
+from controlplane.users.login import LoginService
+from controlplane.users.sessions import SessionService
 
 PENDING_TTL = 600
 BROWSER_SESSION_TTL = 12 * 3600
@@ -69,20 +77,20 @@ class Pending:
     handle: str
 
 
+@dataclass(eq=False)
 class HostedLogin:
-    def __init__(self, authorize, pending, browser_sessions, *, applications, login, mfa, authenticator, sessions,
-                 users, box, clock):
-        self._authorize = authorize
-        self._applications = applications
-        self._pending = pending
-        self._browser_sessions = browser_sessions
-        self._login = login
-        self._mfa = mfa
-        self._authenticator = authenticator
-        self._sessions = sessions
-        self._users = users
-        self._box = box
-        self._clock = clock
+    authorize: AuthorizeService
+    pending: PendingRequestStore
+    browser_sessions: BrowserSessionStore
+    _: KW_ONLY
+    applications: ApplicationService
+    login: LoginService
+    mfa: MfaService
+    authenticator: Authenticator
+    sessions: SessionService
+    users: UserDirectory
+    box: SecretBox
+    clock: Clock
 
     # ------------------------------------------------------------ GET /oidc/authorize
 
@@ -96,7 +104,7 @@ class HostedLogin:
             if "none" in request.prompt:
                 raise request.error(LoginRequired)
             return Step(request, page="login", handle=self._start(request, params, binding, "login"))
-        if self._authorize.needs_consent(request, session["user_id"]):
+        if self.authorize.needs_consent(request, session["user_id"]):
             if "none" in request.prompt:
                 raise request.error(ConsentRequired)
             signed_in = {"user_id": session["user_id"], "session_id": session["session_id"],
@@ -109,18 +117,18 @@ class HostedLogin:
         user still active, its V1 session neither revoked nor expired."""
         if not token:
             return None
-        session = self._browser_sessions.get(digest(token))
-        if session is None or session["app_id"] != app_id or aware(session["expires_at"]) <= self._clock():
+        session = self.browser_sessions.get(digest(token))
+        if session is None or session["app_id"] != app_id or aware(session["expires_at"]) <= self.clock():
             return None
-        if self._users.status(app_id, session["user_id"]) != "active":
+        if self.users.status(app_id, session["user_id"]) != "active":
             return None
-        if not self._sessions.is_active(app_id, session["session_id"]):
+        if not self.sessions.is_active(app_id, session["session_id"]):
             return None
         return session
 
     def end_browser_session(self, token: str | None) -> None:
         if token:
-            self._browser_sessions.delete(digest(token))
+            self.browser_sessions.delete(digest(token))
 
     # ------------------------------------------------------------ the pages' posts
 
@@ -128,12 +136,12 @@ class HostedLogin:
         """The pending request of ``handle`` at ``stage``, posted by the browser that
         started it (``binding``: its CSRF cookie), with its query validated again
         (an OAuthError of that validation is answered as at the authorize request)."""
-        pending = self._pending.get(digest(handle)) if handle else None
+        pending = self.pending.get(digest(handle)) if handle else None
         if (pending is None or pending["stage"] != stage or pending["binding"] != digest(binding)
-                or aware(pending["expires_at"]) <= self._clock()):
+                or aware(pending["expires_at"]) <= self.clock()):
             raise AuthorizationRequestExpired()
-        request = self._authorize.validate(pending["params"])
-        app = self._applications.get(request.app_id)
+        request = self.authorize.validate(pending["params"])
+        app = self.applications.get(request.app_id)
         if app is None or not app.get("oauth_hosted_login_enabled"):
             raise AuthorizationRequestExpired()
         return Pending(pending, request, app, handle)
@@ -142,13 +150,13 @@ class HostedLogin:
         """The login page's post: the API login's IP throttle and ``LoginService.login``;
         their errors (wrong credentials, lockout, suspension, throttle) propagate for
         the page to show, and the request stays at the login step."""
-        self._login.throttle(pending.app, device_info.get("ip") or "unknown")
-        result = self._login.login(pending.app, email=email, password=password, remember_me=False,
+        self.login.throttle(pending.app, device_info.get("ip") or "unknown")
+        result = self.login.login(pending.app, email=email, password=password, remember_me=False,
                                    device_info=device_info)
         if result.get("mfa_required"):
-            sealed = self._box.encrypt(result["challenge_token"].encode("ascii"))
-            if self._pending.advance(pending.doc["_id"], "login", {"stage": "mfa", "mfa_challenge": sealed},
-                                     self._clock()) is None:
+            sealed = self.box.encrypt(result["challenge_token"].encode("ascii"))
+            if self.pending.advance(pending.doc["_id"], "login", {"stage": "mfa", "mfa_challenge": sealed},
+                                     self.clock()) is None:
                 raise AuthorizationRequestExpired()
             return Step(pending.request, page="mfa", handle=pending.handle)
         return self._signed_in(pending, "login", result)
@@ -156,28 +164,28 @@ class HostedLogin:
     def verify_mfa(self, pending: Pending, *, code: str) -> Step:
         """The MFA page's post: ``MfaService.verify`` with the login's challenge; a wrong
         code propagates and the request stays at the MFA step."""
-        challenge = self._box.decrypt(pending.doc["mfa_challenge"]).decode("ascii")
-        pair, _ = self._mfa.verify(pending.app, challenge_token=challenge, code=code)
+        challenge = self.box.decrypt(pending.doc["mfa_challenge"]).decode("ascii")
+        pair, _ = self.mfa.verify(pending.app, challenge_token=challenge, code=code)
         return self._signed_in(pending, "mfa", pair)
 
     def decide(self, pending: Pending, *, allow: bool) -> Step:
         """The consent page's post: Allow records the consent (consent.granted) and
         issues the code; Deny answers ``access_denied`` on the redirect URI."""
         request = pending.request
-        if self._pending.advance(pending.doc["_id"], "consent", {"stage": "done"}, self._clock()) is None:
+        if self.pending.advance(pending.doc["_id"], "consent", {"stage": "done"}, self.clock()) is None:
             raise AuthorizationRequestExpired()
-        self._pending.delete(pending.doc["_id"])
+        self.pending.delete(pending.doc["_id"])
         if not allow:
             raise request.error(AccessDenied)
-        self._authorize.grant_consent(request, pending.doc["user_id"])
+        self.authorize.grant_consent(request, pending.doc["user_id"])
         return Step(request, redirect=self._code_redirect(request, pending.doc))
 
     # ------------------------------------------------------------ internals
 
     def _start(self, request: AuthorizeRequest, params: dict, binding: str, stage: str,
                signed_in: dict | None = None) -> str:
-        handle, now = random_token(), self._clock()
-        self._pending.insert({
+        handle, now = random_token(), self.clock()
+        self.pending.insert({
             "_id": digest(handle), "app_id": request.app_id, "client_id": request.client_id,
             "params": {name: value for name, value in params.items() if isinstance(value, str)},
             "binding": digest(binding), "stage": stage, "user_id": None, "session_id": None, "auth_time": None,
@@ -188,26 +196,26 @@ class HostedLogin:
 
     def _signed_in(self, pending: Pending, stage: str, pair: dict) -> Step:
         request, handle = pending.request, pending.handle
-        principal = self._authenticator.user_token(pair["access_token"], request.app_id)
+        principal = self.authenticator.user_token(pair["access_token"], request.app_id)
         signed_in = {"user_id": principal.user_id, "session_id": principal.session_id,
                      "auth_time": int(principal.claims["iat"])}
-        needs_consent, now = self._authorize.needs_consent(request, principal.user_id), self._clock()
+        needs_consent, now = self.authorize.needs_consent(request, principal.user_id), self.clock()
         # The step first: of two racing posts only one goes on; a crash before the session
         # is stored leaves a request whose consent post still works, without a cookie.
-        advanced = self._pending.advance(pending.doc["_id"], stage,
+        advanced = self.pending.advance(pending.doc["_id"], stage,
                                          {"stage": "consent" if needs_consent else "done", **signed_in}, now)
         if advanced is None:
             raise AuthorizationRequestExpired()
         token = random_token()
-        self._browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
+        self.browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
                                        "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
         if needs_consent:
             return Step(request, page="consent", handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL)
-        self._pending.delete(pending.doc["_id"])
+        self.pending.delete(pending.doc["_id"])
         return Step(request, redirect=self._code_redirect(request, signed_in), session_token=token,
                     session_ttl=BROWSER_SESSION_TTL)
 
     def _code_redirect(self, request: AuthorizeRequest, signed_in: dict) -> str:
-        code = self._authorize.issue_code(request.app_id, signed_in["user_id"], request,
+        code = self.authorize.issue_code(request.app_id, signed_in["user_id"], request,
                                           auth_time=signed_in["auth_time"], session_id=signed_in["session_id"])
         return add_params(request.redirect_uri, {"code": code, "state": request.state})

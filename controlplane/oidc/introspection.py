@@ -18,7 +18,7 @@ from controlplane.oidc.claims import OidcTokens, TokenRefused
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import InvalidRequest
 from controlplane.oidc.store import GrantStore
-from controlplane.users.store import UserStore
+from controlplane.users.directory import UserDirectory
 
 INACTIVE = {"active": False}
 
@@ -28,7 +28,7 @@ class Introspection:
     tokens: OidcTokens
     connections: ConnectionService
     grants: GrantStore
-    users: UserStore
+    users: UserDirectory
     clock: Clock
 
     def introspect(self, client: dict, params: dict) -> dict:

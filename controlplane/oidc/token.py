@@ -22,7 +22,7 @@ from controlplane.oidc.clients import ClientService
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import InvalidGrant, InvalidRequest, InvalidScope, UnsupportedGrantType
 from controlplane.oidc.store import CodeStore, GrantStore
-from controlplane.users.store import UserStore
+from controlplane.users.directory import UserDirectory
 
 
 def _required(params: dict, *names: str) -> None:
@@ -40,7 +40,7 @@ class AuthorizationCodeGrant:
     codes: CodeStore
     grants: GrantStore
     connections: ConnectionService
-    users: UserStore
+    users: UserDirectory
     clock: Clock
     refresh_ttl: int
 
@@ -125,7 +125,7 @@ class RefreshTokenGrant:
 
     grants: GrantStore
     connections: ConnectionService
-    users: UserStore
+    users: UserDirectory
     clock: Clock
     secret_key: InitVar[str]
     reuse_grace: int

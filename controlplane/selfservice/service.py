@@ -2,8 +2,8 @@
 
 Every operation of ``SelfService`` acts on the calling user only (the routes are
 JWT-owner); a user whose record is gone or soft-deleted is 404 USER_NOT_FOUND.  The area
-owns no collection: it reads and writes through the users, sessions and MFA stores, and
-the OIDC area's connections.
+owns no collection: it reads and writes through the users area's directory and sessions,
+the MFA service and the OIDC area's connections.
 
 Soft delete (docs/selfservice.md, "Account deletion"): the record is kept with status
 ``deleted``, its email stays taken, and the writes are ordered so that whatever a crash
@@ -16,20 +16,23 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import KW_ONLY, dataclass
 
 from shared.config import Rate
 from shared.ids import is_uuid
-from shared.timeutil import isoformat
+from shared.timeutil import Clock, isoformat
 
-from controlplane.mfa.store import MethodStore
+from controlplane.events import EventLog
+from controlplane.mfa.service import MfaService
+from controlplane.oidc.connections import ConnectionService
 from controlplane.ratelimit import RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.selfservice.errors import ExportLimited, SessionNotFound
+from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import UserNotFound
 from controlplane.users.registration import RegistrationService
 from controlplane.users.serializers import serialize_user
 from controlplane.users.sessions import SessionService
-from controlplane.users.store import SessionStore, UserStore
 
 log = logging.getLogger("iamgate.selfservice")
 
@@ -42,24 +45,22 @@ _SECRET_KEY = re.compile(r"password|secret|token|digest|hash|backup_code|private
 _ALL_EVENTS = 0
 
 
+@dataclass(eq=False)
 class SelfService:
-    def __init__(self, users: UserStore, session_store: SessionStore, mfa_methods: MethodStore, events, clock,
-                 rate_limiter: RateLimiter, registration: RegistrationService, sessions: SessionService,
-                 roles: RoleService, oauth_connections, *, rate_limit_export: Rate):
-        self.users = users
-        self.session_store = session_store
-        self.mfa_methods = mfa_methods
-        self._events = events
-        self._clock = clock
-        self._rate_limiter = rate_limiter
-        self._registration = registration
-        self._sessions = sessions
-        self._roles = roles
-        self._rate_limit_export = rate_limit_export
-        self._oauth_connections = oauth_connections  # the OIDC area owns consents and OIDC grants
+    users: UserDirectory
+    user_sessions: SessionService
+    mfa: MfaService
+    events: EventLog
+    clock: Clock
+    rate_limiter: RateLimiter
+    registration: RegistrationService
+    roles: RoleService
+    oauth_connections: ConnectionService  # the OIDC area owns consents and OIDC grants
+    _: KW_ONLY
+    rate_limit_export: Rate
 
     def _now(self):
-        return self._clock()
+        return self.clock()
 
     def _require_user(self, app_id: str, user_id: str) -> dict:
         user = self.users.profile(app_id, user_id) if is_uuid(user_id) else None
@@ -90,8 +91,8 @@ class SelfService:
         # is not reported twice.
         changed = sorted(name for name, value in changes.items() if not _same(before.get(name), value))
         if changed:
-            self._events.emit(app_id, "user.updated", {"user_id": user_id, "changed": changed},
-                                  subject={"user_id": user_id})
+            self.events.emit(app_id, "user.updated", {"user_id": user_id, "changed": changed},
+                             subject={"user_id": user_id})
         return serialize_profile({**before, **changes, "updated_at": now})
 
     # ------------------------------------------------------------------ soft delete
@@ -110,12 +111,12 @@ class SelfService:
         now = self._now()
         transitioned = self.users.mark_deleted(app_id, user_id, now)
         if transitioned:
-            self._events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
-                                  user_ids=[user_id])
+            self.events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
+                             user_ids=[user_id])
             # Exactly once per user: only the request that made the transition releases.
-            self._registration.release_user_slot(app_id)
-        sessions = self._sessions.revoke_user(app_id, user_id, reason="user_deleted")
-        consents, oidc_tokens = self._oauth_connections.withdraw_consents(app_id, user_id, reason="user_deleted")
+            self.registration.release_user_slot(app_id)
+        sessions = self.user_sessions.revoke_user(app_id, user_id, reason="user_deleted")
+        consents, oidc_tokens = self.oauth_connections.withdraw_consents(app_id, user_id, reason="user_deleted")
         if not transitioned:
             raise UserNotFound(user_id)
         log.info("user soft-deleted", extra={"app_id": app_id, "user_id": user_id, "sessions_revoked": sessions,
@@ -128,7 +129,7 @@ class SelfService:
         issued under them; returns the number of consents withdrawn (future
         authorization flows ask for consent again).  404 USER_NOT_FOUND."""
         self._require_user(app_id, user_id)
-        withdrawn, _ = self._oauth_connections.withdraw_consents(app_id, user_id)
+        withdrawn, _ = self.oauth_connections.withdraw_consents(app_id, user_id)
         return withdrawn
 
     # ------------------------------------------------------------------ sessions
@@ -136,14 +137,14 @@ class SelfService:
     def sessions(self, app_id: str, user_id: str) -> list[dict]:
         """The user's sessions: non-revoked, non-expired, newest first.  404 USER_NOT_FOUND."""
         self._require_user(app_id, user_id)
-        return [serialize_session(s) for s in self.session_store.active(app_id, user_id, self._now())]
+        return [serialize_session(s) for s in self.user_sessions.active(app_id, user_id)]
 
     def revoke_session(self, app_id: str, user_id: str, session_id: str) -> None:
         """Revoke one session of the user: its refresh token stops working at once, access
         tokens issued under it stay valid until they expire (spec).  404 SESSION_NOT_FOUND
         when unknown, another user's, expired or already revoked."""
-        if not is_uuid(session_id) or not self.session_store.revoke_live(
-                app_id, user_id, session_id.lower(), self._now(), "revoked_by_user"):
+        if not is_uuid(session_id) or not self.user_sessions.revoke_one(
+                app_id, user_id, session_id.lower(), reason="revoked_by_user"):
             raise SessionNotFound(session_id)
 
     def revoke_all_sessions(self, app_id: str, user_id: str) -> int:
@@ -151,8 +152,8 @@ class SelfService:
         grant (a relying party's sign-in is a session too); the number of sessions
         revoked.  404 USER_NOT_FOUND."""
         self._require_user(app_id, user_id)
-        revoked = self._sessions.revoke_user(app_id, user_id, reason="revoked_by_user")
-        self._oauth_connections.revoke_user(app_id, user_id, reason="sessions_revoked")
+        revoked = self.user_sessions.revoke_user(app_id, user_id, reason="revoked_by_user")
+        self.oauth_connections.revoke_user(app_id, user_id, reason="sessions_revoked")
         return revoked
 
     # ------------------------------------------------------------------ GDPR export
@@ -163,15 +164,15 @@ class SelfService:
         hour) per user: 429 RATE_LIMIT_EXCEEDED with the rate-limit headers.  404
         USER_NOT_FOUND."""
         user = self._require_user(app_id, user_id)
-        self._rate_limiter.hit(f"export:{app_id}:{user_id}", self._rate_limit_export, error=ExportLimited)
+        self.rate_limiter.hit(f"export:{app_id}:{user_id}", self.rate_limit_export, error=ExportLimited)
         return {
             "exported_at": isoformat(self._now()),
             "user": serialize_export_user(user),
-            "sessions": [serialize_export_session(s) for s in self.session_store.all_for_user(app_id, user_id)],
-            "roles": self._roles.user_roles(app_id, user_id),
-            "mfa_methods": [serialize_mfa_method(m) for m in self.mfa_methods.for_user(app_id, user_id)],
-            "oauth_connections": self._oauth_connections.export(app_id, user_id),
-            "audit_logs": [serialize_event(e) for e in self._events.for_user(app_id, user_id, limit=_ALL_EVENTS)],
+            "sessions": [serialize_export_session(s) for s in self.user_sessions.all_for_user(app_id, user_id)],
+            "roles": self.roles.user_roles(app_id, user_id),
+            "mfa_methods": [serialize_mfa_method(m) for m in self.mfa.all_methods(app_id, user_id)],
+            "oauth_connections": self.oauth_connections.export(app_id, user_id),
+            "audit_logs": [serialize_event(e) for e in self.events.for_user(app_id, user_id, limit=_ALL_EVENTS)],
         }
 
 

@@ -167,6 +167,19 @@ class SessionService:
             return False
         return self.sessions.revoke(app_id, session["_id"], self.clock(), "logout")
 
+    def active(self, app_id: str, user_id: str) -> list[dict]:
+        """The user's live sessions, newest first, without their token digests."""
+        return self.sessions.active(app_id, user_id, self.clock())
+
+    def all_for_user(self, app_id: str, user_id: str) -> list[dict]:
+        """Every stored session of the user (live, revoked, expired), newest first."""
+        return self.sessions.all_for_user(app_id, user_id)
+
+    def revoke_one(self, app_id: str, user_id: str, session_id: str, *, reason: str) -> bool:
+        """Revoke one live session of this user; False for a session of another user, a
+        revoked or an expired one (left alone)."""
+        return self.sessions.revoke_live(app_id, user_id, session_id, self.clock(), reason)
+
     def revoke_user(self, app_id: str, user_id: str, *, reason: str = "revoked", keep: str | None = None,
                     now=None) -> int:
         """Revoke every live session (refresh-token family) of the user except ``keep``;

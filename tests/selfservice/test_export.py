@@ -152,7 +152,7 @@ def test_export_is_limited_to_one_per_hour_per_user(call, application, me, make_
 
 def test_a_refused_export_reads_no_data(call, application, me, ctx, monkeypatch):
     assert export(call, application, me).status_code == 200
-    monkeypatch.setattr(ctx.selfservice.session_store, "all_for_user", lambda *a: pytest.fail("read after the limit"))
+    monkeypatch.setattr(ctx.selfservice.user_sessions, "all_for_user", lambda *a: pytest.fail("read after the limit"))
     assert_error(export(call, application, me), 429, "RATE_LIMIT_EXCEEDED")
 
 

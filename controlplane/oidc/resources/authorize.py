@@ -1,0 +1,117 @@
+"""GET /oidc/authorize (RFC 6749 4.1.1): the JSON answer to a bearer, the hosted browser
+flow's first page otherwise."""
+from __future__ import annotations
+
+from shared.errors import DomainError, Unauthorized
+from shared.http import no_store
+
+from controlplane.applications.service import branding
+from controlplane.auth import PUBLIC
+from controlplane.oidc import wire
+from controlplane.oidc.errors import (ConsentRequired, InvalidClient, InvalidRequest, InvalidScope, InvalidToken,
+                                      LoginRequired, OAuthError, UnsupportedResponseType)
+from controlplane.oidc.hosted import session_cookie_name
+from controlplane.oidc.resources.common import HTML
+from controlplane.oidc.resources.hosted import error_page, render_step
+from controlplane.openapi import op
+from controlplane.resource import Resource
+
+_AUTHORIZE_QUERY = {
+    name: ({"type": "string"}, desc) for name, desc in {
+        "response_type": "code", "client_id": "the client", "redirect_uri": "registered for the client",
+        "scope": "space-separated, must include openid", "state": "passed back", "nonce": "put in the ID token",
+        "code_challenge": "base64url SHA-256 of the verifier (43 to 128 characters)",
+        "code_challenge_method": "S256", "prompt": "none, login or consent (hosted mode)",
+    }.items()
+}
+AUTHORIZE_RESPONSE = {"type": "object", "properties": {
+    "code": {"type": "string"}, "state": {"type": ["string", "null"]}, "redirect_uri": {"type": "string"},
+    "branding": {"type": "object"}}}
+
+
+_HOSTED_DESCRIPTION = (
+    "Without a bearer, when the application has oauth_hosted_login_enabled: the hosted browser flow (HTML). "
+    "A login page (then the MFA step when the user has MFA, and a consent page the first time the user meets "
+    "the client) or, with a live browser session (cookie iamgate_oidc_<applicationId>), a 302 to "
+    "redirect_uri?code=...&state=... at once. prompt=login forces the login; prompt=none never shows a page and "
+    "answers login_required or consent_required on the redirect URI. Without a bearer, errors found before the "
+    "client and redirect_uri are validated are an HTML error page (400), never a redirect; later errors redirect "
+    "with error and state (RFC 6749 4.1.2.1). Without a bearer and without hosted login: 401 invalid_token.")
+
+
+class Authorize(Resource):
+    """GET /oidc/authorize (RFC 6749 4.1.1).  With a bearer user JWT of the client's
+    application: the spec's JSON answer, never a redirect (its errors are 400 bodies).
+    Without one, when the application has ``oauth_hosted_login_enabled``: the hosted
+    browser flow (``controlplane.oidc.hosted``)."""
+
+    access = {"GET": PUBLIC}
+    docs = {"GET": op(
+        "Authorization endpoint (code flow with PKCE S256)",
+        description="Bearer: a user access token of the client's application. The answer is JSON {code, state, "
+                    "redirect_uri, branding}; the code lives 60 s. Consent for (user, client) is recorded on first "
+                    "use (consent.granted). Errors are RFC 6749 bodies {error, error_description}. "
+                    + _HOSTED_DESCRIPTION,
+        query=_AUTHORIZE_QUERY, response=AUTHORIZE_RESPONSE, wrapped=False,
+        errors=[InvalidRequest, InvalidClient, InvalidScope, UnsupportedResponseType, InvalidToken, LoginRequired,
+                ConsentRequired],
+        also={200: (HTML, "Without a bearer, hosted login: the login, MFA or consent page", "text/html"),
+              400: (HTML, "Without a bearer: the error page of a request that must not redirect", "text/html")},
+    )}
+
+    def __init__(self, authorize, authenticator, hosted, pages, *, cookie_secure: bool):
+        self.authorize = authorize
+        self.authenticator = authenticator
+        self.hosted = hosted
+        self.pages = pages
+        self.cookie_secure = cookie_secure
+
+    def on_get(self, req, resp):
+        no_store(resp)
+        params = wire.query_params(req)
+        browser = req.get_header("Authorization") is None
+        try:
+            request = self.authorize.validate(params)
+        except OAuthError as exc:
+            if exc.redirect_uri is None and browser:
+                # RFC 6749 4.1.2.1: the client or its redirect URI is not known good; tell the user, never redirect.
+                return error_page(self.pages, resp, exc, app=None)
+            if not browser or not self._hosted(self.authorize.client(params.get("client_id"))):
+                raise exc.not_redirected() from None
+            raise
+        try:
+            app = self.authenticator.application(request.app_id)
+        except DomainError:
+            raise InvalidClient() from None
+        if browser and app.get("oauth_hosted_login_enabled"):
+            binding = self.pages.csrf_token(req, resp)
+            step = self.hosted.begin(request, params, binding=binding,
+                                     session_token=req.cookies.get(session_cookie_name(app["_id"])))
+            return render_step(self, req, resp, step, app, binding)
+        try:
+            self._json_mode(req, resp, request, app)
+        except OAuthError as exc:
+            raise exc.not_redirected() from None
+
+    def _hosted(self, client: dict | None) -> bool:
+        if client is None:
+            return False
+        try:
+            return bool(self.authenticator.application(client["app_id"]).get("oauth_hosted_login_enabled"))
+        except DomainError:
+            return False
+
+    def _json_mode(self, req, resp, request, app):
+        token = wire.bearer(req)
+        if token is None:
+            raise InvalidToken("A user access token of the application is required.", missing=True)
+        try:
+            principal = self.authenticator.user_token(token, request.app_id)
+        except Unauthorized as exc:
+            raise InvalidToken(exc.message) from None
+        if self.authorize.needs_consent(request, principal.user_id):
+            self.authorize.grant_consent(request, principal.user_id)
+        code = self.authorize.issue_code(request.app_id, principal.user_id, request,
+                                         auth_time=principal.claims["iat"], session_id=principal.session_id)
+        resp.media = {"code": code, "state": request.state, "redirect_uri": request.redirect_uri,
+                      "branding": branding(app)}

@@ -1,0 +1,48 @@
+"""Client management (V1/oidc/clients): the spec's envelope, permission oidc:manage."""
+from __future__ import annotations
+
+from shared.errors import PermissionMissing, ValidationFailed
+
+from controlplane.auth import permission
+from controlplane.oidc import schemas
+from controlplane.oidc.clients import serialize_client
+from controlplane.oidc.errors import ClientNotFound
+from controlplane.openapi import op
+from controlplane.resource import ManagedCollection, ManagedItem
+
+MANAGE = permission("oidc:manage")
+
+
+class Clients(ManagedCollection):
+    access = {"GET": MANAGE, "POST": MANAGE}
+    docs = {
+        "GET": op("List the application's OIDC clients", response=schemas.CLIENT_LIST, errors=[PermissionMissing]),
+        "POST": op("Register an OIDC client", body=schemas.CREATE_CLIENT, ok=201, response=schemas.CLIENT_WITH_SECRET,
+                   description="client_secret is returned only here (sent with Cache-Control: no-store) and stored "
+                               "hashed. Redirect URIs are absolute https URLs of printable ASCII without fragment or "
+                               "user information, whose host is a DNS name (an IDN in punycode) or an IP address "
+                               "and whose port is 1 to 65535; http is allowed for localhost and 127.0.0.1.",
+                   errors=[ValidationFailed, PermissionMissing]),
+    }
+
+    create_schema = schemas.CREATE_CLIENT
+    serialize = staticmethod(serialize_client)
+
+
+class ClientItem(ManagedItem):
+    access = {"GET": MANAGE, "PUT": MANAGE, "DELETE": MANAGE}
+    _ref = "{clientId} is the client's id, or its client_id."
+    docs = {
+        "GET": op("Get an OIDC client (never its secret)", response=schemas.CLIENT, description=_ref,
+                  errors=[PermissionMissing, ClientNotFound]),
+        "PUT": op("Update an OIDC client", body=schemas.UPDATE_CLIENT, response=schemas.CLIENT,
+                  description=f"{_ref} Lists given replace the stored ones; is_active false makes authorize answer "
+                              "invalid_client.",
+                  errors=[ValidationFailed, PermissionMissing, ClientNotFound]),
+        "DELETE": op("Delete an OIDC client", ok=204,
+                     description=f"{_ref} Access and ID tokens already issued stay valid until they expire.",
+                     errors=[PermissionMissing, ClientNotFound]),
+    }
+
+    update_schema = schemas.UPDATE_CLIENT
+    serialize = staticmethod(serialize_client)

@@ -1,0 +1,38 @@
+"""What several OIDC endpoints share: the protocol body's parameters and client
+authentication."""
+from __future__ import annotations
+
+from shared.errors import DomainError
+
+from controlplane.auth import PUBLIC
+from controlplane.oidc import wire
+from controlplane.oidc.errors import InvalidRequest, UnauthenticatedClient
+from controlplane.resource import Resource
+
+OBJECT = {"type": "object"}
+HTML = {"type": "string"}
+
+
+def protocol_params(req) -> dict:
+    """The request's form or JSON parameters; a body that cannot be read is 400
+    ``invalid_request``."""
+    try:
+        return wire.body_params(req)
+    except InvalidRequest:
+        raise
+    except DomainError as exc:
+        raise InvalidRequest(exc.message) from None
+
+
+class ClientAuthenticated(Resource):
+    """An endpoint a client calls with its credentials (RFC 7009 and RFC 7662)."""
+
+    access = {"POST": PUBLIC}
+    accepted_media_types = wire.FORM_OR_JSON
+
+    def __init__(self, clients, flow):
+        self.clients = clients
+        self.flow = flow
+
+    def _client(self, req, params) -> dict:
+        return self.clients.authenticate_request(params, wire.basic_credentials(req), failure=UnauthenticatedClient)

@@ -1,0 +1,169 @@
+"""The hosted login's pages (/oidc/authorize/login, mfa, consent): form posts answered
+in HTML, the next page or a redirect to the client (``controlplane.oidc.hosted``)."""
+from __future__ import annotations
+
+import falcon
+
+from shared.errors import DomainError
+from shared.http import client_ip, no_store, status_of
+
+from controlplane.auth import PUBLIC
+from controlplane.lockout import AccountLocked
+from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLocked
+from controlplane.oidc import wire
+from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, OAuthError
+from controlplane.oidc.hosted import Step, session_cookie_name
+from controlplane.oidc.resources.common import HTML
+from controlplane.openapi import op
+from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, read_form
+from controlplane.resource import Resource
+from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
+
+_ACTIONS = {"login": "/oidc/authorize/login", "mfa": "/oidc/authorize/mfa", "consent": "/oidc/authorize/consent"}
+_TEMPLATES = {"login": "oidc_login.html", "mfa": "oidc_mfa.html", "consent": "oidc_consent.html"}
+_ERROR_TITLES = {
+    400: "This sign-in link is not valid",
+    403: "This form has expired",
+    410: "This sign-in has expired",
+    429: "Too many attempts",
+}
+
+
+def error_page(pages, resp, exc: DomainError, *, app: dict | None) -> None:
+    """``oidc_error.html`` with the error's status: the hosted flow's answer when there
+    is nowhere safe (or nothing left) to redirect to."""
+    status = status_of(type(exc))
+    error = exc.error if isinstance(exc, OAuthError) else exc.code
+    pages.render(resp, "oidc_error.html", app=app, status=status,
+                 error_title=_ERROR_TITLES.get(status, "Sign-in failed"), error_description=exc.message, error=error)
+
+
+def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str | None = None,
+                status: int = 200) -> None:
+    """Answer a hosted-flow ``Step``: set the new browser-session cookie (ending the one
+    it replaces), then render the step's page or redirect to the client with the code."""
+    if step.session_token is not None:
+        name = session_cookie_name(app["_id"])
+        resource.hosted.end_browser_session(req.cookies.get(name))
+        resp.set_cookie(name, step.session_token, path="/oidc", max_age=step.session_ttl,
+                        secure=resource.cookie_secure, http_only=True, same_site="Lax")
+    if step.redirect is not None:
+        resp.status = falcon.HTTP_302
+        resp.location = step.redirect
+        return
+    request = step.request
+    context = {"action": _ACTIONS[step.page], "csrf_token": csrf, "request_handle": step.handle}
+    if step.page == "consent":
+        context.update(client_name=request.client.get("name") or request.client_id,
+                       client_logo_url=request.client.get("logo_url"), scopes=list(request.scopes))
+    else:
+        context["error"] = error
+    # The post may answer with a redirect to the client, and browsers hold it to form-action.
+    resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=[request.redirect_uri],
+                          **context)
+
+
+class _HostedPage(Resource):
+    """A post of a hosted-login page: CSRF-checked, form-encoded, naming its pending
+    authorization request by the opaque handle of the ``request`` field."""
+
+    access = {"POST": PUBLIC}
+    accepted_media_types = (wire.FORM,)
+    stage = ""
+
+    def __init__(self, hosted, pages, *, cookie_secure: bool, trusted_proxies=()):
+        self.hosted = hosted
+        self.pages = pages
+        self.cookie_secure = cookie_secure
+        self.trusted_proxies = trusted_proxies
+
+    def on_post(self, req, resp):
+        no_store(resp)
+        form = read_form(req)
+        try:
+            self.pages.check_csrf(req, form.get("csrf_token"))
+            binding = req.cookies[CSRF_COOKIE]
+            pending = self.hosted.resume(form.get("request"), binding, self.stage)
+        except OAuthError as exc:
+            if exc.redirect_uri is None:
+                return error_page(self.pages, resp, exc, app=None)
+            raise
+        except (CsrfTokenInvalid, AuthorizationRequestExpired) as exc:
+            return error_page(self.pages, resp, exc, app=None)
+        self.step(req, resp, form, pending, binding)
+
+    def step(self, req, resp, form, pending, binding):
+        raise NotImplementedError
+
+    def again(self, req, resp, pending, binding, exc: DomainError | None = None) -> None:
+        """This page once more: with why the post failed and its status, or 400 for a
+        post that is not one of the page's answers."""
+        render_step(self, req, resp, Step(pending.request, page=self.stage, handle=pending.handle), pending.app,
+                    binding, error=exc.message if exc else None, status=status_of(type(exc)) if exc else 400)
+
+
+_PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
+# The hosted pages answer every outcome as HTML: the next page, or the page again with the
+# error, or the error page.
+def _page_answers(*statuses) -> dict:
+    return {status: (HTML, "an HTML page", "text/html") for status in (200, 400, 403, 410, 413, *statuses)}
+
+
+class HostedLogin(_HostedPage):
+    stage = "login"
+    password_work = ("POST",)  # a bcrypt check: the per-IP password budget (IAMGATE_RATE_LIMIT_IP)
+    docs = {"POST": op(
+        "Hosted login page: sign in (form post)",
+        description="HTML. Form fields email, password, csrf_token, request (the page's handle). The API login's "
+                    "rate limit, password guard and lockout apply. Answers the MFA page, the consent page or a 302 "
+                    "to the client with the code; wrong credentials show the login page again (401, 429 when "
+                    "locked or throttled, 403 suspended).",
+        errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended],
+        also=_page_answers(401, 429),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
+        try:
+            step = self.hosted.sign_in(pending, email=form.get("email", "").strip(), password=form.get("password", ""),
+                                       device_info=device_info)
+        except (InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended) as exc:
+            return self.again(req, resp, pending, binding, exc)
+        render_step(self, req, resp, step, pending.app, binding)
+
+
+class HostedMfa(_HostedPage):
+    stage = "mfa"
+    docs = {"POST": op(
+        "Hosted login page: the MFA code (form post)",
+        description="HTML. Form fields code (TOTP or backup code), csrf_token, request. A wrong code shows the page "
+                    "again (401); an expired or locked challenge shows the error page.",
+        errors=[*_PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended],
+        also=_page_answers(401, 429),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        try:
+            step = self.hosted.verify_mfa(pending, code=form.get("code", "").strip())
+        except MfaCodeInvalid as exc:
+            return self.again(req, resp, pending, binding, exc)
+        except (MfaChallengeExpired, MfaLocked, AccountSuspended) as exc:
+            return error_page(self.pages, resp, exc, app=pending.app)
+        render_step(self, req, resp, step, pending.app, binding)
+
+
+class HostedConsent(_HostedPage):
+    stage = "consent"
+    docs = {"POST": op(
+        "Hosted consent page: Allow or Deny (form post)",
+        description="HTML form fields decision (allow or deny), csrf_token, request. Allow records the consent "
+                    "(consent.granted) and answers 302 redirect_uri?code=...&state=...; Deny answers 302 "
+                    "redirect_uri?error=access_denied&state=....",
+        errors=[*_PAGE_ERRORS, AccessDenied], also=_page_answers(),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        decision = form.get("decision")
+        if decision not in ("allow", "deny"):
+            return self.again(req, resp, pending, binding)
+        render_step(self, req, resp, self.hosted.decide(pending, allow=decision == "allow"), pending.app, binding)

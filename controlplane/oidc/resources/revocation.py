@@ -1,0 +1,27 @@
+"""Token revocation (RFC 7009)."""
+from __future__ import annotations
+
+import falcon
+
+from shared.http import no_store
+
+from controlplane.oidc.errors import InvalidRequest, UnauthenticatedClient
+from controlplane.oidc.resources.common import ClientAuthenticated, protocol_params
+from controlplane.openapi import op
+
+
+class Revoke(ClientAuthenticated):
+    docs = {"POST": op(
+        "Token revocation (RFC 7009)",
+        description="Client-authenticated. A refresh token revokes its grant (whose access tokens userinfo and "
+                    "introspection refuse from then on); unknown tokens, access tokens and other clients' tokens "
+                    "are answered 200 and change nothing.",
+        errors=[InvalidRequest, UnauthenticatedClient],
+    )}
+
+    def on_post(self, req, resp):
+        no_store(resp)
+        params = protocol_params(req)
+        self.flow.revoke(self._client(req, params), params)
+        resp.status = falcon.HTTP_200
+        resp.media = {}

@@ -1,0 +1,34 @@
+"""What other areas may know and change of an application's end users, so none of them
+reads the users area's store: OIDC and MFA read a user's record and status, self-service
+reads the profile and writes its fields and the soft-delete transition.  The rules of
+those writes stay with the caller (``selfservice``); this is only the way in."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controlplane.users.store import UserStore
+
+
+@dataclass(eq=False)
+class UserDirectory:
+    users: UserStore
+
+    def get(self, app_id: str, user_id: str) -> dict | None:
+        """The user's record, None when unknown."""
+        return self.users.get(app_id, user_id)
+
+    def status(self, app_id: str, user_id: str) -> str | None:
+        """active, suspended or deleted; None when unknown."""
+        return self.users.status(app_id, user_id)
+
+    def profile(self, app_id: str, user_id: str) -> dict | None:
+        """The profile fields (never the password hash), whatever the user's status."""
+        return self.users.profile(app_id, user_id)
+
+    def update_profile(self, app_id: str, user_id: str, changes: dict, now) -> dict | None:
+        """Set ``changes`` unless the user is deleted; the profile as it was before, or None."""
+        return self.users.update_profile(app_id, user_id, changes, now)
+
+    def mark_deleted(self, app_id: str, user_id: str, now) -> bool:
+        """The soft-delete transition; True for the one call that made it."""
+        return self.users.mark_deleted(app_id, user_id, now)
