@@ -1,9 +1,9 @@
 """Dashboard accounts: registration, email verification and the claim of an address,
 password reset and change, sign-in and sessions.
 
-ARCHITECTURE.md "Decisions on what the spec leaves open" / "Wire details: Dashboard":
-register creates an account and a personal organization it owns; login sets an opaque
-session cookie.  Decisions of our own are in docs/dashboard.md.
+docs/dashboard.md ("Accounts", "Email verification and password reset"): register
+creates an account and a personal organization it owns; login sets an opaque session
+cookie.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Organizations of the dashboard and their members (owner, admin, member, viewer:
 ``access.py``), and the claim's undoing of what an unconfirmed account granted.
 
-ARCHITECTURE.md "Wire details: Dashboard"; decisions of our own are in docs/dashboard.md.
+docs/dashboard.md ("Organizations and roles").
 """
 from __future__ import annotations
 
