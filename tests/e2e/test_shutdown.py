@@ -6,11 +6,14 @@ one process. Eight clients keep a connection open to one of them: five idle, thr
 the middle of a request (its head sent, half of its body). On SIGTERM every idle
 connection must end with a clean close (end of stream, never a reset), each request in
 flight must get its whole answer with ``Connection: close``, and the process must exit
-0 well within the pod's grace period. Before the fix the decision service reset all
-eight connections and the control plane seven.
+0 well within the pod's grace period. The issue saw the decision service reset all
+eight connections and the control plane seven; before the fix this test saw every
+connection closed by force (by gevent's one-second stop, by the graceful timeout), the
+requests in flight unanswered.
 """
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import sys
@@ -24,7 +27,7 @@ CLIENTS, IN_FLIGHT = 8, 3
 BODY = b"0123456789"
 # Generous on a loaded machine: the drain itself takes well under a second.
 WAIT = 15.0
-EXIT_WITHIN = 20.0  # the decision service drains for 5 s at most, gunicorn here for 5 (the launcher's)
+EXIT_WITHIN = 20.0  # both drain for 5 s at most (GRACEFUL_SECONDS; the launcher's --graceful-timeout)
 
 
 def _response(sock: socket.socket) -> tuple[str, dict, bytes]:
@@ -106,19 +109,35 @@ def _drain(url: str, process) -> None:
 
 @pytest.fixture
 def processes(tmp_path):
-    started = Processes(tmp_path)
+    started = Processes(tmp_path, env={"IAMGATE_STREAM_HEARTBEAT": 1})
     yield started
     started.stop()
 
 
+def _start_one_process_decision_service(processes: Processes) -> None:
+    processes.decision = processes._spawn("decision", [sys.executable, "-m", "decision"], processes.env)
+    assert wait_until(lambda: processes.decision.poll() is None and processes.decision_ready(1), 60), processes.logs()
+
+
 def test_the_control_plane_drains_on_sigterm(processes):
+    """A decision service follows the control plane's change stream meanwhile, as in a
+    pod: that endless response ends at its next heartbeat rather than holding the worker
+    until gunicorn's graceful timeout cuts it off."""
     processes.start_control_plane()
+    _start_one_process_decision_service(processes)
+
+    def stream_lost() -> list[dict]:
+        return [json.loads(line) for line in processes.logs().splitlines() if "change stream lost" in line]
+
+    before = len(stream_lost())
     _drain(processes.control_url, processes.control)
-    assert "Worker graceful timeout" not in processes.logs()  # it drained; nothing was cut off
+    assert "Worker graceful timeout" not in processes.logs()
+    assert wait_until(lambda: len(stream_lost()) > before, WAIT), processes.logs()
+    # Ended as a whole message, not cut off by the master's SIGKILL at the graceful timeout.
+    assert stream_lost()[-1]["reason"] == "the control plane ended the stream", processes.logs()
 
 
 def test_the_one_process_decision_service_drains_on_sigterm(processes):
     processes.start_control_plane()
-    processes.decision = processes._spawn("decision", [sys.executable, "-m", "decision"], processes.env)
-    assert wait_until(lambda: processes.decision.poll() is None and processes.decision_ready(1), 60), processes.logs()
+    _start_one_process_decision_service(processes)
     _drain(processes.decision_url, processes.decision)
