@@ -90,8 +90,9 @@ def _drain(url: str, process) -> None:
         in_flight, idle = clients[:IN_FLIGHT], clients[IN_FLIGHT:]
         for client in in_flight:  # the head and half of the body: a request the server is reading
             client.sendall(f"POST /healthz HTTP/1.1\r\nHost: {host}\r\nContent-Type: text/plain\r\n"
-                           f"Content-Length: {len(BODY)}\r\n\r\n".encode() + BODY[:len(BODY) // 2])
-        time.sleep(0.2)  # the server has read them
+                           f"Content-Length: {len(BODY)}\r\nExpect: 100-continue\r\n\r\n".encode())
+            assert _response(client)[0] == "HTTP/1.1 100 Continue"  # the server has read the head
+            client.sendall(BODY[:len(BODY) // 2])
         stopped = time.monotonic()
         process.send_signal(signal.SIGTERM)
         # The idle connections end first: they show that the drain has begun.
