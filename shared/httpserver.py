@@ -448,7 +448,8 @@ class Connection:
 
     @property
     def stopping(self) -> bool:
-        """The process is draining (its gunicorn worker is no longer ``alive``)."""
+        """The process is stopping: its worker is no longer ``alive`` (SIGTERM, or gunicorn's
+        ``--max-requests`` reached)."""
         return self.worker is not None and not self.worker.alive
 
     def _serve(self) -> None:
