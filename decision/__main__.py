@@ -13,8 +13,8 @@ Start-up order: settings (exit 2 and one line naming the variable, as gunicorn's
 does), the app (its change stream starts connecting), then the listening socket (exit 1
 with one line when the port is taken); ``--fd N`` serves an inherited socket instead
 (``make run``'s launcher binds both ports itself). SIGTERM or SIGINT: stop accepting,
-answer what is in flight with ``Connection: close``, wait up to ``GRACEFUL_SECONDS``
-for open connections, exit 0.
+close the idle keep-alive connections, answer what is in flight with ``Connection:
+close``, wait up to ``GRACEFUL_SECONDS`` for it (``ConnectionSlots.drain``), exit 0.
 """
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     import socket
 
     import gevent
+    from gevent.event import Event
     from gevent.pool import Pool
     from gevent.server import StreamServer
 
@@ -113,16 +114,17 @@ def main(argv: list[str] | None = None) -> int:
     # As a gunicorn worker: a pool of IAMGATE_MAX_CONNECTIONS greenlets, which stops
     # accepting while it is full.
     server = StreamServer(listener, handle, spawn=Pool(config.max_connections))
-
-    def stop():
-        lifecycle.alive = False
-        server.stop(timeout=GRACEFUL_SECONDS)  # the change stream's thread is a daemon: it ends with us
-
+    stopping = Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        gevent.signal_handler(signum, lambda: gevent.spawn(stop))
+        gevent.signal_handler(signum, stopping.set)
+    server.start()
     logging.getLogger("iamgate.decision").info("listening", extra={
         "address": f"{environ['SERVER_NAME']}:{environ['SERVER_PORT']}", "workers": 1})
-    server.serve_forever()
+    stopping.wait()
+    lifecycle.alive = False  # every answer from now on says Connection: close
+    server.close()  # stop accepting
+    slots.drain(GRACEFUL_SECONDS)
+    server.stop(timeout=0)  # what outlived the drain; the change stream's thread is a daemon: it ends with us
     return 0
 
 

@@ -31,6 +31,13 @@ chunk, each chunk is sent at once in HTTP/1.1's chunked transfer coding (RFC 911
 7.1), or close-delimited to an HTTP/1.0 client. A failed send (the client went away)
 stops the iteration, and the iterable's ``close()`` lets the app's generator clean up.
 
+Stopping (SIGTERM: gunicorn's worker, or ``python -m decision``; ``ConnectionSlots.drain``):
+the idle keep-alive connections are closed at once, with a FIN and without a reset (what
+a client sent meanwhile is read and dropped; RFC 9112, 9.6); a request under way is
+answered with ``Connection: close``. A streamed response ends after its next chunk with
+its last-chunk framing: the change streams are endless sequences of whole events, sent
+at least once a heartbeat, whose clients resume from the last event they saw.
+
 Taking turns (``Turns``): gevent switches greenlets only when one would block. A client
 that sends its next request as soon as it has read the previous answer (wrk, any
 closed-loop client on another core) can keep its connection's socket readable every
@@ -344,6 +351,36 @@ class ConnectionSlots:
         self.open.discard(connection)
         self.waiting.pop(connection, None)
 
+    def drain(self, timeout: float, poll: float = 0.05) -> None:
+        """The process is stopping (it no longer accepts, and its worker is no longer
+        ``alive``, so every answer from now on says ``Connection: close``): close each
+        idle connection now, as nginx and Go's ``Server.Shutdown`` do, and return once
+        the others have ended, or after ``timeout``.
+
+        Idle is waiting for a request of which no byte has arrived; RFC 9112 (9.6) lets
+        a server close such a connection at any time, and a client that sent a request
+        meanwhile sees the connection end unanswered and retries it (9.3.1). Each one is
+        closed in stages (``Connection.close_idle``): a FIN at once, then what the
+        client still sends is read and dropped, so no request in flight is met with a
+        reset; after ``LINGER_SECONDS`` it is ended. Connections with a request under
+        way (its head, its body, or its answer) finish it and close; a streamed answer
+        ends after its next chunk."""
+        began = time.monotonic()
+        for connection in list(self.waiting):
+            if connection.parsing.current is None:
+                connection.close_idle()
+        self._wait(lambda: not any(connection.closing for connection in list(self.open)),
+                   began + min(LINGER_SECONDS, timeout), poll)
+        for connection in list(self.open):
+            if connection.closing:
+                connection.end()
+        self._wait(lambda: not self.open, began + timeout, poll)
+
+    @staticmethod
+    def _wait(done, deadline: float, poll: float) -> None:
+        while not done() and time.monotonic() < deadline:
+            time.sleep(poll)
+
 
 class Connection:
     """One client connection: requests in, responses out, until either side closes.
@@ -370,6 +407,7 @@ class Connection:
         self.turns = turns
         self.slots = slots
         self.parsing = _Parsing(max_body, large_bodies_to_app)
+        self.closing = False  # close_idle: the FIN is sent, what arrives is dropped
         self._started: tuple[str, list] | None = None  # start_response's arguments
         self._head_sent = False
         self._server_line = _server_line(base_environ["SERVER_SOFTWARE"])
@@ -398,6 +436,22 @@ class Connection:
         except OSError:
             pass
 
+    def close_idle(self) -> None:
+        """Begin closing an idle connection from outside (``ConnectionSlots.drain``), as
+        ``_linger`` does from inside: the FIN goes now, and the read it is waiting in
+        drops whatever the client still sends, until the client closes or ``end``."""
+        self.closing = True
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    @property
+    def stopping(self) -> bool:
+        """The process is stopping: its worker is no longer ``alive`` (SIGTERM, or gunicorn's
+        ``--max-requests`` reached)."""
+        return self.worker is not None and not self.worker.alive
+
     def _serve(self) -> None:
         sock, parsing, slots = self.sock, self.parsing, self.slots
         # The head's deadline, while one is due: a time of the monotonic clock. Each read
@@ -417,6 +471,8 @@ class Connection:
                 return
             if not data:
                 return
+            if self.closing:  # answered nothing after the FIN: dropped until the client closes
+                continue
             refusal = None  # (status, message, details): answered after the requests before it
             over_limit = None  # a request whose body is too large, for the app to answer
             try:
@@ -449,6 +505,8 @@ class Connection:
                 requests, parsing.complete = parsing.complete, []
                 for request in requests:
                     if not self._respond(request):
+                        if request.keep_alive and self.stopping:  # the client may have sent more
+                            self._linger()
                         return
                 answered = True
             if refusal is not None:
@@ -466,6 +524,9 @@ class Connection:
                 except OSError:
                     return
             # What the next read waits for: a request, the rest of a head, or a body.
+            if parsing.current is None and self.stopping:  # idle once the drain has begun
+                self._linger()
+                return
             if parsing.current is None or parsing.in_headers:
                 if answered and slots is not None:
                     slots.waiting[self] = None
@@ -522,12 +583,13 @@ class Connection:
         """Answer one request; False when the connection must close afterwards."""
         if self.worker is not None:  # first, as gunicorn's workers do: the request reaching
             self.worker.count_request()  # --max-requests is answered with Connection: close
-        keep_alive = request.keep_alive and (self.worker is None or self.worker.alive)
         self._started = None
         result = chunks = None
         try:
             try:
                 result = self.app(self._environ(request), self._start_response)
+                # Decided once the app has answered: a stop that began meanwhile closes this one.
+                keep_alive = request.keep_alive and not self.stopping
                 if isinstance(result, (list, tuple)):
                     body = b"".join(result)
                 else:
@@ -620,6 +682,9 @@ class Connection:
         try:
             sock.sendall(head + (b"%x\r\n%b\r\n" % (len(first), first) if chunked else first))
             while True:
+                if self.stopping:  # the change streams never end: one cannot hold the stop
+                    keep_alive = False
+                    break
                 try:
                     chunk = next(chunks)
                 except StopIteration:

@@ -9,6 +9,7 @@ patched by gunicorn's worker); only the parsing and formatting of HTTP/1.1 chang
 """
 from __future__ import annotations
 
+import gevent
 from gunicorn.workers.ggevent import GeventWorker
 
 from shared.http import MAX_BODY_BYTES
@@ -41,6 +42,14 @@ class HttpWorker(GeventWorker):
         Connection(client, addr, self.wsgi, environ, worker=self, timeout=self.cfg.keepalive,
                    header_timeout=self.header_timeout, max_body=MAX_BODY_BYTES, turns=Turns.gevent(),
                    slots=self._slots, large_bodies_to_app=self.large_bodies_to_app).serve()
+
+    def handle_exit(self, sig, frame):
+        """SIGTERM: gunicorn's graceful stop (``alive`` turns false: its run loop stops
+        accepting within a second and waits up to ``graceful_timeout`` for the open
+        connections), and the idle keep-alive ones closed at once rather than waited
+        for until their keep-alive timeout (``ConnectionSlots.drain``)."""
+        super().handle_exit(sig, frame)
+        gevent.spawn(self._slots.drain, self.cfg.graceful_timeout)  # off the signal handler, as gunicorn's own
 
     def count_request(self) -> None:
         self.nr += 1

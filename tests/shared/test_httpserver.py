@@ -1410,16 +1410,173 @@ def test_a_connection_leaves_its_slot_when_it_ends(serve):
     assert eventually(lambda: not slots.open and not slots.waiting)
 
 
+# ---------------------------------------------------------------- draining on SIGTERM (issue 31, item 6)
+
+
+IDLE = 60.0  # the server's idle timeout here: a connection that ends sooner was ended by the drain
+
+
+def _ended_cleanly(client: Client) -> bool:
+    """The server closed with a FIN and nothing more sent; a reset raises ConnectionResetError."""
+    return client.sock.recv(65536) == b""
+
+
+def _draining(slots: ConnectionSlots, worker, timeout: float = TIMEOUT) -> threading.Thread:
+    """What a stopping process does: its worker no longer alive, then ``slots.drain``."""
+    worker.alive = False
+    drain = threading.Thread(target=slots.drain, args=(timeout,), daemon=True)
+    drain.start()
+    return drain
+
+
+def test_drain_closes_idle_connections_and_answers_requests_in_flight_with_close(serve):
+    slots, worker = ConnectionSlots(10), FakeWorker()
+    server = serve(slots=slots, worker=worker, timeout=IDLE)
+    kept_alive = server.client()
+    kept_alive.send(request("GET", "/first"))
+    assert kept_alive.response().header("Connection") is None
+    fresh = server.client()  # accepted, nothing sent yet: idle too
+    uploading = server.client()
+    uploading.send(request("POST", "/upload", "Content-Length: 8") + b"half")
+    heading = server.client()
+    heading.send(b"GET /head HTTP/1.1\r\nHost: te")
+    _connected(server, slots, 4)
+    drain = _draining(slots, worker)
+    assert _ended_cleanly(kept_alive) and _ended_cleanly(fresh)
+    uploading.send(b"done")
+    heading.send(b"st\r\n\r\n")
+    for client, body in ((uploading, "halfdone"), (heading, "")):
+        response = client.response()
+        assert (response.status, response.json["body"], response.header("Connection")) == (200, body, "close")
+        assert _ended_cleanly(client)
+    for client in (kept_alive, fresh, uploading, heading):
+        client.close()
+    drain.join(TIMEOUT)
+    assert not drain.is_alive() and not slots.open
+
+
+def test_a_request_racing_the_drain_is_read_and_dropped_not_reset(serve):
+    """A client that sent its next request as the drain closed its idle connection sees
+    the connection end unanswered (and may retry), never a reset: what it sent is read."""
+    slots, worker = ConnectionSlots(10), FakeWorker()
+    server = serve(slots=slots, worker=worker, timeout=IDLE)
+    client = server.client()
+    client.send(request("GET", "/first"))
+    client.response()
+    drain = _draining(slots, worker)
+    assert eventually(lambda: all(connection.closing for connection in slots.open))
+    client.send(request("POST", "/late", body=b"x" * 100_000))
+    time.sleep(0.2)  # the server has read it (a close with it unread would reset)
+    assert _ended_cleanly(client)
+    assert not [call for call in server.app.calls if call["PATH_INFO"] == "/late"]
+    client.close()
+    drain.join(TIMEOUT)
+    assert not drain.is_alive() and not slots.open
+
+
+def test_an_idle_client_that_never_closes_does_not_hold_the_drain(serve, monkeypatch):
+    monkeypatch.setattr(server_module, "LINGER_SECONDS", 0.2)
+    slots, worker = ConnectionSlots(10), FakeWorker()
+    server = serve(slots=slots, worker=worker, timeout=IDLE)
+    client = server.client()
+    client.send(request("GET", "/first"))
+    client.response()
+    _connected(server, slots, 1)
+    drain = _draining(slots, worker, timeout=60)
+    drain.join(TIMEOUT)
+    assert not drain.is_alive() and not slots.open
+    assert _ended_cleanly(client)
+
+
+def test_an_answer_made_while_the_drain_began_says_close(serve):
+    """Keep-alive is decided once the app has answered: a request the app was still
+    working on when the stop began is answered with Connection: close."""
+    slots, worker = ConnectionSlots(10), FakeWorker()
+    working, stopped = threading.Event(), threading.Event()
+
+    def slow(environ, start_response):
+        working.set()
+        stopped.wait(TIMEOUT)
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    server = serve(slow, slots=slots, worker=worker, timeout=IDLE)
+    client = server.client()
+    client.send(request("GET", "/slow"))
+    assert working.wait(TIMEOUT)
+    drain = _draining(slots, worker)
+    stopped.set()
+    response = client.response()
+    assert (response.body, response.header("Connection")) == (b"ok", "close")
+    assert _ended_cleanly(client)
+    client.close()
+    drain.join(TIMEOUT)
+    assert not drain.is_alive()
+
+
+def test_a_connection_idle_after_the_drain_began_closes_itself(serve):
+    """An answer sent as the stop began may have promised keep-alive; the connection then
+    closes as soon as it is idle, since the drain has already looked at it."""
+    slots, worker = ConnectionSlots(10), FakeWorker()
+    answered = threading.Event()
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Length", "2")])
+        yield b"ok"
+        worker.alive = False  # after the head was made, before the connection waits again
+        answered.set()
+
+    server = serve(app, slots=slots, worker=worker, timeout=IDLE)
+    client = server.client()
+    client.send(request("GET", "/"))
+    assert client.response().header("Connection") is None
+    assert answered.wait(TIMEOUT)
+    assert _ended_cleanly(client)
+
+
+def test_a_streamed_response_ends_after_its_next_chunk_once_the_drain_began(serve):
+    """A change stream never ends by itself: it must not hold the stop until the graceful
+    timeout. Its client sees a whole chunked message, then the connection close."""
+    slots, worker = ConnectionSlots(10), FakeWorker()
+    tick = threading.Event()
+
+    def events(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/event-stream")])
+        while True:
+            tick.wait(TIMEOUT)
+            tick.clear()
+            yield b"event: heartbeat\n\n"
+
+    server = serve(events, slots=slots, worker=worker, timeout=IDLE)
+    client = server.client()
+    client.send(request("GET", "/stream"))
+    tick.set()
+    response = client.head()
+    assert client.chunk() == b"event: heartbeat\n\n"
+    drain = _draining(slots, worker)
+    tick.set()  # the next heartbeat, unless the server saw the stop before it asked for one
+    rest = iter(client.chunk, b"")  # up to the last chunk: a whole message
+    assert list(rest) in ([], [b"event: heartbeat\n\n"])
+    assert response.header("Transfer-Encoding") == "chunked"
+    assert _ended_cleanly(client)
+    client.close()
+    drain.join(TIMEOUT)
+    assert not drain.is_alive() and not slots.open
+
+
 # ---------------------------------------------------------------- the worker
 
 
 class FakeWorker:
-    def __init__(self):
+    def __init__(self, stop_at: int = 0):
         self.alive = True
         self.counted = 0
+        self.stop_at = stop_at  # as gunicorn's --max-requests: the request that stops the worker
 
     def count_request(self):
         self.counted += 1
+        if self.counted == self.stop_at:
+            self.alive = False
 
 
 def test_worker_counts_each_answered_request(serve):
@@ -1435,13 +1592,12 @@ def test_worker_counts_each_answered_request(serve):
 
 
 def test_worker_no_longer_alive_closes_the_connection(serve):
-    worker = FakeWorker()
+    worker = FakeWorker(stop_at=2)
     server = serve(worker=worker)
     client = server.client()
     client.send(request("GET", "/1"))
     response = client.response()
     assert response.header("Connection") is None
-    worker.alive = False
     client.send(request("GET", "/2"))
     response = client.response()
     assert (response.status, response.json["PATH_INFO"]) == (200, "/2")
