@@ -13,7 +13,8 @@ import logging
 import falcon
 
 from shared.config import Config
-from shared.http import JsonBodyMiddleware, RequestIdMiddleware, install_error_handlers, json_handlers, request_id
+from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, install_error_handlers, json_handlers,
+                         render_domain_error, request_id)
 from shared.logs import InfoLine
 from shared.metrics import MetricsMiddleware
 
@@ -27,13 +28,14 @@ from controlplane.internal import routes as internal_routes
 from controlplane.hotpath import HotCheck
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
-from controlplane.oidc.errors import OAuthError
-from controlplane.oidc.wire import oauth_error_handler
+from controlplane.oidc.errors import OAuthError, TemporarilyUnavailable
+from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
 from controlplane.openapi import Routes
 from controlplane.ops import routes as ops_routes
 from controlplane.roles import routes as roles_routes
 from controlplane.selfservice import routes as selfservice_routes
 from controlplane.services import Services, build_services
+from controlplane.store import UNREACHABLE, unavailable
 from controlplane.users import routes as users_routes
 from controlplane.webhooks import routes as webhooks_routes
 
@@ -70,6 +72,17 @@ class RequestLogMiddleware:
     def process_response(self, req, resp, resource, req_succeeded):
         log_request(request_id(req), req.method, req.uri_template if resource is not None else None,
                     resp.status_code)
+
+
+def store_unreachable(req, resp, ex, params):
+    """The store did not answer (``controlplane.store.UNREACHABLE``), wherever the request
+    was (authentication, a rate limit, a service): 503 with ``Retry-After``, in the
+    envelope, or at the OAuth endpoints as RFC 6749's ``temporarily_unavailable``."""
+    error = unavailable(ex)
+    if req.path.startswith(OAUTH_PATHS):
+        oauth_error_handler(req, resp, TemporarilyUnavailable(error.retry_after), params)
+    else:
+        render_domain_error(req, resp, error, params)
 
 
 class ControlPlaneApp(falcon.App):
@@ -118,6 +131,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
     app.add_error_handler(OAuthError, oauth_error_handler)  # RFC 6749 bodies at the OIDC endpoints
+    app.add_error_handler(UNREACHABLE, store_unreachable)
 
     routes = Routes(app)
     for area in AREAS:

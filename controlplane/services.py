@@ -133,7 +133,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     clock = clock or utcnow
     store = store or Store(config.mongodb_uri)
     box = SecretBox(config.secret_key)
-    metrics = HttpMetrics("iamgate", multiprocess_dir=config.multiprocess_metrics_dir)
+    metrics = HttpMetrics("iamgate", multiprocess_dir=config.multiprocess_metrics_dir, local_store=store.is_memory)
     events = EventLog(store, clock)
     tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
     keys = SigningKeys(store, box, clock,

@@ -16,6 +16,8 @@ import time
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Callable
 
+from controlplane.store import one_line
+
 if TYPE_CHECKING:  # annotations only: the composition root imports these modules
     from controlplane.applications.service import ApplicationService
     from controlplane.events import Tailer
@@ -65,7 +67,7 @@ class StartUp:
                 break
             except Exception as exc:  # any driver failure: MongoDB late, a network blip, a failover
                 log.warning("start-up: the store does not answer yet; retrying", extra={
-                    "attempt": self.attempts, "retry_in_seconds": delay, "error": _one_line(exc)})
+                    "attempt": self.attempts, "retry_in_seconds": delay, "error": one_line(exc)})
                 self.sleep(delay)
                 delay = min(delay * 2, self.max_delay)
         if self.attempts > 1:
@@ -77,8 +79,3 @@ class StartUp:
     def start(self) -> None:
         """``run`` on a background thread (a greenlet under gevent)."""
         threading.Thread(target=self.run, kwargs={"start_tailer": True}, name="iamgate-startup", daemon=True).start()
-
-
-def _one_line(exc: Exception) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text.splitlines()[0][:500] if text else type(exc).__name__

@@ -160,7 +160,10 @@ def unexpected_error_answer(request_id: str) -> tuple[int, str]:
     return 500, dumps(error_document("INTERNAL_ERROR", "An unexpected error occurred.", None, request_id))
 
 
-def _domain_error(req, resp, ex: DomainError, params):
+def render_domain_error(req, resp, ex: DomainError, params=None):
+    """The Falcon error handler of domain errors: ``ex`` as the envelope, with its headers.
+    Handlers of foreign exceptions (the store's driver) call it with the domain error
+    they stand for."""
     _write(resp, *domain_error_answer(ex, request_id(req)))
 
 
@@ -194,7 +197,7 @@ def install_error_handlers(app: falcon.App) -> None:
     # Falcon looks handlers up by the most specific type, so order does not matter.
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _falcon_error)
-    app.add_error_handler(DomainError, _domain_error)
+    app.add_error_handler(DomainError, render_domain_error)
 
 
 # ---------------------------------------------------------------- middleware

@@ -77,7 +77,8 @@ class ClientItem(ManagedItem):
 
 class Discovery(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("OpenID Provider metadata (OpenID Connect Discovery 1.0)", response=_OBJECT, wrapped=False)}
+    docs = {"GET": op("OpenID Provider metadata (OpenID Connect Discovery 1.0)", response=_OBJECT, wrapped=False,
+                      store=False)}
 
     def __init__(self, issuer: str):
         self.metadata = provider_metadata(issuer)

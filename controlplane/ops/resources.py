@@ -14,7 +14,7 @@ from controlplane.resource import Resource
 
 class Health(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("Liveness: the process answers", response={"type": "object"}, wrapped=False)}
+    docs = {"GET": op("Liveness: the process answers", response={"type": "object"}, wrapped=False, store=False)}
 
     def on_get(self, req, resp):
         resp.media = {"status": "ok"}
@@ -28,7 +28,7 @@ _READINESS = {"type": "object", "required": ["status", "store"], "properties": {
 class Ready(Resource):
     access = {"GET": PUBLIC}
     docs = {"GET": op("Readiness: the start-up step is done and the store answers a ping",
-                      response=_READINESS, wrapped=False,
+                      response=_READINESS, wrapped=False, store=False,
                       also={503: (_READINESS, "Not ready: starting, or the store is unreachable")})}
 
     def __init__(self, store, startup):
@@ -46,7 +46,7 @@ class Ready(Resource):
 class Metrics(Resource):
     access = {"GET": PUBLIC}
     docs = {"GET": op(
-        "Prometheus metrics (text exposition format)", errors=[Unauthorized],
+        "Prometheus metrics (text exposition format)", errors=[Unauthorized], store=False,
         description="With IAMGATE_METRICS_TOKEN set, needs Authorization: Bearer <that token> (401 otherwise): "
                     "the series show per-route login and registration counts, which a stranger should not read.")}
 
@@ -66,7 +66,7 @@ class Metrics(Resource):
 
 class OpenApi(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("This OpenAPI 3.1 document", response={"type": "object"}, wrapped=False)}
+    docs = {"GET": op("This OpenAPI 3.1 document", response={"type": "object"}, wrapped=False, store=False)}
 
     def __init__(self, routes, public_url: str):
         self.routes = routes
