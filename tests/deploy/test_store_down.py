@@ -216,3 +216,34 @@ def test_oauth_endpoints_answer_temporarily_unavailable(client, wire, unhandled)
     assert response.headers["Retry-After"] == str(RETRY_AFTER)
     assert response.headers["Cache-Control"] == "no-store"
     assert unhandled() == []
+
+
+def test_the_tailer_says_once_that_the_store_is_gone_and_once_that_it_is_back(ctx, wire, caplog, monkeypatch):
+    caplog.set_level(logging.INFO, logger="iamgate.events")
+    polls, real_poll = [], ctx.tailer.poll_once
+
+    def counted():
+        polls.append(None)
+        return real_poll()
+
+    monkeypatch.setattr(ctx.tailer, "poll_once", counted)
+    port = wire.server_address[1]
+    wire.stop()
+    ctx.tailer.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(polls) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        back = WireServer(port=port, wire=wire.wire).start()
+        try:
+            while not any(r.getMessage() == "event tailer: the store answers again" for r in caplog.records):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        finally:
+            back.stop()
+    finally:
+        ctx.tailer.stop()
+    messages = [r.getMessage() for r in caplog.records if r.name == "iamgate.events"]
+    assert messages.count("event tailer: the store does not answer; polling on") == 1, messages
+    assert "event tailer poll failed" not in messages
