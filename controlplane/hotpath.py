@@ -18,7 +18,7 @@ Falcon route makes, in the same order, so there is one implementation of every r
 4. a domain error as the envelope Falcon's handler renders (``domain_error_answer``), a
    store that does not answer as ``controlplane.store.unavailable`` makes it (as
    ``controlplane.app.store_unreachable`` does), anything else 500 (``unexpected_error_answer``);
-5. the request-log line (``log_request``) and the metrics (``MetricsMiddleware.record``).
+5. the request-log line (``controlplane.app.RequestLog``) and the metrics (``MetricsMiddleware.record``).
 
 "Plain" is ``shared.checks.plain_get_check``, the decision service's rule: exactly
 ``user_id`` and ``permission``, non-empty, nothing percent-encoded, values the route's
@@ -80,7 +80,9 @@ class HotCheck:
             headers.append(("x-iamgate-revision", str(revision)))
         body = text.encode()
         headers.append(("content-length", str(len(body))))
-        self._log_request(request_id, "GET", self._route, status)
+        # Falcon's ``req.remote_addr`` when the server gave no REMOTE_ADDR: the same line both ways.
+        self._log_request(request_id, "GET", self._route, status, started, environ.get("REMOTE_ADDR", "127.0.0.1"),
+                          environ.get("HTTP_X_FORWARDED_FOR"), app_id)
         self._metrics.record("GET", self._route, status, started)
         start_response(status_line(status), headers)
         return [body]

@@ -210,9 +210,9 @@ class InfoLine:
     the entry is handed to it (``write_later``) without the ``LogRecord`` and the
     handler's lock, and made into the same line (``tests/shared/test_logs.py``) when the
     handler writes its batch. ``fields`` is read then, up to ``flush_interval`` later:
-    give values that do not change (the request log gives strings and integers). Fields
-    whose values are all strings, integers or None are written by hand; any other value
-    goes through ``encode``. Anything else (another or a second handler, such as pytest's
+    give values that do not change (the request log gives strings, integers and floats).
+    Fields whose values are all strings, integers, finite floats or None are written by
+    hand; any other value goes through ``encode``. Anything else (another or a second handler, such as pytest's
     ``caplog``; a filter; a level that drops INFO) goes through ``logger.info``."""
 
     __slots__ = ("_logger", "_message", "_head", "_opening", "_middle")
@@ -245,6 +245,8 @@ class InfoLine:
                 text = _escape(value)
             elif kind is int:
                 text = int.__repr__(value)
+            elif kind is float and _FINITE(value):
+                text = float.__repr__(value)  # json's own spelling of a finite float
             elif value is None:
                 text = "null"
             else:
@@ -263,6 +265,7 @@ class InfoLine:
 
 
 _escape = json_encoder.encode_basestring_ascii  # json.dumps's own string encoder (C when available)
+_FINITE = math.isfinite
 
 
 def _only_handler(logger: logging.Logger) -> JsonLinesHandler | None:
