@@ -14,6 +14,7 @@ scrape: a scrape never waits on the store.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -24,6 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from shared.process_metrics import ProcessMetrics, SharedProcessMetrics
 
 log = logging.getLogger("iamgate.metrics")
 
@@ -121,7 +124,8 @@ class HttpMetrics:
     """The metrics of one app: its registry, and with ``multiprocess_dir`` (set while
     more than one worker serves) the merge of every worker's files at scrape time."""
 
-    def __init__(self, namespace: str, multiprocess_dir: str = "", *, local_store: bool = False):
+    def __init__(self, namespace: str, multiprocess_dir: str = "", *, local_store: bool = False,
+                 service: str | None = None):
         if multiprocess_dir and not values.ValueClass._multiprocess:
             # The metric objects would keep their values in memory and the merge would
             # never see them: PROMETHEUS_MULTIPROC_DIR must be set before the import.
@@ -130,6 +134,7 @@ class HttpMetrics:
         self._before_collect = _BeforeCollect()
         self.registry.register(self._before_collect)
         self._multiprocess_dir = multiprocess_dir
+        self._syncing: threading.Thread | None = None
         self._local_store = local_store  # the embedded store: StoreGauges read it inline
         self._store_gauges: list[StoreGauge] = []
         self.requests = Counter(
@@ -140,14 +145,27 @@ class HttpMetrics:
             f"{namespace}_http_request_duration_seconds", "HTTP request latency by route",
             ("method", "route"), buckets=BUCKETS, registry=self.registry,
         )
+        if service is not None:  # process_*, python_* and iamgate_build_info (shared/process_metrics.py)
+            if multiprocess_dir:
+                self.before_collect(SharedProcessMetrics(service, self.registry).update)
+            else:
+                self.registry.register(ProcessMetrics(service))
 
     @property
     def multiprocess(self) -> bool:
         return bool(self._multiprocess_dir)
 
     def before_collect(self, hook) -> None:
-        """Call ``hook()`` before the registry's metrics are read."""
+        """Call ``hook()`` before the registry's metrics are read: it adds counts that
+        wait in plain integers. With several workers another worker answers the scrape,
+        from this worker's files: the hooks then run every ``SYNC_SECONDS`` on a thread of
+        their own and at exit, so what this worker counted is at most that old."""
         self._before_collect.hooks.append(hook)
+        if self._multiprocess_dir and self._syncing is None:
+            self._syncing = threading.Thread(target=_sync_every, args=(weakref.ref(self._before_collect),),
+                                             name="iamgate-metrics-sync", daemon=True)
+            self._syncing.start()
+            atexit.register(self._before_collect.collect)
 
     def add_store_gauge(self, name: str, documentation: str, read) -> StoreGauge:
         """A ``StoreGauge`` of ``read()`` in this app's metrics."""
@@ -161,11 +179,28 @@ class HttpMetrics:
             return generate_latest(self.registry), CONTENT_TYPE_LATEST
         # A fresh registry per scrape: the merged files (no ``_created`` series: the
         # files hold none) and the store's gauges.
+        self._before_collect.collect()  # this worker's waiting counts, into its files
         registry = CollectorRegistry()
         MultiProcessCollector(registry, self._multiprocess_dir)
         for gauge in self._store_gauges:
             registry.register(gauge)
         return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+SYNC_SECONDS = 1.0
+
+
+def _sync_every(hooks_ref) -> None:
+    # A weak reference: the thread ends with the app whose hooks these are.
+    hooks = hooks_ref()
+    while hooks is not None:
+        try:
+            hooks.collect()
+        except Exception:
+            log.exception("metrics: adding waiting counts failed")
+        del hooks
+        time.sleep(SYNC_SECONDS)
+        hooks = hooks_ref()
 
 
 class MetricsMiddleware:
