@@ -9,14 +9,13 @@ in ``AREAS``.
 from __future__ import annotations
 
 import logging
-import time
 
 import falcon
 
 from shared.config import Config
-from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, client_address, install_error_handlers,
-                         json_handlers, render_domain_error, request_id)
-from shared.logs import InfoLine
+from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, RequestLogMiddleware, install_error_handlers,
+                         json_handlers, render_domain_error)
+from shared.logs import RequestLog
 from shared.metrics import MetricsMiddleware
 
 from controlplane import events as events_module
@@ -60,39 +59,6 @@ class RevisionMiddleware:
             resp.set_header("X-Iamgate-Revision", str(revision))
 
 
-class RequestLog:
-    """The request-log line of every answered request (INFO, ``iamgate.controlplane``):
-    ``log.info("request", extra={request_id, method, route, status, duration_ms,
-    client_ip, application_id})`` through ``shared.logs.InfoLine``. ``client_ip`` is the
-    rate limiter's (X-Forwarded-For believed from ``IAMGATE_TRUSTED_PROXIES`` only);
-    ``application_id`` is the route's ``{applicationId}`` (None on routes without one).
-
-    It is the Falcon middleware and, called, what the check's hot path logs with
-    (controlplane/hotpath.py): one line, one implementation."""
-
-    def __init__(self, trusted_proxies=()):
-        self._trusted = trusted_proxies
-        self._line = InfoLine(log, "request")
-
-    def __call__(self, request_id: str, method: str, route: str | None, status: int, started: float,
-                 remote: str, forwarded_for: str | None, application_id: str | None) -> None:
-        """Log one request begun at ``started`` (``time.perf_counter()``)."""
-        self._line({"request_id": request_id, "method": method, "route": route, "status": status,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                    "client_ip": client_address(remote, forwarded_for, self._trusted),
-                    "application_id": application_id})
-
-    def process_resource(self, req, resp, resource, params):
-        # Here, early in the chain: a later middleware (authentication) may refuse the request.
-        req.context.application_id = params.get("applicationId")
-
-    def process_response(self, req, resp, resource, req_succeeded):
-        # ``started``: MetricsMiddleware's, so the log and the latency histogram time the same span.
-        self(request_id(req), req.method, req.uri_template if resource is not None else None, resp.status_code,
-             req.context.started, req.remote_addr, req.get_header("X-Forwarded-For"),
-             getattr(req.context, "application_id", None))
-
-
 def store_unreachable(req, resp, ex, params):
     """The store did not answer (``controlplane.store.UNREACHABLE``), wherever the request
     was (authentication, a rate limit, a service): 503 with ``Retry-After``, in the
@@ -134,11 +100,12 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     services = build_services(config, store=store, clock=clock, resolver=resolver)
     metrics = MetricsMiddleware(services.metrics)
     auth = AuthMiddleware(services.authenticator, services.api_throttle)
-    request_log = RequestLog(config.trusted_proxies)
+    # The request line of every answered request (INFO, ``iamgate.controlplane``), the hot path's too.
+    request_log = RequestLog(log, config.trusted_proxies)
     app = ControlPlaneApp(
         middleware=[
             RequestIdMiddleware(),
-            request_log,
+            RequestLogMiddleware(request_log),
             metrics,
             RevisionMiddleware(),
             JsonBodyMiddleware(),

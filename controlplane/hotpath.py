@@ -18,7 +18,7 @@ Falcon route makes, in the same order, so there is one implementation of every r
 4. a domain error as the envelope Falcon's handler renders (``domain_error_answer``), a
    store that does not answer as ``controlplane.store.unavailable`` makes it (as
    ``controlplane.app.store_unreachable`` does), anything else 500 (``unexpected_error_answer``);
-5. the request-log line (``controlplane.app.RequestLog``) and the metrics (``MetricsMiddleware.record``).
+5. the request-log line (``shared.logs.RequestLog``) and the metrics (``MetricsMiddleware.record``).
 
 "Plain" is ``shared.checks.plain_get_check``, the decision service's rule: exactly
 ``user_id`` and ``permission``, non-empty, nothing percent-encoded, values the route's

@@ -250,6 +250,25 @@ class RequestIdMiddleware:
         resp.set_header("X-Request-Id", request_id(req))
 
 
+class RequestLogMiddleware:
+    """Writes ``request_log``'s line (``shared.logs.RequestLog``) for every answered
+    request. Place it early: its ``process_resource`` notes the route's application
+    before a later middleware (authentication) may refuse the request. The duration is
+    from the metrics middleware's ``req.context.started``, the span the latency histogram
+    times."""
+
+    def __init__(self, request_log):
+        self._request_log = request_log
+
+    def process_resource(self, req, resp, resource, params):
+        req.context.application_id = params.get("applicationId")
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        self._request_log(request_id(req), req.method, req.uri_template if resource is not None else None,
+                          resp.status_code, req.context.started, req.remote_addr, req.get_header("X-Forwarded-For"),
+                          getattr(req.context, "application_id", None))
+
+
 class JsonBodyMiddleware:
     """POST/PUT/PATCH must send application/json (415 otherwise).
 

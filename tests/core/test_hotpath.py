@@ -122,12 +122,12 @@ class World:
         return value
 
     def metrics(self) -> dict:
-        """Request counts and latency observation counts by label set (not the buckets or
-        sums, which are timings)."""
+        """Request counts, latency observation counts and the authz cache's counts by label
+        set (not the buckets or sums, which are timings, nor the process's own figures)."""
         counts = {}
         for metric in self.ctx.metrics.registry.collect():
             for sample in metric.samples:
-                if sample.name.endswith(("_total", "_count")):
+                if sample.name.endswith(("_total", "_count")) and sample.name.startswith("iamgate_"):
                     counts[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
         return counts
 
@@ -295,7 +295,9 @@ def test_the_hot_path_answers_as_falcon_does(caplog):
                              "status": 200, "client_ip": "127.0.0.1", "application_id": "<APP>"}]
     route = ("method", "GET"), ("route", "/api/v1/applications/{applicationId}/authz/check")
     assert first["metrics"] == {("iamgate_http_requests_total", (*route, ("status", "200"))): 1.0,
-                                ("iamgate_http_request_duration_seconds_count", route): 1.0}
+                                ("iamgate_http_request_duration_seconds_count", route): 1.0,
+                                ("iamgate_authz_cache_misses_total", (("kind", "grants"),)): 1.0}
+    assert cached["metrics"][("iamgate_authz_cache_hits_total", (("kind", "grants"),))] == 1.0
 
 
 @pytest.mark.parametrize("limit", [3, 120])  # counted in the store every time; batched
