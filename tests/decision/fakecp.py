@@ -80,6 +80,7 @@ class FakeControlPlane:
         self.lookup_status = None     # answer lookups with this HTTP status instead
         self.stream_status = None     # answer stream requests with this status (Retry-After: 5) instead
         self.stream_requests = 0      # stream requests received
+        self.request_ids: list = []   # (path, X-Request-Id or None) of every request
         self.requests: list[str] = []
         self.wipe()
 
@@ -244,6 +245,7 @@ class FakeControlPlane:
 
     def _dispatch(self, req, resp, **_):
         self.requests.append(req.path)
+        self.request_ids.append((req.path, req.get_header("X-Request-Id")))
         parts = req.path.strip("/").split("/")
         if req.path == "/.well-known/jwks.json":
             resp.media = {"keys": [_jwk(signing_key().public_key(), self.kid)]}
