@@ -49,8 +49,8 @@ RETRY_AFTER = 5  # seconds a caller is asked to wait when the store does not ans
 
 
 class StoreUnavailable(ServiceUnavailable):
-    """The store did not answer within its timeout; nothing was changed by this request
-    that the caller needs to undo (a write either happened whole or not at all)."""
+    """The store did not answer within its server selection timeout, or dropped the
+    connection: 503, and the caller retries after ``retry_after`` seconds."""
 
     message = "The data store does not answer. Try again in a few seconds."
     retry_after = RETRY_AFTER

@@ -50,7 +50,7 @@ class StoreGauge:
     while no read has succeeded; the value itself is absent until one does). While the
     store is down the value stays the last known one and the staleness grows. ``inline``
     (the embedded store, in this process: it answers at once or not at all) reads at
-    every scrape instead, and the staleness is 0."""
+    every scrape instead, so the staleness is 0 while it answers."""
 
     REFRESH_SECONDS = 5.0
 
