@@ -17,14 +17,23 @@ machine does not fail them, while the old code (5 s for everything) still would.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
+import requests
 
 from controlplane.store import CLIENT_DEFAULTS, RETRY_AFTER, Store, client_options
 from shared.metrics import StoreGauge
 from tests.conftest import assert_error, bearer
+from tests.e2e.processes import free_port, wait_until
 from tests.mongo_wire import WireServer
 
 INTERNAL_TOKEN = "internal-token-for-tests-0123456789"
@@ -247,3 +256,62 @@ def test_the_tailer_says_once_that_the_store_is_gone_and_once_that_it_is_back(ct
     messages = [r.getMessage() for r in caplog.records if r.name == "iamgate.events"]
     assert messages.count("event tailer: the store does not answer; polling on") == 1, messages
     assert "event tailer poll failed" not in messages
+
+
+def test_under_the_gevent_worker_a_dead_store_holds_up_no_other_request(tmp_path):
+    """The served control plane (gunicorn, one gevent worker) against a MongoDB port where
+    nothing listens: readiness probes, scrapes and health checks at once, none waiting on
+    another. Bounds: readyz's median under a second and none over 2.5 s (measured: 0.5 s;
+    the old code: 5 s), healthz's median under 0.25 s while probes wait (measured: 1 ms)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IAMGATE_") and k != "PROMETHEUS_MULTIPROC_DIR"}
+    env.update({"IAMGATE_PORT": str(port), "IAMGATE_WORKERS": "1", "IAMGATE_LOG_LEVEL": "WARNING",
+                "IAMGATE_MONGODB_URI": f"mongodb://127.0.0.1:{free_port()}/iamgate",
+                "IAMGATE_SECRET_KEY": "store-down-secret-key-0123456789", "IAMGATE_BCRYPT_ROUNDS": "4"})
+    with open(tmp_path / "control.log", "w") as log:
+        master = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:controlplane.gunicorn_conf",
+                                   "controlplane.wsgi:create()"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  cwd=Path(__file__).resolve().parents[2], process_group=0)
+    url = f"http://127.0.0.1:{port}"
+
+    def get(path):
+        started = time.perf_counter()
+        response = requests.get(url + path, timeout=10)
+        return response, time.perf_counter() - started
+
+    try:
+        assert wait_until(lambda: _answers(url + "/healthz"), 60), (tmp_path / "control.log").read_text()
+        stop, probes = threading.Event(), []
+
+        def probe():
+            while not stop.is_set():
+                probes.append(get("/readyz"))
+
+        threads = [threading.Thread(target=probe) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+        health = [get("/healthz")[1] for _ in range(20)]
+        scrape, scrape_seconds = get("/metrics")
+        data, data_seconds = get("/api/v1/applications/3f1c2a8e-1111-4222-8333-444455556666/roles")
+        stop.set()
+        for thread in threads:
+            thread.join()
+    finally:
+        os.killpg(master.pid, signal.SIGKILL)  # its shutdown is not what is tested
+        master.wait()
+    assert probes and {response.status_code for response, _ in probes} == {503}
+    assert statistics.median(seconds for _, seconds in probes) < 1.0
+    assert max(seconds for _, seconds in probes) < 2.5
+    assert statistics.median(health) < 0.25
+    assert scrape.status_code == 200 and scrape_seconds < 1.0
+    assert data.status_code == 503 and data.headers["Retry-After"] == str(RETRY_AFTER)
+    assert data.json()["error"]["code"] == "SERVICE_UNAVAILABLE" and data_seconds < 4.0
+    assert "Traceback" not in (tmp_path / "control.log").read_text()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
