@@ -40,7 +40,8 @@ def _keys(args, config: Config) -> int:
     from pymongo.errors import PyMongoError
 
     from controlplane.keys import SigningKeys
-    from controlplane.startup import one_line, with_backoff
+    from controlplane.startup import with_backoff
+    from controlplane.store import one_line
     from controlplane.store import Store
     from shared.crypto import SecretBox
     from shared.timeutil import utcnow

@@ -13,8 +13,9 @@ import logging
 import falcon
 
 from shared.config import Config
-from shared.http import JsonBodyMiddleware, RequestIdMiddleware, install_error_handlers, json_handlers, request_id
-from shared.logs import InfoLine
+from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, RequestLogMiddleware, install_error_handlers,
+                         json_handlers, render_domain_error)
+from shared.logs import RequestLog
 from shared.metrics import MetricsMiddleware
 from shared import tracing
 
@@ -28,13 +29,14 @@ from controlplane.internal import routes as internal_routes
 from controlplane.hotpath import HotCheck
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
-from controlplane.oidc.errors import OAuthError
-from controlplane.oidc.wire import oauth_error_handler
+from controlplane.oidc.errors import OAuthError, TemporarilyUnavailable
+from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
 from controlplane.openapi import Routes
 from controlplane.ops import routes as ops_routes
 from controlplane.roles import routes as roles_routes
 from controlplane.selfservice import routes as selfservice_routes
 from controlplane.services import Services, build_services
+from controlplane.store import UNREACHABLE, unavailable
 from controlplane.users import routes as users_routes
 from controlplane.webhooks import routes as webhooks_routes
 
@@ -58,19 +60,15 @@ class RevisionMiddleware:
             resp.set_header("X-Iamgate-Revision", str(revision))
 
 
-_request_line = InfoLine(log, "request")
-
-
-def log_request(request_id: str, method: str, route: str | None, status: int) -> None:
-    """The request-log line of every answered request (INFO, ``iamgate.controlplane``):
-    ``log.info("request", extra={...})``, through ``shared.logs.InfoLine``."""
-    _request_line({"request_id": request_id, "method": method, "route": route, "status": status})
-
-
-class RequestLogMiddleware:
-    def process_response(self, req, resp, resource, req_succeeded):
-        log_request(request_id(req), req.method, req.uri_template if resource is not None else None,
-                    resp.status_code)
+def store_unreachable(req, resp, ex, params):
+    """The store did not answer (``controlplane.store.UNREACHABLE``), wherever the request
+    was (authentication, a rate limit, a service): 503 with ``Retry-After``, in the
+    envelope, or at the OAuth endpoints as RFC 6749's ``temporarily_unavailable``."""
+    error = unavailable(ex)
+    if req.path.startswith(OAUTH_PATHS):
+        oauth_error_handler(req, resp, TemporarilyUnavailable(error.retry_after), params)
+    else:
+        render_domain_error(req, resp, error, params)
 
 
 class ControlPlaneApp(falcon.App):
@@ -104,16 +102,18 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     services = build_services(config, store=store, clock=clock, resolver=resolver)
     metrics = MetricsMiddleware(services.metrics)
     auth = AuthMiddleware(services.authenticator, services.api_throttle)
+    # The request line of every answered request (INFO, ``iamgate.controlplane``), the hot path's too.
+    request_log = RequestLog(log, config.trusted_proxies)
     app = ControlPlaneApp(
         middleware=[
             *tracing.request_middleware(),
             RequestIdMiddleware(),
+            RequestLogMiddleware(request_log),
             metrics,
             RevisionMiddleware(),
             JsonBodyMiddleware(),
             services.password_work,
             auth,
-            RequestLogMiddleware(),
         ],
     )
     app.req_options.strip_url_path_trailing_slash = True
@@ -121,6 +121,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
     app.add_error_handler(OAuthError, oauth_error_handler)  # RFC 6749 bodies at the OIDC endpoints
+    app.add_error_handler(UNREACHABLE, store_unreachable)
 
     routes = Routes(app)
     for area in AREAS:
@@ -137,7 +138,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     app.services = services
     app.routes = routes
     app.hot_check = HotCheck(route=authz_routes.CHECK, access=authz_resources.Check.access["GET"], auth=auth,
-                             authz=services.authz, metrics=metrics, log_request=log_request)
+                             authz=services.authz, metrics=metrics, log_request=request_log)
     if traced:  # every request through Falcon and its request spans (docs/configuration.md, "Tracing")
         app.hot_check = None
     return app

@@ -25,6 +25,8 @@ from pymongo import ASCENDING, IndexModel
 from shared.event_types import EVENT_TYPES
 from shared.ids import new_id
 
+from controlplane.store import UNREACHABLE, one_line
+
 log = logging.getLogger("iamgate.events")
 
 INDEXES = {
@@ -203,10 +205,19 @@ class Tailer:
                 and time.monotonic() - polled_at < within)
 
     def _run(self) -> None:
+        unreachable = False  # the store stopped answering: said once, not at every poll
         while not self._stop.is_set():
             try:
                 self.poll_once()
                 self._polled_at = time.monotonic()
+                if unreachable:
+                    log.info("event tailer: the store answers again")
+                    unreachable = False
+            except UNREACHABLE as exc:
+                if not unreachable:
+                    log.warning("event tailer: the store does not answer; polling on", extra={"error": one_line(exc)})
+                    unreachable = True
+                time.sleep(0.5)
             except Exception:
                 log.exception("event tailer poll failed")
                 time.sleep(0.5)

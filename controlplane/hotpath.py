@@ -15,9 +15,10 @@ Falcon route makes, in the same order, so there is one implementation of every r
    ``last_used_at`` written at most once a minute), the route's permission gate (the
    ``Check`` resource's own ``access``: 403) and the general throttle's count (429);
 3. ``AuthzService.check``, written as ``shared.http.dumps`` writes its dict;
-4. a domain error as the envelope Falcon's handler renders (``domain_error_answer``),
-   anything else 500 (``unexpected_error_answer``);
-5. the request-log line (``log_request``) and the metrics (``MetricsMiddleware.record``).
+4. a domain error as the envelope Falcon's handler renders (``domain_error_answer``), a
+   store that does not answer as ``controlplane.store.unavailable`` makes it (as
+   ``controlplane.app.store_unreachable`` does), anything else 500 (``unexpected_error_answer``);
+5. the request-log line (``shared.logs.RequestLog``) and the metrics (``MetricsMiddleware.record``).
 
 "Plain" is ``shared.checks.plain_get_check``, the decision service's rule: exactly
 ``user_id`` and ``permission``, non-empty, nothing percent-encoded, values the route's
@@ -36,6 +37,7 @@ from shared.httpserver import status_line
 
 from controlplane import events
 from controlplane.auth import AuthMiddleware, required_token
+from controlplane.store import UNREACHABLE, unavailable
 
 class HotCheck:
     """``hot_check(environ, start_response)``: the answer's body for the plain check, else
@@ -66,7 +68,9 @@ class HotCheck:
             self._auth.admit(token, app_id, self._access, {"applicationId": app_id})
             answer = self._authz.check(app_id, {"user_id": user_id, "permission": permission})
             status, text = 200, check_text(answer["permission"], answer["allowed"], answer["cached"])
-        except DomainError as error:
+        except (DomainError, UNREACHABLE) as error:
+            if not isinstance(error, DomainError):
+                error = unavailable(error)
             status, text, extra = domain_error_answer(error, request_id)
             headers += [(name.lower(), value) for name, value in extra.items()]
         except Exception:
@@ -76,7 +80,9 @@ class HotCheck:
             headers.append(("x-iamgate-revision", str(revision)))
         body = text.encode()
         headers.append(("content-length", str(len(body))))
-        self._log_request(request_id, "GET", self._route, status)
+        # Falcon's ``req.remote_addr`` when the server gave no REMOTE_ADDR: the same line both ways.
+        self._log_request(request_id, "GET", self._route, status, started, environ.get("REMOTE_ADDR", "127.0.0.1"),
+                          environ.get("HTTP_X_FORWARDED_FOR"), app_id)
         self._metrics.record("GET", self._route, status, started)
         start_response(status_line(status), headers)
         return [body]

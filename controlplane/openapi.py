@@ -16,6 +16,9 @@ from shared.errors import (ApplicationNotFound, Forbidden, MalformedJson, Payloa
 from shared.openapi import COMPONENTS, error_responses
 
 from controlplane.auth import CREDENTIAL
+from controlplane.oidc.errors import TemporarilyUnavailable
+from controlplane.oidc.wire import OAUTH_PATHS
+from controlplane.store import StoreUnavailable
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -24,7 +27,7 @@ _PARAM = re.compile(r"{([^}]+)}")
 _GATED = ("permission", "owner", "user")
 
 def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True,
-       also=None, path=None):
+       also=None, path=None, store=True):
     """Describe one operation.
 
     body: a ``Schema``; query: {name: (json schema, description[, required])}; response: a JSON
@@ -33,12 +36,13 @@ def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), desc
     statuses come from the same definitions the code raises; also: other answers,
     {status: (json schema, description[, media type])}, added beside what the status
     already documents (readiness's 503, the hosted pages' HTML); path: {name: json
-    schema} for path parameters narrower than a string.
+    schema} for path parameters narrower than a string; store: False for the few
+    operations that never read the store (so never answer its 503).
     """
     return {
         "summary": summary, "body": body, "query": query or {}, "ok": ok, "response": response,
         "errors": tuple(errors), "description": description, "wrapped": wrapped,
-        "also": dict(also or {}), "path": dict(path or {}),
+        "also": dict(also or {}), "path": dict(path or {}), "store": store,
     }
 
 
@@ -130,7 +134,8 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
 def implied_errors(doc, access, method, accepted, path) -> list:
     """The errors every operation of this shape can answer, whatever its own code does:
     the middleware's (application lookup, authentication, gates, the API throttle, 415)
-    and ``read_json``'s (400 malformed, 413 too large)."""
+    and ``read_json``'s (400 malformed, 413 too large), and the store's 503 (at the OAuth
+    endpoints, RFC 6749's ``temporarily_unavailable``)."""
     errors = []
     if "{applicationId}" in path and access.kind != "dashboard":
         errors.append(ApplicationNotFound)
@@ -144,6 +149,8 @@ def implied_errors(doc, access, method, accepted, path) -> list:
         errors += [MalformedJson, PayloadTooLarge]
     if method in _BODY_METHODS and "" not in accepted:
         errors.append(UnsupportedMediaType)
+    if doc["store"]:
+        errors.append(TemporarilyUnavailable if path.startswith(OAUTH_PATHS) else StoreUnavailable)
     return errors
 
 

@@ -25,7 +25,7 @@ from controlplane.apikeys.store import ApiKeyStore
 from controlplane.applications.service import ApplicationService
 from controlplane.applications.store import ApplicationStore
 from controlplane.auth import Authenticator
-from controlplane.authz.service import AuthzService
+from controlplane.authz.service import AuthzService, export_cache_counts
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.accounts import AccountService
 from controlplane.dashboard.applications import OrganizationApplications
@@ -139,7 +139,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     clock = clock or utcnow
     store = store or Store(config.mongodb_uri)
     box = SecretBox(config.secret_key)
-    metrics = HttpMetrics("iamgate", multiprocess_dir=config.multiprocess_metrics_dir)
+    metrics = HttpMetrics("iamgate", multiprocess_dir=config.multiprocess_metrics_dir, local_store=store.is_memory,
+                          service="controlplane")
     events = EventLog(store, clock)
     tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
     keys = SigningKeys(store, box, clock,
@@ -176,6 +177,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     policy_store = PolicyStore(store)
     authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
+    export_cache_counts(metrics, authz)
     user_store = UserStore(store)
     user_directory = UserDirectory(user_store)
     abac = AbacService(policy_store, user_store, roles, events, clock, PolicyLimits.of(config))

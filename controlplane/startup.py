@@ -17,6 +17,8 @@ import time
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Callable, TypeVar
 
+from controlplane.store import one_line
+
 if TYPE_CHECKING:  # annotations only: the composition root imports these modules
     from controlplane.applications.service import ApplicationService
     from controlplane.events import Tailer
@@ -112,8 +114,3 @@ class StartUp:
         """``run`` on a background thread (a greenlet under gevent)."""
         threading.Thread(target=self.run, kwargs={"deliver": deliver}, name="iamgate-startup", daemon=True).start()
 
-
-def one_line(exc: BaseException) -> str:
-    """An exception as one line (pymongo's server-selection errors span several)."""
-    text = f"{type(exc).__name__}: {exc}"
-    return text.splitlines()[0][:500]

@@ -8,6 +8,13 @@ same pymongo API, so domain stores never branch on the backend.
 Indexes: a class that owns collections declares their indexes when it is built
 (``store.declare_indexes(INDEXES)`` in its ``__init__``, ``INDEXES`` beside it);
 ``create_app`` then calls ``Store.ensure_indexes`` once, which creates them idempotently.
+
+A MongoDB that does not answer (down, unreachable, failing over) raises one of pymongo's
+``ConnectionFailure`` errors (``ServerSelectionTimeoutError``, ``AutoReconnect``,
+``NetworkTimeout``): ``UNREACHABLE``.  Domain stores let it rise; the app answers it in one
+place as ``StoreUnavailable`` (503 ``SERVICE_UNAVAILABLE`` with ``Retry-After``).  A
+request waits at most ``serverSelectionTimeoutMS`` for a server: ``CLIENT_DEFAULTS`` says
+2 s unless the URI names its own, and every option the URI names wins over these defaults.
 """
 from __future__ import annotations
 
@@ -18,16 +25,64 @@ import operator
 import threading
 import time
 from datetime import datetime
+from urllib.parse import parse_qsl, urlsplit
 
 import pymongo
 from pymongo import IndexModel, ReturnDocument
+from pymongo.errors import ConnectionFailure
 from pymongo.errors import DuplicateKeyError  # also re-exported for stores
 
 from shared.config import EMBEDDED_STORE_MISSING, ConfigError
 from shared import tracing
+from shared.errors import ServiceUnavailable
 from shared.ids import new_id
 
 log = logging.getLogger("iamgate.store")
+
+UNREACHABLE = ConnectionFailure
+# pymongo's keyword arguments override the URI's options: only those the URI leaves out
+# are given. Two seconds: a request while MongoDB is down fails well before a client's or
+# a proxy's own timeout, and a primary election (a few seconds at most) costs a retry.
+CLIENT_DEFAULTS = {"serverSelectionTimeoutMS": 2000, "appname": "iamgate"}
+PING_TIMEOUT = 0.5  # seconds a readiness ping may take, server selection included
+RECHECK_TIMEOUT = 0.05  # the same, when the driver knows no server it could use
+RETRY_AFTER = 5  # seconds a caller is asked to wait when the store does not answer
+
+
+class StoreUnavailable(ServiceUnavailable):
+    """The store did not answer within its server selection timeout, or dropped the
+    connection: 503, and the caller retries after ``retry_after`` seconds."""
+
+    message = "The data store does not answer. Try again in a few seconds."
+    retry_after = RETRY_AFTER
+
+
+_WARN_EVERY = 10.0  # seconds between two "does not answer" warnings: an outage fails every request
+_warned_at = float("-inf")
+
+
+def unavailable(exc: ConnectionFailure) -> StoreUnavailable:
+    """The domain error a request answers when pymongo raised ``exc`` (one of
+    ``UNREACHABLE``); the outage is logged, at most once every ``_WARN_EVERY`` seconds."""
+    global _warned_at
+    now = time.monotonic()
+    if now - _warned_at >= _WARN_EVERY:
+        _warned_at = now
+        log.warning("the store does not answer; requests are answered 503", extra={"error": one_line(exc)})
+    return StoreUnavailable()
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message``, first line only, at most 500 characters (pymongo's messages
+    carry the whole topology description)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text.splitlines()[0][:500]
+
+
+def client_options(uri: str) -> dict:
+    """``CLIENT_DEFAULTS`` less the options ``uri`` sets itself (names are case-insensitive)."""
+    named = {name.lower() for name, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True)}
+    return {name: value for name, value in CLIENT_DEFAULTS.items() if name.lower() not in named}
 
 
 class Store:
@@ -42,8 +97,8 @@ class Store:
             self.client = mongomock.MongoClient(tz_aware=True)
             self.db = _SerialisedDatabase(self.client["iamgate"], threading.RLock())
         else:
-            self.client = pymongo.MongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=5000, appname="iamgate",
-                                              event_listeners=tracing.store_listeners())
+            self.client = pymongo.MongoClient(uri, tz_aware=True, event_listeners=tracing.store_listeners(),
+                                              **client_options(uri))
             self.db = self.client.get_default_database("iamgate")
         self._indexes: dict[str, dict[str, IndexModel]] = {}
 
@@ -66,11 +121,19 @@ class Store:
             if models:
                 self.db[collection].create_indexes(list(models.values()))
 
-    def ping(self) -> bool:
+    def ping(self, timeout: float = PING_TIMEOUT) -> bool:
+        """Whether the store answers a ``ping`` within ``timeout`` seconds (pymongo's
+        client-side timeout, which bounds the server selection too). pymongo waits for a
+        server in half-second steps, so when its monitor already found no usable server
+        the ping is given only ``RECHECK_TIMEOUT``: enough to ask the monitor to look
+        again (the next readiness probe sees a store that came back), not to wait."""
+        if isinstance(self.client, pymongo.MongoClient) and not self.client.topology_description.has_readable_server():
+            timeout = min(timeout, RECHECK_TIMEOUT)
         try:
-            self.client.admin.command("ping")
-        except Exception:  # any driver failure means "not ready"
-            log.warning("store ping failed", exc_info=True)
+            with pymongo.timeout(timeout):
+                self.client.admin.command("ping")
+        except Exception as exc:  # any driver failure means "not ready"
+            log.warning("store ping failed", extra={"error": one_line(exc)})
             return False
         return True
 

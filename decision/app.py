@@ -3,8 +3,10 @@
 ``create_app`` wires the control-plane client (internal token: every application and the
 all-applications stream; API key: the key's application and its stream),
 the per-worker cache, the change-stream follower, caller token verification and the
-routes. The middleware is only what every response needs (request id, metrics, the JSON
-content-type rule): nothing on the hot path does I/O or logs.
+routes. The middleware is only what every response needs (request id, request line,
+metrics, the JSON content-type rule): nothing on the hot path does I/O, and its request
+lines are sampled when busy (``shared.logs.Sampling``; docs/decision-service.md,
+"Request log").
 
 Falcon is imported and the Falcon app built on the first request that neither
 ``HotCheck`` nor ``Probes`` answers (decision/hotpath.py): a sidecar is ready, and answers
@@ -14,6 +16,7 @@ figures").
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 import threading
 import time
@@ -21,6 +24,7 @@ import time
 from shared import tracing
 from shared.config import Config, ConfigError
 from shared.credentials import API_KEY_PREFIXES
+from shared.logs import RequestLog, Sampling
 from shared.request_ids import INCOMING_REQUEST_ID
 from shared.timeutil import utcnow
 
@@ -140,24 +144,27 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
                               clock=clock, single_application=single_application)
 
     request_ids = RequestIds()
-    app = DecisionApp(service, Probes(follower, metrics, request_ids),
-                      lambda: _falcon_app(service, follower, metrics, request_ids))
+    request_log = RequestLog(logging.getLogger("iamgate.decision"), config.trusted_proxies,
+                             Sampling(config.decision_log_rate, config.decision_log_sample))
+    app = DecisionApp(service, Probes(follower, metrics, request_ids, request_log),
+                      lambda: _falcon_app(service, follower, metrics, request_ids, request_log))
     if not traced:  # traced, every request goes through Falcon and its request spans
-        app.hot_check = HotCheck(service, metrics, request_ids)
+        app.hot_check = HotCheck(service, metrics, request_ids, request_log)
     follower.start()
     return app
 
 
 def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: DecisionMetrics,
-                request_ids: RequestIds):
+                request_ids: RequestIds, request_log: RequestLog):
     import falcon
 
-    from shared.http import JsonBodyMiddleware, install_error_handlers, json_handlers
+    from shared.http import JsonBodyMiddleware, RequestLogMiddleware, install_error_handlers, json_handlers
 
     from decision.openapi import OpenApiDocument
     from decision.resources import Check, CheckBulk, Health, Metrics, Ready
 
-    app = falcon.App(middleware=[*tracing.request_middleware(), request_ids, MetricsMiddleware(metrics),
+    app = falcon.App(middleware=[*tracing.request_middleware(), request_ids, RequestLogMiddleware(request_log),
+                                 MetricsMiddleware(metrics),
                                  JsonBodyMiddleware()])
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.media_handlers.update(json_handlers())

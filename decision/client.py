@@ -151,25 +151,26 @@ class ControlPlaneClient:
 
     # -- lookups
 
-    def grants(self, app_id: str, user_id: str) -> tuple[int, Grants]:
-        """(seq, grants) of one user; seq is the change-log head read before the data."""
-        body = self._get(f"/internal/v1/applications/{app_id}/users/{user_id}/grants")
+    def grants(self, app_id: str, user_id: str, *, request_id: str | None = None) -> tuple[int, Grants]:
+        """(seq, grants) of one user; seq is the change-log head read before the data.
+        ``request_id``: the check's, sent as ``X-Request-Id`` (each lookup's alike)."""
+        body = self._get(f"/internal/v1/applications/{app_id}/users/{user_id}/grants", request_id=request_id)
         try:
             return _seq(body), Grants.from_json(body["grants"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ControlPlaneError(f"unreadable grants response: {exc!r}") from None
 
-    def policies(self, app_id: str) -> tuple[int, list[Policy]]:
+    def policies(self, app_id: str, *, request_id: str | None = None) -> tuple[int, list[Policy]]:
         """(seq, active ABAC policies) of the application."""
-        body = self._get(f"/internal/v1/applications/{app_id}/policies")
+        body = self._get(f"/internal/v1/applications/{app_id}/policies", request_id=request_id)
         try:
             return _seq(body), [Policy.from_json(item) for item in body["policies"]]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ControlPlaneError(f"unreadable policies response: {exc!r}") from None
 
-    def api_keys(self, app_id: str) -> tuple[int, list[dict]]:
+    def api_keys(self, app_id: str, *, request_id: str | None = None) -> tuple[int, list[dict]]:
         """(seq, [{id, key_digest, permissions}]) of the application's active API keys."""
-        body = self._get(f"/internal/v1/applications/{app_id}/api-keys")
+        body = self._get(f"/internal/v1/applications/{app_id}/api-keys", request_id=request_id)
         try:
             keys = [{"id": str(item["id"]), "key_digest": str(item["key_digest"]),
                      "permissions": tuple(item["permissions"])} for item in body["keys"]]
@@ -192,9 +193,11 @@ class ControlPlaneClient:
             raise ControlPlaneError("unreadable JWKS response")
         return body
 
-    @tracing.outgoing("GET", lambda client, path, *_: tracing.url_attributes(client.base_url + path))
-    def _get(self, path: str, authenticated: bool = True) -> dict:
+    @tracing.outgoing("GET", lambda client, path, *_, **__: tracing.url_attributes(client.base_url + path))
+    def _get(self, path: str, authenticated: bool = True, request_id: str | None = None) -> dict:
         headers = self._headers if authenticated else {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        if request_id is not None:
+            headers = {**headers, "X-Request-Id": request_id}
         try:
             connection = self._pool.take()
         except _HTTP_ERRORS as exc:

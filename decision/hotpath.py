@@ -22,7 +22,8 @@ malformed or invalid body) returns ``None`` before anything was looked up,
 and Falcon answers it, so validation errors keep one implementation and their order
 (credentials first) is Falcon's. Errors raised after that point (401, 403, 404, 503) are
 rendered here with the same envelope: running the request again through Falcon would
-repeat a control-plane lookup that just failed.
+repeat a control-plane lookup that just failed. Each answer is logged as Falcon's
+middleware logs it (``shared.logs.RequestLog``, sampled when busy).
 
 ``Probes`` answers ``GET /healthz`` and ``GET /readyz`` the same way. With both, a
 sidecar is ready, and answers its common checks, without importing Falcon, which
@@ -49,6 +50,7 @@ _BULK_SUFFIX = _SUFFIX + "-bulk"
 _JSON = MEDIA_JSON
 _OK = status_line(200)
 _TRUE_FALSE = {True: "true", False: "false"}
+_NO_PEER = "127.0.0.1"  # Falcon's ``req.remote_addr`` without REMOTE_ADDR: the request line is the same
 
 
 def post_check_text(lookup, values: dict) -> str:
@@ -109,10 +111,11 @@ def parse_body(raw: bytes):
 
 
 class HotCheck:
-    def __init__(self, service, metrics, request_ids):
+    def __init__(self, service, metrics, request_ids, request_log):
         self._service = service
         self._metrics = metrics
         self._request_ids = request_ids
+        self._request_log = request_log
 
     def __call__(self, environ: dict, start_response) -> list[bytes] | None:
         """The answer's body, or None when this request is not the plain form."""
@@ -172,7 +175,7 @@ class HotCheck:
         request_id = self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))
         headers = [("content-type", _JSON), ("x-request-id", request_id)]
         try:
-            lookup = self._service.begin(app_id)
+            lookup = self._service.begin(app_id, request_id)
             lookup.authenticate(environ.get("HTTP_AUTHORIZATION"))
             status, text = 200, answer(lookup)
         except DomainError as error:
@@ -184,6 +187,8 @@ class HotCheck:
         headers.append(("content-length", str(len(body))))
         start_response(_OK if status == 200 else status_line(status), headers)
         self._metrics.record(method, route, status, started)
+        self._request_log(request_id, method, route, status, started, environ.get("REMOTE_ADDR", _NO_PEER),
+                          environ.get("HTTP_X_FORWARDED_FOR"), app_id)
         return [body]
 
 
@@ -195,10 +200,11 @@ class Probes:
     answer them: the same status, JSON body, request id and metrics. Any other method,
     or the path with a trailing slash, returns None and Falcon answers."""
 
-    def __init__(self, follower, metrics, request_ids):
+    def __init__(self, follower, metrics, request_ids, request_log):
         self._follower = follower
         self._metrics = metrics
         self._request_ids = request_ids
+        self._request_log = request_log
 
     def __call__(self, environ: dict, start_response) -> list[bytes] | None:
         route = environ.get("PATH_INFO", "")
@@ -211,10 +217,12 @@ class Probes:
             ready = self._follower.healthy()
             status, body = (200 if ready else 503), readiness_document(ready)
         data = dumps(body).encode()
+        request_id = self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))
         start_response(status_line(status), [
-            ("content-type", _JSON), ("x-request-id", self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))),
-            ("content-length", str(len(data)))])
+            ("content-type", _JSON), ("x-request-id", request_id), ("content-length", str(len(data)))])
         self._metrics.record("GET", route, status, started)
+        self._request_log(request_id, "GET", route, status, started, environ.get("REMOTE_ADDR", _NO_PEER),
+                          environ.get("HTTP_X_FORWARDED_FOR"), None)
         return [data]
 
 

@@ -147,6 +147,28 @@ class _State:
             files.write(f"gauge_{mode}", name, name, (), (), documentation, read())
 
 
+class _Process:
+    """``process_*``, ``python_*`` and ``iamgate_build_info`` (shared/process_metrics.py):
+    read at each scrape, and at each flush when shared (counters as this worker's totals,
+    gauges merged as ``MULTIPROCESS_MODES`` says)."""
+
+    def collect(self):
+        from shared.process_metrics import families
+
+        return iter(families("decision"))
+
+    def write(self, files: "_Files") -> None:
+        from shared.process_metrics import MULTIPROCESS_MODES, families
+
+        for family in families("decision"):
+            kind = "counter" if family.type == "counter" else f"gauge_{MULTIPROCESS_MODES.get(family.name, 'livesum')}"
+            for sample in family.samples:
+                if kind == "counter" and not sample.name.endswith("_total"):
+                    continue  # a counter's _created sample
+                files.write(kind, family.name, sample.name, tuple(sample.labels), tuple(sample.labels.values()),
+                            family.documentation, sample.value)
+
+
 class _Files:
     """One worker's files in prometheus_client's multiprocess format:
     ``<kind>_<pid>.db`` (``gauge_<mode>_<pid>.db``), as its own metric objects write them."""
@@ -189,7 +211,7 @@ class DecisionMetrics:
                                         ("resource", "outcome"))
         self.events = HotCounter(f"{PREFIX}_stream_events", "Change events applied")
         self._collectors = [self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
-                            self.stale_fills, self.unavailable, self.control_plane, self.events]
+                            self.stale_fills, self.unavailable, self.control_plane, self.events, _Process()]
         self._registry = None
         self._directory: str | None = None
         self._files: _Files | None = None

@@ -21,7 +21,7 @@ class _CheckResource:
 
     def _lookup(self, req, app_id: str):
         """The application's lookup, once the caller's credential is accepted."""
-        lookup = self._service.begin(app_id)
+        lookup = self._service.begin(app_id, req.context.request_id)
         lookup.authenticate(req.get_header("Authorization"))
         return lookup
 

@@ -77,8 +77,10 @@ class DecisionService:
             self._head_seen = (head, self._monotonic())
             raise RevisionAhead(min_revision, head)
 
-    def begin(self, app_id: str) -> "Lookup":
-        """Start one request on ``app_id``; 404 NOT_FOUND when this service does not serve it."""
+    def begin(self, app_id: str, request_id: str | None = None) -> "Lookup":
+        """Start one request on ``app_id``; 404 NOT_FOUND when this service does not serve it.
+        ``request_id`` goes with every lookup this request sends to the control plane
+        (``X-Request-Id``), so one id finds the request in both services' logs."""
         if self.single_application:
             served = self.follower.application_id
             if app_id != served:
@@ -87,15 +89,16 @@ class DecisionService:
                     raise DecisionUnavailable("the control plane has not yet told which application this "
                                               "decision service serves")
                 raise _not_found(app_id)
-        return Lookup(self, app_id, trusted=self.follower.trusted())
+        return Lookup(self, app_id, trusted=self.follower.trusted(), request_id=request_id)
 
 
 class Lookup:
-    __slots__ = ("_service", "app_id", "_trusted", "_fetched", "now")
+    __slots__ = ("_service", "app_id", "_trusted", "_fetched", "now", "request_id")
 
-    def __init__(self, service: DecisionService, app_id: str, *, trusted: bool):
+    def __init__(self, service: DecisionService, app_id: str, *, trusted: bool, request_id: str | None = None):
         self._service = service
         self.app_id = app_id
+        self.request_id = request_id
         self._trusted = trusted
         self._fetched: dict[str, GrantsEntry] | None = None  # users fetched by this request
         self.now = service.clock()
@@ -245,7 +248,7 @@ class Lookup:
     def _fetch(self, resource: str, call, *args):
         counter = self._service.metrics.control_plane
         try:
-            result = call(*args)
+            result = call(*args, request_id=self.request_id)
         except ApplicationNotFound:
             counter.inc((resource, "not_found"))
             if resource != "api_keys":

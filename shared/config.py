@@ -195,6 +195,8 @@ _VARIABLES = {
     "DECISION_CACHE_TTL": (_integer(1), "3600"),
     "DECISION_CACHE_SIZE": (_integer(100), "100000"),
     "DECISION_MAX_STALENESS": (_integer(1), "5"),
+    "DECISION_LOG_RATE": (_integer(0), "50"),
+    "DECISION_LOG_SAMPLE": (_integer(0), "100"),
     "PUBLIC_URL": (_url, "http://127.0.0.1:8000"),
     "MONGODB_URI": (_mongo_uri, "memory://"),
     "SECRET_KEY": (_text, ""),
@@ -266,6 +268,8 @@ class Config:
     decision_cache_ttl: int
     decision_cache_size: int
     decision_max_staleness: int
+    decision_log_rate: int
+    decision_log_sample: int
     public_url: str
     mongodb_uri: str
     secret_key: str

@@ -194,7 +194,10 @@ def unexpected_error_answer(request_id: str) -> tuple[int, str]:
     return 500, dumps(error_document("INTERNAL_ERROR", "An unexpected error occurred.", None, request_id))
 
 
-def _domain_error(req, resp, ex: DomainError, params):
+def render_domain_error(req, resp, ex: DomainError, params=None):
+    """The Falcon error handler of domain errors: ``ex`` as the envelope, with its headers.
+    Handlers of foreign exceptions (the store's driver) call it with the domain error
+    they stand for."""
     _write(resp, *domain_error_answer(ex, request_id(req)))
 
 
@@ -228,7 +231,7 @@ def install_error_handlers(app: falcon.App) -> None:
     # Falcon looks handlers up by the most specific type, so order does not matter.
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _falcon_error)
-    app.add_error_handler(DomainError, _domain_error)
+    app.add_error_handler(DomainError, render_domain_error)
 
 
 # ---------------------------------------------------------------- middleware
@@ -279,6 +282,25 @@ class RequestIdMiddleware:
 
     def process_response(self, req, resp, resource, req_succeeded):
         resp.set_header("X-Request-Id", request_id(req))
+
+
+class RequestLogMiddleware:
+    """Writes ``request_log``'s line (``shared.logs.RequestLog``) for every answered
+    request. Place it early: its ``process_resource`` notes the route's application
+    before a later middleware (authentication) may refuse the request. The duration is
+    from the metrics middleware's ``req.context.started``, the span the latency histogram
+    times."""
+
+    def __init__(self, request_log):
+        self._request_log = request_log
+
+    def process_resource(self, req, resp, resource, params):
+        req.context.application_id = params.get("applicationId")
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        self._request_log(request_id(req), req.method, req.uri_template if resource is not None else None,
+                          resp.status_code, req.context.started, req.remote_addr, req.get_header("X-Forwarded-For"),
+                          getattr(req.context, "application_id", None))
 
 
 class JsonBodyMiddleware:
@@ -428,10 +450,16 @@ def bool_param(req, name, default=False) -> bool:
 def client_ip(req, trusted_proxies=()) -> str:
     """The caller's IP.  X-Forwarded-For is believed only from trusted proxies: walk it
     from the right and stop at the first address that is not a trusted proxy."""
-    remote = req.remote_addr or "unknown"
+    return client_address(req.remote_addr, req.get_header("X-Forwarded-For"), trusted_proxies)
+
+
+def client_address(remote: str | None, forwarded_for: str | None, trusted_proxies=()) -> str:
+    """``client_ip`` of a peer address and an X-Forwarded-For value (a WSGI environ's
+    ``REMOTE_ADDR`` and ``HTTP_X_FORWARDED_FOR``: the hot paths, without Falcon)."""
+    remote = remote or "unknown"
     if not trusted_proxies or not _in_networks(remote, trusted_proxies):
         return remote
-    forwarded = [part.strip() for part in (req.get_header("X-Forwarded-For") or "").split(",") if part.strip()]
+    forwarded = [part.strip() for part in (forwarded_for or "").split(",") if part.strip()]
     for address in reversed(forwarded):
         if not _in_networks(address, trusted_proxies):
             return address

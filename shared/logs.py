@@ -12,7 +12,9 @@ request's path:
   ``write`` and ``flush`` per line (docs/configuration.md, "Logging");
 - ``InfoLine`` gives that handler the line of a ``logger.info`` call without building
   the ``LogRecord``, when the handler is where the record would go and nothing else
-  would see it.
+  would see it;
+- ``RequestLog`` is the request line of both services, ``Sampling`` the decision
+  service's rule for writing fewer of them when busy.
 """
 from __future__ import annotations
 
@@ -212,9 +214,9 @@ class InfoLine:
     the entry is handed to it (``write_later``) without the ``LogRecord`` and the
     handler's lock, and made into the same line (``tests/shared/test_logs.py``) when the
     handler writes its batch. ``fields`` is read then, up to ``flush_interval`` later:
-    give values that do not change (the request log gives strings and integers). Fields
-    whose values are all strings, integers or None are written by hand; any other value
-    goes through ``encode``. Anything else (another or a second handler, such as pytest's
+    give values that do not change (the request log gives strings, integers and floats).
+    Fields whose values are all strings, integers, finite floats or None are written by
+    hand; any other value goes through ``encode``. Anything else (another or a second handler, such as pytest's
     ``caplog``; a filter; a level that drops INFO) goes through ``logger.info``."""
 
     __slots__ = ("_logger", "_message", "_head", "_opening", "_middle")
@@ -247,6 +249,8 @@ class InfoLine:
                 text = _escape(value)
             elif kind is int:
                 text = int.__repr__(value)
+            elif kind is float and _FINITE(value):
+                text = float.__repr__(value)  # json's own spelling of a finite float
             elif value is None:
                 text = "null"
             else:
@@ -264,7 +268,60 @@ class InfoLine:
             return encode({"ts": entry["ts"], **self._head, "log_error": repr(exc)})
 
 
+class Sampling:
+    """Which request lines a busy process writes: every request while no more than
+    ``rate`` were answered in the current second (of ``monotonic``), beyond that one in
+    ``every`` (none with 0); a server error (5xx) or a request that took ``slow`` seconds
+    or more, always. The counts are plain integers: two threads may both take the same
+    place in a second, never a line that was not to be written."""
+
+    __slots__ = ("_rate", "_every", "_slow", "_monotonic", "_second", "_count")
+
+    def __init__(self, rate: int, every: int, *, slow: float = 0.1, monotonic=time.monotonic):
+        self._rate, self._every, self._slow, self._monotonic = rate, every, slow, monotonic
+        self._second, self._count = -1, 0
+
+    def keep(self, status: int, duration: float) -> bool:
+        if status >= 500 or duration >= self._slow:
+            return True
+        second = int(self._monotonic())
+        if second != self._second:
+            self._second, self._count = second, 0
+        self._count = count = self._count + 1
+        return count <= self._rate or (self._every > 0 and (count - self._rate) % self._every == 0)
+
+
+class RequestLog:
+    """The request line both services write (INFO ``"request"``, through ``InfoLine``):
+    ``request_id``, ``method``, ``route`` (the route's template), ``status``,
+    ``duration_ms`` (to the microsecond), ``client_ip`` (``shared.http.client_address``:
+    X-Forwarded-For believed from ``trusted_proxies`` only) and ``application_id`` (the
+    route's ``{applicationId}``, None without one). With ``sampling``, only the requests
+    it keeps are logged. The Falcon middleware (``shared.http.RequestLogMiddleware``) and
+    the hot paths call it alike, so a request's line does not depend on which answered it."""
+
+    def __init__(self, logger: logging.Logger, trusted_proxies=(), sampling: Sampling | None = None):
+        from shared.http import client_address
+
+        self._line = InfoLine(logger, "request")
+        self._trusted = trusted_proxies
+        self._sampling = sampling
+        self._client_address = client_address
+
+    def __call__(self, request_id: str, method: str, route: str | None, status: int, started: float,
+                 remote: str, forwarded_for: str | None, application_id: str | None) -> None:
+        """Log one request begun at ``started`` (``time.perf_counter()``)."""
+        duration = time.perf_counter() - started
+        if self._sampling is not None and not self._sampling.keep(status, duration):
+            return
+        self._line({"request_id": request_id, "method": method, "route": route, "status": status,
+                    "duration_ms": round(duration * 1000, 3),
+                    "client_ip": self._client_address(remote, forwarded_for, self._trusted),
+                    "application_id": application_id})
+
+
 _escape = json_encoder.encode_basestring_ascii  # json.dumps's own string encoder (C when available)
+_FINITE = math.isfinite
 
 
 def _only_handler(logger: logging.Logger) -> JsonLinesHandler | None:

@@ -430,6 +430,12 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
 class _Connection(socketserver.BaseRequestHandler):
     server: "WireServer"
 
+    def setup(self):
+        self.server.clients.add(self.request)
+
+    def finish(self):
+        self.server.clients.discard(self.request)
+
     def handle(self):
         sock = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -470,6 +476,7 @@ class WireServer(socketserver.ThreadingTCPServer):
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, wire: MongoWire | None = None):
         self.wire = wire or MongoWire()
+        self.clients: set[socket.socket] = set()  # open client connections, closed by ``stop``
         super().__init__((host, port), _Connection)
 
     def handle_error(self, request, client_address):
@@ -487,8 +494,14 @@ class WireServer(socketserver.ThreadingTCPServer):
         return self
 
     def stop(self) -> None:
+        """Stop listening and cut every open connection: a MongoDB that went down."""
         self.shutdown()
         self.server_close()
+        for sock in list(self.clients):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def main(argv=None) -> int:

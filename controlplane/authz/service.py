@@ -42,9 +42,14 @@ _APP = object()  # marks an application-wide invalidation in SeqCache
 
 
 class SeqCache:
-    """A TTL cache of (app_id, ...) keys whose fills obey the no-stale-re-fill rule."""
+    """A TTL cache of (app_id, ...) keys whose fills obey the no-stale-re-fill rule.
+
+    ``hits`` and ``misses`` count the lookups its reader answered from it or not (plain
+    integers, added to the metrics when they are read: ``export_cache_counts``)."""
 
     def __init__(self, *, ttl: int, maxsize: int, timer):
+        self.hits = 0
+        self.misses = 0
         self._data = TtlDict(ttl=ttl, maxsize=maxsize, timer=timer) if ttl > 0 else None
         self._marks: OrderedDict = OrderedDict()  # key or (_APP, app_id) -> seq of the last invalidation
         self._floor = 0
@@ -167,22 +172,30 @@ class AuthzService:
         """(CompiledGrants at ``scope``, whether the grants came from the cache).  A cached
         entry read before ``min_revision`` is bypassed (read-your-writes)."""
         key = (app_id, user_id)
-        entry = self.grants_cache.get(key)
+        cache = self.grants_cache
+        entry = cache.get(key)
         cached = entry is not None and (min_revision is None or entry.seq >= min_revision)
-        if not cached:
+        if cached:
+            cache.hits += 1
+        else:
+            cache.misses += 1
             entry = _CachedGrants(self._roles.grants(app_id, user_id))
-            self.grants_cache.put(key, entry, entry.seq)
+            cache.put(key, entry, entry.seq)
         return entry.at(scope, self._clock()), cached
 
     def policies(self, app_id: str, *, min_revision: int | None = None):
         """(CompiledPolicies of the application's active policies, whether cached)."""
         key = (app_id,)
-        entry = self.policies_cache.get(key)
+        cache = self.policies_cache
+        entry = cache.get(key)
         cached = entry is not None and (min_revision is None or entry.seq >= min_revision)
-        if not cached:
+        if cached:
+            cache.hits += 1
+        else:
+            cache.misses += 1
             seq = self._events.head()  # before the read, as for grants
             entry = _CachedPolicies(self.policy_store.active(app_id), seq)
-            self.policies_cache.put(key, entry, seq)
+            cache.put(key, entry, seq)
         return entry.policies, cached
 
     def permission_resolver(self, app_id: str, user_id: str, permission: str) -> bool:
@@ -234,3 +247,32 @@ class AuthzService:
         decisions = decide_compiled(compiled, permissions, policies=policies, resource=values.get("resource"),
                                     context=context)
         return decisions, grants_cached and policies_cached
+
+
+def export_cache_counts(metrics, authz: AuthzService) -> None:
+    """``iamgate_authz_cache_hits_total{kind}`` and ``iamgate_authz_cache_misses_total{kind}``
+    (kind: grants, policies; the decision service's ``iamgate_decision_cache_*`` name the
+    same lookups). The check counts in plain integers, under the GIL (a greenlet is never
+    switched out within ``+=``); they are added to the counters whenever the metrics are
+    read (``HttpMetrics.before_collect``), so the check takes no lock for them."""
+    from prometheus_client import Counter
+
+    hits = Counter("iamgate_authz_cache_hits_total", "Authorization lookups answered from the cache", ("kind",),
+                   registry=metrics.registry)
+    misses = Counter("iamgate_authz_cache_misses_total", "Authorization lookups read from the store", ("kind",),
+                     registry=metrics.registry)
+    pairs = [(cache, hits.labels(kind), misses.labels(kind), [0, 0])
+             for kind, cache in (("grants", authz.grants_cache), ("policies", authz.policies_cache))]
+    lock = threading.Lock()
+
+    def add_what_waits():
+        with lock:  # two readers never add the same counts
+            for cache, hit, miss, added in pairs:
+                now = cache.hits, cache.misses
+                if now[0] > added[0]:
+                    hit.inc(now[0] - added[0])
+                if now[1] > added[1]:
+                    miss.inc(now[1] - added[1])
+                added[:] = now
+
+    metrics.before_collect(add_what_waits)

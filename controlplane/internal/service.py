@@ -44,6 +44,8 @@ from shared.ids import new_id
 from shared.invalidation import affected_users
 from shared.timeutil import seconds
 
+from controlplane.store import UNREACHABLE, one_line
+
 log = logging.getLogger("iamgate.internal")
 
 REPLAY_PAGE = 1000
@@ -107,16 +109,29 @@ class ChangeFeed:
         """The stream for one client: the events of ``app_id`` (None: every application).
         ``guard`` (a ``StreamGuard``) is asked at least once per heartbeat interval
         whether the client's credential still holds; when it does not, the stream says
-        ``revoked`` and ends."""
-        self.open_streams.inc()
-        last = None
-        checked = self._monotonic()
+        ``revoked`` and ends.
+
+        The log's epoch and head (and whether ``since`` can be replayed) are read here, at
+        once: a store that does not answer fails the request (503) before its 200 is
+        sent. Once streaming, it ends the stream (the client resumes with ``since``)."""
         try:
             epoch = self._events.epoch()
-            head = last = self._events.head()
+            head = self._events.head()
+            replay = since is not None and self.replayable(since, head)
+        except BaseException:
+            if guard is not None:
+                guard.close()
+            raise
+        return self._stream(app_id, since, guard, epoch, head, replay)
+
+    def _stream(self, app_id, since, guard, epoch: str, head: int, replay: bool):
+        self.open_streams.inc()
+        last = head
+        checked = self._monotonic()
+        try:
             yield frame("hello", {"seq": head, "epoch": epoch})
             if since is not None:
-                if self.replayable(since, head):
+                if replay:
                     last = since
                 else:
                     self.resets.inc()
@@ -146,6 +161,9 @@ class ChangeFeed:
                 if self._monotonic() - quiet_since >= self.heartbeat:
                     yield frame("heartbeat", {"seq": last})
                     quiet_since = self._monotonic()
+        except UNREACHABLE as exc:
+            log.warning("change stream ended: the store does not answer", extra={"app_id": app_id, "last_seq": last,
+                                                                                  "error": one_line(exc)})
         finally:
             # Runs when the client goes away too: the server closes the body at its next write.
             self.open_streams.dec()
@@ -246,8 +264,12 @@ class StreamGuard:
         self._lease_id = lease_id
 
     def check(self) -> bool:
+        """Raises ``UNREACHABLE`` when the store does not answer: the stream ends, but
+        the credential is not said to be revoked."""
         try:
             valid = self._recheck()
+        except UNREACHABLE:
+            raise
         except Exception:  # an unreadable store must not keep a stream open on an old answer
             log.warning("change stream credential check failed", exc_info=True)
             valid = False
@@ -257,8 +279,11 @@ class StreamGuard:
 
     def close(self) -> None:
         if self._lease_id is not None:
-            self._leases.give_back(self._lease_id)
-            self._lease_id = None
+            lease_id, self._lease_id = self._lease_id, None
+            try:
+                self._leases.give_back(lease_id)
+            except UNREACHABLE:
+                pass  # the lease lapses after its TTL, as a dead process's does
 
 
 class StreamAccess:

@@ -10,7 +10,7 @@ raised once the client and its redirect URI are known carries ``redirect_uri`` (
 """
 from __future__ import annotations
 
-from shared.errors import BadRequest, DomainError, NotFound, Unauthorized
+from shared.errors import BadRequest, DomainError, NotFound, ServiceUnavailable, Unauthorized
 
 
 class OAuthError(DomainError):
@@ -107,6 +107,18 @@ class ConsentRequired(OAuthError, BadRequest):
     for these scopes (on the redirect URI)."""
 
     code, message = "consent_required", "The user has not consented to this client."
+
+
+class TemporarilyUnavailable(OAuthError, ServiceUnavailable):
+    """RFC 6749 4.1.2.1's ``temporarily_unavailable``, answered at every OAuth endpoint
+    (503 with ``Retry-After``) when the store does not answer: without it the client,
+    and so the redirect URI, cannot be checked, so it is never sent on a redirect."""
+
+    code, message = "temporarily_unavailable", "The server is temporarily unable to handle the request."
+
+    def __init__(self, retry_after: int):
+        super().__init__()
+        self.retry_after = retry_after
 
 
 class AuthorizationRequestExpired(BadRequest):

@@ -6,7 +6,8 @@ Authorization header, bearer tokens, and the RFC 6749 error responses.
 more specific type).  It answers ``{"error", "error_description"}`` with
 ``Cache-Control: no-store`` (RFC 6749 5.1-5.2), a 302 to the client with ``error`` and
 ``state`` when the error carries a safe redirect URI (4.1.2.1), and
-``WWW-Authenticate: Bearer`` on 401 ``invalid_token`` (RFC 6750 3).
+``WWW-Authenticate: Bearer`` on 401 ``invalid_token`` (RFC 6750 3), and ``Retry-After`` on
+503 ``temporarily_unavailable``.  ``OAUTH_PATHS`` is where these bodies replace the envelope.
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode
 
 import falcon
 
-from shared.http import MAX_BODY_BYTES, bearer_token, dumps, no_store, read_json, status_of
+from shared.http import MAX_BODY_BYTES, bearer_token, dumps, error_headers, no_store, read_json, status_of
 
 from controlplane.oidc.errors import InvalidRequest, InvalidToken, OAuthError, UnauthenticatedClient
 
+OAUTH_PATHS = "/oidc/"  # the OAuth endpoints' prefix: errors there are RFC 6749 bodies
 FORM = falcon.MEDIA_URLENCODED
 # The token, revocation and introspection endpoints take RFC 6749's form encoding (and
 # JSON); userinfo's POST may come without any body.
@@ -98,6 +100,7 @@ def oauth_error_handler(req, resp, ex: OAuthError, params) -> None:
     resp.status = status_of(type(ex))
     resp.content_type = falcon.MEDIA_JSON
     resp.text = dumps({"error": ex.error, "error_description": ex.message})
+    resp.set_headers(error_headers(ex))  # Retry-After of temporarily_unavailable
     if isinstance(ex, InvalidToken):
         challenge = 'Bearer realm="iamgate"'
         if not ex.missing:

@@ -14,7 +14,7 @@ from controlplane.resource import Resource
 
 class Health(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("Liveness: the process answers", response={"type": "object"}, wrapped=False)}
+    docs = {"GET": op("Liveness: the process answers", response={"type": "object"}, wrapped=False, store=False)}
 
     def on_get(self, req, resp):
         resp.media = {"status": "ok"}
@@ -59,7 +59,7 @@ class Ready(Resource):
 class Metrics(Resource):
     access = {"GET": PUBLIC}
     docs = {"GET": op(
-        "Prometheus metrics (text exposition format)", errors=[Unauthorized],
+        "Prometheus metrics (text exposition format)", errors=[Unauthorized], store=False,
         description="With IAMGATE_METRICS_TOKEN set, needs Authorization: Bearer <that token> (401 otherwise): "
                     "the series show per-route login and registration counts, which a stranger should not read.")}
 
@@ -79,7 +79,7 @@ class Metrics(Resource):
 
 class OpenApi(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("This OpenAPI 3.1 document", response={"type": "object"}, wrapped=False)}
+    docs = {"GET": op("This OpenAPI 3.1 document", response={"type": "object"}, wrapped=False, store=False)}
 
     def __init__(self, routes, public_url: str):
         self.routes = routes

@@ -36,7 +36,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from shared import tracing
 from shared.crypto import DecryptionError, SecretBox
-from shared.metrics import HttpMetrics, ScrapeTimeGauge
+from shared.metrics import HttpMetrics
 from shared.timeutil import Clock
 
 from controlplane.webhooks.errors import WebhookTargetForbidden
@@ -305,9 +305,9 @@ class DeliveryMetrics:
                               registry=registry)
         self.retried = Counter("iamgate_webhook_delivery_retries_total", "Webhook delivery retries scheduled",
                                registry=registry)
-        # The store's figure, the same from every worker: read when scraped.
-        metrics.add_scrape_time(ScrapeTimeGauge("iamgate_webhook_queue_depth",
-                                                "Webhook deliveries pending (due or scheduled)", store.queue_depth))
+        # The store's figure, the same from every worker: read in the background.
+        metrics.add_store_gauge("iamgate_webhook_queue_depth", "Webhook deliveries pending (due or scheduled)",
+                                store.queue_depth)
 
 
 @dataclass(eq=False)

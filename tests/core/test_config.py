@@ -46,6 +46,8 @@ def test_defaults_follow_the_architecture_table():
     ("IAMGATE_HEADER_TIMEOUT", "2.5"),
     ("IAMGATE_MAX_CONNECTIONS", "9"),
     ("IAMGATE_MAX_CONNECTIONS", "many"),
+    ("IAMGATE_DECISION_LOG_RATE", "-1"),
+    ("IAMGATE_DECISION_LOG_SAMPLE", "every"),
 ])
 def test_a_bad_value_is_a_one_line_error_naming_the_variable(name, value):
     with pytest.raises(ConfigError) as info:

@@ -18,6 +18,7 @@ the ':' of a permission, which sends the request to Falcon).
 from __future__ import annotations
 
 import json
+import ipaddress
 import logging
 import re
 from datetime import datetime, timezone
@@ -121,12 +122,12 @@ class World:
         return value
 
     def metrics(self) -> dict:
-        """Request counts and latency observation counts by label set (not the buckets or
-        sums, which are timings)."""
+        """Request counts, latency observation counts and the authz cache's counts by label
+        set (not the buckets or sums, which are timings, nor the process's own figures)."""
         counts = {}
         for metric in self.ctx.metrics.registry.collect():
             for sample in metric.samples:
-                if sample.name.endswith(("_total", "_count")):
+                if sample.name.endswith(("_total", "_count")) and sample.name.startswith("iamgate_"):
                     counts[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
         return counts
 
@@ -162,6 +163,9 @@ def run(world: World, steps, caplog) -> list:
             line = json.loads(formatter.format(record))
             assert line.pop("request_id") == request_id
             line.pop("ts")
+            if "duration_ms" in line:  # the request line: its time is its own, its type is not
+                duration = line.pop("duration_ms")
+                assert type(duration) is float and 0 <= duration < 60_000, duration
             if "exception" in line:
                 line["exception"] = line["exception"].splitlines()[-1]  # the traceback's frames differ
             records.append(world.normal(line))
@@ -288,10 +292,12 @@ def test_the_hot_path_answers_as_falcon_does(caplog):
     assert json.loads(cached["body"]) == {"allowed": True, "permission": "documents:read", "cached": True}
     assert first["log"] == [{"level": "info", "logger": "iamgate.controlplane", "message": "request",
                              "method": "GET", "route": "/api/v1/applications/{applicationId}/authz/check",
-                             "status": 200}]
+                             "status": 200, "client_ip": "127.0.0.1", "application_id": "<APP>"}]
     route = ("method", "GET"), ("route", "/api/v1/applications/{applicationId}/authz/check")
     assert first["metrics"] == {("iamgate_http_requests_total", (*route, ("status", "200"))): 1.0,
-                                ("iamgate_http_request_duration_seconds_count", route): 1.0}
+                                ("iamgate_http_request_duration_seconds_count", route): 1.0,
+                                ("iamgate_authz_cache_misses_total", (("kind", "grants"),)): 1.0}
+    assert cached["metrics"][("iamgate_authz_cache_hits_total", (("kind", "grants"),))] == 1.0
 
 
 @pytest.mark.parametrize("limit", [3, 120])  # counted in the store every time; batched
@@ -303,6 +309,16 @@ def test_the_throttle_counts_and_refuses_alike(caplog, limit):
     refused = outcomes[limit]
     assert {name.lower() for name, _ in refused["headers"]} >= {
         "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
+
+
+def test_the_request_line_names_the_client_behind_a_trusted_proxy_alike(caplog):
+    forwarded = {**key(), "X-Forwarded-For": "198.51.100.9, 203.0.113.7"}
+    steps = [("GET", CHECK, q(), forwarded), ("GET", "/api/v1/applications/<APP>/roles", "", forwarded),
+             ("GET", "/healthz", "", forwarded)]
+    outcomes = compare(steps, caplog, [True, False, False], trusted_proxies=(ipaddress.ip_network("127.0.0.0/8"),))
+    lines = [outcome["log"][-1] for outcome in outcomes]
+    assert [(line["client_ip"], line["application_id"]) for line in lines] == [
+        ("203.0.113.7", "<APP>"), ("203.0.113.7", "<APP>"), ("203.0.113.7", None)]
 
 
 def test_an_unexpected_error_is_answered_alike(caplog, monkeypatch):

@@ -78,6 +78,9 @@ class FakeControlPlane:
         self.stream_silent = False    # send nothing at all on open streams (a hung server)
         self.grants_gate = None       # callable(app_id, user_id) run after the data is read
         self.lookup_status = None     # answer lookups with this HTTP status instead
+        self.stream_status = None     # answer stream requests with this status (Retry-After: 5) instead
+        self.stream_requests = 0      # stream requests received
+        self.request_ids: list = []   # (path, X-Request-Id or None) of every request
         self.requests: list[str] = []
         self.wipe()
 
@@ -242,6 +245,7 @@ class FakeControlPlane:
 
     def _dispatch(self, req, resp, **_):
         self.requests.append(req.path)
+        self.request_ids.append((req.path, req.get_header("X-Request-Id")))
         parts = req.path.strip("/").split("/")
         if req.path == "/.well-known/jwks.json":
             resp.media = {"keys": [_jwk(signing_key().public_key(), self.kid)]}
@@ -314,6 +318,11 @@ class FakeControlPlane:
                                 "timestamp": "2024-01-01T00:00:00+00:00"}}
 
     def _stream(self, req, resp, app_filter):
+        with self._cond:
+            self.stream_requests += 1
+        if self.stream_status is not None:  # the control plane's store is down, say
+            resp.set_header("Retry-After", "5")
+            return self._error(resp, self.stream_status, "SERVICE_UNAVAILABLE")
         since = req.get_param_as_int("since")
         resp.content_type = "text/event-stream"
         resp.cache_control = ["no-cache"]

@@ -548,7 +548,7 @@ def test_a_removed_role_stops_allowing_on_the_hot_path_once_the_event_arrives(wo
 
 
 def test_an_unexpected_error_is_a_logged_500_as_on_falcon(world, monkeypatch, caplog):
-    def boom(app_id):
+    def boom(app_id, request_id=None):
         raise RuntimeError("lookup exploded")
 
     monkeypatch.setattr(world.app.service, "begin", boom)

@@ -10,6 +10,7 @@ import falcon.testing
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from shared.process_metrics import version
 from tests.decision.conftest import wait_for
 
 
@@ -94,7 +95,14 @@ def test_shared_files_render_what_the_worker_renders(tenant, fake_cp, sidecar_cl
     for key in [key for key in merged if key[0].startswith("iamgate_decision_http_request_duration")
                 and ("route", "/metrics") in key[1]]:
         merged.pop(key), own.pop(key, None)
+    # The process's own figures move between two reads (memory, descriptors, CPU): the
+    # same series, and the same info series.
+    moving = {key for key in own if key[0].startswith(("process_", "python_gc_"))}
+    assert moving and moving == {key for key in merged if key[0].startswith(("process_", "python_gc_"))}
+    for key in moving:
+        merged.pop(key), own.pop(key)
     assert merged == own
+    assert own[("iamgate_build_info", (("service", "decision"), ("version", version())))] == 1
     assert {path.name.rsplit("_", 1)[0] for path in tmp_path.iterdir()} == {
         "counter", "histogram", "gauge_livemin", "gauge_livemax", "gauge_livesum"}
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from decision.cache import DecisionCache, GrantsEntry, KeyRing, PolicySet
-from decision.client import ChangeStream, ControlPlaneError, Refused
+from decision.client import ChangeStream, ControlPlaneClient, ControlPlaneError, Refused
 from decision.metrics import DecisionMetrics
 from decision.stream import BACKOFF_MIN, ChangeFollower, CredentialRevoked
 from shared.abac import CompiledPolicies
@@ -233,6 +233,22 @@ def test_the_real_client_follows_the_fake_control_plane(fake_cp, make_sidecar):
     seq = fake_cp.emit(fake_cp.add_app(), "role.assigned", ["u1"])
     assert wait_for(lambda: sidecar.service.cache.applied >= seq)
     assert wait_for(lambda: sidecar.service.cache.lag == 0)
+
+
+def test_a_503_from_the_control_plane_is_a_gap_retried_with_the_short_back_off(fake_cp, make_sidecar):
+    """The control plane answers 503 SERVICE_UNAVAILABLE while its store is down: not a
+    refusal (which waits 30 s), so the sidecar reconnects as soon as it comes back."""
+    sidecar = make_sidecar()
+    fake_cp.stream_status = 503
+    fake_cp.restart(wipe=False)  # the open stream ends; reconnections meet the 503
+    first = fake_cp.stream_requests
+    assert wait_for(lambda: fake_cp.stream_requests >= first + 3)  # back-off of at most 0.1 s here
+    assert not sidecar.service.follower.connected
+    with pytest.raises(ControlPlaneError) as raised:
+        ControlPlaneClient(fake_cp.url, fake_cp.token).changes(None, read_timeout=1)
+    assert not isinstance(raised.value, Refused)
+    fake_cp.stream_status = None
+    assert wait_for(lambda: sidecar.service.follower.connected)
 
 
 def test_a_revoked_frame_stops_trusting_the_cache_at_once():

@@ -22,6 +22,7 @@ from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.parser import text_string_to_metric_families
 
 from decision.metrics import FLUSH_SECONDS
+from shared.process_metrics import version
 from tests.deploy.late_store import GATE_VARIABLE
 from tests.e2e.processes import Admin, Processes, free_port, stop_process, wait_until
 
@@ -165,9 +166,17 @@ def test_the_control_planes_metrics_sum_both_workers_and_survive_a_worker_restar
             assert count(samples, "iamgate_http_request_duration_seconds_count",
                          (("method", "GET"), ("route", "/healthz"))) == sent
             assert count(samples, "iamgate_change_streams_open") == 0  # livesum: one series
-            assert ("iamgate_webhook_queue_depth", ()) in samples  # read at scrape time from the store
+            # The store's figure, read in the background: its staleness at once, its value once read.
+            assert ("iamgate_webhook_queue_depth_staleness_seconds", ()) in samples
+            # Each worker's process figures, merged: one series each (issue 31, item 10).
+            assert count(samples, "iamgate_build_info", (("service", "controlplane"), ("version", version()))) == 1
+            assert count(samples, "process_resident_memory_bytes") > 0  # livesum over the workers
+            assert ("process_cpu_seconds_total", ()) in samples
+            assert [value for (name, _), value in samples.items() if name == "python_info"] == [1]
         by_worker = per_worker(files, "iamgate_http_requests_total", HEALTHZ)
         assert sum(by_worker.values()) == sent and all(by_worker.values())
+        waits = []  # scrapes until the queue depth was read (in the background) by the worker answering
+        assert wait_until(lambda: waits.append(1) or ("iamgate_webhook_queue_depth", ()) in scrape(url), 10)
 
         # A worker dies (SIGKILL: no goodbye) and gunicorn starts another: its counts stay.
         victim = max(by_worker, key=by_worker.get)
@@ -176,7 +185,7 @@ def test_the_control_planes_metrics_sum_both_workers_and_survive_a_worker_restar
         samples = scrape(url)
         assert count(samples, "iamgate_http_requests_total", HEALTHZ) == sent + 10
         assert count(samples, "iamgate_http_requests_total",
-                     (("method", "GET"), ("route", "/metrics"), ("status", "200"))) == 4
+                     (("method", "GET"), ("route", "/metrics"), ("status", "200"))) == 4 + len(waits)
     finally:
         stop_process(master)
     log = (tmp_path / "control.log").read_text()

@@ -148,6 +148,8 @@ def test_a_forked_child_does_not_write_its_parents_lines_again(logger):
     FIELDS,
     {"request_id": "naïve \"quoted\"\n\u2028", "route": None, "status": -7, "big": 10 ** 30, "empty": ""},
     {"flag": True, "ratio": 0.5, "nan": float("nan"), "items": [1, "x"], "nested": {"a": None}},
+    {"duration_ms": 0.213, "tiny": -1.5e-07, "huge": 1e300, "whole": 3.0, "status": 200},
+    {"duration_ms": float("inf"), "status": 200},
     {"when": datetime(2026, 1, 1), "object": object(), "status": 200},
     {},
 ])
