@@ -10,7 +10,8 @@ from controlplane.resource import Resource
 
 class Discovery(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("OpenID Provider metadata (OpenID Connect Discovery 1.0)", response=OBJECT, wrapped=False)}
+    docs = {"GET": op("OpenID Provider metadata (OpenID Connect Discovery 1.0)", response=OBJECT, wrapped=False,
+                      store=False)}
 
     def __init__(self, issuer: str):
         self.metadata = provider_metadata(issuer)
