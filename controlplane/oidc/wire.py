@@ -1,11 +1,11 @@
 """HTTP details of the OAuth endpoints: parameters, client credentials in the
 Authorization header, bearer tokens, and the RFC 6749 error responses.
 
-``oauth_error_handler`` is the Falcon error handler for ``OAuthError`` (registered in
+``OAuthErrorHandler`` is the Falcon error handler for ``OAuthError`` (registered in
 ``controlplane/app.py``; Falcon picks it over the envelope's handler because it is the
 more specific type).  It answers ``{"error", "error_description"}`` with
-``Cache-Control: no-store`` (RFC 6749 5.1-5.2), a 302 to the client with ``error`` and
-``state`` when the error carries a safe redirect URI (4.1.2.1), and
+``Cache-Control: no-store`` (RFC 6749 5.1-5.2), the client's redirect URI with ``error``
+and ``state`` when the error carries a safe one (4.1.2.1; ``answer_client``), and
 ``WWW-Authenticate: Bearer`` on 401 ``invalid_token`` (RFC 6750 3).
 """
 from __future__ import annotations
@@ -28,9 +28,25 @@ FORM_JSON_OR_EMPTY = (FORM, falcon.MEDIA_JSON, "")
 
 
 def add_params(uri: str, params: dict) -> str:
-    """``uri`` with ``params`` added to its query (RFC 6749 4.1.2: retaining any query)."""
+    """``uri`` with ``params`` added to its query (RFC 6749 4.1.2: retaining any query);
+    ``uri`` itself when every value is None (no empty ``?``)."""
     query = urlencode({k: v for k, v in params.items() if v is not None})
+    if not query:
+        return uri
     return f"{uri}{'&' if '?' in uri else '?'}{query}"
+
+
+def answer_client(resp, pages, redirect_uri: str, params: dict, response_mode: str) -> None:
+    """The authorization response on the client's redirect URI (RFC 6749 4.1.2 and
+    4.1.2.1) in its response mode: ``query``, a 302 with ``params`` in the query; or
+    ``form_post`` (OAuth 2.0 Form Post Response Mode 2), a page whose form, submitted by
+    a script that runs only with the page's CSP nonce, posts ``params`` to the URI."""
+    if response_mode == "form_post":
+        pages.render(resp, "oidc_form_post.html", app=None, form_action=[redirect_uri], redirect_uri=redirect_uri,
+                     fields={k: v for k, v in params.items() if v is not None})
+        return
+    resp.status = falcon.HTTP_302
+    resp.location = add_params(redirect_uri, params)
 
 
 def query_params(req) -> dict:
@@ -86,15 +102,25 @@ def bearer(req) -> str | None:
     return bearer_token(req.get_header("Authorization"), error=InvalidToken)
 
 
-def oauth_error_handler(req, resp, ex: OAuthError, params) -> None:
-    no_store(resp)
-    resp.data = None
-    if ex.redirect_uri is not None:
-        resp.status = falcon.HTTP_302
-        resp.location = add_params(ex.redirect_uri, {"error": ex.error, "error_description": ex.message,
-                                                     "state": ex.state})
-        resp.text = None
-        return
+class OAuthErrorHandler:
+    """Falcon's error handler for ``OAuthError``; ``pages`` renders a form_post answer."""
+
+    def __init__(self, pages):
+        self.pages = pages
+
+    def __call__(self, req, resp, ex: OAuthError, params) -> None:
+        no_store(resp)
+        resp.data = None
+        if ex.redirect_uri is not None:
+            resp.text = None
+            answer_client(resp, self.pages, ex.redirect_uri,
+                          {"error": ex.error, "error_description": ex.message, "state": ex.state}, ex.response_mode)
+            return
+        _error_body(resp, ex)
+
+
+def _error_body(resp, ex: OAuthError) -> None:
+    """The RFC 6749 5.2 body of ``ex`` with its status and challenge headers."""
     resp.status = status_of(type(ex))
     resp.content_type = falcon.MEDIA_JSON
     resp.text = dumps({"error": ex.error, "error_description": ex.message})

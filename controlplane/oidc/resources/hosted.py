@@ -2,8 +2,6 @@
 in HTML, the next page or a redirect to the client (``controlplane.oidc.hosted``)."""
 from __future__ import annotations
 
-import falcon
-
 from shared.errors import DomainError
 from shared.http import client_ip, no_store, status_of
 
@@ -48,9 +46,8 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
         resp.set_cookie(name, step.session_token, path="/oidc", max_age=step.session_ttl,
                         secure=resource.cookie_secure, http_only=True, same_site="Lax")
     if step.redirect is not None:
-        resp.status = falcon.HTTP_302
-        resp.location = step.redirect
-        return
+        return wire.answer_client(resp, resource.pages, step.request.redirect_uri, step.redirect,
+                                  step.request.response_mode)
     request = step.request
     context = {"action": _ACTIONS[step.page], "csrf_token": csrf, "request_handle": step.handle}
     if step.page == "consent":
@@ -58,6 +55,8 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
                        client_logo_url=request.client.get("logo_url"), scopes=list(request.scopes))
     else:
         context["error"] = error
+    if step.page == "login":
+        context["login_hint"] = request.login_hint
     # The post may answer with a redirect to the client, and browsers hold it to form-action.
     resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=[request.redirect_uri],
                           **context)
