@@ -29,7 +29,7 @@ from controlplane.hotpath import HotCheck
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
 from controlplane.oidc.errors import OAuthError
-from controlplane.oidc.wire import OAuthErrorHandler
+from controlplane.oidc.wire import oauth_error_handler
 from controlplane.openapi import Routes
 from controlplane.ops import routes as ops_routes
 from controlplane.roles import routes as roles_routes
@@ -120,7 +120,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
-    app.add_error_handler(OAuthError, OAuthErrorHandler(services.pages))  # RFC 6749 bodies at the OIDC endpoints
+    app.add_error_handler(OAuthError, oauth_error_handler)  # RFC 6749 bodies at the OIDC endpoints
 
     routes = Routes(app)
     for area in AREAS:

@@ -1,12 +1,14 @@
 """HTTP details of the OAuth endpoints: parameters, client credentials in the
 Authorization header, bearer tokens, and the RFC 6749 error responses.
 
-``OAuthErrorHandler`` is the Falcon error handler for ``OAuthError`` (registered in
+``oauth_error_handler`` is the Falcon error handler for ``OAuthError`` (registered in
 ``controlplane/app.py``; Falcon picks it over the envelope's handler because it is the
 more specific type).  It answers ``{"error", "error_description"}`` with
-``Cache-Control: no-store`` (RFC 6749 5.1-5.2), the client's redirect URI with ``error``
-and ``state`` when the error carries a safe one (4.1.2.1; ``answer_client``), and
-``WWW-Authenticate: Bearer`` on 401 ``invalid_token`` (RFC 6750 3).
+``Cache-Control: no-store`` (RFC 6749 5.1-5.2), a 302 to the client with ``error`` and
+``state`` when the error carries a safe redirect URI (4.1.2.1), and
+``WWW-Authenticate: Bearer`` on 401 ``invalid_token`` (RFC 6750 3).  The pages of the
+hosted flow answer the errors of a ``form_post`` request themselves
+(``resources.hosted.form_post_errors``).
 """
 from __future__ import annotations
 
@@ -102,25 +104,14 @@ def bearer(req) -> str | None:
     return bearer_token(req.get_header("Authorization"), error=InvalidToken)
 
 
-class OAuthErrorHandler:
-    """Falcon's error handler for ``OAuthError``; ``pages`` renders a form_post answer."""
-
-    def __init__(self, pages):
-        self.pages = pages
-
-    def __call__(self, req, resp, ex: OAuthError, params) -> None:
-        no_store(resp)
-        resp.data = None
-        if ex.redirect_uri is not None:
-            resp.text = None
-            answer_client(resp, self.pages, ex.redirect_uri,
-                          {"error": ex.error, "error_description": ex.message, "state": ex.state}, ex.response_mode)
-            return
-        _error_body(resp, ex)
-
-
-def _error_body(resp, ex: OAuthError) -> None:
-    """The RFC 6749 5.2 body of ``ex`` with its status and challenge headers."""
+def oauth_error_handler(req, resp, ex: OAuthError, params) -> None:
+    no_store(resp)
+    resp.data = None
+    if ex.redirect_uri is not None:
+        resp.status = falcon.HTTP_302
+        resp.location = add_params(ex.redirect_uri, ex.authorization_response())
+        resp.text = None
+        return
     resp.status = status_of(type(ex))
     resp.content_type = falcon.MEDIA_JSON
     resp.text = dumps({"error": ex.error, "error_description": ex.message})

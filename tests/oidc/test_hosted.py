@@ -492,6 +492,12 @@ def test_form_post_after_the_login_and_consent_pages(browser, rp, person):
     assert set(form_post_fields(browser.submit(consent, decision="allow"))) == {"code", "state"}
 
 
+def test_form_post_answers_a_denial_in_the_form(browser, rp, person):
+    page = browser.get(authorize_url(rp, response_mode="form_post"))
+    consent = browser.submit(page, email=person["email"], password=person["password"])
+    assert form_post_fields(browser.submit(consent, decision="deny"))["error"] == "access_denied"
+
+
 @pytest.mark.parametrize("mode", ["fragment", "unknown"])
 def test_fragment_and_unknown_response_modes_are_invalid_request(browser, rp, mode):
     query = query_of(browser.get(authorize_url(rp, response_mode=mode)))

@@ -13,7 +13,7 @@ from controlplane.oidc.errors import (ConsentRequired, InvalidClient, InvalidReq
                                       UnsupportedResponseType)
 from controlplane.oidc.hosted import session_cookie_name
 from controlplane.oidc.resources.common import HTML, protocol_params
-from controlplane.oidc.resources.hosted import error_page, render_step
+from controlplane.oidc.resources.hosted import error_page, form_post_errors, render_step
 from controlplane.openapi import op
 from controlplane.resource import Resource
 
@@ -83,6 +83,7 @@ class Authorize(Resource):
         """OIDC Core 3.1.2.1: the request may be form-serialized in a POST body."""
         self._authorize(req, resp, protocol_params(req))
 
+    @form_post_errors
     def _authorize(self, req, resp, params: dict) -> None:
         no_store(resp)
         browser = req.get_header("Authorization") is None

@@ -2,6 +2,8 @@
 in HTML, the next page or a redirect to the client (``controlplane.oidc.hosted``)."""
 from __future__ import annotations
 
+import functools
+
 from shared.errors import DomainError
 from shared.http import client_ip, no_store, status_of
 
@@ -34,6 +36,22 @@ def error_page(pages, resp, exc: DomainError, *, app: dict | None) -> None:
     error = exc.error if isinstance(exc, OAuthError) else exc.code
     pages.render(resp, "oidc_error.html", app=app, status=status,
                  error_title=_ERROR_TITLES.get(status, "Sign-in failed"), error_description=exc.message, error=error)
+
+
+def form_post_errors(responder):
+    """Answer an authorization error of a ``form_post`` request (one that carries the
+    client's redirect URI) as the form_post page; ``oauth_error_handler`` answers the
+    query mode's 302 and every other error."""
+    @functools.wraps(responder)
+    def answer(resource, req, resp, *args, **kwargs):
+        try:
+            return responder(resource, req, resp, *args, **kwargs)
+        except OAuthError as exc:
+            if exc.redirect_uri is None or exc.response_mode != "form_post":
+                raise
+            no_store(resp)
+            wire.answer_client(resp, resource.pages, exc.redirect_uri, exc.authorization_response(), "form_post")
+    return answer
 
 
 def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str | None = None,
@@ -76,6 +94,7 @@ class _HostedPage(Resource):
         self.cookie_secure = cookie_secure
         self.trusted_proxies = trusted_proxies
 
+    @form_post_errors
     def on_post(self, req, resp):
         no_store(resp)
         form = read_form(req)
