@@ -6,9 +6,7 @@ Authorization header, bearer tokens, and the RFC 6749 error responses.
 more specific type).  It answers ``{"error", "error_description"}`` with
 ``Cache-Control: no-store`` (RFC 6749 5.1-5.2), a 302 to the client with ``error`` and
 ``state`` when the error carries a safe redirect URI (4.1.2.1), and
-``WWW-Authenticate: Bearer`` on 401 ``invalid_token`` (RFC 6750 3).  The pages of the
-hosted flow answer the errors of a ``form_post`` request themselves
-(``resources.hosted.form_post_errors``).
+``WWW-Authenticate: Bearer`` on 401 ``invalid_token`` (RFC 6750 3).
 """
 from __future__ import annotations
 
@@ -42,7 +40,9 @@ def answer_client(resp, pages, redirect_uri: str, params: dict, response_mode: s
     """The authorization response on the client's redirect URI (RFC 6749 4.1.2 and
     4.1.2.1) in its response mode: ``query``, a 302 with ``params`` in the query; or
     ``form_post`` (OAuth 2.0 Form Post Response Mode 2), a page whose form, submitted by
-    a script that runs only with the page's CSP nonce, posts ``params`` to the URI."""
+    a script that runs only with the page's CSP nonce, posts ``params`` to the URI.
+    ``oauth_error_handler`` answers the query mode's errors; the hosted flow's resources
+    answer a form_post request's errors (``resources.hosted.form_post_errors``)."""
     if response_mode == "form_post":
         pages.render(resp, "oidc_form_post.html", app=None, form_action=[redirect_uri], redirect_uri=redirect_uri,
                      fields={k: v for k, v in params.items() if v is not None})
