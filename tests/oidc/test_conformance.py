@@ -541,8 +541,8 @@ def test_oidcc_rp_initiated_logout_bad_post_logout_redirect_uri(suite):
     assert_not_redirected(response)
 
 
-def test_oidcc_rp_initiated_logout_bad_client_id(suite, hosted_app, oidc_client):
-    """A client_id that is not the hint's aud (RP-Initiated Logout 2: the OP MUST verify
+def test_rp_initiated_logout_client_id_not_the_hints_aud(suite, hosted_app, oidc_client):
+    """Not a module of the plan: a client_id that is not the hint's aud (RP-Initiated Logout 2: the OP MUST verify
     they match): an error, no redirect, no logout."""
     tokens = suite.tokens()
     other = oidc_client(hosted_app, name="Other", post_logout_redirect_uris=[BYE])
@@ -552,8 +552,8 @@ def test_oidcc_rp_initiated_logout_bad_client_id(suite, hosted_app, oidc_client)
     assert "code" in query_of(suite.get(prompt="none"))
 
 
-def test_oidcc_rp_initiated_logout_client_id_matching_the_hint(suite):
-    """client_id beside the hint, as openid-client sends it: followed like the hint alone."""
+def test_rp_initiated_logout_client_id_matching_the_hint(suite):
+    """Not a module of the plan: client_id beside the hint, as openid-client sends it: followed like the hint alone."""
     tokens = suite.tokens()
     response = suite.logout(id_token_hint=tokens["id_token"], client_id=suite.rp["client_id"],
                             post_logout_redirect_uri=BYE, state="s")
