@@ -35,6 +35,7 @@ def serialize_client(client: dict, secret: str | None = None) -> dict:
         "redirect_uris": list(client.get("redirect_uris") or []),
         "post_logout_redirect_uris": list(client.get("post_logout_redirect_uris") or []),
         "allowed_scopes": list(client.get("allowed_scopes") or []),
+        "require_pkce": client.get("require_pkce") is not False,
         "is_active": bool(client.get("is_active")),
         "created_at": isoformat(client["created_at"]),
         "updated_at": isoformat(client.get("updated_at") or client["created_at"]),

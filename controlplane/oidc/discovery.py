@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from shared.jwts import ALGORITHM
 
-from controlplane.oidc.authorize import SUPPORTED_SCOPES
+from controlplane.oidc.authorize import RESPONSE_MODES
+from controlplane.oidc.schemas import SUPPORTED_SCOPES
 
 CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
 CLAIMS = ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "email", "email_verified",
@@ -26,7 +27,7 @@ def provider_metadata(issuer: str) -> dict:
         "revocation_endpoint": f"{issuer}/oidc/revoke",
         "introspection_endpoint": f"{issuer}/oidc/introspect",
         "response_types_supported": ["code"],
-        "response_modes_supported": ["query"],
+        "response_modes_supported": list(RESPONSE_MODES),
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": [ALGORITHM],
@@ -37,4 +38,8 @@ def provider_metadata(issuer: str) -> dict:
         "introspection_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
         "code_challenge_methods_supported": ["S256"],
         "prompt_values_supported": ["none", "login", "consent"],
+        # OIDC Core 6: request objects are not supported (authorize answers
+        # request_not_supported and request_uri_not_supported).
+        "request_parameter_supported": False,
+        "request_uri_parameter_supported": False,
     }

@@ -36,7 +36,6 @@ from controlplane.mfa.service import MfaService
 from controlplane.oidc.authorize import AuthorizeRequest, AuthorizeService
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
 from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
-from controlplane.oidc.wire import add_params
 from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
 from controlplane.users.sessions import SessionService
@@ -55,13 +54,14 @@ def session_cookie_name(app_id: str) -> str:
 @dataclass(frozen=True)
 class Step:
     """What the browser gets next: a ``page`` (login, mfa, consent) for the pending
-    request ``handle``, or a ``redirect`` to the client with the code.
+    request ``handle``, or ``redirect``: the authorization response (code and state) to
+    send to the client in the request's response mode.
     ``session_token``/``session_ttl``: a new browser session to set as the cookie."""
 
     request: AuthorizeRequest
     page: str | None = None
     handle: str | None = None
-    redirect: str | None = None
+    redirect: dict | None = None
     session_token: str | None = None
     session_ttl: int = 0
 
@@ -96,10 +96,13 @@ class HostedLogin:
 
     def begin(self, request: AuthorizeRequest, params: dict, *, binding: str, session_token: str | None) -> Step:
         """The first answer to a browser: the login page, unless the browser session is
-        live and ``prompt`` does not ask for a login (OIDC Core 3.1.2.1); then the
-        consent page or, when consent covers the scopes, the code.  ``prompt=none``
-        never shows a page: ``login_required`` or ``consent_required`` on the redirect."""
-        session = None if "login" in request.prompt else self.browser_session(request.app_id, session_token)
+        live and neither ``prompt=login`` nor ``max_age`` asks for a login (OIDC Core
+        3.1.2.1); then the consent page or, when consent covers the scopes, the code.
+        ``prompt=none`` never shows a page: ``login_required`` or ``consent_required``
+        on the redirect."""
+        session = self.browser_session(request.app_id, session_token)
+        if session is not None and request.needs_login(session["auth_time"], int(self.clock().timestamp())):
+            session = None
         if session is None:
             if "none" in request.prompt:
                 raise request.error(LoginRequired)
@@ -218,4 +221,4 @@ class HostedLogin:
     def _code_redirect(self, request: AuthorizeRequest, signed_in: dict) -> str:
         code = self.authorize.issue_code(request.app_id, signed_in["user_id"], request,
                                           auth_time=signed_in["auth_time"], session_id=signed_in["session_id"])
-        return add_params(request.redirect_uri, {"code": code, "state": request.state})
+        return {"code": code, "state": request.state}

@@ -7,7 +7,10 @@ from urllib.parse import urlsplit
 
 from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url
 
-SCOPES = ("openid", "profile", "email")
+# The scopes the provider knows (discovery's scopes_supported).  offline_access changes
+# nothing (a refresh token is always issued) but may be listed, as relying parties ask for it.
+SUPPORTED_SCOPES = ("openid", "profile", "email", "offline_access")
+DEFAULT_SCOPES = ("openid", "profile", "email")
 MAX_URIS = 50
 # RFC 8252 7.3: native and development clients listen on the loopback interface.
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
@@ -88,7 +91,10 @@ CREATE_CLIENT = Schema({
     "logo_url": Url(nullable=True, default=None),
     "redirect_uris": _uris(required=True, min_items=1),
     "post_logout_redirect_uris": _uris(default=list),
-    "allowed_scopes": List(String(choices=SCOPES), min_items=1, default=lambda: list(SCOPES)),
+    "allowed_scopes": List(String(choices=SUPPORTED_SCOPES), min_items=1, default=lambda: list(DEFAULT_SCOPES)),
+    # PKCE S256 is required by default; a confidential client of a relying party that
+    # cannot send it (OIDC Core does not) may turn it off.
+    "require_pkce": Bool(default=True),
 })
 
 UPDATE_CLIENT = Schema({
@@ -97,7 +103,8 @@ UPDATE_CLIENT = Schema({
     "logo_url": Url(nullable=True),
     "redirect_uris": _uris(min_items=1),
     "post_logout_redirect_uris": _uris(),
-    "allowed_scopes": List(String(choices=SCOPES), min_items=1),
+    "allowed_scopes": List(String(choices=SUPPORTED_SCOPES), min_items=1),
+    "require_pkce": Bool(),
     "is_active": Bool(),
 }, partial=True)
 
@@ -113,6 +120,7 @@ CLIENT = {
         "redirect_uris": _STRINGS,
         "post_logout_redirect_uris": _STRINGS,
         "allowed_scopes": _STRINGS,
+        "require_pkce": {"type": "boolean"},
         "is_active": {"type": "boolean"},
         "created_at": TIME,
         "updated_at": TIME,

@@ -33,7 +33,9 @@ def _required(params: dict, *names: str) -> None:
 
 @dataclass(eq=False, kw_only=True)
 class AuthorizationCodeGrant:
-    """RFC 6749 4.1.3: grant_type=authorization_code, code, redirect_uri, code_verifier."""
+    """RFC 6749 4.1.3: grant_type=authorization_code, code, redirect_uri, and code_verifier
+    when the authorization request had a code_challenge (always, unless the client is
+    registered with ``require_pkce: false``)."""
 
     GRANT_TYPE = "authorization_code"
 
@@ -50,13 +52,16 @@ class AuthorizationCodeGrant:
         The code must have been issued to this client (checked before it is spent, so
         another client cannot burn it), be unused and unexpired (a code presented twice
         revokes what the first exchange issued, 4.1.2), carry this redirect_uri, and
-        match the PKCE verifier."""
-        _required(params, "code", "redirect_uri", "code_verifier")
+        match the PKCE verifier; a code issued without a challenge takes no verifier
+        (OAuth 2.0 Security BCP 2.1.1: a verifier then is a downgrade attempt)."""
+        _required(params, "code", "redirect_uri")
         code_digest = digest(params["code"])
         code = self.codes.get(code_digest)
         now = self.clock()
         if code is None or code["client_id"] != client["client_id"]:
             raise InvalidGrant("The code is invalid.")
+        if code.get("code_challenge") is not None:
+            _required(params, "code_verifier")
         if code.get("used_at") is not None:
             self._replayed(code_digest, code)
         if aware(code["expires_at"]) <= now:
@@ -66,11 +71,20 @@ class AuthorizationCodeGrant:
             self._replayed(code_digest, self.codes.get(code_digest))
         if params["redirect_uri"] != used["redirect_uri"]:
             self._fail(used, "redirect_uri_mismatch", "redirect_uri differs from the authorization request.")
-        if not pkce.is_valid_verifier(params["code_verifier"]):
-            self._fail(used, "invalid_verifier", "code_verifier must be 43 to 128 characters of [A-Za-z0-9-._~].")
-        if not pkce.verify(params["code_verifier"], used["code_challenge"]):
-            self._fail(used, "invalid_verifier", "The code_verifier does not match the code_challenge.")
+        self._check_verifier(used, params.get("code_verifier"))
         return used
+
+    def _check_verifier(self, code: dict, verifier: str | None) -> None:
+        """RFC 7636 4.6 (S256 only)."""
+        if code.get("code_challenge") is None:
+            if verifier is not None:
+                self._fail(code, "invalid_verifier", "code_verifier was sent, but the authorization request had no "
+                                                     "code_challenge.")
+            return
+        if not pkce.is_valid_verifier(verifier):
+            self._fail(code, "invalid_verifier", "code_verifier must be 43 to 128 characters of [A-Za-z0-9-._~].")
+        if not pkce.verify(verifier, code["code_challenge"]):
+            self._fail(code, "invalid_verifier", "The code_verifier does not match the code_challenge.")
 
     def _replayed(self, code_digest: str, code: dict | None):
         """RFC 6749 4.1.2: the code was used before; revoke the grant of its first exchange."""

@@ -16,8 +16,9 @@ def test_create_returns_the_secret_once_and_stores_its_digest(client, ctx, appli
     assert response.headers["cache-control"] == "no-store"
     data = response.json["data"]
     assert set(data) == {"id", "client_id", "client_secret", "name", "description", "logo_url", "redirect_uris",
-                         "post_logout_redirect_uris", "allowed_scopes", "is_active", "created_at", "updated_at"}
-    assert {k: data[k] for k in body} == body and data["is_active"] is True
+                         "post_logout_redirect_uris", "allowed_scopes", "require_pkce", "is_active", "created_at",
+                         "updated_at"}
+    assert {k: data[k] for k in body} == body and data["is_active"] is True and data["require_pkce"] is True
     stored = ctx.store["oidc_clients"].find_one({"_id": data["id"]})
     assert stored["secret_digest"] == digest(data["client_secret"])
     assert data["client_secret"] not in str(stored)
@@ -35,6 +36,28 @@ def test_defaults_and_globally_unique_client_ids(client, application, make_appli
     second = oidc_client(make_application())
     assert first["allowed_scopes"] == ["openid", "profile", "email"]
     assert first["client_id"] != second["client_id"]
+
+
+def test_offline_access_may_be_an_allowed_scope(client, application, manager_key, oidc_client):
+    """Authorize accepts offline_access, so registration must too (it was a 400)."""
+    created = oidc_client(application, allowed_scopes=["openid", "offline_access"])
+    assert created["allowed_scopes"] == ["openid", "offline_access"]
+    response = client.simulate_put(clients_url(application, f"/{created['id']}"), headers=bearer(manager_key),
+                                   json={"allowed_scopes": ["openid", "email", "offline_access"]})
+    assert response.status_code == 200, response.text
+    assert response.json["data"]["allowed_scopes"] == ["openid", "email", "offline_access"]
+
+
+def test_require_pkce_defaults_to_true_and_may_be_turned_off(client, application, manager_key, oidc_client):
+    assert oidc_client(application)["require_pkce"] is True
+    created = oidc_client(application, require_pkce=False)
+    assert created["require_pkce"] is False
+    response = client.simulate_put(clients_url(application, f"/{created['id']}"), headers=bearer(manager_key),
+                                   json={"require_pkce": True})
+    assert response.json["data"]["require_pkce"] is True
+    refused = client.simulate_post(clients_url(application), headers=bearer(manager_key),
+                                   json={"name": "x", "redirect_uris": [REDIRECT_URI], "require_pkce": "no"})
+    assert "require_pkce" in assert_error(refused, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]
 
 
 @pytest.mark.parametrize("uri", ["http://rp.example.com/cb", "https://rp.example.com/cb#frag", "/relative/cb",

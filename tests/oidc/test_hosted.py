@@ -458,3 +458,71 @@ def test_the_json_mode_still_answers_with_a_bearer(client, rp, hosted_app, make_
     parts = urlsplit(authorize_url(rp))
     response = client.simulate_get(parts.path, query_string=parts.query, headers=user.headers)
     assert response.status_code == 200 and response.json["code"]
+
+
+# ---------------------------------------------------------------- issue 26: response modes, max_age, login_hint
+
+
+def form_post_fields(page) -> dict:
+    """The form_post page: a form to the redirect URI, submitted by the page's nonce'd script."""
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "location" not in page.headers and page.headers["cache-control"] == "no-store"
+    assert re.search(r'<form method="post" action="([^"]+)"', page.text).group(1) == REDIRECT_URI
+    policy = page.headers["content-security-policy"]
+    nonce = re.search(r"script-src 'nonce-([^']+)'", policy).group(1)
+    assert f'<script nonce="{nonce}">' in page.text and ".submit()" in page.text
+    assert "form-action 'self' https://rp.example.com" in policy
+    return hidden_fields(page)
+
+
+def test_form_post_answers_the_code_in_a_self_submitting_form(browser, rp, person):
+    signed_in(browser, rp, person)
+    fields = form_post_fields(browser.get(authorize_url(rp, response_mode="form_post", state="st-9")))
+    assert set(fields) == {"code", "state"} and fields["state"] == "st-9"
+
+
+def test_form_post_answers_errors_in_the_form_too(browser, rp):
+    fields = form_post_fields(browser.get(authorize_url(rp, response_mode="form_post", prompt="none")))
+    assert fields == {"error": "login_required", "error_description": "The user is not signed in.", "state": "st-1"}
+
+
+def test_form_post_after_the_login_and_consent_pages(browser, rp, person):
+    page = browser.get(authorize_url(rp, response_mode="form_post"))
+    consent = browser.submit(page, email=person["email"], password=person["password"])
+    assert set(form_post_fields(browser.submit(consent, decision="allow"))) == {"code", "state"}
+
+
+def test_form_post_answers_a_denial_in_the_form(browser, rp, person):
+    page = browser.get(authorize_url(rp, response_mode="form_post"))
+    consent = browser.submit(page, email=person["email"], password=person["password"])
+    assert form_post_fields(browser.submit(consent, decision="deny"))["error"] == "access_denied"
+
+
+@pytest.mark.parametrize("mode", ["fragment", "unknown"])
+def test_fragment_and_unknown_response_modes_are_invalid_request(browser, rp, mode):
+    query = query_of(browser.get(authorize_url(rp, response_mode=mode)))
+    assert query["error"] == "invalid_request" and query["state"] == "st-1"
+
+
+def test_max_age_asks_for_the_login_again(browser, clock, rp, person):
+    signed_in(browser, rp, person)
+    assert query_of(browser.get(authorize_url(rp, max_age="60")))["code"]
+    assert_page(browser.get(authorize_url(rp, max_age="0")), "Sign in")
+    clock.advance(61)
+    assert_page(browser.get(authorize_url(rp, max_age="60")), "Sign in")
+    assert query_of(browser.get(authorize_url(rp, max_age="600")))["code"]
+    assert query_of(browser.get(authorize_url(rp, max_age="60", prompt="none")))["error"] == "login_required"
+
+
+def test_login_hint_pre_fills_the_email_escaped(browser, rp):
+    page = browser.get(authorize_url(rp, login_hint='ada@example.com"><script>x()</script>'))
+    assert_page(page, "Sign in")
+    assert 'value="ada@example.com&#34;&gt;&lt;script&gt;x()&lt;/script&gt;"' in page.text
+
+
+def test_authorize_by_post_in_the_hosted_mode(browser, rp, person):
+    query = dict(parse_qs(urlsplit(authorize_url(rp)).query))
+    page = browser.post("/oidc/authorize", {k: v[0] for k, v in query.items()})
+    assert_page(page, "Sign in")
+    consent = browser.submit(page, email=person["email"], password=person["password"])
+    assert query_of(browser.submit(consent, decision="allow"))["state"] == "st-1"

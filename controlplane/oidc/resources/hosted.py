@@ -2,7 +2,7 @@
 in HTML, the next page or a redirect to the client (``controlplane.oidc.hosted``)."""
 from __future__ import annotations
 
-import falcon
+import functools
 
 from shared.errors import DomainError
 from shared.http import client_ip, no_store, status_of
@@ -38,6 +38,22 @@ def error_page(pages, resp, exc: DomainError, *, app: dict | None) -> None:
                  error_title=_ERROR_TITLES.get(status, "Sign-in failed"), error_description=exc.message, error=error)
 
 
+def form_post_errors(responder):
+    """Answer an authorization error of a ``form_post`` request (one that carries the
+    client's redirect URI) as the form_post page; ``oauth_error_handler`` answers the
+    query mode's 302 and every other error."""
+    @functools.wraps(responder)
+    def answer(resource, req, resp, *args, **kwargs):
+        try:
+            return responder(resource, req, resp, *args, **kwargs)
+        except OAuthError as exc:
+            if exc.redirect_uri is None or exc.response_mode != "form_post":
+                raise
+            no_store(resp)
+            wire.answer_client(resp, resource.pages, exc.redirect_uri, exc.authorization_response(), "form_post")
+    return answer
+
+
 def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str | None = None,
                 status: int = 200) -> None:
     """Answer a hosted-flow ``Step``: set the new browser-session cookie (ending the one
@@ -48,9 +64,8 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
         resp.set_cookie(name, step.session_token, path="/oidc", max_age=step.session_ttl,
                         secure=resource.cookie_secure, http_only=True, same_site="Lax")
     if step.redirect is not None:
-        resp.status = falcon.HTTP_302
-        resp.location = step.redirect
-        return
+        return wire.answer_client(resp, resource.pages, step.request.redirect_uri, step.redirect,
+                                  step.request.response_mode)
     request = step.request
     context = {"action": _ACTIONS[step.page], "csrf_token": csrf, "request_handle": step.handle}
     if step.page == "consent":
@@ -58,6 +73,8 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
                        client_logo_url=request.client.get("logo_url"), scopes=list(request.scopes))
     else:
         context["error"] = error
+    if step.page == "login":
+        context["login_hint"] = request.login_hint
     # The post may answer with a redirect to the client, and browsers hold it to form-action.
     resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=[request.redirect_uri],
                           **context)
@@ -77,6 +94,7 @@ class _HostedPage(Resource):
         self.cookie_secure = cookie_secure
         self.trusted_proxies = trusted_proxies
 
+    @form_post_errors
     def on_post(self, req, resp):
         no_store(resp)
         form = read_form(req)
