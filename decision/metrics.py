@@ -188,7 +188,7 @@ class DecisionMetrics:
         self.control_plane = HotCounter(f"{PREFIX}_control_plane_requests", "Lookups sent to the control plane",
                                         ("resource", "outcome"))
         self.events = HotCounter(f"{PREFIX}_stream_events", "Change events applied")
-        self._collectors = [self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
+        self._collectors: list = [self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
                             self.stale_fills, self.unavailable, self.control_plane, self.events]
         self._registry = None
         self._directory: str | None = None

@@ -199,15 +199,13 @@ def _domain_error(req, resp, ex: DomainError, params):
 
 
 def _falcon_error(req, resp, ex: falcon.HTTPError, params):
-    import falcon
-
     status = ex.status_code
     if status == 404:
         message = "No route matches this path."
     elif status == 405:
         message = f"Method {req.method} is not allowed on this path."
     else:
-        message = ex.title or falcon.HTTP_STATUS_CODES.get(status, "Error")
+        message = ex.title  # never empty: Falcon falls back to the status line
         if ex.description:
             message = f"{message}: {ex.description}"
     headers = dict(ex.headers or {})

@@ -72,7 +72,7 @@ COMPONENTS = {
 
 def error_pairs(errors) -> list[tuple[int, str]]:
     """(status, code) of each documented error class, in order, without repeats."""
-    pairs = []
+    pairs: list[tuple[int, str]] = []
     for error in errors:
         # TRANSITION (issue "one shape"): (status, code) tuples until every area uses classes.
         candidates = [error] if isinstance(error, tuple) else [(status_of(error), code) for code in error.codes()]

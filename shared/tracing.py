@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 from contextlib import contextmanager, nullcontext
+from typing import Any
 from urllib.parse import urlsplit
 
 CONTROL_PLANE = "iamgate-controlplane"
@@ -47,9 +48,10 @@ WORKER = "iamgate-worker"
 # One tracer per process, as OpenTelemetry's own global provider is: the hooks sit where
 # no configuration is passed (the store's client, the decision service's client). Not
 # OpenTelemetry's global itself, which can be set only once and so not by every test.
-_tracer = None       # the process's tracer while tracing is on
-_provider = None
-_otel = None         # the OpenTelemetry names used here, imported when tracing starts
+# Any: OpenTelemetry is imported only when tracing starts.
+_tracer: Any = None  # the process's tracer while tracing is on
+_provider: Any = None
+_otel: Any = None    # the OpenTelemetry names used here, imported when tracing starts
 _UNTRACED = nullcontext()
 
 
@@ -66,7 +68,7 @@ def start(config, service_name: str) -> bool:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
-        if resource.attributes[SERVICE_NAME].startswith("unknown_service"):
+        if str(resource.attributes[SERVICE_NAME]).startswith("unknown_service"):
             resource = resource.merge(Resource({SERVICE_NAME: service_name}))
         provider = TracerProvider(resource=resource)  # the sampler from OTEL_TRACES_SAMPLER
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # endpoint, headers: OTEL_EXPORTER_OTLP_*
