@@ -50,7 +50,7 @@ class _Client:
     def __init__(self, catalogue: list[dict]):
         self._catalogue = catalogue
 
-    def grants(self, app_id, user_id):
+    def grants(self, app_id, user_id):  # noqa: ARG002 -- ControlPlaneClient.grants' signature
         # A fresh parse per user, as a fetch over HTTP gives.
         return 1, Grants.from_json(json.loads(document(self._catalogue, user_id)))
 

@@ -51,7 +51,7 @@ def use_signing_key(path: str) -> None:
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = serialization.load_pem_private_key(Path(path).read_bytes(), None)
-    rsa.generate_private_key = lambda public_exponent, key_size: key
+    rsa.generate_private_key = lambda public_exponent, key_size: key  # noqa: ARG005 -- the signature it replaces
 
 
 def control_plane(kind: str):

@@ -49,10 +49,10 @@ class RevisionMiddleware:
     """Writes that emitted change-log events answer ``X-Iamgate-Revision: <seq>`` so a
     client can ask a decision service for an answer at least that fresh."""
 
-    def process_request(self, req, resp):
+    def process_request(self, _req, _resp):
         events_module.reset_revision()
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, _req, resp, _resource, _req_succeeded):
         revision = events_module.current_revision()
         if revision is not None:
             resp.set_header("X-Iamgate-Revision", str(revision))
@@ -68,7 +68,7 @@ def log_request(request_id: str, method: str, route: str | None, status: int) ->
 
 
 class RequestLogMiddleware:
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, resource, _req_succeeded):
         log_request(request_id(req), req.method, req.uri_template if resource is not None else None,
                     resp.status_code)
 

@@ -281,10 +281,10 @@ class MetricsMiddleware:
     def __init__(self, metrics: DecisionMetrics):
         self._metrics = metrics
 
-    def process_request(self, req, resp):
+    def process_request(self, req, _resp):
         req.context.started = time.perf_counter()
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, resource, _req_succeeded):
         route = req.uri_template if resource is not None else "unmatched"
         method = req.method if req.method in _METHODS else "OTHER"  # client-chosen: bound the series
         self._metrics.record(method, route, resp.status_code, req.context.started)

@@ -665,11 +665,11 @@ def _user_node(user_id, attributes) -> dict:
     return {"id": user_id, "attributes": attributes}
 
 
-def _always(env):
+def _always(_env):
     return True
 
 
-def _malformed(env):
+def _malformed(_env):
     raise _Malformed
 
 
@@ -715,7 +715,7 @@ def _compile_comparison(node: dict):
         return _malformed
     left = _compile_operand(node["left"])
     if op == "exists":
-        right = _compile_operand(node["right"]) if "right" in node else (lambda env: True)
+        right = _compile_operand(node["right"]) if "right" in node else (lambda _env: True)
         if left is _malformed or right is _malformed:
             return _malformed
 
@@ -802,7 +802,7 @@ def _compile_operand(operand):
         return _malformed
     if "value" in operand:
         value = operand["value"]
-        return lambda env: value
+        return lambda _env: value
     path = operand.get("attr")
     if type(path) is not str:
         return _malformed

@@ -194,11 +194,11 @@ def unexpected_error_answer(request_id: str) -> tuple[int, str]:
     return 500, dumps(error_document("INTERNAL_ERROR", "An unexpected error occurred.", None, request_id))
 
 
-def _domain_error(req, resp, ex: DomainError, params):
+def _domain_error(req, resp, ex: DomainError, _params):
     _write(resp, *domain_error_answer(ex, request_id(req)))
 
 
-def _falcon_error(req, resp, ex: falcon.HTTPError, params):
+def _falcon_error(req, resp, ex: falcon.HTTPError, _params):
     status = ex.status_code
     if status == 404:
         message = "No route matches this path."
@@ -212,7 +212,7 @@ def _falcon_error(req, resp, ex: falcon.HTTPError, params):
     _render(req, resp, status, STATUS_CODES.get(status, f"HTTP_{status}"), message, None, headers)
 
 
-def _unexpected(req, resp, ex: Exception, params):
+def _unexpected(req, resp, ex: Exception, _params):
     import falcon
 
     if isinstance(ex, falcon.HTTPStatus):
@@ -275,7 +275,7 @@ class RequestIdMiddleware:
     def process_request(self, req, resp):
         resp.set_header("X-Request-Id", request_id(req))
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, _resource, _req_succeeded):
         resp.set_header("X-Request-Id", request_id(req))
 
 
@@ -286,7 +286,7 @@ class JsonBodyMiddleware:
     Resources may list extra accepted media types in ``accepted_media_types``.
     """
 
-    def process_resource(self, req, resp, resource, params):
+    def process_resource(self, req, _resp, resource, _params):
         if req.method not in ("POST", "PUT", "PATCH") or resource is None:
             return
         if not hasattr(resource, "on_" + req.method.lower()):

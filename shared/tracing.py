@@ -148,7 +148,7 @@ class RequestSpans:
         self._tracer = _tracer
         self._otel = _otel
 
-    def process_request(self, req, resp):
+    def process_request(self, req, _resp):
         otel = self._otel
         parent = otel.extract(req.env, getter=_ENVIRON_HEADERS)
         span = self._tracer.start_span(req.method, context=parent, kind=otel.SERVER, attributes={
@@ -156,7 +156,7 @@ class RequestSpans:
         req.context.trace_span = span
         req.context.trace_token = otel.attach(otel.set_span_in_context(span, parent))
 
-    def process_resource(self, req, resp, resource, params):
+    def process_resource(self, req, _resp, resource, params):
         span = req.context.trace_span
         if resource is not None:
             span.update_name(f"{req.method} {req.uri_template}")
@@ -165,7 +165,7 @@ class RequestSpans:
         if application_id:
             span.set_attribute("iamgate.application_id", application_id)
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, _resource, _req_succeeded):
         span = getattr(req.context, "trace_span", None)
         if span is None:
             return
