@@ -229,7 +229,7 @@ def measure_propagation(processes: Processes, admin: Admin, revocations: int) ->
     for _ in range(revocations):
         admin.assign(user, role)
         for session in sessions:  # "allowed" cached everywhere: the revocation must invalidate it
-            _until(lambda: allowed_from_cache(session))
+            _until(lambda session=session: allowed_from_cache(session))
         admin.unassign(user, role)
         revoked_at = time.perf_counter()
         pending = list(sessions)

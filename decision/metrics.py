@@ -104,7 +104,7 @@ class HotHistogram:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for labels, series in list(self._series.items()):
             cumulative, buckets = 0, []
-            for bound, count in zip((*map(str, self._bounds), "+Inf"), series[:-1]):
+            for bound, count in zip((*map(str, self._bounds), "+Inf"), series[:-1], strict=True):
                 cumulative += count
                 buckets.append((bound, cumulative))
             family.add_metric(list(labels), buckets, series[-1])
@@ -116,7 +116,7 @@ class HotHistogram:
         bucket_labelnames = (*self.labelnames, "le")
         bounds = (*map(_go_float, self._bounds), "+Inf")
         for labels, series in list(self._series.items()):
-            for bound, count in zip(bounds, series[:-1]):
+            for bound, count in zip(bounds, series[:-1], strict=True):
                 files.write("histogram", self.name, f"{self.name}_bucket", bucket_labelnames, (*labels, bound),
                             self.documentation, count)
             files.write("histogram", self.name, f"{self.name}_sum", self.labelnames, labels, self.documentation,

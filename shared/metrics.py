@@ -177,7 +177,7 @@ class MetricsMiddleware:
             values = self._values(key)
             values[0].inc(count)
             values[1].inc(total)
-            for bucket, n in zip(values[2], per_bucket):
+            for bucket, n in zip(values[2], per_bucket, strict=True):
                 if n:
                     bucket.inc(n)
 
