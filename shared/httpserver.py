@@ -204,7 +204,8 @@ class _Parsing:
         self.large_bodies_to_app = large_bodies_to_app
         self.current: _Request | None = None
         self.complete: list[_Request] = []
-        self.fields: MutableSequence[tuple[bytes, bytes]] = _DROPPED   # where on_header puts a field: the request's headers, or nowhere (trailers)
+        # where on_header puts a field: the request's headers, or nowhere (trailers)
+        self.fields: MutableSequence[tuple[bytes, bytes]] = _DROPPED
         self.in_headers = False  # a request's line and headers have begun, not ended
         self.header_bytes = 0    # bytes received while in_headers (over several reads)
         self.body_bytes = 0
@@ -425,7 +426,8 @@ class Connection:
                 return
             if not data:
                 return
-            refusal: tuple[int, str, dict | None] | None = None  # (status, message, details): answered after the requests before it
+            # (status, message, details): answered after the requests before it
+            refusal: tuple[int, str, dict | None] | None = None
             over_limit = None  # a request whose body is too large, for the app to answer
             try:
                 parsing.parser.feed_data(data)

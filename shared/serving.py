@@ -132,7 +132,8 @@ def logconfig_dict(level: str) -> dict:
         "handlers": {"stderr": handler},
         "root": {"level": level, "handlers": ["stderr"]},
         "loggers": {
-            "gunicorn.error": {"level": level, "handlers": ["stderr"], "propagate": False, "qualname": "gunicorn.error"},
+            "gunicorn.error": {"level": level, "handlers": ["stderr"], "propagate": False,
+                               "qualname": "gunicorn.error"},
             "gunicorn.access": {"level": "WARNING", "handlers": ["stderr"], "propagate": False,
                                 "qualname": "gunicorn.access"},
         },

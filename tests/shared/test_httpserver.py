@@ -387,7 +387,7 @@ def test_empty_chunked_body(echo):
     assert_open(client)
 
 
-# ---------------------------------------------------------------- trailers and chunk extensions (issue 24, items 1, 4, 12)
+# -------------------------------------------------------- trailers and chunk extensions (issue 24, items 1, 4, 12)
 
 
 def _chunked(*headers: str) -> bytes:
@@ -1656,7 +1656,8 @@ def _served_while_a_client_pipelines(turns_factory) -> tuple[int, int]:
         return [b""]
 
     def handle(sock, address):
-        Connection(sock, address, app, base_environ("127.0.0.1", 0, SERVER), timeout=TIMEOUT, turns=turns_factory()).serve()
+        Connection(sock, address, app, base_environ("127.0.0.1", 0, SERVER), timeout=TIMEOUT,
+                   turns=turns_factory()).serve()
 
     server = StreamServer(("127.0.0.1", 0), handle)
     server.start()
