@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import overload
 
-UTC = timezone.utc
 Clock = Callable[[], datetime]  # what services are given as ``clock``: ``utcnow``, or a test's FakeClock
 
 
