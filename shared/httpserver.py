@@ -414,6 +414,7 @@ class Connection:
         # client that reads nothing for that long is gone. A streamed response is never
         # cut for being long.)
         head_due: float | None = time.monotonic() + self.header_timeout
+        refusal: tuple[int, str, dict | None] | None  # each read's, set in the loop
         sock.settimeout(_sooner(self.header_timeout, self.timeout))
         while True:
             try:
@@ -426,8 +427,7 @@ class Connection:
                 return
             if not data:
                 return
-            # (status, message, details): answered after the requests before it
-            refusal: tuple[int, str, dict | None] | None = None
+            refusal = None  # (status, message, details): answered after the requests before it
             over_limit = None  # a request whose body is too large, for the app to answer
             try:
                 parsing.parser.feed_data(data)
