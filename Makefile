@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test fuzz soak bench bench-scale install clean image push lock chart-test chart-tools
+.PHONY: run test lint fuzz soak bench bench-scale install clean image push lock chart-test chart-tools
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -43,6 +43,16 @@ chart-test: $(CHART_STAMP)
 ## Emails are logged with their bodies (links included): IAMGATE_LOG_EMAIL_BODIES=true.
 run: $(RUN_STAMP)
 	IAMGATE_LOG_EMAIL_BODIES=true $(PY) -m controlplane.launcher
+
+LINT_STAMP := $(VENV)/.lint-installed
+$(LINT_STAMP): $(PY) setup.cfg
+	$(PY) -m pip install --quiet -e '.[lint]'
+	touch $(LINT_STAMP)
+
+## ruff over all the Python code, mypy over shared/ and decision/ (options in pyproject.toml).
+lint: $(LINT_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
 test: $(STAMP)

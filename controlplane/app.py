@@ -51,10 +51,10 @@ class RevisionMiddleware:
     """Writes that emitted change-log events answer ``X-Iamgate-Revision: <seq>`` so a
     client can ask a decision service for an answer at least that fresh."""
 
-    def process_request(self, req, resp):
+    def process_request(self, _req, _resp):
         events_module.reset_revision()
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, _req, resp, _resource, _req_succeeded):
         revision = events_module.current_revision()
         if revision is not None:
             resp.set_header("X-Iamgate-Revision", str(revision))

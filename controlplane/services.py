@@ -257,11 +257,13 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     services = Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
-        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, password_work=password_work, mailer=mailer, hasher=hasher,
+        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, password_work=password_work,
+        mailer=mailer, hasher=hasher,
         pages=pages,
         password_guard=password_guard, applications=applications, api_keys=api_keys,
         dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,
-        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, stream_access=stream_access, sessions=sessions,
+        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, stream_access=stream_access,
+        sessions=sessions,
         passwords=passwords, email_verification=email_verification, registration=registration,
         user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard_accounts=dashboard_accounts,
         dashboard_organizations=dashboard_organizations, dashboard_applications=dashboard_applications,

@@ -15,7 +15,8 @@ CREATE = Schema({
     "environment": String(choices=ENVIRONMENTS, default="development"),
     "is_test_mode": Bool(default=False),
     "description": String(max_len=1000, nullable=True, default=None),
-    "organization_id": String(nullable=True, description="UUID; required when the caller belongs to several organizations"),
+    "organization_id": String(nullable=True,
+                              description="UUID; required when the caller belongs to several organizations"),
 })
 
 UPDATE = Schema({
@@ -28,7 +29,8 @@ UPDATE = Schema({
     "max_concurrent_sessions": Int(min=0, max=100),
     "registration_rate_limit": Int(min=0, max=100000, nullable=True,
                                    description="registrations per minute per client IP; null = server default; "
-                                               "0 or a value above IAMGATE_REGISTRATION_RATE_LIMIT_MAX means that maximum"),
+                                               "0 or a value above IAMGATE_REGISTRATION_RATE_LIMIT_MAX means "
+                                               "that maximum"),
 }, partial=True)
 
 DARK_MODE = Schema({

@@ -106,7 +106,7 @@ def bearer(req) -> str | None:
     return bearer_token(req.get_header("Authorization"), error=InvalidToken)
 
 
-def oauth_error_handler(req, resp, ex: OAuthError, params) -> None:
+def oauth_error_handler(_req, resp, ex: OAuthError, _params) -> None:
     no_store(resp)
     resp.data = None
     if ex.redirect_uri is not None:

@@ -154,7 +154,8 @@ def test_css_values_outside_the_schema_are_dropped(pages):
 
 
 def test_font_family_with_quotes_reaches_css_unescaped(pages):
-    text = render(pages, "oidc_login.html", app=an_app(branding_options={"font_family": "'Helvetica Neue', Arial"})).text
+    app = an_app(branding_options={"font_family": "'Helvetica Neue', Arial"})
+    text = render(pages, "oidc_login.html", app=app).text
     assert "font-family:'Helvetica Neue', Arial;" in text
 
 
