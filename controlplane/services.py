@@ -50,7 +50,7 @@ from controlplane.oidc.revocation import Revocation
 from controlplane.oidc.hosted import HostedLogin
 from controlplane.oidc.store import (BrowserSessionStore, ClientStore, CodeStore, ConsentStore, GrantStore,
                                      PendingRequestStore)
-from controlplane.oidc.token import AuthorizationCodeGrant, RefreshTokenGrant, TokenEndpoint
+from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import ApiThrottle, PasswordWorkLimit, RateLimiter
@@ -216,7 +216,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                           users=user_directory, clock=clock, refresh_ttl=config.refresh_token_ttl),
         refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_directory,
                                         clock=clock, secret_key=config.secret_key,
-                                        reuse_grace=config.refresh_reuse_grace))
+                                        reuse_grace=config.refresh_reuse_grace),
+        client_grant=ClientCredentialsGrant(clients=oidc_clients, connections=oidc_connections))
     oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory)
     oidc_revocation = Revocation(oidc_grants, oidc_connections)
     oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_directory, clock)

@@ -18,6 +18,14 @@ user's or a session's grants, and the GDPR export.  It emits the connection even
   refresh_token_reused, user_inactive, and for every grant of the user: password_reset,
   sessions_revoked, suspended, user_deleted).
 
+A machine client (the client credentials grant) has one connection: the client's own,
+with no user.  The first token issued to the client creates it (``connection.created``
+{user_id: null, client_id, grant_id: null, scopes, grant_type: client_credentials}),
+each later token is a ``connection.refreshed`` {user_id: null, client_id, grant_id:
+null}, and a refused request of the authenticated client is ``connection.failed``
+{user_id: null, client_id, reason: unauthorized_client or invalid_scope}.  These events
+have ``subject.client_id`` instead of ``subject.user_id``.
+
 An access token names its grant (``grant_id``); ``grant_is_live`` answers whether that
 grant still stands from a per-worker copy of its state (``controlplane.lookup_cache``),
 so userinfo and introspection refuse a revoked grant's tokens without a store read per
@@ -125,6 +133,21 @@ class ConnectionService:
     def failed(self, app_id: str, user_id: str, client_id: str, reason: str) -> None:
         self.events.emit(app_id, "connection.failed", {"user_id": user_id, "client_id": client_id, "reason": reason},
                          subject={"user_id": user_id})
+
+    def client_connected(self, app_id: str, client_id: str, scopes, *, first: bool) -> None:
+        """A client credentials token: ``first`` (the client's first) creates its connection."""
+        if first:
+            self.events.emit(app_id, "connection.created", {
+                "user_id": None, "client_id": client_id, "grant_id": None, "scopes": list(scopes),
+                "grant_type": "client_credentials",
+            }, subject={"client_id": client_id})
+        else:
+            self.events.emit(app_id, "connection.refreshed", {"user_id": None, "client_id": client_id,
+                                                              "grant_id": None}, subject={"client_id": client_id})
+
+    def client_failed(self, app_id: str, client_id: str, reason: str) -> None:
+        self.events.emit(app_id, "connection.failed", {"user_id": None, "client_id": client_id, "reason": reason},
+                         subject={"client_id": client_id})
 
     def revoke_grant(self, grant_id: str, reason: str) -> bool:
         """Revoke one grant (refresh-token family); emits connection.revoked when it was live."""

@@ -27,7 +27,7 @@ def provider_metadata(issuer: str) -> dict:
         "introspection_endpoint": f"{issuer}/oidc/introspect",
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": [ALGORITHM],
         "scopes_supported": list(SUPPORTED_SCOPES),

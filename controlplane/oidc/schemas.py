@@ -8,6 +8,13 @@ from urllib.parse import urlsplit
 from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url
 
 SCOPES = ("openid", "profile", "email")
+GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
+DEFAULT_GRANT_TYPES = ("authorization_code", "refresh_token")
+# RFC 7591 2: how the client authenticates at the token endpoint; "none" is a public
+# client (a browser or native app, which cannot keep a secret).  A confidential client
+# may use either secret method whichever it registered.
+AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+PUBLIC = "none"
 MAX_URIS = 50
 # RFC 8252 7.3: native and development clients listen on the loopback interface.
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
@@ -89,6 +96,8 @@ CREATE_CLIENT = Schema({
     "redirect_uris": _uris(required=True, min_items=1),
     "post_logout_redirect_uris": _uris(default=list),
     "allowed_scopes": List(String(choices=SCOPES), min_items=1, default=lambda: list(SCOPES)),
+    "grant_types": List(String(choices=GRANT_TYPES), min_items=1, default=lambda: list(DEFAULT_GRANT_TYPES)),
+    "token_endpoint_auth_method": String(choices=AUTH_METHODS, default="client_secret_basic"),
 })
 
 UPDATE_CLIENT = Schema({
@@ -98,6 +107,7 @@ UPDATE_CLIENT = Schema({
     "redirect_uris": _uris(min_items=1),
     "post_logout_redirect_uris": _uris(),
     "allowed_scopes": List(String(choices=SCOPES), min_items=1),
+    "grant_types": List(String(choices=GRANT_TYPES), min_items=1),
     "is_active": Bool(),
 }, partial=True)
 
@@ -113,6 +123,8 @@ CLIENT = {
         "redirect_uris": _STRINGS,
         "post_logout_redirect_uris": _STRINGS,
         "allowed_scopes": _STRINGS,
+        "grant_types": {"type": "array", "items": {"type": "string", "enum": list(GRANT_TYPES)}},
+        "token_endpoint_auth_method": {"type": "string", "enum": list(AUTH_METHODS)},
         "is_active": {"type": "boolean"},
         "created_at": TIME,
         "updated_at": TIME,

@@ -76,6 +76,11 @@ class ClientStore(AppCollection):
         """Any application's client (the token endpoint learns the application from it)."""
         return self._docs.find_one({"client_id": client_id})
 
+    def mark_connected(self, client_id: str, now) -> bool:
+        """Record the client's first client credentials token; True only for the first."""
+        return self._docs.find_one_and_update({"client_id": client_id, "connected_at": None},
+                                              {"$set": {"connected_at": now}}) is not None
+
 
 class CodeStore(Collection):
     name, indexes = "oidc_codes", INDEXES
