@@ -11,6 +11,8 @@ from shared.jwts import ALGORITHM
 from controlplane.oidc.authorize import SUPPORTED_SCOPES
 
 CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
+# A public client ("none") names itself at the token and revocation endpoints only.
+PUBLIC_CLIENT_AUTH_METHODS = [*CLIENT_AUTH_METHODS, "none"]
 CLAIMS = ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "email", "email_verified",
           "name", "picture"]
 
@@ -32,8 +34,8 @@ def provider_metadata(issuer: str) -> dict:
         "id_token_signing_alg_values_supported": [ALGORITHM],
         "scopes_supported": list(SUPPORTED_SCOPES),
         "claims_supported": list(CLAIMS),
-        "token_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
-        "revocation_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
+        "token_endpoint_auth_methods_supported": list(PUBLIC_CLIENT_AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(PUBLIC_CLIENT_AUTH_METHODS),
         "introspection_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
         "code_challenge_methods_supported": ["S256"],
         "prompt_values_supported": ["none", "login", "consent"],

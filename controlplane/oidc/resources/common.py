@@ -29,10 +29,14 @@ class ClientAuthenticated(Resource):
 
     access = {"POST": PUBLIC}
     accepted_media_types = wire.FORM_OR_JSON
+    # Whether a public client may call it by client_id alone (RFC 7009 2.1 lets it
+    # revoke; RFC 7662 introspection is for clients that authenticate).
+    public_clients = False
 
     def __init__(self, clients, flow):
         self.clients = clients
         self.flow = flow
 
     def _client(self, req, params) -> dict:
-        return self.clients.authenticate_request(params, wire.basic_credentials(req), failure=UnauthenticatedClient)
+        return self.clients.authenticate_request(params, wire.basic_credentials(req), failure=UnauthenticatedClient,
+                                                 public=self.public_clients)

@@ -13,11 +13,12 @@ from controlplane.openapi import op
 class Revoke(ClientAuthenticated):
     docs = {"POST": op(
         "Token revocation (RFC 7009)",
-        description="Client-authenticated. A refresh token revokes its grant (whose access tokens userinfo and "
+        description="Client-authenticated; a public client sends its client_id alone. A refresh token revokes its grant (whose access tokens userinfo and "
                     "introspection refuse from then on); unknown tokens, access tokens and other clients' tokens "
                     "are answered 200 and change nothing.",
         errors=[InvalidRequest, UnauthenticatedClient],
     )}
+    public_clients = True
 
     def on_post(self, req, resp):
         no_store(resp)
