@@ -25,7 +25,7 @@ from controlplane.oidc.clients import ClientService
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError,
                                       UnsupportedResponseType)
-from controlplane.oidc.schemas import redirect_uri_problem
+from controlplane.oidc.schemas import redirect_uri_problem, redirect_uri_registered
 from controlplane.oidc.store import CodeStore
 
 # Scopes the provider knows (discovery's scopes_supported).  offline_access is accepted
@@ -98,7 +98,7 @@ class AuthorizeService:
         if redirect_uri is None:
             raise InvalidRequest("redirect_uri is required.")
         # RFC 6749 3.1.2.3 / OIDC Core 3.1.2.1: simple string comparison with a registered URI.
-        if redirect_uri not in (client.get("redirect_uris") or ()):
+        if not redirect_uri_registered(redirect_uri, client.get("redirect_uris") or ()):
             raise InvalidRequest("redirect_uri is not registered for this client.")
         # One registered before the registration rules refused such URIs: never a target.
         problem = redirect_uri_problem(redirect_uri)

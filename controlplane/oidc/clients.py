@@ -26,7 +26,7 @@ from shared.timeutil import Clock, isoformat
 from shared.errors import ValidationFailed
 
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
-from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, PUBLIC
+from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, PUBLIC, is_private_use
 from controlplane.oidc.store import ClientStore
 
 CLIENT_ID_PREFIX = "oc_"
@@ -64,10 +64,16 @@ def grant_types(client: dict) -> list[str]:
     return list(client.get("grant_types") or DEFAULT_GRANT_TYPES)
 
 
-def _check_grant_types(public: bool, types) -> None:
-    if public and "client_credentials" in types:
+def _check_client_type(public: bool, values: dict) -> None:
+    """What only a public client, or only a confidential one, may register."""
+    if public and "client_credentials" in (values.get("grant_types") or ()):
         raise ValidationFailed({"grant_types": "client_credentials needs a confidential client "
                                                "(token_endpoint_auth_method other than none)"})
+    for field in ("redirect_uris", "post_logout_redirect_uris"):
+        if not public and any(is_private_use(uri) for uri in values.get(field) or ()):
+            # RFC 8252 8.6: any app can claim a private-use scheme, so it proves nothing.
+            raise ValidationFailed({field: "private-use scheme redirect URIs are for public clients "
+                                           "(token_endpoint_auth_method none)"})
 
 
 @dataclass(eq=False)
@@ -80,7 +86,7 @@ class ClientService:
     def create(self, app_id: str, values: dict) -> tuple[dict, str | None]:
         """A new active client and its secret (returned this once; None for a public client)."""
         public = values.get("token_endpoint_auth_method") == PUBLIC
-        _check_grant_types(public, values.get("grant_types") or ())
+        _check_client_type(public, values)
         secret, now = (None if public else random_token(32)), self.clock()
         client = {
             "_id": new_id(), "app_id": app_id, "client_id": CLIENT_ID_PREFIX + random_token(18),
@@ -103,7 +109,7 @@ class ClientService:
     def update(self, app_id: str, ref: str, values: dict) -> dict:
         """Set the fields given; lists replace the stored ones.  404 OIDC_CLIENT_NOT_FOUND."""
         client = self.get(app_id, ref)
-        _check_grant_types(is_public(client), values.get("grant_types") or ())
+        _check_client_type(is_public(client), values)
         updated = self.store.update(app_id, client["_id"], {**values, "updated_at": self.clock()})
         if updated is None:
             raise ClientNotFound(ref)
