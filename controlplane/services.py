@@ -41,6 +41,7 @@ from controlplane.mfa.service import MfaService
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.pages import Pages
 from controlplane.oidc.authorize import AuthorizeService
+from controlplane.oidc.backchannel import BackchannelLogout
 from controlplane.oidc.claims import OidcTokens
 from controlplane.oidc.clients import ClientService
 from controlplane.oidc.connections import ConnectionService
@@ -205,7 +206,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     oidc_clients = ClientService(ClientStore(store), clock)
     oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
-    oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock)
+    backchannel = BackchannelLogout(oidc_clients, tokens, target_policy, Sender(config.webhook_timeout), clock,
+                                    issuer=config.public_url)
+    oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock, backchannel)
     events.listen(oidc_connections.apply_event)  # the per-worker copies of grant states
     tailer.subscribe(oidc_connections.apply_event)
     oidc_tokens = OidcTokens(tokens, keys, clock, issuer=config.public_url, access_ttl=config.oidc_access_token_ttl)

@@ -46,6 +46,7 @@ def serialize_client(client: dict, secret: str | None = None) -> dict:
         "allowed_scopes": list(client.get("allowed_scopes") or []),
         "grant_types": grant_types(client),
         "token_endpoint_auth_method": client.get("token_endpoint_auth_method") or "client_secret_basic",
+        "backchannel_logout_uri": client.get("backchannel_logout_uri"),
         "is_active": bool(client.get("is_active")),
         "created_at": isoformat(client["created_at"]),
         "updated_at": isoformat(client.get("updated_at") or client["created_at"]),

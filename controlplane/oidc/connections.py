@@ -43,6 +43,7 @@ from shared.timeutil import Clock, aware, isoformat, seconds_of
 
 from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
+from controlplane.oidc.backchannel import BackchannelLogout
 from controlplane.oidc.store import ConsentStore, GrantStore
 
 # How long a worker may answer from its copy of a grant's state: a revocation reaches
@@ -68,6 +69,9 @@ class ConnectionService:
     grants: GrantStore
     events: EventLog
     clock: Clock
+    # Tells relying parties whose grants revoke_user and revoke_session revoked
+    # (controlplane.oidc.backchannel); None sends nothing.
+    backchannel: BackchannelLogout | None = None
 
     def __post_init__(self):
         self._seconds = seconds_of(self.clock)
@@ -112,7 +116,8 @@ class ConnectionService:
         """Revoke every OIDC grant of the user (their refresh tokens stop at once, and
         their access tokens at userinfo and introspection); how many were live.  What
         ends a user's sign-ins calls it: a password reset, ``DELETE sessions``, a
-        suspension, a deletion.  Emits connection.revoked per client.  Consents stay:
+        suspension, a deletion.  Emits connection.revoked per client, and sends the
+        clients a back-channel logout token.  Consents stay:
         the user signs in again without being asked."""
         return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id).values())
 
@@ -162,11 +167,14 @@ class ConnectionService:
         return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id, session_id=session_id).values())
 
     def _revoke(self, app_id: str, now, reason: str, **match) -> Counter:
+        """Revoke the matching grants; what ends sign-ins, so back-channel logout follows."""
         grants = self.grants.live(app_id, **match)
         self.grants.revoke_many(app_id, now, reason, **match)
         per_connection = Counter((g["user_id"], g["client_id"]) for g in grants)
         for (user_id, client_id), count in sorted(per_connection.items()):
             self._revoked_event(app_id, user_id, client_id, reason, count)
+        if self.backchannel is not None and grants:
+            self.backchannel.notify(app_id, grants)
         return per_connection
 
     def _revoked_event(self, app_id, user_id, client_id, reason, count) -> None:

@@ -39,4 +39,7 @@ def provider_metadata(issuer: str) -> dict:
         "introspection_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
         "code_challenge_methods_supported": ["S256"],
         "prompt_values_supported": ["none", "login", "consent"],
+        # OIDC Back-Channel Logout 1.0 (controlplane/oidc/backchannel.py), sid included.
+        "backchannel_logout_supported": True,
+        "backchannel_logout_session_supported": True,
     }

@@ -137,6 +137,7 @@ CREATE_CLIENT = Schema({
     "allowed_scopes": List(String(choices=SCOPES), min_items=1, default=lambda: list(SCOPES)),
     "grant_types": List(String(choices=GRANT_TYPES), min_items=1, default=lambda: list(DEFAULT_GRANT_TYPES)),
     "token_endpoint_auth_method": String(choices=AUTH_METHODS, default="client_secret_basic"),
+    "backchannel_logout_uri": Url(nullable=True, default=None),
 })
 
 UPDATE_CLIENT = Schema({
@@ -147,6 +148,7 @@ UPDATE_CLIENT = Schema({
     "post_logout_redirect_uris": _uris(),
     "allowed_scopes": List(String(choices=SCOPES), min_items=1),
     "grant_types": List(String(choices=GRANT_TYPES), min_items=1),
+    "backchannel_logout_uri": Url(nullable=True),
     "is_active": Bool(),
 }, partial=True)
 
@@ -164,6 +166,7 @@ CLIENT = {
         "allowed_scopes": _STRINGS,
         "grant_types": {"type": "array", "items": {"type": "string", "enum": list(GRANT_TYPES)}},
         "token_endpoint_auth_method": {"type": "string", "enum": list(AUTH_METHODS)},
+        "backchannel_logout_uri": {"type": ["string", "null"]},
         "is_active": {"type": "boolean"},
         "created_at": TIME,
         "updated_at": TIME,
