@@ -47,6 +47,7 @@ def serialize_client(client: dict, secret: str | None = None) -> dict:
         "grant_types": grant_types(client),
         "token_endpoint_auth_method": client.get("token_endpoint_auth_method") or "client_secret_basic",
         "backchannel_logout_uri": client.get("backchannel_logout_uri"),
+        "allowed_origins": list(client.get("allowed_origins") or []),
         "is_active": bool(client.get("is_active")),
         "created_at": isoformat(client["created_at"]),
         "updated_at": isoformat(client.get("updated_at") or client["created_at"]),
@@ -134,6 +135,10 @@ class ClientService:
     def by_client_id(self, client_id: str) -> dict | None:
         """The client with this client_id, active or not, in any application."""
         return self.store.by_client_id(client_id)
+
+    def origin_registered(self, origin: str) -> bool:
+        """CORS: an active client lists ``origin`` in its allowed_origins."""
+        return self.store.with_origin(origin) is not None
 
     def mark_connected(self, client: dict) -> bool:
         """The client's first client credentials token (its connection is created)."""

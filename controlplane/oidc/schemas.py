@@ -124,6 +124,30 @@ class RedirectUri(Url):
                                                    "clients, a private-use scheme such as com.example.app:/cb"}
 
 
+def origin_problem(origin: str) -> str | None:
+    """Why ``origin`` cannot be a CORS origin, or None: scheme, host and optional port
+    (RFC 6454 6.2's serialization) of a redirect-URI-like URL, lower case, without a path."""
+    parts = urlsplit(origin) if _URI_CHARACTERS.fullmatch(origin) else None
+    if parts is None or f"{parts.scheme}://{parts.netloc}" != origin or origin != origin.lower():
+        return "must be an origin: scheme://host[:port] in lower case, without path, query or fragment"
+    return redirect_uri_problem(origin)
+
+
+class Origin(String):
+    """An origin a browser app runs on (``allowed_origins``)."""
+
+    def clean(self, value):
+        value = super().clean(value)
+        problem = origin_problem(value)
+        if problem is not None:
+            raise Invalid(problem)
+        return value
+
+    def schema(self):
+        return {**super().schema(), "description": "an origin: https://host[:port] in lower case (http only for "
+                                                   "localhost, 127.0.0.1 and [::1])"}
+
+
 def _uris(**kw):
     return List(RedirectUri(), max_items=MAX_URIS, **kw)
 
@@ -138,6 +162,7 @@ CREATE_CLIENT = Schema({
     "grant_types": List(String(choices=GRANT_TYPES), min_items=1, default=lambda: list(DEFAULT_GRANT_TYPES)),
     "token_endpoint_auth_method": String(choices=AUTH_METHODS, default="client_secret_basic"),
     "backchannel_logout_uri": Url(nullable=True, default=None),
+    "allowed_origins": List(Origin(max_len=300), max_items=MAX_URIS, default=list),
 })
 
 UPDATE_CLIENT = Schema({
@@ -149,6 +174,7 @@ UPDATE_CLIENT = Schema({
     "allowed_scopes": List(String(choices=SCOPES), min_items=1),
     "grant_types": List(String(choices=GRANT_TYPES), min_items=1),
     "backchannel_logout_uri": Url(nullable=True),
+    "allowed_origins": List(Origin(max_len=300), max_items=MAX_URIS),
     "is_active": Bool(),
 }, partial=True)
 
@@ -167,6 +193,7 @@ CLIENT = {
         "grant_types": {"type": "array", "items": {"type": "string", "enum": list(GRANT_TYPES)}},
         "token_endpoint_auth_method": {"type": "string", "enum": list(AUTH_METHODS)},
         "backchannel_logout_uri": {"type": ["string", "null"]},
+        "allowed_origins": _STRINGS,
         "is_active": {"type": "boolean"},
         "created_at": TIME,
         "updated_at": TIME,

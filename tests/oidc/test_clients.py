@@ -17,7 +17,7 @@ def test_create_returns_the_secret_once_and_stores_its_digest(client, ctx, appli
     data = response.json["data"]
     assert set(data) == {"id", "client_id", "client_secret", "name", "description", "logo_url", "redirect_uris",
                          "post_logout_redirect_uris", "allowed_scopes", "grant_types", "token_endpoint_auth_method",
-                         "backchannel_logout_uri",
+                         "backchannel_logout_uri", "allowed_origins",
                          "is_active", "created_at", "updated_at"}
     assert {k: data[k] for k in body} == body and data["is_active"] is True
     stored = ctx.store["oidc_clients"].find_one({"_id": data["id"]})
