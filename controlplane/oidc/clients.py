@@ -26,7 +26,7 @@ from shared.timeutil import Clock, isoformat
 from shared.errors import ValidationFailed
 
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
-from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, PUBLIC, is_private_use
+from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, NO_CLIENT_AUTH, is_private_use
 from controlplane.oidc.store import ClientStore
 
 CLIENT_ID_PREFIX = "oc_"
@@ -57,7 +57,7 @@ def serialize_client(client: dict, secret: str | None = None) -> dict:
 
 def is_public(client: dict) -> bool:
     """RFC 6749 2.1: the client cannot keep a secret (token_endpoint_auth_method none)."""
-    return client.get("token_endpoint_auth_method") == PUBLIC
+    return client.get("token_endpoint_auth_method") == NO_CLIENT_AUTH
 
 
 def grant_types(client: dict) -> list[str]:
@@ -87,7 +87,7 @@ class ClientService:
 
     def create(self, app_id: str, values: dict) -> tuple[dict, str | None]:
         """A new active client and its secret (returned this once; None for a public client)."""
-        public = values.get("token_endpoint_auth_method") == PUBLIC
+        public = values.get("token_endpoint_auth_method") == NO_CLIENT_AUTH
         _check_client_type(public, values)
         secret, now = (None if public else random_token(32)), self.clock()
         client = {

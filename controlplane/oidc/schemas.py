@@ -14,7 +14,7 @@ DEFAULT_GRANT_TYPES = ("authorization_code", "refresh_token")
 # client (a browser or native app, which cannot keep a secret).  A confidential client
 # may use either secret method whichever it registered.
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
-PUBLIC = "none"
+NO_CLIENT_AUTH = "none"  # a public client
 MAX_URIS = 50
 # RFC 8252 7.3: native and development clients listen on the loopback interface.
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -48,9 +48,8 @@ def redirect_uri_registered(uri: str, registered) -> bool:
 def _loopback_without_port(uri: str) -> tuple | None:
     try:
         parts = urlsplit(uri)
-        parts.port  # noqa: B018 -- raises ValueError for a bad port
     except ValueError:
-        return None
+        return None  # (a port out of range matches, and redirect_uri_problem refuses it)
     if parts.scheme != "http" or parts.hostname not in _LOOPBACK_IPS or parts.username or parts.password:
         return None
     return parts.hostname, parts.path, parts.query
@@ -60,9 +59,9 @@ def redirect_uri_problem(uri: str) -> str | None:
     """Why ``uri`` cannot be a redirect URI (RFC 6749 3.1.2), or None when it can: a
     private-use scheme URI without fragment (RFC 8252 7.1; public clients only, which the
     client service checks), or an absolute https URL (http only on localhost, 127.0.0.1
-    or [::1], RFC 8252 7.3) of printable ASCII, without fragment or user information, whose host is a DNS name of letters,
-    digits and hyphens (an IDN in punycode) or an IP literal, and whose port, if any, is
-    1 to 65535.  Registration refuses such URIs, and authorize refuses one stored before
+    or [::1], RFC 8252 7.3) of printable ASCII, without fragment or user information,
+    whose host is a DNS name of letters, digits and hyphens (an IDN in punycode) or an IP
+    literal, and whose port, if any, is 1 to 65535.  Registration refuses such URIs, and authorize refuses one stored before
     this rule, rather than fail on it."""
     if not _URI_CHARACTERS.fullmatch(uri):
         return "must be printable ASCII (an IDN host in punycode, other characters percent-encoded)"

@@ -68,3 +68,8 @@ def test_bad_native_redirects_are_refused(client, application, manager_key, uri)
         "name": "x", "redirect_uris": [uri], "token_endpoint_auth_method": "none"},
         headers={"Authorization": f"Bearer {manager_key}"})
     assert response.status_code == 400 and "redirect_uris" in response.json["error"]["details"]["fields"]
+
+
+def test_a_loopback_redirect_with_a_bad_port_is_refused(authorize, user_token, native):
+    for uri in ("http://127.0.0.1:0/callback", "http://127.0.0.1:70000/callback"):
+        assert_oauth_error(authorize(user_token, native, redirect_uri=uri), "invalid_request")
