@@ -21,12 +21,14 @@ from shared.ids import digest, random_token
 from shared.timeutil import Clock, seconds
 
 from controlplane.oidc import pkce
-from controlplane.oidc.clients import ClientService
+from controlplane.oidc.clients import ClientService, grant_types
 from controlplane.oidc.connections import ConnectionService
-from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError,
+from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError, UnauthorizedClient,
                                       UnsupportedResponseType)
 from controlplane.oidc.schemas import redirect_uri_problem, redirect_uri_registered
 from controlplane.oidc.store import CodeStore
+
+AUTHORIZATION_CODE = "authorization_code"
 
 # Scopes the provider knows (discovery's scopes_supported).  offline_access is accepted
 # and changes nothing: a refresh token is always issued (spec, token response).
@@ -85,7 +87,8 @@ class AuthorizeService:
         Answered directly: invalid_request (client_id or redirect_uri missing or repeated,
         redirect_uri not registered for the client, or registered but not a usable
         redirect URI), invalid_client (unknown or inactive).
-        On the redirect URI: unsupported_response_type, invalid_scope (openid missing, an
+        On the redirect URI: unsupported_response_type, unauthorized_client (the client's
+        grant_types lack authorization_code), invalid_scope (openid missing, an
         unsupported scope or one the client may not ask for), invalid_request (PKCE
         missing, plain, or malformed; a bad nonce, state or prompt)."""
         client_id = _single(params, "client_id")
@@ -126,6 +129,8 @@ class AuthorizeService:
             raise request.error(InvalidRequest, "response_type is required.")
         if response_type != "code":
             raise request.error(UnsupportedResponseType)
+        if AUTHORIZATION_CODE not in grant_types(request.client):  # RFC 6749 4.1.2.1, e.g. a machine client
+            raise request.error(UnauthorizedClient, "The client's grant_types do not include authorization_code.")
         scopes = self._scopes(request, _single(params, "scope"))
         method = _single(params, "code_challenge_method")
         challenge = _single(params, "code_challenge")

@@ -109,3 +109,7 @@ def test_grant_types_are_validated_and_shown(client, application, manager_key, m
 def test_discovery_lists_the_grant(client):
     metadata = client.simulate_get("/.well-known/openid-configuration").json
     assert "client_credentials" in metadata["grant_types_supported"]
+
+
+def test_a_machine_only_client_cannot_start_the_code_flow(authorize, user_token, machine):
+    assert_oauth_error(authorize(user_token, machine), "unauthorized_client")

@@ -9,7 +9,7 @@ from controlplane.applications.service import branding
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
 from controlplane.oidc.errors import (ConsentRequired, InvalidClient, InvalidRequest, InvalidScope, InvalidToken,
-                                      LoginRequired, OAuthError, UnsupportedResponseType)
+                                      LoginRequired, OAuthError, UnauthorizedClient, UnsupportedResponseType)
 from controlplane.oidc.hosted import session_cookie_name
 from controlplane.oidc.resources.common import HTML
 from controlplane.oidc.resources.hosted import error_page, render_step
@@ -53,8 +53,8 @@ class Authorize(Resource):
                     "use (consent.granted). Errors are RFC 6749 bodies {error, error_description}. "
                     + _HOSTED_DESCRIPTION,
         query=_AUTHORIZE_QUERY, response=AUTHORIZE_RESPONSE, wrapped=False,
-        errors=[InvalidRequest, InvalidClient, InvalidScope, UnsupportedResponseType, InvalidToken, LoginRequired,
-                ConsentRequired],
+        errors=[InvalidRequest, InvalidClient, InvalidScope, UnsupportedResponseType, UnauthorizedClient, InvalidToken,
+                LoginRequired, ConsentRequired],
         also={200: (HTML, "Without a bearer, hosted login: the login, MFA or consent page", "text/html"),
               400: (HTML, "Without a bearer: the error page of a request that must not redirect", "text/html")},
     )}
