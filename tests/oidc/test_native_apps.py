@@ -73,3 +73,24 @@ def test_bad_native_redirects_are_refused(client, application, manager_key, uri)
 def test_a_loopback_redirect_with_a_bad_port_is_refused(authorize, user_token, native):
     for uri in ("http://127.0.0.1:0/callback", "http://127.0.0.1:70000/callback"):
         assert_oauth_error(authorize(user_token, native, redirect_uri=uri), "invalid_request")
+
+
+def test_the_hosted_pages_send_a_native_app_its_code(ctx, client, application, native, make_user):
+    """The hosted login and consent pages redirect to a private-use scheme and to a
+    loopback port, each allowed by the pages' CSP form-action (which holds the redirect
+    that follows the consent post)."""
+    from tests.oidc.test_hosted import Browser, assert_page, authorize_url
+
+    ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
+    person = make_user(application)
+    for redirect_uri, source in (("com.example.app:/oauth2redirect", "com.example.app:"),
+                                 ("http://127.0.0.1:49152/callback", "http://127.0.0.1:49152")):
+        browser = Browser(client)
+        login_page = browser.get(authorize_url(native, redirect_uri=redirect_uri))
+        assert_page(login_page, "Sign in")
+        assert f"form-action 'self' {source}" in login_page.headers["content-security-policy"]
+        answer = browser.submit(login_page, email=person["email"], password=person["password"])
+        if answer.status_code == 200:  # the first time; the consent is remembered after
+            assert_page(answer, "Allow access?")
+            answer = browser.submit(answer, decision="allow")
+        assert answer.status_code == 302 and answer.headers["location"].startswith(redirect_uri + "?code=")
