@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test lint fuzz soak bench bench-scale install clean image push lock chart-test chart-tools
+.PHONY: run test lint fuzz soak bench bench-scale install clean image push lock chart-test chart-tools node-test-deps
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -57,6 +57,11 @@ lint: $(LINT_STAMP)
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
 test: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
+
+## The JavaScript libraries some tests drive (tests/node: oidc-client-ts), into the
+## gitignored tests/node/node_modules, exactly as package-lock.json pins them.
+node-test-deps:
+	cd tests/node && npm ci --no-audit --no-fund
 
 ## Schemathesis, longer profile: every operation of both OpenAPI documents, 50 examples
 ## per operation, credential and mode (tests/e2e/fuzz.py; `make test` runs a short one).

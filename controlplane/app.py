@@ -29,6 +29,7 @@ from controlplane.internal import routes as internal_routes
 from controlplane.hotpath import HotCheck
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
+from controlplane.oidc.cors import CorsMiddleware
 from controlplane.oidc.errors import OAuthError, TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
 from controlplane.openapi import Routes
@@ -114,6 +115,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
             JsonBodyMiddleware(),
             services.password_work,
             auth,
+            CorsMiddleware(services.oidc_clients),  # the OIDC endpoints browser apps call
         ],
     )
     app.req_options.strip_url_path_trailing_slash = True

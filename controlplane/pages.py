@@ -44,6 +44,7 @@ from shared.http import read_body
 
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.service import DEFAULT_BRANDING_OPTIONS, branding as app_branding
+from controlplane.oidc.schemas import is_private_use
 
 TEMPLATES_DIR = str(Path(__file__).with_name("templates"))
 CSRF_COOKIE = "iamgate_csrf"
@@ -232,9 +233,12 @@ def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str]) 
 
 
 def _origin(url: str) -> str:
-    """The origin of an absolute http(s) URL as a CSP source; anything else (which could
-    smuggle ``;`` or a keyword into the policy) is a programming error."""
+    """The origin of an absolute http(s) URL as a CSP source, or a native app's
+    private-use scheme (RFC 8252 7.1) as a scheme source (``com.example.app:``); anything
+    else (which could smuggle ``;`` or a keyword into the policy) is a programming error."""
     parts = urlsplit(url)
+    if is_private_use(url):
+        return f"{parts.scheme}:"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"form_action needs absolute http(s) URLs, got {url!r}")
     host = parts.hostname

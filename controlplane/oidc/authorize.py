@@ -21,12 +21,14 @@ from shared.ids import digest, random_token
 from shared.timeutil import Clock, seconds
 
 from controlplane.oidc import pkce
-from controlplane.oidc.clients import ClientService
+from controlplane.oidc.clients import ClientService, grant_types, is_public
 from controlplane.oidc.connections import ConnectionService
-from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError,
-                                      RequestNotSupported, RequestUriNotSupported, UnsupportedResponseType)
-from controlplane.oidc.schemas import SUPPORTED_SCOPES, redirect_uri_problem
+from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError, RequestNotSupported,
+                                      RequestUriNotSupported, UnauthorizedClient, UnsupportedResponseType)
+from controlplane.oidc.schemas import SUPPORTED_SCOPES, redirect_uri_problem, redirect_uri_registered
 from controlplane.oidc.store import CodeStore
+
+AUTHORIZATION_CODE = "authorization_code"
 
 CODE_TTL = 60
 MAX_NONCE = 512
@@ -101,7 +103,8 @@ class AuthorizeService:
         Answered directly: invalid_request (client_id or redirect_uri missing or repeated,
         redirect_uri not registered for the client, or registered but not a usable
         redirect URI), invalid_client (unknown or inactive).
-        On the redirect URI: unsupported_response_type, invalid_scope (openid missing, an
+        On the redirect URI: unsupported_response_type, unauthorized_client (the client's
+        grant_types lack authorization_code), invalid_scope (openid missing, an
         unsupported scope or one the client may not ask for), invalid_request (PKCE
         missing, plain, or malformed; a bad nonce, state or prompt)."""
         client_id = _single(params, "client_id")
@@ -114,7 +117,7 @@ class AuthorizeService:
         if redirect_uri is None:
             raise InvalidRequest("redirect_uri is required.")
         # RFC 6749 3.1.2.3 / OIDC Core 3.1.2.1: simple string comparison with a registered URI.
-        if redirect_uri not in (client.get("redirect_uris") or ()):
+        if not redirect_uri_registered(redirect_uri, client.get("redirect_uris") or ()):
             raise InvalidRequest("redirect_uri is not registered for this client.")
         # One registered before the registration rules refused such URIs: never a target.
         problem = redirect_uri_problem(redirect_uri)
@@ -152,6 +155,8 @@ class AuthorizeService:
             raise request.error(InvalidRequest, "response_type is required.")
         if response_type != "code":
             raise request.error(UnsupportedResponseType)
+        if AUTHORIZATION_CODE not in grant_types(request.client):  # RFC 6749 4.1.2.1, e.g. a machine client
+            raise request.error(UnauthorizedClient, "The client's grant_types do not include authorization_code.")
         scopes = self._scopes(request, _single(params, "scope"))
         challenge = self._code_challenge(request, params)
         nonce = _single(params, "nonce")
@@ -180,7 +185,8 @@ class AuthorizeService:
         still send it, and then it is checked as for every other client."""
         method = _single(params, "code_challenge_method")
         challenge = _single(params, "code_challenge")
-        if challenge is None and method is None and request.client.get("require_pkce") is False:
+        if challenge is None and method is None and request.client.get("require_pkce") is False \
+                and not is_public(request.client):
             return None
         if challenge is None or method is None:
             raise request.error(InvalidRequest, "PKCE is required: code_challenge and code_challenge_method=S256.")

@@ -75,7 +75,15 @@ class InvalidScope(OAuthError, BadRequest):
 
 
 class UnsupportedGrantType(OAuthError, BadRequest):
-    code, message = "unsupported_grant_type", "Only authorization_code and refresh_token are supported."
+    code, message = "unsupported_grant_type", \
+        "Only authorization_code, refresh_token and client_credentials are supported."
+
+
+class UnauthorizedClient(OAuthError, BadRequest):
+    """RFC 6749 5.2: the client may not use this grant type (its ``grant_types``, or a
+    public client asking for client_credentials)."""
+
+    code, message = "unauthorized_client", "The client is not allowed to use this grant type."
 
 
 class UnsupportedResponseType(OAuthError, BadRequest):

@@ -10,7 +10,7 @@ from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
 from controlplane.oidc.errors import (ConsentRequired, InvalidClient, InvalidRequest, InvalidScope, InvalidToken,
                                       LoginRequired, OAuthError, RequestNotSupported, RequestUriNotSupported,
-                                      UnsupportedResponseType)
+                                      UnauthorizedClient, UnsupportedResponseType)
 from controlplane.oidc.hosted import session_cookie_name
 from controlplane.oidc.resources.common import HTML, protocol_params
 from controlplane.oidc.resources.hosted import error_page, form_post_errors, render_step
@@ -50,8 +50,8 @@ class Authorize(Resource):
 
     access = {"GET": PUBLIC, "POST": PUBLIC}
     accepted_media_types = (wire.FORM,)
-    _errors = [InvalidRequest, InvalidClient, InvalidScope, UnsupportedResponseType, InvalidToken, LoginRequired,
-               ConsentRequired, RequestNotSupported, RequestUriNotSupported]
+    _errors = [InvalidRequest, InvalidClient, InvalidScope, UnsupportedResponseType, UnauthorizedClient, InvalidToken,
+               LoginRequired, ConsentRequired, RequestNotSupported, RequestUriNotSupported]
     _pages = {200: (HTML, "Without a bearer, hosted login: the login, MFA or consent page, or the form_post "
                           "page that posts the answer to the redirect URI", "text/html"),
               400: (HTML, "Without a bearer: the error page of a request that must not redirect", "text/html")}
