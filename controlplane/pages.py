@@ -142,7 +142,7 @@ class Pages:
         secondary = _color(options.get("secondary_color"))
         return {
             "name": short["name"],
-            "logo_url": short["logo_url"],
+            "logo_url": image_url(short["logo_url"]),
             "color": color,
             # WCAG AA for any brand colour: black or white on the filled button, and the
             # outlined button's (and links') text only in a colour readable on white.
@@ -151,7 +151,7 @@ class Pages:
             "background": _color(short["background"]) or DEFAULT_BACKGROUND,
             "secondary_color": secondary,
             "font_family": Markup(font) if font and _FONT_FAMILY.match(font) else None,
-            "favicon_url": options.get("favicon_url"),
+            "favicon_url": image_url(options.get("favicon_url")),
             "button_border_radius": radius if radius and _CSS_LENGTH.match(radius) else None,
             "custom_css": Markup(sanitize_css(css)) if css else None,
             "dark_mode": {
@@ -215,6 +215,13 @@ def read_form(req) -> dict[str, str]:
         form[name] = value
     req.context.form_body = form
     return form
+
+
+def image_url(value) -> str | None:
+    """``value`` when the page's ``img-src`` lets it load (https), else None: the API
+    refuses http images, and one stored before it did is left out rather than shown
+    broken."""
+    return value if isinstance(value, str) and value.startswith("https://") else None
 
 
 def _color(value) -> str | None:

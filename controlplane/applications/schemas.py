@@ -8,6 +8,9 @@ from shared.validation import TIME, Bool, DisplayName, HexColor, Int, List, Obje
 from controlplane.applications.css import sanitize_css as _sanitize_css
 
 ENVIRONMENTS = ("development", "staging", "production")
+# Images the hosted pages load: https only, as their CSP's img-src allows (an http logo
+# on an https page is mixed content; browsers block or flag it).
+IMAGE_URL = {"schemes": ("https",)}
 _CSS_LENGTH = re.compile(r"^(?:0|\d{1,3}(?:\.\d{1,2})?(?:px|rem|em|%))$")
 
 CREATE = Schema({
@@ -40,7 +43,7 @@ DARK_MODE = Schema({
 BRANDING_OPTIONS = Schema({
     "secondary_color": HexColor(nullable=True),
     "font_family": String(max_len=200, nullable=True, pattern=r"^[A-Za-z0-9 ,'\"_-]*$"),
-    "favicon_url": Url(nullable=True),
+    "favicon_url": Url(nullable=True, **IMAGE_URL),
     "button_border_radius": String(max_len=16, nullable=True, pattern=_CSS_LENGTH.pattern),
     "custom_css": String(max_len=5000, nullable=True, strip=False),
     "dark_mode": Object(DARK_MODE, nullable=True),
@@ -48,7 +51,7 @@ BRANDING_OPTIONS = Schema({
 
 BRANDING = Schema({
     "brand_name": DisplayName(max_len=255, nullable=True),
-    "brand_logo_url": Url(nullable=True),
+    "brand_logo_url": Url(nullable=True, **IMAGE_URL),
     "brand_color": HexColor(nullable=True),
     "brand_background": HexColor(nullable=True),
     "branding_options": Object(BRANDING_OPTIONS, nullable=True),

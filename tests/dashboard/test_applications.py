@@ -347,6 +347,9 @@ def test_branding_name_falls_back_to_the_application_name(dashboard_account, das
     ({"brand_logo_url": "not a url"}, "brand_logo_url"),
     ({"brand_logo_url": "javascript:alert(1)"}, "brand_logo_url"),
     ({"brand_logo_url": "ftp://files.example.com/logo.png"}, "brand_logo_url"),
+    # Mixed content: the hosted pages' CSP (img-src https: data:) would block it.
+    ({"brand_logo_url": "http://cdn.example.com/logo.png"}, "brand_logo_url"),
+    ({"branding_options": {"favicon_url": "http://cdn.example.com/favicon.ico"}}, "branding_options.favicon_url"),
     ({"brand_name": "b" * 256}, "brand_name"),
     ({"branding_options": {"secondary_color": "blue"}}, "branding_options.secondary_color"),
     ({"branding_options": {"favicon_url": "data:image/png;base64,AAAA"}}, "branding_options.favicon_url"),

@@ -125,6 +125,14 @@ def test_branding_colours_logo_and_name(pages):
     assert '<span class="brand">Acme</span>' in text and "<title>Sign in - Acme</title>" in text
 
 
+def test_an_http_logo_stored_before_the_api_refused_it_is_left_out(pages):
+    # The CSP's img-src is https: only; an http image would only show as broken.
+    app = an_app(brand_logo_url="http://cdn.example.com/logo.png",
+                 branding_options={"favicon_url": "http://cdn.example.com/favicon.ico"})
+    text = render(pages, "oidc_login.html", app=app).text
+    assert "http://cdn.example.com" not in text and "<img" not in text
+
+
 def test_the_application_name_is_the_brand_by_default(pages):
     text = render(pages, "oidc_logged_out.html", app=an_app()).text
     assert "signed out of Test App" in text

@@ -15,7 +15,7 @@ from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, 
 from controlplane.oidc.hosted import Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
 from controlplane.openapi import op
-from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, read_form
+from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
 from controlplane.resource import Resource
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
 
@@ -55,7 +55,7 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
     context = {"action": _ACTIONS[step.page], "csrf_token": csrf, "request_handle": step.handle}
     if step.page == "consent":
         context.update(client_name=request.client.get("name") or request.client_id,
-                       client_logo_url=request.client.get("logo_url"), scopes=list(request.scopes))
+                       client_logo_url=image_url(request.client.get("logo_url")), scopes=list(request.scopes))
     else:
         context["error"] = error
     # The post may answer with a redirect to the client, and browsers hold it to form-action.
