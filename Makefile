@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test fuzz soak bench bench-scale install clean image push lock chart-test chart-tools
+.PHONY: run test fuzz soak bench bench-scale install clean image push lock chart-test chart-tools screenshots
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -47,6 +47,12 @@ run: $(RUN_STAMP)
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
 test: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
+
+## Refresh docs/screenshots/ (every hosted page, desktop and mobile) from the browser tests;
+## a plain test run writes them to a temporary folder instead.
+screenshots: $(STAMP)
+	IAMGATE_BCRYPT_ROUNDS=4 IAMGATE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(PY) -m pytest -q \
+		tests/oidc/test_hosted_browser.py tests/pages/test_browser.py
 
 ## Schemathesis, longer profile: every operation of both OpenAPI documents, 50 examples
 ## per operation, credential and mode (tests/e2e/fuzz.py; `make test` runs a short one).

@@ -12,7 +12,14 @@ headless Chromium driven through Selenium.
   Chromium, its driver or the selenium package is missing; ``.ci/run`` installs them so
   CI always runs these tests;
 - ``console_errors(driver)``: the console's errors, CSP violations included;
-- ``save_screenshot(driver, name)``: a PNG of what the user sees, under docs/screenshots/.
+- ``screenshot(name)``: PNGs of what the user sees, desktop (``<name>.png``) and mobile
+  (``<name>-mobile.png``), in a temporary folder, or in ``$IAMGATE_SCREENSHOTS_DIR``
+  when set (``make screenshots`` sets it to docs/screenshots/), so a test run never
+  writes into the work tree;
+- ``accessibility(driver)``: axe-core's serious and critical violations on the page
+  (``tests/node``: ``npm ci`` runs when axe-core is missing; skips without npm);
+- ``check_page(name)``: both on the browser's page, the screenshots and an assertion
+  that the scan finds nothing, for every page a user can land on.
 
 Chromium is never downloaded: the driver and browser paths are given, so Selenium
 Manager has nothing to look up.
@@ -20,7 +27,10 @@ Manager has nothing to look up.
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import shutil
+import subprocess
 import socketserver
 import tempfile
 import threading
@@ -33,8 +43,11 @@ from tests.e2e.processes import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+SCREENSHOTS_DIR = "IAMGATE_SCREENSHOTS_DIR"
 WINDOW = (1000, 760)
+MOBILE_WINDOW = (390, 760)  # a phone's CSS width
+NODE_DIR = Path(__file__).resolve().parent / "node"
+AXE = NODE_DIR / "node_modules" / "axe-core" / "axe.min.js"
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -80,19 +93,93 @@ def console_errors(driver) -> list[str]:
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
-def save_screenshot(driver, name: str) -> Path:
-    """Save what ``driver`` shows as docs/screenshots/<name>.png (the page's full height
-    at the test window's width) and return the path."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(WINDOW[0], max(WINDOW[1], int(height)))
-    try:
-        if not driver.save_screenshot(str(path)):
-            raise RuntimeError(f"Chromium could not write {path}")
-    finally:
-        driver.set_window_size(*WINDOW)
-    return path
+def save_screenshot(driver, directory: Path, name: str) -> list[Path]:
+    """Save what ``driver`` shows as ``<name>.png`` (desktop) and ``<name>-mobile.png``
+    in ``directory``, each the page's full height at its width; return the paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for suffix, (width, height) in (("", WINDOW), ("-mobile", MOBILE_WINDOW)):
+        driver.set_window_size(width, height)
+        full = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(width, max(height, int(full)))
+        path = directory / f"{name}{suffix}.png"
+        try:
+            if not driver.save_screenshot(str(path)):
+                raise RuntimeError(f"Chromium could not write {path}")
+        finally:
+            driver.set_window_size(*WINDOW)
+        paths.append(path)
+    return paths
+
+
+def axe_violations(driver, source: str) -> list[dict]:
+    """axe-core's serious and critical violations on the page ``driver`` shows.
+
+    The script goes in through WebDriver: Chromium runs ``execute_script`` in the page
+    without applying its Content-Security-Policy, so the hosted pages' ``script-src
+    'nonce-...'`` neither blocks it nor has to be loosened for the test (the test of
+    this module checks that on a hosted page)."""
+    driver.execute_script(source)
+    driver.set_script_timeout(30)
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']})"
+        ".then(r => done(JSON.stringify(r.violations)), e => done(JSON.stringify({error: String(e)})));")
+    violations = json.loads(result)
+    if isinstance(violations, dict):
+        raise RuntimeError(f"axe-core failed: {violations['error']}")
+    return [{"id": v["id"], "impact": v["impact"], "help": v["help"],
+             "nodes": [node["html"] for node in v["nodes"]]}
+            for v in violations if v["impact"] in ("serious", "critical")]
+
+
+def missing_axe() -> str | None:
+    """Why axe-core cannot be installed here, or None once it is (``npm ci`` in
+    tests/node when node_modules lacks it)."""
+    if AXE.exists():
+        return None
+    npm = shutil.which("npm")
+    if npm is None:
+        return "npm is missing: install Debian's npm package (apt-get install nodejs npm)"
+    done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, capture_output=True, text=True,
+                          timeout=300)
+    if done.returncode != 0 or not AXE.exists():
+        return f"npm ci in {NODE_DIR} failed: {done.stderr.strip()[-500:]}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def screenshots_dir(tmp_path_factory) -> Path:
+    target = os.environ.get(SCREENSHOTS_DIR)
+    return Path(target) if target else tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture
+def screenshot(browser, screenshots_dir):
+    """``screenshot(name)``: the browser's page, desktop and mobile, in ``screenshots_dir``."""
+    return lambda name: save_screenshot(browser, screenshots_dir, name)
+
+
+@pytest.fixture
+def check_page(browser, screenshot, accessibility):
+    def check(name: str) -> None:
+        screenshot(name)
+        assert accessibility(browser) == [], f"axe-core on {name}"
+    return check
+
+
+@pytest.fixture(scope="session")
+def axe_source() -> str:
+    reason = missing_axe()
+    if reason:
+        pytest.skip(f"accessibility scan skipped: {reason}")
+    return AXE.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def accessibility(axe_source):
+    """``accessibility(driver)``: the serious and critical axe-core violations of the page."""
+    return lambda driver: axe_violations(driver, axe_source)
 
 
 class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):

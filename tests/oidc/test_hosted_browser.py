@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from tests.browser import console_errors, save_screenshot  # noqa: E402
+from tests.browser import console_errors  # noqa: E402
 from tests.conftest import bearer  # noqa: E402
 from tests.mfa.conftest import STEP, mfa_url  # noqa: E402
 
@@ -29,7 +29,7 @@ def config_overrides(live_url):
     return {"public_url": live_url}
 
 
-def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, ctx, clock, application,
+def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, check_page, ctx, clock, application,
                                                          make_user, login, make_api_key, client):
     app_id = application["_id"]
     ctx.applications.update(app_id, {"oauth_hosted_login_enabled": True})
@@ -62,7 +62,7 @@ def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, c
     # 1. The login page.
     browser.get(url)
     assert browser.title == "Sign in - Acme Photos"
-    save_screenshot(browser, "oidc-login")
+    check_page("oidc-login")
     browser.find_element(By.ID, "email").send_keys(user["email"])
     browser.find_element(By.ID, "password").send_keys(user["password"])
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
@@ -70,7 +70,7 @@ def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, c
     # 2. The MFA step.
     WebDriverWait(browser, 10).until(expected_conditions.title_contains("Two-step"))
     assert browser.find_element(By.TAG_NAME, "h1").text == "Two-step verification"
-    save_screenshot(browser, "oidc-mfa")
+    check_page("oidc-mfa")
     browser.find_element(By.ID, "code").send_keys(totp.at(clock()))
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
 
@@ -79,7 +79,7 @@ def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, c
     assert browser.find_element(By.TAG_NAME, "h1").text == "Allow access?"
     text = browser.find_element(By.TAG_NAME, "main").text
     assert "Photo Printer asks to:" in text and "See your email address" in text
-    save_screenshot(browser, "oidc-consent")
+    check_page("oidc-consent")
     browser.find_element(By.CSS_SELECTOR, "button[value=allow]").click()
 
     # 4. The redirect to the client, with the code Authlib exchanges.
@@ -102,14 +102,14 @@ def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, c
     # 6. Logout ends it; the logged-out page.
     browser.get(f"{live_server}/oidc/logout")
     assert browser.find_element(By.TAG_NAME, "h1").text == "You are signed out"
-    save_screenshot(browser, "oidc-logged-out")
+    check_page("oidc-logged-out")
     assert not [c for c in browser.get_cookies() if c["name"].startswith("iamgate_oidc_")]
 
     # 7. An error page: an unregistered redirect URI is never followed.
     browser.get(url.replace("callback", "elsewhere"))
     assert browser.find_element(By.TAG_NAME, "h1").text == "This sign-in link is not valid"
     assert browser.current_url.startswith(f"{live_server}/oidc/authorize")
-    save_screenshot(browser, "oidc-error")
+    check_page("oidc-error")
     # No style, script or form target was refused on any page (the 404 of /callback and
     # the error page's 400 are the only failed loads).
     assert [e for e in console_errors(browser) if "Failed to load resource" not in e] == []
