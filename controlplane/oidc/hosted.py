@@ -126,6 +126,17 @@ class HostedLogin:
             return None
         return session
 
+    def branding_app(self, *, app_id=None, client_id=None) -> dict | None:
+        """The application whose branding a page shows when the flow cannot say (an
+        expired form, an invalid sign-in link, a refused logout): ``app_id``'s, or
+        ``client_id``'s, when it has hosted login, whose pages are public anyway; None
+        otherwise.  Used for branding only, never to decide anything."""
+        if app_id is None:
+            client = self.authorize.client(client_id)
+            app_id = client["app_id"] if client else None
+        app = self.applications.get(app_id) if isinstance(app_id, str) and app_id else None
+        return app if app and app.get("oauth_hosted_login_enabled") else None
+
     def end_browser_session(self, token: str | None) -> None:
         if token:
             self.browser_sessions.delete(digest(token))

@@ -458,3 +458,67 @@ def test_the_json_mode_still_answers_with_a_bearer(client, rp, hosted_app, make_
     parts = urlsplit(authorize_url(rp))
     response = client.simulate_get(parts.path, query_string=parts.query, headers=user.headers)
     assert response.status_code == 200 and response.json["code"]
+
+
+# ---------------------------------------------------------------- every page is branded, none is JSON
+
+NAVIGATE = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}  # Chromium's
+
+
+@pytest.fixture
+def acme(ctx, hosted_app):
+    ctx.applications.update_branding(hosted_app["_id"], {"brand_name": "Acme", "brand_color": "#0b7a53"})
+
+
+def assert_branded(response, title: str, status: int):
+    assert_page(response, title, status)
+    assert '<span class="brand">Acme</span>' in response.text and "background:#0b7a53" in response.text
+
+
+def navigate(browser, url: str):
+    parts = urlsplit(url)
+    return browser.request("GET", parts.path, query_string=parts.query or None, headers=NAVIGATE)
+
+
+def test_an_expired_form_is_branded(acme, browser, clock, rp, person):
+    page = browser.get(authorize_url(rp))
+    clock.advance(601)
+    assert_branded(browser.submit(page, email=person["email"], password=person["password"]),
+                   "This sign-in link is not valid", 400)
+
+
+def test_a_form_without_its_csrf_token_gets_a_branded_page(acme, browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    fields = {**hidden_fields(page), "email": person["email"], "password": person["password"]}
+    del fields["csrf_token"]
+    assert_branded(browser.post(form_action(page), fields), "This form has expired", 403)
+
+
+def test_a_malformed_form_gets_a_page_not_json(acme, browser, rp):
+    page = browser.get(authorize_url(rp))
+    response = browser.request("POST", form_action(page), body="request=a&request=b", headers=FORM)
+    assert_branded(response, "This sign-in link is not valid", 400)
+
+
+def test_an_unregistered_redirect_uri_of_a_known_client_is_branded(acme, browser, rp):
+    response = browser.get(authorize_url(rp, redirect_uri="https://evil.example.com/callback"))
+    assert_branded(response, "This sign-in link is not valid", 400)
+
+
+def test_without_hosted_login_a_navigating_browser_gets_a_page(ctx, application, oidc_client, browser):
+    plain = oidc_client(application)
+    assert_page(navigate(browser, authorize_url(plain)), "Sign-in is not available here", 401)
+    assert_page(navigate(browser, authorize_url(plain, scope="email")), "This sign-in link is not valid", 400)
+
+
+def test_a_bad_id_token_hint_at_logout_is_a_branded_page_for_a_browser(acme, client, browser, rp):
+    bad = navigate(browser, "/oidc/logout?" + urlencode({"id_token_hint": "not.a.jwt", "client_id": rp["client_id"]}))
+    assert_branded(bad, "Sign-out link is not valid", 400)
+    assert "invalid_request" in bad.text
+    # A program (no Accept: text/html) still gets the RFC 6749 JSON body.
+    assert client.simulate_get("/oidc/logout", params={"id_token_hint": "x"}).json["error"] == "invalid_request"
+
+
+def test_the_signed_out_page_is_branded_by_the_session_it_ended(acme, browser, rp, person):
+    signed_in(browser, rp, person)
+    assert_branded(navigate(browser, "/oidc/logout"), "You are signed out", 200)

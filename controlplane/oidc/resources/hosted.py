@@ -2,9 +2,11 @@
 in HTML, the next page or a redirect to the client (``controlplane.oidc.hosted``)."""
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import falcon
 
-from shared.errors import DomainError
+from shared.errors import DomainError, PayloadTooLarge
 from shared.http import client_ip, no_store, status_of
 
 from controlplane.auth import PUBLIC
@@ -23,19 +25,22 @@ _ACTIONS = {"login": "/oidc/authorize/login", "mfa": "/oidc/authorize/mfa", "con
 _TEMPLATES = {"login": "oidc_login.html", "mfa": "oidc_mfa.html", "consent": "oidc_consent.html"}
 _ERROR_TITLES = {
     400: "This sign-in link is not valid",
+    401: "Sign-in is not available here",
     403: "This form has expired",
     410: "This sign-in has expired",
+    413: "This form is too large",
     429: "Too many attempts",
 }
 
 
-def error_page(pages, resp, exc: DomainError, *, app: dict | None) -> None:
+def error_page(pages, resp, exc: DomainError, *, app: dict | None, title: str | None = None) -> None:
     """``oidc_error.html`` with the error's status: the hosted flow's answer when there
     is nowhere safe (or nothing left) to redirect to."""
     status = status_of(type(exc))
     error = exc.error if isinstance(exc, OAuthError) else exc.code
     pages.render(resp, "oidc_error.html", app=app, status=status,
-                 error_title=_ERROR_TITLES.get(status, "Sign-in failed"), error_description=exc.message, error=error)
+                 error_title=title or _ERROR_TITLES.get(status, "Sign-in failed"), error_description=exc.message,
+                 error=error)
 
 
 def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str | None = None,
@@ -52,7 +57,10 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
         resp.location = step.redirect
         return
     request = step.request
-    context = {"action": _ACTIONS[step.page], "csrf_token": csrf, "request_handle": step.handle}
+    # The application id rides in the action's query so that a post whose request has
+    # expired still gets a page in the application's colours (branding only).
+    action = f"{_ACTIONS[step.page]}?{urlencode({'application': app['_id']})}"
+    context = {"action": action, "csrf_token": csrf, "request_handle": step.handle}
     if step.page == "consent":
         context.update(client_name=request.client.get("name") or request.client_id,
                        client_logo_url=image_url(request.client.get("logo_url")), scopes=list(request.scopes))
@@ -79,18 +87,21 @@ class _HostedPage(Resource):
 
     def on_post(self, req, resp):
         no_store(resp)
-        form = read_form(req)
         try:
+            form = read_form(req)
             self.pages.check_csrf(req, form.get("csrf_token"))
             binding = req.cookies[CSRF_COOKIE]
             pending = self.hosted.resume(form.get("request"), binding, self.stage)
         except OAuthError as exc:
-            if exc.redirect_uri is None:
-                return error_page(self.pages, resp, exc, app=None)
-            raise
-        except (CsrfTokenInvalid, AuthorizationRequestExpired) as exc:
-            return error_page(self.pages, resp, exc, app=None)
+            if exc.redirect_uri is not None:
+                raise
+            return error_page(self.pages, resp, exc, app=self._branding(req))
+        except (CsrfTokenInvalid, AuthorizationRequestExpired, MalformedForm, PayloadTooLarge) as exc:
+            return error_page(self.pages, resp, exc, app=self._branding(req))
         self.step(req, resp, form, pending, binding)
+
+    def _branding(self, req) -> dict | None:
+        return self.hosted.branding_app(app_id=req.get_param("application"))
 
     def step(self, req, resp, form, pending, binding):
         raise NotImplementedError
