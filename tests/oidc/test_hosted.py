@@ -522,3 +522,77 @@ def test_a_bad_id_token_hint_at_logout_is_a_branded_page_for_a_browser(acme, cli
 def test_the_signed_out_page_is_branded_by_the_session_it_ended(acme, browser, rp, person):
     signed_in(browser, rp, person)
     assert_branded(navigate(browser, "/oidc/logout"), "You are signed out", 200)
+
+
+# ---------------------------------------------------------------- the links sign-in pages have
+
+
+def test_cancel_at_the_login_page_goes_back_to_the_client_with_access_denied(ctx, browser, rp):
+    page = browser.get(authorize_url(rp))
+    query = query_of(browser.submit(page, decision="cancel"))
+    assert query["error"] == "access_denied" and query["state"] == "st-1"
+    assert ctx.store["oidc_pending_requests"].count_documents({}) == 0
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+
+
+def test_cancel_at_the_mfa_step_goes_back_to_the_client(browser, rp, person, mfa_secret):
+    mfa = sign_in(browser, rp, person)
+    assert query_of(browser.submit(mfa, decision="cancel"))["error"] == "access_denied"
+
+
+def forgot_page(browser, rp, email=""):
+    login_page = browser.get(authorize_url(rp))
+    page = browser.submit(login_page, email=email, decision="forgot")
+    assert_page(page, "Reset your password")
+    return page
+
+
+def test_forgot_password_sends_the_apis_reset_email_and_returns_to_the_same_sign_in(browser, rp, person, outbox):
+    page = forgot_page(browser, rp, email=person["email"])
+    assert f'value="{person["email"]}"' in page.text  # what the login page had typed
+    sent = browser.submit(page, email=person["email"])
+    assert_page(sent, "Reset your password")
+    assert f"If an account exists for {person['email']}" in sent.text
+    assert [mail.to for mail in outbox] == [person["email"]] and "/reset-password?token=" in outbox[0].body
+    login_page = browser.submit(sent, decision="back")
+    assert_page(login_page, "Sign in")
+    consent = browser.submit(login_page, email=person["email"], password=person["password"])
+    assert_page(consent, "Allow access?")
+
+
+def test_forgot_password_does_not_tell_whether_an_account_exists(browser, rp, person, outbox):
+    known = browser.submit(forgot_page(browser, rp), email=person["email"])
+    unknown = browser.submit(forgot_page(browser, rp), email="nobody@example.com")
+    assert known.status_code == unknown.status_code == 200
+    assert known.text.split("<main>")[1].replace(person["email"], "X").replace(hidden_fields(known)["request"], "R") \
+        == unknown.text.split("<main>")[1].replace("nobody@example.com", "X").replace(
+            hidden_fields(unknown)["request"], "R")
+    assert [mail.to for mail in outbox] == [person["email"]]
+
+
+def test_forgot_password_has_the_apis_limit(browser, rp, person, outbox):
+    page = forgot_page(browser, rp)
+    for _ in range(3):
+        assert browser.submit(page, email="nobody@example.com").status_code == 200
+    limited = browser.submit(page, email="nobody@example.com")
+    assert_page(limited, "Reset your password", 429)
+    assert 'role="alert"' in limited.text
+    assert_page(browser.submit(page, email="not an email"), "Reset your password", 400)
+
+
+def test_not_you_on_the_consent_page_signs_in_someone_else(ctx, browser, hosted_app, oidc_client, rp, person,
+                                                           make_user):
+    signed_in(browser, rp, person)
+    other_client = oidc_client(hosted_app, name="Other")
+    consent = browser.get(authorize_url(other_client))  # the browser session: straight to consent
+    assert_page(consent, "Allow access?")
+    assert f"Signed in as {person['email']}." in consent.text
+    login_page = browser.submit(consent, decision="switch")
+    assert_page(login_page, "Sign in")
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+    assert ctx.store["oidc_browser_sessions"].count_documents({}) == 0
+    someone = make_user(hosted_app, email="grace@example.com")
+    consent = browser.submit(login_page, email=someone["email"], password=someone["password"])
+    assert "Signed in as grace@example.com." in consent.text
+    assert query_of(browser.submit(consent, decision="allow"))["code"]
+    assert [s["user_id"] for s in ctx.store["oidc_browser_sessions"].find({})] == [someone["id"]]

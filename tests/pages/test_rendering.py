@@ -19,6 +19,8 @@ CONTEXTS = {
     "oidc_mfa.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h"},
     "oidc_consent.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h",
                           "client_name": "Client", "scopes": ["openid"]},
+    "oidc_forgot.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h", "email": "",
+                         "sent": False},
     "oidc_logged_out.html": {},
     "oidc_error.html": {"error_title": "Not valid", "error_description": "Unknown client."},
 }
@@ -185,7 +187,7 @@ def test_consent_describes_the_scopes_it_knows(pages):
     assert 'name="decision" value="deny"' in text
 
 
-@pytest.mark.parametrize("template", ["oidc_login.html", "oidc_mfa.html", "oidc_consent.html"])
+@pytest.mark.parametrize("template", ["oidc_login.html", "oidc_mfa.html", "oidc_consent.html", "oidc_forgot.html"])
 def test_hosted_forms_post_csrf_and_request_handle(pages, template):
     text = render(pages, template, csrf_token="tok.sig", request_handle="req-42").text
     assert '<form method="post" action="/oidc/authorize">' in text
@@ -198,7 +200,7 @@ def test_login_asks_for_email_and_password_and_shows_an_error(pages):
     assert 'name="email" type="email"' in text and 'name="password" type="password"' in text
     assert '<p class="error" role="alert" id="form-error">Wrong email or password.</p>' in text
     assert set(re.findall(r'name="([^"]+)"', text)) == {"viewport", "robots", "csrf_token", "request", "email",
-                                                        "password"}
+                                                        "password", "decision"}
     assert "role=\"alert\"" not in render(pages, "oidc_login.html").text
 
 
