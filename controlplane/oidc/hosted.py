@@ -40,6 +40,7 @@ from controlplane.oidc.wire import add_params
 from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
+from controlplane.users.registration import RegistrationService
 from controlplane.users.sessions import SessionService
 
 PENDING_TTL = 600
@@ -92,6 +93,7 @@ class HostedLogin:
     sessions: SessionService
     users: UserDirectory
     passwords: PasswordService
+    registration: RegistrationService
     box: SecretBox
     clock: Clock
 
@@ -208,6 +210,15 @@ class HostedLogin:
         limit (its ``ResetRequestsLimited`` propagates).  Known email or not, the answer
         is the same and the request stays at the login step."""
         self.passwords.forgot(pending.app, email)
+
+    def register(self, pending: Pending, *, email: str, password: str, name: str, device_info: dict) -> Step:
+        """"Create account": the API's registration (its per-IP throttle, password
+        rules, unique email, user limit, verification email and ``user.created``), then
+        the sign-in continues as from the login page.  Errors propagate for the page to
+        show; the request stays at the login step."""
+        self.registration.throttle(pending.app, device_info.get("ip") or "unknown")
+        self.registration.register(pending.app, email=email, password=password, name=name)
+        return self.sign_in(pending, email=email, password=password, device_info=device_info)
 
     def switch_user(self, pending: Pending, session_token: str | None) -> Step:
         """"Not you?" on the consent page: the browser session ends and the same

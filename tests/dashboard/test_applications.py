@@ -56,6 +56,7 @@ def test_create_application_with_the_spec_defaults(dashboard_account):
         "branding": {"name": "Shop", "logo_url": None, "color": None, "background": None},
         "oauth_redirect_uris": [],
         "oauth_hosted_login_enabled": False,
+        "oauth_hosted_registration_enabled": False,
         "max_concurrent_sessions": 0,
         "registration_rate_limit": None,
         "created_at": app["created_at"],
@@ -191,7 +192,8 @@ def test_apps_outside_any_organization_are_invisible(dashboard_account, applicat
 def test_update_changes_only_the_fields_sent(dashboard_account, dashboard_app, clock):
     clock.advance(5)
     body = {"name": "Renamed", "environment": "staging", "is_test_mode": True, "description": None,
-            "oauth_hosted_login_enabled": True, "oauth_redirect_uris": ["https://app.example.com/callback"],
+            "oauth_hosted_login_enabled": True, "oauth_hosted_registration_enabled": True,
+            "oauth_redirect_uris": ["https://app.example.com/callback"],
             "max_concurrent_sessions": 100}
 
     response = dashboard_account.put(app_path(dashboard_app["id"]), json=body)

@@ -596,3 +596,55 @@ def test_not_you_on_the_consent_page_signs_in_someone_else(ctx, browser, hosted_
     assert "Signed in as grace@example.com." in consent.text
     assert query_of(browser.submit(consent, decision="allow"))["code"]
     assert [s["user_id"] for s in ctx.store["oidc_browser_sessions"].find({})] == [someone["id"]]
+
+
+@pytest.fixture
+def open_registration(ctx, hosted_app):
+    return ctx.applications.update(hosted_app["_id"], {"oauth_hosted_registration_enabled": True})
+
+
+def register_page(browser, rp):
+    login_page = browser.get(authorize_url(rp))
+    page = browser.submit(login_page, decision="register")
+    assert_page(page, "Create your account")
+    return page
+
+
+def test_create_account_is_offered_only_when_the_application_allows_it(ctx, hosted_app, browser, rp):
+    assert "Create account" not in browser.get(authorize_url(rp)).text
+    refused = browser.submit(browser.get(authorize_url(rp)), decision="register")
+    assert_page(refused, "Sign in", 400)  # the login page again, nothing else
+    ctx.applications.update(hosted_app["_id"], {"oauth_hosted_registration_enabled": True})
+    assert 'value="register"' in browser.get(authorize_url(rp)).text
+
+
+def test_create_account_registers_then_continues_the_authorization(ctx, open_registration, browser, rp, outbox):
+    page = register_page(browser, rp)
+    consent = browser.submit(page, name="Grace Hopper", email="Grace@Example.com", password="a sturdy passphrase 9")
+    assert_page(consent, "Allow access?")
+    user = ctx.store["users"].find_one({"email": "grace@example.com"})
+    assert user["name"] == "Grace Hopper" and user["email_verified"] is False
+    assert [mail.to for mail in outbox] == ["grace@example.com"]  # the API's verification email
+    assert [s["user_id"] for s in ctx.store["oidc_browser_sessions"].find({})] == [user["_id"]]
+    assert query_of(browser.submit(consent, decision="allow"))["state"] == "st-1"
+
+
+def test_create_account_applies_the_registration_rules(ctx, open_registration, browser, rp, person):
+    page = register_page(browser, rp)
+    taken = browser.submit(page, name="Ada", email=person["email"], password="a sturdy passphrase 9")
+    assert_page(taken, "Create your account", 409)
+    weak = browser.submit(taken, name="Ada", email="new@example.com", password="password")
+    assert_page(weak, "Create your account", 422)
+    assert "The password" in weak.text and 'value="new@example.com"' in weak.text
+    invalid = browser.submit(weak, name="", email="not an email", password="a sturdy passphrase 9")
+    assert_page(invalid, "Create your account", 400)
+    assert ctx.store["users"].count_documents({"email": "new@example.com"}) == 0
+    assert_page(browser.submit(invalid, decision="back"), "Sign in")
+
+
+def test_create_account_is_refused_when_registration_is_closed(ctx, hosted_app, browser, rp):
+    page = browser.get(authorize_url(rp))
+    response = browser.post("/oidc/authorize/register", {**hidden_fields(page), "name": "Eve",
+                                                         "email": "eve@example.com", "password": "a sturdy pass 9"})
+    assert_page(response, "Sign in", 400)
+    assert ctx.store["users"].count_documents({"email": "eve@example.com"}) == 0

@@ -21,6 +21,8 @@ CONTEXTS = {
                           "client_name": "Client", "scopes": ["openid"]},
     "oidc_forgot.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h", "email": "",
                          "sent": False},
+    "oidc_register.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h", "email": "",
+                           "name": ""},
     "oidc_logged_out.html": {},
     "oidc_error.html": {"error_title": "Not valid", "error_description": "Unknown client."},
 }
@@ -187,7 +189,8 @@ def test_consent_describes_the_scopes_it_knows(pages):
     assert 'name="decision" value="deny"' in text
 
 
-@pytest.mark.parametrize("template", ["oidc_login.html", "oidc_mfa.html", "oidc_consent.html", "oidc_forgot.html"])
+@pytest.mark.parametrize("template", ["oidc_login.html", "oidc_mfa.html", "oidc_consent.html", "oidc_forgot.html",
+                                      "oidc_register.html"])
 def test_hosted_forms_post_csrf_and_request_handle(pages, template):
     text = render(pages, template, csrf_token="tok.sig", request_handle="req-42").text
     assert '<form method="post" action="/oidc/authorize">' in text

@@ -19,10 +19,12 @@ from controlplane.oidc.resources.common import HTML
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
 from controlplane.resource import Resource
-from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited, ResetRequestsLimited
-from controlplane.users.schemas import EMAIL_ONLY
+from controlplane.users.errors import (AccountSuspended, EmailAlreadyRegistered, InvalidCredentials, LoginsLimited,
+                                       RegistrationsLimited, ResetRequestsLimited, UserLimitReached)
+from controlplane.passwords import PasswordTooWeak
+from controlplane.users.schemas import EMAIL_ONLY, REGISTER
 
-_PAGES = ("login", "mfa", "consent", "forgot")
+_PAGES = ("login", "mfa", "consent", "forgot", "register")
 _ACTIONS = {page: f"/oidc/authorize/{page}" for page in _PAGES}
 _TEMPLATES = {page: f"oidc_{page}.html" for page in _PAGES}
 _ERROR_TITLES = {
@@ -64,6 +66,8 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
     action = f"{_ACTIONS[step.page]}?{urlencode({'application': app['_id']})}"
     context = {"action": action, "csrf_token": csrf, "request_handle": step.handle,
                "client_name": request.client.get("name") or request.client_id, **page_context}
+    if step.page == "login":
+        context["can_register"] = bool(app.get("oauth_hosted_registration_enabled"))
     if step.page == "consent":
         context.update(client_logo_url=image_url(request.client.get("logo_url")), scopes=list(request.scopes),
                        signed_in_as=step.signed_in_as)
@@ -138,7 +142,8 @@ class HostedLogin(_HostedPage):
                     "rate limit, password guard and lockout apply. Answers the MFA page, the consent page or a 302 "
                     "to the client with the code; wrong credentials show the login page again (401, 429 when "
                     "locked or throttled, 403 suspended). decision=forgot answers the reset-request page; "
-                    "decision=cancel a 302 redirect_uri?error=access_denied&state=....",
+                    "decision=cancel a 302 redirect_uri?error=access_denied&state=...; decision=register the "
+                    "sign-up page (when the application has oauth_hosted_registration_enabled).",
         errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended],
         also=_page_answers(401, 429),
     )}
@@ -150,6 +155,11 @@ class HostedLogin(_HostedPage):
         if decision == "forgot":
             return render_step(self, req, resp, Step(pending.request, page="forgot", handle=pending.handle),
                                pending.app, binding, email=form.get("email", "").strip(), sent=False)
+        if decision == "register":
+            if not pending.app.get("oauth_hosted_registration_enabled"):
+                return self.again(req, resp, pending, binding)
+            return render_step(self, req, resp, Step(pending.request, page="register", handle=pending.handle),
+                               pending.app, binding, email=form.get("email", "").strip(), name="")
         device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
         try:
             step = self.hosted.sign_in(pending, email=form.get("email", "").strip(), password=form.get("password", ""),
@@ -234,3 +244,51 @@ class HostedForgotPassword(_HostedPage):
                                sent=False)
         render_step(self, req, resp, Step(pending.request, page="forgot", handle=pending.handle), pending.app,
                     binding, email=email, sent=True)
+
+
+class HostedRegister(_HostedPage):
+    """"Create account" of the login page, when the application has
+    ``oauth_hosted_registration_enabled``: the API's registration, then the same
+    sign-in continues (consent, then the code)."""
+
+    stage = "login"
+    page = "register"
+    password_work = ("POST",)  # bcrypt twice: the new hash and the sign-in's check
+    docs = {"POST": op(
+        "Hosted login page: create an account (form post)",
+        description="HTML. Form fields name, email, password, csrf_token, request; decision=back returns to the "
+                    "login page. Only when the application has oauth_hosted_registration_enabled (otherwise the "
+                    "login page again, 400). The rules of POST V1/users/register apply (per-IP throttle, password "
+                    "strength, unique email, user limit, verification email, user.created); a refusal shows the "
+                    "page again with its status. Then the sign-in continues: the consent page or the 302 with "
+                    "the code.",
+        errors=[*_PAGE_ERRORS, ValidationFailed, EmailAlreadyRegistered, PasswordTooWeak, UserLimitReached,
+                RegistrationsLimited],
+        also=_page_answers(409, 422, 429),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        if form.get("decision") == "back" or not pending.app.get("oauth_hosted_registration_enabled"):
+            status = 200 if pending.app.get("oauth_hosted_registration_enabled") else 400
+            return render_step(self, req, resp, Step(pending.request, page="login", handle=pending.handle),
+                               pending.app, binding, status=status)
+        entered = {"name": form.get("name", "").strip(), "email": form.get("email", "").strip()}
+        device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
+        try:
+            values = REGISTER.validate({**entered, "password": form.get("password", "")})
+            step = self.hosted.register(pending, email=values["email"], password=values["password"],
+                                        name=values["name"], device_info=device_info)
+        except ValidationFailed as exc:
+            problems = "; ".join(f"{field}: {why}" for field, why in (exc.details or {}).get("fields", {}).items())
+            return self._again(req, resp, pending, binding, f"Check the form ({problems}).", 400, entered)
+        except PasswordTooWeak as exc:
+            reasons = "; ".join(exc.details.get("reasons", ()))
+            return self._again(req, resp, pending, binding, f"The password {reasons}.", 422, entered)
+        except (EmailAlreadyRegistered, UserLimitReached, RegistrationsLimited,
+                InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended) as exc:
+            return self._again(req, resp, pending, binding, exc.message, status_of(type(exc)), entered)
+        render_step(self, req, resp, step, pending.app, binding)
+
+    def _again(self, req, resp, pending, binding, message, status, entered):
+        render_step(self, req, resp, Step(pending.request, page="register", handle=pending.handle), pending.app,
+                    binding, error=message, status=status, **entered)
