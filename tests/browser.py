@@ -19,15 +19,24 @@ headless Chromium driven through Selenium.
 - ``accessibility(driver)``: axe-core's serious and critical violations on the page
   (``tests/node``: ``npm ci`` runs when axe-core is missing; skips without npm);
 - ``check_page(name)``: both on the browser's page, the screenshots and an assertion
-  that the scan finds nothing, for every page a user can land on.
+  that the scan finds nothing, for every page a user can land on;
+- ``https_files(files)``: static files over https on 127.0.0.1 with a throwaway
+  self-signed certificate, and ``start_chromium(profile, *flags)`` to trust just that
+  certificate (the hosted pages load images from https only).
 
 Chromium is never downloaded: the driver and browser paths are given, so Selenium
 Manager has nothing to look up.
 """
 from __future__ import annotations
 
+import base64
+import contextlib
+import datetime
+import hashlib
 import importlib.util
+import ipaddress
 import json
+import ssl
 import os
 import shutil
 import subprocess
@@ -35,6 +44,7 @@ import socketserver
 import tempfile
 import threading
 from pathlib import Path
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
@@ -73,7 +83,7 @@ def missing_browser() -> str | None:
     return None
 
 
-def start_chromium(profile_dir: str):
+def start_chromium(profile_dir: str, *extra_flags: str):
     """A headless Chromium WebDriver using ``profile_dir`` as its user data dir."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -83,6 +93,8 @@ def start_chromium(profile_dir: str):
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile_dir}")
+    for flag in extra_flags:
+        options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # for console_errors
     return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
 
@@ -227,3 +239,57 @@ def browser():
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def https_files(files: dict[str, tuple[str, bytes]]):
+    """Serve ``files`` (``{path: (content type, body)}``) over https at 127.0.0.1 with a
+    fresh self-signed certificate.  Yields ``(origin, chromium_flag)``: the flag makes
+    Chromium trust that certificate's key, and nothing else it would refuse."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    pin = base64.b64encode(hashlib.sha256(spki).digest()).decode("ascii")
+    with tempfile.TemporaryDirectory(prefix="iamgate-tls-") as folder:
+        cert_path, key_path = Path(folder, "cert.pem"), Path(folder, "key.pem")
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_path, key_path)
+
+        class Files(BaseHTTPRequestHandler):
+            def do_GET(self):
+                content_type, body = files.get(self.path.split("?")[0], ("text/plain", b""))
+                self.send_response(200 if self.path.split("?")[0] in files else 404)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Files)
+        server.daemon_threads = True
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        thread = threading.Thread(target=server.serve_forever, name="https-files", daemon=True)
+        thread.start()
+        try:
+            yield f"https://127.0.0.1:{server.server_address[1]}", f"--ignore-certificate-errors-spki-list={pin}"
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(10)

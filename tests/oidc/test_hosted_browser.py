@@ -5,6 +5,7 @@ page.  Each page is saved under docs/screenshots/.  Skipped, with the reason, wh
 Chromium is not installed."""
 from __future__ import annotations
 
+import tempfile
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -113,3 +114,45 @@ def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, c
     # No style, script or form target was refused on any page (the 404 of /callback and
     # the error page's 400 are the only failed loads).
     assert [e for e in console_errors(browser) if "Failed to load resource" not in e] == []
+
+
+LOGO = (b'<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40" viewBox="0 0 120 40">'
+        b'<rect width="120" height="40" rx="8" fill="#0b7a53"/>'
+        b'<text x="60" y="27" font-family="sans-serif" font-size="18" fill="#fff" text-anchor="middle">ACME</text>'
+        b'</svg>')
+
+
+def test_a_registered_https_logo_renders_under_the_pages_policy(live_server, ctx, application, make_api_key, client):
+    """The API takes https logos only (the client's too), and the pages' img-src
+    (https: data:) lets them load: the application's logo renders on the login page."""
+    from controlplane.applications.schemas import BRANDING
+    from tests.browser import https_files, missing_browser, start_chromium
+    reason = missing_browser()
+    if reason:
+        pytest.skip(f"real-browser test skipped: {reason}")
+    with https_files({"/logo.svg": ("image/svg+xml", LOGO)}) as (origin, trust_flag), \
+            tempfile.TemporaryDirectory(prefix="iamgate-chromium-") as profile:
+        app_id = application["_id"]
+        ctx.applications.update(app_id, {"oauth_hosted_login_enabled": True})
+        ctx.applications.update_branding(app_id, BRANDING.validate({"brand_name": "Acme",
+                                                                    "brand_logo_url": f"{origin}/logo.svg"}))
+        key = make_api_key(application, permissions=["oidc:manage"])
+        created = client.simulate_post(f"/api/v1/applications/{app_id}/oidc/clients", headers=bearer(key),
+                                       json={"name": "Printer", "redirect_uris": [f"{live_server}/callback"],
+                                             "logo_url": f"{origin}/logo.svg?client"})
+        assert created.status_code == 201, created.text
+        session = OAuth2Session(created.json["data"]["client_id"], scope="openid",
+                                redirect_uri=f"{live_server}/callback", code_challenge_method="S256")
+        url, _ = session.create_authorization_url(f"{live_server}/oidc/authorize", code_verifier=generate_token(48))
+        driver = start_chromium(profile, trust_flag)
+        try:
+            driver.set_page_load_timeout(30)
+            driver.get(url)
+            logo = driver.find_element(By.CSS_SELECTOR, "header img")
+            assert logo.get_attribute("src") == f"{origin}/logo.svg"
+            WebDriverWait(driver, 10).until(lambda d: d.execute_script(
+                "return arguments[0].complete && arguments[0].naturalWidth", logo))
+            assert driver.execute_script("return arguments[0].naturalWidth", logo) == 120
+            assert [e for e in console_errors(driver) if "Failed to load resource" not in e] == []
+        finally:
+            driver.quit()
