@@ -112,8 +112,9 @@ def save_screenshot(driver, directory: Path, name: str) -> list[Path]:
     paths = []
     for suffix, (width, height) in (("", WINDOW), ("-mobile", MOBILE_WINDOW)):
         driver.set_window_size(width, height)
-        full = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(width, max(height, int(full)))
+        # The window's height includes the browser's own frame (height - innerHeight).
+        inner, full = driver.execute_script("return [window.innerHeight, document.documentElement.scrollHeight]")
+        driver.set_window_size(width, max(height, int(full) + height - int(inner)))
         path = directory / f"{name}{suffix}.png"
         try:
             if not driver.save_screenshot(str(path)):

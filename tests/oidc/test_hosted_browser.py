@@ -156,3 +156,84 @@ def test_a_registered_https_logo_renders_under_the_pages_policy(live_server, ctx
             assert [e for e in console_errors(driver) if "Failed to load resource" not in e] == []
         finally:
             driver.quit()
+
+
+def test_every_other_hosted_page_in_chromium(live_server, browser, check_page, ctx, clock, application, make_user,
+                                             make_api_key, client, outbox):
+    """The pages off the main path, each scanned by axe-core and photographed: a wrong
+    password, Forgot password? (asked, sent), Create account, Cancel, an expired form
+    and a refused logout hint."""
+    app_id = application["_id"]
+    ctx.applications.update(app_id, {"oauth_hosted_login_enabled": True, "oauth_hosted_registration_enabled": True})
+    ctx.applications.update_branding(app_id, {"brand_name": "Acme Photos", "brand_color": "#0b7a53",
+                                              "brand_background": "#eef4f1"})
+    callback = f"{live_server}/callback"
+    key = make_api_key(application, permissions=["oidc:manage"])
+    rp = client.simulate_post(f"/api/v1/applications/{app_id}/oidc/clients", headers=bearer(key),
+                              json={"name": "Photo Printer", "redirect_uris": [callback]}).json["data"]
+    user = make_user(application, email="ada@example.com", name="Ada Lovelace")
+    session = OAuth2Session(rp["client_id"], rp["client_secret"], scope="openid email", redirect_uri=callback,
+                            code_challenge_method="S256")
+
+    def authorize() -> str:
+        url, state = session.create_authorization_url(f"{live_server}/oidc/authorize",
+                                                      code_verifier=generate_token(48))
+        browser.get(url)
+        return state
+
+    def press(value: str, title: str) -> None:
+        browser.find_element(By.CSS_SELECTOR, f"button[value={value}]").click()
+        WebDriverWait(browser, 10).until(expected_conditions.title_contains(title))
+
+    # A wrong password: the login page with its error.
+    authorize()
+    browser.find_element(By.ID, "email").send_keys(user["email"])
+    browser.find_element(By.ID, "password").send_keys("not the password 1")
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.ID, "form-error")))
+    check_page("oidc-login-error")
+
+    # Forgot password?: the request page, pre-filled, then the same answer for any email.
+    browser.find_element(By.ID, "email").send_keys(user["email"])
+    press("forgot", "Reset your password")
+    assert browser.find_element(By.ID, "email").get_attribute("value") == user["email"]
+    check_page("oidc-forgot")
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]:not([value])").click()
+    WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
+    assert [mail.to for mail in outbox if "reset" in mail.body] == [user["email"]]
+    check_page("oidc-forgot-sent")
+
+    # Back to the same sign-in, then Create account.
+    press("back", "Sign in")
+    press("register", "Create your account")
+    check_page("oidc-register")
+    browser.find_element(By.ID, "name").send_keys("Grace Hopper")
+    browser.find_element(By.ID, "email").send_keys("grace@example.com")
+    browser.find_element(By.ID, "password").send_keys("a sturdy passphrase 9")
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]:not([value])").click()
+    WebDriverWait(browser, 10).until(expected_conditions.title_contains("Allow access"))
+    assert "Signed in as grace@example.com." in browser.find_element(By.TAG_NAME, "main").text
+
+    # Not you?: back to the login page of the same request; then Cancel goes back to the client.
+    press("switch", "Sign in")
+    press("cancel", "")
+    WebDriverWait(browser, 10).until(expected_conditions.url_contains("/callback"))
+    query = parse_qs(urlsplit(browser.current_url).query)
+    assert query["error"] == ["access_denied"] and query["state"]
+
+    # A form left open too long: the branded error page.
+    authorize()
+    clock.advance(601)
+    browser.find_element(By.ID, "email").send_keys(user["email"])
+    browser.find_element(By.ID, "password").send_keys(user["password"])
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(expected_conditions.title_contains("not valid"))
+    assert "Acme Photos" in browser.title
+    check_page("oidc-expired")
+
+    # A logout link with a hint that is not ours: a page, not JSON.
+    browser.get(f"{live_server}/oidc/logout?id_token_hint=not.a.token&client_id={rp['client_id']}")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Sign-out link is not valid"
+    assert browser.title == "Sign-out link is not valid - Acme Photos"
+    check_page("oidc-logout-error")
+    assert [e for e in console_errors(browser) if "Failed to load resource" not in e] == []

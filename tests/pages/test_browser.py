@@ -65,6 +65,16 @@ def test_the_accessibility_scan_runs_under_the_pages_policy_and_finds_what_is_wr
     assert "label" in {violation["id"] for violation in accessibility(browser)}
 
 
+def test_reset_password_page_in_a_real_browser(live_server, browser, check_page, ctx, application):
+    ctx.applications.update_branding(application["_id"], {
+        "brand_name": "Acme Photos", "brand_color": "#0b7a53", "brand_background": "#eef4f1"})
+    browser.get(f"{live_server}/pages/{application['_id']}/reset-password?token=t")
+    assert browser.find_element(By.TAG_NAME, "h1").text
+    assert "token" not in browser.current_url
+    check_page("reset-password")
+    assert console_errors(browser) == []
+
+
 def test_a_light_brand_colour_keeps_the_button_readable_in_chromium(live_server, browser, accessibility, ctx,
                                                                     application, make_user, outbox):
     # White text on this yellow would be ~1.5:1, a serious color-contrast violation.
