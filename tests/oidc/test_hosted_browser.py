@@ -199,7 +199,8 @@ def test_every_other_hosted_page_in_chromium(live_server, browser, check_page, c
     assert browser.find_element(By.ID, "email").get_attribute("value") == user["email"]
     check_page("oidc-forgot")
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]:not([value])").click()
-    WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
+    WebDriverWait(browser, 10).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
     assert [mail.to for mail in outbox if "reset" in mail.body] == [user["email"]]
     check_page("oidc-forgot-sent")
 

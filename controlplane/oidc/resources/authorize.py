@@ -75,7 +75,8 @@ class Authorize(Resource):
         except OAuthError as exc:
             if exc.redirect_uri is None and browser:
                 # RFC 6749 4.1.2.1: the client or its redirect URI is not known good; tell the user, never redirect.
-                return error_page(self.pages, resp, exc, app=self.hosted.branding_app(client_id=params.get("client_id")))
+                app = self.hosted.branding_app(client_id=params.get("client_id"))
+                return error_page(self.pages, resp, exc, app=app)
             if not browser or not self._hosted(self.authorize.client(params.get("client_id"))):
                 if browser and wants_html(req):
                     return error_page(self.pages, resp, exc.not_redirected(), app=None)
