@@ -3,6 +3,9 @@ and script, and the fetch to the API as Chromium applies them.  Skipped, with th
 reason, where Chromium is not installed."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("selenium", reason="real-browser test skipped: the selenium package is not installed")
@@ -22,6 +25,13 @@ def test_a_machine_without_chromium_is_told_what_to_install(monkeypatch):
     monkeypatch.setattr(browser_module, "CHROMIUM", "/bin/sh")
     monkeypatch.setattr(browser_module, "CHROMEDRIVER", "/nonexistent/chromedriver")
     assert "chromium-driver" in missing_browser()
+
+
+def test_a_test_run_writes_its_screenshots_outside_the_work_tree(screenshots_dir):
+    if os.environ.get(browser_module.SCREENSHOTS_DIR):
+        pytest.skip("make screenshots: the committed screenshots are being refreshed on purpose")
+    repo = Path(__file__).resolve().parents[2]
+    assert repo not in screenshots_dir.resolve().parents
 
 
 def test_verify_email_page_confirms_the_address_in_a_real_browser(live_server, browser, check_page, ctx, application,
