@@ -5,7 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test lint fuzz soak bench bench-scale install clean image push lock chart-test chart-tools node-test-deps
+.PHONY: run test lint fuzz soak bench bench-scale install clean image push lock chart-test chart-tools node-test-deps \
+        screenshots
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -58,10 +59,16 @@ lint: $(LINT_STAMP)
 test: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
 
-## The JavaScript libraries some tests drive (tests/node: oidc-client-ts), into the
+## The JavaScript libraries some tests drive (tests/node: oidc-client-ts, axe-core), into the
 ## gitignored tests/node/node_modules, exactly as package-lock.json pins them.
 node-test-deps:
 	cd tests/node && npm ci --no-audit --no-fund
+
+## Refresh docs/screenshots/ (every hosted page, desktop and mobile) from the browser tests;
+## a plain test run writes them to a temporary folder instead.
+screenshots: $(STAMP)
+	IAMGATE_BCRYPT_ROUNDS=4 IAMGATE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(PY) -m pytest -q \
+		tests/oidc/test_hosted_browser.py tests/pages/test_browser.py
 
 ## Schemathesis, longer profile: every operation of both OpenAPI documents, 50 examples
 ## per operation, credential and mode (tests/e2e/fuzz.py; `make test` runs a short one).

@@ -255,7 +255,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                          rate_limit_login=config.rate_limit_login)
     oidc_hosted = HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
                               applications=applications, login=login, mfa=mfa, authenticator=authenticator,
-                              sessions=sessions, users=user_directory, box=box, clock=clock)
+                              sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
+                              box=box, clock=clock)
     selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
                               oidc_connections, rate_limit_export=config.rate_limit_export)
 

@@ -7,6 +7,8 @@ from urllib.parse import urlsplit
 
 from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url
 
+from controlplane.applications.schemas import IMAGE_URL
+
 # The scopes the provider knows (discovery's scopes_supported).  offline_access changes
 # nothing (a refresh token is always issued) but may be listed, as relying parties ask for it.
 SUPPORTED_SCOPES = ("openid", "profile", "email", "offline_access")
@@ -157,7 +159,7 @@ def _uris(**kw):
 CREATE_CLIENT = Schema({
     "name": String(required=True, min_len=1, max_len=255),
     "description": String(nullable=True, max_len=1000, default=None),
-    "logo_url": Url(nullable=True, default=None),
+    "logo_url": Url(nullable=True, default=None, **IMAGE_URL),
     "redirect_uris": _uris(required=True, min_items=1),
     "post_logout_redirect_uris": _uris(default=list),
     "allowed_scopes": List(String(choices=SUPPORTED_SCOPES), min_items=1, default=lambda: list(DEFAULT_SCOPES)),
@@ -173,7 +175,7 @@ CREATE_CLIENT = Schema({
 UPDATE_CLIENT = Schema({
     "name": String(min_len=1, max_len=255),
     "description": String(nullable=True, max_len=1000),
-    "logo_url": Url(nullable=True),
+    "logo_url": Url(nullable=True, **IMAGE_URL),
     "redirect_uris": _uris(min_items=1),
     "post_logout_redirect_uris": _uris(),
     "allowed_scopes": List(String(choices=SUPPORTED_SCOPES), min_items=1),

@@ -150,6 +150,18 @@ def test_a_logo_url_with_a_bracketed_host_that_is_no_ip_is_refused(client, appli
     assert "logo_url" in error["details"]["fields"]
 
 
+def test_an_http_logo_url_is_refused(client, application, manager_key, oidc_client):
+    # The consent page shows the logo under a CSP whose img-src is https: only.
+    body = {"name": "x", "redirect_uris": [REDIRECT_URI], "logo_url": "http://rp.example.com/logo.png"}
+    error = assert_error(client.simulate_post(clients_url(application), json=body, headers=bearer(manager_key)),
+                         400, "VALIDATION_INVALID_FORMAT")
+    assert error["details"]["fields"] == {"logo_url": "must be a valid https URL"}
+    created = oidc_client(application)
+    update = client.simulate_put(clients_url(application, f"/{created['id']}"),
+                                 json={"logo_url": "http://rp.example.com/logo.png"}, headers=bearer(manager_key))
+    assert "logo_url" in assert_error(update, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]
+
+
 @pytest.mark.parametrize("uri", ["https://xn--bcher-kva.example/cb", "https://rp.example.com:65535/cb",
                                  "https://rp-1.example.com:8443/cb?x=1", "https://[2001:db8::1]/cb",
                                  "https://203.0.113.7/cb", "http://localhost:3000/cb",

@@ -12,7 +12,7 @@ from controlplane.oidc.errors import (ConsentRequired, InvalidClient, InvalidReq
                                       LoginRequired, OAuthError, RequestNotSupported, RequestUriNotSupported,
                                       UnauthorizedClient, UnsupportedResponseType)
 from controlplane.oidc.hosted import session_cookie_name
-from controlplane.oidc.resources.common import HTML, protocol_params
+from controlplane.oidc.resources.common import HTML, protocol_params, wants_html
 from controlplane.oidc.resources.hosted import error_page, form_post_errors, render_step
 from controlplane.openapi import op
 from controlplane.resource import Resource
@@ -92,8 +92,11 @@ class Authorize(Resource):
         except OAuthError as exc:
             if exc.redirect_uri is None and browser:
                 # RFC 6749 4.1.2.1: the client or its redirect URI is not known good; tell the user, never redirect.
-                return error_page(self.pages, resp, exc, app=None)
+                app = self.hosted.branding_app(client_id=params.get("client_id"))
+                return error_page(self.pages, resp, exc, app=app)
             if not browser or not self._hosted(self.authorize.client(params.get("client_id"))):
+                if browser and wants_html(req):
+                    return error_page(self.pages, resp, exc.not_redirected(), app=None)
                 raise exc.not_redirected() from None
             raise
         try:
@@ -108,6 +111,8 @@ class Authorize(Resource):
         try:
             self._json_mode(req, resp, request, app)
         except OAuthError as exc:
+            if browser and wants_html(req):  # a browser on an application without hosted login
+                return error_page(self.pages, resp, exc.not_redirected(), app=None)
             raise exc.not_redirected() from None
 
     def _hosted(self, client: dict | None) -> bool:

@@ -16,6 +16,12 @@ CORS = (" CORS: preflights are answered, and Access-Control-Allow-Origin is sent
 HTML = {"type": "string"}
 
 
+def wants_html(req) -> bool:
+    """A browser navigating (``Accept: text/html``): it gets a page, never a JSON body.
+    A caller that sends no Accept, or JSON's, is a program and keeps the JSON errors."""
+    return "text/html" in (req.get_header("Accept") or "")
+
+
 def protocol_params(req) -> dict:
     """The request's form or JSON parameters; a body that cannot be read is 400
     ``invalid_request``."""
