@@ -33,7 +33,8 @@ from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
-from controlplane.internal.service import DECISION_PERMISSION, ChangeFeed, DecisionData, StreamAccess, StreamLeases
+from controlplane.internal.service import DECISION_PERMISSION, ChangeFeed, DecisionData, StreamAccess
+from controlplane.internal.store import StreamLeases
 from controlplane.keys import SigningKeys
 from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
