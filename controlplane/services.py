@@ -174,13 +174,13 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_applications = OrganizationApplications(dashboard_store, dashboard_access, applications,
                                                       max_applications=config.max_applications_per_organization)
 
-    roles = RoleService(RoleStore(store), events, clock)
+    user_store = UserStore(store)
+    user_directory = UserDirectory(user_store)
+    roles = RoleService(RoleStore(store), user_directory, events, clock)
     policy_store = PolicyStore(store)
     authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
     export_cache_counts(metrics, authz)
-    user_store = UserStore(store)
-    user_directory = UserDirectory(user_store)
     abac = AbacService(policy_store, user_store, roles, events, clock, PolicyLimits.of(config))
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
                                   dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
