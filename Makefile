@@ -5,7 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test fuzz soak bench bench-scale install clean image push lock chart-test chart-tools
+.PHONY: run test lint fuzz soak bench bench-scale install clean image push lock chart-test chart-tools node-test-deps \
+        screenshots
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -44,9 +45,30 @@ chart-test: $(CHART_STAMP)
 run: $(RUN_STAMP)
 	IAMGATE_LOG_EMAIL_BODIES=true $(PY) -m controlplane.launcher
 
+LINT_STAMP := $(VENV)/.lint-installed
+$(LINT_STAMP): $(PY) setup.cfg
+	$(PY) -m pip install --quiet -e '.[lint]'
+	touch $(LINT_STAMP)
+
+## ruff over all the Python code, mypy over shared/ and decision/ (options in pyproject.toml).
+lint: $(LINT_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
 test: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
+
+## The JavaScript libraries some tests drive (tests/node: oidc-client-ts, axe-core), into the
+## gitignored tests/node/node_modules, exactly as package-lock.json pins them.
+node-test-deps:
+	cd tests/node && npm ci --no-audit --no-fund
+
+## Refresh docs/screenshots/ (every hosted page, desktop and mobile) from the browser tests;
+## a plain test run writes them to a temporary folder instead.
+screenshots: $(STAMP)
+	IAMGATE_BCRYPT_ROUNDS=4 IAMGATE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(PY) -m pytest -q \
+		tests/oidc/test_hosted_browser.py tests/pages/test_browser.py
 
 ## Schemathesis, longer profile: every operation of both OpenAPI documents, 50 examples
 ## per operation, credential and mode (tests/e2e/fuzz.py; `make test` runs a short one).

@@ -52,7 +52,7 @@ TARGETS = {"check_c16_share": 0.60, "check_c1_p50_ratio": 2.0}
 class _CachedAnswer:
     answer = {"allowed": True, "permission": "documents:read", "cached": True}
 
-    def on_get(self, req, resp, applicationId):
+    def on_get(self, req, resp, applicationId):  # noqa: ARG002 -- Falcon's responder signature
         resp.media = self.answer
 
 
@@ -180,6 +180,7 @@ def report(results: dict, duration: float, warmup: float) -> str:
              "stock"),
             ("control plane: GET V1/authz/check, cache hit, API key", "check"),
             ("control plane: GET V1/roles (6 roles), API key", "roles")]
+    share_pairs = zip(results.get("share_pairs", ()), results.get("pair_rps", ()), strict=True)
     lines = [conditions(), "",
              f"`python -m benchmarks.controlplane_bench`: gunicorn, one worker of the control plane's class "
              f"(`shared.httpworker.ControlPlaneWorker`) for the baseline and for the control plane "
@@ -187,7 +188,7 @@ def report(results: dict, duration: float, warmup: float) -> str:
              f"{warmup:g} s warm-up at c16 per URL, then {duration:g} s per row. Raw wrk latencies.",
              *([f"The c16 share is the median of {len(results['share_pairs'])} alternating pairs (the check at c16, "
                 f"then the bare endpoint at c16, {duration:g} s each, both servers up): "
-                f"{', '.join(f'{r:.0%} ({c:,.0f}/{b:,.0f})' for r, (c, b) in zip(results['share_pairs'], results['pair_rps']))} "
+                f"{', '.join(f'{r:.0%} ({c:,.0f}/{b:,.0f})' for r, (c, b) in share_pairs)} "
                 f"(check/bare requests/s); the rows below are minutes apart."]
                if results.get("share_pairs") else []), "",
              "| request | c | requests/s | p50 | p99 | errors |", "|---|---|---|---|---|---|"]

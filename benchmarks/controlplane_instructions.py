@@ -51,7 +51,7 @@ def use_signing_key(path: str) -> None:
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = serialization.load_pem_private_key(Path(path).read_bytes(), None)
-    rsa.generate_private_key = lambda public_exponent, key_size: key
+    rsa.generate_private_key = lambda public_exponent, key_size: key  # noqa: ARG005 -- the signature it replaces
 
 
 def control_plane(kind: str):
@@ -93,7 +93,8 @@ def serve_requests(app, data: bytes, count: int) -> dict:
     from shared.httpserver import CONTROL_PLANE_SERVER, Connection, base_environ
 
     sock = _Socket(data, count)
-    Connection(sock, ("127.0.0.1", 5555), app, base_environ("127.0.0.1", 8000, CONTROL_PLANE_SERVER), timeout=None).serve()
+    environ = base_environ("127.0.0.1", 8000, CONTROL_PLANE_SERVER)
+    Connection(sock, ("127.0.0.1", 5555), app, environ, timeout=None).serve()
     head, _, body = sock.last.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), sock.last
     return json.loads(body)

@@ -75,7 +75,7 @@ end
 class _CachedAnswer:
     answer = {"allowed": True, "permission": "documents:read", "cached": True}
 
-    def on_get(self, req, resp, applicationId):
+    def on_get(self, req, resp, applicationId):  # noqa: ARG002 -- Falcon's responder signature
         resp.media = self.answer
 
 
@@ -145,7 +145,8 @@ def run_wrk(wrk: str, url: str, *, connections: int, duration: float, headers: d
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(_WRK_SCRIPT.format(method=method, body=lua_body))
     try:
-        command = [*prefix, wrk, "-t1", f"-c{connections}", f"-d{round(duration)}s", "--timeout", "5s", "-s", script.name]
+        command = [*prefix, wrk, "-t1", f"-c{connections}", f"-d{round(duration)}s", "--timeout", "5s",
+                   "-s", script.name]
         for name, value in headers.items():
             command += ["-H", f"{name}: {value}"]
         output = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
@@ -168,7 +169,8 @@ def abac_policies(admin: Admin) -> tuple[str, dict]:
         {"op": "eq", "left": {"attr": "resource.classification"}, "right": {"value": f"secret-{i}"}}
         for i in range(4)
     ] + [
-        {"not": {"op": "ip_in_cidr", "left": {"attr": "context.ip"}, "right": {"value": ["10.20.0.0/16", "10.30.0.0/16"]}}},
+        {"not": {"op": "ip_in_cidr", "left": {"attr": "context.ip"},
+                 "right": {"value": ["10.20.0.0/16", "10.30.0.0/16"]}}},
         {"any": [{"op": "lt", "left": {"attr": "context.hour"}, "right": {"value": 6}},
                  {"op": "gte", "left": {"attr": "context.hour"}, "right": {"value": 22}}]},
         {"op": "contains", "left": {"attr": "resource.tags"}, "right": {"value": "embargoed"}},
@@ -229,7 +231,7 @@ def measure_propagation(processes: Processes, admin: Admin, revocations: int) ->
     for _ in range(revocations):
         admin.assign(user, role)
         for session in sessions:  # "allowed" cached everywhere: the revocation must invalidate it
-            _until(lambda: allowed_from_cache(session))
+            _until(lambda session=session: allowed_from_cache(session))
         admin.unassign(user, role)
         revoked_at = time.perf_counter()
         pending = list(sessions)
@@ -309,7 +311,8 @@ def run(duration: float, revocations: int, workers: int, nice: int | None = None
             results["abac_pairs"] = [
                 run_wrk(wrk, abac_url, connections=16, duration=duration, headers=admin.headers, method="POST",
                         body=abac_body, prefix=prefix)["rps"]
-                / run_wrk(wrk, check_url, connections=16, duration=duration, headers=admin.headers, prefix=prefix)["rps"]
+                / run_wrk(wrk, check_url, connections=16, duration=duration, headers=admin.headers,
+                          prefix=prefix)["rps"]
                 for _ in range(pairs)]
             results["propagation"] = measure_propagation(processes, admin, revocations)
         finally:

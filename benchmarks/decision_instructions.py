@@ -48,7 +48,7 @@ class _Socket:
     def settimeout(self, timeout):
         pass
 
-    def recv(self, size):
+    def recv(self, size):  # noqa: ARG002 -- socket.recv's signature
         if not self.count:
             return b""
         self.count -= 1
@@ -94,7 +94,8 @@ def serve(kind: str, count: int) -> None:
             data = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nAuthorization: Bearer {key}\r\n"
                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
         sock = _Socket(data, count)
-        Connection(sock, ("127.0.0.1", 5555), app, base_environ("127.0.0.1", 8000, DECISION_SERVER), timeout=None).serve()
+        environ = base_environ("127.0.0.1", 8000, DECISION_SERVER)
+        Connection(sock, ("127.0.0.1", 5555), app, environ, timeout=None).serve()
         answer = json.loads(sock.last.partition(b"\r\n\r\n")[2])
         expected = {"allowed": True, "cached": True} | ({"policies_checked": 15} if kind == "POST" else {})
         assert all(answer[name] == value for name, value in expected.items()), answer

@@ -93,7 +93,8 @@ def run(rounds: int, duration: float, warmup: float) -> dict:
                                      log_dir=Path(tmp))
                     results[key].append(result)
                     print(f"round {round_ + 1}: {label}: {result['rps']:,.0f}/s, p50 {_us(result['p50_us'])}, "
-                          f"p99 {_us(result['p99_us'])} (load {result['load']:.1f}); c1 p50 {_us(result['c1']['p50_us'])}", flush=True)
+                          f"p99 {_us(result['p99_us'])} (load {result['load']:.1f}); "
+                          f"c1 p50 {_us(result['c1']['p50_us'])}", flush=True)
         finally:
             processes.stop()
     return results

@@ -189,7 +189,8 @@ def run(duration: float, count: int) -> dict:
                        "IAMGATE_DECISION_API_KEY": admin.api_key}
                 env.pop("IAMGATE_INTERNAL_TOKEN", None)
                 base = f"http://127.0.0.1:{port}"
-                check = f"{base}/api/v1/applications/{admin.app_id}/authz/check?user_id={user}&permission=documents:read"
+                check = (f"{base}/api/v1/applications/{admin.app_id}/authz/check"
+                         f"?user_id={user}&permission=documents:read")
                 results[label] = measure(label, [sys.executable, "-m", "decision"], env, base + "/readyz", check,
                                          wrk=wrk, duration=duration, log_dir=log_dir, headers=admin.headers)
                 if workers == 1:

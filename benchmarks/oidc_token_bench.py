@@ -1,5 +1,5 @@
-"""OIDC token endpoint throughput: the authorization_code exchange and the refresh_token
-grant, at concurrency 1 and 16.
+"""OIDC token endpoint throughput: the authorization_code exchange, the refresh_token
+grant and the client_credentials grant, at concurrency 1 and 16, each beside its floor.
 
     .venv/bin/python -m benchmarks.oidc_token_bench [--seconds 5] [--codes 300]
 
@@ -13,10 +13,17 @@ concurrency level:
   them (``client_secret_post``, PKCE verifier) until the pool is spent; wall time ->
   exchanges per second, and each request's latency;
 - refresh grant: each of ``c`` threads rotates its own refresh-token chain (from one of
-  the exchanges) for ``--seconds`` seconds.
+  the exchanges) for ``--seconds`` seconds;
+- client credentials: ``c`` threads ask a machine client's token for ``--seconds``
+  seconds.
 
-Every token response is an RS256 access token plus an ID token, so each request signs
-two JWTs.  Prints a table; not a pass/fail benchmark (exit status 1 only on errors).
+The floor of a grant is what one worker could answer if it did nothing but the RSA
+signatures the answer needs: the code and refresh answers sign two JWTs (access and ID
+token), the client credentials answer one.  The cost of one RS256 signature with a
+2048-bit key (the provider's key size) is measured in this process in the same run,
+before and after the load (the median of both), so the floor is 1 / (signatures x that
+cost) answers per second, per worker.  Prints a table; not a pass/fail benchmark (exit
+status 1 only on errors).
 """
 from __future__ import annotations
 
@@ -32,13 +39,16 @@ import threading
 import time
 from pathlib import Path
 
+import jwt
 import requests
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from benchmarks.login_load import PASSWORD, percentile, setup_application
 from tests.e2e.conftest import start_stack
 
 REDIRECT_URI = "http://127.0.0.1/callback"
 LEVELS = (1, 16)
+SIGNATURES = {"authorization_code": 2, "refresh_token": 2, "client_credentials": 1}
 
 
 def _pkce() -> tuple[str, str]:
@@ -59,7 +69,27 @@ def setup(base: str) -> dict:
     login = requests.post(f"{base}/api/v1/applications/{app_id}/users/login",
                           json={"email": email, "password": PASSWORD})
     login.raise_for_status()
-    return {"client": client.json()["data"], "user_token": login.json()["data"]["access_token"]}
+    machine = requests.post(f"{base}/api/v1/applications/{app_id}/oidc/clients",
+                            headers={"Authorization": f"Bearer {key}"},
+                            json={"name": "Bench machine", "redirect_uris": [REDIRECT_URI],
+                                  "grant_types": ["client_credentials"]})
+    machine.raise_for_status()
+    return {"client": client.json()["data"], "machine": machine.json()["data"],
+            "user_token": login.json()["data"]["access_token"]}
+
+
+def signature_cost(samples: int = 200) -> float:
+    """Median seconds of one RS256 signature of an access-token-sized JWT (2048-bit key)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    claims = {"iss": "http://127.0.0.1:8000", "sub": secrets.token_hex(16), "aud": "http://127.0.0.1:8000",
+              "iat": 0, "exp": 3600, "jti": secrets.token_hex(16), "client_id": "oc_" + secrets.token_hex(12),
+              "scope": "openid profile email", "app_id": secrets.token_hex(16)}
+    timings = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1", "typ": "at+jwt"})
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings)
 
 
 def issue_codes(base: str, ctx: dict, n: int) -> list[tuple[str, str]]:
@@ -75,8 +105,8 @@ def issue_codes(base: str, ctx: dict, n: int) -> list[tuple[str, str]]:
     return codes
 
 
-def _token_request(session, base, ctx, body):
-    client = ctx["client"]
+def _token_request(session, base, ctx, body, client_key="client"):
+    client = ctx[client_key]
     started = time.perf_counter()
     response = session.post(f"{base}/oidc/token", data={**body, "client_id": client["client_id"],
                                                          "client_secret": client["client_secret"]})
@@ -129,6 +159,26 @@ def refresh_phase(base: str, ctx: dict, refresh_tokens: list, concurrency: int, 
     return {"latencies": latencies, "errors": errors, "wall": wall}
 
 
+def client_credentials_phase(base: str, ctx: dict, concurrency: int, seconds: float) -> dict:
+    lock, latencies, errors = threading.Lock(), [], []
+    deadline = time.perf_counter() + seconds
+
+    def worker():
+        session = requests.Session()
+        while time.perf_counter() < deadline:
+            elapsed, response = _token_request(session, base, ctx, {"grant_type": "client_credentials"},
+                                               client_key="machine")
+            with lock:
+                if response.status_code == 200:
+                    latencies.append(elapsed)
+                else:
+                    errors.append(response.status_code)
+                    return
+
+    wall = _run_threads(worker, concurrency)
+    return {"latencies": latencies, "errors": errors, "wall": wall}
+
+
 def _run_threads(target, n: int, args=None) -> float:
     threads = [threading.Thread(target=target, args=(args[i] if args else ())) for i in range(n)]
     started = time.perf_counter()
@@ -139,11 +189,12 @@ def _run_threads(target, n: int, args=None) -> float:
     return time.perf_counter() - started
 
 
-def _row(name: str, concurrency: int, result: dict) -> str:
-    lat = result["latencies"]
+def _row(name: str, concurrency: int, result: dict, signature: float) -> str:
+    lat, floor = result["latencies"], 1 / (SIGNATURES[name] * signature)
     if not lat:
-        return f"| {name} | {concurrency} | 0 | - | - | - | {len(result['errors'])} |"
-    return (f"| {name} | {concurrency} | {len(lat)} | {len(lat) / result['wall']:.1f} "
+        return f"| {name} | {concurrency} | 0 | - | {floor:.0f} | - | - | - | {len(result['errors'])} |"
+    rate = len(lat) / result["wall"]
+    return (f"| {name} | {concurrency} | {len(lat)} | {rate:.1f} | {floor:.0f} | {100 * rate / floor:.0f}% "
             f"| {statistics.median(lat) * 1000:.1f} | {percentile(lat, 99) * 1000:.1f} | {len(result['errors'])} |")
 
 
@@ -152,7 +203,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of refresh load per level (default 5)")
     parser.add_argument("--codes", type=int, default=300, help="codes exchanged per level (default 300)")
     args = parser.parse_args(argv)
-    rows, failed = [], False
+    results, failed = [], False
+    before = signature_cost()
     with tempfile.TemporaryDirectory() as tmp:
         stack = start_stack(Path(tmp), IAMGATE_RATE_LIMIT_LOGIN="1000000/60", IAMGATE_RATE_LIMIT_REGISTER="0/60",
                             IAMGATE_RATE_LIMIT_API="1000000/60", IAMGATE_LOG_LEVEL="WARNING")
@@ -162,15 +214,20 @@ def main(argv=None) -> int:
             for concurrency in LEVELS:
                 codes = issue_codes(base, ctx, args.codes)
                 exchanged = exchange_phase(base, ctx, codes, concurrency)
-                rows.append(_row("authorization_code", concurrency, exchanged))
                 refreshed = refresh_phase(base, ctx, exchanged["refresh_tokens"], concurrency, args.seconds)
-                rows.append(_row("refresh_token", concurrency, refreshed))
-                failed |= bool(exchanged["errors"] or refreshed["errors"])
+                machine = client_credentials_phase(base, ctx, concurrency, args.seconds)
+                results += [("authorization_code", concurrency, exchanged), ("refresh_token", concurrency, refreshed),
+                            ("client_credentials", concurrency, machine)]
+                failed |= bool(exchanged["errors"] or refreshed["errors"] or machine["errors"])
         finally:
             stack.stop()
+    signature = statistics.median([before, signature_cost()])
+    rows = [_row(name, concurrency, result, signature) for name, concurrency, result in results]
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), {platform.system()} {platform.release()}, "
           f"Python {platform.python_version()}; one gunicorn gevent worker on memory://")
-    print("\n| grant | concurrency | requests | per second | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|---|")
+    print(f"one RS256 signature (2048-bit key): {signature * 1000:.2f} ms (before the load {before * 1000:.2f} ms)")
+    print("\n| grant | concurrency | requests | per second | floor /s | of floor | p50 ms | p99 ms | errors |"
+          "\n|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 1 if failed else 0
 

@@ -1,6 +1,8 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [decision] [footprint] [controlplane] [fairness] [fanout] [login] [webhooks] [oidc] [metrics]
+    .venv/bin/python -m benchmarks.run [NAME ...]
+
+NAME: decision, footprint, controlplane, fairness, fanout, login, webhooks, oidc, metrics.
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
 installs wrk when missing and writes docs/performance.md "## Decision service"), its

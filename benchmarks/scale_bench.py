@@ -216,8 +216,8 @@ def report(rows: list[dict], checks: int, memory: list[dict]) -> str:
                   "| cached users | entries in the cache | RSS before | RSS after | per cached user |",
                   "|---|---|---|---|---|"]
         for m in memory:
-            lines.append(f"| {m['users']:,} | {m['cached']:,} | {m['rss_before_mb']:.1f} MB | {m['rss_after_mb']:.1f} MB "
-                         f"| {m['bytes_per_user']:,} B |")
+            lines.append(f"| {m['users']:,} | {m['cached']:,} | {m['rss_before_mb']:.1f} MB "
+                         f"| {m['rss_after_mb']:.1f} MB | {m['bytes_per_user']:,} B |")
         worst = max(m["bytes_per_user"] for m in memory)
         lines += ["", "| target | measured | met |", "|---|---|---|",
                   f"| a cached user costs at most 2 KB of decision-service memory | {worst:,} B (largest of the sizes) "

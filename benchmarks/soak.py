@@ -229,7 +229,7 @@ def slope_and_growth(samples, index, warmup):
         return 0.0, 0.0
     xs, ys = [t / 60 for t, _ in after], [v for _, v in after]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / (sum((x - mx) ** 2 for x in xs) or 1)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (sum((x - mx) ** 2 for x in xs) or 1)
     return slope, 100.0 * (ys[-1] - ys[0]) / ys[0]
 
 

@@ -102,7 +102,7 @@ def _worker(args, config: Config) -> int:
     server = ThreadedServer(listener, worker_app(services), CONTROL_PLANE_SERVER).start()
     stop = threading.Event()
 
-    def shutdown(signum, frame):
+    def shutdown(_signum, _frame):
         stop.set()
 
     signal.signal(signal.SIGTERM, shutdown)

@@ -29,6 +29,7 @@ from controlplane.internal import routes as internal_routes
 from controlplane.hotpath import HotCheck
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
+from controlplane.oidc.cors import CorsMiddleware
 from controlplane.oidc.errors import OAuthError, TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
 from controlplane.openapi import Routes
@@ -51,10 +52,10 @@ class RevisionMiddleware:
     """Writes that emitted change-log events answer ``X-Iamgate-Revision: <seq>`` so a
     client can ask a decision service for an answer at least that fresh."""
 
-    def process_request(self, req, resp):
+    def process_request(self, _req, _resp):
         events_module.reset_revision()
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, _req, resp, _resource, _req_succeeded):
         revision = events_module.current_revision()
         if revision is not None:
             resp.set_header("X-Iamgate-Revision", str(revision))
@@ -114,6 +115,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
             JsonBodyMiddleware(),
             services.password_work,
             auth,
+            CorsMiddleware(services.oidc.clients),  # the OIDC endpoints browser apps call
         ],
     )
     app.req_options.strip_url_path_trailing_slash = True

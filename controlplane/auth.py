@@ -192,7 +192,7 @@ class AuthMiddleware:
         self.authenticator = authenticator
         self._api_throttle = api_throttle
 
-    def process_resource(self, req, resp, resource, params):
+    def process_resource(self, req, _resp, resource, params):
         if resource is None or not hasattr(resource, "on_" + req.method.lower()):
             return
         access = getattr(resource, "access", {}).get(req.method, CREDENTIAL)

@@ -126,7 +126,7 @@ def main() -> int:
         processes.append(process)
         return _wait_healthy(url, process)
 
-    def shutdown(signum, frame):
+    def shutdown(_signum, _frame):
         raise KeyboardInterrupt
 
     # Explicit for SIGINT too: a shell starting `make run &` without job control hands us

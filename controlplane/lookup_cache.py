@@ -115,4 +115,4 @@ class LookupCache:
         with self._lock:
             self._generation += 1
             if self._data is not None:
-                self._data.drop_where(lambda key, value: predicate(value))
+                self._data.drop_where(lambda _key, value: predicate(value))

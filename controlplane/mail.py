@@ -4,8 +4,9 @@ IAMGATE_SMTP_URL: ``smtp://user:pass@host:port`` (``?starttls=1`` to upgrade) or
 ``smtps://...`` (implicit TLS).  Unset: messages are written to the log instead, which
 is what the embedded ``make run`` does: recipient and subject only, since bodies hold
 reset and verification links (a log reader could take over accounts), unless the
-development switch IAMGATE_LOG_EMAIL_BODIES=true is set (``make run`` sets it).  A background thread (a greenlet under gevent)
-drains an in-process queue; a failed send is logged and retried a few times.
+development switch IAMGATE_LOG_EMAIL_BODIES=true is set (``make run`` sets it).  A background
+thread (a greenlet under gevent) drains an in-process queue; a failed send is logged and
+retried a few times.
 """
 from __future__ import annotations
 

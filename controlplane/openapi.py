@@ -85,7 +85,8 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
             **COMPONENTS,
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer",
-                           "description": "End-user RS256 access token, API key (sk_test_/sk_live_) or internal token."},
+                           "description": "End-user RS256 access token, API key (sk_test_/sk_live_) "
+                                          "or internal token."},
                 "dashboardSession": {"type": "apiKey", "in": "cookie", "name": "iamgate_session"},
             },
         },

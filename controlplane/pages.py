@@ -42,8 +42,10 @@ from markupsafe import Markup
 from shared.errors import BadRequest, Forbidden
 from shared.http import read_body
 
+from controlplane.applications.contrast import readable_on_white, text_color_on
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.service import DEFAULT_BRANDING_OPTIONS, branding as app_branding
+from controlplane.oidc.schemas import is_private_use
 
 TEMPLATES_DIR = str(Path(__file__).with_name("templates"))
 CSRF_COOKIE = "iamgate_csrf"
@@ -124,7 +126,9 @@ class Pages:
         """The template's ``branding``: the application's short branding object
         (``applications.service.branding``) with defaults for the colours, plus its
         ``branding_options``; the values that go into CSS are checked again and the
-        custom CSS sanitized again (a no-op on what the branding update stored)."""
+        custom CSS sanitized again (a no-op on what the branding update stored).
+        ``button_text`` and ``text_on_white`` keep text readable on any brand colour
+        (``applications.contrast``)."""
         if app is None:
             short = {"name": None, "logo_url": None, "color": None, "background": None}
             options = DEFAULT_BRANDING_OPTIONS
@@ -135,14 +139,20 @@ class Pages:
         font = options.get("font_family")
         radius = options.get("button_border_radius")
         css = options.get("custom_css")
+        color = _color(short["color"]) or DEFAULT_COLOR
+        secondary = _color(options.get("secondary_color"))
         return {
             "name": short["name"],
-            "logo_url": short["logo_url"],
-            "color": _color(short["color"]) or DEFAULT_COLOR,
+            "logo_url": image_url(short["logo_url"]),
+            "color": color,
+            # WCAG AA for any brand colour: black or white on the filled button, and the
+            # outlined button's (and links') text only in a colour readable on white.
+            "button_text": text_color_on(color),
+            "text_on_white": readable_on_white(secondary or color),
             "background": _color(short["background"]) or DEFAULT_BACKGROUND,
-            "secondary_color": _color(options.get("secondary_color")),
+            "secondary_color": secondary,
             "font_family": Markup(font) if font and _FONT_FAMILY.match(font) else None,
-            "favicon_url": options.get("favicon_url"),
+            "favicon_url": image_url(options.get("favicon_url")),
             "button_border_radius": radius if radius and _CSS_LENGTH.match(radius) else None,
             "custom_css": Markup(sanitize_css(css)) if css else None,
             "dark_mode": {
@@ -208,6 +218,13 @@ def read_form(req) -> dict[str, str]:
     return form
 
 
+def image_url(value) -> str | None:
+    """``value`` when the page's ``img-src`` lets it load (https), else None: the API
+    refuses http images, and one stored before it did is left out rather than shown
+    broken."""
+    return value if isinstance(value, str) and value.startswith("https://") else None
+
+
 def _color(value) -> str | None:
     return value if isinstance(value, str) and _HEX_COLOR.match(value) else None
 
@@ -232,9 +249,12 @@ def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str]) 
 
 
 def _origin(url: str) -> str:
-    """The origin of an absolute http(s) URL as a CSP source; anything else (which could
-    smuggle ``;`` or a keyword into the policy) is a programming error."""
+    """The origin of an absolute http(s) URL as a CSP source, or a native app's
+    private-use scheme (RFC 8252 7.1) as a scheme source (``com.example.app:``); anything
+    else (which could smuggle ``;`` or a keyword into the policy) is a programming error."""
     parts = urlsplit(url)
+    if is_private_use(url):
+        return f"{parts.scheme}:"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"form_action needs absolute http(s) URLs, got {url!r}")
     host = parts.hostname

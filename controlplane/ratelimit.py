@@ -186,6 +186,6 @@ class PasswordWorkLimit:
         self._rate = rate
         self._trusted = trusted_proxies
 
-    def process_resource(self, req, resp, resource, params):
+    def process_resource(self, req, _resp, resource, _params):
         if resource is not None and req.method in getattr(resource, "password_work", ()):
             self._limiter.hit(f"password-ip:{client_ip(req, self._trusted)}", self._rate)

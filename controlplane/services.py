@@ -44,6 +44,7 @@ from controlplane.mfa.service import MfaService
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.pages import Pages
 from controlplane.oidc.authorize import AuthorizeService
+from controlplane.oidc.backchannel import BackchannelLogout
 from controlplane.oidc.claims import OidcTokens
 from controlplane.oidc.clients import ClientService
 from controlplane.oidc.connections import ConnectionService
@@ -53,7 +54,7 @@ from controlplane.oidc.revocation import Revocation
 from controlplane.oidc.hosted import HostedLogin
 from controlplane.oidc.store import (BrowserSessionStore, ClientStore, CodeStore, ConsentStore, GrantStore,
                                      PendingRequestStore)
-from controlplane.oidc.token import AuthorizationCodeGrant, RefreshTokenGrant, TokenEndpoint
+from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import ApiThrottle, PasswordWorkLimit, RateLimiter
@@ -257,7 +258,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # The hosted login, which signs end users in, comes after them.
     oidc_clients = ClientService(ClientStore(store), clock)
     oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
-    oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock)
+    backchannel = BackchannelLogout(oidc_clients, tokens, target_policy, Sender(config.webhook_timeout), clock,
+                                    issuer=config.public_url)
+    oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock, backchannel)
     events.listen(oidc_connections.apply_event)  # the per-worker copies of grant states
     tailer.subscribe(oidc_connections.apply_event)
     oidc_tokens = OidcTokens(tokens, keys, clock, issuer=config.public_url, access_ttl=config.oidc_access_token_ttl)
@@ -268,7 +271,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                           users=user_directory, clock=clock, refresh_ttl=config.refresh_token_ttl),
         refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_directory,
                                         clock=clock, secret_key=config.secret_key,
-                                        reuse_grace=config.refresh_reuse_grace))
+                                        reuse_grace=config.refresh_reuse_grace),
+        client_grant=ClientCredentialsGrant(clients=oidc_clients, connections=oidc_connections))
     oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory)
     oidc_revocation = Revocation(oidc_grants, oidc_connections)
     oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_directory, clock)
@@ -308,7 +312,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         logout=oidc_logout,
         hosted=HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
                            applications=applications, login=login, mfa=mfa, authenticator=authenticator,
-                           sessions=sessions, users=user_directory, box=box, clock=clock))
+                           sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
+                           box=box, clock=clock))
 
     selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
                               oidc_connections, rate_limit_export=config.rate_limit_export)

@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{exc.strerror or exc}", file=sys.stderr, flush=True)
         return 1
     name = listener.getsockname()
-    environ = base_environ(*(name[:2] if isinstance(name, tuple) else (str(name), "")), DECISION_SERVER)
+    host, port = name[:2] if isinstance(name, tuple) else (str(name), "")
+    environ = base_environ(host, port, DECISION_SERVER)
     environ["wsgi.multiprocess"] = False
     lifecycle = _Lifecycle()
     slots = ConnectionSlots(config.max_connections)

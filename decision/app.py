@@ -48,7 +48,7 @@ class RequestIds:
         self._prefix = secrets.token_hex(8)
         self._counter = itertools.count(1)
 
-    def process_request(self, req, resp):
+    def process_request(self, req, _resp):
         req.context.request_id = self.resolve(req.get_header("X-Request-Id"))
 
     def resolve(self, incoming: str | None) -> str:
@@ -56,7 +56,7 @@ class RequestIds:
             return f"{self._prefix}{next(self._counter):010x}"
         return incoming
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, _resource, _req_succeeded):
         resp.set_header("X-Request-Id", req.context.request_id)
 
 

@@ -128,7 +128,7 @@ class Compactor:
         return table
 
 
-_NO_ATTRIBUTES = MappingProxyType({})
+_NO_ATTRIBUTES: MappingProxyType[str, object] = MappingProxyType({})
 COMPACT = Compactor()
 
 

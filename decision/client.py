@@ -23,6 +23,7 @@ import json
 import logging
 import select
 import socket
+import ssl
 from urllib.parse import urlencode, urlsplit
 
 from shared import tracing
@@ -70,12 +71,13 @@ class _Origin:
         except ValueError:  # shared.config accepted the URL; a port out of range still fails every call
             self.port = -1
         self.connect_timeout = connect_timeout
-        self._tls = None
+        self._tls: ssl.SSLContext | None = None
 
     def connect(self, read_timeout: float) -> http.client.HTTPConnection:
         """A connected connection whose reads time out after ``read_timeout`` seconds."""
         if self.port == -1 or self.scheme not in ("http", "https"):
             raise http.client.InvalidURL(f"{self.scheme}://{self.host}:{self.port}")
+        connection: http.client.HTTPConnection
         if self.scheme == "https":
             connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.connect_timeout,
                                                      context=self._tls_context())
@@ -89,10 +91,8 @@ class _Origin:
             raise
         return connection
 
-    def _tls_context(self):
+    def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
-            import ssl
-
             import certifi
 
             self._tls = ssl.create_default_context(cafile=certifi.where())  # verifies the host name too
@@ -281,9 +281,11 @@ def _raise_for_status(status: int, content: bytes, path: str, retry_after: str |
 
 def _seconds(retry_after: str | None) -> float | None:
     """Retry-After as delay-seconds (RFC 9110, 10.2.3); an HTTP date or garbage: None."""
+    if retry_after is None:
+        return None
     try:
         return max(0.0, float(int(retry_after)))
-    except (TypeError, ValueError):
+    except ValueError:
         return None
 
 
@@ -306,7 +308,8 @@ class ChangeStream:
     def __iter__(self):
         raw = self._response
         buffer = b""
-        event, data = "", []
+        event = ""
+        data: list[str] = []
         while True:
             # read1 returns what has arrived (chunked or not) instead of waiting for a full block.
             chunk = raw.read1(65536)

@@ -140,7 +140,7 @@ class HotCheck:
 
     def _post(self, environ: dict, start_response) -> list[bytes] | None:
         path = environ.get("PATH_INFO", "")
-        for suffix, route, schema, bulk, text_of in _POSTS:
+        for suffix, route, schema, bulk, text_of in _POSTS:  # noqa: B007 -- the one found is used after the loop
             if path.endswith(suffix):
                 break
         else:

@@ -104,7 +104,7 @@ class HotHistogram:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for labels, series in list(self._series.items()):
             cumulative, buckets = 0, []
-            for bound, count in zip((*map(str, self._bounds), "+Inf"), series[:-1]):
+            for bound, count in zip((*map(str, self._bounds), "+Inf"), series[:-1], strict=True):
                 cumulative += count
                 buckets.append((bound, cumulative))
             family.add_metric(list(labels), buckets, series[-1])
@@ -116,7 +116,7 @@ class HotHistogram:
         bucket_labelnames = (*self.labelnames, "le")
         bounds = (*map(_go_float, self._bounds), "+Inf")
         for labels, series in list(self._series.items()):
-            for bound, count in zip(bounds, series[:-1]):
+            for bound, count in zip(bounds, series[:-1], strict=True):
                 files.write("histogram", self.name, f"{self.name}_bucket", bucket_labelnames, (*labels, bound),
                             self.documentation, count)
             files.write("histogram", self.name, f"{self.name}_sum", self.labelnames, labels, self.documentation,
@@ -210,8 +210,9 @@ class DecisionMetrics:
         self.control_plane = HotCounter(f"{PREFIX}_control_plane_requests", "Lookups sent to the control plane",
                                         ("resource", "outcome"))
         self.events = HotCounter(f"{PREFIX}_stream_events", "Change events applied")
-        self._collectors = [self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
-                            self.stale_fills, self.unavailable, self.control_plane, self.events, _Process()]
+        self._collectors: list = [self.requests, self.latency, self.hits, self.misses, self.invalidations,
+                                  self.resets, self.stale_fills, self.unavailable, self.control_plane, self.events,
+                                  _Process()]
         self._registry = None
         self._directory: str | None = None
         self._files: _Files | None = None
@@ -303,10 +304,10 @@ class MetricsMiddleware:
     def __init__(self, metrics: DecisionMetrics):
         self._metrics = metrics
 
-    def process_request(self, req, resp):
+    def process_request(self, req, _resp):
         req.context.started = time.perf_counter()
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, resource, _req_succeeded):
         route = req.uri_template if resource is not None else "unmatched"
         method = req.method if req.method in _METHODS else "OTHER"  # client-chosen: bound the series
         self._metrics.record(method, route, resp.status_code, req.context.started)

@@ -21,7 +21,7 @@ from decision.service import DecisionUnavailable
 V1 = "/api/v1/applications/{applicationId}"
 
 _APP_ID = {"name": "applicationId", "in": "path", "required": True, "schema": {"type": "string"}}
-_SECURITY = [{"bearer": []}]
+_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
 _CALLER = ("Bearer: an API key of the application with permission authz:check, or an end-user access token "
            "whose user holds authz:check. Answered from this service's cache, kept fresh by the control "
            "plane's change stream; 503 DECISION_UNAVAILABLE (fail closed) when it cannot be.")

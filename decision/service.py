@@ -134,7 +134,7 @@ class Lookup:
         ``abac``: evaluate the application's policies (POST checks)."""
         fresh = min_revision is not None and self._refresh_for(min_revision)
         entry, cached = self._grants(user_id, fresh=fresh)
-        if fresh:
+        if fresh and min_revision is not None:  # fresh implies the latter; mypy cannot tell
             self._check_head(user_id, entry, min_revision)
         scoped = entry.at(scope, self.now)
         if abac:
@@ -151,7 +151,7 @@ class Lookup:
         """:meth:`decide` for a POST check of one permission: the decision, not a dict of them."""
         fresh = min_revision is not None and self._refresh_for(min_revision)
         entry, cached = self._grants(user_id, fresh=fresh)
-        if fresh:
+        if fresh and min_revision is not None:  # fresh implies the latter; mypy cannot tell
             self._check_head(user_id, entry, min_revision)
         scoped = entry.at(scope, self.now)
         policies, policies_cached = self._policies(fresh=fresh)

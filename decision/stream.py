@@ -38,7 +38,7 @@ import random
 import threading
 import time
 
-from decision.client import ApplicationNotFound, ControlPlaneError, Refused
+from decision.client import ApplicationNotFound, ChangeStream, ControlPlaneError, Refused
 
 log = logging.getLogger("iamgate.decision.stream")
 
@@ -73,7 +73,7 @@ class ChangeFollower:
         self._refused_wait = refused_wait
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._stream = None
+        self._stream: ChangeStream | None = None
         self._last_frame = float("-inf")
         self._caught_up_at = 0   # the head announced by the last hello
         self._epoch: str | None = None  # the change log's id, from the last hello

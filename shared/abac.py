@@ -17,9 +17,10 @@ import operator
 import threading
 from collections import OrderedDict
 from types import MappingProxyType
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from shared.rbac import covering_patterns, is_valid_permission
 
@@ -158,7 +159,7 @@ class CompiledPolicies:
             self._effects[permission] = effects
         return effects
 
-    def decider(self, permission: str) -> tuple[int, object]:
+    def decider(self, permission: str) -> tuple[int, Callable[..., bool] | None]:
         """(how many active policies cover ``permission``, ``decide``): ``decide(user_id,
         attributes, resource, context, rbac_allows)`` is whether an active user is allowed
         (``fuse_policies``), or None when the policies are not written out (too many nodes
@@ -409,7 +410,7 @@ _INLINE = {
 }
 
 
-def _literal_kind(literal) -> tuple[str, object] | None:
+def _literal_kind(literal) -> tuple[str, Any] | None:
     """(kind, the value the inline form compares with), as ``_against_literal`` classifies."""
     if isinstance(literal, str):
         return "str", literal
@@ -499,7 +500,7 @@ class _Source:
         right = node["right"]
         kind = _literal_kind(right["value"]) if "value" in right else None
         form = _INLINE.get((kind[0], op)) if kind is not None else None
-        if form is None:
+        if kind is None or form is None:
             right = self.operand(right)
             general = f"G({self.value(_COMPARISONS[op])}, {left}, {right})"
             if op in ("eq", "ne"):
@@ -664,11 +665,11 @@ def _user_node(user_id, attributes) -> dict:
     return {"id": user_id, "attributes": attributes}
 
 
-def _always(env):
+def _always(_env):
     return True
 
 
-def _malformed(env):
+def _malformed(_env):
     raise _Malformed
 
 
@@ -714,7 +715,7 @@ def _compile_comparison(node: dict):
         return _malformed
     left = _compile_operand(node["left"])
     if op == "exists":
-        right = _compile_operand(node["right"]) if "right" in node else (lambda env: True)
+        right = _compile_operand(node["right"]) if "right" in node else (lambda _env: True)
         if left is _malformed or right is _malformed:
             return _malformed
 
@@ -801,7 +802,7 @@ def _compile_operand(operand):
         return _malformed
     if "value" in operand:
         value = operand["value"]
-        return lambda env: value
+        return lambda _env: value
     path = operand.get("attr")
     if type(path) is not str:
         return _malformed
@@ -895,7 +896,7 @@ def _address_keys(text: str) -> tuple:
         address = ipaddress.ip_address(text)
     except ValueError:
         return ()
-    keys = ((address.version, int(address)),)
+    keys: tuple[tuple[int, int], ...] = ((address.version, int(address)),)
     if address.version == 6 and address.ipv4_mapped is not None:
         keys += ((4, int(address.ipv4_mapped)),)
     return keys

@@ -123,7 +123,7 @@ def decide(grants: Grants, permission: str, *, now: datetime, scope: str | None 
                        context=context)[permission]
 
 
-def decide_many(grants: Grants, permissions: Iterable[str], *, now: datetime, scope: str | None = None,
+def decide_many(grants: Grants, permissions: Collection[str], *, now: datetime, scope: str | None = None,
                 policies: Iterable[Policy] | CompiledPolicies = (), resource=None,
                 context=None) -> dict[str, Decision]:
     """:func:`decide` for several permissions (bulk check), compiling the grants once."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from typing import Any
+
 from shared.rbac import PERMISSION_PATTERN, is_valid_permission
 from shared.validation import Int, Invalid, List, Object, Schema, String
 
@@ -181,7 +183,7 @@ def body_values(body, raw: bytes, *, bulk: bool) -> dict | None:
         permissions = _known_permissions(body.get("permissions"))
         if permissions is None:
             return None
-        values = {"user_id": user_id, "permissions": permissions}
+        values: dict[str, Any] = {"user_id": user_id, "permissions": permissions}
     else:
         permission = body.get("permission")
         if type(permission) is not str or permission not in _VALID:
@@ -305,7 +307,7 @@ def query_values(req) -> dict:
 
 # ---------------------------------------------------------------- responses (no data wrapper)
 
-CHECK_RESPONSE = {
+CHECK_RESPONSE: dict[str, Any] = {
     "type": "object",
     "required": ["allowed", "permission", "cached"],
     "properties": {

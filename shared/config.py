@@ -104,7 +104,7 @@ def _smtp_url(name, raw):
     return raw or None
 
 
-def _text(name, raw):
+def _text(_name, raw):
     return raw
 
 

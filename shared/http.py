@@ -201,23 +201,21 @@ def render_domain_error(req, resp, ex: DomainError, params=None):
     _write(resp, *domain_error_answer(ex, request_id(req)))
 
 
-def _falcon_error(req, resp, ex: falcon.HTTPError, params):
-    import falcon
-
+def _falcon_error(req, resp, ex: falcon.HTTPError, _params):
     status = ex.status_code
     if status == 404:
         message = "No route matches this path."
     elif status == 405:
         message = f"Method {req.method} is not allowed on this path."
     else:
-        message = ex.title or falcon.HTTP_STATUS_CODES.get(status, "Error")
+        message = ex.title  # never empty: Falcon falls back to the status line
         if ex.description:
             message = f"{message}: {ex.description}"
     headers = dict(ex.headers or {})
     _render(req, resp, status, STATUS_CODES.get(status, f"HTTP_{status}"), message, None, headers)
 
 
-def _unexpected(req, resp, ex: Exception, params):
+def _unexpected(req, resp, ex: Exception, _params):
     import falcon
 
     if isinstance(ex, falcon.HTTPStatus):
@@ -280,7 +278,7 @@ class RequestIdMiddleware:
     def process_request(self, req, resp):
         resp.set_header("X-Request-Id", request_id(req))
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, _resource, _req_succeeded):
         resp.set_header("X-Request-Id", request_id(req))
 
 
@@ -310,7 +308,7 @@ class JsonBodyMiddleware:
     Resources may list extra accepted media types in ``accepted_media_types``.
     """
 
-    def process_resource(self, req, resp, resource, params):
+    def process_resource(self, req, _resp, resource, _params):
         if req.method not in ("POST", "PUT", "PATCH") or resource is None:
             return
         if not hasattr(resource, "on_" + req.method.lower()):

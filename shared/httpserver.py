@@ -57,6 +57,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import MutableSequence
 from urllib.parse import unquote_to_bytes
 
 import httptools
@@ -91,7 +92,7 @@ _HEAD_TOO_LARGE = "The request line and headers are too large."
 _FRAMING_TOO_LARGE = "The request's chunk extensions and trailer fields are too large."
 # Trailer fields are read (they count toward the limit above) and dropped: a field sent
 # after the body must not pass for a header the app trusts (Content-Type, X-Forwarded-For).
-_DROPPED = deque(maxlen=0)
+_DROPPED: deque[tuple[bytes, bytes]] = deque(maxlen=0)
 
 # Status lines as Falcon writes them (``falcon.code_to_http_status``; RFC 9110's reason
 # phrases: "413 Content Too Large"), for the statuses the decision service answers without Falcon,
@@ -183,6 +184,9 @@ class _BodyOverLimit(Exception):
 
 class _Request:
     __slots__ = ("method", "target", "version", "headers", "body", "keep_alive")
+    method: bytes
+    version: str
+    keep_alive: bool
 
     def __init__(self):
         self.target = b""
@@ -207,7 +211,8 @@ class _Parsing:
         self.large_bodies_to_app = large_bodies_to_app
         self.current: _Request | None = None
         self.complete: list[_Request] = []
-        self.fields = _DROPPED   # where on_header puts a field: the request's headers, or nowhere (trailers)
+        # where on_header puts a field: the request's headers, or nowhere (trailers)
+        self.fields: MutableSequence[tuple[bytes, bytes]] = _DROPPED
         self.in_headers = False  # a request's line and headers have begun, not ended
         self.header_bytes = 0    # bytes received while in_headers (over several reads)
         self.body_bytes = 0
@@ -224,6 +229,7 @@ class _Parsing:
         self.header_bytes = self.body_bytes = self.chunks = 0
 
     def on_url(self, url: bytes):
+        assert self.current is not None  # httptools calls back only inside a message, begun with current
         self.current.target += url
 
     def on_header(self, name: bytes, value: bytes):
@@ -235,6 +241,7 @@ class _Parsing:
         self.in_headers = False
         self.fields = _DROPPED
         request, parser = self.current, self.parser
+        assert request is not None
         request.method = parser.get_method()
         request.version = version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
@@ -269,6 +276,7 @@ class _Parsing:
         self.chunks += 1
 
     def on_body(self, body: bytes):
+        assert self.current is not None
         self.body_bytes += len(body)
         if self.body_bytes > self.max_body:  # chunked bodies have no Content-Length to check up front
             if self.large_bodies_to_app:  # keep one byte past the limit: the app sees it is over
@@ -278,6 +286,7 @@ class _Parsing:
         self.current.body.append(body)
 
     def on_message_complete(self):
+        assert self.current is not None
         self.complete.append(self.current)
         self.current = None
         self.continue_wanted = False
@@ -458,7 +467,8 @@ class Connection:
         # waits until then at most, and at most ``timeout``. (It bounds each send too: a
         # client that reads nothing for that long is gone. A streamed response is never
         # cut for being long.)
-        head_due = time.monotonic() + self.header_timeout
+        head_due: float | None = time.monotonic() + self.header_timeout
+        refusal: tuple[int, str, dict | None] | None  # each read's, set in the loop
         sock.settimeout(_sooner(self.header_timeout, self.timeout))
         while True:
             try:
@@ -646,6 +656,7 @@ class Connection:
     def _head(self, request: _Request, framing: str, keep_alive: bool, body: bytes = b"") -> bytes:
         """The response's head (``framing``: its Content-Length or Transfer-Encoding line,
         if any), followed by ``body``: a whole response in one buffer, or a streamed one's head."""
+        assert self._started is not None  # the app has started its response
         status, headers = self._started
         head = "".join([f"{name}: {value}\r\n" for name, value in headers]) + framing
         if not keep_alive:
@@ -667,6 +678,7 @@ class Connection:
 
     def _send_chunks(self, request: _Request, first: bytes, chunks, keep_alive: bool) -> bool:
         sock = self.sock
+        assert self._started is not None
         if request.method == b"HEAD" or self._started[0].startswith(_NO_BODY_STATUSES):
             try:
                 sock.sendall(self._head(request, "", keep_alive))
@@ -728,8 +740,8 @@ class Connection:
                 key = _environ_key(name)
             if not key:
                 continue
-            value = value.decode("latin-1")
-            environ[key] = f"{environ[key]},{value}" if key in environ else value
+            text = value.decode("latin-1")
+            environ[key] = f"{environ[key]},{text}" if key in environ else text
         body = b"".join(request.body)
         environ["wsgi.input"] = io.BytesIO(body)
         if body and "CONTENT_LENGTH" not in environ:

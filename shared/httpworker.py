@@ -24,6 +24,8 @@ class HttpWorker(GeventWorker):
     ``header_timeout`` is IAMGATE_HEADER_TIMEOUT, set by the config module's
     ``post_worker_init`` (shared/serving.py)."""
 
+    alive: bool  # gunicorn's Worker sets it; typed here for mypy (gunicorn has no type information)
+
     server = ""  # the Server header
     large_bodies_to_app = False  # see Connection
     header_timeout = HEADER_TIMEOUT

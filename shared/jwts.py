@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 import jwt
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from shared.errors import Unauthorized
 
@@ -28,7 +29,7 @@ class TokenInvalid(Exception):
         self.message = message
 
 
-def verify_rs256(token: str, key_for: Callable[[str], object | None], *, audience: str, issuer: str,
+def verify_rs256(token: str, key_for: Callable[[str], RSAPublicKey | None], *, audience: str, issuer: str,
                  required, now: float | None, leeway: int = 0) -> tuple[dict, dict]:
     """(claims, header) of a token signed with the key ``key_for(kid)`` returns; raise
     ``TokenInvalid`` otherwise.  ``now`` None skips the expiry check (an expired

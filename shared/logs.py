@@ -35,9 +35,9 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"m
 _encode = json.JSONEncoder(default=str).encode
 # ``json.JSONEncoder.encode``'s C encoder, made once instead of per call, without the
 # circular-reference markers: a circular value falls back to ``_encode``, which reports it.
-_c_encoder = (json_encoder.c_make_encoder(None, str, json_encoder.encode_basestring_ascii, None, ": ", ", ",
-                                          False, False, True)
-              if json_encoder.c_make_encoder is not None else None)
+_c_make_encoder = getattr(json_encoder, "c_make_encoder", None)  # CPython's C accelerator; not in typeshed
+_c_encoder = (_c_make_encoder(None, str, json_encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+              if _c_make_encoder is not None else None)
 
 
 def encode(entry: dict) -> str:
@@ -330,7 +330,7 @@ def _only_handler(logger: logging.Logger) -> JsonLinesHandler | None:
     if logger.filters:
         return None
     found = None
-    current = logger
+    current: logging.Logger | None = logger
     while current is not None:
         for handler in current.handlers:
             if found is not None or type(handler) is not JsonLinesHandler or handler.filters \

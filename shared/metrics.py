@@ -226,10 +226,10 @@ class MetricsMiddleware:
         self._flush_lock = threading.Lock()
         metrics.before_collect(self.flush)
 
-    def process_request(self, req, resp):
+    def process_request(self, req, _resp):
         req.context.started = time.perf_counter()
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, resource, _req_succeeded):
         route = req.uri_template if resource is not None else "unmatched"
         status = resp.status_code if hasattr(resp, "status_code") else int(str(resp.status)[:3])
         self.record(req.method, route, status, req.context.started)
@@ -269,7 +269,7 @@ class MetricsMiddleware:
             values = self._values(key)
             values[0].inc(count)
             values[1].inc(total)
-            for bucket, n in zip(values[2], per_bucket):
+            for bucket, n in zip(values[2], per_bucket, strict=True):
                 if n:
                     bucket.inc(n)
 

@@ -31,12 +31,14 @@ ERROR_SCHEMA = {
 
 # The spec's rate-limit headers (shared.http.error_headers) and the request id every
 # response carries (shared.http.RequestIdMiddleware).
+_DIGITS = {"type": "string", "pattern": "^[0-9]+$"}
 HEADERS = {
-    "X-RateLimit-Limit": {"description": "Requests allowed per window.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "X-RateLimit-Remaining": {"description": "Requests left in the window.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "X-RateLimit-Reset": {"description": "Unix time at which the window resets.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "Retry-After": {"description": "Seconds to wait before retrying (RFC 9110 section 10.2.3).", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "X-Request-Id": {"description": "The request's id (echoed when the caller sent a well-formed one).", "schema": {"type": "string"}},
+    "X-RateLimit-Limit": {"description": "Requests allowed per window.", "schema": _DIGITS},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window.", "schema": _DIGITS},
+    "X-RateLimit-Reset": {"description": "Unix time at which the window resets.", "schema": _DIGITS},
+    "Retry-After": {"description": "Seconds to wait before retrying (RFC 9110 section 10.2.3).", "schema": _DIGITS},
+    "X-Request-Id": {"description": "The request's id (echoed when the caller sent a well-formed one).",
+                     "schema": {"type": "string"}},
 }
 
 ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
@@ -72,7 +74,7 @@ COMPONENTS = {
 
 def error_pairs(errors) -> list[tuple[int, str]]:
     """(status, code) of each documented error class, in order, without repeats."""
-    pairs = []
+    pairs: list[tuple[int, str]] = []
     for error in errors:
         # TRANSITION (issue "one shape"): (status, code) tuples until every area uses classes.
         candidates = [error] if isinstance(error, tuple) else [(status_of(error), code) for code in error.codes()]

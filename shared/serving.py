@@ -132,7 +132,8 @@ def logconfig_dict(level: str) -> dict:
         "handlers": {"stderr": handler},
         "root": {"level": level, "handlers": ["stderr"]},
         "loggers": {
-            "gunicorn.error": {"level": level, "handlers": ["stderr"], "propagate": False, "qualname": "gunicorn.error"},
+            "gunicorn.error": {"level": level, "handlers": ["stderr"], "propagate": False,
+                               "qualname": "gunicorn.error"},
             "gunicorn.access": {"level": "WARNING", "handlers": ["stderr"], "propagate": False,
                                 "qualname": "gunicorn.access"},
         },
@@ -172,10 +173,10 @@ def settings(service: str) -> dict:
         one_worker_on_memory(server)
         metrics_directory.start(server)  # after the memory:// rule: it counts the workers
 
-    def child_exit(server, worker):
+    def child_exit(_server, worker):
         metrics_directory.worker_exited(worker.pid)
 
-    def on_exit(server):
+    def on_exit(_server):
         metrics_directory.stop()
 
     def post_worker_init(worker):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from typing import overload
 
-UTC = timezone.utc
 Clock = Callable[[], datetime]  # what services are given as ``clock``: ``utcnow``, or a test's FakeClock
 
 
@@ -22,6 +22,10 @@ def seconds_of(clock: Clock) -> Callable[[], float]:
     return lambda: clock().timestamp()
 
 
+@overload
+def aware(value: datetime) -> datetime: ...
+@overload
+def aware(value: None) -> None: ...
 def aware(value: datetime | None) -> datetime | None:
     """MongoDB may hand back naive datetimes (always UTC); make them aware."""
     if value is not None and value.tzinfo is None:

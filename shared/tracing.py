@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 from contextlib import contextmanager, nullcontext
+from typing import Any
 from urllib.parse import urlsplit
 
 CONTROL_PLANE = "iamgate-controlplane"
@@ -47,9 +48,10 @@ WORKER = "iamgate-worker"
 # One tracer per process, as OpenTelemetry's own global provider is: the hooks sit where
 # no configuration is passed (the store's client, the decision service's client). Not
 # OpenTelemetry's global itself, which can be set only once and so not by every test.
-_tracer = None       # the process's tracer while tracing is on
-_provider = None
-_otel = None         # the OpenTelemetry names used here, imported when tracing starts
+# Any: OpenTelemetry is imported only when tracing starts.
+_tracer: Any = None  # the process's tracer while tracing is on
+_provider: Any = None
+_otel: Any = None    # the OpenTelemetry names used here, imported when tracing starts
 _UNTRACED = nullcontext()
 
 
@@ -66,7 +68,7 @@ def start(config, service_name: str) -> bool:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
-        if resource.attributes[SERVICE_NAME].startswith("unknown_service"):
+        if str(resource.attributes[SERVICE_NAME]).startswith("unknown_service"):
             resource = resource.merge(Resource({SERVICE_NAME: service_name}))
         provider = TracerProvider(resource=resource)  # the sampler from OTEL_TRACES_SAMPLER
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # endpoint, headers: OTEL_EXPORTER_OTLP_*
@@ -146,7 +148,7 @@ class RequestSpans:
         self._tracer = _tracer
         self._otel = _otel
 
-    def process_request(self, req, resp):
+    def process_request(self, req, _resp):
         otel = self._otel
         parent = otel.extract(req.env, getter=_ENVIRON_HEADERS)
         span = self._tracer.start_span(req.method, context=parent, kind=otel.SERVER, attributes={
@@ -154,7 +156,7 @@ class RequestSpans:
         req.context.trace_span = span
         req.context.trace_token = otel.attach(otel.set_span_in_context(span, parent))
 
-    def process_resource(self, req, resp, resource, params):
+    def process_resource(self, req, _resp, resource, params):
         span = req.context.trace_span
         if resource is not None:
             span.update_name(f"{req.method} {req.uri_template}")
@@ -163,7 +165,7 @@ class RequestSpans:
         if application_id:
             span.set_attribute("iamgate.application_id", application_id)
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, _resource, _req_succeeded):
         span = getattr(req.context, "trace_span", None)
         if span is None:
             return

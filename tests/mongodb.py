@@ -1,9 +1,10 @@
-"""A real MongoDB for the tests when one is available.
+r"""A real MongoDB for the tests when one is available.
 
 Set ``IAMGATE_TEST_MONGODB_URI`` to a replica set (change streams need one), e.g.
 
     docker run -d --name iamgate-mongo -p 27017:27017 mongo:7 --replSet rs0 --bind_ip_all
-    docker exec iamgate-mongo mongosh --quiet --eval 'rs.initiate({_id: "rs0", members: [{_id: 0, host: "127.0.0.1:27017"}]})'
+    docker exec iamgate-mongo mongosh --quiet \
+        --eval 'rs.initiate({_id: "rs0", members: [{_id: 0, host: "127.0.0.1:27017"}]})'
     IAMGATE_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?replicaSet=rs0' make test
 
 and the app fixtures (tests/conftest.py) and the e2e processes (tests/e2e/processes.py)
@@ -45,7 +46,8 @@ def describe() -> str:
     if TEST_MONGODB_URI is None:
         return "store: embedded (memory://, mongomock); set IAMGATE_TEST_MONGODB_URI for a real MongoDB"
     if _wire is not None and TEST_MONGODB_URI == _wire.uri:
-        return f"store: tests/mongo_wire.py (mongomock over the wire protocol) at {_wire.uri} (IAMGATE_TEST_MONGODB_URI=wire)"
+        return (f"store: tests/mongo_wire.py (mongomock over the wire protocol) at {_wire.uri} "
+                "(IAMGATE_TEST_MONGODB_URI=wire)")
     parts = urlsplit(TEST_MONGODB_URI)
     return f"store: MongoDB at {parts.hostname}:{parts.port or 27017} (IAMGATE_TEST_MONGODB_URI)"
 

@@ -90,7 +90,8 @@ CREATE_POLICY = Schema({
     "is_active": Bool(default=True),
 })
 
-UPDATE_POLICY = Schema(_FIELDS, partial=True, description="Any subset of the fields; permissions and condition are replaced whole.")
+UPDATE_POLICY = Schema(_FIELDS, partial=True,
+                       description="Any subset of the fields; permissions and condition are replaced whole.")
 
 # The dry run's inline policy: a policy that is not stored (name optional).
 INLINE_POLICY = Schema({**CREATE_POLICY.fields, "name": String(max_len=NAME_MAX, default="inline policy")})

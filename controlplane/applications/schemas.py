@@ -8,6 +8,9 @@ from shared.validation import TIME, Bool, DisplayName, HexColor, Int, List, Obje
 from controlplane.applications.css import sanitize_css as _sanitize_css
 
 ENVIRONMENTS = ("development", "staging", "production")
+# Images the hosted pages load: https only, as their CSP's img-src allows (an http logo
+# on an https page is mixed content; browsers block or flag it).
+IMAGE_URL = {"schemes": ("https",)}
 _CSS_LENGTH = re.compile(r"^(?:0|\d{1,3}(?:\.\d{1,2})?(?:px|rem|em|%))$")
 
 CREATE = Schema({
@@ -15,7 +18,8 @@ CREATE = Schema({
     "environment": String(choices=ENVIRONMENTS, default="development"),
     "is_test_mode": Bool(default=False),
     "description": String(max_len=1000, nullable=True, default=None),
-    "organization_id": String(nullable=True, description="UUID; required when the caller belongs to several organizations"),
+    "organization_id": String(nullable=True,
+                              description="UUID; required when the caller belongs to several organizations"),
 })
 
 UPDATE = Schema({
@@ -24,11 +28,13 @@ UPDATE = Schema({
     "is_test_mode": Bool(),
     "description": String(max_len=1000, nullable=True),
     "oauth_hosted_login_enabled": Bool(),
+    "oauth_hosted_registration_enabled": Bool(description="the hosted login offers \"Create account\""),
     "oauth_redirect_uris": List(Url(), max_items=50),
     "max_concurrent_sessions": Int(min=0, max=100),
     "registration_rate_limit": Int(min=0, max=100000, nullable=True,
                                    description="registrations per minute per client IP; null = server default; "
-                                               "0 or a value above IAMGATE_REGISTRATION_RATE_LIMIT_MAX means that maximum"),
+                                               "0 or a value above IAMGATE_REGISTRATION_RATE_LIMIT_MAX means "
+                                               "that maximum"),
 }, partial=True)
 
 DARK_MODE = Schema({
@@ -40,7 +46,7 @@ DARK_MODE = Schema({
 BRANDING_OPTIONS = Schema({
     "secondary_color": HexColor(nullable=True),
     "font_family": String(max_len=200, nullable=True, pattern=r"^[A-Za-z0-9 ,'\"_-]*$"),
-    "favicon_url": Url(nullable=True),
+    "favicon_url": Url(nullable=True, **IMAGE_URL),
     "button_border_radius": String(max_len=16, nullable=True, pattern=_CSS_LENGTH.pattern),
     "custom_css": String(max_len=5000, nullable=True, strip=False),
     "dark_mode": Object(DARK_MODE, nullable=True),
@@ -48,7 +54,7 @@ BRANDING_OPTIONS = Schema({
 
 BRANDING = Schema({
     "brand_name": DisplayName(max_len=255, nullable=True),
-    "brand_logo_url": Url(nullable=True),
+    "brand_logo_url": Url(nullable=True, **IMAGE_URL),
     "brand_color": HexColor(nullable=True),
     "brand_background": HexColor(nullable=True),
     "branding_options": Object(BRANDING_OPTIONS, nullable=True),
@@ -72,6 +78,7 @@ APPLICATION_RESPONSE = {
         "branding": {"type": "object"},
         "oauth_redirect_uris": {"type": "array", "items": {"type": "string"}},
         "oauth_hosted_login_enabled": {"type": "boolean"},
+        "oauth_hosted_registration_enabled": {"type": "boolean"},
         "max_concurrent_sessions": {"type": "integer"},
         "registration_rate_limit": {"type": ["integer", "null"]},
         "created_at": TIME,

@@ -79,7 +79,7 @@ class SeqCache:
     def invalidate_app(self, app_id: str, seq: int) -> None:
         with self._lock:
             if self._data is not None:
-                self._data.drop_where(lambda key, value: key[0] == app_id)
+                self._data.drop_where(lambda key, _value: key[0] == app_id)
             self._mark((_APP, app_id), seq)
 
     def clear(self, seq: int) -> None:

@@ -82,7 +82,7 @@ def member_of_application(*, write: bool = False):
             def on_get(self, req, resp, applicationId): ...
     """
 
-    def hook(req, resp, resource, params):
+    def hook(req, _resp, resource, params):
         app, role = resource.dashboard_access.application(
             req.context.principal.account_id, params["applicationId"], write=write)
         req.context.application = app

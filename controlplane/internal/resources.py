@@ -26,7 +26,7 @@ _ERRORS = [PermissionMissing, ApplicationNotFound, RateLimited]
 _SEQ = {"type": "integer", "description": "change-log head read before the data"}
 
 
-def require_decision_credential(req, resp, resource, params):
+def require_decision_credential(req, _resp, _resource, _params):
     """An API key reads grants, policies, key digests and changes only with ``decision:sync``."""
     principal = req.context.principal
     if principal.kind == "api_key" and not any(matches(p, DECISION_PERMISSION) for p in principal.permissions):

@@ -21,20 +21,24 @@ from shared.ids import digest, random_token
 from shared.timeutil import Clock, seconds
 
 from controlplane.oidc import pkce
-from controlplane.oidc.clients import ClientService
+from controlplane.oidc.clients import ClientService, grant_types, is_public
 from controlplane.oidc.connections import ConnectionService
-from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError,
-                                      UnsupportedResponseType)
-from controlplane.oidc.schemas import redirect_uri_problem
+from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError, RequestNotSupported,
+                                      RequestUriNotSupported, UnauthorizedClient, UnsupportedResponseType)
+from controlplane.oidc.schemas import SUPPORTED_SCOPES, redirect_uri_problem, redirect_uri_registered
 from controlplane.oidc.store import CodeStore
 
-# Scopes the provider knows (discovery's scopes_supported).  offline_access is accepted
-# and changes nothing: a refresh token is always issued (spec, token response).
-SUPPORTED_SCOPES = ("openid", "profile", "email", "offline_access")
+AUTHORIZATION_CODE = "authorization_code"
+
 CODE_TTL = 60
 MAX_NONCE = 512
 MAX_STATE = 2048
 PROMPTS = frozenset({"none", "login", "consent", "select_account"})
+# OAuth 2.0 Multiple Response Type Encoding Practices 2.1 (query, the default of
+# response_type=code) and OAuth 2.0 Form Post Response Mode 2.  fragment is refused: a
+# code in a fragment reaches scripts of the page, and no client of the code flow needs it.
+RESPONSE_MODES = ("query", "form_post")
+MAX_LOGIN_HINT = 255
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,11 @@ class AuthorizeRequest:
     scopes: tuple
     state: str | None
     nonce: str | None
-    code_challenge: str
+    code_challenge: str | None
     prompt: frozenset = frozenset()
+    response_mode: str = "query"
+    max_age: int | None = None
+    login_hint: str | None = None
 
     @property
     def client_id(self) -> str:
@@ -56,7 +63,18 @@ class AuthorizeRequest:
 
     def error(self, error_class: type[OAuthError], description: str | None = None) -> OAuthError:
         """An error to answer on the client's redirect URI (RFC 6749 4.1.2.1)."""
-        return error_class(description, redirect_uri=self.redirect_uri, state=self.state)
+        return error_class(description, redirect_uri=self.redirect_uri, state=self.state,
+                           response_mode=self.response_mode)
+
+    def authentication_too_old(self, auth_time: int, now: int) -> bool:
+        """OIDC Core 3.1.2.1 ``max_age``: the last authentication was more than
+        ``max_age`` seconds ago."""
+        return self.max_age is not None and now - auth_time > self.max_age
+
+    def needs_login(self, auth_time: int, now: int) -> bool:
+        """OIDC Core 3.1.2.1: ``prompt=login``, ``max_age=0``, or an authentication
+        older than ``max_age`` asks the hosted login to sign the user in again."""
+        return "login" in self.prompt or self.max_age == 0 or self.authentication_too_old(auth_time, now)
 
 
 def _single(params: dict, name: str) -> str | None:
@@ -85,7 +103,8 @@ class AuthorizeService:
         Answered directly: invalid_request (client_id or redirect_uri missing or repeated,
         redirect_uri not registered for the client, or registered but not a usable
         redirect URI), invalid_client (unknown or inactive).
-        On the redirect URI: unsupported_response_type, invalid_scope (openid missing, an
+        On the redirect URI: unsupported_response_type, unauthorized_client (the client's
+        grant_types lack authorization_code), invalid_scope (openid missing, an
         unsupported scope or one the client may not ask for), invalid_request (PKCE
         missing, plain, or malformed; a bad nonce, state or prompt)."""
         client_id = _single(params, "client_id")
@@ -98,7 +117,7 @@ class AuthorizeService:
         if redirect_uri is None:
             raise InvalidRequest("redirect_uri is required.")
         # RFC 6749 3.1.2.3 / OIDC Core 3.1.2.1: simple string comparison with a registered URI.
-        if redirect_uri not in (client.get("redirect_uris") or ()):
+        if not redirect_uri_registered(redirect_uri, client.get("redirect_uris") or ()):
             raise InvalidRequest("redirect_uri is not registered for this client.")
         # One registered before the registration rules refused such URIs: never a target.
         problem = redirect_uri_problem(redirect_uri)
@@ -109,42 +128,73 @@ class AuthorizeService:
             state = _single(params, "state")
         except InvalidRequest as exc:
             raise InvalidRequest(exc.message, redirect_uri=redirect_uri) from None
+        mode = params.get("response_mode")
         request = AuthorizeRequest(app_id=client["app_id"], client=client, redirect_uri=redirect_uri, scopes=(),
-                                   state=state, nonce=None, code_challenge="")
+                                   state=state, nonce=None, code_challenge=None,
+                                   response_mode=mode if mode in RESPONSE_MODES else "query")
         try:
             return self._validate_parameters(request, params)
         except OAuthError as exc:
             if exc.redirect_uri is None:
-                exc.redirect_uri, exc.state = request.redirect_uri, request.state
+                exc.redirect_uri, exc.state, exc.response_mode = (request.redirect_uri, request.state,
+                                                                  request.response_mode)
             raise
 
     def _validate_parameters(self, request: AuthorizeRequest, params: dict) -> AuthorizeRequest:
         if request.state is not None and len(request.state) > MAX_STATE:
             raise request.error(InvalidRequest, f"state must be at most {MAX_STATE} characters.")
+        if _single(params, "response_mode") not in (None, *RESPONSE_MODES):
+            raise request.error(InvalidRequest, "response_mode must be query or form_post.")
+        # OIDC Core 6: request objects are optional; an OP without them answers these errors.
+        if params.get("request") is not None:
+            raise request.error(RequestNotSupported)
+        if params.get("request_uri") is not None:
+            raise request.error(RequestUriNotSupported)
         response_type = _single(params, "response_type")
         if response_type is None:
             raise request.error(InvalidRequest, "response_type is required.")
         if response_type != "code":
             raise request.error(UnsupportedResponseType)
+        if AUTHORIZATION_CODE not in grant_types(request.client):  # RFC 6749 4.1.2.1, e.g. a machine client
+            raise request.error(UnauthorizedClient, "The client's grant_types do not include authorization_code.")
         scopes = self._scopes(request, _single(params, "scope"))
-        method = _single(params, "code_challenge_method")
-        challenge = _single(params, "code_challenge")
-        # RFC 7636 4.4.1; the spec makes S256 mandatory, so plain and no PKCE are refused.
-        if challenge is None or method is None:
-            raise request.error(InvalidRequest, "PKCE is required: code_challenge and code_challenge_method=S256.")
-        if method != pkce.S256:
-            raise request.error(InvalidRequest, "code_challenge_method must be S256.")
-        if not pkce.is_valid_challenge(challenge):
-            raise request.error(InvalidRequest, "code_challenge must be 43 to 128 characters of [A-Za-z0-9-._~].")
+        challenge = self._code_challenge(request, params)
         nonce = _single(params, "nonce")
         if nonce is not None and len(nonce) > MAX_NONCE:
             raise request.error(InvalidRequest, f"nonce must be at most {MAX_NONCE} characters.")
         prompt = frozenset((_single(params, "prompt") or "").split())
         if prompt - PROMPTS or ("none" in prompt and len(prompt) > 1):
             raise request.error(InvalidRequest, "prompt must be none, or any of login, consent, select_account.")
+        max_age = _single(params, "max_age")
+        if max_age is not None and not (max_age.isascii() and max_age.isdigit() and len(max_age) <= 10):
+            raise request.error(InvalidRequest, "max_age must be a number of seconds.")
+        # Display hints (display, ui_locales, claims_locales, acr_values) and unknown
+        # parameters are ignored (OIDC Core 3.1.2.1 lets an OP ignore them); login_hint
+        # only pre-fills the hosted login's email.
+        login_hint = _single(params, "login_hint")
         return AuthorizeRequest(app_id=request.app_id, client=request.client, redirect_uri=request.redirect_uri,
                                 scopes=scopes, state=request.state, nonce=nonce, code_challenge=challenge,
-                                prompt=prompt)
+                                prompt=prompt, response_mode=request.response_mode,
+                                max_age=None if max_age is None else int(max_age),
+                                login_hint=login_hint if login_hint and len(login_hint) <= MAX_LOGIN_HINT else None)
+
+    @staticmethod
+    def _code_challenge(request: AuthorizeRequest, params: dict) -> str | None:
+        """RFC 7636 4.4.1 with S256 only.  PKCE is required unless the client is a
+        confidential client registered with ``require_pkce: false``; such a client may
+        still send it, and then it is checked as for every other client."""
+        method = _single(params, "code_challenge_method")
+        challenge = _single(params, "code_challenge")
+        if challenge is None and method is None and request.client.get("require_pkce") is False \
+                and not is_public(request.client):
+            return None
+        if challenge is None or method is None:
+            raise request.error(InvalidRequest, "PKCE is required: code_challenge and code_challenge_method=S256.")
+        if method != pkce.S256:
+            raise request.error(InvalidRequest, "code_challenge_method must be S256.")
+        if not pkce.is_valid_challenge(challenge):
+            raise request.error(InvalidRequest, "code_challenge must be 43 to 128 characters of [A-Za-z0-9-._~].")
+        return challenge
 
     @staticmethod
     def _scopes(request: AuthorizeRequest, raw: str | None) -> tuple:

@@ -9,6 +9,10 @@
   opens is this provider's userinfo), never an application id: the V1 API requires
   ``aud`` = application id, so a token handed to a relying party cannot act on the
   tenant API as the user.
+- The access token of the client credentials grant (RFC 6749 4.4) has no user: its
+  ``sub`` is the client_id (RFC 9068 2.2), ``gty`` is ``client_credentials``, and it
+  carries iss, aud, iat, exp, jti, client_id, scope and app_id, but no sid, auth_time or
+  grant_id.  Userinfo refuses it; introspection describes it while its client is active.
 - The ID token (OIDC Core 2, 3.1.3.6) carries iss, sub (the user id), aud (the
   client_id), exp, iat, auth_time, nonce (when the request had one), at_hash, sid, and
   by scope email/email_verified (email) and name/picture (profile).
@@ -33,6 +37,12 @@ from controlplane.keys import SigningKeys
 from controlplane.tokens import TokenService
 
 ACCESS_TOKEN_TYPE = "at+jwt"
+CLIENT_CREDENTIALS = "client_credentials"
+
+
+def is_client_token(claims: dict) -> bool:
+    """The access token was issued by the client credentials grant: it has no user."""
+    return claims.get("gty") == CLIENT_CREDENTIALS
 
 
 class TokenRefused(Exception):
@@ -81,6 +91,15 @@ class OidcTokens:
             "auth_time": auth_time, "app_id": app_id, "grant_id": grant_id,
         }, headers={"typ": ACCESS_TOKEN_TYPE})
 
+    def client_access_token(self, *, app_id: str, client_id: str, scopes) -> str:
+        """RFC 6749 4.4.3 with RFC 9068: the machine client's own token."""
+        now = self._now()
+        return self.tokens.sign({
+            "iss": self.issuer, "sub": client_id, "aud": self.issuer, "iat": now, "exp": now + self.access_ttl,
+            "jti": new_id(), "client_id": client_id, "scope": " ".join(scopes), "app_id": app_id,
+            "gty": CLIENT_CREDENTIALS,
+        }, headers={"typ": ACCESS_TOKEN_TYPE})
+
     def id_token(self, user: dict, *, client_id: str, scopes, auth_time: int, nonce: str | None, access_token: str,
                  session_id: str | None) -> str:
         now = self._now()
@@ -97,10 +116,11 @@ class OidcTokens:
         """The claims of a live access token of ours; TokenRefused otherwise (an ID token
         or a V1 token has another ``aud`` and ``typ``)."""
         claims, header = self._decode(token, audience=self.issuer, verify_exp=True,
-                                      required=("iss", "sub", "aud", "iat", "exp", "client_id", "scope", "app_id",
-                                                "grant_id"))
+                                      required=("iss", "sub", "aud", "iat", "exp", "client_id", "scope", "app_id"))
         if header.get("typ") != ACCESS_TOKEN_TYPE:
             raise TokenRefused("not an access token")
+        if not is_client_token(claims) and not claims.get("grant_id"):
+            raise TokenRefused("a user's access token names its grant")
         return claims
 
     def verify_id_token_hint(self, token: str) -> dict:

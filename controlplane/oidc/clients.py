@@ -8,6 +8,12 @@ client authentication at the token, revocation and introspection endpoints.
   because nobody can authenticate as a deleted client.
 - An inactive client fails authorize with invalid_client (spec, states table) and
   cannot authenticate at the token endpoint either.
+- ``token_endpoint_auth_method`` is set at registration and never changes.  A public
+  client (``none``, RFC 6749 2.1) gets no secret and names itself with ``client_id``
+  alone at the token and revocation endpoints; PKCE binds its codes to the app that
+  asked for them, and it may not use client_credentials (nothing would authenticate it).
+- ``grant_types`` are the grants the token endpoint lets the client use;
+  ``client_credentials`` only for a confidential client.
 """
 from __future__ import annotations
 
@@ -17,7 +23,10 @@ from dataclasses import dataclass
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import Clock, isoformat
 
+from shared.errors import ValidationFailed
+
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
+from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, NO_CLIENT_AUTH, is_private_use
 from controlplane.oidc.store import ClientStore
 
 CLIENT_ID_PREFIX = "oc_"
@@ -35,11 +44,43 @@ def serialize_client(client: dict, secret: str | None = None) -> dict:
         "redirect_uris": list(client.get("redirect_uris") or []),
         "post_logout_redirect_uris": list(client.get("post_logout_redirect_uris") or []),
         "allowed_scopes": list(client.get("allowed_scopes") or []),
+        "require_pkce": client.get("require_pkce") is not False,
+        "grant_types": grant_types(client),
+        "token_endpoint_auth_method": client.get("token_endpoint_auth_method") or "client_secret_basic",
+        "backchannel_logout_uri": client.get("backchannel_logout_uri"),
+        "allowed_origins": list(client.get("allowed_origins") or []),
         "is_active": bool(client.get("is_active")),
         "created_at": isoformat(client["created_at"]),
         "updated_at": isoformat(client.get("updated_at") or client["created_at"]),
     }
     return out if secret is None else {**out, "client_secret": secret}
+
+
+def is_public(client: dict) -> bool:
+    """RFC 6749 2.1: the client cannot keep a secret (token_endpoint_auth_method none)."""
+    return client.get("token_endpoint_auth_method") == NO_CLIENT_AUTH
+
+
+def grant_types(client: dict) -> list[str]:
+    """The grant types the client may use (clients registered before the field: the
+    code and refresh grants)."""
+    return list(client.get("grant_types") or DEFAULT_GRANT_TYPES)
+
+
+def _check_client_type(public: bool, values: dict) -> None:
+    """What only a public client, or only a confidential one, may register."""
+    if public and values.get("require_pkce") is False:
+        # RFC 9700 2.1.1: PKCE is what binds a public client's code to the app that asked.
+        raise ValidationFailed({"require_pkce": "a public client (token_endpoint_auth_method none) always "
+                                                "uses PKCE"})
+    if public and "client_credentials" in (values.get("grant_types") or ()):
+        raise ValidationFailed({"grant_types": "client_credentials needs a confidential client "
+                                               "(token_endpoint_auth_method other than none)"})
+    for field in ("redirect_uris", "post_logout_redirect_uris"):
+        if not public and any(is_private_use(uri) for uri in values.get(field) or ()):
+            # RFC 8252 8.6: any app can claim a private-use scheme, so it proves nothing.
+            raise ValidationFailed({field: "private-use scheme redirect URIs are for public clients "
+                                           "(token_endpoint_auth_method none)"})
 
 
 @dataclass(eq=False)
@@ -49,12 +90,15 @@ class ClientService:
 
     # ------------------------------------------------------------------ management
 
-    def create(self, app_id: str, values: dict) -> tuple[dict, str]:
-        """A new active client and its secret (returned this once)."""
-        secret, now = random_token(32), self.clock()
+    def create(self, app_id: str, values: dict) -> tuple[dict, str | None]:
+        """A new active client and its secret (returned this once; None for a public client)."""
+        public = values.get("token_endpoint_auth_method") == NO_CLIENT_AUTH
+        _check_client_type(public, values)
+        secret, now = (None if public else random_token(32)), self.clock()
         client = {
             "_id": new_id(), "app_id": app_id, "client_id": CLIENT_ID_PREFIX + random_token(18),
-            "secret_digest": digest(secret), **values, "is_active": True, "created_at": now, "updated_at": now,
+            "secret_digest": None if public else digest(secret), **values, "is_active": True,
+            "created_at": now, "updated_at": now,
         }
         self.store.insert(client)
         return client, secret
@@ -72,6 +116,7 @@ class ClientService:
     def update(self, app_id: str, ref: str, values: dict) -> dict:
         """Set the fields given; lists replace the stored ones.  404 OIDC_CLIENT_NOT_FOUND."""
         client = self.get(app_id, ref)
+        _check_client_type(is_public(client), values)
         updated = self.store.update(app_id, client["_id"], {**values, "updated_at": self.clock()})
         if updated is None:
             raise ClientNotFound(ref)
@@ -96,10 +141,24 @@ class ClientService:
         """The client with this client_id, active or not, in any application."""
         return self.store.by_client_id(client_id)
 
-    def authenticate_request(self, params: dict, basic: tuple[str, str] | None, *, failure: type) -> dict:
+    def origin_registered(self, origin: str) -> bool:
+        """CORS: an active client lists ``origin`` in its allowed_origins."""
+        return self.store.with_origin(origin) is not None
+
+    def mark_connected(self, client: dict) -> bool:
+        """The client's first client credentials token (its connection is created)."""
+        return self.store.mark_connected(client["client_id"], self.clock())
+
+    def authenticate_request(self, params: dict, basic: tuple[str, str] | None, *, failure: type,
+                             public: bool = False) -> dict:
         """RFC 6749 2.3.1: the client authenticated by ``client_secret_basic`` (``basic``,
         from the Authorization header) or ``client_secret_post`` (``params``), never both
-        (2.3).  Raises ``failure`` for a wrong secret or an unknown or inactive client."""
+        (2.3).  Raises ``failure`` for a wrong secret or an unknown or inactive client.
+        Where ``public``, a public client names itself by ``client_id`` alone (3.2.1)."""
+        if public and basic is None and params.get("client_secret") is None:
+            client = self.active(params.get("client_id"))
+            if client is not None and is_public(client):
+                return client
         if basic is not None:
             if params.get("client_secret") is not None:
                 raise InvalidRequest("Use client_secret_basic or client_secret_post, not both.")
@@ -119,6 +178,7 @@ class ClientService:
         """RFC 6749 2.3.1: the active client whose secret this is, or None.  The digest
         comparison is constant-time; an unknown client costs the same digest."""
         client = self.active(client_id)
+        client = None if client is not None and is_public(client) else client
         expected = client["secret_digest"] if client else digest("")
         matches = hmac.compare_digest(expected, digest(secret or ""))
         return client if client is not None and secret and matches else None

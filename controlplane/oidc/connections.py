@@ -18,6 +18,14 @@ user's or a session's grants, and the GDPR export.  It emits the connection even
   refresh_token_reused, user_inactive, and for every grant of the user: password_reset,
   sessions_revoked, suspended, user_deleted).
 
+A machine client (the client credentials grant) has one connection: the client's own,
+with no user.  The first token issued to the client creates it (``connection.created``
+{user_id: null, client_id, grant_id: null, scopes, grant_type: client_credentials}),
+each later token is a ``connection.refreshed`` {user_id: null, client_id, grant_id:
+null}, and a refused request of the authenticated client is ``connection.failed``
+{user_id: null, client_id, reason: unauthorized_client or invalid_scope}.  These events
+have ``subject.client_id`` instead of ``subject.user_id``.
+
 An access token names its grant (``grant_id``); ``grant_is_live`` answers whether that
 grant still stands from a per-worker copy of its state (``controlplane.lookup_cache``),
 so userinfo and introspection refuse a revoked grant's tokens without a store read per
@@ -35,6 +43,7 @@ from shared.timeutil import Clock, aware, isoformat, seconds_of
 
 from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
+from controlplane.oidc.backchannel import BackchannelLogout
 from controlplane.oidc.store import ConsentStore, GrantStore
 
 # How long a worker may answer from its copy of a grant's state: a revocation reaches
@@ -60,6 +69,9 @@ class ConnectionService:
     grants: GrantStore
     events: EventLog
     clock: Clock
+    # Tells relying parties whose grants revoke_user and revoke_session revoked
+    # (controlplane.oidc.backchannel); None sends nothing.
+    backchannel: BackchannelLogout | None = None
 
     def __post_init__(self):
         self._seconds = seconds_of(self.clock)
@@ -104,7 +116,8 @@ class ConnectionService:
         """Revoke every OIDC grant of the user (their refresh tokens stop at once, and
         their access tokens at userinfo and introspection); how many were live.  What
         ends a user's sign-ins calls it: a password reset, ``DELETE sessions``, a
-        suspension, a deletion.  Emits connection.revoked per client.  Consents stay:
+        suspension, a deletion.  Emits connection.revoked per client, and sends the
+        clients a back-channel logout token.  Consents stay:
         the user signs in again without being asked."""
         return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id).values())
 
@@ -126,6 +139,21 @@ class ConnectionService:
         self.events.emit(app_id, "connection.failed", {"user_id": user_id, "client_id": client_id, "reason": reason},
                          subject={"user_id": user_id})
 
+    def client_connected(self, app_id: str, client_id: str, scopes, *, first: bool) -> None:
+        """A client credentials token: ``first`` (the client's first) creates its connection."""
+        if first:
+            self.events.emit(app_id, "connection.created", {
+                "user_id": None, "client_id": client_id, "grant_id": None, "scopes": list(scopes),
+                "grant_type": "client_credentials",
+            }, subject={"client_id": client_id})
+        else:
+            self.events.emit(app_id, "connection.refreshed", {"user_id": None, "client_id": client_id,
+                                                              "grant_id": None}, subject={"client_id": client_id})
+
+    def client_failed(self, app_id: str, client_id: str, reason: str) -> None:
+        self.events.emit(app_id, "connection.failed", {"user_id": None, "client_id": client_id, "reason": reason},
+                         subject={"client_id": client_id})
+
     def revoke_grant(self, grant_id: str, reason: str) -> bool:
         """Revoke one grant (refresh-token family); emits connection.revoked when it was live."""
         grant = self.grants.revoke(grant_id, self.clock(), reason)
@@ -139,11 +167,14 @@ class ConnectionService:
         return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id, session_id=session_id).values())
 
     def _revoke(self, app_id: str, now, reason: str, **match) -> Counter:
+        """Revoke the matching grants; what ends sign-ins, so back-channel logout follows."""
         grants = self.grants.live(app_id, **match)
         self.grants.revoke_many(app_id, now, reason, **match)
         per_connection = Counter((g["user_id"], g["client_id"]) for g in grants)
         for (user_id, client_id), count in sorted(per_connection.items()):
             self._revoked_event(app_id, user_id, client_id, reason, count)
+        if self.backchannel is not None and grants:
+            self.backchannel.notify(app_id, grants)
         return per_connection
 
     def _revoked_event(self, app_id, user_id, client_id, reason, count) -> None:

@@ -22,14 +22,19 @@ class OAuthError(DomainError):
     body_schema = "OAuthError"  # RFC 6749 section 5.2: {error, error_description}
 
     def __init__(self, description: str | None = None, *, redirect_uri: str | None = None,
-                 state: str | None = None):
+                 state: str | None = None, response_mode: str = "query"):
         super().__init__(description)
         self.redirect_uri = redirect_uri
         self.state = state
+        self.response_mode = response_mode
 
     @property
     def error(self) -> str:
         return self.code
+
+    def authorization_response(self) -> dict:
+        """The parameters of this error on the client's redirect URI (RFC 6749 4.1.2.1)."""
+        return {"error": self.error, "error_description": self.message, "state": self.state}
 
     def not_redirected(self) -> "OAuthError":
         """The same error answered directly (the JSON mode of authorize never redirects)."""
@@ -70,11 +75,31 @@ class InvalidScope(OAuthError, BadRequest):
 
 
 class UnsupportedGrantType(OAuthError, BadRequest):
-    code, message = "unsupported_grant_type", "Only authorization_code and refresh_token are supported."
+    code, message = "unsupported_grant_type", \
+        "Only authorization_code, refresh_token and client_credentials are supported."
+
+
+class UnauthorizedClient(OAuthError, BadRequest):
+    """RFC 6749 5.2: the client may not use this grant type (its ``grant_types``, or a
+    public client asking for client_credentials)."""
+
+    code, message = "unauthorized_client", "The client is not allowed to use this grant type."
 
 
 class UnsupportedResponseType(OAuthError, BadRequest):
     code, message = "unsupported_response_type", "Only response_type=code is supported."
+
+
+class RequestNotSupported(OAuthError, BadRequest):
+    """OIDC Core 3.1.2.6: the ``request`` parameter (a request object) is not supported."""
+
+    code, message = "request_not_supported", "Request objects (the request parameter) are not supported."
+
+
+class RequestUriNotSupported(OAuthError, BadRequest):
+    """OIDC Core 3.1.2.6: the ``request_uri`` parameter is not supported."""
+
+    code, message = "request_uri_not_supported", "The request_uri parameter is not supported."
 
 
 class InvalidToken(OAuthError, Unauthorized):

@@ -36,9 +36,10 @@ from controlplane.mfa.service import MfaService
 from controlplane.oidc.authorize import AuthorizeRequest, AuthorizeService
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
 from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
-from controlplane.oidc.wire import add_params
 from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
+from controlplane.users.passwords import PasswordService
+from controlplane.users.registration import RegistrationService
 from controlplane.users.sessions import SessionService
 
 PENDING_TTL = 600
@@ -55,15 +56,17 @@ def session_cookie_name(app_id: str) -> str:
 @dataclass(frozen=True)
 class Step:
     """What the browser gets next: a ``page`` (login, mfa, consent) for the pending
-    request ``handle``, or a ``redirect`` to the client with the code.
+    request ``handle``, or ``redirect``: the authorization response (code and state) to
+    send to the client in the request's response mode.
     ``session_token``/``session_ttl``: a new browser session to set as the cookie."""
 
     request: AuthorizeRequest
     page: str | None = None
     handle: str | None = None
-    redirect: str | None = None
+    redirect: dict | None = None
     session_token: str | None = None
     session_ttl: int = 0
+    signed_in_as: str | None = None  # the consent page's user (its email), for "Not you?"
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,8 @@ class HostedLogin:
     authenticator: Authenticator
     sessions: SessionService
     users: UserDirectory
+    passwords: PasswordService
+    registration: RegistrationService
     box: SecretBox
     clock: Clock
 
@@ -96,10 +101,13 @@ class HostedLogin:
 
     def begin(self, request: AuthorizeRequest, params: dict, *, binding: str, session_token: str | None) -> Step:
         """The first answer to a browser: the login page, unless the browser session is
-        live and ``prompt`` does not ask for a login (OIDC Core 3.1.2.1); then the
-        consent page or, when consent covers the scopes, the code.  ``prompt=none``
-        never shows a page: ``login_required`` or ``consent_required`` on the redirect."""
-        session = None if "login" in request.prompt else self.browser_session(request.app_id, session_token)
+        live and neither ``prompt=login`` nor ``max_age`` asks for a login (OIDC Core
+        3.1.2.1); then the consent page or, when consent covers the scopes, the code.
+        ``prompt=none`` never shows a page: ``login_required`` or ``consent_required``
+        on the redirect."""
+        session = self.browser_session(request.app_id, session_token)
+        if session is not None and request.needs_login(session["auth_time"], int(self.clock().timestamp())):
+            session = None
         if session is None:
             if "none" in request.prompt:
                 raise request.error(LoginRequired)
@@ -109,7 +117,8 @@ class HostedLogin:
                 raise request.error(ConsentRequired)
             signed_in = {"user_id": session["user_id"], "session_id": session["session_id"],
                          "auth_time": session["auth_time"]}
-            return Step(request, page="consent", handle=self._start(request, params, binding, "consent", signed_in))
+            return Step(request, page="consent", handle=self._start(request, params, binding, "consent", signed_in),
+                        signed_in_as=self._email(request.app_id, session["user_id"]))
         return Step(request, redirect=self._code_redirect(request, session))
 
     def browser_session(self, app_id: str, token: str | None) -> dict | None:
@@ -125,6 +134,17 @@ class HostedLogin:
         if not self.sessions.is_active(app_id, session["session_id"]):
             return None
         return session
+
+    def branding_app(self, *, app_id=None, client_id=None) -> dict | None:
+        """The application whose branding a page shows when the flow cannot say (an
+        expired form, an invalid sign-in link, a refused logout): ``app_id``'s, or
+        ``client_id``'s, when it has hosted login, whose pages are public anyway; None
+        otherwise.  Used for branding only, never to decide anything."""
+        if app_id is None:
+            client = self.authorize.client(client_id)
+            app_id = client["app_id"] if client else None
+        app = self.applications.get(app_id) if isinstance(app_id, str) and app_id else None
+        return app if app and app.get("oauth_hosted_login_enabled") else None
 
     def end_browser_session(self, token: str | None) -> None:
         if token:
@@ -180,6 +200,45 @@ class HostedLogin:
         self.authorize.grant_consent(request, pending.doc["user_id"])
         return Step(request, redirect=self._code_redirect(request, pending.doc))
 
+    def cancel(self, pending: Pending, stage: str) -> Step:
+        """The user gives up at the login or MFA step: ``access_denied`` on the redirect
+        URI with ``state`` (RFC 6749 4.1.2.1), so the application gets its user back."""
+        if self.pending.advance(pending.doc["_id"], stage, {"stage": "done"}, self.clock()) is None:
+            raise AuthorizationRequestExpired()
+        self.pending.delete(pending.doc["_id"])
+        raise pending.request.error(AccessDenied, "The user cancelled the sign-in.")
+
+    def forgot_password(self, pending: Pending, email: str) -> None:
+        """The hosted "Forgot password?": ``PasswordService.forgot``, the API's flow and
+        limit (its ``ResetRequestsLimited`` propagates).  Known email or not, the answer
+        is the same and the request stays at the login step."""
+        self.passwords.forgot(pending.app, email)
+
+    def register(self, pending: Pending, *, email: str, password: str, name: str, device_info: dict) -> Step:
+        """"Create account": the API's registration (its per-IP throttle, password
+        rules, unique email, user limit, verification email and ``user.created``), then
+        the sign-in continues as from the login page.  Errors propagate for the page to
+        show; the request stays at the login step."""
+        self.registration.throttle(pending.app, device_info.get("ip") or "unknown")
+        self.registration.register(pending.app, email=email, password=password, name=name)
+        return self.sign_in(pending, email=email, password=password, device_info=device_info)
+
+    def switch_user(self, pending: Pending, session_token: str | None) -> Step:
+        """"Not you?" on the consent page: the browser session ends and the same
+        request goes back to the login page, for whoever signs in next."""
+        cleared = {"stage": "login", "user_id": None, "session_id": None, "auth_time": None}
+        if self.pending.advance(pending.doc["_id"], "consent", cleared, self.clock()) is None:
+            raise AuthorizationRequestExpired()
+        self.end_browser_session(session_token)
+        return Step(pending.request, page="login", handle=pending.handle)
+
+    def page_again(self, pending: Pending, stage: str) -> Step:
+        """The page of ``stage`` once more, for the same request (and, on the consent
+        page, the same user)."""
+        user_id = pending.doc.get("user_id") if stage == "consent" else None
+        return Step(pending.request, page=stage, handle=pending.handle,
+                    signed_in_as=self._email(pending.request.app_id, user_id) if user_id else None)
+
     # ------------------------------------------------------------ internals
 
     def _start(self, request: AuthorizeRequest, params: dict, binding: str, stage: str,
@@ -210,12 +269,17 @@ class HostedLogin:
         self.browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
                                        "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
         if needs_consent:
-            return Step(request, page="consent", handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL)
+            return Step(request, page="consent", handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL,
+                        signed_in_as=self._email(request.app_id, principal.user_id))
         self.pending.delete(pending.doc["_id"])
         return Step(request, redirect=self._code_redirect(request, signed_in), session_token=token,
                     session_ttl=BROWSER_SESSION_TTL)
 
+    def _email(self, app_id: str, user_id: str) -> str | None:
+        user = self.users.get(app_id, user_id)
+        return user["email"] if user else None
+
     def _code_redirect(self, request: AuthorizeRequest, signed_in: dict) -> str:
         code = self.authorize.issue_code(request.app_id, signed_in["user_id"], request,
                                           auth_time=signed_in["auth_time"], session_id=signed_in["session_id"])
-        return add_params(request.redirect_uri, {"code": code, "state": request.state})
+        return {"code": code, "state": request.state}

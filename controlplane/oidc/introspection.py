@@ -5,7 +5,9 @@ A token is reported active only to the client it was issued to: any other answer
 let one relying party learn about another's users (4, "the authorization server MAY
 respond differently to different protected resources").  Inactive tokens are answered
 ``{"active": false}`` and nothing else (2.2); an access token is inactive once the grant
-it was issued under is revoked, as its refresh token is.
+it was issued under is revoked, as its refresh token is.  A client credentials token
+has no grant: it is active until it expires, for its client while that client exists
+and is active.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from shared.ids import digest
 from shared.timeutil import Clock, aware
 
-from controlplane.oidc.claims import OidcTokens, TokenRefused
+from controlplane.oidc.claims import OidcTokens, TokenRefused, is_client_token
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import InvalidRequest
 from controlplane.oidc.store import GrantStore
@@ -50,6 +52,8 @@ class Introspection:
             claims = self.tokens.verify_access_token(token)
         except TokenRefused:
             return None
+        if is_client_token(claims):
+            return self._client_token(client, claims)
         if (claims["client_id"] != client["client_id"]
                 or not self.connections.grant_is_live(claims["app_id"], claims["grant_id"])
                 or not self._user_active(claims["app_id"], claims["sub"])):
@@ -57,6 +61,16 @@ class Introspection:
         return {"active": True, "token_type": "Bearer", "scope": claims["scope"], "client_id": claims["client_id"],
                 "sub": claims["sub"], "aud": claims["aud"], "iss": claims["iss"], "exp": claims["exp"],
                 "iat": claims["iat"], "jti": claims.get("jti"), "sid": claims.get("sid")}
+
+    @staticmethod
+    def _client_token(client: dict, claims: dict) -> dict:
+        """A client credentials token: active for its own client, which authenticated
+        this request and so is active; ``sub`` is that client, and ``gty`` says so."""
+        if claims["client_id"] != client["client_id"]:
+            return dict(INACTIVE)
+        return {"active": True, "token_type": "Bearer", "scope": claims["scope"], "client_id": claims["client_id"],
+                "sub": claims["sub"], "aud": claims["aud"], "iss": claims["iss"], "exp": claims["exp"],
+                "iat": claims["iat"], "jti": claims.get("jti"), "gty": claims["gty"]}
 
     def _refresh_token(self, client: dict, token: str) -> dict | None:
         grant = self.grants.by_token(digest(token))

@@ -13,7 +13,8 @@ def add_routes(routes, services):
     secure, proxies = services.config.cookie_secure, services.config.trusted_proxies
     routes.add("/oidc/authorize", authorize.Authorize(services.oidc.authorize, services.authenticator,
                                                       services.oidc.hosted, services.pages, cookie_secure=secure), TAG)
-    for path, page in (("login", hosted.HostedLogin), ("mfa", hosted.HostedMfa), ("consent", hosted.HostedConsent)):
+    for path, page in (("login", hosted.HostedLogin), ("mfa", hosted.HostedMfa), ("consent", hosted.HostedConsent),
+                       ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister)):
         routes.add(f"/oidc/authorize/{path}",
                    page(services.oidc.hosted, services.pages, cookie_secure=secure, trusted_proxies=proxies), TAG)
     routes.add("/oidc/token", token.Token(services.oidc.token), TAG)

@@ -7,10 +7,27 @@ from urllib.parse import urlsplit
 
 from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url
 
-SCOPES = ("openid", "profile", "email")
+from controlplane.applications.schemas import IMAGE_URL
+
+# The scopes the provider knows (discovery's scopes_supported).  offline_access changes
+# nothing (a refresh token is always issued) but may be listed, as relying parties ask for it.
+SUPPORTED_SCOPES = ("openid", "profile", "email", "offline_access")
+DEFAULT_SCOPES = ("openid", "profile", "email")
+GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
+DEFAULT_GRANT_TYPES = ("authorization_code", "refresh_token")
+# RFC 7591 2: how the client authenticates at the token endpoint; "none" is a public
+# client (a browser or native app, which cannot keep a secret).  A confidential client
+# may use either secret method whichever it registered.
+AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+NO_CLIENT_AUTH = "none"  # a public client
 MAX_URIS = 50
 # RFC 8252 7.3: native and development clients listen on the loopback interface.
-_LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+# RFC 8252 7.3: a redirect to a loopback IP literal matches whatever port the app opened.
+_LOOPBACK_IPS = ("127.0.0.1", "::1")
+# RFC 8252 7.1: a native app's private-use URI scheme is a reverse domain name it
+# controls (``com.example.app:/cb``), so it has at least one dot.
+_PRIVATE_USE_SCHEME = re.compile(r"[a-z][a-z0-9+-]*(?:\.[a-z0-9+-]+)+")
 # RFC 1123 2.1 host names: letters, digits and hyphens, 1 to 63 per label.  An IDN host
 # is accepted in its ASCII (punycode, "xn--") form only, which is also what browsers send.
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
@@ -18,12 +35,38 @@ _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 _URI_CHARACTERS = re.compile(r"[\x21-\x7e]+")
 
 
+def is_private_use(uri: str) -> bool:
+    """RFC 8252 7.1: the URI has a private-use (reverse domain name) scheme."""
+    return bool(_PRIVATE_USE_SCHEME.fullmatch(uri.partition(":")[0]))
+
+
+def redirect_uri_registered(uri: str, registered) -> bool:
+    """RFC 6749 3.1.2.3: ``uri`` is one of ``registered``, compared as strings, except
+    that a loopback IP redirect (``http://127.0.0.1`` or ``http://[::1]``) matches on any
+    port (RFC 8252 7.3: the app opens whatever port is free)."""
+    if uri in registered:
+        return True
+    portless = _loopback_without_port(uri)
+    return portless is not None and any(_loopback_without_port(other) == portless for other in registered)
+
+
+def _loopback_without_port(uri: str) -> tuple | None:
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return None  # (a port out of range matches, and redirect_uri_problem refuses it)
+    if parts.scheme != "http" or parts.hostname not in _LOOPBACK_IPS or parts.username or parts.password:
+        return None
+    return parts.hostname, parts.path, parts.query
+
+
 def redirect_uri_problem(uri: str) -> str | None:
-    """Why ``uri`` cannot be a redirect URI (RFC 6749 3.1.2), or None when it can: an
-    absolute https URL (http only on localhost or 127.0.0.1, RFC 8252 7.3) of printable
-    ASCII, without fragment or user information, whose host is a DNS name of letters,
-    digits and hyphens (an IDN in punycode) or an IP literal, and whose port, if any, is
-    1 to 65535.  Registration refuses such URIs, and authorize refuses one stored before
+    """Why ``uri`` cannot be a redirect URI (RFC 6749 3.1.2), or None when it can: a
+    private-use scheme URI without fragment (RFC 8252 7.1; public clients only, which the
+    client service checks), or an absolute https URL (http only on localhost, 127.0.0.1
+    or [::1], RFC 8252 7.3) of printable ASCII, without fragment or user information,
+    whose host is a DNS name of letters, digits and hyphens (an IDN in punycode) or an IP
+    literal, and whose port, if any, is 1 to 65535.  Registration refuses such URIs, and authorize refuses one stored before
     this rule, rather than fail on it."""
     if not _URI_CHARACTERS.fullmatch(uri):
         return "must be printable ASCII (an IDN host in punycode, other characters percent-encoded)"
@@ -31,6 +74,8 @@ def redirect_uri_problem(uri: str) -> str | None:
         parts = urlsplit(uri)
     except ValueError:  # a bracketed host that is no IP address
         return "must have a host name of letters, digits, hyphens and dots (an IDN in punycode) or an IP address"
+    if is_private_use(uri):
+        return "must not contain a fragment" if parts.fragment or "#" in uri else None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "must be an absolute https URL"
     if parts.fragment or "#" in uri:
@@ -46,7 +91,7 @@ def redirect_uri_problem(uri: str) -> str | None:
     if port == 0:
         return "must have a port from 1 to 65535"
     if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
-        return "must be an https URL (http only for localhost or 127.0.0.1)"
+        return "must be an https URL (http only for localhost, 127.0.0.1 or [::1])"
     return None
 
 
@@ -70,12 +115,41 @@ class RedirectUri(Url):
         problem = redirect_uri_problem(value) if isinstance(value, str) else None
         if problem is not None:
             raise Invalid(problem)
+        if is_private_use(value):  # not an http(s) URL, which Url checks
+            return String.clean(self, value)
         return super().clean(value)
 
     def schema(self):
-        return {**super().schema(), "description": "absolute https URL of printable ASCII without fragment or user "
+        schema = {key: value for key, value in super().schema().items() if key != "pattern"}
+        return {**schema, "description": "absolute https URL of printable ASCII without fragment or user "
                                                    "information; host a DNS name (IDN in punycode) or an IP "
-                                                   "address, port 1-65535; http only for localhost and 127.0.0.1"}
+                                                   "address, port 1-65535; http only for localhost, 127.0.0.1 and "
+                                                   "[::1] (a loopback IP matches on any port); or, for public "
+                                                   "clients, a private-use scheme such as com.example.app:/cb"}
+
+
+def origin_problem(origin: str) -> str | None:
+    """Why ``origin`` cannot be a CORS origin, or None: scheme, host and optional port
+    (RFC 6454 6.2's serialization) of a redirect-URI-like URL, lower case, without a path."""
+    parts = urlsplit(origin) if _URI_CHARACTERS.fullmatch(origin) else None
+    if parts is None or f"{parts.scheme}://{parts.netloc}" != origin or origin != origin.lower():
+        return "must be an origin: scheme://host[:port] in lower case, without path, query or fragment"
+    return redirect_uri_problem(origin)
+
+
+class Origin(String):
+    """An origin a browser app runs on (``allowed_origins``)."""
+
+    def clean(self, value):
+        value = super().clean(value)
+        problem = origin_problem(value)
+        if problem is not None:
+            raise Invalid(problem)
+        return value
+
+    def schema(self):
+        return {**super().schema(), "description": "an origin: https://host[:port] in lower case (http only for "
+                                                   "localhost, 127.0.0.1 and [::1])"}
 
 
 def _uris(**kw):
@@ -85,19 +159,30 @@ def _uris(**kw):
 CREATE_CLIENT = Schema({
     "name": String(required=True, min_len=1, max_len=255),
     "description": String(nullable=True, max_len=1000, default=None),
-    "logo_url": Url(nullable=True, default=None),
+    "logo_url": Url(nullable=True, default=None, **IMAGE_URL),
     "redirect_uris": _uris(required=True, min_items=1),
     "post_logout_redirect_uris": _uris(default=list),
-    "allowed_scopes": List(String(choices=SCOPES), min_items=1, default=lambda: list(SCOPES)),
+    "allowed_scopes": List(String(choices=SUPPORTED_SCOPES), min_items=1, default=lambda: list(DEFAULT_SCOPES)),
+    # PKCE S256 is required by default; a confidential client of a relying party that
+    # cannot send it (OIDC Core does not) may turn it off.
+    "require_pkce": Bool(default=True),
+    "grant_types": List(String(choices=GRANT_TYPES), min_items=1, default=lambda: list(DEFAULT_GRANT_TYPES)),
+    "token_endpoint_auth_method": String(choices=AUTH_METHODS, default="client_secret_basic"),
+    "backchannel_logout_uri": Url(nullable=True, default=None),
+    "allowed_origins": List(Origin(max_len=300), max_items=MAX_URIS, default=list),
 })
 
 UPDATE_CLIENT = Schema({
     "name": String(min_len=1, max_len=255),
     "description": String(nullable=True, max_len=1000),
-    "logo_url": Url(nullable=True),
+    "logo_url": Url(nullable=True, **IMAGE_URL),
     "redirect_uris": _uris(min_items=1),
     "post_logout_redirect_uris": _uris(),
-    "allowed_scopes": List(String(choices=SCOPES), min_items=1),
+    "allowed_scopes": List(String(choices=SUPPORTED_SCOPES), min_items=1),
+    "require_pkce": Bool(),
+    "grant_types": List(String(choices=GRANT_TYPES), min_items=1),
+    "backchannel_logout_uri": Url(nullable=True),
+    "allowed_origins": List(Origin(max_len=300), max_items=MAX_URIS),
     "is_active": Bool(),
 }, partial=True)
 
@@ -113,6 +198,11 @@ CLIENT = {
         "redirect_uris": _STRINGS,
         "post_logout_redirect_uris": _STRINGS,
         "allowed_scopes": _STRINGS,
+        "require_pkce": {"type": "boolean"},
+        "grant_types": {"type": "array", "items": {"type": "string", "enum": list(GRANT_TYPES)}},
+        "token_endpoint_auth_method": {"type": "string", "enum": list(AUTH_METHODS)},
+        "backchannel_logout_uri": {"type": ["string", "null"]},
+        "allowed_origins": _STRINGS,
         "is_active": {"type": "boolean"},
         "created_at": TIME,
         "updated_at": TIME,

@@ -3,8 +3,9 @@ document carries ``app_id``, and every secret is stored as its SHA-256 digest.
 
 - ``oidc_clients``: {_id (the client's id), app_id, client_id (globally unique: the
   token endpoint finds the application from it), secret_digest, name, description,
-  logo_url, redirect_uris, post_logout_redirect_uris, allowed_scopes, is_active,
-  created_at, updated_at}.
+  logo_url, redirect_uris, post_logout_redirect_uris, allowed_scopes, grant_types,
+  token_endpoint_auth_method, backchannel_logout_uri, allowed_origins, connected_at (the
+  first client credentials token), is_active, created_at, updated_at}.
 - ``oidc_codes``: {_id: digest(code), app_id, client_id, user_id, session_id,
   redirect_uri, scopes, nonce, code_challenge, auth_time, created_at, expires_at,
   used_at, grant_id, replayed_at}; single use (``consume`` is one conditional write).
@@ -40,6 +41,7 @@ INDEXES = {
     "oidc_clients": [
         IndexModel([("client_id", ASCENDING)], unique=True),
         IndexModel([("app_id", ASCENDING), ("created_at", ASCENDING)]),
+        IndexModel([("allowed_origins", ASCENDING)]),  # CORS: is an origin registered?
     ],
     "oidc_codes": [
         IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
@@ -75,6 +77,15 @@ class ClientStore(AppCollection):
     def by_client_id(self, client_id: str) -> dict | None:
         """Any application's client (the token endpoint learns the application from it)."""
         return self._docs.find_one({"client_id": client_id})
+
+    def with_origin(self, origin: str) -> dict | None:
+        """An active client of any application that lists ``origin`` (CORS)."""
+        return self._docs.find_one({"allowed_origins": origin, "is_active": True}, {"_id": 1})
+
+    def mark_connected(self, client_id: str, now) -> bool:
+        """Record the client's first client credentials token; True only for the first."""
+        return self._docs.find_one_and_update({"client_id": client_id, "connected_at": None},
+                                              {"$set": {"connected_at": now}}) is not None
 
 
 class CodeStore(Collection):

@@ -1,9 +1,11 @@
 """The token endpoint: RFC 6749 3.2 and 5, the authorization code grant (4.1.3-4.1.4,
-OIDC Core 3.1.3), the refresh token grant (6, OIDC Core 12), with PKCE (RFC 7636 4.5-4.6).
+OIDC Core 3.1.3), the refresh token grant (6, OIDC Core 12), with PKCE (RFC 7636 4.5-4.6),
+and the client credentials grant (4.4).
 
 Client authentication (RFC 6749 2.3.1) is ``client_secret_post`` or
-``client_secret_basic``, never both at once.  A wrong or unknown client is 400
-``invalid_grant``, as the spec says.  Every response is sent with
+``client_secret_basic``, never both at once; a public client sends its client_id alone
+(3.2.1).  A wrong or unknown client is 400 ``invalid_grant``, as the spec says; a grant
+type the client's ``grant_types`` lack is 400 ``unauthorized_client`` (5.2).  Every response is sent with
 ``Cache-Control: no-store`` (RFC 6749 5.1).
 """
 from __future__ import annotations
@@ -18,9 +20,10 @@ from shared.timeutil import Clock, aware, seconds
 
 from controlplane.oidc import pkce
 from controlplane.oidc.claims import OidcTokens
-from controlplane.oidc.clients import ClientService
+from controlplane.oidc.clients import ClientService, grant_types
 from controlplane.oidc.connections import ConnectionService
-from controlplane.oidc.errors import InvalidGrant, InvalidRequest, InvalidScope, UnsupportedGrantType
+from controlplane.oidc.errors import (InvalidGrant, InvalidRequest, InvalidScope, UnauthorizedClient,
+                                      UnsupportedGrantType)
 from controlplane.oidc.store import CodeStore, GrantStore
 from controlplane.users.directory import UserDirectory
 
@@ -33,7 +36,9 @@ def _required(params: dict, *names: str) -> None:
 
 @dataclass(eq=False, kw_only=True)
 class AuthorizationCodeGrant:
-    """RFC 6749 4.1.3: grant_type=authorization_code, code, redirect_uri, code_verifier."""
+    """RFC 6749 4.1.3: grant_type=authorization_code, code, redirect_uri, and code_verifier
+    when the authorization request had a code_challenge (always, unless the client is
+    registered with ``require_pkce: false``)."""
 
     GRANT_TYPE = "authorization_code"
 
@@ -50,13 +55,16 @@ class AuthorizationCodeGrant:
         The code must have been issued to this client (checked before it is spent, so
         another client cannot burn it), be unused and unexpired (a code presented twice
         revokes what the first exchange issued, 4.1.2), carry this redirect_uri, and
-        match the PKCE verifier."""
-        _required(params, "code", "redirect_uri", "code_verifier")
+        match the PKCE verifier; a code issued without a challenge takes no verifier
+        (OAuth 2.0 Security BCP 2.1.1: a verifier then is a downgrade attempt)."""
+        _required(params, "code", "redirect_uri")
         code_digest = digest(params["code"])
         code = self.codes.get(code_digest)
         now = self.clock()
         if code is None or code["client_id"] != client["client_id"]:
             raise InvalidGrant("The code is invalid.")
+        if code.get("code_challenge") is not None:
+            _required(params, "code_verifier")
         if code.get("used_at") is not None:
             self._replayed(code_digest, code)
         if aware(code["expires_at"]) <= now:
@@ -66,11 +74,20 @@ class AuthorizationCodeGrant:
             self._replayed(code_digest, self.codes.get(code_digest))
         if params["redirect_uri"] != used["redirect_uri"]:
             self._fail(used, "redirect_uri_mismatch", "redirect_uri differs from the authorization request.")
-        if not pkce.is_valid_verifier(params["code_verifier"]):
-            self._fail(used, "invalid_verifier", "code_verifier must be 43 to 128 characters of [A-Za-z0-9-._~].")
-        if not pkce.verify(params["code_verifier"], used["code_challenge"]):
-            self._fail(used, "invalid_verifier", "The code_verifier does not match the code_challenge.")
+        self._check_verifier(used, params.get("code_verifier"))
         return used
+
+    def _check_verifier(self, code: dict, verifier: str | None) -> None:
+        """RFC 7636 4.6 (S256 only)."""
+        if code.get("code_challenge") is None:
+            if verifier is not None:
+                self._fail(code, "invalid_verifier", "code_verifier was sent, but the authorization request had no "
+                                                     "code_challenge.")
+            return
+        if not pkce.is_valid_verifier(verifier):
+            self._fail(code, "invalid_verifier", "code_verifier must be 43 to 128 characters of [A-Za-z0-9-._~].")
+        if not pkce.verify(verifier, code["code_challenge"]):
+            self._fail(code, "invalid_verifier", "The code_verifier does not match the code_challenge.")
 
     def _replayed(self, code_digest: str, code: dict | None):
         """RFC 6749 4.1.2: the code was used before; revoke the grant of its first exchange."""
@@ -200,24 +217,65 @@ class RefreshTokenGrant:
 
 
 @dataclass(eq=False, kw_only=True)
+class ClientCredentialsGrant:
+    """RFC 6749 4.4: grant_type=client_credentials and an optional scope, for a
+    confidential client whose ``grant_types`` include it.  The answer (4.4.3) is an access
+    token of the client's own, without refresh token or ID token: there is no user."""
+
+    GRANT_TYPE = "client_credentials"
+
+    clients: ClientService
+    connections: ConnectionService
+
+    def validate_token_request(self, client: dict, params: dict) -> list:
+        """RFC 6749 3.3: the scopes asked for, all among the client's allowed_scopes;
+        none asked, none granted (the default)."""
+        scopes = list(dict.fromkeys((params.get("scope") or "").split()))
+        if not set(scopes) <= set(client.get("allowed_scopes") or ()):
+            self.connections.client_failed(client["app_id"], client["client_id"], "invalid_scope")
+            raise InvalidScope("The scope must be among the client's allowed_scopes.")
+        return scopes
+
+    def create_token_response(self, client: dict, scopes: list) -> None:
+        first = self.clients.mark_connected(client)
+        self.connections.client_connected(client["app_id"], client["client_id"], scopes, first=first)
+
+
+GRANTS = (AuthorizationCodeGrant.GRANT_TYPE, RefreshTokenGrant.GRANT_TYPE, ClientCredentialsGrant.GRANT_TYPE)
+
+
+@dataclass(eq=False, kw_only=True)
 class TokenEndpoint:
     """RFC 6749 3.2: authenticate the client, dispatch on grant_type, mint the tokens."""
 
     clients: ClientService
     code_grant: AuthorizationCodeGrant
     refresh_grant: RefreshTokenGrant
+    client_grant: ClientCredentialsGrant
     connections: ConnectionService
     tokens: OidcTokens
 
     def create_token_response(self, params: dict, basic=None) -> dict:
         """The RFC 6749 5.1 response {access_token, token_type, expires_in, refresh_token,
-        id_token, scope}."""
+        id_token, scope}; {access_token, token_type, expires_in, scope} for client
+        credentials (4.4.3)."""
         grant_type = params.get("grant_type")
         if not grant_type:
             raise InvalidRequest("grant_type is required.")
-        if grant_type not in (AuthorizationCodeGrant.GRANT_TYPE, RefreshTokenGrant.GRANT_TYPE):
+        if grant_type not in GRANTS:
             raise UnsupportedGrantType()
-        client = self.clients.authenticate_request(params, basic, failure=InvalidGrant)
+        client = self.clients.authenticate_request(params, basic, failure=InvalidGrant, public=True)
+        if grant_type not in grant_types(client):
+            if grant_type == ClientCredentialsGrant.GRANT_TYPE:
+                self.connections.client_failed(client["app_id"], client["client_id"], "unauthorized_client")
+            raise UnauthorizedClient(f"The client's grant_types do not include {grant_type}.")
+        if grant_type == ClientCredentialsGrant.GRANT_TYPE:
+            scopes = self.client_grant.validate_token_request(client, params)
+            self.client_grant.create_token_response(client, scopes)
+            access_token = self.tokens.client_access_token(app_id=client["app_id"], client_id=client["client_id"],
+                                                           scopes=scopes)
+            return {"access_token": access_token, "token_type": "Bearer", "expires_in": self.tokens.access_ttl,
+                    "scope": " ".join(scopes)}
         if grant_type == AuthorizationCodeGrant.GRANT_TYPE:
             code = self.code_grant.validate_token_request(client, params)
             grant, refresh_token = self.code_grant.create_token_response(client, code)

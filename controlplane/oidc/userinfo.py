@@ -9,7 +9,7 @@ should stop too), or a user no longer active, is 401 ``invalid_token`` with
 """
 from __future__ import annotations
 
-from controlplane.oidc.claims import TokenRefused, user_claims
+from controlplane.oidc.claims import TokenRefused, is_client_token, user_claims
 from controlplane.oidc.errors import InvalidRequest, InvalidToken
 
 
@@ -30,6 +30,8 @@ class UserInfo:
             claims = self._tokens.verify_access_token(token)
         except TokenRefused:
             raise InvalidToken() from None
+        if is_client_token(claims):
+            raise InvalidToken("The token was issued to a client (client_credentials); it has no user.")
         if not self._connections.grant_is_live(claims["app_id"], claims["grant_id"]):
             raise InvalidToken("The grant of this token was revoked.")
         user = self._users.get(claims["app_id"], claims["sub"])

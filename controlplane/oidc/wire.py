@@ -30,9 +30,27 @@ FORM_JSON_OR_EMPTY = (FORM, falcon.MEDIA_JSON, "")
 
 
 def add_params(uri: str, params: dict) -> str:
-    """``uri`` with ``params`` added to its query (RFC 6749 4.1.2: retaining any query)."""
+    """``uri`` with ``params`` added to its query (RFC 6749 4.1.2: retaining any query);
+    ``uri`` itself when every value is None (no empty ``?``)."""
     query = urlencode({k: v for k, v in params.items() if v is not None})
+    if not query:
+        return uri
     return f"{uri}{'&' if '?' in uri else '?'}{query}"
+
+
+def answer_client(resp, pages, redirect_uri: str, params: dict, response_mode: str) -> None:
+    """The authorization response on the client's redirect URI (RFC 6749 4.1.2 and
+    4.1.2.1) in its response mode: ``query``, a 302 with ``params`` in the query; or
+    ``form_post`` (OAuth 2.0 Form Post Response Mode 2), a page whose form, submitted by
+    a script that runs only with the page's CSP nonce, posts ``params`` to the URI.
+    ``oauth_error_handler`` answers the query mode's errors; the hosted flow's resources
+    answer a form_post request's errors (``resources.hosted.form_post_errors``)."""
+    if response_mode == "form_post":
+        pages.render(resp, "oidc_form_post.html", app=None, form_action=[redirect_uri], redirect_uri=redirect_uri,
+                     fields={k: v for k, v in params.items() if v is not None})
+        return
+    resp.status = falcon.HTTP_302
+    resp.location = add_params(redirect_uri, params)
 
 
 def query_params(req) -> dict:
@@ -88,13 +106,12 @@ def bearer(req) -> str | None:
     return bearer_token(req.get_header("Authorization"), error=InvalidToken)
 
 
-def oauth_error_handler(req, resp, ex: OAuthError, params) -> None:
+def oauth_error_handler(_req, resp, ex: OAuthError, _params) -> None:
     no_store(resp)
     resp.data = None
     if ex.redirect_uri is not None:
         resp.status = falcon.HTTP_302
-        resp.location = add_params(ex.redirect_uri, {"error": ex.error, "error_description": ex.message,
-                                                     "state": ex.state})
+        resp.location = add_params(ex.redirect_uri, ex.authorization_response())
         resp.text = None
         return
     resp.status = status_of(type(ex))

@@ -32,7 +32,8 @@ class RoleName(String):
             value = super().clean(value)
         except Invalid as exc:
             if str(exc) == "has an invalid format":
-                raise Invalid("may contain only letters, digits and . _ : - and must start with a letter or digit") from None
+                raise Invalid("may contain only letters, digits and . _ : - "
+                              "and must start with a letter or digit") from None
             raise
         if is_uuid(value):
             # {role} in paths is an id when it looks like one, so such a name could never be addressed.

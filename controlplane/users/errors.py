@@ -40,7 +40,8 @@ class ResetRequestsLimited(RateLimited):
     """More password reset requests for the email than IAMGATE_RATE_LIMIT_FORGOT allows
     (counted whether or not an account has it)."""
 
-    code, message = "AUTH_PASSWORD_RESET_RATE_LIMITED", "Too many password reset requests for this email. Try again later."
+    code = "AUTH_PASSWORD_RESET_RATE_LIMITED"
+    message = "Too many password reset requests for this email. Try again later."
 
 
 class InvalidResetToken(BadRequest):

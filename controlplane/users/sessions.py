@@ -118,7 +118,7 @@ class SessionService:
         the grace window); otherwise raise 401, revoking the family on reuse."""
         live = self.sessions.by_current(app_id, presented)
         if live is not None:
-            raise self._refresh_refused(live, now)
+            raise self._refresh_refused(live)
         session = self.sessions.by_previous(app_id, presented)
         if session is not None:
             self._raise_if_unusable(session, now)
@@ -139,10 +139,10 @@ class SessionService:
 
     def _raise_if_unusable(self, session: dict, now) -> None:
         if session.get("revoked_at") is not None or aware(session["expires_at"]) <= now:
-            raise self._refresh_refused(session, now)
+            raise self._refresh_refused(session)
 
     @staticmethod
-    def _refresh_refused(session: dict, now) -> RefreshTokenRejected:
+    def _refresh_refused(session: dict) -> RefreshTokenRejected:
         if session.get("revoked_at") is not None:
             return RefreshTokenRejected("The session of this refresh token has been revoked.",
                                         details={"reason": "revoked"})

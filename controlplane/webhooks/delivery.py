@@ -4,8 +4,8 @@
 ``Sender`` makes one HTTP POST: to the address ``TargetPolicy.pin`` checked (the name
 is resolved and checked again at every send, so DNS rebinding cannot steer it
 elsewhere), with the URL's name kept as Host and as TLS SNI and certificate name,
-a total deadline per attempt (``_Deadline``), no redirects, no proxies from the environment, and a cap on what is read of
-the response.
+a total deadline per attempt (``_Deadline``), no redirects, no proxies from the environment,
+and a cap on what is read of the response.
 
 ``DeliveryWorker`` claims due deliveries with a lease (``WebhookStore.claim``), signs
 the exact bytes it sends twice (``signing``: the spec's X-Service-Signature, and Standard

@@ -15,7 +15,8 @@ class Abac:
         self.v1 = f"/api/v1/applications/{app['_id']}"
 
     def request(self, method, path, headers=None, **kwargs):
-        return self.client.simulate_request(method, self.v1 + path, headers=self.headers if headers is None else headers, **kwargs)
+        return self.client.simulate_request(method, self.v1 + path,
+                                            headers=self.headers if headers is None else headers, **kwargs)
 
     def create(self, name="policy", effect="allow", permissions=("posts:read",), condition=None, **fields):
         body = {"name": name, "effect": effect, "permissions": list(permissions), "condition": condition, **fields}

@@ -204,7 +204,8 @@ def test_list_is_paginated_and_filtered(abac):
     assert listed == ["e"] and page["last_page"] == 3 and page["total"] == 5
 
 
-@pytest.mark.parametrize("params, field", [({"is_active": "maybe"}, "is_active"), ({"permission": "posts"}, "permission"),
+@pytest.mark.parametrize("params, field", [({"is_active": "maybe"}, "is_active"),
+                                           ({"permission": "posts"}, "permission"),
                                            ({"per_page": "101"}, "per_page"), ({"page": "0"}, "page")])
 def test_bad_list_parameters_are_400(abac, params, field):
     error = assert_error(abac.request("GET", "/abac/policies", params=params), 400, "VALIDATION_INVALID_FORMAT")

@@ -66,7 +66,9 @@ class TestPermissionFormat:
         assert is_valid_permission(value) is True
 
     @pytest.mark.parametrize(
-        "value", ["posts", "posts:", ":read", "posts:read:extra", "posts:re ad", "posts:read\n", "pöst:read", "", None, 5, ["a:b"]]
+        "value",
+        ["posts", "posts:", ":read", "posts:read:extra", "posts:re ad", "posts:read\n", "pöst:read", "", None, 5,
+         ["a:b"]]
     )
     def test_invalid(self, value):
         assert is_valid_permission(value) is False
@@ -245,7 +247,8 @@ class TestDecideMany:
 
     def test_agrees_with_decide(self):
         g = grants(assignment("posts:*"), assignment("users:read", scope="s"))
-        policies = [policy("deny", "posts:delete", id="d"), policy("allow", "users:*", condition=op("eq", attr("context.x"), val(1)), id="a")]
+        policies = [policy("deny", "posts:delete", id="d"),
+                    policy("allow", "users:*", condition=op("eq", attr("context.x"), val(1)), id="a")]
         permissions = ["posts:read", "posts:delete", "users:read", "users:write", "other:x"]
         many = decide_many(g, permissions, now=NOW, policies=policies, context={"x": 1})
         assert many == {p: decide(g, p, now=NOW, policies=policies, context={"x": 1}) for p in permissions}
@@ -285,7 +288,8 @@ class TestAbacOrder:
         assert decide(g, "posts:read", now=NOW, policies=[allow]).allowed is False
 
     def test_no_policy_no_role_denies(self):
-        assert decide(grants(), "posts:read", now=NOW, policies=[policy("allow", "users:read")]) == Decision(False, False, 0)
+        decision = decide(grants(), "posts:read", now=NOW, policies=[policy("allow", "users:read")])
+        assert decision == Decision(False, False, 0)
 
     def test_without_policies_abac_is_not_evaluated(self):
         g = grants(assignment("posts:read"))
@@ -305,8 +309,9 @@ class TestAbacOrder:
     def test_malformed_stored_condition_fails_closed(self):
         broken = {"op": "bogus", "left": val(1), "right": val(1)}
         g = grants(assignment("posts:read"))
-        assert decide(g, "posts:read", now=NOW, policies=[policy("deny", "posts:read", condition=broken)]).allowed is False
-        assert decide(grants(), "posts:read", now=NOW, policies=[policy("allow", "posts:read", condition=broken)]).allowed is False
+        deny, allow = policy("deny", "posts:read", condition=broken), policy("allow", "posts:read", condition=broken)
+        assert decide(g, "posts:read", now=NOW, policies=[deny]).allowed is False
+        assert decide(grants(), "posts:read", now=NOW, policies=[allow]).allowed is False
         # a "not" around a broken part does not turn it into a pass
         assert decide(grants(), "posts:read", now=NOW,
                       policies=[policy("allow", "posts:read", condition={"not": broken})]).allowed is False
@@ -512,7 +517,8 @@ class TestJson:
     @given(
         st.lists(st.tuples(st.lists(permission_strategy, max_size=3), st.none() | st.text(max_size=5),
                            st.none() | st.datetimes(timezones=st.just(timezone.utc))), max_size=4),
-        st.dictionaries(st.text(max_size=5), st.none() | st.booleans() | st.integers() | st.text(max_size=5), max_size=4),
+        st.dictionaries(st.text(max_size=5), st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                        max_size=4),
         st.sampled_from(["active", "suspended", "deleted", "unknown"]),
         st.integers(min_value=0),
     )

@@ -343,7 +343,8 @@ def test_without_a_token_nothing_sends_or_requires_one():
 def test_tracing_is_off_until_an_endpoint_is_given():
     """The standard OTEL_* variables, each Deployment under its own service name."""
     def otel(values):
-        return {deployment: {e["name"]: e["value"] for e in spec["containers"][0]["env"] if e["name"].startswith("OTEL_")}
+        return {deployment: {e["name"]: e["value"] for e in spec["containers"][0]["env"]
+                             if e["name"].startswith("OTEL_")}
                 for deployment, spec in pod_specs(render(values))}
 
     assert otel(MINIMAL) == {"iamgate-controlplane": {}, "iamgate-decision": {}}
@@ -445,8 +446,8 @@ def test_a_grace_period_too_short_to_drain_fails_at_render(component):
     with pytest.raises(helm.HelmError, match=f"{component}.terminationGracePeriodSeconds"):
         render({**MINIMAL, component: {"preStopSleepSeconds": 5, "terminationGracePeriodSeconds": needed}})
     docs = render({**MINIMAL, component: {"preStopSleepSeconds": 5, "terminationGracePeriodSeconds": needed + 1}})
-    assert any(d["kind"] == "Deployment" and d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == needed + 1
-               for d in docs)
+    assert any(d["kind"] == "Deployment"
+               and d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == needed + 1 for d in docs)
 
 
 def test_notes_say_how_to_start_and_warn_about_the_example_url():

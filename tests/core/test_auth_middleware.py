@@ -160,7 +160,8 @@ def test_general_throttle_per_credential(client, application, api_key, make_api_
         assert client.simulate_get(url(application), headers=bearer(api_key)).status_code == 200
     response = client.simulate_get(url(application), headers=bearer(api_key))
     assert_error(response, 429, "RATE_LIMIT_EXCEEDED")
-    assert all(h in response.headers for h in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"))
+    assert all(h in response.headers
+               for h in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"))
     assert response.headers["X-RateLimit-Limit"] == "3" and response.headers["X-RateLimit-Remaining"] == "0"
     other = make_api_key(application)
     assert client.simulate_get(url(application), headers=bearer(other)).status_code == 200

@@ -13,7 +13,8 @@ def test_emit_assigns_strictly_increasing_seq_and_records_the_revision(ctx):
     assert current_revision() == second
     assert ctx.events.head() == second
     stored = ctx.events.read_after(first - 1)
-    assert [(e.seq, e.type, e.user_ids) for e in stored] == [(first, "user.created", ()), (second, "role.assigned", ("u1",))]
+    assert [(e.seq, e.type, e.user_ids) for e in stored] == [(first, "user.created", ()),
+                                                            (second, "role.assigned", ("u1",))]
     assert [e.type for e in ctx.events.for_user("app-1", "u1")] == ["user.created", "role.assigned"]
 
 

@@ -145,7 +145,7 @@ def test_a_full_cache_drops_what_expires_first_and_expired_entries_leave():
     timer = Timer()
     cache = LookupCache(ttl=10, maxsize=3, timer=timer)
     for key in "abc":
-        cache.get(key, lambda: key.upper())
+        cache.get(key, lambda key=key: key.upper())
         timer.now += 1
     cache.get("a", lambda: pytest.fail("cached"))
     cache.get("d", lambda: "D")  # full: "a" was stored first, so it expires first and goes

@@ -37,7 +37,8 @@ _MAP_PARAGRAPH = re.compile(r"^\*\*`([a-z_]+/)`\*\*")
 _BARE_MODULE = re.compile(r"(?<![\w./-])([a-z_][a-z0-9_]*\.py)\b")
 # A page, then a quoted name: after a comma, in brackets, or after "section".
 _SECTION_CITATION = re.compile(
-    r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.md)(?:\]\([^)\s]*\))?,?[ \t]*\(?(?:section[ \t]+)?\"(#*[ \t]*[A-Za-z][^\"\n]*)\"")
+    r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.md)(?:\]\([^)\s]*\))?,?[ \t]*\(?(?:section[ \t]+)?"
+    r"\"(#*[ \t]*[A-Za-z][^\"\n]*)\"")
 _EMPHASIS = re.compile(r"(?<![*\w])\*{1,2}([^*\n]+?)\*{1,2}(?![*\w])")
 
 

@@ -195,7 +195,7 @@ def compare(steps, caplog, hot_answers, **config):
             worlds.append(World(hot=hot, **config))
             worlds[-1].outcomes = run(worlds[-1], steps, caplog)
         hot_world, falcon_world = worlds
-        for step, hot_outcome, falcon_outcome in zip(steps, hot_world.outcomes, falcon_world.outcomes):
+        for step, hot_outcome, falcon_outcome in zip(steps, hot_world.outcomes, falcon_world.outcomes, strict=True):
             assert hot_outcome == falcon_outcome, step
         assert hot_world.spy.answers == hot_answers
         return hot_world.outcomes

@@ -41,7 +41,8 @@ def test_wrong_method_is_405_envelope_with_allow_header(client):
 
 
 def test_post_without_json_content_type_is_415(client, probe):
-    response = client.simulate_post("/probe", body="name=x", headers={"Content-Type": "application/x-www-form-urlencoded"})
+    response = client.simulate_post("/probe", body="name=x",
+                                    headers={"Content-Type": "application/x-www-form-urlencoded"})
     error = assert_error(response, 415, "UNSUPPORTED_MEDIA_TYPE")
     assert error["details"]["content_type"] == "application/x-www-form-urlencoded"
     assert_error(client.simulate_put("/probe", body="{}"), 415, "UNSUPPORTED_MEDIA_TYPE")
@@ -112,7 +113,8 @@ def test_pagination_defaults_bounds_and_envelope():
         with pytest.raises(Exception) as info:
             page_params(FakeRequest(bad))
         assert status_of(type(info.value)) == 400
-    assert paginated([1, 2], 31, 2, 15) == {"data": [1, 2], "current_page": 2, "last_page": 3, "per_page": 15, "total": 31}
+    assert paginated([1, 2], 31, 2, 15) == {"data": [1, 2], "current_page": 2, "last_page": 3, "per_page": 15,
+                                            "total": 31}
     assert paginated([], 0, 1, 15)["last_page"] == 1
 
 

@@ -62,7 +62,8 @@ def test_expired_token_is_refused(ctx, clock, application):
 
 def _claims(ctx, application):
     now = int(ctx.clock().timestamp())
-    return {"iss": ctx.config.public_url, "sub": "u", "aud": application["_id"], "iat": now, "exp": now + 60, "jti": "j"}
+    return {"iss": ctx.config.public_url, "sub": "u", "aud": application["_id"], "iat": now, "exp": now + 60,
+            "jti": "j"}
 
 
 def test_alg_none_is_refused(ctx, application):
@@ -74,9 +75,10 @@ def test_alg_none_is_refused(ctx, application):
 
 def test_hs256_signed_with_the_public_key_is_refused(ctx, application):
     kid, private = ctx.keys.signing_key()
-    public_pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    forged = jwt.api_jws.PyJWS().encode(json.dumps(_claims(ctx, application)).encode(), key=public_pem.decode()[:64] * 2,
-                                        algorithm="HS256", headers={"kid": kid})
+    public_pem = private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+    forged = jwt.api_jws.PyJWS().encode(json.dumps(_claims(ctx, application)).encode(),
+                                        key=public_pem.decode()[:64] * 2, algorithm="HS256", headers={"kid": kid})
     with pytest.raises(Unauthorized):
         ctx.tokens.verify(forged, audience=application["_id"])
 
@@ -104,7 +106,8 @@ def test_missing_claim_and_unknown_kid_are_refused(ctx, application):
     claims = _claims(ctx, application)
     del claims["jti"]
     with pytest.raises(Unauthorized):
-        ctx.tokens.verify(jwt.encode(claims, private, algorithm="RS256", headers={"kid": kid}), audience=application["_id"])
+        ctx.tokens.verify(jwt.encode(claims, private, algorithm="RS256", headers={"kid": kid}),
+                          audience=application["_id"])
     with pytest.raises(Unauthorized):
         ctx.tokens.verify(jwt.encode(_claims(ctx, application), private, algorithm="RS256", headers={"kid": "nope"}),
                           audience=application["_id"])

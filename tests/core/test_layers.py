@@ -82,7 +82,7 @@ def _name_of(node: ast.AST) -> str:
 def _assigned_name(statement: ast.Assign) -> list[str]:
     target, value = statement.targets[0], statement.value
     if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
-        pairs = zip(target.elts, value.elts)
+        pairs = zip(target.elts, value.elts, strict=False)  # a starred target takes several
     else:
         pairs = [(target, value)]
     return [v.value for t, v in pairs

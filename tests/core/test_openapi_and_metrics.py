@@ -64,7 +64,7 @@ def test_recorded_requests_render_as_the_public_calls_render(monkeypatch):
     elapsed = [0.0, *BUCKETS, *(b * 1.0001 for b in BUCKETS), 7.5, 1e-9]
     for i, seconds in enumerate(elapsed):
         method, route, status = ("GET", "/a", 200) if i % 3 else ("BREW", "/b/{id}", 404)
-        monkeypatch.setattr(metrics_module.time, "perf_counter", lambda: 100.0 + seconds)
+        monkeypatch.setattr(metrics_module.time, "perf_counter", lambda seconds=seconds: 100.0 + seconds)
         middleware.record(method, route, status, 100.0)
         method = "OTHER" if method == "BREW" else method
         public.requests.labels(method, route, str(status)).inc()

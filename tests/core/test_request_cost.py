@@ -66,7 +66,7 @@ def test_generated_request_ids_are_uuid4_hex():
 
 
 @pytest.mark.parametrize("value", [
-    new_id(), new_id().upper(), uuid.uuid4().hex, "{%s}" % new_id(), "urn:uuid:" + new_id(), new_id() + "\n",
+    new_id(), new_id().upper(), uuid.uuid4().hex, f"{{{new_id()}}}", "urn:uuid:" + new_id(), new_id() + "\n",
     new_id()[:-1], "", "x", None, 5, "0" * 32, "g" * 8 + new_id()[8:],
 ])
 def test_is_uuid_answers_as_uuid_does(value):

@@ -56,6 +56,7 @@ def test_create_application_with_the_spec_defaults(dashboard_account):
         "branding": {"name": "Shop", "logo_url": None, "color": None, "background": None},
         "oauth_redirect_uris": [],
         "oauth_hosted_login_enabled": False,
+        "oauth_hosted_registration_enabled": False,
         "max_concurrent_sessions": 0,
         "registration_rate_limit": None,
         "created_at": app["created_at"],
@@ -191,7 +192,8 @@ def test_apps_outside_any_organization_are_invisible(dashboard_account, applicat
 def test_update_changes_only_the_fields_sent(dashboard_account, dashboard_app, clock):
     clock.advance(5)
     body = {"name": "Renamed", "environment": "staging", "is_test_mode": True, "description": None,
-            "oauth_hosted_login_enabled": True, "oauth_redirect_uris": ["https://app.example.com/callback"],
+            "oauth_hosted_login_enabled": True, "oauth_hosted_registration_enabled": True,
+            "oauth_redirect_uris": ["https://app.example.com/callback"],
             "max_concurrent_sessions": 100}
 
     response = dashboard_account.put(app_path(dashboard_app["id"]), json=body)
@@ -347,6 +349,9 @@ def test_branding_name_falls_back_to_the_application_name(dashboard_account, das
     ({"brand_logo_url": "not a url"}, "brand_logo_url"),
     ({"brand_logo_url": "javascript:alert(1)"}, "brand_logo_url"),
     ({"brand_logo_url": "ftp://files.example.com/logo.png"}, "brand_logo_url"),
+    # Mixed content: the hosted pages' CSP (img-src https: data:) would block it.
+    ({"brand_logo_url": "http://cdn.example.com/logo.png"}, "brand_logo_url"),
+    ({"branding_options": {"favicon_url": "http://cdn.example.com/favicon.ico"}}, "branding_options.favicon_url"),
     ({"brand_name": "b" * 256}, "brand_name"),
     ({"branding_options": {"secondary_color": "blue"}}, "branding_options.secondary_color"),
     ({"branding_options": {"favicon_url": "data:image/png;base64,AAAA"}}, "branding_options.favicon_url"),

@@ -573,7 +573,7 @@ def test_an_unexpected_error_is_a_logged_500_as_on_falcon(world, monkeypatch, ca
     assert hot_delta[("iamgate_decision_http_requests_total",
                       (("method", "GET"), ("route", ROUTE), ("status", "500")))] == 1
 
-    for record, result in zip(records, (hot, ref)):
+    for record, result in zip(records, (hot, ref), strict=True):
         assert record.getMessage() == "unhandled error"
         assert record.exc_info and record.exc_info[0] is RuntimeError
         assert record.request_id == result.headers["X-Request-Id"]

@@ -37,7 +37,8 @@ def dropped_by_the_control_plane(ctx, event: Event) -> set:
     authz.apply_event(event)
     dropped = {("grants", app_id, user_id) for app_id in (APP, OTHER_APP) for user_id in USERS
                if authz.grants_cache.get((app_id, user_id)) is None}
-    return dropped | {("policies", app_id) for app_id in (APP, OTHER_APP) if authz.policies_cache.get((app_id,)) is None}
+    return dropped | {("policies", app_id) for app_id in (APP, OTHER_APP)
+                      if authz.policies_cache.get((app_id,)) is None}
 
 
 def dropped_by_the_decision_service(event: Event, clock) -> set:

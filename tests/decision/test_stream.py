@@ -88,7 +88,7 @@ class ScriptedControlPlane:
         return _Stream(script)
 
 
-def follow(*scripts, connections=None):
+def follow(*scripts):
     cp = ScriptedControlPlane(*scripts)
     cache = DecisionCache(ttl=60, maxsize=100, timer=lambda: 0.0)
     metrics = DecisionMetrics()

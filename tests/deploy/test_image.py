@@ -92,7 +92,7 @@ def test_oci_labels_and_a_healthcheck():
 
 def test_the_lockfile_pins_every_runtime_requirement_and_nothing_else():
     packages = locked(LOCK)
-    for name, (version, hashes) in packages.items():
+    for name, (_version, hashes) in packages.items():
         assert hashes, f"{name} has no hash"
     for requirement in requirements(setup_cfg()["options"]["install_requires"]):
         name = canonicalize_name(requirement.name)

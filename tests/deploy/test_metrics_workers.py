@@ -88,7 +88,7 @@ def stale_counter(directory: Path, metric: str, labels, value: float) -> Path:
     """A counter file of a worker of an earlier run, as prometheus_client writes it."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"counter_{STALE_PID}.db"
-    names, label_values = zip(*labels)
+    names, label_values = zip(*labels, strict=True)
     stale = MmapedDict(str(path))
     stale.write_value(mmap_key(metric, f"{metric}_total", list(names), list(label_values), "stale"), value, 0.0)
     stale.close()

@@ -222,7 +222,8 @@ class Admin:
         return self._ok(self.http.post(f"{self.v1}/users/login", json=body), 200)["data"]["access_token"]
 
     def role(self, permissions, name=None) -> str:
-        body = {"name": name or f"role-{secrets.token_hex(4)}", "display_name": "Role", "permissions": list(permissions)}
+        body = {"name": name or f"role-{secrets.token_hex(4)}", "display_name": "Role",
+                "permissions": list(permissions)}
         return self._ok(self.http.post(f"{self.v1}/roles", json=body, headers=self.headers), 201)["data"]["id"]
 
     def assign(self, user_id: str, role_id: str, **fields) -> int:

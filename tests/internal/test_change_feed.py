@@ -115,7 +115,8 @@ def test_since_older_than_the_log_gives_reset_then_live_from_head(ctx, feed, run
     ctx.store["events"].delete_many({"seq": {"$lt": oldest + 3}})  # retention removed the oldest three
     head = ctx.events.head()
     stream = feed.frames(application["_id"], oldest)
-    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head, "epoch": ctx.events.epoch()}}, {"event": "reset", "data": {"seq": head}}]
+    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head, "epoch": ctx.events.epoch()}},
+                               {"event": "reset", "data": {"seq": head}}]
     live = emit(ctx, application["_id"])
     assert parse(next(stream))["id"] == live  # nothing retained is replayed after a reset
     stream.close()
@@ -133,7 +134,8 @@ def test_since_just_before_the_oldest_retained_event_is_replayed(ctx, feed, runn
 def test_since_ahead_of_the_log_gives_reset(ctx, feed, application):
     head = ctx.events.head()
     stream = feed.frames(application["_id"], head + 100)  # e.g. the store was reset
-    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head, "epoch": ctx.events.epoch()}}, {"event": "reset", "data": {"seq": head}}]
+    assert take(stream, 2) == [{"event": "hello", "data": {"seq": head, "epoch": ctx.events.epoch()}},
+                               {"event": "reset", "data": {"seq": head}}]
     stream.close()
 
 

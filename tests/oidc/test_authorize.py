@@ -1,9 +1,11 @@
 """GET /oidc/authorize in the JSON mode: the answer, consent on first use, and every
 error (never a redirect: the spec's 400 bodies)."""
+from urllib.parse import urlencode
+
 import pytest
 
 from tests.conftest import events_of
-from tests.oidc.conftest import REDIRECT_URI, assert_oauth_error, clients_url, pkce_pair
+from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, clients_url, pkce_pair
 
 
 def test_answer_and_stored_code(authorize, ctx, application, user_token, rp_client):
@@ -103,3 +105,55 @@ def test_an_unusable_redirect_uri_stored_before_the_rules_is_refused(authorize, 
     body = assert_oauth_error(authorize(user_token, rp_client, redirect_uri=uri), "invalid_request")
     assert "update the client" in body["error_description"]
     assert ctx.store["oidc_codes"].count_documents({}) == 0
+
+
+# ---------------------------------------------------------------- issue 26: OIDC Core conformance
+
+
+@pytest.mark.parametrize("params, error", [
+    ({"response_mode": "fragment"}, "invalid_request"),
+    ({"response_mode": "web_message"}, "invalid_request"),
+    ({"request": "eyJhbGciOiJub25lIn0.e30."}, "request_not_supported"),
+    ({"request_uri": "https://rp.example.com/request.jwt"}, "request_uri_not_supported"),
+    ({"max_age": "-1"}, "invalid_request"),
+    ({"max_age": "soon"}, "invalid_request"),
+])
+def test_refused_parameters(authorize, user_token, rp_client, params, error):
+    assert_oauth_error(authorize(user_token, rp_client, **params), error)
+
+
+@pytest.mark.parametrize("params", [
+    {"response_mode": "query"}, {"display": "popup"}, {"ui_locales": "fr"}, {"claims_locales": "fr"},
+    {"acr_values": "urn:mace:incommon:iap:silver"}, {"login_hint": "someone@example.com"}, {"unknown": "x"},
+])
+def test_ignored_parameters_are_harmless(authorize, user_token, rp_client, params):
+    assert authorize(user_token, rp_client, **params).status_code == 200
+
+
+def test_max_age_refuses_a_user_token_issued_longer_ago(authorize, clock, user_token, rp_client):
+    """The JSON mode cannot sign the user in again: login_required (never redirected)."""
+    clock.advance(30)
+    assert_oauth_error(authorize(user_token, rp_client, max_age="10"), "login_required")
+    assert authorize(user_token, rp_client, max_age="60").status_code == 200
+
+
+def test_authorize_by_post_in_the_json_mode(client, user_token, rp_client):
+    """OIDC Core 3.1.2.1: the authorization request may be a form-encoded POST."""
+    _, challenge = pkce_pair()
+    body = urlencode({"response_type": "code", "client_id": rp_client["client_id"], "redirect_uri": REDIRECT_URI,
+                      "scope": "openid", "state": "st", "code_challenge": challenge, "code_challenge_method": "S256"})
+    response = client.simulate_post("/oidc/authorize", body=body, headers={**FORM, **user_token.headers})
+    assert response.status_code == 200, response.text
+    assert response.json["state"] == "st" and response.json["code"]
+    refused = client.simulate_post("/oidc/authorize", json={"client_id": rp_client["client_id"]},
+                                   headers=user_token.headers)
+    assert refused.status_code == 415
+
+
+def test_a_client_registered_without_pkce_may_omit_it(authorize, application, oidc_client, user_token, rp_client):
+    pkce_less = oidc_client(application, require_pkce=False)
+    assert authorize(user_token, pkce_less, code_challenge=None, code_challenge_method=None).status_code == 200
+    # It may still send PKCE, which is then checked as for every client.
+    assert_oauth_error(authorize(user_token, pkce_less, code_challenge_method="plain"), "invalid_request")
+    assert_oauth_error(authorize(user_token, rp_client, code_challenge=None, code_challenge_method=None),
+                       "invalid_request")

@@ -16,8 +16,10 @@ def test_create_returns_the_secret_once_and_stores_its_digest(client, ctx, appli
     assert response.headers["cache-control"] == "no-store"
     data = response.json["data"]
     assert set(data) == {"id", "client_id", "client_secret", "name", "description", "logo_url", "redirect_uris",
-                         "post_logout_redirect_uris", "allowed_scopes", "is_active", "created_at", "updated_at"}
-    assert {k: data[k] for k in body} == body and data["is_active"] is True
+                         "post_logout_redirect_uris", "allowed_scopes", "require_pkce", "grant_types",
+                         "token_endpoint_auth_method", "backchannel_logout_uri", "allowed_origins",
+                         "is_active", "created_at", "updated_at"}
+    assert {k: data[k] for k in body} == body and data["is_active"] is True and data["require_pkce"] is True
     stored = ctx.store["oidc_clients"].find_one({"_id": data["id"]})
     assert stored["secret_digest"] == digest(data["client_secret"])
     assert data["client_secret"] not in str(stored)
@@ -35,6 +37,28 @@ def test_defaults_and_globally_unique_client_ids(client, application, make_appli
     second = oidc_client(make_application())
     assert first["allowed_scopes"] == ["openid", "profile", "email"]
     assert first["client_id"] != second["client_id"]
+
+
+def test_offline_access_may_be_an_allowed_scope(client, application, manager_key, oidc_client):
+    """Authorize accepts offline_access, so registration must too (it was a 400)."""
+    created = oidc_client(application, allowed_scopes=["openid", "offline_access"])
+    assert created["allowed_scopes"] == ["openid", "offline_access"]
+    response = client.simulate_put(clients_url(application, f"/{created['id']}"), headers=bearer(manager_key),
+                                   json={"allowed_scopes": ["openid", "email", "offline_access"]})
+    assert response.status_code == 200, response.text
+    assert response.json["data"]["allowed_scopes"] == ["openid", "email", "offline_access"]
+
+
+def test_require_pkce_defaults_to_true_and_may_be_turned_off(client, application, manager_key, oidc_client):
+    assert oidc_client(application)["require_pkce"] is True
+    created = oidc_client(application, require_pkce=False)
+    assert created["require_pkce"] is False
+    response = client.simulate_put(clients_url(application, f"/{created['id']}"), headers=bearer(manager_key),
+                                   json={"require_pkce": True})
+    assert response.json["data"]["require_pkce"] is True
+    refused = client.simulate_post(clients_url(application), headers=bearer(manager_key),
+                                   json={"name": "x", "redirect_uris": [REDIRECT_URI], "require_pkce": "no"})
+    assert "require_pkce" in assert_error(refused, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]
 
 
 @pytest.mark.parametrize("uri", ["http://rp.example.com/cb", "https://rp.example.com/cb#frag", "/relative/cb",
@@ -124,6 +148,18 @@ def test_a_logo_url_with_a_bracketed_host_that_is_no_ip_is_refused(client, appli
     error = assert_error(client.simulate_post(clients_url(application), json=body, headers=bearer(manager_key)),
                          400, "VALIDATION_INVALID_FORMAT")
     assert "logo_url" in error["details"]["fields"]
+
+
+def test_an_http_logo_url_is_refused(client, application, manager_key, oidc_client):
+    # The consent page shows the logo under a CSP whose img-src is https: only.
+    body = {"name": "x", "redirect_uris": [REDIRECT_URI], "logo_url": "http://rp.example.com/logo.png"}
+    error = assert_error(client.simulate_post(clients_url(application), json=body, headers=bearer(manager_key)),
+                         400, "VALIDATION_INVALID_FORMAT")
+    assert error["details"]["fields"] == {"logo_url": "must be a valid https URL"}
+    created = oidc_client(application)
+    update = client.simulate_put(clients_url(application, f"/{created['id']}"),
+                                 json={"logo_url": "http://rp.example.com/logo.png"}, headers=bearer(manager_key))
+    assert "logo_url" in assert_error(update, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]
 
 
 @pytest.mark.parametrize("uri", ["https://xn--bcher-kva.example/cb", "https://rp.example.com:65535/cb",

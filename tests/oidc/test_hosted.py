@@ -458,3 +458,261 @@ def test_the_json_mode_still_answers_with_a_bearer(client, rp, hosted_app, make_
     parts = urlsplit(authorize_url(rp))
     response = client.simulate_get(parts.path, query_string=parts.query, headers=user.headers)
     assert response.status_code == 200 and response.json["code"]
+
+
+# ---------------------------------------------------------------- response modes, max_age, login_hint
+
+
+def form_post_fields(page) -> dict:
+    """The form_post page: a form to the redirect URI, submitted by the page's nonce'd script."""
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "location" not in page.headers and page.headers["cache-control"] == "no-store"
+    assert re.search(r'<form method="post" action="([^"]+)"', page.text).group(1) == REDIRECT_URI
+    policy = page.headers["content-security-policy"]
+    nonce = re.search(r"script-src 'nonce-([^']+)'", policy).group(1)
+    assert f'<script nonce="{nonce}">' in page.text and ".submit()" in page.text
+    assert "form-action 'self' https://rp.example.com" in policy
+    return hidden_fields(page)
+
+
+def test_form_post_answers_the_code_in_a_self_submitting_form(browser, rp, person):
+    signed_in(browser, rp, person)
+    fields = form_post_fields(browser.get(authorize_url(rp, response_mode="form_post", state="st-9")))
+    assert set(fields) == {"code", "state"} and fields["state"] == "st-9"
+
+
+def test_form_post_answers_errors_in_the_form_too(browser, rp):
+    fields = form_post_fields(browser.get(authorize_url(rp, response_mode="form_post", prompt="none")))
+    assert fields == {"error": "login_required", "error_description": "The user is not signed in.", "state": "st-1"}
+
+
+def test_form_post_after_the_login_and_consent_pages(browser, rp, person):
+    page = browser.get(authorize_url(rp, response_mode="form_post"))
+    consent = browser.submit(page, email=person["email"], password=person["password"])
+    assert set(form_post_fields(browser.submit(consent, decision="allow"))) == {"code", "state"}
+
+
+def test_form_post_answers_a_denial_in_the_form(browser, rp, person):
+    page = browser.get(authorize_url(rp, response_mode="form_post"))
+    consent = browser.submit(page, email=person["email"], password=person["password"])
+    assert form_post_fields(browser.submit(consent, decision="deny"))["error"] == "access_denied"
+
+
+@pytest.mark.parametrize("mode", ["fragment", "unknown"])
+def test_fragment_and_unknown_response_modes_are_invalid_request(browser, rp, mode):
+    query = query_of(browser.get(authorize_url(rp, response_mode=mode)))
+    assert query["error"] == "invalid_request" and query["state"] == "st-1"
+
+
+def test_max_age_asks_for_the_login_again(browser, clock, rp, person):
+    signed_in(browser, rp, person)
+    assert query_of(browser.get(authorize_url(rp, max_age="60")))["code"]
+    assert_page(browser.get(authorize_url(rp, max_age="0")), "Sign in")
+    clock.advance(61)
+    assert_page(browser.get(authorize_url(rp, max_age="60")), "Sign in")
+    assert query_of(browser.get(authorize_url(rp, max_age="600")))["code"]
+    assert query_of(browser.get(authorize_url(rp, max_age="60", prompt="none")))["error"] == "login_required"
+
+
+def test_login_hint_pre_fills_the_email_escaped(browser, rp):
+    page = browser.get(authorize_url(rp, login_hint='ada@example.com"><script>x()</script>'))
+    assert_page(page, "Sign in")
+    assert 'value="ada@example.com&#34;&gt;&lt;script&gt;x()&lt;/script&gt;"' in page.text
+
+
+def test_authorize_by_post_in_the_hosted_mode(browser, rp, person):
+    query = dict(parse_qs(urlsplit(authorize_url(rp)).query))
+    page = browser.post("/oidc/authorize", {k: v[0] for k, v in query.items()})
+    assert_page(page, "Sign in")
+    consent = browser.submit(page, email=person["email"], password=person["password"])
+    assert query_of(browser.submit(consent, decision="allow"))["state"] == "st-1"
+
+
+# ---------------------------------------------------------------- every page is branded, none is JSON
+
+NAVIGATE = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}  # Chromium's
+
+
+@pytest.fixture
+def acme(ctx, hosted_app):
+    ctx.applications.update_branding(hosted_app["_id"], {"brand_name": "Acme", "brand_color": "#0b7a53"})
+
+
+def assert_branded(response, title: str, status: int):
+    assert_page(response, title, status)
+    assert '<span class="brand">Acme</span>' in response.text and "background:#0b7a53" in response.text
+
+
+def navigate(browser, url: str):
+    parts = urlsplit(url)
+    return browser.request("GET", parts.path, query_string=parts.query or None, headers=NAVIGATE)
+
+
+def test_an_expired_form_is_branded(acme, browser, clock, rp, person):
+    page = browser.get(authorize_url(rp))
+    clock.advance(601)
+    assert_branded(browser.submit(page, email=person["email"], password=person["password"]),
+                   "This sign-in link is not valid", 400)
+
+
+def test_a_form_without_its_csrf_token_gets_a_branded_page(acme, browser, rp, person):
+    page = browser.get(authorize_url(rp))
+    fields = {**hidden_fields(page), "email": person["email"], "password": person["password"]}
+    del fields["csrf_token"]
+    assert_branded(browser.post(form_action(page), fields), "This form has expired", 403)
+
+
+def test_a_malformed_form_gets_a_page_not_json(acme, browser, rp):
+    page = browser.get(authorize_url(rp))
+    response = browser.request("POST", form_action(page), body="request=a&request=b", headers=FORM)
+    assert_branded(response, "This sign-in link is not valid", 400)
+
+
+def test_an_unregistered_redirect_uri_of_a_known_client_is_branded(acme, browser, rp):
+    response = browser.get(authorize_url(rp, redirect_uri="https://evil.example.com/callback"))
+    assert_branded(response, "This sign-in link is not valid", 400)
+
+
+def test_without_hosted_login_a_navigating_browser_gets_a_page(ctx, application, oidc_client, browser):
+    plain = oidc_client(application)
+    assert_page(navigate(browser, authorize_url(plain)), "Sign-in is not available here", 401)
+    assert_page(navigate(browser, authorize_url(plain, scope="email")), "This sign-in link is not valid", 400)
+
+
+def test_a_bad_id_token_hint_at_logout_is_a_branded_page_for_a_browser(acme, client, browser, rp):
+    bad = navigate(browser, "/oidc/logout?" + urlencode({"id_token_hint": "not.a.jwt", "client_id": rp["client_id"]}))
+    assert_branded(bad, "Sign-out link is not valid", 400)
+    assert "invalid_request" in bad.text
+    # A program (no Accept: text/html) still gets the RFC 6749 JSON body.
+    assert client.simulate_get("/oidc/logout", params={"id_token_hint": "x"}).json["error"] == "invalid_request"
+
+
+def test_the_signed_out_page_is_branded_by_the_session_it_ended(acme, browser, rp, person):
+    signed_in(browser, rp, person)
+    assert_branded(navigate(browser, "/oidc/logout"), "You are signed out", 200)
+
+
+# ---------------------------------------------------------------- the links sign-in pages have
+
+
+def test_cancel_at_the_login_page_goes_back_to_the_client_with_access_denied(ctx, browser, rp):
+    page = browser.get(authorize_url(rp))
+    query = query_of(browser.submit(page, decision="cancel"))
+    assert query["error"] == "access_denied" and query["state"] == "st-1"
+    assert ctx.store["oidc_pending_requests"].count_documents({}) == 0
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+
+
+def test_cancel_at_the_mfa_step_goes_back_to_the_client(browser, rp, person, mfa_secret):
+    mfa = sign_in(browser, rp, person)
+    assert query_of(browser.submit(mfa, decision="cancel"))["error"] == "access_denied"
+
+
+def forgot_page(browser, rp, email=""):
+    login_page = browser.get(authorize_url(rp))
+    page = browser.submit(login_page, email=email, decision="forgot")
+    assert_page(page, "Reset your password")
+    return page
+
+
+def test_forgot_password_sends_the_apis_reset_email_and_returns_to_the_same_sign_in(browser, rp, person, outbox):
+    page = forgot_page(browser, rp, email=person["email"])
+    assert f'value="{person["email"]}"' in page.text  # what the login page had typed
+    sent = browser.submit(page, email=person["email"])
+    assert_page(sent, "Reset your password")
+    assert f"If an account exists for {person['email']}" in sent.text
+    assert [mail.to for mail in outbox] == [person["email"]] and "/reset-password?token=" in outbox[0].body
+    login_page = browser.submit(sent, decision="back")
+    assert_page(login_page, "Sign in")
+    consent = browser.submit(login_page, email=person["email"], password=person["password"])
+    assert_page(consent, "Allow access?")
+
+
+def test_forgot_password_does_not_tell_whether_an_account_exists(browser, rp, person, outbox):
+    known = browser.submit(forgot_page(browser, rp), email=person["email"])
+    unknown = browser.submit(forgot_page(browser, rp), email="nobody@example.com")
+    assert known.status_code == unknown.status_code == 200
+    assert known.text.split("<main>")[1].replace(person["email"], "X").replace(hidden_fields(known)["request"], "R") \
+        == unknown.text.split("<main>")[1].replace("nobody@example.com", "X").replace(
+            hidden_fields(unknown)["request"], "R")
+    assert [mail.to for mail in outbox] == [person["email"]]
+
+
+def test_forgot_password_has_the_apis_limit(browser, rp, person, outbox):
+    page = forgot_page(browser, rp)
+    for _ in range(3):
+        assert browser.submit(page, email="nobody@example.com").status_code == 200
+    limited = browser.submit(page, email="nobody@example.com")
+    assert_page(limited, "Reset your password", 429)
+    assert 'role="alert"' in limited.text
+    assert_page(browser.submit(page, email="not an email"), "Reset your password", 400)
+
+
+def test_not_you_on_the_consent_page_signs_in_someone_else(ctx, browser, hosted_app, oidc_client, rp, person,
+                                                           make_user):
+    signed_in(browser, rp, person)
+    other_client = oidc_client(hosted_app, name="Other")
+    consent = browser.get(authorize_url(other_client))  # the browser session: straight to consent
+    assert_page(consent, "Allow access?")
+    assert f"Signed in as {person['email']}." in consent.text
+    login_page = browser.submit(consent, decision="switch")
+    assert_page(login_page, "Sign in")
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+    assert ctx.store["oidc_browser_sessions"].count_documents({}) == 0
+    someone = make_user(hosted_app, email="grace@example.com")
+    consent = browser.submit(login_page, email=someone["email"], password=someone["password"])
+    assert "Signed in as grace@example.com." in consent.text
+    assert query_of(browser.submit(consent, decision="allow"))["code"]
+    assert [s["user_id"] for s in ctx.store["oidc_browser_sessions"].find({})] == [someone["id"]]
+
+
+@pytest.fixture
+def open_registration(ctx, hosted_app):
+    return ctx.applications.update(hosted_app["_id"], {"oauth_hosted_registration_enabled": True})
+
+
+def register_page(browser, rp):
+    login_page = browser.get(authorize_url(rp))
+    page = browser.submit(login_page, decision="register")
+    assert_page(page, "Create your account")
+    return page
+
+
+def test_create_account_is_offered_only_when_the_application_allows_it(ctx, hosted_app, browser, rp):
+    assert "Create account" not in browser.get(authorize_url(rp)).text
+    refused = browser.submit(browser.get(authorize_url(rp)), decision="register")
+    assert_page(refused, "Sign in", 400)  # the login page again, nothing else
+    ctx.applications.update(hosted_app["_id"], {"oauth_hosted_registration_enabled": True})
+    assert 'value="register"' in browser.get(authorize_url(rp)).text
+
+
+def test_create_account_registers_then_continues_the_authorization(ctx, open_registration, browser, rp, outbox):
+    page = register_page(browser, rp)
+    consent = browser.submit(page, name="Grace Hopper", email="Grace@Example.com", password="a sturdy passphrase 9")
+    assert_page(consent, "Allow access?")
+    user = ctx.store["users"].find_one({"email": "grace@example.com"})
+    assert user["name"] == "Grace Hopper" and user["email_verified"] is False
+    assert [mail.to for mail in outbox] == ["grace@example.com"]  # the API's verification email
+    assert [s["user_id"] for s in ctx.store["oidc_browser_sessions"].find({})] == [user["_id"]]
+    assert query_of(browser.submit(consent, decision="allow"))["state"] == "st-1"
+
+
+def test_create_account_applies_the_registration_rules(ctx, open_registration, browser, rp, person):
+    page = register_page(browser, rp)
+    taken = browser.submit(page, name="Ada", email=person["email"], password="a sturdy passphrase 9")
+    assert_page(taken, "Create your account", 409)
+    weak = browser.submit(taken, name="Ada", email="new@example.com", password="password")
+    assert_page(weak, "Create your account", 422)
+    assert "The password" in weak.text and 'value="new@example.com"' in weak.text
+    invalid = browser.submit(weak, name="", email="not an email", password="a sturdy passphrase 9")
+    assert_page(invalid, "Create your account", 400)
+    assert ctx.store["users"].count_documents({"email": "new@example.com"}) == 0
+    assert_page(browser.submit(invalid, decision="back"), "Sign in")
+
+
+def test_create_account_is_refused_when_registration_is_closed(ctx, hosted_app, browser, rp):
+    page = browser.get(authorize_url(rp))
+    response = browser.post("/oidc/authorize/register", {**hidden_fields(page), "name": "Eve",
+                                                         "email": "eve@example.com", "password": "a sturdy pass 9"})
+    assert_page(response, "Sign in", 400)
+    assert ctx.store["users"].count_documents({"email": "eve@example.com"}) == 0

@@ -3,12 +3,13 @@ accepted; alg none and HS256 refused), the redirect only to a URI registered on 
 hinted client, state passed back, the session's OIDC refresh tokens revoked."""
 import base64
 import json
+from urllib.parse import urlencode
 
 import jwt
 import pytest
 
 from tests.conftest import events_of
-from tests.oidc.conftest import assert_oauth_error
+from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error
 
 BYE = "https://rp.example.com/bye"
 
@@ -87,3 +88,43 @@ def test_a_hint_signed_by_another_key_is_refused(client, tokens):
     other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     assert_oauth_error(logout(client, id_token_hint=_forged(tokens, "RS256", other_key)), "invalid_request")
     assert_oauth_error(logout(client, id_token_hint="garbage"), "invalid_request")
+
+
+# ---------------------------------------------------------------- issue 26: the spec's registration rules
+
+
+def test_without_post_logout_redirect_uris_a_redirect_uri_is_followed(client, application, oidc_client, issue_tokens,
+                                                                     user_token):
+    """A client registered as the spec shows it (redirect_uris only) logs out to its own URI."""
+    rp = oidc_client(application, post_logout_redirect_uris=[])
+    tokens = issue_tokens(user_token, rp)
+    response = logout(client, id_token_hint=tokens["id_token"], post_logout_redirect_uri=REDIRECT_URI, state="s")
+    assert response.status_code == 302 and response.headers["location"] == f"{REDIRECT_URI}?state=s"
+
+
+def test_with_post_logout_redirect_uris_a_redirect_uri_is_not_followed(client, tokens):
+    response = logout(client, id_token_hint=tokens["id_token"], post_logout_redirect_uri=REDIRECT_URI)
+    assert response.status_code == 200 and "location" not in response.headers
+
+
+def test_without_state_the_redirect_has_no_empty_query(client, tokens):
+    response = logout(client, id_token_hint=tokens["id_token"], post_logout_redirect_uri=BYE, state="")
+    assert response.status_code == 302 and response.headers["location"] == BYE
+
+
+def test_a_client_id_that_is_not_the_hints_aud_is_refused(client, ctx, application, oidc_client, refresh_grant,
+                                                          rp_client, tokens):
+    other = oidc_client(application, name="Other")
+    response = logout(client, id_token_hint=tokens["id_token"], client_id=other["client_id"],
+                      post_logout_redirect_uri=BYE)
+    assert_oauth_error(response, "invalid_request")
+    assert refresh_grant(rp_client, tokens["refresh_token"]).status_code == 200  # nothing was revoked
+
+
+def test_logout_by_post(client, refresh_grant, rp_client, tokens):
+    """RP-Initiated Logout 2: the OP must support POST (form-encoded) as well as GET."""
+    body = urlencode({"id_token_hint": tokens["id_token"], "client_id": rp_client["client_id"],
+                      "post_logout_redirect_uri": BYE, "state": "s"})
+    response = client.simulate_post("/oidc/logout", body=body, headers=FORM)
+    assert response.status_code == 302 and response.headers["location"] == f"{BYE}?state=s"
+    assert refresh_grant(rp_client, tokens["refresh_token"]).status_code == 400

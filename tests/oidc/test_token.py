@@ -192,3 +192,33 @@ def test_a_refused_scope_leaves_the_refresh_token_live(refresh_grant, issue_toke
     assert refresh_grant(rp_client, retry.json["refresh_token"]).status_code == 200  # the grant stands
     assert events_of(ctx, "connection.failed") == [] and events_of(ctx, "connection.revoked") == []
     assert len(events_of(ctx, "connection.refreshed")) == 2
+
+
+# ---------------------------------------------------------------- issue 26: a client registered without PKCE
+
+
+@pytest.fixture
+def pkce_less(application, oidc_client):
+    return oidc_client(application, require_pkce=False)
+
+
+def test_a_code_issued_without_a_challenge_takes_no_verifier(authorize, exchange, user_token, pkce_less):
+    code = authorize(user_token, pkce_less, code_challenge=None, code_challenge_method=None).json["code"]
+    response = exchange(pkce_less, code, None)
+    assert response.status_code == 200, response.text
+
+
+def test_a_verifier_for_a_code_without_a_challenge_is_refused(authorize, exchange, ctx, user_token, pkce_less):
+    """OAuth 2.0 Security BCP 2.1.1: a verifier sent for a code issued without a challenge
+    is a downgrade attempt; the code is spent."""
+    code = authorize(user_token, pkce_less, code_challenge=None, code_challenge_method=None).json["code"]
+    assert_oauth_error(exchange(pkce_less, code, "v" * 43), "invalid_grant")
+    assert events_of(ctx, "connection.failed")[0]["data"]["reason"] == "invalid_verifier"
+    assert_oauth_error(exchange(pkce_less, code, None), "invalid_grant")
+
+
+def test_a_pkce_less_client_that_sent_a_challenge_must_send_the_verifier(authorize, exchange, user_token, pkce_less):
+    verifier, challenge = pkce_pair()
+    code = authorize(user_token, pkce_less, challenge=challenge).json["code"]
+    assert_oauth_error(exchange(pkce_less, code, None), "invalid_request")
+    assert exchange(pkce_less, code, verifier).status_code == 200

@@ -5,7 +5,7 @@ import base64
 import pytest
 
 from tests.conftest import bearer, events_of
-from tests.oidc.conftest import FORM, assert_oauth_error
+from tests.oidc.conftest import FORM, assert_oauth_error, pkce_pair
 
 
 @pytest.fixture
@@ -128,3 +128,38 @@ def test_introspection(client, application, oidc_client, rp_client, tokens, user
     other = oidc_client(application, name="Other")
     assert introspect(other, tokens["access_token"]) == {"active": False}
     assert introspect(other, tokens["refresh_token"]) == {"active": False}
+
+
+# ---------------------------------------------------------------- the end of a grant ends its access tokens
+
+
+def _revoke_the_refresh_token(client, rp, tokens, exchange, code):
+    client.simulate_post("/oidc/revoke", body=f"token={tokens['refresh_token']}", headers={**FORM, **basic(rp)})
+
+
+def _replay_the_code(client, rp, tokens, exchange, code):
+    assert_oauth_error(exchange(rp, code, "v" * 43), "invalid_grant")
+
+
+def _log_out(client, rp, tokens, exchange, code):
+    assert client.simulate_post("/oidc/logout", body=f"id_token_hint={tokens['id_token']}",
+                                headers=FORM).status_code == 200
+
+
+@pytest.mark.parametrize("end", [_revoke_the_refresh_token, _replay_the_code, _log_out],
+                         ids=["revoked-refresh-token", "replayed-code", "logout"])
+def test_the_end_of_a_grant_ends_its_access_token(client, authorize, exchange, user_token, rp_client, end):
+    """Issue 26, item 9: a revoked refresh token, a replayed code and a logout end the
+    access tokens of that grant at userinfo and introspection, at once."""
+    verifier, challenge = pkce_pair()
+    code = authorize(user_token, rp_client, challenge=challenge).json["code"]
+    tokens = exchange(rp_client, code, verifier).json
+    introspect = {**FORM, **basic(rp_client)}
+    assert client.simulate_get("/oidc/userinfo", headers=bearer(tokens["access_token"])).status_code == 200
+    assert client.simulate_post("/oidc/introspect", body=f"token={tokens['access_token']}",
+                                headers=introspect).json["active"] is True
+    end(client, rp_client, tokens, exchange, code)
+    assert_oauth_error(client.simulate_get("/oidc/userinfo", headers=bearer(tokens["access_token"])),
+                       "invalid_token", 401)
+    assert client.simulate_post("/oidc/introspect", body=f"token={tokens['access_token']}",
+                                headers=introspect).json == {"active": False}

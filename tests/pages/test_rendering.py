@@ -19,6 +19,10 @@ CONTEXTS = {
     "oidc_mfa.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h"},
     "oidc_consent.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h",
                           "client_name": "Client", "scopes": ["openid"]},
+    "oidc_forgot.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h", "email": "",
+                         "sent": False},
+    "oidc_register.html": {"action": "/oidc/authorize", "csrf_token": "t", "request_handle": "h", "email": "",
+                           "name": ""},
     "oidc_logged_out.html": {},
     "oidc_error.html": {"error_title": "Not valid", "error_description": "Unknown client."},
 }
@@ -125,6 +129,14 @@ def test_branding_colours_logo_and_name(pages):
     assert '<span class="brand">Acme</span>' in text and "<title>Sign in - Acme</title>" in text
 
 
+def test_an_http_logo_stored_before_the_api_refused_it_is_left_out(pages):
+    # The CSP's img-src is https: only; an http image would only show as broken.
+    app = an_app(brand_logo_url="http://cdn.example.com/logo.png",
+                 branding_options={"favicon_url": "http://cdn.example.com/favicon.ico"})
+    text = render(pages, "oidc_login.html", app=app).text
+    assert "http://cdn.example.com" not in text and "<img" not in text
+
+
 def test_the_application_name_is_the_brand_by_default(pages):
     text = render(pages, "oidc_logged_out.html", app=an_app()).text
     assert "signed out of Test App" in text
@@ -154,7 +166,8 @@ def test_css_values_outside_the_schema_are_dropped(pages):
 
 
 def test_font_family_with_quotes_reaches_css_unescaped(pages):
-    text = render(pages, "oidc_login.html", app=an_app(branding_options={"font_family": "'Helvetica Neue', Arial"})).text
+    app = an_app(branding_options={"font_family": "'Helvetica Neue', Arial"})
+    text = render(pages, "oidc_login.html", app=app).text
     assert "font-family:'Helvetica Neue', Arial;" in text
 
 
@@ -177,7 +190,8 @@ def test_consent_describes_the_scopes_it_knows(pages):
     assert 'name="decision" value="deny"' in text
 
 
-@pytest.mark.parametrize("template", ["oidc_login.html", "oidc_mfa.html", "oidc_consent.html"])
+@pytest.mark.parametrize("template", ["oidc_login.html", "oidc_mfa.html", "oidc_consent.html", "oidc_forgot.html",
+                                      "oidc_register.html"])
 def test_hosted_forms_post_csrf_and_request_handle(pages, template):
     text = render(pages, template, csrf_token="tok.sig", request_handle="req-42").text
     assert '<form method="post" action="/oidc/authorize">' in text
@@ -190,7 +204,7 @@ def test_login_asks_for_email_and_password_and_shows_an_error(pages):
     assert 'name="email" type="email"' in text and 'name="password" type="password"' in text
     assert '<p class="error" role="alert" id="form-error">Wrong email or password.</p>' in text
     assert set(re.findall(r'name="([^"]+)"', text)) == {"viewport", "robots", "csrf_token", "request", "email",
-                                                        "password"}
+                                                        "password", "decision"}
     assert "role=\"alert\"" not in render(pages, "oidc_login.html").text
 
 

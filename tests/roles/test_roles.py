@@ -310,7 +310,8 @@ def test_update_accepts_the_unchanged_name_but_not_a_new_one(client, ctx, admin,
     app, headers = admin
     role = make_role(app, "editor", display_name="Editor")
     url = roles_url(app, "/" + role["_id"])
-    ok = client.simulate_put(url, headers=headers, json={"name": "editor", "display_name": "E", "is_system_role": False})
+    ok = client.simulate_put(url, headers=headers,
+                             json={"name": "editor", "display_name": "E", "is_system_role": False})
     assert ok.status_code == 200
     error = assert_error(client.simulate_put(url, headers=headers, json={"name": "renamed", "display_name": "X"}),
                          400, "VALIDATION_INVALID_FORMAT")

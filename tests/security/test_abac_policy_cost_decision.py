@@ -18,7 +18,7 @@ from tests.security.test_abac_policy_cost import COVERING, condition_at_the_caps
 DEFAULTS = make_config()  # the caps' defaults
 
 
-def test_a_check_after_an_edit_at_every_cap_compiles_only_what_changed(tenant, fake_cp, monkeypatch):
+def test_a_check_after_an_edit_at_every_cap_compiles_only_what_changed(tenant, fake_cp, monkeypatch):  # noqa: F811
     per_pattern = DEFAULTS.max_policies_per_permission
     max_bytes, max_nodes = DEFAULTS.max_condition_bytes, DEFAULTS.max_condition_nodes
     user = tenant.user_with("other:read")

@@ -131,7 +131,8 @@ def test_forgot_is_limited_per_email(client, make_dashboard_account, mails):
     assert codes == [200, 200, 200, 429]
 
 
-@pytest.mark.parametrize("config_overrides", [{"rate_limit_member_add": __import__("shared.config").config.Rate(3, 3600)}])
+@pytest.mark.parametrize("config_overrides",
+                         [{"rate_limit_member_add": __import__("shared.config").config.Rate(3, 3600)}])
 def test_member_additions_are_limited_per_account_and_per_ip(client, dashboard_account, make_dashboard_account):
     url = f"/api/dashboard/organizations/{dashboard_account.organization_id}/members"
     codes = [dashboard_account.post(url, remote_addr=fresh_address(),

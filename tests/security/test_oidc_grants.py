@@ -142,8 +142,8 @@ def test_after_a_reset_the_user_connects_again_without_a_new_consent(client, ctx
     assert len(events_of(ctx, "consent.granted", victim.user["id"])) == 1
 
 
-def test_other_users_grants_are_untouched(client, app_doc, rp, victim, stolen, issue_tokens, make_user_token,
-                                          recovery):  # noqa: F811
+def test_other_users_grants_are_untouched(client, app_doc, rp, victim, stolen, issue_tokens,  # noqa: F811
+                                          make_user_token, recovery):
     bystander = issue_tokens(make_user_token(app_doc), rp)
     recovery[1]()
     assert userinfo(client, bystander["access_token"]).status_code == 200

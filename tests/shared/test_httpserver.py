@@ -387,7 +387,7 @@ def test_empty_chunked_body(echo):
     assert_open(client)
 
 
-# ---------------------------------------------------------------- trailers and chunk extensions (issue 24, items 1, 4, 12)
+# -------------------------------------------------------- trailers and chunk extensions (issue 24, items 1, 4, 12)
 
 
 def _chunked(*headers: str) -> bytes:
@@ -1350,7 +1350,7 @@ def test_a_body_is_not_held_to_the_head_deadline(serve):
 # ---------------------------------------------------------------- connection slots (issue 24, item 7)
 
 
-def _connected(server: Server, slots: ConnectionSlots, count: int) -> None:
+def _connected(slots: ConnectionSlots, count: int) -> None:
     assert eventually(lambda: len(slots.open) == count), (len(slots.open), count)
 
 
@@ -1358,10 +1358,10 @@ def test_at_the_cap_the_connection_waiting_longest_is_closed(serve):
     slots = ConnectionSlots(3)
     server = serve(slots=slots)
     idle = server.client()
-    _connected(server, slots, 1)
+    _connected(slots, 1)
     partial = server.client()
     partial.send(b"GET / HTTP/1.1\r\nHost: te")
-    _connected(server, slots, 2)
+    _connected(slots, 2)
     fresh = server.client()  # the last free slot: the oldest waiting connection makes room
     assert idle.closed()
     fresh.send(request("GET", "/fresh"))
@@ -1379,7 +1379,7 @@ def test_a_connection_past_its_head_is_never_closed_for_room(serve):
     uploading = server.client()
     uploading.send(request("POST", "/upload", "Content-Length: 8") + b"half")
     idle = server.client()
-    _connected(server, slots, 2)
+    _connected(slots, 2)
     server.client()
     assert idle.closed()
     uploading.send(b"done")
@@ -1391,7 +1391,7 @@ def test_when_no_connection_can_make_room_none_is_closed(serve):
     server = serve(slots=slots)
     uploading = server.client()
     uploading.send(request("POST", "/upload", "Content-Length: 8") + b"half")
-    _connected(server, slots, 1)
+    _connected(slots, 1)
     other = server.client()
     other.send(request("GET", "/other"))
     assert other.response().status == 200
@@ -1812,7 +1812,8 @@ def _served_while_a_client_pipelines(turns_factory) -> tuple[int, int]:
         return [b""]
 
     def handle(sock, address):
-        Connection(sock, address, app, base_environ("127.0.0.1", 0, SERVER), timeout=TIMEOUT, turns=turns_factory()).serve()
+        Connection(sock, address, app, base_environ("127.0.0.1", 0, SERVER), timeout=TIMEOUT,
+                   turns=turns_factory()).serve()
 
     server = StreamServer(("127.0.0.1", 0), handle)
     server.start()

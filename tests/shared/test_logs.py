@@ -84,7 +84,7 @@ def test_an_interval_of_zero_writes_every_line_at_once(logger):
 
 def test_a_full_batch_is_written_without_waiting(logger):
     handler, stream = attach(logger, flush_interval=60)
-    for i in range(JsonLinesHandler.MAX_PENDING):
+    for _ in range(JsonLinesHandler.MAX_PENDING):
         logger.info("line")
     assert len(lines(stream)) == JsonLinesHandler.MAX_PENDING and handler._pending == []
 

@@ -17,6 +17,7 @@ import threading
 from wsgiref.simple_server import make_server
 
 import falcon.testing
+import pymongo.errors
 import requests
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -244,7 +245,7 @@ def test_a_failed_store_command_is_an_error_without_its_message(wire_app, spans)
     store = wire_app.services.store
     store["things"].insert_one({"_id": "secret-value"})
     with tracing.span("work", {}):
-        with pytest.raises(Exception):
+        with pytest.raises(pymongo.errors.DuplicateKeyError):
             store["things"].insert_one({"_id": "secret-value"})
     [failed] = [span for span in spans.get_finished_spans() if span.kind is SpanKind.CLIENT]
     assert failed.status.status_code is StatusCode.ERROR and failed.attributes["db.response.status_code"] == "11000"

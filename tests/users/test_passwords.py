@@ -59,7 +59,8 @@ def test_mismatch_with_other_field_errors(client, application, user_token):
 
 def test_confirmation_is_required(client, application, user_token):
     response = client.simulate_post(users_url(application, f"/{user_token.user['id']}/change-password"),
-                                    json={"current_password": PASSWORD, "new_password": NEW}, headers=user_token.headers)
+                                    json={"current_password": PASSWORD, "new_password": NEW},
+                                    headers=user_token.headers)
     error = assert_error(response, 400, "VALIDATION_INVALID_FORMAT")
     assert set(error["details"]["fields"]) == {"new_password_confirmation"}
 

@@ -1,5 +1,5 @@
-"""GET /oidc/authorize (RFC 6749 4.1.1): the JSON answer to a bearer, the hosted browser
-flow's first page otherwise."""
+"""GET and POST /oidc/authorize (RFC 6749 4.1.1, OIDC Core 3.1.2.1): the JSON answer to a
+bearer, the hosted browser flow's first page otherwise."""
 from __future__ import annotations
 
 from shared.errors import DomainError, Unauthorized
@@ -9,10 +9,11 @@ from controlplane.applications.service import branding
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
 from controlplane.oidc.errors import (ConsentRequired, InvalidClient, InvalidRequest, InvalidScope, InvalidToken,
-                                      LoginRequired, OAuthError, UnsupportedResponseType)
+                                      LoginRequired, OAuthError, RequestNotSupported, RequestUriNotSupported,
+                                      UnauthorizedClient, UnsupportedResponseType)
 from controlplane.oidc.hosted import session_cookie_name
-from controlplane.oidc.resources.common import HTML
-from controlplane.oidc.resources.hosted import error_page, render_step
+from controlplane.oidc.resources.common import HTML, protocol_params, wants_html
+from controlplane.oidc.resources.hosted import error_page, form_post_errors, render_step
 from controlplane.openapi import op
 from controlplane.resource import Resource
 
@@ -22,6 +23,8 @@ _AUTHORIZE_QUERY = {
         "scope": "space-separated, must include openid", "state": "passed back", "nonce": "put in the ID token",
         "code_challenge": "base64url SHA-256 of the verifier (43 to 128 characters)",
         "code_challenge_method": "S256", "prompt": "none, login or consent (hosted mode)",
+        "response_mode": "query (default) or form_post", "max_age": "seconds since the last sign-in",
+        "login_hint": "pre-fills the hosted login's email",
     }.items()
 }
 AUTHORIZE_RESPONSE = {"type": "object", "properties": {
@@ -45,19 +48,26 @@ class Authorize(Resource):
     Without one, when the application has ``oauth_hosted_login_enabled``: the hosted
     browser flow (``controlplane.oidc.hosted``)."""
 
-    access = {"GET": PUBLIC}
-    docs = {"GET": op(
-        "Authorization endpoint (code flow with PKCE S256)",
-        description="Bearer: a user access token of the client's application. The answer is JSON {code, state, "
-                    "redirect_uri, branding}; the code lives 60 s. Consent for (user, client) is recorded on first "
-                    "use (consent.granted). Errors are RFC 6749 bodies {error, error_description}. "
-                    + _HOSTED_DESCRIPTION,
-        query=_AUTHORIZE_QUERY, response=AUTHORIZE_RESPONSE, wrapped=False,
-        errors=[InvalidRequest, InvalidClient, InvalidScope, UnsupportedResponseType, InvalidToken, LoginRequired,
-                ConsentRequired],
-        also={200: (HTML, "Without a bearer, hosted login: the login, MFA or consent page", "text/html"),
-              400: (HTML, "Without a bearer: the error page of a request that must not redirect", "text/html")},
-    )}
+    access = {"GET": PUBLIC, "POST": PUBLIC}
+    accepted_media_types = (wire.FORM,)
+    _errors = [InvalidRequest, InvalidClient, InvalidScope, UnsupportedResponseType, UnauthorizedClient, InvalidToken,
+               LoginRequired, ConsentRequired, RequestNotSupported, RequestUriNotSupported]
+    _pages = {200: (HTML, "Without a bearer, hosted login: the login, MFA or consent page, or the form_post "
+                          "page that posts the answer to the redirect URI", "text/html"),
+              400: (HTML, "Without a bearer: the error page of a request that must not redirect", "text/html")}
+    docs = {
+        "GET": op(
+            "Authorization endpoint (code flow with PKCE S256)",
+            description="Bearer: a user access token of the client's application. The answer is JSON {code, state, "
+                        "redirect_uri, branding}; the code lives 60 s. Consent for (user, client) is recorded on "
+                        "first use (consent.granted); max_age refuses a token issued longer ago (login_required). "
+                        "Errors are RFC 6749 bodies {error, error_description}. " + _HOSTED_DESCRIPTION,
+            query=_AUTHORIZE_QUERY, response=AUTHORIZE_RESPONSE, wrapped=False, errors=_errors, also=_pages),
+        "POST": op(
+            "Authorization endpoint by POST (OIDC Core 3.1.2.1)",
+            description="The parameters of GET /oidc/authorize, form-encoded in the body; the answers are GET's.",
+            response=AUTHORIZE_RESPONSE, wrapped=False, errors=_errors, also=_pages),
+    }
 
     def __init__(self, authorize, authenticator, hosted, pages, *, cookie_secure: bool):
         self.authorize = authorize
@@ -67,16 +77,26 @@ class Authorize(Resource):
         self.cookie_secure = cookie_secure
 
     def on_get(self, req, resp):
+        self._authorize(req, resp, wire.query_params(req))
+
+    def on_post(self, req, resp):
+        """OIDC Core 3.1.2.1: the request may be form-serialized in a POST body."""
+        self._authorize(req, resp, protocol_params(req))
+
+    @form_post_errors
+    def _authorize(self, req, resp, params: dict) -> None:
         no_store(resp)
-        params = wire.query_params(req)
         browser = req.get_header("Authorization") is None
         try:
             request = self.authorize.validate(params)
         except OAuthError as exc:
             if exc.redirect_uri is None and browser:
                 # RFC 6749 4.1.2.1: the client or its redirect URI is not known good; tell the user, never redirect.
-                return error_page(self.pages, resp, exc, app=None)
+                app = self.hosted.branding_app(client_id=params.get("client_id"))
+                return error_page(self.pages, resp, exc, app=app)
             if not browser or not self._hosted(self.authorize.client(params.get("client_id"))):
+                if browser and wants_html(req):
+                    return error_page(self.pages, resp, exc.not_redirected(), app=None)
                 raise exc.not_redirected() from None
             raise
         try:
@@ -91,6 +111,8 @@ class Authorize(Resource):
         try:
             self._json_mode(req, resp, request, app)
         except OAuthError as exc:
+            if browser and wants_html(req):  # a browser on an application without hosted login
+                return error_page(self.pages, resp, exc.not_redirected(), app=None)
             raise exc.not_redirected() from None
 
     def _hosted(self, client: dict | None) -> bool:
@@ -109,6 +131,9 @@ class Authorize(Resource):
             principal = self.authenticator.user_token(token, request.app_id)
         except Unauthorized as exc:
             raise InvalidToken(exc.message) from None
+        # The application's sign-in is the authentication; iamgate cannot repeat it here.
+        if request.authentication_too_old(int(principal.claims["iat"]), int(self.authorize.clock().timestamp())):
+            raise LoginRequired("The user signed in longer ago than max_age allows.")
         if self.authorize.needs_consent(request, principal.user_id):
             self.authorize.grant_consent(request, principal.user_id)
         code = self.authorize.issue_code(request.app_id, principal.user_id, request,

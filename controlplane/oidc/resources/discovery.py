@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from controlplane.auth import PUBLIC
+from controlplane.oidc.cors import ANY_ORIGIN
 from controlplane.oidc.discovery import provider_metadata
 from controlplane.oidc.resources.common import OBJECT
 from controlplane.openapi import op
@@ -10,8 +11,9 @@ from controlplane.resource import Resource
 
 class Discovery(Resource):
     access = {"GET": PUBLIC}
+    cors = ANY_ORIGIN
     docs = {"GET": op("OpenID Provider metadata (OpenID Connect Discovery 1.0)", response=OBJECT, wrapped=False,
-                      store=False)}
+                      description="CORS: any origin (Access-Control-Allow-Origin: *).", store=False)}
 
     def __init__(self, issuer: str):
         self.metadata = provider_metadata(issuer)
@@ -30,7 +32,9 @@ JWKS_RESPONSE = {
 
 class Jwks(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("Public signing keys (JWKS) for access and ID tokens", response=JWKS_RESPONSE, wrapped=False)}
+    cors = ANY_ORIGIN
+    docs = {"GET": op("Public signing keys (JWKS) for access and ID tokens", response=JWKS_RESPONSE, wrapped=False,
+                      description="CORS: any origin (Access-Control-Allow-Origin: *).")}
 
     def __init__(self, keys):
         self.keys = keys

@@ -2,9 +2,12 @@
 in HTML, the next page or a redirect to the client (``controlplane.oidc.hosted``)."""
 from __future__ import annotations
 
+import functools
+from urllib.parse import urlencode
+
 import falcon
 
-from shared.errors import DomainError
+from shared.errors import DomainError, PayloadTooLarge, ValidationFailed
 from shared.http import client_ip, no_store, status_of
 
 from controlplane.auth import PUBLIC
@@ -15,31 +18,54 @@ from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, 
 from controlplane.oidc.hosted import Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
 from controlplane.openapi import op
-from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, read_form
+from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
 from controlplane.resource import Resource
-from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
+from controlplane.users.errors import (AccountSuspended, EmailAlreadyRegistered, InvalidCredentials, LoginsLimited,
+                                       RegistrationsLimited, ResetRequestsLimited, UserLimitReached)
+from controlplane.passwords import PasswordTooWeak
+from controlplane.users.schemas import EMAIL_ONLY, REGISTER
 
-_ACTIONS = {"login": "/oidc/authorize/login", "mfa": "/oidc/authorize/mfa", "consent": "/oidc/authorize/consent"}
-_TEMPLATES = {"login": "oidc_login.html", "mfa": "oidc_mfa.html", "consent": "oidc_consent.html"}
+_PAGES = ("login", "mfa", "consent", "forgot", "register")
+_ACTIONS = {page: f"/oidc/authorize/{page}" for page in _PAGES}
+_TEMPLATES = {page: f"oidc_{page}.html" for page in _PAGES}
 _ERROR_TITLES = {
     400: "This sign-in link is not valid",
+    401: "Sign-in is not available here",
     403: "This form has expired",
     410: "This sign-in has expired",
+    413: "This form is too large",
     429: "Too many attempts",
 }
 
 
-def error_page(pages, resp, exc: DomainError, *, app: dict | None) -> None:
+def error_page(pages, resp, exc: DomainError, *, app: dict | None, title: str | None = None) -> None:
     """``oidc_error.html`` with the error's status: the hosted flow's answer when there
     is nowhere safe (or nothing left) to redirect to."""
     status = status_of(type(exc))
     error = exc.error if isinstance(exc, OAuthError) else exc.code
     pages.render(resp, "oidc_error.html", app=app, status=status,
-                 error_title=_ERROR_TITLES.get(status, "Sign-in failed"), error_description=exc.message, error=error)
+                 error_title=title or _ERROR_TITLES.get(status, "Sign-in failed"), error_description=exc.message,
+                 error=error)
+
+
+def form_post_errors(responder):
+    """Answer an authorization error of a ``form_post`` request (one that carries the
+    client's redirect URI) as the form_post page; ``oauth_error_handler`` answers the
+    query mode's 302 and every other error."""
+    @functools.wraps(responder)
+    def answer(resource, req, resp, *args, **kwargs):
+        try:
+            return responder(resource, req, resp, *args, **kwargs)
+        except OAuthError as exc:
+            if exc.redirect_uri is None or exc.response_mode != "form_post":
+                raise
+            no_store(resp)
+            wire.answer_client(resp, resource.pages, exc.redirect_uri, exc.authorization_response(), "form_post")
+    return answer
 
 
 def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str | None = None,
-                status: int = 200) -> None:
+                status: int = 200, **page_context) -> None:
     """Answer a hosted-flow ``Step``: set the new browser-session cookie (ending the one
     it replaces), then render the step's page or redirect to the client with the code."""
     if step.session_token is not None:
@@ -48,16 +74,23 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
         resp.set_cookie(name, step.session_token, path="/oidc", max_age=step.session_ttl,
                         secure=resource.cookie_secure, http_only=True, same_site="Lax")
     if step.redirect is not None:
-        resp.status = falcon.HTTP_302
-        resp.location = step.redirect
-        return
+        return wire.answer_client(resp, resource.pages, step.request.redirect_uri, step.redirect,
+                                  step.request.response_mode)
     request = step.request
-    context = {"action": _ACTIONS[step.page], "csrf_token": csrf, "request_handle": step.handle}
+    # The application id rides in the action's query so that a post whose request has
+    # expired still gets a page in the application's colours (branding only).
+    action = f"{_ACTIONS[step.page]}?{urlencode({'application': app['_id']})}"
+    context = {"action": action, "csrf_token": csrf, "request_handle": step.handle,
+               "client_name": request.client.get("name") or request.client_id, **page_context}
+    if step.page == "login":
+        context["can_register"] = bool(app.get("oauth_hosted_registration_enabled"))
     if step.page == "consent":
-        context.update(client_name=request.client.get("name") or request.client_id,
-                       client_logo_url=request.client.get("logo_url"), scopes=list(request.scopes))
+        context.update(client_logo_url=image_url(request.client.get("logo_url")), scopes=list(request.scopes),
+                       signed_in_as=step.signed_in_as)
     else:
         context["error"] = error
+    if step.page == "login":
+        context["login_hint"] = request.login_hint
     # The post may answer with a redirect to the client, and browsers hold it to form-action.
     resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=[request.redirect_uri],
                           **context)
@@ -69,7 +102,8 @@ class _HostedPage(Resource):
 
     access = {"POST": PUBLIC}
     accepted_media_types = (wire.FORM,)
-    stage = ""
+    stage = ""  # the pending request's stage the page posts at
+    page = ""  # the page it shows again: its stage's, unless it says otherwise
 
     def __init__(self, hosted, pages, *, cookie_secure: bool, trusted_proxies=()):
         self.hosted = hosted
@@ -77,29 +111,38 @@ class _HostedPage(Resource):
         self.cookie_secure = cookie_secure
         self.trusted_proxies = trusted_proxies
 
+    @form_post_errors
     def on_post(self, req, resp):
         no_store(resp)
-        form = read_form(req)
         try:
+            form = read_form(req)
             self.pages.check_csrf(req, form.get("csrf_token"))
             binding = req.cookies[CSRF_COOKIE]
             pending = self.hosted.resume(form.get("request"), binding, self.stage)
         except OAuthError as exc:
-            if exc.redirect_uri is None:
-                return error_page(self.pages, resp, exc, app=None)
-            raise
-        except (CsrfTokenInvalid, AuthorizationRequestExpired) as exc:
-            return error_page(self.pages, resp, exc, app=None)
+            if exc.redirect_uri is not None:
+                raise
+            return error_page(self.pages, resp, exc, app=self._branding(req))
+        except (CsrfTokenInvalid, AuthorizationRequestExpired, MalformedForm, PayloadTooLarge) as exc:
+            return error_page(self.pages, resp, exc, app=self._branding(req))
         self.step(req, resp, form, pending, binding)
+
+    def _branding(self, req) -> dict | None:
+        return self.hosted.branding_app(app_id=req.get_param("application"))
 
     def step(self, req, resp, form, pending, binding):
         raise NotImplementedError
 
-    def again(self, req, resp, pending, binding, exc: DomainError | None = None) -> None:
+    def again(self, req, resp, pending, binding, exc: DomainError | None = None, **page_context) -> None:
         """This page once more: with why the post failed and its status, or 400 for a
         post that is not one of the page's answers."""
-        render_step(self, req, resp, Step(pending.request, page=self.stage, handle=pending.handle), pending.app,
-                    binding, error=exc.message if exc else None, status=status_of(type(exc)) if exc else 400)
+        render_step(self, req, resp, self.hosted.page_again(pending, self.page or self.stage), pending.app,
+                    binding, error=exc.message if exc else None, status=status_of(type(exc)) if exc else 400,
+                    **page_context)
+
+    def cancel(self, req, resp, pending, binding) -> None:
+        """The page's Cancel: ``access_denied`` back to the client (a 302 with state)."""
+        render_step(self, req, resp, self.hosted.cancel(pending, self.stage), pending.app, binding)
 
 
 _PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
@@ -117,12 +160,25 @@ class HostedLogin(_HostedPage):
         description="HTML. Form fields email, password, csrf_token, request (the page's handle). The API login's "
                     "rate limit, password guard and lockout apply. Answers the MFA page, the consent page or a 302 "
                     "to the client with the code; wrong credentials show the login page again (401, 429 when "
-                    "locked or throttled, 403 suspended).",
+                    "locked or throttled, 403 suspended). decision=forgot answers the reset-request page; "
+                    "decision=cancel a 302 redirect_uri?error=access_denied&state=...; decision=register the "
+                    "sign-up page (when the application has oauth_hosted_registration_enabled).",
         errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended],
         also=_page_answers(401, 429),
     )}
 
     def step(self, req, resp, form, pending, binding):
+        decision = form.get("decision")
+        if decision == "cancel":
+            return self.cancel(req, resp, pending, binding)
+        if decision == "forgot":
+            return render_step(self, req, resp, Step(pending.request, page="forgot", handle=pending.handle),
+                               pending.app, binding, email=form.get("email", "").strip(), sent=False)
+        if decision == "register":
+            if not pending.app.get("oauth_hosted_registration_enabled"):
+                return self.again(req, resp, pending, binding)
+            return render_step(self, req, resp, Step(pending.request, page="register", handle=pending.handle),
+                               pending.app, binding, email=form.get("email", "").strip(), name="")
         device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
         try:
             step = self.hosted.sign_in(pending, email=form.get("email", "").strip(), password=form.get("password", ""),
@@ -137,12 +193,15 @@ class HostedMfa(_HostedPage):
     docs = {"POST": op(
         "Hosted login page: the MFA code (form post)",
         description="HTML. Form fields code (TOTP or backup code), csrf_token, request. A wrong code shows the page "
-                    "again (401); an expired or locked challenge shows the error page.",
+                    "again (401); an expired or locked challenge shows the error page. decision=cancel answers "
+                    "302 redirect_uri?error=access_denied&state=....",
         errors=[*_PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended],
         also=_page_answers(401, 429),
     )}
 
     def step(self, req, resp, form, pending, binding):
+        if form.get("decision") == "cancel":
+            return self.cancel(req, resp, pending, binding)
         try:
             step = self.hosted.verify_mfa(pending, code=form.get("code", "").strip())
         except MfaCodeInvalid as exc:
@@ -158,12 +217,97 @@ class HostedConsent(_HostedPage):
         "Hosted consent page: Allow or Deny (form post)",
         description="HTML form fields decision (allow or deny), csrf_token, request. Allow records the consent "
                     "(consent.granted) and answers 302 redirect_uri?code=...&state=...; Deny answers 302 "
-                    "redirect_uri?error=access_denied&state=....",
+                    "redirect_uri?error=access_denied&state=...; decision=switch (\"Not you?\") ends the browser "
+                    "session and answers the login page of the same request.",
         errors=[*_PAGE_ERRORS, AccessDenied], also=_page_answers(),
     )}
 
     def step(self, req, resp, form, pending, binding):
         decision = form.get("decision")
+        if decision == "switch":
+            cookie = session_cookie_name(pending.app["_id"])
+            step = self.hosted.switch_user(pending, req.cookies.get(cookie))
+            resp.unset_cookie(cookie, path="/oidc")
+            return render_step(self, req, resp, step, pending.app, binding)
         if decision not in ("allow", "deny"):
             return self.again(req, resp, pending, binding)
         render_step(self, req, resp, self.hosted.decide(pending, allow=decision == "allow"), pending.app, binding)
+
+
+class HostedForgotPassword(_HostedPage):
+    """"Forgot password?" of the login page: ask for the reset email, then back to the
+    same sign-in.  The request stays at its login step throughout."""
+
+    stage = "login"
+    page = "forgot"
+    docs = {"POST": op(
+        "Hosted login page: ask for a password reset email (form post)",
+        description="HTML. Form fields email, csrf_token, request; decision=back returns to the login page. "
+                    "The API's forgot-password flow and limit (3 per 15 minutes per email, 429): the same answer "
+                    "whether or not the email has an account. The emailed link opens the hosted reset page.",
+        errors=[*_PAGE_ERRORS, ValidationFailed, ResetRequestsLimited], also=_page_answers(429),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        if form.get("decision") == "back":
+            return render_step(self, req, resp, Step(pending.request, page="login", handle=pending.handle),
+                               pending.app, binding)
+        email = form.get("email", "").strip()
+        try:
+            email = EMAIL_ONLY.validate({"email": email})["email"]
+            self.hosted.forgot_password(pending, email)
+        except (ValidationFailed, ResetRequestsLimited) as exc:
+            message = "Enter a valid email address." if isinstance(exc, ValidationFailed) else exc.message
+            return render_step(self, req, resp, Step(pending.request, page="forgot", handle=pending.handle),
+                               pending.app, binding, error=message, status=status_of(type(exc)), email=email,
+                               sent=False)
+        render_step(self, req, resp, Step(pending.request, page="forgot", handle=pending.handle), pending.app,
+                    binding, email=email, sent=True)
+
+
+class HostedRegister(_HostedPage):
+    """"Create account" of the login page, when the application has
+    ``oauth_hosted_registration_enabled``: the API's registration, then the same
+    sign-in continues (consent, then the code)."""
+
+    stage = "login"
+    page = "register"
+    password_work = ("POST",)  # bcrypt twice: the new hash and the sign-in's check
+    docs = {"POST": op(
+        "Hosted login page: create an account (form post)",
+        description="HTML. Form fields name, email, password, csrf_token, request; decision=back returns to the "
+                    "login page. Only when the application has oauth_hosted_registration_enabled (otherwise the "
+                    "login page again, 400). The rules of POST V1/users/register apply (per-IP throttle, password "
+                    "strength, unique email, user limit, verification email, user.created); a refusal shows the "
+                    "page again with its status. Then the sign-in continues: the consent page or the 302 with "
+                    "the code.",
+        errors=[*_PAGE_ERRORS, ValidationFailed, EmailAlreadyRegistered, PasswordTooWeak, UserLimitReached,
+                RegistrationsLimited],
+        also=_page_answers(409, 422, 429),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        if form.get("decision") == "back" or not pending.app.get("oauth_hosted_registration_enabled"):
+            status = 200 if pending.app.get("oauth_hosted_registration_enabled") else 400
+            return render_step(self, req, resp, Step(pending.request, page="login", handle=pending.handle),
+                               pending.app, binding, status=status)
+        entered = {"name": form.get("name", "").strip(), "email": form.get("email", "").strip()}
+        device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
+        try:
+            values = REGISTER.validate({**entered, "password": form.get("password", "")})
+            step = self.hosted.register(pending, email=values["email"], password=values["password"],
+                                        name=values["name"], device_info=device_info)
+        except ValidationFailed as exc:
+            problems = "; ".join(f"{field}: {why}" for field, why in (exc.details or {}).get("fields", {}).items())
+            return self._again(req, resp, pending, binding, f"Check the form ({problems}).", 400, entered)
+        except PasswordTooWeak as exc:
+            reasons = "; ".join(exc.details.get("reasons", ()))
+            return self._again(req, resp, pending, binding, f"The password {reasons}.", 422, entered)
+        except (EmailAlreadyRegistered, UserLimitReached, RegistrationsLimited,
+                InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended) as exc:
+            return self._again(req, resp, pending, binding, exc.message, status_of(type(exc)), entered)
+        render_step(self, req, resp, step, pending.app, binding)
+
+    def _again(self, req, resp, pending, binding, message, status, entered):
+        render_step(self, req, resp, Step(pending.request, page="register", handle=pending.handle), pending.app,
+                    binding, error=message, status=status, **entered)

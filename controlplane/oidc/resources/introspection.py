@@ -4,7 +4,7 @@ from __future__ import annotations
 from shared.http import no_store
 
 from controlplane.oidc.errors import InvalidRequest, UnauthenticatedClient
-from controlplane.oidc.resources.common import OBJECT, ClientAuthenticated, protocol_params
+from controlplane.oidc.resources.common import CORS, OBJECT, ClientAuthenticated, protocol_params
 from controlplane.openapi import op
 
 
@@ -12,7 +12,7 @@ class Introspect(ClientAuthenticated):
     docs = {"POST": op(
         "Token introspection (RFC 7662)",
         description="Client-authenticated. Tokens are reported active only to the client they were issued to; an "
-                    "access token is inactive once its grant is revoked.",
+                    "access token is inactive once its grant is revoked." + CORS,
         response=OBJECT, wrapped=False, errors=[InvalidRequest, UnauthenticatedClient],
     )}
 

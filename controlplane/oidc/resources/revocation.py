@@ -6,18 +6,19 @@ import falcon
 from shared.http import no_store
 
 from controlplane.oidc.errors import InvalidRequest, UnauthenticatedClient
-from controlplane.oidc.resources.common import ClientAuthenticated, protocol_params
+from controlplane.oidc.resources.common import CORS, ClientAuthenticated, protocol_params
 from controlplane.openapi import op
 
 
 class Revoke(ClientAuthenticated):
     docs = {"POST": op(
         "Token revocation (RFC 7009)",
-        description="Client-authenticated. A refresh token revokes its grant (whose access tokens userinfo and "
-                    "introspection refuse from then on); unknown tokens, access tokens and other clients' tokens "
-                    "are answered 200 and change nothing.",
+        description="Client-authenticated; a public client sends its client_id alone. A refresh token revokes its "
+                    "grant (whose access tokens userinfo and introspection refuse from then on); unknown tokens, "
+                    "access tokens and other clients' tokens are answered 200 and change nothing." + CORS,
         errors=[InvalidRequest, UnauthenticatedClient],
     )}
+    public_clients = True
 
     def on_post(self, req, resp):
         no_store(resp)

@@ -1,13 +1,15 @@
-"""POST /oidc/token (RFC 6749 section 3.2): the authorization_code and refresh_token
-grants (``controlplane.oidc.token``)."""
+"""POST /oidc/token (RFC 6749 section 3.2): the authorization_code, refresh_token and
+client_credentials grants (``controlplane.oidc.token``)."""
 from __future__ import annotations
 
 from shared.http import no_store
 
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
-from controlplane.oidc.errors import InvalidGrant, InvalidRequest, InvalidScope, UnsupportedGrantType
-from controlplane.oidc.resources.common import protocol_params
+from controlplane.oidc.errors import (InvalidGrant, InvalidRequest, InvalidScope, UnauthorizedClient,
+                                      UnsupportedGrantType)
+from controlplane.oidc.cors import REGISTERED_ORIGINS
+from controlplane.oidc.resources.common import CORS, protocol_params
 from controlplane.openapi import op
 from controlplane.resource import Resource
 
@@ -19,13 +21,18 @@ TOKEN_RESPONSE = {"type": "object", "properties": {
 class Token(Resource):
     access = {"POST": PUBLIC}
     accepted_media_types = wire.FORM_OR_JSON
+    cors = REGISTERED_ORIGINS
     docs = {"POST": op(
-        "Token endpoint: authorization_code and refresh_token grants",
+        "Token endpoint: authorization_code, refresh_token and client_credentials grants",
         description="Form-encoded (RFC 6749) or JSON. Client authentication: client_secret_post or "
-                    "client_secret_basic. A code is single use: presenting it twice revokes what the first "
-                    "exchange issued. Refresh tokens rotate; reusing a rotated one revokes the grant.",
+                    "client_secret_basic; a public client (token_endpoint_auth_method none) sends client_id alone. "
+                    "A grant type missing from the client's grant_types is unauthorized_client. A code is single "
+                    "use: presenting it twice revokes what the first exchange issued. Refresh tokens rotate; "
+                    "reusing a rotated one revokes the grant. client_credentials (confidential clients only) "
+                    "answers access_token, token_type, expires_in and scope: a token whose sub is the client_id."
+                    + CORS,
         response=TOKEN_RESPONSE, wrapped=False,
-        errors=[InvalidRequest, InvalidGrant, InvalidScope, UnsupportedGrantType],
+        errors=[InvalidRequest, InvalidGrant, InvalidScope, UnauthorizedClient, UnsupportedGrantType],
     )}
 
     def __init__(self, endpoint):

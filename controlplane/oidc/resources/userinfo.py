@@ -6,7 +6,8 @@ from shared.http import no_store
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
 from controlplane.oidc.errors import InvalidRequest, InvalidToken
-from controlplane.oidc.resources.common import OBJECT, protocol_params
+from controlplane.oidc.cors import REGISTERED_ORIGINS
+from controlplane.oidc.resources.common import CORS, OBJECT, protocol_params
 from controlplane.openapi import op
 from controlplane.resource import Resource
 
@@ -14,11 +15,12 @@ from controlplane.resource import Resource
 class UserInfo(Resource):
     access = {"GET": PUBLIC, "POST": PUBLIC}
     accepted_media_types = wire.FORM_JSON_OR_EMPTY
+    cors = REGISTERED_ORIGINS
     _doc = op("UserInfo endpoint (OIDC Core 5.3)",
               description="Bearer: an OIDC access token. Claims by scope: sub; email, email_verified (email); "
                           "name, picture (profile). A token whose grant was revoked (RFC 7009, logout, a password "
                           "reset, DELETE sessions, suspension, deletion) is 401 invalid_token. 401 answers carry "
-                          "WWW-Authenticate (RFC 6750).",
+                          "WWW-Authenticate (RFC 6750), exposed to CORS callers." + CORS,
               response=OBJECT, wrapped=False, errors=[InvalidRequest, InvalidToken])
     docs = {"GET": _doc, "POST": _doc}
 

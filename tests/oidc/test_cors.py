@@ -1,0 +1,79 @@
+"""CORS for browser apps: discovery and JWKS answer any origin; token, userinfo, revoke
+and introspect answer preflights and add Access-Control-Allow-Origin only for an origin
+an active client lists in allowed_origins (validated at registration)."""
+import pytest
+
+from tests.oidc.conftest import clients_url
+
+SPA_ORIGIN = "https://spa.example.com"
+PROTECTED = ["/oidc/token", "/oidc/userinfo", "/oidc/revoke", "/oidc/introspect"]
+
+
+@pytest.fixture
+def spa(application, oidc_client):
+    return oidc_client(application, token_endpoint_auth_method="none", allowed_origins=[SPA_ORIGIN])
+
+
+def preflight(client, path, origin, method="POST"):
+    return client.simulate_options(path, headers={"Origin": origin, "Access-Control-Request-Method": method,
+                                                  "Access-Control-Request-Headers": "authorization, content-type"})
+
+
+@pytest.mark.parametrize("path", PROTECTED)
+def test_a_registered_origin_passes_the_preflight(client, spa, path):
+    response = preflight(client, path, SPA_ORIGIN)
+    assert response.status_code in (200, 204)
+    assert response.headers["access-control-allow-origin"] == SPA_ORIGIN
+    assert "POST" in response.headers["access-control-allow-methods"]
+    assert {"authorization", "content-type"} <= {h.strip().lower() for h in
+                                                 response.headers["access-control-allow-headers"].split(",")}
+    assert "Origin" in response.headers["vary"]
+
+
+@pytest.mark.parametrize("path", PROTECTED)
+def test_another_origin_gets_no_cors_headers(client, spa, path):
+    for origin in ("https://evil.example.com", "https://spa.example.com:8443", "http://spa.example.com"):
+        response = preflight(client, path, origin)
+        assert "access-control-allow-origin" not in response.headers
+        answer = client.simulate_post(path, json={}, headers={"Origin": origin})
+        assert "access-control-allow-origin" not in answer.headers
+
+
+@pytest.mark.parametrize("path", ["/.well-known/openid-configuration", "/.well-known/jwks.json"])
+def test_public_documents_answer_any_origin(client, path):
+    response = client.simulate_get(path, headers={"Origin": "https://anyone.example.org"})
+    assert response.status_code == 200 and response.headers["access-control-allow-origin"] == "*"
+    assert preflight(client, path, "https://anyone.example.org", "GET").headers["access-control-allow-origin"] == "*"
+
+
+def test_answers_and_errors_carry_the_origin(client, spa):
+    refused = client.simulate_get("/oidc/userinfo", headers={"Origin": SPA_ORIGIN})
+    assert refused.status_code == 401
+    assert refused.headers["access-control-allow-origin"] == SPA_ORIGIN
+    assert "WWW-Authenticate" in refused.headers["access-control-expose-headers"]
+    token = client.simulate_post("/oidc/token", json={"grant_type": "refresh_token", "refresh_token": "x",
+                                                      "client_id": spa["client_id"]}, headers={"Origin": SPA_ORIGIN})
+    assert token.status_code == 400 and token.headers["access-control-allow-origin"] == SPA_ORIGIN
+
+
+def test_an_inactive_clients_origins_are_not_allowed(client, application, manager_key, spa):
+    client.simulate_put(clients_url(application, f"/{spa['id']}"), json={"is_active": False},
+                        headers={"Authorization": f"Bearer {manager_key}"})
+    assert "access-control-allow-origin" not in preflight(client, "/oidc/token", SPA_ORIGIN).headers
+
+
+@pytest.mark.parametrize("origin", ["https://spa.example.com/", "https://spa.example.com/app", "spa.example.com",
+                                    "https://SPA.example.com", "http://spa.example.com", "https://spa.example.com#x",
+                                    "https://spa.example.com?x", "*", "null"])
+def test_origins_are_validated(client, application, manager_key, origin):
+    response = client.simulate_post(clients_url(application), json={
+        "name": "x", "redirect_uris": ["https://rp.example.com/cb"], "allowed_origins": [origin]},
+        headers={"Authorization": f"Bearer {manager_key}"})
+    assert response.status_code == 400 and "allowed_origins" in response.json["error"]["details"]["fields"]
+
+
+def test_usable_origins(spa, application, oidc_client):
+    assert spa["allowed_origins"] == [SPA_ORIGIN]
+    local = oidc_client(application, allowed_origins=["http://127.0.0.1:5173", "http://localhost:3000",
+                                                      "https://[2001:db8::1]:8443"])
+    assert len(local["allowed_origins"]) == 3
