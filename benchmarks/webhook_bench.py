@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     services = create_app(config).services  # memory://: dispatch and delivery in-process
     receiver = _Receiver()
     app = services.applications.create({"name": "bench"}, organization_id=None, owner_account_id=None)
-    services.webhooks.create(app["_id"], {"url": receiver.url, "events": ["role.created"]})
+    services.webhooks.management.create(app["_id"], {"url": receiver.url, "events": ["role.created"]})
     emit = services.events.emit
 
     total = int(args.seconds * args.rate)
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
           f"({elapsed:.2f} s, {config.webhook_worker_threads} delivery threads; "
           f"CPU {cpu * 1000 / args.burst:.2f} ms per delivery)", flush=True)
 
-    services.webhook_worker.stop()
+    services.webhooks.worker.stop()
     services.tailer.stop()
     return 0 if p99 < TARGET_P99 and offered >= 0.95 * args.rate else 1
 

@@ -113,7 +113,7 @@ def _worker(args, config: Config) -> int:
     while not stop.wait(0.5):
         pass
     server.stop()
-    services.webhook_worker.stop()
+    services.webhooks.worker.stop()
     services.tailer.stop()
     log.info("webhook worker stopped")
     return 0

@@ -115,7 +115,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
             JsonBodyMiddleware(),
             services.password_work,
             auth,
-            CorsMiddleware(services.oidc_clients),  # the OIDC endpoints browser apps call
+            CorsMiddleware(services.oidc.clients),  # the OIDC endpoints browser apps call
         ],
     )
     app.req_options.strip_url_path_trailing_slash = True

@@ -1,9 +1,11 @@
 """The composition root: every service of the control plane, built once, in dependency
 order, with its dependencies passed to ``__init__``.
 
-Read ``build_services`` top to bottom to see what depends on what.  Areas never build
-services of their own and never add attributes to ``Services``: an area's ``routes``
-module only maps paths to resources, giving each resource the services it uses.
+Read ``build_services`` top to bottom to see what depends on what: first what every area
+uses, then one block per area, ending with the area's service or, for an area of several,
+its frozen record of them (``services.users.login``, ``services.oidc.token``).  Areas
+never build services of their own and never add attributes to ``Services``: an area's
+``routes`` module only maps paths to resources, giving each resource the services it uses.
 Cross-area hooks are constructor arguments (the login's second factor is the MFA
 service; the permission gate of V1 routes is the authz service).
 """
@@ -33,7 +35,8 @@ from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
-from controlplane.internal.service import DECISION_PERMISSION, ChangeFeed, DecisionData, StreamAccess, StreamLeases
+from controlplane.internal.service import DECISION_PERMISSION, ChangeFeed, DecisionData, StreamAccess
+from controlplane.internal.store import StreamLeases
 from controlplane.keys import SigningKeys
 from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
@@ -76,9 +79,70 @@ from controlplane.webhooks.store import WebhookStore
 from controlplane.webhooks.targets import TargetPolicy, system_resolver
 
 
-@dataclass
+@dataclass(frozen=True)
+class DashboardServices:
+    """The dashboard area: its accounts, their sessions, and the organizations they run."""
+
+    sessions: DashboardSessions
+    access: DashboardAccess
+    accounts: AccountService
+    organizations: OrganizationService
+    applications: OrganizationApplications
+
+
+@dataclass(frozen=True)
+class InternalServices:
+    """The internal API decision services sync from."""
+
+    decision_data: DecisionData
+    change_feed: ChangeFeed
+    stream_access: StreamAccess
+
+
+@dataclass(frozen=True)
+class WebhookServices:
+    """Webhook management, and the dispatch and delivery of events to the webhooks."""
+
+    management: WebhookService
+    dispatcher: Dispatcher
+    worker: DeliveryWorker
+
+
+@dataclass(frozen=True)
+class OidcServices:
+    """The OpenID provider: clients, connections (grants and consents), the flows."""
+
+    clients: ClientService
+    connections: ConnectionService
+    tokens: OidcTokens
+    authorize: AuthorizeService
+    token: TokenEndpoint
+    userinfo: UserInfo
+    revocation: Revocation
+    introspection: Introspection
+    logout: Logout
+    hosted: HostedLogin
+
+
+@dataclass(frozen=True)
+class UserServices:
+    """An application's end users: registration, login, sessions, passwords, and what
+    other areas may know of them (``directory``)."""
+
+    directory: UserDirectory
+    sessions: SessionService
+    passwords: PasswordService
+    email_verification: EmailVerificationService
+    registration: RegistrationService
+    admin: UserAdminService
+    login: LoginService
+
+
+@dataclass(frozen=True)
 class Services:
-    """Everything an area's resources may be given.  Tests reach services here too."""
+    """Everything an area's resources may be given: what every area uses at the top,
+    then the services of each area (one service, or a group of them).  Tests reach
+    services here too."""
 
     config: Config
     clock: object
@@ -96,42 +160,20 @@ class Services:
     hasher: PasswordHasher
     pages: Pages
     password_guard: PasswordGuard
+    authenticator: Authenticator
+    startup: StartUp
     applications: ApplicationService
     api_keys: ApiKeyService
-    dashboard_sessions: DashboardSessions
-    dashboard_access: DashboardAccess
+    dashboard: DashboardServices
     roles: RoleService
     authz: AuthzService
     abac: AbacService
-    authenticator: Authenticator
-    decision_data: DecisionData
-    change_feed: ChangeFeed
-    stream_access: StreamAccess
-    sessions: SessionService
-    passwords: PasswordService
-    email_verification: EmailVerificationService
-    registration: RegistrationService
-    user_admin: UserAdminService
+    internal: InternalServices
+    webhooks: WebhookServices
+    users: UserServices
     mfa: MfaService
-    login: LoginService
-    oidc_clients: ClientService
-    oidc_connections: ConnectionService
-    oidc_tokens: OidcTokens
-    oidc_authorize: AuthorizeService
-    oidc_token: TokenEndpoint
-    oidc_userinfo: UserInfo
-    oidc_revocation: Revocation
-    oidc_introspection: Introspection
-    oidc_logout: Logout
-    oidc_hosted: HostedLogin
+    oidc: OidcServices
     selfservice: SelfService
-    dashboard_accounts: AccountService
-    dashboard_organizations: OrganizationService
-    dashboard_applications: OrganizationApplications
-    webhooks: WebhookService
-    webhook_dispatcher: Dispatcher
-    webhook_worker: DeliveryWorker
-    startup: StartUp
 
 
 def build_services(config: Config, *, store: Store | None = None, clock=None, resolver=None) -> Services:
@@ -161,6 +203,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     for credential_cache in (applications.apply_event, api_keys.apply_event):  # per-worker lookup caches
         events.listen(credential_cache)
         tailer.subscribe(credential_cache)
+
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_store = DashboardStore(store)
     dashboard_access = DashboardAccess(dashboard_store, applications)
@@ -173,30 +216,32 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
     dashboard_applications = OrganizationApplications(dashboard_store, dashboard_access, applications,
                                                       max_applications=config.max_applications_per_organization)
+    dashboard = DashboardServices(sessions=dashboard_sessions, access=dashboard_access, accounts=dashboard_accounts,
+                                  organizations=dashboard_organizations, applications=dashboard_applications)
 
-    roles = RoleService(RoleStore(store), events, clock)
+    user_store = UserStore(store)
+    user_directory = UserDirectory(user_store)
+    roles = RoleService(RoleStore(store), user_directory, events, clock)
     policy_store = PolicyStore(store)
     authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
     export_cache_counts(metrics, authz)
-    user_store = UserStore(store)
-    user_directory = UserDirectory(user_store)
     abac = AbacService(policy_store, user_store, roles, events, clock, PolicyLimits.of(config))
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
                                   dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
                                   internal_token=config.internal_token)
-    decision_data = DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events)
-    change_feed = ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry)
+
     # A lease outlives three missed renewals (one per heartbeat) before it stops counting.
-    stream_access = StreamAccess(
-        authenticator, StreamLeases(store, clock, ttl=max(10, 3 * config.stream_heartbeat)),
-        cap=config.max_streams_per_credential, permission=DECISION_PERMISSION,
-        retry_after=max(10, 3 * config.stream_heartbeat))
+    stream_leases = StreamLeases(store, clock, ttl=max(10, 3 * config.stream_heartbeat))
+    internal = InternalServices(
+        decision_data=DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events),
+        change_feed=ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry),
+        stream_access=StreamAccess(authenticator, stream_leases, cap=config.max_streams_per_credential,
+                                   permission=DECISION_PERMISSION, retry_after=max(10, 3 * config.stream_heartbeat)))
 
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
-    webhooks = WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES)
     webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,
                                     DeliveryMetrics(metrics, webhook_store),
                                     retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads,
@@ -204,8 +249,13 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     webhook_dispatcher = Dispatcher(webhook_store, events, clock, kinds=PUBLIC_EVENT_TYPES,
                                     retention_seconds=config.webhook_delivery_retention,
                                     on_dispatched=webhook_worker.wake)
+    webhooks = WebhookServices(
+        management=WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES),
+        dispatcher=webhook_dispatcher, worker=webhook_worker)
     startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker)
 
+    # OIDC before end users: a password reset and a suspension end the user's connections.
+    # The hosted login, which signs end users in, comes after them.
     oidc_clients = ClientService(ClientStore(store), clock)
     oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
     backchannel = BackchannelLogout(oidc_clients, tokens, target_policy, Sender(config.webhook_timeout), clock,
@@ -246,37 +296,32 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                        max_users_per_application=config.max_users_per_application,
                                        rate_limit_register=config.rate_limit_register,
                                        registration_rate_limit_max=config.registration_rate_limit_max)
-    user_admin = UserAdminService(user_store, sessions, oidc_connections, events, clock)
     mfa = MfaService(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), user_directory, sessions,
                      passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
     login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa,
                          rate_limit_login=config.rate_limit_login)
-    oidc_hosted = HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
-                              applications=applications, login=login, mfa=mfa, authenticator=authenticator,
-                              sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
-                              box=box, clock=clock)
+    users = UserServices(directory=user_directory, sessions=sessions, passwords=passwords,
+                         email_verification=email_verification, registration=registration,
+                         admin=UserAdminService(user_store, sessions, oidc_connections, events, clock), login=login)
+
+    oidc = OidcServices(
+        clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens, authorize=oidc_authorize,
+        token=oidc_token, userinfo=oidc_userinfo, revocation=oidc_revocation, introspection=oidc_introspection,
+        logout=oidc_logout,
+        hosted=HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
+                           applications=applications, login=login, mfa=mfa, authenticator=authenticator,
+                           sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
+                           box=box, clock=clock))
+
     selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
                               oidc_connections, rate_limit_export=config.rate_limit_export)
 
-    services = Services(
-        config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer,
-        keys=keys, tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, password_work=password_work,
-        mailer=mailer, hasher=hasher,
-        pages=pages,
-        password_guard=password_guard, applications=applications, api_keys=api_keys,
-        dashboard_sessions=dashboard_sessions, dashboard_access=dashboard_access, roles=roles, authz=authz, abac=abac,
-        authenticator=authenticator, decision_data=decision_data, change_feed=change_feed, stream_access=stream_access,
-        sessions=sessions,
-        passwords=passwords, email_verification=email_verification, registration=registration,
-        user_admin=user_admin, mfa=mfa, login=login, selfservice=selfservice, dashboard_accounts=dashboard_accounts,
-        dashboard_organizations=dashboard_organizations, dashboard_applications=dashboard_applications,
-        oidc_clients=oidc_clients, oidc_connections=oidc_connections, oidc_tokens=oidc_tokens,
-        oidc_authorize=oidc_authorize, oidc_token=oidc_token, oidc_userinfo=oidc_userinfo,
-        oidc_revocation=oidc_revocation, oidc_introspection=oidc_introspection, oidc_logout=oidc_logout,
-        oidc_hosted=oidc_hosted,
-        webhooks=webhooks, webhook_dispatcher=webhook_dispatcher, webhook_worker=webhook_worker,
-        startup=startup,
-    )
-    return services
+    return Services(
+        config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer, keys=keys,
+        tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, password_work=password_work,
+        mailer=mailer, hasher=hasher, pages=pages, password_guard=password_guard, authenticator=authenticator,
+        startup=startup, applications=applications, api_keys=api_keys, dashboard=dashboard, roles=roles,
+        authz=authz, abac=abac, internal=internal, webhooks=webhooks, users=users, mfa=mfa, oidc=oidc,
+        selfservice=selfservice)

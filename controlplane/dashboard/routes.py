@@ -8,8 +8,8 @@ BASE = "/api/dashboard"
 
 
 def add_routes(routes, services):
-    accounts, organizations, config = services.dashboard_accounts, services.dashboard_organizations, services.config
-    dashboard_apps, access = services.dashboard_applications, services.dashboard_access
+    accounts, organizations, config = services.dashboard.accounts, services.dashboard.organizations, services.config
+    dashboard_apps, access = services.dashboard.applications, services.dashboard.access
     routes.add(f"{BASE}/register", resources.Register(accounts, config), TAG)
     routes.add(f"{BASE}/login", resources.Login(accounts, config), TAG)
     routes.add(f"{BASE}/logout", resources.Logout(accounts, config), TAG)

@@ -8,11 +8,11 @@ TAG = "internal"
 
 
 def add_routes(routes, services):
-    data, feed = services.decision_data, services.change_feed
+    data, feed = services.internal.decision_data, services.internal.change_feed
     routes.add(f"{APP}/users/{{userId}}/grants", resources.Grants(data), TAG)
     routes.add(f"{APP}/policies", resources.Policies(data), TAG)
     routes.add(f"{APP}/api-keys", resources.ApiKeys(data), TAG)
-    streams = services.stream_access
+    streams = services.internal.stream_access
     routes.add(f"{APP}/changes", resources.ApplicationChanges(feed, streams), TAG)
     routes.add(f"{BASE}/changes", resources.AllChanges(feed, streams), TAG)
     routes.add(f"{BASE}/whoami", resources.WhoAmI(services.authenticator), TAG)

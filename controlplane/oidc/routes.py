@@ -11,17 +11,17 @@ def add_routes(routes, services):
     routes.add("/.well-known/openid-configuration", discovery.Discovery(services.config.public_url), TAG)
     routes.add("/.well-known/jwks.json", discovery.Jwks(services.keys), TAG)
     secure, proxies = services.config.cookie_secure, services.config.trusted_proxies
-    routes.add("/oidc/authorize", authorize.Authorize(services.oidc_authorize, services.authenticator,
-                                                      services.oidc_hosted, services.pages, cookie_secure=secure), TAG)
+    routes.add("/oidc/authorize", authorize.Authorize(services.oidc.authorize, services.authenticator,
+                                                      services.oidc.hosted, services.pages, cookie_secure=secure), TAG)
     for path, page in (("login", hosted.HostedLogin), ("mfa", hosted.HostedMfa), ("consent", hosted.HostedConsent),
                        ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister)):
         routes.add(f"/oidc/authorize/{path}",
-                   page(services.oidc_hosted, services.pages, cookie_secure=secure, trusted_proxies=proxies), TAG)
-    routes.add("/oidc/token", token.Token(services.oidc_token), TAG)
-    routes.add("/oidc/userinfo", userinfo.UserInfo(services.oidc_userinfo), TAG)
-    routes.add("/oidc/revoke", revocation.Revoke(services.oidc_clients, services.oidc_revocation), TAG)
-    routes.add("/oidc/introspect", introspection.Introspect(services.oidc_clients, services.oidc_introspection), TAG)
-    routes.add("/oidc/logout", logout.Logout(services.oidc_logout, services.applications, services.oidc_hosted,
+                   page(services.oidc.hosted, services.pages, cookie_secure=secure, trusted_proxies=proxies), TAG)
+    routes.add("/oidc/token", token.Token(services.oidc.token), TAG)
+    routes.add("/oidc/userinfo", userinfo.UserInfo(services.oidc.userinfo), TAG)
+    routes.add("/oidc/revoke", revocation.Revoke(services.oidc.clients, services.oidc.revocation), TAG)
+    routes.add("/oidc/introspect", introspection.Introspect(services.oidc.clients, services.oidc.introspection), TAG)
+    routes.add("/oidc/logout", logout.Logout(services.oidc.logout, services.applications, services.oidc.hosted,
                                              services.pages), TAG)
-    routes.add(f"{V1}/oidc/clients", clients.Clients(services.oidc_clients), TAG)
-    routes.add(f"{V1}/oidc/clients/{{clientId}}", clients.ClientItem(services.oidc_clients), TAG)
+    routes.add(f"{V1}/oidc/clients", clients.Clients(services.oidc.clients), TAG)
+    routes.add(f"{V1}/oidc/clients/{{clientId}}", clients.ClientItem(services.oidc.clients), TAG)

@@ -23,6 +23,7 @@ from controlplane.events import EventLog
 from controlplane.roles.errors import (RoleAssignmentNotFound, RoleChangedConcurrently, RoleInUse, RoleIsSystem,
                                       RoleNameTaken, RoleNotFound)
 from controlplane.roles.store import RoleStore
+from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import UserNotFound
 
 _UPDATE_ATTEMPTS = 5
@@ -31,6 +32,7 @@ _UPDATE_ATTEMPTS = 5
 @dataclass(eq=False)
 class RoleService:
     store: RoleStore
+    users: UserDirectory
     events: EventLog
     clock: Clock
 
@@ -117,7 +119,7 @@ class RoleService:
             raise RoleIsSystem(role["_id"], role["name"])
         now = self.clock()
         holders = self.store.holders(app_id, role["_id"], now)
-        if self.store.count_live_users(app_id, holders, stop_at=1):
+        if self.users.count_live(app_id, holders, stop_at=1):
             raise RoleInUse(role["_id"], role["name"])
         if not self.store.delete_role(app_id, role["_id"]):
             raise RoleNotFound(ref)
@@ -133,7 +135,7 @@ class RoleService:
         out = serialize_role(role, permissions="names")
         out["permissions"] = [{"id": ids.get(name), "name": name} for name in role["permissions"]]
         holders = self.store.holders(app_id, role["_id"], self.clock())
-        out["users_count"] = self.store.count_live_users(app_id, holders)
+        out["users_count"] = self.users.count_live(app_id, holders)
         return out
 
     def _check_immutable(self, role: dict, values: dict) -> None:
@@ -161,7 +163,7 @@ class RoleService:
 
     def require_user(self, app_id: str, user_id: str) -> dict:
         """The user of the application; 404 USER_NOT_FOUND when unknown or deleted."""
-        user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
+        user = self.users.status_and_attributes(app_id, user_id) if is_uuid(user_id) else None
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
         return user
@@ -254,7 +256,7 @@ class RoleService:
         Expired assignments, and assignments of roles that no longer exist, are left out.
         """
         seq = self.events.head()
-        user = self.store.user(app_id, user_id) if is_uuid(user_id) else None
+        user = self.users.status_and_attributes(app_id, user_id) if is_uuid(user_id) else None
         if user is None:
             return Grants.unknown(user_id, seq)
         docs = self.store.assignments_of_user(app_id, user_id, self.clock())

@@ -38,8 +38,6 @@ INDEXES = {
 }
 
 
-_CHUNK = 1000
-
 
 def _unexpired(now) -> dict:
     return {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
@@ -51,7 +49,6 @@ class RoleStore:
         self._roles = store["roles"]
         self._permissions = store["permissions"]
         self._assignments = store["role_assignments"]
-        self._users = store["users"]
 
     # --- roles
 
@@ -153,17 +150,6 @@ class RoleStore:
         """Users with an unexpired assignment of the role (whatever their status)."""
         return sorted(self._assignments.distinct("user_id", {"app_id": app_id, "role_id": role_id, **_unexpired(now)}))
 
-    def count_live_users(self, app_id: str, user_ids, *, stop_at: int | None = None) -> int:
-        """How many of ``user_ids`` exist and are not deleted (counting stops at ``stop_at``)."""
-        user_ids = list(user_ids)
-        total = 0
-        for start in range(0, len(user_ids), _CHUNK):  # bounded $in lists
-            total += self._users.count_documents(
-                {"app_id": app_id, "_id": {"$in": user_ids[start:start + _CHUNK]}, "status": {"$ne": "deleted"}})
-            if stop_at is not None and total >= stop_at:
-                break
-        return total
-
     def purge_role_assignments(self, app_id: str, role_id: str, now) -> list[str]:
         """Delete every assignment of a deleted role; returns the users whose unexpired
         assignment went with it (their answers may change)."""
@@ -171,7 +157,3 @@ class RoleStore:
         self._assignments.delete_many({"app_id": app_id, "role_id": role_id})
         return affected
 
-    # --- users (read-only: the users area owns the collection)
-
-    def user(self, app_id: str, user_id: str) -> dict | None:
-        return self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "attributes": 1})

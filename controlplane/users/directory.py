@@ -1,6 +1,7 @@
 """What other areas may know and change of an application's end users, so none of them
 reads the users area's store: OIDC and MFA read a user's record and status, self-service
-reads the profile and writes its fields and the soft-delete transition.  The rules of
+reads the profile and writes its fields and the soft-delete transition, roles reads the
+status and attributes a decision needs and counts a role's live holders.  The rules of
 those writes stay with the caller (``selfservice``); this is only the way in."""
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ class UserDirectory:
     def status(self, app_id: str, user_id: str) -> str | None:
         """active, suspended or deleted; None when unknown."""
         return self.users.status(app_id, user_id)
+
+    def status_and_attributes(self, app_id: str, user_id: str) -> dict | None:
+        """``{_id, status, attributes}`` of the user, whatever its status; None when unknown."""
+        return self.users.status_and_attributes(app_id, user_id)
+
+    def count_live(self, app_id: str, user_ids, *, stop_at: int | None = None) -> int:
+        """How many of ``user_ids`` exist and are not deleted (counting stops at ``stop_at``)."""
+        return self.users.count_live(app_id, user_ids, stop_at=stop_at)
 
     def profile(self, app_id: str, user_id: str) -> dict | None:
         """The profile fields (never the password hash), whatever the user's status."""

@@ -57,6 +57,7 @@ INDEXES = {
 }
 
 
+_CHUNK = 1000  # ids per $in list
 _PROFILE_PROJECTION = {name: 1 for name in (
     "email", "name", "avatar_url", "email_verified", "metadata", "attributes", "status",
     "created_at", "updated_at", "last_login_at", "deleted_at")}
@@ -83,6 +84,21 @@ class UserStore:
         """The user's account status (active, suspended, deleted), None when unknown."""
         doc = self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1})
         return doc.get("status", "active") if doc else None
+
+    def status_and_attributes(self, app_id: str, user_id: str) -> dict | None:
+        """``{_id, status, attributes}`` of the user, whatever its status; None when unknown."""
+        return self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "attributes": 1})
+
+    def count_live(self, app_id: str, user_ids, *, stop_at: int | None = None) -> int:
+        """How many of ``user_ids`` exist and are not deleted (counting stops at ``stop_at``)."""
+        user_ids = list(user_ids)
+        total = 0
+        for start in range(0, len(user_ids), _CHUNK):  # bounded $in lists
+            total += self._users.count_documents(
+                {"app_id": app_id, "_id": {"$in": user_ids[start:start + _CHUNK]}, "status": {"$ne": "deleted"}})
+            if stop_at is not None and total >= stop_at:
+                break
+        return total
 
     def profile(self, app_id: str, user_id: str) -> dict | None:
         """The user's profile fields (never the password hash), whatever its status."""

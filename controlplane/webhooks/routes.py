@@ -6,7 +6,7 @@ TAG = "webhooks"
 
 
 def add_routes(routes, services):
-    webhooks = services.webhooks
+    webhooks = services.webhooks.management
     routes.add(f"{V1}/webhooks", resources.WebhookCollection(webhooks), TAG)
     routes.add(f"{V1}/webhooks/{{webhookId}}", resources.WebhookItem(webhooks), TAG)
     routes.add(f"{V1}/webhooks/{{webhookId}}/rotate-secret", resources.WebhookSecret(webhooks), TAG)

@@ -33,12 +33,6 @@ KNOWN_VIOLATIONS = {
     # The authz service reads ABAC policies from the abac store (to become
     # ``AbacService.active_policies``).
     (AREA_STORE, "controlplane.authz.service", "controlplane.abac.store"),
-    # ``StreamLeases`` queries ``stream_leases`` from the internal service module (to move
-    # into ``internal/store.py``).
-    (SERVICE_COLLECTION, "controlplane.internal.service", "stream_leases"),
-    # The roles store counts live users on the ``users`` collection itself (found by this
-    # test; the roles area should ask the users area instead).
-    (OWNERS, "controlplane.roles.store + controlplane.users.store", "users"),
 }
 
 

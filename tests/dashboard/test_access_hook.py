@@ -31,7 +31,7 @@ class Probe(Resource):
 
 @pytest.fixture
 def probe_path(app, ctx):
-    app.add_route(PATH, Probe(ctx.dashboard_access))
+    app.add_route(PATH, Probe(ctx.dashboard.access))
     return lambda app_id: PATH.replace("{applicationId}", app_id)
 
 

@@ -351,7 +351,7 @@ def test_register_leaves_nothing_behind_when_the_organization_cannot_be_created(
     def fail(doc):
         raise RuntimeError("store down")
 
-    monkeypatch.setattr(ctx.dashboard_accounts.store, "insert_member", fail)
+    monkeypatch.setattr(ctx.dashboard.accounts.store, "insert_member", fail)
 
     assert_error(register(client), 500, "INTERNAL_ERROR")
 
@@ -364,7 +364,7 @@ def test_register_leaves_nothing_behind_when_the_organization_cannot_be_created(
 def test_a_registration_race_on_one_email_is_decided_by_the_unique_index(client, ctx, monkeypatch):
     assert register(client).status_code == 201
     # The second request passed the pre-check before the first one's insert landed.
-    monkeypatch.setattr(ctx.dashboard_accounts.store, "account_by_email", lambda email: None)
+    monkeypatch.setattr(ctx.dashboard.accounts.store, "account_by_email", lambda email: None)
 
     assert_error(register(client, name="Racer"), 409, "AUTH_EMAIL_ALREADY_REGISTERED")
 

@@ -41,7 +41,7 @@ def app(config, clock):
     """The control plane with its change-log tailer running (the stream needs it)."""
     control_plane = create_control_plane(config, clock=clock, start_background=True)
     yield control_plane
-    control_plane.services.webhook_worker.stop()  # start_background on memory:// started delivery too
+    control_plane.services.webhooks.worker.stop()  # start_background on memory:// started delivery too
     control_plane.services.tailer.stop()
 
 
@@ -120,7 +120,7 @@ def _policy(ctx, app_id, rng):
 
 
 def _suspend(ctx, app_id, user):
-    ctx.user_admin.suspend(app_id, user["_id"])
+    ctx.users.admin.suspend(app_id, user["_id"])
 
 
 def _delete(ctx, app_id, user):

@@ -274,7 +274,7 @@ def test_the_workers_readiness_needs_its_start_up_and_a_polling_tailer():
     try:
         assert wait_until(lambda: readiness() == (200, "ready"), 10)
     finally:
-        services.webhook_worker.stop()
+        services.webhooks.worker.stop()
         services.tailer.stop()
     assert wait_until(lambda: readiness() == (503, "stalled"), 10)
     assert client.simulate_get("/healthz").json == {"status": "ok"}

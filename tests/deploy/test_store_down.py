@@ -204,8 +204,8 @@ def test_the_change_stream_answers_503_before_it_starts(client, application, wir
 
 def test_an_open_stream_ends_without_revoked_when_the_store_goes(ctx, application, wire, caplog):
     principal = ctx.authenticator.internal(INTERNAL_TOKEN, application["_id"])
-    guard = ctx.stream_access.open(INTERNAL_TOKEN, principal, application["_id"])
-    stream = ctx.change_feed.frames(application["_id"], None, guard)
+    guard = ctx.internal.stream_access.open(INTERNAL_TOKEN, principal, application["_id"])
+    stream = ctx.internal.change_feed.frames(application["_id"], None, guard)
     assert next(stream).startswith(b"event: hello")
     wire.stop()
     caplog.set_level(logging.WARNING)

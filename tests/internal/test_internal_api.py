@@ -73,9 +73,9 @@ def test_seq_is_read_before_the_data(client, ctx, internal, application, stored_
     user = stored_user(application)
     order = []
     original_head = ctx.events.head
-    original_user = ctx.roles.store.user
+    original_user = ctx.roles.users.status_and_attributes
     monkeypatch.setattr(ctx.events, "head", lambda: order.append("head") or original_head())
-    monkeypatch.setattr(ctx.roles.store, "user", lambda *a: order.append("data") or original_user(*a))
+    monkeypatch.setattr(ctx.roles.users, "status_and_attributes", lambda *a: order.append("data") or original_user(*a))
     client.simulate_get(app_url(application, f"/users/{user['_id']}/grants"), headers=internal)
     assert order[:2] == ["head", "data"]
 

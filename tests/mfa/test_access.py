@@ -76,7 +76,7 @@ def test_another_user_cannot_confirm_a_pending_setup_through_their_own_route(cli
 
 
 def test_a_suspended_users_token_stops_working(call, application, mfa_user, ctx):
-    ctx.user_admin.suspend(application["_id"], mfa_user.id)
+    ctx.users.admin.suspend(application["_id"], mfa_user.id)
     assert_error(call("GET", "/status", None, mfa_user.headers), 401, "UNAUTHORIZED")
 
 

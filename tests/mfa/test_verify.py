@@ -309,7 +309,7 @@ def test_the_last_backup_code_says_none_remain(verify, application, mfa_user, st
 
 def test_a_user_suspended_after_the_password_step_gets_no_tokens(verify, application, mfa_user, challenge, clock,
                                                                  ctx):
-    ctx.user_admin.suspend(application["_id"], mfa_user.id)
+    ctx.users.admin.suspend(application["_id"], mfa_user.id)
     assert_error(verify(application, challenge, rfc6238(mfa_user.secret, clock())), 403, "AUTH_ACCOUNT_SUSPENDED")
 
 

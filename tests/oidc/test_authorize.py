@@ -93,7 +93,7 @@ def test_an_api_key_is_not_a_user(authorize, application, api_key, rp_client):
 
 
 def test_a_suspended_users_token_is_refused(authorize, ctx, application, user_token, rp_client):
-    ctx.user_admin.suspend(application["_id"], user_token.user["id"])
+    ctx.users.admin.suspend(application["_id"], user_token.user["id"])
     assert_oauth_error(authorize(user_token, rp_client), "invalid_token", status=401)
 
 

@@ -81,7 +81,7 @@ def revoke_all(client, ctx, application, user_token):
 
 
 def suspend(client, ctx, application, user_token):
-    ctx.user_admin.suspend(application["_id"], user_token.user["id"])
+    ctx.users.admin.suspend(application["_id"], user_token.user["id"])
 
 
 def delete(client, ctx, application, user_token):
@@ -118,7 +118,7 @@ def test_a_failed_attempt_is_logged_and_retried(client, ctx, issue_tokens, user_
 
 def test_the_webhook_target_rules_apply(ctx, rp, receiver):
     """Without the private-targets switch, a loopback URI is refused at send time."""
-    strict = BackchannelLogout(ctx.oidc_clients, ctx.tokens, TargetPolicy(), Sender(1), ctx.clock,
+    strict = BackchannelLogout(ctx.oidc.clients, ctx.tokens, TargetPolicy(), Sender(1), ctx.clock,
                                issuer=ctx.config.public_url)
     outcome = strict.send(LogoutNotice("app", rp["client_id"], receiver.url, "user", None))
     assert not outcome.ok and "target refused" in outcome.error

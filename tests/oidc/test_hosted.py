@@ -143,7 +143,7 @@ def test_login_consent_code_and_authlib_exchange(ctx, browser, hosted_app, rp, p
 
     token = session.fetch_token(f"{config.public_url}/oidc/token", authorization_response=callback.headers["location"],
                                 code_verifier=verifier)
-    claims = ctx.oidc_tokens.verify_id_token_hint(token["id_token"])
+    claims = ctx.oidc.tokens.verify_id_token_hint(token["id_token"])
     assert claims["sub"] == person["id"] and claims["nonce"] == nonce and claims["aud"] == rp["client_id"]
     assert claims["sid"]  # the V1 session the hosted login started
     profile = session.get(f"{config.public_url}/oidc/userinfo").json()
@@ -293,7 +293,7 @@ def test_a_stolen_cookie_stops_working_after_logout(client, ctx, browser, rp, pe
 
 def test_revoking_the_users_sessions_ends_the_browser_session(ctx, browser, rp, person, hosted_app):
     signed_in(browser, rp, person)
-    ctx.sessions.revoke_user(hosted_app["_id"], person["id"])
+    ctx.users.sessions.revoke_user(hosted_app["_id"], person["id"])
     assert query_of(browser.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
 
 

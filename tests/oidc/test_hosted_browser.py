@@ -90,7 +90,7 @@ def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, c
     assert query["state"] == [state] and query["code"]
     token = session.fetch_token(f"{live_server}/oidc/token", authorization_response=browser.current_url,
                                 code_verifier=verifier)
-    claims = ctx.oidc_tokens.verify_id_token_hint(token["id_token"])
+    claims = ctx.oidc.tokens.verify_id_token_hint(token["id_token"])
     assert claims["sub"] == user["id"] and claims["nonce"] == nonce
     assert session.get(f"{live_server}/oidc/userinfo").json()["email"] == "ada@example.com"
 

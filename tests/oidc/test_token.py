@@ -132,7 +132,7 @@ def test_another_clients_code_is_refused_and_not_spent(exchange, application, oi
 
 def test_consent_withdrawn_before_the_exchange(exchange, ctx, application, user_token, rp_client,
                                                code_and_verifier):
-    ctx.oidc_connections.withdraw_consents(application["_id"], user_token.user["id"])
+    ctx.oidc.connections.withdraw_consents(application["_id"], user_token.user["id"])
     assert_oauth_error(exchange(rp_client, *code_and_verifier), "invalid_grant")
 
 
@@ -168,7 +168,7 @@ def test_refresh_errors(refresh_grant, issue_tokens, application, oidc_client, u
     assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"], scope="openid admin"), "invalid_scope")
     narrowed = refresh_grant(rp_client, tokens["refresh_token"], scope="openid")
     assert narrowed.status_code == 200 and narrowed.json["scope"] == "openid"
-    ctx.user_admin.suspend(application["_id"], user_token.user["id"])
+    ctx.users.admin.suspend(application["_id"], user_token.user["id"])
     assert_oauth_error(refresh_grant(rp_client, narrowed.json["refresh_token"]), "invalid_grant")
 
 

@@ -61,7 +61,7 @@ def test_401_with_www_authenticate(client, ctx, clock, application, user_token, 
 
 
 def test_a_suspended_user_gets_401(client, ctx, application, user_token, tokens):
-    ctx.user_admin.suspend(application["_id"], user_token.user["id"])
+    ctx.users.admin.suspend(application["_id"], user_token.user["id"])
     assert_oauth_error(client.simulate_get("/oidc/userinfo", headers=bearer(tokens["access_token"])),
                        "invalid_token", status=401)
 

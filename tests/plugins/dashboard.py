@@ -81,7 +81,7 @@ def make_dashboard_account(client):
         data = response.json["data"]
         account = DashboardAccount(client, data["id"], data["email"], data["name"], password, "", remote_addr)
         if verified:
-            client.app.services.dashboard_accounts.store.update_account(account.id, {"email_verified": True})
+            client.app.services.dashboard.accounts.store.update_account(account.id, {"email_verified": True})
         account.login()
         me = account.get("/api/dashboard/me").json["data"]
         account.organization_id = me["organizations"][0]["id"]

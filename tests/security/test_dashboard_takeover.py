@@ -220,7 +220,7 @@ def _plant(client, ctx, make_dashboard_account, monkeypatch):
     squatter = _squatter(client)
     org = squatter.organization_id
     with monkeypatch.context() as lifted:
-        lifted.setattr(ctx.dashboard_access, "require_verified", lambda account_id: None, raising=False)
+        lifted.setattr(ctx.dashboard.access, "require_verified", lambda account_id: None, raising=False)
         app = squatter.post("/api/dashboard/applications", json={"name": "Shop"}).json["data"]
         keys = {"squatter": squatter.post(f"/api/dashboard/applications/{app['id']}/api-keys", json={"name": "s"})}
         assert squatter.post(f"/api/dashboard/organizations/{org}/members",
@@ -277,7 +277,7 @@ def test_the_claim_removes_what_the_unverified_holder_granted(client, ctx, make_
     # The mailbox owner is the organization's one owner again, and can act.
     members = alice.get(f"/api/dashboard/organizations/{org}/members").json["data"]
     assert [(m["email"], m["role"]) for m in members] == [(VICTIM, "owner")]
-    assert ctx.dashboard_accounts.store.organization(org)["owners_count"] == 1
+    assert ctx.dashboard.accounts.store.organization(org)["owners_count"] == 1
     assert alice.post(f"/api/dashboard/applications/{app['id']}/api-keys", json={"name": "a"}).status_code == 201
 
 
@@ -307,7 +307,7 @@ def test_an_interrupted_claim_leaves_the_account_writing_nothing_and_the_next_li
         client, ctx, make_dashboard_account, mails, monkeypatch):
     squatter, mallory, accomplice, app, keys, _ = _plant(client, ctx, make_dashboard_account, monkeypatch)
     org = squatter.organization_id
-    store = ctx.dashboard_accounts.store
+    store = ctx.dashboard.accounts.store
     removals = []
 
     def crash_after_one(organization_id, account_id):

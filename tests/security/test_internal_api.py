@@ -65,7 +65,7 @@ def feed(ctx):
 
 def _open(ctx, feed, application, key):
     principal = ctx.authenticator.internal(key, application["_id"])
-    guard = ctx.stream_access.open(key, principal, application["_id"])
+    guard = ctx.internal.stream_access.open(key, principal, application["_id"])
     return feed.frames(application["_id"], None, guard)
 
 

@@ -126,8 +126,8 @@ def test_the_stolen_tokens_stop_working(client, ctx, app_doc, rp, victim, stolen
 
 def test_an_unsuspended_user_is_not_signed_back_in_to_relying_parties(client, ctx, app_doc, rp, victim, stolen,
                                                                       refresh_grant):  # noqa: F811
-    ctx.user_admin.suspend(app_doc["_id"], victim.user["id"])
-    ctx.user_admin.unsuspend(app_doc["_id"], victim.user["id"])
+    ctx.users.admin.suspend(app_doc["_id"], victim.user["id"])
+    ctx.users.admin.unsuspend(app_doc["_id"], victim.user["id"])
     assert_refused_at_userinfo(userinfo(client, stolen["access_token"]))
     assert_oauth_error(refresh_grant(rp, stolen["refresh_token"]), "invalid_grant")
 
@@ -154,8 +154,8 @@ def test_other_users_grants_are_untouched(client, app_doc, rp, victim, stolen, i
 
 def test_a_warm_token_costs_no_store_read_of_its_grant(client, ctx, rp, stolen, monkeypatch):
     reads = []
-    real = ctx.oidc_connections.grants.state
-    monkeypatch.setattr(ctx.oidc_connections.grants, "state", lambda grant_id: reads.append(grant_id) or real(grant_id))
+    real = ctx.oidc.connections.grants.state
+    monkeypatch.setattr(ctx.oidc.connections.grants, "state", lambda grant_id: reads.append(grant_id) or real(grant_id))
     for _ in range(5):
         assert userinfo(client, stolen["access_token"]).status_code == 200
         assert introspect(client, rp, stolen["access_token"])["active"] is True

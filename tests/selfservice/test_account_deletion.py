@@ -164,7 +164,7 @@ def test_a_crash_after_the_status_write_leaves_nothing_usable(call, application,
     def crash(*args, **kwargs):
         raise RuntimeError("process died")
 
-    monkeypatch.setattr(ctx.sessions, "revoke_user", crash)
+    monkeypatch.setattr(ctx.users.sessions, "revoke_user", crash)
     response = call("DELETE", application, me)
     assert response.status_code == 500
     # The status was written first: the token, the refresh token and the password are refused.
@@ -181,10 +181,10 @@ def test_the_next_attempt_finishes_an_interrupted_deletion(call, application, me
                                                             oidc_consent, oidc_refresh_token):
     consent = oidc_consent(application, me.user["id"])
     token = oidc_refresh_token(application, me.user["id"], consent["client_id"])
-    real = ctx.sessions.revoke_user
-    monkeypatch.setattr(ctx.sessions, "revoke_user", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("died")))
+    real = ctx.users.sessions.revoke_user
+    monkeypatch.setattr(ctx.users.sessions, "revoke_user", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("died")))
     assert call("DELETE", application, me).status_code == 500
-    monkeypatch.setattr(ctx.sessions, "revoke_user", real)
+    monkeypatch.setattr(ctx.users.sessions, "revoke_user", real)
 
     with pytest.raises(NotFound) as caught:
         ctx.selfservice.delete_account(application["_id"], me.user["id"])

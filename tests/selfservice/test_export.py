@@ -99,7 +99,7 @@ def test_export_contains_no_secret_anywhere(call, application, me, ctx, login_fr
                          is_primary=False)
     consent = oidc_consent(application, me.user["id"])
     oidc_token = oidc_refresh_token(application, me.user["id"], consent["client_id"])
-    ctx.passwords.forgot(application, me.user["email"])  # a reset-token digest in user_tokens
+    ctx.users.passwords.forgot(application, me.user["email"])  # a reset-token digest in user_tokens
     # An event whose data (wrongly) carries credentials must not leak them through the export.
     ctx.events.emit(application["_id"], "user.password_changed",
                     {"user_id": me.user["id"], "password": "Correct-Horse-9", "nested": {"refresh_token": "rt-x"},

@@ -263,9 +263,9 @@ def test_a_webhook_delivery_is_traced_and_carries_its_traceparent(ctx, client, s
                                     json={"url": receiver.url + "/hooks/token-in-path", "events": ["role.created"]})
         assert hook.status_code == 201
         make_role(application, "editor", ["posts:edit"])
-        ctx.webhook_dispatcher.catch_up()
+        ctx.webhooks.dispatcher.catch_up()
         spans.clear()
-        assert ctx.webhook_worker.run_once()
+        assert ctx.webhooks.worker.run_once()
         [request] = receiver.requests
     finally:
         receiver.close()
@@ -290,8 +290,8 @@ def test_a_failed_webhook_post_marks_its_span(ctx, client, spans, application, m
         client.simulate_post(f"/api/v1/applications/{application['_id']}/webhooks", headers=manager,
                              json={"url": receiver.url, "events": ["role.created"]})
         make_role(application, "editor", ["posts:edit"])
-        ctx.webhook_dispatcher.catch_up()
-        assert ctx.webhook_worker.run_once()
+        ctx.webhooks.dispatcher.catch_up()
+        assert ctx.webhooks.worker.run_once()
     finally:
         receiver.close()
     [post] = [span for span in spans.get_finished_spans() if span.kind is SpanKind.CLIENT]

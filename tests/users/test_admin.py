@@ -24,7 +24,7 @@ def member(ctx, org_app):
         ctx.store["organization_members"].insert_one(
             {"organization_id": organization_id or org_app["organization_id"], "account_id": account_id,
              "role": role})
-        return {"iamgate_session": ctx.dashboard_sessions.create(account_id)}
+        return {"iamgate_session": ctx.dashboard.sessions.create(account_id)}
 
     return make
 
@@ -77,7 +77,7 @@ def test_search_matches_email_or_name_case_insensitively(client, org_app, member
 
 def test_list_filters_by_status_and_hides_deleted_users_by_default(client, org_app, member, make_user, ctx):
     active, suspended, deleted = (make_user(org_app) for _ in range(3))
-    ctx.user_admin.suspend(org_app["_id"], suspended["id"])
+    ctx.users.admin.suspend(org_app["_id"], suspended["id"])
     ctx.store["users"].update_one({"_id": deleted["id"]}, {"$set": {"status": "deleted"}})
     cookies = member()
 

@@ -158,7 +158,7 @@ def test_parallel_right_logins_never_lock_the_account(client, application, user,
     second, and the account does not lock."""
     # Only the guard is under test: mongomock's counters are not thread-safe the way
     # MongoDB's are, so the sessions and events of 20 threads are left out.
-    monkeypatch.setattr(ctx.sessions, "issue", lambda *a, **k: {"session": "stub"})
+    monkeypatch.setattr(ctx.users.sessions, "issue", lambda *a, **k: {"session": "stub"})
 
     def login(i):
         response = client.simulate_post(users_url(application, "/login"),

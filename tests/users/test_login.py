@@ -108,7 +108,7 @@ def test_deleted_user_cannot_log_in(post, application, user, ctx):
 
 
 def test_suspended_user_is_403_only_with_the_right_password(post, application, user, ctx):
-    ctx.user_admin.suspend(application["_id"], user["id"])
+    ctx.users.admin.suspend(application["_id"], user["id"])
     assert_error(post(application, "/login", creds()), 403, "AUTH_ACCOUNT_SUSPENDED")
     # A wrong password does not reveal the suspension.
     assert_error(post(application, "/login", creds(password="Wrong-Pass-1")), 401, "AUTH_INVALID_CREDENTIALS")
@@ -135,7 +135,7 @@ def test_second_factor_hook_answers_a_challenge_and_issues_no_tokens(post, appli
         calls.append((app["_id"], found["_id"], remember_me, device_info["ip"]))
         return challenge
 
-    monkeypatch.setattr(ctx.login, "second_factor", SimpleNamespace(login_challenge=second_factor))
+    monkeypatch.setattr(ctx.users.login, "second_factor", SimpleNamespace(login_challenge=second_factor))
     response = post(application, "/login", creds(remember_me=True), remote_addr="192.0.2.44")
     assert response.status_code == 200
     assert response.json == {"data": challenge}
@@ -145,14 +145,14 @@ def test_second_factor_hook_answers_a_challenge_and_issues_no_tokens(post, appli
 
 
 def test_second_factor_is_not_asked_for_a_wrong_password(post, application, user, ctx, monkeypatch):
-    monkeypatch.setattr(ctx.login, "second_factor",
+    monkeypatch.setattr(ctx.users.login, "second_factor",
                         SimpleNamespace(login_challenge=lambda *a, **k: pytest.fail("asked for a second factor")))
     assert_error(post(application, "/login", creds(password="Wrong-Pass-1")), 401, "AUTH_INVALID_CREDENTIALS")
 
 
 def test_issue_session_is_what_mfa_verify_calls(application, user, ctx):
     stored = ctx.store["users"].find_one({"_id": user["id"], "app_id": application["_id"]})
-    pair = ctx.sessions.issue(application, stored, remember_me=True,
+    pair = ctx.users.sessions.issue(application, stored, remember_me=True,
                               device_info={"ip": "192.0.2.1", "user_agent": "ua"})
     assert pair["user"]["id"] == user["id"] and pair["token_type"] == "Bearer"
     claims = ctx.tokens.verify(pair["access_token"], audience=application["_id"])

@@ -84,7 +84,7 @@ def test_change_password_of_a_vanished_user_is_404(application, user_token, ctx)
 
     ctx.store["users"].delete_one({"_id": user_token.user["id"]})
     with pytest.raises(NotFound) as caught:
-        ctx.passwords.change(application["_id"], user_token.user["id"], current_password=PASSWORD,
+        ctx.users.passwords.change(application["_id"], user_token.user["id"], current_password=PASSWORD,
                              new_password=NEW, current_session_id=None)
     assert caught.value.code == "USER_NOT_FOUND" and status_of(type(caught.value)) == 404
 
@@ -109,7 +109,7 @@ def test_forgot_answers_the_same_for_known_and_unknown_emails(post, application,
 
 def test_forgot_sends_nothing_to_suspended_or_deleted_users(post, application, make_user, outbox, ctx):
     suspended, deleted = make_user(application), make_user(application)
-    ctx.user_admin.suspend(application["_id"], suspended["id"])
+    ctx.users.admin.suspend(application["_id"], suspended["id"])
     ctx.store["users"].update_one({"_id": deleted["id"]}, {"$set": {"status": "deleted"}})
     outbox.clear()
     for user in (suspended, deleted):

@@ -159,7 +159,7 @@ def test_soft_delete_gives_the_slot_back(post, application, ctx):
     assert_error(post(application, "/register", body(email="b@example.com")), 403, "tier_limit_exceeded")
     # What the self-service area does on DELETE V1/users/{userId}:
     ctx.store["users"].update_one({"_id": user_id}, {"$set": {"status": "deleted"}})
-    ctx.registration.release_user_slot(application["_id"])
+    ctx.users.registration.release_user_slot(application["_id"])
     assert post(application, "/register", body(email="b@example.com")).status_code == 201
 
 
@@ -187,7 +187,7 @@ def test_metadata_keys_mongodb_cannot_store_are_refused(post, application, ctx, 
 @pytest.mark.parametrize("config_overrides", [{"max_users_per_application": 1}], indirect=True)
 def test_suspended_users_count_against_the_limit(post, application, ctx):
     user_id = post(application, "/register", body(email="a@example.com")).json["data"]["id"]
-    ctx.user_admin.suspend(application["_id"], user_id)
+    ctx.users.admin.suspend(application["_id"], user_id)
     assert_error(post(application, "/register", body(email="b@example.com")), 403, "tier_limit_exceeded")
 
 

@@ -274,9 +274,9 @@ def test_a_token_with_another_issuer_is_refused(client, application, user_token,
 
 
 def test_a_suspended_users_token_stops_at_once(client, application, user_token, ctx):
-    ctx.user_admin.suspend(application["_id"], user_token.user["id"])
+    ctx.users.admin.suspend(application["_id"], user_token.user["id"])
     assert_error(probe(client, application, user_token.access_token), 401, "UNAUTHORIZED")
-    ctx.user_admin.unsuspend(application["_id"], user_token.user["id"])
+    ctx.users.admin.unsuspend(application["_id"], user_token.user["id"])
     assert probe(client, application, user_token.access_token).status_code == 204
 
 
@@ -291,7 +291,7 @@ def test_a_deleted_applications_tokens_stop_at_once(client, application, user_to
 
 
 def test_access_token_survives_session_revocation_until_expiry(client, application, user_token, ctx, clock):
-    assert ctx.sessions.revoke_user(application["_id"], user_token.user["id"]) == 1
+    assert ctx.users.sessions.revoke_user(application["_id"], user_token.user["id"]) == 1
     assert probe(client, application, user_token.access_token).status_code == 204
     clock.advance(900)
     assert_error(probe(client, application, user_token.access_token), 401)

@@ -129,9 +129,9 @@ def pump(ctx):
     """Dispatch everything in the change log, then run due deliveries until none is due."""
 
     def run(max_rounds=1000):
-        ctx.webhook_dispatcher.catch_up()
+        ctx.webhooks.dispatcher.catch_up()
         sent = 0
-        while ctx.webhook_worker.run_once():
+        while ctx.webhooks.worker.run_once():
             sent += 1
             assert sent < max_rounds
         return sent

@@ -57,7 +57,7 @@ def test_only_subscribed_active_webhooks_of_the_application_receive(ctx, client,
         inactive = make_webhook(receivers[2].url, events=["role.created"])
         client.simulate_put(f"{hooks_url}/{inactive['id']}", json={"is_active": False}, headers=manager)
         other = make_application()
-        ctx.webhooks.create(other["_id"], {"url": receivers[3].url, "events": ["role.created"]})
+        ctx.webhooks.management.create(other["_id"], {"url": receivers[3].url, "events": ["role.created"]})
         make_role(application, "editor", ["posts:edit"])
         pump()
         assert [len(r.requests) for r in receivers] == [1, 0, 0, 0]
@@ -85,7 +85,7 @@ def test_redispatch_never_duplicates(ctx, make_webhook, receiver, make_role, app
     ctx.store["webhook_dispatch"].delete_many({})
     from controlplane.webhooks.dispatcher import Dispatcher
 
-    again = Dispatcher(ctx.webhook_dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
+    again = Dispatcher(ctx.webhooks.dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
                        retention_seconds=3600)
     assert again.catch_up() == 0
     assert pump() == 0
@@ -97,7 +97,7 @@ def _redispatch(ctx):
     from controlplane.webhooks.dispatcher import Dispatcher
 
     ctx.store["webhook_dispatch"].delete_many({})
-    return Dispatcher(ctx.webhook_dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
+    return Dispatcher(ctx.webhooks.dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
                       retention_seconds=3600).catch_up()
 
 
@@ -105,7 +105,7 @@ def test_a_dispatch_that_died_between_its_writes_is_queued_by_the_next(ctx, make
                                                                        application, pump):
     make_webhook(receiver.url, events=["role.created"])
     make_role(application, "editor", ["posts:edit"])
-    ctx.webhook_dispatcher.catch_up()
+    ctx.webhooks.dispatcher.catch_up()
     ctx.store["webhook_queue"].delete_many({})  # the log record was written, the queue entry never was
     assert pump() == 0
     assert _redispatch(ctx) == 0  # no new delivery: the same one, queued again
@@ -134,7 +134,7 @@ def test_claims_run_on_the_queue_not_the_log(ctx, make_webhook, receiver, make_r
     make_webhook(receiver.url, events=["role.created"])
     for name in ("one", "two", "three"):
         make_role(application, name, ["a:b"])
-    ctx.webhook_dispatcher.catch_up()
+    ctx.webhooks.dispatcher.catch_up()
     assert ctx.store["webhook_queue"].count_documents({}) == 3
     pump()
     assert ctx.store["webhook_queue"].count_documents({}) == 0  # finished deliveries stay in the log only
@@ -146,10 +146,10 @@ def test_a_restarted_dispatcher_catches_up_from_its_cursor(ctx, make_webhook, re
 
     make_webhook(receiver.url, events=["role.created"])
     make_role(application, "one", ["a:b"])
-    ctx.webhook_dispatcher.catch_up()
+    ctx.webhooks.dispatcher.catch_up()
     make_role(application, "two", ["a:b"])  # emitted while no dispatcher runs
     make_role(application, "three", ["a:b"])
-    restarted = Dispatcher(ctx.webhook_dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
+    restarted = Dispatcher(ctx.webhooks.dispatcher.store, ctx.events, ctx.clock, kinds=["role.created"],
                            retention_seconds=3600)
     ctx.tailer.last_seq = ctx.events.head()
     restarted.attach(ctx.tailer)
@@ -257,10 +257,10 @@ def test_a_worker_holding_a_delivery_of_a_deleted_webhook_drops_it(ctx, make_web
                                                                    application):
     hook = make_webhook(receiver.url, events=["role.created"])
     make_role(application, "editor", ["posts:edit"])
-    ctx.webhook_dispatcher.catch_up()
-    claimed = ctx.webhook_worker.store.claim(ctx.clock(), ctx.clock())
+    ctx.webhooks.dispatcher.catch_up()
+    claimed = ctx.webhooks.worker.store.claim(ctx.clock(), ctx.clock())
     ctx.store["webhooks"].delete_one({"_id": hook["id"]})  # deleted between claim and send
-    ctx.webhook_worker.attempt(claimed)
+    ctx.webhooks.worker.attempt(claimed)
     assert receiver.requests == [] and ctx.store["webhook_deliveries"].count_documents({}) == 0
 
 
@@ -339,7 +339,7 @@ def test_queue_depth_metric(ctx, make_webhook, receiver, make_role, application,
     make_webhook(receiver.url, events=["role.created"])
     make_role(application, "a", ["a:b"])
     make_role(application, "b", ["a:b"])
-    ctx.webhook_dispatcher.catch_up()
+    ctx.webhooks.dispatcher.catch_up()
     assert "iamgate_webhook_queue_depth 2.0" in ctx.metrics.render()[0].decode()
     pump()
     assert "iamgate_webhook_queue_depth 0.0" in ctx.metrics.render()[0].decode()
@@ -348,7 +348,7 @@ def test_queue_depth_metric(ctx, make_webhook, receiver, make_role, application,
 def test_deliveries_expire_after_the_retention_period(ctx, make_webhook, receiver, make_role, application):
     make_webhook(receiver.url, events=["role.created"])
     make_role(application, "a", ["a:b"])
-    ctx.webhook_dispatcher.catch_up()
+    ctx.webhooks.dispatcher.catch_up()
     delivery = ctx.store["webhook_deliveries"].find_one({})
     assert (delivery["expires_at"] - delivery["created_at"]).total_seconds() == ctx.config.webhook_delivery_retention
     ttl = [i for i in ctx.store["webhook_deliveries"].list_indexes() if i.get("expireAfterSeconds") == 0]

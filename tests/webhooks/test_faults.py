@@ -23,7 +23,7 @@ from tests.e2e.processes import wait_until
 
 def second_worker(ctx, clock, *, timeout=1.0, threads=1):
     """Another worker over the same store (its own sender, metrics and threads)."""
-    store = ctx.webhook_worker.store
+    store = ctx.webhooks.worker.store
     return DeliveryWorker(store, ctx.box, TargetPolicy(allow_private=True), Sender(timeout), clock,
                           DeliveryMetrics(HttpMetrics("iamgate"), store), retry_delays=ctx.config.webhook_retry_delays,
                           threads=threads, idle_wait=0.05)
@@ -32,7 +32,7 @@ def second_worker(ctx, clock, *, timeout=1.0, threads=1):
 def test_a_killed_worker_loses_nothing(ctx, clock, make_webhook, receiver, make_role, application):
     make_webhook(receiver.url, events=["role.created"])
     make_role(application, "editor", ["posts:edit"])
-    ctx.webhook_dispatcher.catch_up()
+    ctx.webhooks.dispatcher.catch_up()
     held = threading.Event()
     receiver.hold = held
     doomed = second_worker(ctx, clock, timeout=60)  # its request never answers: as if killed mid-send
@@ -62,7 +62,7 @@ def test_two_workers_over_200_events_never_send_one_delivery_twice(ctx, make_web
     make_webhook(receiver.url, events=["permission.granted"])
     for i in range(100):
         make_role(application, f"role{i}", ["a:b", "c:d"])  # two permission.granted each
-    assert ctx.webhook_dispatcher.catch_up() == 200
+    assert ctx.webhooks.dispatcher.catch_up() == 200
     workers = [second_worker(ctx, utcnow, threads=4), second_worker(ctx, utcnow, threads=4)]
     for worker in workers:
         worker.start()

@@ -132,7 +132,7 @@ def test_deleting_the_application_deletes_webhooks_and_deliveries(ctx, applicati
                                                                      make_role, pump):
     make_webhook(receiver.url, events=["role.created"])
     make_role(application, "editor", ["posts:edit"])
-    ctx.webhook_dispatcher.catch_up()
+    ctx.webhooks.dispatcher.catch_up()
     assert ctx.store["webhook_deliveries"].count_documents({"app_id": application["_id"]}) == 1
     ctx.applications.delete(application["_id"])
     assert ctx.store["webhooks"].count_documents({"app_id": application["_id"]}) == 0

@@ -202,7 +202,8 @@ def test_the_api_answers_400_webhook_target_forbidden(strict_app, url):
                                 headers={"Authorization": f"Bearer {key}"})
     assert resp.status_code == 400 and resp.json["error"]["code"] == "WEBHOOK_TARGET_FORBIDDEN"
     assert ctx.store["webhooks"].count_documents({}) == 0
-    hook, _ = ctx.webhooks.create(app["_id"], {"url": "https://hooks.example.com/x", "events": ["user.created"]})
+    hook, _ = ctx.webhooks.management.create(app["_id"], {"url": "https://hooks.example.com/x",
+                                                          "events": ["user.created"]})
     resp = client.simulate_put(f"/api/v1/applications/{app['_id']}/webhooks/{hook['_id']}", json={"url": url},
                                headers={"Authorization": f"Bearer {key}"})
     assert resp.status_code == 400 and resp.json["error"]["code"] == "WEBHOOK_TARGET_FORBIDDEN"
@@ -215,11 +216,12 @@ def test_dns_rebinding_is_refused_at_send_time(strict_app):
     app = ctx.applications.create({"name": "A"}, organization_id=None, owner_account_id=None)
     FAKE_DNS["rebind.attacker.test"] = ["93.184.216.34"]
     try:
-        ctx.webhooks.create(app["_id"], {"url": "https://rebind.attacker.test/hook", "events": ["role.created"]})
+        ctx.webhooks.management.create(app["_id"], {"url": "https://rebind.attacker.test/hook",
+                                                    "events": ["role.created"]})
         FAKE_DNS["rebind.attacker.test"] = ["127.0.0.1"]
         ctx.roles.create(app["_id"], {"name": "r", "display_name": "R", "permissions": ["a:b"]})
-        ctx.webhook_dispatcher.catch_up()
-        assert ctx.webhook_worker.run_once()
+        ctx.webhooks.dispatcher.catch_up()
+        assert ctx.webhooks.worker.run_once()
         delivery = ctx.store["webhook_deliveries"].find_one({})
         assert delivery["last_error"] == "target forbidden: loopback" and delivery["response_status"] is None
         assert delivery["status"] == "pending" and delivery["retry_count"] == 0
