@@ -159,9 +159,11 @@ class ControlPlaneClient:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ControlPlaneError(f"unreadable grants response: {exc!r}") from None
 
-    def policies(self, app_id: str) -> tuple[int, list[Policy]]:
-        """(seq, active ABAC policies) of the application."""
-        body = self._get(f"/internal/v1/applications/{app_id}/policies")
+    def policies(self, app_id: str, policy_ids=None) -> tuple[int, list[Policy]]:
+        """(seq, active ABAC policies) of the application; ``policy_ids``: only those of
+        them (the ones a change frame named, to patch a cached set)."""
+        query = "" if policy_ids is None else "?" + urlencode({"ids": ",".join(policy_ids)})
+        body = self._get(f"/internal/v1/applications/{app_id}/policies{query}")
         try:
             return _seq(body), [Policy.from_json(item) for item in body["policies"]]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -203,6 +203,8 @@ class Lookup:
         if self._trusted and not fresh:
             found = service.cache.policies(self.app_id)
             if found is not None:
+                if found.stale:
+                    return self._patched(found), False
                 service.metrics.hits.inc(("policies",))
                 return found.compiled, True
         service.metrics.misses.inc(("policies",))
@@ -213,6 +215,22 @@ class Lookup:
             if not cache.store_policies(self.app_id, found):
                 service.metrics.stale_fills.inc()
         return found.compiled, False
+
+    def _patched(self, found: PolicySet) -> CompiledPolicies:
+        """``found`` with its stale policies fetched by id and patched in. The patched set
+        shows every change up to the fetch's head only once the stream has applied them
+        all; until then it claims the seq the stream had applied before the fetch."""
+        service = self._service
+        service.metrics.misses.inc(("policies",))
+        cache = service.cache
+        with cache.filling():
+            applied = cache.applied
+            seq, changed = self._fetch("policies", service.client.policies, self.app_id, sorted(found.stale))
+            patched = PolicySet(max(found.seq, min(seq, applied)), found.compiled.patched(found.stale, changed),
+                                read_at=found.read_at)
+            if not cache.swap_policies(self.app_id, found, patched):
+                service.metrics.stale_fills.inc()
+        return patched.compiled
 
     def _key_ring(self) -> KeyRing:
         service = self._service

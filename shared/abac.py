@@ -123,6 +123,23 @@ class CompiledPolicies:
     def __len__(self) -> int:
         return len(self.policies)
 
+    def patched(self, policy_ids, changed: Iterable[Policy]) -> CompiledPolicies:
+        """These policies with those of ``policy_ids`` replaced by ``changed`` (what a read
+        of just those ids found active: one not there was deleted or deactivated, one new
+        goes last). Unchanged policies stay the same objects, so their compiled
+        conditions are reused; only the index is rebuilt, in time linear in the count."""
+        changed = {policy.id: policy for policy in changed}
+        policy_ids = set(policy_ids)
+        kept = []
+        for policy in self.policies:
+            if policy.id not in policy_ids:
+                kept.append(policy)
+            elif policy.id in changed:
+                fresh = changed.pop(policy.id)
+                kept.append(policy if fresh == policy else fresh)
+        kept.extend(changed.values())
+        return CompiledPolicies(kept)
+
     def covering(self, permission: str) -> tuple[Policy, ...]:
         """Active policies with a pattern that matches ``permission``, in input order."""
         covering = self._covering.get(permission)
