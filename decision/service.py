@@ -21,6 +21,7 @@ import time
 
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled, decide_one
+from shared.concurrency import yield_to_others
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import NotFound, PermissionMissing, RevisionAhead, ServiceUnavailable, Unauthorized
 from shared.http import bearer_token
@@ -139,7 +140,7 @@ class Lookup:
             cached = cached and policies_cached
             if policies.policies:
                 return decide_compiled(scoped.compiled, permissions, policies=policies, resource=resource,
-                                       context=context), cached
+                                       context=context, pause=yield_to_others), cached
         # No policy can apply: RBAC alone, whose decisions the scoped grants remember.
         return scoped.decide_many(permissions), cached
 
@@ -154,7 +155,7 @@ class Lookup:
         policies, policies_cached = self._policies(fresh=fresh)
         cached = cached and policies_cached
         if policies.policies:
-            return decide_one(scoped.compiled, permission, policies, resource, context), cached
+            return decide_one(scoped.compiled, permission, policies, resource, context, yield_to_others), cached
         return scoped.decide(permission), cached
 
     def _refresh_for(self, min_revision: int) -> bool:

@@ -15,12 +15,12 @@ users area's store.
 from __future__ import annotations
 
 import logging
-import time
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from shared.abac import Policy
+from shared.concurrency import yield_to_others
 
 from controlplane.abac.errors import PolicyNameTaken
 from controlplane.collection import AppCollection
@@ -69,7 +69,7 @@ class PolicyStore(AppCollection):
             if policy is not None:
                 out.append(policy)
             if count % ACTIVE_BATCH == 0:
-                time.sleep(0)  # under gevent, the other greenlets run meanwhile
+                yield_to_others()
         return out
 
     def active_by_ids(self, app_id: str, policy_ids: list[str]) -> list[Policy]:

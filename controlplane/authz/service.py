@@ -31,8 +31,10 @@ from collections import OrderedDict
 
 from shared.abac import CompiledPolicies
 from shared.authorization import decide_compiled, rbac_decision
+from shared.concurrency import yield_to_others
 from shared.errors import RevisionAhead
-from shared.invalidation import APPLICATION_KINDS, MAX_PATCHED_POLICIES, POLICY_KINDS, affected_users, changed_policies
+from shared.invalidation import (APPLICATION_KINDS, MAX_PATCHED_POLICIES, POLICY_KINDS, affected_users,
+                                 changed_policies)
 from shared.rbac import compile_grants, resolve_scope
 from shared.timeutil import seconds_of
 
@@ -323,5 +325,5 @@ class AuthzService:
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
         policies, policies_cached = self.policies(app_id, min_revision=min_revision)
         decisions = decide_compiled(compiled, permissions, policies=policies, resource=values.get("resource"),
-                                    context=context)
+                                    context=context, pause=yield_to_others)
         return decisions, grants_cached and policies_cached
