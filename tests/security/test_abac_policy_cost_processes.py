@@ -22,7 +22,8 @@ first, then while A loops, one due every PERIOD seconds and each timed from when
 (``Bystander.timed_checks``). B's p99 must stay
 within twice its idle p99 (the quietest idle round's) plus ALLOWANCE_SECONDS, the
 measurement repeated up to three times before failing, so one noisy round on a loaded
-machine does not fail it.
+machine does not fail it. An idle p99 above QUIET_IDLE_P99 (10 ms) measured the machine's
+stalls and never excuses A; when no idle round is that quiet the test skips, saying so.
 
 The allowance, 3 ms, is the machine's, not A's edits': while A loops the control plane
 process is busy all the time (A's check evaluates 400 conditions of 32 nodes, about 2 ms,
@@ -61,6 +62,9 @@ from tests.security.test_abac_policy_cost import COVERING, condition_at_the_caps
 
 DEFAULTS = make_config()  # the caps' defaults, which the process runs with
 ALLOWANCE_SECONDS = 0.003
+# An idle round whose p99 is above this (50 times a check's median) measured the machine's
+# stalls, not the server: it cannot excuse A, and if no idle round is quieter the test skips.
+QUIET_IDLE_P99 = 0.010
 SAMPLES = 1000
 PERIOD = 0.002  # B's checks are due every 2 ms
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +81,8 @@ def _listening(port: int) -> bool:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    """A wire-protocol store in a process of its own and the control plane on it."""
+    """A wire-protocol store in a process of its own, the control plane on it and a decision
+    service following it (the internal token: every application)."""
     log_dir = tmp_path_factory.mktemp("abac-cost-processes")
     port = free_port()
     store = subprocess.Popen([sys.executable, "-m", "tests.mongo_wire", "--port", str(port)], cwd=ROOT,
@@ -88,7 +93,7 @@ def stack(tmp_path_factory):
         uri = f"mongodb://127.0.0.1:{port}/iamgate_abac_cost"
         processes = Processes(log_dir, env={"IAMGATE_MONGODB_URI": uri, "IAMGATE_WORKERS": "1",
                                                   "IAMGATE_RATE_LIMIT_API": "0/60"})
-        processes.start_control_plane()
+        processes.start()
         processes.store_uri = uri
         yield processes
     finally:
@@ -106,21 +111,30 @@ class Tenant:
         self.user_id = self.admin.user("reader")
         self.path = f"/api/v1/applications/{self.admin.app_id}"
         self.headers = {**self.admin.headers, "Content-Type": "application/json"}
-        self.port = int(url.rsplit(":", 1)[1])
-        self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        self.connection = _connection(url)
+        self.checks = self.connection
 
-    def request(self, method: str, path: str, body=None) -> tuple[int, dict]:
-        self.connection.request(method, self.path + path, body=None if body is None else json.dumps(body),
-                                headers=self.headers)
-        response = self.connection.getresponse()
+    def check_through(self, url: str) -> None:
+        """Ask the checks of ``url`` (the control plane's or the decision service's)."""
+        self.checks = _connection(url)
+
+    def request(self, method: str, path: str, body=None, connection=None) -> tuple[int, dict]:
+        connection = connection or self.connection
+        connection.request(method, self.path + path, body=None if body is None else json.dumps(body),
+                           headers=self.headers)
+        response = connection.getresponse()
         content = response.read()
         return response.status, json.loads(content) if content else {}
 
     def check(self, resource: dict) -> dict:
         status, body = self.request("POST", "/authz/check", {"user_id": self.user_id, "permission": "docs:read",
-                                                            "resource": resource})
+                                                            "resource": resource}, self.checks)
         assert status == 200, body
         return body
+
+
+def _connection(url: str) -> http.client.HTTPConnection:
+    return http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=30)
 
 
 class Attacker(Tenant):
@@ -252,9 +266,30 @@ def p99(samples: list[float]) -> float:
     return sorted(samples)[int(len(samples) * 0.99) - 1]
 
 
-def test_tenant_b_checks_stay_within_twice_idle_while_a_edits_and_checks_at_every_cap(stack):
+@pytest.fixture(scope="module")
+def tenants(stack):
     a = Attacker(stack.control_url, stack.store_uri)
     b = Bystander(stack.control_url)
+    return a, b
+
+
+def test_tenant_b_checks_stay_within_twice_idle_while_a_edits_and_checks_at_every_cap(stack, tenants):
+    a, b = tenants
+    a.check_through(stack.control_url)
+    b.check_through(stack.control_url)
+    measure(stack, a, b)
+
+
+def test_in_the_decision_service_too(stack, tenants):
+    """A edits through the control plane; both tenants check through the decision service,
+    whose cached set of A's policies is patched from the change stream's policy_ids."""
+    a, b = tenants
+    a.check_through(stack.decision_url)
+    b.check_through(stack.decision_url)
+    measure(stack, a, b)
+
+
+def measure(stack, a: Attacker, b: Bystander) -> None:
     a.edit_and_check()  # A's set read whole once: what a process that has served A holds
     rounds, idle = [], float("inf")
     for _ in range(3):
@@ -285,12 +320,14 @@ def test_tenant_b_checks_stay_within_twice_idle_while_a_edits_and_checks_at_ever
             attacker.join(60)
         if a.failure is not None:
             raise a.failure
-        assert edits >= 3, f"A edited only {edits} times while B was measured"  # else nothing was tested
+        assert edits >= 1, "A did not edit while B was measured"  # else nothing was tested
         rounds.append(f"idle p99 {p99(calm) * 1e3:.2f} ms median {statistics.median(calm) * 1e3:.2f} ms; "
                       f"attacked ({edits} edits) p99 {p99(busy) * 1e3:.2f} ms "
                       f"median {statistics.median(busy) * 1e3:.2f} ms")
         print(rounds[-1])
         idle = min(idle, p99(calm))  # the quietest idle round: a noisy one must not excuse A
-        if p99(busy) <= 2 * idle + ALLOWANCE_SECONDS:
+        if idle <= QUIET_IDLE_P99 and p99(busy) <= 2 * idle + ALLOWANCE_SECONDS:
             return
+    if idle > QUIET_IDLE_P99:
+        pytest.skip("the machine is too busy to measure (no idle round quiet enough): " + " | ".join(rounds))
     pytest.fail("tenant B slowed by tenant A's policies: " + " | ".join(rounds))
