@@ -62,6 +62,11 @@ class TtlDict:
             del data[next(iter(data))]  # full: the one that expires soonest goes
         data[key] = (now + self._ttl, value)
 
+    def replace(self, key, value) -> None:
+        """Give a stored key a new value that keeps its expiry and its place."""
+        expires_at, _ = self._data[key]
+        self._data[key] = (expires_at, value)
+
     def pop(self, key, default=None):
         entry = self._data.pop(key, None)
         return default if entry is None else entry[1]

@@ -5,7 +5,10 @@ Per worker process (gunicorn's gevent workers each have their own):
 - grants per (application, user), TTL ``IAMGATE_DECISION_CACHE_TTL``, at most
   ``IAMGATE_DECISION_CACHE_SIZE`` entries; each entry keeps its grants compiled per scope,
   so a cached check is a few dictionary lookups;
-- ABAC policies per application (compiled) and API key digests per application.
+- ABAC policies per application (compiled) and API key digests per application. A policy
+  event naming the policies it changed (``policy_ids``) marks them in the cached set
+  instead of dropping it; the next check fetches just those and patches them in
+  (``swap_policies``), so an edit costs what changed, not the whole set.
 
 Rules (docs/decision-service.md, "Cache"):
 
@@ -32,7 +35,7 @@ from cachetools import TTLCache
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, rbac_decision
 from shared.concurrency import native_lock
-from shared.invalidation import API_KEY_KINDS, APPLICATION_KINDS, POLICY_KINDS
+from shared.invalidation import API_KEY_KINDS, APPLICATION_KINDS, MAX_PATCHED_POLICIES, POLICY_KINDS
 from shared.rbac import Assignment, CompiledGrants, Grants, compile_grants
 
 # Applications a worker keeps policies and API keys of; beyond, the least recently
@@ -202,8 +205,15 @@ class ApiKey:
 
 @dataclass(frozen=True, slots=True)
 class PolicySet:
+    """An application's active policies as read at ``seq``; ``stale``: the ids of those
+    a change event named since, to be fetched and patched in before the next use;
+    ``read_at``: when the set was last read whole (the cache's clock), what its TTL counts
+    from however often it is patched."""
+
     seq: int
     compiled: CompiledPolicies
+    stale: frozenset = frozenset()
+    read_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +237,8 @@ class Dropped:
 
 class DecisionCache:
     def __init__(self, *, ttl: float, maxsize: int, timer):
+        self._ttl = ttl
+        self._timer = timer
         self._lock = native_lock()
         self._grants: TTLCache = TTLCache(maxsize, ttl, timer)
         self._policies: TTLCache = TTLCache(MAX_APPLICATIONS, ttl, timer)
@@ -285,7 +297,23 @@ class DecisionCache:
                            (("grants", app_id, user_id), ("app", app_id)))
 
     def store_policies(self, app_id: str, policies: PolicySet) -> bool:
+        if policies.read_at is None:
+            policies = replace(policies, read_at=self._timer())
         return self._store(self._policies, app_id, policies.seq, policies, (("policies", app_id), ("app", app_id)))
+
+    def swap_policies(self, app_id: str, old: PolicySet, new: PolicySet) -> bool:
+        """Store ``new``, ``old`` patched, only if the cache still holds ``old``: an event
+        applied meanwhile marked it again (the next check patches once more), a reset
+        dropped it. A set whose whole read is older than the TTL is dropped instead, so
+        patches never keep unchanged policies longer than a fill would be kept."""
+        with self._lock:
+            if self._policies.get(app_id) is not old:
+                return False
+            if self._timer() - old.read_at >= self._ttl:
+                del self._policies[app_id]
+                return False
+            self._policies[app_id] = new
+            return True
 
     def store_keys(self, app_id: str, ring: KeyRing) -> bool:
         return self._store(self._keys, app_id, ring.seq, ring, (("keys", app_id), ("app", app_id)))
@@ -308,10 +336,11 @@ class DecisionCache:
 
     # -- the stream's side
 
-    def apply(self, seq: int, app_id: str | None, type_: str, user_ids) -> Dropped | None:
+    def apply(self, seq: int, app_id: str | None, type_: str, user_ids, policy_ids=None) -> Dropped | None:
         """Apply one change event (``shared.invalidation``: ``user_ids`` are the users the
-        control plane found affected). Returns what was dropped, or None for an event
-        already applied."""
+        control plane found affected, ``policy_ids`` the policies a policy event changed,
+        None when it named none). Returns what was dropped or marked for a patch, or None
+        for an event already applied."""
         with self._lock:
             if seq <= self.applied:
                 return None
@@ -332,7 +361,7 @@ class DecisionCache:
             policies = api_keys = grants = 0
             if type_ in POLICY_KINDS:
                 remember(("policies", app_id), seq)
-                policies = _drop_older(self._policies, app_id, seq)
+                policies = self._mark_policies(app_id, seq, policy_ids)
             elif type_ in API_KEY_KINDS:
                 remember(("keys", app_id), seq)
                 api_keys = _drop_older(self._keys, app_id, seq)
@@ -374,6 +403,19 @@ class DecisionCache:
         return len(self._grants)
 
     # -- no-stale-re-fill bookkeeping (called with the lock held)
+
+    def _mark_policies(self, app_id: str, seq: int, policy_ids) -> int:
+        """Mark ``policy_ids`` in the application's cached set for a patch (1 if it was
+        there and older than ``seq``), or drop it when they are unknown or too many."""
+        entry = self._policies.get(app_id)
+        if entry is None or entry.seq >= seq:
+            return 0
+        stale = entry.stale.union(policy_ids) if policy_ids is not None else None
+        if stale is None or len(stale) > MAX_PATCHED_POLICIES:
+            del self._policies[app_id]
+        else:
+            self._policies[app_id] = replace(entry, stale=stale)
+        return 1
 
     def _remember(self, key: tuple, seq: int) -> None:
         if len(self._invalidated) >= MAX_REMEMBERED_INVALIDATIONS:

@@ -160,9 +160,11 @@ class ControlPlaneClient:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ControlPlaneError(f"unreadable grants response: {exc!r}") from None
 
-    def policies(self, app_id: str, *, request_id: str | None = None) -> tuple[int, list[Policy]]:
-        """(seq, active ABAC policies) of the application."""
-        body = self._get(f"/internal/v1/applications/{app_id}/policies", request_id=request_id)
+    def policies(self, app_id: str, policy_ids=None, *, request_id: str | None = None) -> tuple[int, list[Policy]]:
+        """(seq, active ABAC policies) of the application; ``policy_ids``: only those of
+        them (the ones a change frame named, to patch a cached set)."""
+        query = "" if policy_ids is None else "?" + urlencode({"ids": ",".join(policy_ids)})
+        body = self._get(f"/internal/v1/applications/{app_id}/policies{query}", request_id=request_id)
         try:
             return _seq(body), [Policy.from_json(item) for item in body["policies"]]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

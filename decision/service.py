@@ -21,6 +21,7 @@ import time
 
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled, decide_one
+from shared.concurrency import yield_to_others
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import NotFound, PermissionMissing, RevisionAhead, ServiceUnavailable, Unauthorized
 from shared.http import bearer_token
@@ -142,7 +143,7 @@ class Lookup:
             cached = cached and policies_cached
             if policies.policies:
                 return decide_compiled(scoped.compiled, permissions, policies=policies, resource=resource,
-                                       context=context), cached
+                                       context=context, pause=yield_to_others), cached
         # No policy can apply: RBAC alone, whose decisions the scoped grants remember.
         return scoped.decide_many(permissions), cached
 
@@ -157,7 +158,7 @@ class Lookup:
         policies, policies_cached = self._policies(fresh=fresh)
         cached = cached and policies_cached
         if policies.policies:
-            return decide_one(scoped.compiled, permission, policies, resource, context), cached
+            return decide_one(scoped.compiled, permission, policies, resource, context, yield_to_others), cached
         return scoped.decide(permission), cached
 
     def _refresh_for(self, min_revision: int) -> bool:
@@ -206,6 +207,8 @@ class Lookup:
         if self._trusted and not fresh:
             found = service.cache.policies(self.app_id)
             if found is not None:
+                if found.stale:
+                    return self._patched(found), False
                 service.metrics.hits.inc(("policies",))
                 return found.compiled, True
         service.metrics.misses.inc(("policies",))
@@ -216,6 +219,22 @@ class Lookup:
             if not cache.store_policies(self.app_id, found):
                 service.metrics.stale_fills.inc()
         return found.compiled, False
+
+    def _patched(self, found: PolicySet) -> CompiledPolicies:
+        """``found`` with its stale policies fetched by id and patched in. The patched set
+        shows every change up to the fetch's head only once the stream has applied them
+        all; until then it claims the seq the stream had applied before the fetch."""
+        service = self._service
+        service.metrics.misses.inc(("policies",))
+        cache = service.cache
+        with cache.filling():
+            applied = cache.applied
+            seq, changed = self._fetch("policies", service.client.policies, self.app_id, sorted(found.stale))
+            patched = PolicySet(max(found.seq, min(seq, applied)), found.compiled.patched(found.stale, changed),
+                                read_at=found.read_at)
+            if not cache.swap_policies(self.app_id, found, patched):
+                service.metrics.stale_fills.inc()
+        return patched.compiled
 
     def _key_ring(self) -> KeyRing:
         service = self._service

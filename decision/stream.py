@@ -11,7 +11,8 @@ elsewhere) reads the server-sent events and applies them to the cache:
   applied, or more, so its head alone cannot show it; the events it replays after our
   seq are another log's and would leave entries changed in its first seqs stale). A
   hello without an epoch is a protocol error;
-- ``change {seq, app_id, type, user_ids}``: drop the entries the event names;
+- ``change {seq, app_id, type, user_ids[, policy_ids]}``: drop the entries the event
+  names (a policy event's ``policy_ids`` mark just those policies for a patch);
 - ``reset {seq}``: the server cannot replay from our seq; drop everything;
 - ``heartbeat {seq}``: the stream covered every event up to seq;
 - ``revoked {seq}``: this service's credential stopped being valid (API key revoked or
@@ -207,10 +208,13 @@ class ChangeFollower:
 
     def _apply_change(self, seq: int, data: dict) -> None:
         app_id, type_, user_ids = data.get("app_id"), data.get("type"), data.get("user_ids") or []
+        policy_ids = data.get("policy_ids")  # absent: the whole policy set is read again
         if not isinstance(type_, str) or not isinstance(user_ids, list) or (
-                app_id is not None and not isinstance(app_id, str)):
+                app_id is not None and not isinstance(app_id, str)) or (
+                policy_ids is not None and not (isinstance(policy_ids, list)
+                                                and all(isinstance(p, str) for p in policy_ids))):
             raise ProtocolError(f"change frame {seq} is malformed")
-        dropped = self._cache.apply(seq, app_id, type_, [u for u in user_ids if isinstance(u, str)])
+        dropped = self._cache.apply(seq, app_id, type_, [u for u in user_ids if isinstance(u, str)], policy_ids)
         if dropped is None:
             return
         self._metrics.events.inc()

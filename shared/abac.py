@@ -124,6 +124,31 @@ class CompiledPolicies:
     def __len__(self) -> int:
         return len(self.policies)
 
+    def patched(self, policy_ids, changed: Iterable[Policy]) -> CompiledPolicies:
+        """These policies with those of ``policy_ids`` replaced by ``changed`` (what a read
+        of just those ids found active: one not there was deleted or deactivated, one new
+        goes last). Unchanged policies stay the same objects, so their compiled
+        conditions are reused; the index is rebuilt (linear in the count) only when a
+        policy came, went or changed its permissions."""
+        changed = {policy.id: policy for policy in changed}
+        policy_ids = set(policy_ids)
+        kept = []
+        reindex = False
+        for policy in self.policies:
+            if policy.id not in policy_ids:
+                kept.append(policy)
+            elif policy.id in changed:
+                fresh = changed.pop(policy.id)
+                reindex = reindex or fresh.permissions != policy.permissions
+                kept.append(policy if fresh == policy else fresh)
+            else:
+                reindex = True
+        if changed or reindex:
+            return CompiledPolicies([*kept, *changed.values()])
+        patched = CompiledPolicies(())
+        patched.policies, patched._by_pattern = tuple(kept), self._by_pattern  # same places, same patterns
+        return patched
+
     def covering(self, permission: str) -> tuple[Policy, ...]:
         """Active policies with a pattern that matches ``permission``, in input order."""
         covering = self._covering.get(permission)

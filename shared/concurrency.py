@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 def native_lock():
     """A mutex that stays an OS lock under gevent's monkey patching. The sections it guards
@@ -26,6 +27,20 @@ def native_lock():
     from gevent.monkey import get_original
 
     return get_original("_thread", "allocate_lock")()
+
+
+# How long ``yield_to_others`` sleeps: any positive time. Under gevent a sleep of 0
+# resumes from the loop's callback queue without polling the sockets (for up to gevent's
+# 5 ms switch interval), so a request that just arrived would still wait; a positive one
+# resumes on the loop's next iteration, after the ready sockets were served.
+YIELD_SECONDS = 0.0001
+
+
+def yield_to_others() -> None:
+    """Let the other greenlets run, requests that arrived meanwhile included, in the middle
+    of long CPU work on the event loop (under gevent's monkey patching ``time.sleep`` is
+    gevent's; under plain threads, a pause that lets the others run)."""
+    time.sleep(YIELD_SECONDS)
 
 
 # CFS weight of nice 0 against nice 10 is about 9:1: the loop thread wins the core.

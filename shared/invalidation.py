@@ -7,7 +7,9 @@ change):
 
 - a user's grants: every user ``affected_users`` names. The control plane computes the
   list and the change stream carries it to decision services as a frame's ``user_ids``;
-- an application's ABAC policies: the kinds in ``POLICY_KINDS``;
+- an application's ABAC policies: the kinds in ``POLICY_KINDS``. ``changed_policies``
+  names the policies such an event changed (the stream carries them as ``policy_ids``), so
+  a cache patches just those into the set it holds instead of reading the whole set again;
 - an application's API key digests (decision services cache them): ``API_KEY_KINDS``;
 - everything cached for an application: ``APPLICATION_KINDS``.
 
@@ -33,3 +35,15 @@ def affected_users(event) -> list[str]:
     if event.type in SUBJECT_USER_KINDS and event.subject.get("user_id"):
         ids.append(event.subject["user_id"])
     return list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+
+
+# More policies than this changed at once: a cache reads the whole set again rather than
+# patching (a patch reads the changed policies by id, one query).
+MAX_PATCHED_POLICIES = 100
+
+
+def changed_policies(event) -> list[str] | None:
+    """The ids of the policies a ``POLICY_KINDS`` event changed, or None when the event does
+    not name them (then the application's whole policy set must be read again)."""
+    policy_id = event.subject.get("policy_id")
+    return [policy_id] if event.type in POLICY_KINDS and isinstance(policy_id, str) else None

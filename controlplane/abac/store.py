@@ -20,6 +20,7 @@ from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from shared.abac import Policy
+from shared.concurrency import yield_to_others
 
 from controlplane.abac.errors import PolicyNameTaken
 from controlplane.collection import AppCollection
@@ -38,6 +39,9 @@ INDEXES = {
 }
 
 _ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
+# Active policies read (and built) per batch before yielding: 100 at the cap of 4 KB a
+# condition is about 400 KB of BSON.
+ACTIVE_BATCH = 100
 
 
 class PolicyStore(AppCollection):
@@ -51,16 +55,29 @@ class PolicyStore(AppCollection):
 
     def active(self, app_id: str) -> list[Policy]:
         """The application's active policies in creation order; a malformed document is
-        left out (and logged) rather than failing every check of the application."""
+        left out (and logged) rather than failing every check of the application.
+
+        Read ACTIVE_BATCH documents at a time, yielding to the other greenlets between
+        batches: a cold read of an application at every cap (megabytes) is then never
+        one piece of work that other tenants' requests wait behind. (A MongoDB cursor's
+        socket reads yield already; mongomock's cursor copies every document at its first
+        read, so under ``memory://`` the building of the policies is what is split.)"""
         out = []
-        for doc in self._docs.find({"app_id": app_id, "is_active": True}).sort(_ORDER):
-            try:
-                out.append(Policy(id=doc["_id"], name=doc.get("name") or doc["_id"], effect=doc["effect"],
-                                  permissions=tuple(doc.get("permissions") or ()), condition=doc.get("condition"),
-                                  is_active=True))
-            except (KeyError, TypeError, ValueError):
-                log.warning("skipping malformed ABAC policy", extra={"app_id": app_id, "policy_id": doc.get("_id")})
+        cursor = self._docs.find({"app_id": app_id, "is_active": True}).sort(_ORDER).batch_size(ACTIVE_BATCH)
+        for count, doc in enumerate(cursor, 1):
+            policy = _policy(app_id, doc)
+            if policy is not None:
+                out.append(policy)
+            if count % ACTIVE_BATCH == 0:
+                yield_to_others()
         return out
+
+    def active_by_ids(self, app_id: str, policy_ids: list[str]) -> list[Policy]:
+        """Those of ``policy_ids`` that are active policies of the application (a cache
+        patching the changed policies into the set it holds: one absent was deleted or
+        deactivated)."""
+        found = self._docs.find({"app_id": app_id, "_id": {"$in": list(policy_ids)}, "is_active": True})
+        return [policy for policy in (_policy(app_id, doc) for doc in found.sort(_ORDER)) if policy is not None]
 
     # --- management
 
@@ -120,3 +137,14 @@ class PolicyStore(AppCollection):
 
     def delete(self, app_id: str, policy_id: str) -> dict | None:
         return self._docs.find_one_and_delete({"_id": policy_id, "app_id": app_id})
+
+
+def _policy(app_id: str, doc: dict) -> Policy | None:
+    """The policy a document holds, or None (logged) when it is malformed."""
+    try:
+        return Policy(id=doc["_id"], name=doc.get("name") or doc["_id"], effect=doc["effect"],
+                      permissions=tuple(doc.get("permissions") or ()), condition=doc.get("condition"),
+                      is_active=True)
+    except (KeyError, TypeError, ValueError):
+        log.warning("skipping malformed ABAC policy", extra={"app_id": app_id, "policy_id": doc.get("_id")})
+        return None

@@ -6,15 +6,23 @@ Answers come from the pure authorization code (``shared.rbac``, ``shared.abac``,
 user), and of each application's active ABAC policies.
 
 Invalidation is the rule the decision service applies too (``shared.invalidation``): the
-users an event affects lose their grants, the policy kinds drop the application's
-policies, application.deleted drops everything of the application.  Events of this
-process arrive synchronously (``EventLog.listen``: dropped before the write's response
-is sent), those of other replicas through the tailer.
+users an event affects lose their grants, application.deleted drops everything of the
+application, and a policy event marks the policies it names (``changed_policies``) in
+the application's cached set: the next check reads just those by id and patches them in
+(``CompiledPolicies.patched``), so an edit costs what changed, not the whole set; a policy
+event naming none, or more than MAX_PATCHED_POLICIES pending, drops the set (read whole
+again).  Events of this process arrive synchronously (``EventLog.listen``: applied before
+the write's response is sent), those of other replicas through the tailer.
 
 No stale re-fill: a fill records the log head it read BEFORE its data; it is stored only
 if no invalidation of that key (or its application, or everything) newer than that head
 has been applied meanwhile -- otherwise it serves its one answer and is discarded, so a
-read racing a write can never keep the pre-write answer cached.
+read racing a write can never keep the pre-write answer cached.  A patch is stored only
+in place of the very entry it patched (``SeqCache.swap``): an event applied while it read
+marked that entry again, and the next check patches once more.  A patched set claims the
+seq through which it shows every change: its base's, or the head read before the patch
+if every event up to it has been applied here (``AppliedSeqs``), so ``min_revision`` is
+never answered from a set that may miss a write another replica made.
 """
 from __future__ import annotations
 
@@ -23,8 +31,10 @@ from collections import OrderedDict
 
 from shared.abac import CompiledPolicies
 from shared.authorization import decide_compiled, rbac_decision
+from shared.concurrency import yield_to_others
 from shared.errors import RevisionAhead
-from shared.invalidation import APPLICATION_KINDS, POLICY_KINDS, affected_users
+from shared.invalidation import (APPLICATION_KINDS, MAX_PATCHED_POLICIES, POLICY_KINDS, affected_users,
+                                 changed_policies)
 from shared.rbac import compile_grants, resolve_scope
 from shared.timeutil import seconds_of
 
@@ -68,6 +78,32 @@ class SeqCache:
             if seq < newest:
                 return False
             self._data[key] = value
+            return True
+
+    def amend(self, key, seq: int, amend) -> None:
+        """An invalidation of ``key`` at ``seq`` (as ``invalidate``) that keeps its value as
+        ``amend(value)`` -- a value that knows what to read again -- with its expiry; an
+        ``amend`` answering None drops it."""
+        with self._lock:
+            if self._data is not None:
+                value = self._data.get(key)
+                if value is not None:
+                    amended = amend(value)
+                    if amended is None:
+                        self._data.pop(key, None)
+                    else:
+                        self._data.replace(key, amended)
+            self._mark(key, seq)
+
+    def swap(self, key, old, new) -> bool:
+        """Store ``new`` (keeping the expiry) in place of ``old`` only if ``key`` still holds
+        ``old``: nothing invalidated or replaced it meanwhile."""
+        if self._data is None:
+            return False
+        with self._lock:
+            if self._data.get(key) is not old:
+                return False
+            self._data.replace(key, new)
             return True
 
     def invalidate(self, key, seq: int) -> None:
@@ -123,11 +159,52 @@ class _CachedGrants:
 
 
 class _CachedPolicies:
-    __slots__ = ("policies", "seq")
+    """An application's active policies as read at ``seq``, with the ids of the policies
+    changed since (``stale``), to be read again and patched in before the next use."""
 
-    def __init__(self, policies, seq):
-        self.policies = CompiledPolicies(policies)
+    __slots__ = ("policies", "seq", "stale")
+
+    def __init__(self, policies: CompiledPolicies, seq: int, stale: frozenset = frozenset()):
+        self.policies = policies
         self.seq = seq
+        self.stale = stale
+
+    def marked(self, policy_ids):
+        """This set, ``policy_ids`` to be patched too; None (read it whole) when they are
+        unknown or too many."""
+        if policy_ids is None:
+            return None
+        stale = self.stale.union(policy_ids)
+        return _CachedPolicies(self.policies, self.seq, stale) if len(stale) <= MAX_PATCHED_POLICIES else None
+
+
+class AppliedSeqs:
+    """Every change event up to ``through()`` has been applied to this process's caches.
+
+    The tailer applies events in seq order before it moves ``last_seq``; this process's
+    own events are applied synchronously, ahead of it (``note``), and carry the mark on
+    while their seqs follow it without a hole."""
+
+    MAX_AHEAD = 10_000
+
+    def __init__(self, tailer):
+        self._tailer = tailer
+        self._ahead: set[int] = set()
+        self._lock = threading.Lock()
+
+    def note(self, seq: int) -> None:
+        with self._lock:
+            if len(self._ahead) >= self.MAX_AHEAD:  # the tailer is not moving: forget (only delays)
+                self._ahead.clear()
+            self._ahead.add(seq)
+
+    def through(self) -> int:
+        mark = self._tailer.last_seq or 0
+        with self._lock:
+            self._ahead = {seq for seq in self._ahead if seq > mark}
+            while mark + 1 in self._ahead:
+                mark += 1
+        return mark
 
 
 class AuthzService:
@@ -139,7 +216,8 @@ class AuthzService:
         timer = seconds_of(clock)  # tests move the clock
         self.grants_cache = SeqCache(ttl=cache_ttl, maxsize=GRANTS_CACHE_SIZE, timer=timer)
         self.policies_cache = SeqCache(ttl=cache_ttl, maxsize=POLICIES_CACHE_SIZE, timer=timer)
-        events.listen(self.apply_event)
+        self.applied = AppliedSeqs(tailer)
+        events.listen(self._apply_own_event)
         tailer.subscribe(self.apply_event)
 
     # --- invalidation --------------------------------------------------------------------
@@ -153,9 +231,14 @@ class AuthzService:
             self.policies_cache.invalidate_app(event.app_id, event.seq)
             return
         if event.type in POLICY_KINDS:
-            self.policies_cache.invalidate((event.app_id,), event.seq)
+            policy_ids = changed_policies(event)
+            self.policies_cache.amend((event.app_id,), event.seq, lambda entry: entry.marked(policy_ids))
         for user_id in affected_users(event):
             self.grants_cache.invalidate((event.app_id, user_id), event.seq)
+
+    def _apply_own_event(self, event) -> None:
+        self.apply_event(event)
+        self.applied.note(event.seq)
 
     # --- reads through the cache ---------------------------------------------------------
 
@@ -184,19 +267,29 @@ class AuthzService:
         return entry.at(scope, self._clock()), cached
 
     def policies(self, app_id: str, *, min_revision: int | None = None):
-        """(CompiledPolicies of the application's active policies, whether cached)."""
+        """(CompiledPolicies of the application's active policies, whether cached): the
+        cached set, patched first when policies of it changed (see the module docstring)."""
         key = (app_id,)
         cache = self.policies_cache
         entry = cache.get(key)
-        cached = entry is not None and (min_revision is None or entry.seq >= min_revision)
-        if cached:
-            cache.hits += 1
-        else:
-            cache.misses += 1
-            seq = self._events.head()  # before the read, as for grants
-            entry = _CachedPolicies(self.policy_store.active(app_id), seq)
-            cache.put(key, entry, seq)
-        return entry.policies, cached
+        if entry is not None:
+            if entry.stale:
+                # Both read before the policies, as a whole read takes the head first.
+                seq = max(entry.seq, min(self.applied.through(), self._events.head()))
+                if min_revision is None or seq >= min_revision:
+                    cache.misses += 1
+                    changed = self.policy_store.active_by_ids(app_id, sorted(entry.stale))
+                    patched = _CachedPolicies(entry.policies.patched(entry.stale, changed), seq)
+                    cache.swap(key, entry, patched)
+                    return patched.policies, False
+            elif min_revision is None or entry.seq >= min_revision:
+                cache.hits += 1
+                return entry.policies, True
+        cache.misses += 1
+        seq = self._events.head()  # before the read, as for grants
+        entry = _CachedPolicies(CompiledPolicies(self.policy_store.active(app_id)), seq)
+        cache.put(key, entry, seq)
+        return entry.policies, False
 
     def permission_resolver(self, app_id: str, user_id: str, permission: str) -> bool:
         """The permission gate of V1 routes for end users: RBAC over the user's unscoped
@@ -245,7 +338,7 @@ class AuthzService:
             app_id, values["user_id"], resolve_scope(values.get("scope"), context), min_revision=min_revision)
         policies, policies_cached = self.policies(app_id, min_revision=min_revision)
         decisions = decide_compiled(compiled, permissions, policies=policies, resource=values.get("resource"),
-                                    context=context)
+                                    context=context, pause=yield_to_others)
         return decisions, grants_cached and policies_cached
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import falcon
 
 from shared.errors import ApplicationNotFound, PermissionMissing, RateLimited, Unauthorized, ValidationFailed
+from shared.ids import is_uuid
+from shared.invalidation import MAX_PATCHED_POLICIES
 from shared.rbac import matches
 
 from controlplane.auth import INTERNAL, PUBLIC, Authenticator, bearer_token, is_api_key
@@ -69,18 +71,33 @@ class Grants(Resource):
 
 class Policies(Resource):
     access = {"GET": INTERNAL}
-    docs = {"GET": op("The application's active ABAC policies", wrapped=False, response={
-        "type": "object", "properties": {"seq": _SEQ, "policies": {"type": "array", "items": {
-            "type": "object", "description": "shared.abac.Policy.to_json()"}}}}, errors=_ERRORS)}
+    docs = {"GET": op("The application's active ABAC policies", wrapped=False, query={
+        "ids": ({"type": "string"}, f"only these policies (comma-separated ids, at most {MAX_PATCHED_POLICIES}): "
+                "those of them that are active; what a decision service patches into its cached set after "
+                "a change frame's policy_ids")},
+        response={"type": "object", "properties": {"seq": _SEQ, "policies": {"type": "array", "items": {
+            "type": "object", "description": "shared.abac.Policy.to_json()"}}}},
+        errors=[ValidationFailed, *_ERRORS])}
 
     def __init__(self, decision_data: DecisionData):
         self.decision_data = decision_data
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId):
-        seq, policies = self.decision_data.policies(applicationId)
+        seq, policies = self.decision_data.policies(applicationId, policy_ids_param(req))
         resp.media = {"seq": seq, "policies": [p.to_json() for p in policies]}
         resp.cache_control = ["no-store"]
+
+
+def policy_ids_param(req) -> list[str] | None:
+    """``?ids=ID,ID,...``: None when absent (every active policy)."""
+    raw = req.get_param("ids")
+    if raw is None:
+        return None
+    ids = list(dict.fromkeys(raw.split(",")))
+    if not all(is_uuid(policy_id) for policy_id in ids) or len(ids) > MAX_PATCHED_POLICIES:
+        raise ValidationFailed({"ids": f"must be at most {MAX_PATCHED_POLICIES} comma-separated policy ids"})
+    return ids
 
 
 class ApiKeys(Resource):

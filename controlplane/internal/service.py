@@ -12,7 +12,8 @@ Frames, in this order:
   client drops its whole cache and the stream goes on live from HEAD;
 - ``event: change`` ``id: N`` ``data: {"seq", "app_id", "type", "user_ids"}`` for every
   event after ``since`` (or after HEAD when ``since`` is omitted) in seq order: replayed
-  from the log, then live;
+  from the log, then live; a policy event names the policies it changed in
+  ``policy_ids`` too (``shared.invalidation.changed_policies``);
 - ``event: heartbeat`` ``data: {"seq": LAST}`` after ``heartbeat`` seconds without a frame;
   LAST is the last seq the stream covered (a per-application stream skips other
   applications' events but still moves past them).
@@ -38,7 +39,7 @@ from collections import OrderedDict
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from shared.errors import ApplicationNotFound, RateLimited, Unauthorized
-from shared.invalidation import affected_users
+from shared.invalidation import affected_users, changed_policies
 
 from controlplane.internal.store import StreamLeases
 from controlplane.store import UNREACHABLE, one_line
@@ -58,8 +59,11 @@ def frame(event: str, data: dict, event_id: int | None = None) -> bytes:
 
 
 def change_frame(event) -> bytes:
-    return frame("change", {"seq": event.seq, "app_id": event.app_id, "type": event.type,
-                            "user_ids": affected_users(event)}, event.seq)
+    data = {"seq": event.seq, "app_id": event.app_id, "type": event.type, "user_ids": affected_users(event)}
+    policy_ids = changed_policies(event)
+    if policy_ids is not None:
+        data["policy_ids"] = policy_ids
+    return frame("change", data, event.seq)
 
 
 class ChangeFeed:
@@ -82,7 +86,8 @@ class ChangeFeed:
     def change_frame(self, event) -> bytes:
         """``change_frame(event)``, encoded once for all the streams that send it.  Keyed by
         everything the frame is made of, not the seq alone: a wiped store reuses seqs."""
-        key = (event.seq, event.app_id, event.type, event.user_ids, event.subject.get("user_id"))
+        key = (event.seq, event.app_id, event.type, event.user_ids, event.subject.get("user_id"),
+               event.subject.get("policy_id"))
         try:
             encoded = self._frames.get(key)
         except TypeError:  # an unhashable subject: encode it for this stream alone
@@ -197,8 +202,11 @@ class DecisionData:
         """``shared.rbac.Grants``, which carries its own seq."""
         return self._roles.grants(app_id, user_id)
 
-    def policies(self, app_id: str) -> tuple[int, list]:
+    def policies(self, app_id: str, policy_ids: list[str] | None = None) -> tuple[int, list]:
+        """Every active policy, or those of ``policy_ids`` that are active."""
         seq = self._events.head()
+        if policy_ids is not None:
+            return seq, self._policies.active_by_ids(app_id, policy_ids)
         return seq, self._policies.active(app_id)
 
     def api_key_digests(self, app_id: str) -> tuple[int, list[dict]]:

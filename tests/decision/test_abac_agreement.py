@@ -235,7 +235,7 @@ def test_without_min_revision_writes_arrive_within_the_propagation_bound(tenant)
     assert tenant.sidecar.service.cache.applied >= policy_revision
 
 
-def test_a_policy_event_drops_policies_and_an_attribute_event_one_users_grants(tenant):
+def test_a_policy_event_marks_the_policy_and_an_attribute_event_drops_one_users_grants(tenant):
     first, second = tenant.users
     cache = tenant.sidecar.service.cache
     tenant.write("POST", "/abac/policies", json={
@@ -254,5 +254,32 @@ def test_a_policy_event_drops_policies_and_an_attribute_event_one_users_grants(t
 
     tenant.write("POST", "/abac/policies", json={"name": "other", "effect": "allow", "permissions": ["x:y"]})
     tenant.settled()
-    assert cache.policies(tenant.app_id) is None
+    assert len(cache.policies(tenant.app_id).stale) == 1  # the new policy, to be patched in
     assert cache.grants(tenant.app_id, second["_id"]) is not None  # a policy changes nobody's grants
+
+
+def test_a_check_after_a_policy_edit_fetches_only_the_edited_policy(tenant, monkeypatch):
+    """The change frame names the policy (``policy_ids``); the sidecar fetches just it by
+    id and patches it into its cached set, and answers as the control plane does."""
+    user, _ = tenant.users
+    client = tenant.sidecar.service.client
+    fetched, real = [], client.policies
+    monkeypatch.setattr(client, "policies", lambda app_id, policy_ids=None: fetched.append(policy_ids)
+                        or real(app_id, policy_ids))
+    blocked = {"op": "eq", "left": {"attr": "resource.owner"}, "right": {"value": "blocked"}}
+    for index in range(5):
+        tenant.write("POST", "/abac/policies", json={"name": f"deny{index}", "effect": "deny",
+                                                     "permissions": ["posts:*"], "condition": blocked})
+    tenant.settled()
+    assert tenant.check(user, resource={"owner": "me"})["allowed"] is True
+    assert fetched == [None]  # read whole once
+    listed = tenant.control_plane.simulate_get(f"{tenant.v1}/abac/policies", headers=tenant.headers).json["data"]
+    edited = listed[2]["id"]
+    revision = tenant.write("PUT", f"/abac/policies/{edited}", json={"condition": None})
+    tenant.settled()
+    fetched.clear()
+    answer = tenant.check(user, resource={"owner": "me"}, min_revision=revision)
+    assert answer["allowed"] is False and answer["policies_checked"] == 5
+    assert fetched == [[edited]]
+    fetched.clear()
+    assert tenant.check(user, resource={"owner": "me"})["cached"] is True and fetched == []

@@ -188,7 +188,9 @@ def test_reconnecting_to_a_replaced_log_follows_it_from_its_head():
 
 
 @pytest.mark.parametrize("bad", [("change", {"seq": "x"}), ("heartbeat", {}), ("change", {"seq": 9, "type": 3}),
-                                 ("change", {"seq": 9, "type": "t", "user_ids": "u1"})])
+                                 ("change", {"seq": 9, "type": "t", "user_ids": "u1"}),
+                                 ("change", {"seq": 9, "type": "policy.updated", "policy_ids": "p1"}),
+                                 ("change", {"seq": 9, "type": "policy.updated", "policy_ids": [1]})])
 def test_a_malformed_frame_breaks_the_connection_and_resumes_from_the_last_good_seq(bad):
     cp, cache, _, _ = follow([hello(7), change(8), bad, change(10)], [hello(8), change(9)])
     assert cp.since[:3] == [None, 8, 9]

@@ -10,6 +10,7 @@ from falcon.testing import create_environ
 from shared.abac import Policy
 from shared.rbac import Grants
 from shared.ids import digest, new_id
+from shared.invalidation import MAX_PATCHED_POLICIES
 from tests.conftest import assert_error, bearer
 
 INTERNAL_TOKEN = "internal-token-for-tests-0123456789"
@@ -126,6 +127,33 @@ def test_policies_are_the_active_ones_of_the_application(client, ctx, clock, int
     policies = [Policy.from_json(p) for p in body["policies"]]
     assert [(p.name, p.effect) for p in policies] == [("first", "deny"), ("second", "allow")]
     assert policies[0].condition == {"op": "eq", "left": {"attr": "resource.x"}, "right": {"value": 1}}
+
+
+def test_policies_by_id_are_those_of_them_that_are_active_in_the_application(client, ctx, clock, internal,
+                                                                            application, make_application):
+    """What a decision service patches into its cached set after a change frame's policy_ids."""
+    def add(app, name, is_active=True):
+        policy_id = new_id()
+        ctx.store["abac_policies"].insert_one({
+            "_id": policy_id, "app_id": app["_id"], "name": name, "description": "", "effect": "allow",
+            "permissions": ["docs:*"], "condition": None, "is_active": is_active, "created_at": ctx.clock()})
+        return policy_id
+
+    wanted, off, foreign = add(application, "wanted"), add(application, "off", False), add(make_application(), "x")
+    add(application, "not asked for")
+    gone = new_id()
+    response = client.simulate_get(app_url(application, "/policies"), headers=internal,
+                                   params={"ids": ",".join([wanted, off, foreign, gone])})
+    assert response.status_code == 200, response.text
+    assert response.json["seq"] == ctx.events.head()
+    assert [p["id"] for p in response.json["policies"]] == [wanted]
+
+
+@pytest.mark.parametrize("ids", ["not-an-id", ",", ",".join(new_id() for _ in range(MAX_PATCHED_POLICIES + 1))])
+def test_policies_by_id_refuse_what_is_not_a_short_list_of_ids(client, internal, application, ids):
+    response = client.simulate_get(app_url(application, "/policies"), headers=internal, params={"ids": ids})
+    assert_error(response, 400, "VALIDATION_INVALID_FORMAT")
+    assert "ids" in response.json["error"]["details"]["fields"]
 
 
 def test_policies_may_be_empty(client, internal, application):

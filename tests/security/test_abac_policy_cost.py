@@ -24,9 +24,9 @@ What these tests pin, through the real Falcon app and A's HTTP requests:
   passes on the old engine too, whose cost was in A's own check.
 
 A cooperative server (gevent) answers one request at a time, so a B check that arrives
-while A's check runs waits for the rest of it: the compile part is what the first test
-bounds; the rest is reading A's policies from the store, linear in A's policy bytes and
-bounded by the caps (docs/authorization.md, "Limits").
+while A's check runs waits for its pieces: the compile part is what the first test
+bounds; reading what changed and evaluating in pieces are pinned against the real
+process by test_abac_policy_cost_processes.py (docs/authorization.md, "Limits").
 """
 from __future__ import annotations
 
