@@ -264,7 +264,7 @@ def test_a_check_after_a_policy_edit_fetches_only_the_edited_policy(tenant, monk
     user, _ = tenant.users
     client = tenant.sidecar.service.client
     fetched, real = [], client.policies
-    monkeypatch.setattr(client, "policies", lambda app_id, policy_ids=None: fetched.append(policy_ids)
+    monkeypatch.setattr(client, "policies", lambda app_id, policy_ids=None, **kw: fetched.append(policy_ids)
                         or real(app_id, policy_ids))
     blocked = {"op": "eq", "left": {"attr": "resource.owner"}, "right": {"value": "blocked"}}
     for index in range(5):
