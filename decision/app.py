@@ -22,6 +22,7 @@ import threading
 import time
 
 from shared import tracing
+from shared.checks import CHECK_BULK_ROUTE, CHECK_ROUTE
 from shared.config import Config, ConfigError
 from shared.credentials import API_KEY_PREFIXES
 from shared.logs import RequestLog, Sampling
@@ -29,14 +30,12 @@ from shared.request_ids import INCOMING_REQUEST_ID
 from shared.timeutil import utcnow
 
 from decision.cache import DecisionCache
-from decision.hotpath import BULK_ROUTE, ROUTE, HotCheck, Probes
+from decision.hotpath import HotCheck, Probes
 from decision.client import ControlPlaneClient
 from decision.metrics import DecisionMetrics, MetricsMiddleware
 from decision.service import DecisionService
 from decision.stream import BACKOFF_MAX, ChangeFollower
 from decision.tokens import TokenVerifier
-
-V1 = "/api/v1/applications/{applicationId}"
 
 
 class RequestIds:
@@ -170,8 +169,8 @@ def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: Dec
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
-    app.add_route(ROUTE, Check(service))  # V1 + "/authz/check"
-    app.add_route(BULK_ROUTE, CheckBulk(service))  # V1 + "/authz/check-bulk"
+    app.add_route(CHECK_ROUTE, Check(service))
+    app.add_route(CHECK_BULK_ROUTE, CheckBulk(service))
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(follower))
     app.add_route("/metrics", Metrics(metrics))
