@@ -41,6 +41,7 @@ from shared.checks import (CHECK, CHECK_BULK, CHECK_BULK_PATH_SUFFIX, CHECK_BULK
 from shared.errors import DomainError
 from shared.http import MAX_BODY_BYTES, MEDIA_JSON, domain_error_answer, dumps, parse_json, unexpected_error_answer
 from shared.httpserver import status_line
+from shared.request_ids import resolve_request_id
 
 from decision.service import Lookup
 
@@ -81,10 +82,9 @@ def parse_body(raw: bytes):
 
 
 class HotCheck:
-    def __init__(self, service, metrics, request_ids, request_log):
+    def __init__(self, service, metrics, request_log):
         self._service = service
         self._metrics = metrics
-        self._request_ids = request_ids
         self._request_log = request_log
 
     def __call__(self, environ: dict, start_response) -> list[bytes] | None:
@@ -138,7 +138,7 @@ class HotCheck:
 
     def _answer(self, environ, start_response, method: str, route: str, app_id: str, answer) -> list[bytes]:
         started = time.perf_counter()
-        request_id = self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))
+        request_id = resolve_request_id(environ.get("HTTP_X_REQUEST_ID"))
         headers = [("content-type", _JSON), ("x-request-id", request_id)]
         try:
             lookup = self._service.begin(app_id, request_id)
@@ -166,10 +166,9 @@ class Probes:
     answer them: the same status, JSON body, request id and metrics. Any other method,
     or the path with a trailing slash, returns None and Falcon answers."""
 
-    def __init__(self, follower, metrics, request_ids, request_log):
+    def __init__(self, follower, metrics, request_log):
         self._follower = follower
         self._metrics = metrics
-        self._request_ids = request_ids
         self._request_log = request_log
 
     def __call__(self, environ: dict, start_response) -> list[bytes] | None:
@@ -183,7 +182,7 @@ class Probes:
             ready = self._follower.healthy()
             status, body = (200 if ready else 503), readiness_document(ready)
         data = dumps(body).encode()
-        request_id = self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))
+        request_id = resolve_request_id(environ.get("HTTP_X_REQUEST_ID"))
         start_response(status_line(status), [
             ("content-type", _JSON), ("x-request-id", request_id), ("content-length", str(len(data)))])
         self._metrics.record("GET", route, status, started)
