@@ -132,8 +132,8 @@ def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: Dec
                 request_log: RequestLog):
     import falcon
 
-    from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, RequestLogMiddleware, install_error_handlers,
-                             json_handlers)
+    from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, RequestLogMiddleware,
+                             install_error_handlers, json_handlers)
 
     from decision.openapi import OpenApiDocument
     from decision.resources import Check, CheckBulk, Health, Metrics, Ready

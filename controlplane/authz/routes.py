@@ -1,8 +1,7 @@
 """Routes of the authz area: the control plane's own permission checks (their paths are
 ``shared.checks``', the decision service's too)."""
-from shared import checks
-
 from controlplane.authz import resources
+from shared import checks
 
 TAG = "authz"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -65,7 +65,7 @@ def test_a_unique_index_still_refuses_duplicates():
 
 def test_find_one_and_limits_answer_like_the_whole_result():
     coll = Store("memory://")["queue"]
-    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
     coll.insert_many([{"_id": f"q{i}", "due_at": base + timedelta(seconds=(i * 7) % 20), "n": i} for i in range(20)])
     first = coll.find_one({"due_at": {"$lte": base + timedelta(seconds=10)}}, sort=[("due_at", 1), ("n", -1)])
     assert first["_id"] == "q0" and first["due_at"] == base

@@ -20,7 +20,8 @@ import uuid
 import falcon.testing
 import pytest
 
-from shared.checks import CHECK_BULK_ROUTE as BULK_ROUTE, CHECK_ROUTE as ROUTE
+from shared.checks import CHECK_BULK_ROUTE as BULK_ROUTE
+from shared.checks import CHECK_ROUTE as ROUTE
 from shared.checks import FAST_BODY_BRACKETS, FAST_BODY_BYTES, body_values
 from tests.conftest import assert_error, make_config
 from tests.decision.conftest import Tenant, bulk_path, check_path, wait_for
