@@ -12,6 +12,7 @@ import logging
 
 import falcon
 
+from shared import checks
 from shared.config import Config
 from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, RequestLogMiddleware, install_error_handlers,
                          json_handlers, render_domain_error)
@@ -139,7 +140,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
         services.startup.start()
     app.services = services
     app.routes = routes
-    app.hot_check = HotCheck(route=authz_routes.CHECK, access=authz_resources.Check.access["GET"], auth=auth,
+    app.hot_check = HotCheck(route=checks.CHECK_ROUTE, access=authz_resources.Check.access["GET"], auth=auth,
                              authz=services.authz, metrics=metrics, log_request=request_log)
     if traced:  # every request through Falcon and its request spans (docs/configuration.md, "Tracing")
         app.hot_check = None

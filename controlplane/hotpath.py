@@ -8,7 +8,7 @@ cached check cost 30% more instructions. ``HotCheck`` answers the plain form at 
 ``decision.hotpath.HotCheck`` does for the decision service, and with the very calls the
 Falcon route makes, in the same order, so there is one implementation of every rule:
 
-1. the request id (``shared.http.resolve_request_id``) and the revision header's reset;
+1. the request id (``shared.request_ids.resolve_request_id``) and the revision header's reset;
 2. the application named by the path (``Authenticator.application``: 404), the bearer
    credential (``controlplane.auth.required_token``: 401), then
    ``AuthMiddleware.admit``: the API key or end-user token (401; an API key's
@@ -25,6 +25,9 @@ Falcon route makes, in the same order, so there is one implementation of every r
 schema takes as they are. Anything else (another method or path, a trailing slash,
 ``scope`` or ``min_revision``, an extra or encoded parameter, an invalid permission)
 returns None before anything is looked up or counted, and Falcon answers it.
+
+tests/core/test_hotpath_pin.py pins the middleware list and the methods mirrored here: a
+change to either fails there, pointing back to this module.
 """
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ import time
 
 from shared.checks import check_text, plain_get_check
 from shared.errors import DomainError
-from shared.http import MEDIA_JSON, domain_error_answer, resolve_request_id, unexpected_error_answer
+from shared.http import MEDIA_JSON, domain_error_answer, unexpected_error_answer
 from shared.httpserver import status_line
+from shared.request_ids import resolve_request_id
 
 from controlplane import events
 from controlplane.auth import AuthMiddleware, required_token

@@ -23,7 +23,6 @@ import os
 import sys
 
 GRACEFUL_SECONDS = 5.0
-KEEPALIVE_SECONDS = 75  # gunicorn's keepalive setting of the service (shared/serving.py)
 
 
 class _Lifecycle:
@@ -87,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from gevent.pool import Pool
     from gevent.server import StreamServer
 
-    from shared.httpserver import DECISION_SERVER, Connection, ConnectionSlots, Turns, base_environ
+    from shared.httpserver import DECISION_SERVER, KEEPALIVE_SECONDS, Connection, ConnectionSlots, Turns, base_environ
     from decision.wsgi import create
 
     app = create()  # checks the credential setting: exit 2 and one line

@@ -15,49 +15,24 @@ figures").
 """
 from __future__ import annotations
 
-import itertools
 import logging
-import secrets
 import threading
 import time
 
 from shared import tracing
+from shared.checks import CHECK_BULK_ROUTE, CHECK_ROUTE
 from shared.config import Config, ConfigError
 from shared.credentials import API_KEY_PREFIXES
 from shared.logs import RequestLog, Sampling
-from shared.request_ids import INCOMING_REQUEST_ID
 from shared.timeutil import utcnow
 
 from decision.cache import DecisionCache
-from decision.hotpath import BULK_ROUTE, ROUTE, HotCheck, Probes
+from decision.hotpath import HotCheck, Probes
 from decision.client import ControlPlaneClient
 from decision.metrics import DecisionMetrics, MetricsMiddleware
 from decision.service import DecisionService
 from decision.stream import BACKOFF_MAX, ChangeFollower
 from decision.tokens import TokenVerifier
-
-V1 = "/api/v1/applications/{applicationId}"
-
-
-class RequestIds:
-    """Every response carries ``X-Request-Id``: a well-formed incoming one
-    (``shared.request_ids``), else a process-unique id -- a random prefix per process and
-    a counter, because a fresh uuid4 per check costs more than the check."""
-
-    def __init__(self):
-        self._prefix = secrets.token_hex(8)
-        self._counter = itertools.count(1)
-
-    def process_request(self, req, _resp):
-        req.context.request_id = self.resolve(req.get_header("X-Request-Id"))
-
-    def resolve(self, incoming: str | None) -> str:
-        if incoming is None or not INCOMING_REQUEST_ID.fullmatch(incoming):
-            return f"{self._prefix}{next(self._counter):010x}"
-        return incoming
-
-    def process_response(self, req, resp, _resource, _req_succeeded):
-        resp.set_header("X-Request-Id", req.context.request_id)
 
 
 class DecisionApp:
@@ -143,35 +118,35 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     service = DecisionService(client=client, cache=cache, follower=follower, verifier=verifier, metrics=metrics,
                               clock=clock, single_application=single_application)
 
-    request_ids = RequestIds()
     request_log = RequestLog(logging.getLogger("iamgate.decision"), config.trusted_proxies,
                              Sampling(config.decision_log_rate, config.decision_log_sample))
-    app = DecisionApp(service, Probes(follower, metrics, request_ids, request_log),
-                      lambda: _falcon_app(service, follower, metrics, request_ids, request_log))
+    app = DecisionApp(service, Probes(follower, metrics, request_log),
+                      lambda: _falcon_app(service, follower, metrics, request_log))
     if not traced:  # traced, every request goes through Falcon and its request spans
-        app.hot_check = HotCheck(service, metrics, request_ids, request_log)
+        app.hot_check = HotCheck(service, metrics, request_log)
     follower.start()
     return app
 
 
 def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: DecisionMetrics,
-                request_ids: RequestIds, request_log: RequestLog):
+                request_log: RequestLog):
     import falcon
 
-    from shared.http import JsonBodyMiddleware, RequestLogMiddleware, install_error_handlers, json_handlers
+    from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, RequestLogMiddleware,
+                             install_error_handlers, json_handlers)
 
     from decision.openapi import OpenApiDocument
     from decision.resources import Check, CheckBulk, Health, Metrics, Ready
 
-    app = falcon.App(middleware=[*tracing.request_middleware(), request_ids, RequestLogMiddleware(request_log),
+    app = falcon.App(middleware=[*tracing.request_middleware(), RequestIdMiddleware(), RequestLogMiddleware(request_log),
                                  MetricsMiddleware(metrics),
                                  JsonBodyMiddleware()])
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())
     install_error_handlers(app)
-    app.add_route(ROUTE, Check(service))  # V1 + "/authz/check"
-    app.add_route(BULK_ROUTE, CheckBulk(service))  # V1 + "/authz/check-bulk"
+    app.add_route(CHECK_ROUTE, Check(service))
+    app.add_route(CHECK_BULK_ROUTE, CheckBulk(service))
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(follower))
     app.add_route("/metrics", Metrics(metrics))

@@ -36,48 +36,18 @@ import time
 
 import orjson
 
-from shared.checks import (CHECK, CHECK_BULK, CHECK_PATH_SUFFIX, body_values, check_text, path_application,
-                           plain_get_check)
+from shared.checks import (CHECK, CHECK_BULK, CHECK_BULK_PATH_SUFFIX, CHECK_BULK_ROUTE, CHECK_PATH_SUFFIX,
+                           CHECK_ROUTE, body_values, path_application, plain_get_check)
 from shared.errors import DomainError
 from shared.http import MAX_BODY_BYTES, MEDIA_JSON, domain_error_answer, dumps, parse_json, unexpected_error_answer
 from shared.httpserver import status_line
-from shared.rbac import resolve_scope
+from shared.request_ids import resolve_request_id
 
-ROUTE = "/api/v1/applications/{applicationId}/authz/check"
-BULK_ROUTE = ROUTE + "-bulk"
-_SUFFIX = CHECK_PATH_SUFFIX
-_BULK_SUFFIX = _SUFFIX + "-bulk"
+from decision.service import Lookup
+
 _JSON = MEDIA_JSON
 _OK = status_line(200)
-_TRUE_FALSE = {True: "true", False: "false"}
 _NO_PEER = "127.0.0.1"  # Falcon's ``req.remote_addr`` without REMOTE_ADDR: the request line is the same
-
-
-def post_check_text(lookup, values: dict) -> str:
-    """A validated POST check's answer (``shared.checks.CHECK``), for the Falcon route and
-    the hot path alike: RBAC and the application's policies over resource and context."""
-    permission, context = values["permission"], values.get("context")
-    decision, cached = lookup.decide_one(
-        values["user_id"], permission, scope=resolve_scope(values.get("scope"), context),
-        min_revision=values.get("min_revision"), resource=values.get("resource"), context=context)
-    return (f'{{"allowed":{_TRUE_FALSE[decision.allowed]},"permission":"{permission}",'
-            f'"cached":{_TRUE_FALSE[cached]},"abac_evaluated":{_TRUE_FALSE[decision.abac_evaluated]},'
-            f'"policies_checked":{int(decision.policies_checked)}}}')
-
-
-def bulk_text(lookup, values: dict) -> str:
-    """A validated bulk check's answer (``shared.checks.CHECK_BULK``), by hand as for GET
-    checks: permission names need no escaping, the user id may."""
-    decisions, _ = lookup.decide(
-        values["user_id"], values["permissions"], scope=_scope(values), min_revision=values.get("min_revision"),
-        abac=True, resource=values.get("resource"), context=values.get("context"))
-    results = ",".join([f'"{permission}":{_TRUE_FALSE[decision.allowed]}'
-                        for permission, decision in decisions.items()])
-    return f'{{"user_id":{dumps(values["user_id"])},"results":{{{results}}}}}'
-
-
-def _scope(values) -> str | None:
-    return resolve_scope(values.get("scope"), values.get("context"))
 
 
 # A run of 19 digits or more (found as 19 zeros once every digit reads as zero, which costs
@@ -87,7 +57,8 @@ _DIGITS_AS_ZEROS = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGITS = b"0" * 19
 
 # POST routes: path suffix -> (route template, schema, bulk, answer)
-_POSTS = ((_SUFFIX, ROUTE, CHECK, False, post_check_text), (_BULK_SUFFIX, BULK_ROUTE, CHECK_BULK, True, bulk_text))
+_POSTS = ((CHECK_PATH_SUFFIX, CHECK_ROUTE, CHECK, False, Lookup.abac_check_text),
+          (CHECK_BULK_PATH_SUFFIX, CHECK_BULK_ROUTE, CHECK_BULK, True, Lookup.bulk_text))
 
 
 def parse_body(raw: bytes):
@@ -111,10 +82,9 @@ def parse_body(raw: bytes):
 
 
 class HotCheck:
-    def __init__(self, service, metrics, request_ids, request_log):
+    def __init__(self, service, metrics, request_log):
         self._service = service
         self._metrics = metrics
-        self._request_ids = request_ids
         self._request_log = request_log
 
     def __call__(self, environ: dict, start_response) -> list[bytes] | None:
@@ -131,12 +101,8 @@ class HotCheck:
         if plain is None:
             return None
         app_id, user_id, permission = plain
-
-        def answer(lookup):
-            decisions, cached = lookup.decide(user_id, (permission,), scope=None, min_revision=None, abac=False)
-            return check_text(permission, decisions[permission].allowed, cached)
-
-        return self._answer(environ, start_response, "GET", ROUTE, app_id, answer)
+        return self._answer(environ, start_response, "GET", CHECK_ROUTE, app_id,
+                            lambda lookup: lookup.check_text(user_id, permission))
 
     def _post(self, environ: dict, start_response) -> list[bytes] | None:
         path = environ.get("PATH_INFO", "")
@@ -172,7 +138,7 @@ class HotCheck:
 
     def _answer(self, environ, start_response, method: str, route: str, app_id: str, answer) -> list[bytes]:
         started = time.perf_counter()
-        request_id = self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))
+        request_id = resolve_request_id(environ.get("HTTP_X_REQUEST_ID"))
         headers = [("content-type", _JSON), ("x-request-id", request_id)]
         try:
             lookup = self._service.begin(app_id, request_id)
@@ -200,10 +166,9 @@ class Probes:
     answer them: the same status, JSON body, request id and metrics. Any other method,
     or the path with a trailing slash, returns None and Falcon answers."""
 
-    def __init__(self, follower, metrics, request_ids, request_log):
+    def __init__(self, follower, metrics, request_log):
         self._follower = follower
         self._metrics = metrics
-        self._request_ids = request_ids
         self._request_log = request_log
 
     def __call__(self, environ: dict, start_response) -> list[bytes] | None:
@@ -217,7 +182,7 @@ class Probes:
             ready = self._follower.healthy()
             status, body = (200 if ready else 503), readiness_document(ready)
         data = dumps(body).encode()
-        request_id = self._request_ids.resolve(environ.get("HTTP_X_REQUEST_ID"))
+        request_id = resolve_request_id(environ.get("HTTP_X_REQUEST_ID"))
         start_response(status_line(status), [
             ("content-type", _JSON), ("x-request-id", request_id), ("content-length", str(len(data)))])
         self._metrics.record("GET", route, status, started)

@@ -18,8 +18,6 @@ from shared.openapi import COMPONENTS, error_responses
 
 from decision.service import DecisionUnavailable
 
-V1 = "/api/v1/applications/{applicationId}"
-
 _APP_ID = {"name": "applicationId", "in": "path", "required": True, "schema": {"type": "string"}}
 _SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
 _CALLER = ("Bearer: an API key of the application with permission authz:check, or an end-user access token "
@@ -58,7 +56,7 @@ def _check_operations() -> dict:
         "security": _SECURITY, "parameters": [_APP_ID], "requestBody": _body(checks.CHECK_BULK),
         "responses": {"200": _ok(checks.BULK_RESPONSE), **error_responses(_CHECK_ERRORS + _BODY_ERRORS)},
     }
-    return {V1 + "/authz/check": {"get": get, "post": post}, V1 + "/authz/check-bulk": {"post": bulk}}
+    return {checks.CHECK_ROUTE: {"get": get, "post": post}, checks.CHECK_BULK_ROUTE: {"post": bulk}}
 
 
 def _ops_operations() -> dict:

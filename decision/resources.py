@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import falcon
 
-from shared.checks import CHECK, CHECK_BULK, check_query, check_text
+from shared.checks import CHECK, CHECK_BULK, check_query
 from shared.http import read_json
 
-from decision.hotpath import bulk_text, health_document, post_check_text, readiness_document
+from decision.hotpath import health_document, readiness_document
+from decision.service import Lookup
 
 
 class _CheckResource:
@@ -27,7 +28,7 @@ class _CheckResource:
 
     def _answer_post(self, req, resp, app_id: str, schema, text) -> None:
         """A POST check: the credential first, then the body (``schema``); the answer is
-        ``text(lookup, values)``, JSON written by hand."""
+        ``text(lookup, values)``: ``Lookup.abac_check_text`` or ``Lookup.bulk_text``."""
         lookup = self._lookup(req, app_id)
         values = schema.validate(read_json(req))
         resp.content_type = falcon.MEDIA_JSON
@@ -40,21 +41,19 @@ class Check(_CheckResource):
     def on_get(self, req, resp, applicationId):
         lookup = self._lookup(req, applicationId)
         values = check_query(req)
-        permission = values["permission"]
-        decisions, cached = lookup.decide(values["user_id"], (permission,), scope=values.get("scope"),
-                                          min_revision=values.get("min_revision"), abac=False)
         resp.content_type = falcon.MEDIA_JSON
-        resp.text = check_text(permission, decisions[permission].allowed, cached)
+        resp.text = lookup.check_text(values["user_id"], values["permission"], scope=values.get("scope"),
+                                      min_revision=values.get("min_revision"))
 
     def on_post(self, req, resp, applicationId):
-        self._answer_post(req, resp, applicationId, CHECK, post_check_text)
+        self._answer_post(req, resp, applicationId, CHECK, Lookup.abac_check_text)
 
 
 class CheckBulk(_CheckResource):
     """``POST /api/v1/applications/{applicationId}/authz/check-bulk`` (1 to 50 permissions)."""
 
     def on_post(self, req, resp, applicationId):
-        self._answer_post(req, resp, applicationId, CHECK_BULK, bulk_text)
+        self._answer_post(req, resp, applicationId, CHECK_BULK, Lookup.bulk_text)
 
 
 class Health:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import time
 
+from shared import checks
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled, decide_one
 from shared.concurrency import yield_to_others
@@ -26,7 +27,7 @@ from shared.credentials import API_KEY_PREFIXES
 from shared.errors import NotFound, PermissionMissing, RevisionAhead, ServiceUnavailable, Unauthorized
 from shared.http import bearer_token
 from shared.ids import is_uuid
-from shared.rbac import ACTIVE, Grants, matches
+from shared.rbac import ACTIVE, Grants, matches, resolve_scope
 
 from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet
 from decision.client import ApplicationNotFound, ControlPlaneError
@@ -160,6 +161,31 @@ class Lookup:
         if policies.policies:
             return decide_one(scoped.compiled, permission, policies, resource, context, yield_to_others), cached
         return scoped.decide(permission), cached
+
+    def check_text(self, user_id: str, permission: str, *, scope: str | None = None,
+                   min_revision: int | None = None) -> str:
+        """A GET check's answer (``shared.checks.CHECK_QUERY``): RBAC only."""
+        decisions, cached = self.decide(user_id, (permission,), scope=scope, min_revision=min_revision, abac=False)
+        return checks.check_text(permission, decisions[permission].allowed, cached)
+
+    def abac_check_text(self, values: dict) -> str:
+        """A validated POST check's answer (``shared.checks.CHECK``): RBAC and the
+        application's policies over resource and context."""
+        permission, context = values["permission"], values.get("context")
+        decision, cached = self.decide_one(
+            values["user_id"], permission, scope=resolve_scope(values.get("scope"), context),
+            min_revision=values.get("min_revision"), resource=values.get("resource"), context=context)
+        return checks.abac_check_text(permission, decision.allowed, cached, decision.abac_evaluated,
+                                      decision.policies_checked)
+
+    def bulk_text(self, values: dict) -> str:
+        """A validated bulk check's answer (``shared.checks.CHECK_BULK``)."""
+        context = values.get("context")
+        decisions, _ = self.decide(
+            values["user_id"], values["permissions"], scope=resolve_scope(values.get("scope"), context),
+            min_revision=values.get("min_revision"), abac=True, resource=values.get("resource"), context=context)
+        return checks.bulk_text(values["user_id"],
+                                [(permission, decision.allowed) for permission, decision in decisions.items()])
 
     def _refresh_for(self, min_revision: int) -> bool:
         """Whether answering at ``min_revision`` needs fresh data (the cache has not applied

@@ -14,6 +14,7 @@ import re
 
 from typing import Any
 
+from shared.http import dumps
 from shared.rbac import PERMISSION_PATTERN, is_valid_permission
 from shared.validation import Int, Invalid, List, Object, Schema, String
 
@@ -212,15 +213,35 @@ def body_values(body, raw: bytes, *, bulk: bool) -> dict | None:
     return values
 
 
+# The check routes, for both services: Falcon's URI templates and the paths they match.
 CHECK_PATH_PREFIX = "/api/v1/applications/"
 CHECK_PATH_SUFFIX = "/authz/check"
+CHECK_BULK_PATH_SUFFIX = CHECK_PATH_SUFFIX + "-bulk"
+CHECK_ROUTE = CHECK_PATH_PREFIX + "{applicationId}" + CHECK_PATH_SUFFIX
+CHECK_BULK_ROUTE = CHECK_PATH_PREFIX + "{applicationId}" + CHECK_BULK_PATH_SUFFIX
+
+# The answers (CHECK_RESPONSE, CHECK_ABAC_RESPONSE, BULK_RESPONSE) as ``shared.http.dumps``
+# writes them, by hand: a valid permission holds only [A-Za-z0-9_*:-], nothing JSON would
+# escape; a user id may need escaping.
 _TRUE_FALSE = {True: "true", False: "false"}
 
 
 def check_text(permission: str, allowed: bool, cached: bool) -> str:
-    """A GET check's answer as ``shared.http.dumps`` writes it, by hand: a valid permission
-    holds only [A-Za-z0-9_*:-], nothing JSON would escape."""
+    """A GET check's answer."""
     return f'{{"allowed":{_TRUE_FALSE[allowed]},"permission":"{permission}","cached":{_TRUE_FALSE[cached]}}}'
+
+
+def abac_check_text(permission: str, allowed: bool, cached: bool, abac_evaluated: bool, policies_checked: int) -> str:
+    """A POST check's answer."""
+    return (f'{{"allowed":{_TRUE_FALSE[allowed]},"permission":"{permission}",'
+            f'"cached":{_TRUE_FALSE[cached]},"abac_evaluated":{_TRUE_FALSE[abac_evaluated]},'
+            f'"policies_checked":{int(policies_checked)}}}')
+
+
+def bulk_text(user_id: str, results) -> str:
+    """A bulk check's answer; ``results`` are (permission, allowed) pairs in answer order."""
+    body = ",".join([f'"{permission}":{_TRUE_FALSE[allowed]}' for permission, allowed in results])
+    return f'{{"user_id":{dumps(user_id)},"results":{{{body}}}}}'
 
 
 def path_application(path: str, suffix: str) -> str | None:

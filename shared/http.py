@@ -14,7 +14,6 @@ import ipaddress
 import json
 import logging
 import math
-import os
 import re
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 from shared.errors import (BadRequest, Conflict, DomainError, Forbidden, Gone, MalformedJson, NotFound,
                            PayloadTooLarge, RateLimited, ServiceUnavailable, Unauthorized, Unprocessable,
                            UnsupportedMediaType, ValidationFailed)
-from shared.request_ids import INCOMING_REQUEST_ID
+from shared.request_ids import resolve_request_id
 from shared.timeutil import isoformat, utcnow
 
 if TYPE_CHECKING:
@@ -240,36 +239,6 @@ def request_id(req) -> str:
     if rid is None:
         rid = req.context.request_id = resolve_request_id(req.get_header("X-Request-Id"))
     return rid
-
-
-def resolve_request_id(incoming: str | None) -> str:
-    """The caller's ``X-Request-Id`` when well formed (``shared.request_ids``), else a new one."""
-    return incoming if incoming and INCOMING_REQUEST_ID.fullmatch(incoming) else new_request_id()
-
-
-
-
-# Request ids made ahead: one ``os.urandom`` call (a getrandom system call) gives the next
-# ``_IDS_PER_READ``. ``list.pop`` hands each to one caller only, threads included; a forked
-# child drops the parent's (it would repeat them).
-_IDS_PER_READ = 256
-_ids_ahead: list[str] = []
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_ids_ahead.clear)
-
-
-def new_request_id() -> str:
-    """``uuid.uuid4().hex`` (the version and variant bits set the same way, RFC 9562 5.4),
-    for a tenth of its cost: one is made for nearly every request."""
-    while True:
-        try:
-            return _ids_ahead.pop()
-        except IndexError:
-            block = bytearray(os.urandom(16 * _IDS_PER_READ))
-            block[6::16] = bytes(byte & 0x0F | 0x40 for byte in block[6::16])  # version 4
-            block[8::16] = bytes(byte & 0x3F | 0x80 for byte in block[8::16])  # variant 10xx
-            text = block.hex()
-            _ids_ahead.extend(text[i:i + 32] for i in range(0, len(text), 32))
 
 
 class RequestIdMiddleware:

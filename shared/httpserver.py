@@ -72,6 +72,7 @@ MAX_HEADER_BYTES = 64 * 1024
 # toward MAX_HEADER_BYTES, as Node.js counts chunk extensions since CVE-2024-22019.
 CHUNK_FRAMING_BYTES = 16
 HEADER_TIMEOUT = 10.0  # seconds for a request's line and headers, from its first byte (IAMGATE_HEADER_TIMEOUT)
+KEEPALIVE_SECONDS = 75  # an idle connection's wait for its next request, and each body read's (both services)
 MAX_CONNECTIONS = 1000  # per process (IAMGATE_MAX_CONNECTIONS); gunicorn's worker_connections
 RECV_BYTES = 64 * 1024
 LINGER_SECONDS = 2.0  # reading and dropping what a client still sends before closing (RFC 9112, 9.6)
@@ -405,8 +406,9 @@ class Connection:
     then gets 408, one that sent nothing is closed. ``timeout`` (gunicorn's
     ``--keep-alive``) for every other read: idle between requests, or within a body."""
 
-    def __init__(self, sock, client_address, app, base_environ: dict, *, worker=None, timeout: float | None = 75,
-                 header_timeout: float = HEADER_TIMEOUT, max_body: int = MAX_BODY_BYTES, turns: Turns | None = None,
+    def __init__(self, sock, client_address, app, base_environ: dict, *, worker=None,
+                 timeout: float | None = KEEPALIVE_SECONDS, header_timeout: float = HEADER_TIMEOUT,
+                 max_body: int = MAX_BODY_BYTES, turns: Turns | None = None,
                  slots: ConnectionSlots | None = None, large_bodies_to_app: bool = False):
         self.sock = sock
         self.app = app
@@ -794,7 +796,7 @@ class ThreadedServer:
     """``Connection`` on plain threads, for a process that does not run gevent (the webhook
     worker's health and metrics port): one thread accepts, each connection gets its own."""
 
-    def __init__(self, listener: socket.socket, app, server: str, *, timeout: float = 75):
+    def __init__(self, listener: socket.socket, app, server: str, *, timeout: float = KEEPALIVE_SECONDS):
         self.listener = listener
         self.app = app
         self.timeout = timeout

@@ -21,6 +21,7 @@ import tempfile
 from gunicorn.glogging import Logger
 
 from shared.config import MULTIPROCESS_DIR_VARIABLE, Config, ConfigError
+from shared.httpserver import KEEPALIVE_SECONDS
 
 CONTROL_PLANE = "controlplane"
 DECISION = "decision"
@@ -191,7 +192,7 @@ def settings(service: str) -> dict:
         "worker_connections": config.max_connections,
         "timeout": 60,
         "graceful_timeout": 20,
-        "keepalive": 75,
+        "keepalive": KEEPALIVE_SECONDS,
         # gunicorn >= 25.1 opens a control socket under $HOME by default: nothing here
         # uses it, and a read-only root filesystem (the chart) would log errors for it.
         "control_socket_disable": True,

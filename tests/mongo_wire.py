@@ -64,9 +64,9 @@ class MongoWire:
     """The command layer: ``run(db, command)`` answers one command document."""
 
     def __init__(self):
-        from controlplane.store import _embedded_fast_paths
+        from controlplane.embedded import apply_shortcuts
 
-        _embedded_fast_paths()  # the same shortcuts as the embedded store (an _id lookup reads one document)
+        apply_shortcuts()  # the same shortcuts as the embedded store (an _id lookup reads one document)
         self.client = mongomock.MongoClient()
         self.lock = threading.Lock()
         self._cursors: dict[int, tuple[str, list]] = {}

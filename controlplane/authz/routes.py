@@ -1,11 +1,12 @@
-"""Routes of the authz area: the control plane's own permission checks."""
+"""Routes of the authz area: the control plane's own permission checks (their paths are
+``shared.checks``', the decision service's too)."""
 from controlplane.authz import resources
+from shared import checks
 
-V1 = "/api/v1/applications/{applicationId}"
 TAG = "authz"
-CHECK = f"{V1}/authz/check"  # also answered by controlplane.hotpath in its plain form
 
 
 def add_routes(routes, services):
-    routes.add(CHECK, resources.Check(services.authz), TAG)
-    routes.add(f"{V1}/authz/check-bulk", resources.CheckBulk(services.authz), TAG)
+    # GET CHECK_ROUTE in its plain form is answered by controlplane.hotpath first.
+    routes.add(checks.CHECK_ROUTE, resources.Check(services.authz), TAG)
+    routes.add(checks.CHECK_BULK_ROUTE, resources.CheckBulk(services.authz), TAG)

@@ -1,16 +1,22 @@
-"""The embedded store's shortcuts (controlplane/store.py): an exact ``_id`` read touches
+"""The embedded store's shortcuts (controlplane/embedded.py): an exact ``_id`` read touches
 one document, and a filter of plain str/int comparisons skips mongomock's general
 matcher; both answer as a full scan would."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from mongomock.filtering import filter_applies
 from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from controlplane import embedded
 from controlplane.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_exact_id_filters_answer_like_a_scan():
@@ -59,7 +65,7 @@ def test_a_unique_index_still_refuses_duplicates():
 
 def test_find_one_and_limits_answer_like_the_whole_result():
     coll = Store("memory://")["queue"]
-    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
     coll.insert_many([{"_id": f"q{i}", "due_at": base + timedelta(seconds=(i * 7) % 20), "n": i} for i in range(20)])
     first = coll.find_one({"due_at": {"$lte": base + timedelta(seconds=10)}}, sort=[("due_at", 1), ("n", -1)])
     assert first["_id"] == "q0" and first["due_at"] == base
@@ -72,3 +78,30 @@ def test_find_one_and_limits_answer_like_the_whole_result():
     assert [d["n"] for d in cursor] == [5, 6]
     assert coll.find_one({"due_at": {"$gt": base + timedelta(days=1)}}) is None
     assert coll.find_one("q3")["n"] == 3
+
+
+def test_mongomock_still_has_what_the_shortcuts_replace():
+    """The shortcuts replace mongomock's private methods: a mongomock without one of
+    them fails here by name, not as a wrong answer somewhere else."""
+    assert embedded.missing_private_names() == [], (
+        f"controlplane/embedded.py was written against mongomock {embedded.WRITTEN_AGAINST}")
+
+
+def test_a_mongomock_without_them_refuses_to_start(monkeypatch):
+    from mongomock.collection import Collection
+
+    monkeypatch.setattr(embedded, "PRIVATE_NAMES", embedded.PRIVATE_NAMES + ((Collection, "_renamed"),))
+    monkeypatch.setattr(Collection, "_iamgate_fast_paths", False)
+    with pytest.raises(RuntimeError, match=r"no longer has Collection\._renamed: .*written against mongomock"):
+        Store("memory://")
+
+
+def test_only_the_embedded_store_loads_mongomock(tmp_path):
+    """A MongoDB store leaves mongomock's classes as they are: nothing embedded is loaded."""
+    script = ("import sys\n"
+              "from controlplane.store import Store\n"
+              "Store('mongodb://127.0.0.1:1/iamgate')\n"
+              "assert 'mongomock' not in sys.modules and 'controlplane.embedded' not in sys.modules\n"
+              "Store('memory://')\n"
+              "assert 'controlplane.embedded' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, timeout=60)

@@ -133,14 +133,13 @@ def test_incoming_request_id_must_match_whole():
     """A trailing newline (which ``$`` alone would let through) is not a well-formed id."""
     from types import SimpleNamespace
 
-    from decision.app import RequestIds
     from shared.http import request_id
+    from shared.request_ids import resolve_request_id as resolve
 
     def req(incoming):
         return SimpleNamespace(context=SimpleNamespace(), get_header=lambda name: incoming)
 
     assert request_id(req("abcdefgh-123")) == "abcdefgh-123"
     assert request_id(req("abcdefgh-123\n")) != "abcdefgh-123\n"
-    resolve = RequestIds().resolve
     assert resolve("abcdefgh-123") == "abcdefgh-123"
     assert resolve("abcdefgh-123\n") != "abcdefgh-123\n"

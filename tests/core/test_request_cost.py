@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from shared.http import new_request_id
+from shared.request_ids import new_request_id
 from shared.ids import is_uuid, new_id
 from shared.logs import JsonFormatter, encode, timestamp
 from shared.timeutil import isoformat
@@ -80,12 +80,12 @@ def test_is_uuid_answers_as_uuid_does(value):
 
 def test_random_bytes_give_uuid4_hex(monkeypatch):
     """Each id is ``uuid.UUID(bytes=..., version=4).hex`` of the next 16 random bytes."""
-    from shared import http
+    from shared import request_ids
 
-    raw = os.urandom(16 * http._IDS_PER_READ)
-    monkeypatch.setattr(http, "_ids_ahead", [])
-    monkeypatch.setattr(http.os, "urandom", lambda n: raw[:n])
-    made = sorted(http.new_request_id() for _ in range(http._IDS_PER_READ))
+    raw = os.urandom(16 * request_ids._IDS_PER_READ)
+    monkeypatch.setattr(request_ids, "_ids_ahead", [])
+    monkeypatch.setattr(request_ids.os, "urandom", lambda n: raw[:n])
+    made = sorted(request_ids.new_request_id() for _ in range(request_ids._IDS_PER_READ))
     assert made == sorted(uuid.UUID(bytes=raw[i:i + 16], version=4).hex for i in range(0, len(raw), 16))
 
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from controlplane import embedded
 from controlplane import store as store_module
 from controlplane.events import EventLog, Tailer
 from controlplane.internal import service as feed_module
@@ -300,7 +301,7 @@ def test_an_upsert_that_loses_the_race_takes_the_winners_epoch(monkeypatch, lose
                 raise store_module.DuplicateKeyError("E11000 duplicate key error")
             return self._collection.find_one_and_update(query, update, *args, **kwargs)
 
-    monkeypatch.setattr(store_module._SerialisedCollection, "find_one_and_update", racing_upsert, raising=False)
+    monkeypatch.setattr(embedded._SerialisedCollection, "find_one_and_update", racing_upsert, raising=False)
     assert store.counter_epoch("events") == "winner"
     assert store.counter_epoch("events") == "winner"
 
