@@ -1440,7 +1440,7 @@ def test_drain_closes_idle_connections_and_answers_requests_in_flight_with_close
     uploading.send(request("POST", "/upload", "Content-Length: 8") + b"half")
     heading = server.client()
     heading.send(b"GET /head HTTP/1.1\r\nHost: te")
-    _connected(server, slots, 4)
+    _connected(slots, 4)
     drain = _draining(slots, worker)
     assert _ended_cleanly(kept_alive) and _ended_cleanly(fresh)
     uploading.send(b"done")
@@ -1481,7 +1481,7 @@ def test_an_idle_client_that_never_closes_does_not_hold_the_drain(serve, monkeyp
     client = server.client()
     client.send(request("GET", "/first"))
     client.response()
-    _connected(server, slots, 1)
+    _connected(slots, 1)
     drain = _draining(slots, worker, timeout=60)
     drain.join(TIMEOUT)
     assert not drain.is_alive() and not slots.open
