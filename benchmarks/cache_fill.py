@@ -22,13 +22,12 @@ import json
 import random
 import time
 import uuid
-from datetime import datetime, timezone
-
-from shared.rbac import Grants
+from datetime import UTC, datetime
 
 from decision.cache import DecisionCache
 from decision.metrics import DecisionMetrics
 from decision.service import DecisionService
+from shared.rbac import Grants
 
 
 def rss_mb(pid: int | str = "self") -> float:
@@ -50,7 +49,7 @@ class _Client:
     def __init__(self, catalogue: list[dict]):
         self._catalogue = catalogue
 
-    def grants(self, app_id, user_id, *, request_id=None):
+    def grants(self, app_id, user_id, *, request_id=None):  # noqa: ARG002 -- ControlPlaneClient.grants' signature
         # A fresh parse per user, as a fetch over HTTP gives.
         return 1, Grants.from_json(json.loads(document(self._catalogue, user_id)))
 
@@ -83,7 +82,7 @@ def fill(users: int) -> dict:
     cache = DecisionCache(ttl=3600, maxsize=max(users, 100), timer=time.monotonic)
     cache.resync(0)
     service = DecisionService(client=_Client(roles(rng)), cache=cache, follower=_Follower(), verifier=None,
-                              metrics=DecisionMetrics(), clock=lambda: datetime.now(timezone.utc))
+                              metrics=DecisionMetrics(), clock=lambda: datetime.now(UTC))
     app_id = str(uuid.uuid4())
     gc.collect()
     before = rss_mb()

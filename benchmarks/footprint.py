@@ -38,13 +38,13 @@ import compileall
 import http.client
 import json
 import os
-import statistics
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.decision_bench import ensure_wrk, run_wrk
@@ -276,7 +276,7 @@ def report(results: dict, duration: float) -> str:
 
 
 def write_section(table: str, command: str) -> None:
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     section = (f"{SECTION}\n\nMeasured with `{command}` (benchmarks/footprint.py; `make bench` runs it) on {stamp}, "
                f"on {machine()}.\n\n{table}\n")
     text = PERFORMANCE_DOC.read_text("utf-8")

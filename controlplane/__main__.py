@@ -41,8 +41,7 @@ def _keys(args, config: Config) -> int:
 
     from controlplane.keys import SigningKeys
     from controlplane.startup import with_backoff
-    from controlplane.store import one_line
-    from controlplane.store import Store
+    from controlplane.store import Store, one_line
     from shared.crypto import SecretBox
     from shared.timeutil import utcnow
 

@@ -12,22 +12,14 @@ import logging
 
 import falcon
 
-from shared import checks
-from shared.config import Config
-from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, RequestLogMiddleware, install_error_handlers,
-                         json_handlers, render_domain_error)
-from shared.logs import RequestLog
-from shared.metrics import MetricsMiddleware
-from shared import tracing
-
 from controlplane import events as events_module
 from controlplane.abac import routes as abac_routes
 from controlplane.auth import AuthMiddleware
 from controlplane.authz import resources as authz_resources
 from controlplane.authz import routes as authz_routes
 from controlplane.dashboard import routes as dashboard_routes
-from controlplane.internal import routes as internal_routes
 from controlplane.hotpath import HotCheck
+from controlplane.internal import routes as internal_routes
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
 from controlplane.oidc.cors import CorsMiddleware
@@ -41,6 +33,18 @@ from controlplane.services import Services, build_services
 from controlplane.store import UNREACHABLE, unavailable
 from controlplane.users import routes as users_routes
 from controlplane.webhooks import routes as webhooks_routes
+from shared import checks, tracing
+from shared.config import Config
+from shared.http import (
+    JsonBodyMiddleware,
+    RequestIdMiddleware,
+    RequestLogMiddleware,
+    install_error_handlers,
+    json_handlers,
+    render_domain_error,
+)
+from shared.logs import RequestLog
+from shared.metrics import MetricsMiddleware
 
 log = logging.getLogger("iamgate.controlplane")
 

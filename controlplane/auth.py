@@ -30,6 +30,7 @@ from shared.http import bearer_token as bearer_header_token
 from shared.ids import is_uuid
 from shared.rbac import covering_patterns, is_valid_permission
 
+
 def is_api_key(token: str) -> bool:
     return token.startswith(API_KEY_PREFIXES)
 

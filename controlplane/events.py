@@ -22,10 +22,9 @@ from dataclasses import dataclass
 
 from pymongo import ASCENDING, IndexModel
 
+from controlplane.store import UNREACHABLE, one_line
 from shared.event_types import EVENT_TYPES
 from shared.ids import new_id
-
-from controlplane.store import UNREACHABLE, one_line
 
 log = logging.getLogger("iamgate.events")
 
@@ -61,7 +60,7 @@ class Event:
     at: object
 
     @classmethod
-    def from_doc(cls, doc) -> "Event":
+    def from_doc(cls, doc) -> Event:
         return cls(doc["seq"], doc.get("app_id"), doc["type"], doc.get("subject") or {},
                    doc.get("data") or {}, tuple(doc.get("user_ids") or ()), doc["at"])
 
@@ -180,7 +179,7 @@ class Tailer:
     def subscribe(self, callback) -> None:
         self._callbacks.append(callback)
 
-    def start(self) -> "Tailer":
+    def start(self) -> Tailer:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="iamgate-tailer", daemon=True)
             self._thread.start()

@@ -33,15 +33,15 @@ from __future__ import annotations
 
 import time
 
+from controlplane import events
+from controlplane.auth import AuthMiddleware, required_token
+from controlplane.store import UNREACHABLE, unavailable
 from shared.checks import check_text, plain_get_check
 from shared.errors import DomainError
 from shared.http import MEDIA_JSON, domain_error_answer, unexpected_error_answer
 from shared.httpserver import status_line
 from shared.request_ids import resolve_request_id
 
-from controlplane import events
-from controlplane.auth import AuthMiddleware, required_token
-from controlplane.store import UNREACHABLE, unavailable
 
 class HotCheck:
     """``hot_check(environ, start_response)``: the answer's body for the plain check, else

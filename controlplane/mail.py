@@ -33,7 +33,7 @@ class SmtpTarget:
     starttls: bool
 
     @classmethod
-    def parse(cls, url: str) -> "SmtpTarget":
+    def parse(cls, url: str) -> SmtpTarget:
         parts = urlsplit(url)
         query = parse_qs(parts.query)
         implicit = parts.scheme == "smtps"

@@ -11,14 +11,20 @@ import re
 
 import falcon
 
-from shared.errors import (ApplicationNotFound, Forbidden, MalformedJson, PayloadTooLarge, RateLimited,
-                           Unauthorized, UnsupportedMediaType)
-from shared.openapi import COMPONENTS, error_responses
-
 from controlplane.auth import CREDENTIAL
 from controlplane.oidc.errors import TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS
 from controlplane.store import StoreUnavailable
+from shared.errors import (
+    ApplicationNotFound,
+    Forbidden,
+    MalformedJson,
+    PayloadTooLarge,
+    RateLimited,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from shared.openapi import COMPONENTS, error_responses
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _BODY_METHODS = ("POST", "PUT", "PATCH")

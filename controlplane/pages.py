@@ -39,13 +39,13 @@ from urllib.parse import parse_qsl, urlsplit
 import jinja2
 from markupsafe import Markup
 
-from shared.errors import BadRequest, Forbidden
-from shared.http import read_body
-
 from controlplane.applications.contrast import readable_on_white, text_color_on
 from controlplane.applications.schemas import sanitize_css
-from controlplane.applications.service import DEFAULT_BRANDING_OPTIONS, branding as app_branding
+from controlplane.applications.service import DEFAULT_BRANDING_OPTIONS
+from controlplane.applications.service import branding as app_branding
 from controlplane.oidc.schemas import is_private_use
+from shared.errors import BadRequest, Forbidden
+from shared.http import read_body
 
 TEMPLATES_DIR = str(Path(__file__).with_name("templates"))
 CSRF_COOKIE = "iamgate_csrf"

@@ -20,7 +20,7 @@ webhooks); their subclasses declare only ``access``, ``docs``, the schema and
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from shared.errors import ValidationFailed
 from shared.http import no_store, read_json, respond

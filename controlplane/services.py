@@ -13,12 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.config import Config
-from shared.crypto import SecretBox
-from shared.event_types import PUBLIC_EVENT_TYPES
-from shared.metrics import HttpMetrics
-from shared.timeutil import utcnow
-
 from controlplane.abac.schemas import PolicyLimits
 from controlplane.abac.service import AbacService
 from controlplane.abac.store import PolicyStore
@@ -42,20 +36,26 @@ from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.mfa.service import MfaService
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
-from controlplane.pages import Pages
 from controlplane.oidc.authorize import AuthorizeService
 from controlplane.oidc.backchannel import BackchannelLogout
 from controlplane.oidc.claims import OidcTokens
 from controlplane.oidc.clients import ClientService
 from controlplane.oidc.connections import ConnectionService
+from controlplane.oidc.hosted import HostedLogin
 from controlplane.oidc.introspection import Introspection
 from controlplane.oidc.logout import Logout
 from controlplane.oidc.revocation import Revocation
-from controlplane.oidc.hosted import HostedLogin
-from controlplane.oidc.store import (BrowserSessionStore, ClientStore, CodeStore, ConsentStore, GrantStore,
-                                     PendingRequestStore)
+from controlplane.oidc.store import (
+    BrowserSessionStore,
+    ClientStore,
+    CodeStore,
+    ConsentStore,
+    GrantStore,
+    PendingRequestStore,
+)
 from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
+from controlplane.pages import Pages
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import ApiThrottle, PasswordWorkLimit, RateLimiter
 from controlplane.roles.service import RoleService
@@ -77,6 +77,11 @@ from controlplane.webhooks.dispatcher import Dispatcher
 from controlplane.webhooks.service import WebhookService
 from controlplane.webhooks.store import WebhookStore
 from controlplane.webhooks.targets import TargetPolicy, system_resolver
+from shared.config import Config
+from shared.crypto import SecretBox
+from shared.event_types import PUBLIC_EVENT_TYPES
+from shared.metrics import HttpMetrics
+from shared.timeutil import utcnow
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pymongo
 from pymongo import IndexModel, ReturnDocument
-from pymongo.errors import ConnectionFailure
-from pymongo.errors import DuplicateKeyError  # also re-exported for stores
+from pymongo.errors import (
+    ConnectionFailure,
+    DuplicateKeyError,  # also re-exported for stores
+)
 
-from shared.config import EMBEDDED_STORE_MISSING, ConfigError
 from shared import tracing
+from shared.config import EMBEDDED_STORE_MISSING, ConfigError
 from shared.errors import ServiceUnavailable
 from shared.ids import new_id
 

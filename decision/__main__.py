@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     from gevent.pool import Pool
     from gevent.server import StreamServer
 
-    from shared.httpserver import DECISION_SERVER, KEEPALIVE_SECONDS, Connection, ConnectionSlots, Turns, base_environ
     from decision.wsgi import create
+    from shared.httpserver import DECISION_SERVER, KEEPALIVE_SECONDS, Connection, ConnectionSlots, Turns, base_environ
 
     app = create()  # checks the credential setting: exit 2 and one line
     try:

@@ -19,20 +19,19 @@ import logging
 import threading
 import time
 
+from decision.cache import DecisionCache
+from decision.client import ControlPlaneClient
+from decision.hotpath import HotCheck, Probes
+from decision.metrics import DecisionMetrics, MetricsMiddleware
+from decision.service import DecisionService
+from decision.stream import BACKOFF_MAX, ChangeFollower
+from decision.tokens import TokenVerifier
 from shared import tracing
 from shared.checks import CHECK_BULK_ROUTE, CHECK_ROUTE
 from shared.config import Config, ConfigError
 from shared.credentials import API_KEY_PREFIXES
 from shared.logs import RequestLog, Sampling
 from shared.timeutil import utcnow
-
-from decision.cache import DecisionCache
-from decision.hotpath import HotCheck, Probes
-from decision.client import ControlPlaneClient
-from decision.metrics import DecisionMetrics, MetricsMiddleware
-from decision.service import DecisionService
-from decision.stream import BACKOFF_MAX, ChangeFollower
-from decision.tokens import TokenVerifier
 
 
 class DecisionApp:
@@ -132,15 +131,18 @@ def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: Dec
                 request_log: RequestLog):
     import falcon
 
-    from shared.http import (JsonBodyMiddleware, RequestIdMiddleware, RequestLogMiddleware,
-                             install_error_handlers, json_handlers)
-
     from decision.openapi import OpenApiDocument
     from decision.resources import Check, CheckBulk, Health, Metrics, Ready
+    from shared.http import (
+        JsonBodyMiddleware,
+        RequestIdMiddleware,
+        RequestLogMiddleware,
+        install_error_handlers,
+        json_handlers,
+    )
 
-    app = falcon.App(middleware=[*tracing.request_middleware(), RequestIdMiddleware(), RequestLogMiddleware(request_log),
-                                 MetricsMiddleware(metrics),
-                                 JsonBodyMiddleware()])
+    app = falcon.App(middleware=[*tracing.request_middleware(), RequestIdMiddleware(),
+                                 RequestLogMiddleware(request_log), MetricsMiddleware(metrics), JsonBodyMiddleware()])
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.media_handlers.update(json_handlers())
     app.req_options.media_handlers.update(json_handlers())

@@ -285,7 +285,7 @@ class DecisionCache:
 
     # -- fills
 
-    def filling(self) -> "_Fill":
+    def filling(self) -> _Fill:
         """Wrap a control-plane fetch and the ``store_*`` of its result (both inside the
         block): while fetches are in flight, invalidations are remembered for the
         no-stale-re-fill rule."""

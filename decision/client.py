@@ -226,7 +226,7 @@ class ControlPlaneClient:
 
     # -- the change stream
 
-    def changes(self, since: int | None, *, app_id: str | None = None, read_timeout: float) -> "ChangeStream":
+    def changes(self, since: int | None, *, app_id: str | None = None, read_timeout: float) -> ChangeStream:
         """Open the change stream: every application's with the internal token
         (``app_id`` None), one application's otherwise. ``since`` None starts live."""
         path = f"/internal/v1/applications/{app_id}/changes" if app_id else "/internal/v1/changes"

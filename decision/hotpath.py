@@ -36,14 +36,22 @@ import time
 
 import orjson
 
-from shared.checks import (CHECK, CHECK_BULK, CHECK_BULK_PATH_SUFFIX, CHECK_BULK_ROUTE, CHECK_PATH_SUFFIX,
-                           CHECK_ROUTE, body_values, path_application, plain_get_check)
+from decision.service import Lookup
+from shared.checks import (
+    CHECK,
+    CHECK_BULK,
+    CHECK_BULK_PATH_SUFFIX,
+    CHECK_BULK_ROUTE,
+    CHECK_PATH_SUFFIX,
+    CHECK_ROUTE,
+    body_values,
+    path_application,
+    plain_get_check,
+)
 from shared.errors import DomainError
 from shared.http import MAX_BODY_BYTES, MEDIA_JSON, domain_error_answer, dumps, parse_json, unexpected_error_answer
 from shared.httpserver import status_line
 from shared.request_ids import resolve_request_id
-
-from decision.service import Lookup
 
 _JSON = MEDIA_JSON
 _OK = status_line(200)

@@ -75,7 +75,7 @@ class HotCounter:
             family.add_metric(list(labels), value)
         yield family
 
-    def write(self, files: "_Files") -> None:
+    def write(self, files: _Files) -> None:
         for labels, value in list(self._values.items()):
             files.write("counter", self.name, f"{self.name}_total", self.labelnames, labels, self.documentation, value)
 
@@ -110,7 +110,7 @@ class HotHistogram:
             family.add_metric(list(labels), buckets, series[-1])
         yield family
 
-    def write(self, files: "_Files") -> None:
+    def write(self, files: _Files) -> None:
         # The multiprocess format keeps each bucket's own count (not cumulative) and the
         # sum; the merge accumulates the buckets and derives ``_count``.
         bucket_labelnames = (*self.labelnames, "le")
@@ -142,7 +142,7 @@ class _State:
         for name, documentation, read, _ in self._gauges:
             yield GaugeMetricFamily(name, documentation, value=read())
 
-    def write(self, files: "_Files") -> None:
+    def write(self, files: _Files) -> None:
         for name, documentation, read, mode in self._gauges:
             files.write(f"gauge_{mode}", name, name, (), (), documentation, read())
 
@@ -157,7 +157,7 @@ class _Process:
 
         return iter(families("decision"))
 
-    def write(self, files: "_Files") -> None:
+    def write(self, files: _Files) -> None:
         from shared.process_metrics import MULTIPROCESS_MODES, families
 
         for family in families("decision"):

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import falcon
 
+from decision.service import DecisionUnavailable
 from shared import checks
-from shared.errors import (MalformedJson, NotFound, PayloadTooLarge, PermissionMissing, RevisionAhead,
-                           Unauthorized, UnsupportedMediaType, ValidationFailed)
+from shared.errors import (
+    MalformedJson,
+    NotFound,
+    PayloadTooLarge,
+    PermissionMissing,
+    RevisionAhead,
+    Unauthorized,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from shared.http import dumps
 from shared.openapi import COMPONENTS, error_responses
-
-from decision.service import DecisionUnavailable
 
 _APP_ID = {"name": "applicationId", "in": "path", "required": True, "schema": {"type": "string"}}
 _SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]

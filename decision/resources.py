@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import falcon
 
-from shared.checks import CHECK, CHECK_BULK, check_query
-from shared.http import read_json
-
 from decision.hotpath import health_document, readiness_document
 from decision.service import Lookup
+from shared.checks import CHECK, CHECK_BULK, check_query
+from shared.http import read_json
 
 
 class _CheckResource:

@@ -19,6 +19,9 @@ from __future__ import annotations
 import hashlib
 import time
 
+from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet
+from decision.client import ApplicationNotFound, ControlPlaneError
+from decision.tokens import JwksUnavailable
 from shared import checks
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled, decide_one
@@ -28,10 +31,6 @@ from shared.errors import NotFound, PermissionMissing, RevisionAhead, ServiceUna
 from shared.http import bearer_token
 from shared.ids import is_uuid
 from shared.rbac import ACTIVE, Grants, matches, resolve_scope
-
-from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet
-from decision.client import ApplicationNotFound, ControlPlaneError
-from decision.tokens import JwksUnavailable
 
 CHECK_PERMISSION = "authz:check"
 _NO_POLICIES = CompiledPolicies(())
@@ -79,7 +78,7 @@ class DecisionService:
             self._head_seen = (head, self._monotonic())
             raise RevisionAhead(min_revision, head)
 
-    def begin(self, app_id: str, request_id: str | None = None) -> "Lookup":
+    def begin(self, app_id: str, request_id: str | None = None) -> Lookup:
         """Start one request on ``app_id``; 404 NOT_FOUND when this service does not serve it.
         ``request_id`` goes with every lookup this request sends to the control plane
         (``X-Request-Id``), so one id finds the request in both services' logs."""

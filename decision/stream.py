@@ -94,7 +94,7 @@ class ChangeFollower:
 
     # -- lifecycle
 
-    def start(self) -> "ChangeFollower":
+    def start(self) -> ChangeFollower:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="iamgate-decision-stream", daemon=True)
             self._thread.start()

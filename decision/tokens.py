@@ -18,10 +18,9 @@ import time
 
 from cachetools import TTLCache
 
-from shared.errors import Unauthorized
-
-from shared.concurrency import native_lock
 from decision.client import ControlPlaneError
+from shared.concurrency import native_lock
+from shared.errors import Unauthorized
 
 log = logging.getLogger("iamgate.decision.tokens")
 

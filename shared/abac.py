@@ -16,10 +16,10 @@ import marshal
 import operator
 import threading
 from collections import OrderedDict
-from types import MappingProxyType
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from shared.rbac import covering_patterns, is_valid_permission
@@ -130,21 +130,21 @@ class CompiledPolicies:
         goes last). Unchanged policies stay the same objects, so their compiled
         conditions are reused; the index is rebuilt (linear in the count) only when a
         policy came, went or changed its permissions."""
-        changed = {policy.id: policy for policy in changed}
+        fresh_by_id = {policy.id: policy for policy in changed}
         policy_ids = set(policy_ids)
         kept = []
         reindex = False
         for policy in self.policies:
             if policy.id not in policy_ids:
                 kept.append(policy)
-            elif policy.id in changed:
-                fresh = changed.pop(policy.id)
+            elif policy.id in fresh_by_id:
+                fresh = fresh_by_id.pop(policy.id)
                 reindex = reindex or fresh.permissions != policy.permissions
                 kept.append(policy if fresh == policy else fresh)
             else:
                 reindex = True
-        if changed or reindex:
-            return CompiledPolicies([*kept, *changed.values()])
+        if fresh_by_id or reindex:
+            return CompiledPolicies([*kept, *fresh_by_id.values()])
         patched = CompiledPolicies(())
         patched.policies, patched._by_pattern = tuple(kept), self._by_pattern  # same places, same patterns
         return patched

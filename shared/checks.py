@@ -11,7 +11,6 @@ VALIDATION_INVALID_FORMAT, several VALIDATION_MULTIPLE_ERRORS.  ``Permission`` a
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from shared.http import dumps

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 
+
 def native_lock():
     """A mutex that stays an OS lock under gevent's monkey patching. The sections it guards
     never block or yield, so greenlets (all on one OS thread) never wait on it, and it is

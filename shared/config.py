@@ -353,7 +353,7 @@ class Config:
             raise ConfigError(EMBEDDED_STORE_MISSING)
 
     @classmethod
-    def from_env(cls, env=None, **overrides) -> "Config":
+    def from_env(cls, env=None, **overrides) -> Config:
         """Build the configuration from ``env`` (default ``os.environ``).
 
         ``overrides`` take attribute names and already-parsed values (tests use them).

@@ -18,9 +18,22 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from shared.errors import (BadRequest, Conflict, DomainError, Forbidden, Gone, MalformedJson, NotFound,
-                           PayloadTooLarge, RateLimited, ServiceUnavailable, Unauthorized, Unprocessable,
-                           UnsupportedMediaType, ValidationFailed)
+from shared.errors import (
+    BadRequest,
+    Conflict,
+    DomainError,
+    Forbidden,
+    Gone,
+    MalformedJson,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    ServiceUnavailable,
+    Unauthorized,
+    Unprocessable,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from shared.request_ids import resolve_request_id
 from shared.timeutil import isoformat, utcnow
 
@@ -193,7 +206,7 @@ def unexpected_error_answer(request_id: str) -> tuple[int, str]:
     return 500, dumps(error_document("INTERNAL_ERROR", "An unexpected error occurred.", None, request_id))
 
 
-def render_domain_error(req, resp, ex: DomainError, params=None):
+def render_domain_error(req, resp, ex: DomainError, _params=None):
     """The Falcon error handler of domain errors: ``ex`` as the envelope, with its headers.
     Handlers of foreign exceptions (the store's driver) call it with the domain error
     they stand for."""
@@ -261,10 +274,10 @@ class RequestLogMiddleware:
     def __init__(self, request_log):
         self._request_log = request_log
 
-    def process_resource(self, req, resp, resource, params):
+    def process_resource(self, req, _resp, _resource, params):
         req.context.application_id = params.get("applicationId")
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, resource, _req_succeeded):
         self._request_log(request_id(req), req.method, req.uri_template if resource is not None else None,
                           resp.status_code, req.context.started, req.remote_addr, req.get_header("X-Forwarded-For"),
                           getattr(req.context, "application_id", None))

@@ -318,7 +318,7 @@ class Turns:
         self._pause = pause
 
     @classmethod
-    def gevent(cls) -> "Turns":
+    def gevent(cls) -> Turns:
         """For a connection served by a greenlet of the current thread's hub."""
         from gevent import sleep
 
@@ -348,7 +348,7 @@ class ConnectionSlots:
         self.open: set[Connection] = set()
         self.waiting: dict[Connection, None] = {}  # in the order they began to wait: oldest first
 
-    def admit(self, connection: "Connection") -> None:
+    def admit(self, connection: Connection) -> None:
         self.open.add(connection)
         if len(self.open) >= self.limit and self.waiting:
             victim = next(iter(list(self.waiting)))  # a copy: threads (the tests) may change it meanwhile
@@ -357,7 +357,7 @@ class ConnectionSlots:
             victim.end()
         self.waiting[connection] = None
 
-    def release(self, connection: "Connection") -> None:
+    def release(self, connection: Connection) -> None:
         self.open.discard(connection)
         self.waiting.pop(connection, None)
 
@@ -804,7 +804,7 @@ class ThreadedServer:
         self.environ = base_environ(name[0], name[1], server)
         self.environ.update({"wsgi.multithread": True, "wsgi.multiprocess": False})
 
-    def start(self) -> "ThreadedServer":
+    def start(self) -> ThreadedServer:
         threading.Thread(target=self._accept, name="iamgate-http-accept", daemon=True).start()
         return self
 

@@ -13,8 +13,15 @@ import gevent
 from gunicorn.workers.ggevent import GeventWorker
 
 from shared.http import MAX_BODY_BYTES
-from shared.httpserver import (CONTROL_PLANE_SERVER, DECISION_SERVER, HEADER_TIMEOUT, Connection, ConnectionSlots,
-                               Turns, base_environ)
+from shared.httpserver import (
+    CONTROL_PLANE_SERVER,
+    DECISION_SERVER,
+    HEADER_TIMEOUT,
+    Connection,
+    ConnectionSlots,
+    Turns,
+    base_environ,
+)
 
 
 class HttpWorker(GeventWorker):

@@ -9,7 +9,7 @@ clock (passed in as ``now``: tests move it), not the library's.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import weakref
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from json import encoder as json_encoder
 
 from shared.config import warn_unknown_variables
@@ -66,7 +66,7 @@ def timestamp(created: float) -> str:
         whole, micros = whole - 1, micros + 1_000_000
     second, text = _second
     if second != whole:
-        text = datetime.fromtimestamp(whole, timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+        text = datetime.fromtimestamp(whole, UTC).replace(tzinfo=None).isoformat(timespec="seconds")
         _second = (whole, text)
     return f"{text}.{micros // 1000:03d}+00:00"
 
@@ -195,7 +195,7 @@ class JsonLinesHandler(logging.StreamHandler):
         self._flusher = None
 
 
-_HANDLERS: "weakref.WeakSet[JsonLinesHandler]" = weakref.WeakSet()
+_HANDLERS: weakref.WeakSet[JsonLinesHandler] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:

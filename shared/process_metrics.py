@@ -18,9 +18,11 @@ first write), not when this module is: the decision service's start-up time.
 """
 from __future__ import annotations
 
+from typing import Any
+
 BUILD_INFO = "iamgate_build_info"
 # How each gauge of several workers merges (prometheus_client's multiprocess_mode).
-MULTIPROCESS_MODES = {
+MULTIPROCESS_MODES: dict[str, Any] = {
     "process_virtual_memory_bytes": "livesum",
     "process_resident_memory_bytes": "livesum",
     "process_open_fds": "livesum",
@@ -53,7 +55,7 @@ def families(service: str) -> list:
     from prometheus_client.platform_collector import PLATFORM_COLLECTOR
     from prometheus_client.process_collector import PROCESS_COLLECTOR
 
-    found = []
+    found: list = []
     # prometheus_client's own instances (those of its default registry): made once per process.
     for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
         found.extend(collector.collect())
@@ -82,7 +84,7 @@ class SharedProcessMetrics:
     def __init__(self, service: str, registry):
         self._service = service
         self._registry = registry
-        self._metrics: dict[str, object] = {}
+        self._metrics: dict[str, Any] = {}
         self._counted: dict[tuple, float] = {}
 
     def update(self) -> None:
@@ -93,7 +95,7 @@ class SharedProcessMetrics:
                 if family.type == "counter" and not sample.name.endswith("_total"):
                     continue  # a counter's _created sample
                 labelnames = tuple(sample.labels)
-                metric = self._metrics.get(family.name)
+                metric: Any = self._metrics.get(family.name)
                 if metric is None:
                     if family.type == "counter":
                         metric = Counter(family.name, family.documentation, labelnames, registry=self._registry)

@@ -252,7 +252,7 @@ class Object(Field):
 
     json_type = "object"
 
-    def __init__(self, schema: "Schema | None" = None, *, max_bytes=None, **kw):
+    def __init__(self, schema: Schema | None = None, *, max_bytes=None, **kw):
         super().__init__(**kw)
         self.nested, self.max_bytes = schema, max_bytes
 

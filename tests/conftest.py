@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import falcon.testing
 import pytest
@@ -27,7 +27,7 @@ class FakeClock:
     """A clock tests can move forward: expiry and lockout lapse without sleeping."""
 
     def __init__(self, start: datetime | None = None):
-        self.now = start or datetime.now(timezone.utc)
+        self.now = start or datetime.now(UTC)
 
     def __call__(self) -> datetime:
         return self.now

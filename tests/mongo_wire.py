@@ -34,10 +34,10 @@ import itertools
 import logging
 import socket
 import socketserver
-import sys
 import struct
+import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import bson
 import mongomock
@@ -122,7 +122,7 @@ def _hello(server, db, cmd, connection_id):
     reply = {
         "isWritablePrimary": True, "ismaster": True, "helloOk": True,
         "maxBsonObjectSize": 16 * 1024 * 1024, "maxMessageSizeBytes": 48_000_000, "maxWriteBatchSize": 100_000,
-        "localTime": datetime.now(timezone.utc), "logicalSessionTimeoutMinutes": 30,
+        "localTime": datetime.now(UTC), "logicalSessionTimeoutMinutes": 30,
         "connectionId": connection_id, "minWireVersion": 0, "maxWireVersion": MAX_WIRE_VERSION, "readOnly": False,
     }
     return reply
@@ -428,7 +428,7 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
 
 
 class _Connection(socketserver.BaseRequestHandler):
-    server: "WireServer"
+    server: WireServer
 
     def setup(self):
         self.server.clients.add(self.request)
@@ -489,7 +489,7 @@ class WireServer(socketserver.ThreadingTCPServer):
         host, port = self.server_address[:2]
         return f"mongodb://{host}:{port}/"
 
-    def start(self) -> "WireServer":
+    def start(self) -> WireServer:
         threading.Thread(target=self.serve_forever, name="mongo-wire", daemon=True).start()
         return self
 

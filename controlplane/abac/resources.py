@@ -5,20 +5,27 @@ alike.  Every write answers ``X-Iamgate-Revision``; one that changed nothing ans
 current head, which its data is at least as fresh as."""
 from __future__ import annotations
 
-from shared.errors import Conflict, PermissionMissing, ValidationFailed
-from shared.http import PAGE_QUERY, page_params, paginated, read_json, respond
-
 from controlplane import events as change_log
 from controlplane.abac import schemas
-from controlplane.abac.errors import (AttributeKeyConflict, AttributeLimitReached, AttributeNotFound,
-                                      ConditionInvalid, ConditionTooLarge, PermissionPolicyLimitReached,
-                                      PolicyLimitReached, PolicyNameTaken, PolicyNotFound)
+from controlplane.abac.errors import (
+    AttributeKeyConflict,
+    AttributeLimitReached,
+    AttributeNotFound,
+    ConditionInvalid,
+    ConditionTooLarge,
+    PermissionPolicyLimitReached,
+    PolicyLimitReached,
+    PolicyNameTaken,
+    PolicyNotFound,
+)
 from controlplane.abac.service import AbacService, serialize_policy
 from controlplane.auth import permission
-from shared.checks import Permission
 from controlplane.openapi import op
 from controlplane.resource import Resource
 from controlplane.users.errors import UserNotFound
+from shared.checks import Permission
+from shared.errors import Conflict, PermissionMissing, ValidationFailed
+from shared.http import PAGE_QUERY, page_params, paginated, read_json, respond
 
 READ = permission("policies:read")
 MANAGE = permission("policies:manage")

@@ -15,12 +15,11 @@ import json
 import re
 from dataclasses import dataclass
 
+from controlplane.abac import conditions
+from controlplane.abac.errors import ConditionInvalid, ConditionTooLarge
 from shared.checks import CHECK, Permission
 from shared.errors import ValidationFailed
 from shared.validation import ID, TIME, Bool, Field, Invalid, List, Object, Schema, String, page_of
-
-from controlplane.abac import conditions
-from controlplane.abac.errors import ConditionInvalid, ConditionTooLarge
 
 NAME_MAX = 100
 DESCRIPTION_MAX = 1000
@@ -47,7 +46,7 @@ class PolicyLimits:
     condition_nodes: int
 
     @classmethod
-    def of(cls, config) -> "PolicyLimits":
+    def of(cls, config) -> PolicyLimits:
         return cls(per_application=config.max_policies_per_application,
                    per_permission=config.max_policies_per_permission,
                    condition_bytes=config.max_condition_bytes, condition_nodes=config.max_condition_nodes)

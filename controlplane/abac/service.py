@@ -22,22 +22,27 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from shared.abac import CompiledPolicies, Policy, condition_environment
-from shared.authorization import decide_compiled
-from shared.errors import Conflict
-from shared.ids import is_uuid, new_id
-from shared.rbac import compile_grants, resolve_scope
-from shared.timeutil import Clock, isoformat, seconds
-
 from controlplane.abac import conditions
-from controlplane.abac.errors import (AttributeKeyConflict, AttributeLimitReached, AttributeNotFound,
-                                      PermissionPolicyLimitReached, PolicyLimitReached, PolicyNotFound)
+from controlplane.abac.errors import (
+    AttributeKeyConflict,
+    AttributeLimitReached,
+    AttributeNotFound,
+    PermissionPolicyLimitReached,
+    PolicyLimitReached,
+    PolicyNotFound,
+)
 from controlplane.abac.schemas import ATTRIBUTES_PER_USER_MAX, PolicyLimits
 from controlplane.abac.store import PolicyStore
 from controlplane.events import EventLog
 from controlplane.roles.service import RoleService
 from controlplane.users.errors import UserNotFound
 from controlplane.users.store import UserStore
+from shared.abac import CompiledPolicies, Policy, condition_environment
+from shared.authorization import decide_compiled
+from shared.errors import Conflict
+from shared.ids import is_uuid, new_id
+from shared.rbac import compile_grants, resolve_scope
+from shared.timeutil import Clock, isoformat, seconds
 
 _POLICY_FIELDS = ("name", "description", "effect", "permissions", "condition", "is_active")
 

@@ -19,11 +19,10 @@ import logging
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from shared.abac import Policy
-from shared.concurrency import yield_to_others
-
 from controlplane.abac.errors import PolicyNameTaken
 from controlplane.collection import AppCollection
+from shared.abac import Policy
+from shared.concurrency import yield_to_others
 
 log = logging.getLogger("iamgate.abac")
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shared.errors import ValidationFailed
-from shared.ids import digest, is_uuid, new_id, random_token
-from shared.rbac import is_valid_permission
-from shared.timeutil import Clock, aware, isoformat, seconds_of
-
 from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.store import ApiKeyStore
 from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
+from shared.errors import ValidationFailed
+from shared.ids import digest, is_uuid, new_id, random_token
+from shared.rbac import is_valid_permission
+from shared.timeutil import Clock, aware, isoformat, seconds_of
 
 V1_PERMISSIONS = (
     "roles:read", "roles:manage", "authz:check", "webhooks:manage", "oidc:manage",

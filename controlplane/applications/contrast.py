@@ -24,7 +24,7 @@ def rgb(color: str, *, over: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> tu
         raise ValueError(f"not a hex colour: {color!r}")
     channels = [int(digits[i:i + 2], 16) / 255 for i in range(0, len(digits), 2)]
     alpha = channels[3] if len(channels) == 4 else 1.0
-    return tuple(alpha * c + (1 - alpha) * b for c, b in zip(channels[:3], over))
+    return tuple(alpha * c + (1 - alpha) * b for c, b in zip(channels[:3], over, strict=True))
 
 
 def relative_luminance(color: str) -> float:

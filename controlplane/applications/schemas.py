@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import re
 
-from shared.validation import TIME, Bool, DisplayName, HexColor, Int, List, Object, Schema, String, Url
-
 from controlplane.applications.css import sanitize_css as _sanitize_css
+from shared.validation import TIME, Bool, DisplayName, HexColor, Int, List, Object, Schema, String, Url
 
 ENVIRONMENTS = ("development", "staging", "production")
 # Images the hosted pages load: https only, as their CSP's img-src allows (an http logo

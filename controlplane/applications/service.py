@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.errors import ApplicationNotFound
-from shared.ids import new_id
-from shared.timeutil import Clock, isoformat, seconds_of
-
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.store import ApplicationStore
 from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
+from shared.errors import ApplicationNotFound
+from shared.ids import new_id
+from shared.timeutil import Clock, isoformat, seconds_of
 
 # How long a worker may answer from its copy of an application (controlplane.lookup_cache):
 # deletions reach every worker through the change log well before that; settings changed

@@ -2,14 +2,13 @@
 Responses are not wrapped in ``data`` (spec).  Permission authz:check."""
 from __future__ import annotations
 
-from shared import checks
-from shared.errors import PermissionMissing, RevisionAhead, ValidationFailed
-from shared.http import read_json
-
 from controlplane.auth import permission
 from controlplane.authz.service import AuthzService
 from controlplane.openapi import op
 from controlplane.resource import Resource
+from shared import checks
+from shared.errors import PermissionMissing, RevisionAhead, ValidationFailed
+from shared.http import read_json
 
 CHECK = permission("authz:check")
 _ERRORS = [ValidationFailed, PermissionMissing, RevisionAhead]

@@ -29,17 +29,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from controlplane.abac.store import PolicyStore
+from controlplane.lookup_cache import TtlDict
 from shared.abac import CompiledPolicies
 from shared.authorization import decide_compiled, rbac_decision
 from shared.concurrency import yield_to_others
 from shared.errors import RevisionAhead
-from shared.invalidation import (APPLICATION_KINDS, MAX_PATCHED_POLICIES, POLICY_KINDS, affected_users,
-                                 changed_policies)
+from shared.invalidation import APPLICATION_KINDS, MAX_PATCHED_POLICIES, POLICY_KINDS, affected_users, changed_policies
 from shared.rbac import compile_grants, resolve_scope
 from shared.timeutil import seconds_of
-
-from controlplane.abac.store import PolicyStore
-from controlplane.lookup_cache import TtlDict
 
 GRANTS_CACHE_SIZE = 100_000
 POLICIES_CACHE_SIZE = 10_000

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.ids import is_uuid
-
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.errors import ApplicationNotAccessible, DashboardEmailUnverified, RoleCannotWrite
 from controlplane.dashboard.store import DashboardStore
+from shared.ids import is_uuid
 
 ORG_ROLES = ("owner", "admin", "member", "viewer")
 WRITE_ROLES = ("owner", "admin")

@@ -9,11 +9,6 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 
-from shared.config import Rate
-from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, aware, isoformat, seconds
-from shared.validation import Invalid, normalize_email
-
 from controlplane.dashboard import emails
 from controlplane.dashboard.errors import EmailTaken, InvalidCredentials, SignInRequired, VerificationRequestsLimited
 from controlplane.dashboard.organizations import OrganizationService
@@ -23,8 +18,17 @@ from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
 from controlplane.ratelimit import RateLimiter
-from controlplane.users.errors import (InvalidResetToken, InvalidVerificationToken, ResetRequestsLimited,
-                                       ResetTokenExpired, VerificationTokenExpired)
+from controlplane.users.errors import (
+    InvalidResetToken,
+    InvalidVerificationToken,
+    ResetRequestsLimited,
+    ResetTokenExpired,
+    VerificationTokenExpired,
+)
+from shared.config import Rate
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import Clock, aware, isoformat, seconds
+from shared.validation import Invalid, normalize_email
 
 # The scope of dashboard accounts in the login lock (``controlplane/lockout.py``); an
 # application's end users are scoped by its id, a UUID, so the two never meet.

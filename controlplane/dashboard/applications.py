@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 
-from shared.ids import is_uuid
-
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
-from controlplane.dashboard.errors import (ApplicationLimitReached, NotAMember, OrganizationIdInvalid,
-                                           OrganizationRequired, RoleCannotWrite)
+from controlplane.dashboard.errors import (
+    ApplicationLimitReached,
+    NotAMember,
+    OrganizationIdInvalid,
+    OrganizationRequired,
+    RoleCannotWrite,
+)
 from controlplane.dashboard.store import DashboardStore
+from shared.ids import is_uuid
 
 
 @dataclass(eq=False)

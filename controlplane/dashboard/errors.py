@@ -3,8 +3,16 @@ applications (docs/dashboard.md, "Errors of the dashboard").
 
 The emailed tokens of dashboard accounts fail as end users' do, with the same codes and
 messages: those errors (``InvalidResetToken``...) are the users area's."""
-from shared.errors import (ApplicationNotFound, Conflict, Forbidden, NotFound, RateLimited, Unauthorized,
-                           Unprocessable, ValidationFailed)
+from shared.errors import (
+    ApplicationNotFound,
+    Conflict,
+    Forbidden,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    Unprocessable,
+    ValidationFailed,
+)
 
 
 class InvalidCredentials(Unauthorized):

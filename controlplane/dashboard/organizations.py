@@ -7,17 +7,24 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 
-from shared.config import Rate
-from shared.ids import is_uuid, new_id
-from shared.timeutil import Clock, isoformat
-
 from controlplane.apikeys.service import ApiKeyService
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
-from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, LastOwner, MemberNotFound,
-                                           MembershipChanged, OrganizationNotFound, OwnerRequired, RoleCannotWrite)
+from controlplane.dashboard.errors import (
+    AccountEmailUnverified,
+    AccountNotFound,
+    LastOwner,
+    MemberNotFound,
+    MembershipChanged,
+    OrganizationNotFound,
+    OwnerRequired,
+    RoleCannotWrite,
+)
 from controlplane.dashboard.store import DashboardStore
 from controlplane.ratelimit import RateLimiter
+from shared.config import Rate
+from shared.ids import is_uuid, new_id
+from shared.timeutil import Clock, isoformat
 
 OWNER = "owner"
 

@@ -9,37 +9,56 @@ that is the CSRF defence.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import falcon
 
-from shared.config import Config
-from shared.errors import RateLimited, UnsupportedMediaType, ValidationFailed
-from shared.http import client_ip, no_store, read_json, respond
-
 from controlplane.apikeys.errors import ApiKeyNotFound
-from controlplane.apikeys.service import ApiKeyService, serialize as serialize_api_key
-from controlplane.applications.service import ApplicationService, serialize as serialize_application
+from controlplane.apikeys.service import ApiKeyService
+from controlplane.apikeys.service import serialize as serialize_api_key
+from controlplane.applications.service import ApplicationService
+from controlplane.applications.service import serialize as serialize_application
 from controlplane.auth import DASHBOARD, PUBLIC, SESSION_COOKIE
 from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess, member_of_application
-from controlplane.dashboard.errors import (AccountEmailUnverified, AccountNotFound, AlreadyMember,
-                                           ApplicationLimitReached, ApplicationNotAccessible,
-                                           DashboardEmailUnverified, EmailTaken, InvalidCredentials, LastOwner,
-                                           MemberNotFound, NotAMember,
-                                           OrganizationIdInvalid, OrganizationNotFound, OrganizationRequired,
-                                           OwnerRequired, RoleCannotWrite, VerificationRequestsLimited)
 from controlplane.dashboard.accounts import AccountService, serialize_account, serialize_account_status
 from controlplane.dashboard.applications import OrganizationApplications
+from controlplane.dashboard.errors import (
+    AccountEmailUnverified,
+    AccountNotFound,
+    AlreadyMember,
+    ApplicationLimitReached,
+    ApplicationNotAccessible,
+    DashboardEmailUnverified,
+    EmailTaken,
+    InvalidCredentials,
+    LastOwner,
+    MemberNotFound,
+    NotAMember,
+    OrganizationIdInvalid,
+    OrganizationNotFound,
+    OrganizationRequired,
+    OwnerRequired,
+    RoleCannotWrite,
+    VerificationRequestsLimited,
+)
 from controlplane.dashboard.organizations import OrganizationService, serialize_organization
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
 from controlplane.passwords import PasswordTooWeak, WrongPassword
 from controlplane.resource import Resource
-from controlplane.users.errors import (InvalidResetToken, InvalidVerificationToken, ResetRequestsLimited,
-                                       ResetTokenExpired, VerificationTokenExpired)
+from controlplane.users.errors import (
+    InvalidResetToken,
+    InvalidVerificationToken,
+    ResetRequestsLimited,
+    ResetTokenExpired,
+    VerificationTokenExpired,
+)
+from shared.config import Config
+from shared.errors import RateLimited, UnsupportedMediaType, ValidationFailed
+from shared.http import client_ip, no_store, read_json, respond
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WRITE = [RoleCannotWrite, ApplicationNotAccessible, DashboardEmailUnverified]
 
 

@@ -6,11 +6,10 @@ tightened here to a UUID.
 """
 from __future__ import annotations
 
-from shared.validation import ID, TIME, DisplayName, Email, Schema, String, Uuid
-
 from controlplane.apikeys import schemas as apikeys
 from controlplane.applications import schemas as applications
 from controlplane.dashboard.access import ORG_ROLES
+from shared.validation import ID, TIME, DisplayName, Email, Schema, String, Uuid
 
 # Bounds the work one login costs (bcrypt pre-hashes longer input anyway); a real
 # password is at most passwords.MAX_LENGTH characters.

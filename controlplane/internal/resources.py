@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import falcon
 
-from shared.errors import ApplicationNotFound, PermissionMissing, RateLimited, Unauthorized, ValidationFailed
-from shared.ids import is_uuid
-from shared.invalidation import MAX_PATCHED_POLICIES
-from shared.rbac import matches
-
 from controlplane.auth import INTERNAL, PUBLIC, Authenticator, bearer_token, is_api_key
 from controlplane.internal.service import DECISION_PERMISSION, DecisionData, StreamAccess, TooManyStreams
 from controlplane.openapi import op
 from controlplane.resource import Resource
+from shared.errors import ApplicationNotFound, PermissionMissing, RateLimited, Unauthorized, ValidationFailed
+from shared.ids import is_uuid
+from shared.invalidation import MAX_PATCHED_POLICIES
+from shared.rbac import matches
 
 _ERRORS = [PermissionMissing, ApplicationNotFound, RateLimited]
 _SEQ = {"type": "integer", "description": "change-log head read before the data"}

@@ -38,11 +38,10 @@ from collections import OrderedDict
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from shared.errors import ApplicationNotFound, RateLimited, Unauthorized
-from shared.invalidation import affected_users, changed_policies
-
 from controlplane.internal.store import StreamLeases
 from controlplane.store import UNREACHABLE, one_line
+from shared.errors import ApplicationNotFound, RateLimited, Unauthorized
+from shared.invalidation import affected_users, changed_policies
 
 log = logging.getLogger("iamgate.internal")
 

@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import falcon
 
-from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
-from shared.http import no_store, read_json, respond
-
 from controlplane.auth import DASHBOARD, OWNER, PUBLIC
 from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.lockout import AccountLocked
 from controlplane.mfa import schemas
-from controlplane.mfa.errors import (ConfirmationCodeInvalid, MfaAlreadyEnabled, MfaChallengeExpired, MfaCodeInvalid,
-                                     MfaLocked, MfaMethodNotFound, MfaNotEnabled)
+from controlplane.mfa.errors import (
+    ConfirmationCodeInvalid,
+    MfaAlreadyEnabled,
+    MfaChallengeExpired,
+    MfaCodeInvalid,
+    MfaLocked,
+    MfaMethodNotFound,
+    MfaNotEnabled,
+)
 from controlplane.mfa.service import MfaService
 from controlplane.openapi import op
 from controlplane.passwords import WrongPassword
 from controlplane.resource import Resource
 from controlplane.users.errors import AccountSuspended, UserNotFound
+from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
+from shared.http import no_store, read_json, respond
 
 _PASSWORD_CONFIRMED = [ValidationFailed, MfaNotEnabled, Forbidden, WrongPassword, AccountLocked]
 

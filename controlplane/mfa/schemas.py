@@ -7,10 +7,9 @@ and does not count as an attempt; a well-formed wrong one does.
 """
 from __future__ import annotations
 
-from shared.validation import ID, TIME, Invalid, Schema, String, Uuid
-
 from controlplane.mfa import totp
 from controlplane.users.schemas import PASSWORD_INPUT_MAX, TOKEN_MAX, TOKEN_PAIR
+from shared.validation import ID, TIME, Invalid, Schema, String, Uuid
 
 DEFAULT_LABEL = "Authenticator App"
 LABEL_MAX = 100

@@ -27,17 +27,19 @@ import logging
 import math
 from dataclasses import KW_ONLY, InitVar, dataclass
 
-from shared.config import Rate
-from shared.crypto import SecretBox
-from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, aware, isoformat, seconds
-
 from controlplane.applications.service import branding
 from controlplane.events import EventLog
 from controlplane.mail import Mailer
 from controlplane.mfa import emails, totp
-from controlplane.mfa.errors import (ConfirmationCodeInvalid, MfaAlreadyEnabled, MfaChallengeExpired, MfaCodeInvalid,
-                                     MfaLocked, MfaMethodNotFound, MfaNotEnabled)
+from controlplane.mfa.errors import (
+    ConfirmationCodeInvalid,
+    MfaAlreadyEnabled,
+    MfaChallengeExpired,
+    MfaCodeInvalid,
+    MfaLocked,
+    MfaMethodNotFound,
+    MfaNotEnabled,
+)
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.passwords import WrongPassword
 from controlplane.ratelimit import RateLimiter
@@ -45,6 +47,10 @@ from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import AccountSuspended, UserNotFound
 from controlplane.users.passwords import PasswordService
 from controlplane.users.sessions import SessionService
+from shared.config import Rate
+from shared.crypto import SecretBox
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import Clock, aware, isoformat, seconds
 
 log = logging.getLogger("iamgate.mfa")
 
@@ -334,7 +340,7 @@ class MfaService:
         return self.box.decrypt(method["secret"]).decode("ascii")
 
     def _backup_digest(self, app_id: str, user_id: str, canonical: str) -> str:
-        message = f"{app_id}:{user_id}:{canonical}".encode("utf-8")
+        message = f"{app_id}:{user_id}:{canonical}".encode()
         return hmac.new(self._backup_key, message, hashlib.sha256).hexdigest()
 
     def _new_backup_set(self, app_id: str, user_id: str, now) -> tuple[str, list[str]]:

@@ -17,16 +17,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.ids import digest, random_token
-from shared.timeutil import Clock, seconds
-
 from controlplane.oidc import pkce
 from controlplane.oidc.clients import ClientService, grant_types, is_public
 from controlplane.oidc.connections import ConnectionService
-from controlplane.oidc.errors import (InvalidClient, InvalidRequest, InvalidScope, OAuthError, RequestNotSupported,
-                                      RequestUriNotSupported, UnauthorizedClient, UnsupportedResponseType)
+from controlplane.oidc.errors import (
+    InvalidClient,
+    InvalidRequest,
+    InvalidScope,
+    OAuthError,
+    RequestNotSupported,
+    RequestUriNotSupported,
+    UnauthorizedClient,
+    UnsupportedResponseType,
+)
 from controlplane.oidc.schemas import SUPPORTED_SCOPES, redirect_uri_problem, redirect_uri_registered
 from controlplane.oidc.store import CodeStore
+from shared.ids import digest, random_token
+from shared.timeutil import Clock, seconds
 
 AUTHORIZATION_CODE = "authorization_code"
 

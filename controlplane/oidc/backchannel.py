@@ -34,14 +34,13 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from shared.errors import ValidationFailed
-from shared.ids import new_id
-from shared.timeutil import Clock
-
 from controlplane.tokens import TokenService
 from controlplane.webhooks.delivery import Outcome, Sender
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.targets import TargetPolicy
+from shared.errors import ValidationFailed
+from shared.ids import new_id
+from shared.timeutil import Clock
 
 log = logging.getLogger("iamgate.oidc.backchannel")
 

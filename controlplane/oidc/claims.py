@@ -29,12 +29,11 @@ from dataclasses import KW_ONLY, dataclass
 
 import jwt
 
+from controlplane.keys import SigningKeys
+from controlplane.tokens import TokenService
 from shared.ids import new_id
 from shared.jwts import TokenInvalid, verify_rs256
 from shared.timeutil import Clock
-
-from controlplane.keys import SigningKeys
-from controlplane.tokens import TokenService
 
 ACCESS_TOKEN_TYPE = "at+jwt"
 CLIENT_CREDENTIALS = "client_credentials"

@@ -20,14 +20,12 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, isoformat
-
-from shared.errors import ValidationFailed
-
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
 from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, NO_CLIENT_AUTH, is_private_use
 from controlplane.oidc.store import ClientStore
+from shared.errors import ValidationFailed
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import Clock, isoformat
 
 CLIENT_ID_PREFIX = "oc_"
 

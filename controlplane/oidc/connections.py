@@ -38,13 +38,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from shared.ids import new_id
-from shared.timeutil import Clock, aware, isoformat, seconds_of
-
 from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
 from controlplane.oidc.backchannel import BackchannelLogout
 from controlplane.oidc.store import ConsentStore, GrantStore
+from shared.ids import new_id
+from shared.timeutil import Clock, aware, isoformat, seconds_of
 
 # How long a worker may answer from its copy of a grant's state: a revocation reaches
 # every worker through the change log (connection.revoked) well before.

@@ -25,7 +25,7 @@ class CorsMiddleware:
     def __init__(self, clients):
         self._clients = clients
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(self, req, resp, resource, _req_succeeded):
         policy = getattr(resource, "cors", None)
         origin = req.get_header("Origin")
         if policy is None or not origin:

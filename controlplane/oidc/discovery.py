@@ -6,10 +6,9 @@ authentication methods the token endpoint accepts.  The issuer is IAMGATE_PUBLIC
 """
 from __future__ import annotations
 
-from shared.jwts import ALGORITHM
-
 from controlplane.oidc.authorize import RESPONSE_MODES
 from controlplane.oidc.schemas import SUPPORTED_SCOPES
+from shared.jwts import ALGORITHM
 
 CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
 # A public client ("none") names itself at the token and revocation endpoints only.

@@ -36,7 +36,7 @@ class OAuthError(DomainError):
         """The parameters of this error on the client's redirect URI (RFC 6749 4.1.2.1)."""
         return {"error": self.error, "error_description": self.message, "state": self.state}
 
-    def not_redirected(self) -> "OAuthError":
+    def not_redirected(self) -> OAuthError:
         """The same error answered directly (the JSON mode of authorize never redirects)."""
         self.redirect_uri = None
         return self

@@ -26,10 +26,6 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 
-from shared.crypto import SecretBox
-from shared.ids import digest, random_token
-from shared.timeutil import Clock, aware, seconds
-
 from controlplane.applications.service import ApplicationService
 from controlplane.auth import Authenticator
 from controlplane.mfa.service import MfaService
@@ -41,6 +37,9 @@ from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
 from controlplane.users.registration import RegistrationService
 from controlplane.users.sessions import SessionService
+from shared.crypto import SecretBox
+from shared.ids import digest, random_token
+from shared.timeutil import Clock, aware, seconds
 
 PENDING_TTL = 600
 BROWSER_SESSION_TTL = 12 * 3600

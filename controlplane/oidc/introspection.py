@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.ids import digest
-from shared.timeutil import Clock, aware
-
 from controlplane.oidc.claims import OidcTokens, TokenRefused, is_client_token
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import InvalidRequest
 from controlplane.oidc.store import GrantStore
 from controlplane.users.directory import UserDirectory
+from shared.ids import digest
+from shared.timeutil import Clock, aware
 
 INACTIVE = {"active": False}
 

@@ -10,9 +10,8 @@ not cause an error response", and the client learns nothing about other clients)
 """
 from __future__ import annotations
 
-from shared.ids import digest
-
 from controlplane.oidc.errors import InvalidRequest
+from shared.ids import digest
 
 
 class Revocation:

@@ -1,7 +1,16 @@
 """Routes of the OIDC provider: discovery and keys, the protocol endpoints, and client
 management under V1."""
-from controlplane.oidc.resources import (authorize, clients, discovery, hosted, introspection, logout, revocation,
-                                         token, userinfo)
+from controlplane.oidc.resources import (
+    authorize,
+    clients,
+    discovery,
+    hosted,
+    introspection,
+    logout,
+    revocation,
+    token,
+    userinfo,
+)
 
 V1 = "/api/v1/applications/{applicationId}"
 TAG = "oidc"

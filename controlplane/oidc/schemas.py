@@ -5,9 +5,8 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url
-
 from controlplane.applications.schemas import IMAGE_URL
+from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url
 
 # The scopes the provider knows (discovery's scopes_supported).  offline_access changes
 # nothing (a refresh token is always issued) but may be listed, as relying parties ask for it.
@@ -66,8 +65,8 @@ def redirect_uri_problem(uri: str) -> str | None:
     client service checks), or an absolute https URL (http only on localhost, 127.0.0.1
     or [::1], RFC 8252 7.3) of printable ASCII, without fragment or user information,
     whose host is a DNS name of letters, digits and hyphens (an IDN in punycode) or an IP
-    literal, and whose port, if any, is 1 to 65535.  Registration refuses such URIs, and authorize refuses one stored before
-    this rule, rather than fail on it."""
+    literal, and whose port, if any, is 1 to 65535.  Registration refuses such URIs, and
+    authorize refuses one stored before this rule, rather than fail on it."""
     if not _URI_CHARACTERS.fullmatch(uri):
         return "must be printable ASCII (an IDN host in punycode, other characters percent-encoded)"
     try:

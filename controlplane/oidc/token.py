@@ -15,17 +15,21 @@ import hashlib
 import hmac
 from dataclasses import InitVar, dataclass
 
-from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, aware, seconds
-
 from controlplane.oidc import pkce
 from controlplane.oidc.claims import OidcTokens
 from controlplane.oidc.clients import ClientService, grant_types
 from controlplane.oidc.connections import ConnectionService
-from controlplane.oidc.errors import (InvalidGrant, InvalidRequest, InvalidScope, UnauthorizedClient,
-                                      UnsupportedGrantType)
+from controlplane.oidc.errors import (
+    InvalidGrant,
+    InvalidRequest,
+    InvalidScope,
+    UnauthorizedClient,
+    UnsupportedGrantType,
+)
 from controlplane.oidc.store import CodeStore, GrantStore
 from controlplane.users.directory import UserDirectory
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import Clock, aware, seconds
 
 
 def _required(params: dict, *names: str) -> None:

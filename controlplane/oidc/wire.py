@@ -17,9 +17,8 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode
 
 import falcon
 
-from shared.http import MAX_BODY_BYTES, bearer_token, dumps, error_headers, no_store, read_json, status_of
-
 from controlplane.oidc.errors import InvalidRequest, InvalidToken, OAuthError, UnauthenticatedClient
+from shared.http import MAX_BODY_BYTES, bearer_token, dumps, error_headers, no_store, read_json, status_of
 
 OAUTH_PATHS = "/oidc/"  # the OAuth endpoints' prefix: errors there are RFC 6749 bodies
 FORM = falcon.MEDIA_URLENCODED

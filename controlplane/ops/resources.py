@@ -5,11 +5,10 @@ import hmac
 
 import falcon
 
-from shared.errors import Unauthorized
-
 from controlplane.auth import PUBLIC, bearer_token
 from controlplane.openapi import build_document, op
 from controlplane.resource import Resource
+from shared.errors import Unauthorized
 
 
 class Health(Resource):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import falcon
 
-from shared.http import RequestIdMiddleware, install_error_handlers, json_handlers
-
 from controlplane.ops import resources
+from shared.http import RequestIdMiddleware, install_error_handlers, json_handlers
 
 TAG = "operations"
 # The worker is ready while its tailer's last poll is this recent (seconds): a poll

@@ -3,17 +3,23 @@ V1/users/{userId}/permissions).  Reads need roles:read, writes roles:manage, for
 tokens (their current roles) and API keys (their permissions) alike."""
 from __future__ import annotations
 
-from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import PAGE_QUERY, bool_param, page_params, paginated, read_json, respond
-
 from controlplane.auth import permission
 from controlplane.openapi import op
 from controlplane.resource import Resource, query_param
 from controlplane.roles import schemas
-from controlplane.roles.errors import (RoleAlreadyAssigned, RoleAssignmentNotFound, RoleChangedConcurrently,
-                                       RoleInUse, RoleIsSystem, RoleNameTaken, RoleNotFound)
+from controlplane.roles.errors import (
+    RoleAlreadyAssigned,
+    RoleAssignmentNotFound,
+    RoleChangedConcurrently,
+    RoleInUse,
+    RoleIsSystem,
+    RoleNameTaken,
+    RoleNotFound,
+)
 from controlplane.roles.service import RoleService, serialize_role
 from controlplane.users.errors import UserNotFound
+from shared.errors import PermissionMissing, ValidationFailed
+from shared.http import PAGE_QUERY, bool_param, page_params, paginated, read_json, respond
 
 READ = permission("roles:read")
 MANAGE = permission("roles:manage")

@@ -7,9 +7,8 @@ expires_at (ISO 8601 or null, in the future).
 """
 from __future__ import annotations
 
-
-from shared.ids import is_uuid
 from shared.checks import Permission, Scope  # noqa: F401  (role and assignment fields)
+from shared.ids import is_uuid
 from shared.validation import ID, NULLABLE_TIME, TIME, Bool, DateTime, Invalid, List, Schema, String, Uuid, page_of
 
 NAME_MAX = 100

@@ -14,17 +14,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controlplane.events import EventLog
+from controlplane.roles.errors import (
+    RoleAssignmentNotFound,
+    RoleChangedConcurrently,
+    RoleInUse,
+    RoleIsSystem,
+    RoleNameTaken,
+    RoleNotFound,
+)
+from controlplane.roles.store import RoleStore
+from controlplane.users.directory import UserDirectory
+from controlplane.users.errors import UserNotFound
 from shared.errors import ValidationFailed
 from shared.ids import is_uuid, new_id
 from shared.rbac import Assignment, Grants, applicable_assignments, effective_permissions
 from shared.timeutil import Clock, aware, isoformat
-
-from controlplane.events import EventLog
-from controlplane.roles.errors import (RoleAssignmentNotFound, RoleChangedConcurrently, RoleInUse, RoleIsSystem,
-                                      RoleNameTaken, RoleNotFound)
-from controlplane.roles.store import RoleStore
-from controlplane.users.directory import UserDirectory
-from controlplane.users.errors import UserNotFound
 
 _UPDATE_ATTEMPTS = 5
 

@@ -19,7 +19,6 @@ from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from controlplane.roles.errors import RoleAlreadyAssigned, RoleNameTaken
-
 from shared.ids import new_id
 
 INDEXES = {

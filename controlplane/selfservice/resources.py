@@ -6,9 +6,6 @@ by {userId} through (403 for another user's token and for API keys); rules live 
 """
 from __future__ import annotations
 
-from shared.errors import Forbidden, ValidationFailed
-from shared.http import no_store, read_json, respond
-
 from controlplane.auth import OWNER
 from controlplane.openapi import op
 from controlplane.resource import Resource
@@ -16,6 +13,8 @@ from controlplane.selfservice import schemas
 from controlplane.selfservice.errors import ExportLimited, SessionNotFound
 from controlplane.selfservice.service import SelfService
 from controlplane.users.errors import UserNotFound
+from shared.errors import Forbidden, ValidationFailed
+from shared.http import no_store, read_json, respond
 
 _OWNER_ERRORS = [Forbidden, UserNotFound]
 

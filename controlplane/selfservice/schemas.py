@@ -10,9 +10,8 @@ The profile update is partial: only the fields sent change, unknown fields are i
 """
 from __future__ import annotations
 
-from shared.validation import ID, NULLABLE_TIME, TIME, DisplayName, Invalid, Schema, Url
-
 from controlplane.users.schemas import Metadata
+from shared.validation import ID, NULLABLE_TIME, TIME, DisplayName, Invalid, Schema, Url
 
 NAME_MAX = 255
 AVATAR_URL_MAX = 2048

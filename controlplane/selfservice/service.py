@@ -18,10 +18,6 @@ import logging
 import re
 from dataclasses import KW_ONLY, dataclass
 
-from shared.config import Rate
-from shared.ids import is_uuid
-from shared.timeutil import Clock, isoformat
-
 from controlplane.events import EventLog
 from controlplane.mfa.service import MfaService
 from controlplane.oidc.connections import ConnectionService
@@ -33,6 +29,9 @@ from controlplane.users.errors import UserNotFound
 from controlplane.users.registration import RegistrationService
 from controlplane.users.serializers import serialize_user
 from controlplane.users.sessions import SessionService
+from shared.config import Rate
+from shared.ids import is_uuid
+from shared.timeutil import Clock, isoformat
 
 log = logging.getLogger("iamgate.selfservice")
 

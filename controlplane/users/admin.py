@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.timeutil import Clock
-
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.users.errors import UserNotFound
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import UserStore
+from shared.timeutil import Clock
 
 
 @dataclass(eq=False)

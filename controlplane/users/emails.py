@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from shared.validation import one_line
-
 from controlplane.applications.service import branding
+from shared.validation import one_line
 
 
 def link(public_url: str, app_id: str, page: str, token: str) -> str:

@@ -15,13 +15,12 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
-from shared.config import Rate
-
 from controlplane.lockout import PasswordGuard
 from controlplane.ratelimit import RateLimiter
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import UserStore
+from shared.config import Rate
 
 
 class SecondFactor(Protocol):

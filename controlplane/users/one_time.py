@@ -3,10 +3,9 @@ password reset): a random token goes into the link, only its SHA-256 digest is s
 (``user_tokens``), bound to the user and the email it was sent to."""
 from __future__ import annotations
 
+from controlplane.users.store import OneTimeTokenStore
 from shared.ids import digest, random_token
 from shared.timeutil import seconds
-
-from controlplane.users.store import OneTimeTokenStore
 
 VERIFICATION, RESET = "verification", "reset"
 

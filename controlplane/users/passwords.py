@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 
-from shared.config import Rate
-from shared.ids import digest
-from shared.timeutil import Clock, aware
-
 from controlplane.events import EventLog
 from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
@@ -26,6 +22,9 @@ from controlplane.users.errors import InvalidResetToken, ResetRequestsLimited, R
 from controlplane.users.one_time import RESET, issue_one_time_token
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import OneTimeTokenStore, UserStore
+from shared.config import Rate
+from shared.ids import digest
+from shared.timeutil import Clock, aware
 
 
 @dataclass(eq=False)

@@ -14,16 +14,15 @@ from dataclasses import KW_ONLY, dataclass
 
 from pymongo.errors import DuplicateKeyError
 
-from shared.config import Rate
-from shared.ids import new_id
-from shared.timeutil import Clock, seconds
-
 from controlplane.events import EventLog
 from controlplane.passwords import PasswordHasher, require_strong
 from controlplane.ratelimit import RateLimiter
 from controlplane.users.errors import EmailAlreadyRegistered, RegistrationsLimited, UserLimitReached
 from controlplane.users.store import UserStore
 from controlplane.users.verification import EmailVerificationService
+from shared.config import Rate
+from shared.ids import new_id
+from shared.timeutil import Clock, seconds
 
 # A tier-limit reservation older than this belongs to a registration that died between
 # reserving the slot and inserting the user; its slot is given back.

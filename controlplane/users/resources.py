@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import falcon
 
-from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
-from shared.http import PAGE_QUERY, client_ip, no_store, page_params, paginated, read_json, respond
-from shared.validation import String
-
 from controlplane.auth import CREDENTIAL, DASHBOARD, OWNER, PUBLIC
 from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.lockout import AccountLocked
@@ -21,17 +17,32 @@ from controlplane.passwords import PasswordTooWeak, WrongPassword
 from controlplane.resource import Resource, query_param
 from controlplane.users import schemas
 from controlplane.users.admin import UserAdminService
-from controlplane.users.errors import (AccountSuspended, EmailAlreadyRegistered, InvalidCredentials,
-                                       InvalidResetToken, InvalidVerificationToken, LoginsLimited,
-                                       PasswordConfirmationMismatch, RefreshTokenRejected, RegistrationsLimited,
-                                       ResetRequestsLimited, ResetTokenExpired, UserLimitReached, UserNotFound,
-                                       VerificationRequestsLimited, VerificationTokenExpired)
+from controlplane.users.errors import (
+    AccountSuspended,
+    EmailAlreadyRegistered,
+    InvalidCredentials,
+    InvalidResetToken,
+    InvalidVerificationToken,
+    LoginsLimited,
+    PasswordConfirmationMismatch,
+    RefreshTokenRejected,
+    RegistrationsLimited,
+    ResetRequestsLimited,
+    ResetTokenExpired,
+    UserLimitReached,
+    UserNotFound,
+    VerificationRequestsLimited,
+    VerificationTokenExpired,
+)
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
 from controlplane.users.registration import RegistrationService
 from controlplane.users.serializers import serialize_admin_user, serialize_user
 from controlplane.users.sessions import SessionService
 from controlplane.users.verification import EmailVerificationService
+from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
+from shared.http import PAGE_QUERY, client_ip, no_store, page_params, paginated, read_json, respond
+from shared.validation import String
 
 
 def _device_info(req, trusted_proxies) -> dict:

@@ -8,11 +8,21 @@ for registration and the self-service profile update.
 """
 from __future__ import annotations
 
-from shared.errors import ValidationFailed
-from shared.validation import (ID, NULLABLE_TIME, TIME, Bool, DisplayName, Email, Invalid, Object, Schema, String,
-                               page_of)
-
 from controlplane.users.errors import PasswordConfirmationMismatch
+from shared.errors import ValidationFailed
+from shared.validation import (
+    ID,
+    NULLABLE_TIME,
+    TIME,
+    Bool,
+    DisplayName,
+    Email,
+    Invalid,
+    Object,
+    Schema,
+    String,
+    page_of,
+)
 
 PASSWORD_INPUT_MAX = 1024
 TOKEN_MAX = 512

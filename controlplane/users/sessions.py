@@ -20,14 +20,13 @@ import hmac
 import logging
 from dataclasses import KW_ONLY, InitVar, dataclass
 
-from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, aware, seconds
-
 from controlplane.events import EventLog
 from controlplane.tokens import TokenService
 from controlplane.users.errors import RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
+from shared.ids import digest, new_id, random_token
+from shared.timeutil import Clock, aware, seconds
 
 log = logging.getLogger("iamgate.users")
 

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError, WriteError
 
-from shared.timeutil import aware
-
 from controlplane.collection import AppCollection, Collection
+from shared.timeutil import aware
 
 # Expired sessions and one-time tokens are kept this long after they expire (an expired
 # token still answers "expired" rather than "unknown"), then MongoDB reclaims them.

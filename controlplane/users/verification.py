@@ -8,17 +8,15 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 
-from shared.config import Rate
-from shared.ids import digest
-from shared.timeutil import Clock, aware
-
 from controlplane.mail import Mailer
 from controlplane.ratelimit import RateLimiter
 from controlplane.users import emails
-from controlplane.users.errors import (InvalidVerificationToken, VerificationRequestsLimited,
-                                       VerificationTokenExpired)
+from controlplane.users.errors import InvalidVerificationToken, VerificationRequestsLimited, VerificationTokenExpired
 from controlplane.users.one_time import VERIFICATION, issue_one_time_token
 from controlplane.users.store import OneTimeTokenStore, UserStore
+from shared.config import Rate
+from shared.ids import digest
+from shared.timeutil import Clock, aware
 
 
 @dataclass(eq=False)

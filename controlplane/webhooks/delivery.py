@@ -34,15 +34,14 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from shared import tracing
-from shared.crypto import DecryptionError, SecretBox
-from shared.metrics import HttpMetrics
-from shared.timeutil import Clock
-
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.signing import service_signature, standard_headers, standard_key
 from controlplane.webhooks.store import WebhookStore
 from controlplane.webhooks.targets import Pinned, TargetPolicy
+from shared import tracing
+from shared.crypto import DecryptionError, SecretBox
+from shared.metrics import HttpMetrics
+from shared.timeutil import Clock
 
 log = logging.getLogger("iamgate.webhooks")
 
@@ -76,7 +75,7 @@ class _Watchdog:
         self._order = itertools.count()
         self._pid = None
 
-    def add(self, deadline: "_Deadline", seconds: float) -> None:
+    def add(self, deadline: _Deadline, seconds: float) -> None:
         with self._cond:
             if self._pid != os.getpid():  # first use in this process (or a fork of one that used it)
                 self._pid, self._heap = os.getpid(), []
@@ -117,7 +116,7 @@ class _Deadline:
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "_Deadline":
+    def __enter__(self) -> _Deadline:
         _Deadline._current.value = self
         self._watchdog.add(self, self._seconds)
         return self
@@ -334,7 +333,7 @@ class DeliveryWorker:
 
     # --- running
 
-    def start(self) -> "DeliveryWorker":
+    def start(self) -> DeliveryWorker:
         for i in range(self.threads - len(self._threads)):
             thread = threading.Thread(target=self._run, name=f"iamgate-webhooks-{i}", daemon=True)
             thread.start()

@@ -19,9 +19,8 @@ import logging
 import threading
 from datetime import timedelta
 
-from shared.timeutil import isoformat
-
 from controlplane.webhooks.store import WebhookStore, delivery_id
+from shared.timeutil import isoformat
 
 log = logging.getLogger("iamgate.webhooks")
 

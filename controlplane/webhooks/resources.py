@@ -2,15 +2,14 @@
 Every method needs webhooks:manage, for end-user tokens and API keys alike."""
 from __future__ import annotations
 
-from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import no_store, respond
-
 from controlplane.auth import permission
 from controlplane.openapi import op
 from controlplane.resource import ManagedCollection, ManagedItem, Resource
 from controlplane.webhooks import schemas
 from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound, WebhookTargetForbidden
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
+from shared.errors import PermissionMissing, ValidationFailed
+from shared.http import no_store, respond
 
 MANAGE = permission("webhooks:manage")
 

@@ -4,9 +4,8 @@ are ``targets.TargetPolicy``'s; the event names are checked against the catalogu
 the service (400 WEBHOOK_EVENT_UNSUPPORTED)."""
 from __future__ import annotations
 
-from shared.validation import ID, NULLABLE_TIME, TIME, Bool, List, Schema, String
-
 from controlplane.webhooks.targets import URL_MAX
+from shared.validation import ID, NULLABLE_TIME, TIME, Bool, List, Schema, String
 
 EVENTS_MAX = 50
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from dataclasses import InitVar, dataclass
 
-from shared.crypto import SecretBox
-from shared.ids import is_uuid, new_id
-from shared.timeutil import Clock, isoformat
-
 from controlplane.events import EventLog
 from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound
 from controlplane.webhooks.signing import new_secret
 from controlplane.webhooks.store import WebhookStore
 from controlplane.webhooks.targets import TargetPolicy
+from shared.crypto import SecretBox
+from shared.ids import is_uuid, new_id
+from shared.timeutil import Clock, isoformat
 
 DELIVERY_LOG_SIZE = 50
 

@@ -49,7 +49,7 @@ def standard_key(secret: str) -> bytes | None:
 
 def standard_headers(key: bytes, delivery_id: str, timestamp: int, body: bytes) -> dict[str, str]:
     """``webhook-id``, ``webhook-timestamp`` (Unix seconds) and ``webhook-signature``."""
-    signed = f"{delivery_id}.{timestamp}.".encode("utf-8") + body
+    signed = f"{delivery_id}.{timestamp}.".encode() + body
     digest = hmac.new(key, signed, hashlib.sha256).digest()
     return {"webhook-id": delivery_id, "webhook-timestamp": str(timestamp),
             "webhook-signature": "v1," + base64.b64encode(digest).decode("ascii")}

@@ -38,9 +38,8 @@ import uuid
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from shared.ids import new_id
-
 from controlplane.collection import AppCollection
+from shared.ids import new_id
 
 INDEXES = {
     "webhooks": [

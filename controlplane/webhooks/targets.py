@@ -34,9 +34,8 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from shared.errors import ValidationFailed
-
 from controlplane.webhooks.errors import WebhookTargetForbidden
+from shared.errors import ValidationFailed
 
 URL_MAX = 2048
 

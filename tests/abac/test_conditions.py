@@ -7,7 +7,6 @@ from controlplane.abac.conditions import MAX_DEPTH, too_large, trace, validate
 from shared.abac import condition_environment
 from tests.conditions import attr, op, val
 
-
 VALID = [
     op("eq", attr("resource.owner_id"), attr("user.id")),
     op("ne", attr("user.attributes.team"), val("ops")),

@@ -14,8 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.checks import (ATTRIBUTES_MAX_BYTES, CHECK, CHECK_BULK, FAST_BODY_BRACKETS, FAST_BODY_BYTES,
-                           Permission, body_values)
+from shared.checks import (
+    ATTRIBUTES_MAX_BYTES,
+    CHECK,
+    CHECK_BULK,
+    FAST_BODY_BRACKETS,
+    FAST_BODY_BYTES,
+    Permission,
+    body_values,
+)
 from shared.errors import ValidationFailed
 
 KNOWN = ["documents:read", "documents:write", "reports:*"]

@@ -11,8 +11,16 @@ import itertools
 
 import pytest
 
-from shared.abac import (_COMPARISONS, DENY, CompiledPolicies, Policy, _Malformed, any_holds, compile_condition,
-                         evaluate_condition)
+from shared.abac import (
+    _COMPARISONS,
+    DENY,
+    CompiledPolicies,
+    Policy,
+    _Malformed,
+    any_holds,
+    compile_condition,
+    evaluate_condition,
+)
 
 LITERALS = ["a", "", "ab", "10.0.0.0/8", "::ffff:10.0.0.0/104", "nope", 0, 1, 1.0, 2.5, -3, True, False, None,
             ["a", "b"], ["10.0.0.0/8", "192.168.0.0/16"], ["x", 1], [], {"a": 1}, float("nan")]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
@@ -27,7 +27,7 @@ from shared.rbac import (
 )
 from tests.conditions import attr, op, val
 
-NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 PROPERTY = settings(max_examples=200, deadline=None)
 
 
@@ -477,7 +477,7 @@ class TestConditionRobustness:
 
 class TestJson:
     def test_grants_round_trip_through_json_text(self):
-        expires = datetime(2025, 4, 1, 8, 30, 15, 123456, tzinfo=timezone.utc)
+        expires = datetime(2025, 4, 1, 8, 30, 15, 123456, tzinfo=UTC)
         g = grants(
             assignment("posts:*", "users:read", scope="org-1", expires_at=expires),
             assignment("*:read", role="viewer"),
@@ -516,7 +516,7 @@ class TestJson:
     @PROPERTY
     @given(
         st.lists(st.tuples(st.lists(permission_strategy, max_size=3), st.none() | st.text(max_size=5),
-                           st.none() | st.datetimes(timezones=st.just(timezone.utc))), max_size=4),
+                           st.none() | st.datetimes(timezones=st.just(UTC))), max_size=4),
         st.dictionaries(st.text(max_size=5), st.none() | st.booleans() | st.integers() | st.text(max_size=5),
                         max_size=4),
         st.sampled_from(["active", "suspended", "deleted", "unknown"]),

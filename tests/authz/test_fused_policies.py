@@ -20,8 +20,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import abac
-from shared.abac import (_COMPARISONS, ALLOW, DENY, CompiledPolicies, Policy, _compile, _Malformed, _CompiledCache,
-                         compile_closures, condition_environment, condition_nodes, fuse_policies)
+from shared.abac import (
+    _COMPARISONS,
+    ALLOW,
+    DENY,
+    CompiledPolicies,
+    Policy,
+    _compile,
+    _CompiledCache,
+    _Malformed,
+    compile_closures,
+    condition_environment,
+    condition_nodes,
+    fuse_policies,
+)
 from shared.authorization import Decision, decide_compiled
 from shared.rbac import CompiledGrants
 from tests.authz.test_compiled_conditions import CONDITIONS, ENV_VALUES, LITERALS, PATHS, SCALARS

@@ -36,7 +36,7 @@ def allowed(abac, user) -> bool:  # noqa: F811
 
 
 def test_a_check_after_an_edit_reads_only_the_edited_policy(world, reads):
-    abac, user, policies = world
+    abac, user, policies = world  # noqa: F811
     assert allowed(abac, user) is False
     assert reads == [("all", abac.app["_id"])]  # the first check reads the set whole
     reads.clear()
@@ -51,7 +51,7 @@ def test_a_check_after_an_edit_reads_only_the_edited_policy(world, reads):
 
 
 def test_patched_answers_follow_creates_deactivations_and_deletes(world, reads):
-    abac, user, policies = world
+    abac, user, policies = world  # noqa: F811
     assert allowed(abac, user) is False
     deny = abac.create(name="deny", effect="deny", permissions=["docs:*"])
     allow = abac.create(name="allow", permissions=["docs:read"], condition=OWNER)
@@ -65,7 +65,7 @@ def test_patched_answers_follow_creates_deactivations_and_deletes(world, reads):
 
 
 def test_a_policy_event_naming_no_policy_reads_the_set_whole(ctx, world, reads, clock):
-    abac, user, _ = world
+    abac, user, _ = world  # noqa: F811
     allowed(abac, user)
     ctx.authz.apply_event(Event(ctx.events.head() + 1, abac.app["_id"], "policy.updated", {}, {}, (), clock()))
     reads.clear()
@@ -74,7 +74,7 @@ def test_a_policy_event_naming_no_policy_reads_the_set_whole(ctx, world, reads, 
 
 
 def test_more_pending_policies_than_a_patch_takes_read_the_set_whole(ctx, world, reads, clock):
-    abac, user, _ = world
+    abac, user, _ = world  # noqa: F811
     allowed(abac, user)
     head = ctx.events.head()
     for n in range(MAX_PATCHED_POLICIES + 1):
@@ -88,7 +88,7 @@ def test_more_pending_policies_than_a_patch_takes_read_the_set_whole(ctx, world,
 def test_an_event_during_a_patch_keeps_the_set_marked(ctx, world, reads, clock, monkeypatch):
     """No stale re-fill: a policy changed while a patch read others is read on the next
     check, not lost behind the patched set."""
-    abac, user, policies = world
+    abac, user, policies = world  # noqa: F811
     allowed(abac, user)
     store = ctx.authz.policy_store
     assert abac.request("PUT", f"/abac/policies/{policies[0]['id']}", json={"name": "renamed"}).status_code == 200
@@ -110,7 +110,7 @@ def test_an_event_during_a_patch_keeps_the_set_marked(ctx, world, reads, clock, 
 
 
 def test_min_revision_is_answered_from_a_patch_once_every_event_up_to_it_applied(ctx, world, reads):
-    abac, user, policies = world
+    abac, user, policies = world  # noqa: F811
     allowed(abac, user)
     ctx.tailer.begin()
     ctx.tailer.last_seq = ctx.events.head()  # the tailer has applied everything so far
@@ -123,7 +123,7 @@ def test_min_revision_is_answered_from_a_patch_once_every_event_up_to_it_applied
 
 def test_min_revision_past_what_was_applied_reads_the_set_whole(ctx, world, reads):
     """Another replica's write may not have reached this process yet: a patch cannot show it."""
-    abac, user, policies = world
+    abac, user, policies = world  # noqa: F811
     allowed(abac, user)
     ctx.tailer.begin()
     ctx.tailer.last_seq = 0  # this process has applied nothing it did not write itself

@@ -17,11 +17,11 @@ the ':' of a permission, which sends the request to Falcon).
 """
 from __future__ import annotations
 
-import json
 import ipaddress
+import json
 import logging
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import falcon
 import falcon.testing
@@ -37,7 +37,7 @@ from tests.hot_spy import Spy
 
 # Later than the real clock: mongomock's TTL sweep runs on the real clock, at most every
 # 0.25 s, and would otherwise reclaim the throttle's counters in one world and not in the other.
-START = datetime(2100, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+START = datetime(2100, 1, 1, 12, 0, 0, tzinfo=UTC)
 CHECK = "/api/v1/applications/<APP>/authz/check"
 UNKNOWN_APP = "00000000-0000-4000-8000-000000000000"
 WELL_FORMED_ID = "client-req.0001_abc"

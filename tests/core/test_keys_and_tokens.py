@@ -1,7 +1,6 @@
 """Signing keys, the JWKS and access-token verification, including attempts to forge."""
 import base64
 import json
-
 from datetime import timedelta
 
 import jwt

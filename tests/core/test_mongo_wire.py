@@ -2,7 +2,7 @@
 a standalone mongod would for what the code uses, and names what it does not support."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pymongo
 import pytest
@@ -34,7 +34,7 @@ def test_writes_reads_and_duplicate_keys(db):
     things = db["things"]
     things.create_indexes([IndexModel([("n", 1)], unique=True), IndexModel([("at", 1)], expireAfterSeconds=3600)])
     assert {i["name"] for i in things.list_indexes()} == {"_id_", "n_1", "at_1"}
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     things.insert_many([{"_id": f"t{i}", "n": i, "at": now} for i in range(250)])  # kind-1 document sequence
     with pytest.raises(DuplicateKeyError):
         things.insert_one({"_id": "again", "n": 7})

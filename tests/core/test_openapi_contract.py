@@ -129,8 +129,9 @@ def test_integral_numbers_are_integers_as_json_schema_says():
 
 
 def test_url_fields_say_their_scheme():
-    from shared.validation import Url
     import re
+
+    from shared.validation import Url
 
     pattern = Url(schemes=("https",)).schema()["pattern"]
     assert re.search(pattern, "https://example.com/hook")

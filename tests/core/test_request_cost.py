@@ -8,13 +8,13 @@ import logging
 import os
 import random
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from shared.request_ids import new_request_id
 from shared.ids import is_uuid, new_id
 from shared.logs import JsonFormatter, encode, timestamp
+from shared.request_ids import new_request_id
 from shared.timeutil import isoformat
 
 
@@ -22,7 +22,7 @@ def reference_line(record: logging.LogRecord) -> str:
     """The log line as ``JsonFormatter`` wrote it before: ``json.dumps(default=str)`` of the
     entry, its timestamp through ``datetime.fromtimestamp``."""
     standard = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
-    entry = {"ts": isoformat(datetime.fromtimestamp(record.created, timezone.utc)),
+    entry = {"ts": isoformat(datetime.fromtimestamp(record.created, UTC)),
              "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
     entry.update({k: v for k, v in record.__dict__.items() if k not in standard and not k.startswith("_")})
     return json.dumps(entry, default=str)
@@ -35,14 +35,14 @@ def test_timestamps_round_as_fromtimestamp_does():
     moments += [0.0, 1.0, 1764158400.0, 1764158400.9995, 1764158400.9999995, 1764158400.0000005,
                 1764158399.999999, -1.5, -0.0000004]
     for moment in moments:
-        assert timestamp(moment) == isoformat(datetime.fromtimestamp(moment, timezone.utc)), moment
+        assert timestamp(moment) == isoformat(datetime.fromtimestamp(moment, UTC)), moment
 
 
 @pytest.mark.parametrize("extra", [
     {"request_id": "0" * 32, "method": "GET", "route": "/api/v1/applications/{applicationId}/authz/check",
      "status": 200},
     {"route": None, "error": "naïve \"quoted\"\n", "count": 3.5, "ok": True, "items": [1, (2, 3)],
-     "when": datetime(2026, 1, 1, tzinfo=timezone.utc), "nan": float("nan"), "object": object()},
+     "when": datetime(2026, 1, 1, tzinfo=UTC), "nan": float("nan"), "object": object()},
 ])
 def test_a_log_line_is_what_it_was(extra):
     record = logging.getLogger("iamgate.test").makeRecord(

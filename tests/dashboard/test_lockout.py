@@ -2,7 +2,7 @@
 consecutive failures per email lock it for 15 minutes from the locking failure, counted
 atomically before bcrypt, in the ``login_attempts`` collection every replica shares."""
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -67,7 +67,7 @@ def test_the_lock_lasts_15_minutes_from_the_locking_failure(client, account, clo
 
 def test_a_window_boundary_lets_no_extra_guesses_through(client, account, clock):
     """A fixed window would let 4 guesses in before its boundary and 5 more after it."""
-    clock.now = datetime.fromtimestamp((clock().timestamp() // 900 + 1) * 900 - 1, timezone.utc)
+    clock.now = datetime.fromtimestamp((clock().timestamp() // 900 + 1) * 900 - 1, UTC)
     statuses = []
     for i in range(10):
         statuses.append(sign_in(client, WRONG).status_code)

@@ -97,7 +97,7 @@ class FakeControlPlane:
             self.oldest_retained = 1
             self.apps: dict[str, dict] = {}
 
-    def start(self) -> "FakeControlPlane":
+    def start(self) -> FakeControlPlane:
         app = falcon.App()
         app.add_sink(self._dispatch, "/")
         self._server = make_server("127.0.0.1", self.port or 0, app, server_class=_Server, handler_class=_Quiet)

@@ -27,7 +27,8 @@ def test_the_configuration_check_names_the_variable_and_the_extra(without_mongom
     with pytest.raises(ConfigError, match=MESSAGE) as failure:
         Config.from_env({}).check_embedded_store()
     assert "pip install 'iamgate[embedded]'" in str(failure.value)
-    Config.from_env({"IAMGATE_MONGODB_URI": "mongodb://mongo/iamgate", "IAMGATE_SECRET_KEY": "k" * 32}).check_embedded_store()  # needs none
+    mongodb = {"IAMGATE_MONGODB_URI": "mongodb://mongo/iamgate", "IAMGATE_SECRET_KEY": "k" * 32}
+    Config.from_env(mongodb).check_embedded_store()  # needs none
 
 
 def test_the_store_says_the_same(without_mongomock):

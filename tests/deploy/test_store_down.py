@@ -217,7 +217,8 @@ def test_an_open_stream_ends_without_revoked_when_the_store_goes(ctx, applicatio
 def test_oauth_endpoints_answer_temporarily_unavailable(client, wire, unhandled):
     wire.stop()
     response = client.simulate_post("/oidc/token", body="grant_type=authorization_code&code=c&client_id=x"
-                                    "&client_secret=y&redirect_uri=https%3A%2F%2Fa.example%2Fcb&code_verifier=" + "v" * 43,
+                                    "&client_secret=y&redirect_uri=https%3A%2F%2Fa.example%2Fcb"
+                                    "&code_verifier=" + "v" * 43,
                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert response.status_code == 503, response.text
     assert response.json == {"error": "temporarily_unavailable",

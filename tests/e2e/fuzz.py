@@ -33,9 +33,14 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (content_type_conformance, negative_data_rejection,
-                                               positive_data_acceptance, response_headers_conformance,
-                                               response_schema_conformance, status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    positive_data_acceptance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from decision import openapi as decision_openapi
 from tests.e2e.processes import Admin, Processes

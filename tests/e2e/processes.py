@@ -153,7 +153,7 @@ class Processes:
     def decision_ready(self, timeout=30.0) -> bool:
         return bool(wait_until(lambda: _answers(self.decision_url + "/readyz"), timeout))
 
-    def start(self) -> "Processes":
+    def start(self) -> Processes:
         self.start_control_plane()
         self.start_decision_service()
         if not self.decision_ready():

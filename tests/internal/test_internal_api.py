@@ -8,9 +8,9 @@ import pytest
 from falcon.testing import create_environ
 
 from shared.abac import Policy
-from shared.rbac import Grants
 from shared.ids import digest, new_id
 from shared.invalidation import MAX_PATCHED_POLICIES
+from shared.rbac import Grants
 from tests.conftest import assert_error, bearer
 
 INTERNAL_TOKEN = "internal-token-for-tests-0123456789"

@@ -7,7 +7,7 @@ gunicorn's gevent worker, issue one token pair.
 """
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import requests
@@ -35,7 +35,7 @@ def v1(stack):
 
 
 def now():
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def fresh_step():

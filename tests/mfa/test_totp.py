@@ -1,7 +1,7 @@
 """The code primitives against RFC 6238 and the backup-code format."""
 import base64
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
@@ -18,7 +18,7 @@ RFC_SECRET = base64.b32encode(b"12345678901234567890").decode()
     (1234567890, "89005924"), (2000000000, "69279037"), (20000000000, "65353130"),
 ])
 def test_the_test_helper_and_the_server_match_the_rfc_vectors(unix_time, expected):
-    when = datetime.fromtimestamp(unix_time, timezone.utc)
+    when = datetime.fromtimestamp(unix_time, UTC)
     assert rfc6238(RFC_SECRET, when, digits=8) == expected
     assert totp.matching_step(RFC_SECRET, expected[-6:], when) == unix_time // 30
 
@@ -32,7 +32,7 @@ def test_a_secret_has_160_bits_of_unpadded_base32():
 
 
 def test_drift_of_one_step_either_way_is_accepted_and_two_is_not():
-    secret, now = totp.new_secret(), datetime(2030, 1, 1, 12, 0, 15, tzinfo=timezone.utc)
+    secret, now = totp.new_secret(), datetime(2030, 1, 1, 12, 0, 15, tzinfo=UTC)
     step = int(now.timestamp()) // 30
     for offset in (-1, 0, 1):
         assert totp.matching_step(secret, rfc6238(secret, now, offset), now) == step + offset

@@ -7,8 +7,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from authlib.common.security import generate_token
 from authlib.jose import JsonWebKey, jwt
-from joserfc.errors import InvalidClaimError  # what Authlib 1.9 raises (it builds on joserfc)
 from authlib.oidc.core import CodeIDToken
+from joserfc.errors import InvalidClaimError  # what Authlib 1.9 raises (it builds on joserfc)
 
 from tests.conftest import events_of
 from tests.oidc.conftest import REDIRECT_URI

@@ -10,8 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controlplane.applications.contrast import (BLACK, WHITE, contrast_ratio, readable_on_white,
-                                                relative_luminance, text_color_on)
+from controlplane.applications.contrast import (
+    BLACK,
+    WHITE,
+    contrast_ratio,
+    readable_on_white,
+    relative_luminance,
+    text_color_on,
+)
 
 
 @pytest.mark.parametrize("color, luminance", [

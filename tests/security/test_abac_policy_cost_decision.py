@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import shared.abac as abac_engine
 from tests.conftest import make_config
-from tests.decision.conftest import (fake_cp, make_sidecar, monotonic, sidecar, sidecar_client,  # noqa: F401
-                                     sidecar_overrides, tenant)
+from tests.decision.conftest import fake_cp, make_sidecar, monotonic, sidecar, sidecar_client, sidecar_overrides, tenant  # noqa: F401
 from tests.decision.fakecp import policy
 from tests.security.test_abac_policy_cost import COVERING, condition_at_the_caps
 

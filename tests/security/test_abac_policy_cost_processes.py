@@ -49,7 +49,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pymongo
@@ -149,7 +149,7 @@ class Attacker(Tenant):
         # All but the last policy of each cap straight into the store (the API takes
         # minutes for a thousand), the last ones through the API, which checks each cap.
         last = [per_pattern * (k + 1) - 1 for k in range(len(COVERING))]
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         docs = [{"_id": new_id(), "app_id": self.admin.app_id, "name": f"p{i}", "description": None,
                  "effect": "deny" if i % 2 else "allow", "permissions": [pattern], "condition": self.condition(i),
                  "is_active": True, "created_at": now, "updated_at": now}

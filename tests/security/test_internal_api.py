@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from shared.config import Rate
 from controlplane.internal.service import ChangeFeed, TooManyStreams
+from shared.config import Rate
 
 HEARTBEAT = 0.2
 USER = "0b4c1a6e-3f7e-4c55-9d1c-2f5d9c8e7a61"

@@ -18,9 +18,9 @@ import pytest
 
 from controlplane.app import create_app
 from tests.conftest import bearer, events_of
+
 # The OIDC area's fixtures (a client, the code flow, the refresh grant), brought into this module.
-from tests.oidc.conftest import (assert_oauth_error, authorize, exchange, issue_tokens, oidc_client,  # noqa: F401
-                                 refresh_grant)
+from tests.oidc.conftest import assert_oauth_error, authorize, exchange, issue_tokens, oidc_client, refresh_grant  # noqa: F401
 from tests.plugins.users import UserToken, fresh_address, users_url
 
 

@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-
 import pytest
 
 from shared.config import Rate

@@ -14,7 +14,7 @@ import select
 import socket
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import SimpleNamespace
 
@@ -22,8 +22,16 @@ import pytest
 
 from shared import httpserver as server_module
 from shared import serving
-from shared.httpserver import (CONTROL_PLANE_SERVER, DECISION_SERVER, MAX_HEADER_BYTES, Connection, ConnectionSlots,
-                               Turns, _HttpDate, base_environ)
+from shared.httpserver import (
+    CONTROL_PLANE_SERVER,
+    DECISION_SERVER,
+    MAX_HEADER_BYTES,
+    Connection,
+    ConnectionSlots,
+    Turns,
+    _HttpDate,
+    base_environ,
+)
 from shared.httpworker import ControlPlaneWorker, DecisionWorker
 
 SERVER = DECISION_SERVER
@@ -318,7 +326,7 @@ def test_keep_alive_two_gets_on_one_connection(echo):
         assert response.header("Content-Type") == "application/json"
         assert response.header("Server") == SERVER
         date = parsedate_to_datetime(response.header("Date"))
-        assert abs((date - datetime.now(timezone.utc)).total_seconds()) < 60
+        assert abs((date - datetime.now(UTC)).total_seconds()) < 60
         assert response.header("Connection") is None  # HTTP/1.1: keep-alive by default
     assert [call["PATH_INFO"] for call in echo.app.calls] == ["/first", "/second"]
     assert len(echo.threads) == 1
@@ -1737,7 +1745,7 @@ def test_http_date_is_rfc_7231_and_formatted_once_a_second(monkeypatch):
     first = date()
     assert first == b"Tue, 14 Nov 2023 22:13:20 GMT"
     assert re.fullmatch(rb"[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT", first)
-    assert parsedate_to_datetime(first.decode()) == datetime.fromtimestamp(1_700_000_000, timezone.utc)
+    assert parsedate_to_datetime(first.decode()) == datetime.fromtimestamp(1_700_000_000, UTC)
     now[0] = 1_700_000_000.99
     assert date() is first
     assert len(formatted) == 1

@@ -18,8 +18,8 @@ from wsgiref.simple_server import make_server
 
 import falcon.testing
 import pymongo.errors
-import requests
 import pytest
+import requests
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -348,8 +348,10 @@ class OtlpReceiver:
     def __init__(self):
         from http.server import BaseHTTPRequestHandler
 
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
-                                                                              ExportTraceServiceResponse)
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+            ExportTraceServiceResponse,
+        )
 
         self.spans: list = []
         receiver = self

@@ -15,7 +15,7 @@ import re
 import secrets
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
@@ -76,7 +76,7 @@ def test_a_replay_under_a_fresh_id_or_timestamp_is_refused(make_webhook, receive
     assert refused(secret, headers, body + b" ")
     assert refused("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(), headers, body)  # another secret
     stale = int(time.time()) - 301  # signed correctly, with the library's own signer, but too old
-    resigned = Webhook(secret).sign(headers["webhook-id"], datetime.fromtimestamp(stale, timezone.utc), body.decode())
+    resigned = Webhook(secret).sign(headers["webhook-id"], datetime.fromtimestamp(stale, UTC), body.decode())
     assert refused(secret, {**headers, "webhook-timestamp": str(stale), "webhook-signature": resigned}, body)
 
 

@@ -37,7 +37,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
 def _self_signed(directory: Path, name: str) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
@@ -163,7 +163,7 @@ def test_the_receiver_in_the_docs_accepts_a_real_delivery_once(ctx, make_webhook
     assert fresh["receive"](secret, {**headers, "webhook-id": str(uuid.uuid4()),         # a replay under a fresh
                                      "webhook-timestamp": str(now)}, body) is None       # id and timestamp
     for off in (-301, 301):  # signed as the library signs, but more than 5 minutes off
-        moment = datetime.datetime.fromtimestamp(now + off, datetime.timezone.utc)
+        moment = datetime.datetime.fromtimestamp(now + off, datetime.UTC)
         signed = {**headers, "webhook-timestamp": str(now + off),
                   "webhook-signature": Webhook(secret).sign(headers["webhook-id"], moment, body.decode())}
         assert fresh["receive"](secret, signed, body) is None

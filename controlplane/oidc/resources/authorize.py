@@ -2,20 +2,29 @@
 bearer, the hosted browser flow's first page otherwise."""
 from __future__ import annotations
 
-from shared.errors import DomainError, Unauthorized
-from shared.http import no_store
-
 from controlplane.applications.service import branding
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
-from controlplane.oidc.errors import (ConsentRequired, InvalidClient, InvalidRequest, InvalidScope, InvalidToken,
-                                      LoginRequired, OAuthError, RequestNotSupported, RequestUriNotSupported,
-                                      UnauthorizedClient, UnsupportedResponseType)
+from controlplane.oidc.errors import (
+    ConsentRequired,
+    InvalidClient,
+    InvalidRequest,
+    InvalidScope,
+    InvalidToken,
+    LoginRequired,
+    OAuthError,
+    RequestNotSupported,
+    RequestUriNotSupported,
+    UnauthorizedClient,
+    UnsupportedResponseType,
+)
 from controlplane.oidc.hosted import session_cookie_name
 from controlplane.oidc.resources.common import HTML, protocol_params, wants_html
 from controlplane.oidc.resources.hosted import error_page, form_post_errors, render_step
 from controlplane.openapi import op
 from controlplane.resource import Resource
+from shared.errors import DomainError, Unauthorized
+from shared.http import no_store
 
 _AUTHORIZE_QUERY = {
     name: ({"type": "string"}, desc) for name, desc in {

@@ -1,14 +1,13 @@
 """Client management (V1/oidc/clients): the spec's envelope, permission oidc:manage."""
 from __future__ import annotations
 
-from shared.errors import PermissionMissing, ValidationFailed
-
 from controlplane.auth import permission
 from controlplane.oidc import schemas
 from controlplane.oidc.clients import serialize_client
 from controlplane.oidc.errors import ClientNotFound
 from controlplane.openapi import op
 from controlplane.resource import ManagedCollection, ManagedItem
+from shared.errors import PermissionMissing, ValidationFailed
 
 MANAGE = permission("oidc:manage")
 

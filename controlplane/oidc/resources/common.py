@@ -2,13 +2,12 @@
 authentication."""
 from __future__ import annotations
 
-from shared.errors import DomainError
-
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
 from controlplane.oidc.cors import REGISTERED_ORIGINS
 from controlplane.oidc.errors import InvalidRequest, UnauthenticatedClient
 from controlplane.resource import Resource
+from shared.errors import DomainError
 
 OBJECT = {"type": "object"}
 CORS = (" CORS: preflights are answered, and Access-Control-Allow-Origin is sent to an origin an active client lists "

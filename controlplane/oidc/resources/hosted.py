@@ -5,11 +5,6 @@ from __future__ import annotations
 import functools
 from urllib.parse import urlencode
 
-import falcon
-
-from shared.errors import DomainError, PayloadTooLarge, ValidationFailed
-from shared.http import client_ip, no_store, status_of
-
 from controlplane.auth import PUBLIC
 from controlplane.lockout import AccountLocked
 from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLocked
@@ -19,11 +14,20 @@ from controlplane.oidc.hosted import Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
-from controlplane.resource import Resource
-from controlplane.users.errors import (AccountSuspended, EmailAlreadyRegistered, InvalidCredentials, LoginsLimited,
-                                       RegistrationsLimited, ResetRequestsLimited, UserLimitReached)
 from controlplane.passwords import PasswordTooWeak
+from controlplane.resource import Resource
+from controlplane.users.errors import (
+    AccountSuspended,
+    EmailAlreadyRegistered,
+    InvalidCredentials,
+    LoginsLimited,
+    RegistrationsLimited,
+    ResetRequestsLimited,
+    UserLimitReached,
+)
 from controlplane.users.schemas import EMAIL_ONLY, REGISTER
+from shared.errors import DomainError, PayloadTooLarge, ValidationFailed
+from shared.http import client_ip, no_store, status_of
 
 _PAGES = ("login", "mfa", "consent", "forgot", "register")
 _ACTIONS = {page: f"/oidc/authorize/{page}" for page in _PAGES}

@@ -1,11 +1,10 @@
 """Token introspection (RFC 7662)."""
 from __future__ import annotations
 
-from shared.http import no_store
-
 from controlplane.oidc.errors import InvalidRequest, UnauthenticatedClient
 from controlplane.oidc.resources.common import CORS, OBJECT, ClientAuthenticated, protocol_params
 from controlplane.openapi import op
+from shared.http import no_store
 
 
 class Introspect(ClientAuthenticated):

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import falcon
 
-from shared.http import no_store
-
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
 from controlplane.oidc.errors import InvalidRequest
@@ -13,6 +11,7 @@ from controlplane.oidc.resources.common import HTML, protocol_params, wants_html
 from controlplane.oidc.resources.hosted import error_page
 from controlplane.openapi import op
 from controlplane.resource import Resource
+from shared.http import no_store
 
 
 class Logout(Resource):

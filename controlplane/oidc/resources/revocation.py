@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import falcon
 
-from shared.http import no_store
-
 from controlplane.oidc.errors import InvalidRequest, UnauthenticatedClient
 from controlplane.oidc.resources.common import CORS, ClientAuthenticated, protocol_params
 from controlplane.openapi import op
+from shared.http import no_store
 
 
 class Revoke(ClientAuthenticated):

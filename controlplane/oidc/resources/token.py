@@ -2,16 +2,20 @@
 client_credentials grants (``controlplane.oidc.token``)."""
 from __future__ import annotations
 
-from shared.http import no_store
-
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
-from controlplane.oidc.errors import (InvalidGrant, InvalidRequest, InvalidScope, UnauthorizedClient,
-                                      UnsupportedGrantType)
 from controlplane.oidc.cors import REGISTERED_ORIGINS
+from controlplane.oidc.errors import (
+    InvalidGrant,
+    InvalidRequest,
+    InvalidScope,
+    UnauthorizedClient,
+    UnsupportedGrantType,
+)
 from controlplane.oidc.resources.common import CORS, protocol_params
 from controlplane.openapi import op
 from controlplane.resource import Resource
+from shared.http import no_store
 
 TOKEN_RESPONSE = {"type": "object", "properties": {
     "access_token": {"type": "string"}, "token_type": {"type": "string"}, "expires_in": {"type": "integer"},

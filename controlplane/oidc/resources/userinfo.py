@@ -1,15 +1,14 @@
 """The UserInfo endpoint (OIDC Core 5.3)."""
 from __future__ import annotations
 
-from shared.http import no_store
-
 from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
-from controlplane.oidc.errors import InvalidRequest, InvalidToken
 from controlplane.oidc.cors import REGISTERED_ORIGINS
+from controlplane.oidc.errors import InvalidRequest, InvalidToken
 from controlplane.oidc.resources.common import CORS, OBJECT, protocol_params
 from controlplane.openapi import op
 from controlplane.resource import Resource
+from shared.http import no_store
 
 
 class UserInfo(Resource):
