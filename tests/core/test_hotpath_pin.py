@@ -30,7 +30,7 @@ MIDDLEWARE = [
     # check's is not: the hot path has nothing of it to mirror.
     "controlplane.oidc.cors.CorsMiddleware",
 ]
-MIRRORED_DIGEST = "786814d92fd73ceb"
+MIRRORED_DIGEST = "ef26f8ba0a10ac1b"
 
 _HOOKS = ("process_request", "process_resource", "process_response")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import controlplane
 from shared.config import Config, ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +22,9 @@ def without_mongomock(monkeypatch):
     for name in [n for n in sys.modules if n == "mongomock" or n.startswith("mongomock.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "mongomock", None)
+    # The embedded store's module imports mongomock: an earlier test may have loaded it.
+    monkeypatch.delitem(sys.modules, "controlplane.embedded", raising=False)
+    monkeypatch.delattr(controlplane, "embedded", raising=False)
 
 
 def test_the_configuration_check_names_the_variable_and_the_extra(without_mongomock):
