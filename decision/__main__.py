@@ -87,7 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     from gevent.server import StreamServer
 
     from decision.wsgi import create
-    from shared.httpserver import DECISION_SERVER, KEEPALIVE_SECONDS, Connection, ConnectionSlots, Turns, base_environ
+    from shared.httpserver import (
+        DECISION_SERVER,
+        KEEPALIVE_SECONDS,
+        Connection,
+        ConnectionSlots,
+        Turns,
+        base_environ,
+        freeze_start_up,
+    )
 
     app = create()  # checks the credential setting: exit 2 and one line
     try:
@@ -117,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     stopping = Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(signum, stopping.set)
+    freeze_start_up()  # as a gunicorn worker of the service does once its app is loaded
     server.start()
     logging.getLogger("iamgate.decision").info("listening", extra={
         "address": f"{environ['SERVER_NAME']}:{environ['SERVER_PORT']}", "workers": 1})

@@ -49,6 +49,7 @@ connections after each answered read.
 """
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import socket
@@ -81,6 +82,16 @@ LINGER_BYTES = 4 * 1024 * 1024
 CONTROL_PLANE_SERVER = "iamgate"
 DECISION_SERVER = "iamgate-decision"
 _SERVER_LINES: dict[str, bytes] = {}  # Server header value -> the bytes that end the Date line and the head
+
+
+def freeze_start_up() -> None:
+    """Move what a worker holds once started (modules, the app, its settings) out of the
+    cyclic garbage collector's reach (``gc.freeze``), as pre-fork servers do: a full
+    collection then walks only what came after, and one stalls the event loop for that
+    much less (docs/performance.md, "Garbage collection pauses"). Collected first, so no
+    dead cycle is frozen for good; what is frozen lives as long as the process anyway."""
+    gc.collect()
+    gc.freeze()
 
 
 def _server_line(server: str) -> bytes:

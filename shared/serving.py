@@ -21,7 +21,7 @@ import tempfile
 from gunicorn.glogging import Logger
 
 from shared.config import MULTIPROCESS_DIR_VARIABLE, Config, ConfigError
-from shared.httpserver import KEEPALIVE_SECONDS
+from shared.httpserver import KEEPALIVE_SECONDS, freeze_start_up
 
 CONTROL_PLANE = "controlplane"
 DECISION = "decision"
@@ -182,6 +182,7 @@ def settings(service: str) -> dict:
 
     def post_worker_init(worker):
         worker.header_timeout = config.header_timeout  # shared/httpworker.py
+        freeze_start_up()  # the app is loaded; the worker serves next
 
     values = {
         "bind": [f"{host}:{port}"],

@@ -7,6 +7,7 @@ leave framing to the server); the real decision app is exercised elsewhere.
 """
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import re
@@ -1708,7 +1709,7 @@ def test_each_service_worker_has_its_server_name_and_body_limit(monkeypatch, wor
 
 
 @pytest.mark.parametrize("service", [serving.CONTROL_PLANE, serving.DECISION])
-def test_the_settings_give_each_worker_the_connection_cap_and_head_deadline(monkeypatch, service):
+def test_the_settings_give_each_worker_the_connection_cap_and_head_deadline_and_freeze_its_start(monkeypatch, service):
     """gunicorn's worker_connections (the gevent pool a worker accepts into) and the
     worker's ConnectionSlots are one number, IAMGATE_MAX_CONNECTIONS; a
     --worker-connections on gunicorn's command line would change both."""
@@ -1724,8 +1725,14 @@ def test_the_settings_give_each_worker_the_connection_cap_and_head_deadline(monk
                      else DecisionWorker)
     worker.worker_connections = values["worker_connections"]
     worker.init_process()
+    calls = []  # the test process's own objects stay out of the permanent generation
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append("collect") or 0)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
     values["post_worker_init"](worker)
     assert (worker._slots.limit, worker.header_timeout) == (321, 7)
+    # What the worker started with leaves the cyclic collector's full collections, collected
+    # first so that no dead cycle is frozen (shared.httpserver.freeze_start_up).
+    assert calls == ["collect", "freeze"]
 
 
 # ---------------------------------------------------------------- Date and the base environ
