@@ -312,11 +312,18 @@ def test_the_production_example_is_scraped_with_the_metrics_token_from_monitorin
     values = production_values()
     docs = render(values)
     token = values["metrics"]["tokenSecret"]
-    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
-    assert {m["metadata"]["name"] for m in monitors} == {"iamgate-controlplane", "iamgate-decision"}
+    monitors = [d for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor")]
+    assert {(m["kind"], m["metadata"]["name"]) for m in monitors} == {
+        ("ServiceMonitor", "iamgate-controlplane"), ("ServiceMonitor", "iamgate-decision"),
+        ("PodMonitor", "iamgate-worker")}  # the worker has no Service
     for monitor in monitors:
-        (endpoint,) = monitor["spec"]["endpoints"]
+        (endpoint,) = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
         assert endpoint["authorization"] == {"type": "Bearer", "credentials": token}
+        assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+    (worker_monitor,) = [m for m in monitors if m["kind"] == "PodMonitor"]
+    (worker,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "iamgate-worker"]
+    assert worker_monitor["spec"]["selector"]["matchLabels"].items() <= \
+        worker["spec"]["template"]["metadata"]["labels"].items()
     for deployment, spec in pod_specs(docs):
         for container in spec["containers"]:
             ref = next(e for e in container["env"] if e["name"] == "IAMGATE_METRICS_TOKEN")
