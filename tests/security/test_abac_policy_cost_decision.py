@@ -12,7 +12,7 @@ import shared.abac as abac_engine
 from tests.conftest import make_config
 from tests.decision.conftest import fake_cp, make_sidecar, monotonic, sidecar, sidecar_client, sidecar_overrides, tenant  # noqa: F401
 from tests.decision.fakecp import policy
-from tests.security.test_abac_policy_cost import COVERING, condition_at_the_caps
+from tests.security.test_abac_policy_cost import COVERING, condition_at_the_caps, count_compiling
 
 DEFAULTS = make_config()  # the caps' defaults
 
@@ -24,19 +24,7 @@ def test_a_check_after_an_edit_at_every_cap_compiles_only_what_changed(tenant, f
     policies = [policy("deny" if i % 2 else "allow", [pattern], condition_at_the_caps(i, max_bytes, max_nodes),
                        name=f"p{i}")
                 for i, pattern in enumerate(pattern for pattern in COVERING for _ in range(per_pattern))]
-    written, built = [], []
-    real_compile, real_closures = compile, abac_engine._compile
-
-    def counting_compile(source, *args, **kwargs):
-        written.append(len(source))
-        return real_compile(source, *args, **kwargs)
-
-    def counting_closures(node, depth):
-        built.append(node)
-        return real_closures(node, depth)
-
-    monkeypatch.setattr(abac_engine, "compile", counting_compile, raising=False)
-    monkeypatch.setattr(abac_engine, "_compile", counting_closures)
+    written, built = count_compiling(monkeypatch)
     body = {"user_id": user, "permission": "docs:read", "resource": {"k0": "nothing"}}
     for edit in range(4):
         if edit:
