@@ -281,14 +281,21 @@ def _raise_for_status(status: int, content: bytes, path: str, retry_after: str |
     raise ControlPlaneError(f"GET {path}: HTTP {status} {code or ''}".strip())
 
 
+# The longest a control plane's Retry-After may park the follower: past it the header
+# is more likely a fault than a plan, and the cache would go stale for as long.
+MAX_RETRY_AFTER = 300.0
+
+
 def _seconds(retry_after: str | None) -> float | None:
-    """Retry-After as delay-seconds (RFC 9110, 10.2.3); an HTTP date or garbage: None."""
+    """Retry-After as delay-seconds (RFC 9110, 10.2.3: ``1*DIGIT``), at most
+    ``MAX_RETRY_AFTER``; an HTTP date or garbage: None."""
     if retry_after is None:
         return None
-    try:
-        return max(0.0, float(int(retry_after)))
-    except ValueError:
+    value = retry_after.strip()
+    if not (value.isascii() and value.isdigit()):
         return None
+    # A run of digits too long for int() (or for a float) still means "a long time".
+    return MAX_RETRY_AFTER if len(value) > 6 else min(float(value), MAX_RETRY_AFTER)
 
 
 def _error_code(content: bytes) -> str | None:

@@ -142,6 +142,11 @@ def test_https_is_verified_against_the_ca_bundle():
 @pytest.mark.parametrize("status, code, headers, retry_after", [
     (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "12"}, 12.0),
     (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),  # a date: our own wait
+    (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "9" * 400}, 300.0),  # too many digits for a float: capped
+    (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "9" * 5000}, 300.0),  # too many for int(): capped, not a crash
+    (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "86400"}, 300.0),  # a day: capped
+    (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "-5"}, None),  # not delay-seconds
+    (429, "STREAM_LIMIT_EXCEEDED", {"Retry-After": "1_000"}, None),  # int() would take it; the RFC does not
     (401, "AUTH_INVALID_API_KEY", {}, None),
     (403, "PERMISSION_DENIED", {}, None),
 ])
