@@ -242,7 +242,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # A lease outlives three missed renewals (one per heartbeat) before it stops counting.
     stream_leases = StreamLeases(store, clock, ttl=max(10, 3 * config.stream_heartbeat))
     internal = InternalServices(
-        decision_data=DecisionData(roles=roles, policies=policy_reader, api_keys=api_keys, events=events),
+        decision_data=DecisionData(roles=roles, policy_reader=policy_reader, api_keys=api_keys, events=events),
         change_feed=ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry),
         stream_access=StreamAccess(authenticator, stream_leases, cap=config.max_streams_per_credential,
                                    permission=DECISION_PERMISSION, retry_after=max(10, 3 * config.stream_heartbeat)))
