@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controlplane.abac.schemas import PolicyLimits
-from controlplane.abac.service import AbacService
+from controlplane.abac.service import AbacService, PolicyReader
 from controlplane.abac.store import PolicyStore
 from controlplane.apikeys.service import ApiKeyService
 from controlplane.apikeys.store import ApiKeyStore
@@ -227,11 +227,14 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     user_store = UserStore(store)
     user_directory = UserDirectory(user_store)
     roles = RoleService(RoleStore(store), user_directory, events, clock)
+
+    # ABAC, then the checks that read its active policies through its reader.
     policy_store = PolicyStore(store)
-    authz = AuthzService(roles=roles, policies=policy_store, events=events, tailer=tailer, clock=clock,
+    policy_reader = PolicyReader(policy_store)
+    abac = AbacService(policy_store, user_directory, roles, events, clock, PolicyLimits.of(config))
+    authz = AuthzService(roles=roles, policy_reader=policy_reader, events=events, tailer=tailer, clock=clock,
                          cache_ttl=config.authz_cache_ttl)
     export_cache_counts(metrics, authz)
-    abac = AbacService(policy_store, user_store, roles, events, clock, PolicyLimits.of(config))
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
                                   dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
                                   internal_token=config.internal_token)
@@ -239,7 +242,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # A lease outlives three missed renewals (one per heartbeat) before it stops counting.
     stream_leases = StreamLeases(store, clock, ttl=max(10, 3 * config.stream_heartbeat))
     internal = InternalServices(
-        decision_data=DecisionData(roles=roles, policies=policy_store, api_keys=api_keys, events=events),
+        decision_data=DecisionData(roles=roles, policy_reader=policy_reader, api_keys=api_keys, events=events),
         change_feed=ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry),
         stream_access=StreamAccess(authenticator, stream_leases, cap=config.max_streams_per_credential,
                                    permission=DECISION_PERMISSION, retry_after=max(10, 3 * config.stream_heartbeat)))

@@ -35,8 +35,8 @@ from controlplane.abac.schemas import ATTRIBUTES_PER_USER_MAX, PolicyLimits
 from controlplane.abac.store import PolicyStore
 from controlplane.events import EventLog
 from controlplane.roles.service import RoleService
+from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import UserNotFound
-from controlplane.users.store import UserStore
 from shared.abac import CompiledPolicies, Policy, condition_environment
 from shared.authorization import decide_compiled
 from shared.errors import Conflict
@@ -56,9 +56,27 @@ WRITE_GUARD_ATTEMPTS = 25
 
 
 @dataclass(eq=False)
+class PolicyReader:
+    """What other areas read of ABAC, so none of them reads its store: the active policies
+    a check evaluates, for the authz area's check cache and the decision services'
+    internal API.  Each is one read of the store, on a cache miss only."""
+
+    policies: PolicyStore
+
+    def active(self, app_id: str) -> list[Policy]:
+        """The application's active policies in creation order (``PolicyStore.active``)."""
+        return self.policies.active(app_id)
+
+    def active_by_ids(self, app_id: str, policy_ids: list[str]) -> list[Policy]:
+        """Those of ``policy_ids`` that are active policies of the application: one absent
+        was deleted or deactivated."""
+        return self.policies.active_by_ids(app_id, policy_ids)
+
+
+@dataclass(eq=False)
 class AbacService:
     policies: PolicyStore
-    users: UserStore  # the users area's store: attributes live on the user
+    users: UserDirectory  # attributes live on the user, written through the users area
     roles: RoleService  # the source of a user's grants for the dry run
     events: EventLog
     clock: Clock

@@ -3,14 +3,14 @@
 ``abac_policies``: {_id, app_id, name, description, effect: "allow"|"deny",
 permissions: [patterns], condition (JSON or None), is_active, created_at, updated_at};
 name unique per application.  The authz area's checks and the decision services'
-internal API read the active ones through :meth:`PolicyStore.active`.
+internal API read the active ones through ``service.PolicyReader``, never this store.
 
 ``abac_policy_writers``: {_id: app_id, app_id, holder, expires_at}; the guard that makes an
 application's policy writes that are counted against its caps one at a time (held for a
 few seconds at most, reclaimed once expired, removed by the TTL index after that).
 
-User attributes live on the user document (``users.attributes``) and are written by the
-users area's store.
+User attributes live on the user document (``users.attributes``) and are written through
+the users area's ``UserDirectory``.
 """
 from __future__ import annotations
 

@@ -28,16 +28,19 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 
-from controlplane.abac.store import PolicyStore
+from controlplane.abac.service import PolicyReader
+from controlplane.events import EventLog, Tailer
 from controlplane.lookup_cache import TtlDict
+from controlplane.roles.service import RoleService
 from shared.abac import CompiledPolicies
 from shared.authorization import decide_compiled, rbac_decision
 from shared.concurrency import yield_to_others
 from shared.errors import RevisionAhead
 from shared.invalidation import APPLICATION_KINDS, MAX_PATCHED_POLICIES, POLICY_KINDS, affected_users, changed_policies
 from shared.rbac import compile_grants, resolve_scope
-from shared.timeutil import seconds_of
+from shared.timeutil import Clock, seconds_of
 
 GRANTS_CACHE_SIZE = 100_000
 POLICIES_CACHE_SIZE = 10_000
@@ -205,18 +208,25 @@ class AppliedSeqs:
         return mark
 
 
+@dataclass(eq=False)
 class AuthzService:
-    def __init__(self, *, roles, policies: PolicyStore, events, tailer, clock, cache_ttl: int):
-        self._roles = roles
-        self._events = events
-        self._clock = clock
-        self.policy_store = policies
-        timer = seconds_of(clock)  # tests move the clock
-        self.grants_cache = SeqCache(ttl=cache_ttl, maxsize=GRANTS_CACHE_SIZE, timer=timer)
-        self.policies_cache = SeqCache(ttl=cache_ttl, maxsize=POLICIES_CACHE_SIZE, timer=timer)
-        self.applied = AppliedSeqs(tailer)
-        events.listen(self._apply_own_event)
-        tailer.subscribe(self.apply_event)
+    """The checks and the permission gate over the two caches (built from the fields in
+    ``__post_init__``, which also subscribes the invalidation to the change log)."""
+
+    roles: RoleService  # a user's grants
+    policy_reader: PolicyReader  # the active ABAC policies
+    events: EventLog
+    tailer: Tailer
+    clock: Clock
+    cache_ttl: int
+
+    def __post_init__(self):
+        timer = seconds_of(self.clock)  # tests move the clock
+        self.grants_cache = SeqCache(ttl=self.cache_ttl, maxsize=GRANTS_CACHE_SIZE, timer=timer)
+        self.policies_cache = SeqCache(ttl=self.cache_ttl, maxsize=POLICIES_CACHE_SIZE, timer=timer)
+        self.applied = AppliedSeqs(self.tailer)
+        self.events.listen(self._apply_own_event)
+        self.tailer.subscribe(self.apply_event)
 
     # --- invalidation --------------------------------------------------------------------
 
@@ -245,7 +255,7 @@ class AuthzService:
         X-Iamgate-Revision the caller was given is never above it, and an absurd one
         would make every check skip the cache."""
         if min_revision is not None:
-            head = self._events.head()
+            head = self.events.head()
             if min_revision > head:
                 raise RevisionAhead(min_revision, head)
 
@@ -260,9 +270,9 @@ class AuthzService:
             cache.hits += 1
         else:
             cache.misses += 1
-            entry = _CachedGrants(self._roles.grants(app_id, user_id))
+            entry = _CachedGrants(self.roles.grants(app_id, user_id))
             cache.put(key, entry, entry.seq)
-        return entry.at(scope, self._clock()), cached
+        return entry.at(scope, self.clock()), cached
 
     def policies(self, app_id: str, *, min_revision: int | None = None):
         """(CompiledPolicies of the application's active policies, whether cached): the
@@ -273,10 +283,10 @@ class AuthzService:
         if entry is not None:
             if entry.stale:
                 # Both read before the policies, as a whole read takes the head first.
-                seq = max(entry.seq, min(self.applied.through(), self._events.head()))
+                seq = max(entry.seq, min(self.applied.through(), self.events.head()))
                 if min_revision is None or seq >= min_revision:
                     cache.misses += 1
-                    changed = self.policy_store.active_by_ids(app_id, sorted(entry.stale))
+                    changed = self.policy_reader.active_by_ids(app_id, sorted(entry.stale))
                     patched = _CachedPolicies(entry.policies.patched(entry.stale, changed), seq)
                     cache.swap(key, entry, patched)
                     return patched.policies, False
@@ -284,8 +294,8 @@ class AuthzService:
                 cache.hits += 1
                 return entry.policies, True
         cache.misses += 1
-        seq = self._events.head()  # before the read, as for grants
-        entry = _CachedPolicies(CompiledPolicies(self.policy_store.active(app_id)), seq)
+        seq = self.events.head()  # before the read, as for grants
+        entry = _CachedPolicies(CompiledPolicies(self.policy_reader.active(app_id)), seq)
         cache.put(key, entry, seq)
         return entry.policies, False
 

@@ -35,10 +35,15 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from controlplane.abac.service import PolicyReader
+from controlplane.apikeys.service import ApiKeyService
+from controlplane.events import EventLog
 from controlplane.internal.store import StreamLeases
+from controlplane.roles.service import RoleService
 from controlplane.store import UNREACHABLE, one_line
 from shared.errors import ApplicationNotFound, RateLimited, Unauthorized
 from shared.invalidation import affected_users, changed_policies
@@ -186,31 +191,31 @@ class ChangeFeed:
         return batch, page[-1].seq
 
 
+@dataclass(eq=False)
 class DecisionData:
     """What a decision service reads (contract items 1 to 3): a user's grants, the
     application's active ABAC policies, and its API key digests, each with the
     change-log head read before the data (``seq``: the no-stale-re-fill rule)."""
 
-    def __init__(self, *, roles, policies, api_keys, events):
-        self._roles = roles
-        self._policies = policies
-        self._api_keys = api_keys
-        self._events = events
+    roles: RoleService
+    policy_reader: PolicyReader
+    api_keys: ApiKeyService
+    events: EventLog
 
     def grants(self, app_id: str, user_id: str):
         """``shared.rbac.Grants``, which carries its own seq."""
-        return self._roles.grants(app_id, user_id)
+        return self.roles.grants(app_id, user_id)
 
     def policies(self, app_id: str, policy_ids: list[str] | None = None) -> tuple[int, list]:
         """Every active policy, or those of ``policy_ids`` that are active."""
-        seq = self._events.head()
+        seq = self.events.head()
         if policy_ids is not None:
-            return seq, self._policies.active_by_ids(app_id, policy_ids)
-        return seq, self._policies.active(app_id)
+            return seq, self.policy_reader.active_by_ids(app_id, policy_ids)
+        return seq, self.policy_reader.active(app_id)
 
     def api_key_digests(self, app_id: str) -> tuple[int, list[dict]]:
-        seq = self._events.head()
-        return seq, self._api_keys.digests(app_id)
+        seq = self.events.head()
+        return seq, self.api_keys.digests(app_id)
 
 
 # ---------------------------------------------------------------- stream credentials and the cap

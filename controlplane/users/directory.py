@@ -1,13 +1,14 @@
 """What other areas may know and change of an application's end users, so none of them
 reads the users area's store: OIDC and MFA read a user's record and status, self-service
 reads the profile and writes its fields and the soft-delete transition, roles reads the
-status and attributes a decision needs and counts a role's live holders.  The rules of
-those writes stay with the caller (``selfservice``); this is only the way in."""
+status and attributes a decision needs and counts a role's live holders, ABAC reads and
+writes the attributes.  The rules of those writes stay with the caller (``selfservice``,
+``abac``); this is only the way in."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controlplane.users.store import UserStore
+from controlplane.users.store import AttributeWrite, UserStore
 
 
 @dataclass(eq=False)
@@ -41,3 +42,16 @@ class UserDirectory:
     def mark_deleted(self, app_id: str, user_id: str, now) -> bool:
         """The soft-delete transition; True for the one call that made it."""
         return self.users.mark_deleted(app_id, user_id, now)
+
+    def attributes(self, app_id: str, user_id: str) -> dict | None:
+        """``{key: value}`` (dotted keys) of a user that is not deleted; None otherwise."""
+        return self.users.attributes(app_id, user_id)
+
+    def set_attribute(self, app_id: str, user_id: str, key: str, value, *, max_keys: int) -> AttributeWrite:
+        """Set one attribute in one atomic write (at most ``max_keys`` keys, no key a dotted
+        prefix of another); ``outcome`` says what stopped it, if anything."""
+        return self.users.set_attribute(app_id, user_id, key, value, max_keys=max_keys)
+
+    def unset_attribute(self, app_id: str, user_id: str, key: str) -> AttributeWrite:
+        """Remove one attribute; ``outcome`` is "unset", "no_user" or "no_key"."""
+        return self.users.unset_attribute(app_id, user_id, key)

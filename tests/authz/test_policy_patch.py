@@ -16,10 +16,10 @@ NOBODY = {"op": "eq", "left": {"attr": "resource.owner"}, "right": {"value": "no
 @pytest.fixture
 def reads(ctx, monkeypatch):
     """Every read of active policies: ("all", app_id) or ("ids", app_id, [ids])."""
-    store, seen = ctx.authz.policy_store, []
-    real_active, real_by_ids = store.active, store.active_by_ids
-    monkeypatch.setattr(store, "active", lambda app_id: seen.append(("all", app_id)) or real_active(app_id))
-    monkeypatch.setattr(store, "active_by_ids", lambda app_id, ids: seen.append(("ids", app_id, sorted(ids)))
+    reader, seen = ctx.authz.policy_reader, []
+    real_active, real_by_ids = reader.active, reader.active_by_ids
+    monkeypatch.setattr(reader, "active", lambda app_id: seen.append(("all", app_id)) or real_active(app_id))
+    monkeypatch.setattr(reader, "active_by_ids", lambda app_id, ids: seen.append(("ids", app_id, sorted(ids)))
                         or real_by_ids(app_id, ids))
     return seen
 
@@ -90,19 +90,19 @@ def test_an_event_during_a_patch_keeps_the_set_marked(ctx, world, reads, clock, 
     check, not lost behind the patched set."""
     abac, user, policies = world  # noqa: F811
     allowed(abac, user)
-    store = ctx.authz.policy_store
+    reader = ctx.authz.policy_reader
     assert abac.request("PUT", f"/abac/policies/{policies[0]['id']}", json={"name": "renamed"}).status_code == 200
-    racing = store.active_by_ids
+    racing = reader.active_by_ids
 
     def edit_meanwhile(app_id, ids):
         found = racing(app_id, ids)
-        monkeypatch.setattr(store, "active_by_ids", reads_after)  # once
+        monkeypatch.setattr(reader, "active_by_ids", reads_after)  # once
         response = abac.request("PUT", f"/abac/policies/{policies[1]['id']}", json={"condition": OWNER})
         assert response.status_code == 200
         return found
 
-    reads_after = store.active_by_ids
-    monkeypatch.setattr(store, "active_by_ids", edit_meanwhile)
+    reads_after = reader.active_by_ids
+    monkeypatch.setattr(reader, "active_by_ids", edit_meanwhile)
     assert allowed(abac, user) is False  # answered at the patch's seq: before the racing edit
     assert allowed(abac, user) is True   # the racing edit is patched in now
     # the patch that lost the race was not stored: both policies are read again
@@ -144,5 +144,5 @@ def test_a_whole_read_yields_between_batches(ctx, abac, monkeypatch):  # noqa: F
             "permissions": ["docs:read"], "condition": None, "is_active": True, "created_at": i, "updated_at": i})
     pauses = []
     monkeypatch.setattr(policy_store, "yield_to_others", lambda: pauses.append(1))
-    assert len(ctx.authz.policy_store.active(abac.app["_id"])) == 250
+    assert len(ctx.authz.policy_reader.active(abac.app["_id"])) == 250
     assert len(pauses) == 250 // policy_store.ACTIVE_BATCH
