@@ -249,7 +249,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
-    oidc_clients = ClientService(ClientStore(store), clock)
+    oidc_clients = ClientService(ClientStore(store), clock, target_policy)
     backchannel = BackchannelLogout(oidc_clients, tokens, webhook_store, clock, issuer=config.public_url,
                                     retention_seconds=config.webhook_delivery_retention)
     webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,

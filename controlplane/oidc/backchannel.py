@@ -29,14 +29,18 @@ revoked whatever the relying party answers: the notification is best effort (2.8
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from controlplane.tokens import TokenService
 from controlplane.webhooks.delivery import Outcome
+from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.targets import TargetPolicy, is_localhost_name
+from shared.errors import ValidationFailed
 from shared.ids import new_id
 from shared.timeutil import Clock
 
@@ -48,6 +52,38 @@ LOGOUT_TOKEN_TYPE = "logout+jwt"
 LOGOUT_TOKEN_TTL = 120        # seconds: the relying party checks it on arrival
 RETRY_DELAYS = (1, 5, 30)     # seconds after a failed attempt
 SUCCESS = frozenset({200, 204})  # section 2.8
+
+
+def uri_problem(uri: str, targets: TargetPolicy) -> str | None:
+    """Why ``uri`` cannot be a client's backchannel_logout_uri, or None.  Section 2.2:
+    an absolute URI without fragment; section 4.1 (the OP calls it server to server)
+    makes it a webhook target: https, not a private, loopback or local address, under
+    the webhook rules (``TargetPolicy.check``).  http is allowed only for a loopback host,
+    and only with the development override IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS."""
+    try:
+        parts = urlsplit(uri)
+        host = parts.hostname or ""
+    except ValueError:
+        return "must be an absolute https URL"
+    if parts.fragment or "#" in uri:
+        return "must not contain a fragment"
+    if parts.scheme == "http" and not (targets.allow_private and _is_loopback(host)):
+        return ("must be an https URL (http only for a loopback host, with "
+                "IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS)")
+    try:
+        targets.check(uri)
+    except ValidationFailed as exc:
+        return next(iter(exc.errors.values()))
+    except WebhookTargetForbidden as exc:
+        return f"must not target a private or local address ({exc.details['reason']})"
+    return None
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return is_localhost_name(host) or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
