@@ -1,8 +1,8 @@
 """The hosted OIDC login in a real browser (headless Chromium through Selenium): login,
 the MFA code (computed with pyotp from the secret set up for the user), consent, the
 redirect carrying a code that Authlib exchanges over real HTTP, logout (its
-confirmation, then the signed-out page), and the error page.  Each page is saved under docs/screenshots/.  Skipped, with the reason, where
-Chromium is not installed."""
+confirmation, then the signed-out page), and the error page.  Each page is saved under
+docs/screenshots/.  Skipped, with the reason, where Chromium is not installed."""
 from __future__ import annotations
 
 import tempfile
