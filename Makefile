@@ -59,7 +59,7 @@ lint: $(LINT_STAMP)
 test: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
 
-## The JavaScript libraries some tests drive (tests/node: oidc-client-ts, axe-core), into the
+## The JavaScript libraries some tests drive (tests/node: oidc-client-ts, openid-client, axe-core), into the
 ## gitignored tests/node/node_modules, exactly as package-lock.json pins them.
 node-test-deps:
 	cd tests/node && npm ci --no-audit --no-fund

@@ -37,6 +37,7 @@ from controlplane.mail import Mailer
 from controlplane.mfa.service import MfaService
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.oidc.authorize import AuthorizeService
+from controlplane.oidc.backchannel import KIND as BACKCHANNEL_KIND
 from controlplane.oidc.backchannel import BackchannelLogout
 from controlplane.oidc.claims import OidcTokens
 from controlplane.oidc.clients import ClientService
@@ -250,10 +251,15 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
+    # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
+    oidc_clients = ClientService(ClientStore(store), clock, target_policy)
+    backchannel = BackchannelLogout(oidc_clients, tokens, webhook_store, clock, issuer=config.public_url,
+                                    retention_seconds=config.webhook_delivery_retention)
     webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,
                                     DeliveryMetrics(metrics, webhook_store),
                                     retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads,
-                                    lease_seconds=config.webhook_timeout + config.webhook_lease_margin)
+                                    lease_seconds=config.webhook_timeout + config.webhook_lease_margin,
+                                    kinds={BACKCHANNEL_KIND: backchannel})
     webhook_dispatcher = Dispatcher(webhook_store, events, clock, kinds=PUBLIC_EVENT_TYPES,
                                     retention_seconds=config.webhook_delivery_retention,
                                     on_dispatched=webhook_worker.wake)
@@ -264,10 +270,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     # OIDC before end users: a password reset and a suspension end the user's connections.
     # The hosted login, which signs end users in, comes after them.
-    oidc_clients = ClientService(ClientStore(store), clock)
     oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
-    backchannel = BackchannelLogout(oidc_clients, tokens, target_policy, Sender(config.webhook_timeout), clock,
-                                    issuer=config.public_url)
     oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock, backchannel)
     events.listen(oidc_connections.apply_event)  # the per-worker copies of grant states
     tailer.subscribe(oidc_connections.apply_event)

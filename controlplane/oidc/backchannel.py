@@ -14,40 +14,76 @@ client_id), iat, exp (two minutes), jti, events
 (the login session, the ``sid`` of the ID tokens issued under it) when there was one;
 never a nonce (2.4: a nonce would let it pass for an ID token).
 
-The HTTP request is the webhook sender's (``controlplane.webhooks.delivery.Sender``):
-the URL is checked against the webhook target rules at every attempt
+Delivery is the webhook worker's (``controlplane.webhooks.delivery``): each notice is
+queued as a delivery of kind ``back-channel`` in the webhook queue in MongoDB, where any
+worker, in any process or replica, leases it, sends it, logs the attempt on the
+delivery record and retries it after each of ``RETRY_DELAYS``; so a restart loses no
+notice.  Every attempt checks the URI against the webhook target rules
 (``TargetPolicy.pin``: no private or loopback address unless
 IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS, the resolved address pinned against DNS
-rebinding), no redirects, IAMGATE_WEBHOOK_TIMEOUT per attempt.  Sending happens on a
-background thread, so the request that ended the sign-ins does not wait for relying
-parties.  A failed attempt (not 2xx, timeout, refused target) is logged and retried
-after each of ``RETRY_DELAYS``; the last failure is logged as given up.  Retries live in
-this process only: the notification is best effort, as the spec allows (2.8), and the
-grants are revoked whatever the relying party answers.
+rebinding), follows no redirects and waits at most IAMGATE_WEBHOOK_TIMEOUT, and carries a
+logout token signed for it (fresh iat, exp and jti: a retry minutes later is not
+expired on arrival).  Success is 200 or 204 (2.8); anything else, a timeout or a refused
+target is logged and retried, the last failure logged as given up.  The grants are
+revoked whatever the relying party answers: the notification is best effort (2.8).
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
-import os
-import queue
-import threading
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from datetime import timedelta
+from urllib.parse import urlencode, urlsplit
 
 from controlplane.tokens import TokenService
-from controlplane.webhooks.delivery import Outcome, Sender
+from controlplane.webhooks.delivery import Outcome
 from controlplane.webhooks.errors import WebhookTargetForbidden
-from controlplane.webhooks.targets import TargetPolicy
+from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.targets import TargetPolicy, is_localhost_name
 from shared.errors import ValidationFailed
 from shared.ids import new_id
 from shared.timeutil import Clock
 
 log = logging.getLogger("iamgate.oidc.backchannel")
 
+KIND = "back-channel"         # the delivery kind in the webhook queue
 LOGOUT_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 LOGOUT_TOKEN_TYPE = "logout+jwt"
-LOGOUT_TOKEN_TTL = 120      # seconds: the relying party checks it on arrival
-RETRY_DELAYS = (1, 5, 30)   # seconds after a failed attempt
+LOGOUT_TOKEN_TTL = 120        # seconds: the relying party checks it on arrival
+RETRY_DELAYS = (1, 5, 30)     # seconds after a failed attempt
+SUCCESS = frozenset({200, 204})  # section 2.8
+
+
+def uri_problem(uri: str, targets: TargetPolicy) -> str | None:
+    """Why ``uri`` cannot be a client's backchannel_logout_uri, or None.  Section 2.2:
+    an absolute URI without fragment; section 4.1 (the OP calls it server to server)
+    makes it a webhook target: https, not a private, loopback or local address, under
+    the webhook rules (``TargetPolicy.check``).  http is allowed only for a loopback host,
+    and only with the development override IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS."""
+    try:
+        parts = urlsplit(uri)
+        host = parts.hostname or ""
+    except ValueError:
+        return "must be an absolute https URL"
+    if parts.fragment or "#" in uri:
+        return "must not contain a fragment"
+    if parts.scheme == "http" and not (targets.allow_private and _is_loopback(host)):
+        return ("must be an https URL (http only for a loopback host, with "
+                "IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS)")
+    try:
+        targets.check(uri)
+    except ValidationFailed as exc:
+        return next(iter(exc.errors.values()))
+    except WebhookTargetForbidden as exc:
+        return f"must not target a private or local address ({exc.details['reason']})"
+    return None
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return is_localhost_name(host) or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -62,18 +98,17 @@ class LogoutNotice:
 
 
 class BackchannelLogout:
-    def __init__(self, clients, tokens: TokenService, policy: TargetPolicy, sender: Sender, clock: Clock, *,
-                 issuer: str, retry_delays=RETRY_DELAYS):
+    """The ``back-channel`` kind of delivery (``controlplane.webhooks.delivery.DeliveryKind``)."""
+
+    def __init__(self, clients, tokens: TokenService, deliveries: WebhookStore, clock: Clock, *, issuer: str,
+                 retention_seconds: int, retry_delays=RETRY_DELAYS):
         self._clients = clients
         self._tokens = tokens
-        self._policy = policy
-        self._sender = sender
+        self._deliveries = deliveries
         self._clock = clock
         self._issuer = issuer
-        self._retry_delays = tuple(retry_delays)
-        self._queue: queue.Queue = queue.Queue()
-        self._lock = threading.Lock()
-        self._pid = None
+        self._retention = timedelta(seconds=retention_seconds)
+        self.retry_delays = tuple(retry_delays)
 
     def notify(self, app_id: str, grants) -> list[LogoutNotice]:
         """Queue a logout token for each (client, user, session) of the revoked
@@ -87,8 +122,18 @@ class BackchannelLogout:
             if uris[client_id]:
                 notices.append(LogoutNotice(app_id, client_id, uris[client_id], user_id, session_id or None))
         for notice in notices:
-            self._submit(notice, attempt=1)
+            self._queue(notice)
         return notices
+
+    def _queue(self, notice: LogoutNotice) -> None:
+        now = self._clock()
+        self._deliveries.insert_delivery({
+            "_id": new_id(), "kind": KIND, "app_id": notice.app_id, "webhook_id": None, "event": KIND,
+            "url": notice.uri, "client_id": notice.client_id, "user_id": notice.user_id,
+            "session_id": notice.session_id, "body": None, "status": "pending", "lease": None, "attempts": 0,
+            "retry_count": 0, "response_status": None, "delivered_at": None, "last_error": None,
+            "created_at": now, "expires_at": now + self._retention,
+        })
 
     def logout_token(self, notice: LogoutNotice) -> str:
         """Back-Channel Logout 2.4: the signed logout token of ``notice``."""
@@ -99,47 +144,24 @@ class BackchannelLogout:
             claims["sid"] = notice.session_id
         return self._tokens.sign(claims, headers={"typ": LOGOUT_TOKEN_TYPE})
 
-    def send(self, notice: LogoutNotice) -> Outcome:
-        """One attempt (2.5): POST logout_token to the client, through the webhook
-        sender, to the address the target rules allow."""
+    # ------------------------------------------------------------------ the delivery kind
+
+    def request(self, delivery: dict) -> tuple[bytes, dict]:
+        """Section 2.5: ``logout_token`` form-encoded, a token signed for this attempt."""
+        notice = LogoutNotice(delivery["app_id"], delivery["client_id"], delivery["url"], delivery["user_id"],
+                              delivery["session_id"])
         body = urlencode({"logout_token": self.logout_token(notice)}).encode("ascii")
-        try:
-            pinned = self._policy.pin(notice.uri)
-        except (WebhookTargetForbidden, ValidationFailed, OSError) as refused:
-            return Outcome(None, f"target refused: {refused}")
-        return self._sender.post(pinned, body, {"Content-Type": "application/x-www-form-urlencoded",
-                                                "Cache-Control": "no-cache"})
+        return body, {"Content-Type": "application/x-www-form-urlencoded", "Cache-Control": "no-cache"}
 
-    # ------------------------------------------------------------------ the sending thread
+    def succeeded(self, outcome: Outcome) -> bool:
+        return outcome.status in SUCCESS
 
-    def _submit(self, notice: LogoutNotice, *, attempt: int) -> None:
-        with self._lock:
-            if self._pid != os.getpid():  # first use in this process (or a fork of one that used it)
-                self._pid, self._queue = os.getpid(), queue.Queue()
-                threading.Thread(target=self._run, name="iamgate-backchannel-logout", daemon=True).start()
-            self._queue.put((notice, attempt))
-
-    def _run(self) -> None:
-        while True:
-            notice, attempt = self._queue.get()
-            try:
-                self._attempt(notice, attempt)
-            except Exception:  # the thread must outlive one bad notice
-                log.exception("back-channel logout failed", extra={"client_id": notice.client_id})
-
-    def _attempt(self, notice: LogoutNotice, attempt: int) -> None:
-        outcome = self.send(notice)
-        where = {"client_id": notice.client_id, "app_id": notice.app_id, "attempt": attempt,
-                 "status": outcome.status, "error": outcome.error}
-        if outcome.ok:
+    def attempted(self, delivery: dict, outcome: Outcome, *, attempt: int, retry_in: int | None) -> None:
+        where = {"client_id": delivery["client_id"], "app_id": delivery["app_id"], "delivery_id": delivery["_id"],
+                 "attempt": attempt, "status": outcome.status, "error": outcome.error}
+        if self.succeeded(outcome):
             log.info("back-channel logout sent", extra=where)
-            return
-        if attempt > len(self._retry_delays):
+        elif retry_in is None:
             log.warning("back-channel logout failed; giving up", extra=where)
-            return
-        log.warning("back-channel logout failed; will retry", extra={**where,
-                                                                       "retry_in": self._retry_delays[attempt - 1]})
-        timer = threading.Timer(self._retry_delays[attempt - 1], self._submit, args=(notice,),
-                                kwargs={"attempt": attempt + 1})
-        timer.daemon = True
-        timer.start()
+        else:
+            log.warning("back-channel logout failed; will retry", extra={**where, "retry_in": retry_in})

@@ -14,15 +14,19 @@ client authentication at the token, revocation and introspection endpoints.
   asked for them, and it may not use client_credentials (nothing would authenticate it).
 - ``grant_types`` are the grants the token endpoint lets the client use;
   ``client_credentials`` only for a confidential client.
+- ``backchannel_logout_uri`` must pass ``backchannel.uri_problem`` (https, no fragment,
+  the webhook target rules), at registration and at every update that sets it.
 """
 from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
 
+from controlplane.oidc import backchannel
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
 from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, NO_CLIENT_AUTH, is_private_use
 from controlplane.oidc.store import ClientStore
+from controlplane.webhooks.targets import TargetPolicy
 from shared.errors import ValidationFailed
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import Clock, isoformat
@@ -85,6 +89,7 @@ def _check_client_type(public: bool, values: dict) -> None:
 class ClientService:
     store: ClientStore
     clock: Clock
+    targets: TargetPolicy  # the webhook target rules, which a backchannel_logout_uri must pass
 
     # ------------------------------------------------------------------ management
 
@@ -92,6 +97,7 @@ class ClientService:
         """A new active client and its secret (returned this once; None for a public client)."""
         public = values.get("token_endpoint_auth_method") == NO_CLIENT_AUTH
         _check_client_type(public, values)
+        self._check_backchannel_uri(values)
         secret, now = (None if public else random_token(32)), self.clock()
         client = {
             "_id": new_id(), "app_id": app_id, "client_id": CLIENT_ID_PREFIX + random_token(18),
@@ -100,6 +106,12 @@ class ClientService:
         }
         self.store.insert(client)
         return client, secret
+
+    def _check_backchannel_uri(self, values: dict) -> None:
+        uri = values.get("backchannel_logout_uri")
+        problem = None if uri is None else backchannel.uri_problem(uri, self.targets)
+        if problem is not None:
+            raise ValidationFailed({"backchannel_logout_uri": problem})
 
     def list(self, app_id: str) -> list[dict]:
         return self.store.list(app_id)
@@ -115,6 +127,7 @@ class ClientService:
         """Set the fields given; lists replace the stored ones.  404 OIDC_CLIENT_NOT_FOUND."""
         client = self.get(app_id, ref)
         _check_client_type(is_public(client), values)
+        self._check_backchannel_uri(values)
         updated = self.store.update(app_id, client["_id"], {**values, "updated_at": self.clock()})
         if updated is None:
             raise ClientNotFound(ref)

@@ -12,10 +12,16 @@ POST (section 2: the OP must support both).
   not); otherwise the logged-out page is shown.  Registered means in the client's
   ``post_logout_redirect_uris`` or, when that list is empty, in its ``redirect_uris``:
   a client registered as the spec shows it has only that list.  ``state`` is passed
-  back on the redirect.  Without a hint there is no redirect: nothing proves which
-  client (if any) sent the user.
+  back on the redirect.
+- Without a hint nothing proves who sent the user, so a browser is asked first (section
+  2: the OP SHOULD ask the End-User whether to log out when it cannot verify the
+  request; the page is the resource's).  Once the person confirms (``end_confirmed``),
+  ``client_id`` may identify an active client, and then only a
+  ``post_logout_redirect_uri`` registered on it is followed, with ``state``; without a
+  client_id there is no redirect.  A program (no ``Accept: text/html``) is not asked:
+  ``end_session`` answers at once, without a redirect.
 - The OIDC refresh tokens of the session named by the hint's ``sid`` are revoked
-  (``connection.revoked`` with reason logout).
+  (``connection.revoked`` with reason logout); without a hint nothing is revoked.
 """
 from __future__ import annotations
 
@@ -60,6 +66,24 @@ class Logout:
             raise InvalidRequest("id_token_hint names an unknown client.")
         if claims.get("sid"):
             self._connections.revoke_session(client["app_id"], claims["sub"], claims["sid"])
+        return self._result(client, post_logout_uri, state)
+
+    def client(self, client_id) -> dict | None:
+        """The active client a request without a hint names by ``client_id``, or None."""
+        return self._clients.active(client_id) if isinstance(client_id, str) else None
+
+    def end_confirmed(self, params: dict) -> LogoutResult:
+        """Section 2, a request without a hint that the person confirmed: a redirect
+        only to a post_logout_redirect_uri registered on the client ``client_id``
+        identifies (unverified, hence the confirmation; the redirect rule keeps it from
+        going anywhere the client did not register)."""
+        client = self.client(params.get("client_id"))
+        if client is None:
+            return LogoutResult(None, None, None)
+        return self._result(client, params.get("post_logout_redirect_uri"), params.get("state") or None)
+
+    @staticmethod
+    def _result(client: dict, post_logout_uri: str | None, state: str | None) -> LogoutResult:
         allowed = client.get("post_logout_redirect_uris") or client.get("redirect_uris") or ()
         registered = (post_logout_uri is not None and post_logout_uri in allowed
                       and redirect_uri_problem(post_logout_uri) is None)

@@ -30,7 +30,8 @@ def add_routes(routes, services):
     routes.add("/oidc/userinfo", userinfo.UserInfo(services.oidc.userinfo), TAG)
     routes.add("/oidc/revoke", revocation.Revoke(services.oidc.clients, services.oidc.revocation), TAG)
     routes.add("/oidc/introspect", introspection.Introspect(services.oidc.clients, services.oidc.introspection), TAG)
-    routes.add("/oidc/logout", logout.Logout(services.oidc.logout, services.applications, services.oidc.hosted,
-                                             services.pages), TAG)
+    for path, resource in (("/oidc/logout", logout.Logout), (logout.CONFIRM_PATH, logout.LogoutConfirm)):
+        routes.add(path, resource(services.oidc.logout, services.applications, services.oidc.hosted, services.pages),
+                   TAG)
     routes.add(f"{V1}/oidc/clients", clients.Clients(services.oidc.clients), TAG)
     routes.add(f"{V1}/oidc/clients/{{clientId}}", clients.ClientItem(services.oidc.clients), TAG)

@@ -151,6 +151,12 @@ class Origin(String):
                                                    "localhost, 127.0.0.1 and [::1])"}
 
 
+BACKCHANNEL_URI = ("where back-channel logout tokens are POSTed (OIDC Back-Channel Logout 1.0): an absolute https "
+                   "URL without fragment whose host is not, and does not resolve to, a private, loopback or local "
+                   "address (the webhook target rules); http only for a loopback host with "
+                   "IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS")
+
+
 def _uris(**kw):
     return List(RedirectUri(), max_items=MAX_URIS, **kw)
 
@@ -167,7 +173,7 @@ CREATE_CLIENT = Schema({
     "require_pkce": Bool(default=True),
     "grant_types": List(String(choices=GRANT_TYPES), min_items=1, default=lambda: list(DEFAULT_GRANT_TYPES)),
     "token_endpoint_auth_method": String(choices=AUTH_METHODS, default="client_secret_basic"),
-    "backchannel_logout_uri": Url(nullable=True, default=None),
+    "backchannel_logout_uri": Url(nullable=True, default=None, description=BACKCHANNEL_URI),
     "allowed_origins": List(Origin(max_len=300), max_items=MAX_URIS, default=list),
 })
 
@@ -180,7 +186,7 @@ UPDATE_CLIENT = Schema({
     "allowed_scopes": List(String(choices=SUPPORTED_SCOPES), min_items=1),
     "require_pkce": Bool(),
     "grant_types": List(String(choices=GRANT_TYPES), min_items=1),
-    "backchannel_logout_uri": Url(nullable=True),
+    "backchannel_logout_uri": Url(nullable=True, description=BACKCHANNEL_URI),
     "allowed_origins": List(Origin(max_len=300), max_items=MAX_URIS),
     "is_active": Bool(),
 }, partial=True)

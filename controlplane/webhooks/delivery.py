@@ -14,6 +14,12 @@ the outcome if it still holds the lease, schedules retries after
 IAMGATE_WEBHOOK_RETRY_DELAYS, and disables a webhook after
 ``DISABLE_AFTER`` failed attempts in a row.  A worker killed mid-send loses nothing:
 the lease lapses and another worker sends the same delivery, same id, again.
+
+The same queue carries deliveries of other kinds (a delivery's ``kind``; none for a
+webhook's event): a ``DeliveryKind`` builds each attempt's request, judges its answer,
+sets its retry delays and logs its attempts, while the worker keeps the lease, the
+target rules (``TargetPolicy.pin`` at every attempt), the sender and the delivery log.
+OIDC back-channel logout (``controlplane.oidc.backchannel``) is one.
 """
 from __future__ import annotations
 
@@ -25,8 +31,9 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import timedelta
+from typing import Protocol
 
 import requests
 from prometheus_client import Counter
@@ -292,6 +299,22 @@ class Sender:
             return Outcome(response.status_code)
 
 
+class DeliveryKind(Protocol):
+    """A kind of delivery that is not a webhook's event, queued with its target ``url``
+    in the delivery record (``WebhookStore.insert_delivery``)."""
+
+    retry_delays: tuple[int, ...]  # seconds before each retry; then the delivery has failed
+
+    def request(self, delivery: dict) -> tuple[bytes, dict]:
+        """The body and headers of one attempt."""
+
+    def succeeded(self, outcome: Outcome) -> bool:
+        """Whether the receiver's answer is a success."""
+
+    def attempted(self, delivery: dict, outcome: Outcome, *, attempt: int, retry_in: int | None) -> None:
+        """Log one attempt (``retry_in`` None: no retry follows)."""
+
+
 class DeliveryMetrics:
     """Prometheus: deliveries sent, failed and retried, and the queue depth."""
 
@@ -322,6 +345,7 @@ class DeliveryWorker:
     lease_seconds: InitVar[float | None] = None
     threads: int = 4  # how many delivery threads start() runs
     idle_wait: float = 1.0
+    kinds: dict[str, DeliveryKind] = field(default_factory=dict)  # by a delivery's ``kind``
 
     def __post_init__(self, retry_delays, lease_seconds: float | None):
         self._delays = tuple(retry_delays)
@@ -374,14 +398,18 @@ class DeliveryWorker:
         delivery = self.store.claim(now, now + self._lease)
         if delivery is None:
             return False
-        with tracing.span("webhook delivery", {"iamgate.application_id": delivery["app_id"],
-                                               "iamgate.webhook_id": delivery["webhook_id"],
-                                               "iamgate.delivery_id": delivery["_id"],
-                                               "iamgate.event": delivery["event"]}):
+        attributes = {"iamgate.application_id": delivery["app_id"], "iamgate.delivery_id": delivery["_id"],
+                      "iamgate.event": delivery["event"]}
+        if delivery.get("webhook_id"):
+            attributes["iamgate.webhook_id"] = delivery["webhook_id"]
+        with tracing.span("webhook delivery", attributes):
             self.attempt(delivery)
         return True
 
     def attempt(self, delivery: dict) -> None:
+        if delivery.get("kind") is not None:
+            self._attempt_kind(delivery)
+            return
         webhook = self.store.get(delivery["app_id"], delivery["webhook_id"])
         if webhook is None:
             self.store.drop_delivery(delivery)  # deleted webhook: pending retries are cancelled
@@ -395,16 +423,9 @@ class DeliveryWorker:
         except DecryptionError:
             self._record(delivery, webhook, Outcome(None, "secret cannot be decrypted"))
             return
-        try:
-            pinned = self.policy.pin(webhook["url"])
-        except WebhookTargetForbidden as exc:
-            self._record(delivery, webhook, Outcome(None, f"target forbidden: {exc.details.get('reason')}"))
-            return
-        except (OSError, UnicodeError) as exc:
-            self._record(delivery, webhook, Outcome(None, f"name resolution failed: {type(exc).__name__}"))
-            return
-        except Exception as exc:  # a URL that no longer parses (rules tightened since it was saved)
-            self._record(delivery, webhook, Outcome(None, f"invalid target: {type(exc).__name__}"))
+        pinned = self._pin(webhook["url"])
+        if isinstance(pinned, Outcome):
+            self._record(delivery, webhook, pinned)
             return
         timestamp = int(self.clock().timestamp())
         headers = {
@@ -420,28 +441,67 @@ class DeliveryWorker:
             headers.update(standard_headers(key, delivery["_id"], timestamp, body))
         self._record(delivery, webhook, self.sender.post(pinned, body, headers))
 
-    def _record(self, delivery: dict, webhook: dict, outcome: Outcome) -> None:
+    def _pin(self, url: str) -> Pinned | Outcome:
+        """The checked address to send to, or the failed attempt's outcome."""
+        try:
+            return self.policy.pin(url)
+        except WebhookTargetForbidden as exc:
+            return Outcome(None, f"target forbidden: {exc.details.get('reason')}")
+        except (OSError, UnicodeError) as exc:
+            return Outcome(None, f"name resolution failed: {type(exc).__name__}")
+        except Exception as exc:  # a URL that no longer parses (rules tightened since it was saved)
+            return Outcome(None, f"invalid target: {type(exc).__name__}")
+
+    def _attempt_kind(self, delivery: dict) -> None:
+        kind = self.kinds.get(delivery["kind"])
+        if kind is None:  # queued by a newer release than this worker's: left to one that knows it
+            log.warning("delivery of an unknown kind left unsent", extra={"delivery_id": delivery["_id"],
+                                                                          "kind": delivery["kind"]})
+            self.store.finish(delivery, {}, self.clock() + timedelta(seconds=self._delays[0]))
+            return
+        outcome = self._pin(delivery["url"])
+        if not isinstance(outcome, Outcome):
+            body, headers = kind.request(delivery)
+            outcome = self.sender.post(outcome, body, {"User-Agent": USER_AGENT, **headers})
+        ok = kind.succeeded(outcome)
+        attempt = delivery.get("attempts", 0) + 1
+        retry_in = None if ok or attempt > len(kind.retry_delays) else kind.retry_delays[attempt - 1]
+        if self._finish(delivery, outcome, ok=ok, retry_in=retry_in):
+            kind.attempted(delivery, outcome, attempt=attempt, retry_in=retry_in)
+            self._count(ok=ok, retried=retry_in is not None)
+
+    def _finish(self, delivery: dict, outcome: Outcome, *, ok: bool, retry_in: int | None) -> bool:
+        """Log the attempt on the delivery and queue its retry; False when the lease
+        lapsed and another worker owns the delivery now."""
         now = self.clock()
         attempts = delivery.get("attempts", 0) + 1
         changes = {"attempts": attempts, "retry_count": attempts - 1, "response_status": outcome.status,
                    "last_error": outcome.error}
-        retry_at = None
-        if outcome.ok:
+        if ok:
             changes.update(status="delivered", delivered_at=now)
-        elif attempts <= len(self._delays):
-            retry_at = now + timedelta(seconds=self._delays[attempts - 1])
-        else:
+        elif retry_in is None:
             changes.update(status="failed")
-        if not self.store.finish(delivery, changes, retry_at):
-            return  # the lease lapsed and another worker owns the delivery now
-        app_id, webhook_id = delivery["app_id"], delivery["webhook_id"]
-        if outcome.ok:
+        return self.store.finish(delivery, changes, None if retry_in is None else now + timedelta(seconds=retry_in))
+
+    def _count(self, *, ok: bool, retried: bool) -> None:
+        if ok:
             self.metrics.sent.inc()
-            self.store.record_success(app_id, webhook_id)
             return
         self.metrics.failed.inc()
-        if changes.get("status") != "failed":
+        if retried:
             self.metrics.retried.inc()
+
+    def _record(self, delivery: dict, webhook: dict, outcome: Outcome) -> None:
+        attempts = delivery.get("attempts", 0) + 1
+        retry_in = None if outcome.ok or attempts > len(self._delays) else self._delays[attempts - 1]
+        if not self._finish(delivery, outcome, ok=outcome.ok, retry_in=retry_in):
+            return  # the lease lapsed and another worker owns the delivery now
+        self._count(ok=outcome.ok, retried=retry_in is not None)
+        now = self.clock()
+        app_id, webhook_id = delivery["app_id"], delivery["webhook_id"]
+        if outcome.ok:
+            self.store.record_success(app_id, webhook_id)
+            return
         if self.store.record_failure(app_id, webhook_id) >= DISABLE_AFTER and self.store.disable(app_id, webhook_id,
                                                                                                  now):
             log.warning("webhook disabled after %d failed deliveries in a row", DISABLE_AFTER,

@@ -11,6 +11,9 @@ deletes its webhooks, queue entries and deliveries with the rest of its document
   event_seq, event, body (the exact JSON text sent, the same on every attempt), status
   (pending, delivered, failed, cancelled), lease (token of the current claim or None),
   attempts, retry_count, response_status, delivered_at, last_error, created_at, expires_at}.
+  A delivery of another kind (``kind``, e.g. ``back-channel``: an OIDC back-channel
+  logout) has a random ``_id``, ``webhook_id`` None, its target ``url`` and what its
+  kind needs to build each attempt's body instead of ``body`` and ``event_seq``.
 - ``webhook_queue``: one small document per *pending* delivery, same ``_id``:
   {_id, app_id, webhook_id, due_at, lease}.  ``due_at`` is both "next
   attempt" and "lease expiry": claiming moves it ``lease_seconds`` ahead, so a worker

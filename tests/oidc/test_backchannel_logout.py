@@ -1,18 +1,17 @@
 """OIDC Back-Channel Logout 1.0: logout, DELETE sessions, suspension and deletion POST a
-signed logout_token to the client's backchannel_logout_uri, through the webhook sender
-(target rules, retries logged).  The token is verified with joserfc, a JOSE library
-independent of the one that signs it (PyJWT)."""
+signed logout_token to the client's backchannel_logout_uri, as deliveries of the
+webhook queue in MongoDB (target rules, retries logged, a restart loses none).  The
+token is verified with joserfc, a JOSE library independent of the one that signs it
+(PyJWT)."""
 import logging
-import time
 from urllib.parse import parse_qs
 
 import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet
 
-from controlplane.oidc.backchannel import BackchannelLogout, LogoutNotice
-from controlplane.webhooks.delivery import Sender
-from controlplane.webhooks.targets import TargetPolicy
+from controlplane.app import create_app
+from tests.conftest import make_config
 from tests.selfservice.conftest import self_url
 from tests.webhooks.conftest import Receiver
 
@@ -37,13 +36,17 @@ def rp(application, oidc_client, receiver):
     return oidc_client(application, backchannel_logout_uri=receiver.url)
 
 
-def received(receiver, count=1, timeout=5.0) -> list[dict]:
-    """The first ``count`` requests the receiver got (polled: sending is in the background)."""
-    deadline = time.monotonic() + timeout
-    while len(receiver.requests) < count and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(receiver.requests) >= count, receiver.requests
-    return receiver.requests[:count]
+def deliver(ctx) -> int:
+    """Run the due deliveries, as the webhook worker does (tests start no background work)."""
+    sent = 0
+    while ctx.webhooks.worker.run_once():
+        sent += 1
+        assert sent < 100
+    return sent
+
+
+def pending(ctx) -> list[dict]:
+    return list(ctx.store["webhook_deliveries"].find({"kind": "back-channel", "status": "pending"}))
 
 
 def verified_logout_token(client, ctx, request, rp) -> tuple[dict, dict]:
@@ -52,7 +55,7 @@ def verified_logout_token(client, ctx, request, rp) -> tuple[dict, dict]:
     [token] = parse_qs(request["body"].decode())["logout_token"]
     keys = KeySet.import_key_set(client.simulate_get("/.well-known/jwks.json").json)
     decoded = jwt.decode(token, keys, algorithms=["RS256"])
-    jwt.JWTClaimsRegistry(iss={"essential": True, "value": ctx.config.public_url},
+    jwt.JWTClaimsRegistry(now=int(ctx.clock().timestamp()), iss={"essential": True, "value": ctx.config.public_url},
                           aud={"essential": True, "value": rp["client_id"]},
                           iat={"essential": True}, jti={"essential": True}).validate(decoded.claims)
     claims = decoded.claims
@@ -68,7 +71,8 @@ def test_logout_sends_a_logout_token(client, ctx, issue_tokens, user_token, rp, 
         client.simulate_get("/.well-known/jwks.json").json)).claims
     response = client.simulate_get("/oidc/logout", params={"id_token_hint": tokens["id_token"]})
     assert response.status_code == 200
-    [request] = received(receiver)
+    assert deliver(ctx) == 1
+    [request] = receiver.requests
     _, claims = verified_logout_token(client, ctx, request, rp)
     assert claims["sub"] == user_token.user["id"] and claims["sid"] == id_claims["sid"]
     assert request["path"] == "/hooks/iamgate"
@@ -94,35 +98,83 @@ def test_every_end_of_the_users_sign_ins_sends_one(client, ctx, application, iss
     issue_tokens(user_token, rp)
     issue_tokens(user_token, oidc_client(application))  # no backchannel_logout_uri: nothing sent to it
     end(client, ctx, application, user_token)
-    [request] = received(receiver)
+    deliver(ctx)
+    [request] = receiver.requests
     _, claims = verified_logout_token(client, ctx, request, rp)
     assert claims["sub"] == user_token.user["id"] and claims["sid"]
-    time.sleep(0.2)
-    assert len(receiver.requests) == 1
 
 
-def test_a_failed_attempt_is_logged_and_retried(client, ctx, issue_tokens, user_token, rp, receiver, caplog):
-    receiver.statuses = [503, 200]
+def test_a_failed_attempt_is_logged_and_retried(client, ctx, clock, issue_tokens, user_token, rp, receiver,
+                                                caplog):
+    receiver.statuses = [503, 500, 204]
     tokens = issue_tokens(user_token, rp)
     with caplog.at_level(logging.INFO, logger="iamgate.oidc.backchannel"):
         client.simulate_get("/oidc/logout", params={"id_token_hint": tokens["id_token"]})
-        first, second = received(receiver, 2)  # the first retry comes a second later
-        deadline = time.monotonic() + 2
-        while "back-channel logout sent" not in caplog.messages and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert deliver(ctx) == 1
+        assert deliver(ctx) == 0  # the retry waits its delay
+        clock.advance(1)
+        deliver(ctx)
+        clock.advance(5)
+        deliver(ctx)
     failed = [r for r in caplog.records if r.getMessage() == "back-channel logout failed; will retry"]
-    assert failed and failed[0].status == 503 and failed[0].attempt == 1 and failed[0].client_id == rp["client_id"]
+    assert [(r.status, r.attempt, r.retry_in, r.client_id) for r in failed] == [
+        (503, 1, 1, rp["client_id"]), (500, 2, 5, rp["client_id"])]
     assert "back-channel logout sent" in caplog.messages
-    verified_logout_token(client, ctx, second, rp)
+    assert len(receiver.requests) == 3
+    first, _, third = (verified_logout_token(client, ctx, r, rp)[1] for r in receiver.requests)
+    assert first["jti"] != third["jti"]  # each attempt carries a token signed for it
+    [logged] = ctx.store["webhook_deliveries"].find({"kind": "back-channel"})
+    assert logged["status"] == "delivered" and logged["attempts"] == 3 and logged["response_status"] == 204
+    assert ctx.store["webhook_queue"].count_documents({}) == 0
 
 
-def test_the_webhook_target_rules_apply(ctx, rp, receiver):
-    """Without the private-targets switch, a loopback URI is refused at send time."""
-    strict = BackchannelLogout(ctx.oidc.clients, ctx.tokens, TargetPolicy(), Sender(1), ctx.clock,
-                               issuer=ctx.config.public_url)
-    outcome = strict.send(LogoutNotice("app", rp["client_id"], receiver.url, "user", None))
-    assert not outcome.ok and "target refused" in outcome.error
+def test_a_relying_party_that_keeps_failing_is_given_up(client, ctx, clock, issue_tokens, user_token, rp, receiver,
+                                                        caplog):
+    receiver.statuses = [202]  # 2.8: only 200 and 204 are success
+    tokens = issue_tokens(user_token, rp)
+    with caplog.at_level(logging.INFO, logger="iamgate.oidc.backchannel"):
+        client.simulate_get("/oidc/logout", params={"id_token_hint": tokens["id_token"]})
+        for delay in (0, 1, 5, 30):
+            clock.advance(delay)
+            deliver(ctx)
+    assert len(receiver.requests) == 4
+    assert "back-channel logout failed; giving up" in caplog.messages
+    [logged] = ctx.store["webhook_deliveries"].find({"kind": "back-channel"})
+    assert logged["status"] == "failed" and logged["last_error"] is None and logged["response_status"] == 202
+
+
+def test_a_restart_still_delivers_a_pending_logout(config, clock, client, ctx, issue_tokens, user_token, rp,
+                                                   receiver):
+    """The notice is in MongoDB, not in the process that queued it: a new set of services
+    on the same store (a restarted worker, another replica) sends it."""
+    tokens = issue_tokens(user_token, rp)
+    client.simulate_get("/oidc/logout", params={"id_token_hint": tokens["id_token"]})
+    assert len(pending(ctx)) == 1 and receiver.requests == []
+    restarted = create_app(config, store=ctx.store, clock=clock, start_background=False).services
+    assert deliver(restarted) == 1
+    [request] = receiver.requests
+    verified_logout_token(client, ctx, request, rp)
+    assert pending(ctx) == []
+
+
+@pytest.mark.parametrize("scheme, refusal", [("http", "invalid target"), ("https", "target forbidden")])
+def test_the_webhook_target_rules_apply(config, clock, client, ctx, issue_tokens, user_token, rp, receiver, caplog,
+                                        scheme, refusal):
+    """A worker without the private-targets switch refuses a loopback URI (http: not
+    https; https: a private address) at every attempt, before any connection: the
+    receiver is never called, the refusal is logged on the delivery and retried."""
+    tokens = issue_tokens(user_token, rp)
+    client.simulate_get("/oidc/logout", params={"id_token_hint": tokens["id_token"]})
+    ctx.store["webhook_deliveries"].update_many({}, {"$set": {"url": receiver.url.replace("http", scheme, 1)}})
+    strict = create_app(make_config(**{"mongodb_uri": config.mongodb_uri, "webhook_timeout": 2}), store=ctx.store,
+                        clock=clock, start_background=False).services
+    with caplog.at_level(logging.INFO, logger="iamgate.oidc.backchannel"):
+        assert deliver(strict) == 1
     assert receiver.requests == []
+    [logged] = pending(ctx)
+    assert logged["attempts"] == 1 and logged["last_error"].startswith(refusal)
+    [failed] = [r for r in caplog.records if r.getMessage() == "back-channel logout failed; will retry"]
+    assert failed.status is None and failed.error == logged["last_error"]
 
 
 def test_the_client_field_and_discovery(client, rp, receiver):

@@ -1,7 +1,9 @@
 """V1/oidc/clients (oidc:manage): every field, the secret once and hashed, redirect URI
 rules, PUT replacing lists, DELETE keeping issued tokens valid."""
+import falcon.testing
 import pytest
 
+from controlplane.app import create_app
 from shared.ids import digest
 from tests.conftest import assert_error, bearer
 from tests.oidc.conftest import REDIRECT_URI, clients_url
@@ -171,3 +173,57 @@ def test_usable_hosts_and_ports_are_accepted(client, application, manager_key, u
                                     headers=bearer(manager_key))
     assert response.status_code == 201, response.text
     assert response.json["data"]["redirect_uris"] == [uri]
+
+
+def _backchannel_refused(client, application, manager_key, oidc_client, uri) -> str:
+    """The reason both create and update give for ``uri``; nothing is stored."""
+    body = {"name": "x", "redirect_uris": [REDIRECT_URI], "backchannel_logout_uri": uri}
+    created = client.simulate_post(clients_url(application), json=body, headers=bearer(manager_key))
+    reason = assert_error(created, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]["backchannel_logout_uri"]
+    rp = oidc_client(application, backchannel_logout_uri="https://rp.example.com/logout")
+    update = client.simulate_put(clients_url(application, f"/{rp['id']}"), json={"backchannel_logout_uri": uri},
+                                 headers=bearer(manager_key))
+    assert assert_error(update, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"] == {
+        "backchannel_logout_uri": reason}
+    stored = client.simulate_get(clients_url(application), headers=bearer(manager_key)).json["data"]
+    assert [c["backchannel_logout_uri"] for c in stored if c["name"] == "x"] == []
+    assert [c["backchannel_logout_uri"] for c in stored if c["id"] == rp["id"]] == ["https://rp.example.com/logout"]
+    return reason
+
+
+@pytest.mark.parametrize("uri, reason", [
+    ("http://rp.example.com/logout", "must be an https URL"),
+    ("http://127.0.0.1:9000/logout", "must be an https URL"),  # http for loopback only with the override
+    ("https://rp.example.com/logout#frag", "must not contain a fragment"),
+    ("https://127.0.0.1/logout", "must not target a private or local address (loopback)"),
+    ("https://[::1]:8443/logout", "must not target a private or local address (loopback)"),
+    ("https://10.0.0.7/logout", "must not target a private or local address (private)"),
+    ("https://169.254.169.254/latest/meta-data", "must not target a private or local address (link-local)"),
+    ("https://0x7f.1/logout", "must not target a private or local address (loopback)"),
+    ("https://localhost/logout", "must not target a private or local address (localhost name)"),
+])
+def test_a_backchannel_logout_uri_must_be_a_public_https_url(client, application, manager_key, oidc_client, uri,
+                                                             reason):
+    assert _backchannel_refused(client, application, manager_key, oidc_client, uri).startswith(reason)
+
+
+@pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True}])
+def test_the_development_override_allows_http_on_loopback_only(client, application, manager_key, oidc_client):
+    assert oidc_client(application, backchannel_logout_uri="http://127.0.0.1:9000/bc")["backchannel_logout_uri"] \
+        == "http://127.0.0.1:9000/bc"
+    assert oidc_client(application, backchannel_logout_uri="https://10.0.0.7/bc")["backchannel_logout_uri"] \
+        == "https://10.0.0.7/bc"
+    reason = _backchannel_refused(client, application, manager_key, oidc_client, "http://rp.example.com/bc")
+    assert reason.startswith("must be an https URL")
+
+
+def test_a_name_that_resolves_to_a_private_address_is_refused(config, clock):
+    """The webhook rules resolve the name at registration (every send checks again)."""
+    app = create_app(config, clock=clock, resolver=lambda host, port: ["192.168.1.20"], start_background=False)
+    client = falcon.testing.TestClient(app)
+    application = app.services.applications.create({"name": "App"}, organization_id=None, owner_account_id=None)
+    _, key = app.services.api_keys.create(application, {"name": "k", "permissions": ["oidc:manage"]})
+    body = {"name": "x", "redirect_uris": [REDIRECT_URI], "backchannel_logout_uri": "https://intranet.example/bc"}
+    response = client.simulate_post(clients_url(application), json=body, headers=bearer(key))
+    assert assert_error(response, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"] == {
+        "backchannel_logout_uri": "must not target a private or local address (private)"}

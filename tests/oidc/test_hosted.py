@@ -8,8 +8,10 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import jwt
 import pytest
 from authlib.common.security import generate_token
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.conftest import bearer
 from tests.mfa.conftest import STEP, mfa_url, rfc6238
@@ -579,17 +581,94 @@ def test_without_hosted_login_a_navigating_browser_gets_a_page(ctx, application,
     assert_page(navigate(browser, authorize_url(plain, scope="email")), "This sign-in link is not valid", 400)
 
 
-def test_a_bad_id_token_hint_at_logout_is_a_branded_page_for_a_browser(acme, client, browser, rp):
-    bad = navigate(browser, "/oidc/logout?" + urlencode({"id_token_hint": "not.a.jwt", "client_id": rp["client_id"]}))
-    assert_branded(bad, "Sign-out link is not valid", 400)
-    assert "invalid_request" in bad.text
-    # A program (no Accept: text/html) still gets the RFC 6749 JSON body.
-    assert client.simulate_get("/oidc/logout", params={"id_token_hint": "x"}).json["error"] == "invalid_request"
+def _hints(ctx, config, rp) -> dict:
+    """id_token_hints a logout must refuse, each as a relying party could send it."""
+    now = int(ctx.clock().timestamp())
+    claims = {"iss": config.public_url, "sub": "someone", "aud": rp["client_id"], "iat": now, "exp": now + 60}
+    foreign = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return {
+        "malformed": "not.a.jwt",
+        "bad signature": jwt.encode(claims, foreign, algorithm="RS256", headers={"kid": "someone-elses"}),
+        "wrong aud": ctx.tokens.sign({**claims, "aud": "oc_not_a_client"}),
+        "another issuer": ctx.tokens.sign({**claims, "iss": "https://idp.example.net"}),
+    }
 
 
-def test_the_signed_out_page_is_branded_by_the_session_it_ended(acme, browser, rp, person):
+@pytest.mark.parametrize("kind", ["malformed", "bad signature", "wrong aud", "another issuer"])
+def test_a_refused_id_token_hint_is_a_plain_branded_page(acme, ctx, config, client, browser, rp, person, kind):
+    """A person gets words they can act on and the error code, never the developer's
+    reason; nothing changes (still signed in)."""
     signed_in(browser, rp, person)
-    assert_branded(navigate(browser, "/oidc/logout"), "You are signed out", 200)
+    hint = _hints(ctx, config, rp)[kind]
+    bad = navigate(browser, "/oidc/logout?" + urlencode({"id_token_hint": hint, "post_logout_redirect_uri":
+                                                         "https://rp.example.com/bye"}))
+    assert_branded(bad, "Sign-out link is not valid", 400)
+    assert "could not be checked, so you have not been signed out" in bad.text
+    assert "Error code: <code>invalid_request</code>" in bad.text
+    assert "id_token_hint" not in bad.text and "signature" not in bad.text and "issuer" not in bad.text
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["code"]  # the browser session lives on
+    # A program (no Accept: text/html) still gets the RFC 6749 JSON body, with the reason.
+    program = client.simulate_get("/oidc/logout", params={"id_token_hint": hint})
+    assert program.json["error"] == "invalid_request" and "id_token_hint" in program.json["error_description"]
+
+
+def confirm_logout(browser, **params):
+    """GET /oidc/logout without a hint, as a browser: the confirmation page."""
+    return navigate(browser, "/oidc/logout" + (f"?{urlencode(params)}" if params else ""))
+
+
+def test_without_a_hint_a_browser_is_asked_before_it_is_signed_out(acme, ctx, browser, rp, person):
+    signed_in(browser, rp, person)
+    page = confirm_logout(browser)
+    assert_branded(page, "Sign out of Acme?", 200)
+    assert form_action(page).startswith("/oidc/logout/confirm")
+    assert set(hidden_fields(page)) == {"csrf_token"}
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["code"]  # asking ended nothing
+    assert_branded(browser.submit(page), "You are signed out", 200)
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
+    assert ctx.store["oidc_browser_sessions"].count_documents({}) == 0
+
+
+def test_a_confirmed_logout_follows_a_uri_registered_on_the_named_client(acme, browser, rp, person):
+    signed_in(browser, rp, person)
+    page = confirm_logout(browser, client_id=rp["client_id"], post_logout_redirect_uri="https://rp.example.com/bye",
+                          state="s 1")
+    assert_branded(page, "Sign out of Acme?", 200)
+    assert "form-action 'self' https://rp.example.com" in page.headers["content-security-policy"]
+    done = browser.submit(page)
+    assert done.status_code == 302 and done.headers["location"] == "https://rp.example.com/bye?state=s+1"
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
+
+
+@pytest.mark.parametrize("params, tampered", [
+    ({"client_id": "__rp__", "post_logout_redirect_uri": "https://evil.example.com/"}, {}),
+    ({"post_logout_redirect_uri": "https://rp.example.com/bye"}, {}),  # no client_id: nothing identifies a client
+    ({"client_id": "oc_unknown", "post_logout_redirect_uri": "https://rp.example.com/bye"}, {}),
+    ({"client_id": "__rp__", "post_logout_redirect_uri": "https://rp.example.com/bye"},
+     {"post_logout_redirect_uri": "https://evil.example.com/"}),  # the hidden field edited before the post
+])
+def test_a_confirmed_logout_redirects_nowhere_else(acme, browser, rp, person, params, tampered):
+    signed_in(browser, rp, person)
+    params = {k: rp["client_id"] if v == "__rp__" else v for k, v in params.items()}
+    page = confirm_logout(browser, **params)
+    assert "evil.example.com" not in page.headers["content-security-policy"]
+    done = browser.post(form_action(page), {**hidden_fields(page), **tampered})
+    assert_page(done, "You are signed out", 200)
+
+
+def test_a_confirmation_posted_without_its_csrf_token_changes_nothing(acme, browser, rp, person):
+    signed_in(browser, rp, person)
+    page = confirm_logout(browser)
+    assert_branded(browser.post(form_action(page), {"csrf_token": "forged"}), "This form has expired", 403)
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["code"]
+
+
+def test_a_program_without_a_hint_is_signed_out_at_once(browser, rp, person):
+    """Only a navigating browser is asked: the JSON mode's answer is as before."""
+    signed_in(browser, rp, person)
+    assert_page(browser.get("/oidc/logout"), "You are signed out")
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
 
 
 # ---------------------------------------------------------------- the links sign-in pages have

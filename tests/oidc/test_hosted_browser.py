@@ -1,8 +1,8 @@
 """The hosted OIDC login in a real browser (headless Chromium through Selenium): login,
 the MFA code (computed with pyotp from the secret set up for the user), consent, the
-redirect carrying a code that Authlib exchanges over real HTTP, logout, and the error
-page.  Each page is saved under docs/screenshots/.  Skipped, with the reason, where
-Chromium is not installed."""
+redirect carrying a code that Authlib exchanges over real HTTP, logout (its
+confirmation, then the signed-out page), and the error page.  Each page is saved under
+docs/screenshots/.  Skipped, with the reason, where Chromium is not installed."""
 from __future__ import annotations
 
 import tempfile
@@ -100,8 +100,13 @@ def test_login_mfa_consent_and_code_exchange_in_chromium(live_server, browser, c
     WebDriverWait(browser, 10).until(expected_conditions.url_contains("/callback"))
     assert browser.current_url.startswith(callback + "?") and "code=" in browser.current_url
 
-    # 6. Logout ends it; the logged-out page.
+    # 6. Logout without a hint asks first; confirming ends the session: the logged-out page.
     browser.get(f"{live_server}/oidc/logout")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Sign out of Acme Photos?"
+    check_page("oidc-logout-confirm")
+    assert [c for c in browser.get_cookies() if c["name"].startswith("iamgate_oidc_")]
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(expected_conditions.title_contains("signed out"))
     assert browser.find_element(By.TAG_NAME, "h1").text == "You are signed out"
     check_page("oidc-logged-out")
     assert not [c for c in browser.get_cookies() if c["name"].startswith("iamgate_oidc_")]
@@ -232,9 +237,10 @@ def test_every_other_hosted_page_in_chromium(live_server, browser, check_page, c
     assert "Acme Photos" in browser.title
     check_page("oidc-expired")
 
-    # A logout link with a hint that is not ours: a page, not JSON.
+    # A logout link with a hint that is not ours: a page in plain words, not JSON.
     browser.get(f"{live_server}/oidc/logout?id_token_hint=not.a.token&client_id={rp['client_id']}")
     assert browser.find_element(By.TAG_NAME, "h1").text == "Sign-out link is not valid"
     assert browser.title == "Sign-out link is not valid - Acme Photos"
+    assert "you have not been signed out" in browser.find_element(By.TAG_NAME, "main").text
     check_page("oidc-logout-error")
     assert [e for e in console_errors(browser) if "Failed to load resource" not in e] == []

@@ -42,14 +42,16 @@ _ERROR_TITLES = {
 }
 
 
-def error_page(pages, resp, exc: DomainError, *, app: dict | None, title: str | None = None) -> None:
+def error_page(pages, resp, exc: DomainError, *, app: dict | None, title: str | None = None,
+               description: str | None = None) -> None:
     """``oidc_error.html`` with the error's status: the hosted flow's answer when there
-    is nowhere safe (or nothing left) to redirect to."""
+    is nowhere safe (or nothing left) to redirect to.  ``description`` replaces the
+    error's message where that is written for developers, not for the person."""
     status = status_of(type(exc))
     error = exc.error if isinstance(exc, OAuthError) else exc.code
     pages.render(resp, "oidc_error.html", app=app, status=status,
-                 error_title=title or _ERROR_TITLES.get(status, "Sign-in failed"), error_description=exc.message,
-                 error=error)
+                 error_title=title or _ERROR_TITLES.get(status, "Sign-in failed"),
+                 error_description=description or exc.message, error=error)
 
 
 def form_post_errors(responder):
