@@ -36,14 +36,12 @@ CHECK_PERMISSION = "authz:check"
 _NO_POLICIES = CompiledPolicies(())
 
 
-class DecisionUnavailable(ServiceUnavailable):
+class DecisionUnavailable(
+        ServiceUnavailable, code="DECISION_UNAVAILABLE", detail_names=("reason",),
+        message="The decision service cannot reach the control plane for a fresh answer; try again shortly."):
     """503: the answer cannot be given from data known to be fresh enough (fail closed)."""
 
-    code = "DECISION_UNAVAILABLE"
-    message = "The decision service cannot reach the control plane for a fresh answer; try again shortly."
-
     retry_after = 1
-    detail_names = ("reason",)
 
 
 # A fetch that showed the change log's head below a check's min_revision bounds later
