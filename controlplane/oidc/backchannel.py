@@ -31,7 +31,8 @@ import logging
 import os
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from controlplane.tokens import TokenService
@@ -41,6 +42,9 @@ from controlplane.webhooks.targets import TargetPolicy
 from shared.errors import ValidationFailed
 from shared.ids import new_id
 from shared.timeutil import Clock
+
+if TYPE_CHECKING:
+    from controlplane.oidc.clients import ClientService
 
 log = logging.getLogger("iamgate.oidc.backchannel")
 
@@ -61,19 +65,22 @@ class LogoutNotice:
     session_id: str | None
 
 
+@dataclass(eq=False, repr=False)
 class BackchannelLogout:
-    def __init__(self, clients, tokens: TokenService, policy: TargetPolicy, sender: Sender, clock: Clock, *,
-                 issuer: str, retry_delays=RETRY_DELAYS):
-        self._clients = clients
-        self._tokens = tokens
-        self._policy = policy
-        self._sender = sender
-        self._clock = clock
-        self._issuer = issuer
-        self._retry_delays = tuple(retry_delays)
-        self._queue: queue.Queue = queue.Queue()
-        self._lock = threading.Lock()
-        self._pid = None
+    clients: ClientService
+    tokens: TokenService
+    policy: TargetPolicy
+    sender: Sender
+    clock: Clock
+    _: KW_ONLY
+    issuer: str
+    retry_delays: tuple[int, ...] = RETRY_DELAYS
+    _queue: queue.Queue = field(default_factory=queue.Queue, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _pid: int | None = field(default=None, init=False)
+
+    def __post_init__(self):
+        self.retry_delays = tuple(self.retry_delays)
 
     def notify(self, app_id: str, grants) -> list[LogoutNotice]:
         """Queue a logout token for each (client, user, session) of the revoked
@@ -82,7 +89,7 @@ class BackchannelLogout:
         for client_id, user_id, session_id in sorted({(g["client_id"], g["user_id"], g.get("session_id") or "")
                                                       for g in grants}):
             if client_id not in uris:
-                client = self._clients.by_client_id(client_id)
+                client = self.clients.by_client_id(client_id)
                 uris[client_id] = (client or {}).get("backchannel_logout_uri")
             if uris[client_id]:
                 notices.append(LogoutNotice(app_id, client_id, uris[client_id], user_id, session_id or None))
@@ -92,22 +99,22 @@ class BackchannelLogout:
 
     def logout_token(self, notice: LogoutNotice) -> str:
         """Back-Channel Logout 2.4: the signed logout token of ``notice``."""
-        now = int(self._clock().timestamp())
-        claims = {"iss": self._issuer, "aud": notice.client_id, "iat": now, "exp": now + LOGOUT_TOKEN_TTL,
+        now = int(self.clock().timestamp())
+        claims = {"iss": self.issuer, "aud": notice.client_id, "iat": now, "exp": now + LOGOUT_TOKEN_TTL,
                   "jti": new_id(), "sub": notice.user_id, "events": {LOGOUT_EVENT: {}}}
         if notice.session_id:
             claims["sid"] = notice.session_id
-        return self._tokens.sign(claims, headers={"typ": LOGOUT_TOKEN_TYPE})
+        return self.tokens.sign(claims, headers={"typ": LOGOUT_TOKEN_TYPE})
 
     def send(self, notice: LogoutNotice) -> Outcome:
         """One attempt (2.5): POST logout_token to the client, through the webhook
         sender, to the address the target rules allow."""
         body = urlencode({"logout_token": self.logout_token(notice)}).encode("ascii")
         try:
-            pinned = self._policy.pin(notice.uri)
+            pinned = self.policy.pin(notice.uri)
         except (WebhookTargetForbidden, ValidationFailed, OSError) as refused:
             return Outcome(None, f"target refused: {refused}")
-        return self._sender.post(pinned, body, {"Content-Type": "application/x-www-form-urlencoded",
+        return self.sender.post(pinned, body, {"Content-Type": "application/x-www-form-urlencoded",
                                                 "Cache-Control": "no-cache"})
 
     # ------------------------------------------------------------------ the sending thread
@@ -134,12 +141,12 @@ class BackchannelLogout:
         if outcome.ok:
             log.info("back-channel logout sent", extra=where)
             return
-        if attempt > len(self._retry_delays):
+        if attempt > len(self.retry_delays):
             log.warning("back-channel logout failed; giving up", extra=where)
             return
         log.warning("back-channel logout failed; will retry", extra={**where,
-                                                                       "retry_in": self._retry_delays[attempt - 1]})
-        timer = threading.Timer(self._retry_delays[attempt - 1], self._submit, args=(notice,),
+                                                                       "retry_in": self.retry_delays[attempt - 1]})
+        timer = threading.Timer(self.retry_delays[attempt - 1], self._submit, args=(notice,),
                                 kwargs={"attempt": attempt + 1})
         timer.daemon = True
         timer.start()
