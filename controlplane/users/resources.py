@@ -242,7 +242,6 @@ class ResendVerification(_EmailedLink):
 
 _SEARCH = String(max_len=255)
 _STATUS = String(choices=schemas.USER_STATUSES)
-_ADMIN_STATUS_ERRORS = [Forbidden, UserNotFound, ApplicationNotFound]
 
 
 class AdminUsers(Resource):
@@ -275,7 +274,8 @@ class AdminUsers(Resource):
 
 class _StatusChange(Resource):
     """POST: ``change(app_id, user_id)`` (``UserAdminService.suspend`` or ``unsuspend``)
-    answers the user as it is now; owners and admins only."""
+    answers the user as it is now; owners and admins only.  ``docs`` come from
+    ``status_change_docs``."""
 
     access = {"POST": DASHBOARD}
 
@@ -287,19 +287,19 @@ class _StatusChange(Resource):
     def on_post(self, req, resp, applicationId, userId):
         respond(resp, serialize_admin_user(self.change(applicationId, userId)))
 
+    @staticmethod
+    def status_change_docs(summary: str, description: str) -> dict:
+        return {"POST": op(summary, description=description, response=schemas.ADMIN_USER,
+                           errors=[Forbidden, UserNotFound, ApplicationNotFound])}
+
 
 class SuspendUser(_StatusChange):
-    docs = {"POST": op(
+    docs = _StatusChange.status_change_docs(
         "Suspend an end user",
-        description="The user's access tokens stop working at once, its sessions and OIDC grants are revoked and "
-                    "login answers 403 AUTH_ACCOUNT_SUSPENDED. Idempotent. Owners and admins only.",
-        response=schemas.ADMIN_USER, errors=_ADMIN_STATUS_ERRORS,
-    )}
+        "The user's access tokens stop working at once, its sessions and OIDC grants are revoked and login answers "
+        "403 AUTH_ACCOUNT_SUSPENDED. Idempotent. Owners and admins only.")
 
 
 class UnsuspendUser(_StatusChange):
-    docs = {"POST": op(
-        "Lift a suspension",
-        description="The user may log in again. Idempotent. Owners and admins only.",
-        response=schemas.ADMIN_USER, errors=_ADMIN_STATUS_ERRORS,
-    )}
+    docs = _StatusChange.status_change_docs("Lift a suspension",
+                                            "The user may log in again. Idempotent. Owners and admins only.")
