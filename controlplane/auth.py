@@ -22,13 +22,22 @@ The result is ``req.context.principal`` (``Principal``).
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.http import bearer_token as bearer_header_token
 from shared.ids import is_uuid
 from shared.rbac import covering_patterns, is_valid_permission
+
+if TYPE_CHECKING:  # the areas import this module: their types only for the annotations
+    from controlplane.apikeys.service import ApiKeyService
+    from controlplane.applications.service import ApplicationService
+    from controlplane.dashboard.sessions import DashboardSessions
+    from controlplane.tokens import TokenService
+    from controlplane.users.store import UserStore
 
 
 def is_api_key(token: str) -> bool:
@@ -109,36 +118,35 @@ def required_token(authorization: str | None) -> str:
     return token
 
 
+@dataclass(eq=False, repr=False, kw_only=True)  # no repr: it would show the internal token
 class Authenticator:
     """Turns a credential into a ``Principal``: an API key, an end-user access token, the
     internal service token, or a dashboard session.  Also answers permission gates."""
 
-    def __init__(self, *, applications, api_keys, tokens, users, dashboard_sessions, permission_resolver,
-                 internal_token: str | None):
-        self._applications = applications
-        self._api_keys = api_keys
-        self._tokens = tokens
-        self._users = users
-        self._dashboard_sessions = dashboard_sessions
-        self._permission_resolver = permission_resolver
-        self._internal_token = internal_token
-        self._key_principals: dict = {}  # key id -> (the key document, its Principal)
+    applications: ApplicationService
+    api_keys: ApiKeyService
+    tokens: TokenService
+    users: UserStore
+    dashboard_sessions: DashboardSessions
+    permission_resolver: Callable[[str, str, str], bool]
+    internal_token: str | None
+    _key_principals: dict = field(default_factory=dict, init=False)  # key id -> (the key document, its Principal)
 
     def application(self, app_id: str) -> dict:
         """The live application named by ``{applicationId}``."""
-        app = self._applications.live(app_id) if is_uuid(app_id) else None
+        app = self.applications.live(app_id) if is_uuid(app_id) else None
         if app is None:
             raise ApplicationNotFound(details={"application_id": app_id})
         return app
 
     def dashboard_account(self, raw_cookie: str | None) -> Principal:
-        account_id = self._dashboard_sessions.account_for(raw_cookie) if raw_cookie else None
+        account_id = self.dashboard_sessions.account_for(raw_cookie) if raw_cookie else None
         if account_id is None:
             raise Unauthorized("Sign in to the dashboard first.")
         return Principal(kind="account", account_id=account_id)
 
     def is_internal_token(self, token: str) -> bool:
-        expected = self._internal_token
+        expected = self.internal_token
         return bool(expected) and hmac.compare_digest(token.encode(), expected.encode())
 
     def internal(self, token: str, app_id: str | None) -> Principal:
@@ -157,9 +165,9 @@ class Authenticator:
 
     def api_key(self, token: str, app_id: str | None) -> Principal:
         """An API key of ``app_id`` (of any live application when None)."""
-        key = self._api_keys.authenticate(token)
+        key = self.api_keys.authenticate(token)
         if key is None or (app_id is not None and key["app_id"] != app_id) \
-                or (app_id is None and self._applications.live(key["app_id"]) is None):
+                or (app_id is None and self.applications.live(key["app_id"]) is None):
             raise Unauthorized("The API key is not valid for this application.")
         # One Principal per loaded key document: the document is the cache's until it is
         # read again (controlplane.lookup_cache), so a changed key gets a new one.
@@ -173,8 +181,8 @@ class Authenticator:
 
     def user_token(self, token: str, app_id: str) -> Principal:
         """An RS256 access token of ``app_id`` whose user is still active (checked live)."""
-        claims = self._tokens.verify(token, audience=app_id)
-        if self._users.status(app_id, claims["sub"]) != "active":
+        claims = self.tokens.verify(token, audience=app_id)
+        if self.users.status(app_id, claims["sub"]) != "active":
             raise Unauthorized("The user of this token is no longer active.")
         return Principal(kind="user", app_id=app_id, user_id=claims["sub"], session_id=claims.get("sid"), claims=claims)
 
@@ -184,7 +192,7 @@ class Authenticator:
             # only patterns that can cover a valid permission are its covering patterns.
             return is_valid_permission(name) and not principal.permissions.isdisjoint(covering_patterns(name))
         if principal.kind == "user":
-            return self._permission_resolver(principal.app_id, principal.user_id, name)
+            return self.permission_resolver(principal.app_id, principal.user_id, name)
         return principal.kind == "internal"
 
 

@@ -33,10 +33,8 @@ INDEXES = {
 
 
 
-class AccountLocked(RateLimited):
+class AccountLocked(RateLimited, code="AUTH_ACCOUNT_LOCKED"):
     """Too many failed logins for the email: locked for IAMGATE_LOCKOUT_SECONDS."""
-
-    code = "AUTH_ACCOUNT_LOCKED"
 
 def _upsert(collection, filter_, update, **kwargs):
     """``find_one_and_update`` with ``upsert``; two racing upserts of one ``_id`` can

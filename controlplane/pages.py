@@ -63,19 +63,15 @@ _FONT_FAMILY = re.compile(r"^[A-Za-z0-9 ,'\"_-]{1,200}$")
 _CSS_LENGTH = re.compile(r"^(?:0|\d{1,3}(?:\.\d{1,2})?(?:px|rem|em|%))$")
 
 
-class CsrfTokenInvalid(Forbidden):
+class CsrfTokenInvalid(Forbidden, code="CSRF_TOKEN_INVALID",
+                       message="This form has expired or was not sent from this site. Reload the page and try again."):
     """A hosted form was posted without the CSRF token of its page, or with one that
     does not match the browser's ``iamgate_csrf`` cookie."""
 
-    code = "CSRF_TOKEN_INVALID"
-    message = "This form has expired or was not sent from this site. Reload the page and try again."
 
-
-class MalformedForm(BadRequest):
+class MalformedForm(BadRequest, message="The form body is malformed."):
     """An ``application/x-www-form-urlencoded`` body that cannot be parsed, repeats a
     field, or has too many fields."""
-
-    message = "The form body is malformed."
 
 
 class Pages:

@@ -124,13 +124,9 @@ def require_strong(password: str, *, email: str | None = None, field: str = "pas
                                        "reasons": [RULE_TEXT[f] for f in failures]})
 
 
-class PasswordTooWeak(Unprocessable):
+class PasswordTooWeak(Unprocessable, code="VALIDATION_PASSWORD_TOO_WEAK", message="The password is too weak."):
     """The password fails the strength rules; ``details.rules`` names each failure."""
 
-    code, message = "VALIDATION_PASSWORD_TOO_WEAK", "The password is too weak."
 
-
-class WrongPassword(Unprocessable):
+class WrongPassword(Unprocessable, code="INVALID_PASSWORD", message="The password is not correct."):
     """The current password given to confirm a change is not correct."""
-
-    code, message = "INVALID_PASSWORD", "The password is not correct."

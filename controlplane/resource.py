@@ -3,15 +3,20 @@
 A resource is a Falcon resource class per route with ``on_get``/``on_post``... methods.
 It is given the services it uses in ``__init__`` (by its area's ``routes`` module), reads
 and validates the request, calls a service, and shapes the response; it never touches a
-collection.  Two class attributes describe it:
+collection.  Class attributes describe it:
 
 - ``access``: who may call each method (``controlplane.auth``: PUBLIC, OWNER,
   ``permission("roles:read")``...); a method without one needs any credential of the
-  application, so routes are closed by default;
+  application, so routes are closed by default.  An area whose every route has the same
+  gate says it once, in its base resource's ``every_method``, and a class that declares
+  ``access`` itself keeps it;
 - ``docs``: the OpenAPI operation of each method (``controlplane.openapi.op``), whose
   ``errors`` are the domain error classes the method can raise;
 - ``password_work``: the methods that hash or check a password, counted against the
   per-IP budget across applications (``ratelimit.PasswordWorkLimit``).
+
+``body(req)`` reads the JSON body and validates it with the schema ``docs`` gives the
+method, so the document and the validation cannot part.
 
 ``ManagedCollection`` and ``ManagedItem`` are the list/create and get/update/delete
 handlers of documents an application manages with a secret shown once (OIDC clients,
@@ -23,14 +28,27 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shared.errors import ValidationFailed
-from shared.http import no_store, read_json, respond
+from shared.http import read_json, respond
 from shared.validation import Invalid, Schema
+
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 class Resource:
     access: dict = {}
+    every_method = None  # an ``Access``: the ``access`` of each responder of the class
     docs: dict = {}
     password_work: tuple = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.every_method is not None and "access" not in vars(cls):
+            cls.access = {m: cls.every_method for m in _METHODS if hasattr(cls, "on_" + m.lower())}
+
+    def body(self, req, *, partial: bool = False) -> dict:
+        """The request's JSON body validated by the schema ``docs`` names as this method's
+        body: what is checked is what the OpenAPI document says."""
+        return self.docs[req.method]["body"].validate(read_json(req), partial=partial)
 
 
 class ManagedCollection(Resource):
@@ -51,8 +69,7 @@ class ManagedCollection(Resource):
 
     def on_post(self, req, resp, applicationId):
         doc, secret = self.service.create(applicationId, self.create_schema.validate(read_json(req)))
-        no_store(resp)
-        respond(resp, self.serialize(doc, secret), status=201)
+        respond(resp, self.serialize(doc, secret), status=201, cacheable=False)
 
 
 class ManagedItem(Resource):

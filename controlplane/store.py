@@ -46,11 +46,10 @@ RECHECK_TIMEOUT = 0.05  # the same, when the driver knows no server it could use
 RETRY_AFTER = 5  # seconds a caller is asked to wait when the store does not answer
 
 
-class StoreUnavailable(ServiceUnavailable):
+class StoreUnavailable(ServiceUnavailable, message="The data store does not answer. Try again in a few seconds."):
     """The store did not answer within its server selection timeout, or dropped the
     connection: 503, and the caller retries after ``retry_after`` seconds."""
 
-    message = "The data store does not answer. Try again in a few seconds."
     retry_after = RETRY_AFTER
 
 

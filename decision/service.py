@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
 
-from decision.cache import ApiKey, GrantsEntry, KeyRing, PolicySet
-from decision.client import ApplicationNotFound, ControlPlaneError
-from decision.tokens import JwksUnavailable
+from decision.cache import ApiKey, DecisionCache, GrantsEntry, KeyRing, PolicySet
+from decision.client import ApplicationNotFound, ControlPlaneClient, ControlPlaneError
+from decision.tokens import JwksUnavailable, TokenVerifier
 from shared import checks
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled, decide_one
@@ -32,18 +36,20 @@ from shared.http import bearer_token
 from shared.ids import is_uuid
 from shared.rbac import ACTIVE, Grants, matches, resolve_scope
 
+if TYPE_CHECKING:
+    from decision.metrics import DecisionMetrics
+    from decision.stream import ChangeFollower
+
 CHECK_PERMISSION = "authz:check"
 _NO_POLICIES = CompiledPolicies(())
 
 
-class DecisionUnavailable(ServiceUnavailable):
+class DecisionUnavailable(
+        ServiceUnavailable, code="DECISION_UNAVAILABLE", detail_names=("reason",),
+        message="The decision service cannot reach the control plane for a fresh answer; try again shortly."):
     """503: the answer cannot be given from data known to be fresh enough (fail closed)."""
 
-    code = "DECISION_UNAVAILABLE"
-    message = "The decision service cannot reach the control plane for a fresh answer; try again shortly."
-
     retry_after = 1
-    detail_names = ("reason",)
 
 
 # A fetch that showed the change log's head below a check's min_revision bounds later
@@ -52,30 +58,31 @@ class DecisionUnavailable(ServiceUnavailable):
 HEAD_MEMORY_SECONDS = 1.0
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class DecisionService:
-    def __init__(self, *, client, cache, follower, verifier, metrics, clock, single_application: bool = False,
-                 monotonic=time.monotonic):
-        self._monotonic = monotonic
-        self._head_seen: tuple[int, float] | None = None  # (head a fetch read, when)
-        self.client = client
-        self.cache = cache
-        self.follower = follower
-        self.verifier = verifier
-        self.metrics = metrics
-        self.clock = clock
-        self.single_application = single_application  # API-key mode: the key's application only
+    """What every check uses, built once by ``decision.app.create_app``."""
+
+    client: ControlPlaneClient
+    cache: DecisionCache
+    follower: ChangeFollower
+    verifier: TokenVerifier
+    metrics: DecisionMetrics
+    clock: Callable[[], datetime]
+    single_application: bool = False  # API-key mode: the key's application only
+    monotonic: Callable[[], float] = time.monotonic
+    _head_seen: tuple[int, float] | None = field(default=None, init=False)  # (head a fetch read, when)
 
     def refuse_revision_ahead(self, min_revision: int) -> None:
         """400 AUTHZ_REVISION_AHEAD, as the control plane answers, when a fetch within
         HEAD_MEMORY_SECONDS read a change-log head below ``min_revision``."""
         seen = self._head_seen
-        if seen is not None and min_revision > seen[0] and self._monotonic() - seen[1] < HEAD_MEMORY_SECONDS:
+        if seen is not None and min_revision > seen[0] and self.monotonic() - seen[1] < HEAD_MEMORY_SECONDS:
             raise RevisionAhead(min_revision, seen[0])
 
     def note_head(self, head: int, min_revision: int) -> None:
         """A fetch for ``min_revision`` read the log at ``head``; refuse when it is behind."""
         if head < min_revision:
-            self._head_seen = (head, self._monotonic())
+            self._head_seen = (head, self.monotonic())
             raise RevisionAhead(min_revision, head)
 
     def begin(self, app_id: str, request_id: str | None = None) -> Lookup:

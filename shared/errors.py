@@ -6,10 +6,10 @@ class that names one code, declared once, next to the area that raises it (for e
 ``controlplane/roles/errors.py``); it derives from one of the *kinds* below, and
 ``shared.http.ERROR_STATUS`` maps each kind to its HTTP status in one table.  The same
 classes document the operations: ``controlplane.openapi.op(errors=[RoleNotFound, ...])``.
+An error's ``code``, ``message`` and ``detail_names`` are given in its class line:
 
-    class RoleNotFound(NotFound):
-        code, message = "RESOURCE_NOT_FOUND", "Role not found."
-        detail_names = ("role",)
+    class RoleNotFound(NotFound, code="RESOURCE_NOT_FOUND", message="Role not found.", detail_names=("role",)):
+        '''No role with this id (or name) in the application.'''
 
     raise RoleNotFound(ref)             # details {"role": ref}
 
@@ -29,6 +29,15 @@ class DomainError(Exception):
     message = "The request could not be processed."
     body_schema = "Error"  # the OpenAPI component of the answer's body: the spec's envelope
     detail_names: tuple[str, ...] = ()  # the ``details`` keys of the positional arguments, in order
+
+    def __init_subclass__(cls, *, code: str | None = None, message: str | None = None,
+                          detail_names: tuple[str, ...] | None = None, **kwargs):
+        """The class line's ``code=``, ``message=`` and ``detail_names=``; one left out is
+        inherited."""
+        super().__init_subclass__(**kwargs)
+        for name, value in (("code", code), ("message", message), ("detail_names", detail_names)):
+            if value is not None:
+                setattr(cls, name, value)
 
     def __init__(self, *values, message: str | None = None, details: dict | None = None):
         if values and not self.detail_names:
@@ -51,59 +60,45 @@ class DomainError(Exception):
 # ---------------------------------------------------------------- kinds
 
 
-class BadRequest(DomainError):
+class BadRequest(DomainError, code="VALIDATION_INVALID_FORMAT"):
     """The request is malformed or a value is invalid."""
 
-    code = "VALIDATION_INVALID_FORMAT"
 
-
-class Unauthorized(DomainError):
+class Unauthorized(DomainError, code="UNAUTHORIZED", message="Authentication is required."):
     """Missing, malformed, expired or foreign credential, or wrong secret."""
 
-    code, message = "UNAUTHORIZED", "Authentication is required."
 
-
-class Forbidden(DomainError):
+class Forbidden(DomainError, code="FORBIDDEN", message="You are not allowed to do this."):
     """Authenticated, but not allowed to do this."""
 
-    code, message = "FORBIDDEN", "You are not allowed to do this."
+
+class NotFound(DomainError, code="NOT_FOUND", message="Not found."):
+    """What the request names does not exist."""
 
 
-class NotFound(DomainError):
-    code, message = "NOT_FOUND", "Not found."
-
-
-class Conflict(DomainError):
+class Conflict(DomainError, code="CONFLICT", message="The request was changed concurrently; try again."):
     """The request conflicts with the current state."""
 
-    code, message = "CONFLICT", "The request was changed concurrently; try again."
 
-
-class Gone(DomainError):
+class Gone(DomainError, code="GONE"):
     """A one-time token or challenge that expired or was used."""
 
-    code = "GONE"
+
+class PayloadTooLarge(DomainError, code="PAYLOAD_TOO_LARGE", message="The request body is too large."):
+    """The request body is over the size limit."""
 
 
-class PayloadTooLarge(DomainError):
-    code, message = "PAYLOAD_TOO_LARGE", "The request body is too large."
+class UnsupportedMediaType(DomainError, code="UNSUPPORTED_MEDIA_TYPE", message="The request body must be JSON."):
+    """A body that is not ``application/json`` (or an accepted form type)."""
 
 
-class UnsupportedMediaType(DomainError):
-    code, message = "UNSUPPORTED_MEDIA_TYPE", "The request body must be JSON."
-
-
-class Unprocessable(DomainError):
+class Unprocessable(DomainError, code="VALIDATION_ERROR"):
     """Well-formed, but the server will not act on it (weak password, wrong code...)."""
 
-    code = "VALIDATION_ERROR"
 
-
-class RateLimited(DomainError):
+class RateLimited(DomainError, code="RATE_LIMIT_EXCEEDED", message="Too many requests. Try again later."):
     """A limit or lock: ``limit`` per window, lifted at ``reset_at`` (Unix time), so
     the caller may retry after ``retry_after`` seconds."""
-
-    code, message = "RATE_LIMIT_EXCEEDED", "Too many requests. Try again later."
 
     def __init__(self, *, limit: int, reset_at: int, retry_after: int, message=None, details=None):
         self.limit = limit
@@ -112,10 +107,9 @@ class RateLimited(DomainError):
         super().__init__(message=message, details={"retry_after": self.retry_after, **(details or {})})
 
 
-class ServiceUnavailable(DomainError):
+class ServiceUnavailable(DomainError, code="SERVICE_UNAVAILABLE", message="The service is temporarily unavailable."):
     """Temporarily unable to answer; ``retry_after`` seconds, when known."""
 
-    code, message = "SERVICE_UNAVAILABLE", "The service is temporarily unavailable."
     retry_after: int | None = None
 
 
@@ -144,25 +138,21 @@ class ValidationFailed(BadRequest):
         return (cls.code, cls.MULTIPLE)
 
 
-class PermissionMissing(Forbidden):
+class PermissionMissing(Forbidden, message="The permission {required_permission} is required.",
+                        detail_names=("required_permission",)):
     """The credential lacks the permission the route needs."""
 
-    message, detail_names = "The permission {required_permission} is required.", ("required_permission",)
 
-
-class ApplicationNotFound(NotFound):
+class ApplicationNotFound(NotFound, message="Application not found."):
     """``{applicationId}`` names no application (or a deleted one)."""
 
-    message = "Application not found."
 
-
-class RevisionAhead(BadRequest):
+class RevisionAhead(BadRequest, code="AUTHZ_REVISION_AHEAD",
+                    message="min_revision is ahead of every write made so far."):
     """``min_revision`` is above the change log's head: no write has produced that
     revision, so no data can be that fresh.  Refused rather than answered by bypassing
     the cache on every check (an unbounded cache bypass), by the control plane and the
     decision service alike (docs/authorization.md)."""
-
-    code, message = "AUTHZ_REVISION_AHEAD", "min_revision is ahead of every write made so far."
 
     def __init__(self, min_revision: int, head: int):
         super().__init__(details={"field": "min_revision", "min_revision": min_revision, "head": head})

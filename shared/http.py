@@ -334,8 +334,11 @@ def read_json(req) -> dict:
     return body
 
 
-def respond(resp, data, status=200, message=None, headers=None):
-    """Write the success envelope ``{"data": ..., "message"?: ...}``."""
+def respond(resp, data, status=200, message=None, headers=None, *, cacheable: bool = True):
+    """Write the success envelope ``{"data": ..., "message"?: ...}``; not ``cacheable``:
+    with ``no_store``'s headers."""
+    if not cacheable:
+        no_store(resp)
     body = {"data": data}
     if message is not None:
         body["message"] = message

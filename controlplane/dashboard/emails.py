@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from controlplane.users.emails import _lifetime
+from controlplane.users.emails import single_use_link
 from shared.validation import one_line
 
 
@@ -21,8 +21,7 @@ def verification(account: dict, url: str, ttl: int) -> tuple[str, str]:
     body = (
         f"Hello {one_line(account['name'])},\n\n"
         "Please confirm the email address of your iamgate dashboard account by opening this link:\n\n"
-        f"{url}\n\n"
-        f"The link can be used once and expires in {_lifetime(ttl)}. Until the address is confirmed, "
+        f"{single_use_link(url, ttl)} Until the address is confirmed, "
         "the account cannot build anything, and no organization can add it as a member.\n"
         "If you did not create this account, do not open the link: whoever chose its password would "
         "keep it. To take the address over, ask for a password reset on the dashboard's sign-in page.\n"
@@ -41,8 +40,7 @@ def password_reset(account: dict, url: str, ttl: int, *, claim: bool = False) ->
         intro = f"Someone asked to reset the password of your iamgate dashboard account ({account['email']}).\n\n"
     body = (
         f"Hello,\n\n{intro}"
-        f"{url}\n\n"
-        f"The link can be used once and expires in {_lifetime(ttl)}. Setting a password signs the "
+        f"{single_use_link(url, ttl)} Setting a password signs the "
         "account out on every device and confirms this address.\n"
         "If you did not ask for this, ignore this message.\n"
     )

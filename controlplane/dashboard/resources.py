@@ -56,7 +56,7 @@ from controlplane.users.errors import (
 )
 from shared.config import Config
 from shared.errors import RateLimited, UnsupportedMediaType, ValidationFailed
-from shared.http import client_ip, no_store, read_json, respond
+from shared.http import client_ip, no_store, respond
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WRITE = [RoleCannotWrite, ApplicationNotAccessible, DashboardEmailUnverified]
@@ -79,10 +79,28 @@ def clear_session_cookie(resp, config: Config) -> None:
                     secure=config.cookie_secure, http_only=True, same_site="Lax")
 
 
+class _SignedIn(Resource):
+    """A route of the signed-in account (the session cookie) only."""
+
+    every_method = DASHBOARD
+
+
 # ---------------------------------------------------------------- accounts
 
 
-class Register(Resource):
+class _AccountResource(Resource):
+    """A route of the accounts service; ``config`` gives the client IP's trusted proxies
+    and the session cookie's settings."""
+
+    def __init__(self, accounts: AccountService, config: Config):
+        self.accounts = accounts
+        self.config = config
+
+    def client_ip(self, req) -> str:
+        return client_ip(req, self.config.trusted_proxies)
+
+
+class Register(_AccountResource):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
@@ -97,17 +115,13 @@ class Register(Resource):
                     "what the earlier holder granted (docs/security.md).",
     )}
 
-    def __init__(self, accounts: AccountService, config: Config):
-        self.accounts = accounts
-        self.config = config
-
     def on_post(self, req, resp):
-        values = schemas.REGISTER.validate(read_json(req))
-        account = self.accounts.register(values, ip=client_ip(req, self.config.trusted_proxies))
+        values = self.body(req)
+        account = self.accounts.register(values, ip=self.client_ip(req))
         respond(resp, serialize_account(account), status=201)
 
 
-class Login(Resource):
+class Login(_AccountResource):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
@@ -118,20 +132,16 @@ class Login(Resource):
                     "IAMGATE_DASHBOARD_SESSION_TTL seconds.",
     )}
 
-    def __init__(self, accounts: AccountService, config: Config):
-        self.accounts = accounts
-        self.config = config
-
     def on_post(self, req, resp):
-        values = schemas.LOGIN.validate(read_json(req))
+        values = self.body(req)
         account, raw = self.accounts.login(values["email"], values["password"],
-                                            ip=client_ip(req, self.config.trusted_proxies),
+                                            ip=self.client_ip(req),
                                             previous_session=req.cookies.get(SESSION_COOKIE))
         set_session_cookie(resp, raw, self.config)
         respond(resp, serialize_account(account))
 
 
-class VerifyEmail(Resource):
+class VerifyEmail(_AccountResource):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         "Confirm the account's email address with the token of the mailed link",
@@ -140,15 +150,12 @@ class VerifyEmail(Resource):
         description="Single use; the link lives IAMGATE_VERIFICATION_TOKEN_TTL seconds (24 h).",
     )}
 
-    def __init__(self, accounts: AccountService):
-        self.accounts = accounts
-
     def on_post(self, req, resp):
-        values = schemas.VERIFY_EMAIL.validate(read_json(req))
+        values = self.body(req)
         respond(resp, serialize_account_status(self.accounts.verify_email(values["token"])))
 
 
-class ResendVerification(Resource):
+class ResendVerification(_AccountResource):
     access = {"POST": DASHBOARD}
     docs = {"POST": op(
         "Mail the signed-in account a new verification link", ok=202,
@@ -157,15 +164,12 @@ class ResendVerification(Resource):
         description="Nothing is sent once the address is confirmed. Limited by IAMGATE_RATE_LIMIT_RESEND.",
     )}
 
-    def __init__(self, accounts: AccountService):
-        self.accounts = accounts
-
     def on_post(self, req, resp):
         self.accounts.resend_verification(account_id(req))
         respond(resp, {"message": "If the address is not confirmed yet, a new link was sent."}, status=202)
 
 
-class ForgotPassword(Resource):
+class ForgotPassword(_AccountResource):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         "Mail a password reset link to a dashboard account", body=schemas.FORGOT_PASSWORD,
@@ -175,16 +179,13 @@ class ForgotPassword(Resource):
                     "IAMGATE_RATE_LIMIT_FORGOT.",
     )}
 
-    def __init__(self, accounts: AccountService):
-        self.accounts = accounts
-
     def on_post(self, req, resp):
-        values = schemas.FORGOT_PASSWORD.validate(read_json(req))
+        values = self.body(req)
         self.accounts.forgot_password(values["email"])
         respond(resp, {"message": "If an account has this address, a reset link was sent."})
 
 
-class ResetPassword(Resource):
+class ResetPassword(_AccountResource):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
@@ -195,27 +196,19 @@ class ResetPassword(Resource):
                     "The link lives IAMGATE_RESET_TOKEN_TTL seconds (1 h).",
     )}
 
-    def __init__(self, accounts: AccountService):
-        self.accounts = accounts
-
     def on_post(self, req, resp):
-        values = schemas.RESET_PASSWORD.validate(read_json(req))
+        values = self.body(req)
         self.accounts.reset_password(values["token"], values["password"])
-        no_store(resp)
-        respond(resp, {"message": "Password changed. Sign in with the new password."})
+        respond(resp, {"message": "Password changed. Sign in with the new password."}, cacheable=False)
 
 
-class Logout(Resource):
+class Logout(_AccountResource):
     # Public so that a browser holding an expired or revoked cookie can still clear it.
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         "Sign out: deletes the stored session and expires the cookie", ok=204, errors=[UnsupportedMediaType],
         description="Idempotent: answers 204 with or without a valid session cookie.",
     )}
-
-    def __init__(self, accounts: AccountService, config: Config):
-        self.accounts = accounts
-        self.config = config
 
     def on_post(self, req, resp):
         self.accounts.logout(req.cookies.get(SESSION_COOKIE))
@@ -224,8 +217,7 @@ class Logout(Resource):
         resp.status = 204
 
 
-class Me(Resource):
-    access = {"GET": DASHBOARD, "PUT": DASHBOARD}
+class Me(_SignedIn):
     docs = {
         "GET": op("The signed-in account and its organizations", response=schemas.ME_RESPONSE),
         "PUT": op("Rename the signed-in account", body=schemas.ACCOUNT_UPDATE, response=schemas.ACCOUNT_RESPONSE,
@@ -243,11 +235,11 @@ class Me(Resource):
         respond(resp, data)
 
     def on_put(self, req, resp):
-        values = schemas.ACCOUNT_UPDATE.validate(read_json(req))  # name is the one field: required
+        values = self.body(req)  # name is the one field: required
         respond(resp, serialize_account(self.accounts.update_account(account_id(req), values)))
 
 
-class Password(Resource):
+class Password(_AccountResource):
     access = {"POST": DASHBOARD}
     password_work = ("POST",)
     docs = {"POST": op(
@@ -256,12 +248,8 @@ class Password(Resource):
         errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, PasswordTooWeak, AccountLocked],
     )}
 
-    def __init__(self, accounts: AccountService, config: Config):
-        self.accounts = accounts
-        self.config = config
-
     def on_post(self, req, resp):
-        values = schemas.PASSWORD_CHANGE.validate(read_json(req))
+        values = self.body(req)
         raw = self.accounts.change_password(account_id(req), values["current_password"], values["new_password"])
         set_session_cookie(resp, raw, self.config)
         respond(resp, {"message": "Password changed. Other sessions were signed out."})
@@ -270,8 +258,7 @@ class Password(Resource):
 # ---------------------------------------------------------------- organizations
 
 
-class Organizations(Resource):
-    access = {"GET": DASHBOARD, "POST": DASHBOARD}
+class Organizations(_SignedIn):
     docs = {
         "GET": op("Organizations the caller belongs to, with the caller's role",
                   response=schemas.array_of(schemas.ORGANIZATION_RESPONSE)),
@@ -288,13 +275,12 @@ class Organizations(Resource):
         respond(resp, [serialize_organization(org, role) for org, role in orgs])
 
     def on_post(self, req, resp):
-        values = schemas.ORGANIZATION.validate(read_json(req))
+        values = self.body(req)
         org, role = self.organizations.create_organization(account_id(req), values["name"])
         respond(resp, serialize_organization(org, role), status=201)
 
 
-class Members(Resource):
-    access = {"GET": DASHBOARD, "POST": DASHBOARD}
+class Members(_SignedIn):
     docs = {
         "GET": op("Members of an organization (any member may read)",
                   response=schemas.array_of(schemas.MEMBER_RESPONSE), errors=[OrganizationNotFound]),
@@ -318,14 +304,13 @@ class Members(Resource):
         respond(resp, self.organizations.members(account_id(req), organizationId))
 
     def on_post(self, req, resp, organizationId):
-        values = schemas.MEMBER_ADD.validate(read_json(req))
+        values = self.body(req)
         member = self.organizations.add_member(account_id(req), organizationId, values["email"], values["role"],
                                            ip=client_ip(req, self.config.trusted_proxies))
         respond(resp, member, status=201)
 
 
-class Member(Resource):
-    access = {"PUT": DASHBOARD, "DELETE": DASHBOARD}
+class Member(_SignedIn):
     docs = {
         "PUT": op(
             "Change a member's role (owners and admins; only owners grant or remove owner)",
@@ -345,7 +330,7 @@ class Member(Resource):
         self.organizations = organizations
 
     def on_put(self, req, resp, organizationId, accountId):
-        values = schemas.MEMBER_UPDATE.validate(read_json(req))
+        values = self.body(req)
         respond(resp, self.organizations.change_member_role(account_id(req), organizationId, accountId, values["role"]))
 
     def on_delete(self, req, resp, organizationId, accountId):
@@ -356,8 +341,7 @@ class Member(Resource):
 # ---------------------------------------------------------------- applications
 
 
-class Applications(Resource):
-    access = {"GET": DASHBOARD, "POST": DASHBOARD}
+class Applications(_SignedIn):
     docs = {
         "GET": op(
             "Applications of every organization the caller belongs to",
@@ -382,13 +366,12 @@ class Applications(Resource):
         respond(resp, [serialize_application(app, role) for app, role in apps])
 
     def on_post(self, req, resp):
-        values = schemas.APPLICATION_CREATE.validate(read_json(req))
+        values = self.body(req)
         app, role = self.dashboard_applications.create_application(account_id(req), values)
         respond(resp, serialize_application(app, role), status=201)
 
 
-class Application(Resource):
-    access = {"GET": DASHBOARD, "PUT": DASHBOARD, "DELETE": DASHBOARD}
+class Application(_SignedIn):
     docs = {
         "GET": op("The full application with its branding", response=schemas.APPLICATION_RESPONSE,
                   errors=[ApplicationNotAccessible]),
@@ -412,7 +395,7 @@ class Application(Resource):
 
     @falcon.before(member_of_application(write=True))  # 404/403 before judging the body
     def on_put(self, req, resp, applicationId):
-        values = schemas.APPLICATION_UPDATE.validate(read_json(req), partial=True)
+        values = self.body(req, partial=True)
         app = self.applications.update(applicationId, values)
         respond(resp, serialize_application(app, req.context.org_role))
 
@@ -422,8 +405,7 @@ class Application(Resource):
         resp.status = 204
 
 
-class Branding(Resource):
-    access = {"PUT": DASHBOARD}
+class Branding(_SignedIn):
     docs = {"PUT": op(
         "Update the application's branding; custom_css is sanitised",
         body=schemas.BRANDING, response=schemas.APPLICATION_RESPONSE,
@@ -439,7 +421,7 @@ class Branding(Resource):
 
     @falcon.before(member_of_application(write=True))
     def on_put(self, req, resp, applicationId):
-        values = schemas.BRANDING.validate(read_json(req), partial=True)
+        values = self.body(req, partial=True)
         app = self.applications.update_branding(applicationId, values)
         respond(resp, serialize_application(app, req.context.org_role))
 
@@ -447,8 +429,13 @@ class Branding(Resource):
 # ---------------------------------------------------------------- API keys
 
 
-class ApiKeys(Resource):
-    access = {"GET": DASHBOARD, "POST": DASHBOARD}
+class _ApiKeyResource(_SignedIn):
+    def __init__(self, api_keys: ApiKeyService, dashboard_access: DashboardAccess):
+        self.api_keys = api_keys
+        self.dashboard_access = dashboard_access
+
+
+class ApiKeys(_ApiKeyResource):
     docs = {
         "GET": op("The application's active API keys, without secrets",
                   response=schemas.array_of(schemas.API_KEY_RESPONSE), errors=[ApplicationNotAccessible]),
@@ -461,30 +448,20 @@ class ApiKeys(Resource):
         ),
     }
 
-    def __init__(self, api_keys: ApiKeyService, dashboard_access: DashboardAccess):
-        self.api_keys = api_keys
-        self.dashboard_access = dashboard_access
-
     @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId):
         respond(resp, [serialize_api_key(key) for key in self.api_keys.list(applicationId)])
 
     @falcon.before(member_of_application(write=True))
     def on_post(self, req, resp, applicationId):
-        values = schemas.API_KEY_CREATE.validate(read_json(req))
+        values = self.body(req)
         key, secret = self.api_keys.create(req.context.application, values, created_by=account_id(req))
-        no_store(resp)
-        respond(resp, serialize_api_key(key, secret), status=201)
+        respond(resp, serialize_api_key(key, secret), status=201, cacheable=False)
 
 
-class ApiKey(Resource):
-    access = {"DELETE": DASHBOARD}
+class ApiKey(_ApiKeyResource):
     docs = {"DELETE": op("Revoke an API key: it stops authenticating at once", ok=204,
                          errors=[*_WRITE, ApiKeyNotFound])}
-
-    def __init__(self, api_keys: ApiKeyService, dashboard_access: DashboardAccess):
-        self.api_keys = api_keys
-        self.dashboard_access = dashboard_access
 
     @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId, keyId):

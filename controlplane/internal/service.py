@@ -220,12 +220,10 @@ class DecisionData:
 
 # ---------------------------------------------------------------- stream credentials and the cap
 
-class TooManyStreams(RateLimited):
+class TooManyStreams(RateLimited, code="STREAM_LIMIT_EXCEEDED",
+                     message="This credential has too many open change streams. Close one or try again later."):
     """The credential already holds IAMGATE_MAX_STREAMS_PER_CREDENTIAL open change
     streams (across every replica)."""
-
-    code = "STREAM_LIMIT_EXCEEDED"
-    message = "This credential has too many open change streams. Close one or try again later."
 
 
 class StreamGuard:

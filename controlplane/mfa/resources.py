@@ -28,18 +28,19 @@ from controlplane.passwords import WrongPassword
 from controlplane.resource import Resource
 from controlplane.users.errors import AccountSuspended, UserNotFound
 from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
-from shared.http import no_store, read_json, respond
+from shared.http import respond
 
 _PASSWORD_CONFIRMED = [ValidationFailed, MfaNotEnabled, Forbidden, WrongPassword, AccountLocked]
 
 
 class _MfaResource(Resource):
+    every_method = OWNER
+
     def __init__(self, mfa: MfaService):
         self.mfa = mfa
 
 
 class TotpSetup(_MfaResource):
-    access = {"POST": OWNER}
     docs = {"POST": op(
         "Start setting up an authenticator app (TOTP)",
         description="Creates a pending TOTP method with a new 160-bit secret and returns it with its otpauth:// "
@@ -51,14 +52,12 @@ class TotpSetup(_MfaResource):
     )}
 
     def on_post(self, req, resp, applicationId, userId):
-        values = schemas.SETUP.validate(read_json(req))
+        values = self.body(req)
         result = self.mfa.setup(req.context.application, userId, label=values["label"])
-        no_store(resp)
-        respond(resp, result)
+        respond(resp, result, cacheable=False)
 
 
 class TotpConfirm(_MfaResource):
-    access = {"POST": OWNER}
     docs = {"POST": op(
         "Confirm the authenticator app with a code and turn MFA on",
         description="Activates the pending method when the code is the app's current one (one 30-second step of "
@@ -69,15 +68,13 @@ class TotpConfirm(_MfaResource):
     )}
 
     def on_post(self, req, resp, applicationId, userId):
-        values = schemas.CONFIRM.validate(read_json(req))
+        values = self.body(req)
         codes = self.mfa.confirm(req.context.application, userId, **values)
-        no_store(resp)
         respond(resp, {"message": "Two-step verification is on. Store these backup codes somewhere safe; "
-                                  "each works once.", "backup_codes": codes}, status=201)
+                                  "each works once.", "backup_codes": codes}, status=201, cacheable=False)
 
 
 class Totp(_MfaResource):
-    access = {"DELETE": OWNER}
     password_work = ("DELETE",)
     docs = {"DELETE": op(
         "Turn MFA off (remove the authenticator app)",
@@ -89,13 +86,12 @@ class Totp(_MfaResource):
     )}
 
     def on_delete(self, req, resp, applicationId, userId):
-        values = schemas.PASSWORD.validate(read_json(req))
+        values = self.body(req)
         self.mfa.disable(req.context.application, userId, password=values["password"])
         resp.status = 204
 
 
 class MfaStatus(_MfaResource):
-    access = {"GET": OWNER}
     docs = {"GET": op(
         "MFA status of the user",
         description="mfa_enabled is true once a TOTP method is confirmed; methods lists the active methods; "
@@ -108,7 +104,6 @@ class MfaStatus(_MfaResource):
 
 
 class RegenerateBackupCodes(_MfaResource):
-    access = {"POST": OWNER}
     password_work = ("POST",)
     docs = {"POST": op(
         "Replace the backup codes",
@@ -119,11 +114,10 @@ class RegenerateBackupCodes(_MfaResource):
     )}
 
     def on_post(self, req, resp, applicationId, userId):
-        values = schemas.PASSWORD.validate(read_json(req))
+        values = self.body(req)
         codes = self.mfa.regenerate_backup_codes(req.context.application, userId, password=values["password"])
-        no_store(resp)
         respond(resp, {"message": "New backup codes created; the earlier ones no longer work.",
-                       "backup_codes": codes})
+                       "backup_codes": codes}, cacheable=False)
 
 
 class Verify(_MfaResource):
@@ -140,13 +134,11 @@ class Verify(_MfaResource):
     )}
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.VERIFY.validate(read_json(req))
-        pair, remaining = self.mfa.verify(req.context.application, **values)
-        no_store(resp)
+        pair, remaining = self.mfa.verify(req.context.application, **self.body(req))
         message = None
         if remaining is not None:
             message = f"A backup code was used; {remaining} remain{'s' if remaining == 1 else ''}."
-        respond(resp, pair, message=message)
+        respond(resp, pair, message=message, cacheable=False)
 
 
 class AdminMfa(Resource):

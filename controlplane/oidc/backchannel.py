@@ -31,18 +31,21 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
 from controlplane.tokens import TokenService
-from controlplane.webhooks.delivery import Outcome
+from controlplane.webhooks.delivery import DeliveryQueue, Outcome
 from controlplane.webhooks.errors import WebhookTargetForbidden
-from controlplane.webhooks.store import WebhookStore
 from controlplane.webhooks.targets import TargetPolicy, is_localhost_name
 from shared.errors import ValidationFailed
 from shared.ids import new_id
 from shared.timeutil import Clock
+
+if TYPE_CHECKING:
+    from controlplane.oidc.clients import ClientService
 
 log = logging.getLogger("iamgate.oidc.backchannel")
 
@@ -97,18 +100,23 @@ class LogoutNotice:
     session_id: str | None
 
 
+@dataclass(eq=False, repr=False)
 class BackchannelLogout:
     """The ``back-channel`` kind of delivery (``controlplane.webhooks.delivery.DeliveryKind``)."""
 
-    def __init__(self, clients, tokens: TokenService, deliveries: WebhookStore, clock: Clock, *, issuer: str,
-                 retention_seconds: int, retry_delays=RETRY_DELAYS):
-        self._clients = clients
-        self._tokens = tokens
-        self._deliveries = deliveries
-        self._clock = clock
-        self._issuer = issuer
+    clients: ClientService
+    tokens: TokenService
+    deliveries: DeliveryQueue
+    clock: Clock
+    _: KW_ONLY
+    issuer: str
+    retention_seconds: InitVar[int]
+    retry_delays: tuple[int, ...] = RETRY_DELAYS
+    _retention: timedelta = field(init=False)
+
+    def __post_init__(self, retention_seconds: int):
         self._retention = timedelta(seconds=retention_seconds)
-        self.retry_delays = tuple(retry_delays)
+        self.retry_delays = tuple(self.retry_delays)
 
     def notify(self, app_id: str, grants) -> list[LogoutNotice]:
         """Queue a logout token for each (client, user, session) of the revoked
@@ -117,7 +125,7 @@ class BackchannelLogout:
         for client_id, user_id, session_id in sorted({(g["client_id"], g["user_id"], g.get("session_id") or "")
                                                       for g in grants}):
             if client_id not in uris:
-                client = self._clients.by_client_id(client_id)
+                client = self.clients.by_client_id(client_id)
                 uris[client_id] = (client or {}).get("backchannel_logout_uri")
             if uris[client_id]:
                 notices.append(LogoutNotice(app_id, client_id, uris[client_id], user_id, session_id or None))
@@ -126,8 +134,8 @@ class BackchannelLogout:
         return notices
 
     def _queue(self, notice: LogoutNotice) -> None:
-        now = self._clock()
-        self._deliveries.insert_delivery({
+        now = self.clock()
+        self.deliveries.insert_delivery({
             "_id": new_id(), "kind": KIND, "app_id": notice.app_id, "webhook_id": None, "event": KIND,
             "url": notice.uri, "client_id": notice.client_id, "user_id": notice.user_id,
             "session_id": notice.session_id, "body": None, "status": "pending", "lease": None, "attempts": 0,
@@ -137,12 +145,12 @@ class BackchannelLogout:
 
     def logout_token(self, notice: LogoutNotice) -> str:
         """Back-Channel Logout 2.4: the signed logout token of ``notice``."""
-        now = int(self._clock().timestamp())
-        claims = {"iss": self._issuer, "aud": notice.client_id, "iat": now, "exp": now + LOGOUT_TOKEN_TTL,
+        now = int(self.clock().timestamp())
+        claims = {"iss": self.issuer, "aud": notice.client_id, "iat": now, "exp": now + LOGOUT_TOKEN_TTL,
                   "jti": new_id(), "sub": notice.user_id, "events": {LOGOUT_EVENT: {}}}
         if notice.session_id:
             claims["sid"] = notice.session_id
-        return self._tokens.sign(claims, headers={"typ": LOGOUT_TOKEN_TYPE})
+        return self.tokens.sign(claims, headers={"typ": LOGOUT_TOKEN_TYPE})
 
     # ------------------------------------------------------------------ the delivery kind
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 from shared.errors import BadRequest, DomainError, NotFound, ServiceUnavailable, Unauthorized
 
 
-class OAuthError(DomainError):
+class OAuthError(DomainError, code="invalid_request", message="The request is invalid."):
     """An OAuth error response: ``code`` is the RFC's ``error`` value, ``message`` its
     ``error_description``.  ``redirect_uri`` is set only when it is safe to send the
     user agent back to the client with the error."""
 
-    code, message = "invalid_request", "The request is invalid."
     body_schema = "OAuthError"  # RFC 6749 section 5.2: {error, error_description}
 
     def __init__(self, description: str | None = None, *, redirect_uri: str | None = None,
@@ -42,120 +41,99 @@ class OAuthError(DomainError):
         return self
 
 
-class InvalidRequest(OAuthError, BadRequest):
+class InvalidRequest(OAuthError, BadRequest, code="invalid_request",
+                     message="The request is missing a parameter or is malformed."):
     """RFC 6749 5.2: a parameter is missing, invalid, repeated or malformed."""
 
-    code, message = "invalid_request", "The request is missing a parameter or is malformed."
 
-
-class InvalidClient(OAuthError, BadRequest):
+class InvalidClient(OAuthError, BadRequest, code="invalid_client", message="The client is unknown or inactive."):
     """Spec: client not found or inactive (authorize)."""
 
-    code, message = "invalid_client", "The client is unknown or inactive."
 
-
-class UnauthenticatedClient(OAuthError, Unauthorized):
+class UnauthenticatedClient(OAuthError, Unauthorized, code="invalid_client", message="Client authentication failed."):
     """RFC 7009 2.2.1 / RFC 7662 2.3 / RFC 6749 5.2: client authentication failed at the
     revocation or introspection endpoint."""
 
-    code, message = "invalid_client", "Client authentication failed."
 
-
-class InvalidGrant(OAuthError, BadRequest):
+class InvalidGrant(OAuthError, BadRequest, code="invalid_grant",
+                   message="The grant is invalid, expired or was issued to another client."):
     """Spec: the code is invalid, expired, used or fails PKCE, the refresh token is not
     usable, or the client credentials are wrong (400 invalid_grant, as the spec says)."""
 
-    code, message = "invalid_grant", "The grant is invalid, expired or was issued to another client."
 
-
-class InvalidScope(OAuthError, BadRequest):
+class InvalidScope(OAuthError, BadRequest, code="invalid_scope", message="The requested scope is invalid."):
     """Spec: openid missing, or a scope that is not supported or not allowed for the client."""
 
-    code, message = "invalid_scope", "The requested scope is invalid."
+
+class UnsupportedGrantType(OAuthError, BadRequest, code="unsupported_grant_type",
+                           message="Only authorization_code, refresh_token and client_credentials are supported."):
+    """RFC 6749 5.2: a ``grant_type`` the server does not support."""
 
 
-class UnsupportedGrantType(OAuthError, BadRequest):
-    code, message = "unsupported_grant_type", \
-        "Only authorization_code, refresh_token and client_credentials are supported."
-
-
-class UnauthorizedClient(OAuthError, BadRequest):
+class UnauthorizedClient(OAuthError, BadRequest, code="unauthorized_client",
+                         message="The client is not allowed to use this grant type."):
     """RFC 6749 5.2: the client may not use this grant type (its ``grant_types``, or a
     public client asking for client_credentials)."""
 
-    code, message = "unauthorized_client", "The client is not allowed to use this grant type."
+
+class UnsupportedResponseType(OAuthError, BadRequest, code="unsupported_response_type",
+                              message="Only response_type=code is supported."):
+    """RFC 6749 4.1.2.1: a ``response_type`` other than ``code``."""
 
 
-class UnsupportedResponseType(OAuthError, BadRequest):
-    code, message = "unsupported_response_type", "Only response_type=code is supported."
-
-
-class RequestNotSupported(OAuthError, BadRequest):
+class RequestNotSupported(OAuthError, BadRequest, code="request_not_supported",
+                          message="Request objects (the request parameter) are not supported."):
     """OIDC Core 3.1.2.6: the ``request`` parameter (a request object) is not supported."""
 
-    code, message = "request_not_supported", "Request objects (the request parameter) are not supported."
 
-
-class RequestUriNotSupported(OAuthError, BadRequest):
+class RequestUriNotSupported(OAuthError, BadRequest, code="request_uri_not_supported",
+                             message="The request_uri parameter is not supported."):
     """OIDC Core 3.1.2.6: the ``request_uri`` parameter is not supported."""
 
-    code, message = "request_uri_not_supported", "The request_uri parameter is not supported."
 
-
-class InvalidToken(OAuthError, Unauthorized):
+class InvalidToken(OAuthError, Unauthorized, code="invalid_token", message="The access token is invalid or expired."):
     """RFC 6750 3.1: the bearer access token is missing, expired, revoked or foreign.
     Answered 401 with ``WWW-Authenticate: Bearer``; ``missing`` leaves the error code
     out of that header, as section 3.1 asks when no credential was sent."""
-
-    code, message = "invalid_token", "The access token is invalid or expired."
 
     def __init__(self, description: str | None = None, *, missing: bool = False):
         super().__init__(description)
         self.missing = missing
 
 
-class AccessDenied(OAuthError, BadRequest):
+class AccessDenied(OAuthError, BadRequest, code="access_denied", message="The user denied the request."):
     """RFC 6749 4.1.2.1: the user denied the request on the consent page (always
     answered on the redirect URI)."""
 
-    code, message = "access_denied", "The user denied the request."
 
-
-class LoginRequired(OAuthError, BadRequest):
+class LoginRequired(OAuthError, BadRequest, code="login_required", message="The user is not signed in."):
     """OIDC Core 3.1.2.6: ``prompt=none`` and no browser session (on the redirect URI)."""
 
-    code, message = "login_required", "The user is not signed in."
 
-
-class ConsentRequired(OAuthError, BadRequest):
+class ConsentRequired(OAuthError, BadRequest, code="consent_required",
+                      message="The user has not consented to this client."):
     """OIDC Core 3.1.2.6: ``prompt=none`` and the user has not consented to the client
     for these scopes (on the redirect URI)."""
 
-    code, message = "consent_required", "The user has not consented to this client."
 
-
-class TemporarilyUnavailable(OAuthError, ServiceUnavailable):
+class TemporarilyUnavailable(OAuthError, ServiceUnavailable, code="temporarily_unavailable",
+                             message="The server is temporarily unable to handle the request."):
     """RFC 6749 4.1.2.1's ``temporarily_unavailable``, answered at every OAuth endpoint
     (503 with ``Retry-After``) when the store does not answer: without it the client,
     and so the redirect URI, cannot be checked, so it is never sent on a redirect."""
-
-    code, message = "temporarily_unavailable", "The server is temporarily unable to handle the request."
 
     def __init__(self, retry_after: int):
         super().__init__()
         self.retry_after = retry_after
 
 
-class AuthorizationRequestExpired(BadRequest):
+class AuthorizationRequestExpired(
+        BadRequest, code="OIDC_AUTHORIZATION_REQUEST_EXPIRED",
+        message="This sign-in request has expired or was already used. Go back to the application and try again."):
     """A hosted-login page was posted with an authorization-request handle that is
     unknown, expired, already used, from another browser, or at another step."""
 
-    code = "OIDC_AUTHORIZATION_REQUEST_EXPIRED"
-    message = "This sign-in request has expired or was already used. Go back to the application and try again."
 
-
-class ClientNotFound(NotFound):
+class ClientNotFound(NotFound, code="OIDC_CLIENT_NOT_FOUND", message="OIDC client not found.",
+                     detail_names=("client_id",)):
     """V1 client management: no OIDC client with this id in the application."""
-
-    code, message = "OIDC_CLIENT_NOT_FOUND", "OIDC client not found."
-    detail_names = ("client_id",)

@@ -14,18 +14,19 @@ from controlplane.selfservice.errors import ExportLimited, SessionNotFound
 from controlplane.selfservice.service import SelfService
 from controlplane.users.errors import UserNotFound
 from shared.errors import Forbidden, ValidationFailed
-from shared.http import no_store, read_json, respond
+from shared.http import no_store, respond
 
 _OWNER_ERRORS = [Forbidden, UserNotFound]
 
 
 class _SelfServiceResource(Resource):
+    every_method = OWNER
+
     def __init__(self, selfservice: SelfService):
         self.selfservice = selfservice
 
 
 class Profile(_SelfServiceResource):
-    access = {"GET": OWNER, "PUT": OWNER}
     docs = {
         "GET": op("Get the user's profile", response=schemas.PROFILE, errors=_OWNER_ERRORS),
         "PUT": op(
@@ -42,13 +43,12 @@ class Profile(_SelfServiceResource):
         respond(resp, self.selfservice.profile(applicationId, userId))
 
     def on_put(self, req, resp, applicationId, userId):
-        values = schemas.UPDATE_PROFILE.validate(read_json(req), partial=True)
+        values = self.body(req, partial=True)
         no_store(resp)
         respond(resp, self.selfservice.update_profile(applicationId, userId, values))
 
 
 class Account(_SelfServiceResource):
-    access = {"DELETE": OWNER}
     docs = {"DELETE": op(
         "Delete the user's account (soft delete)",
         description="The record is kept with status deleted and its email stays taken. Every session and OIDC grant "
@@ -64,7 +64,6 @@ class Account(_SelfServiceResource):
 
 
 class DataExport(_SelfServiceResource):
-    access = {"GET": OWNER}
     docs = {"GET": op(
         "Export the user's data (GDPR)",
         description="The user record, every stored session (revoked ones with revoked_at), current role "
@@ -75,13 +74,10 @@ class DataExport(_SelfServiceResource):
     )}
 
     def on_get(self, req, resp, applicationId, userId):
-        data = self.selfservice.export(applicationId, userId)
-        no_store(resp)
-        respond(resp, data)
+        respond(resp, self.selfservice.export(applicationId, userId), cacheable=False)
 
 
 class Consent(_SelfServiceResource):
-    access = {"DELETE": OWNER}
     docs = {"DELETE": op(
         "Withdraw every OIDC consent of the user",
         description="Revokes the OIDC refresh tokens issued under the consents; future authorization flows ask for "
@@ -97,7 +93,6 @@ class Consent(_SelfServiceResource):
 
 
 class Sessions(_SelfServiceResource):
-    access = {"GET": OWNER, "DELETE": OWNER}
     docs = {
         "GET": op("List the user's active sessions",
                   description="Non-revoked, non-expired refresh tokens, newest first.",
@@ -121,7 +116,6 @@ class Sessions(_SelfServiceResource):
 
 
 class SessionItem(_SelfServiceResource):
-    access = {"DELETE": OWNER}
     docs = {"DELETE": op(
         "Revoke one session",
         description="Its refresh token stops working at once; access tokens issued under it stay valid until they "

@@ -25,6 +25,12 @@ def _lifetime(seconds: int) -> str:
     return "1 minute" if minutes == 1 else f"{minutes} minutes"
 
 
+def single_use_link(url: str, ttl: int) -> str:
+    """The link on a line of its own, then the start of the line that says it works once
+    and for how long (every emailed link, the dashboard's too)."""
+    return f"{url}\n\nThe link can be used once and expires in {_lifetime(ttl)}."
+
+
 def brand(app: dict) -> str:
     """The application's name as the emails show it."""
     return one_line(branding(app)["name"])
@@ -41,8 +47,7 @@ def verification(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
     name = brand(app)
     return f"Confirm your email address for {name}", letter(app, user, (
         f"Please confirm the email address of your {name} account by opening this link:\n\n"
-        f"{url}\n\n"
-        f"The link can be used once and expires in {_lifetime(ttl)}.\n"
+        f"{single_use_link(url, ttl)}\n"
         f"If you did not create an account with {name}, you can ignore this message.\n\n"
     ))
 
@@ -53,8 +58,6 @@ def password_reset(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]
     return f"Reset your {name} password", letter(app, user, (
         f"Someone asked to reset the password of your {name} account ({user['email']}).\n"
         f"To choose a new password, open this link:\n\n"
-        f"{url}\n\n"
-        f"The link can be used once and expires in {_lifetime(ttl)}. Resetting the password "
-        f"signs you out on every device.\n"
+        f"{single_use_link(url, ttl)} Resetting the password signs you out on every device.\n"
         f"If you did not ask for this, ignore this message: your password stays unchanged.\n\n"
     ))

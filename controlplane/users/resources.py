@@ -7,6 +7,8 @@ are counted too.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import falcon
 
 from controlplane.auth import CREDENTIAL, DASHBOARD, OWNER, PUBLIC
@@ -40,8 +42,8 @@ from controlplane.users.registration import RegistrationService
 from controlplane.users.serializers import serialize_admin_user, serialize_user
 from controlplane.users.sessions import SessionService
 from controlplane.users.verification import EmailVerificationService
-from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
-from shared.http import PAGE_QUERY, client_ip, no_store, page_params, paginated, read_json, respond
+from shared.errors import ApplicationNotFound, Forbidden, RateLimited, ValidationFailed
+from shared.http import PAGE_QUERY, client_ip, page_params, paginated, read_json, respond
 from shared.validation import String
 
 
@@ -50,9 +52,23 @@ def _device_info(req, trusted_proxies) -> dict:
     return {"ip": client_ip(req, trusted_proxies), "user_agent": agent[:512] if agent else None}
 
 
-class Register(Resource):
+class _ThrottledPerIp(Resource):
+    """Register and Login: the per-IP throttle (``service.throttle(app, ip)``) counts
+    every request, so it runs before the body is validated."""
+
     access = {"POST": PUBLIC}
     password_work = ("POST",)
+
+    def __init__(self, service: RegistrationService | LoginService, *, trusted_proxies):
+        self.service = service
+        self.trusted_proxies = trusted_proxies
+
+    def throttled_body(self, req) -> dict:
+        self.service.throttle(req.context.application, client_ip(req, self.trusted_proxies))
+        return self.body(req)
+
+
+class Register(_ThrottledPerIp):
     docs = {"POST": op(
         "Register an end user",
         description="Creates an unverified user, sends the verification email and emits user.created. "
@@ -62,22 +78,13 @@ class Register(Resource):
         errors=[ValidationFailed, EmailAlreadyRegistered, PasswordTooWeak, UserLimitReached, RegistrationsLimited],
     )}
 
-    def __init__(self, registration: RegistrationService, *, trusted_proxies):
-        self.registration = registration
-        self.trusted_proxies = trusted_proxies
-
     def on_post(self, req, resp, applicationId):
-        app = req.context.application
-        self.registration.throttle(app, client_ip(req, self.trusted_proxies))
-        values = schemas.REGISTER.validate(read_json(req))
-        user = self.registration.register(app, **values)
+        user = self.service.register(req.context.application, **self.throttled_body(req))
         respond(resp, serialize_user(user), status=201,
                 message="Registration successful. Check your email to verify your address.")
 
 
-class Login(Resource):
-    access = {"POST": PUBLIC}
-    password_work = ("POST",)
+class Login(_ThrottledPerIp):
     docs = {"POST": op(
         "Log in with email and password",
         description="Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled. "
@@ -87,19 +94,12 @@ class Login(Resource):
         errors=[ValidationFailed, InvalidCredentials, AccountSuspended, AccountLocked, LoginsLimited],
     )}
 
-    def __init__(self, login: LoginService, *, trusted_proxies):
-        self.login = login
-        self.trusted_proxies = trusted_proxies
-
     def on_post(self, req, resp, applicationId):
-        app = req.context.application
-        self.login.throttle(app, client_ip(req, self.trusted_proxies))
-        values = schemas.LOGIN.validate(read_json(req))
-        result = self.login.login(app, email=values["email"], password=values["password"],
-                                  remember_me=values["remember_me"],
-                                  device_info=_device_info(req, self.trusted_proxies))
-        no_store(resp)
-        respond(resp, result)
+        values = self.throttled_body(req)
+        result = self.service.login(req.context.application, email=values["email"], password=values["password"],
+                                    remember_me=values["remember_me"],
+                                    device_info=_device_info(req, self.trusted_proxies))
+        respond(resp, result, cacheable=False)
 
 
 class Logout(Resource):
@@ -116,9 +116,8 @@ class Logout(Resource):
         self.sessions = sessions
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.REFRESH_TOKEN.validate(read_json(req))
         principal = req.context.principal
-        self.sessions.logout(applicationId, values["refresh_token"],
+        self.sessions.logout(applicationId, self.body(req)["refresh_token"],
                              user_id=principal.user_id if principal.kind == "user" else None)
         resp.status = 204
 
@@ -138,10 +137,8 @@ class Refresh(Resource):
         self.sessions = sessions
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.REFRESH_TOKEN.validate(read_json(req))
-        pair = self.sessions.refresh(req.context.application, values["refresh_token"])
-        no_store(resp)
-        respond(resp, pair)
+        pair = self.sessions.refresh(req.context.application, self.body(req)["refresh_token"])
+        respond(resp, pair, cacheable=False)
 
 
 class ChangePassword(Resource):
@@ -167,23 +164,34 @@ class ChangePassword(Resource):
         respond(resp, {"message": "Password changed."})
 
 
-class ForgotPassword(Resource):
-    access = {"POST": PUBLIC}
-    docs = {"POST": op(
-        "Ask for a password reset email",
-        description="The same answer whether or not the email has an account. 3 requests per 15 minutes per "
-                    "email, counted whether or not it exists. The reset link is valid 1 hour.",
-        body=schemas.EMAIL_ONLY, response=schemas.MESSAGE,
-        errors=[ValidationFailed, ResetRequestsLimited],
-    )}
+class _EmailedLink(Resource):
+    """POST {email}: ``send(app, email)`` mails the address a link when an account of it
+    wants one; the answer is the same ``answer`` either way, so it tells no one which
+    addresses have accounts.  ``docs`` come from ``emailed_link_docs``."""
 
-    def __init__(self, passwords: PasswordService):
-        self.passwords = passwords
+    access = {"POST": PUBLIC}
+    answer: str
+
+    def __init__(self, send: Callable[[dict, str], None]):
+        self.send = send
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.EMAIL_ONLY.validate(read_json(req))
-        self.passwords.forgot(req.context.application, values["email"])
-        respond(resp, {"message": "If an account exists for this email, a password reset link has been sent."})
+        self.send(req.context.application, self.body(req)["email"])
+        respond(resp, {"message": self.answer})
+
+    @staticmethod
+    def emailed_link_docs(summary: str, description: str, limited: type[RateLimited]) -> dict:
+        return {"POST": op(summary, description=description, body=schemas.EMAIL_ONLY, response=schemas.MESSAGE,
+                           errors=[ValidationFailed, limited])}
+
+
+class ForgotPassword(_EmailedLink):
+    docs = _EmailedLink.emailed_link_docs(
+        "Ask for a password reset email",
+        "The same answer whether or not the email has an account. 3 requests per 15 minutes per email, counted "
+        "whether or not it exists. The reset link is valid 1 hour.",
+        ResetRequestsLimited)
+    answer = "If an account exists for this email, a password reset link has been sent."
 
 
 class ResetPassword(Resource):
@@ -200,8 +208,7 @@ class ResetPassword(Resource):
         self.passwords = passwords
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.RESET_PASSWORD.validate(read_json(req))
-        self.passwords.reset(req.context.application, **values)
+        self.passwords.reset(req.context.application, **self.body(req))
         respond(resp, {"message": "Your password has been reset. You can now log in."})
 
 
@@ -218,36 +225,23 @@ class VerifyEmail(Resource):
         self.verification = verification
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.VERIFY_EMAIL.validate(read_json(req))
-        self.verification.verify(applicationId, values["token"])
+        self.verification.verify(applicationId, self.body(req)["token"])
         respond(resp, {"message": "Your email address has been verified."})
 
 
-class ResendVerification(Resource):
-    access = {"POST": PUBLIC}
-    docs = {"POST": op(
+class ResendVerification(_EmailedLink):
+    docs = _EmailedLink.emailed_link_docs(
         "Send the verification email again",
-        description="The same answer whether or not the account exists or is already verified. 2 requests per "
-                    "minute per email (only resend requests count).",
-        body=schemas.EMAIL_ONLY, response=schemas.MESSAGE,
-        errors=[ValidationFailed, VerificationRequestsLimited],
-    )}
-
-    def __init__(self, verification: EmailVerificationService):
-        self.verification = verification
-
-    def on_post(self, req, resp, applicationId):
-        values = schemas.EMAIL_ONLY.validate(read_json(req))
-        self.verification.resend(req.context.application, values["email"])
-        respond(resp, {"message": "If this email has an account awaiting verification, a new verification "
-                                  "email has been sent."})
+        "The same answer whether or not the account exists or is already verified. 2 requests per minute per "
+        "email (only resend requests count).",
+        VerificationRequestsLimited)
+    answer = "If this email has an account awaiting verification, a new verification email has been sent."
 
 
 # ---------------------------------------------------------------- dashboard administration
 
 _SEARCH = String(max_len=255)
 _STATUS = String(choices=schemas.USER_STATUSES)
-_ADMIN_STATUS_ERRORS = [Forbidden, UserNotFound, ApplicationNotFound]
 
 
 class AdminUsers(Resource):
@@ -278,36 +272,34 @@ class AdminUsers(Resource):
         resp.media = paginated([serialize_admin_user(u) for u in items], total, page, per_page)
 
 
-class SuspendUser(Resource):
+class _StatusChange(Resource):
+    """POST: ``change(app_id, user_id)`` (``UserAdminService.suspend`` or ``unsuspend``)
+    answers the user as it is now; owners and admins only.  ``docs`` come from
+    ``status_change_docs``."""
+
     access = {"POST": DASHBOARD}
-    docs = {"POST": op(
+
+    def __init__(self, change: Callable[[str, str], dict], dashboard_access: DashboardAccess):
+        self.change = change
+        self.dashboard_access = dashboard_access
+
+    @falcon.before(member_of_application(write=True))
+    def on_post(self, req, resp, applicationId, userId):
+        respond(resp, serialize_admin_user(self.change(applicationId, userId)))
+
+    @staticmethod
+    def status_change_docs(summary: str, description: str) -> dict:
+        return {"POST": op(summary, description=description, response=schemas.ADMIN_USER,
+                           errors=[Forbidden, UserNotFound, ApplicationNotFound])}
+
+
+class SuspendUser(_StatusChange):
+    docs = _StatusChange.status_change_docs(
         "Suspend an end user",
-        description="The user's access tokens stop working at once, its sessions and OIDC grants are revoked and "
-                    "login answers 403 AUTH_ACCOUNT_SUSPENDED. Idempotent. Owners and admins only.",
-        response=schemas.ADMIN_USER, errors=_ADMIN_STATUS_ERRORS,
-    )}
-
-    def __init__(self, admin: UserAdminService, dashboard_access: DashboardAccess):
-        self.admin = admin
-        self.dashboard_access = dashboard_access
-
-    @falcon.before(member_of_application(write=True))
-    def on_post(self, req, resp, applicationId, userId):
-        respond(resp, serialize_admin_user(self.admin.suspend(applicationId, userId)))
+        "The user's access tokens stop working at once, its sessions and OIDC grants are revoked and login answers "
+        "403 AUTH_ACCOUNT_SUSPENDED. Idempotent. Owners and admins only.")
 
 
-class UnsuspendUser(Resource):
-    access = {"POST": DASHBOARD}
-    docs = {"POST": op(
-        "Lift a suspension",
-        description="The user may log in again. Idempotent. Owners and admins only.",
-        response=schemas.ADMIN_USER, errors=_ADMIN_STATUS_ERRORS,
-    )}
-
-    def __init__(self, admin: UserAdminService, dashboard_access: DashboardAccess):
-        self.admin = admin
-        self.dashboard_access = dashboard_access
-
-    @falcon.before(member_of_application(write=True))
-    def on_post(self, req, resp, applicationId, userId):
-        respond(resp, serialize_admin_user(self.admin.unsuspend(applicationId, userId)))
+class UnsuspendUser(_StatusChange):
+    docs = _StatusChange.status_change_docs("Lift a suspension",
+                                            "The user may log in again. Idempotent. Owners and admins only.")

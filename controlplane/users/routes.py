@@ -8,21 +8,21 @@ DASHBOARD = "/api/dashboard/applications/{applicationId}/users"
 
 def add_routes(routes, services):
     tag = "user authentication"
-    trusted_proxies = services.config.trusted_proxies
-    routes.add(f"{V1}/register", resources.Register(services.users.registration, trusted_proxies=trusted_proxies), tag)
-    routes.add(f"{V1}/login", resources.Login(services.users.login, trusted_proxies=trusted_proxies), tag)
-    routes.add(f"{V1}/logout", resources.Logout(services.users.sessions), tag)
-    routes.add(f"{V1}/token/refresh", resources.Refresh(services.users.sessions), tag)
-    routes.add(f"{V1}/{{userId}}/change-password", resources.ChangePassword(services.users.passwords), tag)
-    routes.add(f"{V1}/password/forgot", resources.ForgotPassword(services.users.passwords), tag)
-    routes.add(f"{V1}/password/reset", resources.ResetPassword(services.users.passwords), tag)
-    routes.add(f"{V1}/email/verify", resources.VerifyEmail(services.users.email_verification), tag)
-    routes.add(f"{V1}/email/resend", resources.ResendVerification(services.users.email_verification), tag)
+    users, trusted_proxies = services.users, services.config.trusted_proxies
+    routes.add(f"{V1}/register", resources.Register(users.registration, trusted_proxies=trusted_proxies), tag)
+    routes.add(f"{V1}/login", resources.Login(users.login, trusted_proxies=trusted_proxies), tag)
+    routes.add(f"{V1}/logout", resources.Logout(users.sessions), tag)
+    routes.add(f"{V1}/token/refresh", resources.Refresh(users.sessions), tag)
+    routes.add(f"{V1}/{{userId}}/change-password", resources.ChangePassword(users.passwords), tag)
+    routes.add(f"{V1}/password/forgot", resources.ForgotPassword(users.passwords.forgot), tag)
+    routes.add(f"{V1}/password/reset", resources.ResetPassword(users.passwords), tag)
+    routes.add(f"{V1}/email/verify", resources.VerifyEmail(users.email_verification), tag)
+    routes.add(f"{V1}/email/resend", resources.ResendVerification(users.email_verification.resend), tag)
 
     admin, access = "dashboard: end users", services.dashboard.access
-    routes.add(DASHBOARD, resources.AdminUsers(services.users.admin, access), admin)
-    routes.add(f"{DASHBOARD}/{{userId}}/suspend", resources.SuspendUser(services.users.admin, access), admin)
-    routes.add(f"{DASHBOARD}/{{userId}}/unsuspend", resources.UnsuspendUser(services.users.admin, access), admin)
+    routes.add(DASHBOARD, resources.AdminUsers(users.admin, access), admin)
+    routes.add(f"{DASHBOARD}/{{userId}}/suspend", resources.SuspendUser(users.admin.suspend, access), admin)
+    routes.add(f"{DASHBOARD}/{{userId}}/unsuspend", resources.UnsuspendUser(users.admin.unsuspend, access), admin)
 
     hosted = "hosted pages"
     routes.add("/pages/{applicationId}/verify-email", pages.VerifyEmailPage(services.pages), hosted)

@@ -315,6 +315,14 @@ class DeliveryKind(Protocol):
         """Log one attempt (``retry_in`` None: no retry follows)."""
 
 
+class DeliveryQueue(Protocol):
+    """What another area may do with the delivery queue: put a delivery of its own kind
+    on it (``WebhookStore`` is the queue; other areas never import the store)."""
+
+    def insert_delivery(self, doc: dict) -> bool:
+        """Queue ``doc``; False when a delivery of its ``_id`` is already there."""
+
+
 class DeliveryMetrics:
     """Prometheus: deliveries sent, failed and retried, and the queue depth."""
 

@@ -2,26 +2,20 @@
 from shared.errors import BadRequest, NotFound
 
 
-class WebhookNotFound(NotFound):
+class WebhookNotFound(NotFound, code="WEBHOOK_NOT_FOUND", message="Webhook not found.", detail_names=("webhook_id",)):
     """No webhook with this id in the application."""
 
-    code, message = "WEBHOOK_NOT_FOUND", "Webhook not found."
-    detail_names = ("webhook_id",)
 
-
-class WebhookTargetForbidden(BadRequest):
+class WebhookTargetForbidden(BadRequest, code="WEBHOOK_TARGET_FORBIDDEN",
+                             message="The webhook URL targets a private or local address.",
+                             detail_names=("host", "reason")):
     """The URL's host is, or resolves to, an address the service must not call
     (loopback, private, link-local, CGNAT, multicast, unspecified...), or is a
     ``localhost`` name."""
 
-    code, message = "WEBHOOK_TARGET_FORBIDDEN", "The webhook URL targets a private or local address."
-    detail_names = ("host", "reason")
 
-
-class WebhookEventUnsupported(BadRequest):
+class WebhookEventUnsupported(BadRequest, code="WEBHOOK_EVENT_UNSUPPORTED", message="Unsupported webhook event."):
     """An entry of ``events`` is not one of the spec's event kinds."""
-
-    code, message = "WEBHOOK_EVENT_UNSUPPORTED", "Unsupported webhook event."
 
     def __init__(self, events: list[str], supported):
         super().__init__(f"Unsupported webhook event(s): {', '.join(events)}.",
