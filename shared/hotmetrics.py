@@ -84,16 +84,17 @@ class HotHistogram:
                 series = self._series[labels] = [0] * (len(self._bounds) + 2)
             series[index] += 1
             series[-1] += value
-            if self.files is not None:
-                self._write_through(labels, series, index)
+            files = self.files
+            if files is not None:
+                self._write_through(files, labels, series, index)
 
-    def _write_through(self, labels: tuple, series: list, index: int) -> None:
+    def _write_through(self, files: MetricFiles, labels: tuple, series: list, index: int) -> None:
         if not self._written_bounds:
             self._written_bounds = (*map(_go_float, self._bounds), "+Inf")
-        self.files.write("histogram", self.name, self._bucket_sample, (*self.labelnames, "le"),
-                         (*labels, self._written_bounds[index]), self.documentation, series[index])
-        self.files.write("histogram", self.name, self._sum_sample, self.labelnames, labels, self.documentation,
-                         series[-1])
+        files.write("histogram", self.name, self._bucket_sample, (*self.labelnames, "le"),
+                    (*labels, self._written_bounds[index]), self.documentation, series[index])
+        files.write("histogram", self.name, self._sum_sample, self.labelnames, labels, self.documentation,
+                    series[-1])
 
     def collect(self):
         from prometheus_client.core import HistogramMetricFamily
