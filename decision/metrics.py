@@ -10,6 +10,8 @@
   ``..._cache_entries`` (users with cached grants);
 - ``..._unavailable_total`` (checks failed closed with 503) and
   ``..._control_plane_requests_total{resource,outcome}``;
+- ``..._log_lines_dropped_total`` (decision log lines dropped, while decision logs are
+  on: decision/decisionlog.py);
 - ``..._stream_connected`` (0/1), ``..._stream_applied_seq`` and ``..._stream_lag`` (the
   head seq the stream announced minus the applied seq), ``..._stream_events_total``.
 
@@ -146,6 +148,15 @@ class DecisionMetrics:
              "livemax"),
             (f"{PREFIX}_cache_entries", "Users with cached grants", lambda: len(cache), "livesum"),
         )))
+
+    def decision_log_drops(self) -> HotCounter:
+        """``iamgate_decision_log_lines_dropped_total``, in the metrics from now on (decision
+        logs are on; decision/decisionlog.py)."""
+        dropped = HotCounter(f"{PREFIX}_log_lines_dropped",
+                             "Decision log lines dropped because the queue to stdout was full")
+        dropped.inc(amount=0)  # the series exists from the start, for an alert on its rate
+        self._add(dropped)
+        return dropped
 
     def _add(self, collector) -> None:
         self._hot.add(collector)
