@@ -203,14 +203,19 @@ class Lookup:
         """The decision-log lines of one check's ``decisions`` ((permission, Decision) in
         order): those the sample takes and, with ``log.denials``, every denial."""
         sampled = log.sample_next(len(decisions))
-        if not sampled and not log.denials:
-            return
-        latency = time.perf_counter() - started
-        for position, (permission, decision) in enumerate(decisions):
-            taken = position in sampled
-            if taken or (log.denials and not decision.allowed):
-                log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency,
-                        taken)
+        if log.denials:
+            latency = time.perf_counter() - started
+            for position, (permission, decision) in enumerate(decisions):
+                taken = position in sampled
+                if taken or not decision.allowed:
+                    log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency,
+                            taken)
+        elif sampled:  # the few sampled positions only: a bulk check decides up to 50
+            latency = time.perf_counter() - started
+            listed = list(decisions)
+            for position in sampled:
+                permission, decision = listed[position]
+                log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency, True)
 
     def _refresh_for(self, min_revision: int) -> bool:
         """Whether answering at ``min_revision`` needs fresh data (the cache has not applied
