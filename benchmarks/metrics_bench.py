@@ -6,14 +6,14 @@ several workers").
 Two figures, each beside its baseline measured in the same run, each run in fresh
 processes so prometheus_client picks its value class at import as in a worker:
 
-- the control plane's per-request metrics (one counter increment and one histogram
-  observation on cached children, as shared.metrics.MetricsMiddleware does): the
-  in-process registry of one worker against the multiprocess files of several;
-- the decision service's flush (decision/metrics.py ``DecisionMetrics.flush``), which
-  runs once a second in each worker, for a worker with ``SERIES`` request series, beside
-  one render of the same figures (a scrape of a single worker).
-
-The request path of the decision service is the same in both modes: not measured here.
+- the control plane's per-request metrics (``shared.metrics.MetricsMiddleware.record``:
+  one shared.hotmetrics counter increment and histogram observation): one worker's
+  in-process registry against the multiprocess files of several;
+- the copy of a worker's figures into its files (shared/hotmetrics.py
+  ``HotMetrics.flush``, here the decision service's ``DecisionMetrics.flush``; the
+  control plane's is the same code), which runs once a second in each worker, for a
+  worker with ``SERIES`` request series, beside one render of the same figures (a scrape
+  of a single worker).
 """
 from __future__ import annotations
 
@@ -28,16 +28,14 @@ _CONTROL_PLANE = """
 import os, sys, tempfile, time
 if sys.argv[1] == "multiprocess":
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp()
-from shared.metrics import HttpMetrics
-metrics = HttpMetrics("bench", multiprocess_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR", ""))
-counter = metrics.requests.labels("GET", "/api/v1/applications/{applicationId}/users", "200")
-latency = metrics.latency.labels("GET", "/api/v1/applications/{applicationId}/users")
+from shared.metrics import HttpMetrics, MetricsMiddleware
+middleware = MetricsMiddleware(HttpMetrics("bench", multiprocess_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")))
+record, route = middleware.record, "/api/v1/applications/{applicationId}/users"
 best = float("inf")
 for _ in range(5):
     started = time.perf_counter()
     for _ in range(%(n)d):
-        counter.inc()
-        latency.observe(0.003)
+        record("GET", route, 200, started)
     best = min(best, (time.perf_counter() - started) / %(n)d)
 print(best)
 """
@@ -79,7 +77,7 @@ def main(argv=None) -> int:
         render, flush = _run(_DECISION % {"series": SERIES})
         print(f"run {run}: control plane per request: one worker {single * 1e6:.1f} us, "
               f"several workers {shared * 1e6:.1f} us (+{(shared - single) * 1e6:.1f} us); "
-              f"decision flush of {SERIES} request series: {flush * 1e3:.2f} ms a second per worker "
+              f"flush of {SERIES} request series: {flush * 1e3:.2f} ms a second per worker "
               f"(one scrape's render: {render * 1e3:.2f} ms)", flush=True)
     return 0
 

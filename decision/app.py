@@ -21,6 +21,7 @@ import time
 
 from decision.cache import DecisionCache
 from decision.client import ControlPlaneClient
+from decision.decisionlog import DecisionLog
 from decision.hotpath import HotCheck, Probes
 from decision.metrics import DecisionMetrics, MetricsMiddleware
 from decision.service import DecisionService
@@ -114,8 +115,12 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     metrics.watch(cache, follower)
     if config.multiprocess_metrics_dir:  # several gunicorn workers: /metrics answers for all of them
         metrics.share(config.multiprocess_metrics_dir)
+    decision_log = None
+    if config.log_decisions_sample > 0 or config.log_decisions_denials:
+        decision_log = DecisionLog(config.log_decisions_sample, config.log_decisions_denials,
+                                   metrics.decision_log_drops())
     service = DecisionService(client=client, cache=cache, follower=follower, verifier=verifier, metrics=metrics,
-                              clock=clock, single_application=single_application)
+                              clock=clock, single_application=single_application, decision_log=decision_log)
 
     request_log = RequestLog(logging.getLogger("iamgate.decision"), config.trusted_proxies,
                              Sampling(config.decision_log_rate, config.decision_log_sample))

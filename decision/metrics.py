@@ -10,20 +10,20 @@
   ``..._cache_entries`` (users with cached grants);
 - ``..._unavailable_total`` (checks failed closed with 503) and
   ``..._control_plane_requests_total{resource,outcome}``;
+- ``..._log_lines_dropped_total`` (decision log lines dropped, while decision logs are
+  on: decision/decisionlog.py);
 - ``..._stream_connected`` (0/1), ``..._stream_applied_seq`` and ``..._stream_lag`` (the
   head seq the stream announced minus the applied seq), ``..._stream_events_total``.
 
-The request path only adds to plain integers under a native lock (see
-``shared.concurrency.native_lock``); prometheus_client renders them at scrape time through
-collectors. Its own metric objects take a gevent lock per increment under the gevent
-worker, a cost paid several times per check. prometheus_client itself is imported at the
-first scrape, not at start-up (a sidecar's start-up time).
+The request path counts with ``shared.hotmetrics`` (as the control plane does): plain
+numbers under a native lock, rendered by prometheus_client at scrape time, which is
+imported at the first scrape, not at start-up (a sidecar's start-up time).
 
 Several gunicorn workers (``IAMGATE_DECISION_WORKERS`` > 1): each has its own cache and
 figures, and ``/metrics`` must answer for all of them. The master
 names a directory (``PROMETHEUS_MULTIPROC_DIR``, shared/serving.py ``MetricsDirectory``);
 each worker copies its figures into its own files there in prometheus_client's
-multiprocess format (``share``): every ``FLUSH_SECONDS``, before it answers a scrape,
+multiprocess format (``share``, ``shared.hotmetrics.MetricFiles``): every ``FLUSH_SECONDS``, before it answers a scrape,
 and when it exits. A scrape merges every worker's files with prometheus_client's
 ``MultiProcessCollector``: counters and histograms are summed, and counters of a worker
 that ended stay in the sum. The request path is unchanged (no file write per check); the
@@ -36,98 +36,15 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import time
-from bisect import bisect_left
 
-from shared.concurrency import native_lock
+from shared.hotmetrics import HotCounter, HotHistogram, HotMetrics, MetricFiles
 
 PREFIX = "iamgate_decision"
-# The latency buckets of every iamgate app, shared.metrics.BUCKETS (tests/shared/test_httpserver.py
-# checks they agree): importing that module would load prometheus_client at start-up.
-BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 FLUSH_SECONDS = 1.0
 log = logging.getLogger("iamgate.decision")
-
-
-class HotCounter:
-    """A counter family with labels, incremented without per-call allocation."""
-
-    def __init__(self, name: str, documentation: str, labelnames: tuple = ()):
-        self.name, self.documentation, self.labelnames = name, documentation, labelnames
-        self._values: dict[tuple, float] = {}
-        self._lock = native_lock()
-
-    def inc(self, labels: tuple = (), amount: float = 1) -> None:
-        with self._lock:
-            self._values[labels] = self._values.get(labels, 0) + amount
-
-    def value(self, labels: tuple = ()) -> float:
-        return self._values.get(labels, 0)
-
-    def collect(self):
-        from prometheus_client.core import CounterMetricFamily
-
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for labels, value in list(self._values.items()):
-            family.add_metric(list(labels), value)
-        yield family
-
-    def write(self, files: _Files) -> None:
-        for labels, value in list(self._values.items()):
-            files.write("counter", self.name, f"{self.name}_total", self.labelnames, labels, self.documentation, value)
-
-
-class HotHistogram:
-    """A histogram family with labels (the same buckets as ``shared.metrics``)."""
-
-    def __init__(self, name: str, documentation: str, labelnames: tuple, buckets=BUCKETS):
-        self.name, self.documentation, self.labelnames = name, documentation, labelnames
-        self._bounds = tuple(buckets)
-        self._series: dict[tuple, list] = {}  # labels -> [count per bucket ..., +Inf count, sum]
-        self._lock = native_lock()
-
-    def observe(self, labels: tuple, value: float) -> None:
-        index = bisect_left(self._bounds, value)  # the first bucket whose bound >= value
-        with self._lock:
-            series = self._series.get(labels)
-            if series is None:
-                series = self._series[labels] = [0] * (len(self._bounds) + 2)
-            series[index] += 1
-            series[-1] += value
-
-    def collect(self):
-        from prometheus_client.core import HistogramMetricFamily
-
-        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for labels, series in list(self._series.items()):
-            cumulative, buckets = 0, []
-            for bound, count in zip((*map(str, self._bounds), "+Inf"), series[:-1], strict=True):
-                cumulative += count
-                buckets.append((bound, cumulative))
-            family.add_metric(list(labels), buckets, series[-1])
-        yield family
-
-    def write(self, files: _Files) -> None:
-        # The multiprocess format keeps each bucket's own count (not cumulative) and the
-        # sum; the merge accumulates the buckets and derives ``_count``.
-        bucket_labelnames = (*self.labelnames, "le")
-        bounds = (*map(_go_float, self._bounds), "+Inf")
-        for labels, series in list(self._series.items()):
-            for bound, count in zip(bounds, series[:-1], strict=True):
-                files.write("histogram", self.name, f"{self.name}_bucket", bucket_labelnames, (*labels, bound),
-                            self.documentation, count)
-            files.write("histogram", self.name, f"{self.name}_sum", self.labelnames, labels, self.documentation,
-                        series[-1])
-
-
-def _go_float(value: float) -> str:
-    """A bucket bound as prometheus_client writes ``le`` (``floatToGoString``)."""
-    from prometheus_client.utils import floatToGoString
-
-    return floatToGoString(value)
 
 
 class _State:
@@ -142,7 +59,7 @@ class _State:
         for name, documentation, read, _ in self._gauges:
             yield GaugeMetricFamily(name, documentation, value=read())
 
-    def write(self, files: _Files) -> None:
+    def write(self, files: MetricFiles) -> None:
         for name, documentation, read, mode in self._gauges:
             files.write(f"gauge_{mode}", name, name, (), (), documentation, read())
 
@@ -157,7 +74,7 @@ class _Process:
 
         return iter(families("decision"))
 
-    def write(self, files: _Files) -> None:
+    def write(self, files: MetricFiles) -> None:
         from shared.process_metrics import MULTIPROCESS_MODES, families
 
         for family in families("decision"):
@@ -167,30 +84,6 @@ class _Process:
                     continue  # a counter's _created sample
                 files.write(kind, family.name, sample.name, tuple(sample.labels), tuple(sample.labels.values()),
                             family.documentation, sample.value)
-
-
-class _Files:
-    """One worker's files in prometheus_client's multiprocess format:
-    ``<kind>_<pid>.db`` (``gauge_<mode>_<pid>.db``), as its own metric objects write them."""
-
-    def __init__(self, directory: str, pid: int):
-        from prometheus_client.mmap_dict import MmapedDict, mmap_key
-
-        self._directory, self._pid = directory, pid
-        self._open, self._mmap_key = MmapedDict, mmap_key
-        self._files: dict = {}
-        self._keys: dict = {}
-
-    def write(self, kind: str, metric_name: str, name: str, labelnames: tuple, labelvalues: tuple,
-              documentation: str, value: float) -> None:
-        file = self._files.get(kind)
-        if file is None:
-            file = self._files[kind] = self._open(os.path.join(self._directory, f"{kind}_{self._pid}.db"))
-        key = self._keys.get((name, labelvalues))
-        if key is None:
-            key = self._keys[(name, labelvalues)] = self._mmap_key(metric_name, name, list(labelnames),
-                                                                  list(labelvalues), documentation)
-        file.write_value(key, value, 0.0)
 
 
 class DecisionMetrics:
@@ -210,19 +103,18 @@ class DecisionMetrics:
         self.control_plane = HotCounter(f"{PREFIX}_control_plane_requests", "Lookups sent to the control plane",
                                         ("resource", "outcome"))
         self.events = HotCounter(f"{PREFIX}_stream_events", "Change events applied")
-        self._collectors: list = [self.requests, self.latency, self.hits, self.misses, self.invalidations,
-                                  self.resets, self.stale_fills, self.unavailable, self.control_plane, self.events,
-                                  _Process()]
+        self._hot = HotMetrics()
+        for collector in (self.requests, self.latency, self.hits, self.misses, self.invalidations, self.resets,
+                          self.stale_fills, self.unavailable, self.control_plane, self.events, _Process()):
+            self._hot.add(collector)
         self._registry = None
         self._directory: str | None = None
-        self._files: _Files | None = None
-        self._flush_lock = threading.Lock()
 
     def share(self, directory: str) -> None:
         """Write this worker's figures to ``directory`` (prometheus_client's multiprocess
         files) every ``FLUSH_SECONDS`` and at exit; scrapes then merge every worker's."""
         self._directory = directory
-        self._files = _Files(directory, os.getpid())
+        self._hot.share(directory)
         self.flush()
         threading.Thread(target=self._flush_forever, name="metrics-flush", daemon=True).start()
         atexit.register(self.flush)  # a worker that stops (restart, scale-down) keeps its last counts
@@ -236,11 +128,7 @@ class DecisionMetrics:
                 log.warning("metrics flush failed", extra={"error": str(exc)})
 
     def flush(self) -> None:
-        if self._files is None:
-            return
-        with self._flush_lock:
-            for collector in self._collectors:
-                collector.write(self._files)
+        self._hot.flush()
 
     def watch(self, cache, follower) -> None:
         """Export the cache's and the stream's state as gauges.
@@ -261,8 +149,17 @@ class DecisionMetrics:
             (f"{PREFIX}_cache_entries", "Users with cached grants", lambda: len(cache), "livesum"),
         )))
 
+    def decision_log_drops(self) -> HotCounter:
+        """``iamgate_decision_log_lines_dropped_total``, in the metrics from now on (decision
+        logs are on; decision/decisionlog.py)."""
+        dropped = HotCounter(f"{PREFIX}_log_lines_dropped",
+                             "Decision log lines dropped because the queue to stdout was full")
+        dropped.inc(amount=0)  # the series exists from the start, for an alert on its rate
+        self._add(dropped)
+        return dropped
+
     def _add(self, collector) -> None:
-        self._collectors.append(collector)
+        self._hot.add(collector)
         if self._registry is not None:
             self._registry.register(collector)
 
@@ -273,7 +170,7 @@ class DecisionMetrics:
             from prometheus_client import CollectorRegistry
 
             registry = CollectorRegistry()
-            for collector in self._collectors:
+            for collector in self._hot.collectors:
                 registry.register(collector)
             self._registry = registry
         return self._registry

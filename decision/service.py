@@ -37,6 +37,7 @@ from shared.ids import is_uuid
 from shared.rbac import ACTIVE, Grants, matches, resolve_scope
 
 if TYPE_CHECKING:
+    from decision.decisionlog import DecisionLog
     from decision.metrics import DecisionMetrics
     from decision.stream import ChangeFollower
 
@@ -69,6 +70,7 @@ class DecisionService:
     metrics: DecisionMetrics
     clock: Callable[[], datetime]
     single_application: bool = False  # API-key mode: the key's application only
+    decision_log: DecisionLog | None = None  # None while decision logs are off
     monotonic: Callable[[], float] = time.monotonic
     _head_seen: tuple[int, float] | None = field(default=None, init=False)  # (head a fetch read, when)
 
@@ -171,27 +173,57 @@ class Lookup:
     def check_text(self, user_id: str, permission: str, *, scope: str | None = None,
                    min_revision: int | None = None) -> str:
         """A GET check's answer (``shared.checks.CHECK_QUERY``): RBAC only."""
+        log = self._service.decision_log
+        started = time.perf_counter() if log is not None else 0.0
         decisions, cached = self.decide(user_id, (permission,), scope=scope, min_revision=min_revision, abac=False)
+        if log is not None:
+            self._log_decisions(log, user_id, decisions.items(), cached, started)
         return checks.check_text(permission, decisions[permission].allowed, cached)
 
     def abac_check_text(self, values: dict) -> str:
         """A validated POST check's answer (``shared.checks.CHECK``): RBAC and the
         application's policies over resource and context."""
-        permission, context = values["permission"], values.get("context")
+        log = self._service.decision_log
+        started = time.perf_counter() if log is not None else 0.0
+        user_id, permission, context = values["user_id"], values["permission"], values.get("context")
         decision, cached = self.decide_one(
-            values["user_id"], permission, scope=resolve_scope(values.get("scope"), context),
+            user_id, permission, scope=resolve_scope(values.get("scope"), context),
             min_revision=values.get("min_revision"), resource=values.get("resource"), context=context)
+        if log is not None:
+            self._log_decisions(log, user_id, ((permission, decision),), cached, started)
         return checks.abac_check_text(permission, decision.allowed, cached, decision.abac_evaluated,
                                       decision.policies_checked)
 
     def bulk_text(self, values: dict) -> str:
-        """A validated bulk check's answer (``shared.checks.CHECK_BULK``)."""
-        context = values.get("context")
-        decisions, _ = self.decide(
-            values["user_id"], values["permissions"], scope=resolve_scope(values.get("scope"), context),
+        """A validated bulk check's answer (``shared.checks.CHECK_BULK``); to the decision
+        log, each permission is one decision."""
+        log = self._service.decision_log
+        started = time.perf_counter() if log is not None else 0.0
+        user_id, context = values["user_id"], values.get("context")
+        decisions, cached = self.decide(
+            user_id, values["permissions"], scope=resolve_scope(values.get("scope"), context),
             min_revision=values.get("min_revision"), abac=True, resource=values.get("resource"), context=context)
-        return checks.bulk_text(values["user_id"],
-                                [(permission, decision.allowed) for permission, decision in decisions.items()])
+        if log is not None:
+            self._log_decisions(log, user_id, decisions.items(), cached, started)
+        return checks.bulk_text(user_id, [(permission, decision.allowed) for permission, decision in decisions.items()])
+
+    def _log_decisions(self, log, user_id: str, decisions, cached: bool, started: float) -> None:
+        """The decision-log lines of one check's ``decisions`` ((permission, Decision) in
+        order): those the sample takes and, with ``log.denials``, every denial."""
+        sampled = log.sample_next(len(decisions))
+        if log.denials:
+            latency = time.perf_counter() - started
+            for position, (permission, decision) in enumerate(decisions):
+                taken = position in sampled
+                if taken or not decision.allowed:
+                    log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency,
+                            taken)
+        elif sampled:  # the few sampled positions only: a bulk check decides up to 50
+            latency = time.perf_counter() - started
+            listed = list(decisions)
+            for position in sampled:
+                permission, decision = listed[position]
+                log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency, True)
 
     def _refresh_for(self, min_revision: int) -> bool:
         """Whether answering at ``min_revision`` needs fresh data (the cache has not applied

@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import importlib.util
 import ipaddress
+import math
 import os
 import re
 import secrets
@@ -50,6 +51,17 @@ def _int(name, raw, lo=None, hi=None):
 def _integer(lo=None, hi=None):
     """The parser of an integer variable from ``lo`` (to ``hi``)."""
     return lambda name, raw: _int(name, raw, lo, hi)
+
+
+def _fraction(name, raw):
+    """A share from 0 to 1 (0.01: one in a hundred)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # NaN included
+        raise ConfigError(f"{name}: expected a number from 0 to 1 (0.01: one in a hundred), got {raw!r}")
+    return value
 
 
 def _rate(name, raw):
@@ -197,6 +209,8 @@ _VARIABLES = {
     "DECISION_MAX_STALENESS": (_integer(1), "5"),
     "DECISION_LOG_RATE": (_integer(0), "50"),
     "DECISION_LOG_SAMPLE": (_integer(0), "100"),
+    "LOG_DECISIONS_SAMPLE": (_fraction, "0"),
+    "LOG_DECISIONS_DENIALS": (_bool, "false"),
     "PUBLIC_URL": (_url, "http://127.0.0.1:8000"),
     "MONGODB_URI": (_mongo_uri, "memory://"),
     "SECRET_KEY": (_text, ""),
@@ -270,6 +284,8 @@ class Config:
     decision_max_staleness: int
     decision_log_rate: int
     decision_log_sample: int
+    log_decisions_sample: float
+    log_decisions_denials: bool
     public_url: str
     mongodb_uri: str
     secret_key: str

@@ -4,13 +4,18 @@ Each app gets its own ``CollectorRegistry`` (several apps live in one test proce
 Routes are labelled by their URI template, never the raw path, and methods outside
 ``METHODS`` by ``OTHER``: labels a client chooses must not grow the series without bound.
 
+The request path counts with ``shared.hotmetrics`` (``HotCounter``, ``HotHistogram``),
+as the decision service does: no prometheus_client object, no gevent lock per request.
+
 With more than one gunicorn worker, prometheus_client runs in its multiprocess mode
 (shared/serving.py ``MetricsDirectory``): every metric object writes its value to this
-worker's files in ``multiprocess_dir``, and ``render`` merges the files of every worker
-of the service. Counters and histograms are summed; each gauge names how its workers'
-values combine (``multiprocess_mode``). Figures of shared state (the store's webhook
-queue) are ``StoreGauge``s, read in the background by the worker that answers the
-scrape: a scrape never waits on the store.
+worker's files in ``multiprocess_dir``, the hot figures write through to files of their
+own (``<kind>_<pid>_hot.db``), and ``render`` merges the files of every worker of the
+service: a scrape counts every request answered before it, whichever worker answered.
+Counters and histograms are summed; each gauge names how its workers' values combine
+(``multiprocess_mode``). Figures of shared state (the store's webhook queue) are
+``StoreGauge``s, read in the background by the worker that answers the scrape: a scrape
+never waits on the store.
 """
 from __future__ import annotations
 
@@ -19,13 +24,13 @@ import logging
 import threading
 import time
 import weakref
-from bisect import bisect_left
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest, values
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest, values
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from shared.hotmetrics import HotCounter, HotHistogram, HotMetrics
 from shared.process_metrics import ProcessMetrics, SharedProcessMetrics
 
 log = logging.getLogger("iamgate.metrics")
@@ -33,11 +38,8 @@ log = logging.getLogger("iamgate.metrics")
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 # No ``*_created`` series: a timestamp per label set that doubles the scrape and that no
-# dashboard reads (process-wide; decision/metrics.py imports this module too).
+# dashboard reads (process-wide).
 disable_created_metrics()
-
-BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-BUCKETS_WITH_INF = (*BUCKETS, float("inf"))  # a histogram's bounds: every observation has a bucket
 
 
 class StoreGauge:
@@ -109,7 +111,7 @@ class StoreGauge:
 
 class _BeforeCollect:
     """The first collector of a registry: runs its hooks before any metric is read, so
-    counts that wait (``MetricsMiddleware``) are in every read of the registry."""
+    counts that wait in plain integers are in every read of the registry."""
 
     def __init__(self):
         self.hooks: list = []
@@ -131,20 +133,20 @@ class HttpMetrics:
             # never see them: PROMETHEUS_MULTIPROC_DIR must be set before the import.
             raise RuntimeError("prometheus_client was imported before PROMETHEUS_MULTIPROC_DIR was set")
         self.registry = CollectorRegistry()
+        self._hot = HotMetrics()
         self._before_collect = _BeforeCollect()
         self.registry.register(self._before_collect)
         self._multiprocess_dir = multiprocess_dir
         self._syncing: threading.Thread | None = None
         self._local_store = local_store  # the embedded store: StoreGauges read it inline
         self._store_gauges: list[StoreGauge] = []
-        self.requests = Counter(
-            f"{namespace}_http_requests_total", "HTTP requests by route and status",
-            ("method", "route", "status"), registry=self.registry,
-        )
-        self.latency = Histogram(
-            f"{namespace}_http_request_duration_seconds", "HTTP request latency by route",
-            ("method", "route"), buckets=BUCKETS, registry=self.registry,
-        )
+        self.requests = self.add_hot(HotCounter(f"{namespace}_http_requests", "HTTP requests by route and status",
+                                                ("method", "route", "status")))
+        self.latency = self.add_hot(HotHistogram(f"{namespace}_http_request_duration_seconds",
+                                                 "HTTP request latency by route", ("method", "route")))
+        if multiprocess_dir:
+            # prometheus_client's objects write this process's ``<kind>_<pid>.db``.
+            self._hot.share(multiprocess_dir, tag="_hot", write_through=True)
         if service is not None:  # process_*, python_* and iamgate_build_info (shared/process_metrics.py)
             if multiprocess_dir:
                 self.before_collect(SharedProcessMetrics(service, self.registry).update)
@@ -166,6 +168,12 @@ class HttpMetrics:
                                              name="iamgate-metrics-sync", daemon=True)
             self._syncing.start()
             atexit.register(self._before_collect.collect)
+
+    def add_hot(self, collector):
+        """A ``shared.hotmetrics`` counter or histogram in this app's metrics."""
+        self._hot.add(collector)
+        self.registry.register(collector)
+        return collector
 
     def add_store_gauge(self, name: str, documentation: str, read) -> StoreGauge:
         """A ``StoreGauge`` of ``read()`` in this app's metrics."""
@@ -204,27 +212,10 @@ def _sync_every(hooks_ref) -> None:
 
 
 class MetricsMiddleware:
-    """Counts every answered request and its latency by method, route template and status.
-
-    With one registry in this process, answered requests wait in a list and are added to
-    the metrics when the registry is read (a scrape, ``_BeforeCollect``) or when
-    ``PENDING_MAX`` wait: added one after another, they cost a fraction of each added on
-    its own request's path, and every read sees every request answered before it. With
-    multiprocess files another worker may answer the scrape, so each request is added at
-    once (to this worker's file)."""
-
-    PENDING_MAX = 256
+    """Counts every answered request and its latency by method, route template and status."""
 
     def __init__(self, metrics: HttpMetrics):
         self.metrics = metrics
-        # Per label set, looked up once rather than per request (``labels()`` validates and
-        # locks each time): the values a request adds to, as ``Counter.inc`` and
-        # ``Histogram.observe`` reach them (tests/core/test_openapi_and_metrics.py holds the
-        # two ways to each other). Bounded like the series themselves.
-        self._children: dict = {}
-        self._pending: list | None = None if metrics.multiprocess else []
-        self._flush_lock = threading.Lock()
-        metrics.before_collect(self.flush)
 
     def process_request(self, req, _resp):
         req.context.started = time.perf_counter()
@@ -239,60 +230,5 @@ class MetricsMiddleware:
         what a hot path that answers without Falcon calls."""
         if method not in METHODS:
             method = "OTHER"
-        elapsed = time.perf_counter() - started
-        pending = self._pending
-        if pending is None:
-            self._add((method, route, status), elapsed)
-            return
-        pending.append(((method, route, status), elapsed))  # one step under the GIL
-        if len(pending) >= self.PENDING_MAX:
-            self.flush()
-
-    def flush(self) -> None:
-        """Add the requests that wait to the metrics."""
-        pending = self._pending
-        if not pending:
-            return
-        with self._flush_lock:  # two flushes never take the same requests
-            count = len(pending)
-            batch = pending[:count]
-            del pending[:count]
-        totals: dict = {}  # label set -> [count, sum, count per bucket...]: one add per value touched
-        for key, elapsed in batch:
-            series = totals.get(key)
-            if series is None:
-                series = totals[key] = [0, 0.0] + [0] * len(BUCKETS_WITH_INF)
-            series[0] += 1
-            series[1] += elapsed
-            series[2 + bisect_left(BUCKETS_WITH_INF, elapsed)] += 1
-        for key, (count, total, *per_bucket) in totals.items():
-            values = self._values(key)
-            values[0].inc(count)
-            values[1].inc(total)
-            for bucket, n in zip(values[2], per_bucket, strict=True):
-                if n:
-                    bucket.inc(n)
-
-    def _values(self, key: tuple) -> tuple:
-        values = self._children.get(key)
-        if values is None:
-            method, route, status = key
-            values = self._children[key] = _value_objects(self.metrics.requests.labels(method, route, str(status)),
-                                                          self.metrics.latency.labels(method, route))
-        return values
-
-    def _add(self, key: tuple, elapsed: float) -> None:
-        count, total, buckets = self._values(key)
-        count.inc(1)
-        total.inc(elapsed)
-        buckets[bisect_left(BUCKETS_WITH_INF, elapsed)].inc(1)  # the first bucket whose bound >= elapsed
-
-
-def _value_objects(counter, histogram) -> tuple:
-    """What ``counter.inc()`` and ``histogram.observe(x)`` add to (prometheus_client's
-    value objects, in memory or in this worker's multiprocess file), without the checks
-    each call repeats: the counter's value, the histogram's sum and its buckets, one per
-    bound of ``BUCKETS_WITH_INF``."""
-    if tuple(histogram._upper_bounds) != BUCKETS_WITH_INF:
-        raise RuntimeError("the latency histogram's bounds are not BUCKETS")
-    return counter._value, histogram._sum, histogram._buckets
+        self.metrics.requests.inc((method, route, str(status)))
+        self.metrics.latency.observe((method, route), time.perf_counter() - started)

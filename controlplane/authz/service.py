@@ -38,6 +38,7 @@ from shared.abac import CompiledPolicies
 from shared.authorization import decide_compiled, rbac_decision
 from shared.concurrency import yield_to_others
 from shared.errors import RevisionAhead
+from shared.hotmetrics import HotCounter
 from shared.invalidation import APPLICATION_KINDS, MAX_PATCHED_POLICIES, POLICY_KINDS, affected_users, changed_policies
 from shared.rbac import compile_grants, resolve_scope
 from shared.timeutil import Clock, seconds_of
@@ -356,24 +357,25 @@ def export_cache_counts(metrics, authz: AuthzService) -> None:
     same lookups). The check counts in plain integers, under the GIL (a greenlet is never
     switched out within ``+=``); they are added to the counters whenever the metrics are
     read (``HttpMetrics.before_collect``), so the check takes no lock for them."""
-    from prometheus_client import Counter
-
-    hits = Counter("iamgate_authz_cache_hits_total", "Authorization lookups answered from the cache", ("kind",),
-                   registry=metrics.registry)
-    misses = Counter("iamgate_authz_cache_misses_total", "Authorization lookups read from the store", ("kind",),
-                     registry=metrics.registry)
-    pairs = [(cache, hits.labels(kind), misses.labels(kind), [0, 0])
-             for kind, cache in (("grants", authz.grants_cache), ("policies", authz.policies_cache))]
+    hits = metrics.add_hot(HotCounter("iamgate_authz_cache_hits", "Authorization lookups answered from the cache",
+                                      ("kind",)))
+    misses = metrics.add_hot(HotCounter("iamgate_authz_cache_misses", "Authorization lookups read from the store",
+                                        ("kind",)))
+    pairs = [(cache, (kind,), [0, 0]) for kind, cache in (("grants", authz.grants_cache),
+                                                         ("policies", authz.policies_cache))]
+    for _, labels, _ in pairs:  # each kind's series from the start, at 0
+        hits.inc(labels, 0)
+        misses.inc(labels, 0)
     lock = threading.Lock()
 
     def add_what_waits():
         with lock:  # two readers never add the same counts
-            for cache, hit, miss, added in pairs:
+            for cache, labels, added in pairs:
                 now = cache.hits, cache.misses
                 if now[0] > added[0]:
-                    hit.inc(now[0] - added[0])
+                    hits.inc(labels, now[0] - added[0])
                 if now[1] > added[1]:
-                    miss.inc(now[1] - added[1])
+                    misses.inc(labels, now[1] - added[1])
                 added[:] = now
 
     metrics.before_collect(add_what_waits)

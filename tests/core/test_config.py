@@ -48,6 +48,11 @@ def test_defaults_follow_the_architecture_table():
     ("IAMGATE_MAX_CONNECTIONS", "many"),
     ("IAMGATE_DECISION_LOG_RATE", "-1"),
     ("IAMGATE_DECISION_LOG_SAMPLE", "every"),
+    ("IAMGATE_LOG_DECISIONS_SAMPLE", "1.5"),
+    ("IAMGATE_LOG_DECISIONS_SAMPLE", "-0.01"),
+    ("IAMGATE_LOG_DECISIONS_SAMPLE", "nan"),
+    ("IAMGATE_LOG_DECISIONS_SAMPLE", "1%"),
+    ("IAMGATE_LOG_DECISIONS_DENIALS", "sometimes"),
 ])
 def test_a_bad_value_is_a_one_line_error_naming_the_variable(name, value):
     with pytest.raises(ConfigError) as info:

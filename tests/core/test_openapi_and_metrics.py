@@ -51,15 +51,20 @@ def test_metrics_count_requests_by_route_template_and_status(client):
     assert "iamgate_http_request_duration_seconds_bucket" in text
 
 
-def test_recorded_requests_render_as_the_public_calls_render(monkeypatch):
-    """``MetricsMiddleware.record`` adds to prometheus_client's values directly: the same
-    samples as ``Counter.inc`` and ``Histogram.observe``, at every bucket bound and between."""
-    from prometheus_client import generate_latest
+def test_recorded_requests_render_as_prometheus_clients_own_metrics_render(monkeypatch):
+    """``MetricsMiddleware.record`` counts with shared.hotmetrics: the same samples as
+    prometheus_client's ``Counter.inc`` and ``Histogram.observe``, at every bucket bound and between."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
     from shared import metrics as metrics_module
-    from shared.metrics import BUCKETS, HttpMetrics, MetricsMiddleware
+    from shared.hotmetrics import BUCKETS
+    from shared.metrics import HttpMetrics, MetricsMiddleware
 
-    fast, public = HttpMetrics("iamgate"), HttpMetrics("iamgate")
+    fast, public = HttpMetrics("iamgate"), CollectorRegistry()
+    requests = Counter("iamgate_http_requests_total", "HTTP requests by route and status",
+                       ("method", "route", "status"), registry=public)
+    latency = Histogram("iamgate_http_request_duration_seconds", "HTTP request latency by route",
+                        ("method", "route"), buckets=BUCKETS, registry=public)
     middleware = MetricsMiddleware(fast)
     elapsed = [0.0, *BUCKETS, *(b * 1.0001 for b in BUCKETS), 7.5, 1e-9]
     for i, seconds in enumerate(elapsed):
@@ -67,28 +72,8 @@ def test_recorded_requests_render_as_the_public_calls_render(monkeypatch):
         monkeypatch.setattr(metrics_module.time, "perf_counter", lambda seconds=seconds: 100.0 + seconds)
         middleware.record(method, route, status, 100.0)
         method = "OTHER" if method == "BREW" else method
-        public.requests.labels(method, route, str(status)).inc()
-        public.latency.labels(method, route).observe((100.0 + seconds) - 100.0)
-    assert generate_latest(fast.registry) == generate_latest(public.registry)
-
-
-def test_answered_requests_wait_until_the_registry_is_read_or_a_batch_is_full():
-    import time
-
-    from shared.metrics import HttpMetrics, MetricsMiddleware
-
-    metrics = HttpMetrics("iamgate")
-    middleware = MetricsMiddleware(metrics)
-    labels = {"method": "GET", "route": "/a", "status": "200"}
-    counted = metrics.requests.labels("GET", "/a", "200")._value.get
-    middleware.record("GET", "/a", 200, time.perf_counter())
-    assert counted() == 0  # waiting
-    assert metrics.registry.get_sample_value("iamgate_http_requests_total", labels) == 1  # any read adds them
-    assert metrics.registry.get_sample_value("iamgate_http_request_duration_seconds_count",
-                                             {"method": "GET", "route": "/a"}) == 1
-    for _ in range(MetricsMiddleware.PENDING_MAX - 1):
-        middleware.record("GET", "/a", 200, time.perf_counter())
-    assert counted() == 1
-    middleware.record("GET", "/a", 200, time.perf_counter())  # a full batch is added without a read
-    assert counted() == 1 + MetricsMiddleware.PENDING_MAX
-    assert b'iamgate_http_requests_total{method="GET",route="/a",status="200"} 257.0' in metrics.render()[0]
+        requests.labels(method, route, str(status)).inc()
+        latency.labels(method, route).observe((100.0 + seconds) - 100.0)
+    rendered = generate_latest(fast.registry)
+    assert rendered == generate_latest(public)
+    assert b'iamgate_http_requests_total{method="OTHER",route="/b/{id}",status="404"} 11.0' in rendered

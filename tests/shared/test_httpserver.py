@@ -1771,13 +1771,6 @@ def test_base_environ():
     assert environ["wsgi.input_terminated"] is True
 
 
-def test_the_decision_service_latency_buckets_are_every_apps():
-    from decision.metrics import BUCKETS
-    from shared.metrics import BUCKETS as SHARED_BUCKETS
-
-    assert BUCKETS == SHARED_BUCKETS
-
-
 def test_the_date_header_is_email_utils_imf_fixdate():
     from email.utils import formatdate
 

@@ -1,0 +1,107 @@
+"""What decision logs cost the decision service: checks per second with
+``IAMGATE_LOG_DECISIONS_SAMPLE`` at 0.01 against decision logs off (docs/performance.md,
+"Decision logs").
+
+    .venv/bin/python -m benchmarks.decision_log_bench [--duration 5] [--pairs 6] [--sample 0.01]
+
+One control plane and two decision services side by side (the same workers, cache and
+data), one with decision logs off and one sampling; ``wrk`` at concurrency 16 against a
+cache-hit ``GET .../authz/check`` and a 50-permission ``POST .../authz/check-bulk``, the
+two services in alternating order, ``--pairs`` times each: on a machine shared with other
+work the load moves between runs seconds apart, and the median of adjacent pairs moves
+less than any one run. Prints the runs and the medians.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import requests
+
+from benchmarks.decision_bench import ensure_wrk, run_wrk
+from tests.e2e.processes import Admin, Processes, _answers, _gunicorn, free_port, wait_until
+
+
+def start_sampling_service(processes: Processes, workers: int, sample: float) -> tuple:
+    """A second decision service on the same control plane, logging decisions."""
+    port = free_port()
+    env = {**processes.env, "IAMGATE_DECISION_PORT": str(port), "IAMGATE_LOG_DECISIONS_SAMPLE": str(sample)}
+    process = processes._spawn("decision-sampling", _gunicorn("decision.wsgi:create()", "127.0.0.1", port, workers),
+                               env)
+    url = f"http://127.0.0.1:{port}"
+    if not wait_until(lambda: _answers(url + "/readyz"), 60):
+        process.kill()
+        raise RuntimeError("the sampling decision service did not start:\n" + processes.logs())
+    return process, url
+
+
+def run(duration: float, pairs: int, sample: float, workers: int) -> dict:
+    wrk = ensure_wrk()
+    with tempfile.TemporaryDirectory() as tmp:
+        processes = Processes(Path(tmp), env={"IAMGATE_RATE_LIMIT_REGISTER": "0/60",
+                                              "IAMGATE_RATE_LIMIT_API": "100000000/60"}, decision_workers=workers)
+        sampling = None
+        try:
+            processes.start()
+            sampling, sampling_url = start_sampling_service(processes, workers, sample)
+            admin = Admin(processes.control_url)
+            permissions = [f"resource{i}:read" for i in range(50)]
+            user = admin.user("bench")
+            admin.assign(user, admin.role(["documents:read", *permissions[::2]]))
+            bulk_body = json.dumps({"user_id": user, "permissions": permissions})
+            services = {"off": processes.decision_url, f"sample {sample}": sampling_url}
+            kinds = {
+                "GET check": (f"/api/v1/applications/{admin.app_id}/authz/check?user_id={user}"
+                              "&permission=documents:read", {}),
+                "check-bulk(50)": (f"/api/v1/applications/{admin.app_id}/authz/check-bulk",
+                                   {"method": "POST", "body": bulk_body}),
+            }
+            for url in services.values():  # warm each cache, then a discarded run
+                path = kinds["GET check"][0]
+                wait_until(lambda url=url, path=path: requests.get(url + path, headers=admin.headers).json()
+                           .get("cached"), 30)
+                for path, extra in kinds.values():
+                    run_wrk(wrk, url + path, connections=16, duration=2, headers=admin.headers, **extra)
+            results = {}
+            for kind, (path, extra) in kinds.items():
+                runs = {name: [] for name in services}
+                for i in range(pairs):
+                    order = list(services) if i % 2 == 0 else list(reversed(services))
+                    for name in order:
+                        runs[name].append(run_wrk(wrk, services[name] + path, connections=16, duration=duration,
+                                                  headers=admin.headers, **extra)["rps"])
+                results[kind] = runs
+                print(kind, {name: [round(r) for r in rps] for name, rps in runs.items()}, flush=True)
+            results["lines"] = sum(path.read_text().count('"logger": "iamgate.decisions"')
+                                   for path in Path(tmp).glob("decision-sampling-*.log"))
+            return results
+        finally:
+            if sampling is not None:
+                sampling.terminate()
+                sampling.wait(20)
+            processes.stop()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run (default 5)")
+    parser.add_argument("--pairs", type=int, default=6, help="alternating runs per service and kind (default 6)")
+    parser.add_argument("--sample", type=float, default=0.01, help="IAMGATE_LOG_DECISIONS_SAMPLE (default 0.01)")
+    parser.add_argument("--workers", type=int, default=2, help="decision service workers (default 2)")
+    args = parser.parse_args(argv)
+    results = run(args.duration, args.pairs, args.sample, args.workers)
+    for kind in ("GET check", "check-bulk(50)"):
+        (off_name, off), (on_name, on) = results[kind].items()
+        ratios = [b / a for a, b in zip(off, on, strict=True)]
+        print(f"{kind} at c16: median {statistics.median(off):,.0f}/s {off_name}, {statistics.median(on):,.0f}/s "
+              f"{on_name} ({statistics.median(on) / statistics.median(off):.1%}); per pair "
+              f"{', '.join(f'{r:.1%}' for r in ratios)}, median {statistics.median(ratios):.1%}")
+    print(f"decision lines written by the sampling service: {results['lines']:,}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

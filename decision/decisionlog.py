@@ -1,0 +1,144 @@
+"""Decision logs: one JSON line per logged decision of a check (docs/decision-service.md,
+"Decision logs").
+
+Opt-in, per decision (a bulk check's every permission is one): a decision is logged when
+the sample of ``IAMGATE_LOG_DECISIONS_SAMPLE`` (0 to 1, the share of decisions) takes it,
+and a denial always when ``IAMGATE_LOG_DECISIONS_DENIALS`` is true. With both off the
+service holds no ``DecisionLog`` and a check pays one ``is None`` test.
+
+Logging never holds up a check: the check puts a tuple on a bounded queue, or, when the
+queue is full (stdout blocked or too slow), drops it and counts the drop
+(``iamgate_decision_log_lines_dropped_total``). A native thread (an OS thread even under
+gevent's monkey patching, so a blocking write stalls it alone, not the worker's event
+loop) makes the lines and writes them to stdout, in the format of every other log line
+(``shared.logs``), logger ``iamgate.decisions``: the service's own logs go to stderr,
+so a log shipper can send decisions elsewhere by stream.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+import random
+import sys
+import time
+from collections import deque
+from json import encoder as json_encoder
+
+from shared.logs import timestamp
+
+_escape = json_encoder.encode_basestring_ascii  # json.dumps's own string encoder
+
+QUEUE_SIZE = 10_000  # decisions waiting for the writer: a few seconds of a busy sidecar's
+IDLE_SECONDS = 0.05  # the writer's pause when nothing waits
+BATCH = 512  # lines per write
+_NEVER = sys.maxsize  # the gap to the next decision sampled at 0: centuries of checks
+
+
+class DecisionLog:
+    """The decisions to log, queued for the writer thread (started with the first one).
+
+    Which decisions the sample takes: each with probability ``sample``, independently,
+    drawn as the gap to the next one taken (geometric): a check pays one integer
+    subtraction (``sample_next``), not a random draw per decision, however many
+    permissions it decides."""
+
+    def __init__(self, sample: float, denials: bool, dropped, *, stream=None, queue_size: int = QUEUE_SIZE,
+                 draw=random.random, clock=time.time):
+        self.sample = sample
+        self.denials = denials
+        self._dropped = dropped  # a shared.hotmetrics.HotCounter
+        self.stream = stream  # None: sys.stdout, as it is when written
+        self._queue_size = queue_size
+        self._draw = draw
+        self._clock = clock
+        self._queue: deque = deque()  # append and popleft are each one step under the GIL
+        self._writer_pid: int | None = None
+        self._until_next = self._gap()  # decisions until the next one sampled, that one included
+
+    def _gap(self) -> int:
+        if self.sample <= 0.0:
+            return _NEVER
+        if self.sample >= 1.0:
+            return 1
+        return 1 + int(math.log(1.0 - self._draw()) / math.log(1.0 - self.sample))
+
+    def sample_next(self, count: int) -> list[int]:
+        """The positions, among the next ``count`` decisions, that the sample takes
+        (mostly none). Two threads may both take one gap: a sample's share, not a line
+        that should not be written."""
+        until_next = self._until_next - count
+        if until_next > 0:
+            self._until_next = until_next
+            return []
+        positions, position = [], self._until_next - 1
+        while position < count:
+            positions.append(position)
+            position += self._gap()
+        self._until_next = position - count + 1
+        return positions
+
+    def put(self, lookup, user_id: str, permission: str, allowed: bool, cached: bool, policies_checked: int,
+            latency: float, sampled: bool) -> None:
+        """Queue one decision's line, or drop and count it when the queue is full."""
+        if len(self._queue) >= self._queue_size:
+            self._dropped.inc()
+            return
+        self._queue.append((self._clock(), lookup.request_id, lookup.app_id, user_id, permission, allowed, cached,
+                            policies_checked, latency, sampled))
+        if self._writer_pid != os.getpid():  # the first line of this process (a forked worker included)
+            self._start_writer()
+
+    def _start_writer(self) -> None:
+        from gevent.monkey import get_original
+
+        if self._writer_pid == os.getpid():
+            return
+        self._writer_pid = os.getpid()
+        get_original("_thread", "start_new_thread")(self._write_forever, ())
+        atexit.register(self.write_waiting)
+
+    def _write_forever(self) -> None:
+        from gevent.monkey import get_original
+
+        sleep = get_original("time", "sleep")
+        while True:
+            try:
+                if self.write_waiting():
+                    continue
+            except Exception:  # a line that cannot be made: the others still go out
+                logging.getLogger("iamgate.decision").exception("decision log: a line could not be written")
+            sleep(IDLE_SECONDS)
+
+    def write_waiting(self) -> int:
+        """Write the lines that wait, in batches; how many were written."""
+        queue, written = self._queue, 0
+        stream = self.stream or sys.stdout
+        while queue:
+            lines: list[str] = []
+            while queue and len(lines) < BATCH:
+                lines.append(self._render(queue.popleft()))
+            try:
+                stream.write("\n".join(lines) + "\n")
+                stream.flush()
+            except (OSError, ValueError):  # a closed or broken stdout: the lines are lost
+                return written
+            written += len(lines)
+        return written
+
+    @staticmethod
+    def _render(entry: tuple) -> str:
+        created, request_id, app_id, user_id, permission, allowed, cached, policies_checked, latency, sampled = entry
+        return _LINE % (timestamp(created), "null" if request_id is None else _escape(request_id), _escape(app_id),
+                        _escape(user_id), _escape(permission), "allow" if allowed else "deny", _BOOLEAN[cached],
+                        policies_checked, round(latency * 1000, 3), _BOOLEAN[sampled])
+
+
+# The line shared.logs.JsonFormatter writes for ``logging.getLogger("iamgate.decisions")
+# .info("decision", extra=fields)``, made from a template: the writer makes thousands a
+# second on a busy sidecar, beside its checks.
+_LINE = ('{"ts": "%s", "level": "info", "logger": "iamgate.decisions", "message": "decision", "request_id": %s, '
+         '"application_id": %s, "user_id": %s, "permission": %s, "result": "%s", "cached": %s, '
+         '"policies_checked": %d, "latency_ms": %r, "sampled": %s}')
+_BOOLEAN = {True: "true", False: "false"}
