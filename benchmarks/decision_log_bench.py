@@ -1,5 +1,5 @@
 """What decision logs cost the decision service: checks per second with
-``IAMGATE_LOG_DECISIONS_SAMPLE`` at 0.01 against decision logs off (docs/performance.md,
+``IAMGATE_DECISION_LOG_SAMPLE`` at 0.01 against decision logs off (docs/performance.md,
 "Decision logs").
 
     .venv/bin/python -m benchmarks.decision_log_bench [--duration 5] [--pairs 6] [--sample 0.01]
@@ -28,7 +28,7 @@ from tests.e2e.processes import Admin, Processes, _answers, _gunicorn, free_port
 def start_sampling_service(processes: Processes, workers: int, sample: float) -> tuple:
     """A second decision service on the same control plane, logging decisions."""
     port = free_port()
-    env = {**processes.env, "IAMGATE_DECISION_PORT": str(port), "IAMGATE_LOG_DECISIONS_SAMPLE": str(sample)}
+    env = {**processes.env, "IAMGATE_DECISION_PORT": str(port), "IAMGATE_DECISION_LOG_SAMPLE": str(sample)}
     process = processes._spawn("decision-sampling", _gunicorn("decision.wsgi:create()", "127.0.0.1", port, workers),
                                env)
     url = f"http://127.0.0.1:{port}"
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run (default 5)")
     parser.add_argument("--pairs", type=int, default=6, help="alternating runs per service and kind (default 6)")
-    parser.add_argument("--sample", type=float, default=0.01, help="IAMGATE_LOG_DECISIONS_SAMPLE (default 0.01)")
+    parser.add_argument("--sample", type=float, default=0.01, help="IAMGATE_DECISION_LOG_SAMPLE (default 0.01)")
     parser.add_argument("--workers", type=int, default=2, help="decision service workers (default 2)")
     args = parser.parse_args(argv)
     results = run(args.duration, args.pairs, args.sample, args.workers)

@@ -116,14 +116,14 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     if config.multiprocess_metrics_dir:  # several gunicorn workers: /metrics answers for all of them
         metrics.share(config.multiprocess_metrics_dir)
     decision_log = None
-    if config.log_decisions_sample > 0 or config.log_decisions_denials:
-        decision_log = DecisionLog(config.log_decisions_sample, config.log_decisions_denials,
+    if config.decision_log_sample > 0 or config.decision_log_denials:
+        decision_log = DecisionLog(config.decision_log_sample, config.decision_log_denials,
                                    metrics.decision_log_drops())
     service = DecisionService(client=client, cache=cache, follower=follower, verifier=verifier, metrics=metrics,
                               clock=clock, single_application=single_application, decision_log=decision_log)
 
     request_log = RequestLog(logging.getLogger("iamgate.decision"), config.trusted_proxies,
-                             Sampling(config.decision_log_rate, config.decision_log_sample))
+                             Sampling(config.decision_request_log_rate, config.decision_request_log_sample))
     app = DecisionApp(service, Probes(follower, metrics, request_log),
                       lambda: _falcon_app(service, follower, metrics, request_log))
     if not traced:  # traced, every request goes through Falcon and its request spans

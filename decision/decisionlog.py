@@ -2,8 +2,8 @@
 "Decision logs").
 
 Opt-in, per decision (a bulk check's every permission is one): a decision is logged when
-the sample of ``IAMGATE_LOG_DECISIONS_SAMPLE`` (0 to 1, the share of decisions) takes it,
-and a denial always when ``IAMGATE_LOG_DECISIONS_DENIALS`` is true. With both off the
+the sample of ``IAMGATE_DECISION_LOG_SAMPLE`` (0 to 1, the share of decisions) takes it,
+and a denial always when ``IAMGATE_DECISION_LOG_DENIALS`` is true. With both off the
 service holds no ``DecisionLog`` and a check pays one ``is None`` test.
 
 Logging never holds up a check: the check puts a tuple on a bounded queue, or, when the

@@ -64,6 +64,18 @@ def _fraction(name, raw):
     return value
 
 
+def _decision_log_share(name, raw):
+    """IAMGATE_DECISION_LOG_SAMPLE once held the request log's one-in-N (now
+    IAMGATE_DECISION_REQUEST_LOG_SAMPLE); an old whole number says so instead of failing bare."""
+    try:
+        return _fraction(name, raw)
+    except ConfigError as exc:
+        if raw.strip().isdigit():
+            raise ConfigError(f"{exc}; the request log's one-in-N setting is now "
+                              "IAMGATE_DECISION_REQUEST_LOG_SAMPLE") from None
+        raise
+
+
 def _rate(name, raw):
     parts = raw.split("/")
     if len(parts) != 2:
@@ -207,10 +219,10 @@ _VARIABLES = {
     "DECISION_CACHE_TTL": (_integer(1), "3600"),
     "DECISION_CACHE_SIZE": (_integer(100), "100000"),
     "DECISION_MAX_STALENESS": (_integer(1), "5"),
-    "DECISION_LOG_RATE": (_integer(0), "50"),
-    "DECISION_LOG_SAMPLE": (_integer(0), "100"),
-    "LOG_DECISIONS_SAMPLE": (_fraction, "0"),
-    "LOG_DECISIONS_DENIALS": (_bool, "false"),
+    "DECISION_REQUEST_LOG_RATE": (_integer(0), "50"),
+    "DECISION_REQUEST_LOG_SAMPLE": (_integer(0), "100"),
+    "DECISION_LOG_SAMPLE": (_decision_log_share, "0"),
+    "DECISION_LOG_DENIALS": (_bool, "false"),
     "PUBLIC_URL": (_url, "http://127.0.0.1:8000"),
     "MONGODB_URI": (_mongo_uri, "memory://"),
     "SECRET_KEY": (_text, ""),
@@ -282,10 +294,10 @@ class Config:
     decision_cache_ttl: int
     decision_cache_size: int
     decision_max_staleness: int
-    decision_log_rate: int
-    decision_log_sample: int
-    log_decisions_sample: float
-    log_decisions_denials: bool
+    decision_request_log_rate: int
+    decision_request_log_sample: int
+    decision_log_sample: float
+    decision_log_denials: bool
     public_url: str
     mongodb_uri: str
     secret_key: str

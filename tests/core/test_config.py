@@ -46,13 +46,13 @@ def test_defaults_follow_the_architecture_table():
     ("IAMGATE_HEADER_TIMEOUT", "2.5"),
     ("IAMGATE_MAX_CONNECTIONS", "9"),
     ("IAMGATE_MAX_CONNECTIONS", "many"),
-    ("IAMGATE_DECISION_LOG_RATE", "-1"),
-    ("IAMGATE_DECISION_LOG_SAMPLE", "every"),
-    ("IAMGATE_LOG_DECISIONS_SAMPLE", "1.5"),
-    ("IAMGATE_LOG_DECISIONS_SAMPLE", "-0.01"),
-    ("IAMGATE_LOG_DECISIONS_SAMPLE", "nan"),
-    ("IAMGATE_LOG_DECISIONS_SAMPLE", "1%"),
-    ("IAMGATE_LOG_DECISIONS_DENIALS", "sometimes"),
+    ("IAMGATE_DECISION_REQUEST_LOG_RATE", "-1"),
+    ("IAMGATE_DECISION_REQUEST_LOG_SAMPLE", "every"),
+    ("IAMGATE_DECISION_LOG_SAMPLE", "1.5"),
+    ("IAMGATE_DECISION_LOG_SAMPLE", "-0.01"),
+    ("IAMGATE_DECISION_LOG_SAMPLE", "nan"),
+    ("IAMGATE_DECISION_LOG_SAMPLE", "1%"),
+    ("IAMGATE_DECISION_LOG_DENIALS", "sometimes"),
 ])
 def test_a_bad_value_is_a_one_line_error_naming_the_variable(name, value):
     with pytest.raises(ConfigError) as info:
@@ -132,3 +132,12 @@ def test_a_misspelled_variable_is_reported_once_with_the_closest_name(caplog):
 
 def test_every_known_variable_passes_without_a_warning():
     assert Config.from_env(env=dict(variable_names())).unknown_variables == ()
+
+
+def test_the_old_request_log_one_in_n_under_the_decision_log_name_says_where_it_moved():
+    """IAMGATE_DECISION_LOG_SAMPLE is the decision log's share (0 to 1); a deployment that
+    still sets the request log's old one-in-N there is told the new name."""
+    with pytest.raises(ConfigError, match="now IAMGATE_DECISION_REQUEST_LOG_SAMPLE") as error:
+        Config.from_env({"IAMGATE_DECISION_LOG_SAMPLE": "100"})
+    assert "\n" not in str(error.value)
+    assert Config.from_env({"IAMGATE_DECISION_LOG_SAMPLE": "0.01"}).decision_log_sample == 0.01

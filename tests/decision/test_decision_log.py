@@ -50,7 +50,7 @@ def _tenant(make_sidecar, fake_cp, *, hot: bool = True, **settings):
 
 @pytest.mark.parametrize("hot", [True, False])
 def test_sampling_everything_logs_every_check_with_its_fields(make_sidecar, fake_cp, hot):
-    app, tenant = _tenant(make_sidecar, fake_cp, hot=hot, log_decisions_sample=1.0)
+    app, tenant = _tenant(make_sidecar, fake_cp, hot=hot, decision_log_sample=1.0)
     logged = Logged(app)
     user = tenant.user_with("docs:read")
     fake_cp.set_policies(tenant.app_id, [policy("deny", ["docs:read"], {
@@ -87,7 +87,7 @@ def test_with_decision_logs_off_nothing_is_logged_and_no_metric_added(make_sidec
 
 
 def test_denials_only_logs_every_denial_and_nothing_else(make_sidecar, fake_cp):
-    app, tenant = _tenant(make_sidecar, fake_cp, log_decisions_denials=True)
+    app, tenant = _tenant(make_sidecar, fake_cp, decision_log_denials=True)
     logged = Logged(app)
     user = tenant.user_with("docs:read")
     for _ in range(3):
@@ -99,7 +99,7 @@ def test_denials_only_logs_every_denial_and_nothing_else(make_sidecar, fake_cp):
 
 
 def test_each_permission_of_a_bulk_check_is_one_decision(make_sidecar, fake_cp):
-    app, tenant = _tenant(make_sidecar, fake_cp, log_decisions_sample=1.0)
+    app, tenant = _tenant(make_sidecar, fake_cp, decision_log_sample=1.0)
     logged = Logged(app)
     user = tenant.user_with("posts:read", "comments:*")
     response = tenant.bulk({"user_id": user, "permissions": ["posts:read", "posts:write", "comments:delete"]})
@@ -135,7 +135,7 @@ class _Blocked(io.StringIO):
 
 
 def test_a_full_queue_drops_and_counts_and_never_holds_up_a_check(make_sidecar, fake_cp):
-    app, tenant = _tenant(make_sidecar, fake_cp, log_decisions_sample=1.0)
+    app, tenant = _tenant(make_sidecar, fake_cp, decision_log_sample=1.0)
     log = app.service.decision_log
     log.stream, log._queue_size = _Blocked(), 5
     user = tenant.user_with("docs:read")
@@ -152,7 +152,7 @@ def test_a_full_queue_drops_and_counts_and_never_holds_up_a_check(make_sidecar, 
 
 
 def test_decision_log_drops_are_zero_from_the_start(make_sidecar, fake_cp):
-    _, tenant = _tenant(make_sidecar, fake_cp, log_decisions_denials=True)
+    _, tenant = _tenant(make_sidecar, fake_cp, decision_log_denials=True)
     metrics = tenant.client.simulate_get("/metrics").text
     assert "# TYPE iamgate_decision_log_lines_dropped_total counter" in metrics
     assert "iamgate_decision_log_lines_dropped_total 0.0" in metrics

@@ -65,7 +65,7 @@ def test_a_check_and_a_probe_are_logged_alike_by_the_hot_path_and_falcon(make_si
         (ROUTE, 200, "127.0.0.1", app_id), (ROUTE, 401, "127.0.0.1", app_id), ("/readyz", 200, "127.0.0.1", None)]
 
 
-@pytest.mark.parametrize("sidecar_overrides", [{"decision_log_rate": 0, "decision_log_sample": 0}])
+@pytest.mark.parametrize("sidecar_overrides", [{"decision_request_log_rate": 0, "decision_request_log_sample": 0}])
 def test_logging_can_be_left_to_errors_and_slow_requests(make_sidecar, fake_cp, caplog, sidecar_overrides):
     caplog.set_level(logging.INFO, logger="iamgate")
     app = make_sidecar()

@@ -52,8 +52,8 @@
     - {name: IAMGATE_DECISION_WORKERS, value: {{ .workers | quote }}}
     - {name: IAMGATE_DECISION_MAX_STALENESS, value: {{ .maxStaleness | quote }}}
     - {name: IAMGATE_DECISION_CACHE_TTL, value: {{ .cacheTtl | quote }}}
-    - {name: IAMGATE_LOG_DECISIONS_SAMPLE, value: {{ .decisionLogs.sample | quote }}}
-    - {name: IAMGATE_LOG_DECISIONS_DENIALS, value: {{ .decisionLogs.denials | quote }}}
+    - {name: IAMGATE_DECISION_LOG_SAMPLE, value: {{ .decisionLogs.sample | quote }}}
+    - {name: IAMGATE_DECISION_LOG_DENIALS, value: {{ .decisionLogs.denials | quote }}}
     - {name: IAMGATE_CONTROL_PLANE_URL, value: {{ .controlPlaneUrl | quote }}}
     - {name: IAMGATE_PUBLIC_URL, value: {{ .publicUrl | quote }}}
     - name: IAMGATE_DECISION_API_KEY
