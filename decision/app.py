@@ -125,7 +125,7 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
     request_log = RequestLog(logging.getLogger("iamgate.decision"), config.trusted_proxies,
                              Sampling(config.decision_request_log_rate, config.decision_request_log_sample))
     app = DecisionApp(service, Probes(follower, metrics, request_log),
-                      lambda: _falcon_app(service, follower, metrics, request_log))
+                      lambda: _falcon_app(service, follower, metrics, request_log, config.metrics_token))
     if not traced:  # traced, every request goes through Falcon and its request spans
         app.hot_check = HotCheck(service, metrics, request_log)
     follower.start()
@@ -133,7 +133,7 @@ def create_app(config: Config | None = None, *, clock=None, monotonic=time.monot
 
 
 def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: DecisionMetrics,
-                request_log: RequestLog):
+                request_log: RequestLog, metrics_token: str = ""):
     import falcon
 
     from decision.openapi import OpenApiDocument
@@ -156,6 +156,6 @@ def _falcon_app(service: DecisionService, follower: ChangeFollower, metrics: Dec
     app.add_route(CHECK_BULK_ROUTE, CheckBulk(service))
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(follower))
-    app.add_route("/metrics", Metrics(metrics))
+    app.add_route("/metrics", Metrics(metrics, metrics_token))
     app.add_route("/openapi.json", OpenApiDocument())
     return app

@@ -79,8 +79,10 @@ def _ops_operations() -> dict:
                             "responses": {"200": _ok(ready), "503": _ok(ready, "Not ready"),
                                           **error_responses([])}}},
         "/metrics": {"get": {**public, "summary": "Prometheus metrics of this worker (text exposition format)",
+                             "description": "With IAMGATE_METRICS_TOKEN set, needs Authorization: Bearer <that "
+                                            "token> (401 otherwise), as the control plane's /metrics.",
                              "responses": {"200": {"description": "Success", "content": {"text/plain": {}}},
-                                           **error_responses([])}}},
+                                           **error_responses([Unauthorized])}}},
         "/openapi.json": {"get": {**public, "summary": "This OpenAPI 3.1 document",
                                   "responses": {"200": _ok({"type": "object"}), **error_responses([])}}},
     }

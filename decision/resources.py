@@ -12,7 +12,7 @@ import falcon
 from decision.hotpath import health_document, readiness_document
 from decision.service import Lookup
 from shared.checks import CHECK, CHECK_BULK, check_query
-from shared.http import read_json
+from shared.http import read_json, require_metrics_token
 
 
 class _CheckResource:
@@ -77,12 +77,15 @@ class Ready:
 
 
 class Metrics:
-    """``GET /metrics``: Prometheus text exposition of this worker."""
+    """``GET /metrics``: Prometheus text exposition of this worker; with
+    IAMGATE_METRICS_TOKEN set, only for that bearer token (as the control plane's)."""
 
-    def __init__(self, metrics):
+    def __init__(self, metrics, token: str = ""):
         self._metrics = metrics
+        self._token = token
 
     def on_get(self, req, resp):
+        require_metrics_token(req.get_header("Authorization"), self._token)
         body, content_type = self._metrics.render()
         resp.data = body
         resp.content_type = content_type

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 import logging
@@ -357,6 +358,16 @@ def bearer_token(authorization: str | None, error: type[DomainError] = Unauthori
     if scheme.lower() != "bearer" or not value.strip():
         raise error("The Authorization header must be 'Bearer <token>'.")
     return value.strip()
+
+
+def require_metrics_token(authorization: str | None, token: str) -> None:
+    """``GET /metrics`` of either service: with IAMGATE_METRICS_TOKEN set (``token``) the
+    request must present exactly that bearer token, compared in constant time; 401 otherwise."""
+    if not token:
+        return
+    presented = bearer_token(authorization) or ""
+    if not hmac.compare_digest(presented.encode("utf-8"), token.encode("utf-8")):
+        raise Unauthorized("/metrics needs the metrics token (IAMGATE_METRICS_TOKEN).")
 
 
 def no_store(resp) -> None:

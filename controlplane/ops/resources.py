@@ -1,14 +1,13 @@
 """HTTP resources of operations: health, readiness, metrics and OpenAPI."""
 from __future__ import annotations
 
-import hmac
-
 import falcon
 
-from controlplane.auth import PUBLIC, bearer_token
+from controlplane.auth import PUBLIC
 from controlplane.openapi import build_document, op
 from controlplane.resource import Resource
 from shared.errors import Unauthorized
+from shared.http import require_metrics_token
 
 
 class Health(Resource):
@@ -67,10 +66,7 @@ class Metrics(Resource):
         self.token = token
 
     def on_get(self, req, resp):
-        if self.token:
-            presented = bearer_token(req) or ""
-            if not hmac.compare_digest(presented.encode("utf-8"), self.token.encode("utf-8")):
-                raise Unauthorized("/metrics needs the metrics token (IAMGATE_METRICS_TOKEN).")
+        require_metrics_token(req.get_header("Authorization"), self.token)
         body, content_type = self.metrics.render()
         resp.data = body
         resp.content_type = content_type
