@@ -264,7 +264,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                     retention_seconds=config.webhook_delivery_retention,
                                     on_dispatched=webhook_worker.wake)
     webhooks = WebhookServices(
-        management=WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES),
+        management=WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES,
+                                  retention_seconds=config.webhook_delivery_retention,
+                                  on_queued=webhook_worker.wake),
         dispatcher=webhook_dispatcher, worker=webhook_worker)
     startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker)
 

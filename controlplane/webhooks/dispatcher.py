@@ -19,7 +19,7 @@ import logging
 import threading
 from datetime import timedelta
 
-from controlplane.webhooks.store import WebhookStore, delivery_id
+from controlplane.webhooks.store import WebhookStore, delivery_id, new_event_delivery
 from shared.timeutil import isoformat
 
 log = logging.getLogger("iamgate.webhooks")
@@ -83,23 +83,9 @@ class Dispatcher:
             for webhook in self.store.subscribers(event.app_id, event.type, event.seq):
                 body = body or payload(event)
                 now = self._clock()
-                created += self.store.insert_delivery({
-                    "_id": delivery_id(webhook["_id"], event.seq),
-                    "app_id": event.app_id,
-                    "webhook_id": webhook["_id"],
-                    "event_seq": event.seq,
-                    "event": event.type,
-                    "body": body,
-                    "status": "pending",
-                    "lease": None,
-                    "attempts": 0,
-                    "retry_count": 0,
-                    "response_status": None,
-                    "delivered_at": None,
-                    "last_error": None,
-                    "created_at": now,
-                    "expires_at": now + self._retention,
-                })
+                created += self.store.insert_delivery(new_event_delivery(
+                    delivery_id(webhook["_id"], event.seq), event.app_id, webhook["_id"], event.seq, event.type,
+                    body, now=now, expires_at=now + self._retention))
             # Persisted only for deliverable kinds: replaying internal events after a crash is free.
             self._advance(event.seq, persist=True)
         else:

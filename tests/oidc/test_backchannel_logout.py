@@ -1,8 +1,8 @@
 """OIDC Back-Channel Logout 1.0: logout (RP-initiated and V1), DELETE sessions (all, or
 one), suspension and deletion POST a signed logout_token to the client's
-backchannel_logout_uri, as deliveries of the webhook queue in MongoDB (target rules, retries logged, a restart loses none).  The
-token is verified with joserfc, a JOSE library independent of the one that signs it
-(PyJWT)."""
+backchannel_logout_uri, as deliveries of the webhook queue in MongoDB (target rules,
+retries logged, a restart loses none).  The token is verified with joserfc, a JOSE
+library independent of the one that signs it (PyJWT)."""
 import logging
 from urllib.parse import parse_qs
 
