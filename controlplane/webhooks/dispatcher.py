@@ -4,9 +4,10 @@
 
 It is a ``Tailer`` consumer: ``on_event`` runs on the tailer's thread for every event,
 in seq order.  For an event of a deliverable kind it writes one delivery per active
-webhook of the application subscribed to that kind; the unique index on
-(webhook_id, event_seq) makes a second dispatch of the same event (a restart, or two
-dispatching processes) a no-op.  The last seq handled is persisted, so after a restart
+webhook of the application subscribed to that kind; its id, derived from
+(webhook_id, event_seq) (``store.delivery_id``), makes a second dispatch of the same event
+(a restart, or two dispatching processes) a no-op.  (A redelivery, asked for by hand,
+has an id of its own: ``WebhookService.redeliver``.)  The last seq handled is persisted, so after a restart
 ``catch_up`` replays what the process missed from there.
 
 Deliverable kinds are a constructor argument (the spec's catalogue): new kinds need no
