@@ -264,7 +264,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                     retention_seconds=config.webhook_delivery_retention,
                                     on_dispatched=webhook_worker.wake)
     webhooks = WebhookServices(
-        management=WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES),
+        management=WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES,
+                                  retention_seconds=config.webhook_delivery_retention,
+                                  on_queued=webhook_worker.wake),
         dispatcher=webhook_dispatcher, worker=webhook_worker)
     startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker)
 
@@ -292,7 +294,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.
     one_time_tokens = OneTimeTokenStore(store)
-    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens,
+    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens, oidc_connections,
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)

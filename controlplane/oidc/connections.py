@@ -15,8 +15,8 @@ user's or a session's grants, and the GDPR export.  It emits the connection even
   refresh_token_reused, consent_withdrawn, user_inactive);
 - ``connection.revoked`` {user_id, client_id, reason, grants_revoked} when grants of the
   connection are revoked (reason: revoked, consent_withdrawn, logout, code_reused,
-  refresh_token_reused, user_inactive, and for every grant of the user: password_reset,
-  sessions_revoked, suspended, user_deleted).
+  refresh_token_reused, user_inactive, session_revoked for the grants of one session, and
+  for every grant of the user: password_reset, sessions_revoked, suspended, user_deleted).
 
 A machine client (the client credentials grant) has one connection: the client's own,
 with no user.  The first token issued to the client creates it (``connection.created``
@@ -162,7 +162,9 @@ class ConnectionService:
         return True
 
     def revoke_session(self, app_id: str, user_id: str, session_id: str, *, reason: str = "logout") -> int:
-        """Revoke the OIDC refresh tokens issued under one login session (RP-initiated logout)."""
+        """Revoke the OIDC grants made in one login session (its refresh tokens, and its
+        access tokens at userinfo and introspection): RP-initiated logout, V1 logout and
+        ``DELETE V1/users/{userId}/sessions/{sessionId}``."""
         return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id, session_id=session_id).values())
 
     def _revoke(self, app_id: str, now, reason: str, **match) -> Counter:

@@ -140,8 +140,9 @@ class SelfService:
 
     def revoke_session(self, app_id: str, user_id: str, session_id: str) -> None:
         """Revoke one session of the user: its refresh token stops working at once, access
-        tokens issued under it stay valid until they expire (spec).  404 SESSION_NOT_FOUND
-        when unknown, another user's, expired or already revoked."""
+        tokens issued under it stay valid until they expire (spec); the OIDC grants made
+        in it end.  404 SESSION_NOT_FOUND when unknown, another user's, expired or already
+        revoked."""
         if not is_uuid(session_id) or not self.user_sessions.revoke_one(
                 app_id, user_id, session_id.lower(), reason="revoked_by_user"):
             raise SessionNotFound(session_id)

@@ -21,6 +21,7 @@ import logging
 from dataclasses import KW_ONLY, InitVar, dataclass
 
 from controlplane.events import EventLog
+from controlplane.oidc.connections import ConnectionService
 from controlplane.tokens import TokenService
 from controlplane.users.errors import RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
@@ -38,6 +39,8 @@ class SessionService:
     events: EventLog
     clock: Clock
     tokens: TokenService
+    # A relying party's sign-in made in a session ends with it (its OIDC grants carry the session id).
+    oauth_connections: ConnectionService
     _: KW_ONLY
     secret_key: InitVar[str]
     refresh_token_ttl: int
@@ -155,16 +158,18 @@ class SessionService:
             and aware(session["expires_at"]) > self.clock()
 
     def logout(self, app_id: str, refresh_token: str, *, user_id: str | None) -> bool:
-        """Revoke the session of ``refresh_token``.  A user may only revoke their own
-        sessions (``user_id``); an API key (``user_id`` None) any of its application.
-        Unknown, foreign or already revoked tokens change nothing, and the caller is
-        not told which (no oracle)."""
+        """Revoke the session of ``refresh_token`` and the OIDC grants made in it.  A user
+        may only revoke their own sessions (``user_id``); an API key (``user_id`` None)
+        any of its application.  Unknown, foreign or already revoked tokens change
+        nothing, and the caller is not told which (no oracle)."""
         presented = digest(refresh_token)
         session = (self.sessions.by_current(app_id, presented) or self.sessions.by_previous(app_id, presented)
                    or self.sessions.by_rotated(app_id, presented))
         if session is None or (user_id is not None and session["user_id"] != user_id):
             return False
-        return self.sessions.revoke(app_id, session["_id"], self.clock(), "logout")
+        revoked = self.sessions.revoke(app_id, session["_id"], self.clock(), "logout")
+        self._end_oidc_grants(app_id, session["user_id"], session["_id"], reason="logout")
+        return revoked
 
     def active(self, app_id: str, user_id: str) -> list[dict]:
         """The user's live sessions, newest first, without their token digests."""
@@ -175,9 +180,17 @@ class SessionService:
         return self.sessions.all_for_user(app_id, user_id)
 
     def revoke_one(self, app_id: str, user_id: str, session_id: str, *, reason: str) -> bool:
-        """Revoke one live session of this user; False for a session of another user, a
-        revoked or an expired one (left alone)."""
-        return self.sessions.revoke_live(app_id, user_id, session_id, self.clock(), reason)
+        """Revoke one live session of this user and the OIDC grants made in it; False for
+        a session of another user, a revoked or an expired one (left alone)."""
+        revoked = self.sessions.revoke_live(app_id, user_id, session_id, self.clock(), reason)
+        self._end_oidc_grants(app_id, user_id, session_id, reason="session_revoked")
+        return revoked
+
+    def _end_oidc_grants(self, app_id: str, user_id: str, session_id: str, *, reason: str) -> None:
+        # After the session's own revocation, and even when it was revoked already: a
+        # crash between the two writes is finished by the next request.  Matching on the
+        # user too keeps another user's session id from reaching anyone else's grants.
+        self.oauth_connections.revoke_session(app_id, user_id, session_id, reason=reason)
 
     def revoke_user(self, app_id: str, user_id: str, *, reason: str = "revoked", keep: str | None = None,
                     now=None) -> int:

@@ -4,9 +4,10 @@
 
 It is a ``Tailer`` consumer: ``on_event`` runs on the tailer's thread for every event,
 in seq order.  For an event of a deliverable kind it writes one delivery per active
-webhook of the application subscribed to that kind; the unique index on
-(webhook_id, event_seq) makes a second dispatch of the same event (a restart, or two
-dispatching processes) a no-op.  The last seq handled is persisted, so after a restart
+webhook of the application subscribed to that kind; its id, derived from
+(webhook_id, event_seq) (``store.delivery_id``), makes a second dispatch of the same event
+(a restart, or two dispatching processes) a no-op.  (A redelivery, asked for by hand,
+has an id of its own: ``WebhookService.redeliver``.)  The last seq handled is persisted, so after a restart
 ``catch_up`` replays what the process missed from there.
 
 Deliverable kinds are a constructor argument (the spec's catalogue): new kinds need no
@@ -19,7 +20,7 @@ import logging
 import threading
 from datetime import timedelta
 
-from controlplane.webhooks.store import WebhookStore, delivery_id
+from controlplane.webhooks.store import WebhookStore, delivery_id, new_event_delivery
 from shared.timeutil import isoformat
 
 log = logging.getLogger("iamgate.webhooks")
@@ -83,23 +84,9 @@ class Dispatcher:
             for webhook in self.store.subscribers(event.app_id, event.type, event.seq):
                 body = body or payload(event)
                 now = self._clock()
-                created += self.store.insert_delivery({
-                    "_id": delivery_id(webhook["_id"], event.seq),
-                    "app_id": event.app_id,
-                    "webhook_id": webhook["_id"],
-                    "event_seq": event.seq,
-                    "event": event.type,
-                    "body": body,
-                    "status": "pending",
-                    "lease": None,
-                    "attempts": 0,
-                    "retry_count": 0,
-                    "response_status": None,
-                    "delivered_at": None,
-                    "last_error": None,
-                    "created_at": now,
-                    "expires_at": now + self._retention,
-                })
+                created += self.store.insert_delivery(new_event_delivery(
+                    delivery_id(webhook["_id"], event.seq), event.app_id, webhook["_id"], event.seq, event.type,
+                    body, now=now, expires_at=now + self._retention))
             # Persisted only for deliverable kinds: replaying internal events after a crash is free.
             self._advance(event.seq, persist=True)
         else:

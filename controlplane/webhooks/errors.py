@@ -1,9 +1,21 @@
 """Errors of webhooks (spec "Webhooks", "Errors"; docs/webhooks.md, docs/errors.md)."""
-from shared.errors import BadRequest, NotFound
+from shared.errors import BadRequest, Conflict, NotFound
 
 
 class WebhookNotFound(NotFound, code="WEBHOOK_NOT_FOUND", message="Webhook not found.", detail_names=("webhook_id",)):
     """No webhook with this id in the application."""
+
+
+class WebhookDeliveryNotFound(NotFound, code="WEBHOOK_DELIVERY_NOT_FOUND", message="Webhook delivery not found.",
+                              detail_names=("webhook_id", "delivery_id")):
+    """No delivery of an event with this id to this webhook (another webhook's, another
+    application's, one of another kind, or one past its retention)."""
+
+
+class WebhookInactive(Conflict, code="WEBHOOK_INACTIVE",
+                      message="The webhook is disabled; enable it (PUT is_active: true) before redelivering.",
+                      detail_names=("webhook_id",)):
+    """A redelivery to a webhook that is not active: the worker would cancel it unsent."""
 
 
 class WebhookTargetForbidden(BadRequest, code="WEBHOOK_TARGET_FORBIDDEN",

@@ -6,7 +6,13 @@ from controlplane.auth import permission
 from controlplane.openapi import op
 from controlplane.resource import ManagedCollection, ManagedItem, Resource
 from controlplane.webhooks import schemas
-from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound, WebhookTargetForbidden
+from controlplane.webhooks.errors import (
+    WebhookDeliveryNotFound,
+    WebhookEventUnsupported,
+    WebhookInactive,
+    WebhookNotFound,
+    WebhookTargetForbidden,
+)
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
 from shared.errors import PermissionMissing, ValidationFailed
 from shared.http import no_store, respond
@@ -71,3 +77,20 @@ class WebhookDeliveries(Resource):
 
     def on_get(self, req, resp, applicationId, webhookId):
         respond(resp, [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)])
+
+
+class WebhookRedelivery(Resource):
+    access = {"POST": MANAGE}
+    docs = {
+        "POST": op("Send a logged delivery's event again, as a new delivery", ok=202, response=schemas.DELIVERY,
+                   description="Queues the same event with the same body under a new delivery id (the "
+                               "X-Service-Delivery-Id and webhook-id), signed afresh at each attempt with the "
+                               "webhook's current secret; redelivery_of names the delivery it repeats.",
+                   errors=[*_ITEM_ERRORS, WebhookDeliveryNotFound, WebhookInactive]),
+    }
+
+    def __init__(self, webhooks: WebhookService):
+        self.webhooks = webhooks
+
+    def on_post(self, req, resp, applicationId, webhookId, deliveryId):
+        respond(resp, serialize_delivery(self.webhooks.redeliver(applicationId, webhookId, deliveryId)), status=202)

@@ -53,19 +53,20 @@ WEBHOOK_WITH_SECRET = {
 
 WEBHOOK_LIST = {"type": "array", "items": WEBHOOK}
 
-DELIVERY_LIST = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "properties": {
-            "id": {**ID, "description": "the X-Service-Delivery-Id, the same on every attempt"},
-            "webhook_id": ID,
-            "event": {"type": "string"},
-            "status": {"type": "string", "enum": ["pending", "delivered", "failed", "cancelled"]},
-            "response_status": {"type": ["integer", "null"]},
-            "delivered_at": NULLABLE_TIME,
-            "retry_count": {"type": "integer", "description": "retries made (0 after the first attempt)"},
-            "created_at": TIME,
-        },
+DELIVERY = {
+    "type": "object",
+    "properties": {
+        "id": {**ID, "description": "the X-Service-Delivery-Id and webhook-id, the same on every attempt"},
+        "webhook_id": ID,
+        "event": {"type": "string"},
+        "status": {"type": "string", "enum": ["pending", "delivered", "failed", "cancelled"]},
+        "response_status": {"type": ["integer", "null"]},
+        "delivered_at": NULLABLE_TIME,
+        "retry_count": {"type": "integer", "description": "retries made (0 after the first attempt)"},
+        "created_at": TIME,
+        "redelivery_of": {"type": ["string", "null"], "format": "uuid",
+                          "description": "the delivery this one sends again (POST .../redeliver); null otherwise"},
     },
 }
+
+DELIVERY_LIST = {"type": "array", "items": DELIVERY}

@@ -1,22 +1,33 @@
 """Webhook management: the spec's Webhook resource under V1/webhooks, the secret
-rotation (``rotate-secret`` returns the new secret once: docs/webhooks.md) and the
-delivery log (the 50 newest Webhook deliveries, newest first).
+rotation (``rotate-secret`` returns the new secret once: docs/webhooks.md), the
+delivery log (the 50 newest Webhook deliveries, newest first) and redelivery (a logged
+delivery's event queued again, docs/webhooks.md "Redelivery").
 
 The secret (``signing.new_secret``, the Standard Webhooks form) is generated here, shown
 once, and stored encrypted with ``SecretBox``: the delivery worker needs it back to sign.
 """
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass
+import logging
+from collections.abc import Callable
+from dataclasses import KW_ONLY, InitVar, dataclass
+from datetime import timedelta
 
 from controlplane.events import EventLog
-from controlplane.webhooks.errors import WebhookEventUnsupported, WebhookNotFound
+from controlplane.webhooks.errors import (
+    WebhookDeliveryNotFound,
+    WebhookEventUnsupported,
+    WebhookInactive,
+    WebhookNotFound,
+)
 from controlplane.webhooks.signing import new_secret
-from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.store import WebhookStore, new_event_delivery
 from controlplane.webhooks.targets import TargetPolicy
 from shared.crypto import SecretBox
 from shared.ids import is_uuid, new_id
 from shared.timeutil import Clock, isoformat
+
+log = logging.getLogger("iamgate.webhooks")
 
 DELIVERY_LOG_SIZE = 50
 
@@ -29,6 +40,9 @@ class WebhookService:
     events: EventLog
     clock: Clock
     event_kinds: InitVar[tuple[str, ...]]
+    _: KW_ONLY
+    retention_seconds: int  # IAMGATE_WEBHOOK_DELIVERY_RETENTION, for the deliveries queued here
+    on_queued: Callable[[], None] = lambda: None  # wakes this process's delivery worker
 
     def __post_init__(self, event_kinds):
         self._kinds = tuple(event_kinds)
@@ -106,6 +120,30 @@ class WebhookService:
         webhook = self.get(app_id, webhook_id)
         return self.store.recent_deliveries(app_id, webhook["_id"], DELIVERY_LOG_SIZE)
 
+    def redeliver(self, app_id: str, webhook_id: str, delivery_id: str) -> dict:
+        """Queue the event of a logged delivery again, as a new delivery: the same event and
+        body, a new id (so a receiver that drops ids it has seen takes it), signed afresh
+        at each attempt like any delivery, and ``redelivery_of`` naming the delivery it
+        repeats.  404 WEBHOOK_NOT_FOUND, 404 WEBHOOK_DELIVERY_NOT_FOUND, 409
+        WEBHOOK_INACTIVE (the worker would cancel it unsent)."""
+        webhook = self.get(app_id, webhook_id)
+        original = (self.store.find_event_delivery(app_id, webhook["_id"], delivery_id.lower())
+                    if is_uuid(delivery_id) else None)
+        if original is None:
+            raise WebhookDeliveryNotFound(webhook_id, delivery_id)
+        if not webhook["is_active"]:
+            raise WebhookInactive(webhook_id)
+        now = self.clock()
+        delivery = new_event_delivery(new_id(), app_id, webhook["_id"], original["event_seq"], original["event"],
+                                      original["body"], now=now, redelivery_of=original["_id"],
+                                      expires_at=now + timedelta(seconds=self.retention_seconds))
+        self.store.insert_delivery(delivery)
+        log.info("webhook redelivery queued", extra={"app_id": app_id, "webhook_id": webhook["_id"],
+                                                     "delivery_id": delivery["_id"], "redelivery_of": original["_id"],
+                                                     "event": original["event"]})
+        self.on_queued()
+        return delivery
+
     def _check_events(self, events: list[str]) -> list[str]:
         unsupported = [e for e in events if e not in self._kinds]
         if unsupported:
@@ -124,7 +162,7 @@ def serialize_webhook(doc: dict, secret: str | None = None) -> dict:
 
 
 def serialize_delivery(doc: dict) -> dict:
-    """The spec's Webhook delivery, plus ``status`` and ``webhook_id``."""
+    """The spec's Webhook delivery, plus ``status``, ``webhook_id`` and ``redelivery_of``."""
     return {
         "id": doc["_id"],
         "webhook_id": doc["webhook_id"],
@@ -134,4 +172,5 @@ def serialize_delivery(doc: dict) -> dict:
         "delivered_at": isoformat(doc.get("delivered_at")),
         "retry_count": doc.get("retry_count", 0),
         "created_at": isoformat(doc["created_at"]),
+        "redelivery_of": doc.get("redelivery_of"),
     }

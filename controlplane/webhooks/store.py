@@ -10,7 +10,9 @@ deletes its webhooks, queue entries and deliveries with the rest of its document
   second one, never duplicates: {_id (the X-Service-Delivery-Id), app_id, webhook_id,
   event_seq, event, body (the exact JSON text sent, the same on every attempt), status
   (pending, delivered, failed, cancelled), lease (token of the current claim or None),
-  attempts, retry_count, response_status, delivered_at, last_error, created_at, expires_at}.
+  attempts, retry_count, response_status, delivered_at, last_error, created_at, expires_at,
+  and ``redelivery_of``, the delivery a redelivery repeats}.  A redelivery (``POST
+  .../deliveries/{id}/redeliver``) has a random ``_id``: the same event sent again.
   A delivery of another kind (``kind``, e.g. ``back-channel``: an OIDC back-channel
   logout) has a random ``_id``, ``webhook_id`` None, its target ``url`` and what its
   kind needs to build each attempt's body instead of ``body`` and ``event_seq``.
@@ -62,6 +64,17 @@ INDEXES = {
 _CURSOR = "cursor"
 _DELIVERY_IDS = uuid.UUID("6f0c1c8e-4f4e-4d0b-9a57-2b1f3c0d9e11")  # namespace of delivery ids
 _CLAIM_TRIES = 20
+
+
+def new_event_delivery(delivery_id: str, app_id: str, webhook_id: str, event_seq: int, event: str, body: str, *,
+                       now, expires_at, redelivery_of: str | None = None) -> dict:
+    """A new pending delivery record of a webhook's event."""
+    return {
+        "_id": delivery_id, "app_id": app_id, "webhook_id": webhook_id, "event_seq": event_seq, "event": event,
+        "body": body, "status": "pending", "lease": None, "attempts": 0, "retry_count": 0, "response_status": None,
+        "delivered_at": None, "last_error": None, "created_at": now, "expires_at": expires_at,
+        "redelivery_of": redelivery_of,
+    }
 
 
 def delivery_id(webhook_id: str, event_seq: int) -> str:
@@ -175,6 +188,12 @@ class WebhookStore(AppCollection):
 
     def get_delivery(self, delivery_id: str) -> dict | None:
         return self._deliveries.find_one({"_id": delivery_id})
+
+    def find_event_delivery(self, app_id: str, webhook_id: str, delivery_id: str) -> dict | None:
+        """The delivery of an event to this webhook of this application (never one of
+        another kind, another webhook or another application)."""
+        return self._deliveries.find_one({"_id": delivery_id, "app_id": app_id, "webhook_id": webhook_id,
+                                          "kind": None})
 
     # --- dispatcher cursor
 

@@ -1,8 +1,8 @@
-"""OIDC Back-Channel Logout 1.0: logout, DELETE sessions, suspension and deletion POST a
-signed logout_token to the client's backchannel_logout_uri, as deliveries of the
-webhook queue in MongoDB (target rules, retries logged, a restart loses none).  The
-token is verified with joserfc, a JOSE library independent of the one that signs it
-(PyJWT)."""
+"""OIDC Back-Channel Logout 1.0: logout (RP-initiated and V1), DELETE sessions (all, or
+one), suspension and deletion POST a signed logout_token to the client's
+backchannel_logout_uri, as deliveries of the webhook queue in MongoDB (target rules,
+retries logged, a restart loses none).  The token is verified with joserfc, a JOSE
+library independent of the one that signs it (PyJWT)."""
 import logging
 from urllib.parse import parse_qs
 
@@ -12,6 +12,7 @@ from joserfc.jwk import KeySet
 
 from controlplane.app import create_app
 from tests.conftest import make_config
+from tests.plugins.users import users_url
 from tests.selfservice.conftest import self_url
 from tests.webhooks.conftest import Receiver
 
@@ -92,7 +93,21 @@ def delete(client, ctx, application, user_token):
     ctx.selfservice.delete_account(application["_id"], user_token.user["id"])
 
 
-@pytest.mark.parametrize("end", [revoke_all, suspend, delete])
+def log_out(client, ctx, application, user_token):
+    response = client.simulate_post(users_url(application, "/logout"), json={"refresh_token": user_token.refresh_token},
+                                    headers=user_token.headers)
+    assert response.status_code == 204, response.text
+
+
+def revoke_the_session(client, ctx, application, user_token):
+    sid = jwt.decode(user_token.access_token, KeySet.import_key_set(
+        client.simulate_get("/.well-known/jwks.json").json)).claims["sid"]
+    response = client.simulate_delete(self_url(application, user_token.user["id"], f"/sessions/{sid}"),
+                                      headers=user_token.headers)
+    assert response.status_code == 204, response.text
+
+
+@pytest.mark.parametrize("end", [revoke_all, suspend, delete, log_out, revoke_the_session])
 def test_every_end_of_the_users_sign_ins_sends_one(client, ctx, application, issue_tokens, user_token, rp,
                                                    oidc_client, receiver, end):
     issue_tokens(user_token, rp)

@@ -1,5 +1,6 @@
 """Account recovery ends what a relying party holds: a password reset, ``DELETE
-V1/users/{userId}/sessions``, a suspension and a deletion revoke the user's OIDC grants.
+V1/users/{userId}/sessions``, a suspension and a deletion revoke the user's OIDC grants;
+a V1 logout and ``DELETE V1/users/{userId}/sessions/{sessionId}`` those made in that session.
 Their refresh tokens are refused at the token endpoint, and their access tokens (which
 name their grant, ``grant_id``) at userinfo (401 ``invalid_token``) and introspection
 (``{"active": false}``): at once in the worker that made the change, at the next tailer
@@ -147,6 +148,50 @@ def test_other_users_grants_are_untouched(client, app_doc, rp, victim, stolen, i
     bystander = issue_tokens(make_user_token(app_doc), rp)
     recovery[1]()
     assert userinfo(client, bystander["access_token"]).status_code == 200
+
+
+# ---------------------------------------------------------------- one session's end
+
+
+def session_of(user: UserToken) -> str:
+    return jwt.decode(user.access_token, options={"verify_signature": False})["sid"]
+
+
+def log_out(client, app, user: UserToken):
+    response = client.simulate_post(users_url(app, "/logout"), json={"refresh_token": user.refresh_token},
+                                    headers=user.headers)
+    assert response.status_code == 204, response.text
+
+
+def revoke_the_session(client, app, user: UserToken):
+    response = client.simulate_delete(users_url(app, f"/{user.user['id']}/sessions/{session_of(user)}"),
+                                      headers=user.headers)
+    assert response.status_code == 204, response.text
+
+
+SESSION_ENDS = {"logout": log_out, "session_revoked": revoke_the_session}
+
+
+@pytest.mark.parametrize("reason", sorted(SESSION_ENDS))
+def test_ending_one_session_ends_its_grants_only(client, ctx, app_doc, rp, victim, stolen, refresh_grant,  # noqa: F811
+                                                 issue_tokens, login, reason):  # noqa: F811
+    """The relying party's sign-in made in the session ends with it; one made in another
+    session of the same user (another device) keeps working."""
+    pair = login(app_doc, victim.user["email"], victim.password)
+    other_device = UserToken(victim.user, victim.password, pair["access_token"], pair["refresh_token"])
+    assert session_of(other_device) != session_of(victim)
+    kept = issue_tokens(other_device, rp)
+    assert userinfo(client, stolen["access_token"]).status_code == 200  # the grant's state is now cached
+    SESSION_ENDS[reason](client, app_doc, victim)
+    assert_refused_at_userinfo(userinfo(client, stolen["access_token"]))
+    assert introspect(client, rp, stolen["access_token"]) == {"active": False}
+    assert_oauth_error(refresh_grant(rp, stolen["refresh_token"]), "invalid_grant")
+    assert userinfo(client, kept["access_token"]).status_code == 200
+    assert introspect(client, rp, kept["access_token"])["active"] is True
+    assert refresh_grant(rp, kept["refresh_token"]).status_code == 200
+    revoked = [e["data"] for e in events_of(ctx, "connection.revoked", victim.user["id"])]
+    assert revoked == [{"user_id": victim.user["id"], "client_id": rp["client_id"], "reason": reason,
+                        "grants_revoked": 1}]
 
 
 # ---------------------------------------------------------------- the grant's state in the lookup cache

@@ -323,7 +323,7 @@ def test_delivery_log_order_and_fields(ctx, clock, client, manager, hooks_url, m
     log = resp.json["data"]
     assert len(log) == 50
     assert set(log[0]) == {"id", "webhook_id", "event", "status", "response_status", "delivered_at", "retry_count",
-                           "created_at"}
+                           "created_at", "redelivery_of"}
     created = [d["created_at"] for d in log]
     assert created == sorted(created, reverse=True)
     seqs = [ctx.store["webhook_deliveries"].find_one({"_id": d["id"]})["event_seq"] for d in log]

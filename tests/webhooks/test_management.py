@@ -97,6 +97,7 @@ def test_rotate_secret_answers_200_with_a_new_secret_once(client, manager, hooks
 
 @pytest.mark.parametrize("method, suffix", [
     ("GET", ""), ("PUT", ""), ("DELETE", ""), ("GET", "/deliveries"), ("POST", "/rotate-secret"),
+    ("POST", f"/deliveries/{UNKNOWN}/redeliver"),
 ])
 @pytest.mark.parametrize("webhook_id", [UNKNOWN, "not-a-uuid"])
 def test_unknown_webhook_is_404(client, manager, hooks_url, method, suffix, webhook_id):
