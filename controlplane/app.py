@@ -14,6 +14,7 @@ import falcon
 
 from controlplane import events as events_module
 from controlplane.abac import routes as abac_routes
+from controlplane.audit.context import AuditMiddleware
 from controlplane.auth import AuthMiddleware
 from controlplane.authz import resources as authz_resources
 from controlplane.authz import routes as authz_routes
@@ -120,6 +121,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
             JsonBodyMiddleware(),
             services.password_work,
             auth,
+            AuditMiddleware(config.trusted_proxies),  # after auth: the principal is the actor
             CorsMiddleware(services.oidc.clients),  # the OIDC endpoints browser apps call
         ],
     )

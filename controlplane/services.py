@@ -20,6 +20,8 @@ from controlplane.apikeys.service import ApiKeyService
 from controlplane.apikeys.store import ApiKeyStore
 from controlplane.applications.service import ApplicationService
 from controlplane.applications.store import ApplicationStore
+from controlplane.audit.service import AuditLog
+from controlplane.audit.store import AuditStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService, export_cache_counts
 from controlplane.dashboard.access import DashboardAccess
@@ -155,6 +157,7 @@ class Services:
     box: SecretBox
     metrics: HttpMetrics
     events: EventLog
+    audit: AuditLog
     tailer: Tailer
     keys: SigningKeys
     tokens: TokenService
@@ -189,7 +192,10 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     box = SecretBox(config.secret_key)
     metrics = HttpMetrics("iamgate", multiprocess_dir=config.multiprocess_metrics_dir, local_store=store.is_memory,
                           service="controlplane")
-    events = EventLog(store, clock)
+    application_store = ApplicationStore(store)
+    events = EventLog(store, clock, organization_of=application_store.organization_of,
+                      retention_days=config.audit_retention_days)
+    audit = AuditLog(AuditStore(store, events.records), events)
     tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
     keys = SigningKeys(store, box, clock,
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
@@ -203,7 +209,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, threshold=config.lockout_threshold,
                                    lock_seconds=config.lockout_seconds)
 
-    applications = ApplicationService(ApplicationStore(store), events, clock)
+    applications = ApplicationService(application_store, events, clock)
     api_keys = ApiKeyService(ApiKeyStore(store), events, clock)
     for credential_cache in (applications.apply_event, api_keys.apply_event):  # per-worker lookup caches
         events.listen(credential_cache)
@@ -324,7 +330,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                               oidc_connections, rate_limit_export=config.rate_limit_export)
 
     return Services(
-        config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer, keys=keys,
+        config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, audit=audit, tailer=tailer,
+        keys=keys,
         tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, password_work=password_work,
         mailer=mailer, hasher=hasher, pages=pages, password_guard=password_guard, authenticator=authenticator,
         startup=startup, applications=applications, api_keys=api_keys, dashboard=dashboard, roles=roles,
