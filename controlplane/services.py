@@ -195,7 +195,6 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     application_store = ApplicationStore(store)
     events = EventLog(store, clock, organization_of=application_store.organization_of,
                       retention_days=config.audit_retention_days)
-    audit = AuditLog(AuditStore(store, events.records), events)
     tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
     keys = SigningKeys(store, box, clock,
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
@@ -227,6 +226,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
     dashboard_applications = OrganizationApplications(dashboard_store, dashboard_access, applications,
                                                       max_applications=config.max_applications_per_organization)
+    audit = AuditLog(AuditStore(store, events.records), events, dashboard_access)
     dashboard = DashboardServices(sessions=dashboard_sessions, access=dashboard_access, accounts=dashboard_accounts,
                                   organizations=dashboard_organizations, applications=dashboard_applications)
 

@@ -12,18 +12,24 @@ import binascii
 from datetime import UTC, datetime, timedelta
 
 from controlplane.audit.store import AuditStore
+from controlplane.dashboard.access import WRITE_ROLES
+from controlplane.dashboard.errors import OrganizationNotFound, RoleCannotWrite
 from shared.errors import ValidationFailed
+from shared.http import dumps
+from shared.ids import is_uuid
 from shared.timeutil import isoformat
 
-RESULTS = ("success", "failure")
+APPLICATION, ORGANIZATION = "app_id", "organization_id"  # the two scopes a listing has
+EXPORT_CHUNK = 64 * 1024  # bytes of NDJSON lines sent as one write
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
 class AuditLog:
-    def __init__(self, store: AuditStore, events):
+    def __init__(self, store: AuditStore, events, dashboard_access):
         self.store = store
         self._events = events
+        self._access = dashboard_access
 
     def record(self, action: str, *, result: dict, target: dict, data: dict | None = None,
                application_id: str | None = None, organization_id: str | None = None, actor: dict | None = None) -> int:
@@ -39,6 +45,16 @@ class AuditLog:
         return self._events.record(action, result=result, target=target, data=data, app_id=application_id,
                                    organization_id=organization_id, actor=actor)
 
+    def organization_scope(self, account_id: str, organization_id: str) -> str:
+        """The organization whose records ``account_id`` may read: its owners and admins
+        only (404 NOT_FOUND for a non-member, 403 for members and viewers)."""
+        role = self._access.role_in(organization_id, account_id) if is_uuid(organization_id) else None
+        if role is None:
+            raise OrganizationNotFound(organization_id)
+        if role not in WRITE_ROLES:
+            raise RoleCannotWrite(role, "read the audit log", WRITE_ROLES)
+        return organization_id
+
     def page(self, scope: str, scope_id: str, filters: dict, cursor: str | None,
              limit: int) -> tuple[list[dict], str | None]:
         """One page, newest first, and the cursor of the next (None: the last page)."""
@@ -48,9 +64,19 @@ class AuditLog:
         return [serialize(d) for d in docs], encode_cursor(docs[-1]) if more else None
 
     def export(self, scope: str, scope_id: str, filters: dict):
-        """Every matching record, serialized, newest first: a generator over one cursor."""
+        """Every matching record as NDJSON, newest first, in chunks of about
+        ``EXPORT_CHUNK`` bytes: a generator over one cursor, so memory stays flat however
+        many records match."""
+        chunk, size = [], 0
         for doc in self.store.each(scope, scope_id, filters):
-            yield serialize(doc)
+            line = dumps(serialize(doc)) + "\n"
+            chunk.append(line)
+            size += len(line)
+            if size >= EXPORT_CHUNK:
+                yield "".join(chunk).encode("utf-8")
+                chunk, size = [], 0
+        if chunk:
+            yield "".join(chunk).encode("utf-8")
 
 
 def _micros(at: datetime) -> int:
