@@ -327,7 +327,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                            box=box, clock=clock))
 
     selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
-                              oidc_connections, rate_limit_export=config.rate_limit_export)
+                              oidc_connections, audit, rate_limit_export=config.rate_limit_export)
 
     return Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, audit=audit, tailer=tailer,

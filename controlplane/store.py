@@ -27,6 +27,7 @@ from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import (
     ConnectionFailure,
     DuplicateKeyError,  # also re-exported for stores
+    OperationFailure,
 )
 
 from shared import tracing
@@ -44,6 +45,11 @@ CLIENT_DEFAULTS = {"serverSelectionTimeoutMS": 2000, "appname": "iamgate"}
 PING_TIMEOUT = 0.5  # seconds a readiness ping may take, server selection included
 RECHECK_TIMEOUT = 0.05  # the same, when the driver knows no server it could use
 RETRY_AFTER = 5  # seconds a caller is asked to wait when the store does not answer
+
+
+# MongoDB's IndexOptionsConflict and IndexKeySpecsConflict: an index exists with these keys
+# (or this name) and other options.
+_INDEX_OPTIONS_CONFLICT = (85, 86)
 
 
 class StoreUnavailable(ServiceUnavailable):
@@ -114,7 +120,23 @@ class Store:
     def ensure_indexes(self) -> None:
         for collection, models in self._indexes.items():
             if models:
-                self.db[collection].create_indexes(list(models.values()))
+                try:
+                    self.db[collection].create_indexes(list(models.values()))
+                except OperationFailure as exc:
+                    if exc.code not in _INDEX_OPTIONS_CONFLICT:
+                        raise
+                    self._retime_ttl_indexes(collection, models.values())
+                    self.db[collection].create_indexes(list(models.values()))
+
+    def _retime_ttl_indexes(self, collection: str, models) -> None:
+        """A TTL index declared with another expiry than it was created with (a changed
+        IAMGATE_AUDIT_RETENTION_DAYS): MongoDB refuses to create it again, and ``collMod``
+        changes the expiry in place, without rebuilding the index."""
+        for model in models:
+            document = model.document
+            if "expireAfterSeconds" in document:
+                self.db.command("collMod", collection, index={
+                    "keyPattern": dict(document["key"]), "expireAfterSeconds": document["expireAfterSeconds"]})
 
     def ping(self, timeout: float = PING_TIMEOUT) -> bool:
         """Whether the store answers a ``ping`` within ``timeout`` seconds (pymongo's

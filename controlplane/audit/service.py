@@ -45,6 +45,16 @@ class AuditLog:
         return self._events.record(action, result=result, target=target, data=data, app_id=application_id,
                                    organization_id=organization_id, actor=actor)
 
+    def of_user(self, app_id: str, user_id: str) -> list[dict]:
+        """The user's own records, those they did and those done to them, oldest first,
+        every one still retained (the GDPR export's ``audit_logs``)."""
+        return [serialize(doc) for doc in self.store.of_user(app_id, user_id)]
+
+    def forget_user(self, app_id: str, user_id: str) -> None:
+        """Account deletion: the records stay, their email and name of the user become
+        the user's id (``display`` of actor and target, ``data.email``, ``data.name``)."""
+        self.store.pseudonymize_user(app_id, user_id)
+
     def organization_scope(self, account_id: str, organization_id: str) -> str:
         """The organization whose records ``account_id`` may read: its owners and admins
         only (404 NOT_FOUND for a non-member, 403 for members and viewers)."""
