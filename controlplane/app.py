@@ -14,8 +14,8 @@ import falcon
 
 from controlplane import events as events_module
 from controlplane.abac import routes as abac_routes
-from controlplane.audit.context import AuditMiddleware
 from controlplane.audit import routes as audit_routes
+from controlplane.audit.context import AuditMiddleware
 from controlplane.auth import AuthMiddleware
 from controlplane.authz import resources as authz_resources
 from controlplane.authz import routes as authz_routes

@@ -20,6 +20,7 @@ from controlplane.apikeys.service import ApiKeyService
 from controlplane.apikeys.store import ApiKeyStore
 from controlplane.applications.service import ApplicationService
 from controlplane.applications.store import ApplicationStore
+from controlplane.audit.chain import Sealer
 from controlplane.audit.service import AuditLog
 from controlplane.audit.store import AuditStore
 from controlplane.auth import Authenticator
@@ -263,7 +264,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     webhooks = WebhookServices(
         management=WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES),
         dispatcher=webhook_dispatcher, worker=webhook_worker)
-    startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker)
+    startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker,
+                      Sealer(audit.store, clock))
 
     # OIDC before end users: a password reset and a suspension end the user's connections.
     # The hosted login, which signs end users in, comes after them.

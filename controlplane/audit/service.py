@@ -11,6 +11,7 @@ import base64
 import binascii
 from datetime import UTC, datetime, timedelta
 
+from controlplane.audit.chain import Verdict, verify
 from controlplane.audit.store import AuditStore
 from controlplane.dashboard.access import WRITE_ROLES
 from controlplane.dashboard.errors import OrganizationNotFound, RoleCannotWrite
@@ -54,6 +55,15 @@ class AuditLog:
         """Account deletion: the records stay, their email and name of the user become
         the user's id (``display`` of actor and target, ``data.email``, ``data.name``)."""
         self.store.pseudonymize_user(app_id, user_id)
+
+    def verify(self, *, application_id: str | None = None, organization_id: str | None = None) -> Verdict:
+        """Check the hash chain of an application's records (or of an organization's
+        dashboard actions outside any application)."""
+        if application_id is not None:
+            chain, scope = application_id, {"app_id": application_id}
+        else:
+            chain, scope = f"organization:{organization_id}", {"app_id": None, "organization_id": organization_id}
+        return verify(self.store.chain(chain), self.store.unsealed_count(scope))
 
     def organization_scope(self, account_id: str, organization_id: str) -> str:
         """The organization whose records ``account_id`` may read: its owners and admins

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
+from pymongo.errors import DuplicateKeyError
 
 SCOPES = ("app_id", "organization_id")
 # Query filter -> the stored field it matches.
@@ -32,7 +33,14 @@ def _indexes() -> list[IndexModel]:
     return models
 
 
-INDEXES = {"events": _indexes()}
+INDEXES = {
+    "events": _indexes() + [
+        # The sealer's work list (few entries: records not chained yet) and each chain in order.
+        IndexModel([("sealed", ASCENDING), ("seq", ASCENDING)], name="audit_unsealed"),
+        IndexModel([("chain", ASCENDING), ("link", ASCENDING)], name="audit_chain"),
+    ],
+}
+SEALER_LEASE = "sealer"
 
 
 def query(scope: str, scope_id: str, filters: dict, after: tuple | None = None) -> dict:
@@ -62,9 +70,40 @@ def query(scope: str, scope_id: str, filters: dict, after: tuple | None = None) 
 class AuditStore:
     def __init__(self, store, records):
         """``records``: the change log's collection (``EventLog.records``), which this
-        store reads and indexes for the audit log's queries but does not open itself."""
+        store reads, indexes for the audit log's queries and seals, but does not open."""
         store.declare_indexes(INDEXES)
         self._events = records
+        self._leases = store["audit_leases"]
+
+    # ------------------------------------------------------------------ the chain
+
+    def take_sealer_lease(self, holder: str, now, until) -> bool:
+        """Hold (or renew) the one sealer lease until ``until``; False when another
+        holder's has not expired."""
+        try:
+            self._leases.find_one_and_update(
+                {"_id": SEALER_LEASE, "$or": [{"holder": holder}, {"expires_at": {"$lt": now}}]},
+                {"$set": {"holder": holder, "expires_at": until}}, upsert=True)
+        except DuplicateKeyError:  # the lease exists, held by another
+            return False
+        return True
+
+    def unsealed(self, limit: int) -> list[dict]:
+        return list(self._events.find({"sealed": False}).sort("seq", ASCENDING).limit(limit))
+
+    def chain_head(self, chain: str) -> dict | None:
+        return self._events.find_one({"chain": chain}, sort=[("link", DESCENDING)], projection={"link": 1, "hash": 1})
+
+    def seal(self, record_id: str, *, chain: str, link: int, prev_hash: str, hash_: str) -> None:
+        self._events.update_one({"_id": record_id, "sealed": False}, {"$set": {
+            "sealed": True, "chain": chain, "link": link, "prev_hash": prev_hash, "hash": hash_}})
+
+    def chain(self, chain: str):
+        """The chain's sealed records in order (a cursor read in batches)."""
+        return self._events.find({"chain": chain}).sort("link", ASCENDING).batch_size(1000)
+
+    def unsealed_count(self, chain_filter: dict) -> int:
+        return self._events.count_documents({**chain_filter, "sealed": False})
 
     def page(self, scope: str, scope_id: str, filters: dict, after: tuple | None, limit: int) -> list[dict]:
         return list(self._events.find(query(scope, scope_id, filters, after)).sort(SORT).limit(limit))

@@ -1,5 +1,5 @@
 """GET .../audit-events/export: every matching record as NDJSON, newest first, streamed
-(a generator over one cursor: no page size, memory flat; benchmarks/audit_export.py
+(a generator over one cursor: no page size, memory flat; benchmarks/audit_bench.py
 measures the memory)."""
 from __future__ import annotations
 
