@@ -35,8 +35,9 @@ def _indexes() -> list[IndexModel]:
 
 INDEXES = {
     "events": _indexes() + [
-        # The sealer's work list (few entries: records not chained yet) and each chain in order.
-        IndexModel([("sealed", ASCENDING), ("seq", ASCENDING)], name="audit_unsealed"),
+        # The sealer's work list: partial, so it holds only the records not chained yet
+        # (a record leaves it when sealed) and costs a write little. Then each chain in order.
+        IndexModel([("seq", ASCENDING)], name="audit_unsealed", partialFilterExpression={"sealed": False}),
         IndexModel([("chain", ASCENDING), ("link", ASCENDING)], name="audit_chain"),
     ],
 }

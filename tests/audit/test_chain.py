@@ -2,11 +2,13 @@
 ``python -m controlplane audit verify`` naming the first record that was tampered with."""
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from controlplane import __main__ as cli
 from controlplane.audit import context as audit
-from controlplane.audit.chain import GENESIS, Sealer
+from controlplane.audit.chain import GENESIS, Sealer, link_hash
 
 
 @pytest.fixture
@@ -44,7 +46,7 @@ def test_records_are_chained_per_application_in_seq_order(ctx, clock, sealer, ma
         assert [d["link"] for d in links] == list(range(1, len(links) + 1))
         assert [d["seq"] for d in links] == sorted(d["seq"] for d in links)
         assert links[0]["prev_hash"] == GENESIS
-        assert all(later["prev_hash"] == earlier["hash"] for earlier, later in zip(links, links[1:]))
+        assert all(later["prev_hash"] == earlier["hash"] for earlier, later in pairwise(links))
     assert ctx.audit.verify(application_id=a["_id"]).intact
 
 
@@ -84,7 +86,6 @@ def test_audit_verify_names_the_record_after_one_that_was_removed(ctx, clock, se
 
 def test_a_rehashed_record_still_breaks_at_the_next_link(ctx, clock, sealer, application):
     """Re-computing the edited record's own hash does not help: the next record holds the old one."""
-    from controlplane.audit.chain import link_hash
     record(ctx, application["_id"], 3)
     clock.advance(6)
     sealer.seal_once()

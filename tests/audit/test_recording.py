@@ -71,3 +71,27 @@ def test_an_action_outside_the_catalogue_is_refused_before_anything_is_written(c
     with pytest.raises(ValueError):
         ctx.audit.record("user.teleported", result=audit.success(), target=audit.actor("user", "u-1"))
     assert ctx.events.head() == head
+
+
+def test_a_login_is_the_users_own_record_from_their_address(client, ctx, application, make_user):
+    user = make_user(application)
+    response = client.simulate_post(V1.format(application["_id"]) + "/users/login", headers=HEADERS,
+                                    remote_addr="198.51.100.23",
+                                    json={"email": user["email"], "password": user["password"]})
+    assert response.status_code == 200, response.text
+    doc = record_of(ctx, "user.login")
+    assert doc["actor"] == {"type": "user", "id": user["id"], "display": None}
+    assert doc["target"]["type"] == "user" and doc["target"]["id"] == user["id"]
+    assert (doc["ip"], doc["request_id"], doc["result"]) == ("198.51.100.23", "req-audit-0001", {"status": "success"})
+
+
+def test_a_role_assigned_by_an_end_user_names_the_user(client, ctx, role_admin, stored_user, make_role):
+    app, admin, token = role_admin
+    target = stored_user(app)
+    role = make_role(app, "viewer", ["posts:read"])
+    response = client.simulate_post(V1.format(app["_id"]) + f"/users/{target['_id']}/roles",
+                                    json={"role_id": role["_id"]}, headers={**bearer(token), **HEADERS})
+    assert response.status_code == 201, response.text
+    doc = record_of(ctx, "role.assigned")
+    assert doc["actor"]["type"] == "user" and doc["actor"]["id"] == admin["_id"]
+    assert doc["target"] == {"type": "user", "id": target["_id"], "display": None}
