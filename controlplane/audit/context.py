@@ -66,7 +66,7 @@ def principal_actor(principal) -> dict | None:
     if principal is None:
         return None
     if principal.kind == "api_key":
-        return actor("api_key", principal.key_id)
+        return actor("api_key", principal.key_id, principal.display)
     if principal.kind == "user":
         return actor("user", principal.user_id, principal.claims.get("email"))
     if principal.kind == "account":

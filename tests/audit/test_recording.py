@@ -18,7 +18,7 @@ def record_of(ctx, action):
 
 
 def test_a_role_created_by_an_api_key_names_the_key_the_request_and_the_role(client, ctx, application, make_api_key):
-    secret = make_api_key(application, permissions=["roles:manage"])
+    secret = make_api_key(application, permissions=["roles:manage"], name="CI deploy")
     key_id = ctx.store["api_keys"].find_one({"app_id": application["_id"]})["_id"]
     body = {"name": "editor", "display_name": "Editor", "permissions": ["posts:read"]}
     response = client.simulate_post(V1.format(application["_id"]) + "/roles", json=body,
@@ -26,7 +26,7 @@ def test_a_role_created_by_an_api_key_names_the_key_the_request_and_the_role(cli
     assert response.status_code == 201, response.text
     doc = record_of(ctx, "role.created")
     assert doc["type"] == "role.created"  # one document: the change-log event is the record
-    assert doc["actor"] == {"type": "api_key", "id": key_id, "display": None}
+    assert doc["actor"] == {"type": "api_key", "id": key_id, "display": "CI deploy"}
     assert doc["target"] == {"type": "role", "id": response.json["data"]["id"], "display": "editor"}
     assert doc["result"] == {"status": "success"}
     assert (doc["request_id"], doc["ip"], doc["user_agent"]) == ("req-audit-0001", "203.0.113.7", "audit-test/1.0")
