@@ -17,8 +17,8 @@ up, after the records already sealed: the chain follows ``link``, and such a rec
 ``seq`` is below its predecessor's; ``verify`` reports it, but as late, not as a break.
 
 The canonical form leaves out the values account deletion rewrites (``actor.display``,
-``target.display``, ``data.email``, ``data.name``): forgetting a person does not break
-the chain, and those values are not protected by it.
+``target.display``, and ``data.email`` and ``data.name`` of an event about a user):
+forgetting a person does not break the chain, and those values are not protected by it.
 """
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def canonical(doc: dict) -> bytes:
     for side in ("actor", "target"):
         if isinstance(content[side], dict):
             content[side] = {k: v for k, v in content[side].items() if k != "display"}
-    if isinstance(content["data"], dict):
+    subject = content["subject"] if isinstance(content["subject"], dict) else {}
+    if subject.get("user_id") and isinstance(content["data"], dict):  # a user's own change: see forget_user
         content["data"] = {k: v for k, v in content["data"].items() if k not in PERSONAL_DATA}
     return json.dumps(content, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False).encode()
 

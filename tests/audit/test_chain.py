@@ -98,12 +98,25 @@ def test_a_rehashed_record_still_breaks_at_the_next_link(ctx, clock, sealer, app
 
 
 def test_forgetting_a_user_does_not_break_the_chain(ctx, clock, sealer, application):
-    record(ctx, application["_id"], 3, email="u1@example.com")
+    record(ctx, application["_id"], 3)
+    ctx.events.emit(application["_id"], "user.created", {"user_id": "u-1", "email": "u1@example.com", "name": "U"},
+                    subject={"user_id": "u-1"})
     clock.advance(6)
     sealer.seal_once()
     ctx.audit.forget_user(application["_id"], "u-1")
     assert ctx.store["events"].find_one({"target.id": "u-1"})["target"]["display"] == "u-1"
+    assert ctx.store["events"].find_one({"action": "user.created"})["data"]["email"] == "u-1"
     assert ctx.audit.verify(application_id=application["_id"]).intact
+
+
+def test_a_role_name_in_history_is_covered(ctx, clock, sealer, application):
+    """Only a user's own email and name are outside the hash: a role's name is not."""
+    ctx.events.emit(application["_id"], "role.created", {"role_id": "r-1", "name": "viewer"},
+                    subject={"role_id": "r-1"})
+    clock.advance(6)
+    sealer.seal_once()
+    ctx.store["events"].update_one({"action": "role.created"}, {"$set": {"data.name": "admin"}})
+    assert not ctx.audit.verify(application_id=application["_id"]).intact
 
 
 def test_one_sealer_at_a_time(ctx, clock, sealer, application):
