@@ -47,11 +47,6 @@ RECHECK_TIMEOUT = 0.05  # the same, when the driver knows no server it could use
 RETRY_AFTER = 5  # seconds a caller is asked to wait when the store does not answer
 
 
-# MongoDB's IndexOptionsConflict and IndexKeySpecsConflict: an index exists with these keys
-# (or this name) and other options.
-_INDEX_OPTIONS_CONFLICT = (85, 86)
-
-
 class StoreUnavailable(ServiceUnavailable):
     """The store did not answer within its server selection timeout, or dropped the
     connection: 503, and the caller retries after ``retry_after`` seconds."""
@@ -86,6 +81,11 @@ def client_options(uri: str) -> dict:
     """``CLIENT_DEFAULTS`` less the options ``uri`` sets itself (names are case-insensitive)."""
     named = {name.lower() for name, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True)}
     return {name: value for name, value in CLIENT_DEFAULTS.items() if name.lower() not in named}
+
+
+# MongoDB's IndexOptionsConflict and IndexKeySpecsConflict: an index exists with these keys
+# (or this name) and other options.
+_INDEX_OPTIONS_CONFLICT = (85, 86)
 
 
 class Store:
