@@ -78,3 +78,13 @@ def test_mongodb_plans_an_index_scan(ctx, insert_records, scope, filters, after)
     plan = str(ctx.store["events"].find(query(scope, "app" if scope == "app_id" else "org", filters, after))
                .sort(SORT).explain()["queryPlanner"]["winningPlan"])
     assert "IXSCAN" in plan and "COLLSCAN" not in plan and "'stage': 'SORT'" not in plan, plan
+
+
+def test_the_other_audit_reads_are_served_too():
+    """The GDPR export's read (each branch of its $or), the sealer's work list and a chain."""
+    keys = declared_keys()
+    for side in ("actor.id", "target.id"):
+        assert ["app_id", side, "at", "seq"] in keys
+    assert ["chain", "link"] in keys
+    unsealed = next(m.document for m in INDEXES["events"] if m.document["name"] == "audit_unsealed")
+    assert list(unsealed["key"]) == ["seq"] and unsealed["partialFilterExpression"] == {"sealed": False}

@@ -70,3 +70,36 @@ def test_the_gdpr_export_holds_the_users_own_records_and_nobody_elses(client, ct
     assert {"status": "failure", "reason": "invalid_credentials"} in [r["result"] for r in logs]
     assert all(me.user["id"] in (r["actor"]["id"], r["target"]["id"]) for r in logs)
     assert other.user["email"] not in response.text
+
+
+def test_a_changed_retention_retimes_the_existing_ttl_index():
+    """MongoDB refuses to create an index again with another expiry (IndexOptionsConflict,
+    85); ``ensure_indexes`` then changes the expiry in place with collMod."""
+    from pymongo import IndexModel
+    from pymongo.errors import OperationFailure
+
+    from controlplane.store import Store
+
+    calls = []
+
+    class Collection:
+        def create_indexes(self, models):
+            calls.append(("create", len(models)))
+            if len(calls) == 1:
+                raise OperationFailure("Index already exists with different options", code=85)
+
+    class Database:
+        def __getitem__(self, name):
+            return Collection()
+
+        def command(self, *args, **kwargs):
+            calls.append((*args, kwargs))
+
+    store = Store.__new__(Store)
+    store.db, store._indexes = Database(), {}
+    store.declare_indexes({"events": [IndexModel([("at", 1)], expireAfterSeconds=400 * 86400),
+                                      IndexModel([("seq", 1)])]})
+    store.ensure_indexes()
+    assert calls == [("create", 2),
+                     ("collMod", "events", {"index": {"keyPattern": {"at": 1}, "expireAfterSeconds": 400 * 86400}}),
+                     ("create", 2)]
