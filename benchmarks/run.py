@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.run [NAME ...]
 
 NAME: decision, footprint, controlplane, fairness, fanout, login, webhooks, oidc, metrics,
-decisionlog.
+decisionlog, audit.
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
 installs wrk when missing and writes docs/performance.md "## Decision service"), its
@@ -13,8 +13,9 @@ saturation fairness under wrk -c16 with and without turns (benchmarks/fairness.p
 to 500 subscribers (benchmarks/stream_fanout.py), the login load
 (benchmarks/login_load.py), webhook delivery (benchmarks/webhook_bench.py) and the OIDC
 token endpoint (benchmarks/oidc_token_bench.py), what /metrics across workers costs
-(benchmarks/metrics_bench.py) and what decision logs cost the decision service
-(benchmarks/decision_log_bench.py). The exit status is non-zero when a benchmark
+(benchmarks/metrics_bench.py), what decision logs cost the decision service
+(benchmarks/decision_log_bench.py), and the audit log's export memory and emit cost
+(benchmarks/audit_bench.py). The exit status is non-zero when a benchmark
 misses its targets.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ BENCHMARKS = {"decision": "benchmarks.decision_bench", "footprint": "benchmarks.
               "fanout": "benchmarks.stream_fanout",
               "login": "benchmarks.login_load", "webhooks": "benchmarks.webhook_bench",
               "oidc": "benchmarks.oidc_token_bench", "metrics": "benchmarks.metrics_bench",
-              "decisionlog": "benchmarks.decision_log_bench"}
+              "decisionlog": "benchmarks.decision_log_bench", "audit": "benchmarks.audit_bench"}
 
 
 def main(argv=None) -> int:

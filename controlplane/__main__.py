@@ -6,6 +6,7 @@ configuration (read from the environment, as the server reads it).
 
     python -m controlplane keys rotate [--timeout 60]
     python -m controlplane worker
+    python -m controlplane audit verify --application ID  (or --organization ID)
 
 Both wait for a MongoDB that is not up yet, retrying with backoff as the web processes
 do (``controlplane.startup``): the worker until it answers, ``keys rotate`` for at most
@@ -118,10 +119,45 @@ def _worker(args, config: Config) -> int:
     return 0
 
 
+def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["verify"], help="verify: check one chain of audit records")
+    scope = parser.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--application", help="the application whose chain to check")
+    scope.add_argument("--organization", help="the organization whose dashboard actions' chain to check")
+
+
+def _audit(args, config: Config) -> int:
+    """Check one hash chain of audit records (docs/audit.md, "Integrity"): exit 0 when
+    every sealed record links to the one before, 1 naming the first that does not."""
+    from controlplane.audit.service import AuditLog
+    from controlplane.audit.store import AuditStore
+    from controlplane.events import EventLog
+    from controlplane.store import Store
+    from shared.timeutil import utcnow
+
+    if config.is_memory_store:
+        print("audit verify: IAMGATE_MONGODB_URI is memory://, whose records live only inside the server process; "
+              "point it at the server's MongoDB.", file=sys.stderr)
+        return 2
+    store = Store(config.mongodb_uri)
+    events = EventLog(store, utcnow)
+    audit = AuditLog(AuditStore(store, events.records), events, dashboard_access=None)
+    verdict = audit.verify(application_id=args.application, organization_id=args.organization)
+    print(f"{verdict.checked} sealed records checked; {verdict.unsealed} not sealed yet"
+          + (f"; {len(verdict.late)} sealed late (after records with higher seqs)" if verdict.late else ""))
+    if verdict.intact:
+        print("chain intact")
+        return 0
+    broken = verdict.break_at
+    print(f"chain broken at record {broken['id']} (seq {broken['seq']}, link {broken['link']}): {broken['reason']}")
+    return 1
+
+
 # name -> (help, add_arguments, run)
 COMMANDS = {
     "keys": ("manage the token signing keys", _keys_arguments, _keys),
     "worker": ("dispatch and send webhook deliveries", _worker_arguments, _worker),
+    "audit": ("check the audit log's hash chain", _audit_arguments, _audit),
 }
 
 

@@ -14,6 +14,8 @@ import falcon
 
 from controlplane import events as events_module
 from controlplane.abac import routes as abac_routes
+from controlplane.audit import routes as audit_routes
+from controlplane.audit.context import AuditMiddleware
 from controlplane.auth import AuthMiddleware
 from controlplane.authz import resources as authz_resources
 from controlplane.authz import routes as authz_routes
@@ -50,7 +52,7 @@ log = logging.getLogger("iamgate.controlplane")
 
 # Each area's ``add_routes(routes, services)``; the order is that of the OpenAPI document.
 AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, selfservice_routes, roles_routes, authz_routes,
-         abac_routes, webhooks_routes, internal_routes, oidc_routes)
+         abac_routes, webhooks_routes, audit_routes, internal_routes, oidc_routes)
 
 
 class RevisionMiddleware:
@@ -120,6 +122,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
             JsonBodyMiddleware(),
             services.password_work,
             auth,
+            AuditMiddleware(config.trusted_proxies),  # after auth: the principal is the actor
             CorsMiddleware(services.oidc.clients),  # the OIDC endpoints browser apps call
         ],
     )

@@ -100,6 +100,7 @@ class Principal:
     account_id: str | None = None
     permissions: frozenset = frozenset()  # an API key's permission patterns
     claims: dict = field(default_factory=dict)
+    display: str | None = None  # what the audit log shows beside the id (an API key's name)
 
     @property
     def credential_id(self) -> str:
@@ -176,7 +177,8 @@ class Authenticator:
             if len(self._key_principals) >= KEY_PRINCIPALS:
                 self._key_principals.clear()
             known = self._key_principals[key["_id"]] = (key, Principal(
-                kind="api_key", app_id=key["app_id"], key_id=key["_id"], permissions=frozenset(key["permissions"])))
+                kind="api_key", app_id=key["app_id"], key_id=key["_id"], permissions=frozenset(key["permissions"]),
+                display=key.get("name")))
         return known[1]
 
     def user_token(self, token: str, app_id: str) -> Principal:

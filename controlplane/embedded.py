@@ -27,7 +27,10 @@ value has another type (an array, null, a float...) is handed to the general mat
 the answer is always the general matcher's. Last, mongomock copies every matching
 document before it returns the first: a ``find_one`` (and so every
 ``find_one_and_update``: the delivery queue's claim) or a ``limit(n)`` copies only what it
-returns, as MongoDB reads only that.
+returns, as MongoDB reads only that. And a cursor given a ``batch_size`` is read a batch
+at a time, each batch under the lock, as MongoDB returns batches: an export of every
+audit record holds one batch of copies, not the whole result (the matching documents are
+still found and sorted at the first batch, as references).
 
 The shortcuts replace private methods of mongomock's classes (``PRIVATE_NAMES``), written
 against mongomock 4.3.0. They are applied once, when the first embedded store is built,
@@ -196,6 +199,11 @@ class _SerialisedCursor:
 
     def __init__(self, cursor, lock):
         self._cursor, self._lock, self._items = cursor, lock, None
+        self._batch: int | None = None
+
+    def batch_size(self, size: int):
+        self._batch = size or None
+        return self
 
     def __getattr__(self, name):
         attr = getattr(self._cursor, name)
@@ -214,9 +222,26 @@ class _SerialisedCursor:
 
     def _materialise(self):
         if self._items is None:
-            with self._lock:
-                self._items = iter(list(self._cursor))
+            if self._batch is not None:
+                self._items = self._batches(self._batch)
+            else:
+                with self._lock:
+                    self._items = iter(list(self._cursor))
         return self._items
+
+    def _batches(self, size: int):
+        """The results, copied ``size`` at a time under the lock (mongomock's dataset
+        generator yields references in order and copies each as it yields it)."""
+        cursor = self._cursor
+        limit = abs(cursor._limit) if cursor._limit else None
+        documents = itertools.islice(cursor._factory(), cursor._skip, None if limit is None else cursor._skip + limit)
+        aware = cursor.collection.codec_options.tz_aware
+        while True:
+            with self._lock:
+                batch = list(itertools.islice(documents, size))
+            if not batch:
+                return
+            yield from (make_aware(doc) for doc in batch) if aware else batch
 
     def __iter__(self):
         return self._materialise()

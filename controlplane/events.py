@@ -5,6 +5,14 @@
 counter, and records the seq as the request's revision (``X-Iamgate-Revision``).  The
 kinds it accepts are the catalogue in ``shared.event_types``.
 
+Each event is also its change's audit record (docs/audit.md): ``emit`` adds the
+action, target, result and who did it from where (the request's
+``controlplane.audit.context``).  Audit records that are not changes of an application's
+data (attempts, dashboard actions: ``EventLog.record``) live in the same collection,
+numbered by the same counter so an application's records have one order, with ``type``
+None: the change log's readers (the tailer's consumers, the decision stream's replay,
+webhook dispatch) skip them (``Event.is_change``).
+
 ``Tailer`` is the one reader of the ``events`` collection per process.  It follows
 the log (a MongoDB change stream would do on a replica set; the indexed ``seq > last``
 poll every few tens of milliseconds works everywhere, and an in-process poke makes
@@ -22,6 +30,8 @@ from dataclasses import dataclass
 
 from pymongo import ASCENDING, IndexModel
 
+from controlplane.audit import context as audit_context
+from controlplane.audit.actions import ACTIONS, change_action, target_of
 from controlplane.store import UNREACHABLE, one_line
 from shared.event_types import EVENT_TYPES
 from shared.ids import new_id
@@ -33,9 +43,10 @@ INDEXES = {
         IndexModel([("seq", ASCENDING)], unique=True),
         IndexModel([("app_id", ASCENDING), ("seq", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("subject.user_id", ASCENDING), ("seq", ASCENDING)]),
-        IndexModel([("at", ASCENDING)], expireAfterSeconds=90 * 24 * 3600),
     ]
 }
+DEFAULT_RETENTION_DAYS = 90
+ORGANIZATIONS_KNOWN = 10_000  # application -> organization pairs a process remembers
 
 _revision: contextvars.ContextVar[int | None] = contextvars.ContextVar("iamgate_revision", default=None)
 
@@ -59,6 +70,11 @@ class Event:
     user_ids: tuple
     at: object
 
+    @property
+    def is_change(self) -> bool:
+        """A change-log event; False for an audit record of its own (an attempt)."""
+        return self.type is not None
+
     @classmethod
     def from_doc(cls, doc) -> Event:
         return cls(doc["seq"], doc.get("app_id"), doc["type"], doc.get("subject") or {},
@@ -66,13 +82,25 @@ class Event:
 
 
 class EventLog:
-    def __init__(self, store, clock):
+    def __init__(self, store, clock, *, organization_of=lambda _app_id: None,
+                 retention_days: int = DEFAULT_RETENTION_DAYS):
+        """``organization_of(app_id)``: the organization an application belongs to (read
+        once per application and process: an application never changes organization)."""
         store.declare_indexes(INDEXES)
+        store.declare_indexes({"events": [
+            IndexModel([("at", ASCENDING)], expireAfterSeconds=retention_days * 24 * 3600)]})
         self._events = store["events"]
         self._store = store
         self._clock = clock
+        self._organization_of = organization_of
+        self._organizations: dict[str, str | None] = {}
         self.tailer: Tailer | None = None
         self._listeners = []
+
+    @property
+    def records(self):
+        """The collection, for the audit log's reads (``controlplane.audit.store``)."""
+        return self._events
 
     def listen(self, callback) -> None:
         """Call ``callback(event)`` synchronously for every event this process emits
@@ -80,28 +108,21 @@ class EventLog:
         replicas learn through their tailer)."""
         self._listeners.append(callback)
 
-    def emit(self, app_id, type_, data=None, *, subject=None, user_ids=()) -> int:
+    def emit(self, app_id, type_, data=None, *, subject=None, user_ids=(), target=None) -> int:
         """Append one event and return its seq (also the request's revision).
 
         ``type_`` must be a kind of the catalogue (``shared.event_types``; ValueError
         otherwise, before anything is written). ``subject`` names the entities it is about
         (``{"user_id": ...}``), ``user_ids`` lists users whose authorization answers may
-        have changed.
+        have changed. ``target`` (``{type, id, display}``) is the audit record's, when the
+        event's ids do not say it (``controlplane.audit.actions.target_of``).
         """
         if type_ not in EVENT_TYPES:
             raise ValueError(f"event type {type_!r} is not in the catalogue (shared/event_types.py)")
-        seq = self._store.next_seq("events")
-        doc = {
-            "_id": new_id(),
-            "seq": seq,
-            "app_id": app_id,
-            "type": type_,
-            "subject": subject or {},
-            "data": data or {},
-            "user_ids": list(user_ids),
-            "at": self._clock(),
-        }
-        self._events.insert_one(doc)
+        subject, data = subject or {}, data or {}
+        seq, doc = self._append(app_id, type_, change_action(type_, data),
+                                target or target_of(type_, app_id, subject, data), audit_context.success(), data,
+                                subject=subject, user_ids=list(user_ids))
         _revision.set(max(seq, _revision.get() or 0))
         if self._listeners:
             event = Event.from_doc(doc)
@@ -113,6 +134,56 @@ class EventLog:
         if self.tailer is not None:
             self.tailer.poke()
         return seq
+
+    def record(self, action: str, *, result: dict, target: dict, data=None, app_id=None, organization_id=None,
+               actor=None) -> int:
+        """Append an audit record that is not a change-log event (an attempt, a dashboard
+        action) and return its seq; see ``controlplane.audit.service.AuditLog.record``."""
+        if action not in ACTIONS:
+            raise ValueError(f"audit action {action!r} is not in the catalogue (controlplane/audit/actions.py)")
+        seq, _ = self._append(app_id, None, action, target, result, data or {}, organization_id=organization_id,
+                              actor=actor)
+        return seq
+
+    def _append(self, app_id, type_, action, target, result, data, *, subject=None, user_ids=(),
+                organization_id=None, actor=None) -> tuple[int, dict]:
+        context = audit_context.current()
+        if actor is None:
+            actor = _actor(context, subject)
+        if organization_id is None and app_id is not None:
+            organization_id = (context.organization_id if context is not None and context.app_id == app_id
+                               else self._organization(app_id))
+        seq = self._store.next_seq("events")
+        doc = {
+            "_id": new_id(),
+            "seq": seq,
+            "app_id": app_id,
+            "type": type_,
+            "subject": subject or {},
+            "data": data,
+            "user_ids": list(user_ids),
+            "at": self._clock(),
+            "action": action,
+            "result": result,
+            "actor": actor,
+            "target": target,
+            "organization_id": organization_id,
+            "request_id": context.request_id if context is not None else None,
+            "ip": context.ip if context is not None else None,
+            "user_agent": context.user_agent if context is not None else None,
+            "sealed": False,  # controlplane.audit.chain seals it into its application's chain
+        }
+        self._events.insert_one(doc)
+        return seq, doc
+
+    def _organization(self, app_id: str) -> str | None:
+        try:
+            return self._organizations[app_id]
+        except KeyError:
+            if len(self._organizations) >= ORGANIZATIONS_KNOWN:
+                self._organizations.clear()
+            organization_id = self._organizations[app_id] = self._organization_of(app_id)
+            return organization_id
 
     def head(self) -> int:
         return self._store.current_seq("events")
@@ -136,6 +207,19 @@ class EventLog:
     def for_user(self, app_id, user_id, limit=1000) -> list[Event]:
         cursor = self._events.find({"app_id": app_id, "subject.user_id": user_id}).sort("seq", ASCENDING).limit(limit)
         return [Event.from_doc(d) for d in cursor]
+
+
+def _actor(context, subject) -> dict:
+    """Who a record's change is by: the request's authenticated principal; on a public
+    route (a registration, a login, a reset by emailed token) the user the change is about;
+    outside any request, the system."""
+    if context is None:
+        return audit_context.SYSTEM
+    if context.actor is not None:
+        return context.actor
+    if subject and subject.get("user_id"):
+        return audit_context.actor("user", subject["user_id"])
+    return audit_context.actor("system", None)
 
 
 class Tailer:
@@ -240,28 +324,31 @@ class Tailer:
             expected = event.seq + 1
         if not ordered:
             return 0
-        for event in ordered:
+        last = ordered[-1].seq
+        changes = [event for event in ordered if event.is_change]  # attempts are the audit log's alone
+        for event in changes:
             for callback in self._callbacks:
                 try:
                     callback(event)
                 except Exception:
                     log.exception("event consumer failed", extra={"event_type": event.type})
         with self._lock:
-            self._buffer.extend(ordered)
-            self.last_seq = ordered[-1].seq
-            fired = [self._signals.pop(key) for key in {None, *(event.app_id for event in ordered)}
-                     if key in self._signals]
+            self._buffer.extend(ordered)  # attempts too: the buffer covers every seq, without gaps
+            self.last_seq = last
+            fired = [self._signals.pop(key) for key in {None, *(event.app_id for event in changes)}
+                     if changes and key in self._signals]
         for signal in fired:
             signal.set()
-        return len(ordered)
+        return len(changes)
 
     def wait_after(self, seq: int, timeout: float, app_id: str | None = None) -> list[Event] | None:
         """Events with seq > ``seq``, blocking up to ``timeout`` seconds for the first one
         of ``app_id`` (of any application when None).
 
-        Every newer event is returned, other applications' too, so the caller moves past
-        them; a waiter for one application is woken only by its own application's events
-        (and by the timeout), never by the others'.  Returns None when ``seq`` is older than
+        Every newer change is returned, other applications' too, so the caller moves past
+        them (records that are not changes, attempts, never wake a waiter); a waiter for
+        one application is woken only by its own application's events (and by the
+        timeout), never by the others'.  Returns None when ``seq`` is older than
         the ring buffer holds; the caller then reads from the log itself
         (``EventLog.read_after``) or answers ``reset``.
         """
@@ -273,7 +360,7 @@ class Tailer:
                     if not self._buffer or self._buffer[0].seq > seq + 1:
                         return None
                     newer = self._newer(seq)
-                    if app_id is None or any(event.app_id == app_id for event in newer):
+                    if newer and (app_id is None or any(event.app_id == app_id for event in newer)):
                         return newer
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._stop.is_set():
@@ -288,6 +375,7 @@ class Tailer:
         for event in reversed(self._buffer):  # the new events sit at the right end
             if event.seq <= seq:
                 break
-            newer.append(event)
+            if event.is_change:
+                newer.append(event)
         newer.reverse()
         return newer

@@ -20,6 +20,9 @@ from controlplane.apikeys.service import ApiKeyService
 from controlplane.apikeys.store import ApiKeyStore
 from controlplane.applications.service import ApplicationService
 from controlplane.applications.store import ApplicationStore
+from controlplane.audit.chain import Sealer
+from controlplane.audit.service import AuditLog
+from controlplane.audit.store import AuditStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService, export_cache_counts
 from controlplane.dashboard.access import DashboardAccess
@@ -156,6 +159,7 @@ class Services:
     box: SecretBox
     metrics: HttpMetrics
     events: EventLog
+    audit: AuditLog
     tailer: Tailer
     keys: SigningKeys
     tokens: TokenService
@@ -190,7 +194,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     box = SecretBox(config.secret_key)
     metrics = HttpMetrics("iamgate", multiprocess_dir=config.multiprocess_metrics_dir, local_store=store.is_memory,
                           service="controlplane")
-    events = EventLog(store, clock)
+    application_store = ApplicationStore(store)
+    events = EventLog(store, clock, organization_of=application_store.organization_of,
+                      retention_days=config.audit_retention_days)
     tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
     keys = SigningKeys(store, box, clock,
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
@@ -204,7 +210,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, threshold=config.lockout_threshold,
                                    lock_seconds=config.lockout_seconds)
 
-    applications = ApplicationService(ApplicationStore(store), events, clock)
+    applications = ApplicationService(application_store, events, clock)
     api_keys = ApiKeyService(ApiKeyStore(store), events, clock)
     for credential_cache in (applications.apply_event, api_keys.apply_event):  # per-worker lookup caches
         events.listen(credential_cache)
@@ -222,6 +228,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
     dashboard_applications = OrganizationApplications(dashboard_store, dashboard_access, applications,
                                                       max_applications=config.max_applications_per_organization)
+    audit = AuditLog(AuditStore(store, events.records), events, dashboard_access)
     dashboard = DashboardServices(sessions=dashboard_sessions, access=dashboard_access, accounts=dashboard_accounts,
                                   organizations=dashboard_organizations, applications=dashboard_applications)
 
@@ -268,7 +275,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                   retention_seconds=config.webhook_delivery_retention,
                                   on_queued=webhook_worker.wake),
         dispatcher=webhook_dispatcher, worker=webhook_worker)
-    startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker)
+    startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker,
+                      Sealer(audit.store, clock))
 
     # OIDC before end users: a password reset and a suspension end the user's connections.
     # The hosted login, which signs end users in, comes after them.
@@ -329,10 +337,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                            box=box, clock=clock))
 
     selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
-                              oidc_connections, rate_limit_export=config.rate_limit_export)
+                              oidc_connections, audit, rate_limit_export=config.rate_limit_export)
 
     return Services(
-        config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, tailer=tailer, keys=keys,
+        config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, audit=audit, tailer=tailer,
+        keys=keys,
         tokens=tokens, rate_limiter=rate_limiter, api_throttle=api_throttle, password_work=password_work,
         mailer=mailer, hasher=hasher, pages=pages, password_guard=password_guard, authenticator=authenticator,
         startup=startup, applications=applications, api_keys=api_keys, dashboard=dashboard, roles=roles,

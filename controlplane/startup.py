@@ -7,7 +7,8 @@ A MongoDB that is not reachable yet is not a reason to crash (docs/configuration
 and the step is retried with exponential backoff until the store answers.  Every part
 is idempotent, so several replicas (or a retry after a half-done attempt) may run it
 together.  The web processes and the webhook worker start the same way; the worker (and
-the web process on the embedded store, which no worker can reach) also delivers.
+the web process on the embedded store, which no worker can reach) also delivers
+webhooks and seals the audit records into their hash chains.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from controlplane.store import one_line
 
 if TYPE_CHECKING:  # annotations only: the composition root imports these modules
     from controlplane.applications.service import ApplicationService
+    from controlplane.audit.chain import Sealer
     from controlplane.events import Tailer
     from controlplane.keys import SigningKeys
     from controlplane.store import Store
@@ -72,6 +74,7 @@ class StartUp:
     tailer: Tailer
     dispatcher: Dispatcher
     deliveries: DeliveryWorker
+    sealer: Sealer
     _: KW_ONLY
     sleep: Callable[[float], None] = time.sleep
     first_delay: float = FIRST_DELAY
@@ -79,6 +82,7 @@ class StartUp:
 
     def __post_init__(self):
         self._done = threading.Event()
+        self._stop_sealing = threading.Event()
         self.attempts = 0
 
     @property
@@ -99,10 +103,13 @@ class StartUp:
 
     def follow(self, *, deliver: bool = False) -> None:
         """After ``run_once``: start the tailer, and with ``deliver`` the dispatcher (a
-        consumer of the tailer) and the delivery threads."""
+        consumer of the tailer), the delivery threads and the audit sealer (one sealer
+        at a time across the workers: it holds a lease)."""
         if deliver:
             self.tailer.subscribe(self.dispatcher.on_event)
             self.deliveries.start()
+            threading.Thread(target=self.sealer.run, args=(self._stop_sealing,), name="iamgate-audit-sealer",
+                             daemon=True).start()
         self.tailer.start()
 
     def run(self, *, deliver: bool = False) -> None:

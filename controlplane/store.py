@@ -27,6 +27,7 @@ from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import (
     ConnectionFailure,
     DuplicateKeyError,  # also re-exported for stores
+    OperationFailure,
 )
 
 from shared import tracing
@@ -81,6 +82,11 @@ def client_options(uri: str) -> dict:
     return {name: value for name, value in CLIENT_DEFAULTS.items() if name.lower() not in named}
 
 
+# MongoDB's IndexOptionsConflict and IndexKeySpecsConflict: an index exists with these keys
+# (or this name) and other options.
+_INDEX_OPTIONS_CONFLICT = (85, 86)
+
+
 class Store:
     def __init__(self, uri: str = "memory://"):
         self.uri = uri
@@ -113,7 +119,23 @@ class Store:
     def ensure_indexes(self) -> None:
         for collection, models in self._indexes.items():
             if models:
-                self.db[collection].create_indexes(list(models.values()))
+                try:
+                    self.db[collection].create_indexes(list(models.values()))
+                except OperationFailure as exc:
+                    if exc.code not in _INDEX_OPTIONS_CONFLICT:
+                        raise
+                    self._retime_ttl_indexes(collection, models.values())
+                    self.db[collection].create_indexes(list(models.values()))
+
+    def _retime_ttl_indexes(self, collection: str, models) -> None:
+        """A TTL index declared with another expiry than it was created with (a changed
+        IAMGATE_AUDIT_RETENTION_DAYS): MongoDB refuses to create it again, and ``collMod``
+        changes the expiry in place, without rebuilding the index."""
+        for model in models:
+            document = model.document
+            if "expireAfterSeconds" in document:
+                self.db.command("collMod", collection, index={
+                    "keyPattern": dict(document["key"]), "expireAfterSeconds": document["expireAfterSeconds"]})
 
     def ping(self, timeout: float = PING_TIMEOUT) -> bool:
         """Whether the store answers a ``ping`` within ``timeout`` seconds (pymongo's

@@ -271,6 +271,7 @@ _VARIABLES = {
     "WEBHOOK_DELIVERY_RETENTION": (_integer(3600), "2592000"),
     "WEBHOOK_WORKER_THREADS": (_integer(1, 256), "8"),
     "WEBHOOK_LEASE_MARGIN": (_integer(1), "30"),
+    "AUDIT_RETENTION_DAYS": (_integer(1, 36500), "90"),
     "BCRYPT_ROUNDS": (_integer(4, 31), "12"),
     "LOG_LEVEL": (_log_level, "INFO"),
     "LOG_FLUSH_INTERVAL": (_integer(0, 5000), "100"),
@@ -345,6 +346,7 @@ class Config:
     webhook_delivery_retention: int
     webhook_worker_threads: int
     webhook_lease_margin: int
+    audit_retention_days: int
     bcrypt_rounds: int
     log_level: str
     log_flush_interval: int

@@ -30,6 +30,11 @@ class ApplicationStore:
     def get(self, app_id: str) -> dict | None:
         return self._apps.find_one({"_id": app_id, "status": "active"})
 
+    def organization_of(self, app_id: str) -> str | None:
+        """The organization of an application, live or not (None: none, or no such application)."""
+        doc = self._apps.find_one({"_id": app_id}, {"organization_id": 1})
+        return doc.get("organization_id") if doc else None
+
     def list_for_organizations(self, organization_ids) -> list[dict]:
         cursor = self._apps.find({"organization_id": {"$in": list(organization_ids)}, "status": "active"})
         return list(cursor.sort("created_at", ASCENDING))

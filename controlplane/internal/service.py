@@ -185,7 +185,7 @@ class ChangeFeed:
         """
         bound = self._tailer.last_seq
         page = self._events.read_after(last, REPLAY_PAGE, app_id=app_id)
-        batch = [event for event in page if event.seq <= bound]
+        batch = [event for event in page if event.seq <= bound and event.is_change]
         if len(page) < REPLAY_PAGE or page[-1].seq > bound:
             return batch, max(last, bound)
         return batch, page[-1].seq

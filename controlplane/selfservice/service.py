@@ -18,6 +18,7 @@ import logging
 import re
 from dataclasses import KW_ONLY, dataclass
 
+from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.mfa.service import MfaService
 from controlplane.oidc.connections import ConnectionService
@@ -39,10 +40,6 @@ log = logging.getLogger("iamgate.selfservice")
 # area emitted the event (defence in depth: events are not supposed to carry any).
 _SECRET_KEY = re.compile(r"password|secret|token|digest|hash|backup_code|private_key", re.I)
 
-# cursor.limit(0) means "no limit": the export holds every event the change log still
-# retains about the user (it expires events after 90 days).
-_ALL_EVENTS = 0
-
 
 @dataclass(eq=False)
 class SelfService:
@@ -55,6 +52,7 @@ class SelfService:
     registration: RegistrationService
     roles: RoleService
     oauth_connections: ConnectionService  # the OIDC area owns consents and OIDC grants
+    audit: AuditLog
     _: KW_ONLY
     rate_limit_export: Rate
 
@@ -112,6 +110,8 @@ class SelfService:
         if transitioned:
             self.events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
                              user_ids=[user_id])
+            # The records stay (who did what is the tenant's), but no longer name the person.
+            self.audit.forget_user(app_id, user_id)
             # Exactly once per user: only the request that made the transition releases.
             self.registration.release_user_slot(app_id)
         sessions = self.user_sessions.revoke_user(app_id, user_id, reason="user_deleted")
@@ -172,7 +172,8 @@ class SelfService:
             "roles": self.roles.user_roles(app_id, user_id),
             "mfa_methods": [serialize_mfa_method(m) for m in self.mfa.all_methods(app_id, user_id)],
             "oauth_connections": self.oauth_connections.export(app_id, user_id),
-            "audit_logs": [serialize_event(e) for e in self.events.for_user(app_id, user_id, limit=_ALL_EVENTS)],
+            "audit_logs": [{**record, "data": _without_secrets(record["data"])}
+                           for record in self.audit.of_user(app_id, user_id)],
         }
 
 
@@ -239,10 +240,6 @@ def serialize_mfa_method(method: dict) -> dict:
         "verified_at": isoformat(method.get("verified_at")),
         "last_used_at": isoformat(method.get("last_used_at")),
     }
-
-
-def serialize_event(event) -> dict:
-    return {"seq": event.seq, "type": event.type, "data": _without_secrets(event.data), "at": isoformat(event.at)}
 
 
 def _without_secrets(value):

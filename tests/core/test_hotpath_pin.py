@@ -26,11 +26,14 @@ MIDDLEWARE = [
     "shared.http.JsonBodyMiddleware",
     "controlplane.ratelimit.PasswordWorkLimit",
     "controlplane.auth.AuthMiddleware",
+    # Sets the audit context that records written during the request read; the check
+    # writes none: the hot path has nothing of it to mirror.
+    "controlplane.audit.context.AuditMiddleware",
     # Acts only on resources with a ``cors`` attribute (the OIDC endpoints), which the
     # check's is not: the hot path has nothing of it to mirror.
     "controlplane.oidc.cors.CorsMiddleware",
 ]
-MIRRORED_DIGEST = "ef26f8ba0a10ac1b"
+MIRRORED_DIGEST = "b947c40709fd0cae"
 
 _HOOKS = ("process_request", "process_resource", "process_response")
 

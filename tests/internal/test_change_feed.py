@@ -335,3 +335,30 @@ def test_every_stream_sends_the_same_encoded_frame_and_a_reused_seq_is_encoded_a
     assert feed.change_frame(first) is feed.change_frame(again)
     assert parse(feed.change_frame(reused))["data"]["user_ids"] == ["u2"]
     assert feed.change_frame(first) == feed_module.change_frame(first)
+
+
+def attempt(ctx, app_id):
+    """An audit record that is not a change (a failed login): never a change frame."""
+    from controlplane.audit import context as audit
+    return ctx.audit.record("user.login", result=audit.failure("invalid_credentials"),
+                            target=audit.actor("user", "u-1"), application_id=app_id)
+
+
+@pytest.mark.parametrize("scope", ["application", "all"])
+def test_audit_attempts_are_never_sent_replayed_or_live(ctx, feed, application, monkeypatch, scope):
+    monkeypatch.setattr(feed_module, "REPLAY_PAGE", 2)  # replay crosses pages made of attempts too
+    app_id = application["_id"] if scope == "application" else None
+    since = ctx.events.head()
+    attempt(ctx, application["_id"])
+    first = emit(ctx, application["_id"])
+    attempt(ctx, application["_id"])
+    attempt(ctx, application["_id"])
+    second = emit(ctx, application["_id"])
+    stream = feed.frames(app_id, since)
+    frames = take(stream, 3)
+    assert [f["event"] for f in frames] == ["hello", "change", "change"]
+    assert [f["id"] for f in frames[1:]] == [first, second]
+    attempt(ctx, application["_id"])
+    live = emit(ctx, application["_id"])
+    assert parse(next(stream))["id"] == live
+    stream.close()

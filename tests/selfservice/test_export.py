@@ -82,10 +82,12 @@ def test_export_has_every_section_in_its_documented_shape(call, application, me,
     assert consent["client_id"] == "client-abc"
 
     logs = data["audit_logs"]
-    assert [e["type"] for e in logs] == ["user.created", "user.login", "user.login", "user.updated", "role.assigned"]
+    assert [e["action"] for e in logs] == ["user.created", "user.login", "user.login", "user.updated",
+                                           "role.assigned"]
     assert [e["seq"] for e in logs] == sorted(e["seq"] for e in logs)
-    for item in logs:
-        assert set(item) == {"seq", "type", "data", "at"}
+    for item in logs:  # the user's own audit records (docs/audit.md, "Fields")
+        assert {"id", "seq", "at", "action", "result", "actor", "target", "request_id", "ip", "data"} <= set(item)
+        assert me.user["id"] in (item["actor"]["id"], item["target"]["id"])
         assert item["data"]["user_id"] == me.user["id"]
     assert logs[3]["data"]["changed"] == ["avatar_url"]
 
@@ -208,4 +210,4 @@ def test_export_after_a_real_totp_enrolment_has_neither_secret_nor_backup_codes(
         assert value not in response.text
     methods = response.json["data"]["mfa_methods"]
     assert [(m["id"], m["label"], m["status"]) for m in methods] == [(method_id, "Phone", "active")]
-    assert "mfa.enabled" in [e["type"] for e in response.json["data"]["audit_logs"]]
+    assert "mfa.enabled" in [e["action"] for e in response.json["data"]["audit_logs"]]

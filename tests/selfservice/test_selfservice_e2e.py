@@ -67,7 +67,7 @@ def test_profile_and_export_over_http(stack):
     assert export.status_code == 200, export.text
     data = export.json()["data"]
     assert data["user"]["name"] == "Renamed" and len(data["sessions"]) == 1
-    assert [e["type"] for e in data["audit_logs"]] == ["user.created", "user.login", "user.updated"]
+    assert [e["action"] for e in data["audit_logs"]] == ["user.created", "user.login", "user.updated"]
     again = requests.get(f"{me}/data-export", headers=owner(pair))
     assert again.status_code == 429 and again.json()["error"]["code"] == "RATE_LIMIT_EXCEEDED"
     assert again.headers["X-RateLimit-Limit"] == "1" and int(again.headers["Retry-After"]) >= 1

@@ -1,0 +1,154 @@
+"""The audit records' hash chain (docs/audit.md, "Integrity").
+
+Each application's records form one chain (dashboard actions outside any application,
+one per organization): ``hash = SHA-256(prev_hash || canonical(record))``, where
+``prev_hash`` is the hash of the chain's previous record (``GENESIS`` for the first) and
+``link`` numbers the record in its chain.  Editing, inserting or removing a sealed
+record inside a chain changes a hash the next record holds: ``verify`` names the first
+record whose link does not hold.
+
+Sealing happens after the write, by one ``Sealer`` at a time (a lease in the store), in
+``seq`` order: writers on any number of replicas only insert (the change log's hot path
+gains no read and no lock), and the sealer chains what they wrote.  It seals a record
+only once it is ``settle`` seconds old, so an insert still in flight with a lower seq
+(allocated earlier, written later by another replica) is sealed before the records after
+it.  A record later still (a writer paused longer than that) is sealed when it shows
+up, after the records already sealed: the chain follows ``link``, and such a record's
+``seq`` is below its predecessor's; ``verify`` reports it, but as late, not as a break.
+
+The canonical form leaves out the values account deletion rewrites (``actor.display``,
+``target.display``, and ``data.email`` and ``data.name`` of an event about a user):
+forgetting a person does not break the chain, and those values are not protected by it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, timedelta
+
+from shared.ids import new_id
+
+log = logging.getLogger("iamgate.audit")
+
+GENESIS = "0" * 64
+PERSONAL_DATA = ("email", "name")
+# The stored fields a hash covers (personal values aside); anything else (sealing's own
+# fields, MongoDB's) is not part of the record.
+COVERED = ("_id", "seq", "app_id", "organization_id", "type", "action", "at", "result", "actor", "target",
+           "subject", "data", "user_ids", "request_id", "ip", "user_agent")
+
+
+def chain_of(doc: dict) -> str:
+    """The chain a record belongs to: its application's, else its organization's."""
+    if doc.get("app_id"):
+        return doc["app_id"]
+    return f"organization:{doc.get('organization_id')}"
+
+
+def _at(value) -> int:
+    """Milliseconds since the epoch: the precision MongoDB stores."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1000)
+
+
+def canonical(doc: dict) -> bytes:
+    content = {key: doc.get(key) for key in COVERED}
+    content["at"] = _at(doc["at"])
+    for side in ("actor", "target"):
+        if isinstance(content[side], dict):
+            content[side] = {k: v for k, v in content[side].items() if k != "display"}
+    subject = content["subject"] if isinstance(content["subject"], dict) else {}
+    if subject.get("user_id") and isinstance(content["data"], dict):  # a user's own change: see forget_user
+        content["data"] = {k: v for k, v in content["data"].items() if k not in PERSONAL_DATA}
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False).encode()
+
+
+def link_hash(prev_hash: str, doc: dict) -> str:
+    return hashlib.sha256(prev_hash.encode() + canonical(doc)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``verify``'s answer: how many sealed records checked out, the first broken one
+    (``break_at``: its id, seq and why), the records sealed late, and those not sealed yet."""
+
+    checked: int
+    break_at: dict | None
+    late: list
+    unsealed: int
+
+    @property
+    def intact(self) -> bool:
+        return self.break_at is None
+
+
+def verify(records, unsealed: int) -> Verdict:
+    """Walk one chain's sealed records in ``link`` order (``records``, an iterable) and
+    check every link: the numbering, the previous hash and the record's own hash."""
+    prev_hash, expected, checked, late, last_seq = None, None, 0, [], None
+    for doc in records:
+        why = None
+        if expected is not None and doc.get("link") != expected:
+            why = f"link {doc.get('link')} where {expected} was expected (a record was removed or added)"
+        elif prev_hash is not None and doc.get("prev_hash") != prev_hash:
+            why = "prev_hash is not the previous record's hash"
+        elif doc.get("hash") != link_hash(doc.get("prev_hash") or "", doc):
+            why = "the record's content does not match its hash (edited)"
+        if why is not None:
+            return Verdict(checked, {"id": doc["_id"], "seq": doc.get("seq"), "link": doc.get("link"),
+                                     "reason": why}, late, unsealed)
+        if last_seq is not None and doc["seq"] < last_seq:
+            late.append(doc["_id"])
+        last_seq = max(last_seq or 0, doc["seq"])
+        # The oldest records may have expired (retention): the chain starts at the first kept.
+        prev_hash, expected, checked = doc["hash"], doc["link"] + 1, checked + 1
+    return Verdict(checked, None, late, unsealed)
+
+
+class Sealer:
+    """Chains unsealed records, one sealer at a time across every process (a lease)."""
+
+    def __init__(self, store, clock, *, settle: float = 5.0, lease_seconds: float = 30.0, batch: int = 1000):
+        self._store = store
+        self._clock = clock
+        self._settle = timedelta(seconds=settle)
+        self._lease_seconds = lease_seconds
+        self._batch = batch
+        self._holder = new_id()
+
+    def seal_once(self) -> int:
+        """Seal what has settled, up to one batch; the number sealed (0 without the lease)."""
+        now = self._clock()
+        if not self._store.take_sealer_lease(self._holder, now, now + timedelta(seconds=self._lease_seconds)):
+            return 0
+        heads: dict[str, tuple[int, str]] = {}
+        sealed = 0
+        for doc in self._store.unsealed(self._batch):
+            at = doc["at"] if doc["at"].tzinfo else doc["at"].replace(tzinfo=UTC)
+            if at > now - self._settle:
+                break  # a lower seq may still be in flight: wait for it
+            chain = chain_of(doc)
+            if chain not in heads:
+                head = self._store.chain_head(chain)
+                heads[chain] = (head["link"], head["hash"]) if head else (0, GENESIS)
+            link, prev_hash = heads[chain]
+            digest = link_hash(prev_hash, doc)
+            self._store.seal(doc["_id"], chain=chain, link=link + 1, prev_hash=prev_hash, hash_=digest)
+            heads[chain] = (link + 1, digest)
+            sealed += 1
+        return sealed
+
+    def run(self, stop, interval: float = 1.0) -> None:
+        """Seal every ``interval`` seconds until ``stop`` (a threading.Event) is set."""
+        while not stop.is_set():
+            try:
+                while self.seal_once() >= self._batch:
+                    pass
+            except Exception:
+                log.exception("audit sealing failed; trying again")
+                time.sleep(interval)
+            stop.wait(interval)

@@ -1,0 +1,161 @@
+"""The hash chain: each application's records sealed in seq order, linked by hash, and
+``python -m controlplane audit verify`` naming the first record that was tampered with."""
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+
+from controlplane import __main__ as cli
+from controlplane.audit import context as audit
+from controlplane.audit.chain import GENESIS, Sealer, link_hash
+
+
+@pytest.fixture
+def sealer(ctx, clock):
+    return Sealer(ctx.audit.store, clock, settle=5)
+
+
+def record(ctx, app_id, n=1, **data):
+    return [ctx.audit.record("user.login", result=audit.failure("invalid_credentials"),
+                             target=audit.actor("user", f"u-{i}", f"u{i}@example.com"),
+                             data={"i": i, **data}, application_id=app_id) for i in range(n)]
+
+
+def chain(ctx, app_id):
+    return list(ctx.store["events"].find({"chain": app_id}).sort("link", 1))
+
+
+def run_verify(ctx, monkeypatch, capsys, *args) -> tuple[int, str]:
+    monkeypatch.setenv("IAMGATE_MONGODB_URI", "mongodb://db.example:27017/iamgate")
+    monkeypatch.setenv("IAMGATE_SECRET_KEY", ctx.config.secret_key)
+    monkeypatch.setattr("controlplane.store.Store", lambda uri: ctx.store)
+    status = cli.main(["audit", "verify", *args])
+    return status, capsys.readouterr().out
+
+
+def test_records_are_chained_per_application_in_seq_order(ctx, clock, sealer, make_application):
+    a, b = make_application("A"), make_application("B")
+    record(ctx, a["_id"], 3)
+    record(ctx, b["_id"], 2)
+    record(ctx, a["_id"], 2)
+    clock.advance(6)
+    assert sealer.seal_once() >= 7
+    for app in (a, b):
+        links = chain(ctx, app["_id"])
+        assert [d["link"] for d in links] == list(range(1, len(links) + 1))
+        assert [d["seq"] for d in links] == sorted(d["seq"] for d in links)
+        assert links[0]["prev_hash"] == GENESIS
+        assert all(later["prev_hash"] == earlier["hash"] for earlier, later in pairwise(links))
+    assert ctx.audit.verify(application_id=a["_id"]).intact
+
+
+def test_a_record_younger_than_the_settle_time_waits_with_everything_after_it(ctx, clock, sealer, application):
+    record(ctx, application["_id"], 2)
+    clock.advance(6)
+    record(ctx, application["_id"], 1)
+    sealed = sealer.seal_once()
+    assert sealed >= 2 and ctx.store["events"].count_documents({"app_id": application["_id"], "sealed": False}) == 1
+    clock.advance(6)
+    assert sealer.seal_once() == 1
+
+
+def test_audit_verify_names_the_record_that_was_edited(ctx, clock, sealer, application, monkeypatch, capsys):
+    record(ctx, application["_id"], 5)
+    clock.advance(6)
+    sealer.seal_once()
+    status, out = run_verify(ctx, monkeypatch, capsys, "--application", application["_id"])
+    assert status == 0 and "chain intact" in out
+    victim = chain(ctx, application["_id"])[3]
+    ctx.store["events"].update_one({"_id": victim["_id"]}, {"$set": {"actor.id": "someone-else"}})
+    status, out = run_verify(ctx, monkeypatch, capsys, "--application", application["_id"])
+    assert status == 1
+    assert f"chain broken at record {victim['_id']}" in out and "edited" in out
+
+
+def test_audit_verify_names_the_record_after_one_that_was_removed(ctx, clock, sealer, application, monkeypatch,
+                                                                    capsys):
+    record(ctx, application["_id"], 4)
+    clock.advance(6)
+    sealer.seal_once()
+    links = chain(ctx, application["_id"])
+    ctx.store["events"].delete_one({"_id": links[1]["_id"]})
+    status, out = run_verify(ctx, monkeypatch, capsys, "--application", application["_id"])
+    assert status == 1 and f"chain broken at record {links[2]['_id']}" in out and "removed" in out
+
+
+def test_a_rehashed_record_still_breaks_at_the_next_link(ctx, clock, sealer, application):
+    """Re-computing the edited record's own hash does not help: the next record holds the old one."""
+    record(ctx, application["_id"], 3)
+    clock.advance(6)
+    sealer.seal_once()
+    links = chain(ctx, application["_id"])
+    edited = {**links[1], "ip": "203.0.113.99"}
+    ctx.store["events"].update_one({"_id": edited["_id"]}, {"$set": {
+        "ip": edited["ip"], "hash": link_hash(edited["prev_hash"], edited)}})
+    verdict = ctx.audit.verify(application_id=application["_id"])
+    assert verdict.break_at["id"] == links[2]["_id"] and "prev_hash" in verdict.break_at["reason"]
+
+
+def test_forgetting_a_user_does_not_break_the_chain(ctx, clock, sealer, application):
+    record(ctx, application["_id"], 3)
+    ctx.events.emit(application["_id"], "user.created", {"user_id": "u-1", "email": "u1@example.com", "name": "U"},
+                    subject={"user_id": "u-1"})
+    clock.advance(6)
+    sealer.seal_once()
+    ctx.audit.forget_user(application["_id"], "u-1")
+    assert ctx.store["events"].find_one({"target.id": "u-1"})["target"]["display"] == "u-1"
+    assert ctx.store["events"].find_one({"action": "user.created"})["data"]["email"] == "u-1"
+    assert ctx.audit.verify(application_id=application["_id"]).intact
+
+
+def test_a_role_name_in_history_is_covered(ctx, clock, sealer, application):
+    """Only a user's own email and name are outside the hash: a role's name is not."""
+    ctx.events.emit(application["_id"], "role.created", {"role_id": "r-1", "name": "viewer"},
+                    subject={"role_id": "r-1"})
+    clock.advance(6)
+    sealer.seal_once()
+    ctx.store["events"].update_one({"action": "role.created"}, {"$set": {"data.name": "admin"}})
+    assert not ctx.audit.verify(application_id=application["_id"]).intact
+
+
+def test_one_sealer_at_a_time(ctx, clock, sealer, application):
+    record(ctx, application["_id"], 2)
+    clock.advance(6)
+    other = Sealer(ctx.audit.store, clock, settle=5)
+    assert sealer.seal_once() >= 2
+    record(ctx, application["_id"], 1)
+    clock.advance(6)
+    assert other.seal_once() == 0  # the first sealer's lease still runs
+    clock.advance(31)
+    assert other.seal_once() == 1
+    assert ctx.audit.verify(application_id=application["_id"]).intact
+
+
+def test_a_record_written_late_is_chained_after_the_others_and_reported(ctx, clock, sealer, application):
+    seqs = record(ctx, application["_id"], 2)
+    late = ctx.store["events"].find_one({"seq": seqs[0]})
+    ctx.store["events"].delete_one({"_id": late["_id"]})  # its insert has not landed yet
+    clock.advance(6)
+    sealer.seal_once()
+    ctx.store["events"].insert_one(late)
+    clock.advance(6)
+    assert sealer.seal_once() == 1
+    verdict = ctx.audit.verify(application_id=application["_id"])
+    assert verdict.intact and verdict.late == [late["_id"]]
+
+
+def test_dashboard_actions_chain_per_organization(ctx, clock, sealer, monkeypatch, capsys):
+    for _ in range(2):
+        ctx.audit.record("organization.member_added", result=audit.success(),
+                         target=audit.actor("dashboard_account", "acc"), organization_id="org-1")
+    clock.advance(6)
+    sealer.seal_once()
+    status, out = run_verify(ctx, monkeypatch, capsys, "--organization", "org-1")
+    assert status == 0 and "2 sealed records checked" in out
+
+
+def test_audit_verify_refuses_the_embedded_store(monkeypatch, capsys):
+    monkeypatch.setenv("IAMGATE_MONGODB_URI", "memory://")
+    assert cli.main(["audit", "verify", "--application", "x"]) == 2
+    assert "memory://" in capsys.readouterr().err
