@@ -206,7 +206,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     mailer = Mailer(config.smtp_url, config.email_from, log_bodies=config.log_email_bodies)
     hasher = PasswordHasher(config.bcrypt_rounds)
     pages = Pages(secret_key=config.secret_key, cookie_secure=config.cookie_secure)
-    password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, threshold=config.lockout_threshold,
+    password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, audit, threshold=config.lockout_threshold,
                                    lock_seconds=config.lockout_seconds)
 
     applications = ApplicationService(application_store, events, clock)
@@ -267,7 +267,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     # OIDC before end users: a password reset and a suspension end the user's connections.
     # The hosted login, which signs end users in, comes after them.
-    oidc_clients = ClientService(ClientStore(store), clock)
+    oidc_clients = ClientService(ClientStore(store), clock, audit)
     oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
     backchannel = BackchannelLogout(oidc_clients, tokens, target_policy, Sender(config.webhook_timeout), clock,
                                     issuer=config.public_url)
@@ -279,9 +279,10 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     oidc_token = TokenEndpoint(
         clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens,
         code_grant=AuthorizationCodeGrant(codes=oidc_codes, grants=oidc_grants, connections=oidc_connections,
-                                          users=user_directory, clock=clock, refresh_ttl=config.refresh_token_ttl),
+                                          users=user_directory, clock=clock, audit=audit,
+                                          refresh_ttl=config.refresh_token_ttl),
         refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_directory,
-                                        clock=clock, secret_key=config.secret_key,
+                                        clock=clock, audit=audit, secret_key=config.secret_key,
                                         reuse_grace=config.refresh_reuse_grace),
         client_grant=ClientCredentialsGrant(clients=oidc_clients, connections=oidc_connections))
     oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory)
@@ -292,12 +293,12 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.
     one_time_tokens = OneTimeTokenStore(store)
-    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens,
+    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens, audit,
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
     passwords = PasswordService(user_store, one_time_tokens, sessions, oidc_connections, events, clock, hasher,
-                                password_guard, rate_limiter, mailer, public_url=config.public_url,
+                                password_guard, rate_limiter, mailer, audit, public_url=config.public_url,
                                 reset_token_ttl=config.reset_token_ttl, rate_limit_forgot=config.rate_limit_forgot)
     email_verification = EmailVerificationService(user_store, one_time_tokens, clock, rate_limiter, mailer,
                                                   public_url=config.public_url,
@@ -308,10 +309,10 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                        rate_limit_register=config.rate_limit_register,
                                        registration_rate_limit_max=config.registration_rate_limit_max)
     mfa = MfaService(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), user_directory, sessions,
-                     passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
+                     passwords, events, clock, box, rate_limiter, mailer, audit, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
-    login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa,
+    login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa, audit=audit,
                          rate_limit_login=config.rate_limit_login)
     users = UserServices(directory=user_directory, sessions=sessions, passwords=passwords,
                          email_verification=email_verification, registration=registration,
@@ -327,7 +328,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                            box=box, clock=clock))
 
     selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
-                              oidc_connections, rate_limit_export=config.rate_limit_export)
+                              oidc_connections, audit, rate_limit_export=config.rate_limit_export)
 
     return Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, audit=audit, tailer=tailer,

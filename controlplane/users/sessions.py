@@ -10,7 +10,7 @@ Token model (docs/authentication.md, "Tokens and sessions"):
   secret, so the token rotated last can be presented again within
   IAMGATE_REFRESH_REUSE_GRACE seconds and yields the *same* successor (two tabs
   refreshing at once both stay signed in) without any plaintext token being stored.
-  Any later or older reuse revokes the family.
+  Any later or older reuse revokes the family (an audit record ``token.reuse_detected``).
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import hmac
 import logging
 from dataclasses import KW_ONLY, InitVar, dataclass
 
+from controlplane.audit.context import actor, success
+from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.tokens import TokenService
 from controlplane.users.errors import RefreshTokenRejected
@@ -38,6 +40,7 @@ class SessionService:
     events: EventLog
     clock: Clock
     tokens: TokenService
+    audit: AuditLog
     _: KW_ONLY
     secret_key: InitVar[str]
     refresh_token_ttl: int
@@ -131,6 +134,9 @@ class SessionService:
                 raise RefreshTokenRejected("The refresh token is not valid.", details={"reason": "unknown"})
             self._raise_if_unusable(session, now)
         self.sessions.revoke(app_id, session["_id"], now, "refresh_token_reused")
+        user = actor("user", session["user_id"])
+        self.audit.record("token.reuse_detected", result=success(), actor=user, target=user, application_id=app_id,
+                          data={"session_id": session["_id"], "token": "refresh_token"})
         log.warning("refresh token reused; session revoked",
                     extra={"app_id": app_id, "user_id": session["user_id"], "session_id": session["_id"]})
         raise RefreshTokenRejected("The refresh token was already used; the session has been revoked.",
@@ -164,7 +170,11 @@ class SessionService:
                    or self.sessions.by_rotated(app_id, presented))
         if session is None or (user_id is not None and session["user_id"] != user_id):
             return False
-        return self.sessions.revoke(app_id, session["_id"], self.clock(), "logout")
+        if not self.sessions.revoke(app_id, session["_id"], self.clock(), "logout"):
+            return False
+        self.audit.record("token.revoked", result=success(), target=actor("user", session["user_id"]),
+                          application_id=app_id, data={"session_id": session["_id"], "token": "refresh_token"})
+        return True
 
     def active(self, app_id: str, user_id: str) -> list[dict]:
         """The user's live sessions, newest first, without their token digests."""
