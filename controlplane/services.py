@@ -209,7 +209,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, audit, threshold=config.lockout_threshold,
                                    lock_seconds=config.lockout_seconds)
 
-    applications = ApplicationService(application_store, events, clock)
+    applications = ApplicationService(application_store, events, clock, audit)
     api_keys = ApiKeyService(ApiKeyStore(store), events, clock)
     for credential_cache in (applications.apply_event, api_keys.apply_event):  # per-worker lookup caches
         events.listen(credential_cache)
@@ -219,7 +219,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_store = DashboardStore(store)
     dashboard_access = DashboardAccess(dashboard_store, applications)
     dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,
-                                                  rate_limiter, clock, member_add_rate=config.rate_limit_member_add)
+                                                  rate_limiter, clock, audit,
+                                                  member_add_rate=config.rate_limit_member_add)
     dashboard_accounts = AccountService(
         dashboard_store, dashboard_organizations, dashboard_sessions, hasher, password_guard, rate_limiter, mailer,
         clock, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
@@ -261,7 +262,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                     retention_seconds=config.webhook_delivery_retention,
                                     on_dispatched=webhook_worker.wake)
     webhooks = WebhookServices(
-        management=WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES),
+        management=WebhookService(webhook_store, box, target_policy, events, clock, audit, PUBLIC_EVENT_TYPES),
         dispatcher=webhook_dispatcher, worker=webhook_worker)
     startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker)
 
