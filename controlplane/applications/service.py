@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.store import ApplicationStore
 from controlplane.audit.changes import changes as changed_fields
+from controlplane.audit.changes import created
 from controlplane.audit.context import actor, success
 from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
@@ -99,7 +100,7 @@ class ApplicationService:
             "updated_at": now,
         }
         self.store.insert(doc)
-        self._record("application.created", doc, changed_fields({}, doc, values))
+        self._record("application.created", doc, created(doc, values))
         return doc
 
     def update(self, app_id: str, values: dict) -> dict:

@@ -15,6 +15,12 @@ def changes(before: dict, after: dict, fields, *, hidden=()) -> dict:
             "after": {name: after.get(name) for name in shown}}
 
 
+def created(doc: dict, fields, *, hidden=()) -> dict:
+    """``{"fields": [names], "after": {...}}`` of a new document's ``fields``."""
+    fields = [name for name in fields if name in doc]
+    return {"fields": fields, "after": {name: doc[name] for name in fields if name not in hidden}}
+
+
 def typed(text: str | None) -> str | None:
     """A value the caller typed (an email that may match no account), cut short."""
     return text[:DISPLAY_MAX] if text else text

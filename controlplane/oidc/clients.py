@@ -20,7 +20,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-from controlplane.audit.changes import changes
+from controlplane.audit.changes import changes, created
 from controlplane.audit.context import act_as, actor, success
 from controlplane.audit.service import AuditLog
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
@@ -106,7 +106,7 @@ class ClientService:
             "created_at": now, "updated_at": now,
         }
         self.store.insert(client)
-        self._record("oidc_client.created", client, changes({}, client, values))
+        self._record("oidc_client.created", client, created(client, values))
         return client, secret
 
     def list(self, app_id: str) -> list[dict]:

@@ -15,6 +15,7 @@ from dataclasses import InitVar, dataclass
 from urllib.parse import urlsplit
 
 from controlplane.audit.changes import changes as changed_fields
+from controlplane.audit.changes import created
 from controlplane.audit.context import actor, success
 from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
@@ -72,7 +73,7 @@ class WebhookService:
             "updated_at": now,
         }
         self.store.insert(doc)
-        self._record("webhook.created", doc, changed_fields({}, doc, ("url", "events", "is_active"), hidden=_HIDDEN))
+        self._record("webhook.created", doc, created(doc, ("url", "events", "is_active"), hidden=_HIDDEN))
         return doc, secret
 
     def update(self, app_id: str, webhook_id: str, values: dict) -> dict:
