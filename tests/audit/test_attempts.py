@@ -81,7 +81,7 @@ def test_a_login_that_owes_a_code_is_recorded_as_mfa_required(env, ctx):
     assert_attempt(ctx, "user.login", "mfa_required", response, ("user", mfa.id))
 
 
-def test_a_successful_login_writes_one_record_and_a_failed_one_one(env, ctx):
+def test_a_login_writes_one_record_whether_it_succeeds_or_fails(env, ctx):
     user = env.make_user(env.application)
     head = ctx.events.head()
     ok(login(env, user["email"], PASSWORD))
