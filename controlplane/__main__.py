@@ -141,7 +141,7 @@ def _audit(args, config: Config) -> int:
         return 2
     store = Store(config.mongodb_uri)
     events = EventLog(store, utcnow)
-    audit = AuditLog(AuditStore(store, events.records), events, dashboard_access=None)
+    audit = AuditLog(AuditStore(store, events.records), events)
     verdict = audit.verify(application_id=args.application, organization_id=args.organization)
     print(f"{verdict.checked} sealed records checked; {verdict.unsealed} not sealed yet"
           + (f"; {len(verdict.late)} sealed late (after records with higher seqs)" if verdict.late else ""))

@@ -11,6 +11,9 @@ Unknown emails are counted and hashed the same way as known ones.
 
 ``ctx.password_guard`` is the one ``PasswordGuard`` of the process; its state lives in
 MongoDB (``login_attempts``), so every replica enforces the same lock.
+
+Locking an application's end user is an audit record ``user.locked`` (docs/audit.md),
+written once per lock by the check whose failure placed it.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import math
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from controlplane.audit.context import success
 from shared.errors import RateLimited
 from shared.timeutil import aware, isoformat, seconds
 
@@ -102,12 +106,13 @@ class LoginAttemptStore:
             {"_id": key, "failures": failures}, {"$inc": {"used": -(1 + failures)}, "$set": {"failures": 0}})
         return result.modified_count == 1
 
-    def lock(self, key: str, until, now) -> None:
-        """Lock until ``until`` unless a lock is already running."""
-        self._attempts.update_one(
+    def lock(self, key: str, until, now) -> bool:
+        """Lock until ``until`` unless a lock is already running; whether this call locked."""
+        result = self._attempts.update_one(
             {"_id": key, "$or": [{"locked_until": None}, {"locked_until": {"$lte": now}}]},
             {"$set": {"locked_until": until, "resets_at": until}},
         )
+        return result.modified_count == 1
 
     def clear(self, key: str) -> None:
         self._attempts.delete_one({"_id": key})
@@ -116,24 +121,33 @@ class LoginAttemptStore:
 class PasswordGuard:
     """Password checks under the login lock, for any scope (see the module docstring)."""
 
-    def __init__(self, attempts: LoginAttemptStore, clock, hasher, *, threshold: int, lock_seconds: int):
+    def __init__(self, attempts: LoginAttemptStore, clock, hasher, audit, *, threshold: int, lock_seconds: int):
         self._attempts = attempts
+        self._audit = audit
         self._threshold = threshold
         self._lock_seconds = lock_seconds
         self._clock = clock
         self._hasher = hasher
 
-    def check(self, scope_id: str, email: str, password: str, password_hash: str | None) -> bool:
+    def check(self, scope_id: str, email: str, password: str, password_hash: str | None, *,
+              audit_target: dict | None = None) -> bool:
         """Whether ``password`` matches ``password_hash``, counted against the email's
         budget in ``scope_id``.  ``password_hash`` None (no such account) burns the same
         bcrypt time and fails.  Raises 429 AUTH_ACCOUNT_LOCKED (with Retry-After,
         ``details.reason`` and, when locked, ``details.locked_until``) instead of
-        checking while the email is locked, even for the right password."""
+        checking while the email is locked, even for the right password.
+
+        ``audit_target``: the end user (``{type, id, display}``) a lock this check places
+        is recorded against, ``scope_id`` being their application; without it (the
+        dashboard's accounts, in no tenant's log) a lock is not recorded."""
         key = self.take(scope_id, email)
         if self._hasher.verify(password, password_hash):
             self._forgive(key)
             return True
-        self._record_failure(key)
+        until = self._record_failure(key)
+        if until is not None and audit_target is not None:
+            self._audit.record("user.locked", result=success(), target=audit_target, application_id=scope_id,
+                               data={"failures": self._threshold, "locked_until": isoformat(until)})
         return False
 
     def take(self, scope_id: str, email: str) -> str:
@@ -173,13 +187,17 @@ class PasswordGuard:
             if record is None or self._attempts.forgive(key, record["failures"]):
                 return
 
-    def _record_failure(self, key: str) -> None:
+    def _record_failure(self, key: str):
+        """Count the failure; the end of the lock it placed, if it placed one."""
         now = self._clock()
         record = self._attempts.record_failure(key, now, self._lock_seconds)
         if record is not None and record["failures"] >= self._threshold:
-            self._attempts.lock(key, now + seconds(self._lock_seconds), now)
+            until = now + seconds(self._lock_seconds)
             log.warning("login locked after consecutive failures",
                         extra={"app_id": record.get("app_id"), "failures": record["failures"]})
+            if self._attempts.lock(key, until, now):
+                return until
+        return None
 
     def _raise_if_locked(self, record: dict, now) -> None:
         until = aware(record.get("locked_until"))

@@ -207,10 +207,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     mailer = Mailer(config.smtp_url, config.email_from, log_bodies=config.log_email_bodies)
     hasher = PasswordHasher(config.bcrypt_rounds)
     pages = Pages(secret_key=config.secret_key, cookie_secure=config.cookie_secure)
-    password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, threshold=config.lockout_threshold,
+    audit = AuditLog(AuditStore(store, events.records), events)
+    password_guard = PasswordGuard(LoginAttemptStore(store), clock, hasher, audit, threshold=config.lockout_threshold,
                                    lock_seconds=config.lockout_seconds)
 
-    applications = ApplicationService(application_store, events, clock)
+    applications = ApplicationService(application_store, events, clock, audit)
     api_keys = ApiKeyService(ApiKeyStore(store), events, clock)
     for credential_cache in (applications.apply_event, api_keys.apply_event):  # per-worker lookup caches
         events.listen(credential_cache)
@@ -220,7 +221,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_store = DashboardStore(store)
     dashboard_access = DashboardAccess(dashboard_store, applications)
     dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,
-                                                  rate_limiter, clock, member_add_rate=config.rate_limit_member_add)
+                                                  rate_limiter, clock, audit,
+                                                  member_add_rate=config.rate_limit_member_add)
     dashboard_accounts = AccountService(
         dashboard_store, dashboard_organizations, dashboard_sessions, hasher, password_guard, rate_limiter, mailer,
         clock, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
@@ -228,7 +230,6 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
     dashboard_applications = OrganizationApplications(dashboard_store, dashboard_access, applications,
                                                       max_applications=config.max_applications_per_organization)
-    audit = AuditLog(AuditStore(store, events.records), events, dashboard_access)
     dashboard = DashboardServices(sessions=dashboard_sessions, access=dashboard_access, accounts=dashboard_accounts,
                                   organizations=dashboard_organizations, applications=dashboard_applications)
 
@@ -259,7 +260,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
-    oidc_clients = ClientService(ClientStore(store), clock, target_policy)
+    oidc_clients = ClientService(ClientStore(store), clock, target_policy, audit)
     backchannel = BackchannelLogout(oidc_clients, tokens, webhook_store, clock, issuer=config.public_url,
                                     retention_seconds=config.webhook_delivery_retention)
     webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,
@@ -271,7 +272,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                     retention_seconds=config.webhook_delivery_retention,
                                     on_dispatched=webhook_worker.wake)
     webhooks = WebhookServices(
-        management=WebhookService(webhook_store, box, target_policy, events, clock, PUBLIC_EVENT_TYPES,
+        management=WebhookService(webhook_store, box, target_policy, events, clock, audit, PUBLIC_EVENT_TYPES,
                                   retention_seconds=config.webhook_delivery_retention,
                                   on_queued=webhook_worker.wake),
         dispatcher=webhook_dispatcher, worker=webhook_worker)
@@ -289,9 +290,10 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     oidc_token = TokenEndpoint(
         clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens,
         code_grant=AuthorizationCodeGrant(codes=oidc_codes, grants=oidc_grants, connections=oidc_connections,
-                                          users=user_directory, clock=clock, refresh_ttl=config.refresh_token_ttl),
+                                          users=user_directory, clock=clock, audit=audit,
+                                          refresh_ttl=config.refresh_token_ttl),
         refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_directory,
-                                        clock=clock, secret_key=config.secret_key,
+                                        clock=clock, audit=audit, secret_key=config.secret_key,
                                         reuse_grace=config.refresh_reuse_grace),
         client_grant=ClientCredentialsGrant(clients=oidc_clients, connections=oidc_connections))
     oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory)
@@ -302,12 +304,12 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.
     one_time_tokens = OneTimeTokenStore(store)
-    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens, oidc_connections,
+    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens, oidc_connections, audit,
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
     passwords = PasswordService(user_store, one_time_tokens, sessions, oidc_connections, events, clock, hasher,
-                                password_guard, rate_limiter, mailer, public_url=config.public_url,
+                                password_guard, rate_limiter, mailer, audit, public_url=config.public_url,
                                 reset_token_ttl=config.reset_token_ttl, rate_limit_forgot=config.rate_limit_forgot)
     email_verification = EmailVerificationService(user_store, one_time_tokens, clock, rate_limiter, mailer,
                                                   public_url=config.public_url,
@@ -318,10 +320,10 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                        rate_limit_register=config.rate_limit_register,
                                        registration_rate_limit_max=config.registration_rate_limit_max)
     mfa = MfaService(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), user_directory, sessions,
-                     passwords, events, clock, box, rate_limiter, mailer, secret_key=config.secret_key,
+                     passwords, events, clock, box, rate_limiter, mailer, audit, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
-    login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa,
+    login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa, audit=audit,
                          rate_limit_login=config.rate_limit_login)
     users = UserServices(directory=user_directory, sessions=sessions, passwords=passwords,
                          email_verification=email_verification, registration=registration,

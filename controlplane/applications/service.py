@@ -1,5 +1,8 @@
 """Applications (tenants): create, read, update, branding, delete with cascade.
 
+Creating and changing one are audit records (``application.created``/``.updated``, with
+the fields changed and their values: none is secret); the deletion is the change log's.
+
 Organizations, their membership, roles and application limit are the dashboard's
 concern; this service takes an already authorized caller.  Every tenant document carries ``app_id``; deleting an
 application removes all of them (users, roles, permissions, API keys, webhooks...).
@@ -10,6 +13,10 @@ from dataclasses import dataclass
 
 from controlplane.applications.schemas import sanitize_css
 from controlplane.applications.store import ApplicationStore
+from controlplane.audit.changes import changes as changed_fields
+from controlplane.audit.changes import created
+from controlplane.audit.context import actor, success
+from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
 from shared.errors import ApplicationNotFound
@@ -37,6 +44,7 @@ class ApplicationService:
     store: ApplicationStore
     events: EventLog
     clock: Clock
+    audit: AuditLog
 
     def __post_init__(self):
         self._live = LookupCache(ttl=LIVE_CACHE_TTL, maxsize=LIVE_CACHE_SIZE, timer=seconds_of(self.clock))
@@ -92,17 +100,25 @@ class ApplicationService:
             "updated_at": now,
         }
         self.store.insert(doc)
+        self._record("application.created", doc, created(doc, values))
         return doc
 
     def update(self, app_id: str, values: dict) -> dict:
         """Apply cleaned ``schemas.UPDATE`` values (only the fields sent)."""
         if not values:
             return self.require(app_id)
-        updated = self.store.update(app_id, {**values, "updated_at": self.clock()})
+        changes = {**values, "updated_at": self.clock()}
+        before = self.store.update(app_id, changes)
         self._live.drop(app_id)
-        if updated is None:
+        if before is None:
             raise ApplicationNotFound(details={"application_id": app_id})
+        updated = {**before, **changes}
+        self._record("application.updated", updated, changed_fields(before, updated, values))
         return updated
+
+    def _record(self, action: str, app: dict, data: dict) -> None:
+        self.audit.record(action, result=success(), target=actor("application", app["_id"], app["name"]),
+                          application_id=app["_id"], organization_id=app.get("organization_id"), data=data)
 
     def update_branding(self, app_id: str, values: dict) -> dict:
         """Apply cleaned ``schemas.BRANDING`` values; nested options merge field by field."""

@@ -40,9 +40,9 @@ class ApplicationStore:
         return list(cursor.sort("created_at", ASCENDING))
 
     def update(self, app_id: str, changes: dict) -> dict | None:
-        return self._apps.find_one_and_update(
-            {"_id": app_id, "status": "active"}, {"$set": changes}, return_document=ReturnDocument.AFTER
-        )
+        """Set top-level fields; the application as it was before (None: not live)."""
+        return self._apps.find_one_and_update({"_id": app_id, "status": "active"}, {"$set": changes},
+                                              return_document=ReturnDocument.BEFORE)
 
     def mark_deleting(self, app_id: str) -> dict | None:
         return self._apps.find_one_and_update({"_id": app_id, "status": "active"}, {"$set": {"status": "deleting"}})

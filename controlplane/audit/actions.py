@@ -38,9 +38,8 @@ RECORDED_ACTIONS = MappingProxyType({
     "oidc.code_replayed": "an authorization code was presented twice; its tokens were revoked",
     "token.revoked": "a token was revoked",
     "session.revoked": "a session was revoked",
+    "user.sessions_revoked": "every session and OIDC grant of a user was revoked at once",
     "organization.created": "a dashboard organization was created",
-    "organization.updated": "a dashboard organization was renamed or changed",
-    "organization.deleted": "a dashboard organization was deleted",
     "organization.member_added": "an account was added to an organization",
     "organization.member_removed": "an account was removed from an organization",
     "organization.member_role_changed": "an organization member's role changed",
@@ -52,6 +51,7 @@ RECORDED_ACTIONS = MappingProxyType({
     "webhook.created": "a webhook was created",
     "webhook.updated": "a webhook was changed",
     "webhook.deleted": "a webhook was deleted",
+    "webhook.secret_rotated": "a webhook's signing secret was replaced",
 })
 
 ACTIONS = MappingProxyType({**EVENT_TYPES, **RECORDED_ACTIONS})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from controlplane.audit import schemas
 from controlplane.audit.service import APPLICATION, ORGANIZATION, AuditLog
 from controlplane.auth import DASHBOARD, permission
+from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.errors import OrganizationNotFound, RoleCannotWrite
 from controlplane.dashboard.resources import account_id
 from controlplane.openapi import op
@@ -56,21 +57,32 @@ class ApplicationAuditExport(_Audit):
         self._export(req, resp, APPLICATION, applicationId)
 
 
-class OrganizationAuditEvents(_Audit):
+class _OrganizationAudit(_Audit):
+    """An organization's records, for its owners and admins (``DashboardAccess.require_admin``)."""
+
+    def __init__(self, audit: AuditLog, dashboard_access: DashboardAccess):
+        super().__init__(audit)
+        self.access_rules = dashboard_access
+
+    def _organization(self, req, organization_id: str) -> str:
+        return self.access_rules.require_admin(organization_id, account_id(req), "read the audit log")
+
+
+class OrganizationAuditEvents(_OrganizationAudit):
     access = {"GET": DASHBOARD}
     docs = {"GET": op("The organization's audit records: its applications' and its dashboard actions "
                       "(owners and admins)", query={**schemas.FILTER_QUERY, **schemas.PAGE_QUERY},
                       response=schemas.PAGE, wrapped=False, description=_PAGE_DOC, errors=_ORG_ERRORS)}
 
     def on_get(self, req, resp, organizationId):
-        self._page(req, resp, ORGANIZATION, self.audit.organization_scope(account_id(req), organizationId))
+        self._page(req, resp, ORGANIZATION, self._organization(req, organizationId))
 
 
-class OrganizationAuditExport(_Audit):
+class OrganizationAuditExport(_OrganizationAudit):
     access = {"GET": DASHBOARD}
     docs = {"GET": op("Export the organization's audit records (NDJSON; owners and admins)",
                       query=schemas.FILTER_QUERY, description=_EXPORT_DOC, wrapped=False, also=_EXPORT_ANSWER,
                       errors=_ORG_ERRORS)}
 
     def on_get(self, req, resp, organizationId):
-        self._export(req, resp, ORGANIZATION, self.audit.organization_scope(account_id(req), organizationId))
+        self._export(req, resp, ORGANIZATION, self._organization(req, organizationId))

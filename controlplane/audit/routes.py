@@ -10,5 +10,6 @@ def add_routes(routes, services):
     audit = services.audit
     routes.add(V1, resources.ApplicationAuditEvents(audit), TAG)
     routes.add(f"{V1}/export", resources.ApplicationAuditExport(audit), TAG)
-    routes.add(DASHBOARD, resources.OrganizationAuditEvents(audit), TAG)
-    routes.add(f"{DASHBOARD}/export", resources.OrganizationAuditExport(audit), TAG)
+    access = services.dashboard.access
+    routes.add(DASHBOARD, resources.OrganizationAuditEvents(audit, access), TAG)
+    routes.add(f"{DASHBOARD}/export", resources.OrganizationAuditExport(audit, access), TAG)

@@ -13,11 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 from controlplane.audit.chain import Verdict, verify
 from controlplane.audit.store import AuditStore
-from controlplane.dashboard.access import WRITE_ROLES
-from controlplane.dashboard.errors import OrganizationNotFound, RoleCannotWrite
 from shared.errors import ValidationFailed
 from shared.http import dumps
-from shared.ids import is_uuid
 from shared.timeutil import isoformat
 
 APPLICATION, ORGANIZATION = "app_id", "organization_id"  # the two scopes a listing has
@@ -27,10 +24,9 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 class AuditLog:
-    def __init__(self, store: AuditStore, events, dashboard_access):
+    def __init__(self, store: AuditStore, events):
         self.store = store
         self._events = events
-        self._access = dashboard_access
 
     def record(self, action: str, *, result: dict, target: dict, data: dict | None = None,
                application_id: str | None = None, organization_id: str | None = None, actor: dict | None = None) -> int:
@@ -64,16 +60,6 @@ class AuditLog:
         else:
             chain, scope = f"organization:{organization_id}", {"app_id": None, "organization_id": organization_id}
         return verify(self.store.chain(chain), self.store.unsealed_count(scope))
-
-    def organization_scope(self, account_id: str, organization_id: str) -> str:
-        """The organization whose records ``account_id`` may read: its owners and admins
-        only (404 NOT_FOUND for a non-member, 403 for members and viewers)."""
-        role = self._access.role_in(organization_id, account_id) if is_uuid(organization_id) else None
-        if role is None:
-            raise OrganizationNotFound(organization_id)
-        if role not in WRITE_ROLES:
-            raise RoleCannotWrite(role, "read the audit log", WRITE_ROLES)
-        return organization_id
 
     def page(self, scope: str, scope_id: str, filters: dict, cursor: str | None,
              limit: int) -> tuple[list[dict], str | None]:

@@ -14,7 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controlplane.applications.service import ApplicationService
-from controlplane.dashboard.errors import ApplicationNotAccessible, DashboardEmailUnverified, RoleCannotWrite
+from controlplane.dashboard.errors import (
+    ApplicationNotAccessible,
+    DashboardEmailUnverified,
+    OrganizationNotFound,
+    RoleCannotWrite,
+)
 from controlplane.dashboard.store import DashboardStore
 from shared.ids import is_uuid
 
@@ -39,6 +44,17 @@ class DashboardAccess:
     def role_in(self, organization_id: str, account_id: str) -> str | None:
         member = self.store.member(organization_id, account_id)
         return member["role"] if member else None
+
+    def require_admin(self, organization_id: str, account_id: str, action: str) -> str:
+        """``organization_id`` when ``account_id`` is one of its owners or admins; 404 for
+        a non-member (403 would confirm the organization exists), 403 for members and
+        viewers, who may not ``action``."""
+        role = self.role_in(organization_id, account_id) if is_uuid(organization_id) else None
+        if role is None:
+            raise OrganizationNotFound(organization_id)
+        if role not in WRITE_ROLES:
+            raise RoleCannotWrite(role, action, WRITE_ROLES)
+        return organization_id
 
     def memberships(self, account_id: str) -> dict[str, str]:
         """organization_id -> role for every organization the account belongs to."""

@@ -1,7 +1,8 @@
 """Organizations of the dashboard and their members (owner, admin, member, viewer:
 ``access.py``), and the claim's undoing of what an unconfirmed account granted.
 
-docs/dashboard.md ("Organizations and roles").
+docs/dashboard.md ("Organizations and roles").  Creating an organization and changing
+its members are audit records of the organization (docs/audit.md).
 """
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from dataclasses import KW_ONLY, dataclass
 
 from controlplane.apikeys.service import ApiKeyService
 from controlplane.applications.service import ApplicationService
+from controlplane.audit.changes import changes
+from controlplane.audit.context import actor, success
+from controlplane.audit.service import AuditLog
 from controlplane.dashboard.access import WRITE_ROLES, DashboardAccess
 from controlplane.dashboard.errors import (
     AccountEmailUnverified,
@@ -40,6 +44,7 @@ class OrganizationService:
     api_keys: ApiKeyService
     rate_limiter: RateLimiter
     clock: Clock
+    audit: AuditLog
     _: KW_ONLY
     member_add_rate: Rate
 
@@ -66,6 +71,10 @@ class OrganizationService:
         except Exception:
             self.store.delete_organization(org["_id"])
             raise
+        # The registration creates one too, before anyone is signed in: the account is named.
+        self.audit.record("organization.created", result=success(), actor=actor("dashboard_account", account_id),
+                          target=actor("organization", org["_id"], name), organization_id=org["_id"],
+                          data={"name": name})
         return org
 
     def members(self, account_id: str, organization_id: str) -> list[dict]:
@@ -98,6 +107,7 @@ class OrganizationService:
         self.store.insert_member(member)
         if role == OWNER:
             self.store.add_owner_slot(organization_id)
+        self._record("organization.member_added", organization_id, target, {"role": role})
         return serialize_member(member, target)
 
     def change_member_role(self, account_id: str, organization_id: str, member_id: str, role: str) -> dict:
@@ -119,7 +129,10 @@ class OrganizationService:
             raise MembershipChanged()
         if role == OWNER:
             self.store.add_owner_slot(organization_id)
-        return serialize_member(updated, self.store.account(member_id) or {})
+        account = self.store.account(member_id) or {"_id": member_id}
+        self._record("organization.member_role_changed", organization_id, account,
+                     changes({"role": current}, {"role": role}, ("role",)))
+        return serialize_member(updated, account)
 
     def remove_member(self, account_id: str, organization_id: str, member_id: str) -> None:
         """Owners and admins remove members (only owners remove owners); anyone may
@@ -135,6 +148,13 @@ class OrganizationService:
             if member["role"] == OWNER:
                 self.store.add_owner_slot(organization_id)
             raise MembershipChanged()
+        account = self.store.account(member_id) or {"_id": member_id}
+        self._record("organization.member_removed", organization_id, account, {"role": member["role"], "left": leaving})
+
+    def _record(self, action: str, organization_id: str, account: dict, data: dict) -> None:
+        """A change of a member (``account``) of the organization, by the request's account."""
+        self.audit.record(action, result=success(), organization_id=organization_id, data=data,
+                          target=actor("dashboard_account", account["_id"], account.get("email")))
 
     def _role(self, account_id: str, organization_id: str, *, write: bool = False) -> str:
         role = self.access.role_in(organization_id, account_id) if is_uuid(organization_id) else None

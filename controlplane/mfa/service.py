@@ -28,6 +28,8 @@ import math
 from dataclasses import KW_ONLY, InitVar, dataclass
 
 from controlplane.applications.service import branding
+from controlplane.audit.context import actor, failure, success
+from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.mail import Mailer
 from controlplane.mfa import emails, totp
@@ -61,6 +63,10 @@ SETUP_TTL = 3600
 # Codes tried per user across all challenges, on top of the per-challenge lock: a caller
 # who knows the password cannot get fresh guesses by logging in again and again.
 VERIFY_RATE = Rate(20, 900)
+# Why an answer to a login's challenge failed, as its audit record says.
+_CHALLENGE_REASONS = {MfaCodeInvalid: "invalid_code", MfaLocked: "locked", MfaChallengeExpired: "challenge_expired",
+                      AccountSuspended: "suspended"}
+_CHALLENGE_FAILURES = tuple(_CHALLENGE_REASONS)
 
 
 def serialize_method(method: dict) -> dict:
@@ -88,6 +94,7 @@ class MfaService:
     box: SecretBox
     rate_limiter: RateLimiter
     mailer: Mailer
+    audit: AuditLog
     _: KW_ONLY
     secret_key: InitVar[str]
     challenge_ttl: int
@@ -275,9 +282,26 @@ class MfaService:
         app_id, now = app["_id"], self._now()
         token_digest = digest(challenge_token)
         challenge = self.challenges.count_attempt(app_id, token_digest, now)
-        if challenge is None:  # unknown, consumed or expired
+        if challenge is None:  # unknown, consumed or expired: nobody to record it against
             raise MfaChallengeExpired()
-        user_id, max_attempts = challenge["user_id"], self.max_attempts
+        kind = TOTP if totp.is_totp_code(code) else "backup_code"
+        try:
+            pair, remaining = self._answer(app, challenge, token_digest, code, kind, now)
+        except _CHALLENGE_FAILURES as exc:
+            reason = next(reason for error, reason in _CHALLENGE_REASONS.items() if isinstance(exc, error))
+            self._record_challenge(app_id, challenge["user_id"], kind, failure(reason))
+            raise
+        self._record_challenge(app_id, challenge["user_id"], kind, success())
+        return pair, remaining
+
+    def _record_challenge(self, app_id: str, user_id: str, kind: str, result: dict) -> None:
+        user = actor("user", user_id)
+        self.audit.record("mfa.challenge", result=result, actor=user, target=user, data={"method": kind},
+                          application_id=app_id)
+
+    def _answer(self, app: dict, challenge: dict, token_digest: str, code: str, kind: str,
+                now) -> tuple[dict, int | None]:
+        app_id, user_id, max_attempts = app["_id"], challenge["user_id"], self.max_attempts
         attempts_left = max_attempts - challenge["attempts"]
         if attempts_left < 0:
             raise self._locked(aware(challenge["expires_at"]), now)
@@ -293,7 +317,7 @@ class MfaService:
             raise MfaChallengeExpired()
 
         remaining = None
-        if totp.is_totp_code(code):
+        if kind == TOTP:
             self._accept_totp(app_id, method, code, now, attempts_left=attempts_left)
         else:
             self._accept_backup_code(app_id, user_id, method, code, now, attempts_left=attempts_left)

@@ -22,6 +22,9 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
+from controlplane.audit.changes import changes, created
+from controlplane.audit.context import act_as, actor, success
+from controlplane.audit.service import AuditLog
 from controlplane.oidc import backchannel
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
 from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, NO_CLIENT_AUTH, is_private_use
@@ -87,9 +90,13 @@ def _check_client_type(public: bool, values: dict) -> None:
 
 @dataclass(eq=False)
 class ClientService:
+    """Registration and authentication of an application's OIDC clients; a change is an
+    audit record ``oidc_client.*`` naming the fields changed, never the secret."""
+
     store: ClientStore
     clock: Clock
     targets: TargetPolicy  # the webhook target rules, which a backchannel_logout_uri must pass
+    audit: AuditLog
 
     # ------------------------------------------------------------------ management
 
@@ -105,6 +112,7 @@ class ClientService:
             "created_at": now, "updated_at": now,
         }
         self.store.insert(client)
+        self._record("oidc_client.created", client, created(client, values))
         return client, secret
 
     def _check_backchannel_uri(self, values: dict) -> None:
@@ -131,6 +139,7 @@ class ClientService:
         updated = self.store.update(app_id, client["_id"], {**values, "updated_at": self.clock()})
         if updated is None:
             raise ClientNotFound(ref)
+        self._record("oidc_client.updated", updated, changes(client, updated, values))
         return updated
 
     def delete(self, app_id: str, ref: str) -> None:
@@ -138,6 +147,11 @@ class ClientService:
         client = self.get(app_id, ref)
         if not self.store.delete(app_id, client["_id"]):
             raise ClientNotFound(ref)
+        self._record("oidc_client.deleted", client, {})
+
+    def _record(self, action: str, client: dict, data: dict) -> None:
+        self.audit.record(action, result=success(), target=actor("client", client["client_id"], client.get("name")),
+                          application_id=client["app_id"], data=data)
 
     # ------------------------------------------------------------------ the OAuth endpoints
 
@@ -169,6 +183,7 @@ class ClientService:
         if public and basic is None and params.get("client_secret") is None:
             client = self.active(params.get("client_id"))
             if client is not None and is_public(client):
+                act_as(actor("client", client["client_id"]))
                 return client
         if basic is not None:
             if params.get("client_secret") is not None:
@@ -183,6 +198,7 @@ class ClientService:
         client = self.authenticate(client_id, secret)
         if client is None:
             raise failure("Invalid client credentials.")
+        act_as(actor("client", client["client_id"]))  # what the request records, it records as the client's
         return client
 
     def authenticate(self, client_id: str | None, secret: str | None) -> dict | None:

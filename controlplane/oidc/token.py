@@ -15,6 +15,8 @@ import hashlib
 import hmac
 from dataclasses import InitVar, dataclass
 
+from controlplane.audit.context import actor, success
+from controlplane.audit.service import AuditLog
 from controlplane.oidc import pkce
 from controlplane.oidc.claims import OidcTokens
 from controlplane.oidc.clients import ClientService, grant_types
@@ -51,6 +53,7 @@ class AuthorizationCodeGrant:
     connections: ConnectionService
     users: UserDirectory
     clock: Clock
+    audit: AuditLog
     refresh_ttl: int
 
     def validate_token_request(self, client: dict, params: dict) -> dict:
@@ -97,6 +100,9 @@ class AuthorizationCodeGrant:
         """RFC 6749 4.1.2: the code was used before; revoke the grant of its first exchange."""
         if code is not None and code.get("used_at") is not None:
             self.codes.mark_replayed(code_digest, self.clock())
+            self.audit.record("oidc.code_replayed", result=success(), target=actor("user", code["user_id"]),
+                              application_id=code["app_id"],
+                              data={"client_id": code["client_id"], "grant_id": code.get("grant_id")})
             self.connections.failed(code["app_id"], code["user_id"], code["client_id"], "code_reused")
             if code.get("grant_id"):
                 self.connections.revoke_grant(code["grant_id"], "code_reused")
@@ -148,6 +154,7 @@ class RefreshTokenGrant:
     connections: ConnectionService
     users: UserDirectory
     clock: Clock
+    audit: AuditLog
     secret_key: InitVar[str]
     reuse_grace: int
 
@@ -215,6 +222,9 @@ class RefreshTokenGrant:
         if grant.get("previous_digest") == presented and grant.get("token_digest") == successor_digest \
                 and now < aware(grant["rotated_at"]) + seconds(self.reuse_grace):
             return grant
+        self.audit.record("token.reuse_detected", result=success(), target=actor("user", grant["user_id"]),
+                          application_id=grant["app_id"],
+                          data={"client_id": grant["client_id"], "grant_id": grant["_id"], "token": "refresh_token"})
         self.connections.failed(grant["app_id"], grant["user_id"], grant["client_id"], "refresh_token_reused")
         self.connections.revoke_grant(grant["_id"], "refresh_token_reused")
         raise InvalidGrant("The refresh token was already used; the grant has been revoked.")

@@ -18,6 +18,7 @@ import logging
 import re
 from dataclasses import KW_ONLY, dataclass
 
+from controlplane.audit.context import actor, success
 from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.mfa.service import MfaService
@@ -146,6 +147,8 @@ class SelfService:
         if not is_uuid(session_id) or not self.user_sessions.revoke_one(
                 app_id, user_id, session_id.lower(), reason="revoked_by_user"):
             raise SessionNotFound(session_id)
+        self.audit.record("session.revoked", result=success(), target=actor("user", user_id), application_id=app_id,
+                          data={"session_id": session_id.lower()})
 
     def revoke_all_sessions(self, app_id: str, user_id: str) -> int:
         """Revoke every session of the user, the calling one included, and every OIDC
@@ -154,6 +157,8 @@ class SelfService:
         self._require_user(app_id, user_id)
         revoked = self.user_sessions.revoke_user(app_id, user_id, reason="revoked_by_user")
         self.oauth_connections.revoke_user(app_id, user_id, reason="sessions_revoked")
+        self.audit.record("user.sessions_revoked", result=success(), target=actor("user", user_id),
+                          application_id=app_id, data={"sessions_revoked": revoked})
         return revoked
 
     # ------------------------------------------------------------------ GDPR export

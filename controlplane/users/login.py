@@ -9,13 +9,20 @@ known ones.
 Once the password and the account status are checked, the login asks its
 ``second_factor`` (the MFA area's service) whether the user must answer a challenge
 before a session starts.
+
+Every attempt that does not end in a session is an audit record ``user.login`` with its
+reason (docs/audit.md); the success is the session's ``user.login`` change-log event.
+Each is one insert, after the password check.
 """
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
-from controlplane.lockout import PasswordGuard
+from controlplane.audit.changes import typed
+from controlplane.audit.context import actor, failure
+from controlplane.audit.service import AuditLog
+from controlplane.lockout import AccountLocked, PasswordGuard
 from controlplane.ratelimit import RateLimiter
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
 from controlplane.users.sessions import SessionService
@@ -36,6 +43,7 @@ class LoginService:
     password_guard: PasswordGuard
     rate_limiter: RateLimiter
     second_factor: SecondFactor
+    audit: AuditLog
     _: KW_ONLY
     rate_limit_login: Rate
 
@@ -52,11 +60,26 @@ class LoginService:
         user = self.users.by_email(app["_id"], email)
         if user is not None and user.get("status") == "deleted":
             user = None
-        if not self.password_guard.check(app["_id"], email, password, user["password_hash"] if user else None):
+        # Who tried: the account of the email, or (unknown email) the email as typed.
+        claimed = actor("user", user["_id"], user["email"]) if user else actor("user", None, typed(email))
+        try:
+            checked = self.password_guard.check(app["_id"], email, password, user["password_hash"] if user else None,
+                                                audit_target=claimed)
+        except AccountLocked as exc:
+            self._refused(app, claimed, exc.details.get("reason", "locked"))
+            raise
+        if not checked:
+            self._refused(app, claimed, "invalid_credentials")
             raise InvalidCredentials()
         if user["status"] == "suspended":
+            self._refused(app, claimed, "suspended")
             raise AccountSuspended()
         challenge = self.second_factor.login_challenge(app, user, remember_me=remember_me, device_info=device_info)
         if challenge is not None:
+            self._refused(app, claimed, "mfa_required")  # the password was right; a code is still owed
             return challenge
         return self.sessions.issue(app, user, remember_me=remember_me, device_info=device_info)
+
+    def _refused(self, app: dict, claimed: dict, reason: str) -> None:
+        self.audit.record("user.login", result=failure(reason), actor=claimed, target=claimed,
+                          data={"method": "password"}, application_id=app["_id"])

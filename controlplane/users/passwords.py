@@ -6,11 +6,19 @@ Every check of a user's password goes through the ``PasswordGuard`` (the login l
 ``controlplane/lockout.py``): login, change-password and the MFA area's confirmations
 draw on one budget per account.  A reset link proves the mailbox, so a reset lifts the
 lock and marks the email verified.
+
+Reset requests and failed resets are audit records (docs/audit.md): the tenant's
+administrators read them, never the requester, so a request for an unknown email is
+recorded (a failure ``unknown_email``, the typed email as its target's display) without
+the API's answer telling anything.
 """
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 
+from controlplane.audit.changes import typed
+from controlplane.audit.context import actor, failure, success
+from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
@@ -39,6 +47,7 @@ class PasswordService:
     password_guard: PasswordGuard
     rate_limiter: RateLimiter
     mailer: Mailer
+    audit: AuditLog
     _: KW_ONLY
     public_url: str
     reset_token_ttl: int
@@ -48,7 +57,8 @@ class PasswordService:
         """Check the user's password under the same brute-force guard as login: every
         check (login, change-password, MFA management) draws on one budget per account,
         so a stolen access token buys no extra guesses.  429 AUTH_ACCOUNT_LOCKED past it."""
-        return self.password_guard.check(app_id, user["email"], password, user.get("password_hash"))
+        return self.password_guard.check(app_id, user["email"], password, user.get("password_hash"),
+                                         audit_target=_target(user))
 
     def change(self, app_id: str, user_id: str, *, current_password: str, new_password: str,
                current_session_id: str | None) -> None:
@@ -59,7 +69,8 @@ class PasswordService:
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
         require_strong(new_password, email=user["email"], field="new_password")
-        if not self.password_guard.check(app_id, user["email"], current_password, user["password_hash"]):
+        if not self.password_guard.check(app_id, user["email"], current_password, user["password_hash"],
+                                         audit_target=_target(user)):
             raise WrongPassword("The current password is not correct.", details={"field": "current_password"})
         password_hash = self.hasher.hash(new_password)
         now = self.clock()
@@ -76,7 +87,13 @@ class PasswordService:
         self.rate_limiter.hit(f"forgot:{app['_id']}:{email}", self.rate_limit_forgot, error=ResetRequestsLimited)
         user = self.users.by_email(app["_id"], email)
         if user is None or user.get("status") != "active":
+            reason = "unknown_email" if user is None or user.get("status") == "deleted" else "user_inactive"
+            target = _target(user) if reason == "user_inactive" else actor("user", None, typed(email))
+            self.audit.record("user.password_reset_requested", result=failure(reason), actor=target, target=target,
+                              application_id=app["_id"])
             return
+        self.audit.record("user.password_reset_requested", result=success(), actor=_target(user),
+                          target=_target(user), application_id=app["_id"])
         ttl = self.reset_token_ttl
         token = issue_one_time_token(self.one_time_tokens, user, RESET, ttl, self.clock())
         url = emails.link(self.public_url, app["_id"], "reset-password", token)
@@ -93,19 +110,22 @@ class PasswordService:
         app_id, now = app["_id"], self.clock()
         token_digest = digest(token)
         record = self.one_time_tokens.get(app_id, token_digest, RESET)
-        if record is None or record.get("used_at") is not None or record["email"] != email:
-            raise InvalidResetToken()
+        if record is None or record["email"] != email:
+            raise self._reset_failed(app_id, actor("user", None, typed(email)), "invalid_token", InvalidResetToken())
+        user_target = actor("user", record["user_id"], record["email"])
+        if record.get("used_at") is not None:
+            raise self._reset_failed(app_id, user_target, "token_used", InvalidResetToken())
         if aware(record["expires_at"]) <= now:
-            raise ResetTokenExpired()
+            raise self._reset_failed(app_id, user_target, "token_expired", ResetTokenExpired())
         user = self.users.get(app_id, record["user_id"])
         if user is None or user.get("status") != "active" or user["email"] != email:
-            raise InvalidResetToken()
+            raise self._reset_failed(app_id, user_target, "user_inactive", InvalidResetToken())
         require_strong(password, email=email)
         password_hash = self.hasher.hash(password)
         # Consume only now, so a weak password does not burn the token; the atomic
         # consume also decides between two racing resets with one token.
         if self.one_time_tokens.consume(app_id, token_digest, RESET, self.clock()) is None:
-            raise InvalidResetToken()
+            raise self._reset_failed(app_id, user_target, "token_used", InvalidResetToken())
         now = self.clock()
         self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
                                                 "updated_at": now})
@@ -114,3 +134,14 @@ class PasswordService:
         self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
         self.password_guard.lift(app_id, email)  # the mailbox owner lifts a lock
         self.events.emit(app_id, "user.password_reset", {"user_id": user["_id"]}, subject={"user_id": user["_id"]})
+
+    def _reset_failed(self, app_id: str, target: dict, reason: str, error: Exception) -> Exception:
+        """Record a reset that failed; the error to raise."""
+        self.audit.record("user.password_reset", result=failure(reason), actor=target, target=target,
+                          application_id=app_id)
+        return error
+
+
+def _target(user: dict) -> dict:
+    """An end user as an audit record's actor or target."""
+    return actor("user", user["_id"], user["email"])

@@ -10,7 +10,7 @@ Token model (docs/authentication.md, "Tokens and sessions"):
   secret, so the token rotated last can be presented again within
   IAMGATE_REFRESH_REUSE_GRACE seconds and yields the *same* successor (two tabs
   refreshing at once both stay signed in) without any plaintext token being stored.
-  Any later or older reuse revokes the family.
+  Any later or older reuse revokes the family (an audit record ``token.reuse_detected``).
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import hmac
 import logging
 from dataclasses import KW_ONLY, InitVar, dataclass
 
+from controlplane.audit.context import actor, success
+from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.tokens import TokenService
@@ -41,6 +43,7 @@ class SessionService:
     tokens: TokenService
     # A relying party's sign-in made in a session ends with it (its OIDC grants carry the session id).
     oauth_connections: ConnectionService
+    audit: AuditLog
     _: KW_ONLY
     secret_key: InitVar[str]
     refresh_token_ttl: int
@@ -134,6 +137,9 @@ class SessionService:
                 raise RefreshTokenRejected("The refresh token is not valid.", details={"reason": "unknown"})
             self._raise_if_unusable(session, now)
         self.sessions.revoke(app_id, session["_id"], now, "refresh_token_reused")
+        user = actor("user", session["user_id"])
+        self.audit.record("token.reuse_detected", result=success(), actor=user, target=user, application_id=app_id,
+                          data={"session_id": session["_id"], "token": "refresh_token"})
         log.warning("refresh token reused; session revoked",
                     extra={"app_id": app_id, "user_id": session["user_id"], "session_id": session["_id"]})
         raise RefreshTokenRejected("The refresh token was already used; the session has been revoked.",
@@ -169,6 +175,9 @@ class SessionService:
             return False
         revoked = self.sessions.revoke(app_id, session["_id"], self.clock(), "logout")
         self._end_oidc_grants(app_id, session["user_id"], session["_id"], reason="logout")
+        if revoked:
+            self.audit.record("token.revoked", result=success(), target=actor("user", session["user_id"]),
+                              application_id=app_id, data={"session_id": session["_id"], "token": "refresh_token"})
         return revoked
 
     def active(self, app_id: str, user_id: str) -> list[dict]:

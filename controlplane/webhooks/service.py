@@ -5,6 +5,10 @@ delivery's event queued again, docs/webhooks.md "Redelivery").
 
 The secret (``signing.new_secret``, the Standard Webhooks form) is generated here, shown
 once, and stored encrypted with ``SecretBox``: the delivery worker needs it back to sign.
+
+Each change is an audit record ``webhook.*`` (docs/audit.md) naming the fields changed;
+it never holds the secret, nor the URL's value (a URL may carry a token): its host is
+the target's display.
 """
 from __future__ import annotations
 
@@ -12,7 +16,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass
 from datetime import timedelta
+from urllib.parse import urlsplit
 
+from controlplane.audit.changes import changes as changed_fields
+from controlplane.audit.changes import created
+from controlplane.audit.context import actor, success
+from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.webhooks.errors import (
     WebhookDeliveryNotFound,
@@ -30,6 +39,7 @@ from shared.timeutil import Clock, isoformat
 log = logging.getLogger("iamgate.webhooks")
 
 DELIVERY_LOG_SIZE = 50
+_HIDDEN = ("url",)  # named in audit records, not shown: a URL may carry a token
 
 
 @dataclass(eq=False)
@@ -39,6 +49,7 @@ class WebhookService:
     policy: TargetPolicy
     events: EventLog
     clock: Clock
+    audit: AuditLog
     event_kinds: InitVar[tuple[str, ...]]
     _: KW_ONLY
     retention_seconds: int  # IAMGATE_WEBHOOK_DELIVERY_RETENTION, for the deliveries queued here
@@ -76,6 +87,7 @@ class WebhookService:
             "updated_at": now,
         }
         self.store.insert(doc)
+        self._record("webhook.created", doc, created(doc, ("url", "events", "is_active"), hidden=_HIDDEN))
         return doc, secret
 
     def update(self, app_id: str, webhook_id: str, values: dict) -> dict:
@@ -96,6 +108,7 @@ class WebhookService:
         updated = self.store.update(app_id, webhook["_id"], {**changes, "updated_at": self.clock()})
         if updated is None:
             raise WebhookNotFound(webhook_id)
+        self._record("webhook.updated", updated, changed_fields(webhook, updated, changes, hidden=_HIDDEN))
         return updated
 
     def delete(self, app_id: str, webhook_id: str) -> None:
@@ -105,6 +118,7 @@ class WebhookService:
         if not self.store.delete(app_id, webhook["_id"]):
             raise WebhookNotFound(webhook_id)
         self.store.delete_deliveries(app_id, webhook["_id"])
+        self._record("webhook.deleted", webhook, {})
 
     def rotate_secret(self, app_id: str, webhook_id: str) -> tuple[dict, str]:
         """A new secret, effective for every attempt from now on (retries included)."""
@@ -114,7 +128,13 @@ class WebhookService:
                                     {"secret": self.box.encrypt(secret), "updated_at": self.clock()})
         if updated is None:
             raise WebhookNotFound(webhook_id)
+        self._record("webhook.secret_rotated", updated, {"fields": ["secret"]})
         return updated, secret
+
+    def _record(self, action: str, webhook: dict, data: dict) -> None:
+        self.audit.record(action, result=success(),
+                          target=actor("webhook", webhook["_id"], urlsplit(webhook["url"]).hostname),
+                          application_id=webhook["app_id"], data=data)
 
     def deliveries(self, app_id: str, webhook_id: str) -> list[dict]:
         webhook = self.get(app_id, webhook_id)

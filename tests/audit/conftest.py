@@ -1,6 +1,7 @@
 """Fixtures of the audit tests: audit records written straight into the store in bulk
 (``insert_records``), shaped as ``EventLog`` writes them, and an application with a key
-that reads its audit log."""
+that reads its audit log; and the OIDC and MFA areas' helpers (a relying party's flow, a
+user with TOTP on), shared rather than copied."""
 from __future__ import annotations
 
 import itertools
@@ -10,6 +11,8 @@ import pytest
 
 from shared.ids import new_id
 from tests.conftest import bearer
+from tests.mfa.conftest import enable_mfa, start_login, verify  # noqa: F401  (fixtures)
+from tests.oidc.conftest import authorize, exchange, oidc_client, refresh_grant  # noqa: F401  (fixtures)
 
 FIRST_INSERTED = 10_000_000  # above any seq the tests' own writes reach
 _seqs = itertools.count(FIRST_INSERTED)

@@ -29,7 +29,7 @@ def test_a_short_metrics_token_stops_start_up():
         Config.from_env(env={"IAMGATE_METRICS_TOKEN": "short"})
 
 
-def test_the_decision_services_metrics_need_the_token_too(make_sidecar):
+def test_the_decision_services_metrics_need_the_token_too(make_sidecar):  # noqa: F811
     """The decision service's /metrics names applications and permissions: with the token
     set it answers only that bearer, as the control plane's does."""
     sidecar = falcon.testing.TestClient(make_sidecar(metrics_token=TOKEN))

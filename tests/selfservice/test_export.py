@@ -82,14 +82,14 @@ def test_export_has_every_section_in_its_documented_shape(call, application, me,
     assert consent["client_id"] == "client-abc"
 
     logs = data["audit_logs"]
-    assert [e["action"] for e in logs] == ["user.created", "user.login", "user.login", "user.updated",
-                                           "role.assigned"]
+    assert [e["action"] for e in logs] == ["user.created", "user.login", "user.login", "session.revoked",
+                                           "user.updated", "role.assigned"]
     assert [e["seq"] for e in logs] == sorted(e["seq"] for e in logs)
     for item in logs:  # the user's own audit records (docs/audit.md, "Fields")
         assert {"id", "seq", "at", "action", "result", "actor", "target", "request_id", "ip", "data"} <= set(item)
         assert me.user["id"] in (item["actor"]["id"], item["target"]["id"])
-        assert item["data"]["user_id"] == me.user["id"]
-    assert logs[3]["data"]["changed"] == ["avatar_url"]
+    assert logs[3]["data"]["session_id"] == revoked[0]["id"]  # the revoked tablet session
+    assert logs[4]["data"]["changed"] == ["avatar_url"]
 
 
 def test_export_contains_no_secret_anywhere(call, application, me, ctx, login_from_device, mfa_method, refresh,

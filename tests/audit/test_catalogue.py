@@ -1,0 +1,564 @@
+"""Every action of the audit catalogue (docs/audit.md) is performed here through the HTTP
+API, and its record names the right actor, target and result, with the request's id and
+client address.
+
+``SCENARIOS`` maps each action to the steps that perform it; the test is parametrized
+over the catalogue itself, so an action added to the catalogue without a scenario fails
+(``test_every_catalogued_action_has_a_scenario`` says which).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from controlplane.audit.actions import ACTIONS, CHANGE_ACTIONS, RECORDED_ACTIONS
+from tests.conftest import bearer
+from tests.mfa.conftest import mfa_url, rfc6238
+from tests.oidc.conftest import REDIRECT_URI, clients_url, pkce_pair
+from tests.plugins.users import PASSWORD, users_url
+
+IP = "198.51.100.23"  # every scenario's last request comes from here
+SUCCESS = {"status": "success"}
+# The actions records may name: a change-log kind whose events are all renamed
+# (api_keys.changed: api_key.created, api_key.revoked) names none.
+CATALOGUE = sorted(set(ACTIONS) - {kind for kind, _ in CHANGE_ACTIONS})
+WEBHOOK_URL = "http://127.0.0.1:9/hooks?token=url-token-0123456789"  # a URL may carry a token
+DASHBOARD = "/api/dashboard"
+
+
+@pytest.fixture
+def config_overrides():
+    return {"webhook_allow_private_targets": True}
+
+
+def failure(reason: str) -> dict:
+    return {"status": "failure", "reason": reason}
+
+
+@dataclass
+class Expect:
+    """What the newest record of the action must say; ``response`` is the request that
+    performed it (its X-Request-Id is the record's ``request_id``)."""
+
+    response: object
+    actor: tuple  # (type, id)
+    target: tuple  # (type, id)
+    result: dict = field(default_factory=lambda: SUCCESS)
+    data: dict = field(default_factory=dict)  # items the record's data must hold
+    application_id: object = "app"  # "app": the scenario's application
+
+
+class Env:
+    """The fixtures a scenario asks for, by name (``env.client``, ``env.application``...)."""
+
+    def __init__(self, request):
+        self._request = request
+
+    def __getattr__(self, name):
+        return self._request.getfixturevalue(name)
+
+    def call(self, method, path, *, token=None, **kwargs):
+        headers = {**(bearer(token) if token else {}), **kwargs.pop("headers", {})}
+        return self.client.simulate_request(method, path, headers=headers, remote_addr=IP, **kwargs)
+
+    def v1(self, method, path, *, token=None, **kwargs):
+        return self.call(method, f"/api/v1/applications/{self.application['_id']}{path}",
+                         token=token or self.api_key, **kwargs)
+
+    def dashboard(self, method, path, **kwargs):
+        return self.dashboard_account.request(method, DASHBOARD + path, remote_addr=IP, **kwargs)
+
+    def key_id(self):
+        return self.ctx.store["api_keys"].find_one({"app_id": self.application["_id"]})["_id"]
+
+    def user(self):
+        """A fresh user of the application, signed in: ``UserToken``."""
+        return self.make_user_token(self.application)
+
+
+def ok(response, status=(200, 201, 204)):
+    assert response.status_code in ((status,) if isinstance(status, int) else status), response.text
+    return response
+
+
+SCENARIOS = {}
+
+
+def scenario(*actions):
+    def register(run):
+        for action in actions:
+            assert action not in SCENARIOS, action
+            SCENARIOS[action] = run
+        return run
+
+    return register
+
+
+# ---------------------------------------------------------------- end users: sign-in and sessions
+
+@scenario("user.created")
+def _register(env):
+    response = ok(env.call("POST", users_url(env.application, "/register"),
+                           json={"email": "new-user@example.com", "password": PASSWORD, "name": "New"}))
+    user_id = response.json["data"]["id"]
+    return Expect(response, ("user", user_id), ("user", user_id))
+
+
+@scenario("user.login")
+def _login(env):
+    user = env.make_user(env.application)
+    response = ok(env.call("POST", users_url(env.application, "/login"),
+                           json={"email": user["email"], "password": PASSWORD}))
+    return Expect(response, ("user", user["id"]), ("user", user["id"]))
+
+
+@scenario("user.locked")
+def _locked(env):
+    user = env.make_user(env.application)
+    for _ in range(env.ctx.config.lockout_threshold):
+        response = env.call("POST", users_url(env.application, "/login"),
+                            json={"email": user["email"], "password": "Wrong-Horse-1"})
+    assert response.status_code == 401, response.text
+    return Expect(response, ("system", None), ("user", user["id"]),
+                  data={"failures": env.ctx.config.lockout_threshold})
+
+
+@scenario("token.revoked")
+def _logout(env):
+    user = env.user()
+    response = ok(env.call("POST", users_url(env.application, "/logout"), token=user.access_token,
+                           json={"refresh_token": user.refresh_token}), 204)
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]), data={"token": "refresh_token"})
+
+
+@scenario("token.reuse_detected")
+def _refresh_reuse(env):
+    user = env.user()
+    url = users_url(env.application, "/token/refresh")
+    ok(env.call("POST", url, json={"refresh_token": user.refresh_token}))
+    env.clock.advance(env.ctx.config.refresh_reuse_grace + 1)
+    response = env.call("POST", url, json={"refresh_token": user.refresh_token})
+    assert response.status_code == 401, response.text
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]))
+
+
+@scenario("session.revoked")
+def _session_revoked(env):
+    user = env.user()
+    path = f"/users/{user.user['id']}/sessions"
+    session_id = ok(env.v1("GET", path, token=user.access_token)).json["data"][0]["id"]
+    response = ok(env.v1("DELETE", f"{path}/{session_id}", token=user.access_token), 204)
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]), data={"session_id": session_id})
+
+
+@scenario("user.sessions_revoked")
+def _sessions_revoked(env):
+    user = env.user()
+    response = ok(env.v1("DELETE", f"/users/{user.user['id']}/sessions", token=user.access_token))
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]), data={"sessions_revoked": 1})
+
+
+@scenario("user.password_changed")
+def _password_changed(env):
+    user = env.user()
+    response = ok(env.v1("POST", f"/users/{user.user['id']}/change-password", token=user.access_token,
+                         json={"current_password": PASSWORD, "new_password": "Another-Horse-77",
+                               "new_password_confirmation": "Another-Horse-77"}))
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]))
+
+
+@scenario("user.password_reset_requested")
+def _reset_requested(env):
+    user = env.make_user(env.application)
+    response = ok(env.call("POST", users_url(env.application, "/password/forgot"), json={"email": user["email"]}))
+    return Expect(response, ("user", user["id"]), ("user", user["id"]))
+
+
+@scenario("user.password_reset")
+def _reset(env):
+    user, outbox = env.make_user(env.application), env.outbox
+    ok(env.call("POST", users_url(env.application, "/password/forgot"), json={"email": user["email"]}))
+    response = ok(env.call("POST", users_url(env.application, "/password/reset"),
+                           json={"token": outbox[-1].token, "email": user["email"], "password": "Brand-New-Horse-5"}))
+    return Expect(response, ("user", user["id"]), ("user", user["id"]))
+
+
+@scenario("user.updated")
+def _profile(env):
+    user = env.user()
+    response = ok(env.v1("PUT", f"/users/{user.user['id']}/profile", token=user.access_token, json={"name": "Renamed"}))
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]))
+
+
+@scenario("user.deleted")
+def _deleted(env):
+    user = env.user()
+    response = ok(env.v1("DELETE", f"/users/{user.user['id']}", token=user.access_token), 204)
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]))
+
+
+def _dashboard_user(env):
+    """A user of an application of the dashboard account."""
+    return env.stored_user({"_id": env.dashboard_app["id"]})
+
+
+@scenario("user.suspended", "user.unsuspended")
+def _suspension(env):
+    user, app_id = _dashboard_user(env), env.dashboard_app["id"]
+    ok(env.dashboard("POST", f"/applications/{app_id}/users/{user['_id']}/suspend", json={}))
+    response = ok(env.dashboard("POST", f"/applications/{app_id}/users/{user['_id']}/unsuspend", json={}))
+    if env.action == "user.suspended":
+        response = ok(env.dashboard("POST", f"/applications/{app_id}/users/{user['_id']}/suspend", json={}))
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("user", user["_id"]),
+                  application_id=app_id)
+
+
+# ---------------------------------------------------------------- MFA
+
+def _mfa_user(env):
+    return env.enable_mfa(env.application, env.user())
+
+
+def _challenge(env, mfa):
+    return env.start_login(env.application, mfa.email, mfa.password)["challenge_token"]
+
+
+@scenario("mfa.enabled")
+def _mfa_enabled(env):
+    user = env.user()
+    headers = bearer(user.access_token)
+    setup = ok(env.client.simulate_post(mfa_url(env.application, user.user["id"], "/totp/setup"), json={},
+                                        headers=headers)).json["data"]
+    response = ok(env.call("POST", mfa_url(env.application, user.user["id"], "/totp/confirm"), headers=headers,
+                           json={"method_id": setup["method_id"], "code": rfc6238(setup["secret"], env.clock())}))
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]))
+
+
+@scenario("mfa.disabled")
+def _mfa_disabled(env):
+    mfa = _mfa_user(env)
+    response = ok(env.call("DELETE", mfa_url(env.application, mfa.id, "/totp"), headers=mfa.headers,
+                           json={"password": mfa.password}), 204)
+    return Expect(response, ("user", mfa.id), ("user", mfa.id))
+
+
+@scenario("mfa.backup_codes_regenerated")
+def _backup_codes_regenerated(env):
+    mfa = _mfa_user(env)
+    response = ok(env.call("POST", mfa_url(env.application, mfa.id, "/backup-codes/regenerate"), headers=mfa.headers,
+                           json={"password": mfa.password}))
+    return Expect(response, ("user", mfa.id), ("user", mfa.id))
+
+
+@scenario("mfa.backup_code_used")
+def _backup_code_used(env):
+    mfa = _mfa_user(env)
+    response = ok(env.call("POST", users_url(env.application, "/mfa/verify"),
+                           json={"challenge_token": _challenge(env, mfa), "code": mfa.backup_codes[0]}))
+    return Expect(response, ("user", mfa.id), ("user", mfa.id))
+
+
+@scenario("mfa.challenge")
+def _mfa_challenge(env):
+    mfa = _mfa_user(env)
+    response = ok(env.call("POST", users_url(env.application, "/mfa/verify"),
+                           json={"challenge_token": _challenge(env, mfa), "code": rfc6238(mfa.secret, env.clock())}))
+    return Expect(response, ("user", mfa.id), ("user", mfa.id), data={"method": "totp"})
+
+
+# ---------------------------------------------------------------- OIDC
+
+def _oidc_flow(env):
+    """A relying party and a signed-in user's authorization code: (rp, user, code, verifier)."""
+    rp, user = env.oidc_client(env.application), env.user()
+    verifier, challenge = pkce_pair()
+    code = ok(env.authorize(user, rp, challenge=challenge)).json["code"]
+    return rp, user, code, verifier
+
+
+def _token_request(env, rp, **body):
+    return env.call("POST", "/oidc/token",
+                    json={"client_id": rp["client_id"], "client_secret": rp["client_secret"], **body})
+
+
+def _exchange(env, rp, code, verifier):
+    return _token_request(env, rp, grant_type="authorization_code", code=code, redirect_uri=REDIRECT_URI,
+                          code_verifier=verifier)
+
+
+@scenario("consent.granted")
+def _consent(env):
+    rp, user = env.oidc_client(env.application), env.user()
+    query = {"response_type": "code", "client_id": rp["client_id"], "redirect_uri": REDIRECT_URI,
+             "scope": "openid profile email", "state": "s", "code_challenge": pkce_pair()[1],
+             "code_challenge_method": "S256"}
+    response = ok(env.call("GET", "/oidc/authorize", params=query, token=user.access_token))
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]))
+
+
+@scenario("connection.created")
+def _connection_created(env):
+    rp, user, code, verifier = _oidc_flow(env)
+    response = ok(_exchange(env, rp, code, verifier))
+    return Expect(response, ("client", rp["client_id"]), ("user", user.user["id"]))
+
+
+@scenario("connection.failed")
+def _connection_failed(env):
+    rp, user, code, _ = _oidc_flow(env)
+    response = _exchange(env, rp, code, pkce_pair()[0])
+    assert response.status_code == 400, response.text
+    return Expect(response, ("client", rp["client_id"]), ("user", user.user["id"]),
+                  data={"reason": "invalid_verifier"})
+
+
+@scenario("oidc.code_replayed")
+def _code_replayed(env):
+    rp, user, code, verifier = _oidc_flow(env)
+    ok(_exchange(env, rp, code, verifier))
+    response = _exchange(env, rp, code, verifier)
+    assert response.status_code == 400, response.text
+    return Expect(response, ("client", rp["client_id"]), ("user", user.user["id"]),
+                  data={"client_id": rp["client_id"]})
+
+
+def _oidc_tokens(env):
+    rp, user, code, verifier = _oidc_flow(env)
+    return rp, user, ok(_exchange(env, rp, code, verifier)).json
+
+
+@scenario("connection.refreshed")
+def _connection_refreshed(env):
+    rp, user, tokens = _oidc_tokens(env)
+    response = ok(_token_request(env, rp, grant_type="refresh_token", refresh_token=tokens["refresh_token"]))
+    return Expect(response, ("client", rp["client_id"]), ("user", user.user["id"]))
+
+
+@scenario("connection.revoked")
+def _connection_revoked(env):
+    rp, user, tokens = _oidc_tokens(env)
+    response = ok(env.call("POST", "/oidc/revoke", json={"token": tokens["refresh_token"], "client_id": rp["client_id"],
+                                                         "client_secret": rp["client_secret"]}))
+    return Expect(response, ("client", rp["client_id"]), ("user", user.user["id"]), data={"reason": "revoked"})
+
+
+@scenario("consent.withdrawn")
+def _consent_withdrawn(env):
+    rp, user, _ = _oidc_tokens(env)
+    response = ok(env.v1("DELETE", f"/users/{user.user['id']}/consent", token=user.access_token))
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]))
+
+
+@scenario("token.reuse_detected#oidc")
+def _oidc_refresh_reuse(env):
+    rp, user, tokens = _oidc_tokens(env)
+    ok(_token_request(env, rp, grant_type="refresh_token", refresh_token=tokens["refresh_token"]))
+    env.clock.advance(env.ctx.config.refresh_reuse_grace + 1)
+    response = _token_request(env, rp, grant_type="refresh_token", refresh_token=tokens["refresh_token"])
+    assert response.status_code == 400, response.text
+    return Expect(response, ("client", rp["client_id"]), ("user", user.user["id"]),
+                  data={"client_id": rp["client_id"]})
+
+
+@scenario("oidc_client.created", "oidc_client.updated", "oidc_client.deleted")
+def _oidc_clients(env):
+    app, key = env.application, env.api_key
+    response = ok(env.call("POST", clients_url(app), token=key,
+                           json={"name": "RP", "redirect_uris": [REDIRECT_URI]}))
+    client_id = response.json["data"]["client_id"]
+    data = {"after": {"name": "RP", "redirect_uris": [REDIRECT_URI]}}
+    if env.action != "oidc_client.created":
+        response = ok(env.call("PUT", clients_url(app, f"/{client_id}"), token=key, json={"name": "RP two"}))
+        data = {"fields": ["name"], "before": {"name": "RP"}, "after": {"name": "RP two"}}
+    if env.action == "oidc_client.deleted":
+        response, data = ok(env.call("DELETE", clients_url(app, f"/{client_id}"), token=key), 204), {}
+    return Expect(response, ("api_key", env.key_id()), ("client", client_id), data=data)
+
+
+# ---------------------------------------------------------------- roles, permissions, policies, attributes
+
+@scenario("role.created", "role.updated", "role.deleted", "permission.granted", "permission.revoked")
+def _roles(env):
+    response = ok(env.v1("POST", "/roles", json={"name": "editor", "display_name": "Editor",
+                                                  "permissions": ["posts:read"]}))
+    role_id = response.json["data"]["id"]
+    if env.action in ("role.updated", "permission.granted", "permission.revoked"):
+        # posts:write granted, posts:read revoked
+        response = ok(env.v1("PUT", f"/roles/{role_id}", json={"display_name": "Editors",
+                                                                "permissions": ["posts:write"]}))
+    if env.action == "role.deleted":
+        response = ok(env.v1("DELETE", f"/roles/{role_id}"), 204)
+    return Expect(response, ("api_key", env.key_id()), ("role", role_id))
+
+
+@scenario("role.assigned", "role.removed")
+def _assignments(env):
+    user = env.stored_user(env.application)
+    role = env.make_role(env.application, "viewer")
+    response = ok(env.v1("POST", f"/users/{user['_id']}/roles", json={"role_id": role["_id"]}))
+    if env.action == "role.removed":
+        response = ok(env.v1("DELETE", f"/users/{user['_id']}/roles/{role['_id']}"), 204)
+    return Expect(response, ("api_key", env.key_id()), ("user", user["_id"]))
+
+
+@scenario("policy.created", "policy.updated", "policy.deleted")
+def _policies(env):
+    response = ok(env.v1("POST", "/abac/policies", json={"name": "weekdays", "effect": "allow",
+                                                         "permissions": ["posts:read"], "condition": None}))
+    policy_id = response.json["data"]["id"]
+    if env.action == "policy.updated":
+        response = ok(env.v1("PUT", f"/abac/policies/{policy_id}", json={"name": "weekdays", "is_active": False}))
+    if env.action == "policy.deleted":
+        response = ok(env.v1("DELETE", f"/abac/policies/{policy_id}"), 204)
+    return Expect(response, ("api_key", env.key_id()), ("policy", policy_id))
+
+
+@scenario("attribute.set", "attribute.deleted")
+def _attributes(env):
+    user = env.stored_user(env.application)
+    response = ok(env.v1("PUT", f"/users/{user['_id']}/attributes/department", json={"value": "sales"}))
+    if env.action == "attribute.deleted":
+        response = ok(env.v1("DELETE", f"/users/{user['_id']}/attributes/department"), 204)
+    return Expect(response, ("api_key", env.key_id()), ("user", user["_id"]))
+
+
+# ---------------------------------------------------------------- webhooks
+
+@scenario("webhook.created", "webhook.updated", "webhook.deleted", "webhook.secret_rotated")
+def _webhooks(env):
+    response = ok(env.v1("POST", "/webhooks", json={"url": WEBHOOK_URL, "events": ["user.created"]}))
+    webhook_id = response.json["data"]["id"]
+    data = {"fields": ["url", "events", "is_active"], "after": {"events": ["user.created"], "is_active": True}}
+    if env.action == "webhook.updated":
+        response = ok(env.v1("PUT", f"/webhooks/{webhook_id}", json={"events": ["user.created", "role.created"],
+                                                                      "url": WEBHOOK_URL + "-2"}))
+        data = {"fields": ["url", "events"], "before": {"events": ["user.created"]},
+                "after": {"events": ["user.created", "role.created"]}}
+    if env.action == "webhook.secret_rotated":
+        response, data = ok(env.v1("POST", f"/webhooks/{webhook_id}/rotate-secret", json={})), {"fields": ["secret"]}
+    if env.action == "webhook.deleted":
+        response, data = ok(env.v1("DELETE", f"/webhooks/{webhook_id}"), 204), {}
+    return Expect(response, ("api_key", env.key_id()), ("webhook", webhook_id), data=data)
+
+
+# ---------------------------------------------------------------- the dashboard
+
+@scenario("application.created")
+def _application_created(env):
+    response = ok(env.dashboard("POST", "/applications", json={"name": "Shop"}))
+    app_id = response.json["data"]["id"]
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("application", app_id),
+                  application_id=app_id, data={"after": {"name": "Shop"}})
+
+
+
+@scenario("application.updated")
+def _application_updated(env):
+    app_id = env.dashboard_app["id"]
+    response = ok(env.dashboard("PUT", f"/applications/{app_id}",
+                                json={"name": "Dashboard App", "max_concurrent_sessions": 3}))
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("application", app_id),
+                  application_id=app_id, data={"fields": ["max_concurrent_sessions"],
+                                               "before": {"max_concurrent_sessions": 0},
+                                               "after": {"max_concurrent_sessions": 3}})
+
+
+@scenario("application.deleted")
+def _application_deleted(env):
+    app_id = env.dashboard_app["id"]
+    response = ok(env.dashboard("DELETE", f"/applications/{app_id}"), 204)
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("application", app_id),
+                  application_id=app_id)
+
+
+@scenario("api_key.created", "api_key.revoked")
+def _api_keys(env):
+    app_id = env.dashboard_app["id"]
+    response = ok(env.dashboard("POST", f"/applications/{app_id}/api-keys", json={"name": "ci"}))
+    key_id = response.json["data"]["id"]
+    if env.action == "api_key.revoked":
+        response = ok(env.dashboard("DELETE", f"/applications/{app_id}/api-keys/{key_id}"), 204)
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("api_key", key_id),
+                  application_id=app_id)
+
+
+@scenario("organization.created")
+def _organization_created(env):
+    response = ok(env.dashboard("POST", "/organizations", json={"name": "Acme"}))
+    org_id = response.json["data"]["id"]
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("organization", org_id),
+                  application_id=None, data={"name": "Acme"})
+
+
+@scenario("organization.member_added", "organization.member_role_changed", "organization.member_removed")
+def _members(env):
+    other = env.make_dashboard_account()
+    org = env.dashboard_account.organization_id
+    response = ok(env.dashboard("POST", f"/organizations/{org}/members", json={"email": other.email, "role": "member"}))
+    data = {"role": "member"}
+    if env.action == "organization.member_role_changed":
+        response = ok(env.dashboard("PUT", f"/organizations/{org}/members/{other.id}", json={"role": "admin"}))
+        data = {"fields": ["role"], "before": {"role": "member"}, "after": {"role": "admin"}}
+    if env.action == "organization.member_removed":
+        response = ok(env.dashboard("DELETE", f"/organizations/{org}/members/{other.id}"), 204)
+        data = {"role": "member", "left": False}
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("dashboard_account", other.id),
+                  application_id=None, data=data)
+
+
+# ---------------------------------------------------------------- the tests
+
+def newest(ctx, action: str, result: dict) -> dict:
+    query = {"action": action, "result.status": result["status"]}
+    if "reason" in result:
+        query["result.reason"] = result["reason"]
+    docs = list(ctx.store["events"].find(query).sort("seq", -1).limit(1))
+    assert docs, f"no {action} record with result {result}"
+    return docs[0]
+
+
+def holds(actual, expected) -> bool:
+    """``actual`` has every item of ``expected``, dicts compared item by item."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(holds(actual.get(k), v) for k, v in expected.items())
+    return actual == expected
+
+
+@pytest.fixture
+def action(request):
+    return request.param
+
+
+CASES = CATALOGUE + sorted(name for name in SCENARIOS if "#" in name)
+
+
+@pytest.mark.parametrize("action", CASES, indirect=True)
+def test_the_action_is_recorded_with_its_actor_target_and_result(action, request, ctx):
+    assert action in SCENARIOS, f"nothing here performs {action}: add it to SCENARIOS"
+    expect = SCENARIOS[action](Env(request))
+    doc = newest(ctx, action.split("#")[0], expect.result)
+    assert (doc["actor"]["type"], doc["actor"]["id"]) == expect.actor, doc["actor"]
+    assert (doc["target"]["type"], doc["target"]["id"]) == expect.target, doc["target"]
+    assert doc["result"] == expect.result
+    assert doc["request_id"] == expect.response.headers["X-Request-Id"]
+    assert doc["ip"] == IP
+    app_id = request.getfixturevalue("application")["_id"] if expect.application_id == "app" else expect.application_id
+    assert doc["app_id"] == app_id
+    if app_id is None:
+        assert doc["organization_id"] is not None  # a dashboard action: its organization's
+    assert holds(doc["data"], expect.data), doc["data"]
+
+
+def test_every_catalogued_action_has_a_scenario():
+    assert sorted(set(CATALOGUE) - set(SCENARIOS)) == []
+    assert sorted({name.split("#")[0] for name in SCENARIOS} - set(CATALOGUE)) == []
+
+
+def test_the_catalogue_table_of_docs_lists_every_action():
+    text = (Path(__file__).parents[2] / "docs" / "audit.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z_]+\.[a-z_]+)` \|", text, flags=re.MULTILINE))
+    assert listed == set(CATALOGUE)
+    assert set(RECORDED_ACTIONS) <= listed
