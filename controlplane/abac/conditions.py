@@ -36,13 +36,11 @@ import json
 import math
 from collections.abc import Mapping
 
-from shared.abac import condition_nodes, evaluate_condition
+from shared.abac import OPERATORS, condition_nodes, evaluate_condition
 
 MAX_DEPTH = 8
 MAX_PATH_LENGTH = 255
 
-OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "starts_with", "exists",
-             "ip_in_cidr")
 _GROUPS = ("all", "any", "not")
 _ATTR_ROOTS = ("user", "resource", "context")
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
