@@ -22,8 +22,8 @@ same short-circuits as a walk of the tree. Pure: no I/O, no clock, no logging.
 from __future__ import annotations
 
 import marshal
-from bisect import bisect_left
 import threading
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -134,7 +134,7 @@ def _read(operand: tuple, environment):
     return node
 
 
-def _run_malformed(node, environment):
+def _run_malformed(node, environment):  # noqa: ARG001 -- every node runs as (node, environment)
     raise Malformed
 
 

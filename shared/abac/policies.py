@@ -3,8 +3,8 @@ policies covering one permission as one set of programs (``CompiledPolicies.effe
 which ``shared.authorization`` evaluates. Pure: no I/O, no clock, no logging."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 import marshal
+from collections.abc import Iterable, Mapping
 
 from shared.abac.evaluator import ALWAYS, compile_condition, compile_keyed, content_key
 from shared.rbac import covering_patterns, is_valid_permission

@@ -12,8 +12,9 @@ each edit kept another such function (4.6 MB) in a cache bounded only by its cou
 What these tests pin, through the real Falcon app and A's HTTP requests:
 
 - the compile work of a check after an edit is what changed, not the whole set: a
-  program built for the edited condition only, and no Python source compiled. Counted, not timed, so exact on any machine; it fails on the old
-  engine (538,690 characters compiled per check);
+  program built for the edited condition only, and no Python source compiled. Counted,
+  not timed, so exact on any machine; it fails on the old engine (538,690 characters
+  compiled per check);
 - memory per edit is bounded: tracemalloc over six edits against ten times what the
   edited condition may take; it fails on the old engine (4.6 MB per edit);
 - tenant B's checks served between A's requests stay within twice B's idle latency,
