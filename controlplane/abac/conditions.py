@@ -7,7 +7,8 @@ The language (docs/authorization.md, "Conditions and their validation"):
 
 - a condition is ``{"all": [c, ...]}``, ``{"any": [c, ...]}``, ``{"not": c}`` or a
   comparison ``{"op": OP, "left": OPERAND, "right": OPERAND}``;
-- OP is one of ``eq ne gt gte lt lte in not_in contains starts_with exists ip_in_cidr``;
+- OP is one of the engine's ``shared.abac.OPERATORS`` (``eq ne gt gte lt lte in not_in contains
+  starts_with exists ip_in_cidr``);
 - an operand is ``{"attr": PATH}`` with PATH ``user.id``, ``user.attributes.X``,
   ``resource.X`` or ``context.X`` (X may go deeper with dots), or ``{"value": literal}``;
 - ``exists`` takes only ``left`` (an attribute); a ``right`` of ``{"value": true|false}``

@@ -164,5 +164,13 @@ COMPARISONS = {
     "ip_in_cidr": _ip_in_cidr,
 }
 
-# Every operator of the language, in the order docs/authorization.md lists them.
-OPERATORS = (*tuple(COMPARISONS)[:10], "exists", "ip_in_cidr")
+
+def _operators() -> tuple[str, ...]:
+    """Every operator of the language, as the API lists them: the comparisons, with
+    ``exists`` (which reads presence, not values) before ``ip_in_cidr``."""
+    names = list(COMPARISONS)
+    names.insert(names.index("ip_in_cidr"), "exists")
+    return tuple(names)
+
+
+OPERATORS = _operators()
