@@ -46,8 +46,8 @@ def policies(count: int) -> list[Policy]:
     made = []
     for i in range(count):
         if i % 3 == 2:
-            made.append(Policy(f"a{i}", f"a{i}", ALLOW, ("documents:read",),
-                               {"op": "starts_with", "left": {"attr": "resource.path"}, "right": {"value": f"/s/{i}/"}}))
+            starts = {"op": "starts_with", "left": {"attr": "resource.path"}, "right": {"value": f"/s/{i}/"}}
+            made.append(Policy(f"a{i}", f"a{i}", ALLOW, ("documents:read",), starts))
         else:
             choices = conditions(i)
             made.append(Policy(f"d{i}", f"d{i}", DENY, ("documents:read",), choices[i % len(choices)]))
