@@ -2,22 +2,22 @@
 program run per check.
 
 A program is nested tuples of small integers, strings, numbers and other such tuples --
-never functions, cells or lists -- so once the cyclic garbage collector has seen it, it
-stops tracking it: a tenant at every cap (a thousand conditions of 32 nodes) leaves a
-handful of tracked objects per policy instead of the ~130 closures and cells per policy
-that compiled conditions cost before, and a full collection of a worker holding it walks
-that much less (docs/performance.md, "Garbage collection pauses"). Building a program is
-linear in the condition's nodes and runs no Python ``compile()``.
+no functions, cells, lists, sets or dicts -- so the cyclic garbage collector stops
+tracking it once it has seen it (a level of nesting per collection it survives): a
+tenant at every cap leaves about two tracked objects a policy, where closures left over a
+hundred, and a full collection walks that much less (docs/performance.md, "Garbage
+collection pauses"). Building a program is linear in the condition's nodes and runs no
+Python ``compile()``.
 
 Nodes, by their first element (an opcode): ``(ALL, children)``, ``(ANY, children)``,
 ``(NOT, child)``, ``(MALFORMED,)``, ``(EXISTS, left, right)``, ``(GENERAL, op, left,
 right)`` (any comparison, through ``language.COMPARISONS``), and the common comparisons of
 an operand with a literal whose type is known when compiling, each giving exactly what
-``COMPARISONS[op](value, literal) is True`` gives. Operands: ``(LITERAL, value)`` (lists
-held as tuples, which every comparison reads alike; no set or dict anywhere, since a tuple
-holding one stays tracked) or an attribute path of two, three or
-any other number of names. A malformed node is found when evaluation reaches it, with the
-same short-circuits as a walk of the tree. Pure: no I/O, no clock, no logging.
+``COMPARISONS[op](value, literal) is True`` gives. Operands: ``(LITERAL, value)``, its
+lists held as tuples (every comparison reads both as arrays; an object literal, which
+validation refuses, stays a dict), or an attribute path of two, three or any other number
+of names. A malformed node is found when evaluation reaches it, with the same
+short-circuits as a walk of the tree. Pure: no I/O, no clock, no logging.
 """
 from __future__ import annotations
 
