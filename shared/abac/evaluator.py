@@ -251,18 +251,15 @@ def compile_condition(condition) -> tuple:
         key = content_key(condition)
     except RecursionError:  # absurdly deep: what evaluation refuses anyway
         return _compile(condition, 1)
-    return compile_keyed(key) if type(key) is bytes else _compiled(key, condition)
+    return compile_keyed(key, condition)
 
 
-def compile_keyed(key: bytes) -> tuple:
-    """The program of the condition whose marshal bytes (``content_key``) are ``key``."""
+def compile_keyed(key, condition) -> tuple:
+    """:func:`compile_condition` of ``condition`` whose ``content_key`` is ``key``."""
     program = _PROGRAMS.get(key)
-    return program if program is not None else _compiled(key, marshal.loads(key))
-
-
-def _compiled(key, condition) -> tuple:
-    program = _compile(condition, 1)
-    _PROGRAMS.put(key, program, NODE_BYTES * _nodes(program))
+    if program is None:
+        program = _compile(condition, 1)
+        _PROGRAMS.put(key, program, NODE_BYTES * _nodes(program))
     return program
 
 

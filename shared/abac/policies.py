@@ -16,13 +16,15 @@ DENY = "deny"
 class Policy:
     """An ABAC policy, an immutable value. ``condition`` None holds unconditionally.
 
-    The condition is kept as its marshal bytes, not as the parsed document: an object the
-    garbage collector does not track, where a document of 32 nodes is some 36 tracked
-    dicts and lists -- a tenant at every cap kept 36,000 of them in each process that
-    holds its policies, and a full collection walks them all (docs/performance.md,
-    "Garbage collection pauses"). ``condition`` gives a fresh copy of the document."""
+    Once compiled (``program``, what a check runs), a policy keeps its condition only as
+    its marshal bytes, the key of its program, and drops the parsed document: bytes are
+    one object the garbage collector does not track, where a document of 32 nodes is some
+    36 tracked dicts and lists -- a tenant at every cap kept 36,000 of them in each process
+    holding its policies, and a full collection walks them all (docs/performance.md,
+    "Garbage collection pauses"). ``condition`` then decodes a fresh copy; a policy that
+    is only read and sent on (the internal API) keeps its document and costs nothing more."""
 
-    __slots__ = ("id", "name", "effect", "permissions", "is_active", "_condition", "_program")
+    __slots__ = ("id", "name", "effect", "permissions", "is_active", "_document", "_key", "_program")
 
     def __init__(self, id: str, name: str, effect: str, permissions, condition: dict | None = None,  # noqa: A002
                  is_active: bool = True):
@@ -34,7 +36,8 @@ class Policy:
         setattr_(self, "effect", effect)
         setattr_(self, "permissions", tuple(permissions))
         setattr_(self, "is_active", is_active)
-        setattr_(self, "_condition", None if condition is None else _kept(condition))
+        setattr_(self, "_document", condition)
+        setattr_(self, "_key", None)
         setattr_(self, "_program", None)
 
     def __setattr__(self, name, value):
@@ -42,14 +45,24 @@ class Policy:
 
     @property
     def condition(self) -> dict | None:
-        held = self._condition
-        return held if type(held) is not bytes else marshal.loads(held)
+        document = self._document
+        return document if document is not None or type(self._key) is not bytes else marshal.loads(self._key)
 
-    def _fields(self) -> tuple:
-        return self.id, self.name, self.effect, self.permissions, self._condition, self.is_active
+    def _content(self):
+        """The condition's content key (``content_key``), computed once."""
+        key = self._key
+        if key is None and self._document is not None:
+            try:
+                key = content_key(self._document)
+            except RecursionError:  # absurdly deep: equal to no other policy's
+                key = object()
+            object.__setattr__(self, "_key", key)
+        return key
 
     def __eq__(self, other):
-        return type(other) is Policy and self._fields() == other._fields()
+        return (type(other) is Policy and self.id == other.id and self.name == other.name
+                and self.effect == other.effect and self.permissions == other.permissions
+                and self.is_active == other.is_active and self._content() == other._content())
 
     def __hash__(self):
         return hash((self.id, self.name, self.effect, self.permissions, self.is_active))
@@ -61,12 +74,18 @@ class Policy:
     @property
     def program(self) -> tuple:
         """The condition compiled (``shared.abac.evaluator``): once per policy object, and
-        kept on it."""
+        kept on it in place of the document."""
         program = self._program
         if program is None:
-            held = self._condition
-            program = (ALWAYS if held is None else compile_keyed(held) if type(held) is bytes
-                       else compile_condition(held))
+            if self._document is None and self._key is None:
+                program = ALWAYS
+            else:
+                key = self._content()
+                if type(key) is bytes:
+                    program = compile_keyed(key, self._document)
+                    object.__setattr__(self, "_document", None)
+                else:  # not plain data that marshal takes: kept as given
+                    program = compile_condition(self._document)
             object.__setattr__(self, "_program", program)
         return program
 
@@ -90,16 +109,6 @@ class Policy:
             condition=data.get("condition"),
             is_active=data.get("is_active", True),
         )
-
-
-def _kept(condition):
-    """What a policy keeps of its condition: its marshal bytes (``content_key``), or the
-    document itself when it is not plain data that marshal takes."""
-    try:
-        key = content_key(condition)
-    except RecursionError:
-        return condition
-    return key if type(key) is bytes else condition
 
 
 class CompiledPolicies:

@@ -263,7 +263,7 @@ def test_programs_and_policies_leave_the_garbage_collector_nothing_to_track():
     collector's full collections (closures, cells, the parsed documents), and a full
     collection's pause grows with their number (docs/performance.md, "Garbage collection
     pauses"). A program is tuples of atoms, which the collector stops tracking after the
-    collections it survives, and a policy keeps its condition as bytes."""
+    collections it survives, and a compiled policy keeps its condition as bytes."""
     import gc
 
     comparisons = [{"op": "eq", "left": {"attr": "resource.k"}, "right": {"value": "v"}},

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.abac import ALLOW, DENY, CompiledPolicies, Policy, compile_condition, condition_environment, condition_nodes
+from shared.abac.evaluator import ALWAYS
 from shared.abac.evaluator import CompiledCache as _CompiledCache
 from shared.abac.language import COMPARISONS as _COMPARISONS
 from shared.abac.language import MAX_CONDITION_DEPTH
@@ -213,7 +214,9 @@ def test_programs_are_kept_by_content_with_types_spelled_out():
 def test_a_policy_is_a_value_that_gives_its_condition_back():
     condition = {"any": [{"op": "in", "left": {"attr": "resource.x"}, "right": {"value": ["a", 1.0, True]}}]}
     policy = deny(condition)
-    assert policy.condition == condition and policy.condition is not policy.condition  # a copy each time
+    assert policy.condition is condition  # as given, until compiled
+    assert policy.program and policy.condition == condition and policy.condition is not policy.condition
+    assert deny(None) == deny(None) and deny(None) != deny({"all": []}) and deny(None).program == ALWAYS
     assert policy == deny(json_copy(condition)) and hash(policy) == hash(deny(json_copy(condition)))
     assert policy != deny({"any": [{"op": "in", "left": {"attr": "resource.x"}, "right": {"value": ["a", 1, True]}}]})
     assert Policy.from_json(policy.to_json()) == policy
