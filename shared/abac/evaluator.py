@@ -254,11 +254,12 @@ def compile_condition(condition) -> tuple:
     return compile_keyed(key, condition)
 
 
-def compile_keyed(key, condition) -> tuple:
-    """:func:`compile_condition` of ``condition`` whose ``content_key`` is ``key``."""
+def compile_keyed(key, condition=None) -> tuple:
+    """:func:`compile_condition` of ``condition`` whose ``content_key`` is ``key`` (None:
+    the marshal bytes ``key`` decoded, when not compiled already)."""
     program = _PROGRAMS.get(key)
     if program is None:
-        program = _compile(condition, 1)
+        program = _compile(condition if condition is not None else marshal.loads(key), 1)
         _PROGRAMS.put(key, program, NODE_BYTES * _nodes(program))
     return program
 

@@ -16,13 +16,14 @@ DENY = "deny"
 class Policy:
     """An ABAC policy, an immutable value. ``condition`` None holds unconditionally.
 
-    Once compiled (``program``, what a check runs), a policy keeps its condition only as
-    its marshal bytes, the key of its program, and drops the parsed document: bytes are
-    one object the garbage collector does not track, where a document of 32 nodes is some
-    36 tracked dicts and lists -- a tenant at every cap kept 36,000 of them in each process
-    holding its policies, and a full collection walks them all (docs/performance.md,
-    "Garbage collection pauses"). ``condition`` then decodes a fresh copy; a policy that
-    is only read and sent on (the internal API) keeps its document and costs nothing more."""
+    Once held by ``CompiledPolicies`` (what the caches of both services hold) or compared,
+    a policy keeps its condition only as its marshal bytes, the key of its program, and
+    drops the parsed document: bytes are one object the garbage collector does not track,
+    where a document of 32 nodes is some 36 tracked dicts and lists -- a tenant at every
+    cap kept 36,000 of them in each process holding its policies, and a full collection
+    walks them all (docs/performance.md, "Garbage collection pauses"). ``condition`` then
+    decodes a fresh copy; a policy only read and sent on (the internal API) keeps its
+    document and costs nothing more."""
 
     __slots__ = ("id", "name", "effect", "permissions", "is_active", "_document", "_key", "_program")
 
@@ -49,7 +50,8 @@ class Policy:
         return document if document is not None or type(self._key) is not bytes else marshal.loads(self._key)
 
     def _content(self):
-        """The condition's content key (``content_key``), computed once."""
+        """The condition's content key (``content_key``), computed once; the document is
+        dropped once its bytes hold it."""
         key = self._key
         if key is None and self._document is not None:
             try:
@@ -57,7 +59,14 @@ class Policy:
             except RecursionError:  # absurdly deep: equal to no other policy's
                 key = object()
             object.__setattr__(self, "_key", key)
+            if type(key) is bytes:
+                object.__setattr__(self, "_document", None)
         return key
+
+    def compact(self) -> Policy:
+        """This policy, keeping its condition as bytes only from now on."""
+        self._content()
+        return self
 
     def __eq__(self, other):
         return (type(other) is Policy and self.id == other.id and self.name == other.name
@@ -77,15 +86,15 @@ class Policy:
         kept on it in place of the document."""
         program = self._program
         if program is None:
-            if self._document is None and self._key is None:
+            document = self._document
+            if document is None and self._key is None:
                 program = ALWAYS
             else:
                 key = self._content()
                 if type(key) is bytes:
-                    program = compile_keyed(key, self._document)
-                    object.__setattr__(self, "_document", None)
+                    program = compile_keyed(key, document)
                 else:  # not plain data that marshal takes: kept as given
-                    program = compile_condition(self._document)
+                    program = compile_condition(document)
             object.__setattr__(self, "_program", program)
         return program
 
@@ -119,7 +128,7 @@ class CompiledPolicies:
     _COVERING_CACHE_SIZE = 4096
 
     def __init__(self, policies: Iterable[Policy]):
-        self.policies: tuple[Policy, ...] = tuple(policy for policy in policies if policy.is_active)
+        self.policies: tuple[Policy, ...] = tuple(policy.compact() for policy in policies if policy.is_active)
         by_pattern: dict[str, list[int]] = {}
         for index, policy in enumerate(self.policies):
             for pattern in set(policy.permissions):
@@ -150,7 +159,7 @@ class CompiledPolicies:
             elif policy.id in fresh_by_id:
                 fresh = fresh_by_id.pop(policy.id)
                 reindex = reindex or fresh.permissions != policy.permissions
-                kept.append(policy if fresh == policy else fresh)
+                kept.append(policy if fresh == policy else fresh.compact())
             else:
                 reindex = True
         if fresh_by_id or reindex:
