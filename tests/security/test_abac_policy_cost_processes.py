@@ -21,7 +21,7 @@ connection; B's checks (one small policy) are timed over a kept-alive connection
 first, then while A loops, one due every PERIOD seconds and each timed from when it was due
 (``Bystander.timed_checks``). A round passes when B's p99 stays within twice its idle
 p99 (the quietest idle round's) plus ALLOWANCE_SECONDS. The measurement is repeated up to
-three times before failing, so one noisy round on a loaded machine does not fail it. An
+ROUNDS (5) times before failing, so noisy rounds on a loaded machine do not fail it. An
 idle p99 above QUIET_IDLE_P99 (10 ms) measured the machine's stalls and never excuses A;
 when no idle round is that quiet the test skips, saying so.
 
@@ -73,6 +73,7 @@ ALLOWANCE_SECONDS = 0.003
 # stalls, not the server: it cannot excuse A, and if no idle round is quieter the test skips.
 QUIET_IDLE_P99 = 0.010
 SAMPLES = 500
+ROUNDS = 5  # measurements before failing: the machine is shared, its load comes and goes
 PERIOD = 0.002  # B's checks are due every 2 ms
 ROOT = Path(__file__).resolve().parents[2]
 SPAWN = multiprocessing.get_context("spawn")  # the test process runs threads: no fork
@@ -299,7 +300,7 @@ def test_in_the_decision_service_too(stack, tenants):
 def measure(stack, a: Attacker, b: Bystander) -> None:
     a.edit_and_check()  # A's set read whole once: what a process that has served A holds
     rounds, idle = [], float("inf")
-    for _ in range(3):
+    for _ in range(ROUNDS):
         running, stop = SPAWN.Event(), SPAWN.Event()
         store_load = SPAWN.Process(target=keep_the_store_busy, daemon=True,
                                    args=(stack.store_uri, a.admin.app_id, a.covering, running, stop))
