@@ -5,8 +5,8 @@ A program is nested tuples of small integers, strings, numbers and other such tu
 no functions, cells, lists, sets or dicts -- so the cyclic garbage collector stops
 tracking it once it has seen it (a level of nesting per collection it survives): a
 tenant at every cap leaves about two tracked objects a policy for a full collection to
-walk (docs/performance.md, "Garbage collection pauses"). Building a program is linear in the condition's nodes and runs no
-Python ``compile()``.
+walk (docs/performance.md, "Garbage collection pauses"). Building a program is linear in
+the condition's nodes and runs no Python ``compile()``.
 
 Nodes, by their first element (an opcode): ``(ALL, children)``, ``(ANY, children)``,
 ``(NOT, child)``, ``(MALFORMED,)``, ``(EXISTS, left, right)``, ``(GENERAL, op, left,
