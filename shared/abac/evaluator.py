@@ -170,8 +170,12 @@ def _run_general(node, environment) -> bool:
     a, b = _read(node[2], environment), _read(node[3], environment)
     if a is MISSING or b is MISSING:
         return False
+    op = node[1]
+    if type(a) is str and type(b) is str and (op == "eq" or op == "ne"):
+        # two strings (an owner and a user id, say), as json_equal compares them
+        return (a == b) is (op == "eq")
     try:
-        return COMPARISONS[node[1]](a, b) is True
+        return COMPARISONS[op](a, b) is True
     except Exception:  # runtime data we cannot compare (e.g. absurdly deep) is simply false
         return False
 
