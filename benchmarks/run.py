@@ -2,11 +2,13 @@
 
     .venv/bin/python -m benchmarks.run [NAME ...]
 
-NAME: decision, footprint, controlplane, fairness, fanout, login, webhooks, oidc, metrics,
+NAME: decision, abac, footprint, controlplane, fairness, fanout, login, webhooks, oidc, metrics,
 decisionlog, audit.
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
-installs wrk when missing and writes docs/performance.md "## Decision service"), its
+installs wrk when missing and writes docs/performance.md "## Decision service"), the ABAC
+evaluator's share of a check with 1, 20 and 100 policies and what a tenant at every cap
+leaves the garbage collector (benchmarks/abac_bench.py), the decision service's
 footprint beside Cerbos (benchmarks/footprint.py), the control plane's request cost
 against a bare Falcon endpoint (benchmarks/controlplane_bench.py), the decision service's
 saturation fairness under wrk -c16 with and without turns (benchmarks/fairness.py), change-stream fan-out
@@ -23,7 +25,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"decision": "benchmarks.decision_bench", "footprint": "benchmarks.footprint",
+BENCHMARKS = {"decision": "benchmarks.decision_bench", "abac": "benchmarks.abac_bench",
+              "footprint": "benchmarks.footprint",
               "controlplane": "benchmarks.controlplane_bench", "fairness": "benchmarks.fairness",
               "fanout": "benchmarks.stream_fanout",
               "login": "benchmarks.login_load", "webhooks": "benchmarks.webhook_bench",

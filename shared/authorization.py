@@ -71,18 +71,22 @@ def decide_compiled(compiled: CompiledGrants, permissions: Collection[str], *,
 
 def decide_one(compiled: CompiledGrants, permission: str, policies: CompiledPolicies, resource=None,
                context=None, pause=None) -> Decision:
-    """:func:`decide_compiled` for one permission: the policies covering it run as one
-    function (``CompiledPolicies.decider``)."""
-    count, decide = policies.decider(permission)
+    """:func:`decide_compiled` for one permission."""
+    count, denies, allows = policies.effects(permission)
     if not count:
         return rbac_decision(compiled, permission)
-    if decide is None:  # not written out (absurdly deep): policy by policy
-        return _decide_each(compiled, (permission,), policies, resource, context, pause)[permission]
     # Counted even when the user is not active: the count depends only on the policies,
     # and a different one would tell the caller the user is not active.
-    allowed = compiled.user_active and decide(compiled.user_id, compiled.attributes, resource, context,
-                                              compiled.allows(permission))
+    allowed = compiled.user_active and _allowed(compiled, permission, denies, allows, condition_environment(
+        compiled.user_id, compiled.attributes, resource, context), None, pause)
     return _ABAC_DECISIONS.get((allowed, count)) or _abac_decision(allowed, count)
+
+
+def _allowed(compiled: CompiledGrants, permission: str, denies: tuple, allows: tuple, environment: dict, memo,
+             pause) -> bool:
+    """A deny whose condition holds denies; else RBAC allows; else an allow that holds."""
+    return not _any_holds(denies, environment, memo, True, pause) and (
+        compiled.allows(permission) or _any_holds(allows, environment, memo, False, pause))
 
 
 def _decide_each(compiled: CompiledGrants, permissions: Collection[str], compiled_policies: CompiledPolicies,
@@ -105,9 +109,7 @@ def _decide_each(compiled: CompiledGrants, permissions: Collection[str], compile
         else:
             if environment is None:
                 environment = condition_environment(compiled.user_id, compiled.attributes, resource, context)
-            # A deny whose condition holds denies; else RBAC allows; else an allow that holds.
-            allowed = not _any_holds(denies, environment, holds, True, pause) and (
-                compiled.allows(permission) or _any_holds(allows, environment, holds, False, pause))
+            allowed = _allowed(compiled, permission, denies, allows, environment, holds, pause)
         results[permission] = _abac_decision(allowed, count)
     return results
 

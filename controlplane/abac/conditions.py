@@ -7,7 +7,8 @@ The language (docs/authorization.md, "Conditions and their validation"):
 
 - a condition is ``{"all": [c, ...]}``, ``{"any": [c, ...]}``, ``{"not": c}`` or a
   comparison ``{"op": OP, "left": OPERAND, "right": OPERAND}``;
-- OP is one of ``eq ne gt gte lt lte in not_in contains starts_with exists ip_in_cidr``;
+- OP is one of the engine's ``shared.abac.OPERATORS`` (``eq ne gt gte lt lte in not_in contains
+  starts_with exists ip_in_cidr``);
 - an operand is ``{"attr": PATH}`` with PATH ``user.id``, ``user.attributes.X``,
   ``resource.X`` or ``context.X`` (X may go deeper with dots), or ``{"value": literal}``;
 - ``exists`` takes only ``left`` (an attribute); a ``right`` of ``{"value": true|false}``
@@ -36,13 +37,11 @@ import json
 import math
 from collections.abc import Mapping
 
-from shared.abac import condition_nodes, evaluate_condition
+from shared.abac import OPERATORS, condition_nodes, evaluate_condition
 
 MAX_DEPTH = 8
 MAX_PATH_LENGTH = 255
 
-OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "starts_with", "exists",
-             "ip_in_cidr")
 _GROUPS = ("all", "any", "not")
 _ATTR_ROOTS = ("user", "resource", "context")
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)

@@ -137,3 +137,19 @@ def test_trace_gives_every_node_its_value_and_resolved_operands():
     # A type mismatch ("9" vs 8) is false, never an error.
     assert third == {"path": "condition.all[2]", "value": False, "op": "gt",
                      "left": {"attr": "context.hour", "value": "9"}, "right": {"value": 8}}
+
+
+def test_validation_accepts_exactly_the_operators_the_engine_evaluates():
+    """One list of operators: the one the engine's comparisons define (``shared.abac``)."""
+    from controlplane.abac import conditions
+    from shared.abac import OPERATORS, compile_condition, holds
+    from shared.abac.language import COMPARISONS
+
+    assert conditions.OPERATORS is OPERATORS
+    assert set(OPERATORS) == {*COMPARISONS, "exists"}
+    env = condition_environment("u1", {}, {"x": "10.0.0.1"}, {})
+    for name in OPERATORS:
+        condition = op(name, attr("resource.x"), val(["10.0.0.0/8"] if name in ("in", "not_in", "ip_in_cidr")
+                                                     else True if name == "exists" else "10.0.0.1"))
+        assert validate(condition, "condition") == {}, name
+        assert holds(compile_condition(condition), env) in (True, False), name  # not Malformed

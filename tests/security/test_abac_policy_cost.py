@@ -11,10 +11,10 @@ each edit kept another such function (4.6 MB) in a cache bounded only by its cou
 
 What these tests pin, through the real Falcon app and A's HTTP requests:
 
-- the compile work of a check after an edit is what changed, not the whole set: no
-  compile() of more than a FUSE_MAX_NODES set's source, and closures built for the edited
-  condition only. Counted, not timed, so exact on any machine; it fails on the old
-  engine (538,690 characters compiled per check);
+- the compile work of a check after an edit is what changed, not the whole set: a
+  program built for the edited condition only, and no Python source compiled. Counted,
+  not timed, so exact on any machine; it fails on the old engine (538,690 characters
+  compiled per check);
 - memory per edit is bounded: tracemalloc over six edits against ten times what the
   edited condition may take; it fails on the old engine (4.6 MB per edit);
 - tenant B's checks served between A's requests stay within twice B's idle latency,
@@ -38,7 +38,7 @@ import tracemalloc
 
 import pytest
 
-import shared.abac as abac_engine
+import shared.abac.evaluator as evaluator
 from shared.ids import new_id
 from tests.abac.conftest import Abac
 from tests.conftest import assert_error
@@ -60,23 +60,18 @@ def condition_at_the_caps(seed, max_bytes: int, max_nodes: int) -> dict:
     return condition
 
 
-def count_compiling(monkeypatch) -> tuple[list[int], list]:
-    """(the lengths of the sources the engine compile()s, the condition nodes it builds
-    closures for), filled from now on: what a check costs the engine, counted, not timed."""
-    written, built = [], []
-    real_compile, real_closures = compile, abac_engine._compile
+def count_compiling(monkeypatch) -> list:
+    """The condition nodes the engine compiles into programs, filled from now on: what a
+    check costs the engine, counted, not timed (no Python source is compiled at all)."""
+    built = []
+    real_compile = evaluator._compile
 
-    def counting_compile(source, *args, **kwargs):
-        written.append(len(source))
-        return real_compile(source, *args, **kwargs)
-
-    def counting_closures(node, depth):
+    def counting_compile(node, depth):
         built.append(node)
-        return real_closures(node, depth)
+        return real_compile(node, depth)
 
-    monkeypatch.setattr(abac_engine, "compile", counting_compile, raising=False)
-    monkeypatch.setattr(abac_engine, "_compile", counting_closures)
-    return written, built
+    monkeypatch.setattr(evaluator, "_compile", counting_compile)
+    return built
 
 
 class World:
@@ -153,21 +148,18 @@ def world(ctx, client, make_application, make_api_key, stored_user, clock):
 def test_a_check_after_an_edit_at_every_cap_compiles_only_what_changed(world, monkeypatch):
     """Counted, not timed. Before the fix: one compile() of all 400 covering conditions
     written out (about a megabyte of source) after every edit."""
-    written, built = count_compiling(monkeypatch)
+    built = count_compiling(monkeypatch)
     for _ in range(5):
         world.edit()
-        written.clear(), built.clear()
+        built.clear()
         world.a_check()
-        # Nothing larger than a set of FUSE_MAX_NODES nodes is ever written out (here:
-        # nothing at all, the covering set is far larger) ...
-        assert sum(written) <= 200 * abac_engine.FUSE_MAX_NODES, written
-        # ... and closures are built for the edited condition only, node by node.
+        # A program is built for the edited condition only, node by node.
         assert len(built) <= world.max_nodes, len(built)
 
 
 def test_memory_per_edit_is_bounded(world):
     """Before the fix each edit kept another written-out function of the whole covering
-    set (megabytes); now an edit keeps the edited condition's closures (bounded by the
+    set (megabytes); now an edit keeps the edited condition's program (bounded by the
     cache's bytes) and the write's own documents. Traced from after one edit: the policy
     set that edit loads replaces one loaded before tracing began."""
     def edit_and_check():
@@ -186,7 +178,7 @@ def test_memory_per_edit_is_bounded(world):
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    per_edit = abac_engine._CLOSURE_BYTES * world.max_nodes + 4 * world.max_bytes  # closures and the condition
+    per_edit = evaluator.NODE_BYTES * world.max_nodes + 4 * world.max_bytes  # the program and the condition
     assert grown <= 10 * edits * per_edit, f"{grown / edits / 1024:.0f} KiB per edit"
 
 

@@ -21,19 +21,16 @@ connection; B's checks (one small policy) are timed over a kept-alive connection
 first, then while A loops, one due every PERIOD seconds and each timed from when it was due
 (``Bystander.timed_checks``). A round passes when B's p99 stays within twice its idle
 p99 (the quietest idle round's) plus ALLOWANCE_SECONDS. The measurement is repeated up to
-three times before failing, so one noisy round on a loaded machine does not fail it. An
+ROUNDS (5) times before failing, so noisy rounds on a loaded machine do not fail it. An
 idle p99 above QUIET_IDLE_P99 (10 ms) measured the machine's stalls and never excuses A;
 when no idle round is that quiet the test skips, saying so.
 
-One pause is left, and the test names it instead of hiding it: a full collection of
-Python's cyclic garbage collector, which A's churn triggers about once every 150 edits and
-which lasts as long as the worker has tracked objects to walk (9-41 ms here since each
-worker freezes its start-up objects and compiled conditions keep their operands out of
-closure cells; 80-180 ms before). A round that catches one fails twice-idle. When no
-round meets it, the test still requires what the old code never met: B's median within
-twice idle plus ALLOWANCE_SECONDS and B's p99 under GC_PAUSE_BOUND (60 ms; the old code's
-p99 was 72-720 ms), and it reports the rounds. docs/security.md lists the collector's
-pause as the open part of this item.
+Python's cyclic garbage collector no longer pauses B noticeably: A's policies at the caps
+leave about two tracked objects each (a cached policy keeps its condition as bytes, a
+compiled condition is tuples of atoms the collector stops tracking), so a full collection that A's
+churn triggers walks little more than the worker's own objects (0.7-3 ms here;
+9-41 ms when every compiled node was a function and every condition a parsed document,
+and B's p99 then missed twice idle in rounds that caught one).
 
 The allowance, 3 ms, is the machine's, not A's edits': while A loops the control plane
 process is busy all the time (A's check evaluates 400 conditions of 32 nodes, about 2 ms,
@@ -75,9 +72,8 @@ ALLOWANCE_SECONDS = 0.003
 # An idle round whose p99 is above this (50 times a check's median) measured the machine's
 # stalls, not the server: it cannot excuse A, and if no idle round is quieter the test skips.
 QUIET_IDLE_P99 = 0.010
-# The longest full garbage collection of a worker holding A's set (see the docstring).
-GC_PAUSE_BOUND = 0.060
 SAMPLES = 500
+ROUNDS = 5  # measurements before failing: the machine is shared, its load comes and goes
 PERIOD = 0.002  # B's checks are due every 2 ms
 ROOT = Path(__file__).resolve().parents[2]
 SPAWN = multiprocessing.get_context("spawn")  # the test process runs threads: no fork
@@ -303,8 +299,8 @@ def test_in_the_decision_service_too(stack, tenants):
 
 def measure(stack, a: Attacker, b: Bystander) -> None:
     a.edit_and_check()  # A's set read whole once: what a process that has served A holds
-    rounds, idle, attacked = [], float("inf"), []
-    for _ in range(3):
+    rounds, idle = [], float("inf")
+    for _ in range(ROUNDS):
         running, stop = SPAWN.Event(), SPAWN.Event()
         store_load = SPAWN.Process(target=keep_the_store_busy, daemon=True,
                                    args=(stack.store_uri, a.admin.app_id, a.covering, running, stop))
@@ -338,12 +334,8 @@ def measure(stack, a: Attacker, b: Bystander) -> None:
                       f"median {statistics.median(busy) * 1e3:.2f} ms")
         print(rounds[-1])
         idle = min(idle, p99(calm))  # the quietest idle round: a noisy one must not excuse A
-        attacked.append((statistics.median(calm), busy))
         if idle <= QUIET_IDLE_P99 and p99(busy) <= 2 * idle + ALLOWANCE_SECONDS:
             return
     if idle > QUIET_IDLE_P99:
         pytest.skip("the machine is too busy to measure (no idle round quiet enough): " + " | ".join(rounds))
-    # Every round caught something: it must be no more than a collector's pause.
-    assert any(statistics.median(busy) <= 2 * calm + ALLOWANCE_SECONDS and p99(busy) <= GC_PAUSE_BOUND
-               for calm, busy in attacked), "tenant B slowed by tenant A's policies: " + " | ".join(rounds)
-    print("twice-idle p99 not met in any round (a full garbage collection in each): " + " | ".join(rounds))
+    pytest.fail("tenant B's p99 above twice idle in every round: " + " | ".join(rounds))
