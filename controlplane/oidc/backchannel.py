@@ -2,9 +2,10 @@
 here, the relying party is told so server to server.
 
 What ends sign-ins is what revokes a user's grants through ``ConnectionService``
-(``revoke_session``: RP-initiated logout, V1 logout, ``DELETE .../sessions/{sessionId}``;
-``revoke_user``: a password reset, ``DELETE .../sessions``, a suspension, a deletion, a
-consent withdrawal).  Each client
+(``revoke_session``: RP-initiated logout, V1 logout, ``DELETE .../sessions/{sessionId}``,
+a session revoked for the reuse of its refresh token or evicted by the concurrent-session
+limit; ``revoke_user``: a password reset or change, ``DELETE .../sessions``, a
+suspension, a deletion, a consent withdrawal).  Each client
 that had a live grant revoked, and registered a ``backchannel_logout_uri``, receives one
 POST per (user, login session) of ``logout_token=<JWT>`` (section 2.5), form-encoded.
 

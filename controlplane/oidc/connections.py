@@ -15,8 +15,11 @@ user's or a session's grants, and the GDPR export.  It emits the connection even
   refresh_token_reused, consent_withdrawn, user_inactive);
 - ``connection.revoked`` {user_id, client_id, reason, grants_revoked} when grants of the
   connection are revoked (reason: revoked, consent_withdrawn, logout, code_reused,
-  refresh_token_reused, user_inactive, session_revoked for the grants of one session, and
-  for every grant of the user: password_reset, sessions_revoked, suspended, user_deleted).
+  refresh_token_reused, user_inactive; for the grants of one session: session_revoked,
+  session_token_reused (the V1 session's refresh token was reused), session_limit (evicted
+  by the concurrent-session limit); for every grant of the user: password_reset,
+  sessions_revoked, suspended, user_deleted; and password_changed for every grant not
+  made in the session that changed the password).
 
 A machine client (the client credentials grant) has one connection: the client's own,
 with no user.  The first token issued to the client creates it (``connection.created``
@@ -111,14 +114,18 @@ class ConnectionService:
             }, subject={"user_id": user_id})
         return withdrawn, revoked
 
-    def revoke_user(self, app_id: str, user_id: str, *, reason: str) -> int:
+    def revoke_user(self, app_id: str, user_id: str, *, reason: str, keep_session: str | None = None) -> int:
         """Revoke every OIDC grant of the user (their refresh tokens stop at once, and
-        their access tokens at userinfo and introspection); how many were live.  What
-        ends a user's sign-ins calls it: a password reset, ``DELETE sessions``, a
-        suspension, a deletion.  Emits connection.revoked per client, and sends the
-        clients a back-channel logout token.  Consents stay:
+        their access tokens at userinfo and introspection) except those made in the V1
+        session ``keep_session``; how many were live.  What ends a user's sign-ins calls
+        it: a password reset, ``DELETE sessions``, a suspension, a deletion, and a
+        password change (keeping the calling session's).  Emits connection.revoked per
+        client, and sends the clients a back-channel logout token.  Consents stay:
         the user signs in again without being asked."""
-        return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id).values())
+        match: dict = {"user_id": user_id}
+        if keep_session is not None:
+            match["session_id"] = {"$ne": keep_session}
+        return sum(self._revoke(app_id, self.clock(), reason, **match).values())
 
     # ------------------------------------------------------------------ the connection's life
 
@@ -163,8 +170,9 @@ class ConnectionService:
 
     def revoke_session(self, app_id: str, user_id: str, session_id: str, *, reason: str = "logout") -> int:
         """Revoke the OIDC grants made in one login session (its refresh tokens, and its
-        access tokens at userinfo and introspection): RP-initiated logout, V1 logout and
-        ``DELETE V1/users/{userId}/sessions/{sessionId}``."""
+        access tokens at userinfo and introspection): RP-initiated logout, V1 logout,
+        ``DELETE V1/users/{userId}/sessions/{sessionId}``, reuse of the session's refresh
+        token and the session's eviction by the concurrent-session limit."""
         return sum(self._revoke(app_id, self.clock(), reason, user_id=user_id, session_id=session_id).values())
 
     def _revoke(self, app_id: str, now, reason: str, **match) -> Counter:

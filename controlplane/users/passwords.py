@@ -64,7 +64,8 @@ class PasswordService:
                current_session_id: str | None) -> None:
         """404 USER_NOT_FOUND, 422 VALIDATION_PASSWORD_TOO_WEAK, 422 INVALID_PASSWORD
         (the check counts toward the login lock), 429 AUTH_ACCOUNT_LOCKED.  Every other
-        session of the user is revoked; the calling one stays."""
+        session of the user is revoked, and every OIDC grant not made in the calling
+        session (what the old password let another device obtain); the calling one stays."""
         user = self.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
@@ -78,6 +79,8 @@ class PasswordService:
                              when={"status": {"$ne": "deleted"}}) is None:
             raise UserNotFound(user_id)
         self.sessions.revoke_user(app_id, user_id, reason="password_changed", keep=current_session_id, now=now)
+        self.oauth_connections.revoke_user(app_id, user_id, reason="password_changed",
+                                           keep_session=current_session_id)
         self.events.emit(app_id, "user.password_changed", {"user_id": user_id}, subject={"user_id": user_id})
 
     def forgot(self, app: dict, email: str) -> None:

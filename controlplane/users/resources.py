@@ -147,7 +147,8 @@ class ChangePassword(Resource):
     docs = {"POST": op(
         "Change the user's password",
         description="Needs the current password (wrong answers count toward the login lock). Revokes every "
-                    "other session of the user; the calling session stays.",
+                    "other session of the user and every OIDC grant not made in the calling session; the "
+                    "calling session and its grants stay.",
         body=schemas.CHANGE_PASSWORD, response=schemas.MESSAGE,
         errors=[ValidationFailed, PasswordConfirmationMismatch, Forbidden, UserNotFound, WrongPassword,
                 PasswordTooWeak, AccountLocked],

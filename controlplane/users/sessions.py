@@ -10,7 +10,8 @@ Token model (docs/authentication.md, "Tokens and sessions"):
   secret, so the token rotated last can be presented again within
   IAMGATE_REFRESH_REUSE_GRACE seconds and yields the *same* successor (two tabs
   refreshing at once both stay signed in) without any plaintext token being stored.
-  Any later or older reuse revokes the family (an audit record ``token.reuse_detected``).
+  Any later or older reuse revokes the family and the OIDC grants made in its session
+  (an audit record ``token.reuse_detected``).
 """
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ class SessionService:
         """Start a session for a user whose credentials (and second factor) were checked.
 
         Creates the refresh-token family, revokes the oldest sessions beyond the
-        application's ``max_concurrent_sessions`` (0 = unlimited), emits user.login and
+        application's ``max_concurrent_sessions`` (0 = unlimited) and the OIDC grants
+        made in them, emits user.login and
         returns the spec's Token pair {access_token, refresh_token, token_type,
         expires_in, user}."""
         now = self.clock()
@@ -87,6 +89,7 @@ class SessionService:
             return
         for session in self.sessions.active(app["_id"], user_id, now)[limit:]:
             self.sessions.revoke(app["_id"], session["_id"], now, "session_limit")
+            self._end_oidc_grants(app["_id"], user_id, session["_id"], reason="session_limit")
 
     def _token_pair(self, app_id: str, user: dict, session_id: str, refresh_token: str) -> dict:
         access_token, expires_in = self.tokens.issue_access_token(app_id, user["_id"], session_id)
@@ -102,7 +105,7 @@ class SessionService:
 
         401 UNAUTHORIZED (``details.reason``: unknown, expired, revoked, reused) when it
         cannot be used; presenting a rotated token outside the grace window revokes its
-        session."""
+        session and the OIDC grants made in it."""
         app_id, now = app["_id"], self.clock()
         presented = digest(refresh_token)
         successor = self._successor(refresh_token)
@@ -137,6 +140,8 @@ class SessionService:
                 raise RefreshTokenRejected("The refresh token is not valid.", details={"reason": "unknown"})
             self._raise_if_unusable(session, now)
         self.sessions.revoke(app_id, session["_id"], now, "refresh_token_reused")
+        # A theft signal: whoever holds the session's tokens may hold its relying parties' too.
+        self._end_oidc_grants(app_id, session["user_id"], session["_id"], reason="session_token_reused")
         user = actor("user", session["user_id"])
         self.audit.record("token.reuse_detected", result=success(), actor=user, target=user, application_id=app_id,
                           data={"session_id": session["_id"], "token": "refresh_token"})

@@ -1,6 +1,7 @@
 """OIDC Back-Channel Logout 1.0: logout (RP-initiated and V1), DELETE sessions (all, or
-one), suspension and deletion POST a signed logout_token to the client's
-backchannel_logout_uri, as deliveries of the webhook queue in MongoDB (target rules,
+one), suspension, deletion, a password change (for the other sessions), the reuse of a
+session's refresh token and an eviction by the session limit POST a signed logout_token
+to the client's backchannel_logout_uri, as deliveries of the webhook queue in MongoDB (target rules,
 retries logged, a restart loses none).  The token is verified with joserfc, a JOSE
 library independent of the one that signs it (PyJWT)."""
 import logging
@@ -12,7 +13,7 @@ from joserfc.jwk import KeySet
 
 from controlplane.app import create_app
 from tests.conftest import make_config
-from tests.plugins.users import users_url
+from tests.plugins.users import fresh_address, users_url
 from tests.selfservice.conftest import self_url
 from tests.webhooks.conftest import Receiver
 
@@ -99,15 +100,53 @@ def log_out(client, ctx, application, user_token):
     assert response.status_code == 204, response.text
 
 
-def revoke_the_session(client, ctx, application, user_token):
-    sid = jwt.decode(user_token.access_token, KeySet.import_key_set(
+def session_of(client, user_token) -> str:
+    return jwt.decode(user_token.access_token, KeySet.import_key_set(
         client.simulate_get("/.well-known/jwks.json").json)).claims["sid"]
+
+
+def revoke_the_session(client, ctx, application, user_token):
+    sid = session_of(client, user_token)
     response = client.simulate_delete(self_url(application, user_token.user["id"], f"/sessions/{sid}"),
                                       headers=user_token.headers)
     assert response.status_code == 204, response.text
 
 
-@pytest.mark.parametrize("end", [revoke_all, suspend, delete, log_out, revoke_the_session])
+def sign_in_again(client, application, user_token) -> dict:
+    """Another session of the user (another device): its token pair."""
+    response = client.simulate_post(users_url(application, "/login"), remote_addr=fresh_address(), json={
+        "email": user_token.user["email"], "password": user_token.password})
+    assert response.status_code == 200, response.text
+    return response.json["data"]
+
+
+def change_password_elsewhere(client, ctx, application, user_token):
+    other = sign_in_again(client, application, user_token)
+    new = "Another-Horse-77"
+    response = client.simulate_post(users_url(application, f"/{user_token.user['id']}/change-password"),
+                                    headers={"Authorization": f"Bearer {other['access_token']}"},
+                                    json={"current_password": user_token.password, "new_password": new,
+                                          "new_password_confirmation": new})
+    assert response.status_code == 200, response.text
+
+
+def reuse_the_refresh_token(client, ctx, application, user_token):
+    def refresh(token):
+        return client.simulate_post(users_url(application, "/token/refresh"), json={"refresh_token": token})
+
+    second = refresh(user_token.refresh_token).json["data"]["refresh_token"]
+    refresh(second)
+    assert refresh(user_token.refresh_token).json["error"]["details"]["reason"] == "reused"
+
+
+def evict_by_the_session_limit(client, ctx, application, user_token):
+    ctx.applications.update(application["_id"], {"max_concurrent_sessions": 1})
+    ctx.clock.advance(1)
+    sign_in_again(client, application, user_token)
+
+
+@pytest.mark.parametrize("end", [revoke_all, suspend, delete, log_out, revoke_the_session, change_password_elsewhere,
+                                 reuse_the_refresh_token, evict_by_the_session_limit])
 def test_every_end_of_the_users_sign_ins_sends_one(client, ctx, application, issue_tokens, user_token, rp,
                                                    oidc_client, receiver, end):
     issue_tokens(user_token, rp)
@@ -116,7 +155,7 @@ def test_every_end_of_the_users_sign_ins_sends_one(client, ctx, application, iss
     deliver(ctx)
     [request] = receiver.requests
     _, claims = verified_logout_token(client, ctx, request, rp)
-    assert claims["sub"] == user_token.user["id"] and claims["sid"]
+    assert claims["sub"] == user_token.user["id"] and claims["sid"] == session_of(client, user_token)
 
 
 def test_a_failed_attempt_is_logged_and_retried(client, ctx, clock, issue_tokens, user_token, rp, receiver,

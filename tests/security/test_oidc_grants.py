@@ -1,6 +1,8 @@
 """Account recovery ends what a relying party holds: a password reset, ``DELETE
 V1/users/{userId}/sessions``, a suspension and a deletion revoke the user's OIDC grants;
-a V1 logout and ``DELETE V1/users/{userId}/sessions/{sessionId}`` those made in that session.
+a V1 logout, ``DELETE V1/users/{userId}/sessions/{sessionId}``, the reuse of a session's
+refresh token (a theft signal) and an eviction by the concurrent-session limit those made
+in that session, and a password change those made in every session but the calling one.
 Their refresh tokens are refused at the token endpoint, and their access tokens (which
 name their grant, ``grant_id``) at userinfo (401 ``invalid_token``) and introspection
 (``{"active": false}``): at once in the worker that made the change, at the next tailer
@@ -157,19 +159,52 @@ def session_of(user: UserToken) -> str:
     return jwt.decode(user.access_token, options={"verify_signature": False})["sid"]
 
 
-def log_out(client, app, user: UserToken):
-    response = client.simulate_post(users_url(app, "/logout"), json={"refresh_token": user.refresh_token},
-                                    headers=user.headers)
+def log_out(client, ctx, app, ended: UserToken, survivor: UserToken):
+    response = client.simulate_post(users_url(app, "/logout"), json={"refresh_token": ended.refresh_token},
+                                    headers=ended.headers)
     assert response.status_code == 204, response.text
 
 
-def revoke_the_session(client, app, user: UserToken):
-    response = client.simulate_delete(users_url(app, f"/{user.user['id']}/sessions/{session_of(user)}"),
-                                      headers=user.headers)
+def revoke_the_session(client, ctx, app, ended: UserToken, survivor: UserToken):
+    response = client.simulate_delete(users_url(app, f"/{ended.user['id']}/sessions/{session_of(ended)}"),
+                                      headers=ended.headers)
     assert response.status_code == 204, response.text
 
 
-SESSION_ENDS = {"logout": log_out, "session_revoked": revoke_the_session}
+def change_the_password(client, ctx, app, ended: UserToken, survivor: UserToken):
+    """From the surviving session: the user's other sessions end, the calling one stays."""
+    new = "Another-Horse-77"
+    response = client.simulate_post(users_url(app, f"/{survivor.user['id']}/change-password"), headers=survivor.headers,
+                                    json={"current_password": survivor.password, "new_password": new,
+                                          "new_password_confirmation": new})
+    assert response.status_code == 200, response.text
+
+
+def refresh_v1(client, app, refresh_token: str):
+    return client.simulate_post(users_url(app, "/token/refresh"), json={"refresh_token": refresh_token},
+                                remote_addr=fresh_address())
+
+
+def reuse_the_refresh_token(client, ctx, app, ended: UserToken, survivor: UserToken):
+    """A token rotated two steps ago comes back (no grace window): a theft signal."""
+    second = refresh_v1(client, app, ended.refresh_token).json["data"]["refresh_token"]
+    assert refresh_v1(client, app, second).status_code == 200
+    response = refresh_v1(client, app, ended.refresh_token)
+    assert response.status_code == 401 and response.json["error"]["details"]["reason"] == "reused", response.text
+
+
+def evict_by_the_session_limit(client, ctx, app, ended: UserToken, survivor: UserToken):
+    """A third login under a limit of two evicts the oldest session, ``ended``."""
+    ctx.applications.update(app["_id"], {"max_concurrent_sessions": 2})
+    ctx.clock.advance(1)
+    response = client.simulate_post(users_url(app, "/login"), remote_addr=fresh_address(), json={
+        "email": survivor.user["email"], "password": survivor.password})
+    assert response.status_code == 200, response.text
+    assert ctx.store["sessions"].find_one({"_id": session_of(ended)})["revoked_reason"] == "session_limit"
+
+
+SESSION_ENDS = {"logout": log_out, "session_revoked": revoke_the_session, "password_changed": change_the_password,
+                "session_token_reused": reuse_the_refresh_token, "session_limit": evict_by_the_session_limit}
 
 
 @pytest.mark.parametrize("reason", sorted(SESSION_ENDS))
@@ -177,12 +212,13 @@ def test_ending_one_session_ends_its_grants_only(client, ctx, app_doc, rp, victi
                                                  issue_tokens, login, reason):  # noqa: F811
     """The relying party's sign-in made in the session ends with it; one made in another
     session of the same user (another device) keeps working."""
+    ctx.clock.advance(1)  # the other device signs in later: the session limit evicts the victim's session
     pair = login(app_doc, victim.user["email"], victim.password)
     other_device = UserToken(victim.user, victim.password, pair["access_token"], pair["refresh_token"])
     assert session_of(other_device) != session_of(victim)
     kept = issue_tokens(other_device, rp)
     assert userinfo(client, stolen["access_token"]).status_code == 200  # the grant's state is now cached
-    SESSION_ENDS[reason](client, app_doc, victim)
+    SESSION_ENDS[reason](client, ctx, app_doc, victim, other_device)
     assert_refused_at_userinfo(userinfo(client, stolen["access_token"]))
     assert introspect(client, rp, stolen["access_token"]) == {"active": False}
     assert_oauth_error(refresh_grant(rp, stolen["refresh_token"]), "invalid_grant")
