@@ -29,6 +29,18 @@ document before it returns the first: a ``find_one`` (and so every
 ``find_one_and_update``: the delivery queue's claim) or a ``limit(n)`` copies only what it
 returns, as MongoDB reads only that.
 
+Unique indexes. A unique index on one field (the change log's ``seq``, a client's
+``client_id``) is kept as MongoDB keeps it: a map from value to document, so the
+unique-index check at every insert into the change log, the tailer's poll (``{"seq":
+{"$gt": n}}``) and a lookup by ``client_id`` read the few documents they name, where a
+scan grows with the collection (the change log gains an event at every token refresh).
+Only str and int values are indexed (any other value in the field, an array or a float,
+leaves that field to the scans). Inserts and deletes (TTL sweeps included) keep the map
+up to date; any other write may change a document in place, so during one the map is not
+used, and after it the map is dropped, to be built again after a few reads (a collection
+written at every request keeps the scan). Every document the map names is checked
+against the whole filter by mongomock's matcher.
+
 The shortcuts replace private methods of mongomock's classes (``PRIVATE_NAMES``), written
 against mongomock 4.3.0. They are applied once, when the first embedded store is built,
 and only if every one of those names is still there; otherwise the store refuses to start
@@ -36,6 +48,7 @@ and says which are gone (tests/core/test_embedded_store.py checks them on every 
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 import threading
@@ -57,6 +70,7 @@ PRIVATE_NAMES = (
     (CollectionStore, "_remove_expired_documents"), (CollectionStore, "_documents"),
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
     (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
+    (CollectionStore, "indexes"), (CollectionStore, "__setitem__"), (CollectionStore, "__delitem__"),
 )
 
 
@@ -135,6 +149,12 @@ def apply_shortcuts() -> None:
             self._store._remove_expired_documents()
             doc = self._store._documents.get(key)
             return iter([doc] if doc is not None and filter_applies(filter, doc) else [])
+        indexed = _UniqueIndexes.of(self._store)
+        if indexed is not None:
+            self._store._remove_expired_documents()
+            found = indexed.lookup(filter)
+            if found is not None:
+                return found
         plan = _simple_plan(filter)
         if not plan:  # operators, sub-documents, ObjectIds, an empty filter...: the general path
             return scan(self, filter)
@@ -181,11 +201,144 @@ def apply_shortcuts() -> None:
             window = self._iamgate_window = (key, list(docs)[self._skip:])
         return window[1]
 
+    set_item, del_item = CollectionStore.__setitem__, CollectionStore.__delitem__
+
+    def store_set(self, key, val):
+        set_item(self, key, val)
+        indexed = getattr(self, "_iamgate_unique", None)
+        if type(indexed) is _UniqueIndexes:
+            indexed.add(val)
+
+    def store_del(self, key):
+        indexed, doc = getattr(self, "_iamgate_unique", None), self._documents.get(key)
+        del_item(self, key)
+        if type(indexed) is _UniqueIndexes and doc is not None:
+            indexed.discard(doc)
+
     Collection._iter_documents = iter_documents
     Collection.find_one = find_one
     Cursor._compute_results = compute_results
     CollectionStore._remove_expired_documents = remove_expired_documents
+    CollectionStore.__setitem__, CollectionStore.__delitem__ = store_set, store_del
     Collection._iamgate_fast_paths = True
+
+
+_INDEXED_TYPES = (str, int)
+# Calls that change no document in place: during them the unique-index map answers
+# (an insert keeps it up to date itself); any other call may, so it goes without.
+_KEEPS_UNIQUE_MAP = frozenset({"find", "find_one", "count_documents", "estimated_document_count", "distinct",
+                               "insert_one", "insert_many", "list_indexes", "index_information"})
+
+
+class _UniqueIndexes:
+    """The unique single-field indexes of one collection: field -> {value: {_id}}, and
+    for a range filter the values in order (built when one is asked for)."""
+
+    def __init__(self, store, fields):
+        self._store = store
+        self._maps = {field: {} for field in fields}
+        self._ordered = {}
+        for doc in store._documents.values():
+            self.add(doc)
+
+    @classmethod
+    def of(cls, store) -> _UniqueIndexes | None:
+        """The collection's map, built on first use; None while a call that may change a
+        document in place runs, or when it has no usable unique index."""
+        if not getattr(store, "_iamgate_map_usable", False):
+            return None
+        indexed = getattr(store, "_iamgate_unique", None)
+        if indexed is None:
+            # Built after a few reads without a write in between: a collection updated at
+            # every request (a session's refresh digest) keeps the scan, cheaper than a
+            # map built afresh each time.
+            store._iamgate_reads = getattr(store, "_iamgate_reads", 0) + 1
+            if store._iamgate_reads < _READS_BEFORE_MAP:
+                return None
+            keys = [(list(index["key"]), index) for index in store.indexes.values() if index.get("unique")]
+            fields = [key[0][0] for key, index in keys
+                      if len(key) == 1 and "." not in key[0][0] and key[0][0] != "_id"
+                      and not index.get("partialFilterExpression") and not index.get("collation")]
+            indexed = store._iamgate_unique = cls(store, fields) if fields else _NO_UNIQUE_INDEX
+        return indexed if indexed is not _NO_UNIQUE_INDEX else None
+
+    def add(self, doc) -> None:
+        for field, values in list(self._maps.items()):
+            value = doc.get(field)
+            if value is None:
+                continue
+            if type(value) not in _INDEXED_TYPES:  # an array, a float...: MongoDB's rules, by scan
+                del self._maps[field]
+                self._ordered.pop(field, None)
+                continue
+            ids = values.get(value)
+            if ids is None:
+                ids = values[value] = set()
+                ordered = self._ordered.get(field)
+                if ordered is not None:
+                    if ordered and type(ordered[0]) is not type(value):
+                        del self._ordered[field]  # mixed types: ranges go to the scan
+                    else:
+                        bisect.insort(ordered, value)
+            ids.add(doc["_id"])
+
+    def discard(self, doc) -> None:
+        for field, values in self._maps.items():
+            value = doc.get(field)
+            ids = values.get(value) if type(value) in _INDEXED_TYPES else None
+            if ids is None:
+                continue
+            ids.discard(doc["_id"])
+            if not ids:  # the value is gone (a TTL sweep): so is its entry
+                del values[value]
+                ordered = self._ordered.get(field)
+                if ordered is not None:
+                    del ordered[bisect.bisect_left(ordered, value)]
+
+    def lookup(self, filter):
+        """The documents matching ``filter`` found through the map (an equality on an
+        indexed field, or one range on one), or None when the map cannot answer it."""
+        for field, operand in filter.items():
+            values = self._maps.get(field)
+            if values is None:
+                continue
+            if type(operand) in _INDEXED_TYPES:
+                return self._documents(values.get(operand, ()), filter)
+            if len(filter) == 1 and type(operand) is dict and operand and all(
+                    op in _RANGE and type(v) in _INDEXED_TYPES for op, v in operand.items()):
+                keys = self._in_range(field, values, operand)
+                if keys is not None:
+                    return self._documents([_id for key in keys for _id in values[key]], filter)
+        return None
+
+    def _in_range(self, field, values, operand):
+        ordered = self._ordered.get(field)
+        if ordered is None:
+            if len({type(value) for value in values}) > 1:
+                return None
+            ordered = self._ordered[field] = sorted(values)
+        if ordered and any(type(v) is not type(ordered[0]) for v in operand.values()):
+            return None
+        low, high = 0, len(ordered)
+        for op, v in operand.items():
+            if op == "$gt":
+                low = max(low, bisect.bisect_right(ordered, v))
+            elif op == "$gte":
+                low = max(low, bisect.bisect_left(ordered, v))
+            elif op == "$lt":
+                high = min(high, bisect.bisect_left(ordered, v))
+            else:
+                high = min(high, bisect.bisect_right(ordered, v))
+        return ordered[low:high]
+
+    def _documents(self, ids, filter):
+        documents = self._store._documents
+        found = [documents.get(_id) for _id in ids]
+        return iter([doc for doc in found if doc is not None and filter_applies(filter, doc)])
+
+
+_NO_UNIQUE_INDEX = object()
+_READS_BEFORE_MAP = 16
 
 
 _CURSOR_TYPES = (Cursor, CommandCursor)
@@ -239,10 +392,18 @@ class _SerialisedCollection:
         attr = getattr(self._collection, name)
         if not callable(attr):
             return attr
+        keeps_map = name in _KEEPS_UNIQUE_MAP
 
         def call(*args, **kwargs):
             with self._lock:
-                result = attr(*args, **kwargs)
+                store = self._collection._store
+                store._iamgate_map_usable = keeps_map
+                try:
+                    result = attr(*args, **kwargs)
+                finally:
+                    if not keeps_map:
+                        store._iamgate_unique, store._iamgate_reads = None, 0
+                    store._iamgate_map_usable = True
             if isinstance(result, _CURSOR_TYPES):
                 return _SerialisedCursor(result, self._lock)
             return result
