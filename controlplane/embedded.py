@@ -29,16 +29,19 @@ document before it returns the first: a ``find_one`` (and so every
 ``find_one_and_update``: the delivery queue's claim) or a ``limit(n)`` copies only what it
 returns, as MongoDB reads only that.
 
-Unique indexes. A unique index on one field (the change log's ``seq``, a client's
-``client_id``) is kept as MongoDB keeps it: a map from value to document, so the
-unique-index check at every insert into the change log, the tailer's poll (``{"seq":
-{"$gt": n}}``) and a lookup by ``client_id`` read the few documents they name, where a
-scan grows with the collection (the change log gains an event at every token refresh).
-Only str and int values are indexed (any other value in the field, an array or a float,
-leaves that field to the scans). Inserts and deletes (TTL sweeps included) keep the map
-up to date; any other write may change a document in place, so during one the map is not
-used, and after it the map is dropped, to be built again after a few reads (a collection
-written at every request keeps the scan). Every document the map names is checked
+Single-field indexes. An index on one field (the change log's unique ``seq``, a
+client's ``client_id``, a grant's ``token_digest``) is kept as MongoDB keeps it: a map
+from value to documents, so the unique-index check at every insert into the change log,
+the tailer's poll (``{"seq": {"$gt": n}}``) and a lookup by refresh-token digest read the
+few documents they name, where a scan grows with the collection (the change log gains an
+event at every token refresh). Only str and int values are mapped (any other value in
+the field, an array or a float, leaves that field to the scans); an equality that names
+more than one document of a non-unique field, and ranges on one, are left to the scan
+too, which returns them in the collection's order. Inserts and deletes (TTL sweeps
+included) keep the map up to date; an update may change the documents it reads in
+place, so during one the map is not used, the old values of what it reads are noted, and
+afterwards those documents are mapped again; any other call (a drop, index changes)
+drops the map, to be built on the next read. Every document the map names is checked
 against the whole filter by mongomock's matcher.
 
 The shortcuts replace private methods of mongomock's classes (``PRIVATE_NAMES``), written
@@ -142,6 +145,12 @@ def apply_shortcuts() -> None:
     compute = Cursor._compute_results
 
     def iter_documents(self, filter):
+        found = select(self, filter)
+        indexed = getattr(self._store, "_iamgate_index", None)
+        # In a write, what it reads is what it may change: the map notes the old values.
+        return indexed.recording(found) if type(indexed) is _Indexes and indexed.writing else found
+
+    def select(self, filter):
         if type(filter) is not dict:
             return scan(self, filter)
         key = filter.get("_id")
@@ -149,7 +158,7 @@ def apply_shortcuts() -> None:
             self._store._remove_expired_documents()
             doc = self._store._documents.get(key)
             return iter([doc] if doc is not None and filter_applies(filter, doc) else [])
-        indexed = _UniqueIndexes.of(self._store)
+        indexed = _Indexes.of(self._store)
         if indexed is not None:
             self._store._remove_expired_documents()
             found = indexed.lookup(filter)
@@ -205,15 +214,15 @@ def apply_shortcuts() -> None:
 
     def store_set(self, key, val):
         set_item(self, key, val)
-        indexed = getattr(self, "_iamgate_unique", None)
-        if type(indexed) is _UniqueIndexes:
+        indexed = getattr(self, "_iamgate_index", None)
+        if type(indexed) is _Indexes:
             indexed.add(val)
 
     def store_del(self, key):
-        indexed, doc = getattr(self, "_iamgate_unique", None), self._documents.get(key)
+        indexed, doc = getattr(self, "_iamgate_index", None), self._documents.get(key)
         del_item(self, key)
-        if type(indexed) is _UniqueIndexes and doc is not None:
-            indexed.discard(doc)
+        if type(indexed) is _Indexes and doc is not None:
+            indexed.discard(doc["_id"], indexed.values_of(doc))
 
     Collection._iter_documents = iter_documents
     Collection.find_one = find_one
@@ -224,43 +233,73 @@ def apply_shortcuts() -> None:
 
 
 _INDEXED_TYPES = (str, int)
-# Calls that change no document in place: during them the unique-index map answers
-# (an insert keeps it up to date itself); any other call may, so it goes without.
-_KEEPS_UNIQUE_MAP = frozenset({"find", "find_one", "count_documents", "estimated_document_count", "distinct",
-                               "insert_one", "insert_many", "list_indexes", "index_information"})
+# How a collection call treats the index map: during reads and inserts it answers (an
+# insert keeps it up to date itself); a write of single documents may change the ones
+# it reads in place, so during one the map is not used and afterwards it re-reads them;
+# any other call (a drop, a rename, index changes) drops the map, to be built again.
+_READS = frozenset({"find", "find_one", "count_documents", "estimated_document_count", "distinct",
+                    "insert_one", "insert_many", "list_indexes", "index_information"})
+_DOCUMENT_WRITES = frozenset({"update_one", "update_many", "replace_one", "delete_one", "delete_many",
+                              "find_one_and_update", "find_one_and_replace", "find_one_and_delete"})
+# A non-unique value held by more documents than this is left to the scan, which returns
+# them in the collection's order.
+_MAX_CANDIDATES = 1
 
 
-class _UniqueIndexes:
-    """The unique single-field indexes of one collection: field -> {value: {_id}}, and
-    for a range filter the values in order (built when one is asked for)."""
+class _Indexes:
+    """The single-field indexes of one collection: field -> {value: {_id}}, and for a
+    range filter on a unique field its values in order (built when one is asked for)."""
 
-    def __init__(self, store, fields):
+    def __init__(self, store, fields, unique):
         self._store = store
         self._maps = {field: {} for field in fields}
+        self._unique = unique
         self._ordered = {}
+        self._touched = None  # _id -> the values it had, while a write runs
         for doc in store._documents.values():
             self.add(doc)
 
     @classmethod
-    def of(cls, store) -> _UniqueIndexes | None:
-        """The collection's map, built on first use; None while a call that may change a
-        document in place runs, or when it has no usable unique index."""
+    def of(cls, store) -> _Indexes | None:
+        """The collection's map, built on first use; None while a write runs, or when the
+        collection has no index to map."""
         if not getattr(store, "_iamgate_map_usable", False):
             return None
-        indexed = getattr(store, "_iamgate_unique", None)
+        indexed = getattr(store, "_iamgate_index", None)
         if indexed is None:
-            # Built after a few reads without a write in between: a collection updated at
-            # every request (a session's refresh digest) keeps the scan, cheaper than a
-            # map built afresh each time.
-            store._iamgate_reads = getattr(store, "_iamgate_reads", 0) + 1
-            if store._iamgate_reads < _READS_BEFORE_MAP:
-                return None
-            keys = [(list(index["key"]), index) for index in store.indexes.values() if index.get("unique")]
-            fields = [key[0][0] for key, index in keys
+            keys = [(list(index["key"]), index) for index in store.indexes.values()]
+            usable = [(key[0][0], bool(index.get("unique"))) for key, index in keys
                       if len(key) == 1 and "." not in key[0][0] and key[0][0] != "_id"
+                      and index.get("expireAfterSeconds") is None
                       and not index.get("partialFilterExpression") and not index.get("collation")]
-            indexed = store._iamgate_unique = cls(store, fields) if fields else _NO_UNIQUE_INDEX
-        return indexed if indexed is not _NO_UNIQUE_INDEX else None
+            indexed = store._iamgate_index = (cls(store, [field for field, _ in usable],
+                                                  {field for field, unique in usable if unique})
+                                              if usable else _NO_INDEX)
+        return indexed if indexed is not _NO_INDEX else None
+
+    @property
+    def writing(self) -> bool:
+        return self._touched is not None
+
+    def begin_write(self) -> None:
+        self._touched = {}
+
+    def end_write(self) -> None:
+        """Re-read what the write read: its old values leave the map, its new ones enter."""
+        touched, self._touched = self._touched, None
+        for _id, values in touched.items():
+            self.discard(_id, values)
+            doc = self._store._documents.get(_id)
+            if doc is not None:
+                self.add(doc)
+
+    def recording(self, docs):
+        for doc in docs:
+            self._touched.setdefault(doc["_id"], self.values_of(doc))
+            yield doc
+
+    def values_of(self, doc) -> dict:
+        return {field: doc.get(field) for field in self._maps if type(doc.get(field)) in _INDEXED_TYPES}
 
     def add(self, doc) -> None:
         for field, values in list(self._maps.items()):
@@ -282,29 +321,31 @@ class _UniqueIndexes:
                         bisect.insort(ordered, value)
             ids.add(doc["_id"])
 
-    def discard(self, doc) -> None:
-        for field, values in self._maps.items():
-            value = doc.get(field)
-            ids = values.get(value) if type(value) in _INDEXED_TYPES else None
+    def discard(self, _id, values: dict) -> None:
+        for field, value in values.items():
+            ids = self._maps.get(field, {}).get(value)
             if ids is None:
                 continue
-            ids.discard(doc["_id"])
-            if not ids:  # the value is gone (a TTL sweep): so is its entry
-                del values[value]
+            ids.discard(_id)
+            if not ids:
+                del self._maps[field][value]
                 ordered = self._ordered.get(field)
                 if ordered is not None:
                     del ordered[bisect.bisect_left(ordered, value)]
 
     def lookup(self, filter):
         """The documents matching ``filter`` found through the map (an equality on an
-        indexed field, or one range on one), or None when the map cannot answer it."""
+        indexed field, or one range on a unique one), or None when the map cannot answer."""
         for field, operand in filter.items():
             values = self._maps.get(field)
             if values is None:
                 continue
             if type(operand) in _INDEXED_TYPES:
-                return self._documents(values.get(operand, ()), filter)
-            if len(filter) == 1 and type(operand) is dict and operand and all(
+                ids = values.get(operand, ())
+                if len(ids) > _MAX_CANDIDATES and field not in self._unique:
+                    continue
+                return self._documents(ids, filter)
+            if field in self._unique and len(filter) == 1 and type(operand) is dict and operand and all(
                     op in _RANGE and type(v) in _INDEXED_TYPES for op, v in operand.items()):
                 keys = self._in_range(field, values, operand)
                 if keys is not None:
@@ -337,8 +378,7 @@ class _UniqueIndexes:
         return iter([doc for doc in found if doc is not None and filter_applies(filter, doc)])
 
 
-_NO_UNIQUE_INDEX = object()
-_READS_BEFORE_MAP = 16
+_NO_INDEX = object()
 
 
 _CURSOR_TYPES = (Cursor, CommandCursor)
@@ -392,17 +432,22 @@ class _SerialisedCollection:
         attr = getattr(self._collection, name)
         if not callable(attr):
             return attr
-        keeps_map = name in _KEEPS_UNIQUE_MAP
+        reads, writes_documents = name in _READS, name in _DOCUMENT_WRITES
 
         def call(*args, **kwargs):
             with self._lock:
                 store = self._collection._store
-                store._iamgate_map_usable = keeps_map
+                indexed = getattr(store, "_iamgate_index", None)
+                store._iamgate_map_usable = reads
+                if writes_documents and type(indexed) is _Indexes:
+                    indexed.begin_write()
                 try:
                     result = attr(*args, **kwargs)
                 finally:
-                    if not keeps_map:
-                        store._iamgate_unique, store._iamgate_reads = None, 0
+                    if writes_documents and type(indexed) is _Indexes:
+                        indexed.end_write()
+                    elif not (reads or writes_documents):
+                        store._iamgate_index = None
                     store._iamgate_map_usable = True
             if isinstance(result, _CURSOR_TYPES):
                 return _SerialisedCursor(result, self._lock)

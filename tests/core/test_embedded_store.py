@@ -200,3 +200,39 @@ def test_an_insert_into_a_long_change_log_costs_what_one_into_a_short_one():
         return best
 
     assert inserts_after(20_000) < 5 * inserts_after(200)
+
+
+def test_a_non_unique_index_answers_like_a_scan_through_updates():
+    """A plain single-field index (a grant's token digest, rotated in place at every
+    refresh) is mapped too and stays right through updates, rolled-back updates, upserts
+    and deletes; a value several documents share is answered by the scan, in order."""
+    store = Store("memory://")
+    store.declare_indexes({"grants": [IndexModel([("token", 1)]), IndexModel([("n", 1)], unique=True)]})
+    store.ensure_indexes()
+    coll = store["grants"]
+    coll.insert_many([{"_id": f"g{i}", "token": f"t{i}", "n": i, "group": i % 3} for i in range(40)])
+
+    def agrees():
+        docs = list(coll.find({}))
+        for f in ({"token": "t5"}, {"token": "t5", "group": 2}, {"token": "t5", "group": 0}, {"token": "shared"},
+                  {"token": "t100"}, {"token": "t5-next"}):
+            expected = [d["_id"] for d in docs if filter_applies(f, d)]
+            assert [d["_id"] for d in coll.find(f)] == expected, f
+
+    _warm(coll)
+    agrees()
+    for step in range(3):
+        coll.find_one_and_update({"token": f"t5{'-next' * step}"}, {"$set": {"token": f"t5{'-next' * (step + 1)}"}})
+        agrees()
+    coll.update_many({"group": 1}, {"$set": {"token": "shared"}})
+    agrees()
+    with pytest.raises(DuplicateKeyError):
+        coll.update_one({"_id": "g2"}, {"$set": {"token": "t2-new", "n": 3}})
+    assert coll.find_one({"token": "t2"})["_id"] == "g2" and coll.find_one({"token": "t2-new"}) is None
+    agrees()
+    coll.update_one({"_id": "g99"}, {"$set": {"token": "t99", "n": 99}}, upsert=True)
+    coll.delete_one({"token": "t3"})
+    coll.replace_one({"_id": "g6"}, {"token": "t6-replaced", "n": 6})
+    assert coll.find_one({"token": "t99"})["_id"] == "g99" and coll.find_one({"token": "t3"}) is None
+    assert coll.find_one({"token": "t6"}) is None and coll.find_one({"token": "t6-replaced"})["_id"] == "g6"
+    agrees()
