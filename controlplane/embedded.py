@@ -44,6 +44,12 @@ afterwards those documents are mapped again; any other call (a drop, index chang
 drops the map, to be built on the next read. Every document the map names is checked
 against the whole filter by mongomock's matcher.
 
+Copies. mongomock copies every document it stores, and before each update the document
+it updates (to roll it back), with ``copy.deepcopy``, whose bookkeeping per value made an
+update cost grow with a long list in the document (a grant's spent refresh-token
+digests). Its module's ``copy`` is given a copy for documents: dicts and lists copied,
+the immutable values in them shared, as deepcopy shares strings.
+
 The shortcuts replace private methods of mongomock's classes (``PRIVATE_NAMES``), written
 against mongomock 4.3.0. They are applied once, when the first embedded store is built,
 and only if every one of those names is still there; otherwise the store refuses to start
@@ -58,7 +64,11 @@ import threading
 import time
 from datetime import datetime
 
+import copy
+import types
+
 import mongomock
+import mongomock.collection
 from mongomock.collection import Collection, Cursor
 from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
@@ -74,6 +84,7 @@ PRIVATE_NAMES = (
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
     (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
     (CollectionStore, "indexes"), (CollectionStore, "__setitem__"), (CollectionStore, "__delitem__"),
+    (mongomock.collection, "copy"),
 )
 
 
@@ -90,7 +101,7 @@ def missing_private_names() -> list[str]:
     collection = mongomock.MongoClient()["probe"]["probe"]
     cursor = collection.find({})
     instances = {Collection: collection, CollectionStore: getattr(collection, "_store", None),
-                 Cursor: cursor}
+                 Cursor: cursor, mongomock.collection: None}
     return [f"{cls.__name__}.{name}" for cls, name in PRIVATE_NAMES
             if not (hasattr(cls, name) or hasattr(instances[cls], name))]
 
@@ -224,12 +235,34 @@ def apply_shortcuts() -> None:
         if type(indexed) is _Indexes and doc is not None:
             indexed.discard(doc["_id"], indexed.values_of(doc))
 
+    mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
     Collection._iter_documents = iter_documents
     Collection.find_one = find_one
     Cursor._compute_results = compute_results
     CollectionStore._remove_expired_documents = remove_expired_documents
     CollectionStore.__setitem__, CollectionStore.__delitem__ = store_set, store_del
     Collection._iamgate_fast_paths = True
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes, datetime})
+
+
+def _document_copy(value, memo=None):
+    """``copy.deepcopy`` for what a document holds: dicts and lists are copied, the
+    immutable values they hold are shared (as deepcopy shares strings), anything else
+    goes to deepcopy.  mongomock copies every document it stores and, before each
+    update, the document updated (to roll it back): deepcopy's bookkeeping per value made
+    that cost grow with a refresh-token grant's list of spent digests."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: _document_copy(item) for key, item in value.items()}
+    if kind is list:
+        if set(map(type, value)) <= _ATOMS:  # a list of digests, of scopes: C loops only
+            return list(value)
+        return [_document_copy(item) for item in value]
+    return copy.deepcopy(value, memo)
 
 
 _INDEXED_TYPES = (str, int)
