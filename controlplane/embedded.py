@@ -69,6 +69,7 @@ import types
 
 import mongomock
 import mongomock.collection
+import mongomock.helpers
 from mongomock.collection import Collection, Cursor
 from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
@@ -84,7 +85,7 @@ PRIVATE_NAMES = (
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
     (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
     (CollectionStore, "indexes"), (CollectionStore, "__setitem__"), (CollectionStore, "__delitem__"),
-    (mongomock.collection, "copy"),
+    (mongomock.collection, "copy"), (mongomock.helpers, "make_datetime_timezone_aware_in_document"),
 )
 
 
@@ -101,7 +102,7 @@ def missing_private_names() -> list[str]:
     collection = mongomock.MongoClient()["probe"]["probe"]
     cursor = collection.find({})
     instances = {Collection: collection, CollectionStore: getattr(collection, "_store", None),
-                 Cursor: cursor, mongomock.collection: None}
+                 Cursor: cursor, mongomock.collection: None, mongomock.helpers: None}
     return [f"{cls.__name__}.{name}" for cls, name in PRIVATE_NAMES
             if not (hasattr(cls, name) or hasattr(instances[cls], name))]
 
@@ -217,7 +218,7 @@ def apply_shortcuts() -> None:
         if window is None or window[0][0] is not key[0] or window[0][1:] != key[1:]:
             docs = itertools.islice(self._factory(), self._skip + abs(self._limit))
             if self.collection.codec_options.tz_aware:
-                docs = [make_aware(doc) for doc in docs]
+                docs = [_aware(doc) for doc in docs]
             window = self._iamgate_window = (key, list(docs)[self._skip:])
         return window[1]
 
@@ -236,6 +237,7 @@ def apply_shortcuts() -> None:
             indexed.discard(doc["_id"], indexed.values_of(doc))
 
     mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
+    mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
     Collection._iter_documents = iter_documents
     Collection.find_one = find_one
     Cursor._compute_results = compute_results
@@ -263,6 +265,21 @@ def _document_copy(value, memo=None):
             return list(value)
         return [_document_copy(item) for item in value]
     return copy.deepcopy(value, memo)
+
+
+_PLAIN = _ATOMS - {datetime}
+
+
+def _aware(value):
+    """mongomock's ``make_datetime_timezone_aware_in_document`` (a copy of the document
+    with every datetime in UTC, as ``tz_aware=True`` returns them) that passes over
+    what holds no datetime without a call per value: a list of digests, a string field."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _PLAIN else _aware(item) for key, item in value.items()}
+    if kind is list:
+        return list(value) if set(map(type, value)) <= _PLAIN else [_aware(item) for item in value]
+    return make_aware(value)  # datetimes, tuples, subclasses: mongomock's own, which recurses through this
 
 
 _INDEXED_TYPES = (str, int)

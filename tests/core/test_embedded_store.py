@@ -259,6 +259,15 @@ def test_stored_documents_are_copies():
     assert stored["sub"]["at"] == datetime(2026, 1, 1, tzinfo=UTC)
 
 
+def test_datetimes_come_back_in_utc_wherever_they_are():
+    coll = Store("memory://")["things"]
+    at = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    coll.insert_one({"_id": "d", "at": at, "list": [at, "x", {"at": at}], "sub": {"at": at, "n": 1}, "plain": ["a"]})
+    for doc in (coll.find_one({"_id": "d"}), list(coll.find({}))[0]):
+        assert doc == {"_id": "d", "at": at, "list": [at, "x", {"at": at}], "sub": {"at": at, "n": 1}, "plain": ["a"]}
+        assert doc["list"][0].tzinfo is not None and doc["list"][2]["at"].tzinfo is not None
+
+
 def test_an_update_does_not_cost_a_deep_copy_of_a_long_list():
     """mongomock copies the document before an update (to roll it back); a grant's list
     of spent refresh-token digests grows at every refresh. An update of a document
