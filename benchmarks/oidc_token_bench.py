@@ -1,6 +1,7 @@
 """OIDC token endpoint throughput: the authorization_code exchange, the refresh_token
 grant and the client_credentials grant, at concurrency 1 and 16, each beside its floor.
 
+    make bench oidc
     .venv/bin/python -m benchmarks.oidc_token_bench [--seconds 5] [--codes 300]
 
 Method: the real stack (``python -m controlplane.launcher``: gunicorn, one gevent
