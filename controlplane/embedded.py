@@ -58,14 +58,13 @@ and says which are gone (tests/core/test_embedded_store.py checks them on every 
 from __future__ import annotations
 
 import bisect
+import copy
 import itertools
 import operator
 import threading
 import time
-from datetime import datetime
-
-import copy
 import types
+from datetime import datetime
 
 import mongomock
 import mongomock.collection

@@ -1,13 +1,14 @@
 """The embedded store's shortcuts (controlplane/embedded.py): an exact ``_id`` read touches
-one document, and a filter of plain str/int comparisons skips mongomock's general
-matcher; both answer as a full scan would."""
+one document, a filter of plain str/int comparisons skips mongomock's general matcher, a
+single-field index is a map from value to documents, and documents are copied without
+``copy.deepcopy``; each answers as a full scan (and mongomock's own copies) would."""
 from __future__ import annotations
 
 import copy
 import statistics
 import subprocess
-import time
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
