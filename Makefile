@@ -81,8 +81,14 @@ soak: $(STAMP)
 	$(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES)
 
 ## Load-test both processes on loopback; figures go to docs/performance.md.
+## `make bench` runs every benchmark; `make bench oidc login` only those named (benchmarks/run.py).
+ifeq (bench,$(firstword $(MAKECMDGOALS)))
+BENCH_NAMES := $(wordlist 2,$(words $(MAKECMDGOALS)),$(MAKECMDGOALS))
+# The names are arguments, not targets: make has nothing to build for them.
+$(eval $(BENCH_NAMES):;@:)
+endif
 bench: $(STAMP)
-	$(PY) -m benchmarks.run
+	$(PY) -m benchmarks.run $(BENCH_NAMES)
 
 ## The longer cost-as-data-grows tables (1 to 100 roles, 1 to 1,000 permissions; decision-service
 ## memory at 10,000 and 100,000 cached users); docs/performance.md.

@@ -1,6 +1,6 @@
 """``make bench``: every load benchmark against the real processes, one after the other.
 
-    .venv/bin/python -m benchmarks.run [NAME ...]
+    .venv/bin/python -m benchmarks.run [NAME ...]      (make bench [NAME ...])
 
 NAME: decision, abac, footprint, controlplane, fairness, fanout, login, webhooks, oidc, metrics,
 decisionlog, audit.

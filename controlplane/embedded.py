@@ -32,6 +32,27 @@ at a time, each batch under the lock, as MongoDB returns batches: an export of e
 audit record holds one batch of copies, not the whole result (the matching documents are
 still found and sorted at the first batch, as references).
 
+Single-field indexes. An index on one field (the change log's unique ``seq``, a
+client's ``client_id``, a grant's ``token_digest``) is kept as MongoDB keeps it: a map
+from value to documents, so the unique-index check at every insert into the change log,
+the tailer's poll (``{"seq": {"$gt": n}}``) and a lookup by refresh-token digest read the
+few documents they name, where a scan grows with the collection (the change log gains an
+event at every token refresh). Only str and int values are mapped (any other value in
+the field, an array or a float, leaves that field to the scans); an equality that names
+more than one document of a non-unique field, and ranges on one, are left to the scan
+too, which returns them in the collection's order. Inserts and deletes (TTL sweeps
+included) keep the map up to date; an update may change the documents it reads in
+place, so during one the map is not used, the old values of what it reads are noted, and
+afterwards those documents are mapped again; any other call (a drop, index changes)
+drops the map, to be built on the next read. Every document the map names is checked
+against the whole filter by mongomock's matcher.
+
+Copies. mongomock copies every document it stores, and before each update the document
+it updates (to roll it back), with ``copy.deepcopy``, whose bookkeeping per value made an
+update cost grow with a long list in the document (a grant's spent refresh-token
+digests). Its module's ``copy`` is given a copy for documents: dicts and lists copied,
+the immutable values in them shared, as deepcopy shares strings.
+
 The shortcuts replace private methods of mongomock's classes (``PRIVATE_NAMES``), written
 against mongomock 4.3.0. They are applied once, when the first embedded store is built,
 and only if every one of those names is still there; otherwise the store refuses to start
@@ -39,13 +60,18 @@ and says which are gone (tests/core/test_embedded_store.py checks them on every 
 """
 from __future__ import annotations
 
+import bisect
+import copy
 import itertools
 import operator
 import threading
 import time
+import types
 from datetime import datetime
 
 import mongomock
+import mongomock.collection
+import mongomock.helpers
 from mongomock.collection import Collection, Cursor
 from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
@@ -60,6 +86,8 @@ PRIVATE_NAMES = (
     (CollectionStore, "_remove_expired_documents"), (CollectionStore, "_documents"),
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
     (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
+    (CollectionStore, "indexes"), (CollectionStore, "__setitem__"), (CollectionStore, "__delitem__"),
+    (mongomock.collection, "copy"), (mongomock.helpers, "make_datetime_timezone_aware_in_document"),
 )
 
 
@@ -76,7 +104,7 @@ def missing_private_names() -> list[str]:
     collection = mongomock.MongoClient()["probe"]["probe"]
     cursor = collection.find({})
     instances = {Collection: collection, CollectionStore: getattr(collection, "_store", None),
-                 Cursor: cursor}
+                 Cursor: cursor, mongomock.collection: None, mongomock.helpers: None}
     return [f"{cls.__name__}.{name}" for cls, name in PRIVATE_NAMES
             if not (hasattr(cls, name) or hasattr(instances[cls], name))]
 
@@ -131,6 +159,12 @@ def apply_shortcuts() -> None:
     compute = Cursor._compute_results
 
     def iter_documents(self, filter):
+        found = select(self, filter)
+        indexed = getattr(self._store, "_iamgate_index", None)
+        # In a write, what it reads is what it may change: the map notes the old values.
+        return indexed.recording(found) if type(indexed) is _Indexes and indexed.writing else found
+
+    def select(self, filter):
         if type(filter) is not dict:
             return scan(self, filter)
         key = filter.get("_id")
@@ -138,6 +172,12 @@ def apply_shortcuts() -> None:
             self._store._remove_expired_documents()
             doc = self._store._documents.get(key)
             return iter([doc] if doc is not None and filter_applies(filter, doc) else [])
+        indexed = _Indexes.of(self._store)
+        if indexed is not None:
+            self._store._remove_expired_documents()
+            found = indexed.lookup(filter)
+            if found is not None:
+                return found
         plan = _simple_plan(filter)
         if not plan:  # operators, sub-documents, ObjectIds, an empty filter...: the general path
             return scan(self, filter)
@@ -180,15 +220,217 @@ def apply_shortcuts() -> None:
         if window is None or window[0][0] is not key[0] or window[0][1:] != key[1:]:
             docs = itertools.islice(self._factory(), self._skip + abs(self._limit))
             if self.collection.codec_options.tz_aware:
-                docs = [make_aware(doc) for doc in docs]
+                docs = [_aware(doc) for doc in docs]
             window = self._iamgate_window = (key, list(docs)[self._skip:])
         return window[1]
 
+    set_item, del_item = CollectionStore.__setitem__, CollectionStore.__delitem__
+
+    def store_set(self, key, val):
+        set_item(self, key, val)
+        indexed = getattr(self, "_iamgate_index", None)
+        if type(indexed) is _Indexes:
+            indexed.add(val)
+
+    def store_del(self, key):
+        indexed, doc = getattr(self, "_iamgate_index", None), self._documents.get(key)
+        del_item(self, key)
+        if type(indexed) is _Indexes and doc is not None:
+            indexed.discard(doc["_id"], indexed.values_of(doc))
+
+    mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
+    mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
     Collection._iter_documents = iter_documents
     Collection.find_one = find_one
     Cursor._compute_results = compute_results
     CollectionStore._remove_expired_documents = remove_expired_documents
+    CollectionStore.__setitem__, CollectionStore.__delitem__ = store_set, store_del
     Collection._iamgate_fast_paths = True
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes, datetime})
+
+
+def _document_copy(value, memo=None):
+    """``copy.deepcopy`` for what a document holds: dicts and lists are copied, the
+    immutable values they hold are shared (as deepcopy shares strings), anything else
+    goes to deepcopy.  mongomock copies every document it stores and, before each
+    update, the document updated (to roll it back): deepcopy's bookkeeping per value made
+    that cost grow with a refresh-token grant's list of spent digests."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: _document_copy(item) for key, item in value.items()}
+    if kind is list:
+        if set(map(type, value)) <= _ATOMS:  # a list of digests, of scopes: C loops only
+            return list(value)
+        return [_document_copy(item) for item in value]
+    return copy.deepcopy(value, memo)
+
+
+_PLAIN = _ATOMS - {datetime}
+
+
+def _aware(value):
+    """mongomock's ``make_datetime_timezone_aware_in_document`` (a copy of the document
+    with every datetime in UTC, as ``tz_aware=True`` returns them) that passes over
+    what holds no datetime without a call per value: a list of digests, a string field."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _PLAIN else _aware(item) for key, item in value.items()}
+    if kind is list:
+        return list(value) if set(map(type, value)) <= _PLAIN else [_aware(item) for item in value]
+    return make_aware(value)  # datetimes, tuples, subclasses: mongomock's own, which recurses through this
+
+
+_INDEXED_TYPES = (str, int)
+# How a collection call treats the index map: during reads and inserts it answers (an
+# insert keeps it up to date itself); a write of single documents may change the ones
+# it reads in place, so during one the map is not used and afterwards it re-reads them;
+# any other call (a drop, a rename, index changes) drops the map, to be built again.
+_READS = frozenset({"find", "find_one", "count_documents", "estimated_document_count", "distinct",
+                    "insert_one", "insert_many", "list_indexes", "index_information"})
+_DOCUMENT_WRITES = frozenset({"update_one", "update_many", "replace_one", "delete_one", "delete_many",
+                              "find_one_and_update", "find_one_and_replace", "find_one_and_delete"})
+# A non-unique value held by more documents than this is left to the scan, which returns
+# them in the collection's order.
+_MAX_CANDIDATES = 1
+
+
+class _Indexes:
+    """The single-field indexes of one collection: field -> {value: {_id}}, and for a
+    range filter on a unique field its values in order (built when one is asked for)."""
+
+    def __init__(self, store, fields, unique):
+        self._store = store
+        self._maps = {field: {} for field in fields}
+        self._unique = unique
+        self._ordered = {}
+        self._touched = None  # _id -> the values it had, while a write runs
+        for doc in store._documents.values():
+            self.add(doc)
+
+    @classmethod
+    def of(cls, store) -> _Indexes | None:
+        """The collection's map, built on first use; None while a write runs, or when the
+        collection has no index to map."""
+        if not getattr(store, "_iamgate_map_usable", False):
+            return None
+        indexed = getattr(store, "_iamgate_index", None)
+        if indexed is None:
+            keys = [(list(index["key"]), index) for index in store.indexes.values()]
+            usable = [(key[0][0], bool(index.get("unique"))) for key, index in keys
+                      if len(key) == 1 and "." not in key[0][0] and key[0][0] != "_id"
+                      and index.get("expireAfterSeconds") is None
+                      and not index.get("partialFilterExpression") and not index.get("collation")]
+            indexed = store._iamgate_index = (cls(store, [field for field, _ in usable],
+                                                  {field for field, unique in usable if unique})
+                                              if usable else _NO_INDEX)
+        return indexed if indexed is not _NO_INDEX else None
+
+    @property
+    def writing(self) -> bool:
+        return self._touched is not None
+
+    def begin_write(self) -> None:
+        self._touched = {}
+
+    def end_write(self) -> None:
+        """Re-read what the write read: its old values leave the map, its new ones enter."""
+        touched, self._touched = self._touched, None
+        for _id, values in touched.items():
+            self.discard(_id, values)
+            doc = self._store._documents.get(_id)
+            if doc is not None:
+                self.add(doc)
+
+    def recording(self, docs):
+        for doc in docs:
+            self._touched.setdefault(doc["_id"], self.values_of(doc))
+            yield doc
+
+    def values_of(self, doc) -> dict:
+        return {field: doc.get(field) for field in self._maps if type(doc.get(field)) in _INDEXED_TYPES}
+
+    def add(self, doc) -> None:
+        for field, values in list(self._maps.items()):
+            value = doc.get(field)
+            if value is None:
+                continue
+            if type(value) not in _INDEXED_TYPES:  # an array, a float...: MongoDB's rules, by scan
+                del self._maps[field]
+                self._ordered.pop(field, None)
+                continue
+            ids = values.get(value)
+            if ids is None:
+                ids = values[value] = set()
+                ordered = self._ordered.get(field)
+                if ordered is not None:
+                    if ordered and type(ordered[0]) is not type(value):
+                        del self._ordered[field]  # mixed types: ranges go to the scan
+                    else:
+                        bisect.insort(ordered, value)
+            ids.add(doc["_id"])
+
+    def discard(self, _id, values: dict) -> None:
+        for field, value in values.items():
+            ids = self._maps.get(field, {}).get(value)
+            if ids is None:
+                continue
+            ids.discard(_id)
+            if not ids:
+                del self._maps[field][value]
+                ordered = self._ordered.get(field)
+                if ordered is not None:
+                    del ordered[bisect.bisect_left(ordered, value)]
+
+    def lookup(self, filter):
+        """The documents matching ``filter`` found through the map (an equality on an
+        indexed field, or one range on a unique one), or None when the map cannot answer."""
+        for field, operand in filter.items():
+            values = self._maps.get(field)
+            if values is None:
+                continue
+            if type(operand) in _INDEXED_TYPES:
+                ids = values.get(operand, ())
+                if len(ids) > _MAX_CANDIDATES and field not in self._unique:
+                    continue
+                return self._documents(ids, filter)
+            if field in self._unique and len(filter) == 1 and type(operand) is dict and operand and all(
+                    op in _RANGE and type(v) in _INDEXED_TYPES for op, v in operand.items()):
+                keys = self._in_range(field, values, operand)
+                if keys is not None:
+                    return self._documents([_id for key in keys for _id in values[key]], filter)
+        return None
+
+    def _in_range(self, field, values, operand):
+        ordered = self._ordered.get(field)
+        if ordered is None:
+            if len({type(value) for value in values}) > 1:
+                return None
+            ordered = self._ordered[field] = sorted(values)
+        if ordered and any(type(v) is not type(ordered[0]) for v in operand.values()):
+            return None
+        low, high = 0, len(ordered)
+        for op, v in operand.items():
+            if op == "$gt":
+                low = max(low, bisect.bisect_right(ordered, v))
+            elif op == "$gte":
+                low = max(low, bisect.bisect_left(ordered, v))
+            elif op == "$lt":
+                high = min(high, bisect.bisect_left(ordered, v))
+            else:
+                high = min(high, bisect.bisect_right(ordered, v))
+        return ordered[low:high]
+
+    def _documents(self, ids, filter):
+        documents = self._store._documents
+        found = [documents.get(_id) for _id in ids]
+        return iter([doc for doc in found if doc is not None and filter_applies(filter, doc)])
+
+
+_NO_INDEX = object()
 
 
 _CURSOR_TYPES = (Cursor, CommandCursor)
@@ -264,10 +506,23 @@ class _SerialisedCollection:
         attr = getattr(self._collection, name)
         if not callable(attr):
             return attr
+        reads, writes_documents = name in _READS, name in _DOCUMENT_WRITES
 
         def call(*args, **kwargs):
             with self._lock:
-                result = attr(*args, **kwargs)
+                store = self._collection._store
+                indexed = getattr(store, "_iamgate_index", None)
+                store._iamgate_map_usable = reads
+                if writes_documents and type(indexed) is _Indexes:
+                    indexed.begin_write()
+                try:
+                    result = attr(*args, **kwargs)
+                finally:
+                    if writes_documents and type(indexed) is _Indexes:
+                        indexed.end_write()
+                    elif not (reads or writes_documents):
+                        store._iamgate_index = None
+                    store._iamgate_map_usable = True
             if isinstance(result, _CURSOR_TYPES):
                 return _SerialisedCursor(result, self._lock)
             return result

@@ -171,7 +171,11 @@ class ClientService:
         return self.store.with_origin(origin) is not None
 
     def mark_connected(self, client: dict) -> bool:
-        """The client's first client credentials token (its connection is created)."""
+        """The client's first client credentials token (its connection is created).  A
+        client read with ``connected_at`` set had its first before: no write, which
+        would change nothing."""
+        if client.get("connected_at") is not None:
+            return False
         return self.store.mark_connected(client["client_id"], self.clock())
 
     def authenticate_request(self, params: dict, basic: tuple[str, str] | None, *, failure: type,

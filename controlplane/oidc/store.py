@@ -125,13 +125,15 @@ class GrantStore(Collection):
         """The atomic swap: when ``presented`` is still the live token of ``grant`` (as
         ``live_by_token`` read it), ``successor`` becomes the live one and ``presented``
         the one rotated last (the one before it joins ``spent_digests``).  None when a
-        racing refresh or a revocation came first."""
+        racing refresh or a revocation came first.  Returned without ``spent_digests``,
+        as ``live_by_token`` reads it: the list grows by one a rotation and the answer
+        does not need it."""
         update = {"$set": {"token_digest": successor, "previous_digest": presented, "rotated_at": now,
                            "last_used_at": now}}
         if grant.get("previous_digest"):
             update["$push"] = {"spent_digests": grant["previous_digest"]}
         return self._docs.find_one_and_update({**self._live(grant["client_id"], presented, now), "_id": grant["_id"]},
-                                              update, return_document=ReturnDocument.AFTER)
+                                              update, {"spent_digests": 0}, return_document=ReturnDocument.AFTER)
 
     def state(self, grant_id: str) -> dict | None:
         """What an access token's check needs of its grant: who it belongs to, whether it

@@ -113,3 +113,16 @@ def test_discovery_lists_the_grant(client):
 
 def test_a_machine_only_client_cannot_start_the_code_flow(authorize, user_token, machine):
     assert_oauth_error(authorize(user_token, machine), "unauthorized_client")
+
+
+def test_only_the_first_token_writes_the_connection(client, ctx, machine, monkeypatch):
+    """The client document read to authenticate says whether its connection exists: the
+    tokens after the first cost no conditional write that would match nothing."""
+    writes = []
+    store = ctx.oidc.clients.store
+    original = store.mark_connected
+    monkeypatch.setattr(store, "mark_connected", lambda *args: writes.append(args) or original(*args))
+    for _ in range(3):
+        assert client_credentials(client, machine).status_code == 200
+    assert len(writes) == 1
+    assert len(list(ctx.store["events"].find({"type": "connection.created"}))) == 1

@@ -6,6 +6,8 @@ import base64
 import jwt
 import pytest
 
+from controlplane.oidc.store import GrantStore
+from shared.timeutil import seconds
 from tests.conftest import events_of
 from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, pkce_pair
 
@@ -158,6 +160,23 @@ def test_an_older_spent_refresh_token_revokes_too(refresh_grant, issue_tokens, u
     third = refresh_grant(rp_client, second).json["refresh_token"]
     assert_oauth_error(refresh_grant(rp_client, first), "invalid_grant")
     assert_oauth_error(refresh_grant(rp_client, third), "invalid_grant")
+
+
+def test_a_rotation_answers_without_the_spent_tokens(ctx, clock):
+    """The rotation's write returns the grant without ``spent_digests``, which grows by one
+    a rotation (MongoDB would send the whole list back at every refresh); the list is
+    still stored, and still finds the grant of a spent token."""
+    grants, now = GrantStore(ctx.store), clock()
+    grants.insert({"_id": "g1", "app_id": "a1", "client_id": "c1", "user_id": "u1", "token_digest": "t0",
+                   "previous_digest": None, "rotated_at": None, "spent_digests": [], "revoked_at": None,
+                   "expires_at": now + seconds(3600)})
+    for n in range(1, 5):
+        live = grants.live_by_token("c1", f"t{n - 1}", now)
+        rotated = grants.rotate(live, f"t{n - 1}", f"t{n}", now)
+        assert "spent_digests" not in rotated
+        assert (rotated["token_digest"], rotated["previous_digest"]) == (f"t{n}", f"t{n - 1}")
+    assert ctx.store["oidc_refresh_tokens"].find_one({"_id": "g1"})["spent_digests"] == ["t0", "t1", "t2"]
+    assert grants.by_token("t1")["_id"] == "g1"
 
 
 def test_refresh_errors(refresh_grant, issue_tokens, application, oidc_client, user_token, rp_client, ctx):
