@@ -12,7 +12,7 @@ import falcon
 from decision.hotpath import health_document, readiness_document
 from decision.service import Lookup
 from shared.checks import CHECK, CHECK_BULK, check_query
-from shared.http import read_json, require_metrics_token
+from shared.http import MetricsEndpoint, read_json
 
 
 class _CheckResource:
@@ -76,16 +76,5 @@ class Ready:
         resp.media = readiness_document(ready)
 
 
-class Metrics:
-    """``GET /metrics``: Prometheus text exposition of this worker; with
-    IAMGATE_METRICS_TOKEN set, only for that bearer token (as the control plane's)."""
-
-    def __init__(self, metrics, token: str = ""):
-        self._metrics = metrics
-        self._token = token
-
-    def on_get(self, req, resp):
-        require_metrics_token(req.get_header("Authorization"), self._token)
-        body, content_type = self._metrics.render()
-        resp.data = body
-        resp.content_type = content_type
+class Metrics(MetricsEndpoint):
+    """``GET /metrics``: Prometheus text exposition of this worker (``shared.http.MetricsEndpoint``)."""

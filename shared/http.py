@@ -360,14 +360,21 @@ def bearer_token(authorization: str | None, error: type[DomainError] = Unauthori
     return value.strip()
 
 
-def require_metrics_token(authorization: str | None, token: str) -> None:
-    """``GET /metrics`` of either service: with IAMGATE_METRICS_TOKEN set (``token``) the
-    request must present exactly that bearer token, compared in constant time; 401 otherwise."""
-    if not token:
-        return
-    presented = bearer_token(authorization) or ""
-    if not hmac.compare_digest(presented.encode("utf-8"), token.encode("utf-8")):
-        raise Unauthorized("/metrics needs the metrics token (IAMGATE_METRICS_TOKEN).")
+class MetricsEndpoint:
+    """``GET /metrics`` of either service: the Prometheus text exposition of ``metrics``;
+    with IAMGATE_METRICS_TOKEN set (``token``), only for a request presenting exactly that
+    bearer token, compared in constant time (401 otherwise)."""
+
+    def __init__(self, metrics, token: str = ""):
+        self.metrics = metrics
+        self.token = token
+
+    def on_get(self, req, resp):
+        if self.token:
+            presented = bearer_token(req.get_header("Authorization")) or ""
+            if not hmac.compare_digest(presented.encode("utf-8"), self.token.encode("utf-8")):
+                raise Unauthorized("/metrics needs the metrics token (IAMGATE_METRICS_TOKEN).")
+        resp.data, resp.content_type = self.metrics.render()
 
 
 def no_store(resp) -> None:

@@ -7,7 +7,7 @@ from controlplane.auth import PUBLIC
 from controlplane.openapi import build_document, op
 from controlplane.resource import Resource
 from shared.errors import Unauthorized
-from shared.http import require_metrics_token
+from shared.http import MetricsEndpoint
 
 
 class Health(Resource):
@@ -54,22 +54,12 @@ class Ready(Resource):
         resp.media = {"status": status, "store": "ok" if store_ok else "unreachable"}
 
 
-class Metrics(Resource):
+class Metrics(MetricsEndpoint, Resource):
     access = {"GET": PUBLIC}
     docs = {"GET": op(
         "Prometheus metrics (text exposition format)", errors=[Unauthorized], store=False,
         description="With IAMGATE_METRICS_TOKEN set, needs Authorization: Bearer <that token> (401 otherwise): "
                     "the series show per-route login and registration counts, which a stranger should not read.")}
-
-    def __init__(self, metrics, token: str = ""):
-        self.metrics = metrics
-        self.token = token
-
-    def on_get(self, req, resp):
-        require_metrics_token(req.get_header("Authorization"), self.token)
-        body, content_type = self.metrics.render()
-        resp.data = body
-        resp.content_type = content_type
 
 
 class OpenApi(Resource):
