@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from controlplane.audit.context import success
 from shared.errors import RateLimited
-from shared.timeutil import aware, isoformat, seconds
+from shared.timeutil import Clock, aware, isoformat, seconds
+
+if TYPE_CHECKING:
+    from controlplane.audit.service import AuditLog
+    from controlplane.passwords import PasswordHasher
 
 log = logging.getLogger("iamgate.lockout")
 
@@ -118,16 +124,17 @@ class LoginAttemptStore:
         self._attempts.delete_one({"_id": key})
 
 
+@dataclass(eq=False)
 class PasswordGuard:
     """Password checks under the login lock, for any scope (see the module docstring)."""
 
-    def __init__(self, attempts: LoginAttemptStore, clock, hasher, audit, *, threshold: int, lock_seconds: int):
-        self._attempts = attempts
-        self._audit = audit
-        self._threshold = threshold
-        self._lock_seconds = lock_seconds
-        self._clock = clock
-        self._hasher = hasher
+    attempts: LoginAttemptStore
+    clock: Clock
+    hasher: PasswordHasher
+    audit: AuditLog
+    _: KW_ONLY
+    threshold: int
+    lock_seconds: int
 
     def check(self, scope_id: str, email: str, password: str, password_hash: str | None, *,
               audit_target: dict | None = None) -> bool:
@@ -141,13 +148,13 @@ class PasswordGuard:
         is recorded against, ``scope_id`` being their application; without it (the
         dashboard's accounts, in no tenant's log) a lock is not recorded."""
         key = self.take(scope_id, email)
-        if self._hasher.verify(password, password_hash):
+        if self.hasher.verify(password, password_hash):
             self._forgive(key)
             return True
         until = self._record_failure(key)
         if until is not None and audit_target is not None:
-            self._audit.record("user.locked", result=success(), target=audit_target, application_id=scope_id,
-                               data={"failures": self._threshold, "locked_until": isoformat(until)})
+            self.audit.record("user.locked", result=success(), target=audit_target, application_id=scope_id,
+                               data={"failures": self.threshold, "locked_until": isoformat(until)})
         return False
 
     def take(self, scope_id: str, email: str) -> str:
@@ -158,44 +165,44 @@ class PasswordGuard:
         requests race, at most the threshold reach bcrypt.  Raises 429
         AUTH_ACCOUNT_LOCKED while the email is locked, or (Retry-After 1 s, no lock)
         while the other units are held by checks still running."""
-        now = self._clock()
-        key = self._attempts.key(scope_id, email)
-        record = self._attempts.get(key)
+        now = self.clock()
+        key = self.attempts.key(scope_id, email)
+        record = self.attempts.get(key)
         if record is not None:
             self._raise_if_locked(record, now)
             if aware(record["resets_at"]) <= now:
-                self._attempts.restart(key, record["resets_at"], now, self._lock_seconds)
-        record = self._attempts.take(key, scope_id, email, now, self._lock_seconds)
+                self.attempts.restart(key, record["resets_at"], now, self.lock_seconds)
+        record = self.attempts.take(key, scope_id, email, now, self.lock_seconds)
         self._raise_if_locked(record, now)
-        if record["used"] > self._threshold:
-            self._attempts.give_back(key)
-            if record["failures"] >= self._threshold:  # failed enough; the lock write was lost
-                self._attempts.lock(key, now + seconds(self._lock_seconds), now)
-                raise self._locked(now + seconds(self._lock_seconds), now)
+        if record["used"] > self.threshold:
+            self.attempts.give_back(key)
+            if record["failures"] >= self.threshold:  # failed enough; the lock write was lost
+                self.attempts.lock(key, now + seconds(self.lock_seconds), now)
+                raise self._locked(now + seconds(self.lock_seconds), now)
             raise self._locked(now + seconds(1), now, reason="attempts_in_progress")
         return key
 
     def lift(self, scope_id: str, email: str) -> None:
         """Forget the email's failures and lock (its owner proved who they are)."""
-        self._attempts.clear(self._attempts.key(scope_id, email))
+        self.attempts.clear(self.attempts.key(scope_id, email))
 
     def _forgive(self, key: str) -> None:
         # A success resets the consecutive failures (spec), but checks still running
         # keep their units: they may be an attacker's guesses racing the real user.
         for _ in range(5):
-            record = self._attempts.get(key)
-            if record is None or self._attempts.forgive(key, record["failures"]):
+            record = self.attempts.get(key)
+            if record is None or self.attempts.forgive(key, record["failures"]):
                 return
 
     def _record_failure(self, key: str):
         """Count the failure; the end of the lock it placed, if it placed one."""
-        now = self._clock()
-        record = self._attempts.record_failure(key, now, self._lock_seconds)
-        if record is not None and record["failures"] >= self._threshold:
-            until = now + seconds(self._lock_seconds)
+        now = self.clock()
+        record = self.attempts.record_failure(key, now, self.lock_seconds)
+        if record is not None and record["failures"] >= self.threshold:
+            until = now + seconds(self.lock_seconds)
             log.warning("login locked after consecutive failures",
                         extra={"app_id": record.get("app_id"), "failures": record["failures"]})
-            if self._attempts.lock(key, until, now):
+            if self.attempts.lock(key, until, now):
                 return until
         return None
 
@@ -208,7 +215,7 @@ class PasswordGuard:
         message = ("Too many failed logins for this account. Try again later." if reason == "locked" else
                    "Too many logins for this account are in progress. Try again in a moment.")
         return AccountLocked(
-            limit=self._threshold, reset_at=math.ceil(until.timestamp()),
+            limit=self.threshold, reset_at=math.ceil(until.timestamp()),
             retry_after=math.ceil((until - now).total_seconds()), message=message,
             details={"reason": reason, **({"locked_until": isoformat(until)} if reason == "locked" else {})},
         )
