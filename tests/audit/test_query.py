@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from controlplane.audit import context as audit
+from controlplane.audit.schemas import RECORD
 from shared.timeutil import isoformat
 from tests.audit.conftest import FIRST_INSERTED
 from tests.conftest import assert_error, bearer
@@ -17,10 +18,10 @@ ORG = "/api/dashboard/organizations/{}/audit-events"
 
 
 def seqs(response):
-    """The seqs of the records ``insert_records`` wrote (the fixtures' own, an API key
-    created say, are left out)."""
+    """The seqs of the records ``insert_records`` wrote, which their ``data.n`` holds (the
+    fixtures' own, an API key created say, are left out)."""
     assert response.status_code == 200, response.text
-    return [record["seq"] for record in response.json["data"] if record["seq"] >= FIRST_INSERTED]
+    return [record["data"]["n"] for record in response.json["data"] if record["data"].get("n", 0) >= FIRST_INSERTED]
 
 
 def test_records_come_newest_first_in_the_documented_shape(client, auditor, insert_records):
@@ -29,8 +30,11 @@ def test_records_come_newest_first_in_the_documented_shape(client, auditor, inse
     response = client.simulate_get(V1.format(app["_id"]), headers=headers)
     assert seqs(response) == [d["seq"] for d in reversed(docs)]
     record = response.json["data"][0]
-    assert set(record) == {"id", "seq", "at", "action", "result", "actor", "target", "application_id",
-                           "organization_id", "request_id", "ip", "user_agent", "data", "prev_hash", "hash"}
+    assert list(record) == ["id", "at", "action", "result", "actor", "target", "application_id",
+                            "organization_id", "request_id", "ip", "user_agent", "data", "prev_hash", "hash"]
+    assert list(record) == RECORD["required"] and set(record) == set(RECORD["properties"])  # OpenAPI says the same
+    assert record["id"] == docs[-1]["_id"] and record["result"] == {"status": "success"}
+    assert set(record["actor"]) == set(record["target"]) == {"type", "id", "display"}
     assert response.json["next_cursor"] is None
 
 
