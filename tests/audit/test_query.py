@@ -3,10 +3,13 @@ filters, newest first, cursor pages that hold still while records arrive, errors
 envelope, and no tenant ever reading another's records."""
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from controlplane.apikeys.service import V1_PERMISSIONS
 from controlplane.audit import context as audit
 from controlplane.audit.schemas import RECORD
 from shared.timeutil import isoformat
@@ -120,6 +123,16 @@ def test_the_route_needs_audit_read(client, application, make_api_key):
 
 def test_a_default_api_key_holds_audit_read(client, application, api_key):
     assert client.simulate_get(V1.format(application["_id"]), headers=bearer(api_key)).status_code == 200
+
+
+def test_the_docs_list_audit_read_with_the_api_key_permissions():
+    """docs/dashboard.md's list of an API key's default permissions is V1_PERMISSIONS, and
+    docs/authorization.md's table says what audit:read opens."""
+    root = Path(__file__).parents[2] / "docs"
+    defaults = (root / "dashboard.md").read_text().split("default\n  every V1 permission (")[1].split(")")[0]
+    listed = set(re.findall(r"`([a-z_]+:[a-z_]+)`", defaults)) | {"decision:sync"}
+    assert listed == set(V1_PERMISSIONS)
+    assert "| audit:read | `GET V1/audit-events`" in (root / "authorization.md").read_text()
 
 
 FILTERS = [{}, {"action": "role."}, {"actor_id": "key-1"}, {"target_id": "role-1"}, {"result": "success"},
