@@ -159,6 +159,9 @@ def test_a_tenant_never_reads_another_tenants_records(client, ctx, make_applicat
     # The dashboard: A's owner reads A's organization only; B's is not found.
     own = dashboard_account.get(ORG.format(dashboard_account.organization_id), params=params)
     assert seqs(own) == [d["seq"] for d in reversed(mine)]
+    exported = dashboard_account.get(ORG.format(dashboard_account.organization_id) + "/export", params=params)
+    assert exported.status_code == 200 and str(b["_id"]) not in exported.text
+    assert str(a["_id"]) in exported.text
     for path in (ORG.format(other.organization_id), ORG.format(other.organization_id) + "/export"):
         assert_error(dashboard_account.get(path, params=params), 404, "NOT_FOUND")
 
