@@ -26,6 +26,8 @@ SHAPES = [dict(chosen) for n in range(len(VALUES) + 1) for chosen in combination
 RANGES = [{}, {"since": SINCE}, {"until": UNTIL}, {"since": SINCE, "until": UNTIL}]
 CASES = [(scope, {**shape, **time}, after) for scope in SCOPES for shape in SHAPES for time in RANGES
          for after in (None, (UNTIL, 5))]
+# What the issue asks of a real query plan: each filter alone, and with the time range.
+SINGLE_FILTER_CASES = [case for case in CASES if len(set(case[1]) & set(VALUES)) <= 1]
 
 
 def declared_keys() -> list[list[str]]:
@@ -144,7 +146,7 @@ def test_every_query_the_routes_send_is_served(ctx, client, application, make_ap
 
 @pytest.mark.skipif(mongodb.TEST_MONGODB_URI is None or "mongomock" in mongodb.describe(),
                     reason="needs a real MongoDB")
-@pytest.mark.parametrize("scope, filters, after", CASES[::3])
+@pytest.mark.parametrize("scope, filters, after", SINGLE_FILTER_CASES[::3])
 def test_mongodb_plans_an_index_scan(ctx, insert_records, scope, filters, after):
     insert_records(50, app_id="app", organization_id="org")
     plan = str(ctx.store["events"].find(query(scope, "app" if scope == "app_id" else "org", filters, after))
