@@ -70,8 +70,9 @@ def test_no_record_names_a_deleted_account_not_even_those_its_deletion_writes(
     assigned = client.simulate_post(V1.format(application["_id"], user_id) + "/roles", headers=key,
                                     json={"role_id": role.json["data"]["id"]})
     assert assigned.status_code in (200, 201), assigned.text
-    ctx.audit.record("user.login", result=audit.failure("invalid_credentials"), actor=audit.actor("user", user_id, email),
-                     target=audit.actor("user", user_id, email), application_id=application["_id"])
+    claimed = audit.actor("user", user_id, email)
+    ctx.audit.record("user.login", result=audit.failure("invalid_credentials"), actor=claimed, target=claimed,
+                     application_id=application["_id"])
     response = client.simulate_delete(V1.format(application["_id"], user_id), headers=bearer(me.access_token))
     assert response.status_code == 204, response.text
     records = list(ctx.store["events"].find({"app_id": application["_id"]}))
