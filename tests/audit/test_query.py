@@ -188,3 +188,15 @@ def test_only_owners_and_admins_read_the_organizations_records(ctx, dashboard_ac
     dashboard_account.post(f"/api/dashboard/organizations/{dashboard_account.organization_id}/members",
                            json={"email": admin.email, "role": "admin"})
     assert admin.get(ORG.format(dashboard_account.organization_id)).status_code == 200
+
+
+def test_a_deleted_applications_records_stay_in_its_organizations_log(ctx, dashboard_account, dashboard_app):
+    """Deleting an application purges its data, not its audit records: the organization
+    still lists them, the deletion last."""
+    org, app_id = dashboard_account.organization_id, dashboard_app["id"]
+    deleted = dashboard_account.delete(f"/api/dashboard/applications/{app_id}")
+    assert deleted.status_code == 204, deleted.text
+    records = dashboard_account.get(ORG.format(org), params={"target_id": app_id}).json["data"]
+    assert [r["action"] for r in records] == ["application.deleted", "application.created"]
+    assert records[0]["actor"] == {"type": "dashboard_account", "id": dashboard_account.id, "display": None}
+    assert {r["organization_id"] for r in records} == {org}
