@@ -44,7 +44,7 @@ def rss_mb() -> float:
 def export(records: int) -> tuple[float, int, float]:
     store = Store("memory://")
     events = EventLog(store, lambda: datetime.now(UTC))
-    audit = AuditLog(AuditStore(store, events.records), events, dashboard_access=None)
+    audit = AuditLog(AuditStore(store, events.records), events)
     start = datetime.now(UTC)
     bulk_insert(store, [record_doc(i + 1, start, app_id="app") for i in range(records)])
     before = peak = rss_mb()

@@ -33,6 +33,7 @@ from controlplane.abac.errors import (
 )
 from controlplane.abac.schemas import ATTRIBUTES_PER_USER_MAX, PolicyLimits
 from controlplane.abac.store import PolicyStore
+from controlplane.audit.changes import changes as field_changes
 from controlplane.events import EventLog
 from controlplane.roles.service import RoleService
 from controlplane.users.directory import UserDirectory
@@ -129,7 +130,9 @@ class AbacService:
         after = {**before, **changes}
         changed = sorted(field for field in _POLICY_FIELDS if before.get(field) != after.get(field))
         if changed:
-            self.events.emit(app_id, "policy.updated", {**_policy_event(after), "changes": changed},
+            diff = field_changes(before, after, changed)  # the audit record's values: none is secret
+            self.events.emit(app_id, "policy.updated", {**_policy_event(after), "changes": changed,
+                                                        "before": diff["before"], "after": diff["after"]},
                              subject={"policy_id": after["_id"]})
         return after
 

@@ -27,20 +27,19 @@ PAGE_QUERY = {
 
 _ACTOR = {"type": "object", "properties": {"type": {"type": "string"}, "id": {"type": ["string", "null"]},
                                            "display": {"type": ["string", "null"]}}}
-RECORD = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"}, "seq": {"type": "integer"}, "at": {"type": "string", "format": "date-time"},
-        "action": {"type": "string"},
-        "result": {"type": "object", "properties": {"status": {"type": "string", "enum": list(RESULTS)},
-                                                    "reason": {"type": "string"}}},
-        "actor": _ACTOR, "target": _ACTOR,
-        "application_id": {"type": ["string", "null"]}, "organization_id": {"type": ["string", "null"]},
-        "request_id": {"type": ["string", "null"]}, "ip": {"type": ["string", "null"]},
-        "user_agent": {"type": ["string", "null"]}, "data": {"type": "object"},
-        "prev_hash": {"type": ["string", "null"]}, "hash": {"type": ["string", "null"]},
-    },
+# The record as the API shows it, exactly these fields (docs/audit.md, "Fields").
+_RECORD_FIELDS = {
+    "id": {"type": "string"}, "at": {"type": "string", "format": "date-time"}, "action": {"type": "string"},
+    "result": {"type": "object", "properties": {"status": {"type": "string", "enum": list(RESULTS)},
+                                                "reason": {"type": "string"}}},
+    "actor": _ACTOR, "target": _ACTOR,
+    "application_id": {"type": ["string", "null"]}, "organization_id": {"type": ["string", "null"]},
+    "request_id": {"type": ["string", "null"]}, "ip": {"type": ["string", "null"]},
+    "user_agent": {"type": ["string", "null"]}, "data": {"type": "object"},
+    "prev_hash": {"type": ["string", "null"]}, "hash": {"type": ["string", "null"]},
 }
+RECORD = {"type": "object", "required": list(_RECORD_FIELDS), "additionalProperties": False,
+          "properties": _RECORD_FIELDS}
 PAGE = {"type": "object", "properties": {"data": {"type": "array", "items": RECORD},
                                          "next_cursor": {"type": ["string", "null"]}}}
 

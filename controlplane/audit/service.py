@@ -109,7 +109,6 @@ def serialize(doc: dict) -> dict:
     result = doc.get("result") or {"status": "success"}
     return {
         "id": doc["_id"],
-        "seq": doc["seq"],
         "at": isoformat(doc["at"]),
         "action": doc.get("action") or doc.get("type"),
         "result": result,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controlplane.audit.changes import changes as field_changes
 from controlplane.events import EventLog
 from controlplane.roles.errors import (
     RoleAssignmentNotFound,
@@ -112,7 +113,8 @@ class RoleService:
                 break
         else:
             raise RoleChangedConcurrently(ref)
-        self._emit_update(app_id, updated, sorted(changes), granted=[p for p in updated["permissions"] if p not in old],
+        self._emit_update(app_id, role, updated, sorted(changes),
+                          granted=[p for p in updated["permissions"] if p not in old],
                           revoked=[p for p in role["permissions"] if p not in new])
         return updated
 
@@ -152,16 +154,18 @@ class RoleService:
         if errors:
             raise ValidationFailed(errors)
 
-    def _emit_update(self, app_id, role, changed_fields, *, granted, revoked) -> None:
+    def _emit_update(self, app_id, before, role, changed_fields, *, granted, revoked) -> None:
         holders = self.store.holders(app_id, role["_id"], self.clock()) if granted or revoked else []
         subject = {"role_id": role["_id"]}
         for kind, names in (("permission.granted", granted), ("permission.revoked", revoked)):
             for name in names:
                 self.events.emit(app_id, kind, {"role_id": role["_id"], "role_name": role["name"], "permission": name},
                                  subject=subject, user_ids=holders)
+        diff = field_changes(before, role, changed_fields)  # the audit record's values: none is secret
         self.events.emit(app_id, "role.updated", {
             "role_id": role["_id"], "name": role["name"], "changes": changed_fields,
             "permissions": role["permissions"], "granted": granted, "revoked": revoked,
+            "before": diff["before"], "after": diff["after"],
         }, subject=subject, user_ids=holders)
 
     # --- assignments ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ The profile update is partial: only the fields sent change, unknown fields are i
 """
 from __future__ import annotations
 
+from controlplane.audit import schemas as audit_schemas
 from controlplane.users.schemas import Metadata
 from shared.validation import ID, NULLABLE_TIME, TIME, DisplayName, Invalid, Schema, Url
 
@@ -117,12 +118,8 @@ EXPORT_OAUTH_CONNECTION = _object({
     "withdrawn_at": NULLABLE_TIME,
 }, "An OIDC consent the user gave a client, withdrawn or not.")
 
-EXPORT_AUDIT_LOG = _object({
-    "seq": {"type": "integer"},
-    "type": {"type": "string"},
-    "data": {"type": "object"},
-    "at": TIME,
-}, "An event of the change log about the user, oldest first; keys naming secrets are removed.")
+EXPORT_AUDIT_LOG = {**audit_schemas.RECORD, "description": "An audit record the user did or that was done to "
+                    "the user (docs/audit.md), oldest first; data keys naming secrets are removed."}
 
 EXPORT = _object({
     "exported_at": TIME,

@@ -99,7 +99,8 @@ class SelfService:
         """Soft-delete the user: status ``deleted`` and ``deleted_at`` set, the record and
         its email kept (nobody can register the address again), the tier-limit slot given
         back, every session and OIDC grant revoked, user.deleted emitted (``user_ids`` so
-        decision caches drop the user).  From the status write on, the user's access
+        decision caches drop the user), then the user's email and name in the audit
+        records replaced with the id.  From the status write on, the user's access
         tokens are refused, login answers 401 AUTH_INVALID_CREDENTIALS and refresh 401.
 
         404 USER_NOT_FOUND for an unknown user; for one already deleted too, after
@@ -111,12 +112,13 @@ class SelfService:
         if transitioned:
             self.events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
                              user_ids=[user_id])
-            # The records stay (who did what is the tenant's), but no longer name the person.
-            self.audit.forget_user(app_id, user_id)
             # Exactly once per user: only the request that made the transition releases.
             self.registration.release_user_slot(app_id)
         sessions = self.user_sessions.revoke_user(app_id, user_id, reason="user_deleted")
         consents, oidc_tokens = self.oauth_connections.withdraw_consents(app_id, user_id, reason="user_deleted")
+        # The records stay (who did what is the tenant's), but no longer name the person:
+        # last, so the revocations' own records are covered, and again on a retry.
+        self.audit.forget_user(app_id, user_id)
         if not transitioned:
             raise UserNotFound(user_id)
         log.info("user soft-deleted", extra={"app_id": app_id, "user_id": user_id, "sessions_revoked": sessions,

@@ -123,6 +123,9 @@ def test_put_changes_any_subset(abac, ctx, clock):
     assert int(response.headers["X-Iamgate-Revision"]) == ctx.events.head()
     event = events_of(ctx, "policy.updated")[-1]
     assert event["data"]["changes"] == ["condition", "is_active"]
+    # The audit record says what the policy was and became (docs/audit.md, "Fields").
+    assert event["data"]["before"] == {"condition": policy["condition"], "is_active": True}
+    assert event["data"]["after"] == {"condition": condition, "is_active": False}
     assert event["subject"] == {"policy_id": policy["id"]}
     for body in ({"name": "renamed"}, {"effect": "deny"}, {"permissions": ["a:b", "c:*"]}, {"condition": None},
                  {"description": "why"}):

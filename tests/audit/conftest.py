@@ -12,7 +12,7 @@ import pytest
 from shared.ids import new_id
 from tests.conftest import bearer
 from tests.mfa.conftest import enable_mfa, start_login, verify  # noqa: F401  (fixtures)
-from tests.oidc.conftest import authorize, exchange, oidc_client, refresh_grant  # noqa: F401  (fixtures)
+from tests.oidc.conftest import authorize, exchange, issue_tokens, oidc_client, refresh_grant  # noqa: F401  (fixtures)
 
 FIRST_INSERTED = 10_000_000  # above any seq the tests' own writes reach
 _seqs = itertools.count(FIRST_INSERTED)

@@ -26,10 +26,10 @@ def test_an_export_of_100000_records_holds_every_one_newest_first(client, ctx, a
     app, headers = auditor
     docs = insert_records(100_000, app_id=app["_id"])
     records = [r for r in lines(client.simulate_get(V1.format(app["_id"]), headers=headers))
-               if r["seq"] >= FIRST_INSERTED]
+               if r["data"].get("n", 0) >= FIRST_INSERTED]
     assert len(records) == 100_000
     for record, doc in zip(records, reversed(docs), strict=True):
-        assert record["seq"] == doc["seq"] and record["id"] == doc["_id"]
+        assert record["id"] == doc["_id"]
         assert record["at"] == isoformat(doc["at"]) and record["data"] == {"n": doc["seq"]}
         assert record["application_id"] == app["_id"] and record["actor"]["id"] == "key-1"
 
@@ -50,10 +50,10 @@ def test_the_export_takes_the_filters(client, clock, auditor, insert_records):
     later = insert_records(2, app_id=app["_id"], status="failure")
     url = V1.format(app["_id"])
     got = lines(client.simulate_get(url, params={"result": "failure"}, headers=headers))
-    assert [r["seq"] for r in got] == [d["seq"] for d in reversed(failed + later)]
+    assert [r["id"] for r in got] == [d["_id"] for d in reversed(failed + later)]
     got = lines(client.simulate_get(url, params={"result": "failure", "until": isoformat(later[0]["at"])},
                                     headers=headers))
-    assert [r["seq"] for r in got] == [d["seq"] for d in reversed(failed)]
+    assert [r["id"] for r in got] == [d["_id"] for d in reversed(failed)]
 
 
 def test_a_bad_filter_is_refused_before_the_stream_starts(client, auditor):
@@ -65,5 +65,5 @@ def test_a_bad_filter_is_refused_before_the_stream_starts(client, auditor):
 def test_the_organization_export(dashboard_account, dashboard_app, insert_records):
     org = dashboard_account.organization_id
     docs = insert_records(3, app_id=dashboard_app["id"], organization_id=org)
-    got = [r for r in lines(dashboard_account.get(ORG.format(org))) if r["seq"] >= FIRST_INSERTED]
-    assert [r["seq"] for r in got] == [d["seq"] for d in reversed(docs)]
+    got = [r for r in lines(dashboard_account.get(ORG.format(org))) if r["data"].get("n", 0) >= FIRST_INSERTED]
+    assert [r["id"] for r in got] == [d["_id"] for d in reversed(docs)]

@@ -3,11 +3,15 @@ filters, newest first, cursor pages that hold still while records arrive, errors
 envelope, and no tenant ever reading another's records."""
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from controlplane.apikeys.service import V1_PERMISSIONS
 from controlplane.audit import context as audit
+from controlplane.audit.schemas import RECORD
 from shared.timeutil import isoformat
 from tests.audit.conftest import FIRST_INSERTED
 from tests.conftest import assert_error, bearer
@@ -17,10 +21,10 @@ ORG = "/api/dashboard/organizations/{}/audit-events"
 
 
 def seqs(response):
-    """The seqs of the records ``insert_records`` wrote (the fixtures' own, an API key
-    created say, are left out)."""
+    """The seqs of the records ``insert_records`` wrote, which their ``data.n`` holds (the
+    fixtures' own, an API key created say, are left out)."""
     assert response.status_code == 200, response.text
-    return [record["seq"] for record in response.json["data"] if record["seq"] >= FIRST_INSERTED]
+    return [record["data"]["n"] for record in response.json["data"] if record["data"].get("n", 0) >= FIRST_INSERTED]
 
 
 def test_records_come_newest_first_in_the_documented_shape(client, auditor, insert_records):
@@ -29,8 +33,11 @@ def test_records_come_newest_first_in_the_documented_shape(client, auditor, inse
     response = client.simulate_get(V1.format(app["_id"]), headers=headers)
     assert seqs(response) == [d["seq"] for d in reversed(docs)]
     record = response.json["data"][0]
-    assert set(record) == {"id", "seq", "at", "action", "result", "actor", "target", "application_id",
-                           "organization_id", "request_id", "ip", "user_agent", "data", "prev_hash", "hash"}
+    assert list(record) == ["id", "at", "action", "result", "actor", "target", "application_id",
+                            "organization_id", "request_id", "ip", "user_agent", "data", "prev_hash", "hash"]
+    assert list(record) == RECORD["required"] and set(record) == set(RECORD["properties"])  # OpenAPI says the same
+    assert record["id"] == docs[-1]["_id"] and record["result"] == {"status": "success"}
+    assert set(record["actor"]) == set(record["target"]) == {"type", "id", "display"}
     assert response.json["next_cursor"] is None
 
 
@@ -118,6 +125,16 @@ def test_a_default_api_key_holds_audit_read(client, application, api_key):
     assert client.simulate_get(V1.format(application["_id"]), headers=bearer(api_key)).status_code == 200
 
 
+def test_the_docs_list_audit_read_with_the_api_key_permissions():
+    """docs/dashboard.md's list of an API key's default permissions is V1_PERMISSIONS, and
+    docs/authorization.md's table says what audit:read opens."""
+    root = Path(__file__).parents[2] / "docs"
+    defaults = (root / "dashboard.md").read_text().split("default\n  every V1 permission (")[1].split(")")[0]
+    listed = set(re.findall(r"`([a-z_]+:[a-z_]+)`", defaults)) | {"decision:sync"}
+    assert listed == set(V1_PERMISSIONS)
+    assert "| audit:read | `GET V1/audit-events`" in (root / "authorization.md").read_text()
+
+
 FILTERS = [{}, {"action": "role."}, {"actor_id": "key-1"}, {"target_id": "role-1"}, {"result": "success"},
            {"ip": "192.0.2.1"}, {"since": "2000-01-01T00:00:00Z"}, {"until": "2100-01-01T00:00:00Z"}]
 
@@ -142,6 +159,9 @@ def test_a_tenant_never_reads_another_tenants_records(client, ctx, make_applicat
     # The dashboard: A's owner reads A's organization only; B's is not found.
     own = dashboard_account.get(ORG.format(dashboard_account.organization_id), params=params)
     assert seqs(own) == [d["seq"] for d in reversed(mine)]
+    exported = dashboard_account.get(ORG.format(dashboard_account.organization_id) + "/export", params=params)
+    assert exported.status_code == 200 and str(b["_id"]) not in exported.text
+    assert str(a["_id"]) in exported.text
     for path in (ORG.format(other.organization_id), ORG.format(other.organization_id) + "/export"):
         assert_error(dashboard_account.get(path, params=params), 404, "NOT_FOUND")
 
@@ -168,3 +188,15 @@ def test_only_owners_and_admins_read_the_organizations_records(ctx, dashboard_ac
     dashboard_account.post(f"/api/dashboard/organizations/{dashboard_account.organization_id}/members",
                            json={"email": admin.email, "role": "admin"})
     assert admin.get(ORG.format(dashboard_account.organization_id)).status_code == 200
+
+
+def test_a_deleted_applications_records_stay_in_its_organizations_log(ctx, dashboard_account, dashboard_app):
+    """Deleting an application purges its data, not its audit records: the organization
+    still lists them, the deletion last."""
+    org, app_id = dashboard_account.organization_id, dashboard_app["id"]
+    deleted = dashboard_account.delete(f"/api/dashboard/applications/{app_id}")
+    assert deleted.status_code == 204, deleted.text
+    records = dashboard_account.get(ORG.format(org), params={"target_id": app_id}).json["data"]
+    assert [r["action"] for r in records] == ["application.deleted", "application.created"]
+    assert records[0]["actor"] == {"type": "dashboard_account", "id": dashboard_account.id, "display": None}
+    assert {r["organization_id"] for r in records} == {org}

@@ -95,3 +95,14 @@ def test_a_role_assigned_by_an_end_user_names_the_user(client, ctx, role_admin, 
     doc = record_of(ctx, "role.assigned")
     assert doc["actor"]["type"] == "user" and doc["actor"]["id"] == admin["_id"]
     assert doc["target"] == {"type": "user", "id": target["_id"], "display": None}
+
+
+def test_a_long_user_agent_is_cut_in_the_record(client, ctx, application, make_api_key):
+    """The caller chooses its User-Agent: a record keeps its first 256 characters."""
+    secret = make_api_key(application, permissions=["roles:manage"])
+    agent = "a" * 256 + "b" * 4000
+    response = client.simulate_post(V1.format(application["_id"]) + "/roles",
+                                    json={"name": "long-agent", "display_name": "Long", "permissions": ["posts:read"]},
+                                    headers={**bearer(secret), "User-Agent": agent})
+    assert response.status_code == 201, response.text
+    assert record_of(ctx, "role.created")["user_agent"] == "a" * 256

@@ -56,6 +56,37 @@ def test_a_deleted_account_keeps_its_records_under_its_id(client, ctx, applicati
     assert created["data"]["email"] == user_id and created["target"]["display"] == user_id
 
 
+def test_no_record_names_a_deleted_account_not_even_those_its_deletion_writes(
+        client, ctx, application, make_user_token, oidc_client, issue_tokens, make_api_key):
+    """A user with an OIDC grant deletes their account with their own token: the deletion
+    itself writes records (user.deleted, the grant's connection.revoked) whose actor is the
+    user; none of them, nor any earlier one, may still hold the email or the name."""
+    me = make_user_token(application)
+    user_id, email, name = me.user["id"], me.user["email"], me.user["name"]
+    issue_tokens(me, oidc_client(application))
+    key = bearer(make_api_key(application, permissions=["roles:manage"]))
+    role = client.simulate_post(f"/api/v1/applications/{application['_id']}/roles", headers=key,
+                                json={"name": "editor", "display_name": "Editor", "permissions": ["posts:read"]})
+    assigned = client.simulate_post(V1.format(application["_id"], user_id) + "/roles", headers=key,
+                                    json={"role_id": role.json["data"]["id"]})
+    assert assigned.status_code in (200, 201), assigned.text
+    claimed = audit.actor("user", user_id, email)
+    ctx.audit.record("user.login", result=audit.failure("invalid_credentials"), actor=claimed, target=claimed,
+                     application_id=application["_id"])
+    response = client.simulate_delete(V1.format(application["_id"], user_id), headers=bearer(me.access_token))
+    assert response.status_code == 204, response.text
+    records = list(ctx.store["events"].find({"app_id": application["_id"]}))
+    mine = [d for d in records if user_id in (d["actor"]["id"], d["target"]["id"])]
+    assert {"user.created", "role.assigned", "user.login", "connection.revoked", "user.deleted"} <= \
+        {d["action"] for d in mine}
+    text = json.dumps(records, default=str)
+    assert email not in text and name not in text
+    for doc in mine:
+        for side in ("actor", "target"):
+            if doc[side]["id"] == user_id:
+                assert doc[side]["display"] == user_id, (doc["action"], side, doc[side])
+
+
 def test_the_gdpr_export_holds_the_users_own_records_and_nobody_elses(client, ctx, application, make_user_token):
     me, other = make_user_token(application), make_user_token(application)
     ctx.audit.record("user.login", result=audit.failure("invalid_credentials"),

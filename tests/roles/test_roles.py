@@ -276,6 +276,8 @@ def test_update_changes_fields_and_keeps_the_name(client, ctx, clock, admin, mak
     assert data["updated_at"] > data["created_at"]
     event = events_of(ctx, "role.updated")[-1]
     assert event["data"]["changes"] == ["description", "display_name"]
+    assert event["data"]["before"] == {"description": role.get("description"), "display_name": role["display_name"]}
+    assert event["data"]["after"] == {"description": "Edits", "display_name": "Chief Editor"}
     assert event["user_ids"] == []  # a display change changes no answer
     assert events_after(ctx, "permission.granted", mark) == [] and events_after(ctx, "permission.revoked", mark) == []
 

@@ -15,7 +15,7 @@ DOCUMENTED = {
     "user.updated": {"user_id", "changed"},
     "user.deleted": {"user_id"},
     "role.created": {"role_id", "name", "display_name", "permissions", "is_system_role"},
-    "role.updated": {"role_id", "name", "changes", "permissions", "granted", "revoked"},
+    "role.updated": {"role_id", "name", "changes", "permissions", "granted", "revoked", "before", "after"},
     "role.deleted": {"role_id", "name"},
     "role.assigned": {"user_id", "role_id", "role_name", "scope", "expires_at"},
     "role.removed": {"user_id", "role_id", "role_name", "scope"},
