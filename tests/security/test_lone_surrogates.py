@@ -77,7 +77,8 @@ def test_the_sweep_covers_the_routes_that_answered_500(client):
 BODYLESS = {"/api/dashboard/logout", "/api/dashboard/email/resend",
             "/api/dashboard/applications/{applicationId}/users/{userId}/suspend",
             "/api/dashboard/applications/{applicationId}/users/{userId}/unsuspend",
-            "/api/v1/applications/{applicationId}/webhooks/{webhookId}/rotate-secret"}
+            "/api/v1/applications/{applicationId}/webhooks/{webhookId}/rotate-secret",
+            "/api/v1/applications/{applicationId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver"}
 
 
 def test_a_lone_surrogate_in_any_json_body_is_400(client, world):
