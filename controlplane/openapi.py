@@ -81,6 +81,7 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
             doc = getattr(resource, "docs", {}).get(method) or op("(undocumented)")
             access = getattr(resource, "access", {}).get(method, CREDENTIAL)
             item[method.lower()] = _operation(doc, access, tag, params, method, resource, path)
+            item[method.lower()]["operationId"] = operation_id(method, path)
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -97,6 +98,22 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
             },
         },
     }
+
+
+def operation_id(method: str, path: str) -> str:
+    """The operation's ``operationId``: its method and path in camel case, a path
+    parameter as ``By<Name>`` (``POST /api/dashboard/organizations/{organizationId}/members``
+    is ``postApiDashboardOrganizationsByOrganizationIdMembers``); unique because the
+    method and path are.  The console's parity table (``controlplane/console/parity.py``)
+    names API operations by it."""
+    words = []
+    for segment in path.strip("/").split("/"):
+        name = _PARAM.fullmatch(segment)
+        if name:
+            words.append("By" + name.group(1)[:1].upper() + name.group(1)[1:])
+        else:
+            words += [part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", segment) if part]
+    return method.lower() + "".join(words)
 
 
 def _operation(doc, access, tag, path_params, method="GET", resource=None, path="") -> dict:
