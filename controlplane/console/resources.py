@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from controlplane.auth import PUBLIC, SESSION_COOKIE
 from controlplane.console.assets import IMMUTABLE, accepts_gzip
 from controlplane.console.web import SIGN_IN, Console, Viewer, failed
+from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
 from controlplane.dashboard.resources import clear_session_cookie, set_session_cookie
 from controlplane.oidc import wire
@@ -26,7 +27,7 @@ from controlplane.pages import CsrfTokenInvalid, read_form
 from controlplane.resource import Resource
 from shared.config import Config
 from shared.errors import DomainError, ValidationFailed
-from shared.http import client_ip
+from shared.http import client_ip, status_of
 
 HTML = {"type": "string", "description": "an HTML page"}
 APPLICATION_FIELDS = ("name", "description", "environment")
@@ -34,14 +35,18 @@ LIMIT_FIELDS = ("max_concurrent_sessions", "registration_rate_limit")
 SWITCHES = ("oauth_hosted_login_enabled", "oauth_hosted_registration_enabled")
 
 
-def page_doc(summary: str, *, post: bool = False, statuses=()) -> dict:
-    """The OpenAPI operation of a console page: HTML, for browsers, not an API."""
-    also = {status: (HTML, "an HTML page", "text/html") for status in (200, 303, *statuses)}
-    description = ("Console page (HTML, not an API). " + (
-        "A form post: needs the iamgate_csrf double-submit token (csrf_token field or X-CSRF-Token) and an "
-        "Origin equal to IAMGATE_PUBLIC_URL's, else 403 with an HTML page." if post else
-        "Signed-out visitors of a signed-in page are redirected (303) to /console/sign-in."))
-    return op(summary, description=description, also=also, wrapped=False)
+def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False) -> dict:
+    """The OpenAPI operation of a console page: HTML, for browsers, not an API.  A form
+    post names the JSON API operation doing the same (``api``): it answers that
+    operation's errors, as HTML, plus the refused CSRF check."""
+    errors = [*api["errors"], CsrfTokenInvalid] if api else []
+    statuses = {200, 303, *(status_of(error) for error in errors), *((404,) if not_found else ())}
+    description = "Console page (HTML, not an API). " + (
+        "A form post: needs the iamgate_csrf double-submit token (csrf_token field or X-CSRF-Token header) and "
+        "an Origin equal to IAMGATE_PUBLIC_URL's, else 403 CSRF_TOKEN_INVALID as an HTML page." if api else
+        "Signed-out visitors of a signed-in page are redirected (303) to /console/sign-in.")
+    return op(summary, description=description, errors=errors, wrapped=False,
+              also={status: (HTML, "an HTML page", "text/html") for status in sorted(statuses)})
 
 
 def redirect(resp, location: str) -> None:
@@ -122,7 +127,7 @@ class Home(ConsoleResource):
 
 class SignIn(ConsoleResource):
     password_work = ("POST",)
-    docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", post=True, statuses=(400, 401, 429))}
+    docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
 
     def __init__(self, console: Console, config: Config):
         super().__init__(console, config=config)
@@ -150,7 +155,7 @@ class SignIn(ConsoleResource):
 class SignUp(ConsoleResource):
     password_work = ("POST",)
     docs = {"GET": page_doc("Console sign-up page"),
-            "POST": page_doc("Create a dashboard account", post=True, statuses=(400, 409, 422, 429))}
+            "POST": page_doc("Create a dashboard account", api=api.Register.docs["POST"])}
 
     def __init__(self, console: Console, config: Config):
         super().__init__(console, config=config)
@@ -174,7 +179,7 @@ class SignUp(ConsoleResource):
 
 class VerifyEmail(ConsoleResource):
     docs = {"GET": page_doc("Page of the mailed verification link (?token=...); opening it changes nothing"),
-            "POST": page_doc("Confirm the address with the link's token", post=True, statuses=(400, 410))}
+            "POST": page_doc("Confirm the address with the link's token", api=api.VerifyEmail.docs["POST"])}
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "verify_email.html", token=req.get_param("token") or "", done=False)
@@ -194,7 +199,7 @@ class VerifyEmail(ConsoleResource):
 
 class ForgotPassword(ConsoleResource):
     docs = {"GET": page_doc("Forgot-password page"),
-            "POST": page_doc("Mail a password reset link", post=True, statuses=(400, 429))}
+            "POST": page_doc("Mail a password reset link", api=api.ForgotPassword.docs["POST"])}
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "forgot_password.html", sent=False)
@@ -216,7 +221,7 @@ class ForgotPassword(ConsoleResource):
 class ResetPassword(ConsoleResource):
     password_work = ("POST",)
     docs = {"GET": page_doc("Page of the mailed reset link (?token=...)"),
-            "POST": page_doc("Set a new password with the link's token", post=True, statuses=(400, 410, 422))}
+            "POST": page_doc("Set a new password with the link's token", api=api.ResetPassword.docs["POST"])}
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "reset_password.html", token=req.get_param("token") or "")
@@ -251,7 +256,7 @@ class EmailLink(Resource):
 
 
 class SignOut(ConsoleResource):
-    docs = {"POST": page_doc("Sign out", post=True)}
+    docs = {"POST": page_doc("Sign out", api=api.Logout.docs["POST"])}
 
     def __init__(self, console: Console, config: Config):
         super().__init__(console, config=config)
@@ -267,7 +272,7 @@ class SignOut(ConsoleResource):
 class Account(ConsoleResource):
     password_work = ("POST",)
     docs = {"GET": page_doc("The signed-in account: session expiry, change password"),
-            "POST": page_doc("Change the password", post=True, statuses=(400, 401, 422))}
+            "POST": page_doc("Change the password", api=api.Password.docs["POST"])}
 
     def __init__(self, console: Console, config: Config):
         super().__init__(console, config=config)
@@ -297,7 +302,7 @@ class Account(ConsoleResource):
 
 class Organizations(ConsoleResource):
     docs = {"GET": page_doc("Organizations of the account, and a form to create one"),
-            "POST": page_doc("Create an organization", post=True, statuses=(400, 403))}
+            "POST": page_doc("Create an organization", api=api.Organizations.docs["POST"])}
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -323,9 +328,9 @@ class Organizations(ConsoleResource):
 
 
 class Organization(ConsoleResource):
-    docs = {"GET": page_doc("An organization's members with their roles", statuses=(404,)),
-            "POST": page_doc("Add a member (a verified dashboard account)", post=True,
-                             statuses=(400, 403, 404, 409, 429))}
+    docs = {"GET": page_doc("An organization's members with their roles", not_found=True),
+            "POST": page_doc("Add a member (a verified dashboard account)",
+                             api=api.Members.docs["POST"])}
 
     def __init__(self, console: Console, organizations, config: Config):
         super().__init__(console, organizations=organizations, config=config)
@@ -365,7 +370,7 @@ class Organization(ConsoleResource):
 
 class Member(ConsoleResource):
     docs = {"POST": page_doc("Change a member's role (action=role) or remove the member (action=remove)",
-                             post=True, statuses=(400, 403, 404, 409))}
+                             api={"errors": (*api.Member.docs["PUT"]["errors"], *api.Member.docs["DELETE"]["errors"])})}
 
     def __init__(self, console: Console, organizations, organization_page: Organization):
         super().__init__(console, organizations=organizations, organization_page=organization_page)
@@ -398,7 +403,7 @@ class Member(ConsoleResource):
 
 class Applications(ConsoleResource):
     docs = {"GET": page_doc("Applications of an organization (?organization_id=), and a form to create one"),
-            "POST": page_doc("Create an application", post=True, statuses=(400, 403, 409))}
+            "POST": page_doc("Create an application", api=api.Applications.docs["POST"])}
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -427,11 +432,11 @@ class Applications(ConsoleResource):
 
 
 class Application(ConsoleResource):
-    docs = {"GET": page_doc("An application's settings", statuses=(404,)),
-            "POST": page_doc("Update the application's settings", post=True, statuses=(400, 403, 404))}
+    docs = {"GET": page_doc("An application's settings", not_found=True),
+            "POST": page_doc("Update the application's settings", api=api.Application.docs["PUT"])}
 
     def __init__(self, console: Console, access, applications):
-        super().__init__(console, access=access, applications=applications)
+        super().__init__(console, dashboard_access=access, applications=applications)
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
@@ -440,19 +445,19 @@ class Application(ConsoleResource):
 
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
         try:
-            app, role = self.access.application(viewer.account["_id"], applicationId)
+            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
         except DomainError:
             self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
             return
         self.console.render(req, resp, "application.html", status=status, viewer=viewer, app=app, role=role,
-                            saved=False, **context)
+                            **{"saved": False, **context})
 
     def on_post(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            self.access.application(viewer.account["_id"], applicationId, write=True)
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
             values = schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True)
             self.applications.update(applicationId, values)
         except DomainError as error:
@@ -462,11 +467,11 @@ class Application(ConsoleResource):
 
 
 class DeleteApplication(ConsoleResource):
-    docs = {"POST": page_doc("Delete the application; the form must repeat its name", post=True,
-                             statuses=(400, 403, 404))}
+    docs = {"POST": page_doc("Delete the application; the form must repeat its name",
+                             api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
 
     def __init__(self, console: Console, access, dashboard_applications, application_page: Application):
-        super().__init__(console, access=access, dashboard_applications=dashboard_applications,
+        super().__init__(console, dashboard_access=access, dashboard_applications=dashboard_applications,
                          application_page=application_page)
 
     def on_post(self, req, resp, applicationId):
@@ -474,7 +479,7 @@ class DeleteApplication(ConsoleResource):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            app, _role = self.access.application(viewer.account["_id"], applicationId, write=True)
+            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
             if form.get("confirm_name") != app["name"]:
                 reason = "Type the application's name exactly to delete it."
                 raise ValidationFailed({"confirm_name": reason}, message=reason)
