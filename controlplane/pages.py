@@ -182,10 +182,11 @@ class Pages:
         return bool(raw and mac) and hmac.compare_digest(mac.encode("utf-8"), self._sign(raw).encode("utf-8"))
 
 
-def send_page(resp, page: str, policy: str, *, status: int = 200) -> None:
+def send_page(resp, page: str, policy: str, *, status: int = 200, referrer_policy: str = "no-referrer") -> None:
     """Write an HTML page with the headers every page of the control plane carries:
     its ``policy`` (the Content-Security-Policy), no framing, no MIME sniffing, no
-    Referer, and ``no-store`` (a page may hold a CSRF token or account data)."""
+    Referer (or only the origin, with ``referrer_policy="strict-origin"``), and
+    ``no-store`` (a page may hold a CSRF token or account data)."""
     resp.status = status
     resp.content_type = "text/html; charset=utf-8"
     resp.text = page
@@ -194,7 +195,7 @@ def send_page(resp, page: str, policy: str, *, status: int = 200) -> None:
         "Content-Security-Policy": policy,
         "X-Frame-Options": "DENY",
         "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
+        "Referrer-Policy": referrer_policy,
     })
 
 

@@ -8,7 +8,7 @@ origin (``script-src 'self'``: the vendored htmx and ``console.js``, never an in
 script), styles only from there or a ``<style>`` carrying the response's nonce, forms
 only to the control plane, ``connect-src 'self'`` for htmx's requests.
 
-Writes: every console POST must carry the hosted pages' signed double-submit CSRF token
+Writes (``Referrer-Policy: strict-origin``, so form posts carry their Origin): every console POST must carry the hosted pages' signed double-submit CSRF token
 (``Pages.check_csrf``; the hidden ``csrf_token`` field, or the ``X-CSRF-Token`` header
 htmx adds from ``hx-headers``) and an ``Origin`` header equal to the control plane's
 public origin (``IAMGATE_PUBLIC_URL``).  The session cookie is SameSite=Lax, so a
@@ -35,6 +35,11 @@ from shared.http import status_of
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 CSRF_HEADER = "X-CSRF-Token"
 SIGN_IN = "/console/sign-in"
+# Not the hosted pages' no-referrer: under it a browser sends ``Origin: null`` with a
+# form post (Fetch, "serialize a request origin"), and the write guard needs the real
+# origin.  strict-origin still keeps paths and query strings (the mailed links' tokens)
+# out of every Referer.
+REFERRER_POLICY = "strict-origin"
 
 
 def policy(nonce: str) -> str:
@@ -75,7 +80,8 @@ def form_error(error: DomainError) -> dict:
     fields = error.details.get("fields") if isinstance(error, ValidationFailed) else None
     field = error.details.get("field")
     if not fields and isinstance(field, str):
-        fields = {field: error.message}
+        reasons = error.details.get("reasons")  # the password rules that failed, in words
+        fields = {field: "; ".join(reasons) if reasons else error.message}
     return {"code": error.code, "message": error.message, "fields": dict(fields or {})}
 
 
@@ -109,7 +115,7 @@ class Console:
         html = self._env.get_template(template).render(
             **context, viewer=viewer, nonce=nonce, assets=self.assets.urls, can_write=can_write,
             csrf_token=self.pages.csrf_token(req, resp), partial=bool(req.get_header("HX-Request")))
-        send_page(resp, html, policy(nonce), status=status)
+        send_page(resp, html, policy(nonce), status=status, referrer_policy=REFERRER_POLICY)
 
     def render_error(self, req, resp, error: DomainError, template: str, **context) -> None:
         self.render(req, resp, template, **failed(error), **context)
