@@ -40,7 +40,7 @@ def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), desc
     schema of the payload (wrapped in ``data`` unless ``wrapped`` is False); errors:
     the domain error classes (``shared.errors``) the operation can raise, whose codes and
     statuses come from the same definitions the code raises; also: other answers,
-    {status: (json schema, description[, media type])}, added beside what the status
+    {status: (json schema, description[, media type...])}, added beside what the status
     already documents (readiness's 503, the hosted pages' HTML); path: {name: json
     schema} for path parameters narrower than a string; store: False for the few
     operations that never read the store (so never answer its 503).
@@ -191,5 +191,6 @@ def _responses(doc, access, method, accepted, path) -> dict:
         entry = responses.setdefault(str(status), {"description": description})
         if description not in entry["description"]:
             entry["description"] = f"{entry['description']} (also: {description})"
-        entry.setdefault("content", {})[media[0] if media else "application/json"] = {"schema": schema}
+        for media_type in media or ["application/json"]:
+            entry.setdefault("content", {})[media_type] = {"schema": schema}
     return responses

@@ -23,10 +23,10 @@ from controlplane.dashboard import schemas
 from controlplane.dashboard.resources import clear_session_cookie, set_session_cookie
 from controlplane.oidc import wire
 from controlplane.openapi import op
-from controlplane.pages import CsrfTokenInvalid, read_form
+from controlplane.pages import CsrfTokenInvalid, MalformedForm, read_form
 from controlplane.resource import Resource
 from shared.config import Config
-from shared.errors import DomainError, ValidationFailed
+from shared.errors import DomainError, NotFound, PayloadTooLarge, ValidationFailed
 from shared.http import client_ip, status_of
 
 HTML = {"type": "string", "description": "an HTML page"}
@@ -39,7 +39,7 @@ def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False) 
     """The OpenAPI operation of a console page: HTML, for browsers, not an API.  A form
     post names the JSON API operation doing the same (``api``): it answers that
     operation's errors, as HTML, plus the refused CSRF check."""
-    errors = [*api["errors"], CsrfTokenInvalid] if api else []
+    errors = [*api["errors"], CsrfTokenInvalid, MalformedForm, PayloadTooLarge] if api else []
     statuses = {200, 303, *(status_of(error) for error in errors), *((404,) if not_found else ())}
     description = "Console page (HTML, not an API). " + (
         "A form post: needs the iamgate_csrf double-submit token (csrf_token field or X-CSRF-Token header) and "
@@ -88,11 +88,16 @@ class ConsoleResource(Resource):
 # ---------------------------------------------------------------- assets
 
 
+class AssetNotFound(NotFound, message="No console file has this name (an old content hash?)."):
+    """A console asset URL whose hashed name is not one this control plane serves."""
+
+
 class ConsoleAsset(Resource):
     access = {"GET": PUBLIC}
     docs = {"GET": op("A console static file (CSS, script) under its content-hash name",
                       description="Cache-Control: public, max-age=31536000, immutable; gzip when accepted.",
-                      also={200: ({"type": "string"}, "the file", "text/css")}, wrapped=False, store=False)}
+                      errors=[AssetNotFound], wrapped=False, store=False,
+                      also={200: ({"type": "string"}, "the file", "text/css", "text/javascript")})}
 
     def __init__(self, console: Console):
         self.assets = console.assets
@@ -100,10 +105,7 @@ class ConsoleAsset(Resource):
     def on_get(self, req, resp, filename):
         asset = self.assets.get(filename)
         if asset is None:
-            resp.status = 404
-            resp.content_type = "text/plain; charset=utf-8"
-            resp.text = "Not found.\n"
-            return
+            raise AssetNotFound(details={"filename": filename})
         resp.content_type = asset.content_type
         resp.cache_control = IMMUTABLE
         resp.vary = ["Accept-Encoding"]

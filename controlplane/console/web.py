@@ -2,13 +2,13 @@
 account, and the guard of every write.
 
 Rendering: Jinja2 templates in ``controlplane/console/templates/`` with autoescaping,
-sent by ``controlplane.pages.send_page`` (no framing, no sniffing, no Referer,
-``no-store``) under the console's own policy: scripts only from the control plane's
-origin (``script-src 'self'``: the vendored htmx and ``console.js``, never an inline
-script), styles only from there or a ``<style>`` carrying the response's nonce, forms
-only to the control plane, ``connect-src 'self'`` for htmx's requests.
+sent by ``controlplane.pages.send_page`` (no framing, no sniffing, ``no-store``) under
+the console's own policy: scripts only from the control plane's origin (``script-src
+'self'``: the vendored htmx and ``console.js``, never an inline script), styles only
+from there or a ``<style>`` carrying the response's nonce, forms only to the control
+plane, ``connect-src 'self'`` for htmx's requests.
 
-Writes (``Referrer-Policy: strict-origin``, so form posts carry their Origin): every console POST must carry the hosted pages' signed double-submit CSRF token
+Writes: every console POST must carry the hosted pages' signed double-submit CSRF token
 (``Pages.check_csrf``; the hidden ``csrf_token`` field, or the ``X-CSRF-Token`` header
 htmx adds from ``hx-headers``) and an ``Origin`` header equal to the control plane's
 public origin (``IAMGATE_PUBLIC_URL``).  The session cookie is SameSite=Lax, so a
