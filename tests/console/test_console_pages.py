@@ -154,7 +154,7 @@ def test_sign_in_sets_the_dashboard_session_and_shows_its_expiry(console, dashbo
 
 
 def test_signed_out_visitors_are_sent_to_the_sign_in_page(console):
-    for path in ("/console", "/console/applications", "/console/organizations", "/console/account"):
+    for path in ("/console", "/console/", "/console/applications", "/console/organizations", "/console/account"):
         response = console().get(path)
         assert (response.status_code, response.headers["location"]) == (303, "/console/sign-in"), path
 
