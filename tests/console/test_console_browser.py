@@ -13,7 +13,7 @@ pytest.importorskip("selenium", reason="real-browser test skipped: the selenium 
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 from tests.browser import console_errors  # noqa: E402
 
@@ -90,6 +90,17 @@ def test_sign_up_verify_and_create_an_organization_and_an_application(live_serve
     submit(browser, "Create organization")
     heading(browser, "Acme")
     screen("organization")
+    # htmx posts the role change (CSRF header, same origin) and swaps in the members
+    # table with the API's refusal: the last owner cannot step down.
+    Select(browser.find_element(By.CSS_SELECTOR, "#members select")).select_by_visible_text("viewer")
+    submit(browser, "Change")
+    WebDriverWait(browser, 10).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "members"), "ORGANIZATION_LAST_OWNER"))
+    assert "Make another member owner first" in browser.find_element(By.ID, "members").text
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Acme"  # a swap, not a new page
+    errors = console_errors(browser)
+    assert [("/members/" in e and "status of 409" in e) for e in errors] == [True], errors
+    screen("organization-last-owner")
 
     browser.find_element(By.LINK_TEXT, "Applications of Acme").click()
     heading(browser, "Applications")
