@@ -15,11 +15,15 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from controlplane.applications.service import ApplicationService
 from controlplane.auth import PUBLIC, SESSION_COOKIE
 from controlplane.console.assets import IMMUTABLE, accepts_gzip
 from controlplane.console.web import SIGN_IN, Console, Viewer, failed
 from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
+from controlplane.dashboard.access import DashboardAccess
+from controlplane.dashboard.applications import OrganizationApplications
+from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.resources import clear_session_cookie, set_session_cookie
 from controlplane.oidc import wire
 from controlplane.openapi import op
@@ -62,10 +66,8 @@ class ConsoleResource(Resource):
     every_method = PUBLIC
     accepted_media_types = (wire.FORM,)
 
-    def __init__(self, console: Console, **services):
+    def __init__(self, console: Console):
         self.console = console
-        for name, service in services.items():
-            setattr(self, name, service)
 
     def signed_in(self, req, resp) -> Viewer | None:
         """The viewer, or None after sending a signed-out visitor to the sign-in page."""
@@ -132,7 +134,8 @@ class SignIn(ConsoleResource):
     docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
 
     def __init__(self, console: Console, config: Config):
-        super().__init__(console, config=config)
+        super().__init__(console)
+        self.config = config
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "sign_in.html", notice=req.get_param("notice"))
@@ -160,7 +163,8 @@ class SignUp(ConsoleResource):
             "POST": page_doc("Create a dashboard account", api=api.Register.docs["POST"])}
 
     def __init__(self, console: Console, config: Config):
-        super().__init__(console, config=config)
+        super().__init__(console)
+        self.config = config
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "sign_up.html")
@@ -261,7 +265,8 @@ class SignOut(ConsoleResource):
     docs = {"POST": page_doc("Sign out", api=api.Logout.docs["POST"])}
 
     def __init__(self, console: Console, config: Config):
-        super().__init__(console, config=config)
+        super().__init__(console)
+        self.config = config
 
     def on_post(self, req, resp):
         if self.posted(req, resp) is None:
@@ -277,7 +282,8 @@ class Account(ConsoleResource):
             "POST": page_doc("Change the password", api=api.Password.docs["POST"])}
 
     def __init__(self, console: Console, config: Config):
-        super().__init__(console, config=config)
+        super().__init__(console)
+        self.config = config
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -305,6 +311,10 @@ class Account(ConsoleResource):
 class Organizations(ConsoleResource):
     docs = {"GET": page_doc("Organizations of the account, and a form to create one"),
             "POST": page_doc("Create an organization", api=api.Organizations.docs["POST"])}
+
+    def __init__(self, console: Console, organizations: OrganizationService):
+        super().__init__(console)
+        self.organizations = organizations
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -334,8 +344,10 @@ class Organization(ConsoleResource):
             "POST": page_doc("Add a member (a verified dashboard account)",
                              api=api.Members.docs["POST"])}
 
-    def __init__(self, console: Console, organizations, config: Config):
-        super().__init__(console, organizations=organizations, config=config)
+    def __init__(self, console: Console, organizations: OrganizationService, config: Config):
+        super().__init__(console)
+        self.organizations = organizations
+        self.config = config
 
     def show(self, req, resp, viewer, organizationId, **context):
         caller = viewer.account["_id"]
@@ -374,8 +386,10 @@ class Member(ConsoleResource):
     docs = {"POST": page_doc("Change a member's role (action=role) or remove the member (action=remove)",
                              api={"errors": (*api.Member.docs["PUT"]["errors"], *api.Member.docs["DELETE"]["errors"])})}
 
-    def __init__(self, console: Console, organizations, organization_page: Organization):
-        super().__init__(console, organizations=organizations, organization_page=organization_page)
+    def __init__(self, console: Console, organizations: OrganizationService, organization_page: Organization):
+        super().__init__(console)
+        self.organizations = organizations
+        self.organization_page = organization_page  # renders the page or the members fragment after a change
 
     def on_post(self, req, resp, organizationId, accountId):
         viewer = self.signed_in(req, resp)
@@ -407,6 +421,12 @@ class Applications(ConsoleResource):
     docs = {"GET": page_doc("Applications of an organization (?organization_id=), and a form to create one"),
             "POST": page_doc("Create an application", api=api.Applications.docs["POST"])}
 
+    def __init__(self, console: Console, organizations: OrganizationService,
+                 dashboard_applications: OrganizationApplications):
+        super().__init__(console)
+        self.organizations = organizations
+        self.dashboard_applications = dashboard_applications
+
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
         if viewer:
@@ -416,7 +436,7 @@ class Applications(ConsoleResource):
         caller = viewer.account["_id"]
         orgs = self.organizations.organizations(caller)
         current = next((pair for pair in orgs if pair[0]["_id"] == organization_id), orgs[0] if orgs else None)
-        apps = self.applications.for_account(caller, current[0]["_id"]) if current else []
+        apps = self.dashboard_applications.for_account(caller, current[0]["_id"]) if current else []
         self.console.render(req, resp, "applications.html", viewer=viewer, organizations=orgs, current=current,
                             applications=apps, **{"status": 200, **context})
 
@@ -426,7 +446,7 @@ class Applications(ConsoleResource):
             return
         try:
             values = schemas.APPLICATION_CREATE.validate(form_values(form, schemas.APPLICATION_CREATE))
-            app, _role = self.applications.create_application(viewer.account["_id"], values)
+            app, _role = self.dashboard_applications.create_application(viewer.account["_id"], values)
         except DomainError as error:
             self.show(req, resp, viewer, form.get("organization_id"), **failed(error), form=form)
             return
@@ -437,8 +457,10 @@ class Application(ConsoleResource):
     docs = {"GET": page_doc("An application's settings", not_found=True),
             "POST": page_doc("Update the application's settings", api=api.Application.docs["PUT"])}
 
-    def __init__(self, console: Console, access, applications):
-        super().__init__(console, dashboard_access=access, applications=applications)
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+        self.applications = applications
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
@@ -472,9 +494,12 @@ class DeleteApplication(ConsoleResource):
     docs = {"POST": page_doc("Delete the application; the form must repeat its name",
                              api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
 
-    def __init__(self, console: Console, access, dashboard_applications, application_page: Application):
-        super().__init__(console, dashboard_access=access, dashboard_applications=dashboard_applications,
-                         application_page=application_page)
+    def __init__(self, console: Console, dashboard_access: DashboardAccess,
+                 dashboard_applications: OrganizationApplications, application_page: Application):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+        self.dashboard_applications = dashboard_applications
+        self.application_page = application_page
 
     def on_post(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)

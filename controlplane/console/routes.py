@@ -23,12 +23,12 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/reset-password", resources.ResetPassword(console), TAG)
     routes.add(f"{BASE}/sign-out", resources.SignOut(console, config), TAG)
     routes.add(f"{BASE}/account", resources.Account(console, config), TAG)
-    routes.add(f"{BASE}/organizations", resources.Organizations(console, organizations=dashboard.organizations), TAG)
+    routes.add(f"{BASE}/organizations", resources.Organizations(console, dashboard.organizations), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}", organization, TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}/members/{{accountId}}",
                resources.Member(console, dashboard.organizations, organization), TAG)
     routes.add(f"{BASE}/applications", resources.Applications(
-        console, organizations=dashboard.organizations, applications=dashboard.applications), TAG)
+        console, dashboard.organizations, dashboard.applications), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}", application, TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/delete",
                resources.DeleteApplication(console, dashboard.access, dashboard.applications, application), TAG)
