@@ -15,6 +15,7 @@ CONSOLE_ACTIONS = {
     "forgot password": ("POST /console/forgot-password", f"post{DASHBOARD}PasswordForgot"),
     "reset password": ("POST /console/reset-password", f"post{DASHBOARD}PasswordReset"),
     "sign out": ("POST /console/sign-out", f"post{DASHBOARD}Logout"),
+    "resend verification link": ("POST /console/account/verification", f"post{DASHBOARD}EmailResend"),
     "show account": ("GET /console/account", f"get{DASHBOARD}Me"),
     "change password": ("POST /console/account", f"post{DASHBOARD}MePassword"),
     "list organizations": ("GET /console/organizations", f"get{DASHBOARD}Organizations"),

@@ -70,10 +70,17 @@ class ConsoleResource(Resource):
         self.console = console
 
     def signed_in(self, req, resp) -> Viewer | None:
-        """The viewer, or None after sending a signed-out visitor to the sign-in page."""
+        """The viewer, or None after sending a signed-out visitor to the sign-in page.
+        htmx follows a 303 itself and would swap the sign-in page into a fragment, so
+        its requests get ``HX-Redirect``, which makes it load the page whole."""
         viewer = self.console.viewer(req)
         if viewer is None:
-            redirect(resp, SIGN_IN)
+            if req.get_header("HX-Request"):
+                resp.status = 200
+                resp.cache_control = ["no-store"]
+                resp.set_header("HX-Redirect", SIGN_IN)
+            else:
+                redirect(resp, SIGN_IN)
         return viewer
 
     def posted(self, req, resp) -> dict | None:
@@ -276,6 +283,22 @@ class SignOut(ConsoleResource):
         redirect(resp, SIGN_IN + "?" + urlencode({"notice": "signed-out"}))
 
 
+class ResendVerification(ConsoleResource):
+    docs = {"POST": page_doc("Mail the signed-in account a new verification link",
+                             api=api.ResendVerification.docs["POST"])}
+
+    def on_post(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or self.posted(req, resp) is None:
+            return
+        try:
+            self.console.accounts.resend_verification(viewer.account["_id"])
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
+            return
+        self.console.render(req, resp, "account.html", status=202, viewer=viewer, changed=False, resent=True)
+
+
 class Account(ConsoleResource):
     password_work = ("POST",)
     docs = {"GET": page_doc("The signed-in account: session expiry, change password"),
@@ -288,7 +311,7 @@ class Account(ConsoleResource):
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
         if viewer:
-            self.console.render(req, resp, "account.html", viewer=viewer, changed=False)
+            self.console.render(req, resp, "account.html", viewer=viewer, changed=False, resent=False)
 
     def on_post(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -299,10 +322,11 @@ class Account(ConsoleResource):
             raw = self.console.accounts.change_password(viewer.account["_id"], values["current_password"],
                                                         values["new_password"])
         except DomainError as error:
-            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False)
+            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
             return
         set_session_cookie(resp, raw, self.config)
-        self.console.render(req, resp, "account.html", viewer=self.console.viewer_for(raw), changed=True)
+        self.console.render(req, resp, "account.html", viewer=self.console.viewer_for(raw), changed=True,
+                            resent=False)
 
 
 # ---------------------------------------------------------------- organizations

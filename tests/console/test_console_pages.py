@@ -159,6 +159,25 @@ def test_signed_out_visitors_are_sent_to_the_sign_in_page(console):
         assert (response.status_code, response.headers["location"]) == (303, "/console/sign-in"), path
 
 
+def test_a_signed_out_htmx_request_loads_the_sign_in_page_whole(console, dashboard_account):
+    response = console().post(f"/console/organizations/{dashboard_account.organization_id}/members/x",
+                              {"action": "remove"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200 and response.headers["hx-redirect"] == "/console/sign-in"
+    assert response.text == ""
+
+
+def test_an_unconfirmed_account_can_ask_for_a_new_link(console, make_dashboard_account, outbox):
+    account = make_dashboard_account(verified=False)
+    visitor = console()
+    visitor.sign_in(account)
+    page = visitor.get("/console/account")
+    assert "not confirmed yet" in page.text and "Send a new link" in page.text
+    sent = len(outbox)
+    response = visitor.post("/console/account/verification")
+    assert response.status_code == 202 and "a new link was sent" in response.text
+    assert len(outbox) == sent + 1 and outbox[-1].to == account.email
+
+
 def test_sign_out_ends_the_session(console, dashboard_account, ctx):
     visitor = console()
     visitor.sign_in(dashboard_account)
