@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from markupsafe import escape
+
 from controlplane.applications.service import ApplicationService
 from controlplane.auth import PUBLIC, SESSION_COOKIE
 from controlplane.console.assets import IMMUTABLE, accepts_gzip
@@ -54,9 +56,12 @@ def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False) 
 
 
 def redirect(resp, location: str) -> None:
+    """303 to a console page, with the link as a page too (the documented HTML answer)."""
     resp.status = 303
     resp.location = location
     resp.cache_control = ["no-store"]
+    resp.content_type = "text/html; charset=utf-8"
+    resp.text = f'<!doctype html><title>See other</title><a href="{escape(location)}">Continue</a>\n'
 
 
 class ConsoleResource(Resource):
@@ -78,6 +83,8 @@ class ConsoleResource(Resource):
             if req.get_header("HX-Request"):
                 resp.status = 200
                 resp.cache_control = ["no-store"]
+                resp.content_type = "text/html; charset=utf-8"
+                resp.text = ""
                 resp.set_header("HX-Redirect", SIGN_IN)
             else:
                 redirect(resp, SIGN_IN)
@@ -261,7 +268,7 @@ class EmailLink(Resource):
     def __init__(self, page: str):
         self.page = page
         self.docs = {"GET": op(f"Mailed dashboard link: redirects (303) to /console/{page} with its token",
-                               ok=303, wrapped=False, store=False)}
+                               ok=303, wrapped=False, store=False, also={303: (HTML, "an HTML page", "text/html")})}
 
     def on_get(self, req, resp):
         query = urlencode({"token": req.get_param("token") or ""})

@@ -163,7 +163,7 @@ def test_a_signed_out_htmx_request_loads_the_sign_in_page_whole(console, dashboa
     response = console().post(f"/console/organizations/{dashboard_account.organization_id}/members/x",
                               {"action": "remove"}, headers={"HX-Request": "true"})
     assert response.status_code == 200 and response.headers["hx-redirect"] == "/console/sign-in"
-    assert response.text == ""
+    assert response.text == "" and response.headers["content-type"].startswith("text/html")
 
 
 def test_an_unconfirmed_account_can_ask_for_a_new_link(console, make_dashboard_account, outbox):
