@@ -17,6 +17,7 @@ CONSOLE_ACTIONS = {
     "sign out": ("POST /console/sign-out", f"post{DASHBOARD}Logout"),
     "resend verification link": ("POST /console/account/verification", f"post{DASHBOARD}EmailResend"),
     "show account": ("GET /console/account", f"get{DASHBOARD}Me"),
+    "rename account": ("POST /console/account/name", f"put{DASHBOARD}Me"),
     "change password": ("POST /console/account", f"post{DASHBOARD}MePassword"),
     "list organizations": ("GET /console/organizations", f"get{DASHBOARD}Organizations"),
     "create organization": ("POST /console/organizations", f"post{DASHBOARD}Organizations"),

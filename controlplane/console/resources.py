@@ -306,6 +306,22 @@ class ResendVerification(ConsoleResource):
         self.console.render(req, resp, "account.html", status=202, viewer=viewer, changed=False, resent=True)
 
 
+class AccountName(ConsoleResource):
+    docs = {"POST": page_doc("Rename the signed-in account", api=api.Me.docs["PUT"])}
+
+    def on_post(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            values = schemas.ACCOUNT_UPDATE.validate(form_values(form, schemas.ACCOUNT_UPDATE))
+            self.console.accounts.update_account(viewer.account["_id"], values)
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
+            return
+        redirect(resp, "/console/account")
+
+
 class Account(ConsoleResource):
     password_work = ("POST",)
     docs = {"GET": page_doc("The signed-in account: session expiry, change password"),

@@ -23,6 +23,7 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/reset-password", resources.ResetPassword(console), TAG)
     routes.add(f"{BASE}/sign-out", resources.SignOut(console, config), TAG)
     routes.add(f"{BASE}/account", resources.Account(console, config), TAG)
+    routes.add(f"{BASE}/account/name", resources.AccountName(console), TAG)
     routes.add(f"{BASE}/account/verification", resources.ResendVerification(console), TAG)
     routes.add(f"{BASE}/organizations", resources.Organizations(console, dashboard.organizations), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}", organization, TAG)

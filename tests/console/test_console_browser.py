@@ -1,5 +1,6 @@
 """The console's first journey in headless Chromium: sign up, open the mailed link,
-confirm, sign in, create an organization and an application, open its settings.  Every
+confirm, sign in, create an organization (and be refused demoting its last owner,
+through htmx) and an application, open its settings and the account page.  Every
 screen is scanned by axe-core (no serious or critical violation) and saved desktop and
 mobile (390 px); the browser console stays free of errors (a CSP violation would be one)
 and htmx runs under the policy.  Skipped, with the reason, where Chromium is missing."""
@@ -119,5 +120,9 @@ def test_sign_up_verify_and_create_an_organization_and_an_application(live_serve
     submit(browser, "Switch")
     WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.LINK_TEXT, "Photos")))
     screen("applications")
+
+    browser.find_element(By.LINK_TEXT, "Account").click()
+    heading(browser, "Your account")
+    screen("account")
     account = ctx.dashboard.accounts.store.account_by_email("ada@example.com")
     assert account["email_verified"] is True

@@ -178,6 +178,16 @@ def test_an_unconfirmed_account_can_ask_for_a_new_link(console, make_dashboard_a
     assert len(outbox) == sent + 1 and outbox[-1].to == account.email
 
 
+def test_rename_the_account_and_see_the_api_error_next_to_the_field(console, dashboard_account, ctx):
+    visitor = console()
+    visitor.sign_in(dashboard_account)
+    assert visitor.post("/console/account/name", {"name": "Grace Hopper"}).status_code == 303
+    assert ctx.dashboard.accounts.account(dashboard_account.id)["name"] == "Grace Hopper"
+    refused = visitor.post("/console/account/name", {"name": "   "})
+    assert refused.status_code == 400 and 'id="e-name"' in refused.text
+    assert ctx.dashboard.accounts.account(dashboard_account.id)["name"] == "Grace Hopper"
+
+
 def test_sign_out_ends_the_session(console, dashboard_account, ctx):
     visitor = console()
     visitor.sign_in(dashboard_account)
