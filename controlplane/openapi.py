@@ -145,7 +145,7 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
                            + ("; or send no body." if "" in accepted else "."),
             "content": {media: {"schema": {"type": "object"}} for media in media_types},
         }
-    if access.kind == "public":
+    if access.kind in ("public", "console"):  # a console page answers a signed-out browser too
         operation["security"] = []
     elif access.kind == "dashboard":
         operation["security"] = [{"dashboardSession": []}]
@@ -163,11 +163,11 @@ def implied_errors(doc, access, method, accepted, path) -> list:
     errors = []
     if "{applicationId}" in path and access.kind != "dashboard":
         errors.append(ApplicationNotFound)
-    if access.kind != "public":
+    if access.kind not in ("public", "console"):
         errors.append(Unauthorized)
     if access.kind in _GATED:
         errors.append(Forbidden)
-    if access.kind not in ("public", "dashboard", "internal"):
+    if access.kind not in ("public", "dashboard", "console", "internal"):
         errors.append(RateLimited)  # ApiThrottle, per credential
     if doc["body"] is not None:
         errors += [MalformedJson, PayloadTooLarge]

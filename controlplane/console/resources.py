@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from markupsafe import escape
 
 from controlplane.applications.service import ApplicationService
-from controlplane.auth import PUBLIC, SESSION_COOKIE
+from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE
 from controlplane.console.assets import IMMUTABLE, accepts_gzip
 from controlplane.console.web import SIGN_IN, Console, Viewer, failed
 from controlplane.dashboard import resources as api
@@ -65,10 +65,11 @@ def redirect(resp, location: str) -> None:
 
 
 class ConsoleResource(Resource):
-    """A console page: public to the auth middleware (the page sends a signed-out
-    visitor to sign in itself), form posts only."""
+    """A console page: the auth middleware sets the signed-in account as the principal
+    when there is one (``CONSOLE``) and the page sends a signed-out visitor to sign in
+    itself; form posts only."""
 
-    every_method = PUBLIC
+    every_method = CONSOLE
     accepted_media_types = (wire.FORM,)
 
     def __init__(self, console: Console):
@@ -334,7 +335,8 @@ class Account(ConsoleResource):
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
         if viewer:
-            self.console.render(req, resp, "account.html", viewer=viewer, changed=False, resent=False)
+            self.console.render(req, resp, "account.html", viewer=viewer, resent=False,
+                                changed=req.get_param("notice") == "password-changed")
 
     def on_post(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -348,8 +350,7 @@ class Account(ConsoleResource):
             self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
             return
         set_session_cookie(resp, raw, self.config)
-        self.console.render(req, resp, "account.html", viewer=self.console.viewer_for(raw), changed=True,
-                            resent=False)
+        redirect(resp, "/console/account?" + urlencode({"notice": "password-changed"}))  # shows the new session
 
 
 # ---------------------------------------------------------------- organizations

@@ -10,8 +10,7 @@ BASE = "/console"
 
 def add_routes(routes, services):
     dashboard, config = services.dashboard, services.config
-    console = Console(pages=services.pages, accounts=dashboard.accounts, sessions=dashboard.sessions,
-                      public_url=config.public_url)
+    console = Console(pages=services.pages, accounts=dashboard.accounts, public_url=config.public_url)
     organization = resources.Organization(console, dashboard.organizations, config)
     application = resources.Application(console, dashboard.access, services.applications)
     routes.add(BASE, resources.Home(console), TAG)

@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 
 import jinja2
 
-from controlplane.auth import SESSION_COOKIE
 from controlplane.console.assets import Assets
 from controlplane.dashboard.access import WRITE_ROLES
+from controlplane.dashboard.accounts import AccountService
 from controlplane.pages import CsrfTokenInvalid, Pages, send_page
 from shared.errors import DomainError, ValidationFailed
 from shared.http import status_of
@@ -93,10 +93,9 @@ def failed(error: DomainError) -> dict:
 class Console:
     """Built once by ``controlplane.console.routes``; every console resource gets it."""
 
-    def __init__(self, *, pages: Pages, accounts, sessions, public_url: str, assets: Assets | None = None):
+    def __init__(self, *, pages: Pages, accounts: AccountService, public_url: str, assets: Assets | None = None):
         self.pages = pages
         self.accounts = accounts
-        self.sessions = sessions
         self.origin = origin_of(public_url)
         self.assets = assets or Assets()
         self._env = jinja2.Environment(
@@ -121,14 +120,12 @@ class Console:
         self.render(req, resp, template, **failed(error), **context)
 
     def viewer(self, req) -> Viewer | None:
-        """The signed-in account, or None (no cookie, an expired or revoked session)."""
-        return self.viewer_for(req.cookies.get(SESSION_COOKIE))
-
-    def viewer_for(self, raw: str | None) -> Viewer | None:
-        session = self.sessions.live(raw) if raw else None
-        if session is None:
+        """The signed-in account (the auth middleware's principal on console routes), or
+        None: no cookie, an expired or revoked session."""
+        principal = getattr(req.context, "principal", None)
+        if principal is None or principal.kind != "account":
             return None
-        return Viewer(self.accounts.account(session["account_id"]), session["expires_at"])
+        return Viewer(self.accounts.account(principal.account_id), principal.session_expires_at)
 
     def check_write(self, req, form: dict) -> None:
         """``CsrfTokenInvalid`` unless the request comes from a console page: its Origin

@@ -33,13 +33,9 @@ class DashboardSessions:
         })
         return raw
 
-    def account_for(self, raw: str) -> str | None:
-        session = self.live(raw)
-        return session["account_id"] if session else None
-
     def live(self, raw: str) -> dict | None:
         """The unexpired session of cookie ``raw``: ``account_id`` and ``expires_at``
-        (the console shows the expiry before it happens)."""
+        (the console shows the expiry before it happens), or None."""
         doc = self._sessions.find_one({"_id": digest(raw)})
         if doc is None or aware(doc["expires_at"]) <= self._clock():
             return None

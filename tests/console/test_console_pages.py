@@ -220,7 +220,8 @@ def test_change_password_keeps_this_browser_signed_in_and_ends_other_sessions(co
     other.sign_in(dashboard_account)
     response = visitor.post("/console/account", {"current_password": dashboard_account.password,
                                                  "new_password": "Another-Horse-8"})
-    assert response.status_code == 200 and "Password changed." in response.text
+    assert response.status_code == 303
+    assert "Password changed." in visitor.get(response.headers["location"]).text
     assert ctx.dashboard.sessions.live(visitor.cookies[SESSION_COOKIE]) is not None
     assert ctx.dashboard.sessions.live(other.cookies[SESSION_COOKIE]) is None
 
