@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
 .PHONY: run test lint fuzz soak bench bench-scale install clean image push lock chart-test chart-tools node-test-deps \
-        screenshots
+        screenshots vendor
 
 # The image `make image` builds; set IMAGE to your registry (docs/deployment.md).
 VERSION ?= $(shell sed -n 's/^version = //p' setup.cfg)
@@ -68,7 +68,18 @@ node-test-deps:
 ## a plain test run writes them to a temporary folder instead.
 screenshots: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 IAMGATE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(PY) -m pytest -q \
-		tests/oidc/test_hosted_browser.py tests/pages/test_browser.py
+		tests/oidc/test_hosted_browser.py tests/pages/test_browser.py \
+		tests/console/test_console_browser.py
+
+## Refresh the console's vendored htmx from npm, pinned (controlplane/console/vendor/README.md
+## gives the version, licence and SRI hash; update them with HTMX_VERSION).
+HTMX_VERSION := 2.0.11
+vendor:
+	rm -rf .vendor-tmp && mkdir .vendor-tmp
+	cd .vendor-tmp && npm pack --silent htmx.org@$(HTMX_VERSION) && tar xzf htmx.org-$(HTMX_VERSION).tgz
+	cp .vendor-tmp/package/dist/htmx.min.js controlplane/console/vendor/htmx.min.js
+	rm -rf .vendor-tmp
+	@echo "htmx.org $(HTMX_VERSION) SRI: sha384-$$(openssl dgst -sha384 -binary controlplane/console/vendor/htmx.min.js | base64 -w0)"
 
 ## Schemathesis, longer profile: every operation of both OpenAPI documents, 50 examples
 ## per operation, credential and mode (tests/e2e/fuzz.py; `make test` runs a short one).

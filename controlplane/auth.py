@@ -24,6 +24,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shared.credentials import API_KEY_PREFIXES
@@ -58,6 +59,8 @@ class Access:
         text = {
             "public": "No authentication.",
             "dashboard": "Dashboard session cookie.",
+            "console": "The dashboard session cookie when the browser has one; a page that needs it sends a "
+                       "signed-out visitor to /console/sign-in.",
             "credential": "Bearer: an end-user access token or an API key of the application.",
             "permission": f"Bearer with permission {self.permission} (user roles or API key permissions).",
             "owner": "Bearer end-user access token of the user named by {userId} (JWT-owner).",
@@ -78,6 +81,7 @@ PERMISSION_NOTES = {
 
 PUBLIC = Access("public")
 DASHBOARD = Access("dashboard")
+CONSOLE = Access("console")
 CREDENTIAL = Access("credential")
 OWNER = Access("owner")
 USER = Access("user")
@@ -98,6 +102,7 @@ class Principal:
     session_id: str | None = None
     key_id: str | None = None
     account_id: str | None = None
+    session_expires_at: datetime | None = None  # a dashboard session's end (the console shows it)
     permissions: frozenset = frozenset()  # an API key's permission patterns
     claims: dict = field(default_factory=dict)
     display: str | None = None  # what the audit log shows beside the id (an API key's name)
@@ -141,10 +146,17 @@ class Authenticator:
         return app
 
     def dashboard_account(self, raw_cookie: str | None) -> Principal:
-        account_id = self.dashboard_sessions.account_for(raw_cookie) if raw_cookie else None
-        if account_id is None:
+        principal = self.signed_in_account(raw_cookie)
+        if principal is None:
             raise Unauthorized("Sign in to the dashboard first.")
-        return Principal(kind="account", account_id=account_id)
+        return principal
+
+    def signed_in_account(self, raw_cookie: str | None) -> Principal | None:
+        """The dashboard account of a live session cookie, or None."""
+        session = self.dashboard_sessions.live(raw_cookie) if raw_cookie else None
+        if session is None:
+            return None
+        return Principal(kind="account", account_id=session["account_id"], session_expires_at=session["expires_at"])
 
     def is_internal_token(self, token: str) -> bool:
         expected = self.internal_token
@@ -212,6 +224,11 @@ class AuthMiddleware:
             # Dashboard routes check organization access themselves (dashboard.access);
             # resolving the application first would let anonymous callers probe ids.
             req.context.principal = auth.dashboard_account(req.cookies.get(SESSION_COOKIE))
+            return
+        if access.kind == "console":
+            # A console page sends a signed-out browser to sign in itself (a redirect,
+            # not a 401); a signed-in one is the same principal as on dashboard routes.
+            req.context.principal = auth.signed_in_account(req.cookies.get(SESSION_COOKIE))
             return
         app_id = params.get("applicationId")
         if app_id is not None:

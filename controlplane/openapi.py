@@ -40,7 +40,7 @@ def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), desc
     schema of the payload (wrapped in ``data`` unless ``wrapped`` is False); errors:
     the domain error classes (``shared.errors``) the operation can raise, whose codes and
     statuses come from the same definitions the code raises; also: other answers,
-    {status: (json schema, description[, media type])}, added beside what the status
+    {status: (json schema, description[, media type...])}, added beside what the status
     already documents (readiness's 503, the hosted pages' HTML); path: {name: json
     schema} for path parameters narrower than a string; store: False for the few
     operations that never read the store (so never answer its 503).
@@ -81,6 +81,7 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
             doc = getattr(resource, "docs", {}).get(method) or op("(undocumented)")
             access = getattr(resource, "access", {}).get(method, CREDENTIAL)
             item[method.lower()] = _operation(doc, access, tag, params, method, resource, path)
+            item[method.lower()]["operationId"] = operation_id(method, path)
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -97,6 +98,22 @@ def build_document(routes: Routes, *, title: str, version: str, server_url: str)
             },
         },
     }
+
+
+def operation_id(method: str, path: str) -> str:
+    """The operation's ``operationId``: its method and path in camel case, a path
+    parameter as ``By<Name>`` (``POST /api/dashboard/organizations/{organizationId}/members``
+    is ``postApiDashboardOrganizationsByOrganizationIdMembers``); unique because the
+    method and path are.  The console's parity table (``controlplane/console/parity.py``)
+    names API operations by it."""
+    words = []
+    for segment in path.strip("/").split("/"):
+        name = _PARAM.fullmatch(segment)
+        if name:
+            words.append("By" + name.group(1)[:1].upper() + name.group(1)[1:])
+        else:
+            words += [part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", segment) if part]
+    return method.lower() + "".join(words)
 
 
 def _operation(doc, access, tag, path_params, method="GET", resource=None, path="") -> dict:
@@ -128,7 +145,7 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
                            + ("; or send no body." if "" in accepted else "."),
             "content": {media: {"schema": {"type": "object"}} for media in media_types},
         }
-    if access.kind == "public":
+    if access.kind in ("public", "console"):  # a console page answers a signed-out browser too
         operation["security"] = []
     elif access.kind == "dashboard":
         operation["security"] = [{"dashboardSession": []}]
@@ -146,11 +163,11 @@ def implied_errors(doc, access, method, accepted, path) -> list:
     errors = []
     if "{applicationId}" in path and access.kind != "dashboard":
         errors.append(ApplicationNotFound)
-    if access.kind != "public":
+    if access.kind not in ("public", "console"):
         errors.append(Unauthorized)
     if access.kind in _GATED:
         errors.append(Forbidden)
-    if access.kind not in ("public", "dashboard", "internal"):
+    if access.kind not in ("public", "dashboard", "console", "internal"):
         errors.append(RateLimited)  # ApiThrottle, per credential
     if doc["body"] is not None:
         errors += [MalformedJson, PayloadTooLarge]
@@ -174,5 +191,6 @@ def _responses(doc, access, method, accepted, path) -> dict:
         entry = responses.setdefault(str(status), {"description": description})
         if description not in entry["description"]:
             entry["description"] = f"{entry['description']} (also: {description})"
-        entry.setdefault("content", {})[media[0] if media else "application/json"] = {"schema": schema}
+        for media_type in media or ["application/json"]:
+            entry.setdefault("content", {})[media_type] = {"schema": schema}
     return responses

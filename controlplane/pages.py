@@ -106,16 +106,7 @@ class Pages:
         nonce = secrets.token_urlsafe(18)
         page = self._env.get_template(template).render(
             **context, branding=self.branding(app), nonce=nonce)
-        resp.status = status
-        resp.content_type = "text/html; charset=utf-8"
-        resp.text = page
-        resp.cache_control = ["no-store"]
-        resp.set_headers({
-            "Content-Security-Policy": _policy(nonce, form_action, connect_src),
-            "X-Frame-Options": "DENY",
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
-        })
+        send_page(resp, page, _policy(nonce, form_action, connect_src), status=status)
 
     @staticmethod
     def branding(app: dict | None) -> dict:
@@ -189,6 +180,23 @@ class Pages:
     def _signed(self, token: str) -> bool:
         raw, _, mac = token.partition(".")
         return bool(raw and mac) and hmac.compare_digest(mac.encode("utf-8"), self._sign(raw).encode("utf-8"))
+
+
+def send_page(resp, page: str, policy: str, *, status: int = 200, referrer_policy: str = "no-referrer") -> None:
+    """Write an HTML page with the headers every page of the control plane carries:
+    its ``policy`` (the Content-Security-Policy), no framing, no MIME sniffing, no
+    Referer (or only the origin, with ``referrer_policy="strict-origin"``), and
+    ``no-store`` (a page may hold a CSRF token or account data)."""
+    resp.status = status
+    resp.content_type = "text/html; charset=utf-8"
+    resp.text = page
+    resp.cache_control = ["no-store"]
+    resp.set_headers({
+        "Content-Security-Policy": policy,
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": referrer_policy,
+    })
 
 
 def read_form(req) -> dict[str, str]:

@@ -33,11 +33,13 @@ class DashboardSessions:
         })
         return raw
 
-    def account_for(self, raw: str) -> str | None:
+    def live(self, raw: str) -> dict | None:
+        """The unexpired session of cookie ``raw``: ``account_id`` and ``expires_at``
+        (the console shows the expiry before it happens), or None."""
         doc = self._sessions.find_one({"_id": digest(raw)})
         if doc is None or aware(doc["expires_at"]) <= self._clock():
             return None
-        return doc["account_id"]
+        return {"account_id": doc["account_id"], "expires_at": aware(doc["expires_at"])}
 
     def revoke(self, raw: str) -> None:
         self._sessions.delete_one({"_id": digest(raw)})

@@ -33,7 +33,7 @@ MIDDLEWARE = [
     # check's is not: the hot path has nothing of it to mirror.
     "controlplane.oidc.cors.CorsMiddleware",
 ]
-MIRRORED_DIGEST = "b947c40709fd0cae"
+MIRRORED_DIGEST = "da477b2841e6998c"
 
 _HOOKS = ("process_request", "process_resource", "process_response")
 

@@ -1,0 +1,68 @@
+"""The console's static files (its CSS, its one small script, the vendored htmx), served
+under content-hash URLs so they can be cached for a year.
+
+Each file is read once, when the control plane starts, and answered at
+``/console/assets/<stem>.<hash><suffix>``: a new file content is a new URL, so
+``Cache-Control: public, max-age=31536000, immutable`` (RFC 8246) never serves a stale
+script after an upgrade, and an old URL answers 404 rather than the new content.  Text
+files are also kept gzip-compressed (RFC 9110 section 8.4.1.3) and sent so when the
+request's ``Accept-Encoding`` allows it, with ``Vary: Accept-Encoding`` for caches.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).parent
+FILES = (HERE / "static" / "console.css", HERE / "static" / "console.js", HERE / "vendor" / "htmx.min.js")
+CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+PREFIX = "/console/assets/"
+IMMUTABLE = ["public", "max-age=31536000", "immutable"]
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str  # the hashed file name the URL ends with
+    content_type: str
+    body: bytes
+    gzipped: bytes
+
+    @property
+    def url(self) -> str:
+        return PREFIX + self.name
+
+
+def load(path: Path) -> Asset:
+    body = path.read_bytes()
+    digest = hashlib.sha256(body).hexdigest()[:16]
+    # mtime=0: the same file compresses to the same bytes on every replica.
+    return Asset(f"{path.stem}.{digest}{path.suffix}", CONTENT_TYPES[path.suffix], body,
+                 gzip.compress(body, compresslevel=9, mtime=0))
+
+
+class Assets:
+    """The loaded files, by their source name (``console.css``) for templates and by
+    their hashed name for the route."""
+
+    def __init__(self, files=FILES):
+        loaded = {path.name: load(path) for path in files}
+        self.urls = {source: asset.url for source, asset in loaded.items()}
+        self._by_name = {asset.name: asset for asset in loaded.values()}
+
+    def get(self, name: str) -> Asset | None:
+        return self._by_name.get(name)
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether ``Accept-Encoding`` lists gzip without refusing it (``gzip;q=0``)."""
+    for part in (accept_encoding or "").lower().split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip() in ("gzip", "x-gzip", "*"):
+            q = params.strip().removeprefix("q=").strip() if params.strip().startswith("q=") else "1"
+            try:
+                return float(q) > 0
+            except ValueError:
+                return False
+    return False

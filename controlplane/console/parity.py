@@ -1,0 +1,40 @@
+"""Nothing the console does is missing from the public API: each console action, and the
+API operation (its ``operationId`` in ``GET /openapi.json``) that makes the same change
+through the same service.  ``tests/console/test_parity.py`` checks that every operation
+named here exists, so a renamed or removed API route fails the build before the
+console drifts from it."""
+from __future__ import annotations
+
+DASHBOARD = "ApiDashboard"
+
+CONSOLE_ACTIONS = {
+    # action: (console method and path, the API's operationId)
+    "sign up": ("POST /console/sign-up", f"post{DASHBOARD}Register"),
+    "verify email": ("POST /console/verify-email", f"post{DASHBOARD}EmailVerify"),
+    "sign in": ("POST /console/sign-in", f"post{DASHBOARD}Login"),
+    "forgot password": ("POST /console/forgot-password", f"post{DASHBOARD}PasswordForgot"),
+    "reset password": ("POST /console/reset-password", f"post{DASHBOARD}PasswordReset"),
+    "sign out": ("POST /console/sign-out", f"post{DASHBOARD}Logout"),
+    "resend verification link": ("POST /console/account/verification", f"post{DASHBOARD}EmailResend"),
+    "show account": ("GET /console/account", f"get{DASHBOARD}Me"),
+    "rename account": ("POST /console/account/name", f"put{DASHBOARD}Me"),
+    "change password": ("POST /console/account", f"post{DASHBOARD}MePassword"),
+    "list organizations": ("GET /console/organizations", f"get{DASHBOARD}Organizations"),
+    "create organization": ("POST /console/organizations", f"post{DASHBOARD}Organizations"),
+    "list members": ("GET /console/organizations/{organizationId}",
+                     f"get{DASHBOARD}OrganizationsByOrganizationIdMembers"),
+    "add member": ("POST /console/organizations/{organizationId}",
+                   f"post{DASHBOARD}OrganizationsByOrganizationIdMembers"),
+    "change member role": ("POST /console/organizations/{organizationId}/members/{accountId} action=role",
+                           f"put{DASHBOARD}OrganizationsByOrganizationIdMembersByAccountId"),
+    "remove member": ("POST /console/organizations/{organizationId}/members/{accountId} action=remove",
+                      f"delete{DASHBOARD}OrganizationsByOrganizationIdMembersByAccountId"),
+    "list applications": ("GET /console/applications", f"get{DASHBOARD}Applications"),
+    "create application": ("POST /console/applications", f"post{DASHBOARD}Applications"),
+    "show application": ("GET /console/applications/{applicationId}",
+                         f"get{DASHBOARD}ApplicationsByApplicationId"),
+    "update application settings": ("POST /console/applications/{applicationId}",
+                                    f"put{DASHBOARD}ApplicationsByApplicationId"),
+    "delete application": ("POST /console/applications/{applicationId}/delete",
+                           f"delete{DASHBOARD}ApplicationsByApplicationId"),
+}

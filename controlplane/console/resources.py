@@ -1,0 +1,592 @@
+"""HTML resources of the console (``/console/...``).
+
+Thin, as the JSON resources are: read the form, validate it with the same schema the
+dashboard API validates its body with, call the same dashboard service, render a page.
+A refused write renders its form again with the API's message, code and field paths,
+at the API's status.  Every POST passes ``Console.check_write`` (CSRF token and Origin)
+before anything is read or changed; a refused one renders ``refused.html`` (403).
+
+Signed-out visitors of a signed-in page are sent to the sign-in page (303); pages are
+documented in the OpenAPI document with an HTML answer and the ``console`` tag, but they
+are not an API: ``controlplane/console/parity.py`` names the API operation each console
+action stands for.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from markupsafe import escape
+
+from controlplane.applications.service import ApplicationService
+from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE
+from controlplane.console.assets import IMMUTABLE, accepts_gzip
+from controlplane.console.web import SIGN_IN, Console, Viewer, failed
+from controlplane.dashboard import resources as api
+from controlplane.dashboard import schemas
+from controlplane.dashboard.access import DashboardAccess
+from controlplane.dashboard.applications import OrganizationApplications
+from controlplane.dashboard.organizations import OrganizationService
+from controlplane.dashboard.resources import clear_session_cookie, set_session_cookie
+from controlplane.oidc import wire
+from controlplane.openapi import op
+from controlplane.pages import CsrfTokenInvalid, MalformedForm, read_form
+from controlplane.resource import Resource
+from shared.config import Config
+from shared.errors import DomainError, NotFound, PayloadTooLarge, ValidationFailed
+from shared.http import client_ip, status_of
+
+HTML = {"type": "string", "description": "an HTML page"}
+APPLICATION_FIELDS = ("name", "description", "environment")
+LIMIT_FIELDS = ("max_concurrent_sessions", "registration_rate_limit")
+SWITCHES = ("oauth_hosted_login_enabled", "oauth_hosted_registration_enabled")
+
+
+def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False) -> dict:
+    """The OpenAPI operation of a console page: HTML, for browsers, not an API.  A form
+    post names the JSON API operation doing the same (``api``): it answers that
+    operation's errors, as HTML, plus the refused CSRF check."""
+    errors = [*api["errors"], CsrfTokenInvalid, MalformedForm, PayloadTooLarge] if api else []
+    statuses = {200, 303, *(status_of(error) for error in errors), *((404,) if not_found else ())}
+    description = "Console page (HTML, not an API). " + (
+        "A form post: needs the iamgate_csrf double-submit token (csrf_token field or X-CSRF-Token header) and "
+        "an Origin equal to IAMGATE_PUBLIC_URL's, else 403 CSRF_TOKEN_INVALID as an HTML page." if api else
+        "Signed-out visitors of a signed-in page are redirected (303) to /console/sign-in.")
+    return op(summary, description=description, errors=errors, wrapped=False,
+              also={status: (HTML, "an HTML page", "text/html") for status in sorted(statuses)})
+
+
+def redirect(resp, location: str) -> None:
+    """303 to a console page, with the link as a page too (the documented HTML answer)."""
+    resp.status = 303
+    resp.location = location
+    resp.cache_control = ["no-store"]
+    resp.content_type = "text/html; charset=utf-8"
+    resp.text = f'<!doctype html><title>See other</title><a href="{escape(location)}">Continue</a>\n'
+
+
+class ConsoleResource(Resource):
+    """A console page: the auth middleware sets the signed-in account as the principal
+    when there is one (``CONSOLE``) and the page sends a signed-out visitor to sign in
+    itself; form posts only."""
+
+    every_method = CONSOLE
+    accepted_media_types = (wire.FORM,)
+
+    def __init__(self, console: Console):
+        self.console = console
+
+    def signed_in(self, req, resp) -> Viewer | None:
+        """The viewer, or None after sending a signed-out visitor to the sign-in page.
+        htmx follows a 303 itself and would swap the sign-in page into a fragment, so
+        its requests get ``HX-Redirect``, which makes it load the page whole."""
+        viewer = self.console.viewer(req)
+        if viewer is None:
+            if req.get_header("HX-Request"):
+                resp.status = 200
+                resp.cache_control = ["no-store"]
+                resp.content_type = "text/html; charset=utf-8"
+                resp.text = ""
+                resp.set_header("HX-Redirect", SIGN_IN)
+            else:
+                redirect(resp, SIGN_IN)
+        return viewer
+
+    def posted(self, req, resp) -> dict | None:
+        """The form of a guarded post, or None after rendering the refusal."""
+        form = read_form(req)
+        try:
+            self.console.check_write(req, form)
+        except CsrfTokenInvalid as error:
+            self.console.render_error(req, resp, error, "refused.html")
+            return None
+        return form
+
+
+# ---------------------------------------------------------------- assets
+
+
+class AssetNotFound(NotFound, message="No console file has this name (an old content hash?)."):
+    """A console asset URL whose hashed name is not one this control plane serves."""
+
+
+class ConsoleAsset(Resource):
+    access = {"GET": PUBLIC}
+    docs = {"GET": op("A console static file (CSS, script) under its content-hash name",
+                      description="Cache-Control: public, max-age=31536000, immutable; gzip when accepted.",
+                      errors=[AssetNotFound], wrapped=False, store=False,
+                      also={200: ({"type": "string"}, "the file", "text/css", "text/javascript")})}
+
+    def __init__(self, console: Console):
+        self.assets = console.assets
+
+    def on_get(self, req, resp, filename):
+        asset = self.assets.get(filename)
+        if asset is None:
+            raise AssetNotFound(details={"filename": filename})
+        resp.content_type = asset.content_type
+        resp.cache_control = IMMUTABLE
+        resp.vary = ["Accept-Encoding"]
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        if accepts_gzip(req.get_header("Accept-Encoding")):
+            resp.set_header("Content-Encoding", "gzip")
+            resp.data = asset.gzipped
+        else:
+            resp.data = asset.body
+
+
+# ---------------------------------------------------------------- accounts
+
+
+class Home(ConsoleResource):
+    docs = {"GET": page_doc("Console start: the applications, or the sign-in page")}
+
+    def on_get(self, req, resp):
+        redirect(resp, "/console/applications" if self.console.viewer(req) else SIGN_IN)
+
+
+class SignIn(ConsoleResource):
+    password_work = ("POST",)
+    docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
+
+    def __init__(self, console: Console, config: Config):
+        super().__init__(console)
+        self.config = config
+
+    def on_get(self, req, resp):
+        self.console.render(req, resp, "sign_in.html", notice=req.get_param("notice"))
+
+    def on_post(self, req, resp):
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
+            _account, raw = self.console.accounts.login(
+                values["email"], values["password"], ip=client_ip(req, self.config.trusted_proxies),
+                previous_session=req.cookies.get(SESSION_COOKIE))
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "sign_in.html", form={"email": form.get("email", "")},
+                                      notice=None)
+            return
+        set_session_cookie(resp, raw, self.config)
+        redirect(resp, "/console/applications")
+
+
+class SignUp(ConsoleResource):
+    password_work = ("POST",)
+    docs = {"GET": page_doc("Console sign-up page"),
+            "POST": page_doc("Create a dashboard account", api=api.Register.docs["POST"])}
+
+    def __init__(self, console: Console, config: Config):
+        super().__init__(console)
+        self.config = config
+
+    def on_get(self, req, resp):
+        self.console.render(req, resp, "sign_up.html")
+
+    def on_post(self, req, resp):
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            values = schemas.REGISTER.validate(form_values(form, schemas.REGISTER))
+            account = self.console.accounts.register(values, ip=client_ip(req, self.config.trusted_proxies))
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "sign_up.html",
+                                      form={"email": form.get("email", ""), "name": form.get("name", "")})
+            return
+        self.console.render(req, resp, "check_email.html", status=201, email=account["email"])
+
+
+class VerifyEmail(ConsoleResource):
+    docs = {"GET": page_doc("Page of the mailed verification link (?token=...); opening it changes nothing"),
+            "POST": page_doc("Confirm the address with the link's token", api=api.VerifyEmail.docs["POST"])}
+
+    def on_get(self, req, resp):
+        self.console.render(req, resp, "verify_email.html", token=req.get_param("token") or "", done=False)
+
+    def on_post(self, req, resp):
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            values = schemas.VERIFY_EMAIL.validate(form_values(form, schemas.VERIFY_EMAIL))
+            self.console.accounts.verify_email(values["token"])
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "verify_email.html", token="", done=False)
+            return
+        self.console.render(req, resp, "verify_email.html", token="", done=True)
+
+
+class ForgotPassword(ConsoleResource):
+    docs = {"GET": page_doc("Forgot-password page"),
+            "POST": page_doc("Mail a password reset link", api=api.ForgotPassword.docs["POST"])}
+
+    def on_get(self, req, resp):
+        self.console.render(req, resp, "forgot_password.html", sent=False)
+
+    def on_post(self, req, resp):
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            values = schemas.FORGOT_PASSWORD.validate(form_values(form, schemas.FORGOT_PASSWORD))
+            self.console.accounts.forgot_password(values["email"])
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "forgot_password.html", sent=False,
+                                      form={"email": form.get("email", "")})
+            return
+        self.console.render(req, resp, "forgot_password.html", sent=True)
+
+
+class ResetPassword(ConsoleResource):
+    password_work = ("POST",)
+    docs = {"GET": page_doc("Page of the mailed reset link (?token=...)"),
+            "POST": page_doc("Set a new password with the link's token", api=api.ResetPassword.docs["POST"])}
+
+    def on_get(self, req, resp):
+        self.console.render(req, resp, "reset_password.html", token=req.get_param("token") or "")
+
+    def on_post(self, req, resp):
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            values = schemas.RESET_PASSWORD.validate(form_values(form, schemas.RESET_PASSWORD))
+            self.console.accounts.reset_password(values["token"], values["password"])
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "reset_password.html", token=form.get("token", ""))
+            return
+        redirect(resp, SIGN_IN + "?" + urlencode({"notice": "password-reset"}))
+
+
+class EmailLink(Resource):
+    """The links mailed to dashboard accounts (``/dashboard/verify-email?token=...``,
+    ``/dashboard/reset-password?token=...``) open the console's page of the same name."""
+
+    access = {"GET": PUBLIC}
+
+    def __init__(self, page: str):
+        self.page = page
+        self.docs = {"GET": op(f"Mailed dashboard link: redirects (303) to /console/{page} with its token",
+                               ok=303, wrapped=False, store=False, also={303: (HTML, "an HTML page", "text/html")})}
+
+    def on_get(self, req, resp):
+        query = urlencode({"token": req.get_param("token") or ""})
+        redirect(resp, f"/console/{self.page}?{query}")
+
+
+class SignOut(ConsoleResource):
+    docs = {"POST": page_doc("Sign out", api=api.Logout.docs["POST"])}
+
+    def __init__(self, console: Console, config: Config):
+        super().__init__(console)
+        self.config = config
+
+    def on_post(self, req, resp):
+        if self.posted(req, resp) is None:
+            return
+        self.console.accounts.logout(req.cookies.get(SESSION_COOKIE))
+        clear_session_cookie(resp, self.config)
+        redirect(resp, SIGN_IN + "?" + urlencode({"notice": "signed-out"}))
+
+
+class ResendVerification(ConsoleResource):
+    docs = {"POST": page_doc("Mail the signed-in account a new verification link",
+                             api=api.ResendVerification.docs["POST"])}
+
+    def on_post(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or self.posted(req, resp) is None:
+            return
+        try:
+            self.console.accounts.resend_verification(viewer.account["_id"])
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
+            return
+        self.console.render(req, resp, "account.html", status=202, viewer=viewer, changed=False, resent=True)
+
+
+class AccountName(ConsoleResource):
+    docs = {"POST": page_doc("Rename the signed-in account", api=api.Me.docs["PUT"])}
+
+    def on_post(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            values = schemas.ACCOUNT_UPDATE.validate(form_values(form, schemas.ACCOUNT_UPDATE))
+            self.console.accounts.update_account(viewer.account["_id"], values)
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
+            return
+        redirect(resp, "/console/account")
+
+
+class Account(ConsoleResource):
+    password_work = ("POST",)
+    docs = {"GET": page_doc("The signed-in account: session expiry, change password"),
+            "POST": page_doc("Change the password", api=api.Password.docs["POST"])}
+
+    def __init__(self, console: Console, config: Config):
+        super().__init__(console)
+        self.config = config
+
+    def on_get(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.console.render(req, resp, "account.html", viewer=viewer, resent=False,
+                                changed=req.get_param("notice") == "password-changed")
+
+    def on_post(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            values = schemas.PASSWORD_CHANGE.validate(form_values(form, schemas.PASSWORD_CHANGE))
+            raw = self.console.accounts.change_password(viewer.account["_id"], values["current_password"],
+                                                        values["new_password"])
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
+            return
+        set_session_cookie(resp, raw, self.config)
+        redirect(resp, "/console/account?" + urlencode({"notice": "password-changed"}))  # shows the new session
+
+
+# ---------------------------------------------------------------- organizations
+
+
+class Organizations(ConsoleResource):
+    docs = {"GET": page_doc("Organizations of the account, and a form to create one"),
+            "POST": page_doc("Create an organization", api=api.Organizations.docs["POST"])}
+
+    def __init__(self, console: Console, organizations: OrganizationService):
+        super().__init__(console)
+        self.organizations = organizations
+
+    def on_get(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer)
+
+    def show(self, req, resp, viewer, **context):
+        orgs = self.organizations.organizations(viewer.account["_id"])
+        self.console.render(req, resp, "organizations.html", viewer=viewer, organizations=orgs,
+                            **{"status": 200, **context})
+
+    def on_post(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            values = schemas.ORGANIZATION.validate(form_values(form, schemas.ORGANIZATION))
+            org, _role = self.organizations.create_organization(viewer.account["_id"], values["name"])
+        except DomainError as error:
+            self.show(req, resp, viewer, **failed(error), form=form)
+            return
+        redirect(resp, f"/console/organizations/{org['_id']}")
+
+
+class Organization(ConsoleResource):
+    docs = {"GET": page_doc("An organization's members with their roles", not_found=True),
+            "POST": page_doc("Add a member (a verified dashboard account)",
+                             api=api.Members.docs["POST"])}
+
+    def __init__(self, console: Console, organizations: OrganizationService, config: Config):
+        super().__init__(console)
+        self.organizations = organizations
+        self.config = config
+
+    def show(self, req, resp, viewer, organizationId, **context):
+        caller = viewer.account["_id"]
+        orgs = dict((org["_id"], (org, role)) for org, role in self.organizations.organizations(caller))
+        if organizationId not in orgs:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return
+        org, role = orgs[organizationId]
+        members = self.organizations.members(caller, organizationId)
+        template = "_members.html" if req.get_header("HX-Request") and context.get("fragment") else "organization.html"
+        context.pop("fragment", None)
+        self.console.render(req, resp, template, viewer=viewer, organization=org, role=role, members=members,
+                            **{"status": 200, **context})
+
+    def on_get(self, req, resp, organizationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, organizationId)
+
+    def on_post(self, req, resp, organizationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            values = schemas.MEMBER_ADD.validate(form_values(form, schemas.MEMBER_ADD))
+            self.organizations.add_member(viewer.account["_id"], organizationId, values["email"], values["role"],
+                                          ip=client_ip(req, self.config.trusted_proxies))
+        except DomainError as error:
+            self.show(req, resp, viewer, organizationId, **failed(error),
+                      form=form)
+            return
+        redirect(resp, f"/console/organizations/{organizationId}")
+
+
+class Member(ConsoleResource):
+    docs = {"POST": page_doc("Change a member's role (action=role) or remove the member (action=remove)",
+                             api={"errors": (*api.Member.docs["PUT"]["errors"], *api.Member.docs["DELETE"]["errors"])})}
+
+    def __init__(self, console: Console, organizations: OrganizationService, organization_page: Organization):
+        super().__init__(console)
+        self.organizations = organizations
+        self.organization_page = organization_page  # renders the page or the members fragment after a change
+
+    def on_post(self, req, resp, organizationId, accountId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        caller = viewer.account["_id"]
+        try:
+            if form.get("action") == "remove":
+                self.organizations.remove_member(caller, organizationId, accountId)
+                if accountId == caller:  # left the organization: its page is no longer theirs
+                    redirect(resp, "/console/organizations")
+                    return
+            else:
+                values = schemas.MEMBER_UPDATE.validate({"role": form.get("role")})
+                self.organizations.change_member_role(caller, organizationId, accountId, values["role"])
+        except DomainError as error:
+            self.organization_page.show(req, resp, viewer, organizationId, **failed(error), fragment=True)
+            return
+        if req.get_header("HX-Request"):
+            self.organization_page.show(req, resp, viewer, organizationId, fragment=True)
+        else:
+            redirect(resp, f"/console/organizations/{organizationId}")
+
+
+# ---------------------------------------------------------------- applications
+
+
+class Applications(ConsoleResource):
+    docs = {"GET": page_doc("Applications of an organization (?organization_id=), and a form to create one"),
+            "POST": page_doc("Create an application", api=api.Applications.docs["POST"])}
+
+    def __init__(self, console: Console, organizations: OrganizationService,
+                 dashboard_applications: OrganizationApplications):
+        super().__init__(console)
+        self.organizations = organizations
+        self.dashboard_applications = dashboard_applications
+
+    def on_get(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, req.get_param("organization_id"))
+
+    def show(self, req, resp, viewer, organization_id, **context):
+        caller = viewer.account["_id"]
+        orgs = self.organizations.organizations(caller)
+        current = next((pair for pair in orgs if pair[0]["_id"] == organization_id), orgs[0] if orgs else None)
+        apps = self.dashboard_applications.for_account(caller, current[0]["_id"]) if current else []
+        self.console.render(req, resp, "applications.html", viewer=viewer, organizations=orgs, current=current,
+                            applications=apps, **{"status": 200, **context})
+
+    def on_post(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            values = schemas.APPLICATION_CREATE.validate(form_values(form, schemas.APPLICATION_CREATE))
+            app, _role = self.dashboard_applications.create_application(viewer.account["_id"], values)
+        except DomainError as error:
+            self.show(req, resp, viewer, form.get("organization_id"), **failed(error), form=form)
+            return
+        redirect(resp, f"/console/applications/{app['_id']}")
+
+
+class Application(ConsoleResource):
+    docs = {"GET": page_doc("An application's settings", not_found=True),
+            "POST": page_doc("Update the application's settings", api=api.Application.docs["PUT"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+        self.applications = applications
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId)
+
+    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
+        try:
+            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return
+        self.console.render(req, resp, "application.html", status=status, viewer=viewer, app=app, role=role,
+                            **{"saved": False, **context})
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            values = schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True)
+            self.applications.update(applicationId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, **failed(error))
+            return
+        self.show(req, resp, viewer, applicationId, saved=True)
+
+
+class DeleteApplication(ConsoleResource):
+    docs = {"POST": page_doc("Delete the application; the form must repeat its name",
+                             api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess,
+                 dashboard_applications: OrganizationApplications, application_page: Application):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+        self.dashboard_applications = dashboard_applications
+        self.application_page = application_page
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            if form.get("confirm_name") != app["name"]:
+                reason = "Type the application's name exactly to delete it."
+                raise ValidationFailed({"confirm_name": reason}, message=reason)
+            self.dashboard_applications.delete_application(applicationId)
+        except DomainError as error:
+            self.application_page.show(req, resp, viewer, applicationId, **failed(error))
+            return
+        redirect(resp, f"/console/applications?{urlencode({'organization_id': app['organization_id']})}")
+
+
+# ---------------------------------------------------------------- form values
+
+
+def form_values(form: dict, schema) -> dict:
+    """The form's fields the schema knows (a form also carries csrf_token and buttons)."""
+    return {name: value for name, value in form.items() if name in schema.fields}
+
+
+def settings_values(form: dict) -> dict:
+    """The settings form as the API's update body: text fields as given, the limits as
+    integers when they are numbers (otherwise as typed, for the schema to refuse with
+    its own message), an empty limit as null where the API allows it, and each switch
+    as its checkbox (an unchecked box is not sent)."""
+    values = {name: form[name] for name in APPLICATION_FIELDS if name in form}
+    for name in LIMIT_FIELDS:
+        raw = form.get(name, "").strip()
+        if raw == "":
+            if name == "registration_rate_limit":
+                values[name] = None
+            continue
+        values[name] = int(raw) if raw.lstrip("-").isdigit() else raw
+    for name in SWITCHES:
+        values[name] = form.get(name) == "on"
+    return values
+

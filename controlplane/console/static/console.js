@@ -1,0 +1,41 @@
+// The console's own script (no inline script anywhere: the policy is script-src 'self').
+// Dates in the reader's locale, the session's end announced before it comes, and the
+// delete button enabled only once the application's name is typed.
+"use strict";
+
+function localTimes(root) {
+  for (const el of root.querySelectorAll("time[datetime]")) {
+    const when = new Date(el.getAttribute("datetime"));
+    if (!Number.isNaN(when.getTime())) {
+      el.textContent = when.toLocaleString(undefined, {dateStyle: "medium", timeStyle: "short"});
+    }
+  }
+}
+
+function watchSession() {
+  const expiry = document.getElementById("session-expiry");
+  const warning = document.getElementById("session-warning");
+  if (!expiry || !warning) return;
+  const ends = new Date(expiry.dataset.expires).getTime();
+  const check = () => {
+    if (ends - Date.now() < 5 * 60 * 1000) warning.hidden = false;
+  };
+  check();
+  setInterval(check, 30 * 1000);
+}
+
+function confirmByName(root) {
+  for (const button of root.querySelectorAll("button[data-confirm-name]")) {
+    const input = button.form.querySelector("input[name=confirm_name]");
+    const sync = () => { button.disabled = input.value !== button.dataset.confirmName; };
+    input.addEventListener("input", sync);
+    sync();
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  localTimes(document);
+  watchSession();
+  confirmByName(document);
+});
+document.addEventListener("htmx:afterSwap", (event) => localTimes(event.detail.elt));

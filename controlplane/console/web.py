@@ -1,0 +1,135 @@
+"""What every console page shares: rendering with the console's headers, the signed-in
+account, and the guard of every write.
+
+Rendering: Jinja2 templates in ``controlplane/console/templates/`` with autoescaping,
+sent by ``controlplane.pages.send_page`` (no framing, no sniffing, ``no-store``) under
+the console's own policy: scripts only from the control plane's origin (``script-src
+'self'``: the vendored htmx and ``console.js``, never an inline script), styles only
+from there or a ``<style>`` carrying the response's nonce, forms only to the control
+plane, ``connect-src 'self'`` for htmx's requests.
+
+Writes: every console POST must carry the hosted pages' signed double-submit CSRF token
+(``Pages.check_csrf``; the hidden ``csrf_token`` field, or the ``X-CSRF-Token`` header
+htmx adds from ``hx-headers``) and an ``Origin`` header equal to the control plane's
+public origin (``IAMGATE_PUBLIC_URL``).  The session cookie is SameSite=Lax, so a
+cross-site POST does not carry it anyway; the token and the origin hold even for a
+sibling subdomain, which counts as same-site.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import jinja2
+
+from controlplane.console.assets import Assets
+from controlplane.dashboard.access import WRITE_ROLES
+from controlplane.dashboard.accounts import AccountService
+from controlplane.pages import CsrfTokenInvalid, Pages, send_page
+from shared.errors import DomainError, ValidationFailed
+from shared.http import status_of
+
+TEMPLATES_DIR = Path(__file__).with_name("templates")
+CSRF_HEADER = "X-CSRF-Token"
+SIGN_IN = "/console/sign-in"
+# Not the hosted pages' no-referrer: under it a browser sends ``Origin: null`` with a
+# form post (Fetch, "serialize a request origin"), and the write guard needs the real
+# origin.  strict-origin still keeps paths and query strings (the mailed links' tokens)
+# out of every Referer.
+REFERRER_POLICY = "strict-origin"
+
+
+def policy(nonce: str) -> str:
+    return "; ".join([
+        "default-src 'none'",
+        "script-src 'self'",
+        f"style-src 'self' 'nonce-{nonce}'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+    ])
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The signed-in dashboard account of a console request."""
+
+    account: dict
+    expires_at: datetime  # when the session ends (shown on every page)
+
+
+def can_write(role: str | None) -> bool:
+    """Owners and admins act with every permission of their organization's applications;
+    members and viewers only read (``dashboard.access``)."""
+    return role in WRITE_ROLES
+
+
+def form_error(error: DomainError) -> dict:
+    """What a form shows for a refused write: the API's message and code, and the
+    message of each field path the API names (``details.fields``)."""
+    fields = error.details.get("fields") if isinstance(error, ValidationFailed) else None
+    field = error.details.get("field")
+    if not fields and isinstance(field, str):
+        reasons = error.details.get("reasons")  # the password rules that failed, in words
+        fields = {field: "; ".join(reasons) if reasons else error.message}
+    return {"code": error.code, "message": error.message, "fields": dict(fields or {})}
+
+
+def failed(error: DomainError) -> dict:
+    """The ``status`` and ``error`` a page renders a refused write with."""
+    return {"status": status_of(type(error)), "error": form_error(error)}
+
+
+class Console:
+    """Built once by ``controlplane.console.routes``; every console resource gets it."""
+
+    def __init__(self, *, pages: Pages, accounts: AccountService, public_url: str, assets: Assets | None = None):
+        self.pages = pages
+        self.accounts = accounts
+        self.origin = origin_of(public_url)
+        self.assets = assets or Assets()
+        self._env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+
+    def render(self, req, resp, template: str, *, status: int = 200, viewer: Viewer | None = None,
+               **context) -> None:
+        nonce = secrets.token_urlsafe(18)
+        context.setdefault("error", None)
+        context.setdefault("form", {})
+        html = self._env.get_template(template).render(
+            **context, viewer=viewer, nonce=nonce, assets=self.assets.urls, can_write=can_write,
+            csrf_token=self.pages.csrf_token(req, resp), partial=bool(req.get_header("HX-Request")))
+        send_page(resp, html, policy(nonce), status=status, referrer_policy=REFERRER_POLICY)
+
+    def render_error(self, req, resp, error: DomainError, template: str, **context) -> None:
+        self.render(req, resp, template, **failed(error), **context)
+
+    def viewer(self, req) -> Viewer | None:
+        """The signed-in account (the auth middleware's principal on console routes), or
+        None: no cookie, an expired or revoked session."""
+        principal = getattr(req.context, "principal", None)
+        if principal is None or principal.kind != "account":
+            return None
+        return Viewer(self.accounts.account(principal.account_id), principal.session_expires_at)
+
+    def check_write(self, req, form: dict) -> None:
+        """``CsrfTokenInvalid`` unless the request comes from a console page: its Origin
+        is the control plane's and it carries the CSRF token of the browser's cookie."""
+        if (req.get_header("Origin") or "").lower() != self.origin:
+            raise CsrfTokenInvalid(details={"origin": req.get_header("Origin")})
+        self.pages.check_csrf(req, form.get("csrf_token") or req.get_header(CSRF_HEADER))

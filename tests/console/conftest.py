@@ -1,0 +1,74 @@
+"""A browser-like falcon.testing client for the console: it keeps the cookies the pages
+set (the CSRF cookie, the session), reads each page's CSRF token from its form, and
+posts forms from the control plane's origin, as Chromium would.
+
+- ``console()``: a new visitor (``console(remote_addr=...)`` for its own rate budgets);
+  ``visitor.sign_in(account)`` signs a ``DashboardAccount`` in through the console form.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from urllib.parse import urlencode
+
+import pytest
+
+from controlplane.auth import SESSION_COOKIE
+from controlplane.pages import CSRF_COOKIE
+
+ORIGIN = "http://127.0.0.1:8000"  # make_config's IAMGATE_PUBLIC_URL
+FORM = "application/x-www-form-urlencoded"
+_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
+_visitors = itertools.count(1)
+
+
+class Visitor:
+    def __init__(self, client, remote_addr: str):
+        self.client = client
+        self.remote_addr = remote_addr
+        self.cookies: dict[str, str] = {}
+        self.token: str | None = None
+
+    def _keep(self, response):
+        for name, cookie in response.cookies.items():
+            if cookie.value:
+                self.cookies[name] = cookie.value
+            else:
+                self.cookies.pop(name, None)
+        match = _TOKEN.search(response.text or "")
+        if match:
+            self.token = match.group(1)
+        return response
+
+    def get(self, path: str, **kwargs):
+        kwargs.setdefault("remote_addr", self.remote_addr)
+        return self._keep(self.client.simulate_get(path, cookies=dict(self.cookies), **kwargs))
+
+    def post(self, path: str, form: dict | None = None, *, token: bool = True, origin: str | None = ORIGIN,
+             headers: dict | None = None, **kwargs):
+        """A form post with the page's CSRF token (``token=False`` leaves it out) from
+        ``origin`` (None: no Origin header)."""
+        if self.token is None and token:
+            self.get("/console/sign-in")
+        body = dict(form or {})
+        if token:
+            body["csrf_token"] = self.token
+        sent = {"Content-Type": FORM, **(headers or {})}
+        if origin is not None:
+            sent["Origin"] = origin
+        kwargs.setdefault("remote_addr", self.remote_addr)
+        return self._keep(self.client.simulate_post(path, body=urlencode(body), headers=sent,
+                                                    cookies=dict(self.cookies), **kwargs))
+
+    def sign_in(self, account) -> None:
+        self.get("/console/sign-in")
+        response = self.post("/console/sign-in", {"email": account.email, "password": account.password})
+        assert response.status_code == 303, response.text
+        assert SESSION_COOKIE in self.cookies and CSRF_COOKIE in self.cookies
+
+
+@pytest.fixture
+def console(client):
+    def make(remote_addr: str | None = None) -> Visitor:
+        return Visitor(client, remote_addr or f"10.200.{next(_visitors) % 256}.9")
+    return make
