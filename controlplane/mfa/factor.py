@@ -17,13 +17,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import math
 
 from controlplane.mfa import totp
-from controlplane.mfa.errors import ConfirmationCodeInvalid, MfaAlreadyEnabled, MfaMethodNotFound, MfaNotEnabled
+from controlplane.mfa.errors import (
+    ConfirmationCodeInvalid,
+    MfaAlreadyEnabled,
+    MfaCodeInvalid,
+    MfaLocked,
+    MfaMethodNotFound,
+    MfaNotEnabled,
+)
 from controlplane.mfa.store import BackupCodeStore, MethodStore
 from shared.crypto import SecretBox
 from shared.ids import new_id
 from shared.timeutil import aware, isoformat, seconds
+
+log = logging.getLogger("iamgate.mfa")
 
 TOTP = "totp"
 BACKUP_CODE = "backup_code"
@@ -38,6 +49,22 @@ ACCEPTED, WRONG, REPLAYED = "accepted", "wrong", "replayed"
 def code_kind(code: str) -> str:
     """``totp`` for a 6-digit code, else ``backup_code`` (the schemas admit only these)."""
     return TOTP if totp.is_totp_code(code) else BACKUP_CODE
+
+
+def code_refused(verdict: str, attempts_left: int) -> MfaCodeInvalid:
+    """401 AUTH_INVALID_MFA_CODE for a sign-in's challenge answered with a code ``check``
+    refused, with the attempts the challenge has left."""
+    message = "This code was already used; wait for the next one." if verdict == REPLAYED else None
+    return MfaCodeInvalid(message, details={"attempts_remaining": max(0, attempts_left)})
+
+
+def challenge_locked(max_attempts: int, until, now) -> MfaLocked:
+    """429 AUTH_MFA_LOCKED for a challenge that was answered wrong ``max_attempts``
+    times; it stays locked until it expires (``until``)."""
+    log.warning("MFA challenge locked after too many wrong codes")
+    return MfaLocked(limit=max_attempts, reset_at=math.ceil(until.timestamp()),
+                     retry_after=math.ceil((until - now).total_seconds()),
+                     message="Too many wrong codes for this sign-in; log in again.")
 
 
 def serialize_method(method: dict) -> dict:

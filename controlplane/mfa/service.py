@@ -21,8 +21,6 @@ checked.
 """
 from __future__ import annotations
 
-import logging
-import math
 from dataclasses import KW_ONLY, InitVar, dataclass
 
 from controlplane.applications.service import branding
@@ -32,7 +30,16 @@ from controlplane.events import EventLog
 from controlplane.mail import Mailer
 from controlplane.mfa import emails
 from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLocked, MfaNotEnabled
-from controlplane.mfa.factor import ACCEPTED, BACKUP_CODE, REPLAYED, TOTP, TotpFactor, code_kind, serialize_method
+from controlplane.mfa.factor import (
+    ACCEPTED,
+    BACKUP_CODE,
+    TOTP,
+    TotpFactor,
+    challenge_locked,
+    code_kind,
+    code_refused,
+    serialize_method,
+)
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.passwords import WrongPassword
 from controlplane.ratelimit import RateLimiter
@@ -44,8 +51,6 @@ from shared.config import Rate
 from shared.crypto import SecretBox
 from shared.ids import digest, random_token
 from shared.timeutil import Clock, aware, seconds
-
-log = logging.getLogger("iamgate.mfa")
 
 # Codes tried per user across all challenges, on top of the per-challenge lock: a caller
 # who knows the password cannot get fresh guesses by logging in again and again.
@@ -229,7 +234,7 @@ class MfaService:
         app_id, user_id, max_attempts = app["_id"], challenge["user_id"], self.max_attempts
         attempts_left = max_attempts - challenge["attempts"]
         if attempts_left < 0:
-            raise self._locked(aware(challenge["expires_at"]), now)
+            raise challenge_locked(max_attempts, aware(challenge["expires_at"]), now)
         self.rate_limiter.hit(
             f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, error=MfaLocked)
         user = self.users.get(app_id, user_id)
@@ -243,8 +248,7 @@ class MfaService:
 
         verdict = self.factor.check(app_id, user_id, method, code, now)
         if verdict != ACCEPTED:
-            raise self._invalid_code(attempts_left, "This code was already used; wait for the next one."
-                                     if verdict == REPLAYED else None)
+            raise code_refused(verdict, attempts_left)
         remaining = self.factor.remaining_backup_codes(app_id, user_id, method) if kind == BACKUP_CODE else None
 
         if self.challenges.consume(app_id, token_digest, self._now()) is None:
@@ -255,17 +259,6 @@ class MfaService:
             self.events.emit(app_id, "mfa.backup_code_used", {"user_id": user_id, "remaining": remaining},
                                   subject={"user_id": user_id})
         return pair, remaining
-
-    def _invalid_code(self, attempts_left: int, message: str | None = None) -> MfaCodeInvalid:
-        return MfaCodeInvalid(message, details={"attempts_remaining": max(0, attempts_left)})
-
-    def _locked(self, until, now) -> MfaLocked:
-        log.warning("MFA challenge locked after too many wrong codes")
-        return MfaLocked(
-            limit=self.max_attempts, reset_at=math.ceil(until.timestamp()),
-            retry_after=math.ceil((until - now).total_seconds()),
-            message="Too many wrong codes for this sign-in; log in again.",
-        )
 
     # ------------------------------------------------------------------ helpers
 
