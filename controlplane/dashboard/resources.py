@@ -338,7 +338,7 @@ class Organization(_SignedIn):
         self.organizations = organizations
 
     def on_patch(self, req, resp, organizationId):
-        values = self.body(req)
+        values = self.body(req, partial=True)
         org, role = self.organizations.update_organization(account_id(req), organizationId, values)
         respond(resp, serialize_organization(org, role))
 
