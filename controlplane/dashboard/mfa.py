@@ -35,11 +35,9 @@ from controlplane.mfa.errors import (
     MfaNotEnabled,
 )
 from controlplane.mfa.factor import ACCEPTED, TOTP, TotpFactor, challenge_locked, code_kind, code_refused
-from controlplane.mfa.store import ChallengeStore
 from controlplane.passwords import WrongPassword
 from shared.errors import ValidationFailed
-from shared.ids import digest, random_token
-from shared.timeutil import Clock, aware, seconds
+from shared.timeutil import Clock, aware
 
 # What the MFA collections store as ``app_id`` for dashboard accounts (no application's id).
 FACTOR_SCOPE = "dashboard"
@@ -53,7 +51,6 @@ _CHALLENGE_REASONS = {MfaCodeInvalid: "invalid_code", MfaLocked: "locked", MfaCh
 @dataclass(eq=False)
 class DashboardMfa:
     factor: TotpFactor
-    challenges: ChallengeStore
     store: DashboardStore
     password_guard: PasswordGuard
     audit: AuditLog
@@ -105,7 +102,6 @@ class DashboardMfa:
         else:
             self._check_code(account_id, method, code, lambda _verdict: ConfirmationCodeInvalid())
         self.factor.remove(FACTOR_SCOPE, account_id, method)
-        self.challenges.delete_for_user(FACTOR_SCOPE, account_id)
         self._record("dashboard_account.mfa_disabled", account, success(),
                      {"confirmed_by": "password" if password is not None else code_kind(code)})
 
@@ -116,26 +112,22 @@ class DashboardMfa:
         challenge_token, mfa_methods}; None without one (the password was enough)."""
         if not self.has_second_factor(account["_id"]):
             return None
-        token, now = random_token(), self.clock()
-        self.challenges.insert({
-            "_id": digest(token), "app_id": FACTOR_SCOPE, "user_id": account["_id"], "attempts": 0,
-            "created_at": now, "expires_at": now + seconds(self.challenge_ttl), "consumed_at": None,
-        })
+        token = self.factor.open_challenge(FACTOR_SCOPE, account["_id"], self.clock(), self.challenge_ttl)
         return {"mfa_required": True, "challenge_token": token, "mfa_methods": [TOTP]}
 
     def verify(self, *, challenge_token: str, code: str) -> dict:
         """Answer a sign-in's challenge with a TOTP or backup code; the account signed
         in.  410 AUTH_MFA_CHALLENGE_EXPIRED (unknown, used, expired), 401
         AUTH_INVALID_MFA_CODE (``details.attempts_remaining``), 429 AUTH_MFA_LOCKED."""
-        token_digest, now = digest(challenge_token), self.clock()
-        challenge = self.challenges.count_attempt(FACTOR_SCOPE, token_digest, now)
+        now = self.clock()
+        challenge = self.factor.count_attempt(FACTOR_SCOPE, challenge_token, now)
         if challenge is None:  # nobody to record it against
             raise MfaChallengeExpired()
         account = self.store.account(challenge["user_id"])
         if account is None:
             raise MfaChallengeExpired()
         try:
-            self._answer(challenge, token_digest, code, now)
+            self._answer(challenge, code, now)
         except tuple(_CHALLENGE_REASONS) as exc:
             reason = next(reason for error, reason in _CHALLENGE_REASONS.items() if isinstance(exc, error))
             self._record("dashboard_account.mfa_challenge", account, failure(reason), {"method": code_kind(code)})
@@ -143,7 +135,7 @@ class DashboardMfa:
         self._record("dashboard_account.mfa_challenge", account, success(), {"method": code_kind(code)})
         return account
 
-    def _answer(self, challenge: dict, token_digest: str, code: str, now) -> None:
+    def _answer(self, challenge: dict, code: str, now) -> None:
         attempts_left = self.max_attempts - challenge["attempts"]
         if attempts_left < 0:
             raise challenge_locked(self.max_attempts, aware(challenge["expires_at"]), now)
@@ -151,7 +143,7 @@ class DashboardMfa:
         if method is None:  # turned off after the password step
             raise MfaChallengeExpired()
         self._check_code(challenge["user_id"], method, code, lambda verdict: code_refused(verdict, attempts_left))
-        if self.challenges.consume(FACTOR_SCOPE, token_digest, self.clock()) is None:
+        if not self.factor.consume_challenge(FACTOR_SCOPE, challenge, self.clock()):
             raise MfaChallengeExpired()  # a parallel answer won, or it expired just now
 
     # ------------------------------------------------------------------ helpers

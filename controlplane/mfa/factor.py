@@ -10,8 +10,10 @@ the account.
 ``TotpFactor`` holds the rules both share: a pending setup confirmed by a code, the
 secret encrypted at rest (``SecretBox``), backup codes stored as keyed digests, a TOTP
 code accepted at most once (the method's last accepted time step only moves forward,
-RFC 6238 section 5.2) and a backup code once.  Events, mail, audit records, challenges
-and attempt limits are the callers'.
+RFC 6238 section 5.2) and a backup code once, and the sign-in's challenge (a random
+token stored as its SHA-256 digest, single use, expiring, its attempts counted with an
+atomic ``$inc`` before a code is checked).  Events, mail, audit records and attempt
+limits are the callers'.
 """
 from __future__ import annotations
 
@@ -29,9 +31,9 @@ from controlplane.mfa.errors import (
     MfaMethodNotFound,
     MfaNotEnabled,
 )
-from controlplane.mfa.store import BackupCodeStore, MethodStore
+from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from shared.crypto import SecretBox
-from shared.ids import new_id
+from shared.ids import digest, new_id, random_token
 from shared.timeutil import aware, isoformat, seconds
 
 log = logging.getLogger("iamgate.mfa")
@@ -80,9 +82,11 @@ def serialize_method(method: dict) -> dict:
 
 
 class TotpFactor:
-    def __init__(self, methods: MethodStore, backup_codes: BackupCodeStore, box: SecretBox, *, secret_key: str):
+    def __init__(self, methods: MethodStore, backup_codes: BackupCodeStore, challenges: ChallengeStore,
+                 box: SecretBox, *, secret_key: str):
         self.methods = methods
         self.backup_codes = backup_codes
+        self.challenges = challenges
         self._box = box
         # Backup codes carry ~59 bits; a keyed digest means a copy of the database alone
         # is not enough to brute-force them offline.
@@ -177,18 +181,39 @@ class TotpFactor:
         return self.backup_codes.remaining(scope, subject_id, method.get("backup_set_id"))
 
     def remove(self, scope: str, subject_id: str, method: dict) -> None:
-        """Remove the active method and every backup code; 400 MFA_NOT_ENABLED when a
-        parallel removal won.  The method first: once it is gone MFA is off, and
-        leftovers are ignored until the deletes reclaim them."""
+        """Remove the active method, every backup code and open challenge; 400
+        MFA_NOT_ENABLED when a parallel removal won.  The method first: once it is gone
+        MFA is off, and leftovers are ignored until the deletes reclaim them."""
         if not self.methods.delete_active(scope, method["_id"]):
             raise MfaNotEnabled()
         self.methods.delete_pending(scope, subject_id)
         self.backup_codes.delete_for_user(scope, subject_id)
+        self.challenges.delete_for_user(scope, subject_id)
 
     def forget(self, scope: str, subject_id: str) -> None:
-        """Every method and backup code of the subject (account deletion)."""
+        """Every method, backup code and challenge of the subject (account deletion)."""
         self.methods.delete_for_user(scope, subject_id)
         self.backup_codes.delete_for_user(scope, subject_id)
+        self.challenges.delete_for_user(scope, subject_id)
+
+    # ------------------------------------------------------------------ sign-in challenges
+
+    def open_challenge(self, scope: str, subject_id: str, now, ttl: int, **extra) -> str:
+        """A sign-in's challenge for the subject, valid ``ttl`` seconds; its token.
+        ``extra``: what the caller needs back when it is answered."""
+        token = random_token()
+        self.challenges.insert({"_id": digest(token), "app_id": scope, "user_id": subject_id, **extra, "attempts": 0,
+                                "created_at": now, "expires_at": now + seconds(ttl), "consumed_at": None})
+        return token
+
+    def count_attempt(self, scope: str, challenge_token: str, now) -> dict | None:
+        """Count one answer on the live challenge (before its code is checked); the
+        challenge after it, or None when it is unknown, used or expired."""
+        return self.challenges.count_attempt(scope, digest(challenge_token), now)
+
+    def consume_challenge(self, scope: str, challenge: dict, now) -> bool:
+        """Use the challenge up; False when a parallel answer won or it just expired."""
+        return self.challenges.consume(scope, challenge["_id"], now) is not None
 
     def _secret(self, method: dict) -> str:
         return self._box.decrypt(method["secret"]).decode("ascii")

@@ -49,8 +49,7 @@ from controlplane.users.passwords import PasswordService
 from controlplane.users.sessions import SessionService
 from shared.config import Rate
 from shared.crypto import SecretBox
-from shared.ids import digest, random_token
-from shared.timeutil import Clock, aware, seconds
+from shared.timeutil import Clock, aware
 
 # Codes tried per user across all challenges, on top of the per-challenge lock: a caller
 # who knows the password cannot get fresh guesses by logging in again and again.
@@ -82,7 +81,7 @@ class MfaService:
 
     def __post_init__(self, secret_key: str):
         # The rules of the factor itself, shared with dashboard accounts (scope: app_id).
-        self.factor = TotpFactor(self.methods, self.backup_codes, self.box, secret_key=secret_key)
+        self.factor = TotpFactor(self.methods, self.backup_codes, self.challenges, self.box, secret_key=secret_key)
 
     def _now(self):
         return self.clock()
@@ -167,15 +166,13 @@ class MfaService:
 
     def _remove(self, app: dict, user: dict, method: dict, *, by_administrator: bool) -> None:
         app_id, user_id = app["_id"], user["_id"]
-        self.factor.remove(app_id, user_id, method)  # first: open challenges are ignored once it is gone
-        self.challenges.delete_for_user(app_id, user_id)
+        self.factor.remove(app_id, user_id, method)
         self.events.emit(app_id, "mfa.disabled", {"user_id": user_id}, subject={"user_id": user_id})
         self._mail(emails.disabled(app, user, by_administrator=by_administrator), user)
 
     def forget_user(self, app_id: str, user_id: str) -> None:
         """Delete every MFA record of a user (account deletion); no event."""
         self.factor.forget(app_id, user_id)
-        self.challenges.delete_for_user(app_id, user_id)
 
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's second factor goes with it."""
@@ -191,13 +188,9 @@ class MfaService:
         app_id, user_id = app["_id"], user["_id"]
         if self.methods.active(app_id, user_id) is None:
             return None
-        token, now = random_token(), self._now()
-        self.challenges.insert({
-            "_id": digest(token), "app_id": app_id, "user_id": user_id, "remember_me": bool(remember_me),
-            "device_info": {"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")},
-            "attempts": 0, "created_at": now, "expires_at": now + seconds(self.challenge_ttl),
-            "consumed_at": None,
-        })
+        token = self.factor.open_challenge(
+            app_id, user_id, self._now(), self.challenge_ttl, remember_me=bool(remember_me),
+            device_info={"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")})
         return {"mfa_required": True, "challenge_token": token, "mfa_methods": [TOTP]}
 
     def verify(self, app: dict, *, challenge_token: str, code: str) -> tuple[dict, int | None]:
@@ -210,13 +203,12 @@ class MfaService:
         IAMGATE_MFA_MAX_ATTEMPTS codes on the challenge, or too many for the user),
         401 AUTH_INVALID_MFA_CODE, 403 AUTH_ACCOUNT_SUSPENDED."""
         app_id, now = app["_id"], self._now()
-        token_digest = digest(challenge_token)
-        challenge = self.challenges.count_attempt(app_id, token_digest, now)
+        challenge = self.factor.count_attempt(app_id, challenge_token, now)
         if challenge is None:  # unknown, consumed or expired: nobody to record it against
             raise MfaChallengeExpired()
         kind = code_kind(code)
         try:
-            pair, remaining = self._answer(app, challenge, token_digest, code, kind, now)
+            pair, remaining = self._answer(app, challenge, code, kind, now)
         except _CHALLENGE_FAILURES as exc:
             reason = next(reason for error, reason in _CHALLENGE_REASONS.items() if isinstance(exc, error))
             self._record_challenge(app_id, challenge["user_id"], kind, failure(reason))
@@ -229,7 +221,7 @@ class MfaService:
         self.audit.record("mfa.challenge", result=result, actor=user, target=user, data={"method": kind},
                           application_id=app_id)
 
-    def _answer(self, app: dict, challenge: dict, token_digest: str, code: str, kind: str,
+    def _answer(self, app: dict, challenge: dict, code: str, kind: str,
                 now) -> tuple[dict, int | None]:
         app_id, user_id, max_attempts = app["_id"], challenge["user_id"], self.max_attempts
         attempts_left = max_attempts - challenge["attempts"]
@@ -251,7 +243,7 @@ class MfaService:
             raise code_refused(verdict, attempts_left)
         remaining = self.factor.remaining_backup_codes(app_id, user_id, method) if kind == BACKUP_CODE else None
 
-        if self.challenges.consume(app_id, token_digest, self._now()) is None:
+        if not self.factor.consume_challenge(app_id, challenge, self._now()):
             raise MfaChallengeExpired()  # a parallel verify won, or it expired just now
         pair = self.sessions.issue(app, user, remember_me=challenge["remember_me"],
                                      device_info=challenge.get("device_info") or {})
