@@ -224,7 +224,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_store = DashboardStore(store)
     dashboard_mfa = DashboardMfa(TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
                                             secret_key=config.secret_key),
-                                 dashboard_store, password_guard, audit, clock,
+                                 dashboard_store, dashboard_sessions, password_guard, audit, clock,
                                  challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     dashboard_access = DashboardAccess(dashboard_store, applications, dashboard_mfa)
     dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,

@@ -14,6 +14,9 @@ under the scope ``"dashboard"``.  What is the dashboard's own:
   ``"dashboard-mfa"``): IAMGATE_LOCKOUT_THRESHOLD consecutive wrong codes lock the
   account's codes for IAMGATE_LOCKOUT_SECONDS (429 AUTH_MFA_LOCKED), so signing in
   again and again brings no fresh guesses.
+- Turning the factor on ends the account's other sessions: they were opened with the
+  password alone, and the factor (or an organization's ``require_mfa``) is meant to
+  shut out whoever holds only that.
 - Turning the factor on and off, and every answer to a challenge, are audit records of
   each organization the account belongs to: its administrators see who of their
   members has a second factor.
@@ -25,6 +28,7 @@ from dataclasses import KW_ONLY, dataclass
 from controlplane.audit.context import actor, failure, success
 from controlplane.audit.service import AuditLog
 from controlplane.dashboard.accounts import LOCK_SCOPE
+from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.lockout import PasswordGuard
 from controlplane.mfa.errors import (
@@ -52,6 +56,7 @@ _CHALLENGE_REASONS = {MfaCodeInvalid: "invalid_code", MfaLocked: "locked", MfaCh
 class DashboardMfa:
     factor: TotpFactor
     store: DashboardStore
+    sessions: DashboardSessions
     password_guard: PasswordGuard
     audit: AuditLog
     clock: Clock
@@ -73,10 +78,12 @@ class DashboardMfa:
         return self.factor.start(FACTOR_SCOPE, account["_id"], self.clock(), label=label, account=account["email"],
                                  issuer=ISSUER)
 
-    def confirm(self, account: dict, *, method_id: str, code: str) -> list[str]:
+    def confirm(self, account: dict, *, method_id: str, code: str, session: str | None) -> list[str]:
         """Activate the pending method with a code from the app; its 10 backup codes.
-        404 MFA_METHOD_NOT_FOUND, 409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE."""
+        Every session of the account but ``session`` (the raw id of the one confirming)
+        ends.  404 MFA_METHOD_NOT_FOUND, 409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE."""
         codes = self.factor.activate(FACTOR_SCOPE, account["_id"], method_id, code, self.clock())
+        self.sessions.revoke_others(account["_id"], session)
         self._record("dashboard_account.mfa_enabled", account, success(), {"method": TOTP})
         return codes
 

@@ -441,12 +441,13 @@ class AccountTotpConfirm(_AccountMfa):
         "Confirm the authenticator app with a code: two-step verification is on",
         body=schemas.MFA_CONFIRM, ok=201, response=schemas.MFA_BACKUP_CODES,
         errors=[ValidationFailed, MfaMethodNotFound, MfaAlreadyEnabled, ConfirmationCodeInvalid],
-        description="Returns 10 backup codes, shown only this once. Later sign-ins ask for a code.",
+        description="Returns 10 backup codes, shown only this once. Later sign-ins ask for a code, and every "
+                    "other session of the account ends (they were opened with the password alone).",
     )}
 
     def on_post(self, req, resp):
         values = self.body(req)
-        codes = self.mfa.confirm(self.account(req), **values)
+        codes = self.mfa.confirm(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
         respond(resp, {"message": "Two-step verification is on. Store these backup codes somewhere safe; "
                                   "each works once.", "backup_codes": codes}, status=201, cacheable=False)
 

@@ -9,7 +9,8 @@ import pytest
 
 from controlplane.auth import SESSION_COOKIE
 from tests.conftest import assert_error, bearer
-from tests.mfa.conftest import STEP, enable_mfa, mfa_user, rfc6238, start_login  # noqa: F401 (fixtures)
+from tests.mfa.conftest import STEP, mfa_url, rfc6238
+from tests.plugins.users import users_url
 
 BASE = "/api/dashboard"
 ME_MFA = f"{BASE}/me/mfa"
@@ -85,6 +86,16 @@ def test_an_account_enrols_an_authenticator_and_gets_backup_codes(dashboard_acco
     assert dashboard_account.get(f"{BASE}/me").json["data"]["mfa_enabled"] is True
 
 
+def test_turning_it_on_ends_the_accounts_other_sessions(dashboard_account, clock):
+    """A session opened elsewhere with the password alone (a thief's) does not outlive
+    the factor; the one that enrolled stays."""
+    other = password_step(dashboard_account).cookies[SESSION_COOKIE].value
+    assert dashboard_account.get(f"{BASE}/me", cookies={SESSION_COOKIE: other}).status_code == 200
+    enrol(dashboard_account, clock)
+    assert_error(dashboard_account.get(f"{BASE}/me", cookies={SESSION_COOKIE: other}), 401, "UNAUTHORIZED")
+    assert dashboard_account.get(f"{BASE}/me").status_code == 200
+
+
 def test_a_wrong_confirmation_code_turns_nothing_on(dashboard_account, clock):
     data = dashboard_account.post(f"{ME_MFA}/totp/setup", json={}).json["data"]
     wrong = rfc6238(data["secret"], clock(), step_offset=5)
@@ -158,10 +169,18 @@ def test_an_expired_or_unknown_challenge_is_410(dashboard_account, clock, ctx):
 
 
 def test_an_end_users_challenge_does_not_open_a_dashboard_session(application, dashboard_account, clock,
-                                                                  mfa_user, start_login):
+                                                                  client, user_token):
     enrol(dashboard_account, clock)
-    token = start_login(application, mfa_user.email, mfa_user.password)["challenge_token"]
-    assert_error(code_step(dashboard_account, token, rfc6238(mfa_user.secret, clock())),
+    user_id, headers = user_token.user["id"], bearer(user_token.access_token)
+    setup = client.simulate_post(mfa_url(application, user_id, "/totp/setup"), json={}, headers=headers).json["data"]
+    confirm = client.simulate_post(mfa_url(application, user_id, "/totp/confirm"), headers=headers,
+                                   json={"method_id": setup["method_id"], "code": rfc6238(setup["secret"], clock())})
+    assert confirm.status_code == 201, confirm.text
+    clock.advance(2 * STEP)
+    login = client.simulate_post(users_url(application, "/login"),
+                                 json={"email": user_token.user["email"], "password": user_token.password})
+    token = login.json["data"]["challenge_token"]
+    assert_error(code_step(dashboard_account, token, rfc6238(setup["secret"], clock())),
                  410, "AUTH_MFA_CHALLENGE_EXPIRED")
 
 
@@ -227,7 +246,8 @@ def test_disable_needs_exactly_one_proof_and_mfa_on(dashboard_account, clock):
 
 def test_regenerated_backup_codes_replace_the_old_ones(dashboard_account, clock):
     _, old = enrol(dashboard_account, clock)
-    response = dashboard_account.post(f"{ME_MFA}/backup-codes/regenerate", json={"password": dashboard_account.password})
+    response = dashboard_account.post(f"{ME_MFA}/backup-codes/regenerate",
+                                      json={"password": dashboard_account.password})
     assert response.status_code == 200, response.text
     new = response.json["data"]["backup_codes"]
     assert_error(code_step(dashboard_account, challenge_of(dashboard_account), old[0]), 401, "AUTH_INVALID_MFA_CODE")
