@@ -149,17 +149,19 @@ class PasswordGuard:
         dashboard's accounts, in no tenant's log) a lock is not recorded."""
         key = self.take(scope_id, email)
         if self.hasher.verify(password, password_hash):
-            self._forgive(key)
+            self.succeeded(key)
             return True
-        until = self._record_failure(key)
+        until = self.failed(key)
         if until is not None and audit_target is not None:
             self.audit.record("user.locked", result=success(), target=audit_target, application_id=scope_id,
                                data={"failures": self.threshold, "locked_until": isoformat(until)})
         return False
 
-    def take(self, scope_id: str, email: str) -> str:
+    def take(self, scope_id: str, email: str, *, error: type[RateLimited] = AccountLocked) -> str:
         """Take one of the email's ``lockout_threshold`` password checks before it runs
-        (the first step of ``check``); returns the record's key.
+        (the first step of ``check``); returns the record's key.  Any other secret
+        checked under the same rules (a second factor's code) calls ``take``, then
+        ``succeeded`` or ``failed``, with its own scope, and raises its own ``error``.
 
         Checks that failed and checks still running both hold a unit, so however many
         requests race, at most the threshold reach bcrypt.  Raises 429
@@ -169,24 +171,25 @@ class PasswordGuard:
         key = self.attempts.key(scope_id, email)
         record = self.attempts.get(key)
         if record is not None:
-            self._raise_if_locked(record, now)
+            self._raise_if_locked(record, now, error)
             if aware(record["resets_at"]) <= now:
                 self.attempts.restart(key, record["resets_at"], now, self.lock_seconds)
         record = self.attempts.take(key, scope_id, email, now, self.lock_seconds)
-        self._raise_if_locked(record, now)
+        self._raise_if_locked(record, now, error)
         if record["used"] > self.threshold:
             self.attempts.give_back(key)
             if record["failures"] >= self.threshold:  # failed enough; the lock write was lost
                 self.attempts.lock(key, now + seconds(self.lock_seconds), now)
-                raise self._locked(now + seconds(self.lock_seconds), now)
-            raise self._locked(now + seconds(1), now, reason="attempts_in_progress")
+                raise self._locked(now + seconds(self.lock_seconds), now, error)
+            raise self._locked(now + seconds(1), now, error, reason="attempts_in_progress")
         return key
 
     def lift(self, scope_id: str, email: str) -> None:
         """Forget the email's failures and lock (its owner proved who they are)."""
         self.attempts.clear(self.attempts.key(scope_id, email))
 
-    def _forgive(self, key: str) -> None:
+    def succeeded(self, key: str) -> None:
+        """The check that ``take`` counted succeeded: its failures are forgiven."""
         # A success resets the consecutive failures (spec), but checks still running
         # keep their units: they may be an attacker's guesses racing the real user.
         for _ in range(5):
@@ -194,8 +197,9 @@ class PasswordGuard:
             if record is None or self.attempts.forgive(key, record["failures"]):
                 return
 
-    def _record_failure(self, key: str):
-        """Count the failure; the end of the lock it placed, if it placed one."""
+    def failed(self, key: str):
+        """The check that ``take`` counted failed: count the failure; the end of the lock
+        it placed, if it placed one."""
         now = self.clock()
         record = self.attempts.record_failure(key, now, self.lock_seconds)
         if record is not None and record["failures"] >= self.threshold:
@@ -206,15 +210,17 @@ class PasswordGuard:
                 return until
         return None
 
-    def _raise_if_locked(self, record: dict, now) -> None:
+    def _raise_if_locked(self, record: dict, now, error: type[RateLimited]) -> None:
         until = aware(record.get("locked_until"))
         if until is not None and until > now:
-            raise self._locked(until, now)
+            raise self._locked(until, now, error)
 
-    def _locked(self, until, now, reason: str = "locked") -> RateLimited:
+    def _locked(self, until, now, error: type[RateLimited], reason: str = "locked") -> RateLimited:
         message = ("Too many failed logins for this account. Try again later." if reason == "locked" else
                    "Too many logins for this account are in progress. Try again in a moment.")
-        return AccountLocked(
+        if error is not AccountLocked:
+            message = None  # the error's own message says what was locked
+        return error(
             limit=self.threshold, reset_at=math.ceil(until.timestamp()),
             retry_after=math.ceil((until - now).total_seconds()), message=message,
             details={"reason": reason, **({"locked_until": isoformat(until)} if reason == "locked" else {})},

@@ -12,6 +12,7 @@ import re
 import falcon
 
 from controlplane.auth import CREDENTIAL
+from controlplane.dashboard.errors import DashboardMfaRequired
 from controlplane.oidc.errors import TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS
 from controlplane.store import StoreUnavailable
@@ -159,10 +160,13 @@ def implied_errors(doc, access, method, accepted, path) -> list:
     """The errors every operation of this shape can answer, whatever its own code does:
     the middleware's (application lookup, authentication, gates, the API throttle, 415)
     and ``read_json``'s (400 malformed, 413 too large), and the store's 503 (at the OAuth
-    endpoints, RFC 6749's ``temporarily_unavailable``)."""
+    endpoints, RFC 6749's ``temporarily_unavailable``); on the dashboard's routes of an
+    organization or an application, its ``require_mfa`` (``DashboardAccess``)."""
     errors = []
     if "{applicationId}" in path and access.kind != "dashboard":
         errors.append(ApplicationNotFound)
+    if access.kind == "dashboard" and ("{applicationId}" in path or "{organizationId}" in path):
+        errors.append(DashboardMfaRequired)
     if access.kind not in ("public", "console"):
         errors.append(Unauthorized)
     if access.kind in _GATED:

@@ -28,6 +28,7 @@ from controlplane.authz.service import AuthzService, export_cache_counts
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.accounts import AccountService
 from controlplane.dashboard.applications import OrganizationApplications
+from controlplane.dashboard.mfa import DashboardMfa
 from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
@@ -37,6 +38,7 @@ from controlplane.internal.store import StreamLeases
 from controlplane.keys import SigningKeys
 from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
+from controlplane.mfa.factor import TotpFactor
 from controlplane.mfa.service import MfaService
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.oidc.authorize import AuthorizeService
@@ -97,6 +99,7 @@ class DashboardServices:
     accounts: AccountService
     organizations: OrganizationService
     applications: OrganizationApplications
+    mfa: DashboardMfa
 
 
 @dataclass(frozen=True)
@@ -219,19 +222,25 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_store = DashboardStore(store)
-    dashboard_access = DashboardAccess(dashboard_store, applications)
+    dashboard_mfa = DashboardMfa(TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
+                                            secret_key=config.secret_key),
+                                 dashboard_store, dashboard_sessions, password_guard, audit, clock,
+                                 challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
+    dashboard_access = DashboardAccess(dashboard_store, applications, dashboard_mfa)
     dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,
                                                   rate_limiter, clock, audit,
                                                   member_add_rate=config.rate_limit_member_add)
     dashboard_accounts = AccountService(
-        dashboard_store, dashboard_organizations, dashboard_sessions, hasher, password_guard, rate_limiter, mailer,
+        dashboard_store, dashboard_organizations, dashboard_sessions, hasher, password_guard, dashboard_mfa,
+        rate_limiter, mailer,
         clock, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
         forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend, public_url=config.public_url,
         verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
     dashboard_applications = OrganizationApplications(dashboard_store, dashboard_access, applications,
                                                       max_applications=config.max_applications_per_organization)
     dashboard = DashboardServices(sessions=dashboard_sessions, access=dashboard_access, accounts=dashboard_accounts,
-                                  organizations=dashboard_organizations, applications=dashboard_applications)
+                                  organizations=dashboard_organizations, applications=dashboard_applications,
+                                  mfa=dashboard_mfa)
 
     user_store = UserStore(store)
     user_directory = UserDirectory(user_store)

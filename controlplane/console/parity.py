@@ -12,6 +12,7 @@ CONSOLE_ACTIONS = {
     "sign up": ("POST /console/sign-up", f"post{DASHBOARD}Register"),
     "verify email": ("POST /console/verify-email", f"post{DASHBOARD}EmailVerify"),
     "sign in": ("POST /console/sign-in", f"post{DASHBOARD}Login"),
+    "sign in with a code": ("POST /console/sign-in/code", f"post{DASHBOARD}LoginMfa"),
     "forgot password": ("POST /console/forgot-password", f"post{DASHBOARD}PasswordForgot"),
     "reset password": ("POST /console/reset-password", f"post{DASHBOARD}PasswordReset"),
     "sign out": ("POST /console/sign-out", f"post{DASHBOARD}Logout"),

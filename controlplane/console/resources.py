@@ -161,14 +161,44 @@ class SignIn(ConsoleResource):
             return
         try:
             values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
-            _account, raw = self.console.accounts.login(
+            sign_in = self.console.accounts.login(
                 values["email"], values["password"], ip=client_ip(req, self.config.trusted_proxies),
                 previous_session=req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
             self.console.render_error(req, resp, error, "sign_in.html", form={"email": form.get("email", "")},
                                       notice=None)
             return
-        set_session_cookie(resp, raw, self.config)
+        if sign_in.challenge is not None:  # two-step verification: the code step, no session yet
+            self.console.render(req, resp, "sign_in_code.html",
+                                challenge_token=sign_in.challenge["challenge_token"])
+            return
+        set_session_cookie(resp, sign_in.session, self.config)
+        redirect(resp, "/console/applications")
+
+
+class SignInCode(ConsoleResource):
+    """The second step of a sign-in with two-step verification on (``LoginMfa`` of the API)."""
+
+    docs = {"POST": page_doc("Answer the sign-in's two-step verification with a code",
+                             api=api.LoginMfa.docs["POST"])}
+
+    def __init__(self, console: Console, config: Config):
+        super().__init__(console)
+        self.config = config
+
+    def on_post(self, req, resp):
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            values = schemas.LOGIN_MFA.validate(form_values(form, schemas.LOGIN_MFA))
+            sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
+                                                                previous_session=req.cookies.get(SESSION_COOKIE))
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "sign_in_code.html",
+                                      challenge_token=form.get("challenge_token", ""))
+            return
+        set_session_cookie(resp, sign_in.session, self.config)
         redirect(resp, "/console/applications")
 
 

@@ -16,6 +16,7 @@ def add_routes(routes, services):
     routes.add(BASE, resources.Home(console), TAG)
     routes.add(f"{BASE}/assets/{{filename}}", resources.ConsoleAsset(console), TAG)
     routes.add(f"{BASE}/sign-in", resources.SignIn(console, config), TAG)
+    routes.add(f"{BASE}/sign-in/code", resources.SignInCode(console, config), TAG)
     routes.add(f"{BASE}/sign-up", resources.SignUp(console, config), TAG)
     routes.add(f"{BASE}/verify-email", resources.VerifyEmail(console), TAG)
     routes.add(f"{BASE}/forgot-password", resources.ForgotPassword(console), TAG)

@@ -4,7 +4,10 @@ An application belongs to an organization; an account's role in that organizatio
 (owner, admin, member, viewer) is its role on the application.  Owners and admins may
 write; members and viewers only read.  An application of an organization the account
 is not in is reported as not found (403 would confirm it exists).  An account that has
-not confirmed its email address writes nothing at all (``require_verified``).
+not confirmed its email address writes nothing at all (``require_verified``).  A member
+of an organization that requires a second factor (``require_mfa``) reaches nothing of
+it, nor of its applications, until the account has one (``require_second_factor``);
+its own account routes (two-step verification among them) and signing out stay open.
 
 Dashboard resources on ``{applicationId}`` paths gate their methods with the
 ``member_of_application`` hook rather than checking in each responder.
@@ -12,11 +15,13 @@ Dashboard resources on ``{applicationId}`` paths gate their methods with the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from controlplane.applications.service import ApplicationService
 from controlplane.dashboard.errors import (
     ApplicationNotAccessible,
     DashboardEmailUnverified,
+    DashboardMfaRequired,
     OrganizationNotFound,
     RoleCannotWrite,
 )
@@ -27,10 +32,18 @@ ORG_ROLES = ("owner", "admin", "member", "viewer")
 WRITE_ROLES = ("owner", "admin")
 
 
+class SecondFactors(Protocol):
+    """Whether a dashboard account has a second factor (``dashboard.mfa.DashboardMfa``;
+    a passkey will count too)."""
+
+    def has_second_factor(self, account_id: str) -> bool: ...
+
+
 @dataclass(eq=False)
 class DashboardAccess:
     store: DashboardStore
     applications: ApplicationService
+    second_factors: SecondFactors
 
     def require_verified(self, account_id: str) -> None:
         """403 DASHBOARD_EMAIL_UNVERIFIED unless the account confirmed its address.  A
@@ -41,9 +54,23 @@ class DashboardAccess:
         if account is not None and not account.get("email_verified"):
             raise DashboardEmailUnverified()
 
+    def require_second_factor(self, account_id: str, organization_ids) -> None:
+        """403 DASHBOARD_MFA_REQUIRED when one of ``organization_ids`` requires a second
+        factor of its members and the account has none.  API keys never come here: they
+        are no person and act on one application only."""
+        required = self.store.organizations_requiring_mfa(organization_ids)
+        if required and not self.second_factors.has_second_factor(account_id):
+            raise DashboardMfaRequired(required[0])
+
     def role_in(self, organization_id: str, account_id: str) -> str | None:
+        """The account's role in the organization, None for a non-member; 403
+        DASHBOARD_MFA_REQUIRED for a member the organization requires a second factor of
+        (every route acting on an organization or its applications asks this first)."""
         member = self.store.member(organization_id, account_id)
-        return member["role"] if member else None
+        if member is None:
+            return None
+        self.require_second_factor(account_id, [organization_id])
+        return member["role"]
 
     def require_admin(self, organization_id: str, account_id: str, action: str) -> str:
         """``organization_id`` when ``account_id`` is one of its owners or admins; 404 for
@@ -62,7 +89,8 @@ class DashboardAccess:
 
     def application(self, account_id: str, app_id: str, *, write: bool = False) -> tuple[dict, str]:
         """The application and the caller's role on it; 404 NOT_FOUND when the caller
-        has no access (also for ids that are not UUIDs), 403 FORBIDDEN when a member or
+        has no access (also for ids that are not UUIDs), 403 DASHBOARD_MFA_REQUIRED
+        (``role_in``), 403 FORBIDDEN when a member or
         viewer tries to write, 403 DASHBOARD_EMAIL_UNVERIFIED when an unconfirmed account
         does."""
         app = self.applications.get(app_id) if is_uuid(app_id) else None

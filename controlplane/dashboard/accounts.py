@@ -8,6 +8,7 @@ cookie.
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
+from typing import NamedTuple, Protocol
 
 from controlplane.dashboard import emails
 from controlplane.dashboard.errors import EmailTaken, InvalidCredentials, SignInRequired, VerificationRequestsLimited
@@ -36,6 +37,22 @@ LOCK_SCOPE = "dashboard"
 VERIFICATION, RESET = "verification", "reset"
 
 
+class SecondFactor(Protocol):
+    """The sign-in's second step (``dashboard.mfa.DashboardMfa``)."""
+
+    def login_challenge(self, account: dict) -> dict | None: ...
+
+    def verify(self, *, challenge_token: str, code: str) -> dict: ...
+
+
+class SignIn(NamedTuple):
+    """What a password sign-in gives: a session, or the challenge of a second factor."""
+
+    account: dict
+    session: str | None = None
+    challenge: dict | None = None
+
+
 @dataclass(eq=False)
 class AccountService:
     """``register_rate`` and ``login_rate`` are the per-IP budgets
@@ -47,6 +64,7 @@ class AccountService:
     sessions: DashboardSessions
     hasher: PasswordHasher
     password_guard: PasswordGuard
+    second_factor: SecondFactor
     rate_limiter: RateLimiter
     mailer: Mailer
     clock: Clock
@@ -202,10 +220,12 @@ class AccountService:
                                  "used_at": None})
         return token
 
-    def login(self, email: str, password: str, *, ip: str, previous_session: str | None = None) -> tuple[dict, str]:
-        """Check the credentials and open a new session; returns (account, raw session
-        id).  A session the browser still presented is ended, so re-signing in never
-        leaves an orphan session behind.
+    def login(self, email: str, password: str, *, ip: str, previous_session: str | None = None) -> SignIn:
+        """Check the credentials and open a new session (``SignIn.session``, the raw
+        session id), or, for an account with a second factor, answer its challenge
+        (``SignIn.challenge``; ``login_second_factor`` then opens the session).  A
+        session the browser still presented is ended, so re-signing in never leaves an
+        orphan session behind.
 
         Counted before the password is checked: the per-IP budget
         (IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN, 429 RATE_LIMIT_EXCEEDED) and the login lock
@@ -219,8 +239,20 @@ class AccountService:
         account = self.store.account_by_email(email)
         if not self.password_guard.check(LOCK_SCOPE, email, password, account["password_hash"] if account else None):
             raise InvalidCredentials()
+        challenge = self.second_factor.login_challenge(account)
+        if challenge is not None:
+            return SignIn(account, challenge=challenge)
+        return SignIn(account, session=self._open_session(account, previous_session))
+
+    def login_second_factor(self, challenge_token: str, code: str, *, previous_session: str | None = None) -> SignIn:
+        """The sign-in's second step: a code answers the password step's challenge, and
+        the session opens (``DashboardMfa.verify`` for the errors)."""
+        account = self.second_factor.verify(challenge_token=challenge_token, code=code)
+        return SignIn(account, session=self._open_session(account, previous_session))
+
+    def _open_session(self, account: dict, previous_session: str | None) -> str:
         self.logout(previous_session)
-        return account, self.sessions.create(account["_id"])
+        return self.sessions.create(account["_id"])
 
     def logout(self, raw_session: str | None) -> None:
         if raw_session:

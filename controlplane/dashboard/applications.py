@@ -31,7 +31,8 @@ class OrganizationApplications:
 
     def for_account(self, account_id: str, organization_id: str | None = None) -> list[tuple[dict, str]]:
         """Applications of every organization the caller belongs to (or of one of them),
-        each with the caller's role there."""
+        each with the caller's role there; 403 DASHBOARD_MFA_REQUIRED when one of those
+        organizations requires a second factor the caller lacks."""
         roles = self.access.memberships(account_id)
         if organization_id is not None:
             if not is_uuid(organization_id):
@@ -39,6 +40,7 @@ class OrganizationApplications:
             if organization_id not in roles:
                 raise NotAMember(organization_id)
             roles = {organization_id: roles[organization_id]}
+        self.access.require_second_factor(account_id, roles)
         apps = self.applications.list_for_organizations(roles)
         return [(app, roles[app["organization_id"]]) for app in apps]
 
@@ -46,6 +48,7 @@ class OrganizationApplications:
         """POST /api/dashboard/applications: 422 VALIDATION_ERROR when organization_id
         is needed but missing, 403 FORBIDDEN for an organization the caller is not in or
         cannot write to, 403 DASHBOARD_EMAIL_UNVERIFIED for an unconfirmed caller, 403
+        DASHBOARD_MFA_REQUIRED for a caller without the second factor it requires, 403
         resource_limit_exceeded past the organization's limit."""
         values = dict(values)
         organization_id = values.pop("organization_id", None)
@@ -57,6 +60,7 @@ class OrganizationApplications:
         role = roles.get(organization_id)
         if role is None:
             raise NotAMember(organization_id)
+        self.access.require_second_factor(account_id, [organization_id])
         if role not in WRITE_ROLES:
             raise RoleCannotWrite(role, "create applications", WRITE_ROLES)
         self.access.require_verified(account_id)

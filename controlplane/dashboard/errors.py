@@ -137,3 +137,25 @@ class DashboardEmailUnverified(Forbidden, code="DASHBOARD_EMAIL_UNVERIFIED",
 class VerificationRequestsLimited(RateLimited, code="AUTH_VERIFICATION_RATE_LIMITED",
                                   message="Too many verification emails requested. Try again later."):
     """IAMGATE_RATE_LIMIT_RESEND per account."""
+
+
+# Where a member sent to enrol a second factor starts (``DashboardMfaRequired``).
+ENROL_ROUTE = "/api/dashboard/me/mfa/totp/setup"
+
+
+class DashboardMfaRequired(Forbidden, code="DASHBOARD_MFA_REQUIRED",
+                           message="This organization requires a second factor of its members: set one up first "
+                                   "(POST /api/dashboard/me/mfa/totp/setup).",
+                           detail_names=("organization_id", "enrol")):
+    """The organization requires MFA (``require_mfa``) and the signed-in account has no
+    second factor: nothing of the organization or its applications is reachable until
+    the account enrols (docs/dashboard.md, "Two-step verification")."""
+
+    def __init__(self, organization_id: str):
+        super().__init__(organization_id, ENROL_ROUTE)
+
+
+class OwnerMfaMissing(Conflict, code="ORGANIZATION_OWNER_MFA_REQUIRED",
+                      message="Set up your own second factor before requiring one of every member."):
+    """An owner without a second factor tries to turn ``require_mfa`` on, which would
+    shut them out of their own organization."""

@@ -1,8 +1,9 @@
 """Organizations of the dashboard and their members (owner, admin, member, viewer:
 ``access.py``), and the claim's undoing of what an unconfirmed account granted.
 
-docs/dashboard.md ("Organizations and roles").  Creating an organization and changing
-its members are audit records of the organization (docs/audit.md).
+docs/dashboard.md ("Organizations and roles").  Creating an organization, changing its
+settings (``require_mfa`` among them) and changing its members are audit records of the
+organization (docs/audit.md).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from controlplane.dashboard.errors import (
     MemberNotFound,
     MembershipChanged,
     OrganizationNotFound,
+    OwnerMfaMissing,
     OwnerRequired,
     RoleCannotWrite,
 )
@@ -31,6 +33,8 @@ from shared.ids import is_uuid, new_id
 from shared.timeutil import Clock, isoformat
 
 OWNER = "owner"
+# The settings an owner may change (PATCH); an absent require_mfa is false.
+UPDATABLE = ("name", "require_mfa")
 
 
 @dataclass(eq=False)
@@ -76,6 +80,31 @@ class OrganizationService:
                           target=actor("organization", org["_id"], name), organization_id=org["_id"],
                           data={"name": name})
         return org
+
+    def update_organization(self, account_id: str, organization_id: str, values: dict) -> tuple[dict, str]:
+        """PATCH an organization's ``name`` and ``require_mfa``: owners only (403
+        FORBIDDEN for the other roles, 404 for a non-member), with a confirmed address.
+        An owner turns ``require_mfa`` on only with a second factor of their own (409
+        ORGANIZATION_OWNER_MFA_REQUIRED), so the switch never shuts out the one who
+        flips it; once it is on, no member without one reaches the organization
+        (``DashboardAccess.require_second_factor``), its owners included."""
+        role = self._role(account_id, organization_id)
+        if role != OWNER:
+            raise OwnerRequired(role, message="Only an owner can change the organization's settings.")
+        self.access.require_verified(account_id)
+        if values.get("require_mfa") and not self.access.second_factors.has_second_factor(account_id):
+            raise OwnerMfaMissing()
+        if not values:
+            return self.store.organization(organization_id), role
+        before = self.store.update_organization(organization_id, {**values, "updated_at": self.clock()})
+        if before is None:
+            raise OrganizationNotFound(organization_id)
+        after = {**before, **values}
+        data = changes(_settings(before), _settings(after), UPDATABLE)
+        if data["fields"]:
+            self.audit.record("organization.updated", result=success(), organization_id=organization_id, data=data,
+                              target=actor("organization", organization_id, after["name"]))
+        return after, role
 
     def members(self, account_id: str, organization_id: str) -> list[dict]:
         """The organization's members; any member may read them."""
@@ -223,8 +252,13 @@ class OrganizationService:
             self.api_keys.revoke_created_by(members, apps)
 
 
+def _settings(org: dict) -> dict:
+    return {"name": org["name"], "require_mfa": bool(org.get("require_mfa"))}
+
+
 def serialize_organization(org: dict, role: str) -> dict:
-    return {"id": org["_id"], "name": org["name"], "role": role, "created_at": isoformat(org["created_at"])}
+    return {"id": org["_id"], "name": org["name"], "role": role, "require_mfa": bool(org.get("require_mfa")),
+            "created_at": isoformat(org["created_at"])}
 
 
 def serialize_member(member: dict, account: dict) -> dict:

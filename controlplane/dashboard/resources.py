@@ -30,6 +30,7 @@ from controlplane.dashboard.errors import (
     ApplicationLimitReached,
     ApplicationNotAccessible,
     DashboardEmailUnverified,
+    DashboardMfaRequired,
     EmailTaken,
     InvalidCredentials,
     LastOwner,
@@ -38,12 +39,23 @@ from controlplane.dashboard.errors import (
     OrganizationIdInvalid,
     OrganizationNotFound,
     OrganizationRequired,
+    OwnerMfaMissing,
     OwnerRequired,
     RoleCannotWrite,
     VerificationRequestsLimited,
 )
+from controlplane.dashboard.mfa import DashboardMfa
 from controlplane.dashboard.organizations import OrganizationService, serialize_organization
 from controlplane.lockout import AccountLocked
+from controlplane.mfa.errors import (
+    ConfirmationCodeInvalid,
+    MfaAlreadyEnabled,
+    MfaChallengeExpired,
+    MfaCodeInvalid,
+    MfaLocked,
+    MfaMethodNotFound,
+    MfaNotEnabled,
+)
 from controlplane.openapi import op
 from controlplane.passwords import PasswordTooWeak, WrongPassword
 from controlplane.resource import Resource
@@ -121,24 +133,53 @@ class Register(_AccountResource):
         respond(resp, serialize_account(account), status=201)
 
 
+def _signed_in(resp, sign_in, config: Config) -> None:
+    """The answer of a sign-in step: the session cookie and the account, or the second
+    factor's challenge (no cookie)."""
+    if sign_in.challenge is not None:
+        respond(resp, sign_in.challenge, cacheable=False)
+        return
+    set_session_cookie(resp, sign_in.session, config)
+    respond(resp, serialize_account(sign_in.account))
+
+
 class Login(_AccountResource):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
-        "Sign in: sets the HttpOnly, SameSite=Lax session cookie and returns the account",
-        body=schemas.LOGIN, response=schemas.ACCOUNT_RESPONSE,
+        "Sign in: sets the HttpOnly, SameSite=Lax session cookie and returns the account, or asks for a code",
+        body=schemas.LOGIN, response=schemas.LOGIN_RESULT,
         errors=[ValidationFailed, InvalidCredentials, UnsupportedMediaType, RateLimited, AccountLocked],
         description="The cookie (iamgate_session) is Secure when IAMGATE_PUBLIC_URL is https and lasts "
-                    "IAMGATE_DASHBOARD_SESSION_TTL seconds.",
+                    "IAMGATE_DASHBOARD_SESSION_TTL seconds. An account with two-step verification on gets no "
+                    "cookie yet: the answer is {mfa_required: true, challenge_token, mfa_methods}, and "
+                    "POST /api/dashboard/login/mfa with a code sets the cookie.",
     )}
 
     def on_post(self, req, resp):
         values = self.body(req)
-        account, raw = self.accounts.login(values["email"], values["password"],
-                                            ip=self.client_ip(req),
-                                            previous_session=req.cookies.get(SESSION_COOKIE))
-        set_session_cookie(resp, raw, self.config)
-        respond(resp, serialize_account(account))
+        sign_in = self.accounts.login(values["email"], values["password"], ip=self.client_ip(req),
+                                      previous_session=req.cookies.get(SESSION_COOKIE))
+        _signed_in(resp, sign_in, self.config)
+
+
+class LoginMfa(_AccountResource):
+    access = {"POST": PUBLIC}
+    docs = {"POST": op(
+        "Sign in, second step: a code answers the challenge; sets the session cookie and returns the account",
+        body=schemas.LOGIN_MFA, response=schemas.ACCOUNT_RESPONSE,
+        errors=[ValidationFailed, UnsupportedMediaType, MfaCodeInvalid, MfaChallengeExpired, MfaLocked],
+        description="A 6-digit code of the authenticator app or an unused backup code. The challenge is single use "
+                    "and valid IAMGATE_MFA_CHALLENGE_TTL seconds; after IAMGATE_MFA_MAX_ATTEMPTS wrong codes it is "
+                    "locked (sign in again), and IAMGATE_LOCKOUT_THRESHOLD consecutive wrong codes lock the "
+                    "account's codes for IAMGATE_LOCKOUT_SECONDS. A TOTP code is accepted once.",
+    )}
+
+    def on_post(self, req, resp):
+        values = self.body(req)
+        sign_in = self.accounts.login_second_factor(values["challenge_token"], values["code"],
+                                                    previous_session=req.cookies.get(SESSION_COOKIE))
+        _signed_in(resp, sign_in, self.config)
 
 
 class VerifyEmail(_AccountResource):
@@ -224,12 +265,13 @@ class Me(_SignedIn):
                   errors=[ValidationFailed, UnsupportedMediaType]),
     }
 
-    def __init__(self, accounts: AccountService, organizations: OrganizationService):
-        self.accounts, self.organizations = accounts, organizations
+    def __init__(self, accounts: AccountService, organizations: OrganizationService, mfa: DashboardMfa):
+        self.accounts, self.organizations, self.mfa = accounts, organizations, mfa
 
     def on_get(self, req, resp):
         caller = account_id(req)
         data = serialize_account_status(self.accounts.account(caller))
+        data["mfa_enabled"] = self.mfa.has_second_factor(caller)
         data["organizations"] = [serialize_organization(org, role)
                                  for org, role in self.organizations.organizations(caller)]
         respond(resp, data)
@@ -278,6 +320,27 @@ class Organizations(_SignedIn):
         values = self.body(req)
         org, role = self.organizations.create_organization(account_id(req), values["name"])
         respond(resp, serialize_organization(org, role), status=201)
+
+
+class Organization(_SignedIn):
+    docs = {"PATCH": op(
+        "Change the organization's name or require_mfa (owners)",
+        body=schemas.ORGANIZATION_UPDATE, response=schemas.ORGANIZATION_RESPONSE,
+        errors=[ValidationFailed, UnsupportedMediaType, OrganizationNotFound, OwnerRequired, OwnerMfaMissing,
+                DashboardEmailUnverified],
+        description="Omitted fields stay unchanged. With require_mfa true, a member without a second factor gets "
+                    "403 DASHBOARD_MFA_REQUIRED on every route of the organization and its applications until "
+                    "they set one up (API keys are not affected). The owner turning it on must have one "
+                    "(409 ORGANIZATION_OWNER_MFA_REQUIRED).",
+    )}
+
+    def __init__(self, organizations: OrganizationService):
+        self.organizations = organizations
+
+    def on_patch(self, req, resp, organizationId):
+        values = self.body(req, partial=True)
+        org, role = self.organizations.update_organization(account_id(req), organizationId, values)
+        respond(resp, serialize_organization(org, role))
 
 
 class Members(_SignedIn):
@@ -338,6 +401,88 @@ class Member(_SignedIn):
         resp.status = 204
 
 
+# ---------------------------------------------------------------- two-step verification
+
+
+class _AccountMfa(_SignedIn):
+    """The signed-in account's own second factor: reachable whatever its organizations
+    require, since it is how a member sent to enrol gets back in."""
+
+    def __init__(self, mfa: DashboardMfa, accounts: AccountService):
+        self.mfa, self.accounts = mfa, accounts
+
+    def account(self, req) -> dict:
+        return self.accounts.account(account_id(req))
+
+
+class AccountMfaStatus(_AccountMfa):
+    docs = {"GET": op("The signed-in account's two-step verification", response=schemas.MFA_STATUS,
+                      description="mfa_enabled is true once an authenticator app is confirmed.")}
+
+    def on_get(self, req, resp):
+        respond(resp, self.mfa.status(account_id(req)))
+
+
+class AccountTotpSetup(_AccountMfa):
+    docs = {"POST": op(
+        "Start setting up an authenticator app (TOTP) for the signed-in account",
+        body=schemas.MFA_SETUP, response=schemas.MFA_SETUP_RESULT, errors=[ValidationFailed, MfaAlreadyEnabled],
+        description="Returns the secret and its otpauth:// URI (for a QR code). Nothing changes until "
+                    "POST /api/dashboard/me/mfa/totp/confirm; an unconfirmed setup expires after 1 hour.",
+    )}
+
+    def on_post(self, req, resp):
+        values = self.body(req)
+        respond(resp, self.mfa.setup(self.account(req), label=values["label"]), cacheable=False)
+
+
+class AccountTotpConfirm(_AccountMfa):
+    docs = {"POST": op(
+        "Confirm the authenticator app with a code: two-step verification is on",
+        body=schemas.MFA_CONFIRM, ok=201, response=schemas.MFA_BACKUP_CODES,
+        errors=[ValidationFailed, MfaMethodNotFound, MfaAlreadyEnabled, ConfirmationCodeInvalid],
+        description="Returns 10 backup codes, shown only this once. Later sign-ins ask for a code, and every "
+                    "other session of the account ends (they were opened with the password alone).",
+    )}
+
+    def on_post(self, req, resp):
+        values = self.body(req)
+        codes = self.mfa.confirm(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
+        respond(resp, {"message": "Two-step verification is on. Store these backup codes somewhere safe; "
+                                  "each works once.", "backup_codes": codes}, status=201, cacheable=False)
+
+
+class AccountTotp(_AccountMfa):
+    password_work = ("DELETE",)
+    docs = {"DELETE": op(
+        "Turn two-step verification off", body=schemas.MFA_DISABLE, ok=204,
+        errors=[ValidationFailed, MfaNotEnabled, WrongPassword, ConfirmationCodeInvalid, AccountLocked, MfaLocked],
+        description="Confirmed by the password or by a current code (a backup code too). Removes the app and "
+                    "the backup codes. Organizations that require a second factor are out of reach again until "
+                    "a new one is set up.",
+    )}
+
+    def on_delete(self, req, resp):
+        values = self.body(req)
+        self.mfa.disable(self.account(req), password=values.get("password"), code=values.get("code"))
+        resp.status = 204
+
+
+class AccountBackupCodes(_AccountMfa):
+    password_work = ("POST",)
+    docs = {"POST": op(
+        "Replace the signed-in account's backup codes", body=schemas.MFA_PASSWORD, response=schemas.MFA_BACKUP_CODES,
+        errors=[ValidationFailed, MfaNotEnabled, WrongPassword, AccountLocked],
+        description="Needs the password. Returns 10 new codes (shown only this once); the earlier ones stop working.",
+    )}
+
+    def on_post(self, req, resp):
+        values = self.body(req)
+        codes = self.mfa.regenerate_backup_codes(self.account(req), password=values["password"])
+        respond(resp, {"message": "New backup codes created; the earlier ones no longer work.",
+                       "backup_codes": codes}, cacheable=False)
+
+
 # ---------------------------------------------------------------- applications
 
 
@@ -347,13 +492,13 @@ class Applications(_SignedIn):
             "Applications of every organization the caller belongs to",
             query={"organization_id": ({"type": "string", "format": "uuid"}, "only this organization's")},
             response=schemas.array_of(schemas.APPLICATION_RESPONSE),
-            errors=[OrganizationIdInvalid, NotAMember],
+            errors=[OrganizationIdInvalid, NotAMember, DashboardMfaRequired],
         ),
         "POST": op(
             "Create an application in one of the caller's organizations (owners and admins)",
             body=schemas.APPLICATION_CREATE, ok=201, response=schemas.APPLICATION_RESPONSE,
             errors=[ValidationFailed, NotAMember, RoleCannotWrite, ApplicationLimitReached, UnsupportedMediaType,
-                    OrganizationRequired, DashboardEmailUnverified],
+                    OrganizationRequired, DashboardEmailUnverified, DashboardMfaRequired],
         ),
     }
 

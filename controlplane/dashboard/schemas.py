@@ -9,7 +9,8 @@ from __future__ import annotations
 from controlplane.apikeys import schemas as apikeys
 from controlplane.applications import schemas as applications
 from controlplane.dashboard.access import ORG_ROLES
-from shared.validation import ID, TIME, DisplayName, Email, Schema, String, Uuid
+from controlplane.mfa import schemas as mfa
+from shared.validation import ID, TIME, Bool, DisplayName, Email, Schema, String, Uuid
 
 # Bounds the work one login costs (bcrypt pre-hashes longer input anyway); a real
 # password is at most passwords.MAX_LENGTH characters.
@@ -63,6 +64,29 @@ ORGANIZATION = Schema({
     "name": DisplayName(required=True, max_len=255),
 })
 
+ORGANIZATION_UPDATE = Schema({
+    "name": DisplayName(required=True, max_len=255),
+    "require_mfa": Bool(description="every member must have a second factor to reach the organization and its "
+                                    "applications; an owner turns it on only with one of their own"),
+}, partial=True)
+
+# Two-step verification: the end users' bodies and answers, the account's password.
+MFA_SETUP, MFA_CONFIRM, MFA_STATUS = mfa.SETUP, mfa.CONFIRM, mfa.STATUS
+MFA_SETUP_RESULT, MFA_BACKUP_CODES = mfa.SETUP_RESULT, mfa.BACKUP_CODES
+MFA_PASSWORD = Schema({
+    "password": String(required=True, strip=False, max_len=MAX_LOGIN_PASSWORD, description="the account's password"),
+})
+MFA_DISABLE = Schema({
+    "password": String(strip=False, max_len=MAX_LOGIN_PASSWORD, description="the account's password, or:"),
+    "code": mfa.OneTimeCode(backup=True, required=False,
+                            description="a current 6-digit code or an unused backup code"),
+}, description="Exactly one of password and code.")
+LOGIN_MFA = Schema({
+    "challenge_token": String(required=True, max_len=TOKEN_MAX, description="from the sign-in's answer"),
+    "code": mfa.OneTimeCode(backup=True, description="a 6-digit code, or an unused backup code (dashes optional, "
+                                                     "any case)"),
+})
+
 MEMBER_ADD = Schema({
     "email": Email(required=True, description="an existing dashboard account"),
     "role": String(required=True, choices=ORG_ROLES),
@@ -109,6 +133,7 @@ ORGANIZATION_RESPONSE = {
         "id": ID,
         "name": {"type": "string"},
         "role": {"type": "string", "enum": list(ORG_ROLES)},
+        "require_mfa": {"type": "boolean", "description": "members need a second factor to reach it"},
         "created_at": TIME,
     },
 }
@@ -117,9 +142,23 @@ ME_RESPONSE = {
     "type": "object",
     "properties": {
         **ACCOUNT_STATUS_RESPONSE["properties"],
+        "mfa_enabled": {"type": "boolean", "description": "the account has a second factor (GET /me/mfa)"},
         "organizations": {"type": "array", "items": ORGANIZATION_RESPONSE},
     },
 }
+
+MFA_CHALLENGE = {
+    "type": "object",
+    "required": ["mfa_required", "challenge_token", "mfa_methods"],
+    "properties": {
+        "mfa_required": {"type": "boolean", "const": True},
+        "challenge_token": {"type": "string", "description": "valid IAMGATE_MFA_CHALLENGE_TTL seconds; "
+                                                             "POST /api/dashboard/login/mfa"},
+        "mfa_methods": {"type": "array", "items": {"type": "string", "enum": ["totp"]}},
+    },
+}
+
+LOGIN_RESULT = {"oneOf": [ACCOUNT_RESPONSE, MFA_CHALLENGE]}
 
 MEMBER_RESPONSE = {
     "type": "object",

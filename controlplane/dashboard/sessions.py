@@ -46,3 +46,10 @@ class DashboardSessions:
 
     def revoke_account(self, account_id: str) -> None:
         self._sessions.delete_many({"account_id": account_id})
+
+    def revoke_others(self, account_id: str, keep_raw: str | None) -> None:
+        """End every session of the account but the one of ``keep_raw``."""
+        query: dict = {"account_id": account_id}
+        if keep_raw:
+            query["_id"] = {"$ne": digest(keep_raw)}
+        self._sessions.delete_many(query)

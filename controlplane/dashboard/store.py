@@ -9,8 +9,9 @@ application's deletion, see ``applications.store.GLOBAL_COLLECTIONS``):
   (verification | reset), created_at, expires_at, used_at}: the single-use links mailed
   for email verification and password reset.
 - ``organizations`` {_id, name, created_by, created_at, applications_count,
-  owners_count}; ``applications_count`` is the application-limit counter
-  (``reserve_application_slot``), ``owners_count`` guards the last owner.
+  owners_count, require_mfa (absent: false), updated_at}; ``applications_count`` is the
+  application-limit counter (``reserve_application_slot``), ``owners_count`` guards the
+  last owner.
 - ``organization_members`` {organization_id, account_id, role, created_at, added_by},
   unique per organization and account; ``added_by`` is
   the account that added the member (the creator itself for an organization's first
@@ -102,6 +103,16 @@ class DashboardStore:
 
     def organization(self, organization_id: str) -> dict | None:
         return self._orgs.find_one({"_id": organization_id})
+
+    def update_organization(self, organization_id: str, changes: dict) -> dict | None:
+        """Set ``changes``; the organization as it was before, or None when it is gone."""
+        return self._orgs.find_one_and_update({"_id": organization_id}, {"$set": changes},
+                                              return_document=ReturnDocument.BEFORE)
+
+    def organizations_requiring_mfa(self, organization_ids) -> list[str]:
+        """Those of ``organization_ids`` that require a second factor of their members."""
+        return [d["_id"] for d in self._orgs.find({"_id": {"$in": list(organization_ids)}, "require_mfa": True},
+                                                  {"_id": 1}).sort("_id", ASCENDING)]
 
     def ownerless_organizations(self, *, created_by: str) -> list[dict]:
         """Organizations the account created that count no owner (``drop_owner_slot``)."""

@@ -17,11 +17,11 @@ LABEL_MAX = 100
 CODE_INPUT_MAX = 32
 
 
-class _Code(String):
+class OneTimeCode(String):
     """A one-time code; cleaned to the characters that matter."""
 
-    def __init__(self, *, backup=False, **kw):
-        super().__init__(required=True, max_len=CODE_INPUT_MAX, **kw)
+    def __init__(self, *, backup=False, required=True, **kw):
+        super().__init__(required=required, max_len=CODE_INPUT_MAX, **kw)
         self.backup = backup
 
     def clean(self, value):
@@ -49,12 +49,12 @@ SETUP = Schema({
 
 CONFIRM = Schema({
     "method_id": Uuid(required=True, description="the method_id returned by the setup"),
-    "code": _Code(description="the 6-digit code the authenticator app shows now"),
+    "code": OneTimeCode(description="the 6-digit code the authenticator app shows now"),
 })
 
 VERIFY = Schema({
     "challenge_token": String(required=True, max_len=TOKEN_MAX, description="from the login's MFA challenge"),
-    "code": _Code(backup=True, description="a 6-digit TOTP code, or an unused backup code (dashes optional, "
+    "code": OneTimeCode(backup=True, description="a 6-digit TOTP code, or an unused backup code (dashes optional, "
                                            "any case)"),
 })
 

@@ -21,10 +21,6 @@ checked.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
-import logging
-import math
 from dataclasses import KW_ONLY, InitVar, dataclass
 
 from controlplane.applications.service import branding
@@ -32,15 +28,17 @@ from controlplane.audit.context import actor, failure, success
 from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.mail import Mailer
-from controlplane.mfa import emails, totp
-from controlplane.mfa.errors import (
-    ConfirmationCodeInvalid,
-    MfaAlreadyEnabled,
-    MfaChallengeExpired,
-    MfaCodeInvalid,
-    MfaLocked,
-    MfaMethodNotFound,
-    MfaNotEnabled,
+from controlplane.mfa import emails
+from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLocked, MfaNotEnabled
+from controlplane.mfa.factor import (
+    ACCEPTED,
+    BACKUP_CODE,
+    TOTP,
+    TotpFactor,
+    challenge_locked,
+    code_kind,
+    code_refused,
+    serialize_method,
 )
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.passwords import WrongPassword
@@ -51,15 +49,8 @@ from controlplane.users.passwords import PasswordService
 from controlplane.users.sessions import SessionService
 from shared.config import Rate
 from shared.crypto import SecretBox
-from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, aware, isoformat, seconds
+from shared.timeutil import Clock, aware
 
-log = logging.getLogger("iamgate.mfa")
-
-TOTP = "totp"
-BACKUP_CODES_PER_SET = 10
-# An unconfirmed setup (and its secret) is forgotten after this long.
-SETUP_TTL = 3600
 # Codes tried per user across all challenges, on top of the per-challenge lock: a caller
 # who knows the password cannot get fresh guesses by logging in again and again.
 VERIFY_RATE = Rate(20, 900)
@@ -67,18 +58,6 @@ VERIFY_RATE = Rate(20, 900)
 _CHALLENGE_REASONS = {MfaCodeInvalid: "invalid_code", MfaLocked: "locked", MfaChallengeExpired: "challenge_expired",
                       AccountSuspended: "suspended"}
 _CHALLENGE_FAILURES = tuple(_CHALLENGE_REASONS)
-
-
-def serialize_method(method: dict) -> dict:
-    """The spec's MFA method resource."""
-    return {
-        "id": method["_id"],
-        "type": method["type"],
-        "label": method["label"],
-        "is_primary": bool(method.get("is_primary")),
-        "verified_at": isoformat(method.get("verified_at")),
-        "last_used_at": isoformat(method.get("last_used_at")),
-    }
 
 
 @dataclass(eq=False)
@@ -101,10 +80,8 @@ class MfaService:
     max_attempts: int
 
     def __post_init__(self, secret_key: str):
-        # Backup codes carry ~59 bits; a keyed digest means a copy of the database alone
-        # is not enough to brute-force them offline.
-        self._backup_key = hashlib.sha256(
-            b"iamgate mfa backup codes\0" + secret_key.encode("utf-8")).digest()
+        # The rules of the factor itself, shared with dashboard accounts (scope: app_id).
+        self.factor = TotpFactor(self.methods, self.backup_codes, self.challenges, self.box, secret_key=secret_key)
 
     def _now(self):
         return self.clock()
@@ -121,11 +98,7 @@ class MfaService:
         """{mfa_enabled, methods (active ones), backup_codes_remaining}; a pending setup
         counts for nothing."""
         self._user(app_id, user_id)
-        methods = self.methods.all_active(app_id, user_id)
-        primary = next((m for m in methods if m["type"] == TOTP), None)
-        remaining = self.backup_codes.remaining(app_id, user_id, primary.get("backup_set_id")) if primary else 0
-        return {"mfa_enabled": bool(methods), "methods": [serialize_method(m) for m in methods],
-                "backup_codes_remaining": remaining}
+        return self.factor.status(app_id, user_id)
 
     def all_methods(self, app_id: str, user_id: str) -> list[dict]:
         """Every method of the user, pending ones too, newest first, without its secret
@@ -143,23 +116,9 @@ class MfaService:
 
         Returns {method_id, provisioning_uri, secret}.  409 MFA_ALREADY_ENABLED while an
         active TOTP method exists.  Replaces an earlier pending setup."""
-        app_id = app["_id"]
-        user = self._user(app_id, user_id)
-        if self.methods.active(app_id, user_id) is not None:
-            raise MfaAlreadyEnabled()
-        secret, now = totp.new_secret(), self._now()
-        method = {
-            "_id": new_id(), "app_id": app_id, "user_id": user_id, "type": TOTP, "label": label,
-            "secret": self.box.encrypt(secret), "status": "pending", "is_primary": True,
-            "created_at": now, "verified_at": None, "last_used_at": None, "last_used_step": None,
-            "expires_at": now + seconds(SETUP_TTL), "backup_set_id": None,
-        }
-        # Insert, then drop the older setups: of two racing setups the later one stays
-        # (deleting first could leave both).
-        self.methods.insert(method)
-        self.methods.delete_pending(app_id, user_id, keep=method["_id"], created_by=now)
-        uri = totp.provisioning_uri(secret, account=user["email"], issuer=branding(app)["name"])
-        return {"method_id": method["_id"], "provisioning_uri": uri, "secret": secret}
+        user = self._user(app["_id"], user_id)
+        return self.factor.start(app["_id"], user_id, self._now(), label=label, account=user["email"],
+                                 issuer=branding(app)["name"])
 
     def confirm(self, app: dict, user_id: str, *, method_id: str, code: str) -> list[str]:
         """Activate a pending method with a code from the app; return its 10 backup codes
@@ -167,27 +126,9 @@ class MfaService:
 
         404 MFA_METHOD_NOT_FOUND (unknown, another user's, or an expired setup),
         409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE."""
-        app_id, now = app["_id"], self._now()
+        app_id = app["_id"]
         user = self._user(app_id, user_id)
-        method = self.methods.get(app_id, user_id, method_id)
-        if method is not None and method["status"] == "active":
-            raise MfaAlreadyEnabled()
-        if method is None or aware(method["expires_at"]) <= now:
-            raise MfaMethodNotFound(method_id)
-        if self.methods.active(app_id, user_id) is not None:
-            raise MfaAlreadyEnabled()
-        step = totp.matching_step(self._secret(method), code, now)
-        if step is None:
-            raise ConfirmationCodeInvalid()
-        # The codes first, then the one write that makes them current: a crash or a lost
-        # race in between leaves only codes no method points at.
-        set_id, codes = self._new_backup_set(app_id, user_id, now)
-        activated = self.methods.activate(app_id, user_id, method_id, now=now, step=step, backup_set_id=set_id)
-        if activated is None:
-            self.backup_codes.delete_set(app_id, user_id, set_id)
-            if self.methods.active(app_id, user_id) is not None:
-                raise MfaAlreadyEnabled()
-            raise MfaMethodNotFound(method_id)
+        codes = self.factor.activate(app_id, user_id, method_id, code, self._now())
         self.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id},
                               subject={"user_id": user_id})
         self._mail(emails.enabled(app, user), user)
@@ -200,13 +141,7 @@ class MfaService:
         checks per user)."""
         app_id = app["_id"]
         user, method = self._password_confirmed(app_id, user_id, password)
-        set_id, codes = self._new_backup_set(app_id, user_id, self._now())
-        before = self.methods.swap_backup_set(app_id, method["_id"], set_id)
-        if before is None:  # disabled meanwhile
-            self.backup_codes.delete_set(app_id, user_id, set_id)
-            raise MfaNotEnabled()
-        if before.get("backup_set_id"):
-            self.backup_codes.delete_set(app_id, user_id, before["backup_set_id"])
+        codes = self.factor.regenerate(app_id, user_id, method, self._now())
         self.events.emit(app_id, "mfa.backup_codes_regenerated", {"user_id": user_id},
                               subject={"user_id": user_id})
         self._mail(emails.backup_codes_regenerated(app, user), user)
@@ -231,21 +166,13 @@ class MfaService:
 
     def _remove(self, app: dict, user: dict, method: dict, *, by_administrator: bool) -> None:
         app_id, user_id = app["_id"], user["_id"]
-        # The method first: once it is gone MFA is off, and leftovers (codes, challenges)
-        # are ignored until the deletes below reclaim them.
-        if not self.methods.delete_active(app_id, method["_id"]):
-            raise MfaNotEnabled()  # a parallel disable won
-        self.methods.delete_pending(app_id, user_id)
-        self.backup_codes.delete_for_user(app_id, user_id)
-        self.challenges.delete_for_user(app_id, user_id)
+        self.factor.remove(app_id, user_id, method)
         self.events.emit(app_id, "mfa.disabled", {"user_id": user_id}, subject={"user_id": user_id})
         self._mail(emails.disabled(app, user, by_administrator=by_administrator), user)
 
     def forget_user(self, app_id: str, user_id: str) -> None:
         """Delete every MFA record of a user (account deletion); no event."""
-        self.methods.delete_for_user(app_id, user_id)
-        self.backup_codes.delete_for_user(app_id, user_id)
-        self.challenges.delete_for_user(app_id, user_id)
+        self.factor.forget(app_id, user_id)
 
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's second factor goes with it."""
@@ -261,13 +188,9 @@ class MfaService:
         app_id, user_id = app["_id"], user["_id"]
         if self.methods.active(app_id, user_id) is None:
             return None
-        token, now = random_token(), self._now()
-        self.challenges.insert({
-            "_id": digest(token), "app_id": app_id, "user_id": user_id, "remember_me": bool(remember_me),
-            "device_info": {"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")},
-            "attempts": 0, "created_at": now, "expires_at": now + seconds(self.challenge_ttl),
-            "consumed_at": None,
-        })
+        token = self.factor.open_challenge(
+            app_id, user_id, self._now(), self.challenge_ttl, remember_me=bool(remember_me),
+            device_info={"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")})
         return {"mfa_required": True, "challenge_token": token, "mfa_methods": [TOTP]}
 
     def verify(self, app: dict, *, challenge_token: str, code: str) -> tuple[dict, int | None]:
@@ -280,13 +203,12 @@ class MfaService:
         IAMGATE_MFA_MAX_ATTEMPTS codes on the challenge, or too many for the user),
         401 AUTH_INVALID_MFA_CODE, 403 AUTH_ACCOUNT_SUSPENDED."""
         app_id, now = app["_id"], self._now()
-        token_digest = digest(challenge_token)
-        challenge = self.challenges.count_attempt(app_id, token_digest, now)
+        challenge = self.factor.count_attempt(app_id, challenge_token, now)
         if challenge is None:  # unknown, consumed or expired: nobody to record it against
             raise MfaChallengeExpired()
-        kind = TOTP if totp.is_totp_code(code) else "backup_code"
+        kind = code_kind(code)
         try:
-            pair, remaining = self._answer(app, challenge, token_digest, code, kind, now)
+            pair, remaining = self._answer(app, challenge, code, kind, now)
         except _CHALLENGE_FAILURES as exc:
             reason = next(reason for error, reason in _CHALLENGE_REASONS.items() if isinstance(exc, error))
             self._record_challenge(app_id, challenge["user_id"], kind, failure(reason))
@@ -299,12 +221,12 @@ class MfaService:
         self.audit.record("mfa.challenge", result=result, actor=user, target=user, data={"method": kind},
                           application_id=app_id)
 
-    def _answer(self, app: dict, challenge: dict, token_digest: str, code: str, kind: str,
+    def _answer(self, app: dict, challenge: dict, code: str, kind: str,
                 now) -> tuple[dict, int | None]:
         app_id, user_id, max_attempts = app["_id"], challenge["user_id"], self.max_attempts
         attempts_left = max_attempts - challenge["attempts"]
         if attempts_left < 0:
-            raise self._locked(aware(challenge["expires_at"]), now)
+            raise challenge_locked(max_attempts, aware(challenge["expires_at"]), now)
         self.rate_limiter.hit(
             f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, error=MfaLocked)
         user = self.users.get(app_id, user_id)
@@ -316,14 +238,12 @@ class MfaService:
         if method is None:  # MFA was turned off after the login
             raise MfaChallengeExpired()
 
-        remaining = None
-        if kind == TOTP:
-            self._accept_totp(app_id, method, code, now, attempts_left=attempts_left)
-        else:
-            self._accept_backup_code(app_id, user_id, method, code, now, attempts_left=attempts_left)
-            remaining = self.backup_codes.remaining(app_id, user_id, method.get("backup_set_id"))
+        verdict = self.factor.check(app_id, user_id, method, code, now)
+        if verdict != ACCEPTED:
+            raise code_refused(verdict, attempts_left)
+        remaining = self.factor.remaining_backup_codes(app_id, user_id, method) if kind == BACKUP_CODE else None
 
-        if self.challenges.consume(app_id, token_digest, self._now()) is None:
+        if not self.factor.consume_challenge(app_id, challenge, self._now()):
             raise MfaChallengeExpired()  # a parallel verify won, or it expired just now
         pair = self.sessions.issue(app, user, remember_me=challenge["remember_me"],
                                      device_info=challenge.get("device_info") or {})
@@ -332,55 +252,7 @@ class MfaService:
                                   subject={"user_id": user_id})
         return pair, remaining
 
-    def _accept_totp(self, app_id: str, method: dict, code: str, now, *, attempts_left: int) -> None:
-        step = totp.matching_step(self._secret(method), code, now)
-        if step is None:
-            raise self._invalid_code(attempts_left)
-        if not self.methods.record_use(app_id, method["_id"], step, now):
-            raise self._invalid_code(attempts_left, "This code was already used; wait for the next one.")
-
-    def _accept_backup_code(self, app_id: str, user_id: str, method: dict, code: str, now, *,
-                            attempts_left: int) -> None:
-        canonical = totp.canonical_backup_code(code)
-        set_id = method.get("backup_set_id")
-        if canonical is None or set_id is None or not self.backup_codes.consume(
-                app_id, user_id, set_id, self._backup_digest(app_id, user_id, canonical), now):
-            raise self._invalid_code(attempts_left)
-
-    def _invalid_code(self, attempts_left: int, message: str | None = None) -> MfaCodeInvalid:
-        return MfaCodeInvalid(message, details={"attempts_remaining": max(0, attempts_left)})
-
-    def _locked(self, until, now) -> MfaLocked:
-        log.warning("MFA challenge locked after too many wrong codes")
-        return MfaLocked(
-            limit=self.max_attempts, reset_at=math.ceil(until.timestamp()),
-            retry_after=math.ceil((until - now).total_seconds()),
-            message="Too many wrong codes for this sign-in; log in again.",
-        )
-
     # ------------------------------------------------------------------ helpers
-
-    def _secret(self, method: dict) -> str:
-        return self.box.decrypt(method["secret"]).decode("ascii")
-
-    def _backup_digest(self, app_id: str, user_id: str, canonical: str) -> str:
-        message = f"{app_id}:{user_id}:{canonical}".encode()
-        return hmac.new(self._backup_key, message, hashlib.sha256).hexdigest()
-
-    def _new_backup_set(self, app_id: str, user_id: str, now) -> tuple[str, list[str]]:
-        """Store a new set of backup codes (digests only); (set id, the codes)."""
-        set_id, codes = new_id(), []
-        while len(codes) < BACKUP_CODES_PER_SET:
-            code = totp.new_backup_code()
-            if code not in codes:
-                codes.append(code)
-        self.backup_codes.insert_set([
-            {"_id": new_id(), "app_id": app_id, "user_id": user_id, "set_id": set_id,
-             "code_digest": self._backup_digest(app_id, user_id, totp.canonical_backup_code(code)),
-             "used_at": None, "created_at": now}
-            for code in codes
-        ])
-        return set_id, codes
 
     def _password_confirmed(self, app_id: str, user_id: str, password: str) -> tuple[dict, dict]:
         """The user and its active method, for a change that needs the password: 400

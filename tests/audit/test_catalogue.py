@@ -509,6 +509,34 @@ def _members(env):
                   application_id=None, data=data)
 
 
+@scenario("organization.updated")
+def _organization_updated(env):
+    org = env.dashboard_account.organization_id
+    response = ok(env.dashboard("PATCH", f"/organizations/{org}", json={"name": "Renamed"}))
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("organization", org),
+                  application_id=None, data={"fields": ["name"], "after": {"name": "Renamed"}})
+
+
+@scenario("dashboard_account.mfa_enabled", "dashboard_account.mfa_challenge", "dashboard_account.mfa_disabled")
+def _dashboard_mfa(env):
+    account, clock = env.dashboard_account, env.clock
+    setup = ok(env.dashboard("POST", "/me/mfa/totp/setup", json={})).json["data"]
+    response = ok(env.dashboard("POST", "/me/mfa/totp/confirm",
+                                json={"method_id": setup["method_id"], "code": rfc6238(setup["secret"], clock())}))
+    data = {"method": "totp"}
+    if env.action == "dashboard_account.mfa_challenge":
+        clock.advance(60)
+        token = ok(env.call("POST", f"{DASHBOARD}/login", json={"email": account.email, "password": account.password})
+                   ).json["data"]["challenge_token"]
+        response = ok(env.call("POST", f"{DASHBOARD}/login/mfa",
+                               json={"challenge_token": token, "code": rfc6238(setup["secret"], clock())}))
+    if env.action == "dashboard_account.mfa_disabled":
+        response, data = ok(env.dashboard("DELETE", "/me/mfa/totp", json={"password": account.password}), 204), {
+            "confirmed_by": "password"}
+    return Expect(response, ("dashboard_account", account.id), ("dashboard_account", account.id),
+                  application_id=None, data=data)
+
+
 # ---------------------------------------------------------------- the tests
 
 def newest(ctx, action: str, result: dict) -> dict:

@@ -15,6 +15,8 @@ import pytest
 
 from controlplane.auth import SESSION_COOKIE
 from tests.console.conftest import ORIGIN
+from tests.dashboard.test_mfa import enrol
+from tests.mfa.conftest import rfc6238
 
 CONSOLE = Path(__file__).resolve().parents[2] / "controlplane" / "console"
 
@@ -151,6 +153,24 @@ def test_sign_in_sets_the_dashboard_session_and_shows_its_expiry(console, dashbo
     ends = clock() + timedelta(seconds=ctx.config.dashboard_session_ttl)
     assert abs((shown - ends).total_seconds()) < 1  # the store keeps milliseconds
     assert f"Signed in as {dashboard_account.email}" in page.text
+
+
+def test_with_two_step_verification_on_the_sign_in_asks_for_a_code_before_the_session(console, dashboard_account,
+                                                                                      clock):
+    secret, _ = enrol(dashboard_account, clock)
+    visitor = console()
+    visitor.get("/console/sign-in")
+    asked = visitor.post("/console/sign-in", {"email": dashboard_account.email, "password": dashboard_account.password})
+    assert asked.status_code == 200 and SESSION_COOKIE not in visitor.cookies
+    challenge = re.search(r'name="challenge_token" value="([^"]+)"', asked.text).group(1)
+    assert 'autocomplete="one-time-code"' in asked.text
+
+    wrong = visitor.post("/console/sign-in/code", {"challenge_token": challenge, "code": "000000"})
+    assert wrong.status_code == 401 and "AUTH_INVALID_MFA_CODE" in wrong.text and SESSION_COOKIE not in visitor.cookies
+    right = visitor.post("/console/sign-in/code", {"challenge_token": challenge, "code": rfc6238(secret, clock())})
+    assert right.status_code == 303 and right.headers["Location"].endswith("/console/applications")
+    assert SESSION_COOKIE in visitor.cookies
+    assert visitor.get("/console/applications").status_code == 200
 
 
 def test_signed_out_visitors_are_sent_to_the_sign_in_page(console):

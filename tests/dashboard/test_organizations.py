@@ -37,7 +37,7 @@ def test_create_and_list_organizations(dashboard_account, clock):
 
     assert response.status_code == 201
     org = response.json["data"]
-    assert set(org) == {"id", "name", "role", "created_at"}
+    assert set(org) == {"id", "name", "role", "require_mfa", "created_at"}
     assert org["name"] == "Acme Corp" and org["role"] == "owner"
     listed = dashboard_account.get(ORGS).json["data"]
     assert [o["id"] for o in listed] == [dashboard_account.organization_id, org["id"]]
