@@ -24,6 +24,7 @@ from controlplane.hotpath import HotCheck
 from controlplane.internal import routes as internal_routes
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
+from controlplane.passkeys import routes as passkeys_routes
 from controlplane.oidc.cors import CorsMiddleware
 from controlplane.oidc.errors import OAuthError, TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
@@ -51,8 +52,8 @@ from shared.metrics import MetricsMiddleware
 log = logging.getLogger("iamgate.controlplane")
 
 # Each area's ``add_routes(routes, services)``; the order is that of the OpenAPI document.
-AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, selfservice_routes, roles_routes, authz_routes,
-         abac_routes, webhooks_routes, audit_routes, internal_routes, oidc_routes)
+AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, passkeys_routes, selfservice_routes, roles_routes,
+         authz_routes, abac_routes, webhooks_routes, audit_routes, internal_routes, oidc_routes)
 
 
 class RevisionMiddleware:

@@ -254,21 +254,59 @@ class MfaService:
 
     # ------------------------------------------------------------------ login
 
-    def login_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict | None:
+    def login_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict,
+                        other_methods: tuple = ()) -> dict | None:
         """The login's second factor: the MFA challenge {mfa_required,
-        challenge_token, mfa_methods} when the user has an active TOTP method (the login
-        then answers it instead of tokens), else None."""
+        challenge_token, mfa_methods} when the user has an active TOTP method or
+        ``other_methods`` (a passkey: ``webauthn``) to answer it with (the login then
+        answers it instead of tokens), else None."""
         app_id, user_id = app["_id"], user["_id"]
-        if self.methods.active(app_id, user_id) is None:
+        methods = ([TOTP] if self.methods.active(app_id, user_id) is not None else []) + list(other_methods)
+        if not methods:
             return None
         token, now = random_token(), self._now()
         self.challenges.insert({
             "_id": digest(token), "app_id": app_id, "user_id": user_id, "remember_me": bool(remember_me),
             "device_info": {"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")},
             "attempts": 0, "created_at": now, "expires_at": now + seconds(self.challenge_ttl),
-            "consumed_at": None,
+            "consumed_at": None, "methods": methods,
         })
-        return {"mfa_required": True, "challenge_token": token, "mfa_methods": [TOTP]}
+        return {"mfa_required": True, "challenge_token": token, "mfa_methods": methods}
+
+    def pending_challenge(self, app_id: str, challenge_token: str, method: str) -> dict | None:
+        """The live, unused challenge of this token that ``method`` may answer, or None
+        (a passkey asks before it answers: whose credentials to offer).  Its ``_id`` is
+        what ``complete`` takes."""
+        challenge = self.challenges.live(app_id, digest(challenge_token), self._now())
+        return challenge if challenge is not None and method in challenge.get("methods", [TOTP]) else None
+
+    def complete(self, app: dict, token_digest: str, *, method: str) -> dict:
+        """Answer the challenge with a factor another area checked (a passkey's
+        assertion): counted as an attempt, consumed once, and the token pair issued as for
+        a code.  410 AUTH_MFA_CHALLENGE_EXPIRED, 429 AUTH_MFA_LOCKED, 403
+        AUTH_ACCOUNT_SUSPENDED."""
+        app_id, now = app["_id"], self._now()
+        challenge = self.challenges.count_attempt(app_id, token_digest, now)
+        if challenge is None:
+            raise MfaChallengeExpired()
+        user_id = challenge["user_id"]
+        try:
+            if challenge["attempts"] > self.max_attempts:
+                raise self._locked(aware(challenge["expires_at"]), now)
+            user = self.users.get(app_id, user_id)
+            if user is None or user.get("status") == "deleted":
+                raise MfaChallengeExpired()
+            if user.get("status") == "suspended":
+                raise AccountSuspended()
+            if self.challenges.consume(app_id, token_digest, self._now()) is None:
+                raise MfaChallengeExpired()
+        except _CHALLENGE_FAILURES as exc:
+            reason = next(reason for error, reason in _CHALLENGE_REASONS.items() if isinstance(exc, error))
+            self._record_challenge(app_id, user_id, method, failure(reason))
+            raise
+        self._record_challenge(app_id, user_id, method, success())
+        return self.sessions.issue(app, user, remember_me=challenge["remember_me"],
+                                   device_info=challenge.get("device_info") or {})
 
     def verify(self, app: dict, *, challenge_token: str, code: str) -> tuple[dict, int | None]:
         """Answer a login's MFA challenge with a TOTP or backup code.
