@@ -63,7 +63,7 @@ class PasskeyStore(AppCollection):
         result = self._docs.update_one({"_id": passkey_id, "app_id": app_id, **moved},
                                        {"$set": {"sign_count": sign_count, "backed_up": backed_up,
                                                  "last_used_at": now}})
-        return result.modified_count == 1
+        return result.matched_count == 1  # matched: 0 -> 0 at the same instant changes nothing
 
     def delete_for_user(self, app_id: str, user_id: str) -> None:
         self._docs.delete_many({"app_id": app_id, "user_id": user_id})
