@@ -39,9 +39,6 @@ from controlplane.lockout import LoginAttemptStore, PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.mfa.service import MfaService
 from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
-from controlplane.passkeys.ceremony import RelyingParty
-from controlplane.passkeys.service import PasskeyService
-from controlplane.passkeys.store import PasskeyChallengeStore, PasskeyStore
 from controlplane.oidc.authorize import AuthorizeService
 from controlplane.oidc.backchannel import KIND as BACKCHANNEL_KIND
 from controlplane.oidc.backchannel import BackchannelLogout
@@ -63,6 +60,9 @@ from controlplane.oidc.store import (
 from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.pages import Pages
+from controlplane.passkeys.ceremony import RelyingParty
+from controlplane.passkeys.service import PasskeyService
+from controlplane.passkeys.store import PasskeyChallengeStore, PasskeyStore
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import ApiThrottle, PasswordWorkLimit, RateLimiter
 from controlplane.roles.service import RoleService
