@@ -24,12 +24,12 @@ from controlplane.hotpath import HotCheck
 from controlplane.internal import routes as internal_routes
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
-from controlplane.passkeys import routes as passkeys_routes
 from controlplane.oidc.cors import CorsMiddleware
 from controlplane.oidc.errors import OAuthError, TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
 from controlplane.openapi import Routes
 from controlplane.ops import routes as ops_routes
+from controlplane.passkeys import routes as passkeys_routes
 from controlplane.roles import routes as roles_routes
 from controlplane.selfservice import routes as selfservice_routes
 from controlplane.services import Services, build_services
