@@ -15,6 +15,7 @@ from controlplane.auth import CREDENTIAL, DASHBOARD, OWNER, PUBLIC
 from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
+from controlplane.passkeys.errors import PasswordSignInDisabled
 from controlplane.passwords import PasswordTooWeak, WrongPassword
 from controlplane.resource import Resource, query_param
 from controlplane.users import schemas
@@ -87,11 +88,13 @@ class Register(_ThrottledPerIp):
 class Login(_ThrottledPerIp):
     docs = {"POST": op(
         "Log in with email and password",
-        description="Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled. "
+        description="Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled or a "
+                    "passkey the application accepts as a second factor (mfa_methods: totp, webauthn). "
                     "5 consecutive failed logins per email per application lock it for 15 minutes; "
                     "10 requests per minute per client IP.",
         body=schemas.LOGIN, response=schemas.LOGIN_RESULT,
-        errors=[ValidationFailed, InvalidCredentials, AccountSuspended, AccountLocked, LoginsLimited],
+        errors=[ValidationFailed, InvalidCredentials, AccountSuspended, AccountLocked, LoginsLimited,
+                PasswordSignInDisabled],
     )}
 
     def on_post(self, req, resp, applicationId):
