@@ -51,10 +51,12 @@ class RegistrationOptions(_OwnPasskeys):
                     "PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The "
                     "challenge is single use, bound to the caller and valid 5 minutes. Attestation is `none` "
                     "unless the application has an AAGUID allow-list.",
-        response=schemas.REGISTRATION_OPTIONS, errors=[Forbidden, *_GATES],
+        body=schemas.REGISTRATION_START, response=schemas.REGISTRATION_OPTIONS,
+        errors=[ValidationFailed, Forbidden, *_GATES],
     )}
 
     def on_post(self, req, resp, applicationId):
+        self.body(req)
         result = self.passkeys.registration_options(req.context.application, req.context.principal.user_id)
         respond(resp, result, cacheable=False)
 

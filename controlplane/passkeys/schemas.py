@@ -30,6 +30,9 @@ def _challenge_id() -> String:
     return String(required=True, max_len=TOKEN_MAX, description="from the options answer; single use, 5 minutes")
 
 
+# Read and checked although empty, so a malformed body is refused like anywhere else.
+REGISTRATION_START = Schema({}, description="an empty JSON object")
+
 REGISTRATION_VERIFY = Schema({
     "challenge_id": _challenge_id(),
     "credential": _credential("navigator.credentials.create() result"),
