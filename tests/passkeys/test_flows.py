@@ -154,3 +154,33 @@ def test_a_deleted_user_loses_the_passkeys(client, ctx, app_pw, make_user_token,
     register(app_pw, user, SoftAuthenticator())
     ctx.events.emit(app_pw["_id"], "user.deleted", {"user_id": user.user["id"]}, subject={"user_id": user.user["id"]})
     assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 0
+
+
+def test_the_openapi_examples_have_the_shape_of_real_options(client, app_pw, make_user_token):
+    """The documented examples are what parseCreationOptionsFromJSON / parseRequestOptionsFromJSON
+    read: the same members as a real answer, binary values in unpadded base64url."""
+    document = client.simulate_get("/openapi.json").json
+    user = make_user_token(app_pw)
+    for path, real in [
+        ("/registration/options", client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={},
+                                                       headers=user.headers)),
+        ("/authentication/options", client.simulate_post(passkeys_url(app_pw, "/authentication/options"), json={},
+                                                         remote_addr=fresh_address())),
+    ]:
+        operation = document["paths"]["/api/v1/applications/{applicationId}/auth/passkeys" + path]["post"]
+        schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+        example = _find_example(schema)["options"]
+        options = real.json["data"]["options"]
+        assert set(example) == set(options), path
+        for value in (example["challenge"], options["challenge"]):
+            assert len(value) == 43 and set(value) <= set(
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _find_example(schema):
+    if "example" in schema:
+        return schema["example"]
+    for value in schema.get("properties", {}).values():
+        if isinstance(value, dict) and _find_example(value) is not None:
+            return _find_example(value)
+    return None
