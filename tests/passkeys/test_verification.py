@@ -4,7 +4,7 @@ failed verification leaves nothing changed."""
 import pytest
 
 from controlplane.passkeys.service import CHALLENGE_TTL
-from tests.conftest import assert_error
+from tests.conftest import assert_error, in_parallel
 from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
 from tests.passkeys.conftest import passkeys_url
 from tests.plugins.users import UserToken, fresh_address, users_url
@@ -230,3 +230,31 @@ def test_api_keys_cannot_register(client, app_pw, make_api_key):
     response = client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={},
                                     headers={"Authorization": f"Bearer {make_api_key(app_pw)}"})
     assert_error(response, 403)
+
+
+def test_one_challenge_signs_in_once_whatever_the_races(client, app_pw, enrolled, sign_in_options):
+    _, key = enrolled
+    data = sign_in_options(app_pw)
+    credential = key.get(data["options"])
+    statuses = in_parallel(4, lambda _: _verify(client, app_pw, data["challenge_id"], credential).status_code)
+    assert sorted(statuses) == [200, 400, 400, 400]
+
+
+def test_a_suspended_user_cannot_sign_in_with_a_passkey(ctx, app_pw, enrolled, sign_in):
+    user, key = enrolled
+    ctx.users.admin.suspend(app_pw["_id"], user.user["id"])
+    assert_error(sign_in(app_pw, key), 403, "AUTH_ACCOUNT_SUSPENDED")
+
+
+def test_a_locked_mfa_challenge_is_not_answered_by_a_passkey(client, passkey_app, make_user_token, register,
+                                                            sign_in_options):
+    app = passkey_app("second_factor")
+    user, key = make_user_token(app), SoftAuthenticator()
+    register(app, user, key)
+    login = client.simulate_post(users_url(app, "/login"), remote_addr=fresh_address(),
+                                 json={"email": user.user["email"], "password": user.password}).json["data"]
+    for _ in range(5):  # IAMGATE_MFA_MAX_ATTEMPTS codes, which this user cannot answer
+        client.simulate_post(users_url(app, "/mfa/verify"), remote_addr=fresh_address(),
+                             json={"challenge_token": login["challenge_token"], "code": "123456"})
+    data = sign_in_options(app, login["challenge_token"])
+    assert_error(_verify(client, app, data["challenge_id"], key.get(data["options"])), 429, "AUTH_MFA_LOCKED")
