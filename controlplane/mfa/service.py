@@ -285,28 +285,11 @@ class MfaService:
         assertion): counted as an attempt, consumed once, and the token pair issued as for
         a code.  410 AUTH_MFA_CHALLENGE_EXPIRED, 429 AUTH_MFA_LOCKED, 403
         AUTH_ACCOUNT_SUSPENDED."""
-        app_id, now = app["_id"], self._now()
-        challenge = self.challenges.count_attempt(app_id, token_digest, now)
-        if challenge is None:
-            raise MfaChallengeExpired()
-        user_id = challenge["user_id"]
-        try:
-            if challenge["attempts"] > self.max_attempts:
-                raise self._locked(aware(challenge["expires_at"]), now)
-            user = self.users.get(app_id, user_id)
-            if user is None or user.get("status") == "deleted":
-                raise MfaChallengeExpired()
-            if user.get("status") == "suspended":
-                raise AccountSuspended()
-            if self.challenges.consume(app_id, token_digest, self._now()) is None:
-                raise MfaChallengeExpired()
-        except _CHALLENGE_FAILURES as exc:
-            reason = next(reason for error, reason in _CHALLENGE_REASONS.items() if isinstance(exc, error))
-            self._record_challenge(app_id, user_id, method, failure(reason))
-            raise
-        self._record_challenge(app_id, user_id, method, success())
-        return self.sessions.issue(app, user, remember_me=challenge["remember_me"],
-                                   device_info=challenge.get("device_info") or {})
+        def answer(challenge, now):
+            self._check_not_locked(challenge, now)
+            return self._issue(app, challenge, self._answering_user(app["_id"], challenge))
+
+        return self._attempt(app, token_digest, method, answer)
 
     def verify(self, app: dict, *, challenge_token: str, code: str) -> tuple[dict, int | None]:
         """Answer a login's MFA challenge with a TOTP or backup code.
@@ -317,39 +300,57 @@ class MfaService:
         older than IAMGATE_MFA_CHALLENGE_TTL), 429 AUTH_MFA_LOCKED (more than
         IAMGATE_MFA_MAX_ATTEMPTS codes on the challenge, or too many for the user),
         401 AUTH_INVALID_MFA_CODE, 403 AUTH_ACCOUNT_SUSPENDED."""
+        kind = TOTP if totp.is_totp_code(code) else "backup_code"
+        return self._attempt(app, digest(challenge_token), kind,
+                             lambda challenge, now: self._answer(app, challenge, code, kind, now))
+
+    def _attempt(self, app: dict, token_digest: str, method: str, answer):
+        """Count one attempt on the live challenge, then ``answer(challenge, now)``; the
+        outcome is the ``mfa.challenge`` audit record."""
         app_id, now = app["_id"], self._now()
-        token_digest = digest(challenge_token)
         challenge = self.challenges.count_attempt(app_id, token_digest, now)
         if challenge is None:  # unknown, consumed or expired: nobody to record it against
             raise MfaChallengeExpired()
-        kind = TOTP if totp.is_totp_code(code) else "backup_code"
         try:
-            pair, remaining = self._answer(app, challenge, token_digest, code, kind, now)
+            result = answer(challenge, now)
         except _CHALLENGE_FAILURES as exc:
             reason = next(reason for error, reason in _CHALLENGE_REASONS.items() if isinstance(exc, error))
-            self._record_challenge(app_id, challenge["user_id"], kind, failure(reason))
+            self._record_challenge(app_id, challenge["user_id"], method, failure(reason))
             raise
-        self._record_challenge(app_id, challenge["user_id"], kind, success())
-        return pair, remaining
+        self._record_challenge(app_id, challenge["user_id"], method, success())
+        return result
 
     def _record_challenge(self, app_id: str, user_id: str, kind: str, result: dict) -> None:
         user = actor("user", user_id)
         self.audit.record("mfa.challenge", result=result, actor=user, target=user, data={"method": kind},
                           application_id=app_id)
 
-    def _answer(self, app: dict, challenge: dict, token_digest: str, code: str, kind: str,
-                now) -> tuple[dict, int | None]:
-        app_id, user_id, max_attempts = app["_id"], challenge["user_id"], self.max_attempts
-        attempts_left = max_attempts - challenge["attempts"]
-        if attempts_left < 0:
+    def _check_not_locked(self, challenge: dict, now) -> None:
+        if challenge["attempts"] > self.max_attempts:
             raise self._locked(aware(challenge["expires_at"]), now)
-        self.rate_limiter.hit(
-            f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, error=MfaLocked)
-        user = self.users.get(app_id, user_id)
+
+    def _answering_user(self, app_id: str, challenge: dict) -> dict:
+        user = self.users.get(app_id, challenge["user_id"])
         if user is None or user.get("status") == "deleted":
             raise MfaChallengeExpired()
         if user.get("status") == "suspended":
             raise AccountSuspended()
+        return user
+
+    def _issue(self, app: dict, challenge: dict, user: dict) -> dict:
+        """Consume the challenge (one winner) and start the session the login deferred."""
+        if self.challenges.consume(app["_id"], challenge["_id"], self._now()) is None:
+            raise MfaChallengeExpired()  # a parallel answer won, or it expired just now
+        return self.sessions.issue(app, user, remember_me=challenge["remember_me"],
+                                   device_info=challenge.get("device_info") or {})
+
+    def _answer(self, app: dict, challenge: dict, code: str, kind: str, now) -> tuple[dict, int | None]:
+        app_id, user_id = app["_id"], challenge["user_id"]
+        attempts_left = self.max_attempts - challenge["attempts"]
+        self._check_not_locked(challenge, now)
+        self.rate_limiter.hit(
+            f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, error=MfaLocked)
+        user = self._answering_user(app_id, challenge)
         method = self.methods.active(app_id, user_id)
         if method is None:  # MFA was turned off after the login
             raise MfaChallengeExpired()
@@ -361,10 +362,7 @@ class MfaService:
             self._accept_backup_code(app_id, user_id, method, code, now, attempts_left=attempts_left)
             remaining = self.backup_codes.remaining(app_id, user_id, method.get("backup_set_id"))
 
-        if self.challenges.consume(app_id, token_digest, self._now()) is None:
-            raise MfaChallengeExpired()  # a parallel verify won, or it expired just now
-        pair = self.sessions.issue(app, user, remember_me=challenge["remember_me"],
-                                     device_info=challenge.get("device_info") or {})
+        pair = self._issue(app, challenge, user)
         if remaining is not None:
             self.events.emit(app_id, "mfa.backup_code_used", {"user_id": user_id, "remaining": remaining},
                                   subject={"user_id": user_id})
