@@ -30,6 +30,7 @@ from controlplane.passkeys.service import PasskeyService
 from controlplane.resource import Resource
 from controlplane.users.errors import AccountSuspended, LoginsLimited
 from controlplane.users.login import LoginService
+from controlplane.users.resources import device_info_of
 from shared.errors import Forbidden, ValidationFailed
 from shared.http import client_ip, respond
 
@@ -149,8 +150,6 @@ class AuthenticationVerify(_SignIn):
 
     def on_post(self, req, resp, applicationId):
         values = self.throttled_body(req)
-        agent = req.user_agent
-        pair = self.passkeys.authenticate(
-            req.context.application, **values,
-            device_info={"ip": client_ip(req, self.trusted_proxies), "user_agent": agent[:512] if agent else None})
+        pair = self.passkeys.authenticate(req.context.application, **values,
+                                          device_info=device_info_of(req, self.trusted_proxies))
         respond(resp, pair, cacheable=False)

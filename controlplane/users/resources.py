@@ -48,7 +48,8 @@ from shared.http import PAGE_QUERY, client_ip, page_params, paginated, read_json
 from shared.validation import String
 
 
-def _device_info(req, trusted_proxies) -> dict:
+def device_info_of(req, trusted_proxies) -> dict:
+    """The device a session records: the client IP and its user agent (bounded)."""
     agent = req.user_agent
     return {"ip": client_ip(req, trusted_proxies), "user_agent": agent[:512] if agent else None}
 
@@ -101,7 +102,7 @@ class Login(_ThrottledPerIp):
         values = self.throttled_body(req)
         result = self.service.login(req.context.application, email=values["email"], password=values["password"],
                                     remember_me=values["remember_me"],
-                                    device_info=_device_info(req, self.trusted_proxies))
+                                    device_info=device_info_of(req, self.trusted_proxies))
         respond(resp, result, cacheable=False)
 
 
