@@ -184,3 +184,15 @@ def _find_example(schema):
         if isinstance(value, dict) and _find_example(value) is not None:
             return _find_example(value)
     return None
+
+
+def test_remember_me_gives_the_long_session(client, ctx, app_pw, make_user_token, register, sign_in_options):
+    user, key = make_user_token(app_pw), SoftAuthenticator()
+    register(app_pw, user, key)
+    data = sign_in_options(app_pw)
+    response = client.simulate_post(passkeys_url(app_pw, "/authentication/verify"), remote_addr=fresh_address(),
+                                    json={"challenge_id": data["challenge_id"], "credential": key.get(data["options"]),
+                                          "remember_me": True})
+    assert response.status_code == 200, response.text
+    sessions = list(ctx.store["sessions"].find({"user_id": user.user["id"], "is_remember_me": True}))
+    assert len(sessions) == 1
