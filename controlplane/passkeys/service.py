@@ -3,7 +3,8 @@
 
 The application's ``passkeys`` setting decides what a passkey does:
 
-- ``off`` (the default): nothing; every route answers 403 PASSKEY_DISABLED.
+- ``off`` (the default): nothing; registration and sign-in answer 403 PASSKEY_DISABLED
+  (a user can still list, rename and delete the passkeys they have).
 - ``second_factor``: any passkey of the user answers the login's MFA challenge, beside
   TOTP and backup codes (``login_challenge`` is the password login's ``SecondFactor``).
 - ``passwordless``: as ``second_factor``, and a discoverable passkey with user
