@@ -30,6 +30,7 @@ from controlplane.oidc.errors import OAuthError, TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
 from controlplane.openapi import Routes
 from controlplane.ops import routes as ops_routes
+from controlplane.passkeys import routes as passkeys_routes
 from controlplane.roles import routes as roles_routes
 from controlplane.selfservice import routes as selfservice_routes
 from controlplane.services import Services, build_services
@@ -52,8 +53,8 @@ from shared.metrics import MetricsMiddleware
 log = logging.getLogger("iamgate.controlplane")
 
 # Each area's ``add_routes(routes, services)``; the order is that of the OpenAPI document.
-AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, selfservice_routes, roles_routes, authz_routes,
-         abac_routes, webhooks_routes, audit_routes, internal_routes, oidc_routes, console_routes)
+AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, passkeys_routes, selfservice_routes, roles_routes,
+         authz_routes, abac_routes, webhooks_routes, audit_routes, internal_routes, oidc_routes, console_routes)
 
 
 class RevisionMiddleware:

@@ -163,6 +163,9 @@ def main() -> int:
         if worker_sock is not None:
             print(f"iamgate webhook worker:   {worker_url}/readyz", flush=True)
         print(f"OpenAPI:                  {control_url}/openapi.json", flush=True)
+        if not config.webauthn_rp_id:  # browsers refuse an IP address as a passkey's RP ID
+            print(f"Passkeys are unavailable on an IP address: set IAMGATE_PUBLIC_URL=http://localhost:{config.port} "
+                  f"to try them (docs/passkeys.md).", flush=True)
         if config.log_email_bodies:
             print("Emails are logged WITH their bodies (reset and verification links): "
                   "IAMGATE_LOG_EMAIL_BODIES=true, for development only.", flush=True)

@@ -62,6 +62,9 @@ from controlplane.oidc.store import (
 from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant, TokenEndpoint
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.pages import Pages
+from controlplane.passkeys.ceremony import RelyingParty
+from controlplane.passkeys.service import PasskeyService
+from controlplane.passkeys.store import PasskeyChallengeStore, PasskeyStore
 from controlplane.passwords import PasswordHasher
 from controlplane.ratelimit import ApiThrottle, PasswordWorkLimit, RateLimiter
 from controlplane.roles.service import RoleService
@@ -185,6 +188,7 @@ class Services:
     webhooks: WebhookServices
     users: UserServices
     mfa: MfaService
+    passkeys: PasskeyService
     oidc: OidcServices
     selfservice: SelfService
 
@@ -332,7 +336,12 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                      passwords, events, clock, box, rate_limiter, mailer, audit, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
-    login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=mfa, audit=audit,
+    relying_party = (RelyingParty(config.webauthn_rp_id, config.webauthn_origins) if config.webauthn_rp_id else None)
+    passkeys = PasskeyService(PasskeyStore(store), PasskeyChallengeStore(store), user_directory, mfa, sessions,
+                              events, audit, clock, relying_party=relying_party)
+    events.listen(passkeys.on_event)
+    # Passkeys wrap MFA: the login's challenge offers TOTP and/or a passkey.
+    login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=passkeys, audit=audit,
                          rate_limit_login=config.rate_limit_login)
     users = UserServices(directory=user_directory, sessions=sessions, passwords=passwords,
                          email_verification=email_verification, registration=registration,
@@ -357,4 +366,4 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         mailer=mailer, hasher=hasher, pages=pages, password_guard=password_guard, authenticator=authenticator,
         startup=startup, applications=applications, api_keys=api_keys, dashboard=dashboard, roles=roles,
         authz=authz, abac=abac, internal=internal, webhooks=webhooks, users=users, mfa=mfa, oidc=oidc,
-        selfservice=selfservice)
+        selfservice=selfservice, passkeys=passkeys)

@@ -149,6 +149,69 @@ def _host(name, raw):
     raise ConfigError(f"{name}: expected an IP address or a host name, got {raw!r}")
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False
+
+
+def _rp_id(name, raw):
+    """A WebAuthn RP ID: a host name, never an IP address (browsers refuse them), and
+    not a bare top-level label such as ``com`` (``localhost`` excepted)."""
+    rp_id = raw.strip().lower().rstrip(".")
+    if not rp_id:
+        return ""
+    if _is_ip(rp_id):
+        raise ConfigError(f"{name}: an IP address cannot be a passkey RP ID; use a host name (locally: set "
+                          f"IAMGATE_PUBLIC_URL to http://localhost:PORT), got {raw!r}")
+    if not _HOST_NAME.fullmatch(rp_id) or ("." not in rp_id and rp_id != "localhost"):
+        raise ConfigError(f"{name}: expected a host name such as example.com, got {raw!r}")
+    return rp_id
+
+
+def _origin(raw: str) -> str | None:
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+        return None
+    return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
+def _origins(name, raw):
+    origins = []
+    for item in (v.strip() for v in raw.split(",") if v.strip()):
+        origin = _origin(item)
+        if origin is None:
+            raise ConfigError(f"{name}: expected comma-separated origins such as https://app.example.com, got "
+                              f"{item!r}")
+        origins.append(origin)
+    return tuple(origins)
+
+
+def rp_id_serves(rp_id: str, origin: str) -> bool:
+    """WebAuthn's rule (section 5.1.3 step 8, via the HTML "is a registrable domain
+    suffix" check): the RP ID is the origin's host or a parent domain of it."""
+    host = (urlsplit(origin).hostname or "").lower()
+    return host == rp_id or host.endswith("." + rp_id)
+
+
+def _resolve_webauthn(values) -> None:
+    """Default the RP ID to the public URL's host and the origins to its origin.  A
+    public URL on an IP address leaves the RP ID empty: passkeys are then unavailable
+    (their routes answer 503 PASSKEY_UNAVAILABLE), and the server still starts."""
+    if not values["webauthn_origins"]:
+        values["webauthn_origins"] = (_origin(values["public_url"]) or values["public_url"],)
+    if not values["webauthn_rp_id"]:
+        host = (urlsplit(values["public_url"]).hostname or "").lower()
+        values["webauthn_rp_id"] = "" if _is_ip(host) else host
+    rp_id = values["webauthn_rp_id"]
+    for origin in values["webauthn_origins"] if rp_id else ():
+        if not rp_id_serves(rp_id, origin):
+            raise ConfigError(f"IAMGATE_WEBAUTHN_RP_ID: {rp_id!r} cannot serve the origin {origin} (the RP ID must be "
+                              f"the origin's host or a parent domain of it; see IAMGATE_WEBAUTHN_ORIGINS)")
+
+
 def _directory(name, raw):
     if raw and not os.path.isabs(raw):
         raise ConfigError(f"{name}: expected an absolute directory path, got {raw!r}")
@@ -224,6 +287,8 @@ _VARIABLES = {
     "DECISION_LOG_SAMPLE": (_decision_log_share, "0"),
     "DECISION_LOG_DENIALS": (_bool, "false"),
     "PUBLIC_URL": (_url, "http://127.0.0.1:8000"),
+    "WEBAUTHN_RP_ID": (_rp_id, ""),
+    "WEBAUTHN_ORIGINS": (_origins, ""),
     "MONGODB_URI": (_mongo_uri, "memory://"),
     "SECRET_KEY": (_text, ""),
     "SMTP_URL": (_smtp_url, ""),
@@ -300,6 +365,8 @@ class Config:
     decision_log_sample: float
     decision_log_denials: bool
     public_url: str
+    webauthn_rp_id: str  # "" when passkeys are unavailable (a public URL on an IP address)
+    webauthn_origins: tuple
     mongodb_uri: str
     secret_key: str
     smtp_url: str | None
@@ -408,6 +475,7 @@ class Config:
         values["unknown_variables"] = _unknown_variables(env)
         values["tracing"] = tracing_requested(env)
         _check_together(values)
+        _resolve_webauthn(values)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigError(f"unknown configuration override(s): {', '.join(sorted(unknown))}")

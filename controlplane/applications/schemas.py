@@ -4,9 +4,11 @@ from __future__ import annotations
 import re
 
 from controlplane.applications.css import sanitize_css as _sanitize_css
-from shared.validation import TIME, Bool, DisplayName, HexColor, Int, List, Object, Schema, String, Url
+from shared.validation import TIME, Bool, DisplayName, HexColor, Int, List, Object, Schema, String, Url, Uuid
 
 ENVIRONMENTS = ("development", "staging", "production")
+# What a passkey does in the application (docs/passkeys.md).
+PASSKEY_MODES = ("off", "second_factor", "passwordless")
 # Images the hosted pages load: https only, as their CSP's img-src allows (an http logo
 # on an https page is mixed content; browsers block or flag it).
 IMAGE_URL = {"schemes": ("https",)}
@@ -34,6 +36,12 @@ UPDATE = Schema({
                                    description="registrations per minute per client IP; null = server default; "
                                                "0 or a value above IAMGATE_REGISTRATION_RATE_LIMIT_MAX means "
                                                "that maximum"),
+    "passkeys": String(choices=PASSKEY_MODES, description="off; second_factor: a passkey answers the login's MFA "
+                                                          "challenge; passwordless: also signs in alone"),
+    "passkeys_allow_password": Bool(description="passwordless only: false refuses the password of a user who "
+                                                "has a passkey that signs in alone"),
+    "passkey_aaguids": List(Uuid(), max_items=100,
+                            description="authenticator models (AAGUIDs) a new passkey must be; empty: any"),
 }, partial=True)
 
 DARK_MODE = Schema({
@@ -80,6 +88,9 @@ APPLICATION_RESPONSE = {
         "oauth_hosted_registration_enabled": {"type": "boolean"},
         "max_concurrent_sessions": {"type": "integer"},
         "registration_rate_limit": {"type": ["integer", "null"]},
+        "passkeys": {"type": "string", "enum": list(PASSKEY_MODES)},
+        "passkeys_allow_password": {"type": "boolean"},
+        "passkey_aaguids": {"type": "array", "items": {"type": "string", "format": "uuid"}},
         "created_at": TIME,
         "updated_at": TIME,
     },

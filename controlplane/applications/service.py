@@ -96,6 +96,9 @@ class ApplicationService:
             "oauth_hosted_registration_enabled": False,
             "max_concurrent_sessions": 0,
             "registration_rate_limit": None,
+            "passkeys": "off",
+            "passkeys_allow_password": True,
+            "passkey_aaguids": [],
             "created_at": now,
             "updated_at": now,
         }
@@ -176,6 +179,9 @@ def serialize(app: dict, role: str | None = None) -> dict:
         "oauth_hosted_registration_enabled": app.get("oauth_hosted_registration_enabled", False),
         "max_concurrent_sessions": app.get("max_concurrent_sessions", 0),
         "registration_rate_limit": app.get("registration_rate_limit"),
+        "passkeys": app.get("passkeys", "off"),
+        "passkeys_allow_password": app.get("passkeys_allow_password", True),
+        "passkey_aaguids": app.get("passkey_aaguids", []),
         "created_at": isoformat(app["created_at"]),
         "updated_at": isoformat(app["updated_at"]),
     }

@@ -34,6 +34,10 @@ RECORDED_ACTIONS = MappingProxyType({
     "user.password_reset_requested": "a password reset email was asked for",
     "user.password_reset": "a password reset token was used (failures: an invalid or expired token)",
     "mfa.challenge": "an MFA challenge was answered (success or failure)",
+    "passkey.registered": "a user registered a passkey",
+    "passkey.deleted": "a user deleted one of their passkeys",
+    "passkey.sign_in": "a passkey assertion was presented (success or failure, a sign count that went backwards "
+                       "included)",
     "token.reuse_detected": "a refresh token was presented again after rotation; its family was revoked",
     "oidc.code_replayed": "an authorization code was presented twice; its tokens were revoked",
     "token.revoked": "a token was revoked",

@@ -206,10 +206,15 @@ class TotpFactor:
                                 "created_at": now, "expires_at": now + seconds(ttl), "consumed_at": None})
         return token
 
-    def count_attempt(self, scope: str, challenge_token: str, now) -> dict | None:
+    def count_attempt(self, scope: str, challenge_token: str, now, *, digested: bool = False) -> dict | None:
         """Count one answer on the live challenge (before its code is checked); the
-        challenge after it, or None when it is unknown, used or expired."""
-        return self.challenges.count_attempt(scope, digest(challenge_token), now)
+        challenge after it, or None when it is unknown, used or expired.  ``digested``:
+        ``challenge_token`` is already the stored digest (a challenge another area holds)."""
+        return self.challenges.count_attempt(scope, challenge_token if digested else digest(challenge_token), now)
+
+    def live_challenge(self, scope: str, challenge_token: str, now) -> dict | None:
+        """The live, unused challenge of this token, without counting an answer."""
+        return self.challenges.live(scope, digest(challenge_token), now)
 
     def consume_challenge(self, scope: str, challenge: dict, now) -> bool:
         """Use the challenge up; False when a parallel answer won or it just expired."""

@@ -49,6 +49,7 @@ from controlplane.users.passwords import PasswordService
 from controlplane.users.sessions import SessionService
 from shared.config import Rate
 from shared.crypto import SecretBox
+from shared.ids import digest
 from shared.timeutil import Clock, aware
 
 # Codes tried per user across all challenges, on top of the per-challenge lock: a caller
@@ -181,17 +182,38 @@ class MfaService:
 
     # ------------------------------------------------------------------ login
 
-    def login_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict | None:
+    def login_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict,
+                        other_methods: tuple = ()) -> dict | None:
         """The login's second factor: the MFA challenge {mfa_required,
-        challenge_token, mfa_methods} when the user has an active TOTP method (the login
-        then answers it instead of tokens), else None."""
+        challenge_token, mfa_methods} when the user has an active TOTP method or
+        ``other_methods`` (a passkey: ``webauthn``) to answer it with (the login then
+        answers it instead of tokens), else None."""
         app_id, user_id = app["_id"], user["_id"]
-        if self.methods.active(app_id, user_id) is None:
+        methods = ([TOTP] if self.methods.active(app_id, user_id) is not None else []) + list(other_methods)
+        if not methods:
             return None
         token = self.factor.open_challenge(
             app_id, user_id, self._now(), self.challenge_ttl, remember_me=bool(remember_me),
-            device_info={"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")})
-        return {"mfa_required": True, "challenge_token": token, "mfa_methods": [TOTP]}
+            device_info={"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")}, methods=methods)
+        return {"mfa_required": True, "challenge_token": token, "mfa_methods": methods}
+
+    def pending_challenge(self, app_id: str, challenge_token: str, method: str) -> dict | None:
+        """The live, unused challenge of this token that ``method`` may answer, or None
+        (a passkey asks before it answers: whose credentials to offer).  Its ``_id`` is
+        what ``complete`` takes."""
+        challenge = self.factor.live_challenge(app_id, challenge_token, self._now())
+        return challenge if challenge is not None and method in challenge.get("methods", [TOTP]) else None
+
+    def complete(self, app: dict, token_digest: str, *, method: str) -> dict:
+        """Answer the challenge with a factor another area checked (a passkey's
+        assertion): counted as an attempt, consumed once, and the token pair issued as for
+        a code.  410 AUTH_MFA_CHALLENGE_EXPIRED, 429 AUTH_MFA_LOCKED, 403
+        AUTH_ACCOUNT_SUSPENDED."""
+        def answer(challenge, now):
+            self._check_not_locked(challenge, now)
+            return self._issue(app, challenge, self._answering_user(app["_id"], challenge))
+
+        return self._attempt(app, token_digest, method, answer)
 
     def verify(self, app: dict, *, challenge_token: str, code: str) -> tuple[dict, int | None]:
         """Answer a login's MFA challenge with a TOTP or backup code.
@@ -202,38 +224,57 @@ class MfaService:
         older than IAMGATE_MFA_CHALLENGE_TTL), 429 AUTH_MFA_LOCKED (more than
         IAMGATE_MFA_MAX_ATTEMPTS codes on the challenge, or too many for the user),
         401 AUTH_INVALID_MFA_CODE, 403 AUTH_ACCOUNT_SUSPENDED."""
+        kind = code_kind(code)
+        return self._attempt(app, digest(challenge_token), kind,
+                             lambda challenge, now: self._answer(app, challenge, code, kind, now))
+
+    def _attempt(self, app: dict, token_digest: str, method: str, answer):
+        """Count one attempt on the live challenge, then ``answer(challenge, now)``; the
+        outcome is the ``mfa.challenge`` audit record."""
         app_id, now = app["_id"], self._now()
-        challenge = self.factor.count_attempt(app_id, challenge_token, now)
+        challenge = self.factor.count_attempt(app_id, token_digest, now, digested=True)
         if challenge is None:  # unknown, consumed or expired: nobody to record it against
             raise MfaChallengeExpired()
-        kind = code_kind(code)
         try:
-            pair, remaining = self._answer(app, challenge, code, kind, now)
+            result = answer(challenge, now)
         except _CHALLENGE_FAILURES as exc:
             reason = next(reason for error, reason in _CHALLENGE_REASONS.items() if isinstance(exc, error))
-            self._record_challenge(app_id, challenge["user_id"], kind, failure(reason))
+            self._record_challenge(app_id, challenge["user_id"], method, failure(reason))
             raise
-        self._record_challenge(app_id, challenge["user_id"], kind, success())
-        return pair, remaining
+        self._record_challenge(app_id, challenge["user_id"], method, success())
+        return result
 
     def _record_challenge(self, app_id: str, user_id: str, kind: str, result: dict) -> None:
         user = actor("user", user_id)
         self.audit.record("mfa.challenge", result=result, actor=user, target=user, data={"method": kind},
                           application_id=app_id)
 
-    def _answer(self, app: dict, challenge: dict, code: str, kind: str,
-                now) -> tuple[dict, int | None]:
-        app_id, user_id, max_attempts = app["_id"], challenge["user_id"], self.max_attempts
-        attempts_left = max_attempts - challenge["attempts"]
-        if attempts_left < 0:
-            raise challenge_locked(max_attempts, aware(challenge["expires_at"]), now)
-        self.rate_limiter.hit(
-            f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, error=MfaLocked)
-        user = self.users.get(app_id, user_id)
+    def _check_not_locked(self, challenge: dict, now) -> None:
+        if challenge["attempts"] > self.max_attempts:
+            raise challenge_locked(self.max_attempts, aware(challenge["expires_at"]), now)
+
+    def _answering_user(self, app_id: str, challenge: dict) -> dict:
+        user = self.users.get(app_id, challenge["user_id"])
         if user is None or user.get("status") == "deleted":
             raise MfaChallengeExpired()
         if user.get("status") == "suspended":
             raise AccountSuspended()
+        return user
+
+    def _issue(self, app: dict, challenge: dict, user: dict) -> dict:
+        """Consume the challenge (one winner) and start the session the login deferred."""
+        if not self.factor.consume_challenge(app["_id"], challenge, self._now()):
+            raise MfaChallengeExpired()  # a parallel answer won, or it expired just now
+        return self.sessions.issue(app, user, remember_me=challenge["remember_me"],
+                                   device_info=challenge.get("device_info") or {})
+
+    def _answer(self, app: dict, challenge: dict, code: str, kind: str, now) -> tuple[dict, int | None]:
+        app_id, user_id = app["_id"], challenge["user_id"]
+        attempts_left = self.max_attempts - challenge["attempts"]
+        self._check_not_locked(challenge, now)
+        self.rate_limiter.hit(
+            f"mfa-verify:{app_id}:{user_id}", VERIFY_RATE, error=MfaLocked)
+        user = self._answering_user(app_id, challenge)
         method = self.methods.active(app_id, user_id)
         if method is None:  # MFA was turned off after the login
             raise MfaChallengeExpired()
@@ -243,10 +284,7 @@ class MfaService:
             raise code_refused(verdict, attempts_left)
         remaining = self.factor.remaining_backup_codes(app_id, user_id, method) if kind == BACKUP_CODE else None
 
-        if not self.factor.consume_challenge(app_id, challenge, self._now()):
-            raise MfaChallengeExpired()  # a parallel verify won, or it expired just now
-        pair = self.sessions.issue(app, user, remember_me=challenge["remember_me"],
-                                     device_info=challenge.get("device_info") or {})
+        pair = self._issue(app, challenge, user)
         if remaining is not None:
             self.events.emit(app_id, "mfa.backup_code_used", {"user_id": user_id, "remaining": remaining},
                                   subject={"user_id": user_id})

@@ -15,7 +15,8 @@ Collections (every document carries ``app_id``; every query filters on it):
   becomes current in one single-document write and a crash between writes leaves, at
   worst, ignored codes.
 - ``mfa_challenges``: ``{_id (SHA-256 of the challenge token), app_id, user_id,
-  remember_me, device_info, attempts, created_at, expires_at, consumed_at}``.
+  remember_me, device_info, attempts, created_at, expires_at, consumed_at, methods}``
+  (``methods``: what may answer it, ``totp`` and/or ``webauthn``).
 
 Stores only read and write; the rules (and every HTTP error) live in ``service.py``.
 """
@@ -157,6 +158,10 @@ class ChallengeStore(Collection):
             {"$inc": {"attempts": 1}},
             return_document=ReturnDocument.AFTER,
         )
+
+    def live(self, app_id: str, token_digest: str, now) -> dict | None:
+        return self._docs.find_one(
+            {"_id": token_digest, "app_id": app_id, "consumed_at": None, "expires_at": {"$gt": now}})
 
     def consume(self, app_id: str, token_digest: str, now) -> dict | None:
         """Use the challenge up (one winner under races); None when it already was, or

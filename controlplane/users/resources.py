@@ -15,6 +15,7 @@ from controlplane.auth import CREDENTIAL, DASHBOARD, OWNER, PUBLIC
 from controlplane.dashboard.access import DashboardAccess, member_of_application
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
+from controlplane.passkeys.errors import PasswordSignInDisabled
 from controlplane.passwords import PasswordTooWeak, WrongPassword
 from controlplane.resource import Resource, query_param
 from controlplane.users import schemas
@@ -47,7 +48,8 @@ from shared.http import PAGE_QUERY, client_ip, page_params, paginated, read_json
 from shared.validation import String
 
 
-def _device_info(req, trusted_proxies) -> dict:
+def device_info_of(req, trusted_proxies) -> dict:
+    """The device a session records: the client IP and its user agent (bounded)."""
     agent = req.user_agent
     return {"ip": client_ip(req, trusted_proxies), "user_agent": agent[:512] if agent else None}
 
@@ -87,18 +89,20 @@ class Register(_ThrottledPerIp):
 class Login(_ThrottledPerIp):
     docs = {"POST": op(
         "Log in with email and password",
-        description="Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled. "
+        description="Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled or a "
+                    "passkey the application accepts as a second factor (mfa_methods: totp, webauthn). "
                     "5 consecutive failed logins per email per application lock it for 15 minutes; "
                     "10 requests per minute per client IP.",
         body=schemas.LOGIN, response=schemas.LOGIN_RESULT,
-        errors=[ValidationFailed, InvalidCredentials, AccountSuspended, AccountLocked, LoginsLimited],
+        errors=[ValidationFailed, InvalidCredentials, AccountSuspended, AccountLocked, LoginsLimited,
+                PasswordSignInDisabled],
     )}
 
     def on_post(self, req, resp, applicationId):
         values = self.throttled_body(req)
         result = self.service.login(req.context.application, email=values["email"], password=values["password"],
                                     remember_me=values["remember_me"],
-                                    device_info=_device_info(req, self.trusted_proxies))
+                                    device_info=device_info_of(req, self.trusted_proxies))
         respond(resp, result, cacheable=False)
 
 

@@ -169,7 +169,7 @@ MFA_CHALLENGE = {
     "properties": {
         "mfa_required": {"type": "boolean", "const": True},
         "challenge_token": {"type": "string", "description": "valid 5 minutes; POST V1/users/mfa/verify"},
-        "mfa_methods": {"type": "array", "items": {"type": "string"}},
+        "mfa_methods": {"type": "array", "items": {"type": "string", "enum": ["totp", "webauthn"]}},
     },
 }
 

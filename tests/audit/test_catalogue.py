@@ -18,6 +18,8 @@ from controlplane.audit.actions import ACTIONS, CHANGE_ACTIONS, RECORDED_ACTIONS
 from tests.conftest import bearer
 from tests.mfa.conftest import mfa_url, rfc6238
 from tests.oidc.conftest import REDIRECT_URI, clients_url, pkce_pair
+from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
+from tests.passkeys.conftest import passkeys_url
 from tests.plugins.users import PASSWORD, users_url
 
 IP = "198.51.100.23"  # every scenario's last request comes from here
@@ -31,7 +33,7 @@ DASHBOARD = "/api/dashboard"
 
 @pytest.fixture
 def config_overrides():
-    return {"webhook_allow_private_targets": True}
+    return {"webhook_allow_private_targets": True, "webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,)}
 
 
 def failure(reason: str) -> dict:
@@ -267,6 +269,62 @@ def _mfa_challenge(env):
     response = ok(env.call("POST", users_url(env.application, "/mfa/verify"),
                            json={"challenge_token": _challenge(env, mfa), "code": rfc6238(mfa.secret, env.clock())}))
     return Expect(response, ("user", mfa.id), ("user", mfa.id), data={"method": "totp"})
+
+
+# ---------------------------------------------------------------- passkeys
+
+def _passkey_user(env, authenticator):
+    """A signed-in user of the application (passkeys: passwordless) and their passkey's
+    registration response."""
+    env.ctx.applications.update(env.application["_id"], {"passkeys": "passwordless"})
+    user = env.user()
+    options = ok(env.client.simulate_post(passkeys_url(env.application, "/registration/options"), json={},
+                                          headers=user.headers)).json["data"]
+    response = env.call("POST", passkeys_url(env.application, "/registration/verify"), headers=user.headers,
+                        json={"challenge_id": options["challenge_id"],
+                              "credential": authenticator.create(options["options"])})
+    return user, ok(response)
+
+
+def _passkey_sign_in(env, authenticator, **falsify):
+    options = ok(env.client.simulate_post(passkeys_url(env.application, "/authentication/options"), json={},
+                                          remote_addr="203.0.113.9")).json["data"]
+    return env.call("POST", passkeys_url(env.application, "/authentication/verify"),
+                    json={"challenge_id": options["challenge_id"],
+                          "credential": authenticator.get(options["options"], **falsify)})
+
+
+@scenario("passkey.registered")
+def _passkey_registered(env):
+    user, response = _passkey_user(env, SoftAuthenticator())
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]),
+                  data={"passkey_id": response.json["data"]["id"]})
+
+
+@scenario("passkey.deleted")
+def _passkey_deleted(env):
+    user, registered = _passkey_user(env, SoftAuthenticator())
+    passkey_id = registered.json["data"]["id"]
+    response = ok(env.call("DELETE", passkeys_url(env.application, f"/{passkey_id}"), headers=user.headers), 204)
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]), data={"passkey_id": passkey_id})
+
+
+@scenario("passkey.sign_in")
+def _passkey_sign_in_ok(env):
+    key = SoftAuthenticator()
+    user, _ = _passkey_user(env, key)
+    response = ok(_passkey_sign_in(env, key))
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]), data={"second_factor": False})
+
+
+@scenario("passkey.sign_in#sign_count_invalid")
+def _passkey_sign_count_backwards(env):
+    key = SoftAuthenticator(counter=10)
+    user, _ = _passkey_user(env, key)
+    response = _passkey_sign_in(env, key, sign_count=4)
+    assert response.status_code == 400, response.text
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]),
+                  result=failure("sign_count_invalid"))
 
 
 # ---------------------------------------------------------------- OIDC

@@ -59,6 +59,9 @@ def test_create_application_with_the_spec_defaults(dashboard_account):
         "oauth_hosted_registration_enabled": False,
         "max_concurrent_sessions": 0,
         "registration_rate_limit": None,
+        "passkeys": "off",
+        "passkeys_allow_password": True,
+        "passkey_aaguids": [],
         "created_at": app["created_at"],
         "updated_at": app["created_at"],
     }
@@ -220,12 +223,25 @@ def test_update_changes_only_the_fields_sent(dashboard_account, dashboard_app, c
     ({"oauth_hosted_login_enabled": "true"}, "oauth_hosted_login_enabled"),
     ({"oauth_redirect_uris": ["javascript:alert(1)"]}, "oauth_redirect_uris"),
     ({"oauth_redirect_uris": "https://a.example.com"}, "oauth_redirect_uris"),
+    ({"passkeys": "on"}, "passkeys"),
+    ({"passkeys": None}, "passkeys"),
+    ({"passkeys_allow_password": "no"}, "passkeys_allow_password"),
+    ({"passkey_aaguids": ["not-a-uuid"]}, "passkey_aaguids"),
+    ({"passkey_aaguids": [f"00000000-0000-0000-0000-{i:012d}" for i in range(101)]},
+     "passkey_aaguids"),
 ])
 def test_update_validates_each_field_and_changes_nothing(dashboard_account, dashboard_app, body, field):
     error = assert_error(dashboard_account.put(app_path(dashboard_app["id"]), json=body),
                          400, "VALIDATION_INVALID_FORMAT")
     assert list(error["details"]["fields"]) == [field]
     assert dashboard_account.get(app_path(dashboard_app["id"])).json["data"] == dashboard_app
+
+
+def test_update_sets_the_passkey_settings(dashboard_account, dashboard_app):
+    body = {"passkeys": "passwordless", "passkeys_allow_password": False,
+            "passkey_aaguids": ["CB69481E-8FF7-4039-93EC-0A2729A154A8"]}
+    updated = dashboard_account.put(app_path(dashboard_app["id"]), json=body).json["data"]
+    assert {k: updated[k] for k in body} == {**body, "passkey_aaguids": ["cb69481e-8ff7-4039-93ec-0a2729a154a8"]}
 
 
 def test_update_accepts_the_bounds(dashboard_account, dashboard_app):

@@ -12,6 +12,7 @@ def test_both_processes_serve_and_stop_on_interrupt(stack):
     # The launcher prints once it has seen both answer, which may be just after we did.
     assert wait_until(lambda: "iamgate decision service:" in stack.logs(), timeout=10)
     assert "iamgate control plane:" in stack.logs()
+    assert "set IAMGATE_PUBLIC_URL=http://localhost:" in stack.logs()  # the stack's public URL is 127.0.0.1
     stack.stop()
     assert stack.process.returncode == 0
 
@@ -33,4 +34,15 @@ def test_bad_configuration_stops_start_up_with_the_variable_named(tmp_path):
                             env={"IAMGATE_PORT": "not-a-port", "PATH": "/usr/bin:/bin"}, timeout=60)
     assert result.returncode == 2
     assert "IAMGATE_PORT" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_ip_address_as_passkey_rp_id_stops_start_up_in_one_line():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "controlplane.launcher"], capture_output=True, text=True,
+                            env={"IAMGATE_WEBAUTHN_RP_ID": "127.0.0.1", "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert result.returncode == 2
+    assert "IAMGATE_WEBAUTHN_RP_ID" in result.stderr and "localhost" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

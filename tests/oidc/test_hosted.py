@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.conftest import bearer
 from tests.mfa.conftest import STEP, mfa_url, rfc6238
 from tests.oidc.conftest import REDIRECT_URI, clients_url, pkce_pair
+from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
 from tests.plugins.users import fresh_address
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -185,6 +186,23 @@ def test_wrong_password_shows_the_login_page_again(ctx, browser, rp, person):
     assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
     consent = browser.submit(again, email=person["email"], password=person["password"])
     assert_page(consent, "Allow access?")
+
+
+@pytest.mark.parametrize("config_overrides", [{"webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,)}],
+                         indirect=True)
+def test_a_password_refused_for_a_passkey_account_shows_the_login_page(ctx, client, browser, rp, hosted_app, person,
+                                                                      login):
+    ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless", "passkeys_allow_password": False})
+    headers = bearer(login(hosted_app, person["email"], person["password"])["access_token"])
+    url = f"/api/v1/applications/{hosted_app['_id']}/auth/passkeys/registration"
+    options = client.simulate_post(f"{url}/options", json={}, headers=headers).json["data"]
+    registered = client.simulate_post(f"{url}/verify", headers=headers, json={
+        "challenge_id": options["challenge_id"], "credential": SoftAuthenticator().create(options["options"])})
+    assert registered.status_code == 201, registered.text
+    page = browser.get(authorize_url(rp))
+    refused = browser.submit(page, email=person["email"], password=person["password"])
+    assert_page(refused, "Sign in", 403)
+    assert "signs in with a passkey" in refused.text
 
 
 # ---------------------------------------------------------------- MFA

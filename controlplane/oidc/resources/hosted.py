@@ -14,6 +14,7 @@ from controlplane.oidc.hosted import Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
+from controlplane.passkeys.errors import PasswordSignInDisabled
 from controlplane.passwords import PasswordTooWeak
 from controlplane.resource import Resource
 from controlplane.users.errors import (
@@ -169,7 +170,8 @@ class HostedLogin(_HostedPage):
                     "locked or throttled, 403 suspended). decision=forgot answers the reset-request page; "
                     "decision=cancel a 302 redirect_uri?error=access_denied&state=...; decision=register the "
                     "sign-up page (when the application has oauth_hosted_registration_enabled).",
-        errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended],
+        errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended,
+                PasswordSignInDisabled],
         also=_page_answers(401, 429),
     )}
 
@@ -189,7 +191,7 @@ class HostedLogin(_HostedPage):
         try:
             step = self.hosted.sign_in(pending, email=form.get("email", "").strip(), password=form.get("password", ""),
                                        device_info=device_info)
-        except (InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended) as exc:
+        except (InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended, PasswordSignInDisabled) as exc:
             return self.again(req, resp, pending, binding, exc)
         render_step(self, req, resp, step, pending.app, binding)
 

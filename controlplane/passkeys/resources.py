@@ -1,0 +1,155 @@
+"""HTTP resources of passkeys: validation in, envelope out; rules in the service.
+
+V1 = /api/v1/applications/{applicationId}.  Registration and management are the signed-in
+user's own (an end-user access token; API keys get 403); the two sign-in routes are
+public and share the password login's per-IP budget (IAMGATE_RATE_LIMIT_LOGIN), counted
+before the body is read.
+"""
+from __future__ import annotations
+
+from controlplane.auth import PUBLIC, USER
+from controlplane.mfa.errors import MfaChallengeExpired, MfaLocked
+from controlplane.openapi import op
+from controlplane.passkeys import schemas
+from controlplane.passkeys.errors import (
+    AuthenticatorNotAllowed,
+    ChallengeInvalid,
+    CredentialUnknown,
+    LastPasskey,
+    OriginMismatch,
+    PasskeyAlreadyRegistered,
+    PasskeyNotFound,
+    PasskeysDisabled,
+    PasskeysUnavailable,
+    RpIdMismatch,
+    SignCountInvalid,
+    UserVerificationRequired,
+    VerificationFailed,
+)
+from controlplane.passkeys.service import PasskeyService
+from controlplane.resource import Resource
+from controlplane.users.errors import AccountSuspended, LoginsLimited
+from controlplane.users.login import LoginService
+from controlplane.users.resources import device_info_of
+from shared.errors import Forbidden, ValidationFailed
+from shared.http import client_ip, respond
+
+_GATES = [PasskeysDisabled, PasskeysUnavailable]
+_CEREMONY = [ValidationFailed, ChallengeInvalid, OriginMismatch, RpIdMismatch, VerificationFailed]
+
+
+class _OwnPasskeys(Resource):
+    every_method = USER
+
+    def __init__(self, passkeys: PasskeyService):
+        self.passkeys = passkeys
+
+
+class RegistrationOptions(_OwnPasskeys):
+    docs = {"POST": op(
+        "Start registering a passkey",
+        description="Creation options for navigator.credentials.create() (pass `options` to "
+                    "PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The "
+                    "challenge is single use, bound to the caller and valid 5 minutes. Attestation is `none` "
+                    "unless the application has an AAGUID allow-list.",
+        body=schemas.REGISTRATION_START, response=schemas.REGISTRATION_OPTIONS,
+        errors=[ValidationFailed, Forbidden, *_GATES],
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        self.body(req)
+        result = self.passkeys.registration_options(req.context.application, req.context.principal.user_id)
+        respond(resp, result, cacheable=False)
+
+
+class RegistrationVerify(_OwnPasskeys):
+    docs = {"POST": op(
+        "Finish registering a passkey",
+        description="Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. "
+                    "The user's first passkey emits mfa.enabled. Every verification failure is a 400 with its "
+                    "own PASSKEY_* code.",
+        body=schemas.REGISTRATION_VERIFY, ok=201, response=schemas.PASSKEY,
+        errors=[*_CEREMONY, AuthenticatorNotAllowed, PasskeyAlreadyRegistered, Forbidden, *_GATES],
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        values = self.body(req)
+        passkey = self.passkeys.register(req.context.application, req.context.principal.user_id, **values)
+        respond(resp, passkey, status=201)
+
+
+class Passkeys(_OwnPasskeys):
+    docs = {"GET": op("The caller's passkeys", response=schemas.PASSKEYS, errors=[Forbidden])}
+
+    def on_get(self, req, resp, applicationId):
+        respond(resp, self.passkeys.list(applicationId, req.context.principal.user_id))
+
+
+class PasskeyItem(_OwnPasskeys):
+    docs = {
+        "PATCH": op("Rename one of the caller's passkeys", body=schemas.RENAME, response=schemas.PASSKEY,
+                    errors=[ValidationFailed, PasskeyNotFound, Forbidden]),
+        "DELETE": op(
+            "Delete one of the caller's passkeys",
+            description="The last passkey's deletion emits mfa.disabled. Refused (409 PASSKEY_LAST_CREDENTIAL) "
+                        "when it is the user's only way in (no password); a password reset sets one.",
+            ok=204, errors=[PasskeyNotFound, LastPasskey, Forbidden]),
+    }
+
+    def on_patch(self, req, resp, applicationId, passkeyId):
+        name = self.body(req)["name"]
+        respond(resp, self.passkeys.rename(applicationId, req.context.principal.user_id, passkeyId, name))
+
+    def on_delete(self, req, resp, applicationId, passkeyId):
+        self.passkeys.delete(req.context.application, req.context.principal.user_id, passkeyId)
+        resp.status = 204
+
+
+class _SignIn(Resource):
+    """The sign-in routes: public, and counted against the login's per-IP budget first."""
+
+    access = {"POST": PUBLIC}
+
+    def __init__(self, passkeys: PasskeyService, login: LoginService, *, trusted_proxies):
+        self.passkeys = passkeys
+        self.login = login
+        self.trusted_proxies = trusted_proxies
+
+    def throttled_body(self, req) -> dict:
+        self.login.throttle(req.context.application, client_ip(req, self.trusted_proxies))
+        return self.body(req)
+
+
+class AuthenticationOptions(_SignIn):
+    docs = {"POST": op(
+        "Start signing in with a passkey",
+        description="Request options for navigator.credentials.get() (pass `options` to "
+                    "PublicKeyCredential.parseRequestOptionsFromJSON) and the challenge_id to send back. With the "
+                    "login's MFA challenge_token: the second factor, offering that user's passkeys. Without: a "
+                    "sign-in by passkey alone (application setting passkeys: passwordless), offering none so the "
+                    "authenticator lists its own, with user verification required.",
+        body=schemas.AUTHENTICATION_OPTIONS, response=schemas.AUTHENTICATION_OPTIONS_RESULT,
+        errors=[ValidationFailed, MfaChallengeExpired, LoginsLimited, *_GATES],
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        values = self.throttled_body(req)
+        respond(resp, self.passkeys.authentication_options(req.context.application, **values), cacheable=False)
+
+
+class AuthenticationVerify(_SignIn):
+    docs = {"POST": op(
+        "Sign in with a passkey",
+        description="Verifies the assertion and returns the token pair of a password login (user.login). As a "
+                    "second factor it answers the login's MFA challenge (the login's remember_me applies). A sign "
+                    "count that goes backwards is refused and audited; 0 stays 0 and is accepted.",
+        body=schemas.AUTHENTICATION_VERIFY, response=schemas.SIGN_IN_RESULT,
+        errors=[*_CEREMONY, CredentialUnknown, UserVerificationRequired, SignCountInvalid, AccountSuspended,
+                MfaChallengeExpired, MfaLocked, LoginsLimited, *_GATES],
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        values = self.throttled_body(req)
+        pair = self.passkeys.authenticate(req.context.application, **values,
+                                          device_info=device_info_of(req, self.trusted_proxies))
+        respond(resp, pair, cacheable=False)

@@ -1,0 +1,198 @@
+"""Register a passkey, sign in with it alone, use it as the second factor, manage it."""
+from shared.ids import digest
+from tests.conftest import assert_error, bearer, events_of
+from tests.mfa.conftest import mfa_url
+from tests.passkeys.authenticator import SoftAuthenticator
+from tests.passkeys.conftest import passkeys_url
+from tests.plugins.users import fresh_address, users_url
+
+
+def test_register_then_sign_in_alone(client, ctx, app_pw, make_user_token, register, sign_in):
+    user = make_user_token(app_pw)
+    key = SoftAuthenticator()
+    response = register(app_pw, user, key, name="Laptop")
+    assert response.status_code == 201, response.text
+    passkey = response.json["data"]
+    assert passkey["name"] == "Laptop" and passkey["discoverable"] is True and passkey["user_verified"] is True
+    assert passkey["transports"] == ["internal", "hybrid"] and passkey["authenticator_name"] is None
+    stored = ctx.store["passkeys"].find_one({"_id": passkey["id"]})
+    assert stored["credential_id"] == key.id and stored["user_id"] == user.user["id"]
+
+    signed_in = sign_in(app_pw, key)
+    assert signed_in.status_code == 200, signed_in.text
+    pair = signed_in.json["data"]
+    assert pair["user"]["id"] == user.user["id"] and pair["token_type"] == "Bearer"
+    me = client.simulate_get(users_url(app_pw, f"/{user.user['id']}/profile"), headers=bearer(pair["access_token"]))
+    assert me.status_code == 200, me.text
+    assert len(events_of(ctx, "user.login", user.user["id"])) == 2  # the password login, then the passkey
+    listed = client.simulate_get(passkeys_url(app_pw), headers=user.headers).json["data"]
+    assert listed[0]["last_used_at"] is not None
+
+
+def test_registration_options_are_what_a_browser_parses(client, app_pw, make_user_token, register):
+    user = make_user_token(app_pw)
+    register(app_pw, user, SoftAuthenticator())
+    data = client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={},
+                              headers=user.headers).json["data"]
+    options = data["options"]
+    assert options["rp"]["id"] == "localhost" and options["attestation"] == "none"
+    assert options["user"]["name"] == user.user["email"]
+    assert set(options) >= {"rp", "user", "challenge", "pubKeyCredParams", "timeout", "excludeCredentials",
+                            "authenticatorSelection"}
+    assert len(options["excludeCredentials"]) == 1  # the one already registered
+    assert "=" not in options["challenge"] and "+" not in options["challenge"]  # base64url, unpadded
+
+
+def test_second_factor_joins_the_mfa_challenge(client, ctx, passkey_app, make_user_token, register,
+                                               sign_in_options):
+    app = passkey_app("second_factor")
+    user = make_user_token(app)
+    key = SoftAuthenticator(resident=False, user_verifying=False)
+    assert register(app, user, key).status_code == 201
+    assert len(events_of(ctx, "mfa.enabled", user.user["id"])) == 1
+
+    login = client.simulate_post(users_url(app, "/login"), json={"email": user.user["email"],
+                                                                 "password": user.password},
+                                 remote_addr=fresh_address()).json["data"]
+    assert login["mfa_required"] is True and login["mfa_methods"] == ["webauthn"]
+    data = sign_in_options(app, login["challenge_token"])
+    assert [c["id"] for c in data["options"]["allowCredentials"]] == [key.id]
+    response = client.simulate_post(passkeys_url(app, "/authentication/verify"), remote_addr=fresh_address(),
+                                    json={"challenge_id": data["challenge_id"], "credential": key.get(data["options"])})
+    assert response.status_code == 200, response.text
+    assert response.json["data"]["user"]["id"] == user.user["id"]
+    challenge = ctx.store["mfa_challenges"].find_one({"_id": digest(login["challenge_token"])})
+    assert challenge["consumed_at"] is not None
+    # the MFA challenge is spent: asking again for options is refused
+    again = client.simulate_post(passkeys_url(app, "/authentication/options"), remote_addr=fresh_address(),
+                                 json={"challenge_token": login["challenge_token"]})
+    assert_error(again, 410, "AUTH_MFA_CHALLENGE_EXPIRED")
+
+
+def test_totp_and_passkey_are_both_offered(client, passkey_app, make_user_token, register, enable_mfa):
+    app = passkey_app("second_factor")
+    user = make_user_token(app)
+    enable_mfa(app, user)
+    assert register(app, user, SoftAuthenticator()).status_code == 201
+    login = client.simulate_post(users_url(app, "/login"), json={"email": user.user["email"],
+                                                                 "password": user.password},
+                                 remote_addr=fresh_address()).json["data"]
+    assert login["mfa_methods"] == ["totp", "webauthn"]
+    status = client.simulate_get(mfa_url(app, user.user["id"], "/status"), headers=user.headers).json["data"]
+    assert status["mfa_enabled"] is True
+
+
+def test_a_key_without_user_verification_does_not_sign_in_alone(app_pw, make_user_token, register, sign_in):
+    user = make_user_token(app_pw)
+    key = SoftAuthenticator(user_verifying=False)
+    register(app_pw, user, key)
+    assert_error(sign_in(app_pw, key), 400, "PASSKEY_USER_VERIFICATION_REQUIRED")
+
+
+def test_a_non_resident_key_does_not_sign_in_alone(app_pw, make_user_token, register, sign_in):
+    user = make_user_token(app_pw)
+    key = SoftAuthenticator(resident=False)
+    register(app_pw, user, key)
+    assert_error(sign_in(app_pw, key), 400, "PASSKEY_USER_VERIFICATION_REQUIRED")
+
+
+def test_second_factor_mode_refuses_a_sign_in_alone(client, passkey_app):
+    app = passkey_app("second_factor")
+    response = client.simulate_post(passkeys_url(app, "/authentication/options"), json={},
+                                    remote_addr=fresh_address())
+    assert_error(response, 403, "PASSKEY_DISABLED")
+
+
+def test_passwordless_users_may_lose_the_password(client, passkey_app, make_user_token, register):
+    app = passkey_app("passwordless", passkeys_allow_password=False)
+    user = make_user_token(app)
+    register(app, user, SoftAuthenticator())
+    response = client.simulate_post(users_url(app, "/login"), json={"email": user.user["email"],
+                                                                    "password": user.password},
+                                    remote_addr=fresh_address())
+    assert_error(response, 403, "PASSKEY_REQUIRED")
+
+
+def test_rename_list_delete(client, ctx, clock, app_pw, make_user_token, register):
+    user = make_user_token(app_pw)
+    first = register(app_pw, user, SoftAuthenticator()).json["data"]
+    clock.advance(1)
+    second = register(app_pw, user, SoftAuthenticator()).json["data"]
+    renamed = client.simulate_patch(passkeys_url(app_pw, f"/{first['id']}"), json={"name": "Phone"},
+                                    headers=user.headers)
+    assert renamed.status_code == 200 and renamed.json["data"]["name"] == "Phone"
+    assert [p["id"] for p in client.simulate_get(passkeys_url(app_pw), headers=user.headers).json["data"]] == \
+        [first["id"], second["id"]]
+    assert client.simulate_delete(passkeys_url(app_pw, f"/{first['id']}"), headers=user.headers).status_code == 204
+    assert events_of(ctx, "mfa.disabled", user.user["id"]) == []  # one passkey is left
+    assert client.simulate_delete(passkeys_url(app_pw, f"/{second['id']}"), headers=user.headers).status_code == 204
+    assert len(events_of(ctx, "mfa.disabled", user.user["id"])) == 1
+    assert_error(client.simulate_delete(passkeys_url(app_pw, f"/{second['id']}"), headers=user.headers), 404,
+                 "PASSKEY_NOT_FOUND")
+
+
+def test_another_users_passkey_cannot_be_renamed_or_deleted(client, app_pw, make_user_token, register):
+    owner, other = make_user_token(app_pw), make_user_token(app_pw)
+    passkey = register(app_pw, owner, SoftAuthenticator()).json["data"]
+    url = passkeys_url(app_pw, f"/{passkey['id']}")
+    assert_error(client.simulate_patch(url, json={"name": "x"}, headers=other.headers), 404, "PASSKEY_NOT_FOUND")
+    assert_error(client.simulate_delete(url, headers=other.headers), 404, "PASSKEY_NOT_FOUND")
+    assert client.simulate_get(passkeys_url(app_pw), headers=other.headers).json["data"] == []
+
+
+def test_the_last_way_in_cannot_be_deleted(client, ctx, app_pw, make_user_token, register):
+    user = make_user_token(app_pw)
+    passkey = register(app_pw, user, SoftAuthenticator()).json["data"]
+    ctx.store["users"].update_one({"_id": user.user["id"]}, {"$set": {"password_hash": None}})
+    assert_error(client.simulate_delete(passkeys_url(app_pw, f"/{passkey['id']}"), headers=user.headers), 409,
+                 "PASSKEY_LAST_CREDENTIAL")
+    assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 1
+
+
+def test_a_deleted_user_loses_the_passkeys(client, ctx, app_pw, make_user_token, register):
+    user = make_user_token(app_pw)
+    register(app_pw, user, SoftAuthenticator())
+    ctx.events.emit(app_pw["_id"], "user.deleted", {"user_id": user.user["id"]}, subject={"user_id": user.user["id"]})
+    assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 0
+
+
+def test_the_openapi_examples_have_the_shape_of_real_options(client, app_pw, make_user_token):
+    """The documented examples are what parseCreationOptionsFromJSON / parseRequestOptionsFromJSON
+    read: the same members as a real answer, binary values in unpadded base64url."""
+    document = client.simulate_get("/openapi.json").json
+    user = make_user_token(app_pw)
+    for path, real in [
+        ("/registration/options", client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={},
+                                                       headers=user.headers)),
+        ("/authentication/options", client.simulate_post(passkeys_url(app_pw, "/authentication/options"), json={},
+                                                         remote_addr=fresh_address())),
+    ]:
+        operation = document["paths"]["/api/v1/applications/{applicationId}/auth/passkeys" + path]["post"]
+        schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+        example = _find_example(schema)["options"]
+        options = real.json["data"]["options"]
+        assert set(example) == set(options), path
+        for value in (example["challenge"], options["challenge"]):
+            assert len(value) == 43 and set(value) <= set(
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _find_example(schema):
+    if "example" in schema:
+        return schema["example"]
+    for value in schema.get("properties", {}).values():
+        if isinstance(value, dict) and _find_example(value) is not None:
+            return _find_example(value)
+    return None
+
+
+def test_remember_me_gives_the_long_session(client, ctx, app_pw, make_user_token, register, sign_in_options):
+    user, key = make_user_token(app_pw), SoftAuthenticator()
+    register(app_pw, user, key)
+    data = sign_in_options(app_pw)
+    response = client.simulate_post(passkeys_url(app_pw, "/authentication/verify"), remote_addr=fresh_address(),
+                                    json={"challenge_id": data["challenge_id"], "credential": key.get(data["options"]),
+                                          "remember_me": True})
+    assert response.status_code == 200, response.text
+    sessions = list(ctx.store["sessions"].find({"user_id": user.user["id"], "is_remember_me": True}))
+    assert len(sessions) == 1
