@@ -6,6 +6,7 @@ console drifts from it."""
 from __future__ import annotations
 
 DASHBOARD = "ApiDashboard"
+V1 = "ApiV1ApplicationsByApplicationId"
 
 CONSOLE_ACTIONS = {
     # action: (console method and path, the API's operationId)
@@ -38,4 +39,19 @@ CONSOLE_ACTIONS = {
                                     f"put{DASHBOARD}ApplicationsByApplicationId"),
     "delete application": ("POST /console/applications/{applicationId}/delete",
                            f"delete{DASHBOARD}ApplicationsByApplicationId"),
+    # Roles and permissions, ABAC policies, the check playground (access_rules.py).
+    "list roles": ("GET /console/applications/{applicationId}/roles", f"get{V1}Roles"),
+    "create role": ("POST /console/applications/{applicationId}/roles", f"post{V1}Roles"),
+    "show role": ("GET /console/applications/{applicationId}/roles/{roleId}", f"get{V1}RolesByRole"),
+    "update role": ("POST /console/applications/{applicationId}/roles/{roleId}", f"put{V1}RolesByRole"),
+    "delete role": ("POST /console/applications/{applicationId}/roles/{roleId}/delete", f"delete{V1}RolesByRole"),
+    "list policies": ("GET /console/applications/{applicationId}/policies", f"get{V1}AbacPolicies"),
+    "create policy": ("POST /console/applications/{applicationId}/policies", f"post{V1}AbacPolicies"),
+    "show policy": ("GET /console/applications/{applicationId}/policies/{policyId}",
+                    f"get{V1}AbacPoliciesByPolicyId"),
+    "update policy": ("POST /console/applications/{applicationId}/policies/{policyId}",
+                      f"put{V1}AbacPoliciesByPolicyId"),
+    "activate or deactivate policy": ("POST /console/applications/{applicationId}/policies/{policyId}/active",
+                                      f"put{V1}AbacPoliciesByPolicyId"),
+    "dry-run a check": ("POST /console/applications/{applicationId}/check", f"post{V1}AbacEvaluate"),
 }

@@ -1,7 +1,7 @@
 """Routes of the console area: server-rendered pages under /console/ (docs/console.md)."""
 from __future__ import annotations
 
-from controlplane.console import resources
+from controlplane.console import access_rules, resources
 from controlplane.console.web import Console
 
 TAG = "console"
@@ -37,3 +37,17 @@ def add_routes(routes, services):
     # The links mailed to dashboard accounts (controlplane.dashboard.emails) open console pages.
     for page in ("verify-email", "reset-password"):
         routes.add(f"/dashboard/{page}", resources.EmailLink(page), TAG)
+    # Roles and permissions, ABAC policies, the check playground (access_rules.py).
+    app_base = f"{BASE}/applications/{{applicationId}}"
+    role_page = access_rules.Role(console, dashboard.access, services.roles)
+    policy_page = access_rules.Policy(console, dashboard.access, services.abac)
+    routes.add(f"{app_base}/roles", access_rules.Roles(console, dashboard.access, services.roles), TAG)
+    routes.add(f"{app_base}/permission-check", access_rules.PermissionCheck(console, dashboard.access), TAG)
+    routes.add(f"{app_base}/roles/{{roleId}}", role_page, TAG)
+    routes.add(f"{app_base}/roles/{{roleId}}/delete",
+               access_rules.DeleteRole(console, dashboard.access, services.roles, role_page), TAG)
+    routes.add(f"{app_base}/policies", access_rules.Policies(console, dashboard.access, services.abac), TAG)
+    routes.add(f"{app_base}/policies/{{policyId}}", policy_page, TAG)
+    routes.add(f"{app_base}/policies/{{policyId}}/active",
+               access_rules.PolicyActivation(console, dashboard.access, services.abac, policy_page), TAG)
+    routes.add(f"{app_base}/check", access_rules.Playground(console, dashboard.access, services.abac), TAG)

@@ -1,0 +1,486 @@
+"""Console screens of an application's access rules: roles and their permissions, ABAC
+policies, and the check playground (``/console/applications/{applicationId}/...``).
+
+Thin, as the JSON resources of ``controlplane.roles`` and ``controlplane.abac`` are: a
+form is turned into the API's body, validated by the API's own schema
+(``roles.schemas``, ``abac.schemas.clean_policy``, ``abac.schemas.clean_evaluate``), and
+given to the same service, so a console write leaves the API's change-log event.  The
+account's organization role gates it through ``dashboard.access``: every member reads
+(and may use the playground, a dry run that stores nothing), owners and admins write.
+
+Two things only the console has:
+
+- a permission field is checked as it is typed: htmx asks ``/permission-check`` for a
+  fragment naming each line ``shared.checks.Permission`` refuses (the API's own check);
+- a refused policy condition is shown at the JSON paths the API names
+  (``condition.all[2].op``), each with the line of the textarea where that node starts.
+"""
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import urlencode
+
+from controlplane.abac import resources as abac_api
+from controlplane.abac import schemas as abac_schemas
+from controlplane.abac.service import AbacService, serialize_policy
+from controlplane.console.resources import ConsoleResource, form_values, page_doc, redirect
+from controlplane.console.web import Console, failed
+from controlplane.dashboard.access import DashboardAccess
+from controlplane.roles import resources as roles_api
+from controlplane.roles import schemas as roles_schemas
+from controlplane.roles.service import RoleService, serialize_role
+from shared.checks import Permission
+from shared.errors import DomainError, ValidationFailed
+from shared.http import page_params, paginated
+from shared.validation import Invalid
+
+_SPACE = re.compile(r"\s*")
+_EMPTY_JSON = ("", "null")
+
+
+def permission_lines(text: str) -> list[str]:
+    """A permissions textarea as the API's list: one pattern a line, blank lines skipped."""
+    return [line.strip() for line in (text or "").splitlines() if line.strip()]
+
+
+def permission_problems(text: str) -> list[dict]:
+    """``{"line", "value", "reason"}`` for each line ``Permission`` (the API's field) refuses."""
+    problems = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            Permission().clean(line.strip())
+        except Invalid as exc:
+            problems.append({"line": number, "value": line.strip(), "reason": str(exc)})
+    return problems
+
+
+def parse_json_field(name: str, text: str):
+    """A JSON textarea's value (empty: None); a parse error is a ValidationFailed naming
+    ``name`` with the line and column."""
+    if (text or "").strip() in _EMPTY_JSON:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed({name: f"is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"},
+                               message=f"{name} is not JSON: {exc.msg} (line {exc.lineno}).") from None
+
+
+def json_path_lines(text: str, root: str) -> dict[str, int]:
+    """The line (1-based) where each value of the JSON ``text`` starts, by the JSON path
+    the API names it with (``condition.all[2].op``).  Empty for text that is not JSON."""
+    lines: dict[str, int] = {}
+    decoder = json.JSONDecoder()
+
+    def skip(i: int) -> int:
+        return _SPACE.match(text, i).end()
+
+    def value(i: int, path: str) -> int:
+        i = skip(i)
+        lines[path] = text.count("\n", 0, i) + 1
+        opener = text[i:i + 1]
+        if opener not in ("{", "["):
+            return decoder.raw_decode(text, i)[1]
+        closer, index, i = ("}" if opener == "{" else "]"), 0, skip(i + 1)
+        while text[i] != closer:
+            if opener == "{":
+                key, i = json.decoder.scanstring(text, i + 1)
+                i = value(skip(i) + 1, f"{path}.{key}")
+            else:
+                i = value(i, f"{path}[{index}]")
+                index += 1
+            i = skip(i)
+            if text[i] == ",":
+                i = skip(i + 1)
+        return i + 1
+
+    try:
+        value(0, root)
+    except (ValueError, IndexError):
+        return {}
+    return lines
+
+
+def line_of(path: str, lines: dict[str, int]) -> int | None:
+    """The line of ``path``, or of its nearest ancestor the text has (a missing key)."""
+    while path:
+        if path in lines:
+            return lines[path]
+        path = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", path) if re.search(r"(\.[^.\[]*|\[\d+\])$", path) else ""
+    return None
+
+
+def json_error(error: DomainError, field: str, text: str) -> dict:
+    """``failed(error)`` plus, for the JSON ``field``, each problem the API names under it
+    (``details.fields``, or ``details.path`` for a condition too large) with its line."""
+    answer = failed(error)
+    fields = dict(answer["error"]["fields"])
+    details = error.details
+    if isinstance(details.get("fields"), dict):
+        fields.update(details["fields"])
+    elif isinstance(details.get("path"), str):
+        fields.setdefault(details["path"], error.message)
+    lines = json_path_lines(text, field)
+    parse_line = re.search(r"\(line (\d+), column", fields.get(field, ""))
+    answer["error"]["fields"] = fields
+    answer["error"]["json"] = [
+        {"path": path, "reason": reason,
+         "line": int(parse_line.group(1)) if path == field and parse_line else line_of(path, lines)}
+        for path, reason in fields.items() if path == field or path.startswith((f"{field}.", f"{field}["))]
+    return answer
+
+
+class AccessRulesPage(ConsoleResource):
+    """A screen of an application: the account must belong to its organization (404
+    otherwise, as on the application page); writes need an owner or admin."""
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+
+    def application(self, req, resp, viewer, applicationId):
+        """(app, role), or None after rendering the not-found page."""
+        try:
+            return self.dashboard_access.application(viewer.account["_id"], applicationId)
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return None
+
+    def writer(self, viewer, applicationId) -> None:
+        """403 FORBIDDEN for a member or viewer, DASHBOARD_EMAIL_UNVERIFIED before the address is confirmed."""
+        self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+
+
+def page_links(req, result: dict) -> dict:
+    """The pager's previous and next links, the query string kept."""
+    def link(page: int) -> str:
+        return "?" + urlencode({**{k: v for k, v in req.params.items() if k != "page"}, "page": page})
+    return {"previous": link(result["current_page"] - 1) if result["current_page"] > 1 else None,
+            "next": link(result["current_page"] + 1) if result["current_page"] < result["last_page"] else None}
+
+
+# ---------------------------------------------------------------- roles
+
+
+class Roles(AccessRulesPage):
+    docs = {"GET": page_doc("An application's roles, a page at a time (?page=, ?per_page=, ?search=), and a form "
+                            "to create one", not_found=True),
+            "POST": page_doc("Create a role", api=roles_api.RoleCollection.docs["POST"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, roles: RoleService):
+        super().__init__(console, dashboard_access)
+        self.roles = roles
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId)
+
+    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
+        found = self.application(req, resp, viewer, applicationId)
+        if found is None:
+            return
+        app, role = found
+        search = (req.get_param("search") or "").strip()[:roles_schemas.SEARCH_MAX] or None
+        try:
+            page, per_page = page_params(req)
+        except ValidationFailed as error:
+            context, (page, per_page) = {**context, "error": failed(error)["error"]}, (1, 15)
+            status = 400
+        docs, total = self.roles.list(applicationId, search=search, page=page, per_page=per_page)
+        result = paginated([serialize_role(doc, permissions="names", updated_at=False) for doc in docs],
+                           total, page, per_page)
+        self.console.render(req, resp, "rules_roles.html", status=status, viewer=viewer, app=app, role=role,
+                            result=result, pages=page_links(req, result), search=search or "", **context)
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.writer(viewer, applicationId)
+            body = {**form_values(form, roles_schemas.CREATE_ROLE),
+                    "permissions": permission_lines(form.get("permissions", ""))}
+            body["description"] = body.get("description") or None
+            values = roles_schemas.CREATE_ROLE.validate(body)
+            created = self.roles.create(applicationId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, **failed(error), form=form)
+            return
+        redirect(resp, f"/console/applications/{applicationId}/roles/{created['_id']}")
+
+
+class PermissionCheck(AccessRulesPage):
+    """The fragment htmx swaps under a permissions textarea as it is typed."""
+
+    docs = {"GET": page_doc("Check a permissions field as it is typed (?permissions=, one a line): an HTML "
+                            "fragment naming each line that is not resource:action", not_found=True)}
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer and self.application(req, resp, viewer, applicationId):
+            text = req.get_param("permissions") or ""
+            self.console.render(req, resp, "rules_permission_check.html", problems=permission_problems(text),
+                                count=len(permission_lines(text)))
+
+
+class Role(AccessRulesPage):
+    docs = {"GET": page_doc("A role: its permissions and how many users hold it", not_found=True),
+            "POST": page_doc("Change a role's display name, description and permissions",
+                             api=roles_api.RoleItem.docs["PUT"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, roles: RoleService):
+        super().__init__(console, dashboard_access)
+        self.roles = roles
+
+    def on_get(self, req, resp, applicationId, roleId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId, roleId)
+
+    def show(self, req, resp, viewer, applicationId, roleId, *, status=200, **context):
+        found = self.application(req, resp, viewer, applicationId)
+        if found is None:
+            return
+        app, role = found
+        try:
+            detail = self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId))
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return
+        self.console.render(req, resp, "rules_role.html", status=status, viewer=viewer, app=app, role=role,
+                            detail=detail, **{"saved": False, **context})
+
+    def on_post(self, req, resp, applicationId, roleId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.writer(viewer, applicationId)
+            values = roles_schemas.UPDATE_ROLE.validate({
+                "display_name": form.get("display_name", ""), "description": form.get("description") or None,
+                "permissions": permission_lines(form.get("permissions", ""))}, partial=True)
+            self.roles.update(applicationId, roleId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, roleId, **failed(error), form=form)
+            return
+        self.show(req, resp, viewer, applicationId, roleId, saved=True)
+
+
+class DeleteRole(AccessRulesPage):
+    docs = {"POST": page_doc("Delete a role nobody holds (the role page shows how many users hold it first)",
+                             api={"errors": (*roles_api.RoleItem.docs["DELETE"]["errors"], ValidationFailed)})}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, roles: RoleService, role_page: Role):
+        super().__init__(console, dashboard_access)
+        self.roles = roles
+        self.role_page = role_page
+
+    def on_post(self, req, resp, applicationId, roleId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.writer(viewer, applicationId)
+            if form.get("confirm_name") != self.roles.resolve(applicationId, roleId)["name"]:
+                reason = "Type the role's name exactly to delete it."
+                raise ValidationFailed({"confirm_name": reason}, message=reason)
+            self.roles.delete(applicationId, roleId)
+        except DomainError as error:
+            self.role_page.show(req, resp, viewer, applicationId, roleId, **failed(error))
+            return
+        redirect(resp, f"/console/applications/{applicationId}/roles")
+
+
+# ---------------------------------------------------------------- policies
+
+
+def policy_body(form: dict) -> dict:
+    """The policy form as the API's body; a condition that is not JSON is refused here,
+    at the field, with its line."""
+    return {
+        "name": form.get("name", ""),
+        "description": form.get("description") or None,
+        "effect": form.get("effect", ""),
+        "permissions": permission_lines(form.get("permissions", "")),
+        "condition": parse_json_field("condition", form.get("condition", "")),
+        "is_active": form.get("is_active") == "on",
+    }
+
+
+def policy_form(policy: dict) -> dict:
+    """A stored policy as the editor's fields."""
+    condition = policy.get("condition")
+    return {"name": policy["name"], "description": policy.get("description") or "", "effect": policy["effect"],
+            "permissions": "\n".join(policy["permissions"]), "is_active": "on" if policy["is_active"] else "",
+            "condition": "" if condition is None else json.dumps(condition, indent=2)}
+
+
+class Policies(AccessRulesPage):
+    docs = {"GET": page_doc("An application's ABAC policies, a page at a time (?page=, ?per_page=, "
+                            "?is_active=), and the editor to create one", not_found=True),
+            "POST": page_doc("Create an ABAC policy", api=abac_api.PolicyCollection.docs["POST"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, abac: AbacService):
+        super().__init__(console, dashboard_access)
+        self.abac = abac
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId)
+
+    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
+        found = self.application(req, resp, viewer, applicationId)
+        if found is None:
+            return
+        app, role = found
+        try:
+            page, per_page = page_params(req)
+            is_active = abac_schemas.is_active_param(req.get_param("is_active"))
+        except ValidationFailed as error:
+            context, (page, per_page), is_active = {**context, "error": failed(error)["error"]}, (1, 15), None
+            status = 400
+        docs, total = self.abac.list_policies(applicationId, is_active=is_active, permission=None, page=page,
+                                              per_page=per_page)
+        result = paginated([serialize_policy(doc) for doc in docs], total, page, per_page)
+        context.setdefault("form", {"effect": "allow", "is_active": "on"})
+        self.console.render(req, resp, "rules_policies.html", status=status, viewer=viewer, app=app, role=role,
+                            result=result, pages=page_links(req, result), is_active=is_active, **context)
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.writer(viewer, applicationId)
+            values = abac_schemas.clean_policy(abac_schemas.CREATE_POLICY, policy_body(form), self.abac.limits,
+                                               partial=False)
+            created = self.abac.create_policy(applicationId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, **json_error(error, "condition", form.get("condition", "")),
+                      form=form)
+            return
+        redirect(resp, f"/console/applications/{applicationId}/policies/{created['_id']}")
+
+
+class Policy(AccessRulesPage):
+    docs = {"GET": page_doc("An ABAC policy in the editor", not_found=True),
+            "POST": page_doc("Update an ABAC policy (every field of the editor)",
+                             api=abac_api.PolicyItem.docs["PUT"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, abac: AbacService):
+        super().__init__(console, dashboard_access)
+        self.abac = abac
+
+    def on_get(self, req, resp, applicationId, policyId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId, policyId)
+
+    def show(self, req, resp, viewer, applicationId, policyId, *, status=200, **context):
+        found = self.application(req, resp, viewer, applicationId)
+        if found is None:
+            return
+        app, role = found
+        try:
+            policy = serialize_policy(self.abac.get_policy(applicationId, policyId))
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return
+        context.setdefault("form", policy_form(policy))
+        self.console.render(req, resp, "rules_policy.html", status=status, viewer=viewer, app=app, role=role,
+                            policy=policy, **{"saved": None, **context})
+
+    def on_post(self, req, resp, applicationId, policyId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.writer(viewer, applicationId)
+            values = abac_schemas.clean_policy(abac_schemas.UPDATE_POLICY, policy_body(form), self.abac.limits,
+                                               partial=True)
+            self.abac.update_policy(applicationId, policyId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, policyId,
+                      **json_error(error, "condition", form.get("condition", "")), form=form)
+            return
+        self.show(req, resp, viewer, applicationId, policyId, saved="Policy saved.")
+
+
+class PolicyActivation(AccessRulesPage):
+    docs = {"POST": page_doc("Activate (is_active=true) or deactivate (is_active=false) an ABAC policy",
+                             api=abac_api.PolicyItem.docs["PUT"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, abac: AbacService, policy_page: Policy):
+        super().__init__(console, dashboard_access)
+        self.abac = abac
+        self.policy_page = policy_page
+
+    def on_post(self, req, resp, applicationId, policyId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.writer(viewer, applicationId)
+            values = abac_schemas.clean_policy(abac_schemas.UPDATE_POLICY,
+                                               {"is_active": form.get("is_active") == "true"}, self.abac.limits,
+                                               partial=True)
+            updated = self.abac.update_policy(applicationId, policyId, values)
+        except DomainError as error:
+            self.policy_page.show(req, resp, viewer, applicationId, policyId, **failed(error))
+            return
+        self.policy_page.show(req, resp, viewer, applicationId, policyId,
+                              saved="Policy activated." if updated["is_active"] else "Policy deactivated.")
+
+
+# ---------------------------------------------------------------- the check playground
+
+
+class Playground(AccessRulesPage):
+    """A dry run: reading, so every member may use it; a POST only to keep the context
+    out of URLs and logs, so it carries the CSRF token like every console post."""
+
+    docs = {"GET": page_doc("The check playground: user, permission, resource and context", not_found=True),
+            "POST": page_doc("Dry-run a check and show why it was allowed or denied",
+                             api=abac_api.Evaluate.docs["POST"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, abac: AbacService):
+        super().__init__(console, dashboard_access)
+        self.abac = abac
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId, form={"user_id": req.get_param("user_id") or ""})
+
+    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
+        found = self.application(req, resp, viewer, applicationId)
+        if found is None:
+            return
+        app, role = found
+        self.console.render(req, resp, "rules_playground.html", status=status, viewer=viewer, app=app, role=role,
+                            **{"evaluation": None, **context})
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        if self.application(req, resp, viewer, applicationId) is None:
+            return
+        try:
+            body = {"user_id": form.get("user_id", ""), "permission": form.get("permission", "")}
+            if (form.get("scope") or "").strip():
+                body["scope"] = form["scope"]
+            for name in ("resource", "context"):
+                parsed = parse_json_field(name, form.get(name, ""))
+                if parsed is not None:
+                    body[name] = parsed
+            evaluation = self.abac.evaluate(applicationId, abac_schemas.clean_evaluate(body, self.abac.limits))
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, **failed(error), form=form)
+            return
+        self.show(req, resp, viewer, applicationId, form=form, evaluation=evaluation)
