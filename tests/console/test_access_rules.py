@@ -9,6 +9,7 @@ import re
 import pytest
 
 from controlplane.console.access_rules import json_path_lines, permission_problems
+from tests.console.test_parity import change_log_after, shape
 
 
 @pytest.fixture
@@ -263,3 +264,35 @@ def test_the_applications_page_links_its_access_rule_screens(owner, dashboard_ap
     page = owner.get(base(dashboard_app)).text
     for screen in ("roles", "policies", "check"):
         assert f'href="{base(dashboard_app)}/{screen}"' in page
+
+
+# ---------------------------------------------------------------- the same events as the API
+
+
+def test_console_writes_leave_the_change_log_events_the_api_writes_do(owner, dashboard_account, make_dashboard_app,
+                                                                      make_api_key, client, ctx):
+    by_api, by_console = (make_dashboard_app(dashboard_account, name=name) for name in ("One", "Two"))
+    seeded = {}
+    for app in (by_api, by_console):
+        role = ctx.roles.create(app["id"], {"name": "temp", "display_name": "Temp", "permissions": ["a:b"]})
+        policy = ctx.abac.create_policy(app["id"], {"name": "p", "description": None, "effect": "allow",
+                                                    "permissions": ["a:b"], "is_active": True, "condition": None})
+        seeded[app["id"]] = (role["_id"], policy["_id"])
+    key = make_api_key(ctx.applications.get(by_api["id"]))
+    api_role, api_policy = seeded[by_api["id"]]
+    v1 = f"/api/v1/applications/{by_api['id']}"
+    headers = {"Authorization": f"Bearer {key}"}
+    api_events = change_log_after(ctx, lambda: (
+        client.simulate_put(f"{v1}/abac/policies/{api_policy}", json={"is_active": False}, headers=headers),
+        client.simulate_delete(f"{v1}/roles/{api_role}", headers=headers)))
+    console_role, console_policy = seeded[by_console["id"]]
+    console_events = change_log_after(ctx, lambda: (
+        owner.post(f"{base(by_console)}/policies/{console_policy}/active", {"is_active": "false"}),
+        owner.post(f"{base(by_console)}/roles/{console_role}/delete", {"confirm_name": "temp"})))
+
+    def shaped(events, app_id, role_id, policy_id):  # the actor differs: an account, an API key
+        return [shape({k: v for k, v in e.items() if k != "actor"}, app_id)["body"].replace(role_id, "<role>").replace(policy_id, "<policy>") for e in events]
+
+    assert [e["type"] for e in console_events] == ["policy.updated", "role.deleted"]
+    assert shaped(console_events, by_console["id"], console_role, console_policy) == \
+        shaped(api_events, by_api["id"], api_role, api_policy)

@@ -1,5 +1,5 @@
 // The console's own script (no inline script anywhere: the policy is script-src 'self').
-// Dates in the reader's locale, the session's end announced before it comes, and the
+// Dates and counts in the reader's locale, the session's end announced before it comes, and the
 // delete button enabled only once the application's name is typed.
 "use strict";
 
@@ -9,6 +9,14 @@ function localTimes(root) {
     if (!Number.isNaN(when.getTime())) {
       el.textContent = when.toLocaleString(undefined, {dateStyle: "medium", timeStyle: "short"});
     }
+  }
+}
+
+// Counts (class="number") in the reader's locale: 12,345 or 12 345.
+function localNumbers(root) {
+  for (const el of root.querySelectorAll(".number")) {
+    const value = Number(el.textContent);
+    if (el.textContent.trim() !== "" && Number.isFinite(value)) el.textContent = value.toLocaleString();
   }
 }
 
@@ -35,6 +43,7 @@ function confirmByName(root) {
 
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
+  localNumbers(document);
   watchSession();
   confirmByName(document);
 });
