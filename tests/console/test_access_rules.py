@@ -257,7 +257,9 @@ def test_another_organizations_application_is_not_found(console, make_dashboard_
     stranger = console()
     stranger.sign_in(make_dashboard_account())
     for screen in ("roles", "policies", "check", "permission-check"):
-        assert stranger.get(f"{base(dashboard_app)}/{screen}").status_code == 404
+        page = stranger.get(f"{base(dashboard_app)}/{screen}")
+        assert page.status_code == 404 and "belongs to an organization you are not a member of" in page.text
+    assert stranger.post(f"{base(dashboard_app)}/check", {"user_id": "u", "permission": "a:b"}).status_code == 404
 
 
 def test_the_applications_page_links_its_access_rule_screens(owner, dashboard_app):
