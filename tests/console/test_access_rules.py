@@ -293,7 +293,8 @@ def test_console_writes_leave_the_change_log_events_the_api_writes_do(owner, das
         owner.post(f"{base(by_console)}/roles/{console_role}/delete", {"confirm_name": "temp"})))
 
     def shaped(events, app_id, role_id, policy_id):  # the actor differs: an account, an API key
-        return [shape({k: v for k, v in e.items() if k != "actor"}, app_id)["body"].replace(role_id, "<role>").replace(policy_id, "<policy>") for e in events]
+        bodies = [shape({k: v for k, v in e.items() if k != "actor"}, app_id)["body"] for e in events]
+        return [body.replace(role_id, "<role>").replace(policy_id, "<policy>") for body in bodies]
 
     assert [e["type"] for e in console_events] == ["policy.updated", "role.deleted"]
     assert shaped(console_events, by_console["id"], console_role, console_policy) == \

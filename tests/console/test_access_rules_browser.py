@@ -36,8 +36,8 @@ def test_roles_policies_and_the_check_playground(live_server, browser, check_pag
 
     def screen(name: str, *expected_errors: str) -> None:
         errors = console_errors(browser)
-        assert len(errors) == len(expected_errors) and all(e in error for e, error in zip(expected_errors, errors)), \
-            errors
+        assert len(errors) == len(expected_errors), errors
+        assert all(e in error for e, error in zip(expected_errors, errors, strict=True)), errors
         check_page(f"console-{name}")
 
     browser.get(f"{live_server}/console/sign-in")
