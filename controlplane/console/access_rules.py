@@ -104,13 +104,17 @@ def json_path_lines(text: str, root: str) -> dict[str, int]:
     return lines
 
 
+_LAST_STEP = re.compile(r"(\.[^.\[]*|\[\d+\])$")  # ``.key`` or ``[index]`` at the end of a JSON path
+
+
 def line_of(path: str, lines: dict[str, int]) -> int | None:
     """The line of ``path``, or of its nearest ancestor the text has (a missing key)."""
-    while path:
-        if path in lines:
-            return lines[path]
-        path = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", path) if re.search(r"(\.[^.\[]*|\[\d+\])$", path) else ""
-    return None
+    while path not in lines:
+        parent = _LAST_STEP.sub("", path)
+        if parent == path:
+            return None
+        path = parent
+    return lines[path]
 
 
 def json_error(error: DomainError, field: str, text: str) -> dict:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from controlplane.console.access_rules import json_path_lines, permission_problems
+from controlplane.console.access_rules import json_path_lines, line_of, permission_problems
 from tests.console.test_parity import change_log_after, shape
 
 
@@ -47,6 +47,7 @@ def test_json_paths_map_to_the_line_where_their_node_starts():
     assert lines["condition.all[0]"] == 3 and lines["condition.all[0].op"] == 3
     assert lines["condition.all[0].left.attr"] == 4
     assert lines["condition.all[1].not"] == 5
+    assert line_of("condition.all[0].right", lines) == 3  # a missing key: the line of its object
     assert json_path_lines("{not json", "condition") == {}
 
 
