@@ -6,6 +6,7 @@ console drifts from it."""
 from __future__ import annotations
 
 DASHBOARD = "ApiDashboard"
+V1_APP = "ApiV1ApplicationsByApplicationId"
 
 CONSOLE_ACTIONS = {
     # action: (console method and path, the API's operationId)
@@ -38,4 +39,28 @@ CONSOLE_ACTIONS = {
                                     f"put{DASHBOARD}ApplicationsByApplicationId"),
     "delete application": ("POST /console/applications/{applicationId}/delete",
                            f"delete{DASHBOARD}ApplicationsByApplicationId"),
+    # OIDC clients, webhooks and the audit log (controlplane/console/integrations.py)
+    "list OIDC clients": ("GET /console/applications/{applicationId}/oidc-clients", f"get{V1_APP}OidcClients"),
+    "register OIDC client": ("POST /console/applications/{applicationId}/oidc-clients",
+                             f"post{V1_APP}OidcClients"),
+    "show OIDC client": ("GET /console/applications/{applicationId}/oidc-clients/{clientId}",
+                         f"get{V1_APP}OidcClientsByClientId"),
+    "update OIDC client": ("POST /console/applications/{applicationId}/oidc-clients/{clientId}",
+                           f"put{V1_APP}OidcClientsByClientId"),
+    "delete OIDC client": ("POST /console/applications/{applicationId}/oidc-clients/{clientId}/delete",
+                           f"delete{V1_APP}OidcClientsByClientId"),
+    "list webhooks": ("GET /console/applications/{applicationId}/webhooks", f"get{V1_APP}Webhooks"),
+    "create webhook": ("POST /console/applications/{applicationId}/webhooks", f"post{V1_APP}Webhooks"),
+    "show webhook and its deliveries": ("GET /console/applications/{applicationId}/webhooks/{webhookId}",
+                                        f"get{V1_APP}WebhooksByWebhookIdDeliveries"),
+    "update webhook": ("POST /console/applications/{applicationId}/webhooks/{webhookId}",
+                       f"put{V1_APP}WebhooksByWebhookId"),
+    "rotate webhook secret": ("POST /console/applications/{applicationId}/webhooks/{webhookId}/rotate-secret",
+                              f"post{V1_APP}WebhooksByWebhookIdRotateSecret"),
+    "redeliver": ("POST /console/applications/{applicationId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver",
+                  f"post{V1_APP}WebhooksByWebhookIdDeliveriesByDeliveryIdRedeliver"),
+    "list audit records": ("GET /console/applications/{applicationId}/audit", f"get{V1_APP}AuditEvents"),
+    "tail audit records": ("GET /console/applications/{applicationId}/audit/tail", f"get{V1_APP}AuditEvents"),
+    "export audit records": ("GET /console/applications/{applicationId}/audit/export",
+                             f"get{V1_APP}AuditEventsExport"),
 }

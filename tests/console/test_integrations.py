@@ -307,3 +307,30 @@ def test_signed_out_visitors_of_the_screens_are_sent_to_sign_in(owner, console):
     for page in ("oidc-clients", "webhooks", "audit", "audit/tail", "audit/export"):
         response = stranger.get(f"/console/applications/{app_id}/{page}")
         assert response.status_code == 303 and SESSION_COOKIE not in stranger.cookies
+
+
+# ---------------------------------------------------------------- parity with the API
+
+
+def _event(ctx, write) -> list[dict]:
+    """The change-log events of ``write``, without what differs between two writers: the
+    ids, times, the request and its actor (a dashboard account here, an API key there)."""
+    before = ctx.store["events"].count_documents({})
+    write()
+    differs = {"_id", "seq", "at", "created_at", "ts", "request_id", "ip", "user_agent", "sealed", "prev_hash",
+               "hash", "actor", "target", "subject"}
+    return [{key: value for key, value in event.items() if key not in differs}
+            for event in list(ctx.store["events"].find().sort("seq", 1))[before:]]
+
+
+def test_a_console_webhook_write_leaves_the_events_the_api_write_does(owner, ctx, make_api_key):
+    visitor, app_id = owner
+    app = ctx.applications.get(app_id)
+    headers = {"Authorization": f"Bearer {make_api_key(app, permissions=['webhooks:manage'])}"}
+    by_api = _event(ctx, lambda: visitor.client.simulate_post(
+        f"/api/v1/applications/{app_id}/webhooks", json={"url": HOOK_URL, "events": ["user.created"]},
+        headers=headers))
+    by_console = _event(ctx, lambda: visitor.post(f"/console/applications/{app_id}/webhooks",
+                                                  {"url": HOOK_URL, "event_user.created": "on"}))
+    assert [e["action"] for e in by_console] == ["webhook.created"]
+    assert by_console == by_api
