@@ -38,7 +38,9 @@ function copyButtons(root) {
   for (const button of root.querySelectorAll("button[data-copy]")) {
     button.addEventListener("click", () => {
       const text = document.getElementById(button.dataset.copy).textContent;
-      navigator.clipboard.writeText(text).then(() => { button.textContent = "Copied"; });
+      navigator.clipboard.writeText(text).then(
+        () => { button.textContent = "Copied"; },
+        () => { button.textContent = "Copy refused: select the text"; });
     });
   }
 }
