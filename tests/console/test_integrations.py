@@ -133,11 +133,12 @@ def test_update_deactivate_and_delete_a_client(owner, ctx):
 
 
 def test_another_organizations_client_pages_are_not_found(owner, console, make_dashboard_account):
-    _visitor, app_id = owner
+    visitor, app_id = owner
     stranger = console()
     stranger.sign_in(make_dashboard_account())
-    for page in ("oidc-clients", "webhooks", "audit", "audit/export"):
-        assert stranger.get(f"/console/applications/{app_id}/{page}").status_code == 404
+    for page in ("oidc-clients", "webhooks", "audit", "audit/tail", "audit/export"):
+        assert visitor.get(f"/console/applications/{app_id}/{page}").status_code == 200, page
+        assert stranger.get(f"/console/applications/{app_id}/{page}").status_code == 404, page
     refused = stranger.post(f"/console/applications/{app_id}/oidc-clients", {
         "name": "X", "token_endpoint_auth_method": "none", "redirect_uris": "https://x.example/cb"})
     assert refused.status_code == 404
