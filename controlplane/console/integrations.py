@@ -12,13 +12,15 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from controlplane.audit import schemas as audit_schemas
+from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import ConsoleResource, page_doc, redirect
+from controlplane.console.resources import HTML, ConsoleResource, page_doc, redirect
 from controlplane.console.web import Console, failed
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.oidc import schemas as oidc_schemas
 from controlplane.oidc.clients import ClientService, is_public, serialize_client
 from controlplane.oidc.resources import clients as oidc_api
+from controlplane.openapi import op
 from controlplane.webhooks import resources as webhook_api
 from controlplane.webhooks import schemas as webhook_schemas
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
@@ -295,7 +297,7 @@ class WebhookRedelivery(_AppPage):
 
 class AuditEvents(_AppPage):
     docs = {"GET": page_doc("The application's audit log: filters in the URL, cursor pages, a live tail",
-                            not_found=True)}
+                            not_found=True, errors=(ValidationFailed,))}
 
     def __init__(self, console, dashboard_access, audit: AuditLog):
         super().__init__(console, dashboard_access)
@@ -353,8 +355,12 @@ class AuditTail(_AppPage):
 
 
 class AuditExport(_AppPage):
-    docs = {"GET": page_doc("Download the application's audit records with the page's filters (NDJSON)",
-                            not_found=True)}
+    docs = {"GET": op("Download the application's audit records with the page's filters (NDJSON)",
+                      description="Console download (not an API): the V1 export's stream for the signed-in "
+                                  "account; signed-out visitors are redirected (303) to /console/sign-in.",
+                      errors=[ValidationFailed], wrapped=False,
+                      also={200: ({"type": "string"}, "one record per line", NDJSON),
+                            **{status: (HTML, "an HTML page", "text/html") for status in (303, 404)}})}
 
     def __init__(self, console, dashboard_access, audit: AuditLog):
         super().__init__(console, dashboard_access)
@@ -365,7 +371,7 @@ class AuditExport(_AppPage):
         if viewer is None or self.app_of(req, resp, viewer, applicationId) is None:
             return
         filters = audit_schemas.filters(req)
-        resp.content_type = "application/x-ndjson"
+        resp.content_type = NDJSON
         resp.cache_control = ["no-store"]
         resp.set_header("Content-Disposition", f'attachment; filename="audit-{applicationId}.ndjson"')
         resp.stream = self.audit.export(APPLICATION, applicationId, filters)

@@ -97,7 +97,8 @@ def test_client_errors_are_shown_at_the_api_field_paths_and_nothing_is_created(o
     assert bad.status_code == 400 and "VALIDATION_MULTIPLE_ERRORS" in bad.text
     assert 'id="e-redirect_uris"' in bad.text and 'id="e-allowed_origins"' in bad.text
     assert 'aria-describedby="e-redirect_uris"' in bad.text
-    assert "ftp://nope" in bad.text  # the form keeps what was typed
+    assert "ftp://nope" in bad.text  # the form keeps what was typed and ticked
+    assert 'name="scope_openid" checked' in bad.text and 'name="scope_profile">' in bad.text
     public_creds = visitor.post(f"/console/applications/{app_id}/oidc-clients", {
         "name": "SPA", "token_endpoint_auth_method": "none", "redirect_uris": "https://spa.example/cb",
         "scope_openid": "on", "grant_client_credentials": "on"})
