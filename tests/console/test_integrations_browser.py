@@ -44,6 +44,12 @@ def test_clients_webhooks_and_the_live_audit_log(live_server, browser, check_pag
     secret = browser.find_element(By.ID, "secret-value").text
     assert ctx.oidc.clients.authenticate(ctx.oidc.clients.list(app_id)[0]["client_id"], secret)
     screen("oidc-clients-created")
+    # console.js's Copy button: the clipboard answers (headless Chromium may refuse it),
+    # either way the button says what happened and no promise rejection goes unhandled.
+    copy = browser.find_element(By.CSS_SELECTOR, "button[data-copy]")
+    copy.click()
+    WebDriverWait(browser, 5).until(lambda driver: copy.text != "Copy")
+    assert console_errors(browser) == []
     browser.find_element(By.LINK_TEXT, "Web shop").click()
     heading(browser, "Web shop")
     assert secret not in browser.page_source
