@@ -41,11 +41,12 @@ LIMIT_FIELDS = ("max_concurrent_sessions", "registration_rate_limit")
 SWITCHES = ("oauth_hosted_login_enabled", "oauth_hosted_registration_enabled")
 
 
-def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False) -> dict:
+def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False, errors: tuple = ()) -> dict:
     """The OpenAPI operation of a console page: HTML, for browsers, not an API.  A form
     post names the JSON API operation doing the same (``api``): it answers that
-    operation's errors, as HTML, plus the refused CSRF check."""
-    errors = [*api["errors"], CsrfTokenInvalid, MalformedForm, PayloadTooLarge] if api else []
+    operation's errors, as HTML, plus the refused CSRF check.  A page read with a query
+    the API validates names its ``errors``."""
+    errors = [*api["errors"], CsrfTokenInvalid, MalformedForm, PayloadTooLarge] if api else list(errors)
     statuses = {200, 303, *(status_of(error) for error in errors), *((404,) if not_found else ())}
     description = "Console page (HTML, not an API). " + (
         "A form post: needs the iamgate_csrf double-submit token (csrf_token field or X-CSRF-Token header) and "

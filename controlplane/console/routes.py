@@ -1,7 +1,7 @@
 """Routes of the console area: server-rendered pages under /console/ (docs/console.md)."""
 from __future__ import annotations
 
-from controlplane.console import access_rules, resources
+from controlplane.console import access_rules, integrations, resources
 from controlplane.console.web import Console
 
 TAG = "console"
@@ -34,6 +34,23 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/applications/{{applicationId}}", application, TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/delete",
                resources.DeleteApplication(console, dashboard.access, dashboard.applications, application), TAG)
+    # OIDC clients, webhooks and the audit log (controlplane/console/integrations.py)
+    access, app_base = dashboard.access, f"{BASE}/applications/{{applicationId}}"
+    client_page = integrations.OidcClient(console, access, services.oidc.clients)
+    webhook_page = integrations.Webhook(console, access, services.webhooks.management)
+    routes.add(f"{app_base}/oidc-clients", integrations.OidcClients(console, access, services.oidc.clients), TAG)
+    routes.add(f"{app_base}/oidc-clients/{{clientId}}", client_page, TAG)
+    routes.add(f"{app_base}/oidc-clients/{{clientId}}/delete",
+               integrations.DeleteOidcClient(console, access, services.oidc.clients, client_page), TAG)
+    routes.add(f"{app_base}/webhooks", integrations.Webhooks(console, access, services.webhooks.management), TAG)
+    routes.add(f"{app_base}/webhooks/{{webhookId}}", webhook_page, TAG)
+    routes.add(f"{app_base}/webhooks/{{webhookId}}/rotate-secret",
+               integrations.WebhookSecret(console, access, services.webhooks.management, webhook_page), TAG)
+    routes.add(f"{app_base}/webhooks/{{webhookId}}/deliveries/{{deliveryId}}/redeliver",
+               integrations.WebhookRedelivery(console, access, services.webhooks.management, webhook_page), TAG)
+    routes.add(f"{app_base}/audit", integrations.AuditEvents(console, access, services.audit), TAG)
+    routes.add(f"{app_base}/audit/tail", integrations.AuditTail(console, access, services.audit), TAG)
+    routes.add(f"{app_base}/audit/export", integrations.AuditExport(console, access, services.audit), TAG)
     # The links mailed to dashboard accounts (controlplane.dashboard.emails) open console pages.
     for page in ("verify-email", "reset-password"):
         routes.add(f"/dashboard/{page}", resources.EmailLink(page), TAG)

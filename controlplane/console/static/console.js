@@ -1,6 +1,6 @@
 // The console's own script (no inline script anywhere: the policy is script-src 'self').
-// Dates and counts in the reader's locale, the session's end announced before it comes, and the
-// delete button enabled only once the application's name is typed.
+// Dates and counts in the reader's locale, the session's end announced before it comes, the
+// delete button enabled only once the application's name is typed, and the copy button of a secret.
 "use strict";
 
 function localTimes(root) {
@@ -41,10 +41,23 @@ function confirmByName(root) {
   }
 }
 
+// A secret shown once: its Copy button (data-copy names the element holding it).
+function copyButtons(root) {
+  for (const button of root.querySelectorAll("button[data-copy]")) {
+    button.addEventListener("click", () => {
+      const text = document.getElementById(button.dataset.copy).textContent;
+      navigator.clipboard.writeText(text).then(
+        () => { button.textContent = "Copied"; },
+        () => { button.textContent = "Copy refused: select the text"; });
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
   localNumbers(document);
   watchSession();
   confirmByName(document);
+  copyButtons(document);
 });
 document.addEventListener("htmx:afterSwap", (event) => localTimes(event.detail.elt));

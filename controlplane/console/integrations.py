@@ -1,0 +1,425 @@
+"""Console screens of an application's integrations: OIDC clients, webhooks (with the
+delivery log and redelivery) and the audit log (with a live tail and the NDJSON export).
+
+Each page calls the same service the V1 route does (``ClientService``,
+``WebhookService``, ``AuditLog``), validated by the same schema, behind the dashboard
+gate of the application (``DashboardAccess.application``): owners and admins write,
+members and viewers read and are refused 403 on a write.  A secret (a confidential
+client's, a webhook's) appears only in the answer that created or rotated it.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from controlplane.audit import schemas as audit_schemas
+from controlplane.audit.resources import NDJSON
+from controlplane.audit.service import APPLICATION, AuditLog
+from controlplane.console.resources import HTML, ConsoleResource, page_doc, redirect
+from controlplane.console.web import Console, failed
+from controlplane.dashboard.access import DashboardAccess
+from controlplane.oidc import schemas as oidc_schemas
+from controlplane.oidc.clients import ClientService, is_public, serialize_client
+from controlplane.oidc.resources import clients as oidc_api
+from controlplane.openapi import op
+from controlplane.webhooks import resources as webhook_api
+from controlplane.webhooks import schemas as webhook_schemas
+from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
+from shared.errors import DomainError, ValidationFailed
+from shared.event_types import PUBLIC_EVENT_TYPES
+from shared.timeutil import parse_iso
+
+# Lists typed one per line in a textarea.
+CLIENT_LISTS = ("redirect_uris", "post_logout_redirect_uris", "allowed_origins")
+# Lists picked with checkboxes named "<prefix><choice>" (a form field may not repeat).
+CLIENT_CHOICES = {"allowed_scopes": ("scope_", oidc_schemas.SUPPORTED_SCOPES),
+                  "grant_types": ("grant_", oidc_schemas.GRANT_TYPES)}
+EVENT_PREFIX = "event_"
+TAIL_LIMIT = audit_schemas.MAX_LIMIT
+
+
+class _AppPage(ConsoleResource):
+    """A page of one application: the gate, and a 404 page when it is not the viewer's."""
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+
+    def app_of(self, req, resp, viewer, applicationId):
+        """``(app, role)``, or None after rendering the not-found page (404)."""
+        try:
+            return self.dashboard_access.application(viewer.account["_id"], applicationId)
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return None
+
+
+# ---------------------------------------------------------------- OIDC clients
+
+
+class OidcClients(_AppPage):
+    docs = {"GET": page_doc("An application's OIDC clients, and a form to register one", not_found=True),
+            "POST": page_doc("Register an OIDC client (its secret shown once)", api=oidc_api.Clients.docs["POST"])}
+
+    def __init__(self, console, dashboard_access, clients: ClientService):
+        super().__init__(console, dashboard_access)
+        self.clients = clients
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId)
+
+    def show(self, req, resp, viewer, applicationId, **context):
+        found = self.app_of(req, resp, viewer, applicationId)
+        if found:
+            app, role = found
+            clients = [serialize_client(c) for c in self.clients.list(applicationId)]
+            self.console.render(req, resp, "integrations_clients.html", viewer=viewer, app=app, role=role,
+                                clients=clients, scopes=oidc_schemas.SUPPORTED_SCOPES,
+                                grants=oidc_schemas.GRANT_TYPES, auth_methods=oidc_schemas.AUTH_METHODS,
+                                **{"status": 200, "created": None, **context})
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            values = oidc_schemas.CREATE_CLIENT.validate(client_values(form, create=True))
+            client, secret = self.clients.create(applicationId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, **failed(error), form=form)
+            return
+        self.show(req, resp, viewer, applicationId, status=201, created=serialize_client(client, secret))
+
+
+class OidcClient(_AppPage):
+    docs = {"GET": page_doc("One OIDC client's settings (never its secret)", not_found=True),
+            "POST": page_doc("Update an OIDC client (is_active off deactivates it)",
+                             api=oidc_api.ClientItem.docs["PUT"])}
+
+    def __init__(self, console, dashboard_access, clients: ClientService):
+        super().__init__(console, dashboard_access)
+        self.clients = clients
+
+    def on_get(self, req, resp, applicationId, clientId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId, clientId)
+
+    def show(self, req, resp, viewer, applicationId, clientId, *, status=200, **context):
+        found = self.app_of(req, resp, viewer, applicationId)
+        if not found:
+            return
+        try:
+            client = self.clients.get(applicationId, clientId)
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return
+        app, role = found
+        self.console.render(req, resp, "integrations_client.html", status=status, viewer=viewer, app=app,
+                            role=role, client=serialize_client(client), public=is_public(client),
+                            scopes=oidc_schemas.SUPPORTED_SCOPES, grants=oidc_schemas.GRANT_TYPES,
+                            **{"saved": False, **context})
+
+    def on_post(self, req, resp, applicationId, clientId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            values = oidc_schemas.UPDATE_CLIENT.validate(client_values(form, create=False), partial=True)
+            self.clients.update(applicationId, clientId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, clientId, **failed(error), form=form)
+            return
+        self.show(req, resp, viewer, applicationId, clientId, saved=True)
+
+
+class DeleteOidcClient(_AppPage):
+    docs = {"POST": page_doc("Delete an OIDC client; the form must repeat its name",
+                             api={"errors": (*oidc_api.ClientItem.docs["DELETE"]["errors"], ValidationFailed)})}
+
+    def __init__(self, console, dashboard_access, clients: ClientService, client_page: OidcClient):
+        super().__init__(console, dashboard_access)
+        self.clients = clients
+        self.client_page = client_page
+
+    def on_post(self, req, resp, applicationId, clientId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            client = self.clients.get(applicationId, clientId)
+            confirm_name(form, client["name"], "client")
+            self.clients.delete(applicationId, clientId)
+        except DomainError as error:
+            self.client_page.show(req, resp, viewer, applicationId, clientId, **failed(error))
+            return
+        redirect(resp, f"/console/applications/{applicationId}/oidc-clients")
+
+
+# ---------------------------------------------------------------- webhooks
+
+
+class Webhooks(_AppPage):
+    docs = {"GET": page_doc("An application's webhooks, and a form to create one", not_found=True),
+            "POST": page_doc("Create a webhook (its secret shown once)",
+                             api=webhook_api.WebhookCollection.docs["POST"])}
+
+    def __init__(self, console, dashboard_access, webhooks: WebhookService):
+        super().__init__(console, dashboard_access)
+        self.webhooks = webhooks
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId)
+
+    def show(self, req, resp, viewer, applicationId, **context):
+        found = self.app_of(req, resp, viewer, applicationId)
+        if found:
+            app, role = found
+            hooks = [serialize_webhook(w) for w in self.webhooks.list(applicationId)]
+            self.console.render(req, resp, "integrations_webhooks.html", viewer=viewer, app=app, role=role,
+                                webhooks=hooks, catalogue=PUBLIC_EVENT_TYPES,
+                                **{"status": 200, "created": None, **context})
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            values = webhook_schemas.CREATE_WEBHOOK.validate({"url": form.get("url", ""),
+                                                              "events": picked_events(form)})
+            webhook, secret = self.webhooks.create(applicationId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, **failed(error), form=form)
+            return
+        self.show(req, resp, viewer, applicationId, status=201, created=serialize_webhook(webhook, secret))
+
+
+class Webhook(_AppPage):
+    docs = {"GET": page_doc("One webhook (never its secret) and its delivery log", not_found=True),
+            "POST": page_doc("Update a webhook's URL, events or active switch",
+                             api=webhook_api.WebhookItem.docs["PUT"])}
+
+    def __init__(self, console, dashboard_access, webhooks: WebhookService):
+        super().__init__(console, dashboard_access)
+        self.webhooks = webhooks
+
+    def on_get(self, req, resp, applicationId, webhookId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId, webhookId)
+
+    def show(self, req, resp, viewer, applicationId, webhookId, *, status=200, **context):
+        found = self.app_of(req, resp, viewer, applicationId)
+        if not found:
+            return
+        try:
+            webhook = self.webhooks.get(applicationId, webhookId)
+            deliveries = [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return
+        app, role = found
+        self.console.render(req, resp, "integrations_webhook.html", status=status, viewer=viewer, app=app,
+                            role=role, webhook=serialize_webhook(webhook), deliveries=deliveries,
+                            catalogue=PUBLIC_EVENT_TYPES,
+                            **{"saved": False, "secret": None, "redelivered": None, **context})
+
+    def on_post(self, req, resp, applicationId, webhookId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            values = webhook_schemas.UPDATE_WEBHOOK.validate({
+                "url": form.get("url", ""), "events": picked_events(form),
+                "is_active": form.get("is_active") == "on"}, partial=True)
+            self.webhooks.update(applicationId, webhookId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, webhookId, **failed(error), form=form)
+            return
+        self.show(req, resp, viewer, applicationId, webhookId, saved=True)
+
+
+class WebhookSecret(_AppPage):
+    docs = {"POST": page_doc("Rotate a webhook's secret (the new one shown once)",
+                             api=webhook_api.WebhookSecret.docs["POST"])}
+
+    def __init__(self, console, dashboard_access, webhooks: WebhookService, webhook_page: Webhook):
+        super().__init__(console, dashboard_access)
+        self.webhooks = webhooks
+        self.webhook_page = webhook_page
+
+    def on_post(self, req, resp, applicationId, webhookId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or self.posted(req, resp) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            _webhook, secret = self.webhooks.rotate_secret(applicationId, webhookId)
+        except DomainError as error:
+            self.webhook_page.show(req, resp, viewer, applicationId, webhookId, **failed(error))
+            return
+        self.webhook_page.show(req, resp, viewer, applicationId, webhookId, secret=secret)
+
+
+class WebhookRedelivery(_AppPage):
+    docs = {"POST": page_doc("Send a logged delivery's event again, as a new delivery",
+                             api=webhook_api.WebhookRedelivery.docs["POST"])}
+
+    def __init__(self, console, dashboard_access, webhooks: WebhookService, webhook_page: Webhook):
+        super().__init__(console, dashboard_access)
+        self.webhooks = webhooks
+        self.webhook_page = webhook_page
+
+    def on_post(self, req, resp, applicationId, webhookId, deliveryId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or self.posted(req, resp) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            delivery = self.webhooks.redeliver(applicationId, webhookId, deliveryId)
+        except DomainError as error:
+            self.webhook_page.show(req, resp, viewer, applicationId, webhookId, **failed(error))
+            return
+        self.webhook_page.show(req, resp, viewer, applicationId, webhookId, status=202,
+                               redelivered=delivery["_id"])
+
+
+# ---------------------------------------------------------------- audit log
+
+
+class AuditEvents(_AppPage):
+    docs = {"GET": page_doc("The application's audit log: filters in the URL, cursor pages, a live tail",
+                            not_found=True, errors=(ValidationFailed,))}
+
+    def __init__(self, console, dashboard_access, audit: AuditLog):
+        super().__init__(console, dashboard_access)
+        self.audit = audit
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (found := self.app_of(req, resp, viewer, applicationId)) is None:
+            return
+        app, role = found
+        query = filter_query(req)
+        try:
+            filters = audit_schemas.filters(req)
+            records, cursor = self.audit.page(APPLICATION, applicationId, filters,
+                                              req.get_param("cursor") or None, audit_schemas.DEFAULT_LIMIT)
+            extra = {}
+        except DomainError as error:
+            records, cursor, extra = [], None, failed(error)
+        self.console.render(req, resp, "integrations_audit.html", viewer=viewer, app=app, role=role,
+                            records=records, query=query, next_cursor=cursor, request_args=filter_args(req),
+                            first_page=not req.get_param("cursor"), **{"status": 200, **extra})
+
+
+class AuditTail(_AppPage):
+    docs = {"GET": page_doc("The audit records newer than newest_id (the live tail's rows; htmx polls it)",
+                            not_found=True)}
+
+    def __init__(self, console, dashboard_access, audit: AuditLog):
+        super().__init__(console, dashboard_access)
+        self.audit = audit
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (found := self.app_of(req, resp, viewer, applicationId)) is None:
+            return
+        app, _role = found
+        newest_id, newest_at = req.get_param("newest_id"), req.get_param("newest_at")
+        try:
+            filters = audit_schemas.filters(req)
+            if newest_at:
+                shown = parse_iso(newest_at)
+                filters["since"] = max(filters.get("since", shown), shown)
+            records, _cursor = self.audit.page(APPLICATION, applicationId, filters, None, TAIL_LIMIT)
+        except (DomainError, ValueError):
+            records = []
+        # Newest first: those before the newest shown are the new ones (same instant included).
+        fresh = []
+        for record in records:
+            if record["id"] == newest_id:
+                break
+            fresh.append(record)
+        newest = fresh[0] if fresh else {"id": newest_id or "", "at": newest_at or ""}
+        self.console.render(req, resp, "integrations_audit_tail.html", viewer=viewer, app=app,
+                            records=fresh, query=filter_query(req), newest=newest)
+
+
+class AuditExport(_AppPage):
+    docs = {"GET": op("Download the application's audit records with the page's filters (NDJSON)",
+                      description="Console download (not an API): the V1 export's stream for the signed-in "
+                                  "account; signed-out visitors are redirected (303) to /console/sign-in.",
+                      errors=[ValidationFailed], wrapped=False,
+                      also={200: ({"type": "string"}, "one record per line", NDJSON),
+                            **{status: (HTML, "an HTML page", "text/html") for status in (303, 404)}})}
+
+    def __init__(self, console, dashboard_access, audit: AuditLog):
+        super().__init__(console, dashboard_access)
+        self.audit = audit
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or self.app_of(req, resp, viewer, applicationId) is None:
+            return
+        filters = audit_schemas.filters(req)
+        resp.content_type = NDJSON
+        resp.cache_control = ["no-store"]
+        resp.set_header("Content-Disposition", f'attachment; filename="audit-{applicationId}.ndjson"')
+        resp.stream = self.audit.export(APPLICATION, applicationId, filters)
+
+
+# ---------------------------------------------------------------- form values
+
+
+def lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def client_values(form: dict, *, create: bool) -> dict:
+    """The client form as the API's body: each textarea a list (one entry a line), each
+    group of checkboxes a list, empty optional text as null."""
+    values = {"name": form.get("name", "")}
+    for name in ("description", "backchannel_logout_uri"):
+        values[name] = form.get(name, "").strip() or None
+    for name in CLIENT_LISTS:
+        values[name] = lines(form.get(name, ""))
+    for name, (prefix, choices) in CLIENT_CHOICES.items():
+        values[name] = [choice for choice in choices if form.get(prefix + choice) == "on"]
+    values["require_pkce"] = form.get("require_pkce") == "on"
+    if create:
+        values["token_endpoint_auth_method"] = form.get("token_endpoint_auth_method", "")
+        if values["token_endpoint_auth_method"] == oidc_schemas.NO_CLIENT_AUTH:
+            values["require_pkce"] = True  # a public client always uses PKCE; its form has no switch
+    else:
+        values["is_active"] = form.get("is_active") == "on"
+    return values
+
+
+def picked_events(form: dict) -> list[str]:
+    return [kind for kind in PUBLIC_EVENT_TYPES if form.get(EVENT_PREFIX + kind) == "on"]
+
+
+def confirm_name(form: dict, name: str, what: str) -> None:
+    if form.get("confirm_name") != name:
+        reason = f"Type the {what}'s name exactly to delete it."
+        raise ValidationFailed({"confirm_name": reason}, message=reason)
+
+
+def filter_args(req) -> dict[str, str]:
+    """The audit filters of the request, each as typed ("" when absent)."""
+    return {name: req.get_param(name) or "" for name in (*audit_schemas.FILTER_QUERY,)}
+
+
+def filter_query(req) -> str:
+    """The audit filters of the request as a query string, for the next page, the tail
+    and the export links."""
+    return urlencode({name: value for name, value in filter_args(req).items() if value})
