@@ -1,7 +1,7 @@
 """Routes of the console area: server-rendered pages under /console/ (docs/console.md)."""
 from __future__ import annotations
 
-from controlplane.console import resources
+from controlplane.console import resources, settings
 from controlplane.console.web import Console
 
 TAG = "console"
@@ -37,3 +37,15 @@ def add_routes(routes, services):
     # The links mailed to dashboard accounts (controlplane.dashboard.emails) open console pages.
     for page in ("verify-email", "reset-password"):
         routes.add(f"/dashboard/{page}", resources.EmailLink(page), TAG)
+    # Settings screens (controlplane/console/settings.py): branding and its preview, API keys, Security.
+    branding = settings.Branding(console, dashboard.access, services.applications)
+    api_keys = settings.ApiKeys(console, dashboard.access, services.api_keys)
+    routes.add(f"{BASE}/applications/{{applicationId}}/branding", branding, TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/branding/preview",
+               settings.BrandingPreview(console, dashboard.access, services.pages), TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/api-keys", api_keys, TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/api-keys/{{keyId}}/revoke",
+               settings.RevokeApiKey(console, dashboard.access, services.api_keys, api_keys), TAG)
+    routes.add(f"{BASE}/account/security", settings.Security(console, dashboard.mfa), TAG)
+    routes.add(f"{BASE}/organizations/{{organizationId}}/security",
+               settings.OrganizationSecurity(console, dashboard.organizations, organization), TAG)

@@ -1,6 +1,7 @@
 // The console's own script (no inline script anywhere: the policy is script-src 'self').
 // Dates in the reader's locale, the session's end announced before it comes, and the
-// delete button enabled only once the application's name is typed.
+// delete button enabled only once the application's name is typed, and the copy buttons
+// of secrets shown once.
 "use strict";
 
 function localTimes(root) {
@@ -33,9 +34,29 @@ function confirmByName(root) {
   }
 }
 
+// A secret shown once (an API key, backup codes, the TOTP secret) copied with one
+// click; the status next to the button says so to screen readers too.
+function copyButtons(root) {
+  for (const button of root.querySelectorAll("button[data-copy]")) {
+    const source = document.getElementById(button.dataset.copy);
+    const status = document.querySelector(`[data-copied-for="${button.dataset.copy}"]`);
+    button.addEventListener("click", async () => {
+      const text = source.value !== undefined ? source.value : source.innerText;
+      try {
+        await navigator.clipboard.writeText(text.trim());
+        if (status) status.textContent = "Copied.";
+      } catch (_error) {
+        if (source.select) source.select();
+        if (status) status.textContent = "Copy it by hand: the browser refused.";
+      }
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
   watchSession();
   confirmByName(document);
+  copyButtons(document);
 });
 document.addEventListener("htmx:afterSwap", (event) => localTimes(event.detail.elt));
