@@ -49,12 +49,19 @@ def branding_values(form: dict) -> dict:
     """The branding form (or the preview's query) as the API's branding body: the
     fields sent, an empty one as null (back to the default), the options nested under
     ``branding_options`` as the API takes them."""
-    values = {name: form[name].strip() or None for name in BRAND_FIELDS if name in form}
-    options = {name: (form[name] if name == "custom_css" else form[name].strip()) or None
-               for name in OPTION_FIELDS if name in form}
+    values = {name: _field(form[name], name) for name in BRAND_FIELDS if name in form}
+    options = {name: _field(form[name], name) for name in OPTION_FIELDS if name in form}
     if options:
         values["branding_options"] = options
     return values
+
+
+def _field(raw, name: str):
+    """A field's value as the API would get it: empty is null, text trimmed but the CSS;
+    a query parameter given twice (a list) goes to the schema as is, to be refused."""
+    if not isinstance(raw, str):
+        return raw
+    return (raw if name == "custom_css" else raw.strip()) or None
 
 
 def contrast_warning(app: dict) -> dict | None:

@@ -95,6 +95,9 @@ def test_the_preview_validates_as_the_api_and_needs_a_member(signed_in, console,
     refused = signed_in.get(f"/console/applications/{photos['id']}/branding/preview?brand_logo_url=javascript:x")
     assert refused.status_code == 400 and "valid https URL" in refused.text
     assert policy_of(refused)["frame-ancestors"] == "'self'"  # the refusal shows in the frame too
+    repeated = signed_in.get(f"/console/applications/{photos['id']}/branding/preview?brand_color=%23000000"
+                             "&brand_color=%23ffffff")
+    assert repeated.status_code == 400 and "VALIDATION" in repeated.text
     css = signed_in.get(f"/console/applications/{photos['id']}/branding/preview",
                         params={"custom_css": "body{background:url(https://evil.example/x.png)}</style>"})
     assert css.status_code == 200 and "evil.example" not in css.text  # sanitized as the API sanitizes it
