@@ -106,8 +106,8 @@ class Pages:
         ``302 redirect_uri?code=...`` must list the client's redirect URI here.
         ``connect_src``: CSP sources the page's script may ``fetch`` (none by default).
         ``framed``: the page may be framed by the control plane's own pages
-        (``frame-ancestors 'self'``): only the console's branding preview; every other
-        page may be framed by none.
+        (``frame-ancestors 'self'``) and its forms post nowhere (``form-action 'none'``):
+        only the console's branding preview; every other page may be framed by none.
         """
         nonce = secrets.token_urlsafe(18)
         page = self._env.get_template(template).render(
@@ -242,7 +242,8 @@ def _color(value) -> str | None:
 
 
 def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str], framed: bool = False) -> str:
-    targets = " ".join(dict.fromkeys(["'self'", *(_origin(url) for url in form_action)]))
+    # A framed page is a preview: its forms must not post anywhere.
+    targets = "'none'" if framed else " ".join(dict.fromkeys(["'self'", *(_origin(url) for url in form_action)]))
     directives = [
         "default-src 'none'",
         f"style-src 'nonce-{nonce}'",

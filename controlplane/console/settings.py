@@ -11,8 +11,9 @@ The branding preview is the hosted sign-in page itself (``oidc_login.html`` thro
 values of the query string, validated by the API's branding schema and merged as the
 update would merge them (``applications.service.branding_changes``); nothing is saved.
 It is the only page the control plane lets be framed, and only by its own pages
-(``frame-ancestors 'self'``); it needs a signed-in member of the application, since it
-would otherwise show anyone's chosen logo and CSS on the control plane's origin.
+(``frame-ancestors 'self'``), and its form posts nowhere (``form-action 'none'``). It
+needs a signed-in member of the application: otherwise it would show anyone's chosen
+logo and CSS on the control plane's origin.
 """
 from __future__ import annotations
 

@@ -82,6 +82,7 @@ def test_the_preview_is_the_hosted_sign_in_page_with_unsaved_values_framed_only_
     preview = signed_in.get(src)
     assert preview.status_code == 200
     assert policy_of(preview)["frame-ancestors"] == "'self'"
+    assert policy_of(preview)["form-action"] == "'none'"  # a click in the preview posts nothing
     assert preview.headers["x-frame-options"] == "SAMEORIGIN"
     assert 'name="password"' in preview.text and "#aa0000" in preview.text  # the hosted page, unsaved colour
     assert ctx.applications.get(photos['id']).get("brand_color") is None  # nothing saved
