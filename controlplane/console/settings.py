@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 
 from controlplane.applications.contrast import AA_NORMAL_TEXT, WHITE, contrast_ratio, readable_on_white
 from controlplane.applications.service import ApplicationService, branding_changes
+from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.service import V1_PERMISSIONS, ApiKeyService
 from controlplane.auth import SESSION_COOKIE
 from controlplane.console.resources import (
@@ -211,7 +212,8 @@ class ApiKeys(ConsoleResource):
 
 
 class RevokeApiKey(ConsoleResource):
-    docs = {"POST": page_doc("Revoke an API key (the form's confirmation)", api=api.ApiKey.docs["DELETE"])}
+    docs = {"POST": page_doc("Revoke an API key with confirmed=yes; without it, the page asking to confirm",
+                             api=api.ApiKey.docs["DELETE"])}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess, api_keys: ApiKeyService,
                  keys_page: ApiKeys):
@@ -221,11 +223,19 @@ class RevokeApiKey(ConsoleResource):
         self.keys_page = keys_page
 
     def on_post(self, req, resp, applicationId, keyId):
+        """Without ``confirmed=yes`` (a plain form: no script to ask first), a page asks
+        to confirm; htmx asks with ``hx-confirm`` and sends it."""
         viewer = self.signed_in(req, resp)
-        if viewer is None or self.posted(req, resp) is None:
+        if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            if form.get("confirmed") != "yes":
+                key = next((key for key in self.api_keys.list(applicationId) if key["_id"] == keyId), None)
+                if key is None:
+                    raise ApiKeyNotFound(keyId)
+                self.console.render(req, resp, "settings_api_key_revoke.html", viewer=viewer, app=app, key=key)
+                return
             self.api_keys.revoke(applicationId, keyId)
         except DomainError as error:
             self.keys_page.show(req, resp, viewer, applicationId, **failed(error))

@@ -168,11 +168,15 @@ def test_revoke_confirms_first_and_leaves_the_api_s_change_log_event(signed_in, 
     assert 'hx-confirm="Revoke the key B' in listed.text
     api_events = change_log_after(ctx, lambda: dashboard_account.delete(
         f"/api/dashboard/applications/{photos['id']}/api-keys/{by_api['_id']}"))
-    console_events = change_log_after(ctx, lambda: signed_in.post(
-        f"/console/applications/{photos['id']}/api-keys/{by_console['_id']}/revoke", headers={"HX-Request": "true"}))
+    revoke = f"/console/applications/{photos['id']}/api-keys/{by_console['_id']}/revoke"
+    asked = signed_in.post(revoke)  # a plain form, without script: a page asks first
+    assert asked.status_code == 200 and 'name="confirmed" value="yes"' in asked.text
+    assert [key["_id"] for key in ctx.api_keys.list(photos['id'])] == [by_console["_id"]]  # still live
+    console_events = change_log_after(ctx, lambda: signed_in.post(revoke, {"confirmed": "yes"},
+                                                                  headers={"HX-Request": "true"}))
     assert [shape(e, by_console["_id"]) for e in console_events] == [shape(e, by_api["_id"]) for e in api_events]
     assert ctx.api_keys.list(photos['id']) == []
-    again = signed_in.post(f"/console/applications/{photos['id']}/api-keys/{by_console['_id']}/revoke")
+    again = signed_in.post(revoke, {"confirmed": "yes"})
     assert again.status_code == 404 and "API key not found." in again.text
 
 
@@ -184,7 +188,8 @@ def test_a_viewer_sees_keys_without_secrets_or_write_controls_and_cannot_create(
     assert "Create key" not in page.text and "Revoke" not in page.text and key["key_prefix"] in page.text
     assert visitor.post(f"/console/applications/{photos['id']}/api-keys",
                         {"name": "x", "permission:users:read": "on"}).status_code == 403
-    assert visitor.post(f"/console/applications/{photos['id']}/api-keys/{key['_id']}/revoke").status_code == 403
+    assert visitor.post(f"/console/applications/{photos['id']}/api-keys/{key['_id']}/revoke",
+                        {"confirmed": "yes"}).status_code == 403
     assert len(ctx.api_keys.list(photos['id'])) == 1
 
 
