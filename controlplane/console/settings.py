@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from controlplane.applications.contrast import AA_NORMAL_TEXT, WHITE, contrast_ratio, readable_on_white
-from controlplane.applications.service import ApplicationService, branding_changes
 from controlplane.apikeys.errors import ApiKeyNotFound
 from controlplane.apikeys.service import V1_PERMISSIONS, ApiKeyService
+from controlplane.applications.contrast import AA_NORMAL_TEXT, WHITE, contrast_ratio, readable_on_white
+from controlplane.applications.service import ApplicationService, branding_changes
 from controlplane.auth import SESSION_COOKIE
 from controlplane.console.resources import (
     MFA_REQUIRED_PAGE,

@@ -156,7 +156,8 @@ def test_create_an_api_key_shows_its_secret_once_then_lists_it_without(signed_in
 def test_a_key_needs_a_name_and_a_permission(signed_in, photos, ctx):
     refused = signed_in.post(f"/console/applications/{photos['id']}/api-keys", {"name": "CI"})
     assert refused.status_code == 400 and 'id="e-permissions"' in refused.text
-    nameless = signed_in.post(f"/console/applications/{photos['id']}/api-keys", {"name": "", "permission:users:read": "on"})
+    nameless = signed_in.post(f"/console/applications/{photos['id']}/api-keys",
+                              {"name": "", "permission:users:read": "on"})
     assert nameless.status_code == 400 and 'id="e-name"' in nameless.text
     assert ctx.api_keys.list(photos['id']) == []
 
@@ -226,13 +227,15 @@ def test_set_up_confirm_regenerate_and_turn_off_two_step_verification(signed_in,
 
     bad = signed_in.post("/console/account/security", {"step": "backup-codes", "password": "wrong password"})
     assert bad.status_code == 422 and 'id="e-password"' in bad.text
-    fresh = signed_in.post("/console/account/security", {"step": "backup-codes", "password": dashboard_account.password})
+    fresh = signed_in.post("/console/account/security",
+                           {"step": "backup-codes", "password": dashboard_account.password})
     assert fresh.status_code == 200 and len(re.findall(r"<li><code>", fresh.text)) == 10
 
     neither = signed_in.post("/console/account/security", {"step": "disable", "password": "", "code": ""})
     assert neither.status_code == 400 and 'id="e-disable"' in neither.text
     clock.advance(2 * STEP)
-    off = signed_in.post("/console/account/security", {"step": "disable", "password": "", "code": rfc6238(secret, clock())})
+    off = signed_in.post("/console/account/security",
+                         {"step": "disable", "password": "", "code": rfc6238(secret, clock())})
     assert off.status_code == 303 and off.headers["location"] == "/console/account/security?notice=disabled"
     assert not ctx.dashboard.mfa.has_second_factor(dashboard_account.id)
 
