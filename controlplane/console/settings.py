@@ -43,7 +43,8 @@ from controlplane.pages import DEFAULT_COLOR, Pages
 from shared.errors import DomainError, ValidationFailed
 
 BRAND_FIELDS = ("brand_name", "brand_logo_url", "brand_color", "brand_background")
-OPTION_FIELDS = ("secondary_color", "font_family", "button_border_radius", "custom_css")
+OPTION_FIELDS = ("secondary_color", "font_family", "button_border_radius", "favicon_url", "custom_css")
+DARK_FIELDS = {"enabled": "dark_mode_enabled", "background": "dark_background", "color": "dark_color"}
 PREVIEW_CLIENT = "Your application"
 
 
@@ -53,6 +54,9 @@ def branding_values(form: dict) -> dict:
     ``branding_options`` as the API takes them."""
     values = {name: _field(form[name], name) for name in BRAND_FIELDS if name in form}
     options = {name: _field(form[name], name) for name in OPTION_FIELDS if name in form}
+    if any(name in form for name in DARK_FIELDS.values()):  # the whole form: an unticked box is not sent
+        options["dark_mode"] = {key: _field(form.get(name, ""), name) for key, name in DARK_FIELDS.items()}
+        options["dark_mode"]["enabled"] = form.get(DARK_FIELDS["enabled"]) == "on"
     if options:
         values["branding_options"] = options
     return values
@@ -79,7 +83,8 @@ def contrast_warning(app: dict) -> dict | None:
 
 
 def preview_url(app_id: str, values: dict) -> str:
-    query = urlencode({name: value for name, value in values.items() if name in BRAND_FIELDS + OPTION_FIELDS})
+    fields = (*BRAND_FIELDS, *OPTION_FIELDS, *DARK_FIELDS.values())
+    query = urlencode({name: value for name, value in values.items() if name in fields})
     return f"/console/applications/{app_id}/branding/preview" + (f"?{query}" if query else "")
 
 

@@ -56,18 +56,25 @@ def test_branding_is_saved_through_the_api_service_with_the_same_change_log_even
         json={"brand_color": "#445566", "branding_options": {"font_family": "Lato"}}))
     console_events = change_log_after(ctx, lambda: signed_in.post(f"/console/applications/{photos['id']}/branding", {
         "brand_name": "", "brand_logo_url": "", "brand_color": "#445566", "brand_background": "",
-        "secondary_color": "", "font_family": "Lato", "button_border_radius": "", "custom_css": ""}))
+        "secondary_color": "", "font_family": "Lato", "button_border_radius": "", "custom_css": "",
+        "dark_background": "", "dark_color": ""}))
     stored = ctx.applications.get(photos['id'])
     assert stored["brand_color"] == "#445566" and stored["branding_options"]["font_family"] == "Lato"
+    assert stored["branding_options"]["dark_mode"] == {"enabled": False, "background": None, "color": None}
+    dark = signed_in.post(f"/console/applications/{photos['id']}/branding", {
+        "dark_mode_enabled": "on", "dark_background": "#101010", "dark_color": "#fafafa"})
+    assert dark.status_code == 200 and 'id="f-dark_mode_enabled" name="dark_mode_enabled" checked' in dark.text
+    assert ctx.applications.get(photos['id'])["branding_options"]["dark_mode"] == {
+        "enabled": True, "background": "#101010", "color": "#fafafa"}
     assert console_events and [shape(e, photos["id"]) for e in console_events] == [
         shape(e, by_api["id"]) for e in api_events]
 
 
 def test_refused_branding_shows_the_api_messages_at_their_paths_and_saves_nothing(signed_in, photos, ctx):
     refused = signed_in.post(f"/console/applications/{photos['id']}/branding",
-                             {"brand_color": "red", "secondary_color": "blue"})
+                             {"brand_color": "red", "secondary_color": "blue", "favicon_url": "http://x.example/i.png"})
     assert refused.status_code == 400
-    assert 'id="e-brand_color"' in refused.text
+    assert 'id="e-brand_color"' in refused.text and "<code>branding_options.favicon_url</code>" in refused.text
     assert "<code>branding_options.secondary_color</code>" in refused.text  # the API's JSON path
     assert ctx.applications.get(photos['id']).get("brand_color") is None
 
