@@ -9,7 +9,9 @@ MFA, consent, logged-out and error pages) is rendered by ``Pages.render``:
 - a fresh nonce per response is the only way a ``<style>`` or ``<script>`` runs
   (``Content-Security-Policy`` with ``default-src 'none'``, CSP Level 3 section 6);
 - ``frame-ancestors 'none'`` and ``X-Frame-Options: DENY`` refuse framing (clickjacking
-  of the login and consent buttons), ``Referrer-Policy: no-referrer`` keeps query
+  of the login and consent buttons; only the console's preview of unsaved branding,
+  which posts nothing anywhere, may be framed by the control plane's own pages),
+  ``Referrer-Policy: no-referrer`` keeps query
   strings (tokens, authorization requests) out of Referer headers, and
   ``Cache-Control: no-store`` keeps pages holding a CSRF token out of caches.
 
@@ -93,7 +95,8 @@ class Pages:
     # ------------------------------------------------------------ rendering
 
     def render(self, resp, template: str, *, app: dict | None, status: int = 200,
-               form_action: Iterable[str] = (), connect_src: Iterable[str] = (), **context) -> None:
+               form_action: Iterable[str] = (), connect_src: Iterable[str] = (), framed: bool = False,
+               **context) -> None:
         """Render ``template`` with ``context`` plus ``branding`` (of ``app``; neutral
         when None) and ``nonce``, and write it to ``resp`` with the hosted-page headers.
 
@@ -102,11 +105,15 @@ class Pages:
         the redirects that follow a submission too, so a consent form whose POST answers
         ``302 redirect_uri?code=...`` must list the client's redirect URI here.
         ``connect_src``: CSP sources the page's script may ``fetch`` (none by default).
+        ``framed``: the page may be framed by the control plane's own pages
+        (``frame-ancestors 'self'``) and its forms post nowhere (``form-action 'none'``):
+        only the console's branding preview; every other page may be framed by none.
         """
         nonce = secrets.token_urlsafe(18)
         page = self._env.get_template(template).render(
             **context, branding=self.branding(app), nonce=nonce)
-        send_page(resp, page, _policy(nonce, form_action, connect_src), status=status)
+        send_page(resp, page, _policy(nonce, form_action, connect_src, framed), status=status,
+                  frame_options="SAMEORIGIN" if framed else "DENY")
 
     @staticmethod
     def branding(app: dict | None) -> dict:
@@ -182,7 +189,8 @@ class Pages:
         return bool(raw and mac) and hmac.compare_digest(mac.encode("utf-8"), self._sign(raw).encode("utf-8"))
 
 
-def send_page(resp, page: str, policy: str, *, status: int = 200, referrer_policy: str = "no-referrer") -> None:
+def send_page(resp, page: str, policy: str, *, status: int = 200, referrer_policy: str = "no-referrer",
+              frame_options: str = "DENY") -> None:
     """Write an HTML page with the headers every page of the control plane carries:
     its ``policy`` (the Content-Security-Policy), no framing, no MIME sniffing, no
     Referer (or only the origin, with ``referrer_policy="strict-origin"``), and
@@ -193,7 +201,7 @@ def send_page(resp, page: str, policy: str, *, status: int = 200, referrer_polic
     resp.cache_control = ["no-store"]
     resp.set_headers({
         "Content-Security-Policy": policy,
-        "X-Frame-Options": "DENY",
+        "X-Frame-Options": frame_options,
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": referrer_policy,
     })
@@ -233,15 +241,16 @@ def _color(value) -> str | None:
     return value if isinstance(value, str) and _HEX_COLOR.match(value) else None
 
 
-def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str]) -> str:
-    targets = " ".join(dict.fromkeys(["'self'", *(_origin(url) for url in form_action)]))
+def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str], framed: bool = False) -> str:
+    # A framed page is a preview: its forms must not post anywhere.
+    targets = "'none'" if framed else " ".join(dict.fromkeys(["'self'", *(_origin(url) for url in form_action)]))
     directives = [
         "default-src 'none'",
         f"style-src 'nonce-{nonce}'",
         f"script-src 'nonce-{nonce}'",
         "img-src https: data:",
         f"form-action {targets}",
-        "frame-ancestors 'none'",
+        "frame-ancestors 'self'" if framed else "frame-ancestors 'none'",
         "base-uri 'none'",
     ]
     connect = list(connect_src)

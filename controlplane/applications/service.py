@@ -125,20 +125,7 @@ class ApplicationService:
 
     def update_branding(self, app_id: str, values: dict) -> dict:
         """Apply cleaned ``schemas.BRANDING`` values; nested options merge field by field."""
-        current = self.require(app_id)
-        changes = {k: v for k, v in values.items() if k != "branding_options"}
-        if "branding_options" in values:
-            options = _deep_copy(current.get("branding_options") or DEFAULT_BRANDING_OPTIONS)
-            sent = values["branding_options"] or {}
-            for key, value in sent.items():
-                if key == "dark_mode":
-                    options["dark_mode"] = {**options.get("dark_mode", {}), **(value or {})}
-                elif key == "custom_css" and value is not None:
-                    options["custom_css"] = sanitize_css(value)
-                else:
-                    options[key] = value
-            changes["branding_options"] = options
-        return self.update(app_id, changes)
+        return self.update(app_id, branding_changes(self.require(app_id), values))
 
     def delete(self, app_id: str) -> dict:
         """Delete the application and every tenant document it owns; returns the
@@ -195,6 +182,25 @@ def branding(app: dict) -> dict:
         "color": app.get("brand_color"),
         "background": app.get("brand_background"),
     }
+
+
+def branding_changes(app: dict, values: dict) -> dict:
+    """The fields cleaned ``schemas.BRANDING`` values change on ``app``, nothing saved:
+    ``branding_options`` merge field by field (``dark_mode`` too) and ``custom_css`` is
+    sanitized.  What ``update_branding`` stores, and what the console's preview of
+    unsaved branding shows."""
+    changes = {k: v for k, v in values.items() if k != "branding_options"}
+    if "branding_options" in values:
+        options = _deep_copy(app.get("branding_options") or DEFAULT_BRANDING_OPTIONS)
+        for key, value in (values["branding_options"] or {}).items():
+            if key == "dark_mode":
+                options["dark_mode"] = {**options.get("dark_mode", {}), **(value or {})}
+            elif key == "custom_css" and value is not None:
+                options["custom_css"] = sanitize_css(value)
+            else:
+                options[key] = value
+        changes["branding_options"] = options
+    return changes
 
 
 def _deep_copy(value):

@@ -25,6 +25,7 @@ from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.applications import OrganizationApplications
+from controlplane.dashboard.errors import DashboardMfaRequired
 from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.resources import clear_session_cookie, set_session_cookie
 from controlplane.oidc import wire
@@ -39,6 +40,8 @@ HTML = {"type": "string", "description": "an HTML page"}
 APPLICATION_FIELDS = ("name", "description", "environment")
 LIMIT_FIELDS = ("max_concurrent_sessions", "registration_rate_limit")
 SWITCHES = ("oauth_hosted_login_enabled", "oauth_hosted_registration_enabled")
+# The API's 403 DASHBOARD_MFA_REQUIRED as a page: it leads to the account's Security page.
+MFA_REQUIRED_PAGE = "settings_mfa_required.html"
 
 
 def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False, errors: tuple = ()) -> dict:
@@ -435,7 +438,11 @@ class Organization(ConsoleResource):
             self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
             return
         org, role = orgs[organizationId]
-        members = self.organizations.members(caller, organizationId)
+        try:
+            members = self.organizations.members(caller, organizationId)
+        except DashboardMfaRequired as error:
+            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+            return
         template = "_members.html" if req.get_header("HX-Request") and context.get("fragment") else "organization.html"
         context.pop("fragment", None)
         self.console.render(req, resp, template, viewer=viewer, organization=org, role=role, members=members,
@@ -515,7 +522,11 @@ class Applications(ConsoleResource):
         caller = viewer.account["_id"]
         orgs = self.organizations.organizations(caller)
         current = next((pair for pair in orgs if pair[0]["_id"] == organization_id), orgs[0] if orgs else None)
-        apps = self.dashboard_applications.for_account(caller, current[0]["_id"]) if current else []
+        try:
+            apps = self.dashboard_applications.for_account(caller, current[0]["_id"]) if current else []
+        except DashboardMfaRequired as error:
+            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+            return
         self.console.render(req, resp, "applications.html", viewer=viewer, organizations=orgs, current=current,
                             applications=apps, **{"status": 200, **context})
 
@@ -549,6 +560,9 @@ class Application(ConsoleResource):
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
         try:
             app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
+        except DashboardMfaRequired as error:
+            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+            return
         except DomainError:
             self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
             return

@@ -1,7 +1,7 @@
 """Routes of the console area: server-rendered pages under /console/ (docs/console.md)."""
 from __future__ import annotations
 
-from controlplane.console import access_rules, integrations, resources
+from controlplane.console import access_rules, integrations, resources, settings
 from controlplane.console.web import Console
 
 TAG = "console"
@@ -68,3 +68,15 @@ def add_routes(routes, services):
     routes.add(f"{app_base}/policies/{{policyId}}/active",
                access_rules.PolicyActivation(console, dashboard.access, services.abac, policy_page), TAG)
     routes.add(f"{app_base}/check", access_rules.Playground(console, dashboard.access, services.abac), TAG)
+    # Settings screens (controlplane/console/settings.py): branding and its preview, API keys, Security.
+    branding = settings.Branding(console, dashboard.access, services.applications)
+    api_keys = settings.ApiKeys(console, dashboard.access, services.api_keys)
+    routes.add(f"{BASE}/applications/{{applicationId}}/branding", branding, TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/branding/preview",
+               settings.BrandingPreview(console, dashboard.access, services.pages), TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/api-keys", api_keys, TAG)
+    routes.add(f"{BASE}/applications/{{applicationId}}/api-keys/{{keyId}}/revoke",
+               settings.RevokeApiKey(console, dashboard.access, services.api_keys, api_keys), TAG)
+    routes.add(f"{BASE}/account/security", settings.Security(console, dashboard.mfa), TAG)
+    routes.add(f"{BASE}/organizations/{{organizationId}}/security",
+               settings.OrganizationSecurity(console, dashboard.organizations, organization), TAG)

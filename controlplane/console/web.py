@@ -49,6 +49,7 @@ def policy(nonce: str) -> str:
         f"style-src 'self' 'nonce-{nonce}'",
         "img-src 'self' data:",
         "connect-src 'self'",
+        "frame-src 'self'",  # the branding screen's preview of the hosted sign-in page
         "form-action 'self'",
         "frame-ancestors 'none'",
         "base-uri 'none'",

@@ -1,6 +1,7 @@
 // The console's own script (no inline script anywhere: the policy is script-src 'self').
 // Dates and counts in the reader's locale, the session's end announced before it comes, the
-// delete button enabled only once the application's name is typed, and the copy button of a secret.
+// delete button enabled only once the application's name is typed, and the copy buttons of
+// secrets shown once.
 "use strict";
 
 function localTimes(root) {
@@ -41,14 +42,23 @@ function confirmByName(root) {
   }
 }
 
-// A secret shown once: its Copy button (data-copy names the element holding it).
+// A secret shown once (an API key, a client or webhook secret, backup codes, the TOTP
+// secret) copied with one click; the status next to the button (or the button itself)
+// says so, to screen readers too.
 function copyButtons(root) {
   for (const button of root.querySelectorAll("button[data-copy]")) {
-    button.addEventListener("click", () => {
-      const text = document.getElementById(button.dataset.copy).textContent;
-      navigator.clipboard.writeText(text).then(
-        () => { button.textContent = "Copied"; },
-        () => { button.textContent = "Copy refused: select the text"; });
+    const source = document.getElementById(button.dataset.copy);
+    const status = document.querySelector(`[data-copied-for="${button.dataset.copy}"]`);
+    const say = (text) => { (status || button).textContent = text; };
+    button.addEventListener("click", async () => {
+      const text = source.value !== undefined ? source.value : source.innerText;
+      try {
+        await navigator.clipboard.writeText(text.trim());
+        say("Copied.");
+      } catch (_error) {
+        if (source.select) source.select();
+        say("Copy it by hand: the browser refused.");
+      }
     });
   }
 }

@@ -1,0 +1,332 @@
+"""Console screens of an application's and an account's settings: branding with a live
+preview of the hosted sign-in page, API keys, and the account's two-step verification
+(with the organization's ``require_mfa`` switch).
+
+As the other console resources: each form is validated with the schema the dashboard
+API validates its body with and goes through the same service and ``dashboard.access``
+gate (docs/console.md).
+
+The branding preview is the hosted sign-in page itself (``oidc_login.html`` through
+``Pages.render``), rendered with the application's branding merged with the unsaved
+values of the query string, validated by the API's branding schema and merged as the
+update would merge them (``applications.service.branding_changes``); nothing is saved.
+It is the only page the control plane lets be framed, and only by its own pages
+(``frame-ancestors 'self'``), and its form posts nowhere (``form-action 'none'``). It
+needs a signed-in member of the application: otherwise it would show anyone's chosen
+logo and CSS on the control plane's origin.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from controlplane.apikeys.errors import ApiKeyNotFound
+from controlplane.apikeys.service import V1_PERMISSIONS, ApiKeyService
+from controlplane.applications.contrast import AA_NORMAL_TEXT, WHITE, contrast_ratio, readable_on_white
+from controlplane.applications.service import ApplicationService, branding_changes
+from controlplane.auth import SESSION_COOKIE
+from controlplane.console.resources import (
+    MFA_REQUIRED_PAGE,
+    ConsoleResource,
+    Organization,
+    form_values,
+    page_doc,
+    redirect,
+)
+from controlplane.console.web import Console, failed
+from controlplane.dashboard import resources as api
+from controlplane.dashboard import schemas
+from controlplane.dashboard.access import DashboardAccess
+from controlplane.dashboard.errors import DashboardMfaRequired
+from controlplane.dashboard.mfa import DashboardMfa
+from controlplane.dashboard.organizations import OrganizationService
+from controlplane.pages import DEFAULT_COLOR, Pages
+from shared.errors import DomainError, ValidationFailed
+
+BRAND_FIELDS = ("brand_name", "brand_logo_url", "brand_color", "brand_background")
+OPTION_FIELDS = ("secondary_color", "font_family", "button_border_radius", "favicon_url", "custom_css")
+DARK_FIELDS = {"enabled": "dark_mode_enabled", "background": "dark_background", "color": "dark_color"}
+PREVIEW_CLIENT = "Your application"
+
+
+def branding_values(form: dict) -> dict:
+    """The branding form (or the preview's query) as the API's branding body: the
+    fields sent, an empty one as null (back to the default), the options nested under
+    ``branding_options`` as the API takes them."""
+    values = {name: _field(form[name], name) for name in BRAND_FIELDS if name in form}
+    options = {name: _field(form[name], name) for name in OPTION_FIELDS if name in form}
+    if any(name in form for name in DARK_FIELDS.values()):  # the whole form: an unticked box is not sent
+        options["dark_mode"] = {key: _field(form.get(name, ""), name) for key, name in DARK_FIELDS.items()}
+        options["dark_mode"]["enabled"] = form.get(DARK_FIELDS["enabled"]) == "on"
+    if options:
+        values["branding_options"] = options
+    return values
+
+
+def _field(raw, name: str):
+    """A field's value as the API would get it: empty is null, text trimmed but the CSS;
+    a query parameter given twice (a list) goes to the schema as is, to be refused."""
+    if not isinstance(raw, str):
+        return raw
+    return (raw if name == "custom_css" else raw.strip()) or None
+
+
+def contrast_warning(app: dict) -> dict | None:
+    """The hosted pages' rule (``Pages.branding``, ``applications.contrast``): links and
+    the outlined button write the secondary colour, else the brand colour, on the white
+    card only when it reaches WCAG AA (4.5:1); otherwise they fall back to near-black.
+    The warning says so, with the ratio, before the owner saves."""
+    options = app.get("branding_options") or {}
+    color = options.get("secondary_color") or app.get("brand_color") or DEFAULT_COLOR
+    if readable_on_white(color) == color:
+        return None
+    return {"color": color, "ratio": round(contrast_ratio(color, WHITE), 2), "needed": AA_NORMAL_TEXT}
+
+
+def preview_url(app_id: str, values: dict) -> str:
+    fields = (*BRAND_FIELDS, *OPTION_FIELDS, *DARK_FIELDS.values())
+    query = urlencode({name: value for name, value in values.items() if name in fields})
+    return f"/console/applications/{app_id}/branding/preview" + (f"?{query}" if query else "")
+
+
+# ---------------------------------------------------------------- branding
+
+
+class Branding(ConsoleResource):
+    docs = {"GET": page_doc("An application's branding with a live preview of its hosted sign-in page",
+                            not_found=True),
+            "POST": page_doc("Save the application's branding", api=api.Branding.docs["PUT"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+        self.applications = applications
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId, form=dict(req.params))
+
+    def show(self, req, resp, viewer, applicationId, *, form: dict, **context):
+        """The page, or with ``?fragment=preview`` (htmx, as the form changes) only the
+        preview and its contrast warning for the form's unsaved values."""
+        try:
+            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
+        except DashboardMfaRequired as error:
+            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+            return
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return
+        shown = app
+        try:
+            shown = {**app, **branding_changes(app, schemas.BRANDING.validate(branding_values(form), partial=True))}
+        except ValidationFailed as error:  # the preview keeps the saved branding; the fields say why
+            context = {**failed(error), **context}
+        template = "settings_branding_preview.html" if form.get("fragment") == "preview" else "settings_branding.html"
+        self.console.render(req, resp, template, viewer=viewer, app=app, role=role, shown=shown,
+                            warning=contrast_warning(shown), form=form, preview=preview_url(applicationId, form),
+                            **{"saved": False, "status": 200, **context})
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            values = schemas.BRANDING.validate(branding_values(form), partial=True)
+            self.applications.update_branding(applicationId, values)
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, form=form, **failed(error))
+            return
+        self.show(req, resp, viewer, applicationId, form={}, saved=True)
+
+
+class BrandingPreview(ConsoleResource):
+    """The hosted sign-in page with the unsaved branding of the query string."""
+
+    docs = {"GET": page_doc("The hosted sign-in page with unsaved branding (?brand_color=...), to be framed "
+                            "by the branding page; saves nothing", not_found=True)}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, pages: Pages):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+        self.pages = pages
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None:
+            return
+        try:
+            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId)
+            values = schemas.BRANDING.validate(branding_values(dict(req.params)), partial=True)
+        except DomainError as error:
+            self.pages.render(resp, "oidc_error.html", app=None, status=failed(error)["status"], framed=True,
+                              error_title="No preview", error_description=error.message, error=error.code)
+            return
+        self.pages.render(resp, "oidc_login.html", app={**app, **branding_changes(app, values)}, framed=True,
+                          action=req.path, csrf_token="", request_handle="", client_name=PREVIEW_CLIENT,
+                          can_register=bool(app.get("oauth_hosted_registration_enabled")), error=None,
+                          login_hint=None)
+
+
+# ---------------------------------------------------------------- API keys
+
+
+class ApiKeys(ConsoleResource):
+    docs = {"GET": page_doc("An application's API keys (without secrets), and a form to create one",
+                            not_found=True),
+            "POST": page_doc("Create an API key; its secret is shown on this answer only",
+                             api=api.ApiKeys.docs["POST"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, api_keys: ApiKeyService):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+        self.api_keys = api_keys
+
+    def on_get(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, applicationId)
+
+    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
+        try:
+            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
+        except DashboardMfaRequired as error:
+            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+            return
+        except DomainError:
+            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            return
+        self.console.render(req, resp, "settings_api_keys.html", status=status, viewer=viewer, app=app, role=role,
+                            keys=self.api_keys.list(applicationId), permissions=V1_PERMISSIONS,
+                            **{"created": None, "revoked": req.get_param("notice") == "revoked", **context})
+
+    def on_post(self, req, resp, applicationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        chosen = [permission for permission in V1_PERMISSIONS if form.get(f"permission:{permission}") == "on"]
+        try:
+            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            values = schemas.API_KEY_CREATE.validate({"name": form.get("name", ""), "permissions": chosen})
+            key, secret = self.api_keys.create(app, values, created_by=viewer.account["_id"])
+        except DomainError as error:
+            self.show(req, resp, viewer, applicationId, **failed(error), form={**form, "chosen": chosen})
+            return
+        self.show(req, resp, viewer, applicationId, status=201, created={"key": key, "secret": secret})
+
+
+class RevokeApiKey(ConsoleResource):
+    docs = {"POST": page_doc("Revoke an API key with confirmed=yes; without it, the page asking to confirm",
+                             api=api.ApiKey.docs["DELETE"])}
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess, api_keys: ApiKeyService,
+                 keys_page: ApiKeys):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+        self.api_keys = api_keys
+        self.keys_page = keys_page
+
+    def on_post(self, req, resp, applicationId, keyId):
+        """Without ``confirmed=yes`` (a plain form: no script to ask first), a page asks
+        to confirm; htmx asks with ``hx-confirm`` and sends it."""
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            if form.get("confirmed") != "yes":
+                key = next((key for key in self.api_keys.list(applicationId) if key["_id"] == keyId), None)
+                if key is None:
+                    raise ApiKeyNotFound(keyId)
+                self.console.render(req, resp, "settings_api_key_revoke.html", viewer=viewer, app=app, key=key)
+                return
+            self.api_keys.revoke(applicationId, keyId)
+        except DomainError as error:
+            self.keys_page.show(req, resp, viewer, applicationId, **failed(error))
+            return
+        redirect(resp, f"/console/applications/{applicationId}/api-keys?notice=revoked")
+
+
+# ---------------------------------------------------------------- two-step verification
+
+
+class Security(ConsoleResource):
+    """``/console/account/security``: the account's two-step verification.  Each step
+    answers this page again: the setup's secret, its confirmation's backup codes (shown
+    this once), new backup codes, or the factor turned off."""
+
+    password_work = ("POST",)
+    docs = {"GET": page_doc("The account's two-step verification"),
+            "POST": page_doc("Set up (step=setup), confirm (step=confirm), regenerate backup codes "
+                             "(step=backup-codes) or turn off (step=disable) two-step verification",
+                             api={"errors": (*api.AccountTotpSetup.docs["POST"]["errors"],
+                                             *api.AccountTotpConfirm.docs["POST"]["errors"],
+                                             *api.AccountBackupCodes.docs["POST"]["errors"],
+                                             *api.AccountTotp.docs["DELETE"]["errors"])})}
+
+    def __init__(self, console: Console, mfa: DashboardMfa):
+        super().__init__(console)
+        self.mfa = mfa
+
+    def on_get(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer:
+            self.show(req, resp, viewer, disabled=req.get_param("notice") == "disabled")
+
+    def show(self, req, resp, viewer, *, status=200, **context):
+        self.console.render(req, resp, "settings_security.html", status=status, viewer=viewer,
+                            mfa=self.mfa.status(viewer.account["_id"]),
+                            **{"setup": None, "backup_codes": None, "disabled": False, "step": None, **context})
+
+    def on_post(self, req, resp):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        account, step = viewer.account, form.get("step")
+        setup = {name: form.get(name, "") for name in ("method_id", "secret", "provisioning_uri")}
+        try:
+            if step == "setup":
+                values = schemas.MFA_SETUP.validate(form_values(form, schemas.MFA_SETUP))
+                self.show(req, resp, viewer, setup=self.mfa.setup(account, label=values["label"]))
+            elif step == "confirm":
+                values = schemas.MFA_CONFIRM.validate(form_values(form, schemas.MFA_CONFIRM))
+                codes = self.mfa.confirm(account, **values, session=req.cookies.get(SESSION_COOKIE))
+                self.show(req, resp, viewer, status=201, backup_codes=codes)
+            elif step == "backup-codes":
+                values = schemas.MFA_PASSWORD.validate(form_values(form, schemas.MFA_PASSWORD))
+                self.show(req, resp, viewer, backup_codes=self.mfa.regenerate_backup_codes(account, **values))
+            elif step == "disable":
+                sent = {name: value for name, value in form_values(form, schemas.MFA_DISABLE).items() if value}
+                self.mfa.disable(account, **schemas.MFA_DISABLE.validate(sent))
+                redirect(resp, "/console/account/security?notice=disabled")
+            else:
+                raise ValidationFailed({"step": "one of setup, confirm, backup-codes, disable"})
+        except DomainError as error:
+            self.show(req, resp, viewer, **failed(error), step=step, setup=setup if step == "confirm" else None)
+
+
+class OrganizationSecurity(ConsoleResource):
+    docs = {"POST": page_doc("Require (or stop requiring) a second factor of every member (owners)",
+                             api=api.Organization.docs["PATCH"])}
+
+    def __init__(self, console: Console, organizations: OrganizationService, organization_page: Organization):
+        super().__init__(console)
+        self.organizations = organizations
+        self.organization_page = organization_page
+
+    def on_post(self, req, resp, organizationId):
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            values = schemas.ORGANIZATION_UPDATE.validate({"require_mfa": form.get("require_mfa") == "on"},
+                                                          partial=True)
+            self.organizations.update_organization(viewer.account["_id"], organizationId, values)
+        except DashboardMfaRequired as error:
+            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+            return
+        except DomainError as error:
+            self.organization_page.show(req, resp, viewer, organizationId, **failed(error))
+            return
+        redirect(resp, f"/console/organizations/{organizationId}")
