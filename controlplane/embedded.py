@@ -53,6 +53,15 @@ update cost grow with a long list in the document (a grant's spent refresh-token
 digests). Its module's ``copy`` is given a copy for documents: dicts and lists copied,
 the immutable values in them shared, as deepcopy shares strings.
 
+Conditional updates. ``find_one_and_update`` asking for the document after the update
+(the change log's counter at every event, a code's spend, a refresh token's rotation) was
+three passes in mongomock: a copy of the document found, the general update (a deep copy
+to roll back, every operator's machinery, a unique-index check) and a second read. When
+the update is plain (``$set`` of plain values, ``$inc`` of numbers, ``$push`` of one plain
+value, on top-level fields no unique index covers) and the document exists, the shortcut
+changes it in place, as the general update does, and reads it once; any other update, an
+upsert that inserts, a sort or the document as it was before goes the general way.
+
 The shortcuts replace private methods of mongomock's classes (``PRIVATE_NAMES``), written
 against mongomock 4.3.0. They are applied once, when the first embedded store is built,
 and only if every one of those names is still there; otherwise the store refuses to start
@@ -77,12 +86,14 @@ from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
 from mongomock.helpers import make_datetime_timezone_aware_in_document as make_aware
 from mongomock.store import CollectionStore
+from pymongo import ReturnDocument
 
 WRITTEN_AGAINST = "4.3.0"
 # The private names the shortcuts replace or read: (class, attribute). The cursor's and the
 # store's instance attributes are checked on a live cursor (``missing_private_names``).
 PRIVATE_NAMES = (
     (Collection, "_iter_documents"), (Collection, "find_one"), (Collection, "_store"),
+    (Collection, "find_one_and_update"), (mongomock.helpers, "patch_datetime_awareness_in_document"),
     (CollectionStore, "_remove_expired_documents"), (CollectionStore, "_documents"),
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
     (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
@@ -238,6 +249,33 @@ def apply_shortcuts() -> None:
         if type(indexed) is _Indexes and doc is not None:
             indexed.discard(doc["_id"], indexed.values_of(doc))
 
+    modify = Collection.find_one_and_update
+
+    def find_one_and_update(self, filter, update, projection=None, sort=None, upsert=False,
+                            return_document=ReturnDocument.BEFORE, **kwargs):
+        changes = _plain_changes(update, _unique_fields(self._store))
+        if changes is None or sort is not None or kwargs or return_document is not ReturnDocument.AFTER \
+                or type(filter) is not dict:
+            return modify(self, filter, update, projection, sort, upsert, return_document, **kwargs)
+        # As mongomock's own first step (a find_one) reads: datetimes of the filter in naive UTC.
+        doc = next(self._iter_documents(mongomock.helpers.patch_datetime_awareness_in_document(filter)), None)
+        if doc is None:
+            return modify(self, filter, update, projection, sort, upsert, return_document) if upsert else None
+        if not _applies(changes, doc):
+            return modify(self, filter, update, projection, sort, upsert, return_document)
+        for operator_, field, value in changes:
+            if operator_ == "$set":
+                doc[field] = value
+            elif operator_ == "$inc":
+                doc[field] = doc[field] + value if field in doc else value
+            elif field in doc:  # $push
+                doc[field].append(value)
+            else:
+                doc[field] = [value]
+        return self.find_one({"_id": doc["_id"]}, projection)
+
+    Collection._iamgate_general_find_one_and_update = modify
+    Collection.find_one_and_update = find_one_and_update
     mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
     mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
     Collection._iter_documents = iter_documents
@@ -282,6 +320,51 @@ def _aware(value):
     if kind is list:
         return list(value) if set(map(type, value)) <= _PLAIN else [_aware(item) for item in value]
     return make_aware(value)  # datetimes, tuples, subclasses: mongomock's own, which recurses through this
+
+
+_NUMBERS = (int, float)
+_PLAIN_OPERATORS = frozenset({"$set", "$inc", "$push", "$setOnInsert"})
+
+
+def _plain_changes(update, unique_fields) -> list | None:
+    """``[(operator, field, value)]`` of an update made of ``$set`` of plain values,
+    ``$inc`` of numbers and ``$push`` of one plain value, on top-level fields that no
+    unique index covers (``$setOnInsert`` is ignored: the shortcut updates only a
+    document that exists), values as mongomock stores them; None for any other update,
+    which mongomock's general path applies."""
+    if type(update) is not dict or not update or not set(update) <= _PLAIN_OPERATORS:
+        return None
+    changes = []
+    for operator_, fields in update.items():
+        if type(fields) is not dict or not fields:
+            return None
+        if operator_ == "$setOnInsert":
+            continue
+        for field, value in fields.items():
+            if type(field) is not str or field.startswith("$") or "." in field or field == "_id" \
+                    or field in unique_fields:
+                return None
+            if type(value) is datetime:
+                value = mongomock.helpers.patch_datetime_awareness_in_document(value)  # naive UTC, milliseconds
+            elif type(value) not in _PLAIN or (operator_ == "$inc" and type(value) not in _NUMBERS) \
+                    or type(value) is bytes:
+                return None
+            changes.append((operator_, field, value))
+    return changes
+
+
+def _applies(changes, doc) -> bool:
+    """The shortcut can apply ``changes`` to ``doc`` as mongomock would: each ``$inc`` on
+    a number or a missing field, each ``$push`` on a list or a missing field."""
+    return all(op == "$set" or field not in doc
+               or (type(doc[field]) in _NUMBERS if op == "$inc" else type(doc[field]) is list)
+               for op, field, _ in changes)
+
+
+def _unique_fields(store) -> set:
+    """Every field a unique index of the collection covers (``_id`` included)."""
+    return {"_id", *(field for index in store.indexes.values() if index.get("unique")
+                     for field, _ in index["key"])}
 
 
 _INDEXED_TYPES = (str, int)

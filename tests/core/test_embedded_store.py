@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from mongomock.collection import Collection
 from mongomock.filtering import filter_applies
 from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -288,3 +289,88 @@ def test_an_update_does_not_cost_a_deep_copy_of_a_long_list():
             copy.deepcopy(stored)
         copies.append(time.process_time() - started)
     assert statistics.median(updates) < 0.5 * statistics.median(copies)
+
+
+def _two_stores():
+    """Two embedded stores holding the same documents and indexes: (shortcut, general)."""
+    stores = []
+    for _ in range(2):
+        store = Store("memory://")
+        store.declare_indexes({"things": [IndexModel([("key", 1)], unique=True), IndexModel([("tag", 1)])]})
+        store.ensure_indexes()
+        coll = store["things"]
+        when = datetime(2100, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+        coll.insert_many([{"_id": f"id{i}", "key": f"k{i}", "tag": "even" if i % 2 == 0 else "odd", "n": i,
+                           "x": 1.5, "flag": True, "text": "t", "list": ["a"], "at": when, "none": None}
+                          for i in range(6)])
+        stores.append(coll)
+    return stores
+
+
+NOW = datetime(2100, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
+FIND_ONE_AND_UPDATE_CASES = [
+    # (filter, update, keyword arguments): shortcut-shaped ones, then the general path's
+    ({"_id": "id1"}, {"$inc": {"n": 1}}, {}),
+    ({"_id": "id1"}, {"$inc": {"n": 2, "x": 0.5, "new": 3}, "$set": {"text": "u", "at": NOW}}, {}),
+    ({"_id": "id1"}, {"$set": {"none": None, "flag": False, "later": NOW + timedelta(days=1)}}, {}),
+    ({"_id": "id2", "tag": "even", "at": {"$gt": NOW}}, {"$set": {"used": NOW, "grant": "g"}}, {}),
+    ({"_id": "id2", "used": None}, {"$set": {"used": NOW}}, {}),  # spent already: no match
+    ({"key": "k3"}, {"$push": {"list": "b"}, "$set": {"tag": "other"}}, {}),  # a non-unique indexed field
+    ({"key": "k3"}, {"$push": {"fresh": "b"}}, {}),
+    ({"tag": "odd"}, {"$set": {"n": -1}}, {"projection": {"list": 0}}),
+    ({"_id": "id4"}, {"$inc": {"n": 1}, "$setOnInsert": {"epoch": "e"}}, {"upsert": True}),
+    ({"_id": "id9"}, {"$inc": {"n": 1}, "$setOnInsert": {"epoch": "e"}}, {"upsert": True}),
+    ({"_id": "id8"}, {"$inc": {"n": 1}}, {}),  # no such document
+    ({"_id": "id0"}, {"$inc": {"text": 1}}, {}),  # $inc on a string: mongomock's error
+    ({"_id": "id0"}, {"$push": {"n": 1}}, {}),  # $push on a number: mongomock's error
+    ({"_id": "id0"}, {"$set": {"key": "k5"}}, {}),  # a unique field: DuplicateKeyError
+    ({"_id": "id0"}, {"$set": {"a.b": 1, "list": ["x", "y"]}}, {}),
+    ({"_id": "id0"}, {"$set": {"n": 7}}, {"return_document": ReturnDocument.BEFORE}),
+    ({"tag": "even"}, {"$set": {"n": 8}}, {"sort": [("n", -1)]}),
+    ({"_id": "id5"}, {"$inc": {"flag": 1}}, {}),
+]
+
+
+@pytest.mark.parametrize("filter, update, kwargs", FIND_ONE_AND_UPDATE_CASES)
+def test_find_one_and_update_answers_as_mongomock_does(filter, update, kwargs, monkeypatch):
+    """The shortcut for plain $set/$inc/$push on a document that exists returns and stores
+    what mongomock's general path does (after every earlier case, so the documents and the
+    index map have been through the writes), raises what it raises, and the index map
+    still answers like a scan."""
+    fast, general = _two_stores()
+    kwargs = {"return_document": ReturnDocument.AFTER, **kwargs}
+    for case_filter, case_update, case_kwargs in FIND_ONE_AND_UPDATE_CASES:
+        case_kwargs = {"return_document": ReturnDocument.AFTER, **case_kwargs}
+        answers = []
+        for coll, shortcut in ((fast, True), (general, False)):
+            with monkeypatch.context() as patch:
+                if not shortcut:
+                    patch.setattr(Collection, "find_one_and_update", Collection._iamgate_general_find_one_and_update)
+                try:
+                    answers.append(("returned", coll.find_one_and_update(
+                        copy.deepcopy(case_filter), copy.deepcopy(case_update), **case_kwargs)))
+                except Exception as exc:  # the same error type, whatever it says
+                    answers.append(("raised", type(exc)))
+        assert answers[0] == answers[1], (case_filter, case_update)
+        assert list(fast.find({}).sort("_id", 1)) == list(general.find({}).sort("_id", 1))
+        if (case_filter, case_update, case_kwargs) == (filter, update, kwargs):
+            break
+    for probe in ({"key": "k3"}, {"tag": "other"}, {"tag": "even"}, {"key": "k5"}):
+        assert list(fast.find(probe)) == list(general.find(probe)) == [d for d in general.find({}) if
+                                                                       filter_applies(probe, d)]
+
+
+def test_find_one_and_update_takes_the_shortcut_for_a_counter_and_a_spend(monkeypatch):
+    """The change log's counter (``$inc`` by ``_id``, upsert) and a code's spend (``$set``
+    on a filtered ``_id``) do not reach mongomock's general update once the document
+    exists."""
+    coll = Store("memory://")["things"]
+    coll.insert_one({"_id": "events", "seq": 1})
+    general = []
+    monkeypatch.setattr(type(coll._collection), "_update", lambda *a, **k: general.append(a))
+    assert coll.find_one_and_update({"_id": "events"}, {"$inc": {"seq": 1}, "$setOnInsert": {"epoch": "e"}},
+                                    upsert=True, return_document=ReturnDocument.AFTER)["seq"] == 2
+    assert coll.find_one_and_update({"_id": "events", "used_at": None, "seq": {"$gt": 1}},
+                                    {"$set": {"used_at": NOW}}, return_document=ReturnDocument.AFTER)["used_at"] \
+        == NOW.replace(microsecond=123000)
+    assert general == []
