@@ -18,7 +18,8 @@ flat (a growing delivery log or change log made each webhook delivery cost tens 
 milliseconds). The shortcuts give mongomock what MongoDB's indexes give: a filter with an
 exact ``_id`` reads that one document, and a TTL sweep runs at most every
 ``_TTL_SWEEP_EVERY`` seconds per collection (TTL only reclaims space: expiry is checked in
-code). A third keeps the scans that remain cheap: a filter made only of plain fields
+code) and compares a field of datetimes in C (the change log's retention index is swept
+over every event, four times a second). A third keeps the scans that remain cheap: a filter made only of plain fields
 compared with strings, integers or datetimes (``{"seq": 5}``, mongomock's own unique-index
 check on every insert; ``{"seq": {"$gt": n}}``, the change-log tailer's poll) is tested
 with Python comparisons instead of mongomock's general matcher, which costs microseconds
@@ -76,7 +77,7 @@ import operator
 import threading
 import time
 import types
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import mongomock
 import mongomock.collection
@@ -95,6 +96,7 @@ PRIVATE_NAMES = (
     (Collection, "_iter_documents"), (Collection, "find_one"), (Collection, "_store"),
     (Collection, "find_one_and_update"), (mongomock.helpers, "patch_datetime_awareness_in_document"),
     (CollectionStore, "_remove_expired_documents"), (CollectionStore, "_documents"),
+    (CollectionStore, "_expire_documents"), (CollectionStore, "_value_meets_expiry"), (mongomock, "utcnow"),
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
     (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
     (CollectionStore, "indexes"), (CollectionStore, "__setitem__"), (CollectionStore, "__delitem__"),
@@ -115,7 +117,7 @@ def missing_private_names() -> list[str]:
     collection = mongomock.MongoClient()["probe"]["probe"]
     cursor = collection.find({})
     instances = {Collection: collection, CollectionStore: getattr(collection, "_store", None),
-                 Cursor: cursor, mongomock.collection: None, mongomock.helpers: None}
+                 Cursor: cursor, mongomock: None, mongomock.collection: None, mongomock.helpers: None}
     return [f"{cls.__name__}.{name}" for cls, name in PRIVATE_NAMES
             if not (hasattr(cls, name) or hasattr(instances[cls], name))]
 
@@ -235,6 +237,27 @@ def apply_shortcuts() -> None:
             window = self._iamgate_window = (key, list(docs)[self._skip:])
         return window[1]
 
+    expire = CollectionStore._expire_documents
+
+    def expire_documents(self, index):
+        """mongomock's sweep of one TTL index, with the comparison of every document's
+        value made in C when every value is a datetime as mongomock stores them (naive
+        UTC); the few it finds due are confirmed by mongomock's own test.  Any other
+        value in the field (null, a list, a string...) and the sweep is mongomock's."""
+        key = list(index["key"])
+        expiry = index.get("expireAfterSeconds")
+        documents = self._documents
+        if len(key) != 1 or type(expiry) is not int or not documents:
+            return expire(self, index)
+        docs = list(documents.values())
+        values = list(map(operator.methodcaller("get", key[0][0]), docs))
+        if set(map(type, values)) != {datetime} or any(map(operator.attrgetter("tzinfo"), values)):
+            return expire(self, index)
+        now = mongomock.utcnow()
+        due = itertools.compress(docs, map(operator.le, values, itertools.repeat(now - timedelta(seconds=expiry))))
+        for doc in [doc for doc in due if self._value_meets_expiry(doc[key[0][0]], expiry, now)]:
+            del self[doc["_id"]]
+
     set_item, del_item = CollectionStore.__setitem__, CollectionStore.__delitem__
 
     def store_set(self, key, val):
@@ -282,6 +305,8 @@ def apply_shortcuts() -> None:
     Collection.find_one = find_one
     Cursor._compute_results = compute_results
     CollectionStore._remove_expired_documents = remove_expired_documents
+    CollectionStore._expire_documents = expire_documents
+    CollectionStore._iamgate_general_expire_documents = expire
     CollectionStore.__setitem__, CollectionStore.__delitem__ = store_set, store_del
     Collection._iamgate_fast_paths = True
 

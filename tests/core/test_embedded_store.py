@@ -374,3 +374,30 @@ def test_find_one_and_update_takes_the_shortcut_for_a_counter_and_a_spend(monkey
                                     {"$set": {"used_at": NOW}}, return_document=ReturnDocument.AFTER)["used_at"] \
         == NOW.replace(microsecond=123000)
     assert general == []
+
+
+@pytest.mark.parametrize("values", [
+    "datetimes",  # the shortcut: every value a datetime
+    "mixed",  # null, lists, strings, a missing field: mongomock's own sweep
+])
+def test_a_ttl_sweep_removes_what_mongomocks_own_sweep_removes(values):
+    now = datetime.now(UTC).replace(tzinfo=None)
+    ages = [-3600, -1, 0, 59, 60, 61, 3600, 10 ** 7]  # seconds before now; the index expires after 60
+    docs = [{"_id": f"d{i}-{offset}", "at": now - timedelta(seconds=age, microseconds=offset)}
+            for i, age in enumerate(ages) for offset in (0, 1, 999)]
+    if values == "mixed":
+        docs += [{"_id": "none", "at": None}, {"_id": "missing"}, {"_id": "text", "at": "2000-01-01"},
+                 {"_id": "list", "at": [now - timedelta(days=1), now]}, {"_id": "empty", "at": []}]
+    remaining = []
+    for general in (False, True):
+        store = Store("memory://")
+        store.declare_indexes({"things": [IndexModel([("at", 1)], expireAfterSeconds=60)]})
+        store.ensure_indexes()
+        store["things"].insert_many(copy.deepcopy(docs))
+        collection_store = store["things"]._collection._store
+        for index in list(collection_store._ttl_indexes.values()):
+            (collection_store._iamgate_general_expire_documents if general
+             else collection_store._expire_documents)(index)
+        remaining.append(sorted(collection_store._documents))
+    assert remaining[0] == remaining[1]
+    assert "d0-0" in remaining[0] and "d6-0" not in remaining[0]  # something kept, something swept
