@@ -644,9 +644,17 @@ class _SerialisedCollection:
 class _SerialisedDatabase:
     def __init__(self, database, lock):
         self._database, self._lock = database, lock
+        self._collections: dict[str, _SerialisedCollection] = {}
 
     def __getitem__(self, name):
-        return _SerialisedCollection(self._database[name], self._lock)
+        """One collection object per name: mongomock makes a new one at each access (a
+        copy through ``with_options``), which the change log's counter paid at every
+        event.  A collection finds its documents by name at each call, so a dropped and
+        re-created collection is the same object's."""
+        collection = self._collections.get(name)
+        if collection is None:
+            collection = self._collections[name] = _SerialisedCollection(self._database[name], self._lock)
+        return collection
 
     def __getattr__(self, name):
         attr = getattr(self._database, name)

@@ -401,3 +401,15 @@ def test_a_ttl_sweep_removes_what_mongomocks_own_sweep_removes(values):
         remaining.append(sorted(collection_store._documents))
     assert remaining[0] == remaining[1]
     assert "d0-0" in remaining[0] and "d6-0" not in remaining[0]  # something kept, something swept
+
+
+def test_a_collection_is_one_object_that_outlives_a_drop():
+    store = Store("memory://")
+    counters = store.db["counters"]
+    assert store.db["counters"] is counters
+    counters.insert_one({"_id": "events", "seq": 5})
+    store.db.drop_collection("counters")
+    assert counters.find_one({"_id": "events"}) is None
+    assert store.next_seq("events") == 1 and counters.find_one({"_id": "events"})["seq"] == 1
+    store.db["counters"].drop()
+    assert store.current_seq("events") == 0 and counters.count_documents({}) == 0
