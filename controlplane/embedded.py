@@ -58,10 +58,12 @@ Conditional updates. ``find_one_and_update`` asking for the document after the u
 (the change log's counter at every event, a code's spend, a refresh token's rotation) was
 three passes in mongomock: a copy of the document found, the general update (a deep copy
 to roll back, every operator's machinery, a unique-index check) and a second read. When
-the update is plain (``$set`` of plain values, ``$inc`` of numbers, ``$push`` of one plain
-value, on top-level fields no unique index covers) and the document exists, the shortcut
-changes it in place, as the general update does, and reads it once; any other update, an
-upsert that inserts, a sort or the document as it was before goes the general way.
+the update is plain (``$set`` of plain values, ``$inc`` and ``$max`` of numbers, ``$push``
+of one plain value, on top-level fields no unique index covers) and the document exists,
+the shortcut changes it in place, as the general update does, and reads it once;
+``update_one`` (the webhook dispatcher's cursor at every deliverable event, a grant's
+``last_used_at``) does the same without the read. Any other update, an upsert that
+inserts, a sort or the document as it was before goes the general way.
 
 The shortcuts replace private methods of mongomock's classes (``PRIVATE_NAMES``), written
 against mongomock 4.3.0. They are applied once, when the first embedded store is built,
@@ -86,6 +88,7 @@ from mongomock.collection import Collection, Cursor
 from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
 from mongomock.helpers import make_datetime_timezone_aware_in_document as make_aware
+from mongomock.results import UpdateResult
 from mongomock.store import CollectionStore
 from pymongo import ReturnDocument
 
@@ -94,7 +97,8 @@ WRITTEN_AGAINST = "4.3.0"
 # store's instance attributes are checked on a live cursor (``missing_private_names``).
 PRIVATE_NAMES = (
     (Collection, "_iter_documents"), (Collection, "find_one"), (Collection, "_store"),
-    (Collection, "find_one_and_update"), (mongomock.helpers, "patch_datetime_awareness_in_document"),
+    (Collection, "find_one_and_update"), (Collection, "update_one"),
+    (mongomock.helpers, "patch_datetime_awareness_in_document"),
     (CollectionStore, "_remove_expired_documents"), (CollectionStore, "_documents"),
     (CollectionStore, "_expire_documents"), (CollectionStore, "_value_meets_expiry"), (mongomock, "utcnow"),
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
@@ -286,19 +290,30 @@ def apply_shortcuts() -> None:
             return modify(self, filter, update, projection, sort, upsert, return_document) if upsert else None
         if not _applies(changes, doc):
             return modify(self, filter, update, projection, sort, upsert, return_document)
-        for operator_, field, value in changes:
-            if operator_ == "$set":
-                doc[field] = value
-            elif operator_ == "$inc":
-                doc[field] = doc[field] + value if field in doc else value
-            elif field in doc:  # $push
-                doc[field].append(value)
-            else:
-                doc[field] = [value]
+        _apply(changes, doc)
         return self.find_one({"_id": doc["_id"]}, projection)
+
+    update = Collection.update_one
+
+    def update_one(self, filter, document, upsert=False, bypass_document_validation=False, collation=None,
+                   array_filters=None, hint=None, session=None, let=None):
+        changes = _plain_changes(document, _unique_fields(self._store))
+        if changes is None or bypass_document_validation or collation or array_filters or hint or session \
+                or let or type(filter) is not dict:
+            return update(self, filter, document, upsert, bypass_document_validation, collation, array_filters,
+                          hint, session, let)
+        doc = next(self._iter_documents(mongomock.helpers.patch_datetime_awareness_in_document(filter)), None)
+        if (doc is None and upsert) or (doc is not None and not _applies(changes, doc)):
+            return update(self, filter, document, upsert)
+        modified = doc is not None and _apply(changes, doc)
+        return UpdateResult({"connectionId": self.database.client._id, "err": None, "n": int(doc is not None),
+                             "nModified": int(modified), "ok": 1, "upserted": None,
+                             "updatedExisting": doc is not None}, acknowledged=True)
 
     Collection._iamgate_general_find_one_and_update = modify
     Collection.find_one_and_update = find_one_and_update
+    Collection._iamgate_general_update_one = update
+    Collection.update_one = update_one
     mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
     mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
     Collection._iter_documents = iter_documents
@@ -348,12 +363,12 @@ def _aware(value):
 
 
 _NUMBERS = (int, float)
-_PLAIN_OPERATORS = frozenset({"$set", "$inc", "$push", "$setOnInsert"})
+_PLAIN_OPERATORS = frozenset({"$set", "$inc", "$max", "$push", "$setOnInsert"})
 
 
 def _plain_changes(update, unique_fields) -> list | None:
     """``[(operator, field, value)]`` of an update made of ``$set`` of plain values,
-    ``$inc`` of numbers and ``$push`` of one plain value, on top-level fields that no
+    ``$inc`` and ``$max`` of numbers and ``$push`` of one plain value, on top-level fields that no
     unique index covers (``$setOnInsert`` is ignored: the shortcut updates only a
     document that exists), values as mongomock stores them; None for any other update,
     which mongomock's general path applies."""
@@ -371,7 +386,7 @@ def _plain_changes(update, unique_fields) -> list | None:
                 return None
             if type(value) is datetime:
                 value = mongomock.helpers.patch_datetime_awareness_in_document(value)  # naive UTC, milliseconds
-            elif type(value) not in _PLAIN or (operator_ == "$inc" and type(value) not in _NUMBERS) \
+            elif type(value) not in _PLAIN or (operator_ in ("$inc", "$max") and type(value) not in _NUMBERS) \
                     or type(value) is bytes:
                 return None
             changes.append((operator_, field, value))
@@ -379,11 +394,38 @@ def _plain_changes(update, unique_fields) -> list | None:
 
 
 def _applies(changes, doc) -> bool:
-    """The shortcut can apply ``changes`` to ``doc`` as mongomock would: each ``$inc`` on
-    a number or a missing field, each ``$push`` on a list or a missing field."""
+    """The shortcut can apply ``changes`` to ``doc`` as mongomock would: each ``$inc`` and
+    ``$max`` on a number or a missing field, each ``$push`` on a list or a missing field."""
     return all(op == "$set" or field not in doc
-               or (type(doc[field]) in _NUMBERS if op == "$inc" else type(doc[field]) is list)
+               or (type(doc[field]) is list if op == "$push" else type(doc[field]) in _NUMBERS)
                for op, field, _ in changes)
+
+
+def _apply(changes, doc) -> bool:
+    """Apply ``changes`` to the stored ``doc`` in place, as mongomock's updaters do;
+    whether the document changed (mongomock's ``nModified``)."""
+    modified = False
+    for operator_, field, value in changes:
+        old = doc.get(field, _MISSING)
+        if operator_ == "$push":
+            if old is _MISSING:
+                doc[field] = [value]
+            else:
+                old.append(value)
+            modified = True
+            continue
+        if operator_ == "$set":
+            new = value
+        elif old is _MISSING:
+            new = value
+        else:
+            new = old + value if operator_ == "$inc" else max(old, value)
+        doc[field] = new
+        modified = modified or old is _MISSING or old != new
+    return modified
+
+
+_MISSING = object()
 
 
 def _unique_fields(store) -> set:

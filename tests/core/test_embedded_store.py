@@ -328,6 +328,11 @@ FIND_ONE_AND_UPDATE_CASES = [
     ({"_id": "id0"}, {"$set": {"n": 7}}, {"return_document": ReturnDocument.BEFORE}),
     ({"tag": "even"}, {"$set": {"n": 8}}, {"sort": [("n", -1)]}),
     ({"_id": "id5"}, {"$inc": {"flag": 1}}, {}),
+    ({"_id": "id5"}, {"$max": {"n": 3, "x": 9, "fresh_max": 2}}, {}),
+    ({"_id": "id5"}, {"$max": {"n": 100}, "$set": {"n2": 5}}, {}),
+    ({"_id": "id5"}, {"$set": {"n2": 5.0}}, {}),  # equal: not modified
+    ({"_id": "id5"}, {"$max": {"text": 1}}, {}),  # $max on a string: mongomock's rules
+    ({"_id": "id4"}, {"$set": {"none": None}}, {}),  # unchanged
 ]
 
 
@@ -358,6 +363,34 @@ def test_find_one_and_update_answers_as_mongomock_does(filter, update, kwargs, m
     for probe in ({"key": "k3"}, {"tag": "other"}, {"tag": "even"}, {"key": "k5"}):
         assert list(fast.find(probe)) == list(general.find(probe)) == [d for d in general.find({}) if
                                                                        filter_applies(probe, d)]
+
+
+@pytest.mark.parametrize("filter, update, kwargs", [case for case in FIND_ONE_AND_UPDATE_CASES
+                                                    if set(case[2]) <= {"upsert"}])
+def test_update_one_answers_as_mongomock_does(filter, update, kwargs, monkeypatch):
+    """The same for ``update_one``: its result (matched, modified, upserted: mongomock's
+    raw result whole), the stored documents, its errors."""
+    fast, general = _two_stores()
+    for case_filter, case_update, case_kwargs in FIND_ONE_AND_UPDATE_CASES:
+        if not set(case_kwargs) <= {"upsert"}:
+            continue
+        answers = []
+        for coll, shortcut in ((fast, True), (general, False)):
+            with monkeypatch.context() as patch:
+                if not shortcut:
+                    patch.setattr(Collection, "update_one", Collection._iamgate_general_update_one)
+                try:
+                    result = coll.update_one(copy.deepcopy(case_filter), copy.deepcopy(case_update), **case_kwargs)
+                    raw = {k: v for k, v in result.raw_result.items() if k != "connectionId"}  # the store's own
+                    answers.append(("returned", raw, result.matched_count, result.modified_count, result.upserted_id))
+                except Exception as exc:
+                    answers.append(("raised", type(exc)))
+        assert answers[0] == answers[1], (case_filter, case_update)
+        assert list(fast.find({}).sort("_id", 1)) == list(general.find({}).sort("_id", 1))
+        if (case_filter, case_update, case_kwargs) == (filter, update, kwargs):
+            break
+    for probe in ({"key": "k3"}, {"tag": "other"}, {"tag": "even"}):
+        assert list(fast.find(probe)) == list(general.find(probe))
 
 
 def test_find_one_and_update_takes_the_shortcut_for_a_counter_and_a_spend(monkeypatch):
