@@ -48,6 +48,13 @@ afterwards those documents are mapped again; any other call (a drop, index chang
 drops the map, to be built on the next read. Every document the map names is checked
 against the whole filter by mongomock's matcher.
 
+Inserts. The unique-index check after an insert (every event appended to the change log)
+counts the new document's value in the index map when every unique index of the
+collection is mapped and the value is a str or int; otherwise, and during an update,
+mongomock's query per index decides. The datetime patch every insert, update and query
+makes of its document (naive UTC, milliseconds, tuples as lists) passes over plain values
+without a call each.
+
 Copies. mongomock copies every document it stores, and before each update the document
 it updates (to roll it back), with ``copy.deepcopy``, whose bookkeeping per value made an
 update cost grow with a long list in the document (a grant's spent refresh-token
@@ -97,7 +104,7 @@ WRITTEN_AGAINST = "4.3.0"
 # store's instance attributes are checked on a live cursor (``missing_private_names``).
 PRIVATE_NAMES = (
     (Collection, "_iter_documents"), (Collection, "find_one"), (Collection, "_store"),
-    (Collection, "find_one_and_update"), (Collection, "update_one"),
+    (Collection, "find_one_and_update"), (Collection, "update_one"), (Collection, "_ensure_uniques"),
     (mongomock.helpers, "patch_datetime_awareness_in_document"),
     (CollectionStore, "_remove_expired_documents"), (CollectionStore, "_documents"),
     (CollectionStore, "_expire_documents"), (CollectionStore, "_value_meets_expiry"), (mongomock, "utcnow"),
@@ -314,6 +321,24 @@ def apply_shortcuts() -> None:
     Collection.find_one_and_update = find_one_and_update
     Collection._iamgate_general_update_one = update
     Collection.update_one = update_one
+    ensure_uniques = Collection._ensure_uniques
+
+    def ensure_uniques_by_map(self, new_data):
+        """mongomock's unique-index check after an insert (the new document is already
+        stored and mapped), counted in the index map when every unique index is a mapped
+        single field holding a str or int here; otherwise, and during an update (whose
+        changes the map learns only at its end), mongomock's, a query per index."""
+        indexed = getattr(self._store, "_iamgate_index", None)
+        usable = type(indexed) is _Indexes and not indexed.writing
+        counts = _unique_counts(self._store, indexed, new_data) if usable else None
+        if counts is None:
+            return ensure_uniques(self, new_data)
+        if any(count > 1 for count in counts):
+            raise mongomock.DuplicateKeyError("E11000 Duplicate Key Error", 11000)
+
+    Collection._ensure_uniques = ensure_uniques_by_map
+    Collection._iamgate_general_ensure_uniques = ensure_uniques
+    mongomock.helpers.patch_datetime_awareness_in_document = _patched
     mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
     mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
     Collection._iter_documents = iter_documents
@@ -435,6 +460,42 @@ def _unique_fields(store) -> set:
 
 
 _INDEXED_TYPES = (str, int)
+
+
+def _unique_counts(store, indexed, doc) -> list | None:
+    """How many stored documents hold ``doc``'s value of each unique index, from the map;
+    None when one index is not a mapped single field or the value is not a str or int
+    (null and missing values match each other: mongomock's query decides)."""
+    counts = []
+    for index in store.indexes.values():
+        if not index.get("unique"):
+            continue
+        key = list(index["key"])
+        field = key[0][0]
+        values = indexed._maps.get(field)
+        value = doc.get(field)
+        if len(key) != 1 or values is None or type(value) not in _INDEXED_TYPES or index.get("sparse") \
+                or index.get("partialFilterExpression"):
+            return None
+        counts.append(len(values.get(value, ())))
+    return counts
+
+
+_PATCH = mongomock.helpers.patch_datetime_awareness_in_document
+
+
+def _patched(value):
+    """mongomock's ``patch_datetime_awareness_in_document`` (the copy of a document as it
+    stores it: datetimes in naive UTC to the millisecond, tuples as lists) that passes over
+    plain values without a call each: every insert, update and query patches its document."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _PLAIN else _patched(item) for key, item in value.items()}
+    if kind is list:
+        return list(value) if set(map(type, value)) <= _PLAIN else [_patched(item) for item in value]
+    return _PATCH(value)  # datetimes, tuples, OrderedDicts, timestamps, subclasses: mongomock's own
+
+
 # How a collection call treats the index map: during reads and inserts it answers (an
 # insert keeps it up to date itself); a write of single documents may change the ones
 # it reads in place, so during one the map is not used and afterwards it re-reads them;

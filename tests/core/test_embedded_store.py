@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -446,3 +446,59 @@ def test_a_collection_is_one_object_that_outlives_a_drop():
     assert store.next_seq("events") == 1 and counters.find_one({"_id": "events"})["seq"] == 1
     store.db["counters"].drop()
     assert store.current_seq("events") == 0 and counters.count_documents({}) == 0
+
+
+def test_a_unique_check_by_the_map_refuses_what_mongomocks_refuses(monkeypatch):
+    """Inserts against a mapped unique index (str and int values, and the null, missing,
+    float and list values the map leaves to mongomock's query) refuse and keep the same
+    documents as mongomock's own check, a query per index."""
+    inserts = [{"_id": "a", "key": "k"}, {"_id": "b", "key": "k"}, {"_id": "c", "key": 1}, {"_id": "d", "key": 1},
+               {"_id": "e", "key": "K"}, {"_id": "f"}, {"_id": "g", "key": None}, {"_id": "h", "key": 2.0},
+               {"_id": "i", "key": 2}, {"_id": "j", "key": ["k"]}, {"_id": "k", "key": "k2"},
+               {"_id": "a", "key": "fresh"}]
+    outcomes = []
+    for general in (False, True):
+        store = Store("memory://")
+        store.declare_indexes({"things": [IndexModel([("key", 1)], unique=True)]})
+        store.ensure_indexes()
+        coll = store["things"]
+        coll.find_one({"key": "warm"})  # the map is built at the first read
+        with monkeypatch.context() as patch:
+            if general:
+                patch.setattr(Collection, "_ensure_uniques", Collection._iamgate_general_ensure_uniques)
+            answers = []
+            for doc in inserts:
+                try:
+                    coll.insert_one(dict(doc))
+                    answers.append("inserted")
+                except DuplicateKeyError:
+                    answers.append("duplicate")
+            for key in ("k", 1, "k2", None, 2):
+                answers.append(sorted(d["_id"] for d in coll.find({"key": key})))
+        outcomes.append((answers, list(coll.find({}).sort("_id", 1))))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0][:5] == ["inserted", "duplicate", "inserted", "duplicate", "inserted"]
+
+
+@pytest.mark.parametrize("value", [
+    {"a": 1, "b": "x", "c": None, "d": True, "e": 1.5, "f": b"raw"},
+    {"at": datetime(2100, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), "naive": datetime(2100, 1, 2, 3, 4, 5, 999999)},
+    {"nested": {"list": [1, "a", datetime(2100, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)], "tuple": (1, 2)},
+     "digests": ["a", "b"], "empty": [], "deep": [{"x": (datetime(2100, 1, 1),)}]},
+    [1, ("a", "b"), {"k": datetime(2100, 1, 1, tzinfo=timezone(timedelta(hours=2)))}],
+    datetime(2100, 1, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-5))),
+    "plain",
+])
+def test_documents_are_patched_as_mongomock_patches_them(value):
+    """Every insert, update and query passes its document through mongomock's datetime
+    patch; the faster one returns the same values of the same types."""
+    ours, theirs = embedded._patched(copy.deepcopy(value)), embedded._PATCH(copy.deepcopy(value))
+
+    def shape(item):
+        if isinstance(item, dict):
+            return (type(item), {key: shape(inner) for key, inner in item.items()})
+        if isinstance(item, (list, tuple)):
+            return (type(item), [shape(inner) for inner in item])
+        return (type(item), item, getattr(item, "tzinfo", None))
+
+    assert shape(ours) == shape(theirs)
