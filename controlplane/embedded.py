@@ -53,7 +53,7 @@ counts the new document's value in the index map when every unique index of the
 collection is mapped and the value is a str or int; otherwise, and during an update,
 mongomock's query per index decides. The datetime patch every insert, update and query
 makes of its document (naive UTC, milliseconds, tuples as lists) passes over plain values
-without a call each.
+without a call each, and so does the copy of every document a read returns.
 
 Copies. mongomock copies every document it stores, and before each update the document
 it updates (to roll it back), with ``copy.deepcopy``, whose bookkeeping per value made an
@@ -112,6 +112,7 @@ PRIVATE_NAMES = (
     (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
     (CollectionStore, "indexes"), (CollectionStore, "__setitem__"), (CollectionStore, "__delitem__"),
     (mongomock.collection, "copy"), (mongomock.helpers, "make_datetime_timezone_aware_in_document"),
+    (mongomock.collection, "_copy_field"),
 )
 
 
@@ -339,6 +340,7 @@ def apply_shortcuts() -> None:
     Collection._ensure_uniques = ensure_uniques_by_map
     Collection._iamgate_general_ensure_uniques = ensure_uniques
     mongomock.helpers.patch_datetime_awareness_in_document = _patched
+    mongomock.collection._copy_field = _copy_field
     mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
     mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
     Collection._iter_documents = iter_documents
@@ -482,6 +484,21 @@ def _unique_counts(store, indexed, doc) -> list | None:
 
 
 _PATCH = mongomock.helpers.patch_datetime_awareness_in_document
+_COPY_FIELD = mongomock.collection._copy_field
+
+
+def _copy_field(value, container):
+    """mongomock's ``_copy_field`` (the copy of every document a read returns: lists and
+    dicts copied, as ``container`` for dicts, ``copy.copy`` of anything else) that shares
+    the immutable values instead of a ``copy.copy`` call each."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict and container is dict:
+        return {key: item if type(item) in _ATOMS else _copy_field(item, container) for key, item in value.items()}
+    if kind is list:
+        return list(value) if set(map(type, value)) <= _ATOMS else [_copy_field(item, container) for item in value]
+    return _COPY_FIELD(value, container)  # other containers, subclasses, other types: mongomock's own
 
 
 def _patched(value):

@@ -502,3 +502,30 @@ def test_documents_are_patched_as_mongomock_patches_them(value):
         return (type(item), item, getattr(item, "tzinfo", None))
 
     assert shape(ours) == shape(theirs)
+
+
+@pytest.mark.parametrize("value", [
+    {"_id": "a", "n": 1, "x": 1.5, "b": b"raw", "none": None, "flag": False, "at": datetime(2100, 1, 1)},
+    {"list": ["a", "b"], "mixed": [1, {"k": [2, 3]}, (4, 5)], "tuple": (1, [2]), "set": {1, 2}, "empty": {}},
+    [{"a": [1]}, "b", None],
+    "plain",
+])
+@pytest.mark.parametrize("container", [dict, __import__("collections").OrderedDict])
+def test_documents_read_are_copied_as_mongomock_copies_them(value, container):
+    """The copy a read returns: equal values of the same types, no container shared with
+    what is stored."""
+    ours, theirs = embedded._copy_field(copy.deepcopy(value), container), embedded._COPY_FIELD(value, container)
+
+    def shape(item):
+        if isinstance(item, dict):
+            return (type(item), {key: shape(inner) for key, inner in item.items()})
+        if isinstance(item, (list, tuple)):
+            return (type(item), [shape(inner) for inner in item])
+        return (type(item), item)
+
+    assert shape(ours) == shape(theirs)
+    original = copy.deepcopy(value)
+    copied = embedded._copy_field(original, container)
+    if isinstance(original, dict):
+        assert copied is not original and all(copied[k] is not v for k, v in original.items()
+                                               if isinstance(v, (list, dict)))
