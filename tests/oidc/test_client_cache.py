@@ -13,6 +13,7 @@ import falcon.testing
 import pytest
 
 from controlplane.app import create_app
+from controlplane.lookup_cache import LookupCache
 from controlplane.oidc.clients import CLIENT_CACHE_TTL
 from shared.ids import digest
 from tests.conftest import bearer
@@ -105,6 +106,8 @@ def test_a_reactivated_client_is_accepted_again_everywhere(client, ctx, other, a
 def test_a_load_racing_a_change_does_not_keep_the_old_client(client, ctx, application, machine, monkeypatch):
     """A token request read the client just before a deactivation landed: its copy is not
     stored, so the next request reads the deactivated client."""
+    warm(client, rp=machine)  # connected: a token writes nothing that would drop the copy
+    ctx.oidc.clients._by_client_id.drop(machine["client_id"])
     store = ctx.oidc.clients.store
     real = store.by_client_id
 
@@ -133,3 +136,51 @@ def test_only_the_first_token_of_each_worker_writes_the_connection(client, ctx, 
     warm(other_client, rp=machine)
     assert len(created) == 1
     assert ctx.store["events"].count_documents({"type": "connection.created"}) == 1
+
+
+def test_with_and_without_the_copy_every_answer_is_the_same(client, ctx, other, application, manager_key,
+                                                           oidc_client, monkeypatch):
+    """Two worlds on one store: the same scenario of token requests and client changes (by
+    this worker and by another) runs on a fresh client once with no copy (a cache of TTL 0,
+    every request reads the store: the reference) and once with the copy; after every
+    step both answer alike."""
+    other_client, other_ctx = other
+
+    def scenario():
+        rp = oidc_client(application, grant_types=["client_credentials", "authorization_code"],
+                         allowed_scopes=["openid"])
+        answers = []
+
+        def ask(worker=client, secret=None, **extra):
+            response = worker.simulate_post("/oidc/token", json={
+                "grant_type": "client_credentials", "client_id": rp["client_id"],
+                "client_secret": secret or rp["client_secret"], **extra})
+            answers.append((response.status_code, response.json.get("error"), response.json.get("scope")))
+
+        ask(), ask(), ask(other_client), ask(scope="openid"), ask(secret="wrong")
+        put(client, application, manager_key, rp, allowed_scopes=["profile"])
+        other_ctx.tailer.poll_once()
+        ask(scope="openid"), ask(other_client, scope="openid"), ask()
+        put(other_client, application, manager_key, rp, grant_types=["authorization_code"])
+        ctx.tailer.poll_once()
+        ask(), ask(other_client)
+        put(client, application, manager_key, rp, grant_types=["client_credentials"], is_active=False)
+        other_ctx.tailer.poll_once()
+        ask(), ask(other_client)
+        put(client, application, manager_key, rp, is_active=True)
+        other_ctx.tailer.poll_once()
+        ask(), ask(other_client)
+        assert client.simulate_delete(clients_url(application, f"/{rp['client_id']}"),
+                                      headers=bearer(manager_key)).status_code == 204
+        other_ctx.tailer.poll_once()
+        ask(), ask(other_client)
+        return answers
+
+    with monkeypatch.context() as patch:
+        for services in (ctx, other_ctx):
+            patch.setattr(services.oidc.clients, "_by_client_id",
+                          LookupCache(ttl=0, maxsize=1, timer=lambda: 0.0))
+        reference = scenario()
+    assert scenario() == reference
+    assert [status for status, _, _ in reference] == [200, 200, 200, 200, 400, 400, 400, 200, 400, 400, 400, 400,
+                                                       200, 200, 400, 400]
