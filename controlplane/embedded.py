@@ -18,7 +18,8 @@ flat (a growing delivery log or change log made each webhook delivery cost tens 
 milliseconds). The shortcuts give mongomock what MongoDB's indexes give: a filter with an
 exact ``_id`` reads that one document, and a TTL sweep runs at most every
 ``_TTL_SWEEP_EVERY`` seconds per collection (TTL only reclaims space: expiry is checked in
-code). A third keeps the scans that remain cheap: a filter made only of plain fields
+code) and compares a field of datetimes in C (the change log's retention index is swept
+over every event, four times a second). A third keeps the scans that remain cheap: a filter made only of plain fields
 compared with strings, integers or datetimes (``{"seq": 5}``, mongomock's own unique-index
 check on every insert; ``{"seq": {"$gt": n}}``, the change-log tailer's poll) is tested
 with Python comparisons instead of mongomock's general matcher, which costs microseconds
@@ -47,11 +48,29 @@ afterwards those documents are mapped again; any other call (a drop, index chang
 drops the map, to be built on the next read. Every document the map names is checked
 against the whole filter by mongomock's matcher.
 
+Inserts. The unique-index check after an insert (every event appended to the change log)
+counts the new document's value in the index map when every unique index of the
+collection is mapped and the value is a str or int; otherwise, and during an update,
+mongomock's query per index decides. The datetime patch every insert, update and query
+makes of its document (naive UTC, milliseconds, tuples as lists) passes over plain values
+without a call each, and so does the copy of every document a read returns.
+
 Copies. mongomock copies every document it stores, and before each update the document
 it updates (to roll it back), with ``copy.deepcopy``, whose bookkeeping per value made an
 update cost grow with a long list in the document (a grant's spent refresh-token
 digests). Its module's ``copy`` is given a copy for documents: dicts and lists copied,
 the immutable values in them shared, as deepcopy shares strings.
+
+Conditional updates. ``find_one_and_update`` asking for the document after the update
+(the change log's counter at every event, a code's spend, a refresh token's rotation) was
+three passes in mongomock: a copy of the document found, the general update (a deep copy
+to roll back, every operator's machinery, a unique-index check) and a second read. When
+the update is plain (``$set`` of plain values, ``$inc`` and ``$max`` of numbers, ``$push``
+of one plain value, on top-level fields no unique index covers) and the document exists,
+the shortcut changes it in place, as the general update does, and reads it once;
+``update_one`` (the webhook dispatcher's cursor at every deliverable event, a grant's
+``last_used_at``) does the same without the read. Any other update, an upsert that
+inserts, a sort or the document as it was before goes the general way.
 
 The shortcuts replace private methods of mongomock's classes (``PRIVATE_NAMES``), written
 against mongomock 4.3.0. They are applied once, when the first embedded store is built,
@@ -67,7 +86,7 @@ import operator
 import threading
 import time
 import types
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import mongomock
 import mongomock.collection
@@ -76,18 +95,24 @@ from mongomock.collection import Collection, Cursor
 from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
 from mongomock.helpers import make_datetime_timezone_aware_in_document as make_aware
+from mongomock.results import UpdateResult
 from mongomock.store import CollectionStore
+from pymongo import ReturnDocument
 
 WRITTEN_AGAINST = "4.3.0"
 # The private names the shortcuts replace or read: (class, attribute). The cursor's and the
 # store's instance attributes are checked on a live cursor (``missing_private_names``).
 PRIVATE_NAMES = (
     (Collection, "_iter_documents"), (Collection, "find_one"), (Collection, "_store"),
+    (Collection, "find_one_and_update"), (Collection, "update_one"), (Collection, "_ensure_uniques"),
+    (mongomock.helpers, "patch_datetime_awareness_in_document"),
     (CollectionStore, "_remove_expired_documents"), (CollectionStore, "_documents"),
+    (CollectionStore, "_expire_documents"), (CollectionStore, "_value_meets_expiry"), (mongomock, "utcnow"),
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
     (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
     (CollectionStore, "indexes"), (CollectionStore, "__setitem__"), (CollectionStore, "__delitem__"),
     (mongomock.collection, "copy"), (mongomock.helpers, "make_datetime_timezone_aware_in_document"),
+    (mongomock.collection, "_copy_field"),
 )
 
 
@@ -104,7 +129,7 @@ def missing_private_names() -> list[str]:
     collection = mongomock.MongoClient()["probe"]["probe"]
     cursor = collection.find({})
     instances = {Collection: collection, CollectionStore: getattr(collection, "_store", None),
-                 Cursor: cursor, mongomock.collection: None, mongomock.helpers: None}
+                 Cursor: cursor, mongomock: None, mongomock.collection: None, mongomock.helpers: None}
     return [f"{cls.__name__}.{name}" for cls, name in PRIVATE_NAMES
             if not (hasattr(cls, name) or hasattr(instances[cls], name))]
 
@@ -224,6 +249,27 @@ def apply_shortcuts() -> None:
             window = self._iamgate_window = (key, list(docs)[self._skip:])
         return window[1]
 
+    expire = CollectionStore._expire_documents
+
+    def expire_documents(self, index):
+        """mongomock's sweep of one TTL index, with the comparison of every document's
+        value made in C when every value is a datetime as mongomock stores them (naive
+        UTC); the few it finds due are confirmed by mongomock's own test.  Any other
+        value in the field (null, a list, a string...) and the sweep is mongomock's."""
+        key = list(index["key"])
+        expiry = index.get("expireAfterSeconds")
+        documents = self._documents
+        if len(key) != 1 or type(expiry) is not int or not documents:
+            return expire(self, index)
+        docs = list(documents.values())
+        values = list(map(operator.methodcaller("get", key[0][0]), docs))
+        if set(map(type, values)) != {datetime} or any(map(operator.attrgetter("tzinfo"), values)):
+            return expire(self, index)
+        now = mongomock.utcnow()
+        due = itertools.compress(docs, map(operator.le, values, itertools.repeat(now - timedelta(seconds=expiry))))
+        for doc in [doc for doc in due if self._value_meets_expiry(doc[key[0][0]], expiry, now)]:
+            del self[doc["_id"]]
+
     set_item, del_item = CollectionStore.__setitem__, CollectionStore.__delitem__
 
     def store_set(self, key, val):
@@ -238,12 +284,71 @@ def apply_shortcuts() -> None:
         if type(indexed) is _Indexes and doc is not None:
             indexed.discard(doc["_id"], indexed.values_of(doc))
 
+    modify = Collection.find_one_and_update
+
+    def find_one_and_update(self, filter, update, projection=None, sort=None, upsert=False,
+                            return_document=ReturnDocument.BEFORE, **kwargs):
+        changes = _plain_changes(update, _unique_fields(self._store))
+        if changes is None or sort is not None or kwargs or return_document is not ReturnDocument.AFTER \
+                or type(filter) is not dict:
+            return modify(self, filter, update, projection, sort, upsert, return_document, **kwargs)
+        # As mongomock's own first step (a find_one) reads: datetimes of the filter in naive UTC.
+        doc = next(self._iter_documents(mongomock.helpers.patch_datetime_awareness_in_document(filter)), None)
+        if doc is None:
+            return modify(self, filter, update, projection, sort, upsert, return_document) if upsert else None
+        if not _applies(changes, doc):
+            return modify(self, filter, update, projection, sort, upsert, return_document)
+        _apply(changes, doc)
+        return self.find_one({"_id": doc["_id"]}, projection)
+
+    update = Collection.update_one
+
+    def update_one(self, filter, document, upsert=False, bypass_document_validation=False, collation=None,
+                   array_filters=None, hint=None, session=None, let=None):
+        changes = _plain_changes(document, _unique_fields(self._store))
+        if changes is None or bypass_document_validation or collation or array_filters or hint or session \
+                or let or type(filter) is not dict:
+            return update(self, filter, document, upsert, bypass_document_validation, collation, array_filters,
+                          hint, session, let)
+        doc = next(self._iter_documents(mongomock.helpers.patch_datetime_awareness_in_document(filter)), None)
+        if (doc is None and upsert) or (doc is not None and not _applies(changes, doc)):
+            return update(self, filter, document, upsert)
+        modified = doc is not None and _apply(changes, doc)
+        return UpdateResult({"connectionId": self.database.client._id, "err": None, "n": int(doc is not None),
+                             "nModified": int(modified), "ok": 1, "upserted": None,
+                             "updatedExisting": doc is not None}, acknowledged=True)
+
+    Collection._iamgate_general_find_one_and_update = modify
+    Collection.find_one_and_update = find_one_and_update
+    Collection._iamgate_general_update_one = update
+    Collection.update_one = update_one
+    ensure_uniques = Collection._ensure_uniques
+
+    def ensure_uniques_by_map(self, new_data):
+        """mongomock's unique-index check after an insert (the new document is already
+        stored and mapped), counted in the index map when every unique index is a mapped
+        single field holding a str or int here; otherwise, and during an update (whose
+        changes the map learns only at its end), mongomock's, a query per index."""
+        indexed = getattr(self._store, "_iamgate_index", None)
+        usable = type(indexed) is _Indexes and not indexed.writing
+        counts = _unique_counts(self._store, indexed, new_data) if usable else None
+        if counts is None:
+            return ensure_uniques(self, new_data)
+        if any(count > 1 for count in counts):
+            raise mongomock.DuplicateKeyError("E11000 Duplicate Key Error", 11000)
+
+    Collection._ensure_uniques = ensure_uniques_by_map
+    Collection._iamgate_general_ensure_uniques = ensure_uniques
+    mongomock.helpers.patch_datetime_awareness_in_document = _patched
+    mongomock.collection._copy_field = _copy_field
     mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
     mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
     Collection._iter_documents = iter_documents
     Collection.find_one = find_one
     Cursor._compute_results = compute_results
     CollectionStore._remove_expired_documents = remove_expired_documents
+    CollectionStore._expire_documents = expire_documents
+    CollectionStore._iamgate_general_expire_documents = expire
     CollectionStore.__setitem__, CollectionStore.__delitem__ = store_set, store_del
     Collection._iamgate_fast_paths = True
 
@@ -284,7 +389,130 @@ def _aware(value):
     return make_aware(value)  # datetimes, tuples, subclasses: mongomock's own, which recurses through this
 
 
+_NUMBERS = (int, float)
+_PLAIN_OPERATORS = frozenset({"$set", "$inc", "$max", "$push", "$setOnInsert"})
+
+
+def _plain_changes(update, unique_fields) -> list | None:
+    """``[(operator, field, value)]`` of an update made of ``$set`` of plain values,
+    ``$inc`` and ``$max`` of numbers and ``$push`` of one plain value, on top-level fields that no
+    unique index covers (``$setOnInsert`` is ignored: the shortcut updates only a
+    document that exists), values as mongomock stores them; None for any other update,
+    which mongomock's general path applies."""
+    if type(update) is not dict or not update or not set(update) <= _PLAIN_OPERATORS:
+        return None
+    changes = []
+    for operator_, fields in update.items():
+        if type(fields) is not dict or not fields:
+            return None
+        if operator_ == "$setOnInsert":
+            continue
+        for field, value in fields.items():
+            if type(field) is not str or field.startswith("$") or "." in field or field == "_id" \
+                    or field in unique_fields:
+                return None
+            if type(value) is datetime:
+                value = mongomock.helpers.patch_datetime_awareness_in_document(value)  # naive UTC, milliseconds
+            elif type(value) not in _PLAIN or (operator_ in ("$inc", "$max") and type(value) not in _NUMBERS) \
+                    or type(value) is bytes:
+                return None
+            changes.append((operator_, field, value))
+    return changes
+
+
+def _applies(changes, doc) -> bool:
+    """The shortcut can apply ``changes`` to ``doc`` as mongomock would: each ``$inc`` and
+    ``$max`` on a number or a missing field, each ``$push`` on a list or a missing field."""
+    return all(op == "$set" or field not in doc
+               or (type(doc[field]) is list if op == "$push" else type(doc[field]) in _NUMBERS)
+               for op, field, _ in changes)
+
+
+def _apply(changes, doc) -> bool:
+    """Apply ``changes`` to the stored ``doc`` in place, as mongomock's updaters do;
+    whether the document changed (mongomock's ``nModified``)."""
+    modified = False
+    for operator_, field, value in changes:
+        old = doc.get(field, _MISSING)
+        if operator_ == "$push":
+            if old is _MISSING:
+                doc[field] = [value]
+            else:
+                old.append(value)
+            modified = True
+            continue
+        if operator_ == "$set":
+            new = value
+        elif old is _MISSING:
+            new = value
+        else:
+            new = old + value if operator_ == "$inc" else max(old, value)
+        doc[field] = new
+        modified = modified or old is _MISSING or old != new
+    return modified
+
+
+_MISSING = object()
+
+
+def _unique_fields(store) -> set:
+    """Every field a unique index of the collection covers (``_id`` included)."""
+    return {"_id", *(field for index in store.indexes.values() if index.get("unique")
+                     for field, _ in index["key"])}
+
+
 _INDEXED_TYPES = (str, int)
+
+
+def _unique_counts(store, indexed, doc) -> list | None:
+    """How many stored documents hold ``doc``'s value of each unique index, from the map;
+    None when one index is not a mapped single field or the value is not a str or int
+    (null and missing values match each other: mongomock's query decides)."""
+    counts = []
+    for index in store.indexes.values():
+        if not index.get("unique"):
+            continue
+        key = list(index["key"])
+        field = key[0][0]
+        values = indexed._maps.get(field)
+        value = doc.get(field)
+        if len(key) != 1 or values is None or type(value) not in _INDEXED_TYPES or index.get("sparse") \
+                or index.get("partialFilterExpression"):
+            return None
+        counts.append(len(values.get(value, ())))
+    return counts
+
+
+_PATCH = mongomock.helpers.patch_datetime_awareness_in_document
+_COPY_FIELD = mongomock.collection._copy_field
+
+
+def _copy_field(value, container):
+    """mongomock's ``_copy_field`` (the copy of every document a read returns: lists and
+    dicts copied, as ``container`` for dicts, ``copy.copy`` of anything else) that shares
+    the immutable values instead of a ``copy.copy`` call each."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict and container is dict:
+        return {key: item if type(item) in _ATOMS else _copy_field(item, container) for key, item in value.items()}
+    if kind is list:
+        return list(value) if set(map(type, value)) <= _ATOMS else [_copy_field(item, container) for item in value]
+    return _COPY_FIELD(value, container)  # other containers, subclasses, other types: mongomock's own
+
+
+def _patched(value):
+    """mongomock's ``patch_datetime_awareness_in_document`` (the copy of a document as it
+    stores it: datetimes in naive UTC to the millisecond, tuples as lists) that passes over
+    plain values without a call each: every insert, update and query patches its document."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _PLAIN else _patched(item) for key, item in value.items()}
+    if kind is list:
+        return list(value) if set(map(type, value)) <= _PLAIN else [_patched(item) for item in value]
+    return _PATCH(value)  # datetimes, tuples, OrderedDicts, timestamps, subclasses: mongomock's own
+
+
 # How a collection call treats the index map: during reads and inserts it answers (an
 # insert keeps it up to date itself); a write of single documents may change the ones
 # it reads in place, so during one the map is not used and afterwards it re-reads them;
@@ -536,9 +764,17 @@ class _SerialisedCollection:
 class _SerialisedDatabase:
     def __init__(self, database, lock):
         self._database, self._lock = database, lock
+        self._collections: dict[str, _SerialisedCollection] = {}
 
     def __getitem__(self, name):
-        return _SerialisedCollection(self._database[name], self._lock)
+        """One collection object per name: mongomock makes a new one at each access (a
+        copy through ``with_options``), which the change log's counter paid at every
+        event.  A collection finds its documents by name at each call, so a dropped and
+        re-created collection is the same object's."""
+        collection = self._collections.get(name)
+        if collection is None:
+            collection = self._collections[name] = _SerialisedCollection(self._database[name], self._lock)
+        return collection
 
     def __getattr__(self, name):
         attr = getattr(self._database, name)

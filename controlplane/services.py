@@ -273,7 +273,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
-    oidc_clients = ClientService(ClientStore(store), clock, target_policy, audit)
+    oidc_clients = ClientService(ClientStore(store), clock, target_policy, events)
+    events.listen(oidc_clients.apply_event)  # the per-worker copies of clients
+    tailer.subscribe(oidc_clients.apply_event)
     backchannel = BackchannelLogout(oidc_clients, tokens, webhook_store, clock, issuer=config.public_url,
                                     retention_seconds=config.webhook_delivery_retention)
     webhook_worker = DeliveryWorker(webhook_store, box, target_policy, Sender(config.webhook_timeout), clock,

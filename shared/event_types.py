@@ -46,6 +46,7 @@ INTERNAL_EVENT_TYPES = MappingProxyType({
     "mfa.backup_codes_regenerated": "a user replaced their MFA backup codes with a new set",
     "mfa.backup_code_used": "an MFA backup code completed a login",
     "api_keys.changed": "an API key of the application was created or revoked",
+    "oidc_clients.changed": "an OIDC client of the application was registered, changed or deleted",
     "application.deleted": "an application and everything in it was deleted",
 })
 

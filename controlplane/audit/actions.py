@@ -21,6 +21,9 @@ from shared.event_types import EVENT_TYPES
 CHANGE_ACTIONS = MappingProxyType({
     ("api_keys.changed", "created"): "api_key.created",
     ("api_keys.changed", "revoked"): "api_key.revoked",
+    ("oidc_clients.changed", "created"): "oidc_client.created",
+    ("oidc_clients.changed", "updated"): "oidc_client.updated",
+    ("oidc_clients.changed", "deleted"): "oidc_client.deleted",
 })
 
 # Records that are not change-log events: attempts that change nothing, changes outside

@@ -16,6 +16,10 @@ client authentication at the token, revocation and introspection endpoints.
   ``client_credentials`` only for a confidential client.
 - ``backchannel_logout_uri`` must pass ``backchannel.uri_problem`` (https, no fragment,
   the webhook target rules), at registration and at every update that sets it.
+- The token endpoint reads a client from a per-worker copy (``controlplane.lookup_cache``):
+  every change is an ``oidc_clients.changed`` event, which drops the copy in this process
+  before the change's response is sent and in every other worker at its change-log
+  tailer's next poll; every copy expires after ``CLIENT_CACHE_TTL`` whatever happens.
 """
 from __future__ import annotations
 
@@ -23,8 +27,9 @@ import hmac
 from dataclasses import dataclass
 
 from controlplane.audit.changes import changes, created
-from controlplane.audit.context import act_as, actor, success
-from controlplane.audit.service import AuditLog
+from controlplane.audit.context import act_as, actor
+from controlplane.events import EventLog
+from controlplane.lookup_cache import LookupCache
 from controlplane.oidc import backchannel
 from controlplane.oidc.errors import ClientNotFound, InvalidRequest
 from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, NO_CLIENT_AUTH, is_private_use
@@ -32,9 +37,14 @@ from controlplane.oidc.store import ClientStore
 from controlplane.webhooks.targets import TargetPolicy
 from shared.errors import ValidationFailed
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, isoformat
+from shared.timeutil import Clock, isoformat, seconds_of
 
 CLIENT_ID_PREFIX = "oc_"
+
+# How long a worker may authenticate a client from its copy: a change reaches every
+# worker through the change log (oidc_clients.changed) well before.
+CLIENT_CACHE_TTL = 2.0
+CLIENT_CACHE_SIZE = 10_000
 
 
 def serialize_client(client: dict, secret: str | None = None) -> dict:
@@ -91,12 +101,25 @@ def _check_client_type(public: bool, values: dict) -> None:
 @dataclass(eq=False)
 class ClientService:
     """Registration and authentication of an application's OIDC clients; a change is an
-    audit record ``oidc_client.*`` naming the fields changed, never the secret."""
+    ``oidc_clients.changed`` event, audited as ``oidc_client.*`` with the fields changed,
+    never the secret."""
 
     store: ClientStore
     clock: Clock
     targets: TargetPolicy  # the webhook target rules, which a backchannel_logout_uri must pass
-    audit: AuditLog
+    events: EventLog
+
+    def __post_init__(self):
+        self._by_client_id = LookupCache(ttl=CLIENT_CACHE_TTL, maxsize=CLIENT_CACHE_SIZE,
+                                         timer=seconds_of(self.clock))
+
+    def apply_event(self, event) -> None:
+        """Change-log consumer (this process's events and the tailer's): a changed or
+        deleted client, or every client of a deleted application, leaves the cache."""
+        if event.type == "oidc_clients.changed":
+            self._by_client_id.drop(event.data.get("client_id"))
+        elif event.type == "application.deleted":
+            self._by_client_id.drop_where(lambda client: client["app_id"] == event.app_id)
 
     # ------------------------------------------------------------------ management
 
@@ -112,7 +135,7 @@ class ClientService:
             "created_at": now, "updated_at": now,
         }
         self.store.insert(client)
-        self._record("oidc_client.created", client, created(client, values))
+        self._record("created", client, created(client, values))
         return client, secret
 
     def _check_backchannel_uri(self, values: dict) -> None:
@@ -139,7 +162,7 @@ class ClientService:
         updated = self.store.update(app_id, client["_id"], {**values, "updated_at": self.clock()})
         if updated is None:
             raise ClientNotFound(ref)
-        self._record("oidc_client.updated", updated, changes(client, updated, values))
+        self._record("updated", updated, changes(client, updated, values))
         return updated
 
     def delete(self, app_id: str, ref: str) -> None:
@@ -147,19 +170,23 @@ class ClientService:
         client = self.get(app_id, ref)
         if not self.store.delete(app_id, client["_id"]):
             raise ClientNotFound(ref)
-        self._record("oidc_client.deleted", client, {})
+        self._record("deleted", client, {})
 
     def _record(self, action: str, client: dict, data: dict) -> None:
-        self.audit.record(action, result=success(), target=actor("client", client["client_id"], client.get("name")),
-                          application_id=client["app_id"], data=data)
+        """The change's event (its audit record is ``oidc_client.<action>``); this
+        worker's copy of the client is dropped by it before the response is sent."""
+        self.events.emit(client["app_id"], "oidc_clients.changed",
+                         {"client_id": client["client_id"], "action": action, **data},
+                         target=actor("client", client["client_id"], client.get("name")))
 
     # ------------------------------------------------------------------ the OAuth endpoints
 
     def active(self, client_id: str | None) -> dict | None:
-        """The active client with this client_id, in any application, or None."""
+        """The active client with this client_id, in any application, or None (through
+        the per-worker copy; the document is shared: callers must not modify it)."""
         if not client_id:
             return None
-        client = self.store.by_client_id(client_id)
+        client = self._by_client_id.get(client_id, lambda: self.store.by_client_id(client_id))
         return client if client is not None and client.get("is_active") else None
 
     def by_client_id(self, client_id: str) -> dict | None:
@@ -176,7 +203,9 @@ class ClientService:
         would change nothing."""
         if client.get("connected_at") is not None:
             return False
-        return self.store.mark_connected(client["client_id"], self.clock())
+        first = self.store.mark_connected(client["client_id"], self.clock())
+        self._by_client_id.drop(client["client_id"])  # the next read carries connected_at
+        return first
 
     def authenticate_request(self, params: dict, basic: tuple[str, str] | None, *, failure: type,
                              public: bool = False) -> dict:

@@ -91,15 +91,18 @@ class ClientStore(AppCollection):
 class CodeStore(Collection):
     name, indexes = "oidc_codes", INDEXES
 
-    def consume(self, code_digest: str, grant_id: str, now) -> dict | None:
-        """The one write that uses a code: only the first of racing exchanges gets the
-        document back; it also names the grant the exchange is about to create, so a
-        replay can find and revoke it."""
-        return self._docs.find_one_and_update(
-            {"_id": code_digest, "used_at": None, "expires_at": {"$gt": now}},
-            {"$set": {"used_at": now, "grant_id": grant_id}},
-            return_document=ReturnDocument.AFTER,
-        )
+    def consume(self, code_digest: str, client_id: str, grant_id: str, now, *, with_verifier: bool) -> dict | None:
+        """The one write that uses a code, and the one read of a code exchanged as it
+        should be: only the first of racing exchanges gets the document back, and only
+        when the code is this client's, unexpired and, for a request without a
+        ``code_verifier``, issued without a challenge (so neither another client nor a
+        request missing its verifier can burn it).  It also names the grant the exchange
+        is about to create, so a replay can find and revoke it."""
+        match = {"_id": code_digest, "client_id": client_id, "used_at": None, "expires_at": {"$gt": now}}
+        if not with_verifier:
+            match["code_challenge"] = None
+        return self._docs.find_one_and_update(match, {"$set": {"used_at": now, "grant_id": grant_id}},
+                                              return_document=ReturnDocument.AFTER)
 
     def mark_replayed(self, code_digest: str, now) -> dict | None:
         return self._docs.find_one_and_update({"_id": code_digest}, {"$set": {"replayed_at": now}},

@@ -59,30 +59,35 @@ class AuthorizationCodeGrant:
     def validate_token_request(self, client: dict, params: dict) -> dict:
         """RFC 6749 4.1.3 and RFC 7636 4.6; the code document once it is used.
 
-        The code must have been issued to this client (checked before it is spent, so
-        another client cannot burn it), be unused and unexpired (a code presented twice
-        revokes what the first exchange issued, 4.1.2), carry this redirect_uri, and
-        match the PKCE verifier; a code issued without a challenge takes no verifier
-        (OAuth 2.0 Security BCP 2.1.1: a verifier then is a downgrade attempt)."""
+        The code must have been issued to this client (a condition of the write that
+        spends it, so another client cannot burn it), be unused and unexpired (a code
+        presented twice revokes what the first exchange issued, 4.1.2), carry this
+        redirect_uri, and match the PKCE verifier; a code issued without a challenge
+        takes no verifier (OAuth 2.0 Security BCP 2.1.1: a verifier then is a downgrade
+        attempt).  A code exchanged as it should be is read once, by that write; only a
+        refused one is read again, to say why."""
         _required(params, "code", "redirect_uri")
-        code_digest = digest(params["code"])
-        code = self.codes.get(code_digest)
-        now = self.clock()
-        if code is None or code["client_id"] != client["client_id"]:
-            raise InvalidGrant("The code is invalid.")
-        if code.get("code_challenge") is not None:
-            _required(params, "code_verifier")
-        if code.get("used_at") is not None:
-            self._replayed(code_digest, code)
-        if aware(code["expires_at"]) <= now:
-            raise InvalidGrant("The code has expired.")
-        used = self.codes.consume(code_digest, new_id(), now)
-        if used is None:  # a parallel exchange won, or it expired this instant
-            self._replayed(code_digest, self.codes.get(code_digest))
+        code_digest, now = digest(params["code"]), self.clock()
+        used = self.codes.consume(code_digest, client["client_id"], new_id(), now,
+                                  with_verifier=bool(params.get("code_verifier")))
+        if used is None:
+            self._refused(client, params, code_digest, now)
         if params["redirect_uri"] != used["redirect_uri"]:
             self._fail(used, "redirect_uri_mismatch", "redirect_uri differs from the authorization request.")
         self._check_verifier(used, params.get("code_verifier"))
         return used
+
+    def _refused(self, client: dict, params: dict, code_digest: str, now):
+        """Why the code could not be spent, in RFC 6749 4.1.2's order: unknown or another
+        client's, a verifier missing, used before (a replay), expired."""
+        code = self.codes.get(code_digest)
+        if code is None or code["client_id"] != client["client_id"]:
+            raise InvalidGrant("The code is invalid.")
+        if code.get("code_challenge") is not None:
+            _required(params, "code_verifier")
+        if code.get("used_at") is None and aware(code["expires_at"]) <= now:
+            raise InvalidGrant("The code has expired.")
+        self._replayed(code_digest, code)
 
     def _check_verifier(self, code: dict, verifier: str | None) -> None:
         """RFC 7636 4.6 (S256 only)."""

@@ -9,10 +9,11 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from mongomock.collection import Collection
 from mongomock.filtering import filter_applies
 from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -288,3 +289,243 @@ def test_an_update_does_not_cost_a_deep_copy_of_a_long_list():
             copy.deepcopy(stored)
         copies.append(time.process_time() - started)
     assert statistics.median(updates) < 0.5 * statistics.median(copies)
+
+
+def _two_stores():
+    """Two embedded stores holding the same documents and indexes: (shortcut, general)."""
+    stores = []
+    for _ in range(2):
+        store = Store("memory://")
+        store.declare_indexes({"things": [IndexModel([("key", 1)], unique=True), IndexModel([("tag", 1)])]})
+        store.ensure_indexes()
+        coll = store["things"]
+        when = datetime(2100, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+        coll.insert_many([{"_id": f"id{i}", "key": f"k{i}", "tag": "even" if i % 2 == 0 else "odd", "n": i,
+                           "x": 1.5, "flag": True, "text": "t", "list": ["a"], "at": when, "none": None}
+                          for i in range(6)])
+        stores.append(coll)
+    return stores
+
+
+NOW = datetime(2100, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
+FIND_ONE_AND_UPDATE_CASES = [
+    # (filter, update, keyword arguments): shortcut-shaped ones, then the general path's
+    ({"_id": "id1"}, {"$inc": {"n": 1}}, {}),
+    ({"_id": "id1"}, {"$inc": {"n": 2, "x": 0.5, "new": 3}, "$set": {"text": "u", "at": NOW}}, {}),
+    ({"_id": "id1"}, {"$set": {"none": None, "flag": False, "later": NOW + timedelta(days=1)}}, {}),
+    ({"_id": "id2", "tag": "even", "at": {"$gt": NOW}}, {"$set": {"used": NOW, "grant": "g"}}, {}),
+    ({"_id": "id2", "used": None}, {"$set": {"used": NOW}}, {}),  # spent already: no match
+    ({"key": "k3"}, {"$push": {"list": "b"}, "$set": {"tag": "other"}}, {}),  # a non-unique indexed field
+    ({"key": "k3"}, {"$push": {"fresh": "b"}}, {}),
+    ({"tag": "odd"}, {"$set": {"n": -1}}, {"projection": {"list": 0}}),
+    ({"_id": "id4"}, {"$inc": {"n": 1}, "$setOnInsert": {"epoch": "e"}}, {"upsert": True}),
+    ({"_id": "id9"}, {"$inc": {"n": 1}, "$setOnInsert": {"epoch": "e"}}, {"upsert": True}),
+    ({"_id": "id8"}, {"$inc": {"n": 1}}, {}),  # no such document
+    ({"_id": "id0"}, {"$inc": {"text": 1}}, {}),  # $inc on a string: mongomock's error
+    ({"_id": "id0"}, {"$push": {"n": 1}}, {}),  # $push on a number: mongomock's error
+    ({"_id": "id0"}, {"$set": {"key": "k5"}}, {}),  # a unique field: DuplicateKeyError
+    ({"_id": "id0"}, {"$set": {"a.b": 1, "list": ["x", "y"]}}, {}),
+    ({"_id": "id0"}, {"$set": {"n": 7}}, {"return_document": ReturnDocument.BEFORE}),
+    ({"tag": "even"}, {"$set": {"n": 8}}, {"sort": [("n", -1)]}),
+    ({"_id": "id5"}, {"$inc": {"flag": 1}}, {}),
+    ({"_id": "id5"}, {"$max": {"n": 3, "x": 9, "fresh_max": 2}}, {}),
+    ({"_id": "id5"}, {"$max": {"n": 100}, "$set": {"n2": 5}}, {}),
+    ({"_id": "id5"}, {"$set": {"n2": 5.0}}, {}),  # equal: not modified
+    ({"_id": "id5"}, {"$max": {"text": 1}}, {}),  # $max on a string: mongomock's rules
+    ({"_id": "id4"}, {"$set": {"none": None}}, {}),  # unchanged
+]
+
+
+@pytest.mark.parametrize("filter, update, kwargs", FIND_ONE_AND_UPDATE_CASES)
+def test_find_one_and_update_answers_as_mongomock_does(filter, update, kwargs, monkeypatch):
+    """The shortcut for plain $set/$inc/$push on a document that exists returns and stores
+    what mongomock's general path does (after every earlier case, so the documents and the
+    index map have been through the writes), raises what it raises, and the index map
+    still answers like a scan."""
+    fast, general = _two_stores()
+    kwargs = {"return_document": ReturnDocument.AFTER, **kwargs}
+    for case_filter, case_update, case_kwargs in FIND_ONE_AND_UPDATE_CASES:
+        case_kwargs = {"return_document": ReturnDocument.AFTER, **case_kwargs}
+        answers = []
+        for coll, shortcut in ((fast, True), (general, False)):
+            with monkeypatch.context() as patch:
+                if not shortcut:
+                    patch.setattr(Collection, "find_one_and_update", Collection._iamgate_general_find_one_and_update)
+                try:
+                    answers.append(("returned", coll.find_one_and_update(
+                        copy.deepcopy(case_filter), copy.deepcopy(case_update), **case_kwargs)))
+                except Exception as exc:  # the same error type, whatever it says
+                    answers.append(("raised", type(exc)))
+        assert answers[0] == answers[1], (case_filter, case_update)
+        assert list(fast.find({}).sort("_id", 1)) == list(general.find({}).sort("_id", 1))
+        if (case_filter, case_update, case_kwargs) == (filter, update, kwargs):
+            break
+    for probe in ({"key": "k3"}, {"tag": "other"}, {"tag": "even"}, {"key": "k5"}):
+        assert list(fast.find(probe)) == list(general.find(probe)) == [d for d in general.find({}) if
+                                                                       filter_applies(probe, d)]
+
+
+@pytest.mark.parametrize("filter, update, kwargs", [case for case in FIND_ONE_AND_UPDATE_CASES
+                                                    if set(case[2]) <= {"upsert"}])
+def test_update_one_answers_as_mongomock_does(filter, update, kwargs, monkeypatch):
+    """The same for ``update_one``: its result (matched, modified, upserted: mongomock's
+    raw result whole), the stored documents, its errors."""
+    fast, general = _two_stores()
+    for case_filter, case_update, case_kwargs in FIND_ONE_AND_UPDATE_CASES:
+        if not set(case_kwargs) <= {"upsert"}:
+            continue
+        answers = []
+        for coll, shortcut in ((fast, True), (general, False)):
+            with monkeypatch.context() as patch:
+                if not shortcut:
+                    patch.setattr(Collection, "update_one", Collection._iamgate_general_update_one)
+                try:
+                    result = coll.update_one(copy.deepcopy(case_filter), copy.deepcopy(case_update), **case_kwargs)
+                    raw = {k: v for k, v in result.raw_result.items() if k != "connectionId"}  # the store's own
+                    answers.append(("returned", raw, result.matched_count, result.modified_count, result.upserted_id))
+                except Exception as exc:
+                    answers.append(("raised", type(exc)))
+        assert answers[0] == answers[1], (case_filter, case_update)
+        assert list(fast.find({}).sort("_id", 1)) == list(general.find({}).sort("_id", 1))
+        if (case_filter, case_update, case_kwargs) == (filter, update, kwargs):
+            break
+    for probe in ({"key": "k3"}, {"tag": "other"}, {"tag": "even"}):
+        assert list(fast.find(probe)) == list(general.find(probe))
+
+
+def test_find_one_and_update_takes_the_shortcut_for_a_counter_and_a_spend(monkeypatch):
+    """The change log's counter (``$inc`` by ``_id``, upsert) and a code's spend (``$set``
+    on a filtered ``_id``) do not reach mongomock's general update once the document
+    exists."""
+    coll = Store("memory://")["things"]
+    coll.insert_one({"_id": "events", "seq": 1})
+    general = []
+    monkeypatch.setattr(type(coll._collection), "_update", lambda *a, **k: general.append(a))
+    assert coll.find_one_and_update({"_id": "events"}, {"$inc": {"seq": 1}, "$setOnInsert": {"epoch": "e"}},
+                                    upsert=True, return_document=ReturnDocument.AFTER)["seq"] == 2
+    assert coll.find_one_and_update({"_id": "events", "used_at": None, "seq": {"$gt": 1}},
+                                    {"$set": {"used_at": NOW}}, return_document=ReturnDocument.AFTER)["used_at"] \
+        == NOW.replace(microsecond=123000)
+    assert general == []
+
+
+@pytest.mark.parametrize("values", [
+    "datetimes",  # the shortcut: every value a datetime
+    "mixed",  # null, lists, strings, a missing field: mongomock's own sweep
+])
+def test_a_ttl_sweep_removes_what_mongomocks_own_sweep_removes(values):
+    now = datetime.now(UTC).replace(tzinfo=None)
+    ages = [-3600, -1, 0, 59, 60, 61, 3600, 10 ** 7]  # seconds before now; the index expires after 60
+    docs = [{"_id": f"d{i}-{offset}", "at": now - timedelta(seconds=age, microseconds=offset)}
+            for i, age in enumerate(ages) for offset in (0, 1, 999)]
+    if values == "mixed":
+        docs += [{"_id": "none", "at": None}, {"_id": "missing"}, {"_id": "text", "at": "2000-01-01"},
+                 {"_id": "list", "at": [now - timedelta(days=1), now]}, {"_id": "empty", "at": []}]
+    remaining = []
+    for general in (False, True):
+        store = Store("memory://")
+        store.declare_indexes({"things": [IndexModel([("at", 1)], expireAfterSeconds=60)]})
+        store.ensure_indexes()
+        store["things"].insert_many(copy.deepcopy(docs))
+        collection_store = store["things"]._collection._store
+        for index in list(collection_store._ttl_indexes.values()):
+            (collection_store._iamgate_general_expire_documents if general
+             else collection_store._expire_documents)(index)
+        remaining.append(sorted(collection_store._documents))
+    assert remaining[0] == remaining[1]
+    assert "d0-0" in remaining[0] and "d6-0" not in remaining[0]  # something kept, something swept
+
+
+def test_a_collection_is_one_object_that_outlives_a_drop():
+    store = Store("memory://")
+    counters = store.db["counters"]
+    assert store.db["counters"] is counters
+    counters.insert_one({"_id": "events", "seq": 5})
+    store.db.drop_collection("counters")
+    assert counters.find_one({"_id": "events"}) is None
+    assert store.next_seq("events") == 1 and counters.find_one({"_id": "events"})["seq"] == 1
+    store.db["counters"].drop()
+    assert store.current_seq("events") == 0 and counters.count_documents({}) == 0
+
+
+def test_a_unique_check_by_the_map_refuses_what_mongomocks_refuses(monkeypatch):
+    """Inserts against a mapped unique index (str and int values, and the null, missing,
+    float and list values the map leaves to mongomock's query) refuse and keep the same
+    documents as mongomock's own check, a query per index."""
+    inserts = [{"_id": "a", "key": "k"}, {"_id": "b", "key": "k"}, {"_id": "c", "key": 1}, {"_id": "d", "key": 1},
+               {"_id": "e", "key": "K"}, {"_id": "f"}, {"_id": "g", "key": None}, {"_id": "h", "key": 2.0},
+               {"_id": "i", "key": 2}, {"_id": "j", "key": ["k"]}, {"_id": "k", "key": "k2"},
+               {"_id": "a", "key": "fresh"}]
+    outcomes = []
+    for general in (False, True):
+        store = Store("memory://")
+        store.declare_indexes({"things": [IndexModel([("key", 1)], unique=True)]})
+        store.ensure_indexes()
+        coll = store["things"]
+        coll.find_one({"key": "warm"})  # the map is built at the first read
+        with monkeypatch.context() as patch:
+            if general:
+                patch.setattr(Collection, "_ensure_uniques", Collection._iamgate_general_ensure_uniques)
+            answers = []
+            for doc in inserts:
+                try:
+                    coll.insert_one(dict(doc))
+                    answers.append("inserted")
+                except DuplicateKeyError:
+                    answers.append("duplicate")
+            for key in ("k", 1, "k2", None, 2):
+                answers.append(sorted(d["_id"] for d in coll.find({"key": key})))
+        outcomes.append((answers, list(coll.find({}).sort("_id", 1))))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0][:5] == ["inserted", "duplicate", "inserted", "duplicate", "inserted"]
+
+
+@pytest.mark.parametrize("value", [
+    {"a": 1, "b": "x", "c": None, "d": True, "e": 1.5, "f": b"raw"},
+    {"at": datetime(2100, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), "naive": datetime(2100, 1, 2, 3, 4, 5, 999999)},
+    {"nested": {"list": [1, "a", datetime(2100, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)], "tuple": (1, 2)},
+     "digests": ["a", "b"], "empty": [], "deep": [{"x": (datetime(2100, 1, 1),)}]},
+    [1, ("a", "b"), {"k": datetime(2100, 1, 1, tzinfo=timezone(timedelta(hours=2)))}],
+    datetime(2100, 1, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-5))),
+    "plain",
+])
+def test_documents_are_patched_as_mongomock_patches_them(value):
+    """Every insert, update and query passes its document through mongomock's datetime
+    patch; the faster one returns the same values of the same types."""
+    ours, theirs = embedded._patched(copy.deepcopy(value)), embedded._PATCH(copy.deepcopy(value))
+
+    def shape(item):
+        if isinstance(item, dict):
+            return (type(item), {key: shape(inner) for key, inner in item.items()})
+        if isinstance(item, (list, tuple)):
+            return (type(item), [shape(inner) for inner in item])
+        return (type(item), item, getattr(item, "tzinfo", None))
+
+    assert shape(ours) == shape(theirs)
+
+
+@pytest.mark.parametrize("value", [
+    {"_id": "a", "n": 1, "x": 1.5, "b": b"raw", "none": None, "flag": False, "at": datetime(2100, 1, 1)},
+    {"list": ["a", "b"], "mixed": [1, {"k": [2, 3]}, (4, 5)], "tuple": (1, [2]), "set": {1, 2}, "empty": {}},
+    [{"a": [1]}, "b", None],
+    "plain",
+])
+@pytest.mark.parametrize("container", [dict, __import__("collections").OrderedDict])
+def test_documents_read_are_copied_as_mongomock_copies_them(value, container):
+    """The copy a read returns: equal values of the same types, no container shared with
+    what is stored."""
+    ours, theirs = embedded._copy_field(copy.deepcopy(value), container), embedded._COPY_FIELD(value, container)
+
+    def shape(item):
+        if isinstance(item, dict):
+            return (type(item), {key: shape(inner) for key, inner in item.items()})
+        if isinstance(item, (list, tuple)):
+            return (type(item), [shape(inner) for inner in item])
+        return (type(item), item)
+
+    assert shape(ours) == shape(theirs)
+    original = copy.deepcopy(value)
+    copied = embedded._copy_field(original, container)
+    if isinstance(original, dict):
+        assert copied is not original and all(copied[k] is not v for k, v in original.items()
+                                               if isinstance(v, (list, dict)))
