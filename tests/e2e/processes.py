@@ -113,6 +113,10 @@ class Processes:
             "IAMGATE_BCRYPT_ROUNDS": "4",
             "IAMGATE_LOG_LEVEL": "WARNING",
             "IAMGATE_SMTP_URL": mailbox().smtp_url,
+            # 127.0.0.1 can be no passkey's RP ID; bound to localhost, the passkey routes
+            # answer as a deployment's do (docs/passkeys.md) instead of 503 PASSKEY_UNAVAILABLE.
+            "IAMGATE_WEBAUTHN_RP_ID": "localhost",
+            "IAMGATE_WEBAUTHN_ORIGINS": f"http://localhost:{self.control_port}",
         })
         # A database of its own on the test MongoDB when there is one (tests/mongodb.py).
         self.database_uri = mongodb.fresh_database_uri("iamgate_e2e")
