@@ -1,7 +1,7 @@
 """Routes of the console area: server-rendered pages under /console/ (docs/console.md)."""
 from __future__ import annotations
 
-from controlplane.console import resources
+from controlplane.console import resources, users
 from controlplane.console.web import Console
 
 TAG = "console"
@@ -37,3 +37,12 @@ def add_routes(routes, services):
     # The links mailed to dashboard accounts (controlplane.dashboard.emails) open console pages.
     for page in ("verify-email", "reset-password"):
         routes.add(f"/dashboard/{page}", resources.EmailLink(page), TAG)
+    # Users of an application: the list and search, bulk actions, one user's page.
+    finder = users.UserFinder(services.users.admin, services.users.directory)
+    app_users = f"{BASE}/applications/{{applicationId}}/users"
+    routes.add(app_users, users.Users(console, dashboard.access, finder), TAG)
+    routes.add(f"{app_users}/bulk", users.BulkUsers(
+        console, dashboard.access, finder, services.users.admin, services.selfservice), TAG)
+    routes.add(f"{app_users}/{{userId}}", users.User(
+        console, dashboard.access, services.users.admin, services.users.directory, services.selfservice,
+        services.audit), TAG)
