@@ -13,12 +13,22 @@ own, so each leaves the event and audit record the API's call would.
 """
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from controlplane.abac import resources as abac_api
+from controlplane.abac import schemas as abac_schemas
+from controlplane.abac.service import AbacService
 from controlplane.audit.service import APPLICATION, AuditLog
 from controlplane.console.resources import ConsoleResource, page_doc, redirect
 from controlplane.console.web import Console, failed
 from controlplane.dashboard.access import DashboardAccess
+from controlplane.mfa import resources as mfa_api
+from controlplane.mfa.service import MfaService
+from controlplane.roles import resources as roles_api
+from controlplane.roles import schemas as roles_schemas
+from controlplane.roles.service import RoleService
 from controlplane.selfservice import resources as selfservice_api
 from controlplane.selfservice.service import SelfService
 from controlplane.users import resources as users_api
@@ -181,47 +191,85 @@ class BulkUsers(_UsersScreen):
         return 1
 
 
-USER_ACTIONS = ("suspend", "reactivate", "revoke-session", "revoke-sessions", "delete")
+USER_ACTIONS = ("suspend", "reactivate", "revoke-session", "revoke-sessions", "reset-mfa", "assign-role",
+                "remove-role", "set-attribute", "delete-attribute", "delete")
+ROLE_CHOICES = 100  # the roles offered to assign: the first page of the API's largest
+
+
+@dataclass(frozen=True)
+class UserAreas:
+    """The services of the other areas a user's page reads and acts through."""
+
+    mfa: MfaService
+    roles: RoleService
+    abac: AbacService
+    audit: AuditLog
 
 
 class User(_UsersScreen):
-    docs = {"GET": page_doc("One user: status, sessions, audit trail", not_found=True),
+    docs = {"GET": page_doc("One user: status, sessions, MFA, roles, attributes, audit trail; ?permission= (and "
+                            "?scope=) explains that permission's decision with its trace", not_found=True),
             "POST": page_doc(
                 "Act on the user: action=suspend, reactivate, revoke-session (session_id), revoke-sessions, "
-                "delete (confirm_email must repeat the address)",
+                "reset-mfa, assign-role (role_id, scope, expires_at), remove-role (role_id, scope), "
+                "set-attribute (key, value), delete-attribute (key), delete (confirm_email must repeat the address)",
                 api={"errors": (*users_api.SuspendUser.docs["POST"]["errors"],
-                                *selfservice_api.SessionItem.docs["DELETE"]["errors"], ValidationFailed)})}
+                                *selfservice_api.SessionItem.docs["DELETE"]["errors"],
+                                *mfa_api.AdminMfa.docs["DELETE"]["errors"],
+                                *roles_api.UserRoleCollection.docs["POST"]["errors"],
+                                *roles_api.UserRoleItem.docs["DELETE"]["errors"],
+                                *abac_api.UserAttribute.docs["PUT"]["errors"],
+                                *abac_api.UserAttribute.docs["DELETE"]["errors"], ValidationFailed)})}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess, admin: UserAdminService,
-                 directory: UserDirectory, selfservice: SelfService, audit: AuditLog):
+                 directory: UserDirectory, selfservice: SelfService, areas: UserAreas):
         super().__init__(console, dashboard_access)
         self.admin = admin
         self.directory = directory
         self.selfservice = selfservice
-        self.audit = audit
+        self.areas = areas
 
     def on_get(self, req, resp, applicationId, userId):
         viewer = self.signed_in(req, resp)
         if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
             return
-        self.show(req, resp, viewer, *found, userId, notice=req.get_param("notice"))
+        context = {"notice": req.get_param("notice")}
+        asked = {"permission": req.get_param("permission") or "", "scope": req.get_param("scope") or ""}
+        if asked["permission"]:
+            context["asked"] = asked
+            try:
+                context["explained"] = self.explain(applicationId, userId, asked)
+            except DomainError as error:
+                context.update(failed(error))
+        self.show(req, resp, viewer, *found, userId, **context)
+
+    def explain(self, app_id: str, user_id: str, asked: dict) -> dict:
+        """``POST V1/abac/evaluate``'s dry run of one permission for the user: the answer,
+        which rule gave it, RBAC's answer and each covering policy with its trace."""
+        body = {"user_id": user_id, "permission": asked["permission"], "scope": asked["scope"] or None}
+        return self.areas.abac.evaluate(app_id, abac_schemas.clean_evaluate(body, self.areas.abac.limits))
 
     def show(self, req, resp, viewer, app, role, user_id, **context):
         user = self.directory.get(app["_id"], user_id.lower()) if is_uuid(user_id) else None
         if user is None or user.get("status") == "deleted":
             self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
             return
-        sessions = self.selfservice.sessions(app["_id"], user["_id"]) if user.get("status") == "active" else []
+        app_id, user_id = app["_id"], user["_id"]
+        sessions = self.selfservice.sessions(app_id, user_id) if user.get("status") == "active" else []
+        roles, _total = self.areas.roles.list(app_id, search=None, page=1, per_page=ROLE_CHOICES)
         self.console.render(req, resp, "users_detail.html", viewer=viewer, app=app, role=role, user=user,
-                            sessions=sessions, trail=self.trail(app["_id"], user["_id"]),
-                            **{"status": 200, "notice": None, **context})
+                            sessions=sessions, trail=self.trail(app_id, user_id),
+                            mfa=self.areas.mfa.status(app_id, user_id),
+                            assignments=self.areas.roles.user_roles(app_id, user_id), roles=roles,
+                            attributes=self.areas.abac.attributes(app_id, user_id),
+                            **{"status": 200, "notice": None, "asked": {}, "explained": None, **context})
 
     def trail(self, app_id: str, user_id: str) -> list[dict]:
         """The newest records the user did or that were done to the user (the audit
         log's actor_id and target_id filters, merged)."""
         records = {}
         for name in ("target_id", "actor_id"):
-            for record in self.audit.page(APPLICATION, app_id, {name: user_id}, None, AUDIT_ROWS)[0]:
+            for record in self.areas.audit.page(APPLICATION, app_id, {name: user_id}, None, AUDIT_ROWS)[0]:
                 records[record["id"]] = record
         return sorted(records.values(), key=lambda record: record["at"], reverse=True)[:AUDIT_ROWS]
 
@@ -234,17 +282,18 @@ class User(_UsersScreen):
         action = form.get("action")
         try:
             self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
-            notice = self.act(applicationId, userId, action, form)
+            notice = self.act(found[0], userId, action, form)
         except DomainError as error:
-            self.show(req, resp, viewer, *found, userId, **failed(error))
+            self.show(req, resp, viewer, *found, userId, **failed(error), form=form)
             return
         if action == "delete":
             redirect(resp, users_url(applicationId, {"q": "", "notice": "deleted"}))
             return
         redirect(resp, f"/console/applications/{applicationId}/users/{userId}?{urlencode({'notice': notice})}")
 
-    def act(self, app_id: str, user_id: str, action: str | None, form: dict) -> str:
+    def act(self, app: dict, user_id: str, action: str | None, form: dict) -> str:
         """Do one action through the API's service; the notice the page then shows."""
+        app_id = app["_id"]
         if action == "suspend":
             self.admin.suspend(app_id, user_id)
             return "suspended"
@@ -257,6 +306,23 @@ class User(_UsersScreen):
         if action == "revoke-sessions":
             self.selfservice.revoke_all_sessions(app_id, user_id)
             return "sessions-revoked"
+        if action == "reset-mfa":
+            self.areas.mfa.reset(app, user_id)
+            return "mfa-reset"
+        if action == "assign-role":
+            self.areas.roles.assign(app_id, user_id, roles_schemas.ASSIGN_ROLE.validate(assignment(form)))
+            return "role-assigned"
+        if action == "remove-role":
+            self.areas.roles.unassign(app_id, user_id, form.get("role_id") or "", form.get("scope") or None)
+            return "role-removed"
+        if action == "set-attribute":
+            key = abac_schemas.attribute_key(form.get("key") or "")
+            value = abac_schemas.attribute_value({"value": attribute_value(form.get("value", ""))})
+            self.areas.abac.set_attribute(app_id, user_id, key, value)
+            return "attribute-set"
+        if action == "delete-attribute":
+            self.areas.abac.delete_attribute(app_id, user_id, abac_schemas.attribute_key(form.get("key") or ""))
+            return "attribute-deleted"
         if action == "delete":
             user = self.directory.get(app_id, user_id.lower()) if is_uuid(user_id) else None
             if user is not None and form.get("confirm_email", "").strip().lower() != user["email"].lower():
@@ -265,3 +331,22 @@ class User(_UsersScreen):
             self.selfservice.delete_account(app_id, user_id)
             return "deleted"
         raise ValidationFailed({"action": f"must be one of {', '.join(USER_ACTIONS)}"})
+
+
+def assignment(form: dict) -> dict:
+    """The assign form as the API's body: an empty scope or expiry is none, and the
+    expiry (a ``datetime-local`` field, minutes, no zone) is read as UTC."""
+    expires = (form.get("expires_at") or "").strip()
+    if len(expires) == 16 and expires[10] == "T":
+        expires += ":00+00:00"
+    return {"role_id": form.get("role_id") or "", "scope": (form.get("scope") or "").strip() or None,
+            "expires_at": expires or None}
+
+
+def attribute_value(raw: str):
+    """The value field: JSON when it reads as JSON (``42``, ``true``, ``["a", "b"]``,
+    ``"text"``), otherwise the text as typed (``gold``)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw

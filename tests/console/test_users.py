@@ -4,11 +4,14 @@ services (same events and audit records), and the role gate."""
 from __future__ import annotations
 
 import re
+import uuid
+from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tests.conftest import events_of
+from tests.mfa.conftest import enable_mfa  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -147,16 +150,22 @@ def test_a_viewer_sees_no_write_buttons_and_its_writes_are_refused(console, dash
     assert listed.status_code == 200 and "(read only)" in listed.text and "all matching" not in listed.text
     page = visitor.get(f"{base}/{user['id']}")
     assert page.status_code == 200 and "1 active session" in page.text
-    assert not re.search(r"<button[^>]*>(Suspend|Revoke|Delete user)", page.text)
+    assert not re.search(r"<button[^>]*>(Suspend|Revoke|Delete user|Reset|Assign|Save|Remove|Delete)", page.text)
+    explained = visitor.get(f"{base}/{user['id']}", params={"permission": "posts:read"})
+    assert explained.status_code == 200 and "<strong>Denied</strong>" in explained.text  # a read: viewers may ask
 
     for path, form in ((f"{base}/{user['id']}", {"action": "suspend"}),
                        (f"{base}/{user['id']}", {"action": "revoke-sessions"}),
                        (f"{base}/{user['id']}", {"action": "delete", "confirm_email": "watched@example.com"}),
+                       (f"{base}/{user['id']}", {"action": "reset-mfa"}),
+                       (f"{base}/{user['id']}", {"action": "set-attribute", "key": "level", "value": "9"}),
+                       (f"{base}/{user['id']}", {"action": "assign-role", "role_id": str(uuid.uuid4())}),
                        (f"{base}/bulk", {"q": "", "action": "suspend", "confirm": "yes"})):
         refused = visitor.post(path, form)
         assert refused.status_code == 403 and "FORBIDDEN" in refused.text, (path, form)
     assert ctx.users.directory.status(app["_id"], user["id"]) == "active"
     assert len(ctx.users.sessions.active(app["_id"], user["id"])) == 1
+    assert ctx.abac.attributes(app["_id"], user["id"]) == {}
 
 
 def test_another_organizations_application_and_a_forged_post_are_refused(owner, console, make_dashboard_account,
@@ -173,3 +182,88 @@ def test_another_organizations_application_and_a_forged_post_are_refused(owner, 
     assert forged.status_code == 403 and "CSRF_TOKEN_INVALID" in forged.text
     assert ctx.users.directory.status(app["_id"], user["id"]) == "active"
     assert console().get(f"/console/applications/{app['_id']}/users").status_code == 303
+
+
+def test_roles_are_assigned_with_scope_and_expiry_and_removed(owner, make_user, make_role, ctx, clock):
+    visitor, app = owner
+    user = make_user(app, email="editor@example.com")
+    role = make_role(app, name="editor", permissions=("posts:write",), display_name="Editor")
+    page_url = f"/console/applications/{app['_id']}/users/{user['id']}"
+    assert "Assign role" in visitor.get(page_url).text
+
+    past = (clock() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    refused = visitor.post(page_url, {"action": "assign-role", "role_id": role["_id"], "scope": "team:1",
+                                      "expires_at": past})
+    assert refused.status_code == 400 and "<code>expires_at</code>: must be in the future" in refused.text
+    until = (clock() + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
+    assigned = visitor.post(page_url, {"action": "assign-role", "role_id": role["_id"], "scope": "team:1",
+                                       "expires_at": until})
+    assert assigned.status_code == 303 and "notice=role-assigned" in assigned.headers["location"]
+    [item] = ctx.roles.user_roles(app["_id"], user["id"])
+    assert (item["name"], item["scope"], item["expires_at"][:16]) == ("editor", "team:1", until)
+    assert [e["data"]["scope"] for e in events_of(ctx, "role.assigned")] == ["team:1"]
+    again = visitor.post(page_url, {"action": "assign-role", "role_id": role["_id"], "scope": "team:1"})
+    assert again.status_code == 409 and "AUTHZ_ROLE_ALREADY_ASSIGNED" in again.text
+
+    removed = visitor.post(page_url, {"action": "remove-role", "role_id": role["_id"], "scope": "team:1"})
+    assert removed.status_code == 303 and ctx.roles.user_roles(app["_id"], user["id"]) == []
+    assert [e["data"]["role_id"] for e in events_of(ctx, "role.removed")] == [role["_id"]]
+
+
+def test_attributes_are_set_as_json_or_text_and_deleted_with_the_apis_rules(owner, make_user, ctx):
+    visitor, app = owner
+    user = make_user(app, email="attrs@example.com")
+    page_url = f"/console/applications/{app['_id']}/users/{user['id']}"
+    visitor.post(page_url, {"action": "set-attribute", "key": "level", "value": "4"})
+    visitor.post(page_url, {"action": "set-attribute", "key": "plan.tier", "value": "gold"})
+    assert ctx.abac.attributes(app["_id"], user["id"]) == {"level": 4, "plan.tier": "gold"}
+    shown = visitor.get(page_url).text
+    assert "<td><code>plan.tier</code></td>" in shown and "<td><code>\"gold\"</code></td>" in shown
+    bad = visitor.post(page_url, {"action": "set-attribute", "key": "bad key", "value": "1"})
+    assert bad.status_code == 400 and "<code>key</code>" in bad.text and 'id="e-key"' in bad.text
+    nested = visitor.post(page_url, {"action": "set-attribute", "key": "plan", "value": "1"})
+    assert nested.status_code == 409  # a dotted prefix of plan.tier: the API's refusal
+    visitor.post(page_url, {"action": "delete-attribute", "key": "level"})
+    assert ctx.abac.attributes(app["_id"], user["id"]) == {"plan.tier": "gold"}
+    assert [e["data"]["key"] for e in events_of(ctx, "attribute.deleted")] == ["level"]
+
+
+def test_mfa_is_shown_and_reset(owner, make_user_token, enable_mfa, ctx):  # noqa: F811  (the fixture)
+    visitor, app = owner
+    token = make_user_token(app)
+    enable_mfa(app, token)
+    page_url = f"/console/applications/{app['_id']}/users/{token.user['id']}"
+    page = visitor.get(page_url)
+    assert "Reset two-step verification" in page.text and "backup codes left" in page.text
+    reset = visitor.post(page_url, {"action": "reset-mfa"})
+    assert reset.status_code == 303 and "notice=mfa-reset" in reset.headers["location"]
+    assert ctx.mfa.status(app["_id"], token.user["id"])["mfa_enabled"] is False
+    assert [e["data"]["user_id"] for e in events_of(ctx, "mfa.disabled")] == [token.user["id"]]
+    again = visitor.post(page_url, {"action": "reset-mfa"})
+    assert again.status_code == 400 and "MFA_NOT_ENABLED" in again.text
+
+
+def test_explain_access_shows_the_decision_and_each_policys_trace(owner, make_user, make_role, ctx, client,
+                                                                  make_api_key):
+    visitor, app = owner
+    user = make_user(app, email="reader@example.com")
+    role = make_role(app, name="reader", permissions=("posts:read",))
+    ctx.roles.assign(app["_id"], user["id"], {"role_id": role["_id"], "scope": None, "expires_at": None})
+    key = make_api_key(app)
+    created = client.simulate_post(f"/api/v1/applications/{app['_id']}/abac/policies", json={
+        "name": "seniors edit", "effect": "allow", "permissions": ["posts:edit"],
+        "condition": {"op": "gte", "left": {"attr": "user.attributes.level"}, "right": {"value": 4}}},
+        headers={"Authorization": f"Bearer {key}"})
+    assert created.status_code == 201, created.text
+    page_url = f"/console/applications/{app['_id']}/users/{user['id']}"
+
+    read = visitor.get(page_url, params={"permission": "posts:read"})
+    assert "<strong>Allowed</strong>" in read.text and "<code>rbac</code>" in read.text
+    edit = visitor.get(page_url, params={"permission": "posts:edit"})
+    assert "<strong>Denied</strong>" in edit.text and "<code>no_match</code>" in edit.text
+    assert "seniors edit" in edit.text
+    assert "user.attributes.level" in edit.text  # the condition's trace
+    ctx.abac.set_attribute(app["_id"], user["id"], "level", 5)
+    assert "<code>allow_policy</code>" in visitor.get(page_url, params={"permission": "posts:edit"}).text
+    bad = visitor.get(page_url, params={"permission": "not a permission"})
+    assert bad.status_code == 400 and "<code>permission</code>" in bad.text

@@ -1,5 +1,5 @@
 """The console's users screens in headless Chromium: an owner searches an application's
-users, opens one, revokes a session, suspends them, and suspends every user a search
+users, opens one, asks why a permission is denied, revokes a session, suspends them, and suspends every user a search
 matches after seeing how many.  Each screen is scanned by axe-core (no serious or
 critical violation) and saved desktop and mobile (390 px); the browser console stays
 free of errors.  Skipped, with the reason, where Chromium is missing."""
@@ -52,6 +52,10 @@ def test_search_open_a_user_revoke_a_session_and_suspend_all_matching(live_serve
     browser.find_element(By.LINK_TEXT, "ada@lovelace.example").click()
     heading(browser, "ada@lovelace.example")
     assert "2 active sessions" in browser.find_element(By.TAG_NAME, "main").text
+    fill(browser, {"permission": "posts:read"})
+    submit(browser, "Explain")
+    WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.ID, "explained")))
+    assert "Denied" in browser.find_element(By.ID, "explained").text
     screen("user")
     browser.find_elements(By.XPATH, "//button[normalize-space()='Revoke']")[0].click()
     WebDriverWait(browser, 10).until(
