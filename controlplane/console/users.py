@@ -169,15 +169,18 @@ class BulkUsers(_UsersScreen):
             ids = self.finder.all_ids(applicationId, filters)
         except DomainError as error:
             self.console.render(req, resp, "users_bulk.html", viewer=viewer, app=app, role=role, filters=form,
-                                count=0, done=None, action="", actions=BULK_ACTIONS,
+                                count=0, done=None, action="", actions=BULK_ACTIONS, changed=False,
                                 back=users_url(applicationId), **failed(error))
             return
         back = users_url(applicationId, filters)
         done = None
-        if form.get("confirm") == "yes":
+        # Act only on the count the person confirmed: if users joined or left the search
+        # since, the confirmation is asked again with the new count.
+        if form.get("confirm") == "yes" and form.get("count") == str(len(ids)):
             done = sum(self.act(applicationId, action, user_id) for user_id in ids)
         self.console.render(req, resp, "users_bulk.html", viewer=viewer, app=app, role=role, filters=filters,
-                            action=action, actions=BULK_ACTIONS, count=len(ids), done=done, back=back)
+                            action=action, actions=BULK_ACTIONS, count=len(ids), done=done, back=back,
+                            changed=form.get("confirm") == "yes" and done is None)
 
     def act(self, app_id: str, action: str, user_id: str) -> int:
         """Act on one user as the API's operation would; 1 when it was done."""

@@ -67,7 +67,12 @@ def test_bulk_suspend_shows_the_count_first_then_suspends_each_matching_user(own
     assert asked.status_code == 200 and '<strong id="bulk-count">3</strong>' in asked.text
     assert all(ctx.users.directory.status(app["_id"], t["id"]) == "active" for t in targets)  # nothing yet
 
-    done = visitor.post(f"{base}/bulk", {"q": "bots.example", "status": "", "action": "suspend", "confirm": "yes"})
+    stale = visitor.post(f"{base}/bulk", {"q": "bots.example", "action": "suspend", "confirm": "yes", "count": "2"})
+    assert "changed since you confirmed" in stale.text and '<strong id="bulk-count">3</strong>' in stale.text
+    assert all(ctx.users.directory.status(app["_id"], t["id"]) == "active" for t in targets)  # not the count shown
+
+    done = visitor.post(f"{base}/bulk", {"q": "bots.example", "status": "", "action": "suspend", "confirm": "yes",
+                                         "count": "3"})
     assert done.status_code == 200 and "Suspend 3 users: done." in done.text
     assert [ctx.users.directory.status(app["_id"], t["id"]) for t in targets] == ["suspended"] * 3
     assert ctx.users.directory.status(app["_id"], keeper["id"]) == "active"
@@ -85,7 +90,7 @@ def test_bulk_revoke_sessions_acts_through_the_self_service_operation(owner, mak
     base = f"/console/applications/{app['_id']}/users"
     asked = visitor.post(f"{base}/bulk", {"q": "devices", "action": "revoke-sessions"})
     assert '<strong id="bulk-count">1</strong>' in asked.text
-    visitor.post(f"{base}/bulk", {"q": "devices", "action": "revoke-sessions", "confirm": "yes"})
+    visitor.post(f"{base}/bulk", {"q": "devices", "action": "revoke-sessions", "confirm": "yes", "count": "1"})
     assert ctx.users.sessions.active(app["_id"], user["id"]) == []
     assert ctx.users.directory.status(app["_id"], user["id"]) == "active"
 
@@ -160,7 +165,7 @@ def test_a_viewer_sees_no_write_buttons_and_its_writes_are_refused(console, dash
                        (f"{base}/{user['id']}", {"action": "reset-mfa"}),
                        (f"{base}/{user['id']}", {"action": "set-attribute", "key": "level", "value": "9"}),
                        (f"{base}/{user['id']}", {"action": "assign-role", "role_id": str(uuid.uuid4())}),
-                       (f"{base}/bulk", {"q": "", "action": "suspend", "confirm": "yes"})):
+                       (f"{base}/bulk", {"q": "", "action": "suspend", "confirm": "yes", "count": "1"})):
         refused = visitor.post(path, form)
         assert refused.status_code == 403 and "FORBIDDEN" in refused.text, (path, form)
     assert ctx.users.directory.status(app["_id"], user["id"]) == "active"
