@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.run [NAME ...]      (make bench [NAME ...])
 
 NAME: decision, abac, footprint, controlplane, fairness, fanout, login, webhooks, oidc, metrics,
-decisionlog, audit.
+decisionlog, audit, consoleusers.
 
 With no argument all run: the decision service (benchmarks/decision_bench.py, which
 installs wrk when missing and writes docs/performance.md "## Decision service"), the ABAC
@@ -16,8 +16,9 @@ to 500 subscribers (benchmarks/stream_fanout.py), the login load
 (benchmarks/login_load.py), webhook delivery (benchmarks/webhook_bench.py) and the OIDC
 token endpoint (benchmarks/oidc_token_bench.py), what /metrics across workers costs
 (benchmarks/metrics_bench.py), what decision logs cost the decision service
-(benchmarks/decision_log_bench.py), and the audit log's export memory and emit cost
-(benchmarks/audit_bench.py). The exit status is non-zero when a benchmark
+(benchmarks/decision_log_bench.py), the audit log's export memory and emit cost
+(benchmarks/audit_bench.py), and the console's users list and search with 100,000 users
+on memory:// (benchmarks/console_users_bench.py). The exit status is non-zero when a benchmark
 misses its targets.
 """
 from __future__ import annotations
@@ -31,7 +32,8 @@ BENCHMARKS = {"decision": "benchmarks.decision_bench", "abac": "benchmarks.abac_
               "fanout": "benchmarks.stream_fanout",
               "login": "benchmarks.login_load", "webhooks": "benchmarks.webhook_bench",
               "oidc": "benchmarks.oidc_token_bench", "metrics": "benchmarks.metrics_bench",
-              "decisionlog": "benchmarks.decision_log_bench", "audit": "benchmarks.audit_bench"}
+              "decisionlog": "benchmarks.decision_log_bench", "audit": "benchmarks.audit_bench",
+              "consoleusers": "benchmarks.console_users_bench"}
 
 
 def main(argv=None) -> int:

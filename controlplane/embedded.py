@@ -19,19 +19,26 @@ milliseconds). The shortcuts give mongomock what MongoDB's indexes give: a filte
 exact ``_id`` reads that one document, and a TTL sweep runs at most every
 ``_TTL_SWEEP_EVERY`` seconds per collection (TTL only reclaims space: expiry is checked in
 code) and compares a field of datetimes in C (the change log's retention index is swept
-over every event, four times a second). A third keeps the scans that remain cheap: a filter made only of plain fields
-compared with strings, integers or datetimes (``{"seq": 5}``, mongomock's own unique-index
-check on every insert; ``{"seq": {"$gt": n}}``, the change-log tailer's poll) is tested
-with Python comparisons instead of mongomock's general matcher, which costs microseconds
-per document, under the one lock, at every insert into the change log. A document whose
-value has another type (an array, null, a float...) is handed to the general matcher, so
-the answer is always the general matcher's. Last, mongomock copies every matching
-document before it returns the first: a ``find_one`` (and so every
-``find_one_and_update``: the delivery queue's claim) or a ``limit(n)`` copies only what it
-returns, as MongoDB reads only that. And a cursor given a ``batch_size`` is read a batch
-at a time, each batch under the lock, as MongoDB returns batches: an export of every
-audit record holds one batch of copies, not the whole result (the matching documents are
-still found and sorted at the first batch, as references).
+over every event, four times a second). A third keeps the scans that remain cheap: a
+filter made of plain fields compared with strings, integers or datetimes (``{"seq": 5}``,
+mongomock's own unique-index check on every insert; ``{"seq": {"$gt": n}}``, the
+change-log tailer's poll), ``$in`` lists of them, ``$regex`` with no option or ``i``, and
+an ``$or`` of such filters (the users search: ``{"app_id", "status": {"$in"}, "$or":
+[email, name regexes]}``) is judged a column at a time (each field's values read into a
+list, tested with C loops), instead of by mongomock's general matcher, which costs
+microseconds per document, under the one lock. A document whose value has another type (an
+array, null, a float...) is handed to the general matcher, so the answer is always the
+general matcher's. A sort whose keys' values are each of one such type is done on those
+values (no BSON comparison objects), by the first key and then only runs of equal values
+by the next; with a limit, only the documents up to the limit's last value are sorted.
+``test_column_filters_and_sorts_answer_like_mongomock_itself`` compares both with
+mongomock's own matcher and sort. Last, mongomock copies every matching document before it
+returns the first: a ``find_one`` (and so every ``find_one_and_update``: the delivery
+queue's claim) or a ``limit(n)`` copies only what it returns, as MongoDB reads only that,
+and the documents a ``skip`` passes over are not copied at all. And a cursor given a
+``batch_size`` is read a batch at a time, each batch under the lock, as MongoDB returns
+batches: an export of every audit record holds one batch of copies, not the whole result
+(the matching documents are still found and sorted at the first batch, as references).
 
 Single-field indexes. An index on one field (the change log's unique ``seq``, a
 client's ``client_id``, a grant's ``token_digest``) is kept as MongoDB keeps it: a map
@@ -81,8 +88,11 @@ from __future__ import annotations
 
 import bisect
 import copy
+import functools
+import heapq
 import itertools
 import operator
+import re
 import threading
 import time
 import types
@@ -90,10 +100,11 @@ from datetime import datetime, timedelta
 
 import mongomock
 import mongomock.collection
+import mongomock.filtering
 import mongomock.helpers
 from mongomock.collection import Collection, Cursor
 from mongomock.command_cursor import CommandCursor
-from mongomock.filtering import filter_applies
+from mongomock.filtering import filter_applies, resolve_sort_key
 from mongomock.helpers import make_datetime_timezone_aware_in_document as make_aware
 from mongomock.results import UpdateResult
 from mongomock.store import CollectionStore
@@ -109,7 +120,8 @@ PRIVATE_NAMES = (
     (CollectionStore, "_remove_expired_documents"), (CollectionStore, "_documents"),
     (CollectionStore, "_expire_documents"), (CollectionStore, "_value_meets_expiry"), (mongomock, "utcnow"),
     (Cursor, "_compute_results"), (Cursor, "_factory"), (Cursor, "_factory_last_generated_results"),
-    (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"),
+    (Cursor, "_skip"), (Cursor, "_limit"), (Cursor, "collection"), (Collection, "_get_dataset"),
+    (Collection, "_copy_only_fields"), (mongomock.filtering, "resolve_sort_key"),
     (CollectionStore, "indexes"), (CollectionStore, "__setitem__"), (CollectionStore, "__delitem__"),
     (mongomock.collection, "copy"), (mongomock.helpers, "make_datetime_timezone_aware_in_document"),
     (mongomock.collection, "_copy_field"),
@@ -129,7 +141,8 @@ def missing_private_names() -> list[str]:
     collection = mongomock.MongoClient()["probe"]["probe"]
     cursor = collection.find({})
     instances = {Collection: collection, CollectionStore: getattr(collection, "_store", None),
-                 Cursor: cursor, mongomock: None, mongomock.collection: None, mongomock.helpers: None}
+                 Cursor: cursor, mongomock: None, mongomock.collection: None, mongomock.helpers: None,
+                 mongomock.filtering: None}
     return [f"{cls.__name__}.{name}" for cls, name in PRIVATE_NAMES
             if not (hasattr(cls, name) or hasattr(instances[cls], name))]
 
@@ -139,35 +152,93 @@ _SIMPLE_TYPES = (str, int, datetime)  # datetimes as mongomock stores them: naiv
 _RANGE = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
 
 
-def _simple_plan(filter) -> list | None:
-    """``[(field, test, operand)]`` for a filter of plain fields compared with ``str``,
-    ``int`` or naive ``datetime`` operands (equality or ``$gt``/``$gte``/``$lt``/``$lte``),
-    else None."""
+def _plan(filter) -> list | None:
+    """The filter as clauses the scan can test over a whole column at once, or None
+    when it needs mongomock's general matcher.  A clause is ``(field, kinds, test)``: for
+    a value whose type is one of ``kinds``, ``test(value)`` gives MongoDB's answer
+    (equality, ``$gt``/``$gte``/``$lt``/``$lte`` and ``$in`` against str, int or naive
+    datetime operands; ``$regex`` with no option or ``i`` against strings); or
+    ``("$or", [plans])``.  A value of another type (an array, null, a float...) leaves
+    its document to the general matcher."""
     plan = []
     for field, value in filter.items():
+        if field == "$or" and type(value) is list and value and all(type(branch) is dict for branch in value):
+            branches = [_plan(branch) for branch in value]
+            if None in branches:
+                return None
+            plan.append(("$or", None, branches))
+            continue
         if field.startswith("$") or "." in field:
             return None
-        if _simple(value):
-            plan.append((field, None, value))
-        elif type(value) is dict and value and all(op in _RANGE and _simple(v) for op, v in value.items()):
-            plan.extend((field, _RANGE[op], v) for op, v in value.items())
+        clauses = _clauses(value)
+        if clauses is None:
+            return None
+        plan.extend((field, kinds, test) for kinds, test in clauses)
+    return plan
+
+
+def _clauses(value) -> list | None:
+    if _simple(value):
+        return [(frozenset({type(value)}), value.__eq__)]
+    if type(value) is not dict or not value:
+        return None
+    if value.keys() <= {"$regex", "$options"} and type(value.get("$regex")) is str \
+            and value.get("$options", "") in ("", "i"):
+        pattern = re.compile(value["$regex"], re.IGNORECASE if value.get("$options") else 0)
+        return [(frozenset({str}), pattern.search)]
+    clauses = []
+    for op, operand in value.items():
+        if op in _RANGE and _simple(operand):
+            clauses.append((frozenset({type(operand)}), functools.partial(_compare, _RANGE[op], operand)))
+        elif op == "$in" and type(operand) is list and operand and all(_simple(v) for v in operand):
+            clauses.append((frozenset(map(type, operand)), frozenset(operand).__contains__))
         else:
             return None
-    return plan
+    return clauses
+
+
+def _compare(test, operand, value) -> bool:
+    return test(value, operand)
 
 
 def _simple(value) -> bool:
     return type(value) in _SIMPLE_TYPES and (type(value) is not datetime or value.tzinfo is None)
 
 
-def _simple_match(plan, filter, doc, filter_applies) -> bool:
-    for field, test, operand in plan:
-        value = doc.get(field)
-        if type(value) is not type(operand) or (type(value) is datetime and value.tzinfo is not None):
-            return filter_applies(filter, doc)  # arrays, null, other types: MongoDB's rules
-        if not (value == operand if test is None else test(value, operand)):
-            return False
-    return True
+def _column(plan, docs) -> list:
+    """Per document: True, False, or None (a value this plan cannot judge)."""
+    columns = []
+    for field, kinds, test in plan:
+        if field == "$or":
+            columns.append(_either([_column(branch, docs) for branch in test]))
+            continue
+        values = list(map(operator.methodcaller("get", field), docs))
+        seen = set(map(type, values))
+        if seen <= kinds and (datetime not in seen or all(
+                value.tzinfo is None for value in values if type(value) is datetime)):
+            columns.append(list(map(bool, map(test, values))))  # every value judged: C loops only
+        else:
+            columns.append([bool(test(value)) if type(value) in kinds and _simple(value) else None
+                            for value in values])
+    return _both(columns)
+
+
+def _both(columns: list) -> list:
+    """Three-valued AND of the columns: False wins, then None."""
+    if len(columns) == 1:
+        return columns[0]
+    if not any(None in column for column in columns):
+        return list(map(all, zip(*columns, strict=True)))
+    return [False if False in answers else (None if None in answers else True)
+            for answers in zip(*columns, strict=True)]
+
+
+def _either(columns: list) -> list:
+    """Three-valued OR of the columns: True wins, then None."""
+    if not any(None in column for column in columns):
+        return list(map(any, zip(*columns, strict=True)))
+    return [True if True in answers else (None if None in answers else False)
+            for answers in zip(*columns, strict=True)]
 
 
 def apply_shortcuts() -> None:
@@ -203,23 +274,16 @@ def apply_shortcuts() -> None:
             found = indexed.lookup(filter)
             if found is not None:
                 return found
-        plan = _simple_plan(filter)
-        if not plan:  # operators, sub-documents, ObjectIds, an empty filter...: the general path
+        plan = _plan(filter)
+        if not plan:  # other operators, sub-documents, ObjectIds, an empty filter...: the general path
             return scan(self, filter)
         self._store._remove_expired_documents()
         docs = list(self._store._documents.values())
-        if len(plan) == 1 and type(plan[0][2]) is not datetime:
-            # One comparison (the unique-index check, the tailer's poll): one pass in a
-            # comprehension; only values of another type go to the general matcher.
-            field, test, operand = plan[0]
-            kind, test = type(operand), test or operator.eq
-            values = list(map(operator.methodcaller("get", field), docs))
-            if set(map(type, values)) == {kind}:  # every value comparable: C loops only
-                return itertools.compress(docs, map(test, values, itertools.repeat(operand)))
-            return (doc for doc in [doc for doc in docs if type(doc.get(field)) is not kind
-                                    or test(doc[field], operand)]
-                    if type(doc.get(field)) is kind or filter_applies(filter, doc))
-        return (doc for doc in docs if _simple_match(plan, filter, doc, filter_applies))
+        answers = _column(plan, docs)
+        if None not in answers:
+            return itertools.compress(docs, answers)
+        return (doc for doc, answer in zip(docs, answers, strict=True)
+                if answer or (answer is None and filter_applies(filter, doc)))
 
     def remove_expired_documents(self):
         now = time.monotonic()
@@ -243,10 +307,12 @@ def apply_shortcuts() -> None:
         key = (self._factory, self._skip, self._limit)
         window = getattr(self, "_iamgate_window", None)
         if window is None or window[0][0] is not key[0] or window[0][1:] != key[1:]:
-            docs = itertools.islice(self._factory(), self._skip + abs(self._limit))
+            factory = self._factory
+            first = self._skip + abs(self._limit)
+            docs = itertools.islice(factory.func(*factory.args, skip=self._skip, first=first), abs(self._limit))
             if self.collection.codec_options.tz_aware:
                 docs = [_aware(doc) for doc in docs]
-            window = self._iamgate_window = (key, list(docs)[self._skip:])
+            window = self._iamgate_window = (key, list(docs))
         return window[1]
 
     expire = CollectionStore._expire_documents
@@ -269,6 +335,18 @@ def apply_shortcuts() -> None:
         due = itertools.compress(docs, map(operator.le, values, itertools.repeat(now - timedelta(seconds=expiry))))
         for doc in [doc for doc in due if self._value_meets_expiry(doc[key[0][0]], expiry, now)]:
             del self[doc["_id"]]
+
+    get_dataset = Collection._get_dataset
+
+    def dataset(self, spec, sort, fields, as_class, skip=0, first=None):
+        """mongomock's ``_get_dataset``, sorted by ``_sorted`` (only the ``first`` needed
+        when a limit says how many), and the first ``skip`` passed over without copies."""
+        keys = list(sort.items() if isinstance(sort, dict) else sort or ())
+        if any(key.startswith("$") or "." in key for key, _ in keys):
+            found = get_dataset(self, spec, sort, fields, as_class)
+            return itertools.islice(found, skip, first)
+        docs = _sorted(self._iter_documents(spec), keys, first) if keys else self._iter_documents(spec)
+        return (self._copy_only_fields(doc, fields, as_class) for doc in itertools.islice(docs, skip, None))
 
     set_item, del_item = CollectionStore.__setitem__, CollectionStore.__delitem__
 
@@ -345,12 +423,57 @@ def apply_shortcuts() -> None:
     mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
     Collection._iter_documents = iter_documents
     Collection.find_one = find_one
+    Collection._get_dataset = dataset
     Cursor._compute_results = compute_results
     CollectionStore._remove_expired_documents = remove_expired_documents
     CollectionStore._expire_documents = expire_documents
     CollectionStore._iamgate_general_expire_documents = expire
     CollectionStore.__setitem__, CollectionStore.__delitem__ = store_set, store_del
     Collection._iamgate_fast_paths = True
+
+
+def _sorted(docs, keys, first: int | None = None) -> list:
+    """``docs`` in the order of ``keys`` (``[(field, direction)]``), as mongomock orders
+    them (a stable sort per key, the last key first), only the first ``first`` of them
+    when given.  When every key's values are of one plain type (str, int or datetime; no
+    field missing), which order as MongoDB orders them, the documents are sorted by the
+    first key's values, and only each run of equal values by the next key; with
+    ``first``, only the documents up to the ``first``-th value (ties included) are
+    sorted.  Any other key: mongomock's BSON comparison, one pass per key."""
+    docs = list(docs)
+    columns = []
+    for field, direction in keys:
+        values = list(map(operator.methodcaller("get", field), docs))
+        kinds = set(map(type, values))
+        if len(kinds) != 1 or not kinds <= set(_SIMPLE_TYPES):
+            return _bson_sorted(docs, keys)[:first]
+        columns.append((values, direction < 0))
+    try:
+        order = _order(list(range(len(docs))), columns, first)
+    except TypeError:  # naive beside aware datetimes: mongomock's comparison says how
+        return _bson_sorted(docs, keys)[:first]
+    return list(map(docs.__getitem__, order))
+
+
+def _order(indices: list[int], columns: list, first: int | None) -> list[int]:
+    (values, reverse), rest = columns[0], columns[1:]
+    key = values.__getitem__
+    if first is not None and first < len(indices) // 4:
+        top = (heapq.nlargest if reverse else heapq.nsmallest)(first, indices, key=key)
+        if not top:
+            return []
+        edge = values[top[-1]]
+        indices = [i for i in indices if (values[i] >= edge if reverse else values[i] <= edge)]
+    order = sorted(indices, key=key, reverse=reverse)
+    if rest and len(set(map(key, order))) < len(order):  # ties: each run by the next key
+        order = [i for _, run in itertools.groupby(order, key=key) for i in _order(list(run), rest, None)]
+    return order[:first]
+
+
+def _bson_sorted(docs: list, keys) -> list:
+    for field, direction in reversed(keys):
+        docs = sorted(docs, key=functools.partial(resolve_sort_key, field), reverse=direction < 0)
+    return docs
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None), bytes, datetime})

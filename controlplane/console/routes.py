@@ -1,7 +1,7 @@
 """Routes of the console area: server-rendered pages under /console/ (docs/console.md)."""
 from __future__ import annotations
 
-from controlplane.console import access_rules, integrations, resources, settings
+from controlplane.console import access_rules, integrations, resources, settings, users
 from controlplane.console.web import Console
 
 TAG = "console"
@@ -80,3 +80,12 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/account/security", settings.Security(console, dashboard.mfa), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}/security",
                settings.OrganizationSecurity(console, dashboard.organizations, organization), TAG)
+    # Users of an application: the list and search, bulk actions, one user's page.
+    finder = users.UserFinder(services.users.admin, services.users.directory)
+    app_users = f"{BASE}/applications/{{applicationId}}/users"
+    routes.add(app_users, users.Users(console, dashboard.access, finder), TAG)
+    routes.add(f"{app_users}/bulk", users.BulkUsers(
+        console, dashboard.access, finder, services.users.admin, services.selfservice), TAG)
+    areas = users.UserAreas(mfa=services.mfa, roles=services.roles, abac=services.abac, audit=services.audit)
+    routes.add(f"{app_users}/{{userId}}", users.User(
+        console, dashboard.access, services.users.admin, services.users.directory, services.selfservice, areas), TAG)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from mongomock.collection import Collection
-from mongomock.filtering import filter_applies
+from mongomock.filtering import filter_applies, resolve_sort_key
 from pymongo import IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
@@ -529,3 +529,42 @@ def test_documents_read_are_copied_as_mongomock_copies_them(value, container):
     if isinstance(original, dict):
         assert copied is not original and all(copied[k] is not v for k, v in original.items()
                                                if isinstance(v, (list, dict)))
+
+
+def test_column_filters_and_sorts_answer_like_mongomock_itself():
+    """``$in``, ``$or`` and case-insensitive ``$regex`` filters are judged a column at a
+    time, and sorts by plain values skip the BSON comparison (the console's users list
+    over 100,000 users); each answers exactly as mongomock's general matcher and sort,
+    whatever mix of types the documents hold."""
+    base = datetime(2026, 1, 1)
+    odd = [None, 2.5, True, ["Ada"], {"x": 1}, base]
+    docs = [{"_id": f"d{i:03d}", "app": "a" if i % 4 else "b", "status": ("active", "suspended", "deleted")[i % 3],
+             "email": f"user-{i % 37}@Example.com", "name": ("Ada Lovelace", "Grace Hopper", "alan")[i % 3],
+             "n": i % 7, "at": base + timedelta(minutes=i % 11)} for i in range(120)]
+    for i, value in enumerate(odd):  # values only the general matcher and the BSON order judge
+        docs[i * 17]["name"] = value
+        docs[i * 17 + 1]["n"] = value
+    del docs[5]["email"]
+    coll = Store("memory://")["things"]
+    coll.insert_many([dict(d) for d in docs])
+    filters = [
+        {"app": "a", "status": {"$in": ["active", "suspended"]}},
+        {"app": "a", "status": {"$in": ["active"]}, "$or": [{"email": {"$regex": "USER-1", "$options": "i"}},
+                                                             {"name": {"$regex": "love", "$options": "i"}}]},
+        {"name": {"$regex": "^a"}}, {"n": {"$in": [2, 3]}}, {"n": {"$in": [2, "x"]}, "at": {"$gte": base}},
+        {"$or": [{"n": 1}, {"name": "alan"}]}, {"email": {"$regex": "example", "$options": "i"}},
+    ]
+    sorts = [[("at", -1), ("_id", 1)], [("n", 1), ("_id", -1)], [("name", 1)], [("status", -1), ("at", 1)]]
+    for f in filters:
+        matching = [d for d in docs if filter_applies(f, d)]  # mongomock's general matcher
+        assert [d["_id"] for d in coll.find(f)] == [d["_id"] for d in matching], f
+        assert coll.count_documents(f) == len(matching), f
+        for sort in sorts:
+            ordered = matching
+            for field, direction in reversed(sort):  # mongomock's own sort: BSON order, a pass per key
+                ordered = sorted(ordered, key=lambda d, field=field: resolve_sort_key(field, d), reverse=direction < 0)
+            whole = [d["_id"] for d in ordered]
+            assert [d["_id"] for d in coll.find(f).sort(sort)] == whole, (f, sort)
+            for skip, limit in ((0, 5), (3, 4), (0, 1), (max(0, len(whole) - 2), 5)):
+                page = [d["_id"] for d in coll.find(f).sort(sort).skip(skip).limit(limit)]
+                assert page == whole[skip:skip + limit], (f, sort, skip, limit)
