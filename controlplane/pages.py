@@ -93,7 +93,8 @@ class Pages:
     # ------------------------------------------------------------ rendering
 
     def render(self, resp, template: str, *, app: dict | None, status: int = 200,
-               form_action: Iterable[str] = (), connect_src: Iterable[str] = (), **context) -> None:
+               form_action: Iterable[str] = (), connect_src: Iterable[str] = (), script_self: bool = False,
+               **context) -> None:
         """Render ``template`` with ``context`` plus ``branding`` (of ``app``; neutral
         when None) and ``nonce``, and write it to ``resp`` with the hosted-page headers.
 
@@ -102,11 +103,13 @@ class Pages:
         the redirects that follow a submission too, so a consent form whose POST answers
         ``302 redirect_uri?code=...`` must list the client's redirect URI here.
         ``connect_src``: CSP sources the page's script may ``fetch`` (none by default).
+        ``script_self``: the page loads one of our own script files, so ``script-src``
+        allows ``'self'`` besides the nonce.
         """
         nonce = secrets.token_urlsafe(18)
         page = self._env.get_template(template).render(
             **context, branding=self.branding(app), nonce=nonce)
-        send_page(resp, page, _policy(nonce, form_action, connect_src), status=status)
+        send_page(resp, page, _policy(nonce, form_action, connect_src, script_self), status=status)
 
     @staticmethod
     def branding(app: dict | None) -> dict:
@@ -233,12 +236,15 @@ def _color(value) -> str | None:
     return value if isinstance(value, str) and _HEX_COLOR.match(value) else None
 
 
-def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str]) -> str:
+SELF = "'self' "
+
+
+def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str], script_self: bool = False) -> str:
     targets = " ".join(dict.fromkeys(["'self'", *(_origin(url) for url in form_action)]))
     directives = [
         "default-src 'none'",
         f"style-src 'nonce-{nonce}'",
-        f"script-src 'nonce-{nonce}'",
+        f"script-src {SELF if script_self else ''}'nonce-{nonce}'",
         "img-src https: data:",
         f"form-action {targets}",
         "frame-ancestors 'none'",

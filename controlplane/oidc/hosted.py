@@ -32,6 +32,7 @@ from controlplane.mfa.service import MfaService
 from controlplane.oidc.authorize import AuthorizeRequest, AuthorizeService
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
 from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
+from controlplane.passkeys.service import PASSWORDLESS, WEBAUTHN, PasskeyService
 from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
@@ -44,6 +45,12 @@ from shared.timeutil import Clock, aware, seconds
 PENDING_TTL = 600
 BROWSER_SESSION_TTL = 12 * 3600
 COOKIE_PREFIX = "iamgate_oidc_"
+# How the user signed in, as the ID token's ``amr`` (OIDC Core 2), in the registered
+# values of RFC 8176 section 2: ``pwd`` a password, ``otp`` a one-time code (TOTP or a
+# backup code), ``hwk`` proof of possession of an authenticator-held key (a passkey),
+# ``user`` the authenticator verified the user (required of a passkey alone), ``mfa``
+# more than one factor.
+PWD, OTP, HWK, USER, MFA = "pwd", "otp", "hwk", "user", "mfa"
 
 
 def session_cookie_name(app_id: str) -> str:
@@ -66,6 +73,7 @@ class Step:
     session_token: str | None = None
     session_ttl: int = 0
     signed_in_as: str | None = None  # the consent page's user (its email), for "Not you?"
+    passkey: dict | None = None  # {challenge_id, options}: the page's WebAuthn ceremony, when it offers one
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,7 @@ class HostedLogin:
     users: UserDirectory
     passwords: PasswordService
     registration: RegistrationService
+    passkeys: PasskeyService
     box: SecretBox
     clock: Clock
 
@@ -110,12 +119,14 @@ class HostedLogin:
         if session is None:
             if "none" in request.prompt:
                 raise request.error(LoginRequired)
-            return Step(request, page="login", handle=self._start(request, params, binding, "login"))
+            app = self.applications.get(request.app_id)
+            return Step(request, page="login", handle=self._start(request, params, binding, "login"),
+                        passkey=self.passkey_options(app) if app else None)
         if self.authorize.needs_consent(request, session["user_id"]):
             if "none" in request.prompt:
                 raise request.error(ConsentRequired)
             signed_in = {"user_id": session["user_id"], "session_id": session["session_id"],
-                         "auth_time": session["auth_time"]}
+                         "auth_time": session["auth_time"], "amr": session.get("amr")}
             return Step(request, page="consent", handle=self._start(request, params, binding, "consent", signed_in),
                         signed_in_as=self._email(request.app_id, session["user_id"]))
         return Step(request, redirect=self._code_redirect(request, session))
@@ -177,15 +188,50 @@ class HostedLogin:
             if self.pending.advance(pending.doc["_id"], "login", {"stage": "mfa", "mfa_challenge": sealed},
                                      self.clock()) is None:
                 raise AuthorizationRequestExpired()
-            return Step(pending.request, page="mfa", handle=pending.handle)
-        return self._signed_in(pending, "login", result)
+            return self.page_again(pending, "mfa", challenge_token=result["challenge_token"])
+        return self._signed_in(pending, "login", result, amr=[PWD])
+
+    def passkey_options(self, app: dict, *, challenge_token: str | None = None) -> dict | None:
+        """The WebAuthn options a page offers, or None when it offers none: the login
+        page's sign-in by passkey alone (the application's ``passkeys`` is
+        ``passwordless``), the MFA page's second factor (the login's challenge has
+        ``webauthn`` among its methods).  Each answer is a fresh single-use challenge
+        of ``PasskeyService``, the API's."""
+        if challenge_token is None and app.get("passkeys") != PASSWORDLESS:
+            return None
+        if self.passkeys.relying_party is None:
+            return None
+        if challenge_token is not None and self.mfa.pending_challenge(app["_id"], challenge_token, WEBAUTHN) is None:
+            return None
+        return self.passkeys.authentication_options(app, challenge_token=challenge_token)
+
+    def passkey_sign_in(self, pending: Pending, *, challenge_id: str, credential: dict, device_info: dict) -> Step:
+        """The login page's "Sign in with a passkey" (or the email field's autofill):
+        ``PasskeyService.authenticate``, the API's sign-in by passkey alone, under the
+        login's per-IP throttle; then the sign-in continues as after a password.  Its
+        errors (PASSKEY_*, suspension, throttle) propagate for the page to show."""
+        self.login.throttle(pending.app, device_info.get("ip") or "unknown")
+        pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
+                                          remember_me=False, device_info=device_info)
+        return self._signed_in(pending, "login", pair, amr=[HWK, USER])
 
     def verify_mfa(self, pending: Pending, *, code: str) -> Step:
         """The MFA page's post: ``MfaService.verify`` with the login's challenge; a wrong
         code propagates and the request stays at the MFA step."""
-        challenge = self.box.decrypt(pending.doc["mfa_challenge"]).decode("ascii")
-        pair, _ = self.mfa.verify(pending.app, challenge_token=challenge, code=code)
-        return self._signed_in(pending, "mfa", pair)
+        pair, _ = self.mfa.verify(pending.app, challenge_token=self.mfa_challenge(pending), code=code)
+        return self._signed_in(pending, "mfa", pair, amr=[PWD, OTP, MFA])
+
+    def verify_mfa_passkey(self, pending: Pending, *, challenge_id: str, credential: dict, device_info: dict) -> Step:
+        """The MFA page's "Use a passkey": ``PasskeyService.authenticate`` answering the
+        login's MFA challenge, as the API's second factor does."""
+        self.login.throttle(pending.app, device_info.get("ip") or "unknown")
+        pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
+                                          remember_me=False, device_info=device_info)
+        return self._signed_in(pending, "mfa", pair, amr=[PWD, HWK, MFA])
+
+    def mfa_challenge(self, pending: Pending) -> str:
+        """The login's MFA challenge token, kept sealed in the pending request."""
+        return self.box.decrypt(pending.doc["mfa_challenge"]).decode("ascii")
 
     def decide(self, pending: Pending, *, allow: bool) -> Step:
         """The consent page's post: Allow records the consent (consent.granted) and
@@ -225,17 +271,22 @@ class HostedLogin:
     def switch_user(self, pending: Pending, session_token: str | None) -> Step:
         """"Not you?" on the consent page: the browser session ends and the same
         request goes back to the login page, for whoever signs in next."""
-        cleared = {"stage": "login", "user_id": None, "session_id": None, "auth_time": None}
+        cleared = {"stage": "login", "user_id": None, "session_id": None, "auth_time": None, "amr": None}
         if self.pending.advance(pending.doc["_id"], "consent", cleared, self.clock()) is None:
             raise AuthorizationRequestExpired()
         self.end_browser_session(session_token)
-        return Step(pending.request, page="login", handle=pending.handle)
+        return self.page_again(pending, "login")
 
-    def page_again(self, pending: Pending, stage: str) -> Step:
+    def page_again(self, pending: Pending, stage: str, *, challenge_token: str | None = None) -> Step:
         """The page of ``stage`` once more, for the same request (and, on the consent
-        page, the same user)."""
+        page, the same user), with a fresh passkey challenge where the page offers one."""
         user_id = pending.doc.get("user_id") if stage == "consent" else None
-        return Step(pending.request, page=stage, handle=pending.handle,
+        passkey = None
+        if stage == "login":
+            passkey = self.passkey_options(pending.app)
+        elif stage == "mfa":
+            passkey = self.passkey_options(pending.app, challenge_token=challenge_token or self.mfa_challenge(pending))
+        return Step(pending.request, page=stage, handle=pending.handle, passkey=passkey,
                     signed_in_as=self._email(pending.request.app_id, user_id) if user_id else None)
 
     # ------------------------------------------------------------ internals
@@ -252,11 +303,11 @@ class HostedLogin:
         })
         return handle
 
-    def _signed_in(self, pending: Pending, stage: str, pair: dict) -> Step:
+    def _signed_in(self, pending: Pending, stage: str, pair: dict, *, amr: list[str]) -> Step:
         request, handle = pending.request, pending.handle
         principal = self.authenticator.user_token(pair["access_token"], request.app_id)
         signed_in = {"user_id": principal.user_id, "session_id": principal.session_id,
-                     "auth_time": int(principal.claims["iat"])}
+                     "auth_time": int(principal.claims["iat"]), "amr": amr}
         needs_consent, now = self.authorize.needs_consent(request, principal.user_id), self.clock()
         # The step first: of two racing posts only one goes on; a crash before the session
         # is stored leaves a request whose consent post still works, without a cookie.
@@ -280,5 +331,6 @@ class HostedLogin:
 
     def _code_redirect(self, request: AuthorizeRequest, signed_in: dict) -> str:
         code = self.authorize.issue_code(request.app_id, signed_in["user_id"], request,
-                                          auth_time=signed_in["auth_time"], session_id=signed_in["session_id"])
+                                          auth_time=signed_in["auth_time"], session_id=signed_in["session_id"],
+                                          amr=signed_in.get("amr"))
         return {"code": code, "state": request.state}

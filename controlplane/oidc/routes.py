@@ -26,6 +26,7 @@ def add_routes(routes, services):
                        ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister)):
         routes.add(f"/oidc/authorize/{path}",
                    page(services.oidc.hosted, services.pages, cookie_secure=secure, trusted_proxies=proxies), TAG)
+    routes.add("/oidc/assets/{filename}", hosted.HostedAsset(), TAG)
     routes.add("/oidc/token", token.Token(services.oidc.token), TAG)
     routes.add("/oidc/userinfo", userinfo.UserInfo(services.oidc.userinfo), TAG)
     routes.add("/oidc/revoke", revocation.Revoke(services.oidc.clients, services.oidc.revocation), TAG)
