@@ -69,7 +69,7 @@ node-test-deps:
 screenshots: $(STAMP)
 	IAMGATE_BCRYPT_ROUNDS=4 IAMGATE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(PY) -m pytest -q \
 		tests/oidc/test_hosted_browser.py tests/pages/test_browser.py \
-		tests/console/test_console_browser.py
+		tests/console/test_console_browser.py tests/passkeys/test_hosted_passkeys_browser.py
 
 ## Refresh the console's vendored htmx from npm, pinned (controlplane/console/vendor/README.md
 ## gives the version, licence and SRI hash; update them with HTMX_VERSION).

@@ -28,6 +28,7 @@ from dataclasses import KW_ONLY, dataclass
 
 from controlplane.applications.service import ApplicationService
 from controlplane.auth import Authenticator
+from controlplane.mfa.factor import TOTP
 from controlplane.mfa.service import MfaService
 from controlplane.oidc.authorize import AuthorizeRequest, AuthorizeService
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
@@ -74,6 +75,7 @@ class Step:
     session_ttl: int = 0
     signed_in_as: str | None = None  # the consent page's user (its email), for "Not you?"
     passkey: dict | None = None  # {challenge_id, options}: the page's WebAuthn ceremony, when it offers one
+    offers_code: bool = True  # the MFA page: the user has TOTP (and so backup codes) to answer with
 
 
 @dataclass(frozen=True)
@@ -281,12 +283,15 @@ class HostedLogin:
         """The page of ``stage`` once more, for the same request (and, on the consent
         page, the same user), with a fresh passkey challenge where the page offers one."""
         user_id = pending.doc.get("user_id") if stage == "consent" else None
-        passkey = None
+        passkey, offers_code = None, True
         if stage == "login":
             passkey = self.passkey_options(pending.app)
         elif stage == "mfa":
-            passkey = self.passkey_options(pending.app, challenge_token=challenge_token or self.mfa_challenge(pending))
-        return Step(pending.request, page=stage, handle=pending.handle, passkey=passkey,
+            challenge_token = challenge_token or self.mfa_challenge(pending)
+            passkey = self.passkey_options(pending.app, challenge_token=challenge_token)
+            offers_code = passkey is None or self.mfa.pending_challenge(pending.app["_id"], challenge_token,
+                                                                        TOTP) is not None
+        return Step(pending.request, page=stage, handle=pending.handle, passkey=passkey, offers_code=offers_code,
                     signed_in_as=self._email(pending.request.app_id, user_id) if user_id else None)
 
     # ------------------------------------------------------------ internals

@@ -11,10 +11,10 @@ from controlplane.console.assets import IMMUTABLE, accepts_gzip
 from controlplane.lockout import AccountLocked
 from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLocked
 from controlplane.oidc import wire
+from controlplane.oidc.assets import PASSKEY_SCRIPT
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, OAuthError
 from controlplane.oidc.hosted import Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
-from controlplane.oidc.assets import PASSKEY_SCRIPT
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
 from controlplane.passkeys.errors import (
@@ -113,6 +113,8 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
         context["login_hint"] = request.login_hint
     if step.page in ("login", "mfa"):
         context.update(passkey=step.passkey, passkey_script=PASSKEY_SCRIPT.url)
+    if step.page == "mfa":
+        context["offers_code"] = step.offers_code
     # The post may answer with a redirect to the client, and browsers hold it to form-action.
     resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=[request.redirect_uri],
                           script_self=step.passkey is not None, **context)
@@ -226,7 +228,9 @@ class HostedLogin(_HostedPage):
             try:
                 step = self.hosted.passkey_sign_in(pending, **passkey_answer(form), device_info=device_info)
             except (*_PASSKEY_REFUSALS, LoginsLimited, AccountSuspended) as exc:
-                return self.again(req, resp, pending, binding, exc)
+                # No autofill request on the page that says why: a browser that answers
+                # one by itself would be refused again in a loop.
+                return self.again(req, resp, pending, binding, exc, passkey_autofill=False)
             return render_step(self, req, resp, step, pending.app, binding)
         try:
             step = self.hosted.sign_in(pending, email=form.get("email", "").strip(), password=form.get("password", ""),
