@@ -205,9 +205,12 @@ class HostedLogin(_HostedPage):
                     "to the client with the code; wrong credentials show the login page again (401, 429 when "
                     "locked or throttled, 403 suspended). decision=forgot answers the reset-request page; "
                     "decision=cancel a 302 redirect_uri?error=access_denied&state=...; decision=register the "
-                    "sign-up page (when the application has oauth_hosted_registration_enabled).",
+                    "sign-up page (when the application has oauth_hosted_registration_enabled). decision=passkey with "
+                    "challenge_id and credential (PublicKeyCredential.toJSON()) signs in with a passkey alone "
+                    "(application setting passkeys: passwordless); a refused passkey shows the page again with its "
+                    "PASSKEY_* message (400).",
         errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended,
-                PasswordSignInDisabled],
+                PasswordSignInDisabled, *_PASSKEY_REFUSALS],
         also=_page_answers(401, 429),
     )}
 
@@ -244,10 +247,13 @@ class HostedMfa(_HostedPage):
     stage = "mfa"
     docs = {"POST": op(
         "Hosted login page: the MFA code (form post)",
-        description="HTML. Form fields code (TOTP or backup code), csrf_token, request. A wrong code shows the page "
-                    "again (401); an expired or locked challenge shows the error page. decision=cancel answers "
+        description="HTML. Form fields code (TOTP or backup code), csrf_token, request; or decision=passkey with "
+                    "challenge_id and credential (a passkey as the second factor). A wrong code shows the page "
+                    "again (401), a refused passkey with its PASSKEY_* message (400); an expired or locked challenge "
+                    "shows the error page. decision=cancel answers "
                     "302 redirect_uri?error=access_denied&state=....",
-        errors=[*_PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended],
+        errors=[*_PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended, LoginsLimited,
+                *_PASSKEY_REFUSALS],
         also=_page_answers(401, 429),
     )}
 
