@@ -15,8 +15,9 @@ Two kinds of state, both in MongoDB so any replica serves any page:
   ``request`` form field), stored as its digest.  Pages never carry redirect_uri, scope
   or state in hidden fields; every step re-validates the stored query, so a client
   deactivated meanwhile stops the flow.  The handle is bound to the browser's CSRF
-  cookie (stored as its digest) and moves through the stages login -> mfa -> consent ->
-  done with conditional writes, so it yields at most one code;
+  cookie (stored as its digest) and moves through the stages login -> mfa ->
+  passkey_offer (after a password, to a user without a passkey) -> consent -> done with
+  conditional writes, so it yields at most one code;
 - the **browser session** (``oidc_browser_sessions``, at most 12 hours and never longer
   than its V1 session): the cookie ``iamgate_oidc_<app_id>`` holds an opaque token,
   stored as its digest, that lets a later authorize of the same application skip the
@@ -52,6 +53,11 @@ COOKIE_PREFIX = "iamgate_oidc_"
 # ``user`` the authenticator verified the user (required of a passkey alone), ``mfa``
 # more than one factor.
 PWD, OTP, HWK, USER, MFA = "pwd", "otp", "hwk", "user", "mfa"
+OFFER = "passkey_offer"  # the stage (and page) that offers a passkey after a password sign-in
+
+
+def _decline_key(app_id: str, user_id: str) -> str:
+    return digest(f"{app_id}:{user_id}")[:22]
 
 
 def session_cookie_name(app_id: str) -> str:
@@ -87,6 +93,7 @@ class Pending:
     request: AuthorizeRequest
     app: dict
     handle: str
+    declined: frozenset = frozenset()  # the browser's "Not now" to a passkey (``decline_key``s)
 
 
 @dataclass(eq=False)
@@ -164,7 +171,7 @@ class HostedLogin:
 
     # ------------------------------------------------------------ the pages' posts
 
-    def resume(self, handle: str | None, binding: str, stage: str) -> Pending:
+    def resume(self, handle: str | None, binding: str, stage: str, *, declined: frozenset = frozenset()) -> Pending:
         """The pending request of ``handle`` at ``stage``, posted by the browser that
         started it (``binding``: its CSRF cookie), with its query validated again
         (an OAuthError of that validation is answered as at the authorize request)."""
@@ -176,7 +183,7 @@ class HostedLogin:
         app = self.applications.get(request.app_id)
         if app is None or not app.get("oauth_hosted_login_enabled"):
             raise AuthorizationRequestExpired()
-        return Pending(pending, request, app, handle)
+        return Pending(pending, request, app, handle, declined)
 
     def sign_in(self, pending: Pending, *, email: str, password: str, device_info: dict) -> Step:
         """The login page's post: the API login's IP throttle and ``LoginService.login``;
@@ -279,6 +286,36 @@ class HostedLogin:
         self.end_browser_session(session_token)
         return self.page_again(pending, "login")
 
+    def passkey_offer(self, pending: Pending, *, answer: dict | None) -> Step:
+        """The offer's post: ``answer`` ({challenge_id, credential}) registers the passkey
+        through ``PasskeyService.register`` (its errors propagate and the offer stays);
+        None is "Not now".  Either way the sign-in then goes on: consent or the code."""
+        if answer is not None:
+            self.passkeys.register(pending.app, pending.doc["user_id"], name=None, **answer)
+        request, now = pending.request, self.clock()
+        signed_in = {name: pending.doc.get(name) for name in ("user_id", "session_id", "auth_time", "amr")}
+        if self.authorize.needs_consent(request, signed_in["user_id"]):
+            if self.pending.advance(pending.doc["_id"], OFFER, {"stage": "consent"}, now) is None:
+                raise AuthorizationRequestExpired()
+            return Step(request, page="consent", handle=pending.handle,
+                        signed_in_as=self._email(request.app_id, signed_in["user_id"]))
+        if self.pending.advance(pending.doc["_id"], OFFER, {"stage": "done"}, now) is None:
+            raise AuthorizationRequestExpired()
+        self.pending.delete(pending.doc["_id"])
+        return Step(request, redirect=self._code_redirect(request, signed_in))
+
+    def decline_key(self, pending: Pending) -> str:
+        """What the browser keeps of a "Not now" (in its cookie): a digest of the
+        application and the user, not the user id itself."""
+        return _decline_key(pending.request.app_id, pending.doc["user_id"])
+
+    def _offers_passkey(self, pending: Pending, user_id: str, amr: list[str]) -> bool:
+        """After a password sign-in, to a user without a passkey, when the application
+        uses them and this browser has not said "Not now" for this user."""
+        return (PWD in amr and pending.app.get("passkeys", "off") != "off" and self.passkeys.relying_party is not None
+                and _decline_key(pending.request.app_id, user_id) not in pending.declined
+                and not self.passkeys.list(pending.request.app_id, user_id))
+
     def page_again(self, pending: Pending, stage: str, *, challenge_token: str | None = None) -> Step:
         """The page of ``stage`` once more, for the same request (and, on the consent
         page, the same user), with a fresh passkey challenge where the page offers one."""
@@ -286,6 +323,8 @@ class HostedLogin:
         passkey, offers_code = None, True
         if stage == "login":
             passkey = self.passkey_options(pending.app)
+        elif stage == OFFER:
+            passkey = self.passkeys.registration_options(pending.app, pending.doc["user_id"])
         elif stage == "mfa":
             challenge_token = challenge_token or self.mfa_challenge(pending)
             passkey = self.passkey_options(pending.app, challenge_token=challenge_token)
@@ -314,15 +353,19 @@ class HostedLogin:
         signed_in = {"user_id": principal.user_id, "session_id": principal.session_id,
                      "auth_time": int(principal.claims["iat"]), "amr": amr}
         needs_consent, now = self.authorize.needs_consent(request, principal.user_id), self.clock()
+        offer = self._offers_passkey(pending, principal.user_id, amr)
         # The step first: of two racing posts only one goes on; a crash before the session
         # is stored leaves a request whose consent post still works, without a cookie.
-        advanced = self.pending.advance(pending.doc["_id"], stage,
-                                         {"stage": "consent" if needs_consent else "done", **signed_in}, now)
+        following = OFFER if offer else "consent" if needs_consent else "done"
+        advanced = self.pending.advance(pending.doc["_id"], stage, {"stage": following, **signed_in}, now)
         if advanced is None:
             raise AuthorizationRequestExpired()
         token = random_token()
         self.browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
                                        "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
+        if offer:
+            return Step(request, page=OFFER, handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL,
+                        passkey=self.passkeys.registration_options(pending.app, principal.user_id))
         if needs_consent:
             return Step(request, page="consent", handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL,
                         signed_in_as=self._email(request.app_id, principal.user_id))

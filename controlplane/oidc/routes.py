@@ -23,7 +23,8 @@ def add_routes(routes, services):
     routes.add("/oidc/authorize", authorize.Authorize(services.oidc.authorize, services.authenticator,
                                                       services.oidc.hosted, services.pages, cookie_secure=secure), TAG)
     for path, page in (("login", hosted.HostedLogin), ("mfa", hosted.HostedMfa), ("consent", hosted.HostedConsent),
-                       ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister)):
+                       ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister),
+                       ("passkey-offer", hosted.HostedPasskeyOffer)):
         routes.add(f"/oidc/authorize/{path}",
                    page(services.oidc.hosted, services.pages, cookie_secure=secure, trusted_proxies=proxies), TAG)
     routes.add("/oidc/assets/{filename}", hosted.HostedAsset(), TAG)

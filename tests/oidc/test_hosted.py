@@ -941,3 +941,48 @@ def test_a_password_alone_says_pwd(ctx, browser, rp, person, exchange):
     verifier, challenge = pkce_pair()
     again = browser.get(authorize_url(rp, challenge=challenge))
     assert amr_of(ctx, exchange, rp, again, verifier) == ["pwd"]
+
+
+@PASSKEYS
+def test_after_a_password_the_offer_to_add_a_passkey_registers_one(ctx, browser, rp, hosted_app, person, exchange):
+    ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    verifier, challenge = pkce_pair()
+    offer = sign_in(browser, rp, person, challenge=challenge)
+    assert_page(offer, "Sign in faster next time")
+    assert "data-passkey-create" in offer.text
+    refused = post_created(browser, offer, SoftAuthenticator(), origin="https://evil.example")
+    assert_page(refused, "Sign in faster next time", 400)
+    assert ctx.passkeys.list(hosted_app["_id"], person["id"]) == []
+    consent = post_created(browser, refused, SoftAuthenticator())
+    assert_page(consent, "Allow access?")  # the sign-in goes on
+    assert len(ctx.passkeys.list(hosted_app["_id"], person["id"])) == 1
+    callback = browser.submit(consent, decision="allow")
+    assert amr_of(ctx, exchange, rp, callback, verifier) == ["pwd"]
+    # The passkey is now the user's second factor, and no other is offered.
+    assert_page(sign_in(browser, rp, person, prompt="login"), "Two-step verification")
+
+
+@PASSKEYS
+def test_not_now_is_remembered_by_the_browser_for_that_user(ctx, browser, client, rp, hosted_app, person,
+                                                            make_user):
+    ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    offer = sign_in(browser, rp, person)
+    consent = browser.submit(offer, decision="skip")
+    assert_page(consent, "Allow access?")
+    cookie = browser.last_set_cookies["iamgate_passkey_declined"]
+    assert cookie.http_only and cookie.path == "/oidc" and cookie.max_age > 300 * 24 * 3600
+    assert person["id"] not in cookie.value
+    browser.submit(consent, decision="allow")
+    again = sign_in(browser, rp, person, prompt="login")
+    assert again.status_code == 302  # consent given, no offer: straight to the code
+    # Another user in the same browser is still offered one; another browser is too.
+    other = make_user(hosted_app, name="Grace Hopper")
+    assert_page(sign_in(browser, rp, other, prompt="login"), "Sign in faster next time")
+    assert_page(sign_in(Browser(client), rp, person), "Sign in faster next time")
+
+
+def post_created(browser, page, authenticator: SoftAuthenticator, **falsify):
+    """What the offer's script posts: the passkey form's fields and the new credential."""
+    credential = authenticator.create(passkey_options(page), **falsify)
+    return browser.post(form_action(page), {**hidden_fields(page, passkey_form(page)),
+                                            "credential": json.dumps(credential)})

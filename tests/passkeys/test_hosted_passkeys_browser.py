@@ -3,11 +3,11 @@ with Chromium's virtual authenticator (WebDriver's Virtual Authenticators, WebAu
 Level 3 section 11) standing in for the device, against a live server on ``localhost``
 (an IP address cannot be an RP ID).
 
-One browser for every case (the suite's time budget): a discoverable passkey created by
-Chromium, then signed in with without typing an email; the email field's autofill
+One browser for every case (the suite's time budget): a discoverable passkey added at
+the offer that follows a password sign-in, then signed in with without typing an email; the email field's autofill
 (conditional mediation); a failed user verification; a sign count that goes backwards;
 the passkey deleted from the account (a lost device); and a non-resident security key
-as the MFA page's second factor.  Each sign-in's code is exchanged and the ID token's
+(added at the offer too) as the MFA page's second factor.  Each sign-in's code is exchanged and the ID token's
 ``amr`` checked.  The new pages are saved and scanned with axe-core.  Skipped, with the
 reason, where Chromium is not installed."""
 from __future__ import annotations
@@ -20,7 +20,11 @@ pytest.importorskip("selenium", reason="real-browser test skipped: the selenium 
 
 from authlib.common.security import generate_token  # noqa: E402
 from authlib.integrations.requests_client import OAuth2Session  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    TimeoutException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.virtual_authenticator import Credential, VirtualAuthenticatorOptions  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
@@ -29,22 +33,6 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from controlplane.passkeys.errors import CredentialUnknown, SignCountInvalid  # noqa: E402
 from tests.browser import console_errors  # noqa: E402
 from tests.conftest import bearer  # noqa: E402
-
-# Registration as a single-page application would do it, from a page of the server's
-# origin without a policy (the discovery document): the API's two steps around
-# navigator.credentials.create(), with the browser's own JSON helpers.
-REGISTER = """
-const [base, token, done] = arguments;
-const call = (path, body) => fetch(base + path, {method: "POST", body: JSON.stringify(body),
-    headers: {"Authorization": "Bearer " + token, "Content-Type": "application/json"}}).then(r => r.json());
-call("/registration/options", {}).then(async (answer) => {
-  if (!answer.data) return answer;
-  const data = answer.data;
-  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(data.options);
-  const credential = await navigator.credentials.create({publicKey});
-  return call("/registration/verify", {challenge_id: data.challenge_id, credential: credential.toJSON()});
-}).then(done, error => done({error: String(error)}));
-"""
 
 
 def platform(user_verified: bool = True) -> VirtualAuthenticatorOptions:
@@ -66,7 +54,7 @@ def config_overrides(live_url):
 
 
 def test_passkeys_on_the_hosted_login_in_chromium(live_server, browser, check_page, ctx, application, make_user,
-                                                  login, make_api_key, client):
+                                                  make_api_key, client):
     app_id = application["_id"]
     ctx.applications.update(app_id, {"oauth_hosted_login_enabled": True, "passkeys": "passwordless"})
     ctx.applications.update_branding(app_id, {"brand_name": "Acme Photos", "brand_color": "#0b7a53"})
@@ -75,8 +63,8 @@ def test_passkeys_on_the_hosted_login_in_chromium(live_server, browser, check_pa
                                    headers=bearer(make_api_key(application, permissions=["oidc:manage"])),
                                    json={"name": "Photo Printer", "redirect_uris": [callback]})
     rp = created.json["data"]
-    passkeys_api = f"{live_server}/api/v1/applications/{app_id}/auth/passkeys"
-    wait = WebDriverWait(browser, 10, ignored_exceptions=[StaleElementReferenceException])  # pages replace pages
+    # Pages replace pages under a waiting lookup: a node gone meanwhile is looked up again.
+    wait = WebDriverWait(browser, 10, ignored_exceptions=[StaleElementReferenceException, WebDriverException])
 
     def start(stays=True):
         """A new authorization that asks for a login (prompt=login): the login page
@@ -128,18 +116,24 @@ def test_passkeys_on_the_hosted_login_in_chromium(live_server, browser, check_pa
         wait.until(lambda b: words in b.find_element(By.TAG_NAME, "main").text)
         assert "/callback" not in browser.current_url
 
-    def register(user_token: str) -> dict:
-        browser.get(f"{live_server}/.well-known/openid-configuration")
-        answer = browser.execute_async_script(REGISTER, passkeys_api, user_token)
-        assert "data" in answer, answer
-        return answer["data"]
+    def password_then_offer(person) -> tuple:
+        """Sign in with the password; the offer to add a passkey follows."""
+        session, verifier = start()
+        browser.find_element(By.ID, "email").send_keys(person["email"])
+        browser.find_element(By.ID, "password").send_keys(person["password"])
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(expected_conditions.title_contains("Sign in faster"))
+        return session, verifier
 
-    # 1. A discoverable passkey with user verification (a phone or a laptop's platform
-    #    authenticator), created by Chromium through the API.
+    # 1. After a password, the offer: "Add a passkey" creates a discoverable passkey with
+    #    user verification (a phone's or a laptop's platform authenticator).
     ada = make_user(application, email="ada@example.com", name="Ada Lovelace")
-    ada_token = login(application, ada["email"], ada["password"])["access_token"]
     browser.add_virtual_authenticator(platform())
-    passkey = register(ada_token)
+    session, verifier = password_then_offer(ada)
+    check_page("oidc-passkey-offer")
+    browser.find_element(By.CSS_SELECTOR, "button[data-passkey-button]").click()
+    assert finish(session, verifier)["amr"] == ["pwd"]
+    [passkey] = ctx.passkeys.list(app_id, ada["id"])
     assert passkey["discoverable"] is True and passkey["user_verified"] is True
 
     # 2. Autofill: the email field's conditional request (autocomplete="username
@@ -178,22 +172,22 @@ def test_passkeys_on_the_hosted_login_in_chromium(live_server, browser, check_pa
 
     # 6. The passkey deleted from the account (a lost device): the authenticator still
     #    holds the key, the server no longer knows it.
-    deleted = client.simulate_delete(f"/api/v1/applications/{app_id}/auth/passkeys/{passkey['id']}",
-                                     headers=bearer(ada_token))
-    assert deleted.status_code == 204, deleted.text
+    ctx.passkeys.delete(ctx.applications.get(app_id), ada["id"], passkey["id"])  # the API's DELETE
     session, verifier = start_without_autofill()
     ask_passkey()
     refused_with(CredentialUnknown.message)
     browser.remove_virtual_authenticator()
 
-    # 7. A security key without resident keys or user verification, as the second factor:
-    #    the password first, then "Use a passkey" on the MFA page.
+    # 7. A security key without resident keys or user verification, added at the offer,
+    #    then the second factor: the password first, then "Use a passkey" on the MFA page.
     grace = make_user(application, email="grace@example.com", name="Grace Hopper")
-    grace_token = login(application, grace["email"], grace["password"])["access_token"]
     browser.add_virtual_authenticator(VirtualAuthenticatorOptions(
         protocol=VirtualAuthenticatorOptions.Protocol.CTAP2, transport=VirtualAuthenticatorOptions.Transport.USB,
         has_resident_key=False, has_user_verification=False))
-    key = register(grace_token)
+    session, verifier = password_then_offer(grace)
+    browser.find_element(By.CSS_SELECTOR, "button[data-passkey-button]").click()
+    assert finish(session, verifier)["amr"] == ["pwd"]
+    [key] = ctx.passkeys.list(app_id, grace["id"])
     assert key["discoverable"] is not True
     session, verifier = start()
     browser.find_element(By.ID, "email").send_keys(grace["email"])

@@ -13,14 +13,16 @@ from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLock
 from controlplane.oidc import wire
 from controlplane.oidc.assets import PASSKEY_SCRIPT
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, OAuthError
-from controlplane.oidc.hosted import Step, session_cookie_name
+from controlplane.oidc.hosted import OFFER, Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
 from controlplane.passkeys.errors import (
+    AuthenticatorNotAllowed,
     ChallengeInvalid,
     CredentialUnknown,
     OriginMismatch,
+    PasskeyAlreadyRegistered,
     PasskeysDisabled,
     PasswordSignInDisabled,
     RpIdMismatch,
@@ -43,8 +45,8 @@ from controlplane.users.schemas import EMAIL_ONLY, REGISTER
 from shared.errors import DomainError, NotFound, PayloadTooLarge, ValidationFailed
 from shared.http import client_ip, no_store, status_of
 
-_PAGES = ("login", "mfa", "consent", "forgot", "register")
-_ACTIONS = {page: f"/oidc/authorize/{page}" for page in _PAGES}
+_PAGES = ("login", "mfa", "consent", "forgot", "register", OFFER)
+_ACTIONS = {page: f"/oidc/authorize/{page.replace('_', '-')}" for page in _PAGES}
 _TEMPLATES = {page: f"oidc_{page}.html" for page in _PAGES}
 _ERROR_TITLES = {
     400: "This sign-in link is not valid",
@@ -111,7 +113,7 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
         context["error"] = error
     if step.page == "login":
         context["login_hint"] = request.login_hint
-    if step.page in ("login", "mfa"):
+    if step.page in ("login", "mfa", OFFER):
         context.update(passkey=step.passkey, passkey_script=PASSKEY_SCRIPT.url)
     if step.page == "mfa":
         context["offers_code"] = step.offers_code
@@ -155,7 +157,8 @@ class _HostedPage(Resource):
             form = read_form(req)
             self.pages.check_csrf(req, form.get("csrf_token"))
             binding = req.cookies[CSRF_COOKIE]
-            pending = self.hosted.resume(form.get("request"), binding, self.stage)
+            declined = frozenset(req.cookies.get(DECLINED_COOKIE, "").split())
+            pending = self.hosted.resume(form.get("request"), binding, self.stage, declined=declined)
         except OAuthError as exc:
             if exc.redirect_uri is not None:
                 raise
@@ -186,6 +189,12 @@ class _HostedPage(Resource):
 
 
 _PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
+# The browser's "Not now" to the passkey offer, per application and user (a digest of
+# both, space-separated, the last few): a passkey belongs to a device, so the offer is
+# the browser's to remember, and a new device is offered one again.
+DECLINED_COOKIE = "iamgate_passkey_declined"
+DECLINED_KEPT = 8
+DECLINED_TTL = 365 * 24 * 3600
 # A passkey the page's ceremony did not accept: the page again, with the error's words.
 _PASSKEY_REFUSALS = (ValidationFailed, ChallengeInvalid, OriginMismatch, RpIdMismatch, VerificationFailed,
                      CredentialUnknown, UserVerificationRequired, SignCountInvalid, PasskeysDisabled)
@@ -399,3 +408,36 @@ class HostedAsset(Resource):
         if gzipped:
             resp.set_header("Content-Encoding", "gzip")
         resp.data = asset.gzipped if gzipped else asset.body
+
+
+class HostedPasskeyOffer(_HostedPage):
+    """After a password sign-in, to a user without a passkey when the application uses
+    them: "Add a passkey" (the API's registration, ``PasskeyService.register``) or
+    "Not now" (remembered by this browser for this user); then the sign-in goes on."""
+
+    stage = OFFER
+    docs = {"POST": op(
+        "Hosted login page: the offer to add a passkey (form post)",
+        description="HTML. decision=add with challenge_id and credential (PublicKeyCredential.toJSON() of "
+                    "navigator.credentials.create()) registers the passkey; decision=skip declines, remembered by "
+                    "the cookie iamgate_passkey_declined for this application and user. Then the consent page or "
+                    "the 302 with the code. A refused registration shows the offer again with its PASSKEY_* message.",
+        errors=[*_PAGE_ERRORS, *_PASSKEY_REFUSALS, AuthenticatorNotAllowed, PasskeyAlreadyRegistered],
+        also=_page_answers(409),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        decision = form.get("decision")
+        if decision == "skip":
+            kept = [key for key in pending.declined if key != self.hosted.decline_key(pending)]
+            value = " ".join([*kept[-(DECLINED_KEPT - 1):], self.hosted.decline_key(pending)])
+            resp.set_cookie(DECLINED_COOKIE, value, path="/oidc", max_age=DECLINED_TTL, secure=self.cookie_secure,
+                            http_only=True, same_site="Lax")
+            return render_step(self, req, resp, self.hosted.passkey_offer(pending, answer=None), pending.app, binding)
+        if decision != "passkey":
+            return self.again(req, resp, pending, binding)
+        try:
+            step = self.hosted.passkey_offer(pending, answer=passkey_answer(form))
+        except (*_PASSKEY_REFUSALS, AuthenticatorNotAllowed, PasskeyAlreadyRegistered) as exc:
+            return self.again(req, resp, pending, binding, exc)
+        render_step(self, req, resp, step, pending.app, binding)
