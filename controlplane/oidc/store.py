@@ -8,7 +8,8 @@ document carries ``app_id``, and every secret is stored as its SHA-256 digest.
   first client credentials token), is_active, created_at, updated_at}.
 - ``oidc_codes``: {_id: digest(code), app_id, client_id, user_id, session_id,
   redirect_uri, scopes, nonce, code_challenge, auth_time, amr (the hosted login's; None
-  otherwise), created_at, expires_at, used_at, grant_id, replayed_at}; single use (``consume`` is one conditional write).
+  otherwise), created_at, expires_at, used_at, grant_id, replayed_at}; single use
+  (``consume`` is one conditional write).
 - ``oidc_refresh_tokens``: one document per grant (refresh-token family) {_id: grant
   id, app_id, client_id, user_id, session_id, scopes, auth_time, amr, token_digest (the live
   token), previous_digest + rotated_at (the token rotated last), spent_digests (every
