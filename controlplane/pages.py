@@ -96,7 +96,7 @@ class Pages:
 
     def render(self, resp, template: str, *, app: dict | None, status: int = 200,
                form_action: Iterable[str] = (), connect_src: Iterable[str] = (), framed: bool = False,
-               **context) -> None:
+               script_self: bool = False, **context) -> None:
         """Render ``template`` with ``context`` plus ``branding`` (of ``app``; neutral
         when None) and ``nonce``, and write it to ``resp`` with the hosted-page headers.
 
@@ -108,11 +108,13 @@ class Pages:
         ``framed``: the page may be framed by the control plane's own pages
         (``frame-ancestors 'self'``) and its forms post nowhere (``form-action 'none'``):
         only the console's branding preview; every other page may be framed by none.
+        ``script_self``: the page loads one of our own script files, so ``script-src``
+        allows ``'self'`` besides the nonce.
         """
         nonce = secrets.token_urlsafe(18)
         page = self._env.get_template(template).render(
             **context, branding=self.branding(app), nonce=nonce)
-        send_page(resp, page, _policy(nonce, form_action, connect_src, framed), status=status,
+        send_page(resp, page, _policy(nonce, form_action, connect_src, framed, script_self), status=status,
                   frame_options="SAMEORIGIN" if framed else "DENY")
 
     @staticmethod
@@ -241,13 +243,17 @@ def _color(value) -> str | None:
     return value if isinstance(value, str) and _HEX_COLOR.match(value) else None
 
 
-def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str], framed: bool = False) -> str:
+SELF = "'self' "
+
+
+def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str], framed: bool = False,
+            script_self: bool = False) -> str:
     # A framed page is a preview: its forms must not post anywhere.
     targets = "'none'" if framed else " ".join(dict.fromkeys(["'self'", *(_origin(url) for url in form_action)]))
     directives = [
         "default-src 'none'",
         f"style-src 'nonce-{nonce}'",
-        f"script-src 'nonce-{nonce}'",
+        f"script-src {SELF if script_self else ''}'nonce-{nonce}'",
         "img-src https: data:",
         f"form-action {targets}",
         "frame-ancestors 'self'" if framed else "frame-ancestors 'none'",

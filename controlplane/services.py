@@ -356,7 +356,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         hosted=HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
                            applications=applications, login=login, mfa=mfa, authenticator=authenticator,
                            sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
-                           box=box, clock=clock))
+                           passkeys=passkeys, box=box, clock=clock))
 
     selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
                               oidc_connections, audit, rate_limit_export=config.rate_limit_export)

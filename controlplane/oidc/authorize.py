@@ -236,7 +236,7 @@ class AuthorizeService:
     # ------------------------------------------------------------------ the code
 
     def issue_code(self, app_id: str, user_id: str, request: AuthorizeRequest, *, auth_time: int,
-                   session_id: str | None) -> str:
+                   session_id: str | None, amr: list[str] | None = None) -> str:
         """RFC 6749 4.1.2: a code the client exchanges once, within 60 s, stored as its
         digest with everything the token request must match."""
         if app_id != request.app_id:
@@ -246,7 +246,7 @@ class AuthorizeService:
             "_id": digest(code), "app_id": app_id, "client_id": request.client_id, "user_id": user_id,
             "session_id": session_id, "redirect_uri": request.redirect_uri, "scopes": list(request.scopes),
             "nonce": request.nonce, "code_challenge": request.code_challenge, "auth_time": int(auth_time),
-            "created_at": now, "expires_at": now + seconds(CODE_TTL), "used_at": None, "grant_id": None,
+            "amr": amr, "created_at": now, "expires_at": now + seconds(CODE_TTL), "used_at": None, "grant_id": None,
             "replayed_at": None,
         })
         return code

@@ -14,8 +14,9 @@
   carries iss, aud, iat, exp, jti, client_id, scope and app_id, but no sid, auth_time or
   grant_id.  Userinfo refuses it; introspection describes it while its client is active.
 - The ID token (OIDC Core 2, 3.1.3.6) carries iss, sub (the user id), aud (the
-  client_id), exp, iat, auth_time, nonce (when the request had one), at_hash, sid, and
-  by scope email/email_verified (email) and name/picture (profile).
+  client_id), exp, iat, auth_time, nonce (when the request had one), at_hash, sid, amr
+  (how the user signed in at the hosted login, RFC 8176 values: ``controlplane.oidc.hosted``),
+  and by scope email/email_verified (email) and name/picture (profile).
 
 Both are signed with the active key of ``SigningKeys`` through ``TokenService.sign`` and
 verified with the algorithm pinned to RS256, so ``alg: none`` and HS256 tokens (HMAC
@@ -100,7 +101,7 @@ class OidcTokens:
         }, headers={"typ": ACCESS_TOKEN_TYPE})
 
     def id_token(self, user: dict, *, client_id: str, scopes, auth_time: int, nonce: str | None, access_token: str,
-                 session_id: str | None) -> str:
+                 session_id: str | None, amr: list[str] | None = None) -> str:
         now = self._now()
         claims = {
             "iss": self.issuer, "sub": user["_id"], "aud": client_id, "iat": now, "exp": now + self.access_ttl,
@@ -109,6 +110,8 @@ class OidcTokens:
         }
         if nonce is not None:
             claims["nonce"] = nonce
+        if amr:
+            claims["amr"] = amr
         return self.tokens.sign(claims, headers={"typ": "JWT"})
 
     def verify_access_token(self, token: str) -> dict:

@@ -13,7 +13,7 @@ from shared.jwts import ALGORITHM
 CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
 # A public client ("none") names itself at the token and revocation endpoints only.
 PUBLIC_CLIENT_AUTH_METHODS = [*CLIENT_AUTH_METHODS, "none"]
-CLAIMS = ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "email", "email_verified",
+CLAIMS = ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "amr", "email", "email_verified",
           "name", "picture"]
 
 

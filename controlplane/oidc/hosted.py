@@ -15,8 +15,9 @@ Two kinds of state, both in MongoDB so any replica serves any page:
   ``request`` form field), stored as its digest.  Pages never carry redirect_uri, scope
   or state in hidden fields; every step re-validates the stored query, so a client
   deactivated meanwhile stops the flow.  The handle is bound to the browser's CSRF
-  cookie (stored as its digest) and moves through the stages login -> mfa -> consent ->
-  done with conditional writes, so it yields at most one code;
+  cookie (stored as its digest) and moves through the stages login -> mfa ->
+  passkey_offer (after a password, to a user without a passkey) -> consent -> done with
+  conditional writes, so it yields at most one code;
 - the **browser session** (``oidc_browser_sessions``, at most 12 hours and never longer
   than its V1 session): the cookie ``iamgate_oidc_<app_id>`` holds an opaque token,
   stored as its digest, that lets a later authorize of the same application skip the
@@ -28,10 +29,12 @@ from dataclasses import KW_ONLY, dataclass
 
 from controlplane.applications.service import ApplicationService
 from controlplane.auth import Authenticator
+from controlplane.mfa.factor import TOTP
 from controlplane.mfa.service import MfaService
 from controlplane.oidc.authorize import AuthorizeRequest, AuthorizeService
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
 from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
+from controlplane.passkeys.service import PASSWORDLESS, WEBAUTHN, PasskeyService
 from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
@@ -44,6 +47,17 @@ from shared.timeutil import Clock, aware, seconds
 PENDING_TTL = 600
 BROWSER_SESSION_TTL = 12 * 3600
 COOKIE_PREFIX = "iamgate_oidc_"
+# How the user signed in, as the ID token's ``amr`` (OIDC Core 2), in the registered
+# values of RFC 8176 section 2: ``pwd`` a password, ``otp`` a one-time code (TOTP or a
+# backup code), ``hwk`` proof of possession of an authenticator-held key (a passkey),
+# ``user`` the authenticator verified the user (required of a passkey alone), ``mfa``
+# more than one factor.
+PWD, OTP, HWK, USER, MFA = "pwd", "otp", "hwk", "user", "mfa"
+OFFER = "passkey_offer"  # the stage (and page) that offers a passkey after a password sign-in
+
+
+def _decline_key(app_id: str, user_id: str) -> str:
+    return digest(f"{app_id}:{user_id}")[:22]
 
 
 def session_cookie_name(app_id: str) -> str:
@@ -66,6 +80,8 @@ class Step:
     session_token: str | None = None
     session_ttl: int = 0
     signed_in_as: str | None = None  # the consent page's user (its email), for "Not you?"
+    passkey: dict | None = None  # {challenge_id, options}: the page's WebAuthn ceremony, when it offers one
+    offers_code: bool = True  # the MFA page: the user has TOTP (and so backup codes) to answer with
 
 
 @dataclass(frozen=True)
@@ -77,6 +93,7 @@ class Pending:
     request: AuthorizeRequest
     app: dict
     handle: str
+    declined: frozenset = frozenset()  # the browser's "Not now" to a passkey (``decline_key``s)
 
 
 @dataclass(eq=False)
@@ -93,6 +110,7 @@ class HostedLogin:
     users: UserDirectory
     passwords: PasswordService
     registration: RegistrationService
+    passkeys: PasskeyService
     box: SecretBox
     clock: Clock
 
@@ -110,12 +128,14 @@ class HostedLogin:
         if session is None:
             if "none" in request.prompt:
                 raise request.error(LoginRequired)
-            return Step(request, page="login", handle=self._start(request, params, binding, "login"))
+            app = self.applications.get(request.app_id)
+            return Step(request, page="login", handle=self._start(request, params, binding, "login"),
+                        passkey=self.passkey_options(app) if app else None)
         if self.authorize.needs_consent(request, session["user_id"]):
             if "none" in request.prompt:
                 raise request.error(ConsentRequired)
             signed_in = {"user_id": session["user_id"], "session_id": session["session_id"],
-                         "auth_time": session["auth_time"]}
+                         "auth_time": session["auth_time"], "amr": session.get("amr")}
             return Step(request, page="consent", handle=self._start(request, params, binding, "consent", signed_in),
                         signed_in_as=self._email(request.app_id, session["user_id"]))
         return Step(request, redirect=self._code_redirect(request, session))
@@ -151,7 +171,7 @@ class HostedLogin:
 
     # ------------------------------------------------------------ the pages' posts
 
-    def resume(self, handle: str | None, binding: str, stage: str) -> Pending:
+    def resume(self, handle: str | None, binding: str, stage: str, *, declined: frozenset = frozenset()) -> Pending:
         """The pending request of ``handle`` at ``stage``, posted by the browser that
         started it (``binding``: its CSRF cookie), with its query validated again
         (an OAuthError of that validation is answered as at the authorize request)."""
@@ -163,7 +183,7 @@ class HostedLogin:
         app = self.applications.get(request.app_id)
         if app is None or not app.get("oauth_hosted_login_enabled"):
             raise AuthorizationRequestExpired()
-        return Pending(pending, request, app, handle)
+        return Pending(pending, request, app, handle, declined)
 
     def sign_in(self, pending: Pending, *, email: str, password: str, device_info: dict) -> Step:
         """The login page's post: the API login's IP throttle and ``LoginService.login``;
@@ -177,15 +197,50 @@ class HostedLogin:
             if self.pending.advance(pending.doc["_id"], "login", {"stage": "mfa", "mfa_challenge": sealed},
                                      self.clock()) is None:
                 raise AuthorizationRequestExpired()
-            return Step(pending.request, page="mfa", handle=pending.handle)
-        return self._signed_in(pending, "login", result)
+            return self.page_again(pending, "mfa", challenge_token=result["challenge_token"])
+        return self._signed_in(pending, "login", result, amr=[PWD])
+
+    def passkey_options(self, app: dict, *, challenge_token: str | None = None) -> dict | None:
+        """The WebAuthn options a page offers, or None when it offers none: the login
+        page's sign-in by passkey alone (the application's ``passkeys`` is
+        ``passwordless``), the MFA page's second factor (the login's challenge has
+        ``webauthn`` among its methods).  Each answer is a fresh single-use challenge
+        of ``PasskeyService``, the API's."""
+        if challenge_token is None and app.get("passkeys") != PASSWORDLESS:
+            return None
+        if self.passkeys.relying_party is None:
+            return None
+        if challenge_token is not None and self.mfa.pending_challenge(app["_id"], challenge_token, WEBAUTHN) is None:
+            return None
+        return self.passkeys.authentication_options(app, challenge_token=challenge_token)
+
+    def passkey_sign_in(self, pending: Pending, *, challenge_id: str, credential: dict, device_info: dict) -> Step:
+        """The login page's "Sign in with a passkey" (or the email field's autofill):
+        ``PasskeyService.authenticate``, the API's sign-in by passkey alone, under the
+        login's per-IP throttle; then the sign-in continues as after a password.  Its
+        errors (PASSKEY_*, suspension, throttle) propagate for the page to show."""
+        self.login.throttle(pending.app, device_info.get("ip") or "unknown")
+        pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
+                                          remember_me=False, device_info=device_info)
+        return self._signed_in(pending, "login", pair, amr=[HWK, USER])
 
     def verify_mfa(self, pending: Pending, *, code: str) -> Step:
         """The MFA page's post: ``MfaService.verify`` with the login's challenge; a wrong
         code propagates and the request stays at the MFA step."""
-        challenge = self.box.decrypt(pending.doc["mfa_challenge"]).decode("ascii")
-        pair, _ = self.mfa.verify(pending.app, challenge_token=challenge, code=code)
-        return self._signed_in(pending, "mfa", pair)
+        pair, _ = self.mfa.verify(pending.app, challenge_token=self.mfa_challenge(pending), code=code)
+        return self._signed_in(pending, "mfa", pair, amr=[PWD, OTP, MFA])
+
+    def verify_mfa_passkey(self, pending: Pending, *, challenge_id: str, credential: dict, device_info: dict) -> Step:
+        """The MFA page's "Use a passkey": ``PasskeyService.authenticate`` answering the
+        login's MFA challenge, as the API's second factor does."""
+        self.login.throttle(pending.app, device_info.get("ip") or "unknown")
+        pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
+                                          remember_me=False, device_info=device_info)
+        return self._signed_in(pending, "mfa", pair, amr=[PWD, HWK, MFA])
+
+    def mfa_challenge(self, pending: Pending) -> str:
+        """The login's MFA challenge token, kept sealed in the pending request."""
+        return self.box.decrypt(pending.doc["mfa_challenge"]).decode("ascii")
 
     def decide(self, pending: Pending, *, allow: bool) -> Step:
         """The consent page's post: Allow records the consent (consent.granted) and
@@ -225,17 +280,57 @@ class HostedLogin:
     def switch_user(self, pending: Pending, session_token: str | None) -> Step:
         """"Not you?" on the consent page: the browser session ends and the same
         request goes back to the login page, for whoever signs in next."""
-        cleared = {"stage": "login", "user_id": None, "session_id": None, "auth_time": None}
+        cleared = {"stage": "login", "user_id": None, "session_id": None, "auth_time": None, "amr": None}
         if self.pending.advance(pending.doc["_id"], "consent", cleared, self.clock()) is None:
             raise AuthorizationRequestExpired()
         self.end_browser_session(session_token)
-        return Step(pending.request, page="login", handle=pending.handle)
+        return self.page_again(pending, "login")
 
-    def page_again(self, pending: Pending, stage: str) -> Step:
+    def passkey_offer(self, pending: Pending, *, answer: dict | None) -> Step:
+        """The offer's post: ``answer`` ({challenge_id, credential}) registers the passkey
+        through ``PasskeyService.register`` (its errors propagate and the offer stays);
+        None is "Not now".  Either way the sign-in then goes on: consent or the code."""
+        if answer is not None:
+            self.passkeys.register(pending.app, pending.doc["user_id"], name=None, **answer)
+        request, now = pending.request, self.clock()
+        signed_in = {name: pending.doc.get(name) for name in ("user_id", "session_id", "auth_time", "amr")}
+        if self.authorize.needs_consent(request, signed_in["user_id"]):
+            if self.pending.advance(pending.doc["_id"], OFFER, {"stage": "consent"}, now) is None:
+                raise AuthorizationRequestExpired()
+            return Step(request, page="consent", handle=pending.handle,
+                        signed_in_as=self._email(request.app_id, signed_in["user_id"]))
+        if self.pending.advance(pending.doc["_id"], OFFER, {"stage": "done"}, now) is None:
+            raise AuthorizationRequestExpired()
+        self.pending.delete(pending.doc["_id"])
+        return Step(request, redirect=self._code_redirect(request, signed_in))
+
+    def decline_key(self, pending: Pending) -> str:
+        """What the browser keeps of a "Not now" (in its cookie): a digest of the
+        application and the user, not the user id itself."""
+        return _decline_key(pending.request.app_id, pending.doc["user_id"])
+
+    def _offers_passkey(self, pending: Pending, user_id: str, amr: list[str]) -> bool:
+        """After a password sign-in, to a user without a passkey, when the application
+        uses them and this browser has not said "Not now" for this user."""
+        return (PWD in amr and pending.app.get("passkeys", "off") != "off" and self.passkeys.relying_party is not None
+                and _decline_key(pending.request.app_id, user_id) not in pending.declined
+                and not self.passkeys.list(pending.request.app_id, user_id))
+
+    def page_again(self, pending: Pending, stage: str, *, challenge_token: str | None = None) -> Step:
         """The page of ``stage`` once more, for the same request (and, on the consent
-        page, the same user)."""
+        page, the same user), with a fresh passkey challenge where the page offers one."""
         user_id = pending.doc.get("user_id") if stage == "consent" else None
-        return Step(pending.request, page=stage, handle=pending.handle,
+        passkey, offers_code = None, True
+        if stage == "login":
+            passkey = self.passkey_options(pending.app)
+        elif stage == OFFER:
+            passkey = self.passkeys.registration_options(pending.app, pending.doc["user_id"])
+        elif stage == "mfa":
+            challenge_token = challenge_token or self.mfa_challenge(pending)
+            passkey = self.passkey_options(pending.app, challenge_token=challenge_token)
+            offers_code = passkey is None or self.mfa.pending_challenge(pending.app["_id"], challenge_token,
+                                                                        TOTP) is not None
+        return Step(pending.request, page=stage, handle=pending.handle, passkey=passkey, offers_code=offers_code,
                     signed_in_as=self._email(pending.request.app_id, user_id) if user_id else None)
 
     # ------------------------------------------------------------ internals
@@ -252,21 +347,25 @@ class HostedLogin:
         })
         return handle
 
-    def _signed_in(self, pending: Pending, stage: str, pair: dict) -> Step:
+    def _signed_in(self, pending: Pending, stage: str, pair: dict, *, amr: list[str]) -> Step:
         request, handle = pending.request, pending.handle
         principal = self.authenticator.user_token(pair["access_token"], request.app_id)
         signed_in = {"user_id": principal.user_id, "session_id": principal.session_id,
-                     "auth_time": int(principal.claims["iat"])}
+                     "auth_time": int(principal.claims["iat"]), "amr": amr}
         needs_consent, now = self.authorize.needs_consent(request, principal.user_id), self.clock()
+        offer = self._offers_passkey(pending, principal.user_id, amr)
         # The step first: of two racing posts only one goes on; a crash before the session
         # is stored leaves a request whose consent post still works, without a cookie.
-        advanced = self.pending.advance(pending.doc["_id"], stage,
-                                         {"stage": "consent" if needs_consent else "done", **signed_in}, now)
+        following = OFFER if offer else "consent" if needs_consent else "done"
+        advanced = self.pending.advance(pending.doc["_id"], stage, {"stage": following, **signed_in}, now)
         if advanced is None:
             raise AuthorizationRequestExpired()
         token = random_token()
         self.browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
                                        "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
+        if offer:
+            return Step(request, page=OFFER, handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL,
+                        passkey=self.passkeys.registration_options(pending.app, principal.user_id))
         if needs_consent:
             return Step(request, page="consent", handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL,
                         signed_in_as=self._email(request.app_id, principal.user_id))
@@ -280,5 +379,6 @@ class HostedLogin:
 
     def _code_redirect(self, request: AuthorizeRequest, signed_in: dict) -> str:
         code = self.authorize.issue_code(request.app_id, signed_in["user_id"], request,
-                                          auth_time=signed_in["auth_time"], session_id=signed_in["session_id"])
+                                          auth_time=signed_in["auth_time"], session_id=signed_in["session_id"],
+                                          amr=signed_in.get("amr"))
         return {"code": code, "state": request.state}

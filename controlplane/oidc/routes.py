@@ -23,9 +23,11 @@ def add_routes(routes, services):
     routes.add("/oidc/authorize", authorize.Authorize(services.oidc.authorize, services.authenticator,
                                                       services.oidc.hosted, services.pages, cookie_secure=secure), TAG)
     for path, page in (("login", hosted.HostedLogin), ("mfa", hosted.HostedMfa), ("consent", hosted.HostedConsent),
-                       ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister)):
+                       ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister),
+                       ("passkey-offer", hosted.HostedPasskeyOffer)):
         routes.add(f"/oidc/authorize/{path}",
                    page(services.oidc.hosted, services.pages, cookie_secure=secure, trusted_proxies=proxies), TAG)
+    routes.add("/oidc/assets/{filename}", hosted.HostedAsset(), TAG)
     routes.add("/oidc/token", token.Token(services.oidc.token), TAG)
     routes.add("/oidc/userinfo", userinfo.UserInfo(services.oidc.userinfo), TAG)
     routes.add("/oidc/revoke", revocation.Revoke(services.oidc.clients, services.oidc.revocation), TAG)

@@ -7,10 +7,11 @@ document carries ``app_id``, and every secret is stored as its SHA-256 digest.
   token_endpoint_auth_method, backchannel_logout_uri, allowed_origins, connected_at (the
   first client credentials token), is_active, created_at, updated_at}.
 - ``oidc_codes``: {_id: digest(code), app_id, client_id, user_id, session_id,
-  redirect_uri, scopes, nonce, code_challenge, auth_time, created_at, expires_at,
-  used_at, grant_id, replayed_at}; single use (``consume`` is one conditional write).
+  redirect_uri, scopes, nonce, code_challenge, auth_time, amr (the hosted login's; None
+  otherwise), created_at, expires_at, used_at, grant_id, replayed_at}; single use
+  (``consume`` is one conditional write).
 - ``oidc_refresh_tokens``: one document per grant (refresh-token family) {_id: grant
-  id, app_id, client_id, user_id, session_id, scopes, auth_time, token_digest (the live
+  id, app_id, client_id, user_id, session_id, scopes, auth_time, amr, token_digest (the live
   token), previous_digest + rotated_at (the token rotated last), spent_digests (every
   older one, for reuse detection), created_at, last_used_at, expires_at, revoked_at,
   revoked_reason}.
@@ -20,11 +21,11 @@ document carries ``app_id``, and every secret is stored as its SHA-256 digest.
 
 - ``oidc_browser_sessions``: the hosted login's browser sessions {_id: digest(cookie
   token), app_id, user_id, session_id (the V1 session the login started), auth_time,
-  created_at, expires_at}; TTL at expiry.
+  amr (how the user signed in), created_at, expires_at}; TTL at expiry.
 - ``oidc_pending_requests``: authorization requests in progress in the hosted login
   {_id: digest(handle), app_id, client_id, params (the query as received), binding
-  (digest of the browser's CSRF cookie), stage (login, mfa, consent, done), user_id,
-  session_id, auth_time, mfa_challenge (SecretBox-encrypted), created_at, expires_at};
+  (digest of the browser's CSRF cookie), stage (login, mfa, passkey_offer, consent,
+  done), user_id, session_id, auth_time, amr, mfa_challenge (SecretBox-encrypted), created_at, expires_at};
   TTL at expiry.
 
 Expiry is decided in code against the caller's ``now``; TTL indexes only reclaim space

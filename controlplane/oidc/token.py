@@ -130,6 +130,7 @@ class AuthorizationCodeGrant:
         grant = {
             "_id": code["grant_id"], "app_id": app_id, "client_id": client["client_id"], "user_id": user_id,
             "session_id": code.get("session_id"), "scopes": list(code["scopes"]), "auth_time": code["auth_time"],
+            "amr": code.get("amr"),
             "token_digest": digest(refresh_token), "previous_digest": None, "rotated_at": None, "spent_digests": [],
             "created_at": now, "last_used_at": now, "expires_at": now + seconds(self.refresh_ttl),
             "revoked_at": None, "revoked_reason": None,
@@ -312,7 +313,8 @@ class TokenEndpoint:
                                                 session_id=grant.get("session_id"), auth_time=grant["auth_time"],
                                                 grant_id=grant["_id"])
         id_token = self.tokens.id_token(user, client_id=client["client_id"], scopes=scopes,
-                                        auth_time=grant["auth_time"], nonce=nonce, access_token=access_token,
+                                        auth_time=grant["auth_time"], amr=grant.get("amr"), nonce=nonce,
+                                        access_token=access_token,
                                         session_id=grant.get("session_id"))
         return {"access_token": access_token, "token_type": "Bearer", "expires_in": self.tokens.access_ttl,
                 "refresh_token": refresh_token, "id_token": id_token, "scope": " ".join(scopes)}

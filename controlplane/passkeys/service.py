@@ -54,7 +54,9 @@ from shared.timeutil import Clock, isoformat, seconds
 
 OFF, SECOND_FACTOR, PASSWORDLESS = "off", "second_factor", "passwordless"
 MODES = (OFF, SECOND_FACTOR, PASSWORDLESS)
-WEBAUTHN = "webauthn"  # the MFA challenge's method name, and the amr value (RFC 8176)
+# The MFA challenge's method name; not an RFC 8176 amr value (the ID token says "hwk":
+# controlplane.oidc.hosted).
+WEBAUTHN = "webauthn"
 CHALLENGE_TTL = 300
 DEFAULT_NAME = "Passkey"
 

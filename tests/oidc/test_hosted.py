@@ -5,6 +5,8 @@ exchanges; the browser session and prompt; CSRF, lockout, open redirects and the
 pages."""
 from __future__ import annotations
 
+import html
+import json
 import re
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -54,8 +56,11 @@ class Browser:
         return self.post(form_action(page), {**hidden_fields(page), **fields})
 
 
-def hidden_fields(page) -> dict:
-    return dict(re.findall(r'<input type="hidden" name="([a-z_]+)" value="([^"]*)">', page.text))
+def hidden_fields(page, form: int = 0) -> dict:
+    """The hidden fields of the page's first form (or its ``form``-th: the passkey form
+    is one of its own)."""
+    text = page.text.split("</form>")[form]
+    return dict(re.findall(r'<input type="hidden" name="([a-z_]+)" value="([^"]*)">', text))
 
 
 def form_action(page) -> str:
@@ -72,7 +77,8 @@ def assert_page(response, title: str, status: int = 200):
     assert response.headers["content-type"].startswith("text/html")
     assert f"<h1>{title}</h1>" in response.text, response.text
     policy = response.headers["content-security-policy"]
-    assert "frame-ancestors 'none'" in policy and "script-src 'nonce-" in policy
+    # A page with a passkey ceremony loads our own script file too ('self').
+    assert "frame-ancestors 'none'" in policy and re.search(r"script-src ('self' )?'nonce-", policy)
     assert response.headers["cache-control"] == "no-store"
     assert "location" not in response.headers
 
@@ -813,3 +819,170 @@ def test_create_account_is_refused_when_registration_is_closed(ctx, hosted_app, 
                                                          "email": "eve@example.com", "password": "a sturdy pass 9"})
     assert_page(response, "Sign in", 400)
     assert ctx.store["users"].count_documents({"email": "eve@example.com"}) == 0
+
+
+# ---------------------------------------------------------------- passkeys and amr
+
+
+def register_passkey(client, app, person, login, authenticator: SoftAuthenticator) -> None:
+    headers = bearer(login(app, person["email"], person["password"])["access_token"])
+    url = f"/api/v1/applications/{app['_id']}/auth/passkeys/registration"
+    options = client.simulate_post(f"{url}/options", json={}, headers=headers)
+    assert options.status_code == 200, options.text
+    data = options.json["data"]
+    registered = client.simulate_post(f"{url}/verify", headers=headers, json={
+        "challenge_id": data["challenge_id"], "credential": authenticator.create(data["options"])})
+    assert registered.status_code == 201, registered.text
+
+
+def passkey_options(page) -> dict:
+    """The options the page's passkey form hands to its script (data-passkey-options)."""
+    return json.loads(html.unescape(re.search(r"data-passkey-options='([^']*)'", page.text).group(1)))
+
+
+def post_passkey(browser, page, authenticator: SoftAuthenticator, **falsify):
+    """What the page's script posts: the passkey form's fields and the credential's JSON."""
+    credential = authenticator.get(passkey_options(page), **falsify)
+    return browser.post(form_action(page), {**hidden_fields(page, passkey_form(page)),
+                                            "credential": json.dumps(credential)})
+
+
+def passkey_form(page) -> int:
+    return next(i for i, form in enumerate(page.text.split("</form>")) if "data-passkey-options" in form)
+
+
+def amr_of(ctx, exchange, rp, callback, verifier) -> list[str] | None:
+    tokens = exchange(rp, query_of(callback)["code"], verifier)
+    assert tokens.status_code == 200, tokens.text
+    return ctx.oidc.tokens.verify_id_token_hint(tokens.json["id_token"]).get("amr")
+
+
+PASSKEYS = pytest.mark.parametrize("config_overrides", [{"webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,)}],
+                                   indirect=True)
+
+
+@PASSKEYS
+def test_a_passkey_alone_signs_in_and_the_id_token_says_hwk_user(ctx, client, browser, rp, hosted_app, person,
+                                                                 login, exchange):
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
+    authenticator = SoftAuthenticator()
+    register_passkey(client, app, person, login, authenticator)
+    verifier, challenge = pkce_pair()
+    page = browser.get(authorize_url(rp, challenge=challenge))
+    assert_page(page, "Sign in")
+    assert 'autocomplete="username webauthn"' in page.text
+    assert "script-src 'self' 'nonce-" in page.headers["content-security-policy"]
+    script = re.search(r'<script type="module" src="(/oidc/assets/passkeys\.[0-9a-f]{16}\.js)"></script>', page.text)
+    asset = client.simulate_get(script.group(1))
+    assert asset.status_code == 200 and asset.headers["content-type"].startswith("text/javascript")
+    assert "parseRequestOptionsFromJSON" in asset.text
+    assert client.simulate_get("/oidc/assets/passkeys.0000000000000000.js").status_code == 404
+
+    consent = post_passkey(browser, page, authenticator)
+    assert_page(consent, "Allow access?")  # the same continuation as after a password
+    callback = browser.submit(consent, decision="allow")
+    assert amr_of(ctx, exchange, rp, callback, verifier) == ["hwk", "user"]
+
+
+@PASSKEYS
+def test_a_refused_passkey_shows_the_login_page_with_its_words_and_no_autofill(ctx, client, browser, rp, hosted_app,
+                                                                              person, login):
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
+    authenticator = SoftAuthenticator()
+    register_passkey(client, app, person, login, authenticator)
+    page = browser.get(authorize_url(rp))
+    refused = post_passkey(browser, page, authenticator, user_verified=False)
+    assert_page(refused, "Sign in", 400)
+    assert "needs user verification" in refused.text
+    assert "data-passkey-autofill" not in refused.text and "data-passkey-options" in refused.text
+    assert not [n for n in browser.cookies if n.startswith("iamgate_oidc_")]
+    malformed = browser.post(form_action(refused), {**hidden_fields(refused, passkey_form(refused)), "credential": "{"})
+    assert_page(malformed, "Sign in", 400)
+
+
+@PASSKEYS
+def test_the_login_page_offers_no_passkey_unless_the_application_signs_in_with_one_alone(ctx, browser, rp,
+                                                                                       hosted_app):
+    ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    page = browser.get(authorize_url(rp))
+    assert "data-passkey-options" not in page.text and 'autocomplete="username"' in page.text
+    assert "script-src 'nonce-" in page.headers["content-security-policy"]
+
+
+def test_a_code_as_the_second_factor_says_pwd_otp_mfa(ctx, browser, rp, person, exchange, clock, mfa_secret):
+    verifier, challenge = pkce_pair()
+    mfa = sign_in(browser, rp, person, challenge=challenge)
+    consent = browser.submit(mfa, code=rfc6238(mfa_secret, clock()))
+    callback = browser.submit(consent, decision="allow")
+    assert amr_of(ctx, exchange, rp, callback, verifier) == ["pwd", "otp", "mfa"]
+
+
+@PASSKEYS
+def test_a_security_key_as_the_second_factor_says_pwd_hwk_mfa(ctx, client, browser, rp, hosted_app, person, login,
+                                                              exchange):
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    security_key = SoftAuthenticator(resident=False, user_verifying=False)
+    register_passkey(client, app, person, login, security_key)
+    verifier, challenge = pkce_pair()
+    mfa = sign_in(browser, rp, person, challenge=challenge)
+    assert_page(mfa, "Two-step verification")
+    assert "Use a passkey" in mfa.text and 'id="code"' not in mfa.text  # no TOTP: the passkey only
+    consent = post_passkey(browser, mfa, security_key)
+    callback = browser.submit(consent, decision="allow")
+    assert amr_of(ctx, exchange, rp, callback, verifier) == ["pwd", "hwk", "mfa"]
+
+
+def test_a_password_alone_says_pwd(ctx, browser, rp, person, exchange):
+    verifier, challenge = pkce_pair()
+    consent = sign_in(browser, rp, person, challenge=challenge)
+    callback = browser.submit(consent, decision="allow")
+    assert amr_of(ctx, exchange, rp, callback, verifier) == ["pwd"]
+    # A later authorize through the browser session keeps how the user signed in.
+    verifier, challenge = pkce_pair()
+    again = browser.get(authorize_url(rp, challenge=challenge))
+    assert amr_of(ctx, exchange, rp, again, verifier) == ["pwd"]
+
+
+@PASSKEYS
+def test_after_a_password_the_offer_to_add_a_passkey_registers_one(ctx, browser, rp, hosted_app, person, exchange):
+    ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    verifier, challenge = pkce_pair()
+    offer = sign_in(browser, rp, person, challenge=challenge)
+    assert_page(offer, "Sign in faster next time")
+    assert "data-passkey-create" in offer.text
+    refused = post_created(browser, offer, SoftAuthenticator(), origin="https://evil.example")
+    assert_page(refused, "Sign in faster next time", 400)
+    assert ctx.passkeys.list(hosted_app["_id"], person["id"]) == []
+    consent = post_created(browser, refused, SoftAuthenticator())
+    assert_page(consent, "Allow access?")  # the sign-in goes on
+    assert len(ctx.passkeys.list(hosted_app["_id"], person["id"])) == 1
+    callback = browser.submit(consent, decision="allow")
+    assert amr_of(ctx, exchange, rp, callback, verifier) == ["pwd"]
+    # The passkey is now the user's second factor, and no other is offered.
+    assert_page(sign_in(browser, rp, person, prompt="login"), "Two-step verification")
+
+
+@PASSKEYS
+def test_not_now_is_remembered_by_the_browser_for_that_user(ctx, browser, client, rp, hosted_app, person,
+                                                            make_user):
+    ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    offer = sign_in(browser, rp, person)
+    consent = browser.submit(offer, decision="skip")
+    assert_page(consent, "Allow access?")
+    cookie = browser.last_set_cookies["iamgate_passkey_declined"]
+    assert cookie.http_only and cookie.path == "/oidc" and cookie.max_age > 300 * 24 * 3600
+    assert person["id"] not in cookie.value
+    browser.submit(consent, decision="allow")
+    again = sign_in(browser, rp, person, prompt="login")
+    assert again.status_code == 302  # consent given, no offer: straight to the code
+    # Another user in the same browser is still offered one; another browser is too.
+    other = make_user(hosted_app, name="Grace Hopper")
+    assert_page(sign_in(browser, rp, other, prompt="login"), "Sign in faster next time")
+    assert_page(sign_in(Browser(client), rp, person), "Sign in faster next time")
+
+
+def post_created(browser, page, authenticator: SoftAuthenticator, **falsify):
+    """What the offer's script posts: the passkey form's fields and the new credential."""
+    credential = authenticator.create(passkey_options(page), **falsify)
+    return browser.post(form_action(page), {**hidden_fields(page, passkey_form(page)),
+                                            "credential": json.dumps(credential)})

@@ -3,18 +3,33 @@ in HTML, the next page or a redirect to the client (``controlplane.oidc.hosted``
 from __future__ import annotations
 
 import functools
+import json
 from urllib.parse import urlencode
 
 from controlplane.auth import PUBLIC
+from controlplane.console.assets import IMMUTABLE, accepts_gzip
 from controlplane.lockout import AccountLocked
 from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLocked
 from controlplane.oidc import wire
+from controlplane.oidc.assets import PASSKEY_SCRIPT
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, OAuthError
-from controlplane.oidc.hosted import Step, session_cookie_name
+from controlplane.oidc.hosted import OFFER, Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
-from controlplane.passkeys.errors import PasswordSignInDisabled
+from controlplane.passkeys.errors import (
+    AuthenticatorNotAllowed,
+    ChallengeInvalid,
+    CredentialUnknown,
+    OriginMismatch,
+    PasskeyAlreadyRegistered,
+    PasskeysDisabled,
+    PasswordSignInDisabled,
+    RpIdMismatch,
+    SignCountInvalid,
+    UserVerificationRequired,
+    VerificationFailed,
+)
 from controlplane.passwords import PasswordTooWeak
 from controlplane.resource import Resource
 from controlplane.users.errors import (
@@ -27,11 +42,11 @@ from controlplane.users.errors import (
     UserLimitReached,
 )
 from controlplane.users.schemas import EMAIL_ONLY, REGISTER
-from shared.errors import DomainError, PayloadTooLarge, ValidationFailed
+from shared.errors import DomainError, NotFound, PayloadTooLarge, ValidationFailed
 from shared.http import client_ip, no_store, status_of
 
-_PAGES = ("login", "mfa", "consent", "forgot", "register")
-_ACTIONS = {page: f"/oidc/authorize/{page}" for page in _PAGES}
+_PAGES = ("login", "mfa", "consent", "forgot", "register", OFFER)
+_ACTIONS = {page: f"/oidc/authorize/{page.replace('_', '-')}" for page in _PAGES}
 _TEMPLATES = {page: f"oidc_{page}.html" for page in _PAGES}
 _ERROR_TITLES = {
     400: "This sign-in link is not valid",
@@ -98,9 +113,26 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
         context["error"] = error
     if step.page == "login":
         context["login_hint"] = request.login_hint
+    if step.page in ("login", "mfa", OFFER):
+        context.update(passkey=step.passkey, passkey_script=PASSKEY_SCRIPT.url)
+    if step.page == "mfa":
+        context["offers_code"] = step.offers_code
     # The post may answer with a redirect to the client, and browsers hold it to form-action.
     resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=[request.redirect_uri],
-                          **context)
+                          script_self=step.passkey is not None, **context)
+
+
+def passkey_answer(form: dict) -> dict:
+    """The ``challenge_id`` and ``credential`` (the JSON of ``PublicKeyCredential.toJSON()``)
+    that the pages' passkey script posts; ValidationFailed when they are not there."""
+    try:
+        credential = json.loads(form.get("credential", ""))
+    except ValueError:
+        credential = None
+    challenge_id = form.get("challenge_id", "")
+    if not isinstance(credential, dict) or not challenge_id:
+        raise ValidationFailed({"credential": "missing or malformed"}, "The passkey's answer is missing or malformed.")
+    return {"challenge_id": challenge_id, "credential": credential}
 
 
 class _HostedPage(Resource):
@@ -125,7 +157,8 @@ class _HostedPage(Resource):
             form = read_form(req)
             self.pages.check_csrf(req, form.get("csrf_token"))
             binding = req.cookies[CSRF_COOKIE]
-            pending = self.hosted.resume(form.get("request"), binding, self.stage)
+            declined = frozenset(req.cookies.get(DECLINED_COOKIE, "").split())
+            pending = self.hosted.resume(form.get("request"), binding, self.stage, declined=declined)
         except OAuthError as exc:
             if exc.redirect_uri is not None:
                 raise
@@ -133,6 +166,9 @@ class _HostedPage(Resource):
         except (CsrfTokenInvalid, AuthorizationRequestExpired, MalformedForm, PayloadTooLarge) as exc:
             return error_page(self.pages, resp, exc, app=self._branding(req))
         self.step(req, resp, form, pending, binding)
+
+    def device_info(self, req) -> dict:
+        return {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
 
     def _branding(self, req) -> dict | None:
         return self.hosted.branding_app(app_id=req.get_param("application"))
@@ -153,6 +189,15 @@ class _HostedPage(Resource):
 
 
 _PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
+# The browser's "Not now" to the passkey offer, per application and user (a digest of
+# both, space-separated, the last few): a passkey belongs to a device, so the offer is
+# the browser's to remember, and a new device is offered one again.
+DECLINED_COOKIE = "iamgate_passkey_declined"
+DECLINED_KEPT = 8
+DECLINED_TTL = 365 * 24 * 3600
+# A passkey the page's ceremony did not accept: the page again, with the error's words.
+_PASSKEY_REFUSALS = (ValidationFailed, ChallengeInvalid, OriginMismatch, RpIdMismatch, VerificationFailed,
+                     CredentialUnknown, UserVerificationRequired, SignCountInvalid, PasskeysDisabled)
 # The hosted pages answer every outcome as HTML: the next page, or the page again with the
 # error, or the error page.
 def _page_answers(*statuses) -> dict:
@@ -169,9 +214,12 @@ class HostedLogin(_HostedPage):
                     "to the client with the code; wrong credentials show the login page again (401, 429 when "
                     "locked or throttled, 403 suspended). decision=forgot answers the reset-request page; "
                     "decision=cancel a 302 redirect_uri?error=access_denied&state=...; decision=register the "
-                    "sign-up page (when the application has oauth_hosted_registration_enabled).",
+                    "sign-up page (when the application has oauth_hosted_registration_enabled). decision=passkey with "
+                    "challenge_id and credential (PublicKeyCredential.toJSON()) signs in with a passkey alone "
+                    "(application setting passkeys: passwordless); a refused passkey shows the page again with its "
+                    "PASSKEY_* message (400).",
         errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended,
-                PasswordSignInDisabled],
+                PasswordSignInDisabled, *_PASSKEY_REFUSALS],
         also=_page_answers(401, 429),
     )}
 
@@ -187,7 +235,15 @@ class HostedLogin(_HostedPage):
                 return self.again(req, resp, pending, binding)
             return render_step(self, req, resp, Step(pending.request, page="register", handle=pending.handle),
                                pending.app, binding, email=form.get("email", "").strip(), name="")
-        device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
+        device_info = self.device_info(req)
+        if decision == "passkey":
+            try:
+                step = self.hosted.passkey_sign_in(pending, **passkey_answer(form), device_info=device_info)
+            except (*_PASSKEY_REFUSALS, LoginsLimited, AccountSuspended) as exc:
+                # No autofill request on the page that says why: a browser that answers
+                # one by itself would be refused again in a loop.
+                return self.again(req, resp, pending, binding, exc, passkey_autofill=False)
+            return render_step(self, req, resp, step, pending.app, binding)
         try:
             step = self.hosted.sign_in(pending, email=form.get("email", "").strip(), password=form.get("password", ""),
                                        device_info=device_info)
@@ -200,10 +256,13 @@ class HostedMfa(_HostedPage):
     stage = "mfa"
     docs = {"POST": op(
         "Hosted login page: the MFA code (form post)",
-        description="HTML. Form fields code (TOTP or backup code), csrf_token, request. A wrong code shows the page "
-                    "again (401); an expired or locked challenge shows the error page. decision=cancel answers "
+        description="HTML. Form fields code (TOTP or backup code), csrf_token, request; or decision=passkey with "
+                    "challenge_id and credential (a passkey as the second factor). A wrong code shows the page "
+                    "again (401), a refused passkey with its PASSKEY_* message (400); an expired or locked challenge "
+                    "shows the error page. decision=cancel answers "
                     "302 redirect_uri?error=access_denied&state=....",
-        errors=[*_PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended],
+        errors=[*_PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended, LoginsLimited,
+                *_PASSKEY_REFUSALS],
         also=_page_answers(401, 429),
     )}
 
@@ -211,8 +270,12 @@ class HostedMfa(_HostedPage):
         if form.get("decision") == "cancel":
             return self.cancel(req, resp, pending, binding)
         try:
-            step = self.hosted.verify_mfa(pending, code=form.get("code", "").strip())
-        except MfaCodeInvalid as exc:
+            if form.get("decision") == "passkey":
+                step = self.hosted.verify_mfa_passkey(pending, **passkey_answer(form),
+                                                      device_info=self.device_info(req))
+            else:
+                step = self.hosted.verify_mfa(pending, code=form.get("code", "").strip())
+        except (MfaCodeInvalid, *_PASSKEY_REFUSALS, LoginsLimited) as exc:
             return self.again(req, resp, pending, binding, exc)
         except (MfaChallengeExpired, MfaLocked, AccountSuspended) as exc:
             return error_page(self.pages, resp, exc, app=pending.app)
@@ -258,8 +321,7 @@ class HostedForgotPassword(_HostedPage):
 
     def step(self, req, resp, form, pending, binding):
         if form.get("decision") == "back":
-            return render_step(self, req, resp, Step(pending.request, page="login", handle=pending.handle),
-                               pending.app, binding)
+            return render_step(self, req, resp, self.hosted.page_again(pending, "login"), pending.app, binding)
         email = form.get("email", "").strip()
         try:
             email = EMAIL_ONLY.validate({"email": email})["email"]
@@ -300,7 +362,7 @@ class HostedRegister(_HostedPage):
             return render_step(self, req, resp, Step(pending.request, page="login", handle=pending.handle),
                                pending.app, binding, status=status)
         entered = {"name": form.get("name", "").strip(), "email": form.get("email", "").strip()}
-        device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
+        device_info = self.device_info(req)
         try:
             values = REGISTER.validate({**entered, "password": form.get("password", "")})
             step = self.hosted.register(pending, email=values["email"], password=values["password"],
@@ -319,3 +381,63 @@ class HostedRegister(_HostedPage):
     def _again(self, req, resp, pending, binding, message, status, entered):
         render_step(self, req, resp, Step(pending.request, page="register", handle=pending.handle), pending.app,
                     binding, error=message, status=status, **entered)
+
+
+class HostedAssetNotFound(NotFound, message="No hosted-page file has this name (an old content hash?)."):
+    """A hosted-page asset URL whose hashed name is not the one this control plane serves."""
+
+
+class HostedAsset(Resource):
+    """The hosted pages' script file under its content-hash name (``controlplane.oidc.assets``)."""
+
+    access = {"GET": PUBLIC}
+    docs = {"GET": op("The hosted pages' passkey script under its content-hash name",
+                      description="Cache-Control: public, max-age=31536000, immutable; gzip when accepted.",
+                      errors=[HostedAssetNotFound], wrapped=False, store=False,
+                      also={200: ({"type": "string"}, "the file", "text/javascript")})}
+
+    def on_get(self, req, resp, filename):
+        asset = PASSKEY_SCRIPT.asset
+        if filename != asset.name:
+            raise HostedAssetNotFound(details={"filename": filename})
+        resp.content_type = asset.content_type
+        resp.cache_control = IMMUTABLE
+        resp.vary = ["Accept-Encoding"]
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        gzipped = accepts_gzip(req.get_header("Accept-Encoding"))
+        if gzipped:
+            resp.set_header("Content-Encoding", "gzip")
+        resp.data = asset.gzipped if gzipped else asset.body
+
+
+class HostedPasskeyOffer(_HostedPage):
+    """After a password sign-in, to a user without a passkey when the application uses
+    them: "Add a passkey" (the API's registration, ``PasskeyService.register``) or
+    "Not now" (remembered by this browser for this user); then the sign-in goes on."""
+
+    stage = OFFER
+    docs = {"POST": op(
+        "Hosted login page: the offer to add a passkey (form post)",
+        description="HTML. decision=add with challenge_id and credential (PublicKeyCredential.toJSON() of "
+                    "navigator.credentials.create()) registers the passkey; decision=skip declines, remembered by "
+                    "the cookie iamgate_passkey_declined for this application and user. Then the consent page or "
+                    "the 302 with the code. A refused registration shows the offer again with its PASSKEY_* message.",
+        errors=[*_PAGE_ERRORS, *_PASSKEY_REFUSALS, AuthenticatorNotAllowed, PasskeyAlreadyRegistered],
+        also=_page_answers(409),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        decision = form.get("decision")
+        if decision == "skip":
+            kept = [key for key in pending.declined if key != self.hosted.decline_key(pending)]
+            value = " ".join([*kept[-(DECLINED_KEPT - 1):], self.hosted.decline_key(pending)])
+            resp.set_cookie(DECLINED_COOKIE, value, path="/oidc", max_age=DECLINED_TTL, secure=self.cookie_secure,
+                            http_only=True, same_site="Lax")
+            return render_step(self, req, resp, self.hosted.passkey_offer(pending, answer=None), pending.app, binding)
+        if decision != "passkey":
+            return self.again(req, resp, pending, binding)
+        try:
+            step = self.hosted.passkey_offer(pending, answer=passkey_answer(form))
+        except (*_PASSKEY_REFUSALS, AuthenticatorNotAllowed, PasskeyAlreadyRegistered) as exc:
+            return self.again(req, resp, pending, binding, exc)
+        render_step(self, req, resp, step, pending.app, binding)
