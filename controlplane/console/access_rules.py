@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 from controlplane.abac import resources as abac_api
 from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService, serialize_policy
-from controlplane.console.resources import ConsoleResource, form_values, page_doc, redirect
+from controlplane.console.resources import ApplicationScreen, form_values, page_doc, redirect
 from controlplane.console.web import Console, failed
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.roles import resources as roles_api
@@ -137,25 +137,11 @@ def json_error(error: DomainError, field: str, text: str) -> dict:
     return answer
 
 
-class AccessRulesPage(ConsoleResource):
-    """A screen of an application: the account must belong to its organization (404
-    otherwise, as on the application page); writes need an owner or admin."""
+class AccessRulesPage(ApplicationScreen):
+    """A screen of an application's access rules; an unmet second-factor rule gets the
+    404 page too."""
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
-
-    def application(self, req, resp, viewer, applicationId):
-        """(app, role), or None after rendering the not-found page."""
-        try:
-            return self.dashboard_access.application(viewer.account["_id"], applicationId)
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return None
-
-    def writer(self, viewer, applicationId) -> None:
-        """403 FORBIDDEN for a member or viewer, DASHBOARD_EMAIL_UNVERIFIED before the address is confirmed."""
-        self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+    explains_mfa = False
 
 
 def page_links(req, result: dict) -> dict:
@@ -178,10 +164,7 @@ class Roles(AccessRulesPage):
         super().__init__(console, dashboard_access)
         self.roles = roles
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
         found = self.application(req, resp, viewer, applicationId)
@@ -240,10 +223,7 @@ class Role(AccessRulesPage):
         super().__init__(console, dashboard_access)
         self.roles = roles
 
-    def on_get(self, req, resp, applicationId, roleId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, roleId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, roleId, *, status=200, **context):
         found = self.application(req, resp, viewer, applicationId)
@@ -253,7 +233,7 @@ class Role(AccessRulesPage):
         try:
             detail = self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId))
         except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            self.not_found(req, resp, viewer)
             return
         self.console.render(req, resp, "rules_role.html", status=status, viewer=viewer, app=app, role=role,
                             detail=detail, **{"saved": False, **context})
@@ -332,10 +312,7 @@ class Policies(AccessRulesPage):
         super().__init__(console, dashboard_access)
         self.abac = abac
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
         found = self.application(req, resp, viewer, applicationId)
@@ -380,10 +357,7 @@ class Policy(AccessRulesPage):
         super().__init__(console, dashboard_access)
         self.abac = abac
 
-    def on_get(self, req, resp, applicationId, policyId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, policyId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, policyId, *, status=200, **context):
         found = self.application(req, resp, viewer, applicationId)
@@ -393,7 +367,7 @@ class Policy(AccessRulesPage):
         try:
             policy = serialize_policy(self.abac.get_policy(applicationId, policyId))
         except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            self.not_found(req, resp, viewer)
             return
         context.setdefault("form", policy_form(policy))
         self.console.render(req, resp, "rules_policy.html", status=status, viewer=viewer, app=app, role=role,

@@ -14,9 +14,8 @@ from urllib.parse import urlencode
 from controlplane.audit import schemas as audit_schemas
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import HTML, ConsoleResource, page_doc, redirect
-from controlplane.console.web import Console, failed
-from controlplane.dashboard.access import DashboardAccess
+from controlplane.console.resources import HTML, ApplicationScreen, page_doc, redirect
+from controlplane.console.web import failed
 from controlplane.oidc import schemas as oidc_schemas
 from controlplane.oidc.clients import ClientService, is_public, serialize_client
 from controlplane.oidc.resources import clients as oidc_api
@@ -37,20 +36,10 @@ EVENT_PREFIX = "event_"
 TAIL_LIMIT = audit_schemas.MAX_LIMIT
 
 
-class _AppPage(ConsoleResource):
-    """A page of one application: the gate, and a 404 page when it is not the viewer's."""
+class _AppPage(ApplicationScreen):
+    """A page of one application; an unmet second-factor rule gets the 404 page too."""
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
-
-    def app_of(self, req, resp, viewer, applicationId):
-        """``(app, role)``, or None after rendering the not-found page (404)."""
-        try:
-            return self.dashboard_access.application(viewer.account["_id"], applicationId)
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return None
+    explains_mfa = False
 
 
 # ---------------------------------------------------------------- OIDC clients
@@ -64,13 +53,10 @@ class OidcClients(_AppPage):
         super().__init__(console, dashboard_access)
         self.clients = clients
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, **context):
-        found = self.app_of(req, resp, viewer, applicationId)
+        found = self.application(req, resp, viewer, applicationId)
         if found:
             app, role = found
             clients = [serialize_client(c) for c in self.clients.list(applicationId)]
@@ -84,7 +70,7 @@ class OidcClients(_AppPage):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             values = oidc_schemas.CREATE_CLIENT.validate(client_values(form, create=True))
             client, secret = self.clients.create(applicationId, values)
         except DomainError as error:
@@ -102,19 +88,16 @@ class OidcClient(_AppPage):
         super().__init__(console, dashboard_access)
         self.clients = clients
 
-    def on_get(self, req, resp, applicationId, clientId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, clientId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, clientId, *, status=200, **context):
-        found = self.app_of(req, resp, viewer, applicationId)
+        found = self.application(req, resp, viewer, applicationId)
         if not found:
             return
         try:
             client = self.clients.get(applicationId, clientId)
         except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            self.not_found(req, resp, viewer)
             return
         app, role = found
         self.console.render(req, resp, "integrations_client.html", status=status, viewer=viewer, app=app,
@@ -127,7 +110,7 @@ class OidcClient(_AppPage):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             values = oidc_schemas.UPDATE_CLIENT.validate(client_values(form, create=False), partial=True)
             self.clients.update(applicationId, clientId, values)
         except DomainError as error:
@@ -150,7 +133,7 @@ class DeleteOidcClient(_AppPage):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             client = self.clients.get(applicationId, clientId)
             confirm_name(form, client["name"], "client")
             self.clients.delete(applicationId, clientId)
@@ -172,13 +155,10 @@ class Webhooks(_AppPage):
         super().__init__(console, dashboard_access)
         self.webhooks = webhooks
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, **context):
-        found = self.app_of(req, resp, viewer, applicationId)
+        found = self.application(req, resp, viewer, applicationId)
         if found:
             app, role = found
             hooks = [serialize_webhook(w) for w in self.webhooks.list(applicationId)]
@@ -191,7 +171,7 @@ class Webhooks(_AppPage):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             values = webhook_schemas.CREATE_WEBHOOK.validate({"url": form.get("url", ""),
                                                               "events": picked_events(form)})
             webhook, secret = self.webhooks.create(applicationId, values)
@@ -210,20 +190,17 @@ class Webhook(_AppPage):
         super().__init__(console, dashboard_access)
         self.webhooks = webhooks
 
-    def on_get(self, req, resp, applicationId, webhookId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, webhookId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, webhookId, *, status=200, **context):
-        found = self.app_of(req, resp, viewer, applicationId)
+        found = self.application(req, resp, viewer, applicationId)
         if not found:
             return
         try:
             webhook = self.webhooks.get(applicationId, webhookId)
             deliveries = [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]
         except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+            self.not_found(req, resp, viewer)
             return
         app, role = found
         self.console.render(req, resp, "integrations_webhook.html", status=status, viewer=viewer, app=app,
@@ -236,7 +213,7 @@ class Webhook(_AppPage):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             values = webhook_schemas.UPDATE_WEBHOOK.validate({
                 "url": form.get("url", ""), "events": picked_events(form),
                 "is_active": form.get("is_active") == "on"}, partial=True)
@@ -261,7 +238,7 @@ class WebhookSecret(_AppPage):
         if viewer is None or self.posted(req, resp) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             _webhook, secret = self.webhooks.rotate_secret(applicationId, webhookId)
         except DomainError as error:
             self.webhook_page.show(req, resp, viewer, applicationId, webhookId, **failed(error))
@@ -283,7 +260,7 @@ class WebhookRedelivery(_AppPage):
         if viewer is None or self.posted(req, resp) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             delivery = self.webhooks.redeliver(applicationId, webhookId, deliveryId)
         except DomainError as error:
             self.webhook_page.show(req, resp, viewer, applicationId, webhookId, **failed(error))
@@ -305,7 +282,7 @@ class AuditEvents(_AppPage):
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.app_of(req, resp, viewer, applicationId)) is None:
+        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
             return
         app, role = found
         query = filter_query(req)
@@ -331,7 +308,7 @@ class AuditTail(_AppPage):
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.app_of(req, resp, viewer, applicationId)) is None:
+        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
             return
         app, _role = found
         newest_id, newest_at = req.get_param("newest_id"), req.get_param("newest_at")
@@ -368,7 +345,7 @@ class AuditExport(_AppPage):
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
-        if viewer is None or self.app_of(req, resp, viewer, applicationId) is None:
+        if viewer is None or self.application(req, resp, viewer, applicationId) is None:
             return
         filters = audit_schemas.filters(req)
         resp.content_type = NDJSON

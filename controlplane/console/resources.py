@@ -106,6 +106,47 @@ class ConsoleResource(Resource):
         return form
 
 
+class ApplicationScreen(ConsoleResource):
+    """A screen of one application: the account must belong to its organization (a 404
+    page otherwise) and its organization's second-factor rule must be met (the
+    MFA-required page); writes need an owner or admin (``dashboard.access``)."""
+
+    # The integrations and access-rules screens answer an unmet second-factor rule with
+    # their 404 page, as they always have; the other screens explain it.
+    explains_mfa = True
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+
+    def application(self, req, resp, viewer, applicationId) -> tuple | None:
+        """``(app, role)`` the viewer may read, or None after rendering the refusal."""
+        try:
+            return self.dashboard_access.application(viewer.account["_id"], applicationId)
+        except DashboardMfaRequired as error:
+            if not self.explains_mfa:
+                self.not_found(req, resp, viewer)
+                return None
+            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+        except DomainError:
+            self.not_found(req, resp, viewer)
+        return None
+
+    def show_to_viewer(self, req, resp, applicationId, **ids) -> None:
+        """The GET of a screen with a page (``on_get = ApplicationScreen.show_to_viewer``):
+        its ``show`` for a signed-in viewer."""
+        if viewer := self.signed_in(req, resp):
+            self.show(req, resp, viewer, applicationId, **ids)
+
+    def writer(self, viewer, applicationId) -> tuple:
+        """``(app, role)``; 403 FORBIDDEN for a member or viewer, DASHBOARD_EMAIL_UNVERIFIED
+        before the address is confirmed."""
+        return self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+
+    def not_found(self, req, resp, viewer) -> None:
+        self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+
+
 # ---------------------------------------------------------------- assets
 
 
@@ -543,29 +584,20 @@ class Applications(ConsoleResource):
         redirect(resp, f"/console/applications/{app['_id']}")
 
 
-class Application(ConsoleResource):
+class Application(ApplicationScreen):
     docs = {"GET": page_doc("An application's settings", not_found=True),
             "POST": page_doc("Update the application's settings", api=api.Application.docs["PUT"])}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+        super().__init__(console, dashboard_access)
         self.applications = applications
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        try:
-            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
-        except DashboardMfaRequired as error:
-            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+        if (found := self.application(req, resp, viewer, applicationId)) is None:
             return
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return
+        app, role = found
         self.console.render(req, resp, "application.html", status=status, viewer=viewer, app=app, role=role,
                             **{"saved": False, **context})
 
@@ -574,7 +606,7 @@ class Application(ConsoleResource):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             values = schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True)
             self.applications.update(applicationId, values)
         except DomainError as error:
@@ -583,14 +615,13 @@ class Application(ConsoleResource):
         self.show(req, resp, viewer, applicationId, saved=True)
 
 
-class DeleteApplication(ConsoleResource):
+class DeleteApplication(ApplicationScreen):
     docs = {"POST": page_doc("Delete the application; the form must repeat its name",
                              api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess,
                  dashboard_applications: OrganizationApplications, application_page: Application):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+        super().__init__(console, dashboard_access)
         self.dashboard_applications = dashboard_applications
         self.application_page = application_page
 
@@ -599,7 +630,7 @@ class DeleteApplication(ConsoleResource):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            app, _role = self.writer(viewer, applicationId)
             if form.get("confirm_name") != app["name"]:
                 reason = "Type the application's name exactly to delete it."
                 raise ValidationFailed({"confirm_name": reason}, message=reason)
