@@ -132,11 +132,44 @@ class ApplicationScreen(ConsoleResource):
             self.not_found(req, resp, viewer)
         return None
 
+    def item(self, req, resp, viewer, applicationId, lookup) -> tuple | None:
+        """``(app, role, lookup())``: the application as ``application`` finds it and one
+        of its documents, or None after rendering the refusal (404 when lookup raises)."""
+        if (found := self.application(req, resp, viewer, applicationId)) is None:
+            return None
+        try:
+            return (*found, lookup())
+        except DomainError:
+            self.not_found(req, resp, viewer)
+            return None
+
     def show_to_viewer(self, req, resp, applicationId, **ids) -> None:
         """The GET of a screen with a page (``on_get = ApplicationScreen.show_to_viewer``):
         its ``show`` for a signed-in viewer."""
         if viewer := self.signed_in(req, resp):
             self.show(req, resp, viewer, applicationId, **ids)
+
+    def write_form(self, req, resp, applicationId, *ids, change, page=None, keep_form=True, refusal=None) -> None:
+        """A guarded form post of this screen: ``change(form)`` runs behind the write gate
+        and returns what the page shows again (``saved=True``, a secret shown once...) or
+        the address to go to (303).  A refused one shows ``page`` (this screen by default)
+        again with ``refusal(error, form)`` (the error at its fields) and, with
+        ``keep_form``, the form as sent."""
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        page = page or self
+        try:
+            self.writer(viewer, applicationId)
+            answer = change(form)
+        except DomainError as error:
+            shown = refusal(error, form) if refusal else failed(error)
+            page.show(req, resp, viewer, applicationId, *ids, **shown, **({"form": form} if keep_form else {}))
+            return
+        if isinstance(answer, str):
+            redirect(resp, answer)
+        else:
+            page.show(req, resp, viewer, applicationId, *ids, **answer)
 
     def writer(self, viewer, applicationId) -> tuple:
         """``(app, role)``; 403 FORBIDDEN for a member or viewer, DASHBOARD_EMAIL_UNVERIFIED
@@ -602,17 +635,11 @@ class Application(ApplicationScreen):
                             **{"saved": False, **context})
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.writer(viewer, applicationId)
-            values = schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True)
-            self.applications.update(applicationId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, **failed(error))
-            return
-        self.show(req, resp, viewer, applicationId, saved=True)
+        def update(form):
+            self.applications.update(applicationId,
+                                     schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True))
+            return {"saved": True}
+        self.write_form(req, resp, applicationId, change=update, keep_form=False)
 
 
 class DeleteApplication(ApplicationScreen):

@@ -123,17 +123,11 @@ class Branding(ApplicationScreen):
                             **{"saved": False, "status": 200, **context})
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.writer(viewer, applicationId)
-            values = schemas.BRANDING.validate(branding_values(form), partial=True)
-            self.applications.update_branding(applicationId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, form=form, **failed(error))
-            return
-        self.show(req, resp, viewer, applicationId, form={}, saved=True)
+        def update(form):
+            self.applications.update_branding(applicationId,
+                                              schemas.BRANDING.validate(branding_values(form), partial=True))
+            return {"form": {}, "saved": True}
+        self.write_form(req, resp, applicationId, change=update)
 
 
 class BrandingPreview(ApplicationScreen):
