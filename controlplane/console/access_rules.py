@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 from controlplane.abac import resources as abac_api
 from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService, serialize_policy
-from controlplane.console.resources import ConsoleResource, form_values, page_doc, redirect
+from controlplane.console.resources import ApplicationScreen, form_values, page_doc
 from controlplane.console.web import Console, failed
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.roles import resources as roles_api
@@ -137,25 +137,16 @@ def json_error(error: DomainError, field: str, text: str) -> dict:
     return answer
 
 
-class AccessRulesPage(ConsoleResource):
-    """A screen of an application: the account must belong to its organization (404
-    otherwise, as on the application page); writes need an owner or admin."""
+def condition_error(error: DomainError, form: dict) -> dict:
+    """A refused policy: the error, its fields under the condition editor's lines."""
+    return json_error(error, "condition", form.get("condition", ""))
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
 
-    def application(self, req, resp, viewer, applicationId):
-        """(app, role), or None after rendering the not-found page."""
-        try:
-            return self.dashboard_access.application(viewer.account["_id"], applicationId)
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return None
+class AccessRulesPage(ApplicationScreen):
+    """A screen of an application's access rules; an unmet second-factor rule gets the
+    404 page too."""
 
-    def writer(self, viewer, applicationId) -> None:
-        """403 FORBIDDEN for a member or viewer, DASHBOARD_EMAIL_UNVERIFIED before the address is confirmed."""
-        self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+    explains_mfa = False
 
 
 def page_links(req, result: dict) -> dict:
@@ -178,10 +169,7 @@ class Roles(AccessRulesPage):
         super().__init__(console, dashboard_access)
         self.roles = roles
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
         found = self.application(req, resp, viewer, applicationId)
@@ -201,20 +189,13 @@ class Roles(AccessRulesPage):
                             result=result, pages=page_links(req, result), search=search or "", **context)
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.writer(viewer, applicationId)
+        def create(form):
             body = {**form_values(form, roles_schemas.CREATE_ROLE),
                     "permissions": permission_lines(form.get("permissions", ""))}
             body["description"] = body.get("description") or None
-            values = roles_schemas.CREATE_ROLE.validate(body)
-            created = self.roles.create(applicationId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, **failed(error), form=form)
-            return
-        redirect(resp, f"/console/applications/{applicationId}/roles/{created['_id']}")
+            created = self.roles.create(applicationId, roles_schemas.CREATE_ROLE.validate(body))
+            return f"/console/applications/{applicationId}/roles/{created['_id']}"
+        self.write_form(req, resp, applicationId, change=create)
 
 
 class PermissionCheck(AccessRulesPage):
@@ -240,38 +221,25 @@ class Role(AccessRulesPage):
         super().__init__(console, dashboard_access)
         self.roles = roles
 
-    def on_get(self, req, resp, applicationId, roleId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, roleId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, roleId, *, status=200, **context):
-        found = self.application(req, resp, viewer, applicationId)
+        found = self.item(req, resp, viewer, applicationId,
+                          lambda: self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId)))
         if found is None:
             return
-        app, role = found
-        try:
-            detail = self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId))
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return
+        app, role, detail = found
         self.console.render(req, resp, "rules_role.html", status=status, viewer=viewer, app=app, role=role,
                             detail=detail, **{"saved": False, **context})
 
     def on_post(self, req, resp, applicationId, roleId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.writer(viewer, applicationId)
+        def update(form):
             values = roles_schemas.UPDATE_ROLE.validate({
                 "display_name": form.get("display_name", ""), "description": form.get("description") or None,
                 "permissions": permission_lines(form.get("permissions", ""))}, partial=True)
             self.roles.update(applicationId, roleId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, roleId, **failed(error), form=form)
-            return
-        self.show(req, resp, viewer, applicationId, roleId, saved=True)
+            return {"saved": True}
+        self.write_form(req, resp, applicationId, roleId, change=update)
 
 
 class DeleteRole(AccessRulesPage):
@@ -284,19 +252,13 @@ class DeleteRole(AccessRulesPage):
         self.role_page = role_page
 
     def on_post(self, req, resp, applicationId, roleId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.writer(viewer, applicationId)
+        def delete(form):
             if form.get("confirm_name") != self.roles.resolve(applicationId, roleId)["name"]:
                 reason = "Type the role's name exactly to delete it."
                 raise ValidationFailed({"confirm_name": reason}, message=reason)
             self.roles.delete(applicationId, roleId)
-        except DomainError as error:
-            self.role_page.show(req, resp, viewer, applicationId, roleId, **failed(error))
-            return
-        redirect(resp, f"/console/applications/{applicationId}/roles")
+            return f"/console/applications/{applicationId}/roles"
+        self.write_form(req, resp, applicationId, roleId, change=delete, page=self.role_page, keep_form=False)
 
 
 # ---------------------------------------------------------------- policies
@@ -332,10 +294,7 @@ class Policies(AccessRulesPage):
         super().__init__(console, dashboard_access)
         self.abac = abac
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
         found = self.application(req, resp, viewer, applicationId)
@@ -356,19 +315,12 @@ class Policies(AccessRulesPage):
                             result=result, pages=page_links(req, result), is_active=is_active, **context)
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.writer(viewer, applicationId)
+        def create(form):
             values = abac_schemas.clean_policy(abac_schemas.CREATE_POLICY, policy_body(form), self.abac.limits,
                                                partial=False)
             created = self.abac.create_policy(applicationId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, **json_error(error, "condition", form.get("condition", "")),
-                      form=form)
-            return
-        redirect(resp, f"/console/applications/{applicationId}/policies/{created['_id']}")
+            return f"/console/applications/{applicationId}/policies/{created['_id']}"
+        self.write_form(req, resp, applicationId, change=create, refusal=condition_error)
 
 
 class Policy(AccessRulesPage):
@@ -380,39 +332,25 @@ class Policy(AccessRulesPage):
         super().__init__(console, dashboard_access)
         self.abac = abac
 
-    def on_get(self, req, resp, applicationId, policyId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, policyId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, policyId, *, status=200, **context):
-        found = self.application(req, resp, viewer, applicationId)
+        found = self.item(req, resp, viewer, applicationId,
+                          lambda: serialize_policy(self.abac.get_policy(applicationId, policyId)))
         if found is None:
             return
-        app, role = found
-        try:
-            policy = serialize_policy(self.abac.get_policy(applicationId, policyId))
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return
+        app, role, policy = found
         context.setdefault("form", policy_form(policy))
         self.console.render(req, resp, "rules_policy.html", status=status, viewer=viewer, app=app, role=role,
                             policy=policy, **{"saved": None, **context})
 
     def on_post(self, req, resp, applicationId, policyId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.writer(viewer, applicationId)
+        def update(form):
             values = abac_schemas.clean_policy(abac_schemas.UPDATE_POLICY, policy_body(form), self.abac.limits,
                                                partial=True)
             self.abac.update_policy(applicationId, policyId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, policyId,
-                      **json_error(error, "condition", form.get("condition", "")), form=form)
-            return
-        self.show(req, resp, viewer, applicationId, policyId, saved="Policy saved.")
+            return {"saved": "Policy saved."}
+        self.write_form(req, resp, applicationId, policyId, change=update, refusal=condition_error)
 
 
 class PolicyActivation(AccessRulesPage):
@@ -425,20 +363,13 @@ class PolicyActivation(AccessRulesPage):
         self.policy_page = policy_page
 
     def on_post(self, req, resp, applicationId, policyId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.writer(viewer, applicationId)
+        def switch(form):
             values = abac_schemas.clean_policy(abac_schemas.UPDATE_POLICY,
                                                {"is_active": form.get("is_active") == "true"}, self.abac.limits,
                                                partial=True)
             updated = self.abac.update_policy(applicationId, policyId, values)
-        except DomainError as error:
-            self.policy_page.show(req, resp, viewer, applicationId, policyId, **failed(error))
-            return
-        self.policy_page.show(req, resp, viewer, applicationId, policyId,
-                              saved="Policy activated." if updated["is_active"] else "Policy deactivated.")
+            return {"saved": "Policy activated." if updated["is_active"] else "Policy deactivated."}
+        self.write_form(req, resp, applicationId, policyId, change=switch, page=self.policy_page, keep_form=False)
 
 
 # ---------------------------------------------------------------- the check playground

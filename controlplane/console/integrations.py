@@ -14,9 +14,8 @@ from urllib.parse import urlencode
 from controlplane.audit import schemas as audit_schemas
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import HTML, ConsoleResource, page_doc, redirect
-from controlplane.console.web import Console, failed
-from controlplane.dashboard.access import DashboardAccess
+from controlplane.console.resources import HTML, ApplicationScreen, page_doc
+from controlplane.console.web import failed
 from controlplane.oidc import schemas as oidc_schemas
 from controlplane.oidc.clients import ClientService, is_public, serialize_client
 from controlplane.oidc.resources import clients as oidc_api
@@ -37,20 +36,10 @@ EVENT_PREFIX = "event_"
 TAIL_LIMIT = audit_schemas.MAX_LIMIT
 
 
-class _AppPage(ConsoleResource):
-    """A page of one application: the gate, and a 404 page when it is not the viewer's."""
+class _AppPage(ApplicationScreen):
+    """A page of one application; an unmet second-factor rule gets the 404 page too."""
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
-
-    def app_of(self, req, resp, viewer, applicationId):
-        """``(app, role)``, or None after rendering the not-found page (404)."""
-        try:
-            return self.dashboard_access.application(viewer.account["_id"], applicationId)
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return None
+    explains_mfa = False
 
 
 # ---------------------------------------------------------------- OIDC clients
@@ -64,13 +53,10 @@ class OidcClients(_AppPage):
         super().__init__(console, dashboard_access)
         self.clients = clients
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, **context):
-        found = self.app_of(req, resp, viewer, applicationId)
+        found = self.application(req, resp, viewer, applicationId)
         if found:
             app, role = found
             clients = [serialize_client(c) for c in self.clients.list(applicationId)]
@@ -80,17 +66,11 @@ class OidcClients(_AppPage):
                                 **{"status": 200, "created": None, **context})
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+        def create(form):
             values = oidc_schemas.CREATE_CLIENT.validate(client_values(form, create=True))
             client, secret = self.clients.create(applicationId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, **failed(error), form=form)
-            return
-        self.show(req, resp, viewer, applicationId, status=201, created=serialize_client(client, secret))
+            return {"status": 201, "created": serialize_client(client, secret)}
+        self.write_form(req, resp, applicationId, change=create)
 
 
 class OidcClient(_AppPage):
@@ -102,38 +82,24 @@ class OidcClient(_AppPage):
         super().__init__(console, dashboard_access)
         self.clients = clients
 
-    def on_get(self, req, resp, applicationId, clientId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, clientId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, clientId, *, status=200, **context):
-        found = self.app_of(req, resp, viewer, applicationId)
-        if not found:
+        found = self.item(req, resp, viewer, applicationId, lambda: self.clients.get(applicationId, clientId))
+        if found is None:
             return
-        try:
-            client = self.clients.get(applicationId, clientId)
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return
-        app, role = found
+        app, role, client = found
         self.console.render(req, resp, "integrations_client.html", status=status, viewer=viewer, app=app,
                             role=role, client=serialize_client(client), public=is_public(client),
                             scopes=oidc_schemas.SUPPORTED_SCOPES, grants=oidc_schemas.GRANT_TYPES,
                             **{"saved": False, **context})
 
     def on_post(self, req, resp, applicationId, clientId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+        def update(form):
             values = oidc_schemas.UPDATE_CLIENT.validate(client_values(form, create=False), partial=True)
             self.clients.update(applicationId, clientId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, clientId, **failed(error), form=form)
-            return
-        self.show(req, resp, viewer, applicationId, clientId, saved=True)
+            return {"saved": True}
+        self.write_form(req, resp, applicationId, clientId, change=update)
 
 
 class DeleteOidcClient(_AppPage):
@@ -146,18 +112,11 @@ class DeleteOidcClient(_AppPage):
         self.client_page = client_page
 
     def on_post(self, req, resp, applicationId, clientId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
-            client = self.clients.get(applicationId, clientId)
-            confirm_name(form, client["name"], "client")
+        def delete(form):
+            confirm_name(form, self.clients.get(applicationId, clientId)["name"], "client")
             self.clients.delete(applicationId, clientId)
-        except DomainError as error:
-            self.client_page.show(req, resp, viewer, applicationId, clientId, **failed(error))
-            return
-        redirect(resp, f"/console/applications/{applicationId}/oidc-clients")
+            return f"/console/applications/{applicationId}/oidc-clients"
+        self.write_form(req, resp, applicationId, clientId, change=delete, page=self.client_page, keep_form=False)
 
 
 # ---------------------------------------------------------------- webhooks
@@ -172,13 +131,10 @@ class Webhooks(_AppPage):
         super().__init__(console, dashboard_access)
         self.webhooks = webhooks
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, **context):
-        found = self.app_of(req, resp, viewer, applicationId)
+        found = self.application(req, resp, viewer, applicationId)
         if found:
             app, role = found
             hooks = [serialize_webhook(w) for w in self.webhooks.list(applicationId)]
@@ -187,18 +143,12 @@ class Webhooks(_AppPage):
                                 **{"status": 200, "created": None, **context})
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+        def create(form):
             values = webhook_schemas.CREATE_WEBHOOK.validate({"url": form.get("url", ""),
                                                               "events": picked_events(form)})
             webhook, secret = self.webhooks.create(applicationId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, **failed(error), form=form)
-            return
-        self.show(req, resp, viewer, applicationId, status=201, created=serialize_webhook(webhook, secret))
+            return {"status": 201, "created": serialize_webhook(webhook, secret)}
+        self.write_form(req, resp, applicationId, change=create)
 
 
 class Webhook(_AppPage):
@@ -210,41 +160,28 @@ class Webhook(_AppPage):
         super().__init__(console, dashboard_access)
         self.webhooks = webhooks
 
-    def on_get(self, req, resp, applicationId, webhookId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, webhookId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, webhookId, *, status=200, **context):
-        found = self.app_of(req, resp, viewer, applicationId)
-        if not found:
+        found = self.item(req, resp, viewer, applicationId, lambda: (
+            self.webhooks.get(applicationId, webhookId),
+            [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]))
+        if found is None:
             return
-        try:
-            webhook = self.webhooks.get(applicationId, webhookId)
-            deliveries = [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return
-        app, role = found
+        app, role, (webhook, deliveries) = found
         self.console.render(req, resp, "integrations_webhook.html", status=status, viewer=viewer, app=app,
                             role=role, webhook=serialize_webhook(webhook), deliveries=deliveries,
                             catalogue=PUBLIC_EVENT_TYPES,
                             **{"saved": False, "secret": None, "redelivered": None, **context})
 
     def on_post(self, req, resp, applicationId, webhookId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+        def update(form):
             values = webhook_schemas.UPDATE_WEBHOOK.validate({
                 "url": form.get("url", ""), "events": picked_events(form),
                 "is_active": form.get("is_active") == "on"}, partial=True)
             self.webhooks.update(applicationId, webhookId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, webhookId, **failed(error), form=form)
-            return
-        self.show(req, resp, viewer, applicationId, webhookId, saved=True)
+            return {"saved": True}
+        self.write_form(req, resp, applicationId, webhookId, change=update)
 
 
 class WebhookSecret(_AppPage):
@@ -257,16 +194,9 @@ class WebhookSecret(_AppPage):
         self.webhook_page = webhook_page
 
     def on_post(self, req, resp, applicationId, webhookId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or self.posted(req, resp) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
-            _webhook, secret = self.webhooks.rotate_secret(applicationId, webhookId)
-        except DomainError as error:
-            self.webhook_page.show(req, resp, viewer, applicationId, webhookId, **failed(error))
-            return
-        self.webhook_page.show(req, resp, viewer, applicationId, webhookId, secret=secret)
+        def rotate(_form):
+            return {"secret": self.webhooks.rotate_secret(applicationId, webhookId)[1]}
+        self.write_form(req, resp, applicationId, webhookId, change=rotate, page=self.webhook_page, keep_form=False)
 
 
 class WebhookRedelivery(_AppPage):
@@ -279,17 +209,10 @@ class WebhookRedelivery(_AppPage):
         self.webhook_page = webhook_page
 
     def on_post(self, req, resp, applicationId, webhookId, deliveryId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or self.posted(req, resp) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
-            delivery = self.webhooks.redeliver(applicationId, webhookId, deliveryId)
-        except DomainError as error:
-            self.webhook_page.show(req, resp, viewer, applicationId, webhookId, **failed(error))
-            return
-        self.webhook_page.show(req, resp, viewer, applicationId, webhookId, status=202,
-                               redelivered=delivery["_id"])
+        def redeliver(_form):
+            return {"status": 202, "redelivered": self.webhooks.redeliver(applicationId, webhookId, deliveryId)["_id"]}
+        self.write_form(req, resp, applicationId, webhookId, change=redeliver, page=self.webhook_page,
+                        keep_form=False)
 
 
 # ---------------------------------------------------------------- audit log
@@ -305,7 +228,7 @@ class AuditEvents(_AppPage):
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.app_of(req, resp, viewer, applicationId)) is None:
+        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
             return
         app, role = found
         query = filter_query(req)
@@ -331,7 +254,7 @@ class AuditTail(_AppPage):
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.app_of(req, resp, viewer, applicationId)) is None:
+        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
             return
         app, _role = found
         newest_id, newest_at = req.get_param("newest_id"), req.get_param("newest_at")
@@ -368,7 +291,7 @@ class AuditExport(_AppPage):
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
-        if viewer is None or self.app_of(req, resp, viewer, applicationId) is None:
+        if viewer is None or self.application(req, resp, viewer, applicationId) is None:
             return
         filters = audit_schemas.filters(req)
         resp.content_type = NDJSON

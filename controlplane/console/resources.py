@@ -106,6 +106,80 @@ class ConsoleResource(Resource):
         return form
 
 
+class ApplicationScreen(ConsoleResource):
+    """A screen of one application: the account must belong to its organization (a 404
+    page otherwise) and its organization's second-factor rule must be met (the
+    MFA-required page); writes need an owner or admin (``dashboard.access``)."""
+
+    # The integrations and access-rules screens answer an unmet second-factor rule with
+    # their 404 page, as they always have; the other screens explain it.
+    explains_mfa = True
+
+    def __init__(self, console: Console, dashboard_access: DashboardAccess):
+        super().__init__(console)
+        self.dashboard_access = dashboard_access
+
+    def application(self, req, resp, viewer, applicationId) -> tuple | None:
+        """``(app, role)`` the viewer may read, or None after rendering the refusal."""
+        try:
+            return self.dashboard_access.application(viewer.account["_id"], applicationId)
+        except DashboardMfaRequired as error:
+            if not self.explains_mfa:
+                self.not_found(req, resp, viewer)
+                return None
+            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+        except DomainError:
+            self.not_found(req, resp, viewer)
+        return None
+
+    def item(self, req, resp, viewer, applicationId, lookup) -> tuple | None:
+        """``(app, role, lookup())``: the application as ``application`` finds it and one
+        of its documents, or None after rendering the refusal (404 when lookup raises)."""
+        if (found := self.application(req, resp, viewer, applicationId)) is None:
+            return None
+        try:
+            return (*found, lookup())
+        except DomainError:
+            self.not_found(req, resp, viewer)
+            return None
+
+    def show_to_viewer(self, req, resp, applicationId, **ids) -> None:
+        """The GET of a screen with a page (``on_get = ApplicationScreen.show_to_viewer``):
+        its ``show`` for a signed-in viewer."""
+        if viewer := self.signed_in(req, resp):
+            self.show(req, resp, viewer, applicationId, **ids)
+
+    def write_form(self, req, resp, applicationId, *ids, change, page=None, keep_form=True, refusal=None) -> None:
+        """A guarded form post of this screen: ``change(form)`` runs behind the write gate
+        and returns what the page shows again (``saved=True``, a secret shown once...) or
+        the address to go to (303).  A refused one shows ``page`` (this screen by default)
+        again with ``refusal(error, form)`` (the error at its fields) and, with
+        ``keep_form``, the form as sent."""
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        page = page or self
+        try:
+            self.writer(viewer, applicationId)
+            answer = change(form)
+        except DomainError as error:
+            shown = refusal(error, form) if refusal else failed(error)
+            page.show(req, resp, viewer, applicationId, *ids, **shown, **({"form": form} if keep_form else {}))
+            return
+        if isinstance(answer, str):
+            redirect(resp, answer)
+        else:
+            page.show(req, resp, viewer, applicationId, *ids, **answer)
+
+    def writer(self, viewer, applicationId) -> tuple:
+        """``(app, role)``; 403 FORBIDDEN for a member or viewer, DASHBOARD_EMAIL_UNVERIFIED
+        before the address is confirmed."""
+        return self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+
+    def not_found(self, req, resp, viewer) -> None:
+        self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+
+
 # ---------------------------------------------------------------- assets
 
 
@@ -543,54 +617,38 @@ class Applications(ConsoleResource):
         redirect(resp, f"/console/applications/{app['_id']}")
 
 
-class Application(ConsoleResource):
+class Application(ApplicationScreen):
     docs = {"GET": page_doc("An application's settings", not_found=True),
             "POST": page_doc("Update the application's settings", api=api.Application.docs["PUT"])}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+        super().__init__(console, dashboard_access)
         self.applications = applications
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        try:
-            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
-        except DashboardMfaRequired as error:
-            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+        if (found := self.application(req, resp, viewer, applicationId)) is None:
             return
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return
+        app, role = found
         self.console.render(req, resp, "application.html", status=status, viewer=viewer, app=app, role=role,
                             **{"saved": False, **context})
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
-            values = schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True)
-            self.applications.update(applicationId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, **failed(error))
-            return
-        self.show(req, resp, viewer, applicationId, saved=True)
+        def update(form):
+            self.applications.update(applicationId,
+                                     schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True))
+            return {"saved": True}
+        self.write_form(req, resp, applicationId, change=update, keep_form=False)
 
 
-class DeleteApplication(ConsoleResource):
+class DeleteApplication(ApplicationScreen):
     docs = {"POST": page_doc("Delete the application; the form must repeat its name",
                              api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess,
                  dashboard_applications: OrganizationApplications, application_page: Application):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+        super().__init__(console, dashboard_access)
         self.dashboard_applications = dashboard_applications
         self.application_page = application_page
 
@@ -599,7 +657,7 @@ class DeleteApplication(ConsoleResource):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            app, _role = self.writer(viewer, applicationId)
             if form.get("confirm_name") != app["name"]:
                 reason = "Type the application's name exactly to delete it."
                 raise ValidationFailed({"confirm_name": reason}, message=reason)

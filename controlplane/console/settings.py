@@ -26,6 +26,7 @@ from controlplane.applications.service import ApplicationService, branding_chang
 from controlplane.auth import SESSION_COOKIE
 from controlplane.console.resources import (
     MFA_REQUIRED_PAGE,
+    ApplicationScreen,
     ConsoleResource,
     Organization,
     form_values,
@@ -91,14 +92,13 @@ def preview_url(app_id: str, values: dict) -> str:
 # ---------------------------------------------------------------- branding
 
 
-class Branding(ConsoleResource):
+class Branding(ApplicationScreen):
     docs = {"GET": page_doc("An application's branding with a live preview of its hosted sign-in page",
                             not_found=True),
             "POST": page_doc("Save the application's branding", api=api.Branding.docs["PUT"])}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+        super().__init__(console, dashboard_access)
         self.applications = applications
 
     def on_get(self, req, resp, applicationId):
@@ -109,14 +109,9 @@ class Branding(ConsoleResource):
     def show(self, req, resp, viewer, applicationId, *, form: dict, **context):
         """The page, or with ``?fragment=preview`` (htmx, as the form changes) only the
         preview and its contrast warning for the form's unsaved values."""
-        try:
-            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
-        except DashboardMfaRequired as error:
-            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+        if (found := self.application(req, resp, viewer, applicationId)) is None:
             return
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return
+        app, role = found
         shown = app
         try:
             shown = {**app, **branding_changes(app, schemas.BRANDING.validate(branding_values(form), partial=True))}
@@ -128,28 +123,21 @@ class Branding(ConsoleResource):
                             **{"saved": False, "status": 200, **context})
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
-            values = schemas.BRANDING.validate(branding_values(form), partial=True)
-            self.applications.update_branding(applicationId, values)
-        except DomainError as error:
-            self.show(req, resp, viewer, applicationId, form=form, **failed(error))
-            return
-        self.show(req, resp, viewer, applicationId, form={}, saved=True)
+        def update(form):
+            self.applications.update_branding(applicationId,
+                                              schemas.BRANDING.validate(branding_values(form), partial=True))
+            return {"form": {}, "saved": True}
+        self.write_form(req, resp, applicationId, change=update)
 
 
-class BrandingPreview(ConsoleResource):
+class BrandingPreview(ApplicationScreen):
     """The hosted sign-in page with the unsaved branding of the query string."""
 
     docs = {"GET": page_doc("The hosted sign-in page with unsaved branding (?brand_color=...), to be framed "
                             "by the branding page; saves nothing", not_found=True)}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess, pages: Pages):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+        super().__init__(console, dashboard_access)
         self.pages = pages
 
     def on_get(self, req, resp, applicationId):
@@ -172,31 +160,22 @@ class BrandingPreview(ConsoleResource):
 # ---------------------------------------------------------------- API keys
 
 
-class ApiKeys(ConsoleResource):
+class ApiKeys(ApplicationScreen):
     docs = {"GET": page_doc("An application's API keys (without secrets), and a form to create one",
                             not_found=True),
             "POST": page_doc("Create an API key; its secret is shown on this answer only",
                              api=api.ApiKeys.docs["POST"])}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess, api_keys: ApiKeyService):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+        super().__init__(console, dashboard_access)
         self.api_keys = api_keys
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId)
+    on_get = ApplicationScreen.show_to_viewer
 
     def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        try:
-            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
-        except DashboardMfaRequired as error:
-            self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+        if (found := self.application(req, resp, viewer, applicationId)) is None:
             return
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return
+        app, role = found
         self.console.render(req, resp, "settings_api_keys.html", status=status, viewer=viewer, app=app, role=role,
                             keys=self.api_keys.list(applicationId), permissions=V1_PERMISSIONS,
                             **{"created": None, "revoked": req.get_param("notice") == "revoked", **context})
@@ -207,7 +186,7 @@ class ApiKeys(ConsoleResource):
             return
         chosen = [permission for permission in V1_PERMISSIONS if form.get(f"permission:{permission}") == "on"]
         try:
-            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            app, _role = self.writer(viewer, applicationId)
             values = schemas.API_KEY_CREATE.validate({"name": form.get("name", ""), "permissions": chosen})
             key, secret = self.api_keys.create(app, values, created_by=viewer.account["_id"])
         except DomainError as error:
@@ -216,14 +195,13 @@ class ApiKeys(ConsoleResource):
         self.show(req, resp, viewer, applicationId, status=201, created={"key": key, "secret": secret})
 
 
-class RevokeApiKey(ConsoleResource):
+class RevokeApiKey(ApplicationScreen):
     docs = {"POST": page_doc("Revoke an API key with confirmed=yes; without it, the page asking to confirm",
                              api=api.ApiKey.docs["DELETE"])}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess, api_keys: ApiKeyService,
                  keys_page: ApiKeys):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+        super().__init__(console, dashboard_access)
         self.api_keys = api_keys
         self.keys_page = keys_page
 
@@ -234,7 +212,7 @@ class RevokeApiKey(ConsoleResource):
         if viewer is None or (form := self.posted(req, resp)) is None:
             return
         try:
-            app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            app, _role = self.writer(viewer, applicationId)
             if form.get("confirmed") != "yes":
                 key = next((key for key in self.api_keys.list(applicationId) if key["_id"] == keyId), None)
                 if key is None:

@@ -5,25 +5,25 @@ from controlplane.dashboard import resources
 
 TAG = "dashboard"
 BASE = "/api/dashboard"
+# The account's own resources that take the same services, by path under BASE.
+SIGN_IN_RESOURCES = {
+    "register": resources.Register, "login": resources.Login, "login/mfa": resources.LoginMfa,
+    "logout": resources.Logout, "email/verify": resources.VerifyEmail, "email/resend": resources.ResendVerification,
+    "password/forgot": resources.ForgotPassword, "password/reset": resources.ResetPassword}
+ACCOUNT_MFA_RESOURCES = {
+    "me/mfa": resources.AccountMfaStatus, "me/mfa/totp/setup": resources.AccountTotpSetup,
+    "me/mfa/totp/confirm": resources.AccountTotpConfirm, "me/mfa/totp": resources.AccountTotp,
+    "me/mfa/backup-codes/regenerate": resources.AccountBackupCodes}
 
 
 def add_routes(routes, services):
     accounts, organizations, config = services.dashboard.accounts, services.dashboard.organizations, services.config
     dashboard_apps, access, mfa = services.dashboard.applications, services.dashboard.access, services.dashboard.mfa
-    routes.add(f"{BASE}/register", resources.Register(accounts, config), TAG)
-    routes.add(f"{BASE}/login", resources.Login(accounts, config), TAG)
-    routes.add(f"{BASE}/login/mfa", resources.LoginMfa(accounts, config), TAG)
-    routes.add(f"{BASE}/logout", resources.Logout(accounts, config), TAG)
-    routes.add(f"{BASE}/email/verify", resources.VerifyEmail(accounts, config), TAG)
-    routes.add(f"{BASE}/email/resend", resources.ResendVerification(accounts, config), TAG)
-    routes.add(f"{BASE}/password/forgot", resources.ForgotPassword(accounts, config), TAG)
-    routes.add(f"{BASE}/password/reset", resources.ResetPassword(accounts, config), TAG)
+    for path, resource in SIGN_IN_RESOURCES.items():
+        routes.add(f"{BASE}/{path}", resource(accounts, config), TAG)
     routes.add(f"{BASE}/me", resources.Me(accounts, organizations, mfa), TAG)
-    routes.add(f"{BASE}/me/mfa", resources.AccountMfaStatus(mfa, accounts), TAG)
-    routes.add(f"{BASE}/me/mfa/totp/setup", resources.AccountTotpSetup(mfa, accounts), TAG)
-    routes.add(f"{BASE}/me/mfa/totp/confirm", resources.AccountTotpConfirm(mfa, accounts), TAG)
-    routes.add(f"{BASE}/me/mfa/totp", resources.AccountTotp(mfa, accounts), TAG)
-    routes.add(f"{BASE}/me/mfa/backup-codes/regenerate", resources.AccountBackupCodes(mfa, accounts), TAG)
+    for path, resource in ACCOUNT_MFA_RESOURCES.items():
+        routes.add(f"{BASE}/{path}", resource(mfa, accounts), TAG)
     routes.add(f"{BASE}/me/password", resources.Password(accounts, config), TAG)
     routes.add(f"{BASE}/organizations", resources.Organizations(organizations), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}", resources.Organization(organizations), TAG)
