@@ -143,10 +143,7 @@ def condition_error(error: DomainError, form: dict) -> dict:
 
 
 class AccessRulesPage(ApplicationScreen):
-    """A screen of an application's access rules; an unmet second-factor rule gets the
-    404 page too."""
-
-    explains_mfa = False
+    """A screen of an application's access rules."""
 
 
 def page_links(req, result: dict) -> dict:

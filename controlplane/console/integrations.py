@@ -37,9 +37,7 @@ TAIL_LIMIT = audit_schemas.MAX_LIMIT
 
 
 class _AppPage(ApplicationScreen):
-    """A page of one application; an unmet second-factor rule gets the 404 page too."""
-
-    explains_mfa = False
+    """A page of one application."""
 
 
 # ---------------------------------------------------------------- OIDC clients

@@ -111,10 +111,6 @@ class ApplicationScreen(ConsoleResource):
     page otherwise) and its organization's second-factor rule must be met (the
     MFA-required page); writes need an owner or admin (``dashboard.access``)."""
 
-    # The integrations and access-rules screens answer an unmet second-factor rule with
-    # their 404 page, as they always have; the other screens explain it.
-    explains_mfa = True
-
     def __init__(self, console: Console, dashboard_access: DashboardAccess):
         super().__init__(console)
         self.dashboard_access = dashboard_access
@@ -124,9 +120,6 @@ class ApplicationScreen(ConsoleResource):
         try:
             return self.dashboard_access.application(viewer.account["_id"], applicationId)
         except DashboardMfaRequired as error:
-            if not self.explains_mfa:
-                self.not_found(req, resp, viewer)
-                return None
             self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
         except DomainError:
             self.not_found(req, resp, viewer)

@@ -21,7 +21,7 @@ from controlplane.abac import resources as abac_api
 from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import ConsoleResource, page_doc, redirect
+from controlplane.console.resources import ApplicationScreen, page_doc, redirect
 from controlplane.console.web import Console, failed
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.mfa import resources as mfa_api
@@ -93,23 +93,7 @@ class UserFinder:
             page += 1
 
 
-class _UsersScreen(ConsoleResource):
-    def __init__(self, console: Console, dashboard_access: DashboardAccess):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
-
-    def application(self, req, resp, viewer, app_id):
-        """``(app, role)``, or None after rendering 404: not an application of the
-        account's organizations.  A write asks ``dashboard_access`` again with
-        ``write=True``, which refuses members and viewers (403) as the API does."""
-        try:
-            return self.dashboard_access.application(viewer.account["_id"], app_id)
-        except DomainError:
-            self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
-            return None
-
-
-class Users(_UsersScreen):
+class Users(ApplicationScreen):
     docs = {"GET": page_doc("An application's users: search by id, email or name (?q=, ?status=, ?page=)",
                             not_found=True)}
 
@@ -140,7 +124,7 @@ class Users(_UsersScreen):
                             **{"status": 200, "notice": None, **context})
 
 
-class BulkUsers(_UsersScreen):
+class BulkUsers(ApplicationScreen):
     docs = {"POST": page_doc(
         "Suspend (action=suspend) or revoke the sessions of (action=revoke-sessions) every user the search "
         "matches: without confirm=yes it shows how many that is; with it, acts on each through the API's service",
@@ -209,7 +193,7 @@ class UserAreas:
     audit: AuditLog
 
 
-class User(_UsersScreen):
+class User(ApplicationScreen):
     docs = {"GET": page_doc("One user: status, sessions, MFA, roles, attributes, audit trail; ?permission= (and "
                             "?scope=) explains that permission's decision with its trace", not_found=True),
             "POST": page_doc(

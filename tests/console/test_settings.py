@@ -267,7 +267,9 @@ def test_require_mfa_is_explained_when_the_owner_has_none_and_members_without_on
     assert ctx.dashboard.organizations.store.organization(dashboard_account.organization_id)["require_mfa"] is True
     assert 'name="require_mfa" aria-describedby="h-require-mfa" checked' in owner.get(org).text
 
-    for path in (f"/console/applications/{photos['id']}", f"/console/applications/{photos['id']}/api-keys",
+    app_pages = ("", "/api-keys", "/branding", "/users", "/roles", "/policies", "/check", "/oidc-clients",
+                 "/webhooks", "/audit")
+    for path in (*(f"/console/applications/{photos['id']}{page}" for page in app_pages),
                  f"/console/applications?organization_id={dashboard_account.organization_id}", org):
         shut = member.get(path)
         assert shut.status_code == 403, path
