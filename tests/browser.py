@@ -97,6 +97,16 @@ def start_chromium(profile_dir: str, *extra_flags: str):
     return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
 
 
+def waiting(driver, seconds: float = 10):
+    """A ``WebDriverWait`` that retries through the errors a page in the middle of a
+    navigation or an htmx swap gives (a node of the old document: Chromium's "Node with
+    given id does not belong to the document", a stale element), until ``seconds``."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, seconds, ignored_exceptions=(WebDriverException,))
+
+
 def console_errors(driver) -> list[str]:
     """The browser console's errors since the last call (a CSP violation is one: a
     refused style or script shows up here, not as a failed assertion)."""

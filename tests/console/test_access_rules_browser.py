@@ -13,9 +13,8 @@ pytest.importorskip("selenium", reason="real-browser test skipped: the selenium 
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from tests.browser import console_errors  # noqa: E402
+from tests.browser import console_errors, waiting  # noqa: E402
 from tests.console.test_console_browser import fill, heading, submit  # noqa: E402
 
 
@@ -25,7 +24,7 @@ def config_overrides(live_url):
 
 
 def wait_text(browser, element_id: str, text: str) -> None:
-    WebDriverWait(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.ID, element_id), text),
+    waiting(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.ID, element_id), text),
                                      message=browser.page_source[:3000])
 
 

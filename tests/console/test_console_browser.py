@@ -14,9 +14,9 @@ pytest.importorskip("selenium", reason="real-browser test skipped: the selenium 
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
-from tests.browser import console_errors  # noqa: E402
+from tests.browser import console_errors, waiting  # noqa: E402
 
 PASSWORD = "Correct-Horse-42"
 
@@ -39,7 +39,7 @@ def submit(browser, label: str) -> None:
 
 
 def heading(browser, text: str) -> None:
-    WebDriverWait(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "h1"), text),
+    waiting(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "h1"), text),
                                      message=browser.page_source[:3000])
 
 
@@ -75,7 +75,7 @@ def test_sign_up_verify_and_create_an_organization_and_an_application(live_serve
     heading(browser, "Confirm your email address")
     screen("verify-email")
     submit(browser, "Confirm my address")
-    WebDriverWait(browser, 10).until(
+    waiting(browser, 10).until(
         expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "main"), "is confirmed"))
 
     browser.get(f"{live_server}/console/sign-in")
@@ -95,7 +95,7 @@ def test_sign_up_verify_and_create_an_organization_and_an_application(live_serve
     # table with the API's refusal: the last owner cannot step down.
     Select(browser.find_element(By.CSS_SELECTOR, "#members select")).select_by_visible_text("viewer")
     submit(browser, "Change")
-    WebDriverWait(browser, 10).until(
+    waiting(browser, 10).until(
         expected_conditions.text_to_be_present_in_element((By.ID, "members"), "ORGANIZATION_LAST_OWNER"))
     assert "Make another member owner first" in browser.find_element(By.ID, "members").text
     assert browser.find_element(By.TAG_NAME, "h1").text == "Acme"  # a swap, not a new page
@@ -118,7 +118,7 @@ def test_sign_up_verify_and_create_an_organization_and_an_application(live_serve
     browser.get(f"{live_server}/console/applications")
     browser.find_element(By.ID, "organization-switch").send_keys("Acme")
     submit(browser, "Switch")
-    WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.LINK_TEXT, "Photos")))
+    waiting(browser, 10).until(expected_conditions.presence_of_element_located((By.LINK_TEXT, "Photos")))
     screen("applications")
 
     browser.find_element(By.LINK_TEXT, "Account").click()

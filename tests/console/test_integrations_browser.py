@@ -11,9 +11,8 @@ pytest.importorskip("selenium", reason="real-browser test skipped: the selenium 
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from tests.browser import console_errors  # noqa: E402
+from tests.browser import console_errors, waiting  # noqa: E402
 from tests.console.test_console_browser import fill, heading, submit  # noqa: E402
 
 
@@ -48,7 +47,7 @@ def test_clients_webhooks_and_the_live_audit_log(live_server, browser, check_pag
     # either way the button says what happened and no promise rejection goes unhandled.
     copy = browser.find_element(By.CSS_SELECTOR, "button[data-copy]")
     copy.click()
-    WebDriverWait(browser, 5).until(lambda driver: copy.text != "Copy")
+    waiting(browser, 5).until(lambda driver: copy.text != "Copy")
     assert console_errors(browser) == []
     browser.find_element(By.LINK_TEXT, "Web shop").click()
     heading(browser, "Web shop")
@@ -67,7 +66,7 @@ def test_clients_webhooks_and_the_live_audit_log(live_server, browser, check_pag
     ctx.webhooks.dispatcher.catch_up()
     browser.find_element(By.PARTIAL_LINK_TEXT, "127.0.0.1:9").click()
     submit(browser, "Redeliver")
-    WebDriverWait(browser, 10).until(
+    waiting(browser, 10).until(
         expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "main"), "Queued again as delivery"))
     assert "redelivery of" in browser.find_element(By.TAG_NAME, "table").text
     screen("webhook-deliveries")
@@ -76,7 +75,7 @@ def test_clients_webhooks_and_the_live_audit_log(live_server, browser, check_pag
     heading(browser, "Audit log")
     rows = len(browser.find_elements(By.CSS_SELECTOR, "#audit-rows tr:not(.tail)"))
     make_user(ctx.applications.get(app_id), email="grace@example.com")
-    WebDriverWait(browser, 12).until(
+    waiting(browser, 12).until(
         lambda driver: len(driver.find_elements(By.CSS_SELECTOR, "#audit-rows tr:not(.tail)")) > rows,
         message="the live tail did not add the new record")
     assert "grace@example.com" in browser.find_element(By.ID, "audit-rows").text

@@ -15,9 +15,8 @@ pytest.importorskip("selenium", reason="real-browser test skipped: the selenium 
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from tests.browser import console_errors  # noqa: E402
+from tests.browser import console_errors, waiting  # noqa: E402
 from tests.console.test_console_browser import fill, heading, submit  # noqa: E402
 from tests.mfa.conftest import rfc6238  # noqa: E402
 
@@ -28,7 +27,7 @@ def config_overrides(live_url):
 
 
 def wait_text(browser, element_id: str, text: str) -> None:
-    WebDriverWait(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.ID, element_id), text),
+    waiting(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.ID, element_id), text),
                                      message=browser.page_source[:3000])
 
 
@@ -52,14 +51,14 @@ def test_branding_api_keys_and_two_step_verification(live_server, browser, check
     frame = browser.find_element(By.CSS_SELECTOR, "#preview iframe")
     assert "brand_color=%23ffff00" in frame.get_attribute("src")
     browser.switch_to.frame(frame)
-    WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.NAME, "password")))
+    waiting(browser, 10).until(expected_conditions.presence_of_element_located((By.NAME, "password")))
     button = browser.find_element(By.XPATH, "//button[normalize-space()='Sign in']")
     assert button.value_of_css_property("background-color") == "rgba(255, 255, 0, 1)"  # the unsaved colour
     browser.switch_to.default_content()
     screen("branding")
     fill(browser, {"brand_color": "#1a4d2e"})
     wait_text(browser, "preview", "Preview of the sign-in page")
-    WebDriverWait(browser, 10).until_not(
+    waiting(browser, 10).until_not(
         lambda b: "Contrast too low" in b.find_element(By.ID, "preview").text)
     submit(browser, "Save branding")
     wait_text(browser, "main", "Branding saved.")
@@ -73,7 +72,7 @@ def test_branding_api_keys_and_two_step_verification(live_server, browser, check
     secret = browser.find_element(By.ID, "new-secret").get_attribute("value")
     assert ctx.api_keys.authenticate(secret) is not None
     browser.find_element(By.XPATH, "//button[normalize-space()='Copy key']").click()
-    WebDriverWait(browser, 10).until(  # headless Chromium may refuse the clipboard: then it says so
+    waiting(browser, 10).until(  # headless Chromium may refuse the clipboard: then it says so
         lambda b: b.find_element(By.CSS_SELECTOR, "[data-copied-for=new-secret]").text != "")
     errors = console_errors(browser)
     assert [("/api-keys" in e and "status of 201" in e) for e in errors] in ([], [True]), errors
@@ -81,7 +80,7 @@ def test_branding_api_keys_and_two_step_verification(live_server, browser, check
     browser.get(f"{live_server}/console/applications/{app['id']}/api-keys")
     assert secret not in browser.page_source
     submit(browser, "Revoke")
-    WebDriverWait(browser, 10).until(expected_conditions.alert_is_present()).accept()  # hx-confirm
+    waiting(browser, 10).until(expected_conditions.alert_is_present()).accept()  # hx-confirm
     wait_text(browser, "api-keys", "Key revoked")
     assert ctx.api_keys.list(app["id"]) == []
     screen("api-keys")

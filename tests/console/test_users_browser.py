@@ -11,9 +11,9 @@ pytest.importorskip("selenium", reason="real-browser test skipped: the selenium 
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
-from tests.browser import console_errors  # noqa: E402
+from tests.browser import console_errors, waiting  # noqa: E402
 from tests.console.test_console_browser import fill, heading, submit  # noqa: E402
 
 
@@ -48,32 +48,32 @@ def test_search_open_a_user_revoke_a_session_and_suspend_all_matching(live_serve
 
     fill(browser, {"q": "lovelace"})
     submit(browser, "Search")
-    WebDriverWait(browser, 10).until(expected_conditions.url_contains("q=lovelace"))
+    waiting(browser, 10).until(expected_conditions.url_contains("q=lovelace"))
     browser.find_element(By.LINK_TEXT, "ada@lovelace.example").click()
     heading(browser, "ada@lovelace.example")
     assert "2 active sessions" in browser.find_element(By.TAG_NAME, "main").text
     fill(browser, {"permission": "posts:read"})
     submit(browser, "Explain")
-    WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.ID, "explained")))
+    waiting(browser, 10).until(expected_conditions.presence_of_element_located((By.ID, "explained")))
     assert "Denied" in browser.find_element(By.ID, "explained").text
     screen("user")
     browser.find_elements(By.XPATH, "//button[normalize-space()='Revoke']")[0].click()
-    WebDriverWait(browser, 10).until(
+    waiting(browser, 10).until(
         expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "main"), "The session was revoked."))
     assert "1 active session" in browser.find_element(By.TAG_NAME, "main").text
     submit(browser, "Suspend")
-    WebDriverWait(browser, 10).until(
+    waiting(browser, 10).until(
         expected_conditions.text_to_be_present_in_element((By.ID, "user-status"), "suspended"))
     assert ctx.users.directory.status(app["_id"], ada["id"]) == "suspended"
 
     browser.get(f"{live_server}/console/applications/{app['_id']}/users?q=buyer-1")
     Select(browser.find_element(By.ID, "f-action")).select_by_value("suspend")
     submit(browser, "Continue…")
-    WebDriverWait(browser, 10).until(expected_conditions.presence_of_element_located((By.ID, "bulk-count")))
+    waiting(browser, 10).until(expected_conditions.presence_of_element_located((By.ID, "bulk-count")))
     assert browser.find_element(By.ID, "bulk-count").text == "10"
     screen("users-bulk-confirm")
     submit(browser, "Suspend 10 users")
-    WebDriverWait(browser, 10).until(
+    waiting(browser, 10).until(
         expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "main"), "Suspend 10 users: done."))
     screen("users-bulk-done")
     suspended = [user for user in ctx.users.admin.search(app["_id"], search=None, status="suspended", page=1,
