@@ -12,20 +12,15 @@ import pytest
 pytest.importorskip("selenium", reason="real-browser test skipped: the selenium package is not installed")
 
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 
-from tests.browser import console_errors, waiting  # noqa: E402
-from tests.console.test_console_browser import fill, heading, submit  # noqa: E402
+from tests.browser import console_errors  # noqa: E402
+from tests.console.test_console_browser import fill, heading, sign_in, submit, wait_text  # noqa: E402
 
 
 @pytest.fixture
 def config_overrides(live_url):
     return {"public_url": live_url}  # the console's writes must come from the browser's origin
 
-
-def wait_text(browser, element_id: str, text: str) -> None:
-    waiting(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.ID, element_id), text),
-                                     message=browser.page_source[:3000])
 
 
 def test_roles_policies_and_the_check_playground(live_server, browser, check_page, ctx, dashboard_account,
@@ -39,10 +34,7 @@ def test_roles_policies_and_the_check_playground(live_server, browser, check_pag
         assert all(e in error for e, error in zip(expected_errors, errors, strict=True)), errors
         check_page(f"console-{name}")
 
-    browser.get(f"{live_server}/console/sign-in")
-    fill(browser, {"email": dashboard_account.email, "password": dashboard_account.password})
-    submit(browser, "Sign in")
-    heading(browser, "Applications")
+    sign_in(browser, live_server, dashboard_account)
     browser.get(f"{live_server}/console/applications/{app['id']}")
     browser.find_element(By.LINK_TEXT, "Roles").click()
     heading(browser, "Roles of Reports")

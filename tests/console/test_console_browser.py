@@ -38,6 +38,19 @@ def submit(browser, label: str) -> None:
     browser.find_element(By.XPATH, f"//button[normalize-space()='{label}']").click()
 
 
+def sign_in(browser, live_server: str, account) -> None:
+    """Sign ``account`` in through the console's sign-in page, landing on Applications."""
+    browser.get(f"{live_server}/console/sign-in")
+    fill(browser, {"email": account.email, "password": account.password})
+    submit(browser, "Sign in")
+    heading(browser, "Applications")
+
+
+def wait_text(browser, element_id: str, text: str) -> None:
+    waiting(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.ID, element_id), text),
+                               message=browser.page_source[:3000])
+
+
 def heading(browser, text: str) -> None:
     waiting(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "h1"), text),
                                      message=browser.page_source[:3000])

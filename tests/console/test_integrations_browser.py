@@ -13,7 +13,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 
 from tests.browser import console_errors, waiting  # noqa: E402
-from tests.console.test_console_browser import fill, heading, submit  # noqa: E402
+from tests.console.test_console_browser import fill, heading, sign_in, submit  # noqa: E402
 
 
 @pytest.fixture
@@ -29,10 +29,7 @@ def test_clients_webhooks_and_the_live_audit_log(live_server, browser, check_pag
         assert console_errors(browser) == [], name
         check_page(f"console-{name}")
 
-    browser.get(f"{live_server}/console/sign-in")
-    fill(browser, {"email": dashboard_account.email, "password": dashboard_account.password})
-    submit(browser, "Sign in")
-    heading(browser, "Applications")
+    sign_in(browser, live_server, dashboard_account)
     browser.get(f"{live_server}/console/applications/{app_id}")
     browser.find_element(By.LINK_TEXT, "OIDC clients").click()
     heading(browser, "OIDC clients")

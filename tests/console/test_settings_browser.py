@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 
 from tests.browser import console_errors, waiting  # noqa: E402
-from tests.console.test_console_browser import fill, heading, submit  # noqa: E402
+from tests.console.test_console_browser import fill, heading, sign_in, submit, wait_text  # noqa: E402
 from tests.mfa.conftest import rfc6238  # noqa: E402
 
 
@@ -25,10 +25,6 @@ from tests.mfa.conftest import rfc6238  # noqa: E402
 def config_overrides(live_url):
     return {"public_url": live_url}  # the console's writes must come from the browser's origin
 
-
-def wait_text(browser, element_id: str, text: str) -> None:
-    waiting(browser, 10).until(expected_conditions.text_to_be_present_in_element((By.ID, element_id), text),
-                                     message=browser.page_source[:3000])
 
 
 def test_branding_api_keys_and_two_step_verification(live_server, browser, check_page, ctx, clock,
@@ -38,10 +34,7 @@ def test_branding_api_keys_and_two_step_verification(live_server, browser, check
         check_page(f"console-{name}")
 
     app = make_dashboard_app(dashboard_account, name="Photos")
-    browser.get(f"{live_server}/console/sign-in")
-    fill(browser, {"email": dashboard_account.email, "password": dashboard_account.password})
-    submit(browser, "Sign in")
-    heading(browser, "Applications")
+    sign_in(browser, live_server, dashboard_account)
 
     browser.get(f"{live_server}/console/applications/{app['id']}")
     browser.find_element(By.LINK_TEXT, "Branding").click()

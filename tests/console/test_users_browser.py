@@ -14,7 +14,7 @@ from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
 from tests.browser import console_errors, waiting  # noqa: E402
-from tests.console.test_console_browser import fill, heading, submit  # noqa: E402
+from tests.console.test_console_browser import fill, heading, sign_in, submit  # noqa: E402
 
 
 @pytest.fixture
@@ -36,10 +36,7 @@ def test_search_open_a_user_revoke_a_session_and_suspend_all_matching(live_serve
         assert console_errors(browser) == [], name
         check_page(f"console-{name}")
 
-    browser.get(f"{live_server}/console/sign-in")
-    fill(browser, {"email": dashboard_account.email, "password": dashboard_account.password})
-    submit(browser, "Sign in")
-    heading(browser, "Applications")
+    sign_in(browser, live_server, dashboard_account)
     browser.get(f"{live_server}/console/applications/{app['_id']}")
     browser.find_element(By.LINK_TEXT, "Users").click()
     heading(browser, "Users of Shop")
