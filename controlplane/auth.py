@@ -112,6 +112,14 @@ class Principal:
         return self.key_id or self.user_id or self.account_id or self.kind
 
 
+def holds(permissions: frozenset, name: str) -> bool:
+    """Whether a set of permission patterns (an API key's, the console principal's)
+    grants ``name``.  The same answer as ``any(matches(p, name) ...)``, in four set
+    lookups: the only patterns that can cover a valid permission are its covering
+    patterns."""
+    return is_valid_permission(name) and not permissions.isdisjoint(covering_patterns(name))
+
+
 def bearer_token(req) -> str | None:
     return bearer_header_token(req.get_header("Authorization"))
 
@@ -202,9 +210,7 @@ class Authenticator:
 
     def has_permission(self, principal: Principal, name: str) -> bool:
         if principal.kind == "api_key":
-            # The same answer as ``any(matches(p, name) ...)``, in four set lookups: the
-            # only patterns that can cover a valid permission are its covering patterns.
-            return is_valid_permission(name) and not principal.permissions.isdisjoint(covering_patterns(name))
+            return holds(principal.permissions, name)
         if principal.kind == "user":
             return self.permission_resolver(principal.app_id, principal.user_id, name)
         return principal.kind == "internal"

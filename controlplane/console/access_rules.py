@@ -158,6 +158,7 @@ def page_links(req, result: dict) -> dict:
 
 
 class Roles(AccessRulesPage):
+    gates = roles_api.RoleCollection.access
     docs = {"GET": page_doc("An application's roles, a page at a time (?page=, ?per_page=, ?search=), and a form "
                             "to create one", not_found=True),
             "POST": page_doc("Create a role", api=roles_api.RoleCollection.docs["POST"])}
@@ -210,6 +211,7 @@ class PermissionCheck(AccessRulesPage):
 
 
 class Role(AccessRulesPage):
+    gates = {"GET": roles_api.RoleItem.access["GET"], "POST": roles_api.RoleItem.access["PUT"]}
     docs = {"GET": page_doc("A role: its permissions and how many users hold it", not_found=True),
             "POST": page_doc("Change a role's display name, description and permissions",
                              api=roles_api.RoleItem.docs["PUT"])}
@@ -240,6 +242,7 @@ class Role(AccessRulesPage):
 
 
 class DeleteRole(AccessRulesPage):
+    gates = {"GET": roles_api.RoleItem.access["GET"], "POST": roles_api.RoleItem.access["DELETE"]}
     docs = {"POST": page_doc("Delete a role nobody holds (the role page shows how many users hold it first)",
                              api={"errors": (*roles_api.RoleItem.docs["DELETE"]["errors"], ValidationFailed)})}
 
@@ -283,6 +286,7 @@ def policy_form(policy: dict) -> dict:
 
 
 class Policies(AccessRulesPage):
+    gates = abac_api.PolicyCollection.access
     docs = {"GET": page_doc("An application's ABAC policies, a page at a time (?page=, ?per_page=, "
                             "?is_active=), and the editor to create one", not_found=True),
             "POST": page_doc("Create an ABAC policy", api=abac_api.PolicyCollection.docs["POST"])}
@@ -321,6 +325,7 @@ class Policies(AccessRulesPage):
 
 
 class Policy(AccessRulesPage):
+    gates = {"GET": abac_api.PolicyItem.access["GET"], "POST": abac_api.PolicyItem.access["PUT"]}
     docs = {"GET": page_doc("An ABAC policy in the editor", not_found=True),
             "POST": page_doc("Update an ABAC policy (every field of the editor)",
                              api=abac_api.PolicyItem.docs["PUT"])}
@@ -351,6 +356,7 @@ class Policy(AccessRulesPage):
 
 
 class PolicyActivation(AccessRulesPage):
+    gates = {"GET": abac_api.PolicyItem.access["GET"], "POST": abac_api.PolicyItem.access["PUT"]}
     docs = {"POST": page_doc("Activate (is_active=true) or deactivate (is_active=false) an ABAC policy",
                              api=abac_api.PolicyItem.docs["PUT"])}
 
@@ -375,6 +381,7 @@ class PolicyActivation(AccessRulesPage):
 class Playground(AccessRulesPage):
     """A dry run: reading, so every member may use it; a POST only to keep the context
     out of URLs and logs, so it carries the CSRF token like every console post."""
+    gates = {"GET": abac_api.Evaluate.access["POST"], "POST": abac_api.Evaluate.access["POST"]}
 
     docs = {"GET": page_doc("The check playground: user, permission, resource and context", not_found=True),
             "POST": page_doc("Dry-run a check and show why it was allowed or denied",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from controlplane.audit import schemas as audit_schemas
+from controlplane.audit import resources as audit_api
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
 from controlplane.console.resources import HTML, ApplicationScreen, page_doc
@@ -44,6 +45,7 @@ class _AppPage(ApplicationScreen):
 
 
 class OidcClients(_AppPage):
+    gates = oidc_api.Clients.access
     docs = {"GET": page_doc("An application's OIDC clients, and a form to register one", not_found=True),
             "POST": page_doc("Register an OIDC client (its secret shown once)", api=oidc_api.Clients.docs["POST"])}
 
@@ -72,6 +74,7 @@ class OidcClients(_AppPage):
 
 
 class OidcClient(_AppPage):
+    gates = {"GET": oidc_api.ClientItem.access["GET"], "POST": oidc_api.ClientItem.access["PUT"]}
     docs = {"GET": page_doc("One OIDC client's settings (never its secret)", not_found=True),
             "POST": page_doc("Update an OIDC client (is_active off deactivates it)",
                              api=oidc_api.ClientItem.docs["PUT"])}
@@ -101,6 +104,7 @@ class OidcClient(_AppPage):
 
 
 class DeleteOidcClient(_AppPage):
+    gates = {"GET": oidc_api.ClientItem.access["GET"], "POST": oidc_api.ClientItem.access["DELETE"]}
     docs = {"POST": page_doc("Delete an OIDC client; the form must repeat its name",
                              api={"errors": (*oidc_api.ClientItem.docs["DELETE"]["errors"], ValidationFailed)})}
 
@@ -121,6 +125,7 @@ class DeleteOidcClient(_AppPage):
 
 
 class Webhooks(_AppPage):
+    gates = webhook_api.WebhookCollection.access
     docs = {"GET": page_doc("An application's webhooks, and a form to create one", not_found=True),
             "POST": page_doc("Create a webhook (its secret shown once)",
                              api=webhook_api.WebhookCollection.docs["POST"])}
@@ -150,6 +155,7 @@ class Webhooks(_AppPage):
 
 
 class Webhook(_AppPage):
+    gates = {"GET": webhook_api.WebhookDeliveries.access["GET"], "POST": webhook_api.WebhookItem.access["PUT"]}
     docs = {"GET": page_doc("One webhook (never its secret) and its delivery log", not_found=True),
             "POST": page_doc("Update a webhook's URL, events or active switch",
                              api=webhook_api.WebhookItem.docs["PUT"])}
@@ -183,6 +189,7 @@ class Webhook(_AppPage):
 
 
 class WebhookSecret(_AppPage):
+    gates = {"GET": webhook_api.WebhookItem.access["GET"], "POST": webhook_api.WebhookSecret.access["POST"]}
     docs = {"POST": page_doc("Rotate a webhook's secret (the new one shown once)",
                              api=webhook_api.WebhookSecret.docs["POST"])}
 
@@ -198,6 +205,7 @@ class WebhookSecret(_AppPage):
 
 
 class WebhookRedelivery(_AppPage):
+    gates = {"GET": webhook_api.WebhookItem.access["GET"], "POST": webhook_api.WebhookRedelivery.access["POST"]}
     docs = {"POST": page_doc("Send a logged delivery's event again, as a new delivery",
                              api=webhook_api.WebhookRedelivery.docs["POST"])}
 
@@ -217,6 +225,7 @@ class WebhookRedelivery(_AppPage):
 
 
 class AuditEvents(_AppPage):
+    gates = audit_api.ApplicationAuditEvents.access
     docs = {"GET": page_doc("The application's audit log: filters in the URL, cursor pages, a live tail",
                             not_found=True, errors=(ValidationFailed,))}
 
@@ -243,6 +252,7 @@ class AuditEvents(_AppPage):
 
 
 class AuditTail(_AppPage):
+    gates = audit_api.ApplicationAuditEvents.access
     docs = {"GET": page_doc("The audit records newer than newest_id (the live tail's rows; htmx polls it)",
                             not_found=True)}
 
@@ -276,6 +286,7 @@ class AuditTail(_AppPage):
 
 
 class AuditExport(_AppPage):
+    gates = audit_api.ApplicationAuditExport.access
     docs = {"GET": op("Download the application's audit records with the page's filters (NDJSON)",
                       description="Console download (not an API): the V1 export's stream for the signed-in "
                                   "account; signed-out visitors are redirected (303) to /console/sign-in.",

@@ -18,8 +18,9 @@ from urllib.parse import urlencode
 from markupsafe import escape
 
 from controlplane.applications.service import ApplicationService
-from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE
+from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE, Access
 from controlplane.console.assets import IMMUTABLE, accepts_gzip
+from controlplane.console.permissions import console_principal, require
 from controlplane.console.web import SIGN_IN, Console, Viewer, failed
 from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
@@ -33,7 +34,7 @@ from controlplane.openapi import op
 from controlplane.pages import CsrfTokenInvalid, MalformedForm, read_form
 from controlplane.resource import Resource
 from shared.config import Config
-from shared.errors import DomainError, NotFound, PayloadTooLarge, ValidationFailed
+from shared.errors import DomainError, NotFound, PayloadTooLarge, PermissionMissing, ValidationFailed
 from shared.http import client_ip, status_of
 
 HTML = {"type": "string", "description": "an HTML page"}
@@ -109,7 +110,13 @@ class ConsoleResource(Resource):
 class ApplicationScreen(ConsoleResource):
     """A screen of one application: the account must belong to its organization (a 404
     page otherwise) and its organization's second-factor rule must be met (the
-    MFA-required page); writes need an owner or admin (``dashboard.access``)."""
+    MFA-required page).  Its principal holds the V1 permissions of its role
+    (``console.permissions``): a screen standing for V1 operations names their gates in
+    ``gates`` (console method -> the V1 resource's ``Access``), and a read or write
+    lacking the permission is refused as the API refuses it.  A write without a V1 gate
+    (a dashboard operation) needs an owner or admin (``dashboard.access``)."""
+
+    gates: dict = {}
 
     def __init__(self, console: Console, dashboard_access: DashboardAccess):
         super().__init__(console)
@@ -118,12 +125,19 @@ class ApplicationScreen(ConsoleResource):
     def application(self, req, resp, viewer, applicationId) -> tuple | None:
         """``(app, role)`` the viewer may read, or None after rendering the refusal."""
         try:
-            return self.dashboard_access.application(viewer.account["_id"], applicationId)
+            app, role = self.dashboard_access.application(viewer.account["_id"], applicationId)
         except DashboardMfaRequired as error:
             self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
+            return None
         except DomainError:
             self.not_found(req, resp, viewer)
-        return None
+            return None
+        try:
+            require(console_principal(viewer.account["_id"], app["_id"], role), self.gates.get("GET"))
+        except PermissionMissing as error:
+            self.console.render_error(req, resp, error, "forbidden.html", viewer=viewer, app=app, role=role)
+            return None
+        return app, role
 
     def item(self, req, resp, viewer, applicationId, lookup) -> tuple | None:
         """``(app, role, lookup())``: the application as ``application`` finds it and one
@@ -164,10 +178,19 @@ class ApplicationScreen(ConsoleResource):
         else:
             page.show(req, resp, viewer, applicationId, *ids, **answer)
 
-    def writer(self, viewer, applicationId) -> tuple:
-        """``(app, role)``; 403 FORBIDDEN for a member or viewer, DASHBOARD_EMAIL_UNVERIFIED
+    def writer(self, viewer, applicationId, gate: Access | None = None) -> tuple:
+        """``(app, role)`` for a write behind ``gate`` (this screen's POST gate by
+        default): 403 FORBIDDEN with the permission missing (the V1 gate's refusal) or,
+        for a dashboard operation, for a member or viewer; DASHBOARD_EMAIL_UNVERIFIED
         before the address is confirmed."""
-        return self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+        gate = gate or self.gates.get("POST")
+        account_id = viewer.account["_id"]
+        if gate is None or gate.kind != "permission":
+            return self.dashboard_access.application(account_id, applicationId, write=True)
+        app, role = self.dashboard_access.application(account_id, applicationId)
+        require(console_principal(account_id, app["_id"], role), gate)
+        self.dashboard_access.require_verified(account_id)
+        return app, role
 
     def not_found(self, req, resp, viewer) -> None:
         self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)

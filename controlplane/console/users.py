@@ -145,7 +145,7 @@ class BulkUsers(ApplicationScreen):
             return
         app, role = found
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId)
             action = form.get("action")
             if action not in BULK_ACTIONS:
                 raise ValidationFailed({"action": f"must be one of {', '.join(BULK_ACTIONS)}"})
@@ -191,6 +191,16 @@ class UserAreas:
     roles: RoleService
     abac: AbacService
     audit: AuditLog
+
+
+# The user page's actions that are V1 operations, gated by their V1 routes' permissions;
+# the others are dashboard operations (suspend, sessions, MFA, delete), gated by the role.
+ACTION_GATES = {
+    "assign-role": roles_api.UserRoleCollection.access["POST"],
+    "remove-role": roles_api.UserRoleItem.access["DELETE"],
+    "set-attribute": abac_api.UserAttribute.access["PUT"],
+    "delete-attribute": abac_api.UserAttribute.access["DELETE"],
+}
 
 
 class User(ApplicationScreen):
@@ -268,7 +278,7 @@ class User(ApplicationScreen):
             return
         action = form.get("action")
         try:
-            self.dashboard_access.application(viewer.account["_id"], applicationId, write=True)
+            self.writer(viewer, applicationId, ACTION_GATES.get(action))
             notice = self.act(found[0], userId, action, form)
         except DomainError as error:
             self.show(req, resp, viewer, *found, userId, **failed(error), form=form)

@@ -25,7 +25,9 @@ from urllib.parse import urlsplit
 
 import jinja2
 
+from controlplane.auth import holds
 from controlplane.console.assets import Assets
+from controlplane.console.permissions import permissions_of
 from controlplane.dashboard.access import WRITE_ROLES
 from controlplane.dashboard.accounts import AccountService
 from controlplane.pages import CsrfTokenInvalid, Pages, send_page
@@ -75,6 +77,12 @@ def can_write(role: str | None) -> bool:
     return role in WRITE_ROLES
 
 
+def may(role: str | None, permission: str) -> bool:
+    """Whether the console's principal of ``role`` holds the V1 ``permission``
+    (``console.permissions``): what a template shows is what the gate lets through."""
+    return holds(permissions_of(role), permission)
+
+
 def form_error(error: DomainError) -> dict:
     """What a form shows for a refused write: the API's message and code, and the
     message of each field path the API names (``details.fields``)."""
@@ -113,7 +121,7 @@ class Console:
         context.setdefault("error", None)
         context.setdefault("form", {})
         html = self._env.get_template(template).render(
-            **context, viewer=viewer, nonce=nonce, assets=self.assets.urls, can_write=can_write,
+            **context, viewer=viewer, nonce=nonce, assets=self.assets.urls, can_write=can_write, may=may,
             csrf_token=self.pages.csrf_token(req, resp), partial=bool(req.get_header("HX-Request")))
         send_page(resp, html, policy(nonce), status=status, referrer_policy=REFERRER_POLICY)
 
