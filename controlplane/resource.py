@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shared.errors import ValidationFailed
-from shared.http import read_json, respond
+from shared.http import read_json, respond, respond_list
 from shared.validation import Invalid, Schema
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -53,7 +53,7 @@ class Resource:
 
 class ManagedCollection(Resource):
     """An application's documents that are created with a secret shown once (OIDC
-    clients, webhooks): GET lists them, POST creates one and answers it with its secret
+    clients, webhooks): GET lists them (whole, or a page when asked: ``respond_list``), POST creates one and answers it with its secret
     (201, ``Cache-Control: no-store``).  The service has ``list(app_id)`` and
     ``create(app_id, values) -> (document, secret)``; ``serialize(document, secret=None)``
     shapes the answers."""
@@ -65,7 +65,7 @@ class ManagedCollection(Resource):
         self.service = service
 
     def on_get(self, req, resp, applicationId):
-        respond(resp, [self.serialize(doc) for doc in self.service.list(applicationId)])
+        respond_list(req, resp, self.service.list(applicationId), self.serialize)
 
     def on_post(self, req, resp, applicationId):
         doc, secret = self.service.create(applicationId, self.create_schema.validate(read_json(req)))

@@ -423,6 +423,38 @@ def page_params(req) -> tuple[int, int]:
     return page, per_page
 
 
+# The same parameters on the lists the spec answers whole (organizations, members,
+# applications, API keys, OIDC clients, webhooks): paging there is the caller's choice.
+OPTIONAL_PAGE_QUERY = {
+    name: ({key: value for key, value in schema.items() if key != "default"},
+           f"{description}; with page or per_page the answer adds the paginated envelope's fields (current_page, "
+           "last_page, per_page, total; per_page defaults to 15), without both it is the whole list")
+    for name, (schema, description) in PAGE_QUERY.items()
+}
+
+
+def asked_page(req) -> tuple[int, int] | None:
+    """``page_params`` when the caller pages (``page`` or ``per_page`` given), else None."""
+    if req.get_param("page") is None and req.get_param("per_page") is None:
+        return None
+    return page_params(req)
+
+
+def respond_list(req, resp, items: list, serialize=None) -> None:
+    """A list the spec answers whole (``{"data": [...]}``, in the store's order): whole
+    for a caller that does not page, so existing clients see no change; the page asked
+    for, in the paginated envelope (a superset of ``{"data": ...}``), for one that does.
+    ``serialize`` shapes each item (only those of the page)."""
+    serialize = serialize or (lambda item: item)
+    paging = asked_page(req)
+    if paging is None:
+        respond(resp, [serialize(item) for item in items])
+        return
+    page, per_page = paging
+    start = (page - 1) * per_page
+    resp.media = paginated([serialize(item) for item in items[start:start + per_page]], len(items), page, per_page)
+
+
 def paginated(items: list, total: int, page: int, per_page: int) -> dict:
     return {
         "data": items,

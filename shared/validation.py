@@ -377,6 +377,13 @@ NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
 ID = {"type": "string", "format": "uuid"}
 
 
+def list_of(item: dict) -> dict:
+    """The JSON schema of a list the spec answers whole, which a caller may page
+    (``shared.http.respond_list``): ``data`` always, the page fields when paged."""
+    shape = page_of(item)
+    return {**shape, "required": ["data"]}
+
+
 def page_of(item: dict) -> dict:
     """The JSON schema of the spec's list envelope of ``item``s (``shared.http.paginated``
     writes every one of its fields)."""

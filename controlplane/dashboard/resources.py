@@ -68,7 +68,8 @@ from controlplane.users.errors import (
 )
 from shared.config import Config
 from shared.errors import RateLimited, UnsupportedMediaType, ValidationFailed
-from shared.http import client_ip, no_store, respond
+from shared.http import OPTIONAL_PAGE_QUERY, client_ip, no_store, respond, respond_list
+from shared.validation import list_of
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WRITE = [RoleCannotWrite, ApplicationNotAccessible, DashboardEmailUnverified]
@@ -302,8 +303,9 @@ class Password(_AccountResource):
 
 class Organizations(_SignedIn):
     docs = {
-        "GET": op("Organizations the caller belongs to, with the caller's role",
-                  response=schemas.array_of(schemas.ORGANIZATION_RESPONSE)),
+        "GET": op("Organizations the caller belongs to, with the caller's role, oldest first",
+                  query=OPTIONAL_PAGE_QUERY, response=list_of(schemas.ORGANIZATION_RESPONSE), wrapped=False,
+                  errors=[ValidationFailed]),
         "POST": op("Create an organization; the caller becomes its owner", body=schemas.ORGANIZATION, ok=201,
                    response=schemas.ORGANIZATION_RESPONSE,
                    errors=[ValidationFailed, UnsupportedMediaType, DashboardEmailUnverified]),
@@ -314,7 +316,7 @@ class Organizations(_SignedIn):
 
     def on_get(self, req, resp):
         orgs = self.organizations.organizations(account_id(req))
-        respond(resp, [serialize_organization(org, role) for org, role in orgs])
+        respond_list(req, resp, orgs, lambda pair: serialize_organization(*pair))
 
     def on_post(self, req, resp):
         values = self.body(req)
@@ -345,8 +347,9 @@ class Organization(_SignedIn):
 
 class Members(_SignedIn):
     docs = {
-        "GET": op("Members of an organization (any member may read)",
-                  response=schemas.array_of(schemas.MEMBER_RESPONSE), errors=[OrganizationNotFound]),
+        "GET": op("Members of an organization (any member may read), in the order they joined",
+                  query=OPTIONAL_PAGE_QUERY, response=list_of(schemas.MEMBER_RESPONSE), wrapped=False,
+                  errors=[OrganizationNotFound, ValidationFailed]),
         "POST": op(
             "Add an existing dashboard account to the organization (owners and admins)",
             body=schemas.MEMBER_ADD, ok=201, response=schemas.MEMBER_RESPONSE,
@@ -364,7 +367,7 @@ class Members(_SignedIn):
         self.config = config
 
     def on_get(self, req, resp, organizationId):
-        respond(resp, self.organizations.members(account_id(req), organizationId))
+        respond_list(req, resp, self.organizations.members(account_id(req), organizationId))
 
     def on_post(self, req, resp, organizationId):
         values = self.body(req)
@@ -489,10 +492,11 @@ class AccountBackupCodes(_AccountMfa):
 class Applications(_SignedIn):
     docs = {
         "GET": op(
-            "Applications of every organization the caller belongs to",
-            query={"organization_id": ({"type": "string", "format": "uuid"}, "only this organization's")},
-            response=schemas.array_of(schemas.APPLICATION_RESPONSE),
-            errors=[OrganizationIdInvalid, NotAMember, DashboardMfaRequired],
+            "Applications of every organization the caller belongs to, oldest first",
+            query={"organization_id": ({"type": "string", "format": "uuid"}, "only this organization's"),
+                   **OPTIONAL_PAGE_QUERY},
+            response=list_of(schemas.APPLICATION_RESPONSE), wrapped=False,
+            errors=[OrganizationIdInvalid, NotAMember, DashboardMfaRequired, ValidationFailed],
         ),
         "POST": op(
             "Create an application in one of the caller's organizations (owners and admins)",
@@ -508,7 +512,7 @@ class Applications(_SignedIn):
     def on_get(self, req, resp):
         organization_id = req.get_param("organization_id")  # "" is not a UUID: 400, as documented
         apps = self.dashboard_applications.for_account(account_id(req), organization_id)
-        respond(resp, [serialize_application(app, role) for app, role in apps])
+        respond_list(req, resp, apps, lambda pair: serialize_application(*pair))
 
     def on_post(self, req, resp):
         values = self.body(req)
@@ -582,8 +586,9 @@ class _ApiKeyResource(_SignedIn):
 
 class ApiKeys(_ApiKeyResource):
     docs = {
-        "GET": op("The application's active API keys, without secrets",
-                  response=schemas.array_of(schemas.API_KEY_RESPONSE), errors=[ApplicationNotAccessible]),
+        "GET": op("The application's active API keys, without secrets, oldest first", query=OPTIONAL_PAGE_QUERY,
+                  response=list_of(schemas.API_KEY_RESPONSE), wrapped=False,
+                  errors=[ApplicationNotAccessible, ValidationFailed]),
         "POST": op(
             "Create an API key; the key is in this response only", body=schemas.API_KEY_CREATE, ok=201,
             response=schemas.API_KEY_RESPONSE, errors=[ValidationFailed, *_WRITE, UnsupportedMediaType],
@@ -595,7 +600,7 @@ class ApiKeys(_ApiKeyResource):
 
     @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId):
-        respond(resp, [serialize_api_key(key) for key in self.api_keys.list(applicationId)])
+        respond_list(req, resp, self.api_keys.list(applicationId), serialize_api_key)
 
     @falcon.before(member_of_application(write=True))
     def on_post(self, req, resp, applicationId):

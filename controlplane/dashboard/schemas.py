@@ -172,6 +172,3 @@ MEMBER_RESPONSE = {
     },
 }
 
-
-def array_of(schema: dict) -> dict:
-    return {"type": "array", "items": schema}

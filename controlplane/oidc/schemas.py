@@ -214,4 +214,3 @@ CLIENT = {
     },
 }
 CLIENT_WITH_SECRET = {**CLIENT, "properties": {**CLIENT["properties"], "client_secret": {"type": "string"}}}
-CLIENT_LIST = {"type": "array", "items": CLIENT}

@@ -15,7 +15,8 @@ from controlplane.webhooks.errors import (
 )
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import no_store, respond
+from shared.validation import list_of
+from shared.http import OPTIONAL_PAGE_QUERY, no_store, respond
 
 MANAGE = permission("webhooks:manage")
 
@@ -26,7 +27,8 @@ _ITEM_ERRORS = [PermissionMissing, WebhookNotFound]
 class WebhookCollection(ManagedCollection):
     access = {"GET": MANAGE, "POST": MANAGE}
     docs = {
-        "GET": op("List webhooks (without their secrets)", response=schemas.WEBHOOK_LIST, errors=[PermissionMissing]),
+        "GET": op("List webhooks (without their secrets), oldest first", query=OPTIONAL_PAGE_QUERY,
+                  response=list_of(schemas.WEBHOOK), wrapped=False, errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
     }

@@ -51,7 +51,6 @@ WEBHOOK_WITH_SECRET = {
                                                          "of both delivery signatures; shown only in this response"}},
 }
 
-WEBHOOK_LIST = {"type": "array", "items": WEBHOOK}
 
 DELIVERY = {
     "type": "object",

@@ -8,6 +8,8 @@ from controlplane.oidc.errors import ClientNotFound
 from controlplane.openapi import op
 from controlplane.resource import ManagedCollection, ManagedItem
 from shared.errors import PermissionMissing, ValidationFailed
+from shared.http import OPTIONAL_PAGE_QUERY
+from shared.validation import list_of
 
 MANAGE = permission("oidc:manage")
 
@@ -15,7 +17,8 @@ MANAGE = permission("oidc:manage")
 class Clients(ManagedCollection):
     access = {"GET": MANAGE, "POST": MANAGE}
     docs = {
-        "GET": op("List the application's OIDC clients", response=schemas.CLIENT_LIST, errors=[PermissionMissing]),
+        "GET": op("List the application's OIDC clients, oldest first", query=OPTIONAL_PAGE_QUERY,
+                  response=list_of(schemas.CLIENT), wrapped=False, errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Register an OIDC client", body=schemas.CREATE_CLIENT, ok=201, response=schemas.CLIENT_WITH_SECRET,
                    description="client_secret is returned only here (sent with Cache-Control: no-store) and stored "
                                "hashed. Redirect URIs are absolute https URLs of printable ASCII without fragment or "
