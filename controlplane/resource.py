@@ -53,10 +53,10 @@ class Resource:
 
 class ManagedCollection(Resource):
     """An application's documents that are created with a secret shown once (OIDC
-    clients, webhooks): GET lists them (whole, or a page when asked: ``respond_list``), POST creates one and answers it with its secret
-    (201, ``Cache-Control: no-store``).  The service has ``list(app_id)`` and
-    ``create(app_id, values) -> (document, secret)``; ``serialize(document, secret=None)``
-    shapes the answers."""
+    clients, webhooks): GET lists them (whole, or a page when asked: ``respond_list``),
+    POST creates one and answers it with its secret (201, ``Cache-Control: no-store``).
+    The service has ``list(app_id)`` and ``create(app_id, values) -> (document, secret)``;
+    ``serialize(document, secret=None)`` shapes the answers."""
 
     create_schema: Schema
     serialize: Callable[..., dict]

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import urlencode
 
 from controlplane.abac import resources as abac_api
 from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService, serialize_policy
 from controlplane.console.resources import ApplicationScreen, form_values, page_doc
-from controlplane.console.web import Console, failed
+from controlplane.console.web import Console, failed, page_links
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.roles import resources as roles_api
 from controlplane.roles import schemas as roles_schemas
@@ -144,14 +143,6 @@ def condition_error(error: DomainError, form: dict) -> dict:
 
 class AccessRulesPage(ApplicationScreen):
     """A screen of an application's access rules."""
-
-
-def page_links(req, result: dict) -> dict:
-    """The pager's previous and next links, the query string kept."""
-    def link(page: int) -> str:
-        return "?" + urlencode({**{k: v for k, v in req.params.items() if k != "page"}, "page": page})
-    return {"previous": link(result["current_page"] - 1) if result["current_page"] > 1 else None,
-            "next": link(result["current_page"] + 1) if result["current_page"] < result["last_page"] else None}
 
 
 # ---------------------------------------------------------------- roles

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from controlplane.audit import schemas as audit_schemas
 from controlplane.audit import resources as audit_api
+from controlplane.audit import schemas as audit_schemas
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
 from controlplane.console.resources import HTML, ApplicationScreen, page_doc

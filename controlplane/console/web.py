@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import jinja2
 
@@ -32,7 +32,7 @@ from controlplane.dashboard.access import WRITE_ROLES
 from controlplane.dashboard.accounts import AccountService
 from controlplane.pages import CsrfTokenInvalid, Pages, send_page
 from shared.errors import DomainError, ValidationFailed
-from shared.http import status_of
+from shared.http import DEFAULT_PER_PAGE, page_params, paginated, status_of
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 CSRF_HEADER = "X-CSRF-Token"
@@ -81,6 +81,30 @@ def may(role: str | None, permission: str) -> bool:
     """Whether the console's principal of ``role`` holds the V1 ``permission``
     (``console.permissions``): what a template shows is what the gate lets through."""
     return holds(permissions_of(role), permission)
+
+
+def page_links(req, result: dict) -> dict:
+    """The pager's previous and next links, the query string kept."""
+    def link(page: int) -> str:
+        return "?" + urlencode({**{k: v for k, v in req.params.items() if k != "page"}, "page": page})
+    return {"previous": link(result["current_page"] - 1) if result["current_page"] > 1 else None,
+            "next": link(result["current_page"] + 1) if result["current_page"] < result["last_page"] else None}
+
+
+def listing(req, items: list, serialize=None) -> tuple[list, dict]:
+    """One page of a list a service answers whole, as its API route pages it
+    (``shared.http.respond_list``: ``?page=``, ``?per_page=``, default 15): the page's
+    items, and the page's context (``result``, the API's envelope; ``pages``, the pager's
+    links).  A bad parameter shows the first page with the API's error at 400."""
+    try:
+        page, per_page = page_params(req)
+        refused = {}
+    except ValidationFailed as error:
+        (page, per_page), refused = (1, DEFAULT_PER_PAGE), failed(error)
+    start = (page - 1) * per_page
+    shown = [serialize(item) if serialize else item for item in items[start:start + per_page]]
+    result = paginated(shown, len(items), page, per_page)
+    return shown, {"result": result, "pages": page_links(req, result), **refused}
 
 
 def form_error(error: DomainError) -> dict:

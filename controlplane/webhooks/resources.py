@@ -15,8 +15,8 @@ from controlplane.webhooks.errors import (
 )
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.validation import list_of
 from shared.http import OPTIONAL_PAGE_QUERY, no_store, respond
+from shared.validation import list_of
 
 MANAGE = permission("webhooks:manage")
 

@@ -9,7 +9,19 @@ import pytest
 
 from controlplane.apikeys.service import V1_PERMISSIONS
 from controlplane.console.permissions import console_principal, permissions_of
-from tests.console.test_integrations import reader  # noqa: F401 (a fixture)
+
+
+@pytest.fixture
+def reader(console, dashboard_account, make_dashboard_account, ctx):
+    """``reader(role)``: a new member of the owner's organization with ``role``, signed in."""
+    def make(role="viewer"):
+        account = make_dashboard_account()
+        ctx.dashboard.organizations.add_member(dashboard_account.id, dashboard_account.organization_id,
+                                               account.email, role, ip="10.0.0.1")
+        visitor = console()
+        visitor.sign_in(account)
+        return visitor
+    return make
 
 
 @pytest.fixture
@@ -35,7 +47,7 @@ def test_owner_and_admin_hold_every_v1_permission_member_and_viewer_the_read_one
                                  "condition": {"attribute": "user.plan", "op": "eq", "value": "pro"}})),
 ])
 def test_a_viewer_is_refused_a_write_by_its_v1_permission_with_the_apis_error(
-        reader, owner_app, make_api_key, client, ctx, path, form, permission, api):  # noqa: F811
+        reader, owner_app, make_api_key, client, ctx, path, form, permission, api):
     app_id = owner_app["_id"]
     viewer = reader("viewer")
     refused = viewer.post(f"/console/applications/{app_id}{path}", form)
@@ -54,7 +66,7 @@ def test_a_viewer_is_refused_a_write_by_its_v1_permission_with_the_apis_error(
 
 
 def test_a_viewer_is_refused_a_screen_whose_v1_read_needs_a_manage_permission(reader, owner_app, make_api_key,
-                                                                              client):  # noqa: F811
+                                                                              client):
     app_id = owner_app["_id"]
     page = reader("member").get(f"/console/applications/{app_id}/webhooks")
     assert page.status_code == 403 and "The permission webhooks:manage is required." in page.text
