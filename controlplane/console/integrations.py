@@ -16,7 +16,7 @@ from controlplane.audit import schemas as audit_schemas
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
 from controlplane.console.resources import HTML, ApplicationScreen, page_doc
-from controlplane.console.web import failed
+from controlplane.console.web import failed, listing
 from controlplane.oidc import schemas as oidc_schemas
 from controlplane.oidc.clients import ClientService, is_public, serialize_client
 from controlplane.oidc.resources import clients as oidc_api
@@ -59,11 +59,11 @@ class OidcClients(_AppPage):
         found = self.application(req, resp, viewer, applicationId)
         if found:
             app, role = found
-            clients = [serialize_client(c) for c in self.clients.list(applicationId)]
+            clients, paging = listing(req, self.clients.list(applicationId), serialize_client)
             self.console.render(req, resp, "integrations_clients.html", viewer=viewer, app=app, role=role,
                                 clients=clients, scopes=oidc_schemas.SUPPORTED_SCOPES,
                                 grants=oidc_schemas.GRANT_TYPES, auth_methods=oidc_schemas.AUTH_METHODS,
-                                **{"status": 200, "created": None, **context})
+                                **{"status": 200, **paging, "created": None, **context})
 
     def on_post(self, req, resp, applicationId):
         def create(form):
@@ -140,10 +140,10 @@ class Webhooks(_AppPage):
         found = self.application(req, resp, viewer, applicationId)
         if found:
             app, role = found
-            hooks = [serialize_webhook(w) for w in self.webhooks.list(applicationId)]
+            hooks, paging = listing(req, self.webhooks.list(applicationId), serialize_webhook)
             self.console.render(req, resp, "integrations_webhooks.html", viewer=viewer, app=app, role=role,
                                 webhooks=hooks, catalogue=PUBLIC_EVENT_TYPES,
-                                **{"status": 200, "created": None, **context})
+                                **{"status": 200, **paging, "created": None, **context})
 
     def on_post(self, req, resp, applicationId):
         def create(form):

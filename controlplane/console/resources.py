@@ -21,7 +21,7 @@ from controlplane.applications.service import ApplicationService
 from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE, Access
 from controlplane.console.assets import IMMUTABLE, accepts_gzip
 from controlplane.console.permissions import console_principal, require
-from controlplane.console.web import SIGN_IN, Console, Viewer, failed
+from controlplane.console.web import SIGN_IN, Console, Viewer, failed, listing
 from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess
@@ -494,9 +494,9 @@ class Organizations(ConsoleResource):
             self.show(req, resp, viewer)
 
     def show(self, req, resp, viewer, **context):
-        orgs = self.organizations.organizations(viewer.account["_id"])
+        orgs, paging = listing(req, self.organizations.organizations(viewer.account["_id"]))
         self.console.render(req, resp, "organizations.html", viewer=viewer, organizations=orgs,
-                            **{"status": 200, **context})
+                            **{"status": 200, **paging, **context})
 
     def on_post(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -535,8 +535,9 @@ class Organization(ConsoleResource):
             return
         template = "_members.html" if req.get_header("HX-Request") and context.get("fragment") else "organization.html"
         context.pop("fragment", None)
+        members, paging = listing(req, members)
         self.console.render(req, resp, template, viewer=viewer, organization=org, role=role, members=members,
-                            **{"status": 200, **context})
+                            **{"status": 200, **paging, **context})
 
     def on_get(self, req, resp, organizationId):
         viewer = self.signed_in(req, resp)
@@ -617,8 +618,9 @@ class Applications(ConsoleResource):
         except DashboardMfaRequired as error:
             self.console.render_error(req, resp, error, MFA_REQUIRED_PAGE, viewer=viewer)
             return
+        apps, paging = listing(req, apps)
         self.console.render(req, resp, "applications.html", viewer=viewer, organizations=orgs, current=current,
-                            applications=apps, **{"status": 200, **context})
+                            applications=apps, **{"status": 200, **paging, **context})
 
     def on_post(self, req, resp):
         viewer = self.signed_in(req, resp)

@@ -33,7 +33,7 @@ from controlplane.console.resources import (
     page_doc,
     redirect,
 )
-from controlplane.console.web import Console, failed
+from controlplane.console.web import Console, failed, listing
 from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess
@@ -176,9 +176,11 @@ class ApiKeys(ApplicationScreen):
         if (found := self.application(req, resp, viewer, applicationId)) is None:
             return
         app, role = found
-        self.console.render(req, resp, "settings_api_keys.html", status=status, viewer=viewer, app=app, role=role,
-                            keys=self.api_keys.list(applicationId), permissions=V1_PERMISSIONS,
-                            **{"created": None, "revoked": req.get_param("notice") == "revoked", **context})
+        keys, paging = listing(req, self.api_keys.list(applicationId))
+        self.console.render(req, resp, "settings_api_keys.html", viewer=viewer, app=app, role=role,
+                            keys=keys, permissions=V1_PERMISSIONS,
+                            **{"status": status, **paging, "created": None,
+                               "revoked": req.get_param("notice") == "revoked", **context})
 
     def on_post(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
