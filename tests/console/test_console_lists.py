@@ -90,3 +90,10 @@ def test_a_bad_page_shows_the_first_page_with_the_apis_error(owner):
 
 def test_one_page_shows_no_pager(owner):
     assert 'class="pager"' not in owner.get("/console/organizations").text
+
+
+def test_every_page_has_the_loading_state_without_inline_script_or_style(owner):
+    page = owner.get("/console/organizations").text
+    assert '<div id="busy" class="busy" aria-hidden="true" hidden>' in page
+    assert '<p id="busy-status" class="visually-hidden" role="status"></p>' in page
+    assert "style=" not in page and "<script>" not in page and "hx-on" not in page

@@ -1,7 +1,7 @@
 // The console's own script (no inline script anywhere: the policy is script-src 'self').
 // Dates and counts in the reader's locale, the session's end announced before it comes, the
-// delete button enabled only once the application's name is typed, and the copy buttons of
-// secrets shown once.
+// delete button enabled only once the application's name is typed, the copy buttons of
+// secrets shown once, and the loading state of a request in flight.
 "use strict";
 
 function localTimes(root) {
@@ -63,6 +63,72 @@ function copyButtons(root) {
   }
 }
 
+// Loading states.  While a request the visitor asked for is in flight (a click, a submit;
+// not a poll or a check as they type, whose element carries hx-trigger), the busy pill
+// shows, the status region says "Loading…", and the form's buttons are disabled so a
+// write is not sent twice.  The region htmx will swap is aria-busy meanwhile, whatever
+// started the request.  A plain form post (no htmx) shows the same until the next page.
+const inFlight = new Set();
+
+function showBusy() {
+  const pill = document.getElementById("busy");
+  const status = document.getElementById("busy-status");
+  if (!pill || !status) return;
+  pill.hidden = inFlight.size === 0;
+  status.textContent = inFlight.size ? "Loading…" : "";
+}
+
+function holdButtons(form, hold) {
+  if (!form || form.tagName !== "FORM") return;
+  for (const button of form.querySelectorAll("button")) {
+    if (hold && !button.disabled) {
+      button.disabled = true;
+      button.dataset.busyHeld = "";
+    } else if (!hold && "busyHeld" in button.dataset) {
+      button.disabled = false;
+      delete button.dataset.busyHeld;
+    }
+  }
+}
+
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const {elt, target} = event.detail;
+  if (target) target.setAttribute("aria-busy", "true");
+  if (elt.hasAttribute("hx-trigger")) return;
+  inFlight.add(elt);
+  holdButtons(elt, true);  // htmx has read the form's values already
+  showBusy();
+});
+
+document.addEventListener("htmx:afterRequest", (event) => {
+  const {elt, target} = event.detail;
+  if (target) target.removeAttribute("aria-busy");
+  if (!inFlight.delete(elt)) return;
+  holdButtons(elt, false);
+  showBusy();
+});
+
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (event.defaultPrevented) return;  // htmx's own (hx-post, boosted) forms
+  form.setAttribute("aria-busy", "true");
+  inFlight.add(form);
+  showBusy();
+  // After the submission has taken the clicked button's name and value.
+  setTimeout(() => holdButtons(form, true), 0);
+});
+
+// Back to a page kept in the back/forward cache: nothing is in flight any more.
+window.addEventListener("pageshow", (event) => {
+  if (!event.persisted) return;
+  for (const elt of inFlight) {
+    elt.removeAttribute("aria-busy");
+    holdButtons(elt, false);
+  }
+  inFlight.clear();
+  showBusy();
+});
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
   localNumbers(document);
@@ -70,4 +136,7 @@ document.addEventListener("DOMContentLoaded", () => {
   confirmByName(document);
   copyButtons(document);
 });
-document.addEventListener("htmx:afterSwap", (event) => localTimes(event.detail.elt));
+document.addEventListener("htmx:afterSwap", (event) => {
+  localTimes(event.detail.elt);
+  localNumbers(event.detail.elt);
+});
