@@ -25,16 +25,19 @@ def paginated_urls(client, ctx):
     parameter, with a credential it accepts (an API key for V1, a member's session for
     the dashboard)."""
     org_id, account_id = new_id(), new_id()
-    ctx.store["organizations"].insert_one({"_id": org_id, "name": "Org", "applications_count": 0})
+    ctx.store["organizations"].insert_one({"_id": org_id, "name": "Org", "applications_count": 0,
+                                           "created_at": ctx.clock()})
     app = ctx.applications.create({"name": "Org App"}, organization_id=org_id, owner_account_id=None)
     ctx.store["organization_members"].insert_one({"organization_id": org_id, "account_id": account_id,
                                                   "role": "admin"})
-    _, key = ctx.api_keys.create(app, {"name": "k", "permissions": ["roles:read", "policies:read"]})
+    _, key = ctx.api_keys.create(app, {"name": "k", "permissions": ["roles:read", "policies:read",
+                                                                     "oidc:manage", "webhooks:manage"]})
     cookies = {"iamgate_session": ctx.dashboard.sessions.create(account_id)}
     paths = [path for path, operations in client.simulate_get("/openapi.json").json["paths"].items()
              if any(p["name"] == "page" for p in operations.get("get", {}).get("parameters", []))]
     assert KNOWN <= set(paths)
-    return [(path.replace("{applicationId}", app["_id"]), bearer(key), cookies) for path in paths]
+    return [(path.replace("{applicationId}", app["_id"]).replace("{organizationId}", org_id), bearer(key), cookies)
+            for path in paths]
 
 
 def test_paginated_routes_answer_within_the_bounds(client, paginated_urls):
