@@ -63,6 +63,7 @@ RECORDED_ACTIONS = MappingProxyType({
     "webhook.updated": "a webhook was changed",
     "webhook.deleted": "a webhook was deleted",
     "webhook.secret_rotated": "a webhook's signing secret was replaced",
+    "webhook.redelivered": "a logged delivery's event was queued again as a new delivery",
 })
 
 ACTIONS = MappingProxyType({**EVENT_TYPES, **RECORDED_ACTIONS})

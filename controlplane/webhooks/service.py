@@ -158,6 +158,8 @@ class WebhookService:
                                       original["body"], now=now, redelivery_of=original["_id"],
                                       expires_at=now + timedelta(seconds=self.retention_seconds))
         self.store.insert_delivery(delivery)
+        self._record("webhook.redelivered", webhook, {"delivery_id": delivery["_id"],
+                                                      "redelivery_of": original["_id"], "event": original["event"]})
         log.info("webhook redelivery queued", extra={"app_id": app_id, "webhook_id": webhook["_id"],
                                                      "delivery_id": delivery["_id"], "redelivery_of": original["_id"],
                                                      "event": original["event"]})

@@ -502,6 +502,18 @@ def _webhooks(env):
     return Expect(response, ("api_key", env.key_id()), ("webhook", webhook_id), data=data)
 
 
+@scenario("webhook.redelivered")
+def _redelivery(env):
+    webhook_id = ok(env.v1("POST", "/webhooks", json={"url": WEBHOOK_URL, "events": ["user.created"]}))
+    webhook_id = webhook_id.json["data"]["id"]
+    env.make_user(env.application)
+    env.ctx.webhooks.dispatcher.catch_up()
+    [original] = env.ctx.webhooks.management.deliveries(env.application["_id"], webhook_id)
+    response = ok(env.v1("POST", f"/webhooks/{webhook_id}/deliveries/{original['_id']}/redeliver", json={}), 202)
+    data = {"delivery_id": response.json["data"]["id"], "redelivery_of": original["_id"], "event": "user.created"}
+    return Expect(response, ("api_key", env.key_id()), ("webhook", webhook_id), data=data)
+
+
 # ---------------------------------------------------------------- the dashboard
 
 @scenario("application.created")

@@ -244,6 +244,6 @@ def test_a_tenants_first_day(live_server, browser, check_page, ctx, outbox, clie
     heading(browser, "Audit log")
     log = browser.find_element(By.TAG_NAME, "main").text
     for action in ("api_key.created", "role.created", "role.assigned", "policy.created", "oidc_client.created",
-                   "webhook.created"):
+                   "webhook.created", "webhook.redelivered"):
         assert action in log, (action, log)
     screen("audit-log")

@@ -10,6 +10,7 @@ import logging
 import pytest
 from standardwebhooks import Webhook
 
+from controlplane.audit.service import APPLICATION
 from tests.webhooks.conftest import V1, verify
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
@@ -155,3 +156,14 @@ def test_the_route_and_its_errors_are_in_the_openapi_document(client):
     text = str(operation["responses"])
     for code in ("WEBHOOK_NOT_FOUND", "WEBHOOK_DELIVERY_NOT_FOUND", "WEBHOOK_INACTIVE"):
         assert code in text
+
+
+def test_a_redelivery_is_audited(client, ctx, manager, application, delivered):
+    hook, original = delivered
+    response = client.simulate_post(redeliver_url(application["_id"], hook["id"], original["id"]), json={},
+                                    headers=manager)
+    assert response.status_code == 202, response.text
+    [record] = ctx.audit.page(APPLICATION, application["_id"], {"action": "webhook.redelivered"}, None, 10)[0]
+    assert record["target"]["id"] == hook["id"] and record["result"]["status"] == "success"
+    assert record["data"] == {"delivery_id": response.json["data"]["id"], "redelivery_of": original["id"],
+                              "event": "role.created"}
