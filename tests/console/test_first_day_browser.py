@@ -83,7 +83,23 @@ def test_a_tenants_first_day(live_server, browser, check_page, ctx, outbox, clie
     fill(browser, {"name": "Harbor"})
     submit(browser, "Create organization")
     heading(browser, "Harbor")
+    harbor = browser.current_url
     screen("organization")
+    # The account's two organizations (its personal one and Harbor), a page each: htmx
+    # fetches the next page and swaps only the list, the URL following.
+    browser.get(f"{live_server}/console/organizations?per_page=1")
+    browser.execute_script("window.sameDocument = true")
+    first = browser.find_element(By.ID, "organization-list").text
+    browser.find_element(By.LINK_TEXT, "Next page").click()
+    wait_text(browser, "organization-list", "Page 2 of 2")
+    assert browser.find_element(By.ID, "organization-list").text != first
+    assert browser.execute_script("return window.sameDocument") is True  # a swap, not a new page
+    assert "page=2" in browser.current_url
+    assert browser.find_element(By.ID, "busy").get_attribute("hidden") is not None  # done: nothing left behind
+    assert browser.find_elements(By.CSS_SELECTOR, "[aria-busy=true]") == []
+    screen("organizations-paged")
+    browser.get(harbor)
+    heading(browser, "Harbor")
     browser.find_element(By.LINK_TEXT, "Applications of Harbor").click()
     heading(browser, "Applications")
     fill(browser, {"name": "Docks"})
@@ -231,9 +247,14 @@ def test_a_tenants_first_day(live_server, browser, check_page, ctx, outbox, clie
     assert browser.find_element(By.ID, "busy").get_attribute("hidden") is not None
     assert browser.find_elements(By.CSS_SELECTOR, "[aria-busy=true]") == []
     in_flight = """
-        const form = document.querySelector("main form"), on = arguments[0];
-        form.dispatchEvent(new CustomEvent(on ? "htmx:beforeRequest" : "htmx:afterRequest",
-                                           {bubbles: true, detail: {elt: form, target: form}}));
+        const form = document.querySelector("main form");
+        if (arguments[0]) {
+          window.request = new EventTarget();
+          form.dispatchEvent(new CustomEvent("htmx:beforeRequest",
+                                             {bubbles: true, detail: {elt: form, target: form, xhr: window.request}}));
+        } else {
+          window.request.dispatchEvent(new Event("loadend"));
+        }
         return [document.getElementById("busy").hidden, document.getElementById("busy-status").textContent,
                 form.getAttribute("aria-busy"), [...form.querySelectorAll("button")].every(b => b.disabled)];"""
     assert browser.execute_script(in_flight, True) == [False, "Loading…", "true", True]

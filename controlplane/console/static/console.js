@@ -91,21 +91,25 @@ function holdButtons(form, hold) {
   }
 }
 
+// The end is the request's own loadend, after htmx's swap: htmx:afterRequest is fired on
+// the element that asked, which an outerHTML swap of its region has taken out of the
+// document, so the event never reaches this listener.
 document.addEventListener("htmx:beforeRequest", (event) => {
-  const {elt, target} = event.detail;
+  const {elt, target, xhr} = event.detail;
   if (target) target.setAttribute("aria-busy", "true");
-  if (elt.hasAttribute("hx-trigger")) return;
-  inFlight.add(elt);
-  holdButtons(elt, true);  // htmx has read the form's values already
-  showBusy();
-});
-
-document.addEventListener("htmx:afterRequest", (event) => {
-  const {elt, target} = event.detail;
-  if (target) target.removeAttribute("aria-busy");
-  if (!inFlight.delete(elt)) return;
-  holdButtons(elt, false);
-  showBusy();
+  const visible = !elt.hasAttribute("hx-trigger");
+  if (visible) {
+    inFlight.add(elt);
+    holdButtons(elt, true);  // htmx has read the form's values already
+    showBusy();
+  }
+  xhr.addEventListener("loadend", () => {
+    if (target) target.removeAttribute("aria-busy");
+    if (visible && inFlight.delete(elt)) {
+      holdButtons(elt, false);
+      showBusy();
+    }
+  });
 });
 
 document.addEventListener("submit", (event) => {
