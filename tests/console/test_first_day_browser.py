@@ -95,6 +95,7 @@ def test_a_tenants_first_day(live_server, browser, check_page, ctx, outbox, clie
     assert browser.find_element(By.ID, "organization-list").text != first
     assert browser.execute_script("return window.sameDocument") is True  # a swap, not a new page
     assert "page=2" in browser.current_url
+    assert browser.switch_to.active_element.text == "Previous page"  # the keyboard's place is kept
     assert browser.find_element(By.ID, "busy").get_attribute("hidden") is not None  # done: nothing left behind
     assert browser.find_elements(By.CSS_SELECTOR, "[aria-busy=true]") == []
     screen("organizations-paged")

@@ -109,8 +109,18 @@ document.addEventListener("htmx:beforeRequest", (event) => {
       holdButtons(elt, false);
       showBusy();
     }
+    keepPagerFocus(elt, target);
   });
 });
+
+// A pager link swapped out with its list: the keyboard's focus goes to the new pager's
+// link of the same direction (or its other one), not back to the top of the page.
+function keepPagerFocus(elt, target) {
+  if (elt.isConnected || !elt.closest(".pager") || !target || !target.id) return;
+  const pager = document.getElementById(target.id)?.querySelector(".pager");
+  const link = pager && (pager.querySelector(`a[rel="${elt.rel}"]`) || pager.querySelector("a"));
+  if (link) link.focus();
+}
 
 document.addEventListener("submit", (event) => {
   const form = event.target;
