@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -31,7 +32,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 
 from tests.browser import console_errors, waiting  # noqa: E402
-from tests.console.test_console_browser import PASSWORD, fill, heading, submit, wait_text  # noqa: E402
+from tests.console.test_console_browser import PASSWORD, fill, heading, sign_in, submit, wait_text  # noqa: E402
 from tests.webhooks.conftest import Receiver  # noqa: E402
 
 USER_PASSWORD = "Tenant-User-Pass-42"
@@ -71,10 +72,7 @@ def test_a_tenants_first_day(live_server, browser, check_page, ctx, outbox, clie
     browser.get(link)
     submit(browser, "Confirm my address")
     wait_text(browser, "main", "is confirmed")
-    browser.get(f"{live_server}/console/sign-in")
-    fill(browser, {"email": "grace@example.com", "password": PASSWORD})
-    submit(browser, "Sign in")
-    heading(browser, "Applications")
+    sign_in(browser, live_server, SimpleNamespace(email="grace@example.com", password=PASSWORD))
     screen("applications-empty")
 
     # 2. An organization, an application in it, hosted login on.
