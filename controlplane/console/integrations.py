@@ -47,21 +47,15 @@ class OidcClients(_AppPage):
     docs = {"GET": page_doc("An application's OIDC clients, and a form to register one", not_found=True),
             "POST": page_doc("Register an OIDC client (its secret shown once)", api=oidc_api.Clients.docs["POST"])}
 
-    def __init__(self, console, dashboard_access, clients: ClientService):
-        super().__init__(console, dashboard_access)
-        self.clients = clients
+    clients: ClientService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "integrations_clients.html"
+    defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES,
+                "auth_methods": oidc_schemas.AUTH_METHODS, "created": None}
 
-    def show(self, req, resp, viewer, applicationId, **context):
-        found = self.application(req, resp, viewer, applicationId)
-        if found:
-            app, role = found
-            clients = [serialize_client(c) for c in self.clients.list(applicationId)]
-            self.console.render(req, resp, "integrations_clients.html", viewer=viewer, app=app, role=role,
-                                clients=clients, scopes=oidc_schemas.SUPPORTED_SCOPES,
-                                grants=oidc_schemas.GRANT_TYPES, auth_methods=oidc_schemas.AUTH_METHODS,
-                                **{"status": 200, "created": None, **context})
+    def contents(self, applicationId):
+        return {"clients": [serialize_client(c) for c in self.clients.list(applicationId)]}
 
     def on_post(self, req, resp, applicationId):
         def create(form):
@@ -76,21 +70,15 @@ class OidcClient(_AppPage):
             "POST": page_doc("Update an OIDC client (is_active off deactivates it)",
                              api=oidc_api.ClientItem.docs["PUT"])}
 
-    def __init__(self, console, dashboard_access, clients: ClientService):
-        super().__init__(console, dashboard_access)
-        self.clients = clients
+    clients: ClientService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "integrations_client.html"
+    defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES, "saved": False}
 
-    def show(self, req, resp, viewer, applicationId, clientId, *, status=200, **context):
-        found = self.item(req, resp, viewer, applicationId, lambda: self.clients.get(applicationId, clientId))
-        if found is None:
-            return
-        app, role, client = found
-        self.console.render(req, resp, "integrations_client.html", status=status, viewer=viewer, app=app,
-                            role=role, client=serialize_client(client), public=is_public(client),
-                            scopes=oidc_schemas.SUPPORTED_SCOPES, grants=oidc_schemas.GRANT_TYPES,
-                            **{"saved": False, **context})
+    def contents(self, applicationId, clientId):
+        client = self.clients.get(applicationId, clientId)
+        return {"client": serialize_client(client), "public": is_public(client)}
 
     def on_post(self, req, resp, applicationId, clientId):
         def update(form):
@@ -104,10 +92,8 @@ class DeleteOidcClient(_AppPage):
     docs = {"POST": page_doc("Delete an OIDC client; the form must repeat its name",
                              api={"errors": (*oidc_api.ClientItem.docs["DELETE"]["errors"], ValidationFailed)})}
 
-    def __init__(self, console, dashboard_access, clients: ClientService, client_page: OidcClient):
-        super().__init__(console, dashboard_access)
-        self.clients = clients
-        self.client_page = client_page
+    clients: ClientService
+    client_page: OidcClient
 
     def on_post(self, req, resp, applicationId, clientId):
         def delete(form):
@@ -125,20 +111,14 @@ class Webhooks(_AppPage):
             "POST": page_doc("Create a webhook (its secret shown once)",
                              api=webhook_api.WebhookCollection.docs["POST"])}
 
-    def __init__(self, console, dashboard_access, webhooks: WebhookService):
-        super().__init__(console, dashboard_access)
-        self.webhooks = webhooks
+    webhooks: WebhookService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "integrations_webhooks.html"
+    defaults = {"catalogue": PUBLIC_EVENT_TYPES, "created": None}
 
-    def show(self, req, resp, viewer, applicationId, **context):
-        found = self.application(req, resp, viewer, applicationId)
-        if found:
-            app, role = found
-            hooks = [serialize_webhook(w) for w in self.webhooks.list(applicationId)]
-            self.console.render(req, resp, "integrations_webhooks.html", viewer=viewer, app=app, role=role,
-                                webhooks=hooks, catalogue=PUBLIC_EVENT_TYPES,
-                                **{"status": 200, "created": None, **context})
+    def contents(self, applicationId):
+        return {"webhooks": [serialize_webhook(w) for w in self.webhooks.list(applicationId)]}
 
     def on_post(self, req, resp, applicationId):
         def create(form):
@@ -154,23 +134,16 @@ class Webhook(_AppPage):
             "POST": page_doc("Update a webhook's URL, events or active switch",
                              api=webhook_api.WebhookItem.docs["PUT"])}
 
-    def __init__(self, console, dashboard_access, webhooks: WebhookService):
-        super().__init__(console, dashboard_access)
-        self.webhooks = webhooks
+    webhooks: WebhookService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "integrations_webhook.html"
+    defaults = {"catalogue": PUBLIC_EVENT_TYPES, "saved": False, "secret": None, "redelivered": None}
 
-    def show(self, req, resp, viewer, applicationId, webhookId, *, status=200, **context):
-        found = self.item(req, resp, viewer, applicationId, lambda: (
-            self.webhooks.get(applicationId, webhookId),
-            [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]))
-        if found is None:
-            return
-        app, role, (webhook, deliveries) = found
-        self.console.render(req, resp, "integrations_webhook.html", status=status, viewer=viewer, app=app,
-                            role=role, webhook=serialize_webhook(webhook), deliveries=deliveries,
-                            catalogue=PUBLIC_EVENT_TYPES,
-                            **{"saved": False, "secret": None, "redelivered": None, **context})
+    def contents(self, applicationId, webhookId):
+        webhook = serialize_webhook(self.webhooks.get(applicationId, webhookId))
+        return {"webhook": webhook,
+                "deliveries": [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]}
 
     def on_post(self, req, resp, applicationId, webhookId):
         def update(form):
@@ -186,10 +159,8 @@ class WebhookSecret(_AppPage):
     docs = {"POST": page_doc("Rotate a webhook's secret (the new one shown once)",
                              api=webhook_api.WebhookSecret.docs["POST"])}
 
-    def __init__(self, console, dashboard_access, webhooks: WebhookService, webhook_page: Webhook):
-        super().__init__(console, dashboard_access)
-        self.webhooks = webhooks
-        self.webhook_page = webhook_page
+    webhooks: WebhookService
+    webhook_page: Webhook
 
     def on_post(self, req, resp, applicationId, webhookId):
         def rotate(_form):
@@ -201,10 +172,8 @@ class WebhookRedelivery(_AppPage):
     docs = {"POST": page_doc("Send a logged delivery's event again, as a new delivery",
                              api=webhook_api.WebhookRedelivery.docs["POST"])}
 
-    def __init__(self, console, dashboard_access, webhooks: WebhookService, webhook_page: Webhook):
-        super().__init__(console, dashboard_access)
-        self.webhooks = webhooks
-        self.webhook_page = webhook_page
+    webhooks: WebhookService
+    webhook_page: Webhook
 
     def on_post(self, req, resp, applicationId, webhookId, deliveryId):
         def redeliver(_form):
@@ -220,9 +189,7 @@ class AuditEvents(_AppPage):
     docs = {"GET": page_doc("The application's audit log: filters in the URL, cursor pages, a live tail",
                             not_found=True, errors=(ValidationFailed,))}
 
-    def __init__(self, console, dashboard_access, audit: AuditLog):
-        super().__init__(console, dashboard_access)
-        self.audit = audit
+    audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
@@ -246,9 +213,7 @@ class AuditTail(_AppPage):
     docs = {"GET": page_doc("The audit records newer than newest_id (the live tail's rows; htmx polls it)",
                             not_found=True)}
 
-    def __init__(self, console, dashboard_access, audit: AuditLog):
-        super().__init__(console, dashboard_access)
-        self.audit = audit
+    audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
@@ -283,9 +248,7 @@ class AuditExport(_AppPage):
                       also={200: ({"type": "string"}, "one record per line", NDJSON),
                             **{status: (HTML, "an HTML page", "text/html") for status in (303, 404)}})}
 
-    def __init__(self, console, dashboard_access, audit: AuditLog):
-        super().__init__(console, dashboard_access)
-        self.audit = audit
+    audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)

@@ -13,6 +13,8 @@ action stands for.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar, dataclass_transform
 from urllib.parse import urlencode
 
 from markupsafe import escape
@@ -68,16 +70,25 @@ def redirect(resp, location: str) -> None:
     resp.text = f'<!doctype html><title>See other</title><a href="{escape(location)}">Continue</a>\n'
 
 
+@dataclass_transform(eq_default=False)
+@dataclass(eq=False)
 class ConsoleResource(Resource):
     """A console page: the auth middleware sets the signed-in account as the principal
     when there is one (``CONSOLE``) and the page sends a signed-out visitor to sign in
-    itself; form posts only."""
+    itself; form posts only.
+
+    Each page is a dataclass of the services it uses: the fields a class declares follow
+    its base's (``console``, then ``dashboard_access`` on an application's screens).  A
+    page is equal only to itself."""
 
     every_method = CONSOLE
     accepted_media_types = (wire.FORM,)
 
-    def __init__(self, console: Console):
-        self.console = console
+    console: Console
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        dataclass(eq=False)(cls)
 
     def signed_in(self, req, resp) -> Viewer | None:
         """The viewer, or None after sending a signed-out visitor to the sign-in page.
@@ -111,9 +122,7 @@ class ApplicationScreen(ConsoleResource):
     page otherwise) and its organization's second-factor rule must be met (the
     MFA-required page); writes need an owner or admin (``dashboard.access``)."""
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+    dashboard_access: DashboardAccess
 
     def application(self, req, resp, viewer, applicationId) -> tuple | None:
         """``(app, role)`` the viewer may read, or None after rendering the refusal."""
@@ -140,7 +149,27 @@ class ApplicationScreen(ConsoleResource):
         """The GET of a screen with a page (``on_get = ApplicationScreen.show_to_viewer``):
         its ``show`` for a signed-in viewer."""
         if viewer := self.signed_in(req, resp):
-            self.show(req, resp, viewer, applicationId, **ids)
+            self.show(req, resp, viewer, applicationId, *ids.values())
+
+    # The page of a screen whose ``show`` is this base's: its template, and the value of
+    # each name it shows that a write's answer may set (``saved``, a secret shown once...).
+    template = ""
+    defaults: ClassVar[dict] = {}
+
+    def contents(self, applicationId, *ids) -> dict:
+        """What ``template`` shows besides the application and the viewer's role: the
+        documents the path names (DomainError when one is not there)."""
+        return {}
+
+    def show(self, req, resp, viewer, applicationId, *ids, status=200, **context) -> None:
+        """The screen's page: ``template`` with ``defaults``, ``contents`` and ``context``
+        (a write's answer, the form again) over them; the 404 page when a document the
+        path names is not there."""
+        found = self.item(req, resp, viewer, applicationId, lambda: self.contents(applicationId, *ids))
+        if found is not None:
+            app, role, contents = found
+            self.console.render(req, resp, self.template, status=status, viewer=viewer, app=app, role=role,
+                                **{**self.defaults, **contents, **context})
 
     def write_form(self, req, resp, applicationId, *ids, change, page=None, keep_form=True, refusal=None) -> None:
         """A guarded form post of this screen: ``change(form)`` runs behind the write gate
@@ -219,9 +248,7 @@ class SignIn(ConsoleResource):
     password_work = ("POST",)
     docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "sign_in.html", notice=req.get_param("notice"))
@@ -253,9 +280,7 @@ class SignInCode(ConsoleResource):
     docs = {"POST": page_doc("Answer the sign-in's two-step verification with a code",
                              api=api.LoginMfa.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_post(self, req, resp):
         form = self.posted(req, resp)
@@ -278,9 +303,7 @@ class SignUp(ConsoleResource):
     docs = {"GET": page_doc("Console sign-up page"),
             "POST": page_doc("Create a dashboard account", api=api.Register.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "sign_up.html")
@@ -380,9 +403,7 @@ class EmailLink(Resource):
 class SignOut(ConsoleResource):
     docs = {"POST": page_doc("Sign out", api=api.Logout.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_post(self, req, resp):
         if self.posted(req, resp) is None:
@@ -429,9 +450,7 @@ class Account(ConsoleResource):
     docs = {"GET": page_doc("The signed-in account: session expiry, change password"),
             "POST": page_doc("Change the password", api=api.Password.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -461,9 +480,7 @@ class Organizations(ConsoleResource):
     docs = {"GET": page_doc("Organizations of the account, and a form to create one"),
             "POST": page_doc("Create an organization", api=api.Organizations.docs["POST"])}
 
-    def __init__(self, console: Console, organizations: OrganizationService):
-        super().__init__(console)
-        self.organizations = organizations
+    organizations: OrganizationService
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -493,10 +510,8 @@ class Organization(ConsoleResource):
             "POST": page_doc("Add a member (a verified dashboard account)",
                              api=api.Members.docs["POST"])}
 
-    def __init__(self, console: Console, organizations: OrganizationService, config: Config):
-        super().__init__(console)
-        self.organizations = organizations
-        self.config = config
+    organizations: OrganizationService
+    config: Config
 
     def show(self, req, resp, viewer, organizationId, **context):
         caller = viewer.account["_id"]
@@ -539,10 +554,8 @@ class Member(ConsoleResource):
     docs = {"POST": page_doc("Change a member's role (action=role) or remove the member (action=remove)",
                              api={"errors": (*api.Member.docs["PUT"]["errors"], *api.Member.docs["DELETE"]["errors"])})}
 
-    def __init__(self, console: Console, organizations: OrganizationService, organization_page: Organization):
-        super().__init__(console)
-        self.organizations = organizations
-        self.organization_page = organization_page  # renders the page or the members fragment after a change
+    organizations: OrganizationService
+    organization_page: Organization  # renders the page or the members fragment after a change
 
     def on_post(self, req, resp, organizationId, accountId):
         viewer = self.signed_in(req, resp)
@@ -574,11 +587,8 @@ class Applications(ConsoleResource):
     docs = {"GET": page_doc("Applications of an organization (?organization_id=), and a form to create one"),
             "POST": page_doc("Create an application", api=api.Applications.docs["POST"])}
 
-    def __init__(self, console: Console, organizations: OrganizationService,
-                 dashboard_applications: OrganizationApplications):
-        super().__init__(console)
-        self.organizations = organizations
-        self.dashboard_applications = dashboard_applications
+    organizations: OrganizationService
+    dashboard_applications: OrganizationApplications
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -614,18 +624,11 @@ class Application(ApplicationScreen):
     docs = {"GET": page_doc("An application's settings", not_found=True),
             "POST": page_doc("Update the application's settings", api=api.Application.docs["PUT"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
-        super().__init__(console, dashboard_access)
-        self.applications = applications
+    applications: ApplicationService
 
     on_get = ApplicationScreen.show_to_viewer
-
-    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        if (found := self.application(req, resp, viewer, applicationId)) is None:
-            return
-        app, role = found
-        self.console.render(req, resp, "application.html", status=status, viewer=viewer, app=app, role=role,
-                            **{"saved": False, **context})
+    template = "application.html"
+    defaults = {"saved": False}
 
     def on_post(self, req, resp, applicationId):
         def update(form):
@@ -639,11 +642,8 @@ class DeleteApplication(ApplicationScreen):
     docs = {"POST": page_doc("Delete the application; the form must repeat its name",
                              api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess,
-                 dashboard_applications: OrganizationApplications, application_page: Application):
-        super().__init__(console, dashboard_access)
-        self.dashboard_applications = dashboard_applications
-        self.application_page = application_page
+    dashboard_applications: OrganizationApplications
+    application_page: Application
 
     def on_post(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
