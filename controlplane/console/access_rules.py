@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 from controlplane.abac import resources as abac_api
 from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService, serialize_policy
-from controlplane.console.resources import ApplicationScreen, form_values, page_doc
+from controlplane.console.resources import ApplicationScreen, confirm_name, form_values, page_doc
 from controlplane.console.web import failed
 from controlplane.roles import resources as roles_api
 from controlplane.roles import schemas as roles_schemas
@@ -239,9 +239,7 @@ class DeleteRole(AccessRulesPage):
 
     def on_post(self, req, resp, applicationId, roleId):
         def delete(form):
-            if form.get("confirm_name") != self.roles.resolve(applicationId, roleId)["name"]:
-                reason = "Type the role's name exactly to delete it."
-                raise ValidationFailed({"confirm_name": reason}, message=reason)
+            confirm_name(form, self.roles.resolve(applicationId, roleId)["name"], "role")
             self.roles.delete(applicationId, roleId)
             return f"/console/applications/{applicationId}/roles"
         self.write_form(req, resp, applicationId, roleId, change=delete, page=self.role_page, keep_form=False)

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from controlplane.audit import schemas as audit_schemas
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import HTML, ApplicationScreen, page_doc
+from controlplane.console.resources import HTML, ApplicationScreen, confirm_name, page_doc
 from controlplane.console.web import failed
 from controlplane.oidc import schemas as oidc_schemas
 from controlplane.oidc.clients import ClientService, is_public, serialize_client
@@ -290,12 +290,6 @@ def client_values(form: dict, *, create: bool) -> dict:
 
 def picked_events(form: dict) -> list[str]:
     return [kind for kind in PUBLIC_EVENT_TYPES if form.get(EVENT_PREFIX + kind) == "on"]
-
-
-def confirm_name(form: dict, name: str, what: str) -> None:
-    if form.get("confirm_name") != name:
-        reason = f"Type the {what}'s name exactly to delete it."
-        raise ValidationFailed({"confirm_name": reason}, message=reason)
 
 
 def filter_args(req) -> dict[str, str]:

@@ -651,9 +651,7 @@ class DeleteApplication(ApplicationScreen):
             return
         try:
             app, _role = self.writer(viewer, applicationId)
-            if form.get("confirm_name") != app["name"]:
-                reason = "Type the application's name exactly to delete it."
-                raise ValidationFailed({"confirm_name": reason}, message=reason)
+            confirm_name(form, app["name"], "application")
             self.dashboard_applications.delete_application(applicationId)
         except DomainError as error:
             self.application_page.show(req, resp, viewer, applicationId, **failed(error))
@@ -662,6 +660,13 @@ class DeleteApplication(ApplicationScreen):
 
 
 # ---------------------------------------------------------------- form values
+
+
+def confirm_name(form: dict, name: str, what: str) -> None:
+    """A delete form must repeat the name of what it deletes."""
+    if form.get("confirm_name") != name:
+        reason = f"Type the {what}'s name exactly to delete it."
+        raise ValidationFailed({"confirm_name": reason}, message=reason)
 
 
 def form_values(form: dict, schema) -> dict:
