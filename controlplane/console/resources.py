@@ -21,7 +21,7 @@ from markupsafe import escape
 
 from controlplane.applications.service import ApplicationService
 from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE
-from controlplane.console.assets import IMMUTABLE, accepts_gzip
+from controlplane.console.assets import send_asset
 from controlplane.console.web import SIGN_IN, Console, Viewer, failed
 from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
@@ -223,15 +223,7 @@ class ConsoleAsset(Resource):
         asset = self.assets.get(filename)
         if asset is None:
             raise AssetNotFound(details={"filename": filename})
-        resp.content_type = asset.content_type
-        resp.cache_control = IMMUTABLE
-        resp.vary = ["Accept-Encoding"]
-        resp.set_header("X-Content-Type-Options", "nosniff")
-        if accepts_gzip(req.get_header("Accept-Encoding")):
-            resp.set_header("Content-Encoding", "gzip")
-            resp.data = asset.gzipped
-        else:
-            resp.data = asset.body
+        send_asset(req, resp, asset)
 
 
 # ---------------------------------------------------------------- accounts

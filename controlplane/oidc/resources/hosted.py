@@ -7,7 +7,7 @@ import json
 from urllib.parse import urlencode
 
 from controlplane.auth import PUBLIC
-from controlplane.console.assets import IMMUTABLE, accepts_gzip
+from controlplane.console.assets import send_asset
 from controlplane.lockout import AccountLocked
 from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLocked
 from controlplane.oidc import wire
@@ -400,14 +400,7 @@ class HostedAsset(Resource):
         asset = PASSKEY_SCRIPT.asset
         if filename != asset.name:
             raise HostedAssetNotFound(details={"filename": filename})
-        resp.content_type = asset.content_type
-        resp.cache_control = IMMUTABLE
-        resp.vary = ["Accept-Encoding"]
-        resp.set_header("X-Content-Type-Options", "nosniff")
-        gzipped = accepts_gzip(req.get_header("Accept-Encoding"))
-        if gzipped:
-            resp.set_header("Content-Encoding", "gzip")
-        resp.data = asset.gzipped if gzipped else asset.body
+        send_asset(req, resp, asset)
 
 
 class HostedPasskeyOffer(_HostedPage):
