@@ -21,7 +21,7 @@ from markupsafe import escape
 
 from controlplane.applications.service import ApplicationService
 from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE
-from controlplane.console.assets import send_asset
+from controlplane.console.assets import asset_doc, send_asset
 from controlplane.console.web import SIGN_IN, Console, Viewer, failed
 from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
@@ -211,10 +211,8 @@ class AssetNotFound(NotFound, message="No console file has this name (an old con
 
 class ConsoleAsset(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("A console static file (CSS, script) under its content-hash name",
-                      description="Cache-Control: public, max-age=31536000, immutable; gzip when accepted.",
-                      errors=[AssetNotFound], wrapped=False, store=False,
-                      also={200: ({"type": "string"}, "the file", "text/css", "text/javascript")})}
+    docs = {"GET": asset_doc("A console static file (CSS, script) under its content-hash name", AssetNotFound,
+                             "text/css", "text/javascript")}
 
     def __init__(self, console: Console):
         self.assets = console.assets
