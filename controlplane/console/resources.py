@@ -116,6 +116,18 @@ class ConsoleResource(Resource):
             return None
         return form
 
+    def submit(self, req, resp, schema, act, template: str, again=None) -> None:
+        """A signed-out page's guarded form post: the fields the dashboard API's ``schema``
+        knows, validated, go to ``act(values)``, which answers; a refusal (the schema's or
+        the service's) renders ``template`` with the error and ``again(form)``."""
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            act(schema.validate(form_values(form, schema)))
+        except DomainError as error:
+            self.console.render_error(req, resp, error, template, **(again(form) if again else {}))
+
 
 class ApplicationScreen(ConsoleResource):
     """A screen of one application: the account must belong to its organization (a 404
@@ -244,24 +256,18 @@ class SignIn(ConsoleResource):
         self.console.render(req, resp, "sign_in.html", notice=req.get_param("notice"))
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
-            sign_in = self.console.accounts.login(
-                values["email"], values["password"], ip=client_ip(req, self.config.trusted_proxies),
-                previous_session=req.cookies.get(SESSION_COOKIE))
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "sign_in.html", form={"email": form.get("email", "")},
-                                      notice=None)
-            return
-        if sign_in.challenge is not None:  # two-step verification: the code step, no session yet
-            self.console.render(req, resp, "sign_in_code.html",
-                                challenge_token=sign_in.challenge["challenge_token"])
-            return
-        set_session_cookie(resp, sign_in.session, self.config)
-        redirect(resp, "/console/applications")
+        def sign_in(values):
+            signed = self.console.accounts.login(values["email"], values["password"],
+                                                 ip=client_ip(req, self.config.trusted_proxies),
+                                                 previous_session=req.cookies.get(SESSION_COOKIE))
+            if signed.challenge is not None:  # two-step verification: the code step, no session yet
+                self.console.render(req, resp, "sign_in_code.html",
+                                    challenge_token=signed.challenge["challenge_token"])
+                return
+            set_session_cookie(resp, signed.session, self.config)
+            redirect(resp, "/console/applications")
+        self.submit(req, resp, schemas.LOGIN, sign_in, "sign_in.html",
+                    lambda form: {"form": {"email": form.get("email", "")}, "notice": None})
 
 
 class SignInCode(ConsoleResource):
@@ -273,19 +279,13 @@ class SignInCode(ConsoleResource):
     config: Config
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.LOGIN_MFA.validate(form_values(form, schemas.LOGIN_MFA))
-            sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
-                                                                previous_session=req.cookies.get(SESSION_COOKIE))
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "sign_in_code.html",
-                                      challenge_token=form.get("challenge_token", ""))
-            return
-        set_session_cookie(resp, sign_in.session, self.config)
-        redirect(resp, "/console/applications")
+        def answer(values):
+            signed = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
+                                                               previous_session=req.cookies.get(SESSION_COOKIE))
+            set_session_cookie(resp, signed.session, self.config)
+            redirect(resp, "/console/applications")
+        self.submit(req, resp, schemas.LOGIN_MFA, answer, "sign_in_code.html",
+                    lambda form: {"challenge_token": form.get("challenge_token", "")})
 
 
 class SignUp(ConsoleResource):
@@ -299,17 +299,11 @@ class SignUp(ConsoleResource):
         self.console.render(req, resp, "sign_up.html")
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.REGISTER.validate(form_values(form, schemas.REGISTER))
+        def register(values):
             account = self.console.accounts.register(values, ip=client_ip(req, self.config.trusted_proxies))
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "sign_up.html",
-                                      form={"email": form.get("email", ""), "name": form.get("name", "")})
-            return
-        self.console.render(req, resp, "check_email.html", status=201, email=account["email"])
+            self.console.render(req, resp, "check_email.html", status=201, email=account["email"])
+        self.submit(req, resp, schemas.REGISTER, register, "sign_up.html",
+                    lambda form: {"form": {"email": form.get("email", ""), "name": form.get("name", "")}})
 
 
 class VerifyEmail(ConsoleResource):
@@ -320,16 +314,11 @@ class VerifyEmail(ConsoleResource):
         self.console.render(req, resp, "verify_email.html", token=req.get_param("token") or "", done=False)
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.VERIFY_EMAIL.validate(form_values(form, schemas.VERIFY_EMAIL))
+        def verify(values):
             self.console.accounts.verify_email(values["token"])
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "verify_email.html", token="", done=False)
-            return
-        self.console.render(req, resp, "verify_email.html", token="", done=True)
+            self.console.render(req, resp, "verify_email.html", token="", done=True)
+        self.submit(req, resp, schemas.VERIFY_EMAIL, verify, "verify_email.html",
+                    lambda _form: {"token": "", "done": False})
 
 
 class ForgotPassword(ConsoleResource):
@@ -340,17 +329,11 @@ class ForgotPassword(ConsoleResource):
         self.console.render(req, resp, "forgot_password.html", sent=False)
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.FORGOT_PASSWORD.validate(form_values(form, schemas.FORGOT_PASSWORD))
+        def mail_link(values):
             self.console.accounts.forgot_password(values["email"])
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "forgot_password.html", sent=False,
-                                      form={"email": form.get("email", "")})
-            return
-        self.console.render(req, resp, "forgot_password.html", sent=True)
+            self.console.render(req, resp, "forgot_password.html", sent=True)
+        self.submit(req, resp, schemas.FORGOT_PASSWORD, mail_link, "forgot_password.html",
+                    lambda form: {"sent": False, "form": {"email": form.get("email", "")}})
 
 
 class ResetPassword(ConsoleResource):
@@ -362,16 +345,11 @@ class ResetPassword(ConsoleResource):
         self.console.render(req, resp, "reset_password.html", token=req.get_param("token") or "")
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.RESET_PASSWORD.validate(form_values(form, schemas.RESET_PASSWORD))
+        def reset(values):
             self.console.accounts.reset_password(values["token"], values["password"])
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "reset_password.html", token=form.get("token", ""))
-            return
-        redirect(resp, SIGN_IN + "?" + urlencode({"notice": "password-reset"}))
+            redirect(resp, SIGN_IN + "?" + urlencode({"notice": "password-reset"}))
+        self.submit(req, resp, schemas.RESET_PASSWORD, reset, "reset_password.html",
+                    lambda form: {"token": form.get("token", "")})
 
 
 class EmailLink(Resource):
