@@ -128,6 +128,22 @@ class ConsoleResource(Resource):
         except DomainError as error:
             self.console.render_error(req, resp, error, template, **(again(form) if again else {}))
 
+    def submit_signed_in(self, req, resp, schema, act, refused) -> None:
+        """A signed-in page's guarded form post: ``act(viewer, values)`` with the fields
+        ``schema`` validates, which answers; a refusal goes to ``refused(viewer, form, error)``."""
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            act(viewer, schema.validate(form_values(form, schema)))
+        except DomainError as error:
+            refused(viewer, form, error)
+
+    def account_page_again(self, req, resp):
+        """``refused`` of the account page's forms: that page with the error."""
+        return lambda viewer, _form, error: self.console.render_error(req, resp, error, "account.html", viewer=viewer,
+                                                                      changed=False, resent=False)
+
 
 class ApplicationScreen(ConsoleResource):
     """A screen of one application: the account must belong to its organization (a 404
@@ -401,16 +417,10 @@ class AccountName(ConsoleResource):
     docs = {"POST": page_doc("Rename the signed-in account", api=api.Me.docs["PUT"])}
 
     def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.ACCOUNT_UPDATE.validate(form_values(form, schemas.ACCOUNT_UPDATE))
+        def rename(viewer, values):
             self.console.accounts.update_account(viewer.account["_id"], values)
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
-            return
-        redirect(resp, "/console/account")
+            redirect(resp, "/console/account")
+        self.submit_signed_in(req, resp, schemas.ACCOUNT_UPDATE, rename, self.account_page_again(req, resp))
 
 
 class Account(ConsoleResource):
@@ -427,18 +437,12 @@ class Account(ConsoleResource):
                                 changed=req.get_param("notice") == "password-changed")
 
     def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.PASSWORD_CHANGE.validate(form_values(form, schemas.PASSWORD_CHANGE))
+        def change(viewer, values):
             raw = self.console.accounts.change_password(viewer.account["_id"], values["current_password"],
                                                         values["new_password"])
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
-            return
-        set_session_cookie(resp, raw, self.config)
-        redirect(resp, "/console/account?" + urlencode({"notice": "password-changed"}))  # shows the new session
+            set_session_cookie(resp, raw, self.config)
+            redirect(resp, "/console/account?" + urlencode({"notice": "password-changed"}))  # shows the new session
+        self.submit_signed_in(req, resp, schemas.PASSWORD_CHANGE, change, self.account_page_again(req, resp))
 
 
 # ---------------------------------------------------------------- organizations
@@ -461,16 +465,11 @@ class Organizations(ConsoleResource):
                             **{"status": 200, **context})
 
     def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.ORGANIZATION.validate(form_values(form, schemas.ORGANIZATION))
+        def create(viewer, values):
             org, _role = self.organizations.create_organization(viewer.account["_id"], values["name"])
-        except DomainError as error:
-            self.show(req, resp, viewer, **failed(error), form=form)
-            return
-        redirect(resp, f"/console/organizations/{org['_id']}")
+            redirect(resp, f"/console/organizations/{org['_id']}")
+        self.submit_signed_in(req, resp, schemas.ORGANIZATION, create,
+                              lambda viewer, form, error: self.show(req, resp, viewer, **failed(error), form=form))
 
 
 class Organization(ConsoleResource):
@@ -504,18 +503,12 @@ class Organization(ConsoleResource):
             self.show(req, resp, viewer, organizationId)
 
     def on_post(self, req, resp, organizationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.MEMBER_ADD.validate(form_values(form, schemas.MEMBER_ADD))
+        def add(viewer, values):
             self.organizations.add_member(viewer.account["_id"], organizationId, values["email"], values["role"],
                                           ip=client_ip(req, self.config.trusted_proxies))
-        except DomainError as error:
-            self.show(req, resp, viewer, organizationId, **failed(error),
-                      form=form)
-            return
-        redirect(resp, f"/console/organizations/{organizationId}")
+            redirect(resp, f"/console/organizations/{organizationId}")
+        self.submit_signed_in(req, resp, schemas.MEMBER_ADD, add, lambda viewer, form, error: self.show(
+            req, resp, viewer, organizationId, **failed(error), form=form))
 
 
 class Member(ConsoleResource):
@@ -576,16 +569,11 @@ class Applications(ConsoleResource):
                             applications=apps, **{"status": 200, **context})
 
     def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.APPLICATION_CREATE.validate(form_values(form, schemas.APPLICATION_CREATE))
+        def create(viewer, values):
             app, _role = self.dashboard_applications.create_application(viewer.account["_id"], values)
-        except DomainError as error:
-            self.show(req, resp, viewer, form.get("organization_id"), **failed(error), form=form)
-            return
-        redirect(resp, f"/console/applications/{app['_id']}")
+            redirect(resp, f"/console/applications/{app['_id']}")
+        self.submit_signed_in(req, resp, schemas.APPLICATION_CREATE, create, lambda viewer, form, error: self.show(
+            req, resp, viewer, form.get("organization_id"), **failed(error), form=form))
 
 
 class Application(ApplicationScreen):
