@@ -199,8 +199,7 @@ class PermissionCheck(AccessRulesPage):
                             "fragment naming each line that is not resource:action", not_found=True)}
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer and self.application(req, resp, viewer, applicationId):
+        if self.viewed(req, resp, applicationId):
             text = req.get_param("permissions") or ""
             self.console.render(req, resp, "rules_permission_check.html", problems=permission_problems(text),
                                 count=len(permission_lines(text)))

@@ -192,10 +192,9 @@ class AuditEvents(_AppPage):
     audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
+        if (viewed := self.viewed(req, resp, applicationId)) is None:
             return
-        app, role = found
+        viewer, app, role = viewed
         query = filter_query(req)
         try:
             filters = audit_schemas.filters(req)
@@ -216,10 +215,9 @@ class AuditTail(_AppPage):
     audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
+        if (viewed := self.viewed(req, resp, applicationId)) is None:
             return
-        app, _role = found
+        viewer, app, _role = viewed
         newest_id, newest_at = req.get_param("newest_id"), req.get_param("newest_at")
         try:
             filters = audit_schemas.filters(req)
@@ -251,8 +249,7 @@ class AuditExport(_AppPage):
     audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or self.application(req, resp, viewer, applicationId) is None:
+        if self.viewed(req, resp, applicationId) is None:
             return
         filters = audit_schemas.filters(req)
         resp.content_type = NDJSON

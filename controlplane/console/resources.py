@@ -162,6 +162,14 @@ class ApplicationScreen(ConsoleResource):
             self.not_found(req, resp, viewer)
         return None
 
+    def viewed(self, req, resp, applicationId) -> tuple | None:
+        """``(viewer, app, role)`` for a signed-in viewer who may read the application, or
+        None after sending a signed-out visitor to sign in or rendering the refusal."""
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
+            return None
+        return viewer, *found
+
     def item(self, req, resp, viewer, applicationId, lookup) -> tuple | None:
         """``(app, role, lookup())``: the application as ``application`` finds it and one
         of its documents, or None after rendering the refusal (404 when lookup raises)."""

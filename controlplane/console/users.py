@@ -99,10 +99,8 @@ class Users(ApplicationScreen):
     finder: UserFinder
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
-            return
-        self.show(req, resp, viewer, *found, dict(req.params), notice=req.get_param("notice"))
+        if viewed := self.viewed(req, resp, applicationId):
+            self.show(req, resp, *viewed, dict(req.params), notice=req.get_param("notice"))
 
     def show(self, req, resp, viewer, app, role, params, **context):
         raw = {"q": params.get("q", ""), "status": params.get("status", "")}
@@ -208,8 +206,7 @@ class User(ApplicationScreen):
     areas: UserAreas
 
     def on_get(self, req, resp, applicationId, userId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
+        if (viewed := self.viewed(req, resp, applicationId)) is None:
             return
         context = {"notice": req.get_param("notice")}
         asked = {"permission": req.get_param("permission") or "", "scope": req.get_param("scope") or ""}
@@ -219,7 +216,7 @@ class User(ApplicationScreen):
                 context["explained"] = self.explain(applicationId, userId, asked)
             except DomainError as error:
                 context.update(failed(error))
-        self.show(req, resp, viewer, *found, userId, **context)
+        self.show(req, resp, *viewed, userId, **context)
 
     def explain(self, app_id: str, user_id: str, asked: dict) -> dict:
         """``POST V1/abac/evaluate``'s dry run of one permission for the user: the answer,
