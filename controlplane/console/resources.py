@@ -608,19 +608,15 @@ class DeleteApplication(ApplicationScreen):
 
     dashboard_applications: OrganizationApplications
     application_page: Application
+    applications: ApplicationService
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            app, _role = self.writer(viewer, applicationId)
+        def delete(form):
+            app = self.applications.get(applicationId)
             confirm_name(form, app["name"], "application")
             self.dashboard_applications.delete_application(applicationId)
-        except DomainError as error:
-            self.application_page.show(req, resp, viewer, applicationId, **failed(error))
-            return
-        redirect(resp, f"/console/applications?{urlencode({'organization_id': app['organization_id']})}")
+            return f"/console/applications?{urlencode({'organization_id': app['organization_id']})}"
+        self.write_form(req, resp, applicationId, change=delete, page=self.application_page, keep_form=False)
 
 
 # ---------------------------------------------------------------- form values
