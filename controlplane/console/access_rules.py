@@ -216,7 +216,7 @@ class Role(AccessRulesPage):
     template = "rules_role.html"
     defaults = {"saved": False}
 
-    def contents(self, applicationId, roleId):
+    def contents(self, req, applicationId, roleId):
         return {"detail": self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId))}
 
     def on_post(self, req, resp, applicationId, roleId):
@@ -315,7 +315,7 @@ class Policy(AccessRulesPage):
     template = "rules_policy.html"
     defaults = {"saved": None}
 
-    def contents(self, applicationId, policyId):
+    def contents(self, req, applicationId, policyId):
         policy = serialize_policy(self.abac.get_policy(applicationId, policyId))
         return {"policy": policy, "form": policy_form(policy)}
 

@@ -54,7 +54,7 @@ class OidcClients(_AppPage):
     defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES,
                 "auth_methods": oidc_schemas.AUTH_METHODS, "created": None}
 
-    def contents(self, applicationId):
+    def contents(self, req, applicationId):
         return {"clients": [serialize_client(c) for c in self.clients.list(applicationId)]}
 
     def on_post(self, req, resp, applicationId):
@@ -76,7 +76,7 @@ class OidcClient(_AppPage):
     template = "integrations_client.html"
     defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES, "saved": False}
 
-    def contents(self, applicationId, clientId):
+    def contents(self, req, applicationId, clientId):
         client = self.clients.get(applicationId, clientId)
         return {"client": serialize_client(client), "public": is_public(client)}
 
@@ -117,7 +117,7 @@ class Webhooks(_AppPage):
     template = "integrations_webhooks.html"
     defaults = {"catalogue": PUBLIC_EVENT_TYPES, "created": None}
 
-    def contents(self, applicationId):
+    def contents(self, req, applicationId):
         return {"webhooks": [serialize_webhook(w) for w in self.webhooks.list(applicationId)]}
 
     def on_post(self, req, resp, applicationId):
@@ -140,7 +140,7 @@ class Webhook(_AppPage):
     template = "integrations_webhook.html"
     defaults = {"catalogue": PUBLIC_EVENT_TYPES, "saved": False, "secret": None, "redelivered": None}
 
-    def contents(self, applicationId, webhookId):
+    def contents(self, req, applicationId, webhookId):
         webhook = serialize_webhook(self.webhooks.get(applicationId, webhookId))
         return {"webhook": webhook,
                 "deliveries": [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]}

@@ -192,16 +192,17 @@ class ApplicationScreen(ConsoleResource):
     template = ""
     defaults: ClassVar[dict] = {}
 
-    def contents(self, applicationId, *ids) -> dict:
+    def contents(self, req, applicationId, *ids) -> dict:
         """What ``template`` shows besides the application and the viewer's role: the
-        documents the path names (DomainError when one is not there)."""
+        documents the path names (DomainError when one is not there), read with the
+        request's query where the page has one."""
         return {}
 
     def show(self, req, resp, viewer, applicationId, *ids, status=200, **context) -> None:
         """The screen's page: ``template`` with ``defaults``, ``contents`` and ``context``
         (a write's answer, the form again) over them; the 404 page when a document the
         path names is not there."""
-        found = self.item(req, resp, viewer, applicationId, lambda: self.contents(applicationId, *ids))
+        found = self.item(req, resp, viewer, applicationId, lambda: self.contents(req, applicationId, *ids))
         if found is not None:
             app, role, contents = found
             self.console.render(req, resp, self.template, status=status, viewer=viewer, app=app, role=role,

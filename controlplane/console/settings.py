@@ -163,15 +163,12 @@ class ApiKeys(ApplicationScreen):
 
     api_keys: ApiKeyService
 
+    on_get = ApplicationScreen.show_to_viewer
     template = "settings_api_keys.html"
-    defaults = {"permissions": V1_PERMISSIONS, "created": None, "revoked": False}
+    defaults = {"permissions": V1_PERMISSIONS, "created": None}
 
-    def on_get(self, req, resp, applicationId):
-        if viewer := self.signed_in(req, resp):
-            self.show(req, resp, viewer, applicationId, revoked=req.get_param("notice") == "revoked")
-
-    def contents(self, applicationId):
-        return {"keys": self.api_keys.list(applicationId)}
+    def contents(self, req, applicationId):
+        return {"keys": self.api_keys.list(applicationId), "revoked": req.get_param("notice") == "revoked"}
 
     def on_post(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
