@@ -6,7 +6,7 @@ several workers").
 Two figures, each beside its baseline measured in the same run, each run in fresh
 processes so prometheus_client picks its value class at import as in a worker:
 
-- the control plane's per-request metrics (``shared.metrics.MetricsMiddleware.record``:
+- the control plane's per-request metrics (``shared.hotmetrics.MetricsMiddleware.record``:
   one shared.hotmetrics counter increment and histogram observation): one worker's
   in-process registry against the multiprocess files of several;
 - the copy of a worker's figures into its files (shared/hotmetrics.py
@@ -28,7 +28,8 @@ _CONTROL_PLANE = """
 import os, sys, tempfile, time
 if sys.argv[1] == "multiprocess":
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp()
-from shared.metrics import HttpMetrics, MetricsMiddleware
+from shared.hotmetrics import MetricsMiddleware
+from shared.metrics import HttpMetrics
 middleware = MetricsMiddleware(HttpMetrics("bench", multiprocess_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")))
 record, route = middleware.record, "/api/v1/applications/{applicationId}/users"
 best = float("inf")

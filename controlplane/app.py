@@ -39,6 +39,7 @@ from controlplane.users import routes as users_routes
 from controlplane.webhooks import routes as webhooks_routes
 from shared import checks, tracing
 from shared.config import Config
+from shared.hotmetrics import MetricsMiddleware
 from shared.http import (
     JsonBodyMiddleware,
     RequestIdMiddleware,
@@ -48,7 +49,6 @@ from shared.http import (
     render_domain_error,
 )
 from shared.logs import RequestLog
-from shared.metrics import MetricsMiddleware
 
 log = logging.getLogger("iamgate.controlplane")
 

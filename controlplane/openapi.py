@@ -62,6 +62,11 @@ class Routes:
         self.app.add_route(path, resource)
         self.entries.append((path, resource, tag))
 
+    def add_each(self, tag: str, service, resources: dict[str, type]) -> None:
+        """An area whose resources all take its one service: ``{path: resource class}``."""
+        for path, resource in resources.items():
+            self.add(path, resource(service), tag)
+
 
 def methods_of(resource) -> list[str]:
     return [m for m in _METHODS if hasattr(resource, "on_" + m.lower())]

@@ -23,7 +23,7 @@ from decision.cache import DecisionCache
 from decision.client import ControlPlaneClient
 from decision.decisionlog import DecisionLog
 from decision.hotpath import HotCheck, Probes
-from decision.metrics import DecisionMetrics, MetricsMiddleware
+from decision.metrics import DecisionMetrics
 from decision.service import DecisionService
 from decision.stream import BACKOFF_MAX, ChangeFollower
 from decision.tokens import TokenVerifier
@@ -31,6 +31,7 @@ from shared import tracing
 from shared.checks import CHECK_BULK_ROUTE, CHECK_ROUTE
 from shared.config import Config, ConfigError
 from shared.credentials import API_KEY_PREFIXES
+from shared.hotmetrics import MetricsMiddleware
 from shared.logs import RequestLog, Sampling
 from shared.timeutil import utcnow
 

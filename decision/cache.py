@@ -255,23 +255,18 @@ class DecisionCache:
     # Item access rather than TTLCache.get, which wraps it in a second timer context.
 
     def grants(self, app_id: str, user_id: str) -> GrantsEntry | None:
-        with self._lock:
-            try:
-                return self._grants[(app_id, user_id)]
-            except KeyError:
-                return None
+        return self._cached(self._grants, (app_id, user_id))
 
     def policies(self, app_id: str) -> PolicySet | None:
-        with self._lock:
-            try:
-                return self._policies[app_id]
-            except KeyError:
-                return None
+        return self._cached(self._policies, app_id)
 
     def keys(self, app_id: str) -> KeyRing | None:
+        return self._cached(self._keys, app_id)
+
+    def _cached(self, table, key):
         with self._lock:
             try:
-                return self._keys[app_id]
+                return table[key]
             except KeyError:
                 return None
 

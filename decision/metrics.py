@@ -42,7 +42,6 @@ import time
 from shared.hotmetrics import HotCounter, HotHistogram, HotMetrics, MetricFiles
 
 PREFIX = "iamgate_decision"
-_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 FLUSH_SECONDS = 1.0
 log = logging.getLogger("iamgate.decision")
 
@@ -193,18 +192,3 @@ class DecisionMetrics:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, self._directory)
         return generate_latest(registry), CONTENT_TYPE_LATEST
-
-
-class MetricsMiddleware:
-    """Counts every response and its latency by method, route template and status."""
-
-    def __init__(self, metrics: DecisionMetrics):
-        self._metrics = metrics
-
-    def process_request(self, req, _resp):
-        req.context.started = time.perf_counter()
-
-    def process_response(self, req, resp, resource, _req_succeeded):
-        route = req.uri_template if resource is not None else "unmatched"
-        method = req.method if req.method in _METHODS else "OTHER"  # client-chosen: bound the series
-        self._metrics.record(method, route, resp.status_code, req.context.started)

@@ -15,7 +15,7 @@ from typing import Any
 
 from shared.http import dumps
 from shared.rbac import PERMISSION_PATTERN, is_valid_permission
-from shared.validation import Int, Invalid, List, Object, Schema, String
+from shared.validation import Int, Invalid, List, Object, Schema, String, object_schema
 
 BULK_MAX = 50
 PERMISSION_MAX = 255
@@ -327,31 +327,19 @@ def query_values(req) -> dict:
 
 # ---------------------------------------------------------------- responses (no data wrapper)
 
-CHECK_RESPONSE: dict[str, Any] = {
-    "type": "object",
-    "required": ["allowed", "permission", "cached"],
-    "properties": {
-        "allowed": {"type": "boolean"},
-        "permission": {"type": "string"},
-        "cached": {"type": "boolean", "description": "answered from the permission check cache"},
-    },
-}
+CHECK_RESPONSE: dict[str, Any] = object_schema({
+    "allowed": {"type": "boolean"},
+    "permission": {"type": "string"},
+    "cached": {"type": "boolean", "description": "answered from the permission check cache"},
+})
 
-CHECK_ABAC_RESPONSE = {
-    "type": "object",
-    "required": ["allowed", "permission", "cached", "abac_evaluated", "policies_checked"],
-    "properties": {
-        **CHECK_RESPONSE["properties"],
-        "abac_evaluated": {"type": "boolean", "description": "an active policy covered the permission"},
-        "policies_checked": {"type": "integer", "description": "active policies covering the permission"},
-    },
-}
+CHECK_ABAC_RESPONSE = object_schema({
+    **CHECK_RESPONSE["properties"],
+    "abac_evaluated": {"type": "boolean", "description": "an active policy covered the permission"},
+    "policies_checked": {"type": "integer", "description": "active policies covering the permission"},
+}, required=["allowed", "permission", "cached", "abac_evaluated", "policies_checked"])
 
-BULK_RESPONSE = {
-    "type": "object",
-    "required": ["user_id", "results"],
-    "properties": {
-        "user_id": {"type": "string"},
-        "results": {"type": "object", "additionalProperties": {"type": "boolean"}},
-    },
-}
+BULK_RESPONSE = object_schema({
+    "user_id": {"type": "string"},
+    "results": {"type": "object", "additionalProperties": {"type": "boolean"}},
+})

@@ -2,7 +2,7 @@
 
 Each app gets its own ``CollectorRegistry`` (several apps live in one test process).
 Routes are labelled by their URI template, never the raw path, and methods outside
-``METHODS`` by ``OTHER``: labels a client chooses must not grow the series without bound.
+``shared.hotmetrics.METHODS`` by ``OTHER``: labels a client chooses must not grow the series without bound.
 
 The request path counts with ``shared.hotmetrics`` (``HotCounter``, ``HotHistogram``),
 as the decision service does: no prometheus_client object, no gevent lock per request.
@@ -35,7 +35,6 @@ from shared.process_metrics import ProcessMetrics, SharedProcessMetrics
 
 log = logging.getLogger("iamgate.metrics")
 
-METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 # No ``*_created`` series: a timestamp per label set that doubles the scrape and that no
 # dashboard reads (process-wide).
@@ -210,25 +209,3 @@ def _sync_every(hooks_ref) -> None:
         time.sleep(SYNC_SECONDS)
         hooks = hooks_ref()
 
-
-class MetricsMiddleware:
-    """Counts every answered request and its latency by method, route template and status."""
-
-    def __init__(self, metrics: HttpMetrics):
-        self.metrics = metrics
-
-    def process_request(self, req, _resp):
-        req.context.started = time.perf_counter()
-
-    def process_response(self, req, resp, resource, _req_succeeded):
-        route = req.uri_template if resource is not None else "unmatched"
-        status = resp.status_code if hasattr(resp, "status_code") else int(str(resp.status)[:3])
-        self.record(req.method, route, status, req.context.started)
-
-    def record(self, method: str, route: str, status: int, started: float) -> None:
-        """Count one answered request begun at ``started`` (``time.perf_counter()``); also
-        what a hot path that answers without Falcon calls."""
-        if method not in METHODS:
-            method = "OTHER"
-        self.metrics.requests.inc((method, route, str(status)))
-        self.metrics.latency.observe((method, route), time.perf_counter() - started)

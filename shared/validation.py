@@ -382,19 +382,26 @@ def list_of(item: dict) -> dict:
     (``shared.http.respond_list``): ``data`` always, the page fields when paged."""
     shape = page_of(item)
     return {**shape, "required": ["data"]}
+def object_schema(properties: dict, description: str | None = None, *, required=None) -> dict:
+    """The JSON schema of an object an answer carries: its ``properties``, each of them
+    always there unless ``required`` names those that are (``()``: none is promised)."""
+    out: dict = {"type": "object"}
+    required = list(properties) if required is None else list(required)
+    if required:
+        out["required"] = required
+    out["properties"] = properties
+    if description:
+        out["description"] = description
+    return out
 
 
 def page_of(item: dict) -> dict:
     """The JSON schema of the spec's list envelope of ``item``s (``shared.http.paginated``
     writes every one of its fields)."""
-    return {
-        "type": "object",
-        "required": ["data", "current_page", "last_page", "per_page", "total"],
-        "properties": {
-            "data": {"type": "array", "items": item},
-            "current_page": {"type": "integer"},
-            "last_page": {"type": "integer"},
-            "per_page": {"type": "integer"},
-            "total": {"type": "integer"},
-        },
-    }
+    return object_schema({
+        "data": {"type": "array", "items": item},
+        "current_page": {"type": "integer"},
+        "last_page": {"type": "integer"},
+        "per_page": {"type": "integer"},
+        "total": {"type": "integer"},
+    })

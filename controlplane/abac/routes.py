@@ -6,9 +6,10 @@ TAG = "abac"
 
 
 def add_routes(routes, services):
-    abac = services.abac
-    routes.add(f"{V1}/abac/policies", resources.PolicyCollection(abac), TAG)
-    routes.add(f"{V1}/abac/policies/{{policyId}}", resources.PolicyItem(abac), TAG)
-    routes.add(f"{V1}/abac/evaluate", resources.Evaluate(abac), TAG)
-    routes.add(f"{V1}/users/{{userId}}/attributes", resources.UserAttributes(abac), TAG)
-    routes.add(f"{V1}/users/{{userId}}/attributes/{{key}}", resources.UserAttribute(abac), TAG)
+    routes.add_each(TAG, services.abac, {
+        f"{V1}/abac/policies": resources.PolicyCollection,
+        f"{V1}/abac/policies/{{policyId}}": resources.PolicyItem,
+        f"{V1}/abac/evaluate": resources.Evaluate,
+        f"{V1}/users/{{userId}}/attributes": resources.UserAttributes,
+        f"{V1}/users/{{userId}}/attributes/{{key}}": resources.UserAttribute,
+    })

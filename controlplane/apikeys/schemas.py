@@ -2,7 +2,7 @@
 /api/dashboard/applications/{applicationId}/api-keys)."""
 from __future__ import annotations
 
-from shared.validation import NULLABLE_TIME, TIME, List, Schema, String
+from shared.validation import NULLABLE_TIME, TIME, List, Schema, String, object_schema
 
 CREATE = Schema({
     "name": String(required=True, max_len=255),
@@ -12,15 +12,12 @@ CREATE = Schema({
                                     "a decision service's key needs only decision:sync"),
 })
 
-API_KEY_RESPONSE = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string", "format": "uuid"},
-        "name": {"type": "string"},
-        "key_prefix": {"type": "string"},
-        "permissions": {"type": "array", "items": {"type": "string"}},
-        "created_at": TIME,
-        "last_used_at": NULLABLE_TIME,
-        "key": {"type": "string", "description": "the secret; only in the create response"},
-    },
-}
+API_KEY_RESPONSE = object_schema({
+    "id": {"type": "string", "format": "uuid"},
+    "name": {"type": "string"},
+    "key_prefix": {"type": "string"},
+    "permissions": {"type": "array", "items": {"type": "string"}},
+    "created_at": TIME,
+    "last_used_at": NULLABLE_TIME,
+    "key": {"type": "string", "description": "the secret; only in the create response"},
+}, required=())

@@ -23,9 +23,8 @@ import re
 from controlplane.abac import resources as abac_api
 from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService, serialize_policy
-from controlplane.console.resources import ApplicationScreen, form_values, page_doc
-from controlplane.console.web import Console, failed, page_links
-from controlplane.dashboard.access import DashboardAccess
+from controlplane.console.resources import ApplicationScreen, confirm_name, form_values, page_doc
+from controlplane.console.web import failed, page_links
 from controlplane.roles import resources as roles_api
 from controlplane.roles import schemas as roles_schemas
 from controlplane.roles.service import RoleService, serialize_role
@@ -154,9 +153,7 @@ class Roles(AccessRulesPage):
                             "to create one", not_found=True),
             "POST": page_doc("Create a role", api=roles_api.RoleCollection.docs["POST"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, roles: RoleService):
-        super().__init__(console, dashboard_access)
-        self.roles = roles
+    roles: RoleService
 
     on_get = ApplicationScreen.show_to_viewer
 
@@ -194,8 +191,7 @@ class PermissionCheck(AccessRulesPage):
                             "fragment naming each line that is not resource:action", not_found=True)}
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer and self.application(req, resp, viewer, applicationId):
+        if self.viewed(req, resp, applicationId):
             text = req.get_param("permissions") or ""
             self.console.render(req, resp, "rules_permission_check.html", problems=permission_problems(text),
                                 count=len(permission_lines(text)))
@@ -207,20 +203,14 @@ class Role(AccessRulesPage):
             "POST": page_doc("Change a role's display name, description and permissions",
                              api=roles_api.RoleItem.docs["PUT"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, roles: RoleService):
-        super().__init__(console, dashboard_access)
-        self.roles = roles
+    roles: RoleService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "rules_role.html"
+    defaults = {"saved": False}
 
-    def show(self, req, resp, viewer, applicationId, roleId, *, status=200, **context):
-        found = self.item(req, resp, viewer, applicationId,
-                          lambda: self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId)))
-        if found is None:
-            return
-        app, role, detail = found
-        self.console.render(req, resp, "rules_role.html", status=status, viewer=viewer, app=app, role=role,
-                            detail=detail, **{"saved": False, **context})
+    def contents(self, req, applicationId, roleId):
+        return {"detail": self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId))}
 
     def on_post(self, req, resp, applicationId, roleId):
         def update(form):
@@ -237,16 +227,12 @@ class DeleteRole(AccessRulesPage):
     docs = {"POST": page_doc("Delete a role nobody holds (the role page shows how many users hold it first)",
                              api={"errors": (*roles_api.RoleItem.docs["DELETE"]["errors"], ValidationFailed)})}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, roles: RoleService, role_page: Role):
-        super().__init__(console, dashboard_access)
-        self.roles = roles
-        self.role_page = role_page
+    roles: RoleService
+    role_page: Role
 
     def on_post(self, req, resp, applicationId, roleId):
         def delete(form):
-            if form.get("confirm_name") != self.roles.resolve(applicationId, roleId)["name"]:
-                reason = "Type the role's name exactly to delete it."
-                raise ValidationFailed({"confirm_name": reason}, message=reason)
+            confirm_name(form, self.roles.resolve(applicationId, roleId)["name"], "role")
             self.roles.delete(applicationId, roleId)
             return f"/console/applications/{applicationId}/roles"
         self.write_form(req, resp, applicationId, roleId, change=delete, page=self.role_page, keep_form=False)
@@ -282,9 +268,7 @@ class Policies(AccessRulesPage):
                             "?is_active=), and the editor to create one", not_found=True),
             "POST": page_doc("Create an ABAC policy", api=abac_api.PolicyCollection.docs["POST"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, abac: AbacService):
-        super().__init__(console, dashboard_access)
-        self.abac = abac
+    abac: AbacService
 
     on_get = ApplicationScreen.show_to_viewer
 
@@ -321,21 +305,15 @@ class Policy(AccessRulesPage):
             "POST": page_doc("Update an ABAC policy (every field of the editor)",
                              api=abac_api.PolicyItem.docs["PUT"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, abac: AbacService):
-        super().__init__(console, dashboard_access)
-        self.abac = abac
+    abac: AbacService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "rules_policy.html"
+    defaults = {"saved": None}
 
-    def show(self, req, resp, viewer, applicationId, policyId, *, status=200, **context):
-        found = self.item(req, resp, viewer, applicationId,
-                          lambda: serialize_policy(self.abac.get_policy(applicationId, policyId)))
-        if found is None:
-            return
-        app, role, policy = found
-        context.setdefault("form", policy_form(policy))
-        self.console.render(req, resp, "rules_policy.html", status=status, viewer=viewer, app=app, role=role,
-                            policy=policy, **{"saved": None, **context})
+    def contents(self, req, applicationId, policyId):
+        policy = serialize_policy(self.abac.get_policy(applicationId, policyId))
+        return {"policy": policy, "form": policy_form(policy)}
 
     def on_post(self, req, resp, applicationId, policyId):
         def update(form):
@@ -351,10 +329,8 @@ class PolicyActivation(AccessRulesPage):
     docs = {"POST": page_doc("Activate (is_active=true) or deactivate (is_active=false) an ABAC policy",
                              api=abac_api.PolicyItem.docs["PUT"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, abac: AbacService, policy_page: Policy):
-        super().__init__(console, dashboard_access)
-        self.abac = abac
-        self.policy_page = policy_page
+    abac: AbacService
+    policy_page: Policy
 
     def on_post(self, req, resp, applicationId, policyId):
         def switch(form):
@@ -378,22 +354,15 @@ class Playground(AccessRulesPage):
             "POST": page_doc("Dry-run a check and show why it was allowed or denied",
                              api=abac_api.Evaluate.docs["POST"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, abac: AbacService):
-        super().__init__(console, dashboard_access)
-        self.abac = abac
+    abac: AbacService
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
         if viewer:
             self.show(req, resp, viewer, applicationId, form={"user_id": req.get_param("user_id") or ""})
 
-    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        found = self.application(req, resp, viewer, applicationId)
-        if found is None:
-            return
-        app, role = found
-        self.console.render(req, resp, "rules_playground.html", status=status, viewer=viewer, app=app, role=role,
-                            **{"evaluation": None, **context})
+    template = "rules_playground.html"
+    defaults = {"evaluation": None}
 
     def on_post(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)

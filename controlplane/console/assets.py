@@ -15,6 +15,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from controlplane.openapi import op
+
 HERE = Path(__file__).parent
 FILES = (HERE / "static" / "console.css", HERE / "static" / "console.js", HERE / "vendor" / "htmx.min.js")
 CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -53,6 +55,27 @@ class Assets:
 
     def get(self, name: str) -> Asset | None:
         return self._by_name.get(name)
+
+
+def asset_doc(summary: str, not_found: type, *content_types: str) -> dict:
+    """The OpenAPI operation of a route answering content-hashed files with ``send_asset``."""
+    return op(summary, description="Cache-Control: public, max-age=31536000, immutable; gzip when accepted.",
+              errors=[not_found], wrapped=False, store=False,
+              also={200: ({"type": "string"}, "the file", *content_types)})
+
+
+def send_asset(req, resp, asset: Asset) -> None:
+    """``asset`` as the answer: cacheable for a year, gzip-compressed when the request
+    accepts it."""
+    resp.content_type = asset.content_type
+    resp.cache_control = IMMUTABLE
+    resp.vary = ["Accept-Encoding"]
+    resp.set_header("X-Content-Type-Options", "nosniff")
+    if accepts_gzip(req.get_header("Accept-Encoding")):
+        resp.set_header("Content-Encoding", "gzip")
+        resp.data = asset.gzipped
+    else:
+        resp.data = asset.body
 
 
 def accepts_gzip(accept_encoding: str | None) -> bool:

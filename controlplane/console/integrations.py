@@ -15,7 +15,7 @@ from controlplane.audit import resources as audit_api
 from controlplane.audit import schemas as audit_schemas
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import HTML, ApplicationScreen, page_doc
+from controlplane.console.resources import HTML, ApplicationScreen, confirm_name, page_doc
 from controlplane.console.web import failed, listing
 from controlplane.oidc import schemas as oidc_schemas
 from controlplane.oidc.clients import ClientService, is_public, serialize_client
@@ -49,21 +49,16 @@ class OidcClients(_AppPage):
     docs = {"GET": page_doc("An application's OIDC clients, and a form to register one", not_found=True),
             "POST": page_doc("Register an OIDC client (its secret shown once)", api=oidc_api.Clients.docs["POST"])}
 
-    def __init__(self, console, dashboard_access, clients: ClientService):
-        super().__init__(console, dashboard_access)
-        self.clients = clients
+    clients: ClientService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "integrations_clients.html"
+    defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES,
+                "auth_methods": oidc_schemas.AUTH_METHODS, "created": None}
 
-    def show(self, req, resp, viewer, applicationId, **context):
-        found = self.application(req, resp, viewer, applicationId)
-        if found:
-            app, role = found
-            clients, paging = listing(req, self.clients.list(applicationId), serialize_client)
-            self.console.render(req, resp, "integrations_clients.html", viewer=viewer, app=app, role=role,
-                                clients=clients, scopes=oidc_schemas.SUPPORTED_SCOPES,
-                                grants=oidc_schemas.GRANT_TYPES, auth_methods=oidc_schemas.AUTH_METHODS,
-                                **{"status": 200, **paging, "created": None, **context})
+    def contents(self, req, applicationId):
+        clients, paging = listing(req, self.clients.list(applicationId), serialize_client)
+        return {"clients": clients, **paging}
 
     def on_post(self, req, resp, applicationId):
         def create(form):
@@ -79,21 +74,15 @@ class OidcClient(_AppPage):
             "POST": page_doc("Update an OIDC client (is_active off deactivates it)",
                              api=oidc_api.ClientItem.docs["PUT"])}
 
-    def __init__(self, console, dashboard_access, clients: ClientService):
-        super().__init__(console, dashboard_access)
-        self.clients = clients
+    clients: ClientService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "integrations_client.html"
+    defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES, "saved": False}
 
-    def show(self, req, resp, viewer, applicationId, clientId, *, status=200, **context):
-        found = self.item(req, resp, viewer, applicationId, lambda: self.clients.get(applicationId, clientId))
-        if found is None:
-            return
-        app, role, client = found
-        self.console.render(req, resp, "integrations_client.html", status=status, viewer=viewer, app=app,
-                            role=role, client=serialize_client(client), public=is_public(client),
-                            scopes=oidc_schemas.SUPPORTED_SCOPES, grants=oidc_schemas.GRANT_TYPES,
-                            **{"saved": False, **context})
+    def contents(self, req, applicationId, clientId):
+        client = self.clients.get(applicationId, clientId)
+        return {"client": serialize_client(client), "public": is_public(client)}
 
     def on_post(self, req, resp, applicationId, clientId):
         def update(form):
@@ -108,10 +97,8 @@ class DeleteOidcClient(_AppPage):
     docs = {"POST": page_doc("Delete an OIDC client; the form must repeat its name",
                              api={"errors": (*oidc_api.ClientItem.docs["DELETE"]["errors"], ValidationFailed)})}
 
-    def __init__(self, console, dashboard_access, clients: ClientService, client_page: OidcClient):
-        super().__init__(console, dashboard_access)
-        self.clients = clients
-        self.client_page = client_page
+    clients: ClientService
+    client_page: OidcClient
 
     def on_post(self, req, resp, applicationId, clientId):
         def delete(form):
@@ -130,20 +117,15 @@ class Webhooks(_AppPage):
             "POST": page_doc("Create a webhook (its secret shown once)",
                              api=webhook_api.WebhookCollection.docs["POST"])}
 
-    def __init__(self, console, dashboard_access, webhooks: WebhookService):
-        super().__init__(console, dashboard_access)
-        self.webhooks = webhooks
+    webhooks: WebhookService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "integrations_webhooks.html"
+    defaults = {"catalogue": PUBLIC_EVENT_TYPES, "created": None}
 
-    def show(self, req, resp, viewer, applicationId, **context):
-        found = self.application(req, resp, viewer, applicationId)
-        if found:
-            app, role = found
-            hooks, paging = listing(req, self.webhooks.list(applicationId), serialize_webhook)
-            self.console.render(req, resp, "integrations_webhooks.html", viewer=viewer, app=app, role=role,
-                                webhooks=hooks, catalogue=PUBLIC_EVENT_TYPES,
-                                **{"status": 200, **paging, "created": None, **context})
+    def contents(self, req, applicationId):
+        hooks, paging = listing(req, self.webhooks.list(applicationId), serialize_webhook)
+        return {"webhooks": hooks, **paging}
 
     def on_post(self, req, resp, applicationId):
         def create(form):
@@ -160,23 +142,16 @@ class Webhook(_AppPage):
             "POST": page_doc("Update a webhook's URL, events or active switch",
                              api=webhook_api.WebhookItem.docs["PUT"])}
 
-    def __init__(self, console, dashboard_access, webhooks: WebhookService):
-        super().__init__(console, dashboard_access)
-        self.webhooks = webhooks
+    webhooks: WebhookService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "integrations_webhook.html"
+    defaults = {"catalogue": PUBLIC_EVENT_TYPES, "saved": False, "secret": None, "redelivered": None}
 
-    def show(self, req, resp, viewer, applicationId, webhookId, *, status=200, **context):
-        found = self.item(req, resp, viewer, applicationId, lambda: (
-            self.webhooks.get(applicationId, webhookId),
-            [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]))
-        if found is None:
-            return
-        app, role, (webhook, deliveries) = found
-        self.console.render(req, resp, "integrations_webhook.html", status=status, viewer=viewer, app=app,
-                            role=role, webhook=serialize_webhook(webhook), deliveries=deliveries,
-                            catalogue=PUBLIC_EVENT_TYPES,
-                            **{"saved": False, "secret": None, "redelivered": None, **context})
+    def contents(self, req, applicationId, webhookId):
+        webhook = serialize_webhook(self.webhooks.get(applicationId, webhookId))
+        return {"webhook": webhook,
+                "deliveries": [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]}
 
     def on_post(self, req, resp, applicationId, webhookId):
         def update(form):
@@ -193,10 +168,8 @@ class WebhookSecret(_AppPage):
     docs = {"POST": page_doc("Rotate a webhook's secret (the new one shown once)",
                              api=webhook_api.WebhookSecret.docs["POST"])}
 
-    def __init__(self, console, dashboard_access, webhooks: WebhookService, webhook_page: Webhook):
-        super().__init__(console, dashboard_access)
-        self.webhooks = webhooks
-        self.webhook_page = webhook_page
+    webhooks: WebhookService
+    webhook_page: Webhook
 
     def on_post(self, req, resp, applicationId, webhookId):
         def rotate(_form):
@@ -209,10 +182,8 @@ class WebhookRedelivery(_AppPage):
     docs = {"POST": page_doc("Send a logged delivery's event again, as a new delivery",
                              api=webhook_api.WebhookRedelivery.docs["POST"])}
 
-    def __init__(self, console, dashboard_access, webhooks: WebhookService, webhook_page: Webhook):
-        super().__init__(console, dashboard_access)
-        self.webhooks = webhooks
-        self.webhook_page = webhook_page
+    webhooks: WebhookService
+    webhook_page: Webhook
 
     def on_post(self, req, resp, applicationId, webhookId, deliveryId):
         def redeliver(_form):
@@ -229,15 +200,12 @@ class AuditEvents(_AppPage):
     docs = {"GET": page_doc("The application's audit log: filters in the URL, cursor pages, a live tail",
                             not_found=True, errors=(ValidationFailed,))}
 
-    def __init__(self, console, dashboard_access, audit: AuditLog):
-        super().__init__(console, dashboard_access)
-        self.audit = audit
+    audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
+        if (viewed := self.viewed(req, resp, applicationId)) is None:
             return
-        app, role = found
+        viewer, app, role = viewed
         query = filter_query(req)
         try:
             filters = audit_schemas.filters(req)
@@ -256,15 +224,12 @@ class AuditTail(_AppPage):
     docs = {"GET": page_doc("The audit records newer than newest_id (the live tail's rows; htmx polls it)",
                             not_found=True)}
 
-    def __init__(self, console, dashboard_access, audit: AuditLog):
-        super().__init__(console, dashboard_access)
-        self.audit = audit
+    audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
+        if (viewed := self.viewed(req, resp, applicationId)) is None:
             return
-        app, _role = found
+        viewer, app, _role = viewed
         newest_id, newest_at = req.get_param("newest_id"), req.get_param("newest_at")
         try:
             filters = audit_schemas.filters(req)
@@ -294,13 +259,10 @@ class AuditExport(_AppPage):
                       also={200: ({"type": "string"}, "one record per line", NDJSON),
                             **{status: (HTML, "an HTML page", "text/html") for status in (303, 404)}})}
 
-    def __init__(self, console, dashboard_access, audit: AuditLog):
-        super().__init__(console, dashboard_access)
-        self.audit = audit
+    audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or self.application(req, resp, viewer, applicationId) is None:
+        if self.viewed(req, resp, applicationId) is None:
             return
         filters = audit_schemas.filters(req)
         resp.content_type = NDJSON
@@ -338,12 +300,6 @@ def client_values(form: dict, *, create: bool) -> dict:
 
 def picked_events(form: dict) -> list[str]:
     return [kind for kind in PUBLIC_EVENT_TYPES if form.get(EVENT_PREFIX + kind) == "on"]
-
-
-def confirm_name(form: dict, name: str, what: str) -> None:
-    if form.get("confirm_name") != name:
-        reason = f"Type the {what}'s name exactly to delete it."
-        raise ValidationFailed({"confirm_name": reason}, message=reason)
 
 
 def filter_args(req) -> dict[str, str]:

@@ -13,13 +13,15 @@ action stands for.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar, dataclass_transform
 from urllib.parse import urlencode
 
 from markupsafe import escape
 
 from controlplane.applications.service import ApplicationService
 from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE, Access
-from controlplane.console.assets import IMMUTABLE, accepts_gzip
+from controlplane.console.assets import asset_doc, send_asset
 from controlplane.console.permissions import console_principal, require
 from controlplane.console.web import SIGN_IN, Console, Viewer, failed, listing
 from controlplane.dashboard import resources as api
@@ -69,16 +71,25 @@ def redirect(resp, location: str) -> None:
     resp.text = f'<!doctype html><title>See other</title><a href="{escape(location)}">Continue</a>\n'
 
 
+@dataclass_transform(eq_default=False)
+@dataclass(eq=False)
 class ConsoleResource(Resource):
     """A console page: the auth middleware sets the signed-in account as the principal
     when there is one (``CONSOLE``) and the page sends a signed-out visitor to sign in
-    itself; form posts only."""
+    itself; form posts only.
+
+    Each page is a dataclass of the services it uses: the fields a class declares follow
+    its base's (``console``, then ``dashboard_access`` on an application's screens).  A
+    page is equal only to itself."""
 
     every_method = CONSOLE
     accepted_media_types = (wire.FORM,)
 
-    def __init__(self, console: Console):
-        self.console = console
+    console: Console
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        dataclass(eq=False)(cls)
 
     def signed_in(self, req, resp) -> Viewer | None:
         """The viewer, or None after sending a signed-out visitor to the sign-in page.
@@ -106,6 +117,34 @@ class ConsoleResource(Resource):
             return None
         return form
 
+    def submit(self, req, resp, schema, act, template: str, again=None) -> None:
+        """A signed-out page's guarded form post: the fields the dashboard API's ``schema``
+        knows, validated, go to ``act(values)``, which answers; a refusal (the schema's or
+        the service's) renders ``template`` with the error and ``again(form)``."""
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            act(schema.validate(form_values(form, schema)))
+        except DomainError as error:
+            self.console.render_error(req, resp, error, template, **(again(form) if again else {}))
+
+    def submit_signed_in(self, req, resp, schema, act, refused) -> None:
+        """A signed-in page's guarded form post: ``act(viewer, values)`` with the fields
+        ``schema`` validates, which answers; a refusal goes to ``refused(viewer, form, error)``."""
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return
+        try:
+            act(viewer, schema.validate(form_values(form, schema)))
+        except DomainError as error:
+            refused(viewer, form, error)
+
+    def account_page_again(self, req, resp):
+        """``refused`` of the account page's forms: that page with the error."""
+        return lambda viewer, _form, error: self.console.render_error(req, resp, error, "account.html", viewer=viewer,
+                                                                      changed=False, resent=False)
+
 
 class ApplicationScreen(ConsoleResource):
     """A screen of one application: the account must belong to its organization (a 404
@@ -116,11 +155,9 @@ class ApplicationScreen(ConsoleResource):
     lacking the permission is refused as the API refuses it.  A write without a V1 gate
     (a dashboard operation) needs an owner or admin (``dashboard.access``)."""
 
-    gates: dict = {}
+    gates: ClassVar[dict] = {}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess):
-        super().__init__(console)
-        self.dashboard_access = dashboard_access
+    dashboard_access: DashboardAccess
 
     def application(self, req, resp, viewer, applicationId) -> tuple | None:
         """``(app, role)`` the viewer may read, or None after rendering the refusal."""
@@ -139,6 +176,14 @@ class ApplicationScreen(ConsoleResource):
             return None
         return app, role
 
+    def viewed(self, req, resp, applicationId) -> tuple | None:
+        """``(viewer, app, role)`` for a signed-in viewer who may read the application, or
+        None after sending a signed-out visitor to sign in or rendering the refusal."""
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
+            return None
+        return viewer, *found
+
     def item(self, req, resp, viewer, applicationId, lookup) -> tuple | None:
         """``(app, role, lookup())``: the application as ``application`` finds it and one
         of its documents, or None after rendering the refusal (404 when lookup raises)."""
@@ -154,7 +199,28 @@ class ApplicationScreen(ConsoleResource):
         """The GET of a screen with a page (``on_get = ApplicationScreen.show_to_viewer``):
         its ``show`` for a signed-in viewer."""
         if viewer := self.signed_in(req, resp):
-            self.show(req, resp, viewer, applicationId, **ids)
+            self.show(req, resp, viewer, applicationId, *ids.values())
+
+    # The page of a screen whose ``show`` is this base's: its template, and the value of
+    # each name it shows that a write's answer may set (``saved``, a secret shown once...).
+    template = ""
+    defaults: ClassVar[dict] = {}
+
+    def contents(self, req, applicationId, *ids) -> dict:
+        """What ``template`` shows besides the application and the viewer's role: the
+        documents the path names (DomainError when one is not there), read with the
+        request's query where the page has one."""
+        return {}
+
+    def show(self, req, resp, viewer, applicationId, *ids, status=200, **context) -> None:
+        """The screen's page: ``template`` with ``defaults``, ``contents`` and ``context``
+        (a write's answer, the form again) over them; the 404 page when a document the
+        path names is not there."""
+        found = self.item(req, resp, viewer, applicationId, lambda: self.contents(req, applicationId, *ids))
+        if found is not None:
+            app, role, contents = found
+            self.console.render(req, resp, self.template, status=status, viewer=viewer, app=app, role=role,
+                                **{**self.defaults, **contents, **context})
 
     def write_form(self, req, resp, applicationId, *ids, change, page=None, keep_form=True, refusal=None) -> None:
         """A guarded form post of this screen: ``change(form)`` runs behind the write gate
@@ -205,10 +271,8 @@ class AssetNotFound(NotFound, message="No console file has this name (an old con
 
 class ConsoleAsset(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("A console static file (CSS, script) under its content-hash name",
-                      description="Cache-Control: public, max-age=31536000, immutable; gzip when accepted.",
-                      errors=[AssetNotFound], wrapped=False, store=False,
-                      also={200: ({"type": "string"}, "the file", "text/css", "text/javascript")})}
+    docs = {"GET": asset_doc("A console static file (CSS, script) under its content-hash name", AssetNotFound,
+                             "text/css", "text/javascript")}
 
     def __init__(self, console: Console):
         self.assets = console.assets
@@ -217,15 +281,7 @@ class ConsoleAsset(Resource):
         asset = self.assets.get(filename)
         if asset is None:
             raise AssetNotFound(details={"filename": filename})
-        resp.content_type = asset.content_type
-        resp.cache_control = IMMUTABLE
-        resp.vary = ["Accept-Encoding"]
-        resp.set_header("X-Content-Type-Options", "nosniff")
-        if accepts_gzip(req.get_header("Accept-Encoding")):
-            resp.set_header("Content-Encoding", "gzip")
-            resp.data = asset.gzipped
-        else:
-            resp.data = asset.body
+        send_asset(req, resp, asset)
 
 
 # ---------------------------------------------------------------- accounts
@@ -242,32 +298,24 @@ class SignIn(ConsoleResource):
     password_work = ("POST",)
     docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "sign_in.html", notice=req.get_param("notice"))
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
-            sign_in = self.console.accounts.login(
-                values["email"], values["password"], ip=client_ip(req, self.config.trusted_proxies),
-                previous_session=req.cookies.get(SESSION_COOKIE))
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "sign_in.html", form={"email": form.get("email", "")},
-                                      notice=None)
-            return
-        if sign_in.challenge is not None:  # two-step verification: the code step, no session yet
-            self.console.render(req, resp, "sign_in_code.html",
-                                challenge_token=sign_in.challenge["challenge_token"])
-            return
-        set_session_cookie(resp, sign_in.session, self.config)
-        redirect(resp, "/console/applications")
+        def sign_in(values):
+            signed = self.console.accounts.login(values["email"], values["password"],
+                                                 ip=client_ip(req, self.config.trusted_proxies),
+                                                 previous_session=req.cookies.get(SESSION_COOKIE))
+            if signed.challenge is not None:  # two-step verification: the code step, no session yet
+                self.console.render(req, resp, "sign_in_code.html",
+                                    challenge_token=signed.challenge["challenge_token"])
+                return
+            set_session_cookie(resp, signed.session, self.config)
+            redirect(resp, "/console/applications")
+        self.submit(req, resp, schemas.LOGIN, sign_in, "sign_in.html",
+                    lambda form: {"form": {"email": form.get("email", "")}, "notice": None})
 
 
 class SignInCode(ConsoleResource):
@@ -276,24 +324,16 @@ class SignInCode(ConsoleResource):
     docs = {"POST": page_doc("Answer the sign-in's two-step verification with a code",
                              api=api.LoginMfa.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.LOGIN_MFA.validate(form_values(form, schemas.LOGIN_MFA))
-            sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
-                                                                previous_session=req.cookies.get(SESSION_COOKIE))
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "sign_in_code.html",
-                                      challenge_token=form.get("challenge_token", ""))
-            return
-        set_session_cookie(resp, sign_in.session, self.config)
-        redirect(resp, "/console/applications")
+        def answer(values):
+            signed = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
+                                                               previous_session=req.cookies.get(SESSION_COOKIE))
+            set_session_cookie(resp, signed.session, self.config)
+            redirect(resp, "/console/applications")
+        self.submit(req, resp, schemas.LOGIN_MFA, answer, "sign_in_code.html",
+                    lambda form: {"challenge_token": form.get("challenge_token", "")})
 
 
 class SignUp(ConsoleResource):
@@ -301,25 +341,17 @@ class SignUp(ConsoleResource):
     docs = {"GET": page_doc("Console sign-up page"),
             "POST": page_doc("Create a dashboard account", api=api.Register.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_get(self, req, resp):
         self.console.render(req, resp, "sign_up.html")
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.REGISTER.validate(form_values(form, schemas.REGISTER))
+        def register(values):
             account = self.console.accounts.register(values, ip=client_ip(req, self.config.trusted_proxies))
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "sign_up.html",
-                                      form={"email": form.get("email", ""), "name": form.get("name", "")})
-            return
-        self.console.render(req, resp, "check_email.html", status=201, email=account["email"])
+            self.console.render(req, resp, "check_email.html", status=201, email=account["email"])
+        self.submit(req, resp, schemas.REGISTER, register, "sign_up.html",
+                    lambda form: {"form": {"email": form.get("email", ""), "name": form.get("name", "")}})
 
 
 class VerifyEmail(ConsoleResource):
@@ -330,16 +362,11 @@ class VerifyEmail(ConsoleResource):
         self.console.render(req, resp, "verify_email.html", token=req.get_param("token") or "", done=False)
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.VERIFY_EMAIL.validate(form_values(form, schemas.VERIFY_EMAIL))
+        def verify(values):
             self.console.accounts.verify_email(values["token"])
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "verify_email.html", token="", done=False)
-            return
-        self.console.render(req, resp, "verify_email.html", token="", done=True)
+            self.console.render(req, resp, "verify_email.html", token="", done=True)
+        self.submit(req, resp, schemas.VERIFY_EMAIL, verify, "verify_email.html",
+                    lambda _form: {"token": "", "done": False})
 
 
 class ForgotPassword(ConsoleResource):
@@ -350,17 +377,11 @@ class ForgotPassword(ConsoleResource):
         self.console.render(req, resp, "forgot_password.html", sent=False)
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.FORGOT_PASSWORD.validate(form_values(form, schemas.FORGOT_PASSWORD))
+        def mail_link(values):
             self.console.accounts.forgot_password(values["email"])
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "forgot_password.html", sent=False,
-                                      form={"email": form.get("email", "")})
-            return
-        self.console.render(req, resp, "forgot_password.html", sent=True)
+            self.console.render(req, resp, "forgot_password.html", sent=True)
+        self.submit(req, resp, schemas.FORGOT_PASSWORD, mail_link, "forgot_password.html",
+                    lambda form: {"sent": False, "form": {"email": form.get("email", "")}})
 
 
 class ResetPassword(ConsoleResource):
@@ -372,16 +393,11 @@ class ResetPassword(ConsoleResource):
         self.console.render(req, resp, "reset_password.html", token=req.get_param("token") or "")
 
     def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
-        try:
-            values = schemas.RESET_PASSWORD.validate(form_values(form, schemas.RESET_PASSWORD))
+        def reset(values):
             self.console.accounts.reset_password(values["token"], values["password"])
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "reset_password.html", token=form.get("token", ""))
-            return
-        redirect(resp, SIGN_IN + "?" + urlencode({"notice": "password-reset"}))
+            redirect(resp, SIGN_IN + "?" + urlencode({"notice": "password-reset"}))
+        self.submit(req, resp, schemas.RESET_PASSWORD, reset, "reset_password.html",
+                    lambda form: {"token": form.get("token", "")})
 
 
 class EmailLink(Resource):
@@ -403,9 +419,7 @@ class EmailLink(Resource):
 class SignOut(ConsoleResource):
     docs = {"POST": page_doc("Sign out", api=api.Logout.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_post(self, req, resp):
         if self.posted(req, resp) is None:
@@ -435,16 +449,10 @@ class AccountName(ConsoleResource):
     docs = {"POST": page_doc("Rename the signed-in account", api=api.Me.docs["PUT"])}
 
     def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.ACCOUNT_UPDATE.validate(form_values(form, schemas.ACCOUNT_UPDATE))
+        def rename(viewer, values):
             self.console.accounts.update_account(viewer.account["_id"], values)
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
-            return
-        redirect(resp, "/console/account")
+            redirect(resp, "/console/account")
+        self.submit_signed_in(req, resp, schemas.ACCOUNT_UPDATE, rename, self.account_page_again(req, resp))
 
 
 class Account(ConsoleResource):
@@ -452,9 +460,7 @@ class Account(ConsoleResource):
     docs = {"GET": page_doc("The signed-in account: session expiry, change password"),
             "POST": page_doc("Change the password", api=api.Password.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
+    config: Config
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -463,18 +469,12 @@ class Account(ConsoleResource):
                                 changed=req.get_param("notice") == "password-changed")
 
     def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.PASSWORD_CHANGE.validate(form_values(form, schemas.PASSWORD_CHANGE))
+        def change(viewer, values):
             raw = self.console.accounts.change_password(viewer.account["_id"], values["current_password"],
                                                         values["new_password"])
-        except DomainError as error:
-            self.console.render_error(req, resp, error, "account.html", viewer=viewer, changed=False, resent=False)
-            return
-        set_session_cookie(resp, raw, self.config)
-        redirect(resp, "/console/account?" + urlencode({"notice": "password-changed"}))  # shows the new session
+            set_session_cookie(resp, raw, self.config)
+            redirect(resp, "/console/account?" + urlencode({"notice": "password-changed"}))  # shows the new session
+        self.submit_signed_in(req, resp, schemas.PASSWORD_CHANGE, change, self.account_page_again(req, resp))
 
 
 # ---------------------------------------------------------------- organizations
@@ -484,9 +484,7 @@ class Organizations(ConsoleResource):
     docs = {"GET": page_doc("Organizations of the account, and a form to create one"),
             "POST": page_doc("Create an organization", api=api.Organizations.docs["POST"])}
 
-    def __init__(self, console: Console, organizations: OrganizationService):
-        super().__init__(console)
-        self.organizations = organizations
+    organizations: OrganizationService
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -499,16 +497,11 @@ class Organizations(ConsoleResource):
                             **{"status": 200, **paging, **context})
 
     def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.ORGANIZATION.validate(form_values(form, schemas.ORGANIZATION))
+        def create(viewer, values):
             org, _role = self.organizations.create_organization(viewer.account["_id"], values["name"])
-        except DomainError as error:
-            self.show(req, resp, viewer, **failed(error), form=form)
-            return
-        redirect(resp, f"/console/organizations/{org['_id']}")
+            redirect(resp, f"/console/organizations/{org['_id']}")
+        self.submit_signed_in(req, resp, schemas.ORGANIZATION, create,
+                              lambda viewer, form, error: self.show(req, resp, viewer, **failed(error), form=form))
 
 
 class Organization(ConsoleResource):
@@ -516,10 +509,8 @@ class Organization(ConsoleResource):
             "POST": page_doc("Add a member (a verified dashboard account)",
                              api=api.Members.docs["POST"])}
 
-    def __init__(self, console: Console, organizations: OrganizationService, config: Config):
-        super().__init__(console)
-        self.organizations = organizations
-        self.config = config
+    organizations: OrganizationService
+    config: Config
 
     def show(self, req, resp, viewer, organizationId, **context):
         caller = viewer.account["_id"]
@@ -545,28 +536,20 @@ class Organization(ConsoleResource):
             self.show(req, resp, viewer, organizationId)
 
     def on_post(self, req, resp, organizationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.MEMBER_ADD.validate(form_values(form, schemas.MEMBER_ADD))
+        def add(viewer, values):
             self.organizations.add_member(viewer.account["_id"], organizationId, values["email"], values["role"],
                                           ip=client_ip(req, self.config.trusted_proxies))
-        except DomainError as error:
-            self.show(req, resp, viewer, organizationId, **failed(error),
-                      form=form)
-            return
-        redirect(resp, f"/console/organizations/{organizationId}")
+            redirect(resp, f"/console/organizations/{organizationId}")
+        self.submit_signed_in(req, resp, schemas.MEMBER_ADD, add, lambda viewer, form, error: self.show(
+            req, resp, viewer, organizationId, **failed(error), form=form))
 
 
 class Member(ConsoleResource):
     docs = {"POST": page_doc("Change a member's role (action=role) or remove the member (action=remove)",
                              api={"errors": (*api.Member.docs["PUT"]["errors"], *api.Member.docs["DELETE"]["errors"])})}
 
-    def __init__(self, console: Console, organizations: OrganizationService, organization_page: Organization):
-        super().__init__(console)
-        self.organizations = organizations
-        self.organization_page = organization_page  # renders the page or the members fragment after a change
+    organizations: OrganizationService
+    organization_page: Organization  # renders the page or the members fragment after a change
 
     def on_post(self, req, resp, organizationId, accountId):
         viewer = self.signed_in(req, resp)
@@ -598,11 +581,8 @@ class Applications(ConsoleResource):
     docs = {"GET": page_doc("Applications of an organization (?organization_id=), and a form to create one"),
             "POST": page_doc("Create an application", api=api.Applications.docs["POST"])}
 
-    def __init__(self, console: Console, organizations: OrganizationService,
-                 dashboard_applications: OrganizationApplications):
-        super().__init__(console)
-        self.organizations = organizations
-        self.dashboard_applications = dashboard_applications
+    organizations: OrganizationService
+    dashboard_applications: OrganizationApplications
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -623,34 +603,22 @@ class Applications(ConsoleResource):
                             applications=apps, **{"status": 200, **paging, **context})
 
     def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            values = schemas.APPLICATION_CREATE.validate(form_values(form, schemas.APPLICATION_CREATE))
+        def create(viewer, values):
             app, _role = self.dashboard_applications.create_application(viewer.account["_id"], values)
-        except DomainError as error:
-            self.show(req, resp, viewer, form.get("organization_id"), **failed(error), form=form)
-            return
-        redirect(resp, f"/console/applications/{app['_id']}")
+            redirect(resp, f"/console/applications/{app['_id']}")
+        self.submit_signed_in(req, resp, schemas.APPLICATION_CREATE, create, lambda viewer, form, error: self.show(
+            req, resp, viewer, form.get("organization_id"), **failed(error), form=form))
 
 
 class Application(ApplicationScreen):
     docs = {"GET": page_doc("An application's settings", not_found=True),
             "POST": page_doc("Update the application's settings", api=api.Application.docs["PUT"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
-        super().__init__(console, dashboard_access)
-        self.applications = applications
+    applications: ApplicationService
 
     on_get = ApplicationScreen.show_to_viewer
-
-    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        if (found := self.application(req, resp, viewer, applicationId)) is None:
-            return
-        app, role = found
-        self.console.render(req, resp, "application.html", status=status, viewer=viewer, app=app, role=role,
-                            **{"saved": False, **context})
+    template = "application.html"
+    defaults = {"saved": False}
 
     def on_post(self, req, resp, applicationId):
         def update(form):
@@ -664,29 +632,27 @@ class DeleteApplication(ApplicationScreen):
     docs = {"POST": page_doc("Delete the application; the form must repeat its name",
                              api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess,
-                 dashboard_applications: OrganizationApplications, application_page: Application):
-        super().__init__(console, dashboard_access)
-        self.dashboard_applications = dashboard_applications
-        self.application_page = application_page
+    dashboard_applications: OrganizationApplications
+    application_page: Application
+    applications: ApplicationService
 
     def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
-        try:
-            app, _role = self.writer(viewer, applicationId)
-            if form.get("confirm_name") != app["name"]:
-                reason = "Type the application's name exactly to delete it."
-                raise ValidationFailed({"confirm_name": reason}, message=reason)
+        def delete(form):
+            app = self.applications.get(applicationId)
+            confirm_name(form, app["name"], "application")
             self.dashboard_applications.delete_application(applicationId)
-        except DomainError as error:
-            self.application_page.show(req, resp, viewer, applicationId, **failed(error))
-            return
-        redirect(resp, f"/console/applications?{urlencode({'organization_id': app['organization_id']})}")
+            return f"/console/applications?{urlencode({'organization_id': app['organization_id']})}"
+        self.write_form(req, resp, applicationId, change=delete, page=self.application_page, keep_form=False)
 
 
 # ---------------------------------------------------------------- form values
+
+
+def confirm_name(form: dict, name: str, what: str) -> None:
+    """A delete form must repeat the name of what it deletes."""
+    if form.get("confirm_name") != name:
+        reason = f"Type the {what}'s name exactly to delete it."
+        raise ValidationFailed({"confirm_name": reason}, message=reason)
 
 
 def form_values(form: dict, schema) -> dict:

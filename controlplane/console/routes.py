@@ -33,7 +33,8 @@ def add_routes(routes, services):
         console, dashboard.organizations, dashboard.applications), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}", application, TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/delete",
-               resources.DeleteApplication(console, dashboard.access, dashboard.applications, application), TAG)
+               resources.DeleteApplication(console, dashboard.access, dashboard.applications, application,
+                                            services.applications), TAG)
     # OIDC clients, webhooks and the audit log (controlplane/console/integrations.py)
     access, app_base = dashboard.access, f"{BASE}/applications/{{applicationId}}"
     client_page = integrations.OidcClient(console, access, services.oidc.clients)

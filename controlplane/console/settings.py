@@ -33,10 +33,9 @@ from controlplane.console.resources import (
     page_doc,
     redirect,
 )
-from controlplane.console.web import Console, failed, listing
+from controlplane.console.web import failed, listing
 from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
-from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.errors import DashboardMfaRequired
 from controlplane.dashboard.mfa import DashboardMfa
 from controlplane.dashboard.organizations import OrganizationService
@@ -97,9 +96,7 @@ class Branding(ApplicationScreen):
                             not_found=True),
             "POST": page_doc("Save the application's branding", api=api.Branding.docs["PUT"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, applications: ApplicationService):
-        super().__init__(console, dashboard_access)
-        self.applications = applications
+    applications: ApplicationService
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
@@ -136,9 +133,7 @@ class BrandingPreview(ApplicationScreen):
     docs = {"GET": page_doc("The hosted sign-in page with unsaved branding (?brand_color=...), to be framed "
                             "by the branding page; saves nothing", not_found=True)}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, pages: Pages):
-        super().__init__(console, dashboard_access)
-        self.pages = pages
+    pages: Pages
 
     def on_get(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
@@ -166,21 +161,15 @@ class ApiKeys(ApplicationScreen):
             "POST": page_doc("Create an API key; its secret is shown on this answer only",
                              api=api.ApiKeys.docs["POST"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, api_keys: ApiKeyService):
-        super().__init__(console, dashboard_access)
-        self.api_keys = api_keys
+    api_keys: ApiKeyService
 
     on_get = ApplicationScreen.show_to_viewer
+    template = "settings_api_keys.html"
+    defaults = {"permissions": V1_PERMISSIONS, "created": None}
 
-    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        if (found := self.application(req, resp, viewer, applicationId)) is None:
-            return
-        app, role = found
+    def contents(self, req, applicationId):
         keys, paging = listing(req, self.api_keys.list(applicationId))
-        self.console.render(req, resp, "settings_api_keys.html", viewer=viewer, app=app, role=role,
-                            keys=keys, permissions=V1_PERMISSIONS,
-                            **{"status": status, **paging, "created": None,
-                               "revoked": req.get_param("notice") == "revoked", **context})
+        return {"keys": keys, **paging, "revoked": req.get_param("notice") == "revoked"}
 
     def on_post(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
@@ -201,11 +190,8 @@ class RevokeApiKey(ApplicationScreen):
     docs = {"POST": page_doc("Revoke an API key with confirmed=yes; without it, the page asking to confirm",
                              api=api.ApiKey.docs["DELETE"])}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, api_keys: ApiKeyService,
-                 keys_page: ApiKeys):
-        super().__init__(console, dashboard_access)
-        self.api_keys = api_keys
-        self.keys_page = keys_page
+    api_keys: ApiKeyService
+    keys_page: ApiKeys
 
     def on_post(self, req, resp, applicationId, keyId):
         """Without ``confirmed=yes`` (a plain form: no script to ask first), a page asks
@@ -245,9 +231,7 @@ class Security(ConsoleResource):
                                              *api.AccountBackupCodes.docs["POST"]["errors"],
                                              *api.AccountTotp.docs["DELETE"]["errors"])})}
 
-    def __init__(self, console: Console, mfa: DashboardMfa):
-        super().__init__(console)
-        self.mfa = mfa
+    mfa: DashboardMfa
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -290,10 +274,8 @@ class OrganizationSecurity(ConsoleResource):
     docs = {"POST": page_doc("Require (or stop requiring) a second factor of every member (owners)",
                              api=api.Organization.docs["PATCH"])}
 
-    def __init__(self, console: Console, organizations: OrganizationService, organization_page: Organization):
-        super().__init__(console)
-        self.organizations = organizations
-        self.organization_page = organization_page
+    organizations: OrganizationService
+    organization_page: Organization
 
     def on_post(self, req, resp, organizationId):
         viewer = self.signed_in(req, resp)

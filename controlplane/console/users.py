@@ -22,8 +22,7 @@ from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService
 from controlplane.audit.service import APPLICATION, AuditLog
 from controlplane.console.resources import ApplicationScreen, page_doc, redirect
-from controlplane.console.web import Console, failed
-from controlplane.dashboard.access import DashboardAccess
+from controlplane.console.web import failed
 from controlplane.mfa import resources as mfa_api
 from controlplane.mfa.service import MfaService
 from controlplane.roles import resources as roles_api
@@ -50,13 +49,13 @@ def users_url(app_id: str, query: dict | None = None) -> str:
     return f"/console/applications/{app_id}/users" + (f"?{urlencode(kept)}" if kept else "")
 
 
+@dataclass
 class UserFinder:
     """One search of an application's users as the list and the bulk actions read it:
     ``q`` an id (that user) or a piece of an email or name, ``status`` one state."""
 
-    def __init__(self, admin: UserAdminService, directory: UserDirectory):
-        self.admin = admin
-        self.directory = directory
+    admin: UserAdminService
+    directory: UserDirectory
 
     @staticmethod
     def filters(params: dict) -> dict:
@@ -97,15 +96,11 @@ class Users(ApplicationScreen):
     docs = {"GET": page_doc("An application's users: search by id, email or name (?q=, ?status=, ?page=)",
                             not_found=True)}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, finder: UserFinder):
-        super().__init__(console, dashboard_access)
-        self.finder = finder
+    finder: UserFinder
 
     def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
-            return
-        self.show(req, resp, viewer, *found, dict(req.params), notice=req.get_param("notice"))
+        if viewed := self.viewed(req, resp, applicationId):
+            self.show(req, resp, *viewed, dict(req.params), notice=req.get_param("notice"))
 
     def show(self, req, resp, viewer, app, role, params, **context):
         raw = {"q": params.get("q", ""), "status": params.get("status", "")}
@@ -130,12 +125,9 @@ class BulkUsers(ApplicationScreen):
         "matches: without confirm=yes it shows how many that is; with it, acts on each through the API's service",
         api={"errors": (*users_api.SuspendUser.docs["POST"]["errors"], ValidationFailed)})}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, finder: UserFinder,
-                 admin: UserAdminService, selfservice: SelfService):
-        super().__init__(console, dashboard_access)
-        self.finder = finder
-        self.admin = admin
-        self.selfservice = selfservice
+    finder: UserFinder
+    admin: UserAdminService
+    selfservice: SelfService
 
     def on_post(self, req, resp, applicationId):
         viewer = self.signed_in(req, resp)
@@ -218,17 +210,13 @@ class User(ApplicationScreen):
                                 *abac_api.UserAttribute.docs["PUT"]["errors"],
                                 *abac_api.UserAttribute.docs["DELETE"]["errors"], ValidationFailed)})}
 
-    def __init__(self, console: Console, dashboard_access: DashboardAccess, admin: UserAdminService,
-                 directory: UserDirectory, selfservice: SelfService, areas: UserAreas):
-        super().__init__(console, dashboard_access)
-        self.admin = admin
-        self.directory = directory
-        self.selfservice = selfservice
-        self.areas = areas
+    admin: UserAdminService
+    directory: UserDirectory
+    selfservice: SelfService
+    areas: UserAreas
 
     def on_get(self, req, resp, applicationId, userId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (found := self.application(req, resp, viewer, applicationId)) is None:
+        if (viewed := self.viewed(req, resp, applicationId)) is None:
             return
         context = {"notice": req.get_param("notice")}
         asked = {"permission": req.get_param("permission") or "", "scope": req.get_param("scope") or ""}
@@ -238,7 +226,7 @@ class User(ApplicationScreen):
                 context["explained"] = self.explain(applicationId, userId, asked)
             except DomainError as error:
                 context.update(failed(error))
-        self.show(req, resp, viewer, *found, userId, **context)
+        self.show(req, resp, *viewed, userId, **context)
 
     def explain(self, app_id: str, user_id: str, asked: dict) -> dict:
         """``POST V1/abac/evaluate``'s dry run of one permission for the user: the answer,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from controlplane.mfa import totp
 from controlplane.users.schemas import PASSWORD_INPUT_MAX, TOKEN_MAX, TOKEN_PAIR
-from shared.validation import ID, TIME, Invalid, Schema, String, Uuid
+from shared.validation import ID, TIME, Invalid, Schema, String, Uuid, object_schema
 
 DEFAULT_LABEL = "Authenticator App"
 LABEL_MAX = 100
@@ -64,55 +64,35 @@ PASSWORD = Schema({"password": _password()})
 # ---------------------------------------------------------------- responses
 
 
-SETUP_RESULT = {
-    "type": "object",
-    "required": ["method_id", "provisioning_uri", "secret"],
-    "properties": {
-        "method_id": ID,
-        "provisioning_uri": {"type": "string", "description": "otpauth://totp/<issuer>:<email>?secret=...&issuer=..."},
-        "secret": {"type": "string", "description": "base32 TOTP secret (160 bits), for manual entry"},
-    },
-}
+SETUP_RESULT = object_schema({
+    "method_id": ID,
+    "provisioning_uri": {"type": "string", "description": "otpauth://totp/<issuer>:<email>?secret=...&issuer=..."},
+    "secret": {"type": "string", "description": "base32 TOTP secret (160 bits), for manual entry"},
+})
 
-BACKUP_CODES = {
-    "type": "object",
-    "required": ["message", "backup_codes"],
-    "properties": {
-        "message": {"type": "string"},
-        "backup_codes": {"type": "array", "minItems": 10, "maxItems": 10,
-                         "items": {"type": "string", "pattern": "^[A-Z0-9]{4}-[A-Z0-9]{4}-[A-Z0-9]{4}$"},
-                         "description": "shown only once; each is single use"},
-    },
-}
+BACKUP_CODES = object_schema({
+    "message": {"type": "string"},
+    "backup_codes": {"type": "array", "minItems": 10, "maxItems": 10,
+                     "items": {"type": "string", "pattern": "^[A-Z0-9]{4}-[A-Z0-9]{4}-[A-Z0-9]{4}$"},
+                     "description": "shown only once; each is single use"},
+})
 
-MFA_METHOD = {
-    "type": "object",
-    "required": ["id", "type", "label", "is_primary", "verified_at", "last_used_at"],
-    "properties": {
-        "id": ID,
-        "type": {"type": "string", "enum": ["totp"]},
-        "label": {"type": "string"},
-        "is_primary": {"type": "boolean"},
-        "verified_at": TIME,
-        "last_used_at": {**TIME, "description": "the last accepted code (the confirmation counts)"},
-    },
-}
+MFA_METHOD = object_schema({
+    "id": ID,
+    "type": {"type": "string", "enum": ["totp"]},
+    "label": {"type": "string"},
+    "is_primary": {"type": "boolean"},
+    "verified_at": TIME,
+    "last_used_at": {**TIME, "description": "the last accepted code (the confirmation counts)"},
+}, required=["id", "type", "label", "is_primary", "verified_at", "last_used_at"])
 
-STATUS = {
-    "type": "object",
-    "required": ["mfa_enabled", "methods", "backup_codes_remaining"],
-    "properties": {
-        "mfa_enabled": {"type": "boolean"},
-        "methods": {"type": "array", "items": MFA_METHOD, "description": "active (confirmed) methods only"},
-        "backup_codes_remaining": {"type": "integer", "minimum": 0},
-    },
-}
+STATUS = object_schema({
+    "mfa_enabled": {"type": "boolean"},
+    "methods": {"type": "array", "items": MFA_METHOD, "description": "active (confirmed) methods only"},
+    "backup_codes_remaining": {"type": "integer", "minimum": 0},
+})
 
-VERIFY_RESULT = {
-    "type": "object",
-    "required": ["data"],
-    "properties": {
-        "data": TOKEN_PAIR,
-        "message": {"type": "string", "description": "present when a backup code was used: how many remain"},
-    },
-}
+VERIFY_RESULT = object_schema({
+    "data": TOKEN_PAIR,
+    "message": {"type": "string", "description": "present when a backup code was used: how many remain"},
+}, required=["data"])

@@ -6,7 +6,7 @@ import re
 from urllib.parse import urlsplit
 
 from controlplane.applications.schemas import IMAGE_URL
-from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url
+from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url, object_schema
 
 # The scopes the provider knows (discovery's scopes_supported).  offline_access changes
 # nothing (a refresh token is always issued) but may be listed, as relying parties ask for it.
@@ -192,25 +192,22 @@ UPDATE_CLIENT = Schema({
 }, partial=True)
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
-CLIENT = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string", "format": "uuid"},
-        "client_id": {"type": "string"},
-        "name": {"type": "string"},
-        "description": {"type": ["string", "null"]},
-        "logo_url": {"type": ["string", "null"]},
-        "redirect_uris": _STRINGS,
-        "post_logout_redirect_uris": _STRINGS,
-        "allowed_scopes": _STRINGS,
-        "require_pkce": {"type": "boolean"},
-        "grant_types": {"type": "array", "items": {"type": "string", "enum": list(GRANT_TYPES)}},
-        "token_endpoint_auth_method": {"type": "string", "enum": list(AUTH_METHODS)},
-        "backchannel_logout_uri": {"type": ["string", "null"]},
-        "allowed_origins": _STRINGS,
-        "is_active": {"type": "boolean"},
-        "created_at": TIME,
-        "updated_at": TIME,
-    },
-}
+CLIENT = object_schema({
+    "id": {"type": "string", "format": "uuid"},
+    "client_id": {"type": "string"},
+    "name": {"type": "string"},
+    "description": {"type": ["string", "null"]},
+    "logo_url": {"type": ["string", "null"]},
+    "redirect_uris": _STRINGS,
+    "post_logout_redirect_uris": _STRINGS,
+    "allowed_scopes": _STRINGS,
+    "require_pkce": {"type": "boolean"},
+    "grant_types": {"type": "array", "items": {"type": "string", "enum": list(GRANT_TYPES)}},
+    "token_endpoint_auth_method": {"type": "string", "enum": list(AUTH_METHODS)},
+    "backchannel_logout_uri": {"type": ["string", "null"]},
+    "allowed_origins": _STRINGS,
+    "is_active": {"type": "boolean"},
+    "created_at": TIME,
+    "updated_at": TIME,
+}, required=())
 CLIENT_WITH_SECRET = {**CLIENT, "properties": {**CLIENT["properties"], "client_secret": {"type": "string"}}}

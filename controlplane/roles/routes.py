@@ -6,9 +6,10 @@ TAG = "roles"
 
 
 def add_routes(routes, services):
-    roles = services.roles
-    routes.add(f"{V1}/roles", resources.RoleCollection(roles), TAG)
-    routes.add(f"{V1}/roles/{{role}}", resources.RoleItem(roles), TAG)
-    routes.add(f"{V1}/users/{{userId}}/roles", resources.UserRoleCollection(roles), TAG)
-    routes.add(f"{V1}/users/{{userId}}/roles/{{roleId}}", resources.UserRoleItem(roles), TAG)
-    routes.add(f"{V1}/users/{{userId}}/permissions", resources.UserPermissions(roles), TAG)
+    routes.add_each(TAG, services.roles, {
+        f"{V1}/roles": resources.RoleCollection,
+        f"{V1}/roles/{{role}}": resources.RoleItem,
+        f"{V1}/users/{{userId}}/roles": resources.UserRoleCollection,
+        f"{V1}/users/{{userId}}/roles/{{roleId}}": resources.UserRoleItem,
+        f"{V1}/users/{{userId}}/permissions": resources.UserPermissions,
+    })

@@ -6,10 +6,11 @@ V1 = "/api/v1/applications/{applicationId}/users/{userId}"
 
 
 def add_routes(routes, services):
-    tag, selfservice = "user self-service", services.selfservice
-    routes.add(V1, resources.Account(selfservice), tag)
-    routes.add(f"{V1}/profile", resources.Profile(selfservice), tag)
-    routes.add(f"{V1}/data-export", resources.DataExport(selfservice), tag)
-    routes.add(f"{V1}/consent", resources.Consent(selfservice), tag)
-    routes.add(f"{V1}/sessions", resources.Sessions(selfservice), tag)
-    routes.add(f"{V1}/sessions/{{sessionId}}", resources.SessionItem(selfservice), tag)
+    routes.add_each("user self-service", services.selfservice, {
+        V1: resources.Account,
+        f"{V1}/profile": resources.Profile,
+        f"{V1}/data-export": resources.DataExport,
+        f"{V1}/consent": resources.Consent,
+        f"{V1}/sessions": resources.Sessions,
+        f"{V1}/sessions/{{sessionId}}": resources.SessionItem,
+    })

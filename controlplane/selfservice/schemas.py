@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from controlplane.audit import schemas as audit_schemas
 from controlplane.users.schemas import Metadata
-from shared.validation import ID, NULLABLE_TIME, TIME, DisplayName, Invalid, Schema, Url
+from shared.validation import ID, NULLABLE_TIME, TIME, DisplayName, Invalid, Schema, Url, object_schema
 
 NAME_MAX = 255
 AVATAR_URL_MAX = 2048
@@ -40,14 +40,7 @@ UPDATE_PROFILE = Schema({
 # ---------------------------------------------------------------- responses
 
 
-def _object(properties: dict, description: str | None = None) -> dict:
-    out = {"type": "object", "required": list(properties), "properties": properties}
-    if description:
-        out["description"] = description
-    return out
-
-
-PROFILE = _object({
+PROFILE = object_schema({
     "id": ID,
     "email": {"type": "string", "format": "email"},
     "name": {"type": "string", "maxLength": NAME_MAX},
@@ -60,23 +53,23 @@ PROFILE = _object({
 
 _SESSION_PROPERTIES = {
     "id": ID,
-    "device_info": _object({"ip": {"type": ["string", "null"]}, "user_agent": {"type": ["string", "null"]}}),
+    "device_info": object_schema({"ip": {"type": ["string", "null"]}, "user_agent": {"type": ["string", "null"]}}),
     "is_remember_me": {"type": "boolean"},
     "last_used_at": TIME,
     "expires_at": TIME,
     "created_at": TIME,
 }
 
-SESSION = _object(_SESSION_PROPERTIES, "A session: a non-revoked, non-expired refresh token.")
+SESSION = object_schema(_SESSION_PROPERTIES, "A session: a non-revoked, non-expired refresh token.")
 
 SESSION_LIST = {"type": "array", "items": SESSION, "description": "Newest first."}
 
-REVOKED = _object({
+REVOKED = object_schema({
     "revoked_count": {"type": "integer", "minimum": 0},
     "message": {"type": "string"},
 })
 
-EXPORT_USER = _object({
+EXPORT_USER = object_schema({
     "id": ID,
     "email": {"type": "string", "format": "email"},
     "name": {"type": "string"},
@@ -89,10 +82,10 @@ EXPORT_USER = _object({
     "last_login_at": NULLABLE_TIME,
 })
 
-EXPORT_SESSION = _object({**_SESSION_PROPERTIES, "revoked_at": NULLABLE_TIME},
+EXPORT_SESSION = object_schema({**_SESSION_PROPERTIES, "revoked_at": NULLABLE_TIME},
                          "Every stored session, live, revoked or expired, newest first.")
 
-EXPORT_ROLE = _object({
+EXPORT_ROLE = object_schema({
     "role_id": ID,
     "name": {"type": "string"},
     "display_name": {"type": "string"},
@@ -101,7 +94,7 @@ EXPORT_ROLE = _object({
     "assigned_at": TIME,
 }, "A current (unexpired) role assignment.")
 
-EXPORT_MFA_METHOD = _object({
+EXPORT_MFA_METHOD = object_schema({
     "id": ID,
     "type": {"type": "string", "enum": ["totp"]},
     "label": {"type": "string"},
@@ -111,7 +104,7 @@ EXPORT_MFA_METHOD = _object({
     "last_used_at": NULLABLE_TIME,
 }, "The MFA method resource; never the secret.")
 
-EXPORT_OAUTH_CONNECTION = _object({
+EXPORT_OAUTH_CONNECTION = object_schema({
     "client_id": {"type": "string"},
     "scopes": {"type": "array", "items": {"type": "string"}},
     "granted_at": TIME,
@@ -121,7 +114,7 @@ EXPORT_OAUTH_CONNECTION = _object({
 EXPORT_AUDIT_LOG = {**audit_schemas.RECORD, "description": "An audit record the user did or that was done to "
                     "the user (docs/audit.md), oldest first; data keys naming secrets are removed."}
 
-EXPORT = _object({
+EXPORT = object_schema({
     "exported_at": TIME,
     "user": EXPORT_USER,
     "sessions": {"type": "array", "items": EXPORT_SESSION},

@@ -21,6 +21,7 @@ from shared.validation import (
     Object,
     Schema,
     String,
+    object_schema,
     page_of,
 )
 
@@ -125,53 +126,38 @@ def validate_change_password(body: dict) -> dict:
 # ---------------------------------------------------------------- responses
 
 
-USER = {
-    "type": "object",
-    "required": ["id", "email", "name", "email_verified", "created_at", "metadata"],
-    "properties": {
-        "id": ID,
-        "email": {"type": "string", "format": "email"},
-        "name": {"type": "string", "maxLength": 255},
-        "email_verified": {"type": "boolean"},
-        "created_at": TIME,
-        "metadata": {"type": ["object", "null"]},
-    },
-}
+USER = object_schema({
+    "id": ID,
+    "email": {"type": "string", "format": "email"},
+    "name": {"type": "string", "maxLength": 255},
+    "email_verified": {"type": "boolean"},
+    "created_at": TIME,
+    "metadata": {"type": ["object", "null"]},
+})
 
-ADMIN_USER = {
-    "type": "object",
-    "properties": {
-        **USER["properties"],
-        "avatar_url": {"type": ["string", "null"]},
-        "status": {"type": "string", "enum": list(USER_STATUSES)},
-        "updated_at": TIME,
-        "suspended_at": NULLABLE_TIME,
-        "deleted_at": NULLABLE_TIME,
-        "last_login_at": NULLABLE_TIME,
-    },
-}
+ADMIN_USER = object_schema({
+    **USER["properties"],
+    "avatar_url": {"type": ["string", "null"]},
+    "status": {"type": "string", "enum": list(USER_STATUSES)},
+    "updated_at": TIME,
+    "suspended_at": NULLABLE_TIME,
+    "deleted_at": NULLABLE_TIME,
+    "last_login_at": NULLABLE_TIME,
+}, required=())
 
-TOKEN_PAIR = {
-    "type": "object",
-    "required": ["access_token", "refresh_token", "token_type", "expires_in", "user"],
-    "properties": {
-        "access_token": {"type": "string", "description": "RS256 JWT; claims iss, sub, aud, iat, exp, jti, sid"},
-        "refresh_token": {"type": "string", "description": "opaque; rotated at every refresh"},
-        "token_type": {"type": "string", "enum": ["Bearer"]},
-        "expires_in": {"type": "integer", "description": "seconds (900 by default)"},
-        "user": USER,
-    },
-}
+TOKEN_PAIR = object_schema({
+    "access_token": {"type": "string", "description": "RS256 JWT; claims iss, sub, aud, iat, exp, jti, sid"},
+    "refresh_token": {"type": "string", "description": "opaque; rotated at every refresh"},
+    "token_type": {"type": "string", "enum": ["Bearer"]},
+    "expires_in": {"type": "integer", "description": "seconds (900 by default)"},
+    "user": USER,
+})
 
-MFA_CHALLENGE = {
-    "type": "object",
-    "required": ["mfa_required", "challenge_token", "mfa_methods"],
-    "properties": {
-        "mfa_required": {"type": "boolean", "const": True},
-        "challenge_token": {"type": "string", "description": "valid 5 minutes; POST V1/users/mfa/verify"},
-        "mfa_methods": {"type": "array", "items": {"type": "string", "enum": ["totp", "webauthn"]}},
-    },
-}
+MFA_CHALLENGE = object_schema({
+    "mfa_required": {"type": "boolean", "const": True},
+    "challenge_token": {"type": "string", "description": "valid 5 minutes; POST V1/users/mfa/verify"},
+    "mfa_methods": {"type": "array", "items": {"type": "string", "enum": ["totp", "webauthn"]}},
+})
 
 LOGIN_RESULT = {"oneOf": [TOKEN_PAIR, MFA_CHALLENGE]}
 

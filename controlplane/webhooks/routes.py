@@ -6,10 +6,10 @@ TAG = "webhooks"
 
 
 def add_routes(routes, services):
-    webhooks = services.webhooks.management
-    routes.add(f"{V1}/webhooks", resources.WebhookCollection(webhooks), TAG)
-    routes.add(f"{V1}/webhooks/{{webhookId}}", resources.WebhookItem(webhooks), TAG)
-    routes.add(f"{V1}/webhooks/{{webhookId}}/rotate-secret", resources.WebhookSecret(webhooks), TAG)
-    routes.add(f"{V1}/webhooks/{{webhookId}}/deliveries", resources.WebhookDeliveries(webhooks), TAG)
-    routes.add(f"{V1}/webhooks/{{webhookId}}/deliveries/{{deliveryId}}/redeliver",
-               resources.WebhookRedelivery(webhooks), TAG)
+    routes.add_each(TAG, services.webhooks.management, {
+        f"{V1}/webhooks": resources.WebhookCollection,
+        f"{V1}/webhooks/{{webhookId}}": resources.WebhookItem,
+        f"{V1}/webhooks/{{webhookId}}/rotate-secret": resources.WebhookSecret,
+        f"{V1}/webhooks/{{webhookId}}/deliveries": resources.WebhookDeliveries,
+        f"{V1}/webhooks/{{webhookId}}/deliveries/{{deliveryId}}/redeliver": resources.WebhookRedelivery,
+    })

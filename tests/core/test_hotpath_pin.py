@@ -21,7 +21,7 @@ from tests.conftest import make_config
 MIDDLEWARE = [
     "shared.http.RequestIdMiddleware",
     "shared.http.RequestLogMiddleware",
-    "shared.metrics.MetricsMiddleware",
+    "shared.hotmetrics.MetricsMiddleware",
     "controlplane.app.RevisionMiddleware",
     "shared.http.JsonBodyMiddleware",
     "controlplane.ratelimit.PasswordWorkLimit",
@@ -33,7 +33,7 @@ MIDDLEWARE = [
     # check's is not: the hot path has nothing of it to mirror.
     "controlplane.oidc.cors.CorsMiddleware",
 ]
-MIRRORED_DIGEST = "da477b2841e6998c"
+MIRRORED_DIGEST = "4926c601b007916b"
 
 _HOOKS = ("process_request", "process_resource", "process_response")
 

@@ -57,8 +57,8 @@ def test_recorded_requests_render_as_prometheus_clients_own_metrics_render(monke
     from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
     from shared import metrics as metrics_module
-    from shared.hotmetrics import BUCKETS
-    from shared.metrics import HttpMetrics, MetricsMiddleware
+    from shared.hotmetrics import BUCKETS, MetricsMiddleware
+    from shared.metrics import HttpMetrics
 
     fast, public = HttpMetrics("iamgate"), CollectorRegistry()
     requests = Counter("iamgate_http_requests_total", "HTTP requests by route and status",

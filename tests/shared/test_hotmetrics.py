@@ -21,7 +21,8 @@ _WORKER = """
 import os, sys, time
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
 from prometheus_client import Counter
-from shared.metrics import HttpMetrics, MetricsMiddleware
+from shared.hotmetrics import MetricsMiddleware
+from shared.metrics import HttpMetrics
 metrics = HttpMetrics("iamgate", multiprocess_dir=sys.argv[1])
 middleware = MetricsMiddleware(metrics)
 own = Counter("iamgate_webhook_deliveries_sent_total", "sent", registry=metrics.registry)

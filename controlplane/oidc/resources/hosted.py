@@ -7,7 +7,7 @@ import json
 from urllib.parse import urlencode
 
 from controlplane.auth import PUBLIC
-from controlplane.console.assets import IMMUTABLE, accepts_gzip
+from controlplane.console.assets import asset_doc, send_asset
 from controlplane.lockout import AccountLocked
 from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLocked
 from controlplane.oidc import wire
@@ -391,23 +391,14 @@ class HostedAsset(Resource):
     """The hosted pages' script file under its content-hash name (``controlplane.oidc.assets``)."""
 
     access = {"GET": PUBLIC}
-    docs = {"GET": op("The hosted pages' passkey script under its content-hash name",
-                      description="Cache-Control: public, max-age=31536000, immutable; gzip when accepted.",
-                      errors=[HostedAssetNotFound], wrapped=False, store=False,
-                      also={200: ({"type": "string"}, "the file", "text/javascript")})}
+    docs = {"GET": asset_doc("The hosted pages' passkey script under its content-hash name", HostedAssetNotFound,
+                             "text/javascript")}
 
     def on_get(self, req, resp, filename):
         asset = PASSKEY_SCRIPT.asset
         if filename != asset.name:
             raise HostedAssetNotFound(details={"filename": filename})
-        resp.content_type = asset.content_type
-        resp.cache_control = IMMUTABLE
-        resp.vary = ["Accept-Encoding"]
-        resp.set_header("X-Content-Type-Options", "nosniff")
-        gzipped = accepts_gzip(req.get_header("Accept-Encoding"))
-        if gzipped:
-            resp.set_header("Content-Encoding", "gzip")
-        resp.data = asset.gzipped if gzipped else asset.body
+        send_asset(req, resp, asset)
 
 
 class HostedPasskeyOffer(_HostedPage):
