@@ -31,6 +31,7 @@ from controlplane.events import EventLog
 from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.service import MfaService
 from controlplane.passkeys import ceremony
+from controlplane.passkeys.authenticators import authenticator_name
 from controlplane.passkeys.errors import (
     AuthenticatorNotAllowed,
     ChallengeInvalid,
@@ -73,8 +74,7 @@ def serialize_passkey(passkey: dict) -> dict:
         "discoverable": passkey["discoverable"],
         "user_verified": passkey["user_verified"],
         "aaguid": passkey["aaguid"],
-        # No AAGUID -> model table is shipped yet; the field is there for when it is.
-        "authenticator_name": None,
+        "authenticator_name": authenticator_name(passkey["aaguid"]),
     }
 
 
