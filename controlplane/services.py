@@ -63,6 +63,7 @@ from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGra
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.pages import Pages
 from controlplane.passkeys.ceremony import RelyingParty
+from controlplane.passkeys.credentials import PasskeyCeremonies
 from controlplane.passkeys.service import PasskeyService
 from controlplane.passkeys.store import PasskeyChallengeStore, PasskeyStore
 from controlplane.passwords import PasswordHasher
@@ -224,6 +225,12 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         events.listen(credential_cache)
         tailer.subscribe(credential_cache)
 
+    # Passkeys of end users and of dashboard accounts: one store, one relying party.
+    relying_party = (RelyingParty(config.webauthn_rp_id, config.webauthn_origins) if config.webauthn_rp_id else None)
+    passkey_store = PasskeyStore(store)
+    passkey_ceremonies = PasskeyCeremonies(passkey_store, PasskeyChallengeStore(store), clock,
+                                           relying_party=relying_party)
+
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_store = DashboardStore(store)
     dashboard_mfa = DashboardMfa(TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
@@ -338,9 +345,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                      passwords, events, clock, box, rate_limiter, mailer, audit, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
-    relying_party = (RelyingParty(config.webauthn_rp_id, config.webauthn_origins) if config.webauthn_rp_id else None)
-    passkeys = PasskeyService(PasskeyStore(store), PasskeyChallengeStore(store), user_directory, mfa, sessions,
-                              events, audit, clock, relying_party=relying_party)
+    passkeys = PasskeyService(passkey_store, passkey_ceremonies, user_directory, mfa, sessions, events, audit)
     events.listen(passkeys.on_event)
     # Passkeys wrap MFA: the login's challenge offers TOTP and/or a passkey.
     login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=passkeys, audit=audit,
