@@ -30,6 +30,7 @@ from controlplane.dashboard.accounts import AccountService
 from controlplane.dashboard.applications import OrganizationApplications
 from controlplane.dashboard.mfa import DashboardMfa
 from controlplane.dashboard.organizations import OrganizationService
+from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
@@ -104,6 +105,7 @@ class DashboardServices:
     organizations: OrganizationService
     applications: OrganizationApplications
     mfa: DashboardMfa
+    passkeys: DashboardPasskeys
 
 
 @dataclass(frozen=True)
@@ -233,8 +235,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_store = DashboardStore(store)
-    dashboard_mfa = DashboardMfa(TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
-                                            secret_key=config.secret_key),
+    dashboard_factor = TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
+                                  secret_key=config.secret_key)
+    dashboard_passkeys = DashboardPasskeys(passkey_ceremonies, passkey_store, dashboard_factor, dashboard_store,
+                                           dashboard_sessions, audit, clock, max_attempts=config.mfa_max_attempts)
+    dashboard_mfa = DashboardMfa(dashboard_factor, dashboard_passkeys,
                                  dashboard_store, dashboard_sessions, password_guard, audit, clock,
                                  challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     dashboard_access = DashboardAccess(dashboard_store, applications, dashboard_mfa)
@@ -243,7 +248,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                                   member_add_rate=config.rate_limit_member_add)
     dashboard_accounts = AccountService(
         dashboard_store, dashboard_organizations, dashboard_sessions, hasher, password_guard, dashboard_mfa,
-        rate_limiter, mailer,
+        dashboard_passkeys, rate_limiter, mailer,
         clock, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
         forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend, public_url=config.public_url,
         verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
@@ -251,7 +256,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                                       max_applications=config.max_applications_per_organization)
     dashboard = DashboardServices(sessions=dashboard_sessions, access=dashboard_access, accounts=dashboard_accounts,
                                   organizations=dashboard_organizations, applications=dashboard_applications,
-                                  mfa=dashboard_mfa)
+                                  mfa=dashboard_mfa, passkeys=dashboard_passkeys)
 
     user_store = UserStore(store)
     user_directory = UserDirectory(user_store)

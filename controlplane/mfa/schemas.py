@@ -105,6 +105,15 @@ STATUS = {
         "mfa_enabled": {"type": "boolean"},
         "methods": {"type": "array", "items": MFA_METHOD, "description": "active (confirmed) methods only"},
         "backup_codes_remaining": {"type": "integer", "minimum": 0},
+        "passkeys": {
+            "type": "object", "required": ["count", "second_factor"],
+            "description": "the passkeys enrolled; mfa_enabled and methods stay the TOTP method's",
+            "properties": {
+                "count": {"type": "integer", "minimum": 0},
+                "second_factor": {"type": "boolean", "description": "a passkey answers the sign-in's second "
+                                                                    "step (passkeys on, and one registered)"},
+            },
+        },
     },
 }
 
