@@ -64,7 +64,7 @@ from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGra
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.pages import Pages
 from controlplane.passkeys.ceremony import RelyingParty
-from controlplane.passkeys.credentials import PasskeyCeremonies
+from controlplane.passkeys.credentials import PasskeyCredentials
 from controlplane.passkeys.service import PasskeyService
 from controlplane.passkeys.store import PasskeyChallengeStore, PasskeyStore
 from controlplane.passwords import PasswordHasher
@@ -230,14 +230,14 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # Passkeys of end users and of dashboard accounts: one store, one relying party.
     relying_party = (RelyingParty(config.webauthn_rp_id, config.webauthn_origins) if config.webauthn_rp_id else None)
     passkey_store = PasskeyStore(store)
-    passkey_ceremonies = PasskeyCeremonies(passkey_store, PasskeyChallengeStore(store), clock,
+    passkey_credentials = PasskeyCredentials(passkey_store, PasskeyChallengeStore(store), clock,
                                            relying_party=relying_party)
 
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_store = DashboardStore(store)
     dashboard_factor = TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
                                   secret_key=config.secret_key)
-    dashboard_passkeys = DashboardPasskeys(passkey_ceremonies, passkey_store, dashboard_factor, dashboard_store,
+    dashboard_passkeys = DashboardPasskeys(passkey_credentials, dashboard_factor, dashboard_store,
                                            dashboard_sessions, audit, clock, max_attempts=config.mfa_max_attempts)
     dashboard_mfa = DashboardMfa(dashboard_factor, dashboard_passkeys,
                                  dashboard_store, dashboard_sessions, password_guard, audit, clock,
@@ -350,7 +350,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                      passwords, events, clock, box, rate_limiter, mailer, audit, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
-    passkeys = PasskeyService(passkey_store, passkey_ceremonies, user_directory, mfa, sessions, events, audit)
+    passkeys = PasskeyService(passkey_store, passkey_credentials, user_directory, mfa, sessions, events, audit)
     events.listen(passkeys.on_event)
     # Passkeys wrap MFA: the login's challenge offers TOTP and/or a passkey.
     login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=passkeys, audit=audit,

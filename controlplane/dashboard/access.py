@@ -33,8 +33,8 @@ WRITE_ROLES = ("owner", "admin")
 
 
 class SecondFactors(Protocol):
-    """Whether a dashboard account has a second factor (``dashboard.mfa.DashboardMfa``;
-    a passkey will count too)."""
+    """Whether a dashboard account has a second factor, TOTP or a passkey
+    (``dashboard.mfa.DashboardMfa``)."""
 
     def has_second_factor(self, account_id: str) -> bool: ...
 

@@ -2,7 +2,7 @@
 with one, alone or as the second step of a password sign-in.
 
 docs/dashboard.md ("Passkeys").  The ceremonies are the end users'
-(``passkeys.credentials.PasskeyCeremonies``: the same relying party, challenges in
+(``passkeys.credentials.PasskeyCredentials``: the same relying party, challenges in
 MongoDB, single use, 5 minutes), under the scope ``"dashboard"`` (``mfa.FACTOR_SCOPE``):
 a dashboard passkey is never found by an application's sign-in, nor an end user's by
 the dashboard's.  The user handle is the account's id.  What is the dashboard's own:
@@ -30,10 +30,9 @@ from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.factor import TOTP, TotpFactor, challenge_locked
-from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCeremonies
-from controlplane.passkeys.errors import CredentialUnknown, PasskeyNotFound
+from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
+from controlplane.passkeys.errors import CredentialUnknown
 from controlplane.passkeys.service import WEBAUTHN, serialize_passkey
-from controlplane.passkeys.store import PasskeyStore
 from shared.errors import DomainError
 from shared.timeutil import Clock, aware
 
@@ -43,8 +42,7 @@ RP_NAME = "iamgate dashboard"
 
 @dataclass(eq=False)
 class DashboardPasskeys:
-    ceremonies: PasskeyCeremonies
-    passkeys: PasskeyStore
+    credentials: PasskeyCredentials
     factor: TotpFactor  # the sign-in's MFA challenges (which TOTP answers too)
     store: DashboardStore
     sessions: DashboardSessions
@@ -54,17 +52,17 @@ class DashboardPasskeys:
     max_attempts: int
 
     def count(self, account_id: str) -> int:
-        return self.passkeys.count_for_user(FACTOR_SCOPE, account_id)
+        return self.credentials.count(FACTOR_SCOPE, account_id)
 
     def list(self, account_id: str) -> list[dict]:
-        return [serialize_passkey(p) for p in self.passkeys.for_user(FACTOR_SCOPE, account_id)]
+        return [serialize_passkey(p) for p in self.credentials.of_subject(FACTOR_SCOPE, account_id)]
 
     # ------------------------------------------------------------------ registration
 
     def registration_options(self, account: dict) -> dict:
         """{challenge_id, options}: creation options bound to the account; 503
         PASSKEY_UNAVAILABLE when the server has no RP ID."""
-        return self.ceremonies.creation_options(FACTOR_SCOPE, account["_id"], rp_name=RP_NAME,
+        return self.credentials.creation_options(FACTOR_SCOPE, account["_id"], rp_name=RP_NAME,
                                                 user_name=account["email"],
                                                 display_name=account.get("name") or account["email"])
 
@@ -75,7 +73,7 @@ class DashboardPasskeys:
         registering) ends.  400 PASSKEY_*, 409 PASSKEY_ALREADY_REGISTERED."""
         account_id = account["_id"]
         had_factor = self.factor.active(FACTOR_SCOPE, account_id) is not None or self.count(account_id) > 0
-        passkey = self.ceremonies.enrol(FACTOR_SCOPE, account_id, challenge_id=challenge_id, credential=credential,
+        passkey = self.credentials.enrol(FACTOR_SCOPE, account_id, challenge_id=challenge_id, credential=credential,
                                         name=name)
         if not had_factor:
             self.sessions.revoke_others(account_id, session)
@@ -86,17 +84,13 @@ class DashboardPasskeys:
     # ------------------------------------------------------------------ management
 
     def rename(self, account_id: str, passkey_id: str, name: str) -> dict:
-        passkey = self.passkeys.rename(FACTOR_SCOPE, account_id, passkey_id, name)
-        if passkey is None:
-            raise PasskeyNotFound(passkey_id)
-        return serialize_passkey(passkey)
+        return serialize_passkey(self.credentials.rename(FACTOR_SCOPE, account_id, passkey_id, name))
 
     def delete(self, account: dict, passkey_id: str) -> None:
         """Remove one of the account's own passkeys (404 PASSKEY_NOT_FOUND for any
         other).  The account keeps its password, so deleting the last one locks nobody
         out; an organization requiring MFA is out of reach again without another factor."""
-        if not self.passkeys.delete_of_user(FACTOR_SCOPE, account["_id"], passkey_id):
-            raise PasskeyNotFound(passkey_id)
+        self.credentials.delete(FACTOR_SCOPE, account["_id"], passkey_id)
         self._record("dashboard_account.mfa_disabled", account, success(),
                      {"method": WEBAUTHN, "passkey_id": passkey_id})
 
@@ -108,19 +102,19 @@ class DashboardPasskeys:
         AUTH_MFA_CHALLENGE_EXPIRED when it is not live or does not offer a passkey).
         Without: a sign-in by passkey alone (user verification required)."""
         if challenge_token is None:
-            return self.ceremonies.request_options(FACTOR_SCOPE)
+            return self.credentials.request_options(FACTOR_SCOPE)
         pending = self.factor.live_challenge(FACTOR_SCOPE, challenge_token, self.clock())
         if pending is None or WEBAUTHN not in pending.get("methods", [TOTP]):
             raise MfaChallengeExpired()
-        return self.ceremonies.request_options(FACTOR_SCOPE, subject_id=pending["user_id"],
+        return self.credentials.request_options(FACTOR_SCOPE, subject_id=pending["user_id"],
                                                mfa_challenge=pending["_id"])
 
     def sign_in(self, *, challenge_id: str, credential: dict) -> dict:
         """Verify an assertion; the account signed in.  As the second step, the MFA
         challenge is counted and used up (410 AUTH_MFA_CHALLENGE_EXPIRED, 429
         AUTH_MFA_LOCKED).  400 PASSKEY_* when it does not verify."""
-        challenge = self.ceremonies.take(FACTOR_SCOPE, challenge_id, AUTHENTICATION)
-        passkey = self.ceremonies.asserted_passkey(FACTOR_SCOPE, challenge, credential)
+        challenge = self.credentials.take(FACTOR_SCOPE, challenge_id, AUTHENTICATION)
+        passkey = self.credentials.asserted_passkey(FACTOR_SCOPE, challenge, credential)
         account = self.store.account(passkey["user_id"])
         if account is None:
             raise CredentialUnknown()
@@ -128,7 +122,7 @@ class DashboardPasskeys:
         data = {"passkey_id": passkey["_id"], "second_factor": second_factor}
         try:
             mfa_challenge = self._count_attempt(challenge["mfa_challenge"]) if second_factor else None
-            self.ceremonies.verify_use(FACTOR_SCOPE, challenge, passkey, credential)
+            self.credentials.verify_use(FACTOR_SCOPE, challenge, passkey, credential)
             if mfa_challenge is not None and not self.factor.consume_challenge(FACTOR_SCOPE, mfa_challenge,
                                                                                self.clock()):
                 raise MfaChallengeExpired()  # a parallel answer won, or it expired just now

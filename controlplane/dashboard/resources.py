@@ -167,7 +167,8 @@ class Login(_AccountResource):
         description="The cookie (iamgate_session) is Secure when IAMGATE_PUBLIC_URL is https and lasts "
                     "IAMGATE_DASHBOARD_SESSION_TTL seconds. An account with two-step verification on gets no "
                     "cookie yet: the answer is {mfa_required: true, challenge_token, mfa_methods}, and "
-                    "POST /api/dashboard/login/mfa with a code sets the cookie.",
+                    "POST /api/dashboard/login/mfa with a code (totp) or POST /api/dashboard/login/passkey with a "
+                    "passkey (webauthn) sets the cookie.",
     )}
 
     def on_post(self, req, resp):

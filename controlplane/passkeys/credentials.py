@@ -1,4 +1,5 @@
-"""The two WebAuthn ceremonies over MongoDB, for any kind of account.
+"""Passkeys of any kind of account: the two WebAuthn ceremonies over MongoDB, and the
+stored credentials.
 
 End users of an application and dashboard accounts keep their passkeys and challenges
 in the same collections (``store.py``); ``scope`` is what those documents store as
@@ -8,7 +9,8 @@ scope, and a credential registered in one is unknown in the other (an end user's
 never signs in to the dashboard, nor a dashboard account's to an application).
 ``subject_id`` is the user or the account, and the user handle the authenticator stores.
 
-``PasskeyCeremonies`` holds what both share: the relying party (503 PASSKEY_UNAVAILABLE
+``PasskeyCredentials`` holds what both share: the subject's own passkeys (listed,
+counted, renamed, deleted: another subject's is not found), the relying party (503 PASSKEY_UNAVAILABLE
 without one), challenges (random 32 bytes, single use, valid ``challenge_ttl`` seconds,
 bound to the subject or sign-in that asked), the verified registration stored as a
 passkey, and an assertion verified with its sign count moved forward in one
@@ -28,6 +30,7 @@ from controlplane.passkeys.errors import (
     ChallengeInvalid,
     CredentialUnknown,
     PasskeyAlreadyRegistered,
+    PasskeyNotFound,
     PasskeysUnavailable,
     SignCountInvalid,
     UserVerificationRequired,
@@ -50,7 +53,7 @@ def _unb64(value: str) -> bytes:
 
 
 @dataclass(eq=False)
-class PasskeyCeremonies:
+class PasskeyCredentials:
     passkeys: PasskeyStore
     challenges: PasskeyChallengeStore
     clock: Clock
@@ -80,6 +83,27 @@ class PasskeyCeremonies:
         if challenge is None:
             raise ChallengeInvalid()
         return challenge
+
+    # ------------------------------------------------------------------ the subject's passkeys
+
+    def of_subject(self, scope: str, subject_id: str) -> list[dict]:
+        """The stored passkeys, oldest first."""
+        return self.passkeys.for_user(scope, subject_id)
+
+    def count(self, scope: str, subject_id: str) -> int:
+        return self.passkeys.count_for_user(scope, subject_id)
+
+    def rename(self, scope: str, subject_id: str, passkey_id: str, name: str) -> dict:
+        """The renamed passkey; 404 PASSKEY_NOT_FOUND unless it is the subject's."""
+        passkey = self.passkeys.rename(scope, subject_id, passkey_id, name)
+        if passkey is None:
+            raise PasskeyNotFound(passkey_id)
+        return passkey
+
+    def delete(self, scope: str, subject_id: str, passkey_id: str) -> None:
+        """404 PASSKEY_NOT_FOUND unless it is the subject's (or a parallel delete won)."""
+        if not self.passkeys.delete_of_user(scope, subject_id, passkey_id):
+            raise PasskeyNotFound(passkey_id)
 
     # ------------------------------------------------------------------ registration
 

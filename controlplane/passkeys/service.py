@@ -11,7 +11,7 @@ The application's ``passkeys`` setting decides what a passkey does:
   verification also signs in alone.  ``passkeys_allow_password`` false refuses the
   password of a user who has such a passkey.
 
-The ceremonies, challenges and stored passkeys are ``credentials.PasskeyCeremonies``'
+The ceremonies, challenges and stored passkeys are ``credentials.PasskeyCredentials``'
 (shared with dashboard accounts), under the application's id as scope.  Challenges are
 bound: a registration's to the user who asked, a second factor's to the login's MFA
 challenge, a sign-in's to the ``challenge_id`` handed out with it.  A passkey becomes a
@@ -29,7 +29,7 @@ from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.service import MfaService
 from controlplane.passkeys import ceremony
 from controlplane.passkeys.authenticators import authenticator_name
-from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCeremonies
+from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
 from controlplane.passkeys.errors import (
     CredentialUnknown,
     LastPasskey,
@@ -75,7 +75,7 @@ def signs_in_alone(passkey: dict) -> bool:
 @dataclass(eq=False)
 class PasskeyService:
     passkeys: PasskeyStore
-    ceremonies: PasskeyCeremonies
+    credentials: PasskeyCredentials
     users: UserDirectory
     mfa: MfaService
     sessions: SessionService
@@ -84,12 +84,12 @@ class PasskeyService:
 
     @property
     def relying_party(self) -> ceremony.RelyingParty | None:
-        return self.ceremonies.relying_party
+        return self.credentials.relying_party
 
     # ------------------------------------------------------------------ gates
 
     def _gate(self, app: dict, *modes: str) -> None:
-        self.ceremonies.rp()
+        self.credentials.rp()
         if app.get("passkeys", OFF) not in (modes or (SECOND_FACTOR, PASSWORDLESS)):
             raise PasskeysDisabled()
 
@@ -106,7 +106,7 @@ class PasskeyService:
         the authenticators they already registered."""
         self._gate(app)
         user = self._user(app["_id"], user_id)
-        return self.ceremonies.creation_options(
+        return self.credentials.creation_options(
             app["_id"], user_id, rp_name=app.get("brand_name") or app["name"], user_name=user["email"],
             display_name=user.get("name") or user["email"],
             attestation="direct" if app.get("passkey_aaguids") else "none")
@@ -117,7 +117,7 @@ class PasskeyService:
         self._gate(app)
         app_id = app["_id"]
         user = self._user(app_id, user_id)
-        passkey = self.ceremonies.enrol(app_id, user_id, challenge_id=challenge_id, credential=credential, name=name,
+        passkey = self.credentials.enrol(app_id, user_id, challenge_id=challenge_id, credential=credential, name=name,
                                         allowed_aaguids=app.get("passkey_aaguids") or ())
         who = actor("user", user_id, user["email"])
         self.audit.record("passkey.registered", result=success(), actor=who, target=who, application_id=app_id,
@@ -133,10 +133,7 @@ class PasskeyService:
         return [serialize_passkey(p) for p in self.passkeys.for_user(app_id, user_id)]
 
     def rename(self, app_id: str, user_id: str, passkey_id: str, name: str) -> dict:
-        passkey = self.passkeys.rename(app_id, user_id, passkey_id, name)
-        if passkey is None:
-            raise PasskeyNotFound(passkey_id)
-        return serialize_passkey(passkey)
+        return serialize_passkey(self.credentials.rename(app_id, user_id, passkey_id, name))
 
     def delete(self, app: dict, user_id: str, passkey_id: str) -> None:
         """Remove one of the user's passkeys.  409 PASSKEY_LAST_CREDENTIAL when it is the
@@ -148,8 +145,7 @@ class PasskeyService:
             raise PasskeyNotFound(passkey_id)
         if not user.get("password_hash") and self.passkeys.count_for_user(app_id, user_id) == 1:
             raise LastPasskey()
-        if not self.passkeys.delete_of_user(app_id, user_id, passkey_id):
-            raise PasskeyNotFound(passkey_id)  # a parallel delete won
+        self.credentials.delete(app_id, user_id, passkey_id)
         who = actor("user", user_id, user["email"])
         self.audit.record("passkey.deleted", result=success(), actor=who, target=who, application_id=app_id,
                           data={"passkey_id": passkey_id})
@@ -180,12 +176,12 @@ class PasskeyService:
         app_id = app["_id"]
         if challenge_token is None:
             self._gate(app, PASSWORDLESS)
-            return self.ceremonies.request_options(app_id)
+            return self.credentials.request_options(app_id)
         self._gate(app)
         pending = self.mfa.pending_challenge(app_id, challenge_token, WEBAUTHN)
         if pending is None:
             raise MfaChallengeExpired()
-        return self.ceremonies.request_options(app_id, subject_id=pending["user_id"], mfa_challenge=pending["_id"])
+        return self.credentials.request_options(app_id, subject_id=pending["user_id"], mfa_challenge=pending["_id"])
 
     def authenticate(self, app: dict, *, challenge_id: str, credential: dict, remember_me: bool,
                      device_info: dict) -> dict:
@@ -194,8 +190,8 @@ class PasskeyService:
         a sign count that goes backwards is refused and audited."""
         self._gate(app)
         app_id = app["_id"]
-        challenge = self.ceremonies.take(app_id, challenge_id, AUTHENTICATION)
-        passkey = self.ceremonies.asserted_passkey(app_id, challenge, credential)
+        challenge = self.credentials.take(app_id, challenge_id, AUTHENTICATION)
+        passkey = self.credentials.asserted_passkey(app_id, challenge, credential)
         alone = challenge["user_id"] is None
         who = actor("user", passkey["user_id"])
         try:
@@ -215,7 +211,7 @@ class PasskeyService:
         app_id = app["_id"]
         if alone and app.get("passkeys") != PASSWORDLESS:
             raise PasskeysDisabled()
-        self.ceremonies.verify_use(app_id, challenge, passkey, credential)
+        self.credentials.verify_use(app_id, challenge, passkey, credential)
         if not alone:
             return self.mfa.complete(app, challenge["mfa_challenge"], method=WEBAUTHN)
         user = self.users.get(app_id, passkey["user_id"])
