@@ -368,7 +368,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                            sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
                            passkeys=passkeys, box=box, clock=clock))
 
-    selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
+    selfservice = SelfService(user_directory, sessions, mfa, passkeys, events, clock, rate_limiter, registration, roles,
                               oidc_connections, audit, rate_limit_export=config.rate_limit_export)
 
     return Services(

@@ -132,6 +132,15 @@ class PasskeyService:
     def list(self, app_id: str, user_id: str) -> list[dict]:
         return [serialize_passkey(p) for p in self.passkeys.for_user(app_id, user_id)]
 
+    def mfa_status(self, app: dict, user_id: str) -> dict:
+        """The user's MFA status (``MfaService.status``: the TOTP method) with
+        ``passkeys``: {count, second_factor}; a passkey is a second factor while the
+        application uses passkeys (and the server can verify them)."""
+        status = self.mfa.status(app["_id"], user_id)
+        count = self.credentials.count(app["_id"], user_id)
+        in_use = app.get("passkeys", OFF) != OFF and self.relying_party is not None
+        return {**status, "passkeys": {"count": count, "second_factor": in_use and count > 0}}
+
     def rename(self, app_id: str, user_id: str, passkey_id: str, name: str) -> dict:
         return serialize_passkey(self.credentials.rename(app_id, user_id, passkey_id, name))
 

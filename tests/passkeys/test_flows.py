@@ -218,3 +218,31 @@ def test_the_aaguid_table_is_well_formed():
                                                                                                    table["date"])
     for aaguid, name in table["names"].items():
         assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", aaguid) and name
+
+
+def test_mfa_status_counts_the_passkeys_and_says_whether_they_are_a_second_factor(
+        client, ctx, passkey_app, make_user_token, register):
+    app = passkey_app("second_factor")
+    user = make_user_token(app)
+    status_url = users_url(app, f"/{user.user['id']}/mfa/status")
+    before = client.simulate_get(status_url, headers=user.headers).json["data"]
+    assert before == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0,
+                      "passkeys": {"count": 0, "second_factor": False}}
+    assert register(app, user, SoftAuthenticator()).status_code == 201
+    assert client.simulate_get(status_url, headers=user.headers).json["data"]["passkeys"] == {
+        "count": 1, "second_factor": True}
+    ctx.applications.update(app["_id"], {"passkeys": "off"})  # kept, but no longer a factor
+    assert client.simulate_get(status_url, headers=user.headers).json["data"]["passkeys"] == {
+        "count": 1, "second_factor": False}
+
+
+def test_the_data_export_lists_the_passkeys_without_key_material(client, app_pw, make_user_token, register):
+    user = make_user_token(app_pw)
+    key = SoftAuthenticator()
+    passkey = register(app_pw, user, key, name="Laptop").json["data"]
+    response = client.simulate_get(users_url(app_pw, f"/{user.user['id']}/data-export"), headers=user.headers,
+                                   remote_addr=fresh_address())
+    assert response.status_code == 200, response.text
+    exported = response.json["data"]["passkeys"]
+    assert exported == [passkey]
+    assert key.id not in response.text and "public_key" not in response.text
