@@ -27,10 +27,15 @@ from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.applications import OrganizationApplications
 from controlplane.dashboard.errors import DashboardMfaRequired
 from controlplane.dashboard.organizations import OrganizationService
+from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.dashboard.resources import clear_session_cookie, set_session_cookie
+from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.oidc import wire
+from controlplane.oidc.resources.hosted import passkey_answer
 from controlplane.openapi import op
 from controlplane.pages import CsrfTokenInvalid, MalformedForm, read_form
+from controlplane.passkeys.errors import PasskeysUnavailable
+from controlplane.passkeys.service import WEBAUTHN
 from controlplane.resource import Resource
 from shared.config import Config
 from shared.errors import DomainError, NotFound, PayloadTooLarge, ValidationFailed
@@ -215,16 +220,49 @@ class Home(ConsoleResource):
         redirect(resp, "/console/applications" if self.console.viewer(req) else SIGN_IN)
 
 
-class SignIn(ConsoleResource):
+def passkey_offer(passkeys: DashboardPasskeys, challenge_token: str | None = None) -> dict | None:
+    """The options of a sign-in page's passkey form (alone, or the second step of
+    ``challenge_token``), or None when there is none to offer: the server cannot verify
+    passkeys, or the challenge takes none."""
+    try:
+        return passkeys.sign_in_options(challenge_token)
+    except (PasskeysUnavailable, MfaChallengeExpired):
+        return None
+
+
+class _SignInPage(ConsoleResource):
+    """A page of the sign-in: its forms post the API's sign-in steps."""
+
+    def __init__(self, console: Console, config: Config, passkeys: DashboardPasskeys):
+        super().__init__(console)
+        self.config = config
+        self.passkeys = passkeys
+
+    def sign_in_page(self, req, resp, *, passkey_autofill=True, **context) -> None:
+        context.setdefault("notice", None)
+        self.console.render(req, resp, "sign_in.html", passkey=passkey_offer(self.passkeys),
+                            passkey_autofill=passkey_autofill, **context)
+
+    def code_page(self, req, resp, challenge_token: str, methods, **context) -> None:
+        self.console.render(req, resp, "sign_in_code.html", challenge_token=challenge_token, methods=methods,
+                            passkey=passkey_offer(self.passkeys, challenge_token) if WEBAUTHN in methods else None,
+                            **context)
+
+    def signed_in_to(self, req, resp, sign_in) -> None:
+        """The session cookie and the console, or the second step's page."""
+        if sign_in.challenge is not None:  # two-step verification: the second step, no session yet
+            self.code_page(req, resp, sign_in.challenge["challenge_token"], sign_in.challenge["mfa_methods"])
+            return
+        set_session_cookie(resp, sign_in.session, self.config)
+        redirect(resp, "/console/applications")
+
+
+class SignIn(_SignInPage):
     password_work = ("POST",)
     docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
 
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
-
     def on_get(self, req, resp):
-        self.console.render(req, resp, "sign_in.html", notice=req.get_param("notice"))
+        self.sign_in_page(req, resp, notice=req.get_param("notice"))
 
     def on_post(self, req, resp):
         form = self.posted(req, resp)
@@ -236,26 +274,16 @@ class SignIn(ConsoleResource):
                 values["email"], values["password"], ip=client_ip(req, self.config.trusted_proxies),
                 previous_session=req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
-            self.console.render_error(req, resp, error, "sign_in.html", form={"email": form.get("email", "")},
-                                      notice=None)
+            self.sign_in_page(req, resp, **failed(error), form={"email": form.get("email", "")})
             return
-        if sign_in.challenge is not None:  # two-step verification: the code step, no session yet
-            self.console.render(req, resp, "sign_in_code.html",
-                                challenge_token=sign_in.challenge["challenge_token"])
-            return
-        set_session_cookie(resp, sign_in.session, self.config)
-        redirect(resp, "/console/applications")
+        self.signed_in_to(req, resp, sign_in)
 
 
-class SignInCode(ConsoleResource):
+class SignInCode(_SignInPage):
     """The second step of a sign-in with two-step verification on (``LoginMfa`` of the API)."""
 
     docs = {"POST": page_doc("Answer the sign-in's two-step verification with a code",
                              api=api.LoginMfa.docs["POST"])}
-
-    def __init__(self, console: Console, config: Config):
-        super().__init__(console)
-        self.config = config
 
     def on_post(self, req, resp):
         form = self.posted(req, resp)
@@ -266,11 +294,37 @@ class SignInCode(ConsoleResource):
             sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
                                                                 previous_session=req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
-            self.console.render_error(req, resp, error, "sign_in_code.html",
-                                      challenge_token=form.get("challenge_token", ""))
+            token = form.get("challenge_token", "")
+            self.code_page(req, resp, token, self.passkeys.challenge_methods(token), **failed(error))
             return
-        set_session_cookie(resp, sign_in.session, self.config)
-        redirect(resp, "/console/applications")
+        self.signed_in_to(req, resp, sign_in)
+
+
+class SignInPasskey(_SignInPage):
+    """A passkey's answer, alone (the sign-in page) or as the second step (the code
+    page, whose form carries the challenge_token): ``LoginPasskey`` of the API."""
+
+    docs = {"POST": page_doc("Sign in with a passkey, alone or as the second step",
+                             api=api.LoginPasskey.docs["POST"])}
+
+    def on_post(self, req, resp):
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        challenge_token = form.get("challenge_token") or None
+        try:
+            answer = passkey_answer(form)
+            sign_in = self.console.accounts.login_with_passkey(
+                answer["challenge_id"], answer["credential"], ip=client_ip(req, self.config.trusted_proxies),
+                previous_session=req.cookies.get(SESSION_COOKIE))
+        except DomainError as error:
+            if challenge_token is None:
+                self.sign_in_page(req, resp, passkey_autofill=False, **failed(error))
+            else:
+                self.code_page(req, resp, challenge_token, self.passkeys.challenge_methods(challenge_token),
+                               **failed(error))
+            return
+        self.signed_in_to(req, resp, sign_in)
 
 
 class SignUp(ConsoleResource):

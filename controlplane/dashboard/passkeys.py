@@ -96,6 +96,12 @@ class DashboardPasskeys:
 
     # ------------------------------------------------------------------ sign-in
 
+    def challenge_methods(self, challenge_token: str) -> list[str]:
+        """What may answer the sign-in's live MFA challenge (``totp``, ``webauthn``);
+        nothing once it is used or expired."""
+        pending = self.factor.live_challenge(FACTOR_SCOPE, challenge_token, self.clock())
+        return pending.get("methods", [TOTP]) if pending is not None else []
+
     def sign_in_options(self, challenge_token: str | None) -> dict:
         """{challenge_id, options}.  With the password step's MFA ``challenge_token``:
         the second step, offering the account's passkeys (410
@@ -105,7 +111,7 @@ class DashboardPasskeys:
             return self.credentials.request_options(FACTOR_SCOPE)
         pending = self.factor.live_challenge(FACTOR_SCOPE, challenge_token, self.clock())
         if pending is None or WEBAUTHN not in pending.get("methods", [TOTP]):
-            raise MfaChallengeExpired()
+            raise MfaChallengeExpired()  # unknown, used, expired, or TOTP only
         return self.credentials.request_options(FACTOR_SCOPE, subject_id=pending["user_id"],
                                                mfa_challenge=pending["_id"])
 
