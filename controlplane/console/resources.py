@@ -47,6 +47,7 @@ LIMIT_FIELDS = ("max_concurrent_sessions", "registration_rate_limit")
 SWITCHES = ("oauth_hosted_login_enabled", "oauth_hosted_registration_enabled")
 # The API's 403 DASHBOARD_MFA_REQUIRED as a page: it leads to the account's Security page.
 MFA_REQUIRED_PAGE = "settings_mfa_required.html"
+ENROL_PAGE = "/console/account/security?notice=mfa-required"
 
 
 def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False, errors: tuple = ()) -> dict:
@@ -233,10 +234,12 @@ def passkey_offer(passkeys: DashboardPasskeys, challenge_token: str | None = Non
 class _SignInPage(ConsoleResource):
     """A page of the sign-in: its forms post the API's sign-in steps."""
 
-    def __init__(self, console: Console, config: Config, passkeys: DashboardPasskeys):
+    def __init__(self, console: Console, config: Config, passkeys: DashboardPasskeys,
+                 dashboard_access: DashboardAccess):
         super().__init__(console)
         self.config = config
         self.passkeys = passkeys
+        self.dashboard_access = dashboard_access
 
     def sign_in_page(self, req, resp, *, passkey_autofill=True, **context) -> None:
         context.setdefault("notice", None)
@@ -249,12 +252,15 @@ class _SignInPage(ConsoleResource):
                             **context)
 
     def signed_in_to(self, req, resp, sign_in) -> None:
-        """The session cookie and the console, or the second step's page."""
+        """The session cookie and the console, or the second step's page.  A member of
+        an organization that requires a second factor, who has none, is sent to enrol
+        (the Security page) before anything else."""
         if sign_in.challenge is not None:  # two-step verification: the second step, no session yet
             self.code_page(req, resp, sign_in.challenge["challenge_token"], sign_in.challenge["mfa_methods"])
             return
         set_session_cookie(resp, sign_in.session, self.config)
-        redirect(resp, "/console/applications")
+        must_enrol = self.dashboard_access.must_enrol(sign_in.account["_id"])
+        redirect(resp, ENROL_PAGE if must_enrol else "/console/applications")
 
 
 class SignIn(_SignInPage):

@@ -15,7 +15,7 @@ def add_routes(routes, services):
     application = resources.Application(console, dashboard.access, services.applications)
     routes.add(BASE, resources.Home(console), TAG)
     routes.add(f"{BASE}/assets/{{filename}}", resources.ConsoleAsset(console), TAG)
-    sign_in = (console, config, dashboard.passkeys)
+    sign_in = (console, config, dashboard.passkeys, dashboard.access)
     routes.add(f"{BASE}/sign-in", resources.SignIn(*sign_in), TAG)
     routes.add(f"{BASE}/sign-in/code", resources.SignInCode(*sign_in), TAG)
     routes.add(f"{BASE}/sign-in/passkey", resources.SignInPasskey(*sign_in), TAG)

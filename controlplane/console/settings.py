@@ -51,7 +51,7 @@ BRAND_FIELDS = ("brand_name", "brand_logo_url", "brand_color", "brand_background
 OPTION_FIELDS = ("secondary_color", "font_family", "button_border_radius", "favicon_url", "custom_css")
 DARK_FIELDS = {"enabled": "dark_mode_enabled", "background": "dark_background", "color": "dark_color"}
 PREVIEW_CLIENT = "Your application"
-PASSKEY_NOTICES = ("passkey-added", "passkey-deleted")
+PASSKEY_NOTICES = ("passkey-added", "passkey-deleted", "mfa-required")
 
 
 def branding_values(form: dict) -> dict:

@@ -62,6 +62,12 @@ class DashboardAccess:
         if required and not self.second_factors.has_second_factor(account_id):
             raise DashboardMfaRequired(required[0])
 
+    def must_enrol(self, account_id: str) -> bool:
+        """Whether one of the account's organizations requires a second factor it does
+        not have yet (the console sends it to enrol before anything else)."""
+        return bool(self.store.organizations_requiring_mfa(self.memberships(account_id))) and \
+            not self.second_factors.has_second_factor(account_id)
+
     def role_in(self, organization_id: str, account_id: str) -> str | None:
         """The account's role in the organization, None for a non-member; 403
         DASHBOARD_MFA_REQUIRED for a member the organization requires a second factor of

@@ -14,6 +14,8 @@ import re
 import pytest
 
 from controlplane.auth import SESSION_COOKIE
+from controlplane.console.resources import ENROL_PAGE
+from tests.dashboard.test_mfa import APPS, ORGS, enrol
 from tests.passkeys.authenticator import SoftAuthenticator
 
 PUBLIC_URL = "http://localhost:8000"  # passkeys need a host name; the software authenticator's origin
@@ -156,3 +158,28 @@ def test_without_an_rp_id_the_pages_offer_no_passkey(console, dashboard_account)
     someone.sign_in(dashboard_account)
     security = someone.get(SECURITY)
     assert "Passkeys are not available on this server" in security.text
+
+
+def test_a_member_sent_to_enrol_adds_a_passkey_then_reaches_the_console(visitor, make_dashboard_account, clock):
+    owner = make_dashboard_account(name="Olivia Owner")
+    enrol(owner, clock)
+    org_id = owner.post(ORGS, json={"name": "Acme"}).json["data"]["id"]
+    app = owner.post(APPS, json={"name": "Shop", "organization_id": org_id}).json["data"]
+    member = make_dashboard_account(name="Member")
+    assert owner.post(f"{ORGS}/{org_id}/members", json={"email": member.email, "role": "member"}).status_code == 201
+    assert owner.request("PATCH", f"{ORGS}/{org_id}", json={"require_mfa": True}).status_code == 200
+
+    someone = visitor()
+    someone.get("/console/sign-in")
+    signed_in = someone.post("/console/sign-in", {"email": member.email, "password": member.password},
+                             origin=PUBLIC_URL)
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == ENROL_PAGE
+    assert 'id="enrol-notice"' in someone.get(ENROL_PAGE).text
+    assert someone.get(f"/console/applications/{app['id']}").status_code == 403  # the MFA-required page
+    assert add_passkey(someone, SoftAuthenticator()).status_code == 303
+    assert someone.get(f"/console/applications/{app['id']}").status_code == 200
+    # The next sign-in goes to the console itself: the password, then the passkey's second step.
+    again = visitor(None)
+    again.get("/console/sign-in")
+    step = again.post("/console/sign-in", {"email": member.email, "password": member.password}, origin=PUBLIC_URL)
+    assert step.status_code == 200 and "Use a passkey" in step.text
