@@ -10,11 +10,12 @@ never signs in to the dashboard, nor a dashboard account's to an application).
 ``subject_id`` is the user or the account, and the user handle the authenticator stores.
 
 ``PasskeyCredentials`` holds what both share: the subject's own passkeys (listed,
-counted, renamed, deleted: another subject's is not found), the relying party (503 PASSKEY_UNAVAILABLE
-without one), challenges (random 32 bytes, single use, valid ``challenge_ttl`` seconds,
-bound to the subject or sign-in that asked), the verified registration stored as a
-passkey, and an assertion verified with its sign count moved forward in one
-compare-and-set.  Modes, events, audit records and sessions are the callers'.
+counted, renamed, deleted: another subject's is not found), the relying party (503
+PASSKEY_UNAVAILABLE without one), challenges (random 32 bytes, single use, valid
+``challenge_ttl`` seconds, bound to the subject or sign-in that asked), the verified
+registration stored as a passkey, and an assertion verified with its sign count moved
+forward in one compare-and-set.  Modes, events, audit records and sessions are the
+callers'.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ The application's ``passkeys`` setting decides what a passkey does:
   verification also signs in alone.  ``passkeys_allow_password`` false refuses the
   password of a user who has such a passkey.
 
-The ceremonies, challenges and stored passkeys are ``credentials.PasskeyCredentials``'
+The ceremonies, challenges and stored passkeys are ``credentials.PasskeyCredentials``
 (shared with dashboard accounts), under the application's id as scope.  Challenges are
 bound: a registration's to the user who asked, a second factor's to the login's MFA
 challenge, a sign-in's to the ``challenge_id`` handed out with it.  A passkey becomes a
