@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from controlplane.auth import SESSION_COOKIE
+from shared.config import Rate
 from shared.ids import digest
 from tests.conftest import assert_error
 from tests.dashboard.test_mfa import enrol, password_step
@@ -206,6 +207,23 @@ def test_an_expired_passkey_challenge_is_refused(dashboard_account, client, cloc
     response = client.simulate_post(f"{BASE}/login/passkey", remote_addr=fresh_address(),
                                     json={"challenge_id": data["challenge_id"], "credential": key.get(data["options"])})
     assert_error(response, 400, "PASSKEY_CHALLENGE_INVALID")
+
+
+@pytest.mark.parametrize("config_overrides", [{"rate_limit_dashboard_login": Rate(2, 60)}], indirect=True)
+def test_passkey_sign_ins_draw_on_the_password_sign_ins_budget(dashboard_account, client, ctx):
+    key = SoftAuthenticator()
+    assert add_passkey(dashboard_account, key).status_code == 201
+    ip = "198.51.100.77"
+    options = client.simulate_post(f"{BASE}/login/passkey/options", json={}, remote_addr=ip)
+    assert options.status_code == 200, options.text
+    data = options.json["data"]
+    assert client.simulate_post(f"{BASE}/login", json={"email": dashboard_account.email, "password": "wrong"},
+                                remote_addr=ip).status_code == 401
+    refused = client.simulate_post(f"{BASE}/login/passkey", remote_addr=ip,
+                                   json={"challenge_id": data["challenge_id"], "credential": key.get(data["options"])})
+    assert_error(refused, 429, "RATE_LIMIT_EXCEEDED")
+    assert SESSION_COOKIE not in refused.cookies
+    assert ctx.store["passkey_challenges"].count_documents({}) == 1  # counted before the challenge was taken
 
 
 # ---------------------------------------------------------------- boundaries
