@@ -238,7 +238,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_factor = TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
                                   secret_key=config.secret_key)
     dashboard_passkeys = DashboardPasskeys(passkey_credentials, dashboard_factor, dashboard_store,
-                                           dashboard_sessions, audit, clock, max_attempts=config.mfa_max_attempts)
+                                           dashboard_sessions, password_guard, audit, clock,
+                                           max_attempts=config.mfa_max_attempts)
     dashboard_mfa = DashboardMfa(dashboard_factor, dashboard_passkeys,
                                  dashboard_store, dashboard_sessions, password_guard, audit, clock,
                                  challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)

@@ -304,7 +304,8 @@ class Security(ConsoleResource):
                 self.passkeys.register(account, **values, session=req.cookies.get(SESSION_COOKIE))
                 redirect(resp, "/console/account/security?notice=passkey-added")
             elif step == "passkey-delete":
-                self.passkeys.delete(account, form.get("passkey_id", ""))
+                values = schemas.MFA_PASSWORD.validate(form_values(form, schemas.MFA_PASSWORD))
+                self.passkeys.delete(account, form.get("passkey_id", ""), **values)
                 redirect(resp, "/console/account/security?notice=passkey-deleted")
             else:
                 raise ValidationFailed({"step": "one of setup, confirm, backup-codes, disable, passkey-add, "

@@ -62,6 +62,14 @@ class Passkeys(Protocol):
     def count(self, account_id: str) -> int: ...
 
 
+def check_password(password_guard: PasswordGuard, account: dict, password: str) -> None:
+    """The account's password confirms a change to its second factors, under its login
+    lock (a stolen session cookie cannot be used to guess it): 422 INVALID_PASSWORD, 429
+    AUTH_ACCOUNT_LOCKED."""
+    if not password_guard.check(LOCK_SCOPE, account["email"], password, account["password_hash"]):
+        raise WrongPassword(details={"field": "password"})
+
+
 def record_for_organizations(audit: AuditLog, store: DashboardStore, action: str, account: dict, result: dict,
                              data: dict) -> None:
     """One record per organization of the account (a dashboard record is an
@@ -191,10 +199,7 @@ class DashboardMfa:
         return method
 
     def _check_password(self, account: dict, password: str) -> None:
-        """The account's password, under its login lock (a stolen session cookie cannot
-        be used to guess it)."""
-        if not self.password_guard.check(LOCK_SCOPE, account["email"], password, account["password_hash"]):
-            raise WrongPassword(details={"field": "password"})
+        check_password(self.password_guard, account, password)
 
     def _check_code(self, account_id: str, method: dict, code: str, refused) -> None:
         """Accept ``code`` under the account's code budget, else raise ``refused(verdict)``."""

@@ -25,9 +25,10 @@ from dataclasses import KW_ONLY, dataclass
 
 from controlplane.audit.context import failure, success
 from controlplane.audit.service import AuditLog
-from controlplane.dashboard.mfa import FACTOR_SCOPE, record_for_organizations
+from controlplane.dashboard.mfa import FACTOR_SCOPE, check_password, record_for_organizations
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
+from controlplane.lockout import PasswordGuard
 from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.factor import TOTP, TotpFactor, challenge_locked
 from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
@@ -46,6 +47,7 @@ class DashboardPasskeys:
     factor: TotpFactor  # the sign-in's MFA challenges (which TOTP answers too)
     store: DashboardStore
     sessions: DashboardSessions
+    password_guard: PasswordGuard
     audit: AuditLog
     clock: Clock
     _: KW_ONLY
@@ -86,10 +88,14 @@ class DashboardPasskeys:
     def rename(self, account_id: str, passkey_id: str, name: str) -> dict:
         return serialize_passkey(self.credentials.rename(FACTOR_SCOPE, account_id, passkey_id, name))
 
-    def delete(self, account: dict, passkey_id: str) -> None:
+    def delete(self, account: dict, passkey_id: str, *, password: str) -> None:
         """Remove one of the account's own passkeys (404 PASSKEY_NOT_FOUND for any
-        other).  The account keeps its password, so deleting the last one locks nobody
-        out; an organization requiring MFA is out of reach again without another factor."""
+        other), confirmed by the password as turning TOTP off is (422 INVALID_PASSWORD,
+        429 AUTH_ACCOUNT_LOCKED): whoever holds only a session cookie cannot strip the
+        account's second factor.  The account keeps its password, so deleting the last
+        one locks nobody out; an organization requiring MFA is out of reach again
+        without another factor."""
+        check_password(self.password_guard, account, password)
         self.credentials.delete(FACTOR_SCOPE, account["_id"], passkey_id)
         self._record("dashboard_account.mfa_disabled", account, success(),
                      {"method": WEBAUTHN, "passkey_id": passkey_id})

@@ -728,17 +728,21 @@ class AccountPasskeyRegistration(_AccountPasskeys):
 
 
 class AccountPasskey(_AccountPasskeys):
+    password_work = ("DELETE",)
     docs = {
         "PATCH": op("Rename one of the signed-in account's passkeys", body=passkey_schemas.RENAME,
                     response=passkey_schemas.PASSKEY, errors=[ValidationFailed, UnsupportedMediaType, PasskeyNotFound]),
-        "DELETE": op("Delete one of the signed-in account's passkeys", ok=204, errors=[PasskeyNotFound],
-                     description="Another account's passkey is not found. Without another second factor, "
-                                 "organizations that require one are out of reach again."),
+        "DELETE": op("Delete one of the signed-in account's passkeys", body=schemas.MFA_PASSWORD, ok=204,
+                     errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, AccountLocked, PasskeyNotFound],
+                     description="Confirmed by the account's password, as turning TOTP off is. Another account's "
+                                 "passkey is not found. Without another second factor, organizations that require "
+                                 "one are out of reach again."),
     }
 
     def on_patch(self, req, resp, passkeyId):
         respond(resp, self.passkeys.rename(account_id(req), passkeyId, self.body(req)["name"]))
 
     def on_delete(self, req, resp, passkeyId):
-        self.passkeys.delete(self.account(req), passkeyId)
+        values = self.body(req)
+        self.passkeys.delete(self.account(req), passkeyId, password=values["password"])
         resp.status = 204

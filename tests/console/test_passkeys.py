@@ -74,7 +74,11 @@ def test_the_security_page_adds_lists_and_deletes_passkeys(visitor, dashboard_ac
 
     page = signed_in.get(f"{SECURITY}?notice=passkey-added")
     assert "Passkey added." in page.text and "Work laptop" in page.text and "1Password" in page.text
-    deleted = signed_in.post(SECURITY, {"step": "passkey-delete", "passkey_id": stored["_id"]}, origin=PUBLIC_URL)
+    wrong = signed_in.post(SECURITY, {"step": "passkey-delete", "passkey_id": stored["_id"], "password": "wrong"},
+                           origin=PUBLIC_URL)
+    assert wrong.status_code == 422 and 'id="e-passkey-delete"' in wrong.text
+    deleted = signed_in.post(SECURITY, {"step": "passkey-delete", "passkey_id": stored["_id"],
+                                        "password": dashboard_account.password}, origin=PUBLIC_URL)
     assert deleted.status_code == 303 and deleted.headers["location"] == f"{SECURITY}?notice=passkey-deleted"
     assert ctx.store["passkeys"].count_documents({}) == 0
 
@@ -97,8 +101,10 @@ def test_the_console_cannot_delete_another_accounts_passkey(visitor, dashboard_a
                                                             ctx):
     assert add_passkey(visitor(dashboard_account), SoftAuthenticator()).status_code == 303
     victims = ctx.store["passkeys"].find_one({"user_id": dashboard_account.id})
-    attacker = visitor(make_dashboard_account())
-    refused = attacker.post(SECURITY, {"step": "passkey-delete", "passkey_id": victims["_id"]}, origin=PUBLIC_URL)
+    attacker_account = make_dashboard_account()
+    attacker = visitor(attacker_account)
+    refused = attacker.post(SECURITY, {"step": "passkey-delete", "passkey_id": victims["_id"],
+                                       "password": attacker_account.password}, origin=PUBLIC_URL)
     assert refused.status_code == 404 and "PASSKEY_NOT_FOUND" in refused.text
     assert ctx.store["passkeys"].find_one({"_id": victims["_id"]}) is not None
 

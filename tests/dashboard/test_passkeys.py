@@ -87,11 +87,19 @@ def test_an_account_registers_lists_renames_and_deletes_a_passkey(dashboard_acco
     assert renamed.status_code == 200 and renamed.json["data"]["name"] == "Work laptop"
     assert_error(dashboard_account.request("PATCH", f"{ME_PASSKEYS}/{passkey['id']}", json={"name": ""}),
                  400, "VALIDATION_INVALID_FORMAT")
-    assert dashboard_account.delete(f"{ME_PASSKEYS}/{passkey['id']}").status_code == 204
+    # Deleting asks for the password, as turning TOTP off does: a session cookie alone is not enough.
+    assert_error(dashboard_account.delete(f"{ME_PASSKEYS}/{passkey['id']}", json={}), 400,
+                 "VALIDATION_INVALID_FORMAT")
+    assert_error(dashboard_account.delete(f"{ME_PASSKEYS}/{passkey['id']}", json={"password": "wrong"}), 422,
+                 "INVALID_PASSWORD")
+    assert ctx.store["passkeys"].count_documents({"app_id": "dashboard"}) == 1
+    assert dashboard_account.delete(f"{ME_PASSKEYS}/{passkey['id']}",
+                                    json={"password": dashboard_account.password}).status_code == 204
     assert ctx.store["passkeys"].count_documents({"app_id": "dashboard"}) == 0
     assert ctx.store["events"].find_one({"action": "dashboard_account.mfa_disabled"})["data"] == {
         "method": "webauthn", "passkey_id": passkey["id"]}
-    assert_error(dashboard_account.delete(f"{ME_PASSKEYS}/{passkey['id']}"), 404, "PASSKEY_NOT_FOUND")
+    assert_error(dashboard_account.delete(f"{ME_PASSKEYS}/{passkey['id']}",
+                                          json={"password": dashboard_account.password}), 404, "PASSKEY_NOT_FOUND")
 
 
 def test_passkey_routes_need_a_signed_in_account(client):
@@ -233,7 +241,8 @@ def test_an_account_cannot_rename_or_delete_anothers_passkey(dashboard_account, 
     victim_key = SoftAuthenticator()
     passkey = add_passkey(dashboard_account, victim_key).json["data"]
     attacker = make_dashboard_account()
-    assert_error(attacker.delete(f"{ME_PASSKEYS}/{passkey['id']}"), 404, "PASSKEY_NOT_FOUND")
+    assert_error(attacker.delete(f"{ME_PASSKEYS}/{passkey['id']}", json={"password": attacker.password}),
+                 404, "PASSKEY_NOT_FOUND")
     assert_error(attacker.request("PATCH", f"{ME_PASSKEYS}/{passkey['id']}", json={"name": "mine"}),
                  404, "PASSKEY_NOT_FOUND")
     assert attacker.get(ME_PASSKEYS).json["data"] == []
@@ -288,5 +297,6 @@ def test_a_passkey_satisfies_an_organizations_require_mfa(make_dashboard_account
     passkey = add_passkey(member, SoftAuthenticator())  # enrolment stays open
     assert passkey.status_code == 201, passkey.text
     assert member.get(f"{APPS}/{app['id']}").status_code == 200
-    assert member.delete(f"{ME_PASSKEYS}/{passkey.json['data']['id']}").status_code == 204
+    assert member.delete(f"{ME_PASSKEYS}/{passkey.json['data']['id']}",
+                         json={"password": member.password}).status_code == 204
     assert_error(member.get(f"{APPS}/{app['id']}"), 403, "DASHBOARD_MFA_REQUIRED")
