@@ -30,6 +30,7 @@ from controlplane.dashboard.accounts import AccountService
 from controlplane.dashboard.applications import OrganizationApplications
 from controlplane.dashboard.mfa import DashboardMfa
 from controlplane.dashboard.organizations import OrganizationService
+from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.events import EventLog, Tailer
@@ -63,6 +64,7 @@ from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGra
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.pages import Pages
 from controlplane.passkeys.ceremony import RelyingParty
+from controlplane.passkeys.credentials import PasskeyCredentials
 from controlplane.passkeys.service import PasskeyService
 from controlplane.passkeys.store import PasskeyChallengeStore, PasskeyStore
 from controlplane.passwords import PasswordHasher
@@ -103,6 +105,7 @@ class DashboardServices:
     organizations: OrganizationService
     applications: OrganizationApplications
     mfa: DashboardMfa
+    passkeys: DashboardPasskeys
 
 
 @dataclass(frozen=True)
@@ -224,10 +227,20 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         events.listen(credential_cache)
         tailer.subscribe(credential_cache)
 
+    # Passkeys of end users and of dashboard accounts: one store, one relying party.
+    relying_party = (RelyingParty(config.webauthn_rp_id, config.webauthn_origins) if config.webauthn_rp_id else None)
+    passkey_store = PasskeyStore(store)
+    passkey_credentials = PasskeyCredentials(passkey_store, PasskeyChallengeStore(store), clock,
+                                           relying_party=relying_party)
+
     dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_store = DashboardStore(store)
-    dashboard_mfa = DashboardMfa(TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
-                                            secret_key=config.secret_key),
+    dashboard_factor = TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
+                                  secret_key=config.secret_key)
+    dashboard_passkeys = DashboardPasskeys(passkey_credentials, dashboard_factor, dashboard_store,
+                                           dashboard_sessions, password_guard, audit, clock,
+                                           max_attempts=config.mfa_max_attempts)
+    dashboard_mfa = DashboardMfa(dashboard_factor, dashboard_passkeys,
                                  dashboard_store, dashboard_sessions, password_guard, audit, clock,
                                  challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     dashboard_access = DashboardAccess(dashboard_store, applications, dashboard_mfa)
@@ -236,7 +249,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                                   member_add_rate=config.rate_limit_member_add)
     dashboard_accounts = AccountService(
         dashboard_store, dashboard_organizations, dashboard_sessions, hasher, password_guard, dashboard_mfa,
-        rate_limiter, mailer,
+        dashboard_passkeys, rate_limiter, mailer,
         clock, register_rate=config.rate_limit_register, login_rate=config.rate_limit_dashboard_login,
         forgot_rate=config.rate_limit_forgot, resend_rate=config.rate_limit_resend, public_url=config.public_url,
         verification_ttl=config.verification_token_ttl, reset_ttl=config.reset_token_ttl)
@@ -244,7 +257,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                                       max_applications=config.max_applications_per_organization)
     dashboard = DashboardServices(sessions=dashboard_sessions, access=dashboard_access, accounts=dashboard_accounts,
                                   organizations=dashboard_organizations, applications=dashboard_applications,
-                                  mfa=dashboard_mfa)
+                                  mfa=dashboard_mfa, passkeys=dashboard_passkeys)
 
     user_store = UserStore(store)
     user_directory = UserDirectory(user_store)
@@ -338,9 +351,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                      passwords, events, clock, box, rate_limiter, mailer, audit, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
-    relying_party = (RelyingParty(config.webauthn_rp_id, config.webauthn_origins) if config.webauthn_rp_id else None)
-    passkeys = PasskeyService(PasskeyStore(store), PasskeyChallengeStore(store), user_directory, mfa, sessions,
-                              events, audit, clock, relying_party=relying_party)
+    passkeys = PasskeyService(passkey_store, passkey_credentials, user_directory, mfa, sessions, events, audit)
     events.listen(passkeys.on_event)
     # Passkeys wrap MFA: the login's challenge offers TOTP and/or a passkey.
     login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=passkeys, audit=audit,
@@ -358,7 +369,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                            sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
                            passkeys=passkeys, box=box, clock=clock))
 
-    selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
+    selfservice = SelfService(user_directory, sessions, mfa, passkeys, events, clock, rate_limiter, registration, roles,
                               oidc_connections, audit, rate_limit_export=config.rate_limit_export)
 
     return Services(

@@ -48,9 +48,11 @@ RECORDED_ACTIONS = MappingProxyType({
     "user.sessions_revoked": "every session and OIDC grant of a user was revoked at once",
     "organization.created": "a dashboard organization was created",
     "organization.updated": "an organization's name or require_mfa setting changed",
-    "dashboard_account.mfa_enabled": "a dashboard account turned two-step verification on",
-    "dashboard_account.mfa_disabled": "a dashboard account turned two-step verification off",
+    "dashboard_account.mfa_enabled": "a dashboard account turned two-step verification on, or added a passkey",
+    "dashboard_account.mfa_disabled": "a dashboard account turned two-step verification off, or deleted a passkey",
     "dashboard_account.mfa_challenge": "a dashboard sign-in's second step was answered (success or failure)",
+    "dashboard_account.passkey_sign_in": "a dashboard account's passkey was presented to sign in, alone or as the "
+                                         "second step (success or failure)",
     "organization.member_added": "an account was added to an organization",
     "organization.member_removed": "an account was removed from an organization",
     "organization.member_role_changed": "an organization member's role changed",

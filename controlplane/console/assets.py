@@ -1,4 +1,5 @@
-"""The console's static files (its CSS, its one small script, the vendored htmx), served
+"""The console's static files (its CSS, its one small script, the vendored htmx, the
+hosted pages' passkey module), served
 under content-hash URLs so they can be cached for a year.
 
 Each file is read once, when the control plane starts, and answered at
@@ -18,7 +19,10 @@ from pathlib import Path
 from controlplane.openapi import op
 
 HERE = Path(__file__).parent
-FILES = (HERE / "static" / "console.css", HERE / "static" / "console.js", HERE / "vendor" / "htmx.min.js")
+# The passkey ceremonies are the hosted pages' own module, served here too (same origin,
+# script-src 'self'), so the console's passkey forms run the same code.
+FILES = (HERE / "static" / "console.css", HERE / "static" / "console.js", HERE / "vendor" / "htmx.min.js",
+         HERE.parent / "oidc" / "static" / "passkeys.js")
 CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 PREFIX = "/console/assets/"
 IMMUTABLE = ["public", "max-age=31536000", "immutable"]

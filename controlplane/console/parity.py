@@ -34,6 +34,7 @@ sign up                         | POST /console/sign-up | post{DASHBOARD}Registe
 verify email                    | POST /console/verify-email | post{DASHBOARD}EmailVerify
 sign in                         | POST /console/sign-in | post{DASHBOARD}Login
 sign in with a code             | POST /console/sign-in/code | post{DASHBOARD}LoginMfa
+sign in with a passkey          | POST /console/sign-in/passkey | post{DASHBOARD}LoginPasskey
 forgot password                 | POST /console/forgot-password | post{DASHBOARD}PasswordForgot
 reset password                  | POST /console/reset-password | post{DASHBOARD}PasswordReset
 sign out                        | POST /console/sign-out | post{DASHBOARD}Logout
@@ -99,6 +100,11 @@ confirm two-step verification   | POST /console/account/security step=confirm | 
 regenerate backup codes         | POST /console/account/security step=backup-codes
                                   | post{DASHBOARD}MeMfaBackupCodesRegenerate
 turn two-step verification off  | POST /console/account/security step=disable | delete{DASHBOARD}MeMfaTotp
+list passkeys                   | GET /console/account/security | get{DASHBOARD}MePasskeys
+add a passkey                   | POST /console/account/security step=passkey-add
+                                  | post{DASHBOARD}MePasskeysRegistrationVerify
+delete a passkey                | POST /console/account/security step=passkey-delete
+                                  | delete{DASHBOARD}MePasskeysByPasskeyId
 require two-step verification   | POST {ORG}/security | patch{DASHBOARD}OrganizationsByOrganizationId
 
 # Users of an application (controlplane/console/users.py)

@@ -30,10 +30,15 @@ from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.applications import OrganizationApplications
 from controlplane.dashboard.errors import DashboardMfaRequired
 from controlplane.dashboard.organizations import OrganizationService
+from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.dashboard.resources import clear_session_cookie, set_session_cookie
+from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.oidc import wire
+from controlplane.oidc.resources.hosted import passkey_answer
 from controlplane.openapi import op
 from controlplane.pages import CsrfTokenInvalid, MalformedForm, read_form
+from controlplane.passkeys.errors import PasskeysUnavailable
+from controlplane.passkeys.service import WEBAUTHN
 from controlplane.resource import Resource
 from shared.config import Config
 from shared.errors import DomainError, NotFound, PayloadTooLarge, PermissionMissing, ValidationFailed
@@ -45,6 +50,7 @@ LIMIT_FIELDS = ("max_concurrent_sessions", "registration_rate_limit")
 SWITCHES = ("oauth_hosted_login_enabled", "oauth_hosted_registration_enabled")
 # The API's 403 DASHBOARD_MFA_REQUIRED as a page: it leads to the account's Security page.
 MFA_REQUIRED_PAGE = "settings_mfa_required.html"
+ENROL_PAGE = "/console/account/security?notice=mfa-required"
 
 
 def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False, errors: tuple = ()) -> dict:
@@ -294,46 +300,113 @@ class Home(ConsoleResource):
         redirect(resp, "/console/applications" if self.console.viewer(req) else SIGN_IN)
 
 
-class SignIn(ConsoleResource):
+def passkey_offer(passkeys: DashboardPasskeys, challenge_token: str | None = None) -> dict | None:
+    """The options of a sign-in page's passkey form (alone, or the second step of
+    ``challenge_token``), or None when there is none to offer: the server cannot verify
+    passkeys, or the challenge takes none."""
+    try:
+        return passkeys.sign_in_options(challenge_token)
+    except (PasskeysUnavailable, MfaChallengeExpired):
+        return None
+
+
+class _SignInPage(ConsoleResource):
+    """A page of the sign-in: its forms post the API's sign-in steps."""
+
+    config: Config
+    passkeys: DashboardPasskeys
+    dashboard_access: DashboardAccess
+
+    def sign_in_page(self, req, resp, *, passkey_autofill=True, **context) -> None:
+        context.setdefault("notice", None)
+        self.console.render(req, resp, "sign_in.html", passkey=passkey_offer(self.passkeys),
+                            passkey_autofill=passkey_autofill, **context)
+
+    def code_page(self, req, resp, challenge_token: str, methods, **context) -> None:
+        self.console.render(req, resp, "sign_in_code.html", challenge_token=challenge_token, methods=methods,
+                            passkey=passkey_offer(self.passkeys, challenge_token) if WEBAUTHN in methods else None,
+                            **context)
+
+    def signed_in_to(self, req, resp, sign_in) -> None:
+        """The session cookie and the console, or the second step's page.  A member of
+        an organization that requires a second factor, who has none, is sent to enrol
+        (the Security page) before anything else."""
+        if sign_in.challenge is not None:  # two-step verification: the second step, no session yet
+            self.code_page(req, resp, sign_in.challenge["challenge_token"], sign_in.challenge["mfa_methods"])
+            return
+        set_session_cookie(resp, sign_in.session, self.config)
+        must_enrol = self.dashboard_access.must_enrol(sign_in.account["_id"])
+        redirect(resp, ENROL_PAGE if must_enrol else "/console/applications")
+
+
+class SignIn(_SignInPage):
     password_work = ("POST",)
     docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
 
-    config: Config
-
     def on_get(self, req, resp):
-        self.console.render(req, resp, "sign_in.html", notice=req.get_param("notice"))
+        self.sign_in_page(req, resp, notice=req.get_param("notice"))
 
     def on_post(self, req, resp):
-        def sign_in(values):
-            signed = self.console.accounts.login(values["email"], values["password"],
-                                                 ip=client_ip(req, self.config.trusted_proxies),
-                                                 previous_session=req.cookies.get(SESSION_COOKIE))
-            if signed.challenge is not None:  # two-step verification: the code step, no session yet
-                self.console.render(req, resp, "sign_in_code.html",
-                                    challenge_token=signed.challenge["challenge_token"])
-                return
-            set_session_cookie(resp, signed.session, self.config)
-            redirect(resp, "/console/applications")
-        self.submit(req, resp, schemas.LOGIN, sign_in, "sign_in.html",
-                    lambda form: {"form": {"email": form.get("email", "")}, "notice": None})
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
+            sign_in = self.console.accounts.login(
+                values["email"], values["password"], ip=client_ip(req, self.config.trusted_proxies),
+                previous_session=req.cookies.get(SESSION_COOKIE))
+        except DomainError as error:
+            self.sign_in_page(req, resp, **failed(error), form={"email": form.get("email", "")})
+            return
+        self.signed_in_to(req, resp, sign_in)
 
 
-class SignInCode(ConsoleResource):
+class SignInCode(_SignInPage):
     """The second step of a sign-in with two-step verification on (``LoginMfa`` of the API)."""
 
     docs = {"POST": page_doc("Answer the sign-in's two-step verification with a code",
                              api=api.LoginMfa.docs["POST"])}
 
-    config: Config
+    def on_post(self, req, resp):
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        try:
+            values = schemas.LOGIN_MFA.validate(form_values(form, schemas.LOGIN_MFA))
+            sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
+                                                                previous_session=req.cookies.get(SESSION_COOKIE))
+        except DomainError as error:
+            token = form.get("challenge_token", "")
+            self.code_page(req, resp, token, self.passkeys.challenge_methods(token), **failed(error))
+            return
+        self.signed_in_to(req, resp, sign_in)
+
+
+class SignInPasskey(_SignInPage):
+    """A passkey's answer, alone (the sign-in page) or as the second step (the code
+    page, whose form carries the challenge_token): ``LoginPasskey`` of the API."""
+
+    docs = {"POST": page_doc("Sign in with a passkey, alone or as the second step",
+                             api=api.LoginPasskey.docs["POST"])}
 
     def on_post(self, req, resp):
-        def answer(values):
-            signed = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
-                                                               previous_session=req.cookies.get(SESSION_COOKIE))
-            set_session_cookie(resp, signed.session, self.config)
-            redirect(resp, "/console/applications")
-        self.submit(req, resp, schemas.LOGIN_MFA, answer, "sign_in_code.html",
-                    lambda form: {"challenge_token": form.get("challenge_token", "")})
+        form = self.posted(req, resp)
+        if form is None:
+            return
+        challenge_token = form.get("challenge_token") or None
+        try:
+            answer = passkey_answer(form)
+            sign_in = self.console.accounts.login_with_passkey(
+                answer["challenge_id"], answer["credential"], ip=client_ip(req, self.config.trusted_proxies),
+                previous_session=req.cookies.get(SESSION_COOKIE))
+        except DomainError as error:
+            if challenge_token is None:
+                self.sign_in_page(req, resp, passkey_autofill=False, **failed(error))
+            else:
+                self.code_page(req, resp, challenge_token, self.passkeys.challenge_methods(challenge_token),
+                               **failed(error))
+            return
+        self.signed_in_to(req, resp, sign_in)
 
 
 class SignUp(ConsoleResource):

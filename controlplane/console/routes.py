@@ -15,8 +15,10 @@ def add_routes(routes, services):
     application = resources.Application(console, dashboard.access, services.applications)
     routes.add(BASE, resources.Home(console), TAG)
     routes.add(f"{BASE}/assets/{{filename}}", resources.ConsoleAsset(console), TAG)
-    routes.add(f"{BASE}/sign-in", resources.SignIn(console, config), TAG)
-    routes.add(f"{BASE}/sign-in/code", resources.SignInCode(console, config), TAG)
+    sign_in = (console, config, dashboard.passkeys, dashboard.access)
+    routes.add(f"{BASE}/sign-in", resources.SignIn(*sign_in), TAG)
+    routes.add(f"{BASE}/sign-in/code", resources.SignInCode(*sign_in), TAG)
+    routes.add(f"{BASE}/sign-in/passkey", resources.SignInPasskey(*sign_in), TAG)
     routes.add(f"{BASE}/sign-up", resources.SignUp(console, config), TAG)
     routes.add(f"{BASE}/verify-email", resources.VerifyEmail(console), TAG)
     routes.add(f"{BASE}/forgot-password", resources.ForgotPassword(console), TAG)
@@ -78,7 +80,7 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/applications/{{applicationId}}/api-keys", api_keys, TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/api-keys/{{keyId}}/revoke",
                settings.RevokeApiKey(console, dashboard.access, services.api_keys, api_keys), TAG)
-    routes.add(f"{BASE}/account/security", settings.Security(console, dashboard.mfa), TAG)
+    routes.add(f"{BASE}/account/security", settings.Security(console, dashboard.mfa, dashboard.passkeys), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}/security",
                settings.OrganizationSecurity(console, dashboard.organizations, organization), TAG)
     # Users of an application: the list and search, bulk actions, one user's page.

@@ -39,13 +39,18 @@ from controlplane.dashboard import schemas
 from controlplane.dashboard.errors import DashboardMfaRequired
 from controlplane.dashboard.mfa import DashboardMfa
 from controlplane.dashboard.organizations import OrganizationService
+from controlplane.dashboard.passkeys import DashboardPasskeys
+from controlplane.oidc.resources.hosted import passkey_answer
 from controlplane.pages import DEFAULT_COLOR, Pages
+from controlplane.passkeys import schemas as passkey_schemas
+from controlplane.passkeys.errors import PasskeysUnavailable
 from shared.errors import DomainError, ValidationFailed
 
 BRAND_FIELDS = ("brand_name", "brand_logo_url", "brand_color", "brand_background")
 OPTION_FIELDS = ("secondary_color", "font_family", "button_border_radius", "favicon_url", "custom_css")
 DARK_FIELDS = {"enabled": "dark_mode_enabled", "background": "dark_background", "color": "dark_color"}
 PREVIEW_CLIENT = "Your application"
+PASSKEY_NOTICES = ("passkey-added", "passkey-deleted", "mfa-required")
 
 
 def branding_values(form: dict) -> dict:
@@ -218,30 +223,45 @@ class RevokeApiKey(ApplicationScreen):
 
 
 class Security(ConsoleResource):
-    """``/console/account/security``: the account's two-step verification.  Each step
-    answers this page again: the setup's secret, its confirmation's backup codes (shown
-    this once), new backup codes, or the factor turned off."""
+    """``/console/account/security``: the account's second factors, the authenticator
+    app (TOTP) and passkeys.  Each TOTP step answers this page again: the setup's
+    secret, its confirmation's backup codes (shown this once), new backup codes, or the
+    factor turned off.  Adding a passkey (passkeys.js posts the browser's credential)
+    and deleting one go back to the page (303) with a notice."""
 
     password_work = ("POST",)
-    docs = {"GET": page_doc("The account's two-step verification"),
+    docs = {"GET": page_doc("The account's two-step verification and passkeys"),
             "POST": page_doc("Set up (step=setup), confirm (step=confirm), regenerate backup codes "
-                             "(step=backup-codes) or turn off (step=disable) two-step verification",
+                             "(step=backup-codes) or turn off (step=disable) two-step verification; add "
+                             "(step=passkey-add) or delete (step=passkey-delete) a passkey",
                              api={"errors": (*api.AccountTotpSetup.docs["POST"]["errors"],
                                              *api.AccountTotpConfirm.docs["POST"]["errors"],
                                              *api.AccountBackupCodes.docs["POST"]["errors"],
-                                             *api.AccountTotp.docs["DELETE"]["errors"])})}
+                                             *api.AccountTotp.docs["DELETE"]["errors"],
+                                             *api.AccountPasskeyRegistration.docs["POST"]["errors"],
+                                             *api.AccountPasskey.docs["DELETE"]["errors"])})}
 
     mfa: DashboardMfa
+    passkeys: DashboardPasskeys
 
     def on_get(self, req, resp):
         viewer = self.signed_in(req, resp)
         if viewer:
-            self.show(req, resp, viewer, disabled=req.get_param("notice") == "disabled")
+            notice = req.get_param("notice")
+            self.show(req, resp, viewer, disabled=notice == "disabled",
+                      notice=notice if notice in PASSKEY_NOTICES else None)
 
     def show(self, req, resp, viewer, *, status=200, **context):
+        account = viewer.account
+        try:
+            passkey = self.passkeys.registration_options(account)
+        except PasskeysUnavailable:
+            passkey = None
         self.console.render(req, resp, "settings_security.html", status=status, viewer=viewer,
-                            mfa=self.mfa.status(viewer.account["_id"]),
-                            **{"setup": None, "backup_codes": None, "disabled": False, "step": None, **context})
+                            mfa=self.mfa.status(account["_id"]), passkeys=self.passkeys.list(account["_id"]),
+                            passkey=passkey,
+                            **{"setup": None, "backup_codes": None, "disabled": False, "step": None, "notice": None,
+                               **context})
 
     def on_post(self, req, resp):
         viewer = self.signed_in(req, resp)
@@ -264,8 +284,18 @@ class Security(ConsoleResource):
                 sent = {name: value for name, value in form_values(form, schemas.MFA_DISABLE).items() if value}
                 self.mfa.disable(account, **schemas.MFA_DISABLE.validate(sent))
                 redirect(resp, "/console/account/security?notice=disabled")
+            elif step == "passkey-add":
+                values = passkey_schemas.REGISTRATION_VERIFY.validate(
+                    {**passkey_answer(form), "name": form.get("name", "").strip() or None})
+                self.passkeys.register(account, **values, session=req.cookies.get(SESSION_COOKIE))
+                redirect(resp, "/console/account/security?notice=passkey-added")
+            elif step == "passkey-delete":
+                values = schemas.MFA_PASSWORD.validate(form_values(form, schemas.MFA_PASSWORD))
+                self.passkeys.delete(account, form.get("passkey_id", ""), **values)
+                redirect(resp, "/console/account/security?notice=passkey-deleted")
             else:
-                raise ValidationFailed({"step": "one of setup, confirm, backup-codes, disable"})
+                raise ValidationFailed({"step": "one of setup, confirm, backup-codes, disable, passkey-add, "
+                                                "passkey-delete"})
         except DomainError as error:
             self.show(req, resp, viewer, **failed(error), step=step, setup=setup if step == "confirm" else None)
 

@@ -33,8 +33,8 @@ WRITE_ROLES = ("owner", "admin")
 
 
 class SecondFactors(Protocol):
-    """Whether a dashboard account has a second factor (``dashboard.mfa.DashboardMfa``;
-    a passkey will count too)."""
+    """Whether a dashboard account has a second factor, TOTP or a passkey
+    (``dashboard.mfa.DashboardMfa``)."""
 
     def has_second_factor(self, account_id: str) -> bool: ...
 
@@ -61,6 +61,12 @@ class DashboardAccess:
         required = self.store.organizations_requiring_mfa(organization_ids)
         if required and not self.second_factors.has_second_factor(account_id):
             raise DashboardMfaRequired(required[0])
+
+    def must_enrol(self, account_id: str) -> bool:
+        """Whether one of the account's organizations requires a second factor it does
+        not have yet (the console sends it to enrol before anything else)."""
+        return bool(self.store.organizations_requiring_mfa(self.memberships(account_id))) and \
+            not self.second_factors.has_second_factor(account_id)
 
     def role_in(self, organization_id: str, account_id: str) -> str | None:
         """The account's role in the organization, None for a non-member; 403

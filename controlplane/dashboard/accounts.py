@@ -45,6 +45,14 @@ class SecondFactor(Protocol):
     def verify(self, *, challenge_token: str, code: str) -> dict: ...
 
 
+class PasskeySignIn(Protocol):
+    """Signing in with a passkey (``dashboard.passkeys.DashboardPasskeys``)."""
+
+    def sign_in_options(self, challenge_token: str | None) -> dict: ...
+
+    def sign_in(self, *, challenge_id: str, credential: dict) -> dict: ...
+
+
 class SignIn(NamedTuple):
     """What a password sign-in gives: a session, or the challenge of a second factor."""
 
@@ -65,6 +73,7 @@ class AccountService:
     hasher: PasswordHasher
     password_guard: PasswordGuard
     second_factor: SecondFactor
+    passkeys: PasskeySignIn
     rate_limiter: RateLimiter
     mailer: Mailer
     clock: Clock
@@ -248,6 +257,21 @@ class AccountService:
         """The sign-in's second step: a code answers the password step's challenge, and
         the session opens (``DashboardMfa.verify`` for the errors)."""
         account = self.second_factor.verify(challenge_token=challenge_token, code=code)
+        return SignIn(account, session=self._open_session(account, previous_session))
+
+    def passkey_options(self, challenge_token: str | None, *, ip: str) -> dict:
+        """Options to sign in with a passkey, alone or (``challenge_token``) as the
+        second step; counted against the password sign-in's per-IP budget."""
+        self.rate_limiter.hit(f"dashboard-login:{ip}", self.login_rate)
+        return self.passkeys.sign_in_options(challenge_token)
+
+    def login_with_passkey(self, challenge_id: str, credential: dict, *, ip: str,
+                           previous_session: str | None = None) -> SignIn:
+        """Sign in with a passkey's assertion (``DashboardPasskeys.sign_in`` for the
+        errors), alone or as the second step; the session opens.  The same per-IP
+        budget as the password."""
+        self.rate_limiter.hit(f"dashboard-login:{ip}", self.login_rate)
+        account = self.passkeys.sign_in(challenge_id=challenge_id, credential=credential)
         return SignIn(account, session=self._open_session(account, previous_session))
 
     def _open_session(self, account: dict, previous_session: str | None) -> str:

@@ -145,7 +145,8 @@ ENROL_ROUTE = "/api/dashboard/me/mfa/totp/setup"
 
 class DashboardMfaRequired(Forbidden, code="DASHBOARD_MFA_REQUIRED",
                            message="This organization requires a second factor of its members: set one up first "
-                                   "(POST /api/dashboard/me/mfa/totp/setup).",
+                                   "(an authenticator app: POST /api/dashboard/me/mfa/totp/setup, or a passkey: "
+                                   "POST /api/dashboard/me/passkeys/registration/options).",
                            detail_names=("organization_id", "enrol")):
     """The organization requires MFA (``require_mfa``) and the signed-in account has no
     second factor: nothing of the organization or its applications is reachable until

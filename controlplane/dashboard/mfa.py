@@ -1,5 +1,7 @@
 """Two-step verification of dashboard accounts: an authenticator app (TOTP) and backup
 codes, the sign-in's second step, and the answer to an organization's ``require_mfa``.
+A passkey (``dashboard.passkeys``) is a second factor too: it counts for ``require_mfa``
+and is offered at the sign-in's second step.
 
 docs/dashboard.md ("Two-step verification").  The factor's rules are the end users'
 (``mfa.factor.TotpFactor``: a setup confirmed by a code, the secret encrypted at rest,
@@ -24,6 +26,7 @@ under the scope ``"dashboard"``.  What is the dashboard's own:
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
+from typing import Protocol
 
 from controlplane.audit.context import actor, failure, success
 from controlplane.audit.service import AuditLog
@@ -39,6 +42,7 @@ from controlplane.mfa.errors import (
     MfaNotEnabled,
 )
 from controlplane.mfa.factor import ACCEPTED, TOTP, TotpFactor, challenge_locked, code_kind, code_refused
+from controlplane.passkeys.service import WEBAUTHN
 from controlplane.passwords import WrongPassword
 from shared.errors import ValidationFailed
 from shared.timeutil import Clock, aware
@@ -52,9 +56,34 @@ ISSUER = "iamgate dashboard"
 _CHALLENGE_REASONS = {MfaCodeInvalid: "invalid_code", MfaLocked: "locked", MfaChallengeExpired: "challenge_expired"}
 
 
+class Passkeys(Protocol):
+    """The account's passkeys (``dashboard.passkeys.DashboardPasskeys``)."""
+
+    def count(self, account_id: str) -> int: ...
+
+
+def check_password(password_guard: PasswordGuard, account: dict, password: str) -> None:
+    """The account's password confirms a change to its second factors, under its login
+    lock (a stolen session cookie cannot be used to guess it): 422 INVALID_PASSWORD, 429
+    AUTH_ACCOUNT_LOCKED."""
+    if not password_guard.check(LOCK_SCOPE, account["email"], password, account["password_hash"]):
+        raise WrongPassword(details={"field": "password"})
+
+
+def record_for_organizations(audit: AuditLog, store: DashboardStore, action: str, account: dict, result: dict,
+                             data: dict) -> None:
+    """One record per organization of the account (a dashboard record is an
+    organization's); the account is actor and target."""
+    who = actor("dashboard_account", account["_id"], account.get("email"))
+    for membership in store.memberships(account["_id"]):
+        audit.record(action, result=result, actor=who, target=who, data=data,
+                     organization_id=membership["organization_id"])
+
+
 @dataclass(eq=False)
 class DashboardMfa:
     factor: TotpFactor
+    passkeys: Passkeys
     store: DashboardStore
     sessions: DashboardSessions
     password_guard: PasswordGuard
@@ -65,12 +94,16 @@ class DashboardMfa:
     max_attempts: int
 
     def has_second_factor(self, account_id: str) -> bool:
-        """Whether the account has an active second factor (``access.SecondFactors``)."""
-        return self.factor.active(FACTOR_SCOPE, account_id) is not None
+        """Whether the account has an active second factor, TOTP or a passkey
+        (``access.SecondFactors``)."""
+        return self.factor.active(FACTOR_SCOPE, account_id) is not None or self.passkeys.count(account_id) > 0
 
     def status(self, account_id: str) -> dict:
-        """{mfa_enabled, methods, backup_codes_remaining}, as for end users."""
-        return self.factor.status(FACTOR_SCOPE, account_id)
+        """{mfa_enabled, methods, backup_codes_remaining} (TOTP), as for end users, and
+        ``passkeys``: {count, second_factor} (every passkey of an account is one)."""
+        count = self.passkeys.count(account_id)
+        return {**self.factor.status(FACTOR_SCOPE, account_id), "passkeys": {"count": count,
+                                                                             "second_factor": count > 0}}
 
     def setup(self, account: dict, *, label: str) -> dict:
         """A pending TOTP method: {method_id, provisioning_uri, secret}; 409
@@ -116,11 +149,15 @@ class DashboardMfa:
 
     def login_challenge(self, account: dict) -> dict | None:
         """The sign-in's second step when the account has a factor: {mfa_required,
-        challenge_token, mfa_methods}; None without one (the password was enough)."""
-        if not self.has_second_factor(account["_id"]):
+        challenge_token, mfa_methods (``totp``, ``webauthn``: what may answer it)};
+        None without one (the password was enough)."""
+        methods = ([TOTP] if self.factor.active(FACTOR_SCOPE, account["_id"]) is not None else []) + (
+            [WEBAUTHN] if self.passkeys.count(account["_id"]) > 0 else [])
+        if not methods:
             return None
-        token = self.factor.open_challenge(FACTOR_SCOPE, account["_id"], self.clock(), self.challenge_ttl)
-        return {"mfa_required": True, "challenge_token": token, "mfa_methods": [TOTP]}
+        token = self.factor.open_challenge(FACTOR_SCOPE, account["_id"], self.clock(), self.challenge_ttl,
+                                           methods=methods)
+        return {"mfa_required": True, "challenge_token": token, "mfa_methods": methods}
 
     def verify(self, *, challenge_token: str, code: str) -> dict:
         """Answer a sign-in's challenge with a TOTP or backup code; the account signed
@@ -162,10 +199,7 @@ class DashboardMfa:
         return method
 
     def _check_password(self, account: dict, password: str) -> None:
-        """The account's password, under its login lock (a stolen session cookie cannot
-        be used to guess it)."""
-        if not self.password_guard.check(LOCK_SCOPE, account["email"], password, account["password_hash"]):
-            raise WrongPassword(details={"field": "password"})
+        check_password(self.password_guard, account, password)
 
     def _check_code(self, account_id: str, method: dict, code: str, refused) -> None:
         """Accept ``code`` under the account's code budget, else raise ``refused(verdict)``."""
@@ -177,9 +211,4 @@ class DashboardMfa:
         self.password_guard.succeeded(key)
 
     def _record(self, action: str, account: dict, result: dict, data: dict) -> None:
-        """One record per organization of the account (a dashboard record is an
-        organization's); the account is actor and target."""
-        who = actor("dashboard_account", account["_id"], account.get("email"))
-        for membership in self.store.memberships(account["_id"]):
-            self.audit.record(action, result=result, actor=who, target=who, data=data,
-                              organization_id=membership["organization_id"])
+        record_for_organizations(self.audit, self.store, action, account, result, data)

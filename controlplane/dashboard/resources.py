@@ -46,6 +46,7 @@ from controlplane.dashboard.errors import (
 )
 from controlplane.dashboard.mfa import DashboardMfa
 from controlplane.dashboard.organizations import OrganizationService, serialize_organization
+from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.lockout import AccountLocked
 from controlplane.mfa.errors import (
     ConfirmationCodeInvalid,
@@ -57,6 +58,19 @@ from controlplane.mfa.errors import (
     MfaNotEnabled,
 )
 from controlplane.openapi import op
+from controlplane.passkeys import schemas as passkey_schemas
+from controlplane.passkeys.errors import (
+    ChallengeInvalid,
+    CredentialUnknown,
+    OriginMismatch,
+    PasskeyAlreadyRegistered,
+    PasskeyNotFound,
+    PasskeysUnavailable,
+    RpIdMismatch,
+    SignCountInvalid,
+    UserVerificationRequired,
+    VerificationFailed,
+)
 from controlplane.passwords import PasswordTooWeak, WrongPassword
 from controlplane.resource import Resource
 from controlplane.users.errors import (
@@ -154,7 +168,8 @@ class Login(_AccountResource):
         description="The cookie (iamgate_session) is Secure when IAMGATE_PUBLIC_URL is https and lasts "
                     "IAMGATE_DASHBOARD_SESSION_TTL seconds. An account with two-step verification on gets no "
                     "cookie yet: the answer is {mfa_required: true, challenge_token, mfa_methods}, and "
-                    "POST /api/dashboard/login/mfa with a code sets the cookie.",
+                    "POST /api/dashboard/login/mfa with a code (totp) or POST /api/dashboard/login/passkey with a "
+                    "passkey (webauthn) sets the cookie.",
     )}
 
     def on_post(self, req, resp):
@@ -616,4 +631,123 @@ class ApiKey(_ApiKeyResource):
     @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId, keyId):
         self.api_keys.revoke(applicationId, keyId)
+        resp.status = 204
+
+
+# ---------------------------------------------------------------- passkeys
+
+_PASSKEY_CEREMONY = [ValidationFailed, UnsupportedMediaType, ChallengeInvalid, OriginMismatch, RpIdMismatch,
+                     VerificationFailed, PasskeysUnavailable]
+
+
+class LoginPasskeyOptions(_AccountResource):
+    access = {"POST": PUBLIC}
+    docs = {"POST": op(
+        "Start signing in with a passkey, alone or as the second step",
+        body=schemas.LOGIN_PASSKEY_OPTIONS, response=passkey_schemas.AUTHENTICATION_OPTIONS_RESULT,
+        errors=[ValidationFailed, UnsupportedMediaType, MfaChallengeExpired, RateLimited, PasskeysUnavailable],
+        description="Request options for navigator.credentials.get() (pass `options` to "
+                    "PublicKeyCredential.parseRequestOptionsFromJSON) and the challenge_id to send to "
+                    "POST /api/dashboard/login/passkey. Without a body field: a sign-in by passkey alone, offering "
+                    "none so the authenticator lists its own dashboard passkeys, user verification required. With "
+                    "the password step's challenge_token (mfa_methods has webauthn): the account's passkeys. The "
+                    "challenge is single use and valid 5 minutes. Counted against "
+                    "IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN.",
+    )}
+
+    def on_post(self, req, resp):
+        values = self.body(req)
+        respond(resp, self.accounts.passkey_options(values["challenge_token"], ip=self.client_ip(req)),
+                cacheable=False)
+
+
+class LoginPasskey(_AccountResource):
+    access = {"POST": PUBLIC}
+    docs = {"POST": op(
+        "Sign in with a passkey: sets the session cookie and returns the account",
+        body=schemas.LOGIN_PASSKEY, response=schemas.ACCOUNT_RESPONSE,
+        errors=[*_PASSKEY_CEREMONY, CredentialUnknown, UserVerificationRequired, SignCountInvalid,
+                MfaChallengeExpired, MfaLocked, RateLimited],
+        description="Verifies the assertion of a dashboard account's passkey (an end user's passkey of an "
+                    "application is unknown here: 400 PASSKEY_CREDENTIAL_UNKNOWN). Alone, the passkey must be "
+                    "discoverable and verify the user; as the second step it answers the sign-in's MFA challenge "
+                    "(single use, IAMGATE_MFA_MAX_ATTEMPTS attempts). Counted against "
+                    "IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN.",
+    )}
+
+    def on_post(self, req, resp):
+        values = self.body(req)
+        sign_in = self.accounts.login_with_passkey(values["challenge_id"], values["credential"],
+                                                   ip=self.client_ip(req),
+                                                   previous_session=req.cookies.get(SESSION_COOKIE))
+        _signed_in(resp, sign_in, self.config)
+
+
+class _AccountPasskeys(_SignedIn):
+    """The signed-in account's own passkeys: reachable whatever its organizations
+    require, since a passkey is how a member sent to enrol may get back in."""
+
+    def __init__(self, passkeys: DashboardPasskeys, accounts: AccountService):
+        self.passkeys, self.accounts = passkeys, accounts
+
+    def account(self, req) -> dict:
+        return self.accounts.account(account_id(req))
+
+
+class AccountPasskeys(_AccountPasskeys):
+    docs = {"GET": op("The signed-in account's passkeys", response=passkey_schemas.PASSKEYS)}
+
+    def on_get(self, req, resp):
+        respond(resp, self.passkeys.list(account_id(req)))
+
+
+class AccountPasskeyOptions(_AccountPasskeys):
+    docs = {"POST": op(
+        "Start registering a passkey for the signed-in account",
+        body=passkey_schemas.REGISTRATION_START, response=passkey_schemas.REGISTRATION_OPTIONS,
+        errors=[ValidationFailed, UnsupportedMediaType, PasskeysUnavailable],
+        description="Creation options for navigator.credentials.create() (pass `options` to "
+                    "PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The "
+                    "challenge is single use, bound to the account and valid 5 minutes.",
+    )}
+
+    def on_post(self, req, resp):
+        self.body(req)
+        respond(resp, self.passkeys.registration_options(self.account(req)), cacheable=False)
+
+
+class AccountPasskeyRegistration(_AccountPasskeys):
+    docs = {"POST": op(
+        "Finish registering a passkey: it is a second factor at once",
+        body=passkey_schemas.REGISTRATION_VERIFY, ok=201, response=passkey_schemas.PASSKEY,
+        errors=[*_PASSKEY_CEREMONY, PasskeyAlreadyRegistered],
+        description="Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. It "
+                    "counts for an organization's require_mfa, and password sign-ins then ask for a passkey or a "
+                    "code. The account's first second factor ends its other sessions.",
+    )}
+
+    def on_post(self, req, resp):
+        values = self.body(req)
+        passkey = self.passkeys.register(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
+        respond(resp, passkey, status=201)
+
+
+class AccountPasskey(_AccountPasskeys):
+    password_work = ("DELETE",)
+    docs = {
+        "PATCH": op("Rename one of the signed-in account's passkeys", body=passkey_schemas.RENAME,
+                    response=passkey_schemas.PASSKEY, errors=[ValidationFailed, UnsupportedMediaType, PasskeyNotFound]),
+        "DELETE": op("Delete one of the signed-in account's passkeys", body=schemas.MFA_PASSWORD, ok=204,
+                     errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, AccountLocked, PasskeyNotFound],
+                     description="Confirmed by the account's password, as turning TOTP off is. Another account's "
+                                 "passkey is not found. Without another second factor, organizations that require "
+                                 "one are out of reach again."),
+    }
+
+    def on_patch(self, req, resp, passkeyId):
+        respond(resp, self.passkeys.rename(account_id(req), passkeyId, self.body(req)["name"]))
+
+    def on_delete(self, req, resp, passkeyId):
+        values = self.body(req)
+        self.passkeys.delete(self.account(req), passkeyId, password=values["password"])
         resp.status = 204

@@ -9,11 +9,16 @@ BASE = "/api/dashboard"
 SIGN_IN_RESOURCES = {
     "register": resources.Register, "login": resources.Login, "login/mfa": resources.LoginMfa,
     "logout": resources.Logout, "email/verify": resources.VerifyEmail, "email/resend": resources.ResendVerification,
-    "password/forgot": resources.ForgotPassword, "password/reset": resources.ResetPassword}
+    "password/forgot": resources.ForgotPassword, "password/reset": resources.ResetPassword,
+    "login/passkey/options": resources.LoginPasskeyOptions, "login/passkey": resources.LoginPasskey}
 ACCOUNT_MFA_RESOURCES = {
     "me/mfa": resources.AccountMfaStatus, "me/mfa/totp/setup": resources.AccountTotpSetup,
     "me/mfa/totp/confirm": resources.AccountTotpConfirm, "me/mfa/totp": resources.AccountTotp,
     "me/mfa/backup-codes/regenerate": resources.AccountBackupCodes}
+ACCOUNT_PASSKEY_RESOURCES = {
+    "me/passkeys": resources.AccountPasskeys, "me/passkeys/registration/options": resources.AccountPasskeyOptions,
+    "me/passkeys/registration/verify": resources.AccountPasskeyRegistration,
+    "me/passkeys/{passkeyId}": resources.AccountPasskey}
 
 
 def add_routes(routes, services):
@@ -24,6 +29,8 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/me", resources.Me(accounts, organizations, mfa), TAG)
     for path, resource in ACCOUNT_MFA_RESOURCES.items():
         routes.add(f"{BASE}/{path}", resource(mfa, accounts), TAG)
+    for path, resource in ACCOUNT_PASSKEY_RESOURCES.items():
+        routes.add(f"{BASE}/{path}", resource(services.dashboard.passkeys, accounts), TAG)
     routes.add(f"{BASE}/me/password", resources.Password(accounts, config), TAG)
     routes.add(f"{BASE}/organizations", resources.Organizations(organizations), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}", resources.Organization(organizations), TAG)

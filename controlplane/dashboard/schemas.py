@@ -10,6 +10,7 @@ from controlplane.apikeys import schemas as apikeys
 from controlplane.applications import schemas as applications
 from controlplane.dashboard.access import ORG_ROLES
 from controlplane.mfa import schemas as mfa
+from controlplane.passkeys import schemas as passkey_schemas
 from shared.validation import ID, TIME, Bool, DisplayName, Email, Schema, String, Uuid
 
 # Bounds the work one login costs (bcrypt pre-hashes longer input anyway); a real
@@ -81,6 +82,15 @@ MFA_DISABLE = Schema({
     "code": mfa.OneTimeCode(backup=True, required=False,
                             description="a current 6-digit code or an unused backup code"),
 }, description="Exactly one of password and code.")
+LOGIN_PASSKEY_OPTIONS = Schema({
+    "challenge_token": String(max_len=TOKEN_MAX, nullable=True, default=None,
+                              description="the sign-in's MFA challenge token, to use a passkey as the second step; "
+                                          "omit it to sign in with a passkey alone"),
+})
+LOGIN_PASSKEY = Schema({
+    "challenge_id": passkey_schemas.challenge_id_field(),
+    "credential": passkey_schemas.credential_field("navigator.credentials.get() result"),
+})
 LOGIN_MFA = Schema({
     "challenge_token": String(required=True, max_len=TOKEN_MAX, description="from the sign-in's answer"),
     "code": mfa.OneTimeCode(backup=True, description="a 6-digit code, or an unused backup code (dashes optional, "
@@ -154,7 +164,8 @@ MFA_CHALLENGE = {
         "mfa_required": {"type": "boolean", "const": True},
         "challenge_token": {"type": "string", "description": "valid IAMGATE_MFA_CHALLENGE_TTL seconds; "
                                                              "POST /api/dashboard/login/mfa"},
-        "mfa_methods": {"type": "array", "items": {"type": "string", "enum": ["totp"]}},
+        "mfa_methods": {"type": "array", "items": {"type": "string", "enum": ["totp", "webauthn"]},
+                        "description": "webauthn: POST /api/dashboard/login/passkey/options with the token"},
     },
 }
 

@@ -24,6 +24,7 @@ from controlplane.mfa.errors import (
 )
 from controlplane.mfa.service import MfaService
 from controlplane.openapi import op
+from controlplane.passkeys.service import PasskeyService
 from controlplane.passwords import WrongPassword
 from controlplane.resource import Resource
 from controlplane.users.errors import AccountSuspended, UserNotFound
@@ -91,16 +92,22 @@ class Totp(_MfaResource):
         resp.status = 204
 
 
-class MfaStatus(_MfaResource):
-    docs = {"GET": op(
-        "MFA status of the user",
-        description="mfa_enabled is true once a TOTP method is confirmed; methods lists the active methods; "
-                    "backup_codes_remaining counts the unused codes of the current set.",
-        response=schemas.STATUS, errors=[Forbidden],
-    )}
+_STATUS_DESCRIPTION = ("mfa_enabled is true once a TOTP method is confirmed; methods lists the active methods; "
+                       "backup_codes_remaining counts the unused codes of the current set; passkeys counts the "
+                       "user's passkeys and says whether they answer the login's second step (the application's "
+                       "passkeys setting is not off).")
+
+
+class MfaStatus(Resource):
+    every_method = OWNER
+    docs = {"GET": op("MFA status of the user", description=_STATUS_DESCRIPTION, response=schemas.STATUS,
+                      errors=[Forbidden])}
+
+    def __init__(self, passkeys: PasskeyService):
+        self.passkeys = passkeys
 
     def on_get(self, req, resp, applicationId, userId):
-        respond(resp, self.mfa.status(applicationId, userId))
+        respond(resp, self.passkeys.mfa_status(req.context.application, userId))
 
 
 class RegenerateBackupCodes(_MfaResource):
@@ -144,7 +151,7 @@ class Verify(_MfaResource):
 class AdminMfa(Resource):
     access = {"GET": DASHBOARD, "DELETE": DASHBOARD}
     docs = {
-        "GET": op("An end user's MFA status (dashboard)", response=schemas.STATUS,
+        "GET": op("An end user's MFA status (dashboard)", description=_STATUS_DESCRIPTION, response=schemas.STATUS,
                   errors=[ApplicationNotFound, UserNotFound]),
         "DELETE": op(
             "Reset an end user's MFA (dashboard)",
@@ -155,13 +162,14 @@ class AdminMfa(Resource):
         ),
     }
 
-    def __init__(self, mfa: MfaService, dashboard_access: DashboardAccess):
+    def __init__(self, mfa: MfaService, passkeys: PasskeyService, dashboard_access: DashboardAccess):
         self.mfa = mfa
+        self.passkeys = passkeys
         self.dashboard_access = dashboard_access
 
     @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId, userId):
-        respond(resp, self.mfa.status(applicationId, userId))
+        respond(resp, self.passkeys.mfa_status(req.context.application, userId))
 
     @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId, userId):

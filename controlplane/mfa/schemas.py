@@ -90,6 +90,11 @@ STATUS = object_schema({
     "mfa_enabled": {"type": "boolean"},
     "methods": {"type": "array", "items": MFA_METHOD, "description": "active (confirmed) methods only"},
     "backup_codes_remaining": {"type": "integer", "minimum": 0},
+    "passkeys": object_schema({
+        "count": {"type": "integer", "minimum": 0},
+        "second_factor": {"type": "boolean", "description": "a passkey answers the sign-in's second "
+                                                            "step (passkeys on, and one registered)"},
+    }, "the passkeys enrolled; mfa_enabled and methods stay the TOTP method's"),
 })
 
 VERIFY_RESULT = object_schema({

@@ -21,12 +21,12 @@ _EXAMPLE_RP = ceremony.RelyingParty("example.com", ("https://example.com",))
 _EXAMPLE_CHALLENGE = bytes(range(32))
 
 
-def _credential(what: str) -> Object:
+def credential_field(what: str) -> Object:
     return Object(required=True, max_bytes=CREDENTIAL_MAX_BYTES,
                   description=f"the browser's {what} as PublicKeyCredential.toJSON() gives it")
 
 
-def _challenge_id() -> String:
+def challenge_id_field() -> String:
     return String(required=True, max_len=TOKEN_MAX, description="from the options answer; single use, 5 minutes")
 
 
@@ -34,8 +34,8 @@ def _challenge_id() -> String:
 REGISTRATION_START = Schema({}, description="an empty JSON object")
 
 REGISTRATION_VERIFY = Schema({
-    "challenge_id": _challenge_id(),
-    "credential": _credential("navigator.credentials.create() result"),
+    "challenge_id": challenge_id_field(),
+    "credential": credential_field("navigator.credentials.create() result"),
     "name": String(min_len=1, max_len=NAME_MAX, nullable=True, default=None,
                    description="a name for the passkey (default \"Passkey\")"),
 })
@@ -47,8 +47,8 @@ AUTHENTICATION_OPTIONS = Schema({
 })
 
 AUTHENTICATION_VERIFY = Schema({
-    "challenge_id": _challenge_id(),
-    "credential": _credential("navigator.credentials.get() result"),
+    "challenge_id": challenge_id_field(),
+    "credential": credential_field("navigator.credentials.get() result"),
     "remember_me": Bool(default=False, description="sign-in alone only; a second factor keeps the login's"),
 })
 

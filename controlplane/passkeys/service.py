@@ -11,19 +11,16 @@ The application's ``passkeys`` setting decides what a passkey does:
   verification also signs in alone.  ``passkeys_allow_password`` false refuses the
   password of a user who has such a passkey.
 
-Challenges are random 32 bytes, single use (``PasskeyChallengeStore.take``), valid
-``CHALLENGE_TTL`` seconds and bound: a registration's to the user who asked, a second
-factor's to the login's MFA challenge, a sign-in's to the ``challenge_id`` handed out
-with it.  A passkey becomes a factor on registration and stops on deletion: the first
-one emits mfa.enabled and deleting the last mfa.disabled, as TOTP does.
+The ceremonies, challenges and stored passkeys are ``credentials.PasskeyCredentials``
+(shared with dashboard accounts), under the application's id as scope.  Challenges are
+bound: a registration's to the user who asked, a second factor's to the login's MFA
+challenge, a sign-in's to the ``challenge_id`` handed out with it.  A passkey becomes a
+factor on registration and stops on deletion: the first one emits mfa.enabled and
+deleting the last mfa.disabled, as TOTP does.
 """
 from __future__ import annotations
 
-import base64
-import secrets
-from dataclasses import KW_ONLY, dataclass
-
-from pymongo.errors import DuplicateKeyError
+from dataclasses import dataclass
 
 from controlplane.audit.context import actor, failure, success
 from controlplane.audit.service import AuditLog
@@ -31,34 +28,27 @@ from controlplane.events import EventLog
 from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.service import MfaService
 from controlplane.passkeys import ceremony
+from controlplane.passkeys.authenticators import authenticator_name
+from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
 from controlplane.passkeys.errors import (
-    AuthenticatorNotAllowed,
-    ChallengeInvalid,
     CredentialUnknown,
     LastPasskey,
-    PasskeyAlreadyRegistered,
     PasskeyNotFound,
     PasskeysDisabled,
-    PasskeysUnavailable,
     PasswordSignInDisabled,
-    SignCountInvalid,
-    UserVerificationRequired,
 )
-from controlplane.passkeys.store import PasskeyChallengeStore, PasskeyStore
+from controlplane.passkeys.store import PasskeyStore
 from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import AccountSuspended, UserNotFound
 from controlplane.users.sessions import SessionService
 from shared.errors import DomainError
-from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, isoformat, seconds
+from shared.timeutil import isoformat
 
 OFF, SECOND_FACTOR, PASSWORDLESS = "off", "second_factor", "passwordless"
 MODES = (OFF, SECOND_FACTOR, PASSWORDLESS)
 # The MFA challenge's method name; not an RFC 8176 amr value (the ID token says "hwk":
 # controlplane.oidc.hosted).
 WEBAUTHN = "webauthn"
-CHALLENGE_TTL = 300
-DEFAULT_NAME = "Passkey"
 
 
 def serialize_passkey(passkey: dict) -> dict:
@@ -73,8 +63,7 @@ def serialize_passkey(passkey: dict) -> dict:
         "discoverable": passkey["discoverable"],
         "user_verified": passkey["user_verified"],
         "aaguid": passkey["aaguid"],
-        # No AAGUID -> model table is shipped yet; the field is there for when it is.
-        "authenticator_name": None,
+        "authenticator_name": authenticator_name(passkey["aaguid"]),
     }
 
 
@@ -83,36 +72,26 @@ def signs_in_alone(passkey: dict) -> bool:
     return bool(passkey["user_verified"]) and passkey["discoverable"] is not False
 
 
-def _b64(value: bytes) -> str:
-    return base64.urlsafe_b64encode(value).decode().rstrip("=")
-
-
-def _unb64(value: str) -> bytes:
-    return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-
-
 @dataclass(eq=False)
 class PasskeyService:
     passkeys: PasskeyStore
-    challenges: PasskeyChallengeStore
+    credentials: PasskeyCredentials
     users: UserDirectory
     mfa: MfaService
     sessions: SessionService
     events: EventLog
     audit: AuditLog
-    clock: Clock
-    _: KW_ONLY
-    relying_party: ceremony.RelyingParty | None  # None: the public URL cannot carry passkeys
-    challenge_ttl: int = CHALLENGE_TTL
+
+    @property
+    def relying_party(self) -> ceremony.RelyingParty | None:
+        return self.credentials.relying_party
 
     # ------------------------------------------------------------------ gates
 
-    def _rp(self, app: dict, *modes: str) -> ceremony.RelyingParty:
-        if self.relying_party is None:
-            raise PasskeysUnavailable()
+    def _gate(self, app: dict, *modes: str) -> None:
+        self.credentials.rp()
         if app.get("passkeys", OFF) not in (modes or (SECOND_FACTOR, PASSWORDLESS)):
             raise PasskeysDisabled()
-        return self.relying_party
 
     def _user(self, app_id: str, user_id: str) -> dict:
         user = self.users.get(app_id, user_id)
@@ -120,65 +99,29 @@ class PasskeyService:
             raise UserNotFound(user_id)
         return user
 
-    def _new_challenge(self, app_id: str, kind: str, *, user_id: str | None, mfa_challenge: str | None = None
-                       ) -> tuple[str, bytes]:
-        handle, challenge, now = random_token(), secrets.token_bytes(32), self.clock()
-        self.challenges.insert({
-            "_id": digest(handle), "app_id": app_id, "kind": kind, "user_id": user_id,
-            "mfa_challenge": mfa_challenge, "challenge": _b64(challenge), "created_at": now,
-            "expires_at": now + seconds(self.challenge_ttl),
-        })
-        return handle, challenge
-
-    def _take(self, app_id: str, challenge_id: str, kind: str) -> dict:
-        challenge = self.challenges.take(app_id, digest(challenge_id), kind, self.clock())
-        if challenge is None:
-            raise ChallengeInvalid()
-        return challenge
-
     # ------------------------------------------------------------------ registration
 
     def registration_options(self, app: dict, user_id: str) -> dict:
         """{challenge_id, options}: creation options for the signed-in user, excluding
         the authenticators they already registered."""
-        rp = self._rp(app)
+        self._gate(app)
         user = self._user(app["_id"], user_id)
-        handle, challenge = self._new_challenge(app["_id"], "registration", user_id=user_id)
-        attestation = "direct" if app.get("passkey_aaguids") else "none"
-        options = ceremony.registration_options(
-            rp, rp_name=app.get("brand_name") or app["name"], user_id=user_id, user_name=user["email"],
-            display_name=user.get("name") or user["email"], challenge=challenge,
-            exclude=self.passkeys.for_user(app["_id"], user_id), attestation=attestation)
-        return {"challenge_id": handle, "options": options}
+        return self.credentials.creation_options(
+            app["_id"], user_id, rp_name=app.get("brand_name") or app["name"], user_name=user["email"],
+            display_name=user.get("name") or user["email"],
+            attestation="direct" if app.get("passkey_aaguids") else "none")
 
     def register(self, app: dict, user_id: str, *, challenge_id: str, credential: dict, name: str | None) -> dict:
         """Verify the attestation and store the passkey.  400 PASSKEY_* when it does not
         verify, 409 PASSKEY_ALREADY_REGISTERED."""
-        rp = self._rp(app)
+        self._gate(app)
         app_id = app["_id"]
         user = self._user(app_id, user_id)
-        challenge = self._take(app_id, challenge_id, "registration")
-        if challenge["user_id"] != user_id:
-            raise ChallengeInvalid()
-        new = ceremony.verify_registration(rp, credential, challenge=_unb64(challenge["challenge"]))
-        allowed = app.get("passkey_aaguids") or []
-        if allowed and new.aaguid not in allowed:
-            raise AuthenticatorNotAllowed()
-        now = self.clock()
-        passkey = {
-            "_id": new_id(), "app_id": app_id, "user_id": user_id, "credential_id": new.credential_id,
-            "public_key": new.public_key, "sign_count": new.sign_count, "transports": new.transports,
-            "aaguid": new.aaguid, "name": name or DEFAULT_NAME, "backed_up": new.backed_up,
-            "backup_eligible": new.backup_eligible, "discoverable": new.discoverable,
-            "user_verified": new.user_verified, "created_at": now, "last_used_at": None,
-        }
-        try:
-            self.passkeys.insert(passkey)
-        except DuplicateKeyError:
-            raise PasskeyAlreadyRegistered() from None
+        passkey = self.credentials.enrol(app_id, user_id, challenge_id=challenge_id, credential=credential, name=name,
+                                        allowed_aaguids=app.get("passkey_aaguids") or ())
         who = actor("user", user_id, user["email"])
         self.audit.record("passkey.registered", result=success(), actor=who, target=who, application_id=app_id,
-                          data={"passkey_id": passkey["_id"], "aaguid": new.aaguid})
+                          data={"passkey_id": passkey["_id"], "aaguid": passkey["aaguid"]})
         if self.passkeys.count_for_user(app_id, user_id) == 1:
             self.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": passkey["_id"],
                                                      "method": WEBAUTHN}, subject={"user_id": user_id})
@@ -189,11 +132,17 @@ class PasskeyService:
     def list(self, app_id: str, user_id: str) -> list[dict]:
         return [serialize_passkey(p) for p in self.passkeys.for_user(app_id, user_id)]
 
+    def mfa_status(self, app: dict, user_id: str) -> dict:
+        """The user's MFA status (``MfaService.status``: the TOTP method) with
+        ``passkeys``: {count, second_factor}; a passkey is a second factor while the
+        application uses passkeys (and the server can verify them)."""
+        status = self.mfa.status(app["_id"], user_id)
+        count = self.credentials.count(app["_id"], user_id)
+        in_use = app.get("passkeys", OFF) != OFF and self.relying_party is not None
+        return {**status, "passkeys": {"count": count, "second_factor": in_use and count > 0}}
+
     def rename(self, app_id: str, user_id: str, passkey_id: str, name: str) -> dict:
-        passkey = self.passkeys.rename(app_id, user_id, passkey_id, name)
-        if passkey is None:
-            raise PasskeyNotFound(passkey_id)
-        return serialize_passkey(passkey)
+        return serialize_passkey(self.credentials.rename(app_id, user_id, passkey_id, name))
 
     def delete(self, app: dict, user_id: str, passkey_id: str) -> None:
         """Remove one of the user's passkeys.  409 PASSKEY_LAST_CREDENTIAL when it is the
@@ -205,8 +154,7 @@ class PasskeyService:
             raise PasskeyNotFound(passkey_id)
         if not user.get("password_hash") and self.passkeys.count_for_user(app_id, user_id) == 1:
             raise LastPasskey()
-        if not self.passkeys.delete_of_user(app_id, user_id, passkey_id):
-            raise PasskeyNotFound(passkey_id)  # a parallel delete won
+        self.credentials.delete(app_id, user_id, passkey_id)
         who = actor("user", user_id, user["email"])
         self.audit.record("passkey.deleted", result=success(), actor=who, target=who, application_id=app_id,
                           data={"passkey_id": passkey_id})
@@ -236,35 +184,27 @@ class PasskeyService:
         discoverable ones, with user verification required."""
         app_id = app["_id"]
         if challenge_token is None:
-            rp = self._rp(app, PASSWORDLESS)
-            handle, challenge = self._new_challenge(app_id, "authentication", user_id=None)
-            options = ceremony.authentication_options(rp, challenge=challenge, allow=[], user_verification="required")
-            return {"challenge_id": handle, "options": options}
-        rp = self._rp(app)
+            self._gate(app, PASSWORDLESS)
+            return self.credentials.request_options(app_id)
+        self._gate(app)
         pending = self.mfa.pending_challenge(app_id, challenge_token, WEBAUTHN)
         if pending is None:
             raise MfaChallengeExpired()
-        handle, challenge = self._new_challenge(app_id, "authentication", user_id=pending["user_id"],
-                                                mfa_challenge=pending["_id"])
-        options = ceremony.authentication_options(rp, challenge=challenge, user_verification="preferred",
-                                                  allow=self.passkeys.for_user(app_id, pending["user_id"]))
-        return {"challenge_id": handle, "options": options}
+        return self.credentials.request_options(app_id, subject_id=pending["user_id"], mfa_challenge=pending["_id"])
 
     def authenticate(self, app: dict, *, challenge_id: str, credential: dict, remember_me: bool,
                      device_info: dict) -> dict:
         """Verify an assertion and issue the token pair of a login (through the MFA
         challenge when it is a second factor).  400 PASSKEY_* when it does not verify;
         a sign count that goes backwards is refused and audited."""
-        rp = self._rp(app)
+        self._gate(app)
         app_id = app["_id"]
-        challenge = self._take(app_id, challenge_id, "authentication")
-        passkey = self.passkeys.by_credential(app_id, ceremony.credential_id_of(credential))
+        challenge = self.credentials.take(app_id, challenge_id, AUTHENTICATION)
+        passkey = self.credentials.asserted_passkey(app_id, challenge, credential)
         alone = challenge["user_id"] is None
-        if passkey is None or not (alone or passkey["user_id"] == challenge["user_id"]):
-            raise CredentialUnknown()
         who = actor("user", passkey["user_id"])
         try:
-            pair = self._sign_in(app, rp, challenge, passkey, credential, alone=alone, remember_me=remember_me,
+            pair = self._sign_in(app, challenge, passkey, credential, alone=alone, remember_me=remember_me,
                                  device_info=device_info)
         except DomainError as exc:
             self.audit.record("passkey.sign_in", result=failure(exc.code.removeprefix("PASSKEY_").lower()),
@@ -275,22 +215,12 @@ class PasskeyService:
                           data={"passkey_id": passkey["_id"], "second_factor": not alone})
         return pair
 
-    def _sign_in(self, app: dict, rp: ceremony.RelyingParty, challenge: dict, passkey: dict, credential: dict, *,
-                 alone: bool, remember_me: bool, device_info: dict) -> dict:
+    def _sign_in(self, app: dict, challenge: dict, passkey: dict, credential: dict, *, alone: bool,
+                 remember_me: bool, device_info: dict) -> dict:
         app_id = app["_id"]
-        if alone:
-            if app.get("passkeys") != PASSWORDLESS:
-                raise PasskeysDisabled()
-            if ceremony.user_handle_of(credential) != passkey["user_id"]:
-                raise UserVerificationRequired()  # not a discoverable credential, or not this one's
-        assertion = ceremony.verify_assertion(rp, credential, challenge=_unb64(challenge["challenge"]),
-                                              public_key=passkey["public_key"])
-        if alone and not assertion.user_verified:
-            raise UserVerificationRequired()
-        if not ceremony.sign_count_moves_forward(passkey["sign_count"], assertion.sign_count) or \
-                not self.passkeys.record_use(app_id, passkey["_id"], assertion.sign_count, assertion.backed_up,
-                                             self.clock()):
-            raise SignCountInvalid()
+        if alone and app.get("passkeys") != PASSWORDLESS:
+            raise PasskeysDisabled()
+        self.credentials.verify_use(app_id, challenge, passkey, credential)
         if not alone:
             return self.mfa.complete(app, challenge["mfa_challenge"], method=WEBAUTHN)
         user = self.users.get(app_id, passkey["user_id"])

@@ -11,6 +11,7 @@ The profile update is partial: only the fields sent change, unknown fields are i
 from __future__ import annotations
 
 from controlplane.audit import schemas as audit_schemas
+from controlplane.passkeys import schemas as passkey_schemas
 from controlplane.users.schemas import Metadata
 from shared.validation import ID, NULLABLE_TIME, TIME, DisplayName, Invalid, Schema, Url, object_schema
 
@@ -120,6 +121,8 @@ EXPORT = object_schema({
     "sessions": {"type": "array", "items": EXPORT_SESSION},
     "roles": {"type": "array", "items": EXPORT_ROLE},
     "mfa_methods": {"type": "array", "items": EXPORT_MFA_METHOD},
+    "passkeys": {"type": "array", "items": passkey_schemas.PASSKEY,
+                 "description": "The user's passkeys, as GET V1/auth/passkeys lists them (no key material)."},
     "oauth_connections": {"type": "array", "items": EXPORT_OAUTH_CONNECTION},
     "audit_logs": {"type": "array", "items": EXPORT_AUDIT_LOG},
 })

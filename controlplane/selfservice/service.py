@@ -23,6 +23,7 @@ from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.mfa.service import MfaService
 from controlplane.oidc.connections import ConnectionService
+from controlplane.passkeys.service import PasskeyService
 from controlplane.ratelimit import RateLimiter
 from controlplane.roles.service import RoleService
 from controlplane.selfservice.errors import ExportLimited, SessionNotFound
@@ -47,6 +48,7 @@ class SelfService:
     users: UserDirectory
     user_sessions: SessionService
     mfa: MfaService
+    passkeys: PasskeyService
     events: EventLog
     clock: Clock
     rate_limiter: RateLimiter
@@ -167,9 +169,10 @@ class SelfService:
 
     def export(self, app_id: str, user_id: str) -> dict:
         """Everything stored about the user, without any secret (password hash, TOTP
-        secret, token digests).  One export per IAMGATE_RATE_LIMIT_EXPORT window (1 per
-        hour) per user: 429 RATE_LIMIT_EXCEEDED with the rate-limit headers.  404
-        USER_NOT_FOUND."""
+        secret, token digests; a passkey's public key and credential id are not listed
+        either: they are the authenticator's, and useless to the user).  One export per
+        IAMGATE_RATE_LIMIT_EXPORT window (1 per hour) per user: 429 RATE_LIMIT_EXCEEDED
+        with the rate-limit headers.  404 USER_NOT_FOUND."""
         user = self._require_user(app_id, user_id)
         self.rate_limiter.hit(f"export:{app_id}:{user_id}", self.rate_limit_export, error=ExportLimited)
         return {
@@ -178,6 +181,7 @@ class SelfService:
             "sessions": [serialize_export_session(s) for s in self.user_sessions.all_for_user(app_id, user_id)],
             "roles": self.roles.user_roles(app_id, user_id),
             "mfa_methods": [serialize_mfa_method(m) for m in self.mfa.all_methods(app_id, user_id)],
+            "passkeys": self.passkeys.list(app_id, user_id),
             "oauth_connections": self.oauth_connections.export(app_id, user_id),
             "audit_logs": [{**record, "data": _without_secrets(record["data"])}
                            for record in self.audit.of_user(app_id, user_id)],

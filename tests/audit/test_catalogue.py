@@ -607,6 +607,20 @@ def _dashboard_mfa(env):
                   application_id=None, data=data)
 
 
+@scenario("dashboard_account.passkey_sign_in")
+def _dashboard_passkey_sign_in(env):
+    account, key = env.dashboard_account, SoftAuthenticator()
+    options = ok(env.dashboard("POST", "/me/passkeys/registration/options", json={})).json["data"]
+    passkey = ok(env.dashboard("POST", "/me/passkeys/registration/verify", json={
+        "challenge_id": options["challenge_id"], "credential": key.create(options["options"])})).json["data"]
+    options = ok(env.client.simulate_post(f"{DASHBOARD}/login/passkey/options", json={},
+                                          remote_addr="203.0.113.9")).json["data"]
+    response = ok(env.call("POST", f"{DASHBOARD}/login/passkey", json={
+        "challenge_id": options["challenge_id"], "credential": key.get(options["options"])}))
+    return Expect(response, ("dashboard_account", account.id), ("dashboard_account", account.id),
+                  application_id=None, data={"passkey_id": passkey["id"], "second_factor": False})
+
+
 # ---------------------------------------------------------------- the tests
 
 def newest(ctx, action: str, result: dict) -> dict:

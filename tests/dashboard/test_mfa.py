@@ -60,7 +60,8 @@ def challenge_of(account) -> str:
 
 def test_an_account_enrols_an_authenticator_and_gets_backup_codes(dashboard_account, clock, ctx):
     status = dashboard_account.get(ME_MFA).json["data"]
-    assert status == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0}
+    assert status == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0,
+                      "passkeys": {"count": 0, "second_factor": False}}
 
     setup = dashboard_account.post(f"{ME_MFA}/totp/setup", json={"label": "Phone"})
     assert setup.status_code == 200, setup.text

@@ -26,6 +26,8 @@ from tests.conftest import bearer
 from tests.plugins.users import UserToken, fresh_address, users_url
 
 STEP = 30
+# What mfa/status adds for a user without passkeys (tests/passkeys/test_flows.py covers them).
+NO_PASSKEYS = {"passkeys": {"count": 0, "second_factor": False}}
 
 
 def rfc6238(secret: str, when: datetime, step_offset: int = 0, digits: int = 6) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from controlplane.mfa import store as mfa_store
 from tests.conftest import assert_error, events_of
-from tests.mfa.conftest import mfa_url, rfc6238
+from tests.mfa.conftest import NO_PASSKEYS, mfa_url, rfc6238
 from tests.plugins.users import fresh_address, users_url
 
 
@@ -159,7 +159,7 @@ def test_parallel_regenerations_leave_one_complete_set(regenerate, status, mfa_u
 def test_disable_restores_the_plain_login(disable, status, start_login, application, mfa_user, ctx, outbox):
     response = disable(mfa_user, {"password": mfa_user.password})
     assert response.status_code == 204 and response.text == ""
-    assert status(mfa_user) == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0}
+    assert status(mfa_user) == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0, **NO_PASSKEYS}
     assert ctx.store["mfa_methods"].count_documents({"user_id": mfa_user.id}) == 0
     assert ctx.store["mfa_backup_codes"].count_documents({"user_id": mfa_user.id}) == 0
     pair = start_login(application, mfa_user.email, mfa_user.password)

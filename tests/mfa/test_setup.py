@@ -11,7 +11,7 @@ import pytest
 from controlplane.mfa import store as mfa_store
 from shared.timeutil import parse_iso
 from tests.conftest import assert_error, bearer, events_of
-from tests.mfa.conftest import STEP, mfa_url, rfc6238
+from tests.mfa.conftest import NO_PASSKEYS, STEP, mfa_url, rfc6238
 from tests.plugins.users import UserToken
 
 
@@ -74,7 +74,7 @@ def test_the_issuer_is_the_brand_name_when_there_is_one(setup, ctx, application,
 def test_a_pending_setup_is_not_enabled_and_does_not_change_login(setup, status, application, user_token,
                                                                   start_login):
     setup({"label": "Work phone"})
-    assert status() == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0}
+    assert status() == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0, **NO_PASSKEYS}
     pair = start_login(application, user_token.user["email"], user_token.password)
     assert "access_token" in pair and "mfa_required" not in pair
 
@@ -258,7 +258,7 @@ def test_parallel_confirms_enable_once(setup, confirm, clock, ctx, user_token, m
 
 
 def test_status_of_a_user_without_mfa(status):
-    assert status() == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0}
+    assert status() == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0, **NO_PASSKEYS}
 
 
 def test_setup_and_confirm_do_not_touch_another_application(setup, confirm, clock, ctx, make_application,

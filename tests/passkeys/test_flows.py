@@ -1,4 +1,8 @@
 """Register a passkey, sign in with it alone, use it as the second factor, manage it."""
+import json
+import re
+
+from controlplane.passkeys.authenticators import TABLE_FILE
 from shared.ids import digest
 from tests.conftest import assert_error, bearer, events_of
 from tests.mfa.conftest import mfa_url
@@ -14,7 +18,7 @@ def test_register_then_sign_in_alone(client, ctx, app_pw, make_user_token, regis
     assert response.status_code == 201, response.text
     passkey = response.json["data"]
     assert passkey["name"] == "Laptop" and passkey["discoverable"] is True and passkey["user_verified"] is True
-    assert passkey["transports"] == ["internal", "hybrid"] and passkey["authenticator_name"] is None
+    assert passkey["transports"] == ["internal", "hybrid"] and passkey["authenticator_name"] is None  # all-zero AAGUID
     stored = ctx.store["passkeys"].find_one({"_id": passkey["id"]})
     assert stored["credential_id"] == key.id and stored["user_id"] == user.user["id"]
 
@@ -196,3 +200,49 @@ def test_remember_me_gives_the_long_session(client, ctx, app_pw, make_user_token
     assert response.status_code == 200, response.text
     sessions = list(ctx.store["sessions"].find({"user_id": user.user["id"], "is_remember_me": True}))
     assert len(sessions) == 1
+
+
+def test_a_known_aaguid_is_listed_with_its_authenticator_name(client, app_pw, make_user_token, register):
+    user = make_user_token(app_pw)
+    icloud = bytes.fromhex("fbfc3007154e4ecc8c0b6e020557d7bd")
+    assert register(app_pw, user, SoftAuthenticator(aaguid=icloud), name="Phone").status_code == 201
+    assert register(app_pw, user, SoftAuthenticator(aaguid=bytes.fromhex("ab" * 16))).status_code == 201
+    listed = client.simulate_get(passkeys_url(app_pw), headers=user.headers).json["data"]
+    assert {p["aaguid"]: p["authenticator_name"] for p in listed} == {
+        "fbfc3007-154e-4ecc-8c0b-6e020557d7bd": "iCloud Keychain", "abababab-abab-abab-abab-abababababab": None}
+
+
+def test_the_aaguid_table_is_well_formed():
+    table = json.loads(TABLE_FILE.read_text())
+    assert table["source"].startswith("https://github.com/passkeydeveloper/") and re.fullmatch(r"\d{4}-\d\d-\d\d",
+                                                                                                   table["date"])
+    for aaguid, name in table["names"].items():
+        assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", aaguid) and name
+
+
+def test_mfa_status_counts_the_passkeys_and_says_whether_they_are_a_second_factor(
+        client, ctx, passkey_app, make_user_token, register):
+    app = passkey_app("second_factor")
+    user = make_user_token(app)
+    status_url = users_url(app, f"/{user.user['id']}/mfa/status")
+    before = client.simulate_get(status_url, headers=user.headers).json["data"]
+    assert before == {"mfa_enabled": False, "methods": [], "backup_codes_remaining": 0,
+                      "passkeys": {"count": 0, "second_factor": False}}
+    assert register(app, user, SoftAuthenticator()).status_code == 201
+    assert client.simulate_get(status_url, headers=user.headers).json["data"]["passkeys"] == {
+        "count": 1, "second_factor": True}
+    ctx.applications.update(app["_id"], {"passkeys": "off"})  # kept, but no longer a factor
+    assert client.simulate_get(status_url, headers=user.headers).json["data"]["passkeys"] == {
+        "count": 1, "second_factor": False}
+
+
+def test_the_data_export_lists_the_passkeys_without_key_material(client, app_pw, make_user_token, register):
+    user = make_user_token(app_pw)
+    key = SoftAuthenticator()
+    passkey = register(app_pw, user, key, name="Laptop").json["data"]
+    response = client.simulate_get(users_url(app_pw, f"/{user.user['id']}/data-export"), headers=user.headers,
+                                   remote_addr=fresh_address())
+    assert response.status_code == 200, response.text
+    exported = response.json["data"]["passkeys"]
+    assert exported == [passkey]
+    assert key.id not in response.text and "public_key" not in response.text

@@ -3,7 +3,7 @@ error envelope, never a 500 and never an echo of the expected origin or RP ID; a
 failed verification leaves nothing changed."""
 import pytest
 
-from controlplane.passkeys.service import CHALLENGE_TTL
+from controlplane.passkeys.credentials import CHALLENGE_TTL
 from tests.conftest import assert_error, in_parallel
 from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
 from tests.passkeys.conftest import passkeys_url

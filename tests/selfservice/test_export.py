@@ -49,8 +49,9 @@ def test_export_has_every_section_in_its_documented_shape(call, application, me,
     assert response.status_code == 200, response.text
     assert response.headers["Cache-Control"] == "no-store"
     data = response.json["data"]
-    assert set(data) == {"exported_at", "user", "sessions", "roles", "mfa_methods", "oauth_connections",
+    assert set(data) == {"exported_at", "user", "sessions", "roles", "mfa_methods", "passkeys", "oauth_connections",
                          "audit_logs"}
+    assert data["passkeys"] == []  # tests/passkeys/test_flows.py exports one
     assert data["exported_at"] == isoformat(clock.now)
 
     user = data["user"]

@@ -1,4 +1,5 @@
-// The hosted login's passkey ceremonies (W3C WebAuthn Level 3), no framework.
+// The passkey ceremonies (W3C WebAuthn Level 3) of the hosted login and of the console
+// (its sign-in and the account's Security page), no framework.
 //
 // The page's form[data-passkey-options] carries the options the server made (a
 // single-use challenge of the API's PasskeyService) and hidden fields challenge_id and
@@ -41,7 +42,7 @@ function refused(error) {
   if (creating && error.name === "InvalidStateError") {
     say("This device already has a passkey for your account.");
   } else if (error.name === "NotAllowedError") {
-    say(creating ? "No passkey was added: it was cancelled or timed out. Try again, or choose Not now."
+    say(creating ? "No passkey was added: it was cancelled or timed out. Try again."
       : "The passkey sign-in was cancelled or timed out. Try again, or use another way to sign in.");
   } else {
     say("This browser could not use a passkey here. Use another way to sign in.");

@@ -1,0 +1,191 @@
+"""Passkeys in the console: the account's Security page lists them, adds one ("Add a
+passkey": the page's creation options, the browser's credential posted back) and
+deletes one; the sign-in page signs in with one alone, and the second step takes one.
+
+The browser's part is the software authenticator of the API tests
+(tests/passkeys/authenticator.py); tests/console/test_passkeys_browser.py runs the
+pages' script in Chromium."""
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+
+from controlplane.auth import SESSION_COOKIE
+from controlplane.console.resources import ENROL_PAGE
+from tests.dashboard.test_mfa import APPS, ORGS, enrol
+from tests.passkeys.authenticator import SoftAuthenticator
+
+PUBLIC_URL = "http://localhost:8000"  # passkeys need a host name; the software authenticator's origin
+SECURITY = "/console/account/security"
+
+
+@pytest.fixture
+def config_overrides(request):
+    return getattr(request, "param", {"public_url": PUBLIC_URL, "webauthn_rp_id": "localhost",
+                                      "webauthn_origins": (PUBLIC_URL,)})
+
+
+def passkey_form(page) -> dict:
+    """The page's passkey form: its action, options, challenge_id and whether it offers autofill."""
+    match = re.search(r'<form method="post" action="([^"]+)" class="card" data-passkey-options=\'([^\']*)\'([^>]*)>',
+                      page.text)
+    assert match, "no passkey form on the page"
+    challenge_id = re.search(r'name="challenge_id" value="([^"]+)"', page.text[match.start():]).group(1)
+    return {"action": match.group(1), "options": json.loads(html.unescape(match.group(2))),
+            "challenge_id": challenge_id, "autofill": "data-passkey-autofill" in match.group(3)}
+
+
+@pytest.fixture
+def visitor(console):
+    def make(account=None):
+        someone = console()
+        if account is not None:
+            someone.get("/console/sign-in")
+            response = someone.post("/console/sign-in", {"email": account.email, "password": account.password},
+                                    origin=PUBLIC_URL)
+            assert response.status_code == 303, response.text
+        return someone
+
+    return make
+
+
+def add_passkey(signed_in, key: SoftAuthenticator, name=""):
+    form = passkey_form(signed_in.get(SECURITY))
+    assert form["action"] == SECURITY and form["options"]["rp"]["id"] == "localhost"
+    return signed_in.post(SECURITY, {"step": "passkey-add", "challenge_id": form["challenge_id"], "name": name,
+                                     "credential": json.dumps(key.create(form["options"]))}, origin=PUBLIC_URL)
+
+
+def test_the_security_page_adds_lists_and_deletes_passkeys(visitor, dashboard_account, ctx):
+    signed_in = visitor(dashboard_account)
+    page = signed_in.get(SECURITY)
+    assert page.status_code == 200 and 'id="no-passkeys"' in page.text
+    assert "Add a passkey" in page.text and "data-passkey-create" in page.text
+    assert re.search(r'<script type="module" src="/console/assets/passkeys\.[0-9a-f]{16}\.js"></script>', page.text)
+
+    key = SoftAuthenticator(aaguid=bytes.fromhex("bada5566a7aa401fbd9645619a55120d"))
+    added = add_passkey(signed_in, key, name="Work laptop")
+    assert added.status_code == 303 and added.headers["location"] == f"{SECURITY}?notice=passkey-added"
+    stored = ctx.store["passkeys"].find_one({"app_id": "dashboard", "user_id": dashboard_account.id})
+    assert stored["credential_id"] == key.id and stored["name"] == "Work laptop"
+
+    page = signed_in.get(f"{SECURITY}?notice=passkey-added")
+    assert "Passkey added." in page.text and "Work laptop" in page.text and "1Password" in page.text
+    wrong = signed_in.post(SECURITY, {"step": "passkey-delete", "passkey_id": stored["_id"], "password": "wrong"},
+                           origin=PUBLIC_URL)
+    assert wrong.status_code == 422 and 'id="e-passkey-delete"' in wrong.text
+    deleted = signed_in.post(SECURITY, {"step": "passkey-delete", "passkey_id": stored["_id"],
+                                        "password": dashboard_account.password}, origin=PUBLIC_URL)
+    assert deleted.status_code == 303 and deleted.headers["location"] == f"{SECURITY}?notice=passkey-deleted"
+    assert ctx.store["passkeys"].count_documents({}) == 0
+
+
+def test_a_refused_passkey_shows_the_page_with_its_error(visitor, dashboard_account, ctx):
+    signed_in = visitor(dashboard_account)
+    form = passkey_form(signed_in.get(SECURITY))
+    credential = SoftAuthenticator().create(form["options"], origin="https://evil.example")
+    refused = signed_in.post(SECURITY, {"step": "passkey-add", "challenge_id": form["challenge_id"],
+                                        "credential": json.dumps(credential)}, origin=PUBLIC_URL)
+    assert refused.status_code == 400 and "PASSKEY_ORIGIN_MISMATCH" in refused.text
+    assert passkey_form(refused)["challenge_id"] != form["challenge_id"]  # a fresh challenge to try again
+    malformed = signed_in.post(SECURITY, {"step": "passkey-add", "challenge_id": "x", "credential": "{not json"},
+                               origin=PUBLIC_URL)
+    assert malformed.status_code == 400 and "VALIDATION" in malformed.text
+    assert ctx.store["passkeys"].count_documents({}) == 0
+
+
+def test_the_console_cannot_delete_another_accounts_passkey(visitor, dashboard_account, make_dashboard_account,
+                                                            ctx):
+    assert add_passkey(visitor(dashboard_account), SoftAuthenticator()).status_code == 303
+    victims = ctx.store["passkeys"].find_one({"user_id": dashboard_account.id})
+    attacker_account = make_dashboard_account()
+    attacker = visitor(attacker_account)
+    refused = attacker.post(SECURITY, {"step": "passkey-delete", "passkey_id": victims["_id"],
+                                       "password": attacker_account.password}, origin=PUBLIC_URL)
+    assert refused.status_code == 404 and "PASSKEY_NOT_FOUND" in refused.text
+    assert ctx.store["passkeys"].find_one({"_id": victims["_id"]}) is not None
+
+
+def test_sign_in_with_a_passkey_alone(visitor, dashboard_account):
+    key = SoftAuthenticator()
+    assert add_passkey(visitor(dashboard_account), key).status_code == 303
+    someone = visitor()
+    page = someone.get("/console/sign-in")
+    assert 'autocomplete="username webauthn"' in page.text and "Sign in with a passkey" in page.text
+    form = passkey_form(page)
+    assert form["action"] == "/console/sign-in/passkey" and form["autofill"] is True
+    assert form["options"]["allowCredentials"] == [] and form["options"]["userVerification"] == "required"
+    signed_in = someone.post(form["action"], {"challenge_id": form["challenge_id"],
+                                              "credential": json.dumps(key.get(form["options"]))}, origin=PUBLIC_URL)
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == "/console/applications"
+    assert SESSION_COOKIE in someone.cookies
+    assert dashboard_account.email in someone.get("/console/account").text
+
+
+def test_a_refused_passkey_sign_in_shows_the_page_without_autofill(visitor, make_dashboard_account):
+    someone = visitor()
+    form = passkey_form(someone.get("/console/sign-in"))
+    stranger = SoftAuthenticator()  # registered nowhere
+    stranger.user_handle = b"nobody"
+    refused = someone.post(form["action"], {"challenge_id": form["challenge_id"],
+                                            "credential": json.dumps(stranger.get(form["options"]))},
+                           origin=PUBLIC_URL)
+    assert refused.status_code == 400 and "PASSKEY_CREDENTIAL_UNKNOWN" in refused.text
+    assert passkey_form(refused)["autofill"] is False
+    assert SESSION_COOKIE not in someone.cookies
+
+
+def test_the_second_step_takes_a_passkey(visitor, dashboard_account):
+    key = SoftAuthenticator(resident=False, user_verifying=False)
+    assert add_passkey(visitor(dashboard_account), key).status_code == 303
+    someone = visitor()
+    someone.get("/console/sign-in")
+    step = someone.post("/console/sign-in", {"email": dashboard_account.email,
+                                             "password": dashboard_account.password}, origin=PUBLIC_URL)
+    assert step.status_code == 200 and "Use a passkey" in step.text
+    assert 'name="code"' not in step.text  # no authenticator app: the passkey only
+    form = passkey_form(step)
+    assert [c["id"] for c in form["options"]["allowCredentials"]] == [key.id]
+    token = re.search(r'name="challenge_token" value="([^"]+)"', step.text).group(1)
+    signed_in = someone.post(form["action"], {"challenge_id": form["challenge_id"], "challenge_token": token,
+                                              "credential": json.dumps(key.get(form["options"]))},
+                             origin=PUBLIC_URL)
+    assert signed_in.status_code == 303 and SESSION_COOKIE in someone.cookies
+
+
+@pytest.mark.parametrize("config_overrides", [{}], indirect=True)  # the public URL is an IP address
+def test_without_an_rp_id_the_pages_offer_no_passkey(console, dashboard_account):
+    someone = console()
+    page = someone.get("/console/sign-in")
+    assert "data-passkey-options" not in page.text and 'autocomplete="username"' in page.text
+    someone.sign_in(dashboard_account)
+    security = someone.get(SECURITY)
+    assert "Passkeys are not available on this server" in security.text
+
+
+def test_a_member_sent_to_enrol_adds_a_passkey_then_reaches_the_console(visitor, make_dashboard_account, clock):
+    owner = make_dashboard_account(name="Olivia Owner")
+    enrol(owner, clock)
+    org_id = owner.post(ORGS, json={"name": "Acme"}).json["data"]["id"]
+    app = owner.post(APPS, json={"name": "Shop", "organization_id": org_id}).json["data"]
+    member = make_dashboard_account(name="Member")
+    assert owner.post(f"{ORGS}/{org_id}/members", json={"email": member.email, "role": "member"}).status_code == 201
+    assert owner.request("PATCH", f"{ORGS}/{org_id}", json={"require_mfa": True}).status_code == 200
+
+    someone = visitor()
+    someone.get("/console/sign-in")
+    signed_in = someone.post("/console/sign-in", {"email": member.email, "password": member.password},
+                             origin=PUBLIC_URL)
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == ENROL_PAGE
+    assert 'id="enrol-notice"' in someone.get(ENROL_PAGE).text
+    assert someone.get(f"/console/applications/{app['id']}").status_code == 403  # the MFA-required page
+    assert add_passkey(someone, SoftAuthenticator()).status_code == 303
+    assert someone.get(f"/console/applications/{app['id']}").status_code == 200
+    # The next sign-in goes to the console itself: the password, then the passkey's second step.
+    again = visitor(None)
+    again.get("/console/sign-in")
+    step = again.post("/console/sign-in", {"email": member.email, "password": member.password}, origin=PUBLIC_URL)
+    assert step.status_code == 200 and "Use a passkey" in step.text
