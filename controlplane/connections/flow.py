@@ -356,7 +356,7 @@ class ConnectionFlow:
         self.identities.link(application, connection.id, user["_id"], fields)
         if connection.auto_update:
             claims = fields.get("claims") or {}
-            self.identities.apply_mapping(application, connection, user, UpstreamIdentity(
+            user = self.identities.apply_mapping(application, connection, user, UpstreamIdentity(
                 issuer=fields["issuer"], sub=fields["sub"], claims=claims,
                 profile=mapping.profile_of(claims, connection.claim_mapping), tokens=None))
         return self._signed_in(application, connection.id, user, remember_me, device_info, return_to=None)
