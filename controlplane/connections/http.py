@@ -145,8 +145,8 @@ def refusal(url: str, exc: ValidationFailed | WebhookTargetForbidden) -> str:
     """Why the target rules refuse ``url``, in words."""
     if isinstance(exc, ValidationFailed):
         return f"{url} is not an allowed URL: it {next(iter(exc.errors.values()))}"
-    return (f"{url} is refused: {exc.details['host']} is a {exc.details['reason']} address or name "
-            "(allowed only with IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS, for development)")
+    return (f"{url} is refused: {exc.details['host']} is not a public address ({exc.details['reason']}); "
+            "private targets are allowed only with IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS, for development")
 
 
 _SSL_REASON = re.compile(r"\[SSL[^\]]*\][^'\")]*|certificate verify failed[^'\")]*")
