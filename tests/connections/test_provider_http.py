@@ -85,6 +85,20 @@ def test_tls_failures_are_named(create, provider):
     assert reason.startswith(f"TLS with 127.0.0.1 failed for {https}/.well-known/openid-configuration: [SSL")
 
 
+def test_a_json_array_is_an_answer_too(provider):
+    """GitHub's /user/emails answers an array; a discovery document must be an object."""
+    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=2))
+    provider.jwks = [{"email": "a@example.com", "primary": True, "verified": True}]
+    assert http.get_json(f"{provider.issuer}/jwks") == provider.jwks
+    with pytest.raises(ProviderError) as caught:
+        http.get_object(f"{provider.issuer}/jwks")
+    assert caught.value.reason == f"{provider.issuer}/jwks did not answer a JSON object"
+    provider.jwks = "just a string"
+    with pytest.raises(ProviderError) as caught:
+        http.get_json(f"{provider.issuer}/jwks")
+    assert caught.value.reason == f"{provider.issuer}/jwks did not answer a JSON object or array"
+
+
 def test_a_closed_port_is_named():
     http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=1))
     with pytest.raises(ProviderError) as caught:
