@@ -272,7 +272,7 @@ class ConnectionFlow:
         except ProviderError as exc:
             log.info("user API emails unavailable: %s", exc.reason, extra={"connection_id": connection.id})
             emails = None
-        entries = emails if isinstance(emails, list) else (emails or {}).get("emails") or []
+        entries = emails if isinstance(emails, list) else []
         primary = next((e for e in entries if isinstance(e, dict) and e.get("primary") is True
                         and e.get("verified") is True and isinstance(e.get("email"), str)), None)
         if primary is not None:

@@ -135,7 +135,8 @@ class ConnectionService:
         """A successful code exchange: the first under the consent creates the connection."""
         if self.consents.mark_connected(app_id, user_id, client_id, self.clock()):
             self.events.emit(app_id, "connection.created", {
-                "kind": "grant", "user_id": user_id, "client_id": client_id, "grant_id": grant_id, "scopes": list(scopes),
+                "kind": "grant", "user_id": user_id, "client_id": client_id, "grant_id": grant_id,
+                "scopes": list(scopes),
             }, subject={"user_id": user_id})
 
     def refreshed(self, grant: dict) -> None:

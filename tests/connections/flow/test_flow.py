@@ -252,8 +252,13 @@ def test_github_style_oauth2_takes_the_numeric_id_as_subject(client, idp_app, pr
     assert identity["sub"] == "583231" and identity["email"] == "ada@example.com"
 
 
-@pytest.mark.xfail(strict=True, reason="ProviderHttp.get_json refuses a JSON array, which GitHub's /user/emails "
-                                       "answers: the email is then taken unverified (the safe side)")
+def test_github_style_email_is_unverified_unless_primary_and_verified(client, idp_app, provider, add_connection):
+    provider.emails_answer = [{"email": "ada@example.com", "primary": False, "verified": True},
+                              {"email": "other@example.com", "primary": True, "verified": False}]
+    connection = _github_connection(idp_app, provider, add_connection)
+    assert _identity_after_sign_in(client, idp_app, connection)["email_verified"] is False
+
+
 def test_github_style_primary_verified_email_counts_as_verified(client, idp_app, provider, add_connection):
     connection = _github_connection(idp_app, provider, add_connection)
     assert _identity_after_sign_in(client, idp_app, connection)["email_verified"] is True
