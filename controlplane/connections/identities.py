@@ -34,7 +34,7 @@ from controlplane.connections.linking import PendingLinkStore
 from controlplane.events import EventLog
 from controlplane.roles.errors import RoleAlreadyAssigned, RoleNotFound
 from controlplane.users.directory import UserDirectory
-from controlplane.users.errors import AccountSuspended, UserNotFound
+from controlplane.users.errors import AccountSuspended, EmailAlreadyRegistered, UserNotFound
 from shared.ids import is_uuid, new_id
 from shared.timeutil import Clock, isoformat
 
@@ -174,9 +174,12 @@ class IdentityService:
         profile = upstream.profile
         # The upstream's word verifies the local email only when the connection is trusted:
         # otherwise a later trusted_email connection could merge on an address no one proved.
-        user = self.create_user(app, email=email, name=profile.name or email.split("@")[0],
-                                email_verified=profile.email_verified and connection.trusted,
-                                avatar_url=profile.picture)
+        try:
+            user = self.create_user(app, email=email, name=profile.name or email.split("@")[0],
+                                    email_verified=profile.email_verified and connection.trusted,
+                                    avatar_url=profile.picture)
+        except EmailAlreadyRegistered:  # registered between the lookup and the insert
+            raise ConnectionEmailExists(details={"email": email}) from None
         identity = self.link(app, connection.id, user["_id"], self._identity_fields(upstream, stored_tokens))
         user = self.apply_mapping(app, connection, user, upstream, created=True)
         return Resolution(user=user, identity=identity, created=True)

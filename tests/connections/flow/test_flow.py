@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conftest import assert_error, events_of
+from tests.conftest import assert_error, events_of, in_parallel
 from tests.connections.flow.conftest import REDIRECT, Browser
 from tests.connections.flow.provider import CLIENT_ID
 from tests.plugins.users import users_url
@@ -262,3 +262,11 @@ def test_github_style_email_is_unverified_unless_primary_and_verified(client, id
 def test_github_style_primary_verified_email_counts_as_verified(client, idp_app, provider, add_connection):
     connection = _github_connection(idp_app, provider, add_connection)
     assert _identity_after_sign_in(client, idp_app, connection)["email_verified"] is True
+
+
+def test_parallel_callbacks_with_one_state_sign_in_once(client, ctx, idp_app, connection):
+    browser = Browser(client, idp_app)
+    params = browser.at_provider(browser.start(connection.id))
+    statuses = in_parallel(4, lambda i: browser.callback(params).status_code)
+    assert sorted(statuses) == [200, 400, 400, 400]
+    assert ctx.store["identities"].count_documents({"app_id": idp_app["_id"]}) == 1
