@@ -97,6 +97,17 @@ def test_verify_links_after_the_emailed_code(client, ctx, idp_app, provider, add
     assert done.json["data"]["user"]["id"] == local_user["id"]
 
 
+def test_a_pending_link_mails_few_codes(client, idp_app, provider, add_connection, local_user, outbox):
+    connection = add_connection(idp_app, provider, linking="verify")
+    browser = Browser(client, idp_app)
+    link_id = _link_required(browser.sign_in(connection.id))["link_id"]
+    for _ in range(3):
+        assert browser.post("/link/code", {"link_id": link_id, "binding": browser.binding}).status_code == 202
+    assert_error(browser.post("/link/code", {"link_id": link_id, "binding": browser.binding}), 429,
+                 "RATE_LIMIT_EXCEEDED")
+    assert len(outbox) == 3
+
+
 def test_a_pending_link_belongs_to_its_browser_and_has_few_attempts(client, ctx, idp_app, provider,
                                                                     add_connection, local_user):
     connection = add_connection(idp_app, provider, linking="verify")
