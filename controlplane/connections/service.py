@@ -161,9 +161,9 @@ class UpstreamConnectionService:
 
     def test(self, app_id: str, connection_id: str) -> dict:
         """The "test connection" report: discovery and JWKS fetched now and checked, in
-        words (``discovery.test_connection``); it changes nothing."""
+        words (``discovery.connection_report``); it changes nothing."""
         connection = self.get(app_id, connection_id)
-        checks = discovery.test_connection(self.http, connection)
+        checks = discovery.connection_report(self.http, connection)
         return {"ok": all(check.ok for check in checks),
                 "checks": [{"name": c.name, "ok": c.ok, "message": c.message} for c in checks],
                 "checked_at": isoformat(self.clock())}
