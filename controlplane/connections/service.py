@@ -101,6 +101,10 @@ class UpstreamConnectionService:
                 endpoints=self._endpoints(type_, issuer, preset), created_at=now, updated_at=now,
             )
             self.store.insert(connection)
+            if self.store.count(app_id) > CONNECTIONS_MAX:
+                # Creates racing past the check above: each withdraws its own, so the cap holds.
+                self.store.delete(app_id, connection_id)
+                raise ConnectionLimitExceeded(CONNECTIONS_MAX)
         except Exception:
             self.store.release_domains(app_id, connection_id, claimed)
             raise

@@ -106,6 +106,17 @@ def test_the_number_of_connections_is_capped(client, connections_url, manager, c
     assert ctx.store["connections"].count_documents({}) == CONNECTIONS_MAX
 
 
+def test_racing_creates_cannot_pass_the_cap(client, connections_url, manager, ctx):
+    def post(i):
+        return client.simulate_post(connections_url, json={"preset": "github", "name": f"gh-{i}", "client_id": "c"},
+                                    headers=manager).status_code
+
+    assert set(in_parallel(CONNECTIONS_MAX - 2, post)) == {201}
+    statuses = in_parallel(10, lambda i: post(100 + i))
+    assert set(statuses) <= {201, 409} and statuses.count(201) <= 2
+    assert ctx.store["connections"].count_documents({}) <= CONNECTIONS_MAX
+
+
 def test_a_bad_update_changes_nothing(create, client, connections_url, manager):
     created = create().json["data"]
     url = f"{connections_url}/{created['id']}"
