@@ -8,7 +8,7 @@ document's ``issuer`` MUST be identical to the issuer it was fetched for, else t
 document is not used — a provider that answers for another issuer is refused here, at
 configuration, rather than at every sign-in.
 
-``test_connection`` runs the same fetches again, and those of the JWKS, and says in
+``connection_report`` runs the same fetches again, and those of the JWKS, and says in
 words what is wrong; it changes nothing.
 """
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Check:
     message: str
 
 
-def test_connection(http: ProviderHttp, connection: Connection) -> list[Check]:
+def connection_report(http: ProviderHttp, connection: Connection) -> list[Check]:
     """What is wrong with the connection's provider now, check by check, in words.
     An OAuth 2.0 connection (no discovery) has its fixed endpoints checked for an
     address the service may call."""

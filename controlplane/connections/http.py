@@ -21,6 +21,7 @@ import re
 from urllib.parse import quote_plus, urlsplit
 
 import requests
+import urllib3
 
 from controlplane.webhooks.delivery import _Deadline, _PinnedAdapter
 from controlplane.webhooks.errors import WebhookTargetForbidden
@@ -105,7 +106,6 @@ class ProviderHttp:
                     response = session.request(method, f"{target.scheme}://{address}:{target.port}{target.path}",
                                                headers=sent, data=data, timeout=(self.timeout, self.timeout),
                                                allow_redirects=False, stream=True, verify=self._verify)
-                    body = response.raw.read(READ_CAP + 1, decode_content=True)
                 except requests.Timeout:
                     raise ProviderError(self._too_slow(url)) from None
                 except requests.exceptions.SSLError as exc:
@@ -114,6 +114,12 @@ class ProviderHttp:
                     if deadline.expired:
                         raise ProviderError(self._too_slow(url)) from None
                     raise ProviderError(f"cannot connect to {url} ({type(exc).__name__})") from None
+                try:
+                    body = response.raw.read(READ_CAP + 1, decode_content=True)
+                except (urllib3.exceptions.HTTPError, OSError) as exc:
+                    if deadline.expired:
+                        raise ProviderError(self._too_slow(url)) from None
+                    raise ProviderError(f"the answer of {url} broke off ({type(exc).__name__})") from None
                 if deadline.expired:
                     raise ProviderError(self._too_slow(url))
         finally:

@@ -51,6 +51,7 @@ class Provider:
         }
         self.jwks = {"keys": [RSA_KEY]}
         self.status, self.headers, self.delay = 200, {}, 0.0
+        self.cut = False  # send half the body, then close: an answer that breaks off
         self.requests: list[str] = []
         self.token_answer: dict = {"access_token": "at", "token_type": "Bearer"}
         self.posts: list[dict] = []
@@ -81,6 +82,8 @@ class Provider:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                if provider.cut:
+                    body, self.close_connection = body[:len(body) // 2], True
                 try:
                     self.wfile.write(body)
                 except ConnectionError:

@@ -99,6 +99,12 @@ def test_a_json_array_is_an_answer_too(provider):
     assert caught.value.reason == f"{provider.issuer}/jwks did not answer a JSON object or array"
 
 
+def test_an_answer_that_breaks_off_is_named(create, provider):
+    provider.cut = True
+    assert provider_error(create()) == (f"the answer of {provider.issuer}/.well-known/openid-configuration broke off "
+                                        "(ProtocolError)")
+
+
 def test_a_closed_port_is_named():
     http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=1))
     with pytest.raises(ProviderError) as caught:

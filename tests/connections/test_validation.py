@@ -6,7 +6,8 @@ import pytest
 
 from controlplane.connections.schemas import EMAIL_DOMAINS_MAX, NAME_MAX, SCOPES_MAX
 from controlplane.connections.service import CONNECTIONS_MAX
-from tests.conftest import assert_error
+from controlplane.connections.store import STALE_CLAIM
+from tests.conftest import assert_error, in_parallel
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 
@@ -105,9 +106,60 @@ def test_the_number_of_connections_is_capped(client, connections_url, manager, c
     assert ctx.store["connections"].count_documents({}) == CONNECTIONS_MAX
 
 
+def test_racing_creates_cannot_pass_the_cap(client, connections_url, manager, ctx):
+    def post(i):
+        return client.simulate_post(connections_url, json={"preset": "github", "name": f"gh-{i}", "client_id": "c"},
+                                    headers=manager).status_code
+
+    assert set(in_parallel(CONNECTIONS_MAX - 2, post)) == {201}
+    statuses = in_parallel(10, lambda i: post(100 + i))
+    assert set(statuses) <= {201, 409} and statuses.count(201) <= 2
+    assert ctx.store["connections"].count_documents({}) <= CONNECTIONS_MAX
+
+
 def test_a_bad_update_changes_nothing(create, client, connections_url, manager):
     created = create().json["data"]
     url = f"{connections_url}/{created['id']}"
     for body in ({"linking": "trusted_email"}, {"type": "saml", "scopes": []}, {"tenant": TENANT}):
         assert_error(client.simulate_patch(url, json=body, headers=manager), 400)
     assert client.simulate_get(url, headers=manager).json["data"] == created
+
+
+def test_racing_writes_cannot_both_take_a_domain(client, connections_url, manager, ctx):
+    def post(i):
+        return client.simulate_post(connections_url, json={"preset": "github", "name": f"gh-{i}", "client_id": "c",
+                                                           "email_domains": [f"own{i}.com", "acme.com"]},
+                                    headers=manager).status_code
+
+    assert sorted(in_parallel(4, post)) == [201, 409, 409, 409]
+    winner = ctx.store["connections"].find_one({})
+    claims = {c["domain"]: c["connection_id"] for c in ctx.store["connection_email_domains"].find()}
+    assert claims == {"acme.com": winner["_id"], winner["email_domains"][0]: winner["_id"]}  # losers released theirs
+
+
+def test_claims_follow_the_connection(create, client, connections_url, manager, ctx):
+    claims = ctx.store["connection_email_domains"]
+    connection_id = create(email_domains=["a.com", "b.com"]).json["data"]["id"]
+    url = f"{connections_url}/{connection_id}"
+    client.simulate_patch(url, json={"email_domains": ["b.com", "c.com"]}, headers=manager)
+    assert sorted(c["domain"] for c in claims.find()) == ["b.com", "c.com"]
+    client.simulate_patch(url, json={"is_active": False}, headers=manager)
+    assert claims.count_documents({}) == 0
+    client.simulate_patch(url, json={"is_active": True}, headers=manager)
+    assert claims.count_documents({}) == 2
+    client.simulate_delete(url, headers=manager)
+    assert claims.count_documents({}) == 0
+
+
+def test_a_claim_left_by_a_failed_write_is_taken_over_once_stale(create, provider, ctx, clock, application):
+    provider.discovery["issuer"] = "https://elsewhere.example.com"
+    assert create(email_domains=["acme.com"]).status_code == 502
+    assert ctx.store["connection_email_domains"].count_documents({}) == 0  # released on failure
+    # A process that died between its claim and its write leaves one behind.
+    ctx.store["connection_email_domains"].insert_one({
+        "_id": f"{application['_id']}:acme.com", "app_id": application["_id"], "domain": "acme.com",
+        "connection_id": "0d5f7a0e-2f7e-4a5e-9f3c-1d2e3f4a5b6c", "claimed_at": clock()})
+    provider.discovery["issuer"] = provider.issuer
+    assert_error(create(email_domains=["acme.com"]), 409, "CONNECTION_EMAIL_DOMAIN_TAKEN")  # may be in flight
+    clock.advance(STALE_CLAIM.total_seconds() + 1)
+    assert create(email_domains=["acme.com"]).status_code == 201
