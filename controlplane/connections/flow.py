@@ -251,8 +251,7 @@ class ConnectionFlow:
         else:
             claims = self._user_api(connection, token_response["access_token"])
         return UpstreamIdentity(issuer=connection.endpoints.issuer, sub=claims["sub"], claims=claims,
-                                profile=mapping.profile_of(claims, connection.claim_mapping),
-                                tokens=token_response if connection.store_tokens else None)
+                                profile=mapping.profile_of(claims, connection.claim_mapping))
 
     def _with_userinfo(self, connection, claims: dict, access_token: str) -> dict:
         """The UserInfo claims (OIDC Core 5.3) when the ID Token lacks the email, as some
@@ -375,7 +374,7 @@ class ConnectionFlow:
             claims = fields.get("claims") or {}
             user = self.identities.apply_mapping(application, connection, user, UpstreamIdentity(
                 issuer=fields["issuer"], sub=fields["sub"], claims=claims,
-                profile=mapping.profile_of(claims, connection.claim_mapping), tokens=None))
+                profile=mapping.profile_of(claims, connection.claim_mapping)))
         return self._signed_in(application, connection.id, user, remember_me, device_info, return_to=None)
 
 

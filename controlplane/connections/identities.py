@@ -57,7 +57,6 @@ class UpstreamIdentity:
     sub: str
     claims: dict
     profile: mapping.Profile
-    tokens: dict | None   # the token endpoint's answer, when the connection stores tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +65,6 @@ class Resolution:
 
     user: dict | None = None
     identity: dict | None = None
-    created: bool = False
     pending: linking.PendingLink | None = None
 
 
@@ -182,7 +180,7 @@ class IdentityService:
             raise ConnectionEmailExists(details={"email": email}) from None
         identity = self.link(app, connection.id, user["_id"], self._identity_fields(upstream, stored_tokens))
         user = self.apply_mapping(app, connection, user, upstream, created=True)
-        return Resolution(user=user, identity=identity, created=True)
+        return Resolution(user=user, identity=identity)
 
     @staticmethod
     def _identity_fields(upstream: UpstreamIdentity, stored_tokens: dict | None) -> dict:

@@ -140,7 +140,7 @@ class LinkComplete(_SignIn):
                     "does: the token pair or the MFA challenge.",
         body=schemas.LINK_COMPLETE, response=schemas.SIGN_IN_RESULT,
         errors=[ValidationFailed, ConnectionStateInvalid, InvalidCredentials, AccountLocked, AccountSuspended,
-                ConnectionCallbackInvalid, LoginsLimited],
+                ConnectionCallbackInvalid, ConnectionNotFound, LoginsLimited],
     )}
 
     def on_post(self, req, resp, applicationId):
