@@ -92,6 +92,9 @@ class IdentityStore(AppCollection):
         """Remove the identity; the document removed (None when it was not there)."""
         return self._docs.find_one_and_delete({"_id": identity_id, "app_id": app_id, "user_id": user_id})
 
+    def delete_for_user(self, app_id: str, user_id: str) -> None:
+        self._docs.delete_many({"app_id": app_id, "user_id": user_id})
+
     def set_tokens(self, app_id: str, identity_id: str, tokens: dict | None, *, expected: str | None = None) -> bool:
         """Replace the stored tokens; with ``expected`` (the ciphertext read) only if no
         one replaced them since (one refresh wins)."""
@@ -278,6 +281,12 @@ class IdentityService:
             "kind": "upstream", "connection_id": removed["connection_id"], "identity_id": identity_id,
             "user_id": user_id, "reason": "unlinked",
         }, subject={"user_id": user_id})
+
+    def on_event(self, event) -> None:
+        """Listener of the change log: a deleted user's identities (and the upstream
+        tokens kept with them) go with it; the deletion's own event says it."""
+        if event.type == "user.deleted" and event.app_id and event.subject.get("user_id"):
+            self.identities.delete_for_user(event.app_id, event.subject["user_id"])
 
     def _require_user(self, app_id: str, user_id: str) -> dict:
         user = self.users.get(app_id, user_id) if is_uuid(user_id) else None

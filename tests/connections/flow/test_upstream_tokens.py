@@ -82,3 +82,14 @@ def test_a_failed_refresh_is_502_and_connection_failed(client, ctx, clock, idp_a
     assert "invalid_grant" in error["message"]
     [event] = events_of(ctx, "connection.failed", user_id)
     assert event["data"]["kind"] == "upstream" and event["data"]["identity_id"] == identity_id
+
+
+def test_a_deleted_users_identities_and_tokens_go_with_it(client, ctx, idp_app, provider, signed_in):
+    _, user_id, identity_id = signed_in
+    pair = Browser(client, idp_app).sign_in(signed_in[0].id).json["data"]
+    response = client.simulate_delete(f"/api/v1/applications/{idp_app['_id']}/users/{user_id}",
+                                      headers=bearer(pair["access_token"]))
+    assert response.status_code in (200, 204), response.text
+    assert ctx.store["identities"].count_documents({"_id": identity_id}) == 0
+    # The same upstream account is no longer linked to anyone.
+    assert ctx.store["identities"].count_documents({"app_id": idp_app["_id"]}) == 0
