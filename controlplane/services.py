@@ -25,6 +25,16 @@ from controlplane.audit.service import AuditLog
 from controlplane.audit.store import AuditStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService, export_cache_counts
+from controlplane.connections.flow import ConnectionFlow, client_auth
+from controlplane.connections.http import ProviderHttp
+from controlplane.connections.identities import IdentityService, IdentityStore
+from controlplane.connections.jwks import JwksCache
+from controlplane.connections.linking import PendingLinkStore
+from controlplane.connections.model import secret_box as connection_secret_box
+from controlplane.connections.service import UpstreamConnectionService
+from controlplane.connections.states import StateStore
+from controlplane.connections.store import ConnectionStore
+from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.accounts import AccountService
 from controlplane.dashboard.applications import OrganizationApplications
@@ -143,6 +153,16 @@ class OidcServices:
 
 
 @dataclass(frozen=True)
+class ConnectionSignInServices:
+    """Signing in through an application's connections: the relying-party flow, the
+    linked identities, and the upstream tokens kept for the application."""
+
+    flow: ConnectionFlow
+    identities: IdentityService
+    tokens: UpstreamTokens
+
+
+@dataclass(frozen=True)
 class UserServices:
     """An application's end users: registration, login, sessions, passwords, and what
     other areas may know of them (``directory``)."""
@@ -194,6 +214,8 @@ class Services:
     passkeys: PasskeyService
     oidc: OidcServices
     selfservice: SelfService
+    connections: UpstreamConnectionService
+    connection_sign_in: ConnectionSignInServices
 
 
 def build_services(config: Config, *, store: Store | None = None, clock=None, resolver=None) -> Services:
@@ -285,6 +307,10 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
+    # Every call to an upstream identity provider goes through the one ProviderHttp.
+    connection_box = connection_secret_box(config.secret_key)
+    provider_http = ProviderHttp(config, resolver=resolver or system_resolver)
+    connections = UpstreamConnectionService(ConnectionStore(store), connection_box, provider_http, audit, clock)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
     oidc_clients = ClientService(ClientStore(store), clock, target_policy, events)
     events.listen(oidc_clients.apply_event)  # the per-worker copies of clients
@@ -372,6 +398,23 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     selfservice = SelfService(user_directory, sessions, mfa, passkeys, events, clock, rate_limiter, registration, roles,
                               oidc_connections, audit, rate_limit_export=config.rate_limit_export)
 
+    # Sign-in through connections last: it creates users (registration), maps attributes
+    # and roles (ABAC, roles), and answers the second factor as the login does (passkeys).
+    identity_store, pending_links = IdentityStore(store), PendingLinkStore(store)
+    identities = IdentityService(identity_store, pending_links, user_directory,
+                                 create_user=registration.create_external, set_attribute=abac.set_attribute,
+                                 roles=roles, passkey_count=PasskeyStore(store).count_for_user, events=events,
+                                 clock=clock)
+    events.listen(identities.on_event)
+    upstream_tokens = UpstreamTokens(identity_store, connections, provider_http, client_auth, connection_box, events,
+                                     clock)
+    connection_sign_in = ConnectionSignInServices(
+        flow=ConnectionFlow(connections, StateStore(store), pending_links, provider_http,
+                            JwksCache(store, provider_http, clock), identities, upstream_tokens,
+                            second_factor=passkeys, passwords=passwords, mailer=mailer, audit=audit,
+                            box=connection_box, clock=clock),
+        identities=identities, tokens=upstream_tokens)
+
     return Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, audit=audit, tailer=tailer,
         keys=keys,
@@ -379,4 +422,5 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         mailer=mailer, hasher=hasher, pages=pages, password_guard=password_guard, authenticator=authenticator,
         startup=startup, applications=applications, api_keys=api_keys, dashboard=dashboard, roles=roles,
         authz=authz, abac=abac, internal=internal, webhooks=webhooks, users=users, mfa=mfa, oidc=oidc,
-        selfservice=selfservice, passkeys=passkeys)
+        selfservice=selfservice, passkeys=passkeys, connections=connections,
+        connection_sign_in=connection_sign_in)

@@ -66,6 +66,9 @@ RECORDED_ACTIONS = MappingProxyType({
     "webhook.deleted": "a webhook was deleted",
     "webhook.secret_rotated": "a webhook's signing secret was replaced",
     "webhook.redelivered": "a logged delivery's event was queued again as a new delivery",
+    "upstream_connection.created": "a connection to an upstream identity provider was created",
+    "upstream_connection.updated": "a connection to an upstream identity provider was changed",
+    "upstream_connection.deleted": "a connection to an upstream identity provider was deleted",
 })
 
 ACTIONS = MappingProxyType({**EVENT_TYPES, **RECORDED_ACTIONS})
