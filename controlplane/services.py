@@ -25,6 +25,9 @@ from controlplane.audit.service import AuditLog
 from controlplane.audit.store import AuditStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService, export_cache_counts
+from controlplane.connections.model import secret_box as connection_secret_box
+from controlplane.connections.service import UpstreamConnectionService
+from controlplane.connections.store import ConnectionStore
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.accounts import AccountService
 from controlplane.dashboard.applications import OrganizationApplications
@@ -191,6 +194,7 @@ class Services:
     passkeys: PasskeyService
     oidc: OidcServices
     selfservice: SelfService
+    connections: UpstreamConnectionService
 
 
 def build_services(config: Config, *, store: Store | None = None, clock=None, resolver=None) -> Services:
@@ -268,6 +272,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         change_feed=ChangeFeed(events, tailer, heartbeat=config.stream_heartbeat, registry=metrics.registry),
         stream_access=StreamAccess(authenticator, stream_leases, cap=config.max_streams_per_credential,
                                    permission=DECISION_PERMISSION, retry_after=max(10, 3 * config.stream_heartbeat)))
+
+    connections = UpstreamConnectionService(ConnectionStore(store), connection_secret_box(config.secret_key))
 
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
@@ -368,4 +374,4 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         mailer=mailer, hasher=hasher, pages=pages, password_guard=password_guard, authenticator=authenticator,
         startup=startup, applications=applications, api_keys=api_keys, dashboard=dashboard, roles=roles,
         authz=authz, abac=abac, internal=internal, webhooks=webhooks, users=users, mfa=mfa, oidc=oidc,
-        selfservice=selfservice, passkeys=passkeys)
+        selfservice=selfservice, passkeys=passkeys, connections=connections)

@@ -107,6 +107,10 @@ class RateLimited(DomainError, code="RATE_LIMIT_EXCEEDED", message="Too many req
         super().__init__(message=message, details={"retry_after": self.retry_after, **(details or {})})
 
 
+class BadGateway(DomainError, code="BAD_GATEWAY", message="An upstream service gave no usable answer."):
+    """A service iamgate calls on the request's behalf failed (an identity provider)."""
+
+
 class ServiceUnavailable(DomainError, code="SERVICE_UNAVAILABLE", message="The service is temporarily unavailable."):
     """Temporarily unable to answer; ``retry_after`` seconds, when known."""
 

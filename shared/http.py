@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shared.errors import (
+    BadGateway,
     BadRequest,
     Conflict,
     DomainError,
@@ -166,6 +167,7 @@ ERROR_STATUS = {
     UnsupportedMediaType: 415,
     Unprocessable: 422,
     RateLimited: 429,
+    BadGateway: 502,
     ServiceUnavailable: 503,
 }
 

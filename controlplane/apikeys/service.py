@@ -23,6 +23,7 @@ from shared.timeutil import Clock, aware, isoformat, seconds_of
 V1_PERMISSIONS = (
     "roles:read", "roles:manage", "authz:check", "webhooks:manage", "oidc:manage",
     "policies:read", "policies:manage", "users:read", "users:manage", "audit:read",
+    "connections:manage", "connections:tokens",
     # What a tenant's decision service needs: read grants, policies and API key digests
     # and follow the change stream (controlplane/internal), nothing else.
     "decision:sync",
