@@ -19,6 +19,10 @@ class UserDirectory:
         """The user's record, None when unknown."""
         return self.users.get(app_id, user_id)
 
+    def by_email(self, app_id: str, email: str) -> dict | None:
+        """The user's record of this (normalised) email, whatever its status; None when none."""
+        return self.users.by_email(app_id, email)
+
     def status(self, app_id: str, user_id: str) -> str | None:
         """active, suspended or deleted; None when unknown."""
         return self.users.status(app_id, user_id)

@@ -1,0 +1,119 @@
+"""ID Token validation by the relying party (OpenID Connect Core 1.0, 3.1.3.7).
+
+The steps of 3.1.3.7 this module follows, in its order:
+
+2. ``iss`` MUST exactly match the issuer pinned from discovery;
+3. ``aud`` MUST contain the ``client_id``; a token whose audiences include others is
+   accepted only with the ``azp`` check below;
+4./5. with several audiences ``azp`` MUST be present, and when present it MUST equal the
+   ``client_id``;
+6./7./8. the signature is checked with a key of the provider's pinned JWKS, by the
+   ``alg`` of the header, from an allow-list of asymmetric algorithms: ``none`` and the
+   HMAC family are refused (a client secret is not how we check upstream tokens, and an
+   RSA public key must never be taken for an HMAC secret);
+9. ``exp`` MUST be in the future (``leeway`` seconds of clock skew);
+10. ``iat`` is bounded: not in the future beyond the leeway, and not older than the
+    pending request it answers;
+11. ``nonce`` MUST equal the value sent in the authentication request.
+
+The JWKS is pinned; a ``kid`` it does not hold may mean the provider rotated its keys,
+so the set is fetched again ONCE (``refresh_keys``) and the token refused if the key is
+still missing.  Pure apart from that callback: ``now`` is passed in.
+"""
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+import jwt
+
+# Asymmetric JWS algorithms (RFC 7518 3.1, RFC 8037) and the JWK key type each needs.
+ALGORITHMS = {
+    "RS256": "RSA", "RS384": "RSA", "RS512": "RSA",
+    "PS256": "RSA", "PS384": "RSA", "PS512": "RSA",
+    "ES256": "EC", "ES384": "EC", "ES512": "EC",
+    "EdDSA": "OKP",
+}
+LEEWAY_SECONDS = 60
+
+
+class IdTokenRejected(Exception):
+    """The ID Token fails a check of OIDC Core 3.1.3.7; ``reason`` says which, in words."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def verify_id_token(token: str, *, keys: Mapping, refresh_keys: Callable[[], Mapping], issuer: str,
+                    client_id: str, nonce: str, now: datetime, max_age: int,
+                    leeway: int = LEEWAY_SECONDS) -> dict:
+    """The claims of ``token`` once every check of OIDC Core 3.1.3.7 passed; raises
+    ``IdTokenRejected`` otherwise.  ``keys`` is the pinned JWKS; ``max_age`` bounds how
+    old ``iat`` may be (the pending request's lifetime)."""
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError:
+        raise IdTokenRejected("the id_token is not a signed JWT") from None
+    alg = header.get("alg")
+    if alg not in ALGORITHMS:
+        raise IdTokenRejected(f"the id_token's algorithm {alg!r} is not accepted (asymmetric signatures only)")
+    jwk = _key_for(header.get("kid"), alg, keys)
+    if jwk is None:
+        jwk = _key_for(header.get("kid"), alg, refresh_keys())
+        if jwk is None:
+            raise IdTokenRejected(f"no key of the provider's JWKS matches the id_token's kid {header.get('kid')!r}")
+    try:
+        key = jwt.PyJWK(dict(jwk), algorithm=alg).key
+        claims = jwt.decode(token, key, algorithms=[alg], options={
+            "verify_aud": False, "verify_iss": False, "verify_exp": False, "verify_iat": False,
+            "verify_nbf": False})
+    except jwt.InvalidSignatureError:
+        raise IdTokenRejected("the id_token's signature does not verify with the provider's key") from None
+    except jwt.PyJWTError as exc:
+        raise IdTokenRejected(f"the id_token cannot be verified: {exc}") from None
+    check_claims(claims, issuer=issuer, client_id=client_id, nonce=nonce, now=now, max_age=max_age, leeway=leeway)
+    return claims
+
+
+def check_claims(claims: Mapping, *, issuer: str, client_id: str, nonce: str, now: datetime, max_age: int,
+                 leeway: int = LEEWAY_SECONDS) -> None:
+    """Steps 2 to 5 and 9 to 11 of OIDC Core 3.1.3.7 on verified claims."""
+    if claims.get("iss") != issuer:
+        raise IdTokenRejected(f"the id_token's issuer {claims.get('iss')!r} is not the connection's {issuer!r}")
+    audiences = claims.get("aud")
+    audiences = [audiences] if isinstance(audiences, str) else audiences
+    if not isinstance(audiences, list) or client_id not in audiences:
+        raise IdTokenRejected("the id_token is not meant for this client (aud does not contain the client_id)")
+    azp = claims.get("azp")
+    if len(audiences) > 1 and azp is None:
+        raise IdTokenRejected("the id_token has several audiences but no azp")
+    if azp is not None and azp != client_id:
+        raise IdTokenRejected("the id_token was issued to another party (azp is not the client_id)")
+    instant = now.timestamp()
+    exp, iat = claims.get("exp"), claims.get("iat")
+    if not _is_number(exp) or exp + leeway <= instant:
+        raise IdTokenRejected("the id_token has expired" if _is_number(exp) else "the id_token has no exp")
+    if not _is_number(iat):
+        raise IdTokenRejected("the id_token has no iat")
+    if iat > instant + leeway or iat < instant - max_age - leeway:
+        raise IdTokenRejected("the id_token's iat is outside the time of this sign-in")
+    if not isinstance(claims.get("sub"), str) or not claims["sub"]:
+        raise IdTokenRejected("the id_token has no sub")
+    if not isinstance(claims.get("nonce"), str) or not hmac.compare_digest(claims["nonce"], nonce):
+        raise IdTokenRejected("the id_token's nonce is not the one this sign-in sent")
+
+
+def _key_for(kid: str | None, alg: str, jwks: Mapping) -> Mapping | None:
+    """The signing key of ``jwks`` for ``kid`` and ``alg``: by kid when the token names
+    one, else the one key of the right type (OIDC Core 10.1 lets a single key go without)."""
+    candidates = [k for k in jwks.get("keys", []) if isinstance(k, Mapping) and k.get("kty") == ALGORITHMS[alg]
+                  and k.get("use", "sig") == "sig" and k.get("alg", alg) == alg]
+    if kid is not None:
+        return next((k for k in candidates if k.get("kid") == kid), None)
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,83 @@
+"""Claim mapping and role mapping: what an upstream identity's claims make of the local
+user (docs/connections.md, "Claim and role mapping").
+
+Pure: the claims of the ID Token (or of the userinfo / user API) go in, the profile and
+the role names come out.  A mapped claim may name a nested claim with dots
+(``address.country``); a claim that is absent maps to nothing, so an upstream that stops
+sending a claim never blanks the local field.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+_MISSING = object()
+# Bounds on what an upstream may write into a user: its claims are not ours to trust.
+MAX_TEXT = 255
+MAX_URL = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What the claims say about the person."""
+
+    email: str | None
+    email_verified: bool
+    name: str | None
+    picture: str | None
+    attributes: dict = field(default_factory=dict)
+
+
+def claim(claims: Mapping, path: str):
+    """The value of ``path`` (dotted for nested claims) in ``claims``, or None."""
+    node = claims
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def profile_of(claims: Mapping, mapping) -> Profile:
+    """The profile the connection's ``ClaimMapping`` reads from ``claims``.  Only the
+    JSON boolean ``true`` verifies an email (some providers send the string "true": it
+    is not taken, the email then stays unverified, which is the safe side)."""
+    email = _text(claim(claims, mapping.email), MAX_TEXT)
+    attributes = {}
+    for attribute, path in (mapping.attributes or {}).items():
+        value = claim(claims, path)
+        if isinstance(value, str | int | float | bool) or (isinstance(value, list) and all(
+                isinstance(item, str | int | float | bool) for item in value)):
+            attributes[attribute] = value
+    return Profile(
+        email=email.strip().lower() if email else None,
+        email_verified=claim(claims, mapping.email_verified) is True,
+        name=_text(claim(claims, mapping.name), MAX_TEXT),
+        picture=_url(claim(claims, mapping.picture)),
+        attributes=attributes,
+    )
+
+
+def roles_granted(claims: Mapping, rules) -> list[str]:
+    """The role names the ``RoleRule``s grant: a rule matches when its claim equals its
+    value, or is a list holding it (``groups``).  In rule order, without repeats."""
+    granted: list[str] = []
+    for rule in rules:
+        value = claim(claims, rule.claim)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(item, str | int) and str(item) == rule.value for item in values) \
+                and rule.role not in granted:
+            granted.append(rule.role)
+    return granted
+
+
+def _text(value, max_len: int) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value.strip()[:max_len]
+
+
+def _url(value) -> str | None:
+    if not isinstance(value, str) or len(value) > MAX_URL or not value.startswith("https://"):
+        return None
+    return value
