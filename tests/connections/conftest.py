@@ -9,7 +9,8 @@ import pytest
 
 from controlplane.connections.model import ClaimMapping, Connection, Endpoints
 from shared.ids import new_id
-from tests.connections.upstream import upstreams  # noqa: F401  (fixture)
+from tests.connections.upstream import add_connection, hosted_app, local_idp, upstreams  # noqa: F401  (fixtures)
+from tests.oidc.conftest import oidc_client  # noqa: F401  (fixture)
 
 
 @pytest.fixture

@@ -27,13 +27,15 @@ from urllib.parse import parse_qsl, urljoin, urlsplit
 import pytest
 import requests
 
+from controlplane.connections.model import Endpoints, secret_box
 from tests.e2e.processes import free_port
 from tests.npm import NODE_DIR, missing_node, node_package, unavailable
 
 SCRIPT = NODE_DIR / "upstream_provider.mjs"
 # The accounts every instance starts with; a test adds or changes its own.
+UPSTREAM_SECRET = "upstream-client-secret-0123456789"  # the connections' client secret at the provider
 ACCOUNTS = {
-    "verified": {"email": "ada@example.com", "email_verified": True, "name": "Ada Lovelace",
+    "verified": {"email": "ada@example.com", "email_verified": True, "xms_edov": True, "name": "Ada Lovelace",
                  "groups": ["engineering"], "department": "R&D"},
     "unverified": {"email": "ada@example.com", "email_verified": False, "name": "Not Ada"},
     "changer": {"email": "grace@example.com", "email_verified": True, "name": "Grace Hopper"},
@@ -96,6 +98,16 @@ class Upstreams:
                 upstream.process.wait(timeout=5)
 
 
+def endpoints_of(upstream: Upstream, fetched_at) -> Endpoints:
+    """The instance's endpoints as discovery gives them, as a connection pins them."""
+    doc = requests.get(f"{upstream.issuer}/.well-known/openid-configuration", timeout=5).json()
+    return Endpoints(issuer=doc["issuer"], authorization_endpoint=doc["authorization_endpoint"],
+                     token_endpoint=doc["token_endpoint"], userinfo_endpoint=doc.get("userinfo_endpoint"),
+                     jwks_uri=doc["jwks_uri"],
+                     iss_parameter_supported=bool(doc.get("authorization_response_iss_parameter_supported")),
+                     fetched_at=fetched_at)
+
+
 def _wait_for_discovery(upstream: Upstream, timeout: float = 20) -> None:
     url = f"{upstream.issuer}/.well-known/openid-configuration"
     deadline = time.monotonic() + timeout
@@ -156,3 +168,38 @@ def redirect_params(response: requests.Response) -> dict[str, str]:
     assert response.is_redirect, f"expected a redirect, got {response.status_code}:\n{response.text[:500]}"
     query = urlsplit(response.headers["Location"]).query
     return dict(parse_qsl(query))
+
+
+def callback_url(live_url, app) -> str:
+    return f"{live_url}/oidc/connections/{app['_id']}/callback"
+
+
+@pytest.fixture
+def hosted_app(ctx, application):
+    ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
+    return ctx.applications.get(application["_id"])
+
+
+@pytest.fixture
+def add_connection(ctx, config, make_connection):
+    """``add_connection(app, **fields)`` stores an active oidc connection (make_connection's
+    defaults) with the client secret encrypted as the store keeps it."""
+    def add(app, **fields):
+        sealed = secret_box(config.secret_key).encrypt(UPSTREAM_SECRET.encode())
+        connection = make_connection(app["_id"], client_secret_enc=sealed, **fields)
+        ctx.connections.store.insert(connection)
+        return connection
+    return add
+
+
+@pytest.fixture
+def local_idp(upstreams, live_url, hosted_app, add_connection, clock):
+    """An oidc-provider instance whose client is this application's connection "local"."""
+    def start(**fields):
+        upstream = upstreams.start(clients=[{"client_id": "iamgate", "client_secret": UPSTREAM_SECRET,
+                                             "redirect_uris": [callback_url(live_url, hosted_app)]}])
+        connection = add_connection(hosted_app, name="local", display_name="Local IdP", issuer=upstream.issuer,
+                                    client_id="iamgate", scopes=("openid", "email", "profile"),
+                                    endpoints=endpoints_of(upstream, clock()), **fields)
+        return upstream, connection
+    return start

@@ -16,7 +16,7 @@
 // required for every client, and every authorization response carries RFC 9207's `iss`
 // (the library always sends it and advertises
 // authorization_response_iss_parameter_supported).
-import { generateKeyPairSync } from "node:crypto";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import { readFileSync } from "node:fs";
 
 import Provider from "oidc-provider";
@@ -40,9 +40,12 @@ const provider = new Provider(issuer, {
   jwks: { keys: [signingKey] },
   pkce: { required: () => true },
   features: { devInteractions: { enabled: true }, userinfo: { enabled: true } },
+  // GitHub's scopes too, for the github preset's requests (unknown scopes would be dropped).
+  scopes: ["openid", "offline_access", "email", "profile", "read:user", "user:email"],
   claims: {
     openid: ["sub"],
-    email: ["email", "email_verified"],
+    // xms_edov: Entra's "email domain owner verified", which the entra preset reads as email_verified.
+    email: ["email", "email_verified", "xms_edov"],
     profile: ["name", "picture", "preferred_username", "groups", "department"],
   },
   // Like Google's, the id_token carries the scopes' claims (not only userinfo).
@@ -65,6 +68,11 @@ const provider = new Provider(issuer, {
 // The tests run over plain http on loopback; the library needs to know the scheme it is served on.
 provider.proxy = false;
 
+// GitHub's numeric user id, stable per login.
+function githubId(login) {
+  return Number.parseInt(createHash("sha256").update(login).digest("hex").slice(0, 8), 16);
+}
+
 if (settings.github) {
   // GitHub's user API as the github preset calls it: a bearer token from this provider's token endpoint.
   provider.use(async (ctx, next) => {
@@ -78,7 +86,7 @@ if (settings.github) {
       return undefined;
     }
     ctx.body = ctx.path === "/user"
-      ? { id: Number.parseInt(claims.github_id ?? "1", 10), login: found.accountId, name: claims.name ?? null,
+      ? { id: githubId(found.accountId), login: found.accountId, name: claims.name ?? null,
           email: claims.email ?? null, avatar_url: claims.picture ?? null }
       : [{ email: claims.email, verified: Boolean(claims.email_verified), primary: true, visibility: "private" }];
     return undefined;
