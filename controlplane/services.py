@@ -51,6 +51,7 @@ from controlplane.oidc.claims import OidcTokens
 from controlplane.oidc.clients import ClientService
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.hosted import HostedLogin
+from controlplane.oidc.upstream import HostedConnections
 from controlplane.oidc.introspection import Introspection
 from controlplane.oidc.logout import Logout
 from controlplane.oidc.revocation import Revocation
@@ -140,6 +141,7 @@ class OidcServices:
     introspection: Introspection
     logout: Logout
     hosted: HostedLogin
+    upstream: HostedConnections  # the hosted login's sign-in through a connection
 
 
 @dataclass(frozen=True)
@@ -355,14 +357,16 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                          email_verification=email_verification, registration=registration,
                          admin=UserAdminService(user_store, sessions, oidc_connections, events, clock), login=login)
 
+    hosted_login = HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
+                               applications=applications, login=login, mfa=mfa, authenticator=authenticator,
+                               sessions=sessions, users=user_directory, passwords=passwords,
+                               registration=registration, passkeys=passkeys, box=box, clock=clock)
     oidc = OidcServices(
         clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens, authorize=oidc_authorize,
         token=oidc_token, userinfo=oidc_userinfo, revocation=oidc_revocation, introspection=oidc_introspection,
         logout=oidc_logout,
-        hosted=HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
-                           applications=applications, login=login, mfa=mfa, authenticator=authenticator,
-                           sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
-                           passkeys=passkeys, box=box, clock=clock))
+        hosted=hosted_login,
+        upstream=HostedConnections(hosted_login, connections, connection_flow, sessions, public_url=config.public_url))
 
     selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
                               oidc_connections, audit, rate_limit_export=config.rate_limit_export)
