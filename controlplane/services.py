@@ -25,6 +25,7 @@ from controlplane.audit.service import AuditLog
 from controlplane.audit.store import AuditStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService, export_cache_counts
+from controlplane.connections.http import ProviderHttp
 from controlplane.connections.model import secret_box as connection_secret_box
 from controlplane.connections.service import UpstreamConnectionService
 from controlplane.connections.store import ConnectionStore
@@ -275,11 +276,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         stream_access=StreamAccess(authenticator, stream_leases, cap=config.max_streams_per_credential,
                                    permission=DECISION_PERMISSION, retry_after=max(10, 3 * config.stream_heartbeat)))
 
-    connections = UpstreamConnectionService(ConnectionStore(store), connection_secret_box(config.secret_key))
-
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
+    connections = UpstreamConnectionService(ConnectionStore(store), connection_secret_box(config.secret_key),
+                                            ProviderHttp(config, resolver=resolver or system_resolver), audit, clock)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
     oidc_clients = ClientService(ClientStore(store), clock, target_policy, events)
     events.listen(oidc_clients.apply_event)  # the per-worker copies of clients

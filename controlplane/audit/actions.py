@@ -63,6 +63,9 @@ RECORDED_ACTIONS = MappingProxyType({
     "webhook.updated": "a webhook was changed",
     "webhook.deleted": "a webhook was deleted",
     "webhook.secret_rotated": "a webhook's signing secret was replaced",
+    "upstream_connection.created": "a connection to an upstream identity provider was created",
+    "upstream_connection.updated": "a connection to an upstream identity provider was changed",
+    "upstream_connection.deleted": "a connection to an upstream identity provider was deleted",
 })
 
 ACTIONS = MappingProxyType({**EVENT_TYPES, **RECORDED_ACTIONS})

@@ -61,3 +61,20 @@ class IdentityTokensNotStored(NotFound, code="IDENTITY_TOKENS_NOT_STORED",
                              message="No upstream tokens are stored for this identity.",
                              detail_names=("identity_id",)):
     """The connection does not store tokens, or none were kept for the identity."""
+
+
+class ConnectionLimitExceeded(Conflict, code="CONNECTION_LIMIT_EXCEEDED",
+                              message="The application already has {limit} connections; delete one first.",
+                              detail_names=("limit",)):
+    """The application holds the most connections it may (``service.CONNECTIONS_MAX``)."""
+
+
+class ConnectionEmailDomainTaken(Conflict, code="CONNECTION_EMAIL_DOMAIN_TAKEN",
+                                 message="The email domain {domain} already belongs to the active connection "
+                                         "{connection!r}.", detail_names=("domain", "connection")):
+    """An email domain routes to one active connection per application."""
+
+
+class ConnectionChangedConcurrently(Conflict, message="The connection was changed concurrently; try again.",
+                                    detail_names=("connection_id",)):
+    """Another update won between this update's read and its write."""

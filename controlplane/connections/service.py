@@ -1,14 +1,53 @@
 """Connections of an application (docs/connections.md): reading them for the sign-in
-flow and the hosted pages, and managing them under V1/connections."""
+flow and the hosted pages, managing them under V1/connections, and the "test
+connection" report.
+
+An OpenID Connect connection's discovery document is fetched when it is created, and
+again when its issuer is set (even to the same value), and its endpoints are pinned in
+the document: a sign-in uses what was checked then, never a document fetched on the way.
+A provider that cannot be reached, or that names another issuer, fails the write with
+502 CONNECTION_PROVIDER_ERROR and nothing is stored.
+
+The client secret is encrypted with the area's ``SecretBox`` (purpose
+"iamgate-connections") and never answered; ``has_client_secret`` says whether one is set.
+
+Each change is an audit record ``upstream_connection.*`` (docs/audit.md) naming the
+fields changed, with their values except the client secret's.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 
-from controlplane.connections.errors import ConnectionNotFound
-from controlplane.connections.model import Connection
+from controlplane.audit.changes import changes as changed_fields
+from controlplane.audit.changes import created
+from controlplane.audit.context import actor, success
+from controlplane.audit.service import AuditLog
+from controlplane.connections import discovery
+from controlplane.connections.errors import (
+    ConnectionChangedConcurrently,
+    ConnectionEmailDomainTaken,
+    ConnectionLimitExceeded,
+    ConnectionNotFound,
+    ConnectionProviderError,
+)
+from controlplane.connections.http import ProviderError, ProviderHttp, refusal
+from controlplane.connections.model import ClaimMapping, Connection, Endpoints, RoleRule
+from controlplane.connections.presets import PRESETS, Preset
 from controlplane.connections.store import ConnectionStore
+from controlplane.webhooks.errors import WebhookTargetForbidden
 from shared.crypto import SecretBox
-from shared.ids import is_uuid
+from shared.errors import ValidationFailed
+from shared.ids import is_uuid, new_id
+from shared.timeutil import Clock, isoformat
+
+CONNECTIONS_MAX = 20  # per application: each is a button on the sign-in page
+DEFAULT_SCOPES = ("openid", "email", "profile")
+_AUDITED = ("type", "preset", "name", "display_name", "issuer", "client_id", "client_secret", "scopes",
+            "claim_mapping", "role_mapping", "linking", "trusted", "jit", "auto_update", "store_tokens",
+            "email_domains", "is_active")
+_HIDDEN = ("client_secret",)
+_SETTINGS = ("linking", "trusted", "jit", "auto_update", "store_tokens", "is_active")
 
 
 @dataclass(eq=False)
@@ -18,6 +57,9 @@ class UpstreamConnectionService:
 
     store: ConnectionStore
     box: SecretBox  # purpose "iamgate-connections" (model.secret_box)
+    http: ProviderHttp
+    audit: AuditLog
+    clock: Clock
 
     def get(self, app_id: str, connection_id: str) -> Connection:
         """The application's connection; 404 CONNECTION_NOT_FOUND for any other id."""
@@ -28,3 +70,194 @@ class UpstreamConnectionService:
 
     def list(self, app_id: str, *, active_only: bool = False) -> list[Connection]:
         return self.store.list(app_id, active_only=active_only)
+
+    def create(self, app_id: str, values: dict) -> Connection:
+        """A new connection from cleaned ``schemas.CREATE_CONNECTION`` values."""
+        preset = PRESETS.get(values.get("preset"))
+        type_ = self._type(values.get("type"), preset)
+        issuer = self._issuer(preset, values)
+        name = values.get("name") or (preset.name if preset else None)
+        if name is None:
+            raise ValidationFailed({"name": "is required without a preset"})
+        linking, trusted = values.get("linking", "none"), values.get("trusted", False)
+        _check_linking(linking, trusted)
+        if self.store.count(app_id) >= CONNECTIONS_MAX:
+            raise ConnectionLimitExceeded(CONNECTIONS_MAX)
+        email_domains, is_active = tuple(values.get("email_domains") or ()), values.get("is_active", True)
+        self._check_domains(app_id, email_domains if is_active else (), None)
+        now = self.clock()
+        connection = Connection(
+            id=new_id(), application_id=app_id, type=type_, preset=preset.name if preset else None, name=name,
+            display_name=values.get("display_name") or (preset.display_name if preset else name),
+            issuer=issuer, client_id=values["client_id"],
+            client_secret_enc=self._encrypt(values.get("client_secret")),
+            scopes=_scopes(type_, values.get("scopes") or (preset.scopes if preset else DEFAULT_SCOPES)),
+            claim_mapping=_mapping(preset.claim_mapping if preset else ClaimMapping(), values.get("claim_mapping")),
+            role_mapping=_rules(values.get("role_mapping") or ()), linking=linking, trusted=trusted,
+            jit=values.get("jit", True), auto_update=values.get("auto_update", False),
+            store_tokens=values.get("store_tokens", False), email_domains=email_domains, is_active=is_active,
+            endpoints=self._endpoints(type_, issuer, preset), created_at=now, updated_at=now,
+        )
+        self.store.insert(connection)
+        self._record("upstream_connection.created", connection,
+                     created(_audit_view(connection), _AUDITED, hidden=_HIDDEN))
+        return connection
+
+    def update(self, app_id: str, connection_id: str, values: dict) -> Connection:
+        """PATCH: the fields sent (cleaned ``schemas.UPDATE_CONNECTION``) replace theirs;
+        setting the issuer (or an entra tenant) pins discovery anew."""
+        current = self.get(app_id, connection_id)
+        preset = PRESETS.get(current.preset)
+        changes: dict = {name: values[name] for name in ("name", "display_name", "client_id", *_SETTINGS)
+                         if name in values}
+        if "issuer" in values or "tenant" in values:
+            changes["issuer"] = self._issuer(preset, values)
+        if "client_secret" in values:
+            changes["client_secret_enc"] = self._encrypt(values["client_secret"])
+        if "scopes" in values:
+            changes["scopes"] = _scopes(current.type, values["scopes"])
+        if "claim_mapping" in values:
+            changes["claim_mapping"] = _mapping(current.claim_mapping, values["claim_mapping"])
+        if "role_mapping" in values:
+            changes["role_mapping"] = _rules(values["role_mapping"])
+        if "email_domains" in values:
+            changes["email_domains"] = tuple(values["email_domains"])
+        if not changes:
+            return current
+        # Later than the stored updated_at, always: the store's compare-and-set compares it.
+        updated_at = max(self.clock(), current.updated_at + timedelta(milliseconds=1))
+        updated = replace(current, **changes, updated_at=updated_at)
+        _check_linking(updated.linking, updated.trusted)
+        self._check_domains(app_id, updated.email_domains if updated.is_active else (), updated.id)
+        if "issuer" in changes:
+            updated = replace(updated, endpoints=self._endpoints(updated.type, updated.issuer, preset))
+        if not self.store.replace(updated, expected_updated_at=current.updated_at):
+            if self.store.get(app_id, current.id) is None:
+                raise ConnectionNotFound(connection_id)
+            raise ConnectionChangedConcurrently(current.id)
+        self._record("upstream_connection.updated", updated,
+                     changed_fields(_audit_view(current), _audit_view(updated), _AUDITED, hidden=_HIDDEN))
+        return updated
+
+    def delete(self, app_id: str, connection_id: str) -> None:
+        connection = self.get(app_id, connection_id)
+        if not self.store.delete(app_id, connection.id):
+            raise ConnectionNotFound(connection_id)
+        self._record("upstream_connection.deleted", connection, {})
+
+    def test(self, app_id: str, connection_id: str) -> dict:
+        """The "test connection" report: discovery and JWKS fetched now and checked, in
+        words (``discovery.test_connection``); it changes nothing."""
+        connection = self.get(app_id, connection_id)
+        checks = discovery.test_connection(self.http, connection)
+        return {"ok": all(check.ok for check in checks),
+                "checks": [{"name": c.name, "ok": c.ok, "message": c.message} for c in checks],
+                "checked_at": isoformat(self.clock())}
+
+    # --- rules
+
+    @staticmethod
+    def _type(requested: str | None, preset: Preset | None) -> str:
+        if preset is not None:
+            if requested is not None and requested != preset.type:
+                raise ValidationFailed({"type": f"preset {preset.name} is of type {preset.type}"})
+            return preset.type
+        if requested == "oauth2":
+            raise ValidationFailed({"type": "oauth2 (without OpenID Connect) is only available through the github "
+                                            "preset; other providers use oidc"})
+        return requested or "oidc"
+
+    def _issuer(self, preset: Preset | None, values: dict) -> str:
+        if preset is not None:
+            issuer = preset.issuer_for(issuer=values.get("issuer"), tenant=values.get("tenant"))
+            if issuer == preset.issuer or preset.needs_tenant:
+                return issuer  # the preset's own, public
+        else:
+            if "tenant" in values:
+                raise ValidationFailed({"tenant": "is only for preset entra"})
+            issuer = values.get("issuer")
+            if issuer is None:
+                raise ValidationFailed({"issuer": "is required without a preset"})
+        try:
+            self.http.check_url(issuer)
+        except (ValidationFailed, WebhookTargetForbidden) as exc:
+            raise ValidationFailed({"issuer": refusal(issuer, exc)}) from None
+        return issuer
+
+    def _endpoints(self, type_: str, issuer: str, preset: Preset | None) -> Endpoints:
+        """Pinned from discovery now (oidc), or the preset's fixed ones (oauth2)."""
+        if type_ == "oauth2":
+            return preset.endpoints
+        try:
+            return discovery.fetch_endpoints(self.http, issuer, now=self.clock())
+        except ProviderError as exc:
+            raise ConnectionProviderError(exc.reason) from None
+
+    def _check_domains(self, app_id: str, domains, connection_id: str | None) -> None:
+        """409 CONNECTION_EMAIL_DOMAIN_TAKEN when another active connection claims one of
+        ``domains`` (those of an active connection: an inactive one routes nothing)."""
+        for domain in domains:
+            owner = self.store.for_email_domain(app_id, domain)
+            if owner is not None and owner.id != connection_id:
+                raise ConnectionEmailDomainTaken(domain, owner.name)
+
+    def _encrypt(self, secret: str | None) -> str | None:
+        return self.box.encrypt(secret) if secret else None
+
+    def _record(self, action: str, connection: Connection, data: dict) -> None:
+        self.audit.record(action, result=success(), target=actor("upstream_connection", connection.id, connection.name),
+                          application_id=connection.application_id, data=data)
+
+
+def _check_linking(linking: str, trusted: bool) -> None:
+    if linking == "trusted_email" and not trusted:
+        raise ValidationFailed({"linking": "trusted_email links accounts by email automatically, so it needs "
+                                           "trusted: true (docs/connections.md, linking modes)"})
+
+
+def _scopes(type_: str, scopes) -> tuple[str, ...]:
+    """An OpenID Connect request without ``openid`` is plain OAuth 2.0 (OIDC Core 3.1.2.1):
+    the scope is added first when missing."""
+    scopes = tuple(dict.fromkeys(scopes))
+    if type_ == "oidc" and "openid" not in scopes:
+        scopes = ("openid", *scopes)
+    return scopes
+
+
+def _mapping(base: ClaimMapping, given: dict | None) -> ClaimMapping:
+    if not given:
+        return base
+    fields = {**base.to_document(), **given}
+    return ClaimMapping.from_document(fields)
+
+
+def _rules(rules) -> tuple[RoleRule, ...]:
+    return tuple(RoleRule.from_document(rule) for rule in rules)
+
+
+def serialize(connection: Connection) -> dict:
+    """A connection as V1/connections answers it: never the client secret."""
+    endpoints = connection.endpoints
+    return {
+        "id": connection.id, "type": connection.type, "preset": connection.preset, "name": connection.name,
+        "display_name": connection.display_name, "issuer": connection.issuer, "client_id": connection.client_id,
+        "has_client_secret": connection.client_secret_enc is not None, "scopes": list(connection.scopes),
+        "claim_mapping": connection.claim_mapping.to_document(),
+        "role_mapping": [rule.to_document() for rule in connection.role_mapping],
+        **{name: getattr(connection, name) for name in _SETTINGS},
+        "email_domains": list(connection.email_domains),
+        "endpoints": {"authorization_endpoint": endpoints.authorization_endpoint,
+                      "token_endpoint": endpoints.token_endpoint, "userinfo_endpoint": endpoints.userinfo_endpoint,
+                      "jwks_uri": endpoints.jwks_uri, "iss_parameter_supported": endpoints.iss_parameter_supported,
+                      "fetched_at": isoformat(endpoints.fetched_at)},
+        "created_at": isoformat(connection.created_at), "updated_at": isoformat(connection.updated_at),
+    }
+
+
+def _audit_view(connection: Connection) -> dict:
+    """What audit records compare: the answer, and the secret's ciphertext (named when
+    it changes, never shown)."""
+    view = serialize(connection)
+    if connection.client_secret_enc is not None:
+        view["client_secret"] = connection.client_secret_enc
+    return view

@@ -502,6 +502,24 @@ def _webhooks(env):
     return Expect(response, ("api_key", env.key_id()), ("webhook", webhook_id), data=data)
 
 
+# ---------------------------------------------------------------- connections (upstream identity providers)
+
+@scenario("upstream_connection.created", "upstream_connection.updated", "upstream_connection.deleted")
+def _upstream_connections(env):
+    # The github preset has fixed endpoints: no provider is called.
+    response = ok(env.v1("POST", "/connections", json={"preset": "github", "client_id": "c", "client_secret": "s"}))
+    connection_id = response.json["data"]["id"]
+    data = {"fields": ["type", "preset", "name", "display_name", "issuer", "client_id", "client_secret", "scopes",
+                       "claim_mapping", "role_mapping", "linking", "trusted", "jit", "auto_update", "store_tokens",
+                       "email_domains", "is_active"]}
+    if env.action == "upstream_connection.updated":
+        response = ok(env.v1("PATCH", f"/connections/{connection_id}", json={"client_secret": "t", "jit": False}))
+        data = {"fields": ["client_secret", "jit"], "before": {"jit": True}, "after": {"jit": False}}
+    if env.action == "upstream_connection.deleted":
+        response, data = ok(env.v1("DELETE", f"/connections/{connection_id}"), 204), {}
+    return Expect(response, ("api_key", env.key_id()), ("upstream_connection", connection_id), data=data)
+
+
 # ---------------------------------------------------------------- the dashboard
 
 @scenario("application.created")

@@ -1,0 +1,93 @@
+"""HTTP resources of connections (V1/connections, docs/connections.md).  Every method
+needs connections:manage, for end-user tokens (their roles) and API keys (their
+permissions) alike."""
+from __future__ import annotations
+
+from controlplane.auth import permission
+from controlplane.connections import schemas
+from controlplane.connections.errors import (
+    ConnectionChangedConcurrently,
+    ConnectionEmailDomainTaken,
+    ConnectionLimitExceeded,
+    ConnectionNameTaken,
+    ConnectionNotFound,
+    ConnectionProviderError,
+)
+from controlplane.connections.service import UpstreamConnectionService, serialize
+from controlplane.openapi import op
+from controlplane.resource import Resource
+from shared.errors import PermissionMissing, ValidationFailed
+from shared.http import respond
+
+MANAGE = permission("connections:manage")
+
+_ITEM_ERRORS = [PermissionMissing, ConnectionNotFound]
+_WRITE_ERRORS = [ValidationFailed, PermissionMissing, ConnectionNameTaken, ConnectionEmailDomainTaken,
+                 ConnectionProviderError]
+
+
+class ConnectionCollection(Resource):
+    every_method = MANAGE
+    docs = {
+        "GET": op("List the application's connections (upstream identity providers)",
+                  response=schemas.CONNECTION_LIST, errors=[PermissionMissing]),
+        "POST": op("Create a connection", body=schemas.CREATE_CONNECTION, ok=201, response=schemas.CONNECTION,
+                   description="A preset fills the issuer, scopes and claim mapping. An oidc connection's "
+                               "discovery document is fetched now and its endpoints pinned; a provider that "
+                               "cannot be reached or names another issuer is 502 CONNECTION_PROVIDER_ERROR and "
+                               "nothing is stored. The client secret is never returned.",
+                   errors=[*_WRITE_ERRORS, ConnectionLimitExceeded]),
+    }
+
+    def __init__(self, connections: UpstreamConnectionService):
+        self.connections = connections
+
+    def on_get(self, req, resp, applicationId):
+        respond(resp, [serialize(c) for c in self.connections.list(applicationId)])
+
+    def on_post(self, req, resp, applicationId):
+        respond(resp, serialize(self.connections.create(applicationId, self.body(req))), status=201)
+
+
+class ConnectionItem(Resource):
+    every_method = MANAGE
+    docs = {
+        "GET": op("Get a connection (without its client secret)", response=schemas.CONNECTION, errors=_ITEM_ERRORS),
+        "PATCH": op("Update a connection", body=schemas.UPDATE_CONNECTION, response=schemas.CONNECTION,
+                    description="Setting the issuer (even to its current value) fetches discovery again and "
+                                "pins the endpoints anew.",
+                    errors=[*_WRITE_ERRORS, ConnectionNotFound, ConnectionChangedConcurrently]),
+        "DELETE": op("Delete a connection", ok=204, errors=_ITEM_ERRORS),
+    }
+
+    def __init__(self, connections: UpstreamConnectionService):
+        self.connections = connections
+
+    def on_get(self, req, resp, applicationId, connectionId):
+        respond(resp, serialize(self.connections.get(applicationId, connectionId)))
+
+    def on_patch(self, req, resp, applicationId, connectionId):
+        values = self.body(req, partial=True)
+        respond(resp, serialize(self.connections.update(applicationId, connectionId, values)))
+
+    def on_delete(self, req, resp, applicationId, connectionId):
+        self.connections.delete(applicationId, connectionId)
+        resp.status = 204
+
+
+class ConnectionTest(Resource):
+    every_method = MANAGE
+    docs = {
+        "POST": op("Test a connection: fetch discovery and the JWKS now and report what is wrong",
+                   response=schemas.TEST_REPORT,
+                   description="200 whatever the checks find: each check says, in words, what was found "
+                               "(an issuer that differs, no RS256 signing key, a timeout, a refused address...). "
+                               "Nothing is changed; set the issuer again to pin changed endpoints.",
+                   errors=_ITEM_ERRORS),
+    }
+
+    def __init__(self, connections: UpstreamConnectionService):
+        self.connections = connections
+
+    def on_post(self, req, resp, applicationId, connectionId):
+        respond(resp, self.connections.test(applicationId, connectionId), cacheable=False)
