@@ -20,6 +20,7 @@ from controlplane.auth import AuthMiddleware
 from controlplane.authz import resources as authz_resources
 from controlplane.authz import routes as authz_routes
 from controlplane.connections import routes as connections_routes
+from controlplane.connections.signin import routes as connection_sign_in_routes
 from controlplane.console import routes as console_routes
 from controlplane.dashboard import routes as dashboard_routes
 from controlplane.hotpath import HotCheck
@@ -56,7 +57,7 @@ log = logging.getLogger("iamgate.controlplane")
 # Each area's ``add_routes(routes, services)``; the order is that of the OpenAPI document.
 AREAS = (ops_routes, dashboard_routes, users_routes, mfa_routes, passkeys_routes, selfservice_routes, roles_routes,
          authz_routes, abac_routes, webhooks_routes, connections_routes, audit_routes, internal_routes, oidc_routes,
-         console_routes)
+         connection_sign_in_routes, console_routes)
 
 
 class RevisionMiddleware:

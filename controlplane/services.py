@@ -25,10 +25,16 @@ from controlplane.audit.service import AuditLog
 from controlplane.audit.store import AuditStore
 from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService, export_cache_counts
+from controlplane.connections.flow import ConnectionFlow, client_auth
 from controlplane.connections.http import ProviderHttp
+from controlplane.connections.identities import IdentityService, IdentityStore
+from controlplane.connections.jwks import JwksCache
+from controlplane.connections.linking import PendingLinkStore
 from controlplane.connections.model import secret_box as connection_secret_box
 from controlplane.connections.service import UpstreamConnectionService
+from controlplane.connections.states import StateStore
 from controlplane.connections.store import ConnectionStore
+from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.dashboard.access import DashboardAccess
 from controlplane.dashboard.accounts import AccountService
 from controlplane.dashboard.applications import OrganizationApplications
@@ -52,7 +58,6 @@ from controlplane.oidc.claims import OidcTokens
 from controlplane.oidc.clients import ClientService
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.hosted import HostedLogin
-from controlplane.oidc.upstream import HostedConnections
 from controlplane.oidc.introspection import Introspection
 from controlplane.oidc.logout import Logout
 from controlplane.oidc.revocation import Revocation
@@ -65,6 +70,7 @@ from controlplane.oidc.store import (
     PendingRequestStore,
 )
 from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant, TokenEndpoint
+from controlplane.oidc.upstream import HostedConnections
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.pages import Pages
 from controlplane.passkeys.ceremony import RelyingParty
@@ -146,6 +152,16 @@ class OidcServices:
 
 
 @dataclass(frozen=True)
+class ConnectionSignInServices:
+    """Signing in through an application's connections: the relying-party flow, the
+    linked identities, and the upstream tokens kept for the application."""
+
+    flow: ConnectionFlow
+    identities: IdentityService
+    tokens: UpstreamTokens
+
+
+@dataclass(frozen=True)
 class UserServices:
     """An application's end users: registration, login, sessions, passwords, and what
     other areas may know of them (``directory``)."""
@@ -198,6 +214,7 @@ class Services:
     oidc: OidcServices
     selfservice: SelfService
     connections: UpstreamConnectionService
+    connection_sign_in: ConnectionSignInServices
 
 
 def build_services(config: Config, *, store: Store | None = None, clock=None, resolver=None) -> Services:
@@ -276,10 +293,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         stream_access=StreamAccess(authenticator, stream_leases, cap=config.max_streams_per_credential,
                                    permission=DECISION_PERMISSION, retry_after=max(10, 3 * config.stream_heartbeat)))
 
+    connection_box = connection_secret_box(config.secret_key)
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
-    connections = UpstreamConnectionService(ConnectionStore(store), connection_secret_box(config.secret_key),
+    connections = UpstreamConnectionService(ConnectionStore(store), connection_box,
                                             ProviderHttp(config, resolver=resolver or system_resolver), audit, clock)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
     oidc_clients = ClientService(ClientStore(store), clock, target_policy, events)
@@ -362,15 +380,31 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                applications=applications, login=login, mfa=mfa, authenticator=authenticator,
                                sessions=sessions, users=user_directory, passwords=passwords,
                                registration=registration, passkeys=passkeys, box=box, clock=clock)
+    selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
+                              oidc_connections, audit, rate_limit_export=config.rate_limit_export)
+
+    # Sign-in through connections last: it creates users (registration), maps attributes
+    # and roles (ABAC, roles), and answers the second factor as the login does (passkeys).
+    provider_http = ProviderHttp(config, resolver=resolver or system_resolver)
+    identity_store, pending_links = IdentityStore(store), PendingLinkStore(store)
+    identities = IdentityService(identity_store, pending_links, user_directory,
+                                 create_user=registration.create_external, set_attribute=abac.set_attribute,
+                                 roles=roles, passkey_count=PasskeyStore(store).count_for_user, events=events,
+                                 clock=clock)
+    upstream_tokens = UpstreamTokens(identity_store, connections, provider_http, client_auth, connection_box, events,
+                                     clock)
+    connection_sign_in = ConnectionSignInServices(
+        flow=ConnectionFlow(connections, StateStore(store), pending_links, provider_http,
+                            JwksCache(store, provider_http, clock), identities, upstream_tokens,
+                            second_factor=passkeys, passwords=passwords, mailer=mailer, audit=audit,
+                            box=connection_box, clock=clock),
+        identities=identities, tokens=upstream_tokens)
     oidc = OidcServices(
         clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens, authorize=oidc_authorize,
         token=oidc_token, userinfo=oidc_userinfo, revocation=oidc_revocation, introspection=oidc_introspection,
-        logout=oidc_logout,
-        hosted=hosted_login,
-        upstream=HostedConnections(hosted_login, connections, connection_flow, sessions, public_url=config.public_url))
-
-    selfservice = SelfService(user_directory, sessions, mfa, events, clock, rate_limiter, registration, roles,
-                              oidc_connections, audit, rate_limit_export=config.rate_limit_export)
+        logout=oidc_logout, hosted=hosted_login,
+        upstream=HostedConnections(hosted_login, connections, connection_sign_in.flow, sessions,
+                                   public_url=config.public_url))
 
     return Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, audit=audit, tailer=tailer,
@@ -379,4 +413,5 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         mailer=mailer, hasher=hasher, pages=pages, password_guard=password_guard, authenticator=authenticator,
         startup=startup, applications=applications, api_keys=api_keys, dashboard=dashboard, roles=roles,
         authz=authz, abac=abac, internal=internal, webhooks=webhooks, users=users, mfa=mfa, oidc=oidc,
-        selfservice=selfservice, passkeys=passkeys, connections=connections)
+        selfservice=selfservice, passkeys=passkeys, connections=connections,
+        connection_sign_in=connection_sign_in)

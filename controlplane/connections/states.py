@@ -43,8 +43,8 @@ class PendingState:
 
 @dataclass(frozen=True, slots=True)
 class TakenState:
-    """A state document taken back by its callback, or why it cannot be used
-    (``problem``: "unknown", "expired", "binding")."""
+    """A state document taken back by its callback (None when unknown) and, when it
+    cannot be used, why (``problem``: "unknown", "expired", "binding")."""
 
     doc: dict | None
     problem: str | None = None
@@ -73,7 +73,7 @@ class StateStore(Collection):
         if doc is None:
             return TakenState(None, "unknown")
         if aware(doc["expires_at"]) <= now:
-            return TakenState(None, "expired")
+            return TakenState(doc, "expired")
         if not hmac.compare_digest(doc["binding_hash"], digest(binding)):
-            return TakenState(None, "binding")
+            return TakenState(doc, "binding")
         return TakenState(doc)

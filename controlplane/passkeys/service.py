@@ -222,10 +222,23 @@ class PasskeyService:
         the application uses them.  403 PASSKEY_REQUIRED when the application refuses
         passwords of users who can sign in with a passkey alone."""
         mode = app.get("passkeys", OFF)
-        passkeys = (self.passkeys.for_user(app["_id"], user["_id"])
-                    if mode != OFF and self.relying_party is not None else [])
+        passkeys = self._passkeys_offered(app, user)
         if mode == PASSWORDLESS and not app.get("passkeys_allow_password", True) and any(map(signs_in_alone, passkeys)):
             raise PasswordSignInDisabled()
+        return self._challenge(app, user, passkeys, remember_me=remember_me, device_info=device_info)
+
+    def sign_in_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict | None:
+        """The second factor of a sign-in that used no password (an upstream identity
+        provider): the login's MFA challenge, the same methods offered."""
+        passkeys = self._passkeys_offered(app, user)
+        return self._challenge(app, user, passkeys, remember_me=remember_me, device_info=device_info)
+
+    def _passkeys_offered(self, app: dict, user: dict) -> list:
+        if app.get("passkeys", OFF) == OFF or self.relying_party is None:
+            return []
+        return self.passkeys.for_user(app["_id"], user["_id"])
+
+    def _challenge(self, app: dict, user: dict, passkeys: list, *, remember_me: bool, device_info: dict):
         return self.mfa.login_challenge(app, user, remember_me=remember_me, device_info=device_info,
                                         other_methods=(WEBAUTHN,) if passkeys else ())
 

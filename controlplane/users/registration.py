@@ -61,20 +61,39 @@ class RegistrationService:
 
         409 AUTH_EMAIL_ALREADY_REGISTERED for a taken email (a soft-deleted user keeps its
         email), 422 VALIDATION_PASSWORD_TOO_WEAK, 403 tier_limit_exceeded."""
-        app_id = app["_id"]
         require_strong(password, email=email)
-        if self.users.by_email(app_id, email) is not None:
+        if self.users.by_email(app["_id"], email) is not None:
             raise EmailAlreadyRegistered(email)
-        now = self.clock()
+        user = self._create(app, email=email, name=name, metadata=metadata, email_verified=False, avatar_url=None,
+                            password=password)
+        self.verification.send(app, user)
+        self._emit_created(app["_id"], user)
+        return user
+
+    def create_external(self, app: dict, *, email: str, name: str, email_verified: bool,
+                        avatar_url: str | None) -> dict:
+        """A user signed in by an upstream identity provider for the first time (JIT):
+        no password, counted against the tier limit like a registration, user.created.
+        ``email_verified`` is the caller's judgement of the upstream's word.  409
+        AUTH_EMAIL_ALREADY_REGISTERED, 403 tier_limit_exceeded."""
+        user = self._create(app, email=email, name=name, metadata=None, email_verified=email_verified,
+                            avatar_url=avatar_url, password=None)
+        self._emit_created(app["_id"], user)
+        return user
+
+    def _create(self, app: dict, *, email: str, name: str, metadata, email_verified: bool, avatar_url,
+                password: str | None) -> dict:
+        app_id, now = app["_id"], self.clock()
         user = {
             "_id": new_id(), "app_id": app_id, "email": email, "name": name, "password_hash": None,
-            "email_verified": False, "metadata": metadata, "avatar_url": None, "status": "active",
+            "email_verified": email_verified, "metadata": metadata, "avatar_url": avatar_url, "status": "active",
             "created_at": now, "updated_at": now, "deleted_at": None, "suspended_at": None, "last_login_at": None,
         }
         # The tier slot first: a full application costs no bcrypt work.
         self._reserve_slot(app_id, user["_id"], now)
         try:
-            user["password_hash"] = self.hasher.hash(password)
+            if password is not None:
+                user["password_hash"] = self.hasher.hash(password)
             self.users.insert(user)
         except DuplicateKeyError:
             self.users.cancel_reservation(app_id, user["_id"])
@@ -83,10 +102,11 @@ class RegistrationService:
             self.users.cancel_reservation(app_id, user["_id"])
             raise
         self.users.confirm_slot(app_id, user["_id"])
-        self.verification.send(app, user)
-        self.events.emit(app_id, "user.created", {"user_id": user["_id"], "email": email, "name": name},
-                         subject={"user_id": user["_id"]})
         return user
+
+    def _emit_created(self, app_id: str, user: dict) -> None:
+        self.events.emit(app_id, "user.created", {"user_id": user["_id"], "email": user["email"], "name": user["name"]},
+                         subject={"user_id": user["_id"]})
 
     def _reserve_slot(self, app_id: str, user_id: str, now) -> None:
         limit = self.max_users_per_application

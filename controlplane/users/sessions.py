@@ -55,12 +55,14 @@ class SessionService:
         self._rotation_key = hashlib.sha256(
             b"iamgate refresh-token rotation\0" + secret_key.encode("utf-8")).digest()
 
-    def issue(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict:
+    def issue(self, app: dict, user: dict, *, remember_me: bool, device_info: dict,
+              login_data: dict | None = None) -> dict:
         """Start a session for a user whose credentials (and second factor) were checked.
 
         Creates the refresh-token family, revokes the oldest sessions beyond the
         application's ``max_concurrent_sessions`` (0 = unlimited) and the OIDC grants
-        made in them, emits user.login and
+        made in them, emits user.login (with ``login_data``: how the user signed in,
+        when not by password: ``{"method": "connection", "connection_id": ...}``) and
         returns the spec's Token pair {access_token, refresh_token, token_type,
         expires_in, user}."""
         now = self.clock()
@@ -77,7 +79,7 @@ class SessionService:
         self.sessions.insert(session)
         self._enforce_session_limit(app, user_id, now)
         self.users.update(app_id, user_id, {"last_login_at": now})
-        self.events.emit(app_id, "user.login", {"user_id": user_id, "session_id": session["_id"]},
+        self.events.emit(app_id, "user.login", {**(login_data or {}), "user_id": user_id, "session_id": session["_id"]},
                          subject={"user_id": user_id})
         return self._token_pair(app_id, user, session["_id"], refresh_token)
 

@@ -1,0 +1,380 @@
+"""Signing in through a connection: iamgate as the relying party of an upstream provider
+(OpenID Connect Core 1.0 3.1, the authorization code flow; OAuth 2.0 for ``oauth2``
+connections such as GitHub).
+
+``ConnectionFlow.start`` makes the authorization request (3.1.2.1): PKCE S256 always
+(RFC 7636), a ``state`` (RFC 6749 10.12) and a ``nonce``, all three stored with the
+browser binding, the connection and the ``redirect_uri`` for 10 minutes
+(``states.py``).
+
+``ConnectionFlow.finish`` takes the authorization response (3.1.2.5) and, in order:
+
+1. takes the state back, once, for the same binding (CONNECTION_STATE_INVALID otherwise);
+2. RFC 9207: when the connection's provider advertises
+   ``authorization_response_iss_parameter_supported`` the ``iss`` parameter is required,
+   and whenever it is present it must equal the pinned issuer; the state names the
+   connection, so an answer from another provider to this state is refused (the mix-up
+   defence, RFC 9700 4.4);
+3. exchanges the code at the pinned token endpoint (3.1.3.1) with the verifier and the
+   client secret (client_secret_basic, or client_secret_post where the preset says so);
+4. ``oidc``: checks the ID Token (``idtoken.py``, 3.1.3.7); ``oauth2``: reads the user
+   API (GitHub: ``sub`` is the numeric id, the email the primary verified one of
+   ``/user/emails``);
+5. finds or makes the local account (``identities.py``, ``linking.py``) and asks the
+   second factor, as the password login does.
+
+Every refusal is audited as a ``user.login`` failure with the connection.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from controlplane.audit.context import actor, failure
+from controlplane.audit.service import AuditLog
+from controlplane.connections import mapping
+from controlplane.connections.errors import (
+    ConnectionCallbackInvalid,
+    ConnectionInactive,
+    ConnectionProviderError,
+    ConnectionStateInvalid,
+)
+from controlplane.connections.http import ProviderError
+from controlplane.connections.identities import IdentityService, UpstreamIdentity
+from controlplane.connections.idtoken import IdTokenRejected, verify_id_token
+from controlplane.connections.jwks import JwksCache
+from controlplane.connections.linking import MAX_LINK_ATTEMPTS, PendingLinkStore, code_matches
+from controlplane.connections.states import STATE_TTL_SECONDS, StateStore, TakenState
+from controlplane.connections.upstream_tokens import UpstreamTokens
+from controlplane.mail import Mailer
+from controlplane.users.emails import brand, letter
+from controlplane.users.errors import InvalidCredentials
+from shared.crypto import SecretBox
+from shared.errors import DomainError, ValidationFailed
+from shared.timeutil import Clock
+
+log = logging.getLogger("iamgate.connections")
+
+SIGNED_IN, MFA_REQUIRED, LINK_REQUIRED, REFUSED = "signed_in", "mfa_required", "link_required", "refused"
+# RFC 8176 has no value for "signed in at another provider"; this names it for our tokens.
+AMR_FEDERATED = "fed"
+# Presets whose token endpoint takes the client credentials in the form (client_secret_post).
+CLIENT_SECRET_POST_PRESETS = frozenset({"github"})
+_MAX_PARAM = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class FlowResult:
+    """What a callback (or a link completion) came to.
+
+    ``signed_in``: ``user`` (its record), ``amr``, ``connection_id``: the caller starts
+    the session (``SessionService.issue(..., login_data=result.login_data)``);
+    ``mfa_required``: ``challenge`` is the login's MFA challenge, answered as after a
+    password; ``link_required``: ``link_id`` and the account's ``email`` (verify mode);
+    ``refused``: ``error``, the domain error with its code and words."""
+
+    outcome: str
+    connection_id: str | None = None
+    user: dict | None = None
+    amr: tuple[str, ...] = ()
+    challenge: dict | None = None
+    link_id: str | None = None
+    email: str | None = None
+    return_to: str | None = None
+    error: DomainError | None = None
+
+    @property
+    def user_id(self) -> str | None:
+        return self.user["_id"] if self.user else None
+
+    @property
+    def login_data(self) -> dict:
+        """The ``user.login`` event's data beside the user and session: how they signed in."""
+        return {"method": "connection", "connection_id": self.connection_id}
+
+
+def client_auth(connection, box: SecretBox) -> tuple[dict, tuple[str, str] | None]:
+    """The client's credentials at the token endpoint (RFC 6749 2.3.1): form fields to
+    add, and the HTTP Basic pair (None for client_secret_post)."""
+    secret = connection.client_secret(box)
+    if secret is None:
+        return {"client_id": connection.client_id}, None
+    if connection.preset in CLIENT_SECRET_POST_PRESETS:
+        return {"client_id": connection.client_id, "client_secret": secret}, None
+    return {}, (connection.client_id, secret)
+
+
+def check_redirect_uri(application: dict, redirect_uri: str) -> None:
+    """An application's own UI names where the provider returns: one of its
+    ``oauth_redirect_uris``, exactly (RFC 6749 3.1.2: no partial matching)."""
+    if redirect_uri not in (application.get("oauth_redirect_uris") or ()):
+        raise ValidationFailed({"redirect_uri": "must be one of the application's oauth_redirect_uris"})
+
+
+@dataclass(eq=False)
+class ConnectionFlow:
+    connections: object          # UpstreamConnectionService: get(app_id, connection_id)
+    states: StateStore
+    links: PendingLinkStore
+    http: object                 # ProviderHttp
+    jwks: JwksCache
+    identities: IdentityService
+    tokens: UpstreamTokens
+    second_factor: object        # PasskeyService.sign_in_challenge
+    passwords: object            # PasswordService.check
+    mailer: Mailer
+    audit: AuditLog
+    box: SecretBox
+    clock: Clock
+
+    # ------------------------------------------------------------------ start
+
+    def start(self, application, connection_id, *, redirect_uri, binding, login_hint=None, return_to=None) -> str:
+        """The provider's authorization URL for a new sign-in (OIDC Core 3.1.2.1).
+        404 CONNECTION_NOT_FOUND, 409 CONNECTION_INACTIVE."""
+        connection = self.connections.get(application["_id"], connection_id)
+        if not connection.is_active:
+            raise ConnectionInactive(connection.id)
+        pending = self.states.create(application_id=application["_id"], connection_id=connection.id,
+                                     binding=binding, redirect_uri=redirect_uri, login_hint=login_hint,
+                                     return_to=return_to, now=self.clock())
+        scopes = list(connection.scopes)
+        if connection.type == "oidc" and "openid" not in scopes:
+            scopes.insert(0, "openid")
+        params = {"response_type": "code", "client_id": connection.client_id, "redirect_uri": redirect_uri,
+                  "scope": " ".join(scopes), "state": pending.state, "code_challenge": pending.code_challenge,
+                  "code_challenge_method": "S256"}
+        if connection.type == "oidc":
+            params["nonce"] = pending.nonce
+        if login_hint:
+            params["login_hint"] = login_hint
+        endpoint = connection.endpoints.authorization_endpoint
+        return endpoint + ("&" if "?" in endpoint else "?") + urlencode(params)
+
+    # ------------------------------------------------------------------ finish
+
+    def finish(self, application, *, params: Mapping[str, str], binding, remember_me: bool = False,
+               device_info: Mapping | None = None) -> FlowResult:
+        """The authorization response's outcome (see the module's steps)."""
+        connection_id = None
+        try:
+            taken = self._take_state(application, params, binding)
+            connection_id = taken.doc["connection_id"] if taken.doc else None
+            if taken.problem is not None:
+                raise ConnectionStateInvalid(details={"reason": taken.problem})
+            state = taken.doc
+            connection = self.connections.get(application["_id"], connection_id)
+            if not connection.is_active:
+                raise ConnectionInactive(connection.id)
+            response = self._authorization_response(connection, params)
+            token_response = self._exchange(connection, response["code"], state)
+            upstream = self._upstream_identity(connection, token_response, state)
+            stored = self.tokens.seal(token_response) if connection.store_tokens else None
+            resolution = self.identities.resolve(application, connection, upstream, binding=binding,
+                                                 stored_tokens=stored)
+        except DomainError as exc:
+            self._refused(application, connection_id, exc)
+            return FlowResult(REFUSED, connection_id=connection_id, error=exc)
+        if resolution.pending is not None:
+            self._refused(application, connection_id, None, user=resolution.pending.user_id, reason="link_required")
+            return FlowResult(LINK_REQUIRED, connection_id=connection_id, link_id=resolution.pending.link_id,
+                              email=resolution.pending.email, return_to=state.get("return_to"))
+        return self._signed_in(application, connection_id, resolution.user, remember_me, device_info,
+                               return_to=state.get("return_to"))
+
+    def _take_state(self, application, params, binding) -> TakenState:
+        state = _param(params, "state")
+        if not state or not binding:
+            raise ConnectionStateInvalid(details={"reason": "missing"})
+        return self.states.take(application["_id"], state, binding, self.clock())
+
+    @staticmethod
+    def _authorization_response(connection, params) -> dict:
+        """RFC 9207 2.4 and RFC 6749 4.1.2: the ``iss`` check comes before anything in the
+        response is used, an error answer included."""
+        issuer = _param(params, "iss")
+        if issuer is None and connection.endpoints.iss_parameter_supported:
+            raise ConnectionCallbackInvalid("The provider's answer has no iss parameter, which it announces it "
+                                            "sends (RFC 9207).", details={"reason": "iss_missing"})
+        if issuer is not None and issuer != connection.endpoints.issuer:
+            raise ConnectionCallbackInvalid(
+                "The answer comes from another issuer than the connection this sign-in started with.",
+                details={"reason": "iss_mismatch", "expected": connection.endpoints.issuer})
+        error = _param(params, "error")
+        if error is not None:
+            described = _param(params, "error_description")
+            raise ConnectionCallbackInvalid(
+                f"The provider refused the sign-in: {error[:100]}" + (f" ({described[:200]})" if described else ""),
+                details={"reason": "provider_error", "error": error[:100]})
+        code = _param(params, "code")
+        if not code:
+            raise ConnectionCallbackInvalid("The provider's answer has no code.", details={"reason": "code_missing"})
+        return {"code": code}
+
+    def _exchange(self, connection, code: str, state: dict) -> dict:
+        """OIDC Core 3.1.3.1 / RFC 6749 4.1.3, with the PKCE verifier (RFC 7636 4.5)."""
+        data, auth = client_auth(connection, self.box)
+        form = {"grant_type": "authorization_code", "code": code, "redirect_uri": state["redirect_uri"],
+                "code_verifier": state["code_verifier"], **data}
+        response = self._provider(lambda: self.http.post_form(connection.endpoints.token_endpoint, form, auth=auth))
+        if not isinstance(response.get("access_token"), str):
+            raise ConnectionProviderError("the token endpoint's answer has no access_token")
+        if connection.type == "oidc" and not isinstance(response.get("id_token"), str):
+            raise ConnectionProviderError("the token endpoint's answer has no id_token")
+        return response
+
+    def _upstream_identity(self, connection, token_response: dict, state: dict) -> UpstreamIdentity:
+        if connection.type == "oidc":
+            try:
+                claims = verify_id_token(
+                    token_response["id_token"], keys=self._provider(lambda: self.jwks.keys(connection)),
+                    refresh_keys=lambda: self._provider(lambda: self.jwks.refresh(connection)),
+                    issuer=connection.endpoints.issuer, client_id=connection.client_id, nonce=state["nonce"],
+                    now=self.clock(), max_age=STATE_TTL_SECONDS)
+            except IdTokenRejected as exc:
+                raise ConnectionCallbackInvalid(f"The ID Token was refused: {exc.reason}.",
+                                                details={"reason": "id_token"}) from None
+            claims = self._with_userinfo(connection, claims, token_response["access_token"])
+        else:
+            claims = self._user_api(connection, token_response["access_token"])
+        return UpstreamIdentity(issuer=connection.endpoints.issuer, sub=claims["sub"], claims=claims,
+                                profile=mapping.profile_of(claims, connection.claim_mapping),
+                                tokens=token_response if connection.store_tokens else None)
+
+    def _with_userinfo(self, connection, claims: dict, access_token: str) -> dict:
+        """The UserInfo claims (OIDC Core 5.3) when the ID Token lacks the email, as some
+        providers keep the ID Token small; its ``sub`` MUST be the ID Token's (5.3.2)."""
+        if mapping.claim(claims, connection.claim_mapping.email) or not connection.endpoints.userinfo_endpoint:
+            return claims
+        info = self._provider(lambda: self.http.get_json(connection.endpoints.userinfo_endpoint,
+                                                          headers=_bearer(access_token)))
+        if info.get("sub") != claims["sub"]:
+            raise ConnectionCallbackInvalid("The provider's UserInfo answer is about another subject.",
+                                            details={"reason": "userinfo_sub"})
+        return {**info, **claims}
+
+    def _user_api(self, connection, access_token: str) -> dict:
+        """An OAuth 2.0 provider's user API (GitHub's ``/user`` and ``/user/emails``): the
+        numeric id is the subject; only an email the provider marks primary and verified
+        counts as verified, any other is taken unverified."""
+        endpoint = connection.endpoints.userinfo_endpoint
+        if not endpoint:
+            raise ConnectionProviderError("the connection has no user API endpoint")
+        user = self._provider(lambda: self.http.get_json(endpoint, headers=_bearer(access_token)))
+        subject = user.get("id", user.get("sub"))
+        if isinstance(subject, bool) or not isinstance(subject, int | str) or str(subject) == "":
+            raise ConnectionProviderError("the user API's answer has no id")
+        claims = {**user, "sub": str(subject), "email_verified": False}
+        try:
+            emails = self.http.get_json(endpoint.rstrip("/") + "/emails", headers=_bearer(access_token))
+        except ProviderError as exc:
+            log.info("user API emails unavailable: %s", exc.reason, extra={"connection_id": connection.id})
+            emails = None
+        entries = emails if isinstance(emails, list) else (emails or {}).get("emails") or []
+        primary = next((e for e in entries if isinstance(e, dict) and e.get("primary") is True
+                        and e.get("verified") is True and isinstance(e.get("email"), str)), None)
+        if primary is not None:
+            claims.update(email=primary["email"], email_verified=True)
+        return claims
+
+    def _provider(self, call):
+        try:
+            return call()
+        except ProviderError as exc:
+            raise ConnectionProviderError(exc.reason) from None
+
+    # ------------------------------------------------------------------ outcome
+
+    def _signed_in(self, application, connection_id, user, remember_me, device_info, *, return_to) -> FlowResult:
+        challenge = self.second_factor.sign_in_challenge(application, user, remember_me=remember_me,
+                                                         device_info=dict(device_info or {}))
+        if challenge is not None:
+            self._refused(application, connection_id, None, user=user["_id"], reason="mfa_required")
+            return FlowResult(MFA_REQUIRED, connection_id=connection_id, user=user, amr=(AMR_FEDERATED,),
+                              challenge=challenge, return_to=return_to)
+        return FlowResult(SIGNED_IN, connection_id=connection_id, user=user, amr=(AMR_FEDERATED,),
+                          return_to=return_to)
+
+    def _refused(self, application, connection_id, error: DomainError | None, *, user: str | None = None,
+                 reason: str | None = None) -> None:
+        if reason is None:
+            reason = error.details.get("reason") if isinstance(error.details.get("reason"), str) else None
+            reason = f"{error.code.lower()}:{reason}" if reason else error.code.lower()
+        who = actor("user", user)
+        self.audit.record("user.login", result=failure(reason), actor=who, target=who,
+                          data={"method": "connection", "connection_id": connection_id},
+                          application_id=application["_id"])
+
+    # ------------------------------------------------------------------ verify-mode links
+
+    def send_link_code(self, application, *, link_id: str, binding: str) -> None:
+        """Mail a 6-digit code to the existing account the pending link would join (its
+        own address, not the upstream's).  400 CONNECTION_STATE_INVALID for an unknown,
+        used or expired link or another browser's."""
+        now = self.clock()
+        link = self.links.live(application["_id"], link_id, binding, now)
+        if link is None:
+            raise _link_invalid()
+        user = self.identities.users.get(application["_id"], link["user_id"])
+        if user is None or user.get("status") == "deleted":
+            raise _link_invalid()
+        code = self.links.set_code(application["_id"], link_id, now)
+        subject = f"Your code to link a sign-in provider ({brand(application)})"
+        self.mailer.send(user["email"], subject, letter(application, user, (
+            f"Someone is linking a sign-in provider to your {brand(application)} account. If it is you, enter "
+            f"this code: {code}\n\nIt is valid 10 minutes. If it is not you, ignore this email: nothing is "
+            f"linked without the code.\n\n")))
+
+    def complete_link(self, application, *, link_id: str, binding: str, password: str | None = None,
+                      code: str | None = None, remember_me: bool = False,
+                      device_info: Mapping | None = None) -> FlowResult:
+        """Link the identity once the person proved the existing account with its
+        password (counted against the account's login lock) or the mailed code, then
+        sign in as ``finish`` would.  Each answer counts; after ``MAX_LINK_ATTEMPTS``
+        the link is spent.  401 AUTH_INVALID_CREDENTIALS for a wrong answer."""
+        app_id, now = application["_id"], self.clock()
+        link = self.links.live(app_id, link_id, binding, now)
+        if link is None or self.links.count_attempt(app_id, link_id, now) is None:
+            raise _link_invalid()
+        user = self.identities.users.get(app_id, link["user_id"])
+        if user is None or user.get("status") == "deleted":
+            raise _link_invalid()
+        if password is not None:
+            proven = self.passwords.check(app_id, user, password)
+        else:
+            proven = code is not None and code_matches(link, code, now)
+        if not proven:
+            self._refused(application, link["connection_id"], None, user=user["_id"], reason="link_not_proven")
+            left = MAX_LINK_ATTEMPTS - link["attempts"] - 1
+            raise InvalidCredentials("The password or code is not correct.", details={"attempts_left": max(0, left)})
+        if self.links.take(app_id, link_id) is None:
+            raise _link_invalid()  # a parallel completion won
+        connection = self.connections.get(app_id, link["connection_id"])
+        fields = link["identity"]
+        self.identities.link(application, connection.id, user["_id"], fields)
+        if connection.auto_update:
+            claims = fields.get("claims") or {}
+            self.identities.apply_mapping(application, connection, user, UpstreamIdentity(
+                issuer=fields["issuer"], sub=fields["sub"], claims=claims,
+                profile=mapping.profile_of(claims, connection.claim_mapping), tokens=None))
+        return self._signed_in(application, connection.id, user, remember_me, device_info, return_to=None)
+
+
+def _link_invalid() -> ConnectionStateInvalid:
+    return ConnectionStateInvalid("The pending link is unknown, used, expired or another browser's; sign in again.",
+                                  details={"reason": "link"})
+
+
+def _param(params: Mapping, name: str) -> str | None:
+    value = params.get(name)
+    if isinstance(value, list):
+        value = value[0] if len(value) == 1 else None  # a repeated parameter is not an answer
+    if not isinstance(value, str) or len(value) > _MAX_PARAM:
+        return None
+    return value
+
+
+def _bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}

@@ -1,0 +1,206 @@
+"""HTTP resources of signing in through a connection from an application's own UI, and
+of a user's linked identities.
+
+V1 = /api/v1/applications/{applicationId}.  The sign-in routes are public and, like the
+password login and the passkey sign-in, identify the application by the path and count
+against the login's per-IP budget (IAMGATE_RATE_LIMIT_LOGIN) before the body is read.
+Their answers are the password login's: the token pair, or the MFA challenge.
+"""
+from __future__ import annotations
+
+from controlplane.auth import OWNER, PUBLIC, permission
+from controlplane.connections.errors import (
+    ConnectionCallbackInvalid,
+    ConnectionEmailExists,
+    ConnectionInactive,
+    ConnectionLinkRequired,
+    ConnectionNotFound,
+    ConnectionProviderError,
+    ConnectionStateInvalid,
+    IdentityLastSignIn,
+    IdentityNotFound,
+    IdentityTokensNotStored,
+)
+from controlplane.connections.flow import LINK_REQUIRED, MFA_REQUIRED, REFUSED, ConnectionFlow, check_redirect_uri
+from controlplane.connections.identities import IdentityService
+from controlplane.connections.signin import schemas
+from controlplane.connections.upstream_tokens import UpstreamTokens
+from controlplane.lockout import AccountLocked
+from controlplane.openapi import op
+from controlplane.resource import Resource
+from controlplane.users.errors import (
+    AccountSuspended,
+    InvalidCredentials,
+    LoginsLimited,
+    UserLimitReached,
+    UserNotFound,
+)
+from controlplane.users.login import LoginService
+from controlplane.users.resources import device_info_of
+from controlplane.users.schemas import MESSAGE
+from controlplane.users.sessions import SessionService
+from shared.errors import Forbidden, ValidationFailed
+from shared.http import client_ip, respond
+
+LINK_METHODS = ("password", "email_code")
+_CALLBACK_ERRORS = [ValidationFailed, ConnectionStateInvalid, ConnectionCallbackInvalid, ConnectionProviderError,
+                    ConnectionNotFound, ConnectionInactive, ConnectionEmailExists, ConnectionLinkRequired,
+                    AccountSuspended, UserLimitReached, LoginsLimited]
+
+
+class _SignIn(Resource):
+    access = {"POST": PUBLIC}
+
+    def __init__(self, flow: ConnectionFlow, login: LoginService, sessions: SessionService, *, trusted_proxies):
+        self.flow = flow
+        self.login = login
+        self.sessions = sessions
+        self.trusted_proxies = trusted_proxies
+
+    def throttled_body(self, req) -> dict:
+        self.login.throttle(req.context.application, client_ip(req, self.trusted_proxies))
+        return self.body(req)
+
+    def answer(self, req, resp, result, remember_me: bool) -> None:
+        """The password login's answer for a flow's outcome; a refusal is its error."""
+        if result.outcome == REFUSED:
+            raise result.error
+        if result.outcome == LINK_REQUIRED:
+            raise ConnectionLinkRequired(details={"link_id": result.link_id, "email": result.email,
+                                                  "methods": list(LINK_METHODS)})
+        if result.outcome == MFA_REQUIRED:
+            respond(resp, result.challenge, cacheable=False)
+            return
+        pair = self.sessions.issue(req.context.application, result.user, remember_me=remember_me,
+                                   device_info=device_info_of(req, self.trusted_proxies), login_data=result.login_data)
+        respond(resp, pair, cacheable=False)
+
+
+class Start(_SignIn):
+    docs = {"POST": op(
+        "Start signing in through a connection",
+        description="Answers the provider's authorization URL (PKCE S256, state and nonce kept 10 minutes, bound to "
+                    "the binding). redirect_uri must be one of the application's oauth_redirect_uris; the page "
+                    "there passes the query parameters it receives to the callback route.",
+        body=schemas.START, response=schemas.STARTED,
+        errors=[ValidationFailed, ConnectionNotFound, ConnectionInactive, LoginsLimited],
+    )}
+
+    def on_post(self, req, resp, applicationId, connectionId):
+        values = self.throttled_body(req)
+        app = req.context.application
+        check_redirect_uri(app, values["redirect_uri"])
+        url = self.flow.start(app, connectionId, redirect_uri=values["redirect_uri"], binding=values["binding"],
+                              login_hint=values["login_hint"])
+        respond(resp, {"authorization_url": url}, cacheable=False)
+
+
+class Callback(_SignIn):
+    docs = {"POST": op(
+        "Finish signing in through a connection",
+        description="Takes the provider's answer (the query parameters it sent to the redirect_uri) with the same "
+                    "binding as the start. Returns the token pair of a password login (user.login, with the "
+                    "connection), or the MFA challenge when the user has a second factor. 409 "
+                    "CONNECTION_LINK_REQUIRED (linking verify, or trusted_email without every condition) carries "
+                    "details.link_id, details.email and details.methods: prove the existing account with "
+                    "POST .../auth/connections/link.",
+        body=schemas.CALLBACK, response=schemas.SIGN_IN_RESULT, errors=_CALLBACK_ERRORS,
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        values = self.throttled_body(req)
+        result = self.flow.finish(req.context.application, params=values["params"], binding=values["binding"],
+                                  remember_me=values["remember_me"],
+                                  device_info=device_info_of(req, self.trusted_proxies))
+        self.answer(req, resp, result, values["remember_me"])
+
+
+class LinkCode(_SignIn):
+    docs = {"POST": op(
+        "Mail a code to the account a pending link would join",
+        description="The code (6 digits, 10 minutes) goes to the existing account's own address. A new request "
+                    "replaces the code.",
+        body=schemas.LINK_CODE, ok=202, response=MESSAGE,
+        errors=[ValidationFailed, ConnectionStateInvalid, LoginsLimited],
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        values = self.throttled_body(req)
+        self.flow.send_link_code(req.context.application, link_id=values["link_id"], binding=values["binding"])
+        respond(resp, {"message": "A code has been sent to the account's email address."}, status=202)
+
+
+class LinkComplete(_SignIn):
+    password_work = ("POST",)
+    docs = {"POST": op(
+        "Prove the existing account and link the identity",
+        description="With the account's password (counted toward its login lock) or the mailed code. 5 answers "
+                    "per pending link, which lasts 10 minutes and is single use. Then signs in as the callback "
+                    "does: the token pair or the MFA challenge.",
+        body=schemas.LINK_COMPLETE, response=schemas.SIGN_IN_RESULT,
+        errors=[ValidationFailed, ConnectionStateInvalid, InvalidCredentials, AccountLocked, AccountSuspended,
+                ConnectionCallbackInvalid, LoginsLimited],
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        values = self.throttled_body(req)
+        if (values["password"] is None) == (values["code"] is None):
+            raise ValidationFailed({"password": "give the password or the code (one of them)"})
+        result = self.flow.complete_link(req.context.application, link_id=values["link_id"],
+                                         binding=values["binding"], password=values["password"], code=values["code"],
+                                         remember_me=values["remember_me"],
+                                         device_info=device_info_of(req, self.trusted_proxies))
+        self.answer(req, resp, result, values["remember_me"])
+
+
+class Identities(Resource):
+    access = {"GET": OWNER}
+    docs = {"GET": op(
+        "List the user's linked identities",
+        description="One per (connection, issuer, sub) the user signs in with; oldest first.",
+        response=schemas.IDENTITIES, errors=[Forbidden, UserNotFound],
+    )}
+
+    def __init__(self, identities: IdentityService):
+        self.identities = identities
+
+    def on_get(self, req, resp, applicationId, userId):
+        respond(resp, self.identities.list(applicationId, userId))
+
+
+class IdentityItem(Resource):
+    access = {"DELETE": OWNER}
+    docs = {"DELETE": op(
+        "Unlink an identity",
+        description="Emits connection.revoked (data.kind upstream). Refused "
+                    "(409 IDENTITY_LAST_SIGN_IN) unless another way in remains: a password, a passkey or another "
+                    "identity.",
+        ok=204, errors=[Forbidden, UserNotFound, IdentityNotFound, IdentityLastSignIn],
+    )}
+
+    def __init__(self, identities: IdentityService):
+        self.identities = identities
+
+    def on_delete(self, req, resp, applicationId, userId, identityId):
+        self.identities.unlink(req.context.application, userId, identityId)
+        resp.status = 204
+
+
+class IdentityToken(Resource):
+    access = {"GET": permission("connections:tokens")}
+    docs = {"GET": op(
+        "The upstream access token of an identity",
+        description="For the application's back end (API keys and user tokens holding connections:tokens), when "
+                    "the connection stores tokens. An access token with less than a minute left is refreshed "
+                    "first (connection.refreshed, or connection.failed and 502). The refresh token is never served.",
+        response=schemas.UPSTREAM_TOKEN,
+        errors=[Forbidden, IdentityNotFound, IdentityTokensNotStored, ConnectionProviderError],
+    )}
+
+    def __init__(self, identities: IdentityService, tokens: UpstreamTokens):
+        self.identities = identities
+        self.tokens = tokens
+
+    def on_get(self, req, resp, applicationId, userId, identityId):
+        identity = self.identities.get(applicationId, userId, identityId)
+        respond(resp, self.tokens.serve(applicationId, identity), cacheable=False)
