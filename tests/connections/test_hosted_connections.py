@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import requests
 
-from tests.connections.upstream import callback_url, provider_login
+from tests.connections.upstream import callback_url, provider_login, redirect_params
 from tests.oidc.conftest import pkce_pair
 
 RP_CALLBACK = "https://rp.example.com/callback"  # the relying party's; never opened
@@ -155,7 +155,7 @@ def through_provider(browser, live_url, rp, upstream, login: str, **params) -> r
     assert went.status_code == 302 and went.headers["Location"].startswith(upstream.issuer), went.text[:500]
     back = provider_login(browser, upstream, went.headers["Location"], login)
     assert back.headers["Location"].startswith(f"{live_url}/oidc/connections/"), back.headers["Location"]
-    assert location_query(back)["iss"] == upstream.issuer
+    assert redirect_params(back)["iss"] == upstream.issuer
     return browser.get(back.headers["Location"], allow_redirects=False, timeout=10)
 
 
@@ -180,7 +180,7 @@ def test_a_first_sign_in_through_the_provider_creates_the_user_and_gets_the_clie
 
     verifier, challenge = pkce_pair()
     assert answer["code"]
-    user = ctx.users.directory.find_by_email(hosted_app["_id"], "ada@example.com")
+    user = ctx.users.directory.by_email(hosted_app["_id"], "ada@example.com")
     assert user is not None and user["name"] == "Ada Lovelace"
     # A second authorize from this browser is signed in already: straight back with a code.
     again = browser.get(authorize_url(live_server, rp, code_challenge=challenge), allow_redirects=False, timeout=10)
@@ -209,7 +209,7 @@ def test_verify_linking_asks_for_the_accounts_password_on_the_link_page(live_ser
                            data={**hidden_fields(wrong), "password": existing["password"]}, allow_redirects=False,
                            timeout=10)
     allow_and_exchange(browser, live_server, rp, consent)
-    identities = ctx.connections_flow.identities.list(hosted_app["_id"], existing["id"])
+    identities = ctx.connection_sign_in.identities.list(hosted_app["_id"], existing["id"])
     assert [(i["connection_id"], i["sub"]) for i in identities] == [(connection.id, "verified")]
 
 

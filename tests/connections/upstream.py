@@ -155,6 +155,8 @@ def provider_login(session: requests.Session, upstream: Upstream, authorization_
     redirects; returns the redirect out of the provider (to the redirect URI, with
     ``code``, ``state`` and ``iss``, or an error)."""
     page = follow(session, session.get(authorization_url, allow_redirects=False, timeout=10), within=upstream.issuer)
+    if page.is_redirect:
+        return page  # signed in at the provider already (its session cookie): straight back
     found = _FORM.search(page.text)
     assert found, f"not the provider's login page ({page.status_code} {page.url}):\n{page.text[:500]}"
     action = urljoin(page.url, html.unescape(found.group(1)))
