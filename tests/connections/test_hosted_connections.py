@@ -67,6 +67,9 @@ def test_the_login_page_has_a_button_per_active_connection(live_server, clock, h
                          page.text)
     assert [label for _, label in buttons] == ["Continue with Acme SSO", "Continue with Beta &lt;Corp&gt;"]
     assert "Retired IdP" not in page.text
+    # A button's post answers a redirect to the provider, which form-action must allow.
+    assert "form-action 'self' https://rp.example.com https://idp.example.com;" in \
+        page.headers["Content-Security-Policy"]
     assert 'id="password" name="password" type="password" autocomplete="current-password" required' in page.text
 
 
@@ -211,6 +214,36 @@ def test_verify_linking_asks_for_the_accounts_password_on_the_link_page(live_ser
     allow_and_exchange(browser, live_server, rp, consent)
     identities = ctx.connection_sign_in.identities.list(hosted_app["_id"], existing["id"])
     assert [(i["connection_id"], i["sub"]) for i in identities] == [(connection.id, "verified")]
+
+
+def test_the_link_page_takes_a_code_mailed_to_the_account_and_cancel_answers_the_client(
+        live_server, ctx, hosted_app, rp, local_idp, make_user, outbox):
+    existing = make_user(hosted_app, email="ada@example.com")
+    upstream, _ = local_idp(linking="verify")
+    browser = requests.Session()
+    link_page = through_provider(browser, live_server, rp, upstream, "verified")
+    outbox.clear()
+    code_page = browser.post(form_action(link_page, live_server),
+                             data={**hidden_fields(link_page), "decision": "send_code"}, timeout=10)
+    assert code_page.status_code == 200 and "Code from the email to ada@example.com" in code_page.text
+    [mail] = outbox
+    assert mail.to == "ada@example.com"
+    code = re.search(r"\b(\d{6})\b", mail.body).group(1)
+    consent = browser.post(form_action(code_page, live_server), data={**hidden_fields(code_page), "code": code},
+                           allow_redirects=False, timeout=10)
+    allow_and_exchange(browser, live_server, rp, consent)
+    assert len(ctx.connection_sign_in.identities.list(hosted_app["_id"], existing["id"])) == 1
+
+    # Another sign-in that stops at the link page: Cancel is access_denied to the client.
+    other = make_user(hosted_app, email="grace@example.com")
+    browser = requests.Session()
+    link_page = through_provider(browser, live_server, rp, upstream, "changer")
+    cancelled = browser.post(form_action(link_page, live_server), data={**hidden_fields(link_page),
+                                                                        "decision": "cancel"},
+                             allow_redirects=False, timeout=10)
+    answer = location_query(cancelled)
+    assert (answer["error"], answer["state"]) == ("access_denied", "rp-state")
+    assert ctx.connection_sign_in.identities.list(hosted_app["_id"], other["id"]) == []
 
 
 def test_an_existing_email_under_linking_none_is_an_error_page_in_words(live_server, hosted_app, rp, local_idp,

@@ -18,7 +18,6 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 
 from tests.browser import console_errors, waiting  # noqa: E402
-from tests.connections.upstream import UPSTREAM_SECRET, callback_url, endpoints_of  # noqa: E402
 from tests.oidc.conftest import pkce_pair  # noqa: E402
 
 
@@ -28,17 +27,15 @@ def config_overrides(live_url):
 
 
 def test_continue_with_the_local_provider_through_its_real_login_page(live_server, browser, check_page, ctx, clock,
-                                                                     hosted_app, oidc_client, upstreams,
+                                                                     hosted_app, oidc_client, local_idp,
                                                                      add_connection):
     app_id = hosted_app["_id"]
     ctx.applications.update_branding(app_id, {"brand_name": "Acme Photos", "brand_color": "#0b7a53",
                                               "brand_background": "#eef4f1"})
     rp_callback = f"{live_server}/rp/callback"  # a 404 page of the test server; its URL carries the code
     rp = oidc_client(hosted_app, name="Photo Printer", redirect_uris=[rp_callback])
-    upstream = upstreams.start(clients=[{"client_id": "iamgate", "client_secret": UPSTREAM_SECRET,
-                                         "redirect_uris": [callback_url(live_server, hosted_app)]}])
-    add_connection(hosted_app, name="local", display_name="Local IdP", issuer=upstream.issuer, client_id="iamgate",
-                   scopes=("openid", "email", "profile"), endpoints=endpoints_of(upstream, clock()))
+    upstream, _ = local_idp()
+    clock.advance(1)  # the buttons come in creation order
     add_connection(hosted_app, name="acme-entra", display_name="Acme Corporation (Microsoft Entra ID)",
                    email_domains=("acme.test",))
 
@@ -85,3 +82,30 @@ def test_continue_with_the_local_provider_through_its_real_login_page(live_serve
     claims = ctx.oidc.tokens.verify_id_token_hint(token.json()["id_token"])
     assert claims["email"] == "ada@example.com" and claims["nonce"] == "rp-nonce"
     assert [e for e in console_errors(browser) if "Failed to load resource" not in e] == []
+
+
+def test_the_link_page_asks_for_the_existing_accounts_password(live_server, browser, check_page, ctx, hosted_app,
+                                                              oidc_client, local_idp, make_user):
+    existing = make_user(hosted_app, email="ada@example.com")
+    rp_callback = f"{live_server}/rp/callback"
+    rp = oidc_client(hosted_app, name="Photo Printer", redirect_uris=[rp_callback])
+    upstream, _ = local_idp(linking="verify")
+    browser.get(requests.Request("GET", f"{live_server}/oidc/authorize", params={
+        "response_type": "code", "client_id": rp["client_id"], "redirect_uri": rp_callback, "scope": "openid email",
+        "state": "rp-state", "code_challenge": pkce_pair()[1], "code_challenge_method": "S256",
+        "connection": "local"}).prepare().url)
+    login = waiting(browser).until(expected_conditions.presence_of_element_located((By.NAME, "login")))
+    login.send_keys("verified")
+    browser.find_element(By.NAME, "password").send_keys("any password")
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+    waiting(browser).until(expected_conditions.title_contains("Link your account"))
+    assert "An account with ada@example.com already exists" in browser.find_element(By.TAG_NAME, "main").text
+    check_page("oidc-connection-link")
+    browser.find_element(By.ID, "password").send_keys(existing["password"])
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    waiting(browser).until(expected_conditions.title_contains("Allow access"))
+    browser.find_element(By.CSS_SELECTOR, "button[value=allow]").click()
+    waiting(browser).until(expected_conditions.url_contains("/rp/callback"))
+    assert "code=" in browser.current_url
+    assert [i["sub"] for i in ctx.connection_sign_in.identities.list(hosted_app["_id"], existing["id"])] == ["verified"]

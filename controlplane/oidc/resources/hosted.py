@@ -115,6 +115,8 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
     action = f"{_ACTIONS[step.page]}?{urlencode({'application': app['_id']})}"
     context = {"action": action, "csrf_token": csrf, "request_handle": step.handle,
                "client_name": request.client.get("name") or request.client_id, **page_context}
+    # The post may answer with a redirect to the client, and browsers hold it to form-action.
+    targets = [request.redirect_uri]
     if step.page == "login":
         context["can_register"] = bool(app.get("oauth_hosted_registration_enabled"))
     if step.page == "consent":
@@ -127,14 +129,15 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
         context.setdefault("login_hint", request.login_hint)
         context.update(connections=connections,
                        email_routing=any(connection.email_domains for connection in connections))
+        # A button, or an email of a claimed domain, answers a redirect to the provider.
+        targets += [connection.endpoints.authorization_endpoint for connection in connections]
     if step.page in ("login", "mfa", OFFER):
         context.update(passkey=step.passkey, passkey_script=PASSKEY_SCRIPT.url)
     if step.page == "mfa":
         context["offers_code"] = step.offers_code
     if step.page == LINK:
         context["link"] = step.link
-    # The post may answer with a redirect to the client, and browsers hold it to form-action.
-    resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=[request.redirect_uri],
+    resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=targets,
                           script_self=step.passkey is not None, **context)
 
 
