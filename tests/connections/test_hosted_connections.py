@@ -11,10 +11,13 @@ import html
 import re
 from urllib.parse import parse_qsl, urlsplit
 
+import pyotp
 import pytest
 import requests
 
+from tests.conftest import bearer
 from tests.connections.upstream import callback_url, provider_login, redirect_params
+from tests.mfa.conftest import STEP, mfa_url
 from tests.oidc.conftest import pkce_pair
 
 RP_CALLBACK = "https://rp.example.com/callback"  # the relying party's; never opened
@@ -244,6 +247,33 @@ def test_the_link_page_takes_a_code_mailed_to_the_account_and_cancel_answers_the
     answer = location_query(cancelled)
     assert (answer["error"], answer["state"]) == ("access_denied", "rp-state")
     assert ctx.connection_sign_in.identities.list(hosted_app["_id"], other["id"]) == []
+
+
+def test_a_user_with_a_second_factor_gets_the_mfa_step_after_the_provider(live_server, ctx, clock, client, hosted_app,
+                                                                          rp, local_idp, make_user, login):
+    user = make_user(hosted_app, email="ada@example.com")
+    ctx.store["users"].update_one({"_id": user["id"]}, {"$set": {"email_verified": True}})
+    pair = login(hosted_app, user["email"], user["password"])
+    setup = client.simulate_post(mfa_url(hosted_app, user["id"], "/totp/setup"), json={},
+                                 headers=bearer(pair["access_token"]))
+    totp = pyotp.TOTP(setup.json["data"]["secret"])
+    confirmed = client.simulate_post(mfa_url(hosted_app, user["id"], "/totp/confirm"),
+                                     headers=bearer(pair["access_token"]),
+                                     json={"method_id": setup.json["data"]["method_id"], "code": totp.at(clock())})
+    assert confirmed.status_code == 201, confirmed.text
+    clock.advance(2 * STEP)
+    upstream, _ = local_idp(linking="trusted_email", trusted=True)
+
+    browser = requests.Session()
+    mfa_page = through_provider(browser, live_server, rp, upstream, "verified")
+    assert mfa_page.status_code == 200 and "Two-step verification" in mfa_page.text, mfa_page.text[:500]
+    consent = browser.post(form_action(mfa_page, live_server),
+                           data={**hidden_fields(mfa_page), "code": totp.at(clock())}, allow_redirects=False,
+                           timeout=10)
+    answer = allow_and_exchange(browser, live_server, rp, consent)
+    assert answer["code"]
+    code = ctx.store["oidc_codes"].find_one({"user_id": user["id"]})
+    assert code["amr"] == ["fed", "otp", "mfa"]  # the provider, then the one-time code
 
 
 def test_an_existing_email_under_linking_none_is_an_error_page_in_words(live_server, hosted_app, rp, local_idp,
