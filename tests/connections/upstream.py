@@ -108,7 +108,7 @@ def endpoints_of(upstream: Upstream, fetched_at) -> Endpoints:
                      fetched_at=fetched_at)
 
 
-def _wait_for_discovery(upstream: Upstream, timeout: float = 20) -> None:
+def _wait_for_discovery(upstream: Upstream, timeout: float = 60) -> None:
     url = f"{upstream.issuer}/.well-known/openid-configuration"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
