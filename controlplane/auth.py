@@ -76,6 +76,9 @@ PERMISSION_NOTES = {
     "roles:manage": "roles:manage is administration of the application's authorization: its holder can "
                     "create a role granting *:* (or a system role, which can never change again) and assign it "
                     "to anyone, itself included. Give it only to administrators.",
+    "connections:manage": "connections:manage is administration of sign-in: its holder decides which identity "
+                          "providers' word signs users in, and with linking trusted_email a provider it controls "
+                          "can sign in as any user whose verified email it asserts. Give it only to administrators.",
 }
 
 

@@ -8,7 +8,7 @@ document's ``issuer`` MUST be identical to the issuer it was fetched for, else t
 document is not used — a provider that answers for another issuer is refused here, at
 configuration, rather than at every sign-in.
 
-``test_connection`` runs the same fetches again, and those of the JWKS, and says in
+``connection_report`` runs the same fetches again, and those of the JWKS, and says in
 words what is wrong; it changes nothing.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def fetch_endpoints(http: ProviderHttp, issuer: str, *, now) -> Endpoints:
     """The provider's endpoints, from its discovery document; ``ProviderError`` when it
     cannot be fetched, names another issuer, or lacks an endpoint sign-in needs."""
     url = discovery_url(issuer)
-    document = http.get_json(url)
+    document = http.get_object(url)
     found = document.get("issuer")
     if found != issuer:
         raise ProviderError(f"discovery issuer {found} differs from the configured {issuer}"
@@ -64,7 +64,7 @@ def _endpoint(http: ProviderHttp, document: dict, name: str, *, required: bool =
 
 def fetch_jwks(http: ProviderHttp, jwks_uri: str) -> dict:
     """The provider's JSON Web Key Set (RFC 7517 section 5): an object with ``keys``."""
-    document = http.get_json(jwks_uri)
+    document = http.get_object(jwks_uri)
     if not isinstance(document.get("keys"), list):
         raise ProviderError(f"{jwks_uri} is not a JWK Set (no keys list)")
     return document
@@ -85,7 +85,7 @@ class Check:
     message: str
 
 
-def test_connection(http: ProviderHttp, connection: Connection) -> list[Check]:
+def connection_report(http: ProviderHttp, connection: Connection) -> list[Check]:
     """What is wrong with the connection's provider now, check by check, in words.
     An OAuth 2.0 connection (no discovery) has its fixed endpoints checked for an
     address the service may call."""
@@ -96,7 +96,7 @@ def test_connection(http: ProviderHttp, connection: Connection) -> list[Check]:
             ("userinfo_endpoint", connection.endpoints.userinfo_endpoint)) if url]
     url = discovery_url(connection.issuer)
     try:
-        document = http.get_json(url)
+        document = http.get_object(url)
     except ProviderError as exc:
         return [Check("discovery", False, f"the discovery document could not be fetched: {exc.reason}")]
     checks = [Check("discovery", True, f"fetched {url}")]

@@ -21,6 +21,7 @@ import re
 from urllib.parse import quote_plus, urlsplit
 
 import requests
+import urllib3
 
 from controlplane.webhooks.delivery import _Deadline, _PinnedAdapter
 from controlplane.webhooks.errors import WebhookTargetForbidden
@@ -45,12 +46,19 @@ class ProviderHttp:
         self.policy = TargetPolicy(allow_private=config.webhook_allow_private_targets, resolver=resolver)
         self._verify = verify  # a CA bundle path in tests with their own certificate
 
-    def get_json(self, url: str, *, headers=None) -> dict:
-        """GET ``url`` and answer its JSON object."""
+    def get_json(self, url: str, *, headers=None) -> dict | list:
+        """GET ``url`` and answer its JSON object, or array (GitHub's ``/user/emails``)."""
         return self._call("GET", url, headers=headers)
 
-    def post_form(self, url: str, data, *, auth=None, headers=None) -> dict:
-        """POST ``data`` form-encoded and answer the JSON object.  ``auth`` is
+    def get_object(self, url: str, *, headers=None) -> dict:
+        """GET ``url`` and answer its JSON object (a discovery document, a JWK Set)."""
+        document = self._call("GET", url, headers=headers)
+        if not isinstance(document, dict):
+            raise ProviderError(f"{url} did not answer a JSON object")
+        return document
+
+    def post_form(self, url: str, data, *, auth=None, headers=None) -> dict | list:
+        """POST ``data`` form-encoded and answer the JSON (a token response is an object).  ``auth`` is
         ``(client_id, client_secret)``, sent as HTTP Basic with each part form-encoded
         first, as RFC 6749 section 2.3.1 requires (client_secret_basic)."""
         headers = dict(headers or {})
@@ -81,7 +89,7 @@ class ProviderHttp:
         except OSError:
             raise ProviderError(f"the name {urlsplit(url).hostname or url} does not resolve") from None
 
-    def _call(self, method: str, url: str, *, headers=None, data=None) -> dict:
+    def _call(self, method: str, url: str, *, headers=None, data=None) -> dict | list:
         pinned = self.pin(url)
         target = pinned.target
         address = f"[{pinned.address}]" if ":" in pinned.address else pinned.address
@@ -98,7 +106,6 @@ class ProviderHttp:
                     response = session.request(method, f"{target.scheme}://{address}:{target.port}{target.path}",
                                                headers=sent, data=data, timeout=(self.timeout, self.timeout),
                                                allow_redirects=False, stream=True, verify=self._verify)
-                    body = response.raw.read(READ_CAP + 1, decode_content=True)
                 except requests.Timeout:
                     raise ProviderError(self._too_slow(url)) from None
                 except requests.exceptions.SSLError as exc:
@@ -107,6 +114,12 @@ class ProviderHttp:
                     if deadline.expired:
                         raise ProviderError(self._too_slow(url)) from None
                     raise ProviderError(f"cannot connect to {url} ({type(exc).__name__})") from None
+                try:
+                    body = response.raw.read(READ_CAP + 1, decode_content=True)
+                except (urllib3.exceptions.HTTPError, OSError) as exc:
+                    if deadline.expired:
+                        raise ProviderError(self._too_slow(url)) from None
+                    raise ProviderError(f"the answer of {url} broke off ({type(exc).__name__})") from None
                 if deadline.expired:
                     raise ProviderError(self._too_slow(url))
         finally:
@@ -117,7 +130,7 @@ class ProviderHttp:
         return f"{url} did not answer within {self.timeout} seconds"
 
 
-def _json_answer(url: str, response, body: bytes) -> dict:
+def _json_answer(url: str, response, body: bytes) -> dict | list:
     status = response.status_code
     if 300 <= status < 400:
         where = response.headers.get("Location", "elsewhere")
@@ -136,8 +149,8 @@ def _json_answer(url: str, response, body: bytes) -> dict:
             if isinstance(document.get("error_description"), str):
                 oauth += f" ({document['error_description'][:200]})"
         raise ProviderError(f"{url} answered HTTP {status}{oauth}")
-    if not isinstance(document, dict):
-        raise ProviderError(f"{url} did not answer a JSON object")
+    if not isinstance(document, dict | list):
+        raise ProviderError(f"{url} did not answer a JSON object or array")
     return document
 
 
@@ -145,8 +158,8 @@ def refusal(url: str, exc: ValidationFailed | WebhookTargetForbidden) -> str:
     """Why the target rules refuse ``url``, in words."""
     if isinstance(exc, ValidationFailed):
         return f"{url} is not an allowed URL: it {next(iter(exc.errors.values()))}"
-    return (f"{url} is refused: {exc.details['host']} is a {exc.details['reason']} address or name "
-            "(allowed only with IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS, for development)")
+    return (f"{url} is refused: {exc.details['host']} is not a public address ({exc.details['reason']}); "
+            "private targets are allowed only with IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS, for development")
 
 
 _SSL_REASON = re.compile(r"\[SSL[^\]]*\][^'\")]*|certificate verify failed[^'\")]*")

@@ -37,7 +37,8 @@ class ClaimMapping:
     email_verified: str = "email_verified"
     name: str = "name"
     picture: str = "picture"
-    attributes: Mapping[str, str] = field(default_factory=dict)  # ABAC user attribute -> upstream claim
+    # ABAC user attribute -> upstream claim; read-only, and left out of the hash (a mapping has none)
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))

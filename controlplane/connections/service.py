@@ -26,7 +26,6 @@ from controlplane.audit.service import AuditLog
 from controlplane.connections import discovery
 from controlplane.connections.errors import (
     ConnectionChangedConcurrently,
-    ConnectionEmailDomainTaken,
     ConnectionLimitExceeded,
     ConnectionNotFound,
     ConnectionProviderError,
@@ -84,21 +83,31 @@ class UpstreamConnectionService:
         if self.store.count(app_id) >= CONNECTIONS_MAX:
             raise ConnectionLimitExceeded(CONNECTIONS_MAX)
         email_domains, is_active = tuple(values.get("email_domains") or ()), values.get("is_active", True)
-        self._check_domains(app_id, email_domains if is_active else (), None)
-        now = self.clock()
-        connection = Connection(
-            id=new_id(), application_id=app_id, type=type_, preset=preset.name if preset else None, name=name,
-            display_name=values.get("display_name") or (preset.display_name if preset else name),
-            issuer=issuer, client_id=values["client_id"],
-            client_secret_enc=self._encrypt(values.get("client_secret")),
-            scopes=_scopes(type_, values.get("scopes") or (preset.scopes if preset else DEFAULT_SCOPES)),
-            claim_mapping=_mapping(preset.claim_mapping if preset else ClaimMapping(), values.get("claim_mapping")),
-            role_mapping=_rules(values.get("role_mapping") or ()), linking=linking, trusted=trusted,
-            jit=values.get("jit", True), auto_update=values.get("auto_update", False),
-            store_tokens=values.get("store_tokens", False), email_domains=email_domains, is_active=is_active,
-            endpoints=self._endpoints(type_, issuer, preset), created_at=now, updated_at=now,
-        )
-        self.store.insert(connection)
+        now, connection_id = self.clock(), new_id()
+        claimed = email_domains if is_active else ()
+        self.store.claim_domains(app_id, connection_id, claimed, now)
+        try:
+            connection = Connection(
+                id=connection_id, application_id=app_id, type=type_, preset=preset.name if preset else None,
+                name=name, display_name=values.get("display_name") or (preset.display_name if preset else name),
+                issuer=issuer, client_id=values["client_id"],
+                client_secret_enc=self._encrypt(values.get("client_secret")),
+                scopes=_scopes(type_, values.get("scopes") or (preset.scopes if preset else DEFAULT_SCOPES)),
+                claim_mapping=_mapping(preset.claim_mapping if preset else ClaimMapping(),
+                                       values.get("claim_mapping")),
+                role_mapping=_rules(values.get("role_mapping") or ()), linking=linking, trusted=trusted,
+                jit=values.get("jit", True), auto_update=values.get("auto_update", False),
+                store_tokens=values.get("store_tokens", False), email_domains=email_domains, is_active=is_active,
+                endpoints=self._endpoints(type_, issuer, preset), created_at=now, updated_at=now,
+            )
+            self.store.insert(connection)
+            if self.store.count(app_id) > CONNECTIONS_MAX:
+                # Creates racing past the check above: each withdraws its own, so the cap holds.
+                self.store.delete(app_id, connection_id)
+                raise ConnectionLimitExceeded(CONNECTIONS_MAX)
+        except Exception:
+            self.store.release_domains(app_id, connection_id, claimed)
+            raise
         self._record("upstream_connection.created", connection,
                      created(_audit_view(connection), _AUDITED, hidden=_HIDDEN))
         return connection
@@ -128,13 +137,21 @@ class UpstreamConnectionService:
         updated_at = max(self.clock(), current.updated_at + timedelta(milliseconds=1))
         updated = replace(current, **changes, updated_at=updated_at)
         _check_linking(updated.linking, updated.trusted)
-        self._check_domains(app_id, updated.email_domains if updated.is_active else (), updated.id)
-        if "issuer" in changes:
-            updated = replace(updated, endpoints=self._endpoints(updated.type, updated.issuer, preset))
-        if not self.store.replace(updated, expected_updated_at=current.updated_at):
-            if self.store.get(app_id, current.id) is None:
-                raise ConnectionNotFound(connection_id)
-            raise ConnectionChangedConcurrently(current.id)
+        before = set(current.email_domains if current.is_active else ())
+        after = set(updated.email_domains if updated.is_active else ())
+        added = [domain for domain in updated.email_domains if domain in after - before]
+        self.store.claim_domains(app_id, current.id, added, updated_at)
+        try:
+            if "issuer" in changes:
+                updated = replace(updated, endpoints=self._endpoints(updated.type, updated.issuer, preset))
+            if not self.store.replace(updated, expected_updated_at=current.updated_at):
+                if self.store.get(app_id, current.id) is None:
+                    raise ConnectionNotFound(connection_id)
+                raise ConnectionChangedConcurrently(current.id)
+        except Exception:
+            self.store.release_domains(app_id, current.id, added)
+            raise
+        self.store.release_domains(app_id, current.id, before - after)
         self._record("upstream_connection.updated", updated,
                      changed_fields(_audit_view(current), _audit_view(updated), _AUDITED, hidden=_HIDDEN))
         return updated
@@ -143,13 +160,14 @@ class UpstreamConnectionService:
         connection = self.get(app_id, connection_id)
         if not self.store.delete(app_id, connection.id):
             raise ConnectionNotFound(connection_id)
+        self.store.release_domains(app_id, connection.id)
         self._record("upstream_connection.deleted", connection, {})
 
     def test(self, app_id: str, connection_id: str) -> dict:
         """The "test connection" report: discovery and JWKS fetched now and checked, in
-        words (``discovery.test_connection``); it changes nothing."""
+        words (``discovery.connection_report``); it changes nothing."""
         connection = self.get(app_id, connection_id)
-        checks = discovery.test_connection(self.http, connection)
+        checks = discovery.connection_report(self.http, connection)
         return {"ok": all(check.ok for check in checks),
                 "checks": [{"name": c.name, "ok": c.ok, "message": c.message} for c in checks],
                 "checked_at": isoformat(self.clock())}
@@ -192,14 +210,6 @@ class UpstreamConnectionService:
             return discovery.fetch_endpoints(self.http, issuer, now=self.clock())
         except ProviderError as exc:
             raise ConnectionProviderError(exc.reason) from None
-
-    def _check_domains(self, app_id: str, domains, connection_id: str | None) -> None:
-        """409 CONNECTION_EMAIL_DOMAIN_TAKEN when another active connection claims one of
-        ``domains`` (those of an active connection: an inactive one routes nothing)."""
-        for domain in domains:
-            owner = self.store.for_email_domain(app_id, domain)
-            if owner is not None and owner.id != connection_id:
-                raise ConnectionEmailDomainTaken(domain, owner.name)
 
     def _encrypt(self, secret: str | None) -> str | None:
         return self.box.encrypt(secret) if secret else None

@@ -37,7 +37,8 @@ class Provider:
 
     ``discovery`` and ``jwks`` are the documents answered (a test may edit them);
     ``status``, ``headers`` and ``delay`` shape every answer; ``requests`` records the
-    paths asked for."""
+    paths asked for.  A POST (a token request) answers ``token_answer`` and is recorded
+    in ``posts`` with its Authorization header and form body."""
 
     def __init__(self):
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -55,7 +56,10 @@ class Provider:
         }
         self.jwks = {"keys": [RSA_KEY]}
         self.status, self.headers, self.delay = 200, {}, 0.0
+        self.cut = False  # send half the body, then close: an answer that breaks off
         self.requests: list[str] = []
+        self.token_answer: dict = {"access_token": "at", "token_type": "Bearer"}
+        self.posts: list[dict] = []
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def _handler(self):
@@ -64,10 +68,18 @@ class Provider:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 provider.requests.append(self.path)
+                documents = {"/.well-known/openid-configuration": provider.discovery, "/jwks": provider.jwks}
+                self._answer(documents.get(self.path))
+
+            def do_POST(self):
+                form = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                provider.posts.append({"path": self.path, "authorization": self.headers.get("Authorization"),
+                                       "form": form})
+                self._answer(provider.token_answer)
+
+            def _answer(self, document):
                 if provider.delay:
                     time.sleep(provider.delay)
-                documents = {"/.well-known/openid-configuration": provider.discovery, "/jwks": provider.jwks}
-                document = documents.get(self.path)
                 body = json.dumps(document).encode() if document is not None else b"not found"
                 self.send_response(provider.status if document is not None else 404)
                 for name, value in provider.headers.items():
@@ -75,6 +87,8 @@ class Provider:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                if provider.cut:
+                    body, self.close_connection = body[:len(body) // 2], True
                 try:
                     self.wfile.write(body)
                 except ConnectionError:
@@ -116,11 +130,11 @@ def manager(application, make_api_key):
 @pytest.fixture
 def create(client, connections_url, manager, provider):
     """``create(**fields)`` -> the response of POST V1/connections for an oidc connection
-    to ``provider`` (fields override)."""
+    to ``provider`` (fields override; with a preset, the issuer is the preset's)."""
 
     def post(**fields):
-        body = {"name": "acme", "issuer": provider.issuer, "client_id": "client-1", "client_secret": "s3cret-value",
-                **fields}
+        body = {"name": "acme", "client_id": "client-1", "client_secret": "s3cret-value",
+                **({} if "preset" in fields else {"issuer": provider.issuer}), **fields}
         return client.simulate_post(connections_url, json=body, headers=manager)
 
     return post

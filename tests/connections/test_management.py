@@ -145,6 +145,15 @@ def test_end_users_need_a_role_granting_connections_manage(client, application, 
     assert [c["name"] for c in client.simulate_get(connections_url, headers=token).json["data"]] == ["acme"]
 
 
+def test_the_openapi_document_says_connections_manage_is_administration(client):
+    paths = client.simulate_get("/openapi.json").json["paths"]
+    manage = [op for item in paths.values() for op in item.values()
+              if "permission connections:manage" in op.get("description", "")]
+    assert len(manage) == 6  # list, create, get, update, delete, test
+    assert all("administration of sign-in" in op["description"] and "trusted_email" in op["description"]
+               for op in manage)
+
+
 def test_no_credential_is_401(client, connections_url):
     assert_error(client.simulate_get(connections_url), 401)
 

@@ -24,7 +24,7 @@ def test_a_connection_survives_its_document(make_connection, clock):
     assert doc["type"] == "oidc" and doc["oidc"]["issuer"] == "https://idp.example.com"
     assert "issuer" not in doc  # protocol settings live under the type's own key
     again = Connection.from_document(doc)
-    assert again == connection
+    assert again == connection and hash(again) == hash(connection)
     assert dict(again.claim_mapping.attributes) == {"department": "dept"}
 
 
