@@ -293,12 +293,13 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
         stream_access=StreamAccess(authenticator, stream_leases, cap=config.max_streams_per_credential,
                                    permission=DECISION_PERMISSION, retry_after=max(10, 3 * config.stream_heartbeat)))
 
-    connection_box = connection_secret_box(config.secret_key)
     webhook_store = WebhookStore(store)
     target_policy = TargetPolicy(allow_private=config.webhook_allow_private_targets,
                                  resolver=resolver or system_resolver)
-    connections = UpstreamConnectionService(ConnectionStore(store), connection_box,
-                                            ProviderHttp(config, resolver=resolver or system_resolver), audit, clock)
+    # Every call to an upstream identity provider goes through the one ProviderHttp.
+    connection_box = connection_secret_box(config.secret_key)
+    provider_http = ProviderHttp(config, resolver=resolver or system_resolver)
+    connections = UpstreamConnectionService(ConnectionStore(store), connection_box, provider_http, audit, clock)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
     oidc_clients = ClientService(ClientStore(store), clock, target_policy, events)
     events.listen(oidc_clients.apply_event)  # the per-worker copies of clients
@@ -385,7 +386,6 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     # Sign-in through connections last: it creates users (registration), maps attributes
     # and roles (ABAC, roles), and answers the second factor as the login does (passkeys).
-    provider_http = ProviderHttp(config, resolver=resolver or system_resolver)
     identity_store, pending_links = IdentityStore(store), PendingLinkStore(store)
     identities = IdentityService(identity_store, pending_links, user_directory,
                                  create_user=registration.create_external, set_attribute=abac.set_attribute,

@@ -45,7 +45,13 @@ from controlplane.connections.http import ProviderError
 from controlplane.connections.identities import IdentityService, UpstreamIdentity
 from controlplane.connections.idtoken import IdTokenRejected, verify_id_token
 from controlplane.connections.jwks import JwksCache
-from controlplane.connections.linking import MAX_LINK_ATTEMPTS, PendingLinkStore, code_matches
+from controlplane.connections.linking import (
+    MAX_LINK_ATTEMPTS,
+    MAX_LINK_CODES,
+    LinkCodesLimited,
+    PendingLinkStore,
+    code_matches,
+)
 from controlplane.connections.states import STATE_TTL_SECONDS, StateStore, TakenState
 from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.mail import Mailer
@@ -53,7 +59,7 @@ from controlplane.users.emails import brand, letter
 from controlplane.users.errors import InvalidCredentials
 from shared.crypto import SecretBox
 from shared.errors import DomainError, ValidationFailed
-from shared.timeutil import Clock
+from shared.timeutil import Clock, aware
 
 log = logging.getLogger("iamgate.connections")
 
@@ -272,7 +278,7 @@ class ConnectionFlow:
         except ProviderError as exc:
             log.info("user API emails unavailable: %s", exc.reason, extra={"connection_id": connection.id})
             emails = None
-        entries = emails if isinstance(emails, list) else (emails or {}).get("emails") or []
+        entries = emails if isinstance(emails, list) else []
         primary = next((e for e in entries if isinstance(e, dict) and e.get("primary") is True
                         and e.get("verified") is True and isinstance(e.get("email"), str)), None)
         if primary is not None:
@@ -311,8 +317,9 @@ class ConnectionFlow:
 
     def send_link_code(self, application, *, link_id: str, binding: str) -> None:
         """Mail a 6-digit code to the existing account the pending link would join (its
-        own address, not the upstream's).  400 CONNECTION_STATE_INVALID for an unknown,
-        used or expired link or another browser's."""
+        own address, not the upstream's), at most ``MAX_LINK_CODES`` times per link (429).
+        400 CONNECTION_STATE_INVALID for an unknown, used or expired link or another
+        browser's."""
         now = self.clock()
         link = self.links.live(application["_id"], link_id, binding, now)
         if link is None:
@@ -321,6 +328,10 @@ class ConnectionFlow:
         if user is None or user.get("status") == "deleted":
             raise _link_invalid()
         code = self.links.set_code(application["_id"], link_id, now)
+        if code is None:
+            ends = aware(link["expires_at"])
+            raise LinkCodesLimited(limit=MAX_LINK_CODES, reset_at=int(ends.timestamp()),
+                                   retry_after=int((ends - now).total_seconds()))
         subject = f"Your code to link a sign-in provider ({brand(application)})"
         self.mailer.send(user["email"], subject, letter(application, user, (
             f"Someone is linking a sign-in provider to your {brand(application)} account. If it is you, enter "
@@ -356,7 +367,7 @@ class ConnectionFlow:
         self.identities.link(application, connection.id, user["_id"], fields)
         if connection.auto_update:
             claims = fields.get("claims") or {}
-            self.identities.apply_mapping(application, connection, user, UpstreamIdentity(
+            user = self.identities.apply_mapping(application, connection, user, UpstreamIdentity(
                 issuer=fields["issuer"], sub=fields["sub"], claims=claims,
                 profile=mapping.profile_of(claims, connection.claim_mapping), tokens=None))
         return self._signed_in(application, connection.id, user, remember_me, device_info, return_to=None)

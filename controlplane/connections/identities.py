@@ -34,7 +34,7 @@ from controlplane.connections.linking import PendingLinkStore
 from controlplane.events import EventLog
 from controlplane.roles.errors import RoleAlreadyAssigned, RoleNotFound
 from controlplane.users.directory import UserDirectory
-from controlplane.users.errors import AccountSuspended, UserNotFound
+from controlplane.users.errors import AccountSuspended, EmailAlreadyRegistered, UserNotFound
 from shared.ids import is_uuid, new_id
 from shared.timeutil import Clock, isoformat
 
@@ -144,7 +144,7 @@ class IdentityService:
                 changes["tokens"] = stored_tokens
             identity = self.identities.record_sign_in(app_id, identity["_id"], changes) or identity
             if connection.auto_update:
-                self.apply_mapping(app, connection, user, upstream)
+                user = self.apply_mapping(app, connection, user, upstream)
             return Resolution(user=user, identity=identity)
         email = upstream.profile.email
         if not email:
@@ -166,7 +166,7 @@ class IdentityService:
             self._live_user(app_id, local["_id"])
             identity = self.link(app, connection.id, local["_id"], self._identity_fields(upstream, stored_tokens))
             if connection.auto_update:
-                self.apply_mapping(app, connection, local, upstream)
+                local = self.apply_mapping(app, connection, local, upstream)
             return Resolution(user=local, identity=identity)
         if not connection.jit:
             raise ConnectionCallbackInvalid("No account is linked to this identity, and this connection does not "
@@ -174,11 +174,14 @@ class IdentityService:
         profile = upstream.profile
         # The upstream's word verifies the local email only when the connection is trusted:
         # otherwise a later trusted_email connection could merge on an address no one proved.
-        user = self.create_user(app, email=email, name=profile.name or email.split("@")[0],
-                                email_verified=profile.email_verified and connection.trusted,
-                                avatar_url=profile.picture)
+        try:
+            user = self.create_user(app, email=email, name=profile.name or email.split("@")[0],
+                                    email_verified=profile.email_verified and connection.trusted,
+                                    avatar_url=profile.picture)
+        except EmailAlreadyRegistered:  # registered between the lookup and the insert
+            raise ConnectionEmailExists(details={"email": email}) from None
         identity = self.link(app, connection.id, user["_id"], self._identity_fields(upstream, stored_tokens))
-        self.apply_mapping(app, connection, user, upstream, created=True)
+        user = self.apply_mapping(app, connection, user, upstream, created=True)
         return Resolution(user=user, identity=identity, created=True)
 
     @staticmethod
@@ -206,11 +209,11 @@ class IdentityService:
         return doc
 
     def apply_mapping(self, app: dict, connection, user: dict, upstream: UpstreamIdentity, *,
-                      created: bool = False) -> None:
-        """The claim mapping (name, picture, ABAC attributes) and the role mapping.  Roles
-        are added, never taken away: a role an administrator removed comes back only
-        if the upstream still grants it.  The email is the local account's: a sign-in
-        never rewrites it."""
+                      created: bool = False) -> dict:
+        """The claim mapping (name, picture, ABAC attributes) and the role mapping; the
+        user as it is after them.  Roles are added, never taken away: a role an
+        administrator removed comes back only if the upstream still grants it.  The email
+        is the local account's: a sign-in never rewrites it."""
         app_id, user_id, profile = app["_id"], user["_id"], upstream.profile
         if not created:
             changes = {name: value for name, value in (("name", profile.name), ("avatar_url", profile.picture))
@@ -219,6 +222,7 @@ class IdentityService:
                 self.users.update_profile(app_id, user_id, changes, self.clock())
                 self.events.emit(app_id, "user.updated", {"user_id": user_id, "changed": sorted(changes)},
                                  subject={"user_id": user_id})
+                user = {**user, **changes}
         for key, value in profile.attributes.items():
             try:
                 self.set_attribute(app_id, user_id, key, value)
@@ -234,6 +238,7 @@ class IdentityService:
             except RoleNotFound:
                 log.warning("connection role mapping names an unknown role",
                             extra={"app_id": app_id, "connection_id": connection.id, "role": role_name})
+        return user
 
     def _live_user(self, app_id: str, user_id: str) -> dict:
         user = self.users.get(app_id, user_id)

@@ -28,13 +28,10 @@ from datetime import datetime
 
 import jwt
 
-# Asymmetric JWS algorithms (RFC 7518 3.1, RFC 8037) and the JWK key type each needs.
-ALGORITHMS = {
-    "RS256": "RSA", "RS384": "RSA", "RS512": "RSA",
-    "PS256": "RSA", "PS384": "RSA", "PS512": "RSA",
-    "ES256": "EC", "ES384": "EC", "ES512": "EC",
-    "EdDSA": "OKP",
-}
+from controlplane.connections.discovery import signing_keys
+
+# The asymmetric JWS algorithms accepted (RFC 7518 3.1): RSA PKCS#1, RSA-PSS and ECDSA.
+ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"})
 LEEWAY_SECONDS = 60
 
 
@@ -108,8 +105,7 @@ def check_claims(claims: Mapping, *, issuer: str, client_id: str, nonce: str, no
 def _key_for(kid: str | None, alg: str, jwks: Mapping) -> Mapping | None:
     """The signing key of ``jwks`` for ``kid`` and ``alg``: by kid when the token names
     one, else the one key of the right type (OIDC Core 10.1 lets a single key go without)."""
-    candidates = [k for k in jwks.get("keys", []) if isinstance(k, Mapping) and k.get("kty") == ALGORITHMS[alg]
-                  and k.get("use", "sig") == "sig" and k.get("alg", alg) == alg]
+    candidates = signing_keys(jwks, alg)
     if kid is not None:
         return next((k for k in candidates if k.get("kid") == kid), None)
     return candidates[0] if len(candidates) == 1 else None

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 
 from controlplane.collection import Collection
+from shared.errors import RateLimited
 from shared.ids import digest, random_token
 from shared.timeutil import aware, seconds
 
@@ -36,6 +37,8 @@ CREATE, LINK, REFUSE, VERIFY = "create", "link", "refuse", "verify"
 LINK_TTL_SECONDS = 600
 CODE_TTL_SECONDS = 600
 MAX_LINK_ATTEMPTS = 5
+# Codes mailed per pending link: the mailbox is the existing account's, not the asker's.
+MAX_LINK_CODES = 3
 
 INDEXES = {
     "connection_links": [IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)],
@@ -77,7 +80,7 @@ class PendingLinkStore(Collection):
         self._docs.insert_one({
             "_id": digest(link_id), "app_id": application_id, "user_id": user_id, "email": email,
             "connection_id": connection_id, "identity": identity, "binding_hash": digest(binding),
-            "code_digest": None, "code_expires_at": None, "attempts": 0,
+            "code_digest": None, "code_expires_at": None, "codes_sent": 0, "attempts": 0,
             "created_at": now, "expires_at": now + seconds(LINK_TTL_SECONDS),
         })
         return PendingLink(link_id=link_id, user_id=user_id, email=email)
@@ -90,13 +93,15 @@ class PendingLinkStore(Collection):
             return None
         return doc
 
-    def set_code(self, application_id: str, link_id: str, now) -> str:
-        """A fresh 6-digit code for the link (a new one replaces the last)."""
+    def set_code(self, application_id: str, link_id: str, now) -> str | None:
+        """A fresh 6-digit code for the link (a new one replaces the last); None once
+        ``MAX_LINK_CODES`` were sent for it."""
         code = f"{secrets.randbelow(10 ** 6):06d}"
-        self._docs.update_one({"_id": digest(link_id), "app_id": application_id},
-                              {"$set": {"code_digest": digest(code),
-                                        "code_expires_at": now + seconds(CODE_TTL_SECONDS)}})
-        return code
+        result = self._docs.update_one(
+            {"_id": digest(link_id), "app_id": application_id, "codes_sent": {"$lt": MAX_LINK_CODES}},
+            {"$set": {"code_digest": digest(code), "code_expires_at": now + seconds(CODE_TTL_SECONDS)},
+             "$inc": {"codes_sent": 1}})
+        return code if result.modified_count == 1 else None
 
     def count_attempt(self, application_id: str, link_id: str, now) -> dict | None:
         """Count one answer before it is checked (parallel guesses cannot exceed the
@@ -109,6 +114,11 @@ class PendingLinkStore(Collection):
     def take(self, application_id: str, link_id: str) -> dict | None:
         """Remove the link: the one completion that wins."""
         return self._docs.find_one_and_delete({"_id": digest(link_id), "app_id": application_id})
+
+
+class LinkCodesLimited(RateLimited, message="Enough codes were sent for this link; use the last one, or sign in "
+                                             "again."):
+    """More codes asked for one pending link than ``MAX_LINK_CODES``."""
 
 
 def code_matches(link: dict, code: str, now) -> bool:

@@ -3,7 +3,9 @@ issued under it (docs/oidc.md, "Events (OAuth connections)").
 
 This service owns ``oidc_consents`` and ``oidc_refresh_tokens`` for everything that is
 not a token-endpoint step: recording consent, withdrawing it (self-service), revoking a
-user's or a session's grants, and the GDPR export.  It emits the connection events:
+user's or a session's grants, and the GDPR export.  It emits the connection events, each
+with ``data.kind: "grant"`` (the same kinds with ``"upstream"`` are a user's links to
+upstream identity providers, ``controlplane/connections/identities.py``):
 
 - ``consent.granted`` {user_id, client_id, scopes} when a consent is recorded, widened
   or renewed after a withdrawal;
@@ -133,32 +135,34 @@ class ConnectionService:
         """A successful code exchange: the first under the consent creates the connection."""
         if self.consents.mark_connected(app_id, user_id, client_id, self.clock()):
             self.events.emit(app_id, "connection.created", {
-                "user_id": user_id, "client_id": client_id, "grant_id": grant_id, "scopes": list(scopes),
+                "kind": "grant", "user_id": user_id, "client_id": client_id, "grant_id": grant_id,
+                "scopes": list(scopes),
             }, subject={"user_id": user_id})
 
     def refreshed(self, grant: dict) -> None:
         self.events.emit(grant["app_id"], "connection.refreshed", {
-            "user_id": grant["user_id"], "client_id": grant["client_id"], "grant_id": grant["_id"],
+            "kind": "grant", "user_id": grant["user_id"], "client_id": grant["client_id"], "grant_id": grant["_id"],
         }, subject={"user_id": grant["user_id"]})
 
     def failed(self, app_id: str, user_id: str, client_id: str, reason: str) -> None:
-        self.events.emit(app_id, "connection.failed", {"user_id": user_id, "client_id": client_id, "reason": reason},
+        self.events.emit(app_id, "connection.failed", {"kind": "grant", "user_id": user_id, "client_id": client_id,
+                                                       "reason": reason},
                          subject={"user_id": user_id})
 
     def client_connected(self, app_id: str, client_id: str, scopes, *, first: bool) -> None:
         """A client credentials token: ``first`` (the client's first) creates its connection."""
         if first:
             self.events.emit(app_id, "connection.created", {
-                "user_id": None, "client_id": client_id, "grant_id": None, "scopes": list(scopes),
+                "kind": "grant", "user_id": None, "client_id": client_id, "grant_id": None, "scopes": list(scopes),
                 "grant_type": "client_credentials",
             }, subject={"client_id": client_id})
         else:
-            self.events.emit(app_id, "connection.refreshed", {"user_id": None, "client_id": client_id,
+            self.events.emit(app_id, "connection.refreshed", {"kind": "grant", "user_id": None, "client_id": client_id,
                                                               "grant_id": None}, subject={"client_id": client_id})
 
     def client_failed(self, app_id: str, client_id: str, reason: str) -> None:
-        self.events.emit(app_id, "connection.failed", {"user_id": None, "client_id": client_id, "reason": reason},
-                         subject={"client_id": client_id})
+        self.events.emit(app_id, "connection.failed", {"kind": "grant", "user_id": None, "client_id": client_id,
+                                                       "reason": reason}, subject={"client_id": client_id})
 
     def revoke_grant(self, grant_id: str, reason: str) -> bool:
         """Revoke one grant (refresh-token family); emits connection.revoked when it was live."""
@@ -188,7 +192,7 @@ class ConnectionService:
 
     def _revoked_event(self, app_id, user_id, client_id, reason, count) -> None:
         self.events.emit(app_id, "connection.revoked", {
-            "user_id": user_id, "client_id": client_id, "reason": reason, "grants_revoked": count,
+            "kind": "grant", "user_id": user_id, "client_id": client_id, "reason": reason, "grants_revoked": count,
         }, subject={"user_id": user_id})
 
     # ------------------------------------------------------------------ access tokens

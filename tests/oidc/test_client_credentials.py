@@ -65,7 +65,7 @@ def test_userinfo_refuses_it_and_introspection_describes_it(client, machine, app
 def test_the_client_must_list_the_grant_type(client, ctx, rp_client, machine):
     assert_oauth_error(client_credentials(client, rp_client), "unauthorized_client")
     failed = [e for e in events_of(ctx, "connection.failed") if e["data"]["client_id"] == rp_client["client_id"]]
-    assert failed[-1]["data"] == {"user_id": None, "client_id": rp_client["client_id"],
+    assert failed[-1]["data"] == {"kind": "grant", "user_id": None, "client_id": rp_client["client_id"],
                                   "reason": "unauthorized_client"}
     # ...and a machine-only client cannot redeem codes either
     assert_oauth_error(client.simulate_post("/oidc/token", json={
@@ -91,8 +91,9 @@ def test_the_connection_events_of_a_machine_client(client, ctx, machine):
     created = list(ctx.store["events"].find({"type": "connection.created", **mine}))
     refreshed = list(ctx.store["events"].find({"type": "connection.refreshed", **mine}))
     failed = list(ctx.store["events"].find({"type": "connection.failed", **mine}))
-    assert [e["data"] for e in created] == [{"user_id": None, "client_id": machine["client_id"], "grant_id": None,
-                                             "scopes": ["profile"], "grant_type": "client_credentials"}]
+    assert [e["data"] for e in created] == [{"kind": "grant", "user_id": None, "client_id": machine["client_id"],
+                                             "grant_id": None, "scopes": ["profile"],
+                                             "grant_type": "client_credentials"}]
     assert len(refreshed) == 1 and refreshed[0]["data"]["user_id"] is None
     assert [e["data"]["reason"] for e in failed] == ["invalid_scope"]
 

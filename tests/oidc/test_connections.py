@@ -19,7 +19,7 @@ def test_connection_events_over_a_connections_life(client, ctx, application, iss
     response = client.simulate_delete(self_url(application, user_id, "/consent"), headers=user_token.headers)
     assert response.status_code == 200 and response.json["data"]["revoked_count"] == 1
     revoked = events_of(ctx, "connection.revoked")
-    assert [e["data"] for e in revoked] == [{"user_id": user_id, "client_id": client_id,
+    assert [e["data"] for e in revoked] == [{"kind": "grant", "user_id": user_id, "client_id": client_id,
                                              "reason": "consent_withdrawn", "grants_revoked": 2}]
     assert refresh_grant(rp_client, first["refresh_token"]).status_code == 400
 

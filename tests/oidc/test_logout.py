@@ -35,8 +35,8 @@ def test_redirect_with_state_and_revocation(client, ctx, refresh_grant, rp_clien
     assert response.status_code == 302 and response.headers["location"] == f"{BYE}?state=s+1"
     assert refresh_grant(rp_client, tokens["refresh_token"]).status_code == 400
     event = events_of(ctx, "connection.revoked")[0]["data"]
-    assert event == {"user_id": user_token.user["id"], "client_id": rp_client["client_id"], "reason": "logout",
-                     "grants_revoked": 1}
+    assert event == {"kind": "grant", "user_id": user_token.user["id"], "client_id": rp_client["client_id"],
+                     "reason": "logout", "grants_revoked": 1}
 
 
 def test_an_expired_hint_is_accepted(client, clock, tokens):

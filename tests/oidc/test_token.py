@@ -87,7 +87,8 @@ def test_a_wrong_verifier_is_a_failed_connection_and_spends_the_code(exchange, c
     code, verifier = code_and_verifier
     assert_oauth_error(exchange(rp_client, code, "y" * 43), "invalid_grant")
     assert events_of(ctx, "connection.failed")[0]["data"] == {
-        "user_id": user_token.user["id"], "client_id": rp_client["client_id"], "reason": "invalid_verifier"}
+        "kind": "grant", "user_id": user_token.user["id"], "client_id": rp_client["client_id"],
+        "reason": "invalid_verifier"}
     assert_oauth_error(exchange(rp_client, code, verifier), "invalid_grant")
 
 

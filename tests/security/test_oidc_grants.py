@@ -123,7 +123,7 @@ def test_the_stolen_tokens_stop_working(client, ctx, app_doc, rp, victim, stolen
     assert introspect(client, rp, stolen["refresh_token"]) == {"active": False}
     assert_oauth_error(refresh_grant(rp, stolen["refresh_token"]), "invalid_grant")
     revoked = [e["data"] for e in events_of(ctx, "connection.revoked", victim.user["id"])]
-    assert revoked == [{"user_id": victim.user["id"], "client_id": rp["client_id"], "reason": reason,
+    assert revoked == [{"kind": "grant", "user_id": victim.user["id"], "client_id": rp["client_id"], "reason": reason,
                         "grants_revoked": 1}]
 
 
@@ -226,7 +226,7 @@ def test_ending_one_session_ends_its_grants_only(client, ctx, app_doc, rp, victi
     assert introspect(client, rp, kept["access_token"])["active"] is True
     assert refresh_grant(rp, kept["refresh_token"]).status_code == 200
     revoked = [e["data"] for e in events_of(ctx, "connection.revoked", victim.user["id"])]
-    assert revoked == [{"user_id": victim.user["id"], "client_id": rp["client_id"], "reason": reason,
+    assert revoked == [{"kind": "grant", "user_id": victim.user["id"], "client_id": rp["client_id"], "reason": reason,
                         "grants_revoked": 1}]
 
 

@@ -23,6 +23,7 @@ from controlplane.connections.errors import (
 )
 from controlplane.connections.flow import LINK_REQUIRED, MFA_REQUIRED, REFUSED, ConnectionFlow, check_redirect_uri
 from controlplane.connections.identities import IdentityService
+from controlplane.connections.linking import LinkCodesLimited
 from controlplane.connections.signin import schemas
 from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.lockout import AccountLocked
@@ -119,9 +120,9 @@ class LinkCode(_SignIn):
     docs = {"POST": op(
         "Mail a code to the account a pending link would join",
         description="The code (6 digits, 10 minutes) goes to the existing account's own address. A new request "
-                    "replaces the code.",
+                    "replaces the code; 3 codes per pending link.",
         body=schemas.LINK_CODE, ok=202, response=MESSAGE,
-        errors=[ValidationFailed, ConnectionStateInvalid, LoginsLimited],
+        errors=[ValidationFailed, ConnectionStateInvalid, LinkCodesLimited, LoginsLimited],
     )}
 
     def on_post(self, req, resp, applicationId):

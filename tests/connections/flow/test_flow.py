@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conftest import assert_error, events_of
+from tests.conftest import assert_error, events_of, in_parallel
 from tests.connections.flow.conftest import REDIRECT, Browser
 from tests.connections.flow.provider import CLIENT_ID
 from tests.plugins.users import users_url
@@ -252,8 +252,21 @@ def test_github_style_oauth2_takes_the_numeric_id_as_subject(client, idp_app, pr
     assert identity["sub"] == "583231" and identity["email"] == "ada@example.com"
 
 
-@pytest.mark.xfail(strict=True, reason="ProviderHttp.get_json refuses a JSON array, which GitHub's /user/emails "
-                                       "answers: the email is then taken unverified (the safe side)")
+def test_github_style_email_is_unverified_unless_primary_and_verified(client, idp_app, provider, add_connection):
+    provider.emails_answer = [{"email": "ada@example.com", "primary": False, "verified": True},
+                              {"email": "other@example.com", "primary": True, "verified": False}]
+    connection = _github_connection(idp_app, provider, add_connection)
+    assert _identity_after_sign_in(client, idp_app, connection)["email_verified"] is False
+
+
 def test_github_style_primary_verified_email_counts_as_verified(client, idp_app, provider, add_connection):
     connection = _github_connection(idp_app, provider, add_connection)
     assert _identity_after_sign_in(client, idp_app, connection)["email_verified"] is True
+
+
+def test_parallel_callbacks_with_one_state_sign_in_once(client, ctx, idp_app, connection):
+    browser = Browser(client, idp_app)
+    params = browser.at_provider(browser.start(connection.id))
+    statuses = in_parallel(4, lambda i: browser.callback(params).status_code)
+    assert sorted(statuses) == [200, 400, 400, 400]
+    assert ctx.store["identities"].count_documents({"app_id": idp_app["_id"]}) == 1

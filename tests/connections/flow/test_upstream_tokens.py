@@ -1,0 +1,84 @@
+"""Upstream tokens kept for the application's back end (store_tokens): encrypted at rest,
+served by GET V1/users/{id}/identities/{identityId}/token with connections:tokens,
+refreshed near expiry, with connection.refreshed / connection.failed."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_error, bearer, events_of
+from tests.connections.flow.conftest import Browser, identities_url
+
+
+@pytest.fixture
+def signed_in(client, ctx, idp_app, provider, add_connection):
+    """(connection, user id, identity id) after a sign-in through a storing connection."""
+    connection = add_connection(idp_app, provider, store_tokens=True)
+    response = Browser(client, idp_app).sign_in(connection.id)
+    assert response.status_code == 200, response.text
+    user_id = response.json["data"]["user"]["id"]
+    identity = ctx.store["identities"].find_one({"user_id": user_id})
+    return connection, user_id, identity["_id"]
+
+
+def _token(client, app, user_id, identity_id, key):
+    return client.simulate_get(identities_url(app, user_id, f"/{identity_id}/token"), headers=bearer(key))
+
+
+def test_tokens_are_encrypted_at_rest_and_served_with_the_permission(client, ctx, idp_app, provider, signed_in,
+                                                                      make_api_key):
+    _, user_id, identity_id = signed_in
+    [issued] = provider.access_tokens
+    stored = ctx.store["identities"].find_one({"_id": identity_id})["tokens"]
+    assert issued not in str(stored)  # only ciphertext
+    response = _token(client, idp_app, user_id, identity_id, make_api_key(idp_app, ["connections:tokens"]))
+    assert response.status_code == 200, response.text
+    data = response.json["data"]
+    assert data["access_token"] == issued and data["token_type"] == "Bearer" and data["id_token"]
+    assert "refresh_token" not in data
+    assert response.headers["Cache-Control"].startswith("no-store")
+
+
+def test_the_permission_is_required(client, idp_app, signed_in, make_api_key):
+    _, user_id, identity_id = signed_in
+    assert_error(_token(client, idp_app, user_id, identity_id, make_api_key(idp_app, ["users:read"])), 403)
+
+
+def test_not_stored_is_404(client, idp_app, provider, add_connection, make_api_key, ctx):
+    connection = add_connection(idp_app, provider, store_tokens=False)
+    user_id = Browser(client, idp_app).sign_in(connection.id).json["data"]["user"]["id"]
+    identity_id = ctx.store["identities"].find_one({"user_id": user_id})["_id"]
+    key = make_api_key(idp_app, ["connections:tokens"])
+    assert_error(_token(client, idp_app, user_id, identity_id, key), 404, "IDENTITY_TOKENS_NOT_STORED")
+    assert_error(_token(client, idp_app, user_id, "00000000-0000-4000-8000-000000000000", key), 404,
+                 "IDENTITY_NOT_FOUND")
+
+
+def test_near_expiry_the_token_is_refreshed_once(client, ctx, clock, idp_app, provider, signed_in, make_api_key):
+    connection, user_id, identity_id = signed_in
+    key = make_api_key(idp_app, ["connections:tokens"])
+    [first] = provider.access_tokens
+    clock.advance(3600 - 30)  # 30 seconds left: within the margin
+    response = _token(client, idp_app, user_id, identity_id, key)
+    assert response.status_code == 200, response.text
+    fresh = response.json["data"]["access_token"]
+    assert fresh != first and fresh in provider.access_tokens
+    refresh = provider.token_requests[-1]
+    assert refresh["form"]["grant_type"] == "refresh_token" and refresh["authorization"].startswith("Basic ")
+    [event] = events_of(ctx, "connection.refreshed", user_id)
+    assert event["data"] == {"kind": "upstream", "connection_id": connection.id, "identity_id": identity_id,
+                             "user_id": user_id}
+    # Served again without another refresh while it is fresh.
+    assert _token(client, idp_app, user_id, identity_id, key).json["data"]["access_token"] == fresh
+    assert len(events_of(ctx, "connection.refreshed", user_id)) == 1
+
+
+def test_a_failed_refresh_is_502_and_connection_failed(client, ctx, clock, idp_app, provider, signed_in,
+                                                       make_api_key):
+    connection, user_id, identity_id = signed_in
+    provider.refresh_fails = True
+    clock.advance(3600)
+    response = _token(client, idp_app, user_id, identity_id, make_api_key(idp_app, ["connections:tokens"]))
+    error = assert_error(response, 502, "CONNECTION_PROVIDER_ERROR")
+    assert "invalid_grant" in error["message"]
+    [event] = events_of(ctx, "connection.failed", user_id)
+    assert event["data"]["kind"] == "upstream" and event["data"]["identity_id"] == identity_id
