@@ -233,13 +233,7 @@ def _preset_connection(preset_name: str, upstream, clock, **fields) -> dict:
             "claim_mapping": preset.claim_mapping, "issuer": upstream.issuer, "endpoints": endpoints, **fields}
 
 
-# GitHub's /user/emails answers a JSON array, which ProviderHttp.get_json refuses ("did not
-# answer a JSON object"), so the flow takes the email as unverified: reported to the
-# connections' owners; strict, so the fix makes this test say so.
-GITHUB_EMAILS_ARRAY = pytest.mark.xfail(strict=True, reason="ProviderHttp.get_json refuses /user/emails' JSON array")
-
-
-@pytest.mark.parametrize("preset", ["google", "entra", "gitlab", pytest.param("github", marks=GITHUB_EMAILS_ARRAY)])
+@pytest.mark.parametrize("preset", ["google", "entra", "gitlab", "github"])
 def test_each_preset_signs_in_against_the_local_provider(live_server, ctx, config, clock, own_ui_app, upstreams,
                                                          add_connection, preset):
     upstream = upstreams.start(clients=[{"client_id": "iamgate", "client_secret": UPSTREAM_SECRET,
