@@ -93,8 +93,8 @@ class HostedConnections:
         sign-in)."""
         app_id = pending.app["_id"]
         if connection_id:
-            connection = next((c for c in self.buttons(app_id) if c.id == connection_id), None)
-            if connection is None:
+            connection = self.named(app_id, connection_id)
+            if connection is None:  # deactivated since the page was shown
                 return self.hosted.page_again(pending, "login")
             return self.start(pending.app, pending.request, pending.handle, connection,
                               login_hint=pending.request.login_hint)
