@@ -98,7 +98,12 @@ class FlowResult:
     @property
     def login_data(self) -> dict:
         """The ``user.login`` event's data beside the user and session: how they signed in."""
-        return {"method": "connection", "connection_id": self.connection_id}
+        return login_data(self.connection_id)
+
+
+def login_data(connection_id: str | None) -> dict:
+    """How a sign-in through a connection is told apart in its ``user.login`` event."""
+    return {"method": "connection", "connection_id": connection_id}
 
 
 def client_auth(connection, box: SecretBox) -> tuple[dict, tuple[str, str] | None]:
@@ -295,7 +300,8 @@ class ConnectionFlow:
 
     def _signed_in(self, application, connection_id, user, remember_me, device_info, *, return_to) -> FlowResult:
         challenge = self.second_factor.sign_in_challenge(application, user, remember_me=remember_me,
-                                                         device_info=dict(device_info or {}))
+                                                         device_info=dict(device_info or {}),
+                                                         login_data=login_data(connection_id))
         if challenge is not None:
             self._refused(application, connection_id, None, user=user["_id"], reason="mfa_required")
             return FlowResult(MFA_REQUIRED, connection_id=connection_id, user=user, amr=(AMR_FEDERATED,),

@@ -183,18 +183,20 @@ class MfaService:
     # ------------------------------------------------------------------ login
 
     def login_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict,
-                        other_methods: tuple = ()) -> dict | None:
+                        other_methods: tuple = (), login_data: dict | None = None) -> dict | None:
         """The login's second factor: the MFA challenge {mfa_required,
         challenge_token, mfa_methods} when the user has an active TOTP method or
         ``other_methods`` (a passkey: ``webauthn``) to answer it with (the login then
-        answers it instead of tokens), else None."""
+        answers it instead of tokens), else None.  ``login_data``: how the first step
+        signed in, kept for the session's user.login (``SessionService.issue``)."""
         app_id, user_id = app["_id"], user["_id"]
         methods = ([TOTP] if self.methods.active(app_id, user_id) is not None else []) + list(other_methods)
         if not methods:
             return None
         token = self.factor.open_challenge(
             app_id, user_id, self._now(), self.challenge_ttl, remember_me=bool(remember_me),
-            device_info={"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")}, methods=methods)
+            device_info={"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")}, methods=methods,
+            login_data=login_data)
         return {"mfa_required": True, "challenge_token": token, "mfa_methods": methods}
 
     def pending_challenge(self, app_id: str, challenge_token: str, method: str) -> dict | None:
@@ -266,7 +268,8 @@ class MfaService:
         if not self.factor.consume_challenge(app["_id"], challenge, self._now()):
             raise MfaChallengeExpired()  # a parallel answer won, or it expired just now
         return self.sessions.issue(app, user, remember_me=challenge["remember_me"],
-                                   device_info=challenge.get("device_info") or {})
+                                   device_info=challenge.get("device_info") or {},
+                                   login_data=challenge.get("login_data"))
 
     def _answer(self, app: dict, challenge: dict, code: str, kind: str, now) -> tuple[dict, int | None]:
         app_id, user_id = app["_id"], challenge["user_id"]

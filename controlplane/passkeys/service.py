@@ -227,20 +227,24 @@ class PasskeyService:
             raise PasswordSignInDisabled()
         return self._challenge(app, user, passkeys, remember_me=remember_me, device_info=device_info)
 
-    def sign_in_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict) -> dict | None:
+    def sign_in_challenge(self, app: dict, user: dict, *, remember_me: bool, device_info: dict,
+                          login_data: dict) -> dict | None:
         """The second factor of a sign-in that used no password (an upstream identity
-        provider): the login's MFA challenge, the same methods offered."""
+        provider, named by ``login_data``): the login's MFA challenge, the same methods
+        offered."""
         passkeys = self._passkeys_offered(app, user)
-        return self._challenge(app, user, passkeys, remember_me=remember_me, device_info=device_info)
+        return self._challenge(app, user, passkeys, remember_me=remember_me, device_info=device_info,
+                               login_data=login_data)
 
     def _passkeys_offered(self, app: dict, user: dict) -> list:
         if app.get("passkeys", OFF) == OFF or self.relying_party is None:
             return []
         return self.passkeys.for_user(app["_id"], user["_id"])
 
-    def _challenge(self, app: dict, user: dict, passkeys: list, *, remember_me: bool, device_info: dict):
+    def _challenge(self, app: dict, user: dict, passkeys: list, *, remember_me: bool, device_info: dict,
+                   login_data: dict | None = None):
         return self.mfa.login_challenge(app, user, remember_me=remember_me, device_info=device_info,
-                                        other_methods=(WEBAUTHN,) if passkeys else ())
+                                        other_methods=(WEBAUTHN,) if passkeys else (), login_data=login_data)
 
     def authentication_options(self, app: dict, *, challenge_token: str | None) -> dict:
         """{challenge_id, options}.  With the login's MFA ``challenge_token``: the

@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import assert_error, events_of, in_parallel
 from tests.connections.flow.conftest import REDIRECT, Browser
 from tests.connections.flow.provider import CLIENT_ID
+from tests.mfa.conftest import STEP, rfc6238
 from tests.plugins.users import users_url
 
 
@@ -212,16 +213,24 @@ def test_a_rotated_key_is_picked_up_by_the_one_refresh(client, idp_app, provider
 # ---------------------------------------------------------------- MFA, GitHub
 
 
-def test_a_user_with_mfa_gets_the_logins_challenge(client, ctx, idp_app, provider, add_connection,
+def test_a_user_with_mfa_gets_the_logins_challenge(client, ctx, clock, idp_app, provider, add_connection,
                                                    make_user_token, enable_mfa):
     token = make_user_token(idp_app, email="ada@example.com")
-    enable_mfa(idp_app, token)
+    mfa = enable_mfa(idp_app, token)
     ctx.store["users"].update_one({"_id": token.user["id"]}, {"$set": {"email_verified": True}})
     connection = add_connection(idp_app, provider, linking="trusted_email", trusted=True)
     response = Browser(client, idp_app).sign_in(connection.id)
     assert response.status_code == 200, response.text
     data = response.json["data"]
     assert data["mfa_required"] is True and "totp" in data["mfa_methods"] and "access_token" not in data
+    # The session the code then starts is audited as a sign-in through the connection.
+    clock.advance(STEP)
+    code = rfc6238(mfa.secret, clock())
+    verified = client.simulate_post(users_url(idp_app, "/mfa/verify"),
+                                    json={"challenge_token": data["challenge_token"], "code": code})
+    assert verified.status_code == 200, verified.text
+    [login] = events_of(ctx, "user.login", token.user["id"])[-1:]
+    assert login["data"]["method"] == "connection" and login["data"]["connection_id"] == connection.id
 
 
 def _github_connection(idp_app, provider, add_connection):
