@@ -75,7 +75,9 @@ screenshots: $(STAMP)
 		tests/console/test_settings_browser.py \
 		tests/console/test_users_browser.py \
 		tests/console/test_first_day_browser.py \
-		tests/passkeys/test_hosted_passkeys_browser.py
+		tests/passkeys/test_hosted_passkeys_browser.py \
+		tests/console/test_passkeys_browser.py \
+		tests/connections/test_hosted_connections_browser.py
 
 ## Refresh the console's vendored htmx from npm, pinned (controlplane/console/vendor/README.md
 ## gives the version, licence and SRI hash; update them with HTMX_VERSION).

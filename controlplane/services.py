@@ -71,6 +71,7 @@ from controlplane.oidc.store import (
     PendingRequestStore,
 )
 from controlplane.oidc.token import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant, TokenEndpoint
+from controlplane.oidc.upstream import HostedConnections
 from controlplane.oidc.userinfo import UserInfo
 from controlplane.pages import Pages
 from controlplane.passkeys.ceremony import RelyingParty
@@ -150,6 +151,7 @@ class OidcServices:
     introspection: Introspection
     logout: Logout
     hosted: HostedLogin
+    upstream: HostedConnections  # the hosted login's sign-in through a connection
 
 
 @dataclass(frozen=True)
@@ -386,15 +388,10 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                          email_verification=email_verification, registration=registration,
                          admin=UserAdminService(user_store, sessions, oidc_connections, events, clock), login=login)
 
-    oidc = OidcServices(
-        clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens, authorize=oidc_authorize,
-        token=oidc_token, userinfo=oidc_userinfo, revocation=oidc_revocation, introspection=oidc_introspection,
-        logout=oidc_logout,
-        hosted=HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
-                           applications=applications, login=login, mfa=mfa, authenticator=authenticator,
-                           sessions=sessions, users=user_directory, passwords=passwords, registration=registration,
-                           passkeys=passkeys, box=box, clock=clock))
-
+    hosted_login = HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
+                               applications=applications, login=login, mfa=mfa, authenticator=authenticator,
+                               sessions=sessions, users=user_directory, passwords=passwords,
+                               registration=registration, passkeys=passkeys, box=box, clock=clock)
     selfservice = SelfService(user_directory, sessions, mfa, passkeys, events, clock, rate_limiter, registration, roles,
                               oidc_connections, audit, rate_limit_export=config.rate_limit_export)
 
@@ -414,6 +411,12 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                             second_factor=passkeys, passwords=passwords, mailer=mailer, audit=audit,
                             box=connection_box, clock=clock),
         identities=identities, tokens=upstream_tokens)
+    oidc = OidcServices(
+        clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens, authorize=oidc_authorize,
+        token=oidc_token, userinfo=oidc_userinfo, revocation=oidc_revocation, introspection=oidc_introspection,
+        logout=oidc_logout, hosted=hosted_login,
+        upstream=HostedConnections(hosted_login, connections, connection_sign_in.flow, sessions,
+                                   public_url=config.public_url))
 
     return Services(
         config=config, clock=clock, store=store, box=box, metrics=metrics, events=events, audit=audit, tailer=tailer,

@@ -82,6 +82,11 @@ class Step:
     signed_in_as: str | None = None  # the consent page's user (its email), for "Not you?"
     passkey: dict | None = None  # {challenge_id, options}: the page's WebAuthn ceremony, when it offers one
     offers_code: bool = True  # the MFA page: the user has TOTP (and so backup codes) to answer with
+    # A sign-in through a connection: the upstream provider's authorization URL to send the
+    # browser to, and the binding to keep in its cookie for the callback.
+    upstream: str | None = None
+    connection_binding: str | None = None
+    link: dict | None = None  # the link page: {email, connection (its display name), code_sent}
 
 
 @dataclass(frozen=True)
@@ -193,12 +198,23 @@ class HostedLogin:
         result = self.login.login(pending.app, email=email, password=password, remember_me=False,
                                    device_info=device_info)
         if result.get("mfa_required"):
-            sealed = self.box.encrypt(result["challenge_token"].encode("ascii"))
-            if self.pending.advance(pending.doc["_id"], "login", {"stage": "mfa", "mfa_challenge": sealed},
-                                     self.clock()) is None:
-                raise AuthorizationRequestExpired()
-            return self.page_again(pending, "mfa", challenge_token=result["challenge_token"])
-        return self._signed_in(pending, "login", result, amr=[PWD])
+            return self.second_factor(pending, result["challenge_token"])
+        return self.signed_in(pending, "login", result, amr=[PWD])
+
+    def second_factor(self, pending: Pending, challenge_token: str, *, stage: str = "login",
+                      first_factor: tuple[str, ...] = (PWD,)) -> Step:
+        """The MFA page for the login's challenge, kept sealed in the request: after a
+        password, or after a sign-in through a connection (``first_factor``: its ``amr``)
+        when the user has a second factor."""
+        sealed = self.box.encrypt(challenge_token.encode("ascii"))
+        self.move(pending, stage, {"stage": "mfa", "mfa_challenge": sealed, "first_factor": list(first_factor)})
+        return self.page_again(pending, "mfa", challenge_token=challenge_token)
+
+    def move(self, pending: Pending, stage: str, changes: dict) -> None:
+        """The request leaves ``stage`` with ``changes``; AuthorizationRequestExpired when
+        another post moved it first (or it expired)."""
+        if self.pending.advance(pending.doc["_id"], stage, changes, self.clock()) is None:
+            raise AuthorizationRequestExpired()
 
     def passkey_options(self, app: dict, *, challenge_token: str | None = None) -> dict | None:
         """The WebAuthn options a page offers, or None when it offers none: the login
@@ -222,13 +238,13 @@ class HostedLogin:
         self.login.throttle(pending.app, device_info.get("ip") or "unknown")
         pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
                                           remember_me=False, device_info=device_info)
-        return self._signed_in(pending, "login", pair, amr=[HWK, USER])
+        return self.signed_in(pending, "login", pair, amr=[HWK, USER])
 
     def verify_mfa(self, pending: Pending, *, code: str) -> Step:
         """The MFA page's post: ``MfaService.verify`` with the login's challenge; a wrong
         code propagates and the request stays at the MFA step."""
         pair, _ = self.mfa.verify(pending.app, challenge_token=self.mfa_challenge(pending), code=code)
-        return self._signed_in(pending, "mfa", pair, amr=[PWD, OTP, MFA])
+        return self.signed_in(pending, "mfa", pair, amr=[*self._first_factor(pending), OTP, MFA])
 
     def verify_mfa_passkey(self, pending: Pending, *, challenge_id: str, credential: dict, device_info: dict) -> Step:
         """The MFA page's "Use a passkey": ``PasskeyService.authenticate`` answering the
@@ -236,7 +252,11 @@ class HostedLogin:
         self.login.throttle(pending.app, device_info.get("ip") or "unknown")
         pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
                                           remember_me=False, device_info=device_info)
-        return self._signed_in(pending, "mfa", pair, amr=[PWD, HWK, MFA])
+        return self.signed_in(pending, "mfa", pair, amr=[*self._first_factor(pending), HWK, MFA])
+
+    @staticmethod
+    def _first_factor(pending: Pending) -> list[str]:
+        return list(pending.doc.get("first_factor") or (PWD,))
 
     def mfa_challenge(self, pending: Pending) -> str:
         """The login's MFA challenge token, kept sealed in the pending request."""
@@ -347,7 +367,9 @@ class HostedLogin:
         })
         return handle
 
-    def _signed_in(self, pending: Pending, stage: str, pair: dict, *, amr: list[str]) -> Step:
+    def signed_in(self, pending: Pending, stage: str, pair: dict, *, amr: list[str]) -> Step:
+        """The request moves on from ``stage`` for the user of the token pair ``pair`` (a
+        V1 sign-in): a browser session, then the passkey offer, consent or the code."""
         request, handle = pending.request, pending.handle
         principal = self.authenticator.user_token(pair["access_token"], request.app_id)
         signed_in = {"user_id": principal.user_id, "session_id": principal.session_id,

@@ -9,8 +9,10 @@ from controlplane.oidc.resources import (
     logout,
     revocation,
     token,
+    upstream,
     userinfo,
 )
+from controlplane.oidc.upstream import CALLBACK_PATH, LINK_PATH
 
 V1 = "/api/v1/applications/{applicationId}"
 TAG = "oidc"
@@ -21,12 +23,18 @@ def add_routes(routes, services):
     routes.add("/.well-known/jwks.json", discovery.Jwks(services.keys), TAG)
     secure, proxies = services.config.cookie_secure, services.config.trusted_proxies
     routes.add("/oidc/authorize", authorize.Authorize(services.oidc.authorize, services.authenticator,
-                                                      services.oidc.hosted, services.pages, cookie_secure=secure), TAG)
+                                                      services.oidc.hosted, services.oidc.upstream, services.pages,
+                                                      cookie_secure=secure), TAG)
     for path, page in (("login", hosted.HostedLogin), ("mfa", hosted.HostedMfa), ("consent", hosted.HostedConsent),
                        ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister),
                        ("passkey-offer", hosted.HostedPasskeyOffer)):
         routes.add(f"/oidc/authorize/{path}",
-                   page(services.oidc.hosted, services.pages, cookie_secure=secure, trusted_proxies=proxies), TAG)
+                   page(services.oidc.hosted, services.oidc.upstream, services.pages, cookie_secure=secure,
+                        trusted_proxies=proxies), TAG)
+    routes.add(CALLBACK_PATH, upstream.ConnectionCallback(services.oidc.upstream, services.pages,
+                                                           cookie_secure=secure, trusted_proxies=proxies), TAG)
+    routes.add(LINK_PATH, upstream.HostedLink(services.oidc.hosted, services.oidc.upstream, services.pages,
+                                              cookie_secure=secure, trusted_proxies=proxies), TAG)
     routes.add("/oidc/assets/{filename}", hosted.HostedAsset(), TAG)
     routes.add("/oidc/token", token.Token(services.oidc.token), TAG)
     routes.add("/oidc/userinfo", userinfo.UserInfo(services.oidc.userinfo), TAG)

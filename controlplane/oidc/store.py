@@ -24,9 +24,11 @@ document carries ``app_id``, and every secret is stored as its SHA-256 digest.
   amr (how the user signed in), created_at, expires_at}; TTL at expiry.
 - ``oidc_pending_requests``: authorization requests in progress in the hosted login
   {_id: digest(handle), app_id, client_id, params (the query as received), binding
-  (digest of the browser's CSRF cookie), stage (login, mfa, passkey_offer, consent,
-  done), user_id, session_id, auth_time, amr, mfa_challenge (SecretBox-encrypted), created_at, expires_at};
-  TTL at expiry.
+  (digest of the browser's CSRF cookie), stage (login, link, mfa, passkey_offer, consent,
+  done), user_id, session_id, auth_time, amr, mfa_challenge (SecretBox-encrypted),
+  first_factor (the ``amr`` before the MFA step: ``pwd``, or ``fed`` after a connection),
+  link (a connection's pending link: its id SecretBox-encrypted, the account's email, the
+  connection's display name, code_sent), created_at, expires_at}; TTL at expiry.
 
 Expiry is decided in code against the caller's ``now``; TTL indexes only reclaim space
 (codes at once, refresh tokens when they expire).  Consents do not expire: the GDPR

@@ -4,7 +4,10 @@ change), an app that may call it, and connections built as model objects.
 
 Provider URLs are http on loopback, so the app runs with
 IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS on (``config_overrides``) unless a test says
-otherwise; the SSRF tests turn it off."""
+otherwise; the SSRF tests turn it off.
+
+The real upstream providers (panva's oidc-provider: ``upstreams``, ``local_idp``) and the
+fixtures of the hosted-page tests are in tests/connections/upstream.py."""
 from __future__ import annotations
 
 import json
@@ -18,6 +21,8 @@ import pytest
 from controlplane.connections.model import ClaimMapping, Connection, Endpoints
 from shared.ids import new_id
 from tests.conftest import bearer
+from tests.connections.upstream import add_connection, hosted_app, local_idp, upstreams  # noqa: F401  (fixtures)
+from tests.oidc.conftest import oidc_client  # noqa: F401  (fixture)
 
 RSA_KEY = {"kty": "RSA", "use": "sig", "alg": "RS256", "kid": "k1", "e": "AQAB",
            "n": ("r1lh0mEPequSjMWpGOKqwcbIZ12To5uzrSzit0CBf0-u55BNJl3ERePiOXHx50nxwt3Sf9JAbryYi3vln0XGYDKe15"

@@ -33,7 +33,10 @@ _AUTHORIZE_QUERY = {
         "code_challenge": "base64url SHA-256 of the verifier (43 to 128 characters)",
         "code_challenge_method": "S256", "prompt": "none, login or consent (hosted mode)",
         "response_mode": "query (default) or form_post", "max_age": "seconds since the last sign-in",
-        "login_hint": "pre-fills the hosted login's email",
+        "login_hint": "pre-fills the hosted login's email; in hosted mode, an email whose domain a connection "
+                      "claims goes straight to that connection (and the hint on to the provider)",
+        "connection": "hosted mode: the name or id of an active connection of the application; the browser goes "
+                      "straight to its provider instead of the login page (an unknown one: invalid_request)",
     }.items()
 }
 AUTHORIZE_RESPONSE = {"type": "object", "properties": {
@@ -46,7 +49,11 @@ _HOSTED_DESCRIPTION = (
     "A login page (then the MFA step when the user has MFA, and a consent page the first time the user meets "
     "the client) or, with a live browser session (cookie iamgate_oidc_<applicationId>), a 302 to "
     "redirect_uri?code=...&state=... at once. prompt=login forces the login; prompt=none never shows a page and "
-    "answers login_required or consent_required on the redirect URI. Without a bearer, errors found before the "
+    "answers login_required or consent_required on the redirect URI. The login page has a \"Continue with ...\" "
+    "button per active connection; connection=<name or id>, or a login_hint whose email domain a connection claims, "
+    "sends the browser to that connection's provider at once (302; the cookie iamgate_connection binds the sign-in "
+    "to the browser), whose answer comes back to /oidc/connections/{applicationId}/callback. "
+    "Without a bearer, errors found before the "
     "client and redirect_uri are validated are an HTML error page (400), never a redirect; later errors redirect "
     "with error and state (RFC 6749 4.1.2.1). Without a bearer and without hosted login: 401 invalid_token.")
 
@@ -78,10 +85,11 @@ class Authorize(Resource):
             response=AUTHORIZE_RESPONSE, wrapped=False, errors=_errors, also=_pages),
     }
 
-    def __init__(self, authorize, authenticator, hosted, pages, *, cookie_secure: bool):
+    def __init__(self, authorize, authenticator, hosted, upstream, pages, *, cookie_secure: bool):
         self.authorize = authorize
         self.authenticator = authenticator
         self.hosted = hosted
+        self.upstream = upstream
         self.pages = pages
         self.cookie_secure = cookie_secure
 
@@ -116,6 +124,8 @@ class Authorize(Resource):
             binding = self.pages.csrf_token(req, resp)
             step = self.hosted.begin(request, params, binding=binding,
                                      session_token=req.cookies.get(session_cookie_name(app["_id"])))
+            if step.page == "login":
+                step = self.upstream.direct(step, app, params)
             return render_step(self, req, resp, step, app, binding)
         try:
             self._json_mode(req, resp, request, app)

@@ -6,6 +6,8 @@ import functools
 import json
 from urllib.parse import urlencode
 
+import falcon
+
 from controlplane.auth import PUBLIC
 from controlplane.console.assets import asset_doc, send_asset
 from controlplane.lockout import AccountLocked
@@ -13,8 +15,9 @@ from controlplane.mfa.errors import MfaChallengeExpired, MfaCodeInvalid, MfaLock
 from controlplane.oidc import wire
 from controlplane.oidc.assets import PASSKEY_SCRIPT
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, OAuthError
-from controlplane.oidc.hosted import OFFER, Step, session_cookie_name
+from controlplane.oidc.hosted import OFFER, PENDING_TTL, Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
+from controlplane.oidc.upstream import BINDING_COOKIE, CONNECTIONS_PATH, LINK, LINK_PATH
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
 from controlplane.passkeys.errors import (
@@ -45,8 +48,9 @@ from controlplane.users.schemas import EMAIL_ONLY, REGISTER
 from shared.errors import DomainError, NotFound, PayloadTooLarge, ValidationFailed
 from shared.http import client_ip, no_store, status_of
 
-_PAGES = ("login", "mfa", "consent", "forgot", "register", OFFER)
-_ACTIONS = {page: f"/oidc/authorize/{page.replace('_', '-')}" for page in _PAGES}
+_PAGES = ("login", "mfa", "consent", "forgot", "register", OFFER, LINK)
+# The link page posts under /oidc/connections, where the connection's binding cookie goes.
+_ACTIONS = {**{page: f"/oidc/authorize/{page.replace('_', '-')}" for page in _PAGES}, LINK: LINK_PATH}
 _TEMPLATES = {page: f"oidc_{page}.html" for page in _PAGES}
 _ERROR_TITLES = {
     400: "This sign-in link is not valid",
@@ -98,12 +102,21 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
     if step.redirect is not None:
         return wire.answer_client(resp, resource.pages, step.request.redirect_uri, step.redirect,
                                   step.request.response_mode)
+    if step.upstream is not None:
+        # Only the callback reads the binding; Lax lets the provider's redirect back carry it.
+        resp.set_cookie(BINDING_COOKIE, step.connection_binding, path=CONNECTIONS_PATH, max_age=PENDING_TTL,
+                        secure=resource.cookie_secure, http_only=True, same_site="Lax")
+        resp.status = falcon.HTTP_302
+        resp.location = step.upstream
+        return None
     request = step.request
     # The application id rides in the action's query so that a post whose request has
     # expired still gets a page in the application's colours (branding only).
     action = f"{_ACTIONS[step.page]}?{urlencode({'application': app['_id']})}"
     context = {"action": action, "csrf_token": csrf, "request_handle": step.handle,
                "client_name": request.client.get("name") or request.client_id, **page_context}
+    # The post may answer with a redirect to the client, and browsers hold it to form-action.
+    targets = [request.redirect_uri]
     if step.page == "login":
         context["can_register"] = bool(app.get("oauth_hosted_registration_enabled"))
     if step.page == "consent":
@@ -112,13 +125,19 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
     else:
         context["error"] = error
     if step.page == "login":
-        context["login_hint"] = request.login_hint
+        connections = resource.upstream.buttons(app["_id"])
+        context.setdefault("login_hint", request.login_hint)
+        context.update(connections=connections,
+                       email_routing=any(connection.email_domains for connection in connections))
+        # A button, or an email of a claimed domain, answers a redirect to the provider.
+        targets += [connection.endpoints.authorization_endpoint for connection in connections]
     if step.page in ("login", "mfa", OFFER):
         context.update(passkey=step.passkey, passkey_script=PASSKEY_SCRIPT.url)
     if step.page == "mfa":
         context["offers_code"] = step.offers_code
-    # The post may answer with a redirect to the client, and browsers hold it to form-action.
-    resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=[request.redirect_uri],
+    if step.page == LINK:
+        context["link"] = step.link
+    resource.pages.render(resp, _TEMPLATES[step.page], app=app, status=status, form_action=targets,
                           script_self=step.passkey is not None, **context)
 
 
@@ -135,7 +154,7 @@ def passkey_answer(form: dict) -> dict:
     return {"challenge_id": challenge_id, "credential": credential}
 
 
-class _HostedPage(Resource):
+class HostedPage(Resource):
     """A post of a hosted-login page: CSRF-checked, form-encoded, naming its pending
     authorization request by the opaque handle of the ``request`` field."""
 
@@ -144,8 +163,9 @@ class _HostedPage(Resource):
     stage = ""  # the pending request's stage the page posts at
     page = ""  # the page it shows again: its stage's, unless it says otherwise
 
-    def __init__(self, hosted, pages, *, cookie_secure: bool, trusted_proxies=()):
+    def __init__(self, hosted, upstream, pages, *, cookie_secure: bool, trusted_proxies=()):
         self.hosted = hosted
+        self.upstream = upstream
         self.pages = pages
         self.cookie_secure = cookie_secure
         self.trusted_proxies = trusted_proxies
@@ -188,7 +208,7 @@ class _HostedPage(Resource):
         render_step(self, req, resp, self.hosted.cancel(pending, self.stage), pending.app, binding)
 
 
-_PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
+PAGE_ERRORS = [CsrfTokenInvalid, MalformedForm, AuthorizationRequestExpired]
 # The browser's "Not now" to the passkey offer, per application and user (a digest of
 # both, space-separated, the last few): a passkey belongs to a device, so the offer is
 # the browser's to remember, and a new device is offered one again.
@@ -200,11 +220,11 @@ _PASSKEY_REFUSALS = (ValidationFailed, ChallengeInvalid, OriginMismatch, RpIdMis
                      CredentialUnknown, UserVerificationRequired, SignCountInvalid, PasskeysDisabled)
 # The hosted pages answer every outcome as HTML: the next page, or the page again with the
 # error, or the error page.
-def _page_answers(*statuses) -> dict:
+def page_answers(*statuses) -> dict:
     return {status: (HTML, "an HTML page", "text/html") for status in (200, 400, 403, 410, 413, *statuses)}
 
 
-class HostedLogin(_HostedPage):
+class HostedLogin(HostedPage):
     stage = "login"
     password_work = ("POST",)  # a bcrypt check: the per-IP password budget (IAMGATE_RATE_LIMIT_IP)
     docs = {"POST": op(
@@ -218,9 +238,9 @@ class HostedLogin(_HostedPage):
                     "challenge_id and credential (PublicKeyCredential.toJSON()) signs in with a passkey alone "
                     "(application setting passkeys: passwordless); a refused passkey shows the page again with its "
                     "PASSKEY_* message (400).",
-        errors=[*_PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended,
+        errors=[*PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended,
                 PasswordSignInDisabled, *_PASSKEY_REFUSALS],
-        also=_page_answers(401, 429),
+        also=page_answers(401, 429),
     )}
 
     def step(self, req, resp, form, pending, binding):
@@ -235,6 +255,10 @@ class HostedLogin(_HostedPage):
                 return self.again(req, resp, pending, binding)
             return render_step(self, req, resp, Step(pending.request, page="register", handle=pending.handle),
                                pending.app, binding, email=form.get("email", "").strip(), name="")
+        email = form.get("email", "").strip()
+        upstream = self.upstream.from_login_page(pending, connection_id=form.get("connection"), email=email)
+        if upstream is not None:
+            return render_step(self, req, resp, upstream, pending.app, binding)
         device_info = self.device_info(req)
         if decision == "passkey":
             try:
@@ -244,15 +268,19 @@ class HostedLogin(_HostedPage):
                 # one by itself would be refused again in a loop.
                 return self.again(req, resp, pending, binding, exc, passkey_autofill=False)
             return render_step(self, req, resp, step, pending.app, binding)
+        if not form.get("password"):
+            # The password is optional on the page while an email could go to a connection.
+            return self.again(req, resp, pending, binding, ValidationFailed({"password": "required"},
+                                                                            "Enter your password."), login_hint=email)
         try:
-            step = self.hosted.sign_in(pending, email=form.get("email", "").strip(), password=form.get("password", ""),
+            step = self.hosted.sign_in(pending, email=email, password=form.get("password", ""),
                                        device_info=device_info)
         except (InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended, PasswordSignInDisabled) as exc:
             return self.again(req, resp, pending, binding, exc)
         render_step(self, req, resp, step, pending.app, binding)
 
 
-class HostedMfa(_HostedPage):
+class HostedMfa(HostedPage):
     stage = "mfa"
     docs = {"POST": op(
         "Hosted login page: the MFA code (form post)",
@@ -261,9 +289,9 @@ class HostedMfa(_HostedPage):
                     "again (401), a refused passkey with its PASSKEY_* message (400); an expired or locked challenge "
                     "shows the error page. decision=cancel answers "
                     "302 redirect_uri?error=access_denied&state=....",
-        errors=[*_PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended, LoginsLimited,
+        errors=[*PAGE_ERRORS, MfaCodeInvalid, MfaChallengeExpired, MfaLocked, AccountSuspended, LoginsLimited,
                 *_PASSKEY_REFUSALS],
-        also=_page_answers(401, 429),
+        also=page_answers(401, 429),
     )}
 
     def step(self, req, resp, form, pending, binding):
@@ -282,7 +310,7 @@ class HostedMfa(_HostedPage):
         render_step(self, req, resp, step, pending.app, binding)
 
 
-class HostedConsent(_HostedPage):
+class HostedConsent(HostedPage):
     stage = "consent"
     docs = {"POST": op(
         "Hosted consent page: Allow or Deny (form post)",
@@ -290,7 +318,7 @@ class HostedConsent(_HostedPage):
                     "(consent.granted) and answers 302 redirect_uri?code=...&state=...; Deny answers 302 "
                     "redirect_uri?error=access_denied&state=...; decision=switch (\"Not you?\") ends the browser "
                     "session and answers the login page of the same request.",
-        errors=[*_PAGE_ERRORS, AccessDenied], also=_page_answers(),
+        errors=[*PAGE_ERRORS, AccessDenied], also=page_answers(),
     )}
 
     def step(self, req, resp, form, pending, binding):
@@ -305,7 +333,7 @@ class HostedConsent(_HostedPage):
         render_step(self, req, resp, self.hosted.decide(pending, allow=decision == "allow"), pending.app, binding)
 
 
-class HostedForgotPassword(_HostedPage):
+class HostedForgotPassword(HostedPage):
     """"Forgot password?" of the login page: ask for the reset email, then back to the
     same sign-in.  The request stays at its login step throughout."""
 
@@ -316,7 +344,7 @@ class HostedForgotPassword(_HostedPage):
         description="HTML. Form fields email, csrf_token, request; decision=back returns to the login page. "
                     "The API's forgot-password flow and limit (3 per 15 minutes per email, 429): the same answer "
                     "whether or not the email has an account. The emailed link opens the hosted reset page.",
-        errors=[*_PAGE_ERRORS, ValidationFailed, ResetRequestsLimited], also=_page_answers(429),
+        errors=[*PAGE_ERRORS, ValidationFailed, ResetRequestsLimited], also=page_answers(429),
     )}
 
     def step(self, req, resp, form, pending, binding):
@@ -335,7 +363,7 @@ class HostedForgotPassword(_HostedPage):
                     binding, email=email, sent=True)
 
 
-class HostedRegister(_HostedPage):
+class HostedRegister(HostedPage):
     """"Create account" of the login page, when the application has
     ``oauth_hosted_registration_enabled``: the API's registration, then the same
     sign-in continues (consent, then the code)."""
@@ -351,9 +379,9 @@ class HostedRegister(_HostedPage):
                     "strength, unique email, user limit, verification email, user.created); a refusal shows the "
                     "page again with its status. Then the sign-in continues: the consent page or the 302 with "
                     "the code.",
-        errors=[*_PAGE_ERRORS, ValidationFailed, EmailAlreadyRegistered, PasswordTooWeak, UserLimitReached,
+        errors=[*PAGE_ERRORS, ValidationFailed, EmailAlreadyRegistered, PasswordTooWeak, UserLimitReached,
                 RegistrationsLimited],
-        also=_page_answers(409, 422, 429),
+        also=page_answers(409, 422, 429),
     )}
 
     def step(self, req, resp, form, pending, binding):
@@ -401,7 +429,7 @@ class HostedAsset(Resource):
         send_asset(req, resp, asset)
 
 
-class HostedPasskeyOffer(_HostedPage):
+class HostedPasskeyOffer(HostedPage):
     """After a password sign-in, to a user without a passkey when the application uses
     them: "Add a passkey" (the API's registration, ``PasskeyService.register``) or
     "Not now" (remembered by this browser for this user); then the sign-in goes on."""
@@ -413,8 +441,8 @@ class HostedPasskeyOffer(_HostedPage):
                     "navigator.credentials.create()) registers the passkey; decision=skip declines, remembered by "
                     "the cookie iamgate_passkey_declined for this application and user. Then the consent page or "
                     "the 302 with the code. A refused registration shows the offer again with its PASSKEY_* message.",
-        errors=[*_PAGE_ERRORS, *_PASSKEY_REFUSALS, AuthenticatorNotAllowed, PasskeyAlreadyRegistered],
-        also=_page_answers(409),
+        errors=[*PAGE_ERRORS, *_PASSKEY_REFUSALS, AuthenticatorNotAllowed, PasskeyAlreadyRegistered],
+        also=page_answers(409),
     )}
 
     def step(self, req, resp, form, pending, binding):

@@ -1,0 +1,134 @@
+"""The hosted login's side of a sign-in through a connection (``controlplane.oidc.upstream``):
+the provider's answer at ``/oidc/connections/{applicationId}/callback``, and the link
+page's posts at ``/oidc/connections/link``.  Both sit under ``/oidc/connections``, the
+only path the binding cookie is sent to."""
+from __future__ import annotations
+
+from controlplane.auth import PUBLIC
+from controlplane.connections.errors import (
+    ConnectionCallbackInvalid,
+    ConnectionEmailExists,
+    ConnectionInactive,
+    ConnectionNotFound,
+    ConnectionProviderError,
+    ConnectionStateInvalid,
+)
+from controlplane.lockout import AccountLocked
+from controlplane.oidc import wire
+from controlplane.oidc.errors import AuthorizationRequestExpired, OAuthError
+from controlplane.oidc.resources.common import HTML
+from controlplane.oidc.resources.hosted import (
+    PAGE_ERRORS,
+    HostedPage,
+    error_page,
+    form_post_errors,
+    page_answers,
+    render_step,
+)
+from controlplane.oidc.upstream import BINDING_COOKIE, CONNECTIONS_PATH, LINK
+from controlplane.openapi import op
+from controlplane.pages import CSRF_COOKIE
+from controlplane.resource import Resource
+from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
+from shared.errors import DomainError
+from shared.http import client_ip, no_store, status_of
+
+# What a provider's answer can come to besides the next page: the error page, in words.
+_REFUSALS = [ConnectionStateInvalid, ConnectionCallbackInvalid, ConnectionProviderError, ConnectionEmailExists,
+             ConnectionInactive, ConnectionNotFound, AuthorizationRequestExpired, AccountSuspended]
+_TITLES = {ConnectionEmailExists: "This email already has an account",
+           ConnectionProviderError: "The sign-in provider did not answer",
+           ConnectionCallbackInvalid: "The sign-in provider's answer was refused",
+           ConnectionStateInvalid: "This sign-in has expired"}
+
+
+class ConnectionCallback(Resource):
+    """GET /oidc/connections/{applicationId}/callback: the redirect URI every connection of
+    the application registers at its provider."""
+
+    access = {"GET": PUBLIC}
+    docs = {"GET": op(
+        "Hosted login: the provider's answer for a sign-in through a connection",
+        description="The redirect URI to register at the provider, per application. The authorization response "
+                    "(code, state, iss; or error) is checked (the state is single use and bound to this browser by "
+                    "the cookie iamgate_connection; iss per RFC 9207; the id_token), then the authorization request "
+                    "that started it goes on: the MFA page when the user has a second factor, the consent page, or "
+                    "302 to the client with the code. Linking verify: the link page, where the person proves the "
+                    "existing account. A refusal is an HTML error page saying why.",
+        errors=_REFUSALS, also={status: (HTML, "an HTML page", "text/html") for status in (200, 400, 409, 410, 502)},
+    )}
+
+    def __init__(self, upstream, pages, *, cookie_secure: bool, trusted_proxies=()):
+        self.upstream = upstream
+        self.hosted = upstream.hosted
+        self.pages = pages
+        self.cookie_secure = cookie_secure
+        self.trusted_proxies = trusted_proxies
+
+    @form_post_errors
+    def on_get(self, req, resp, applicationId):
+        no_store(resp)
+        app = self.hosted.branding_app(app_id=applicationId)
+        if app is None:
+            return error_page(self.pages, resp, ConnectionStateInvalid(), app=None)
+        device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
+        try:
+            step = self.upstream.finish(app, params=wire.query_params(req), binding=req.cookies.get(BINDING_COOKIE),
+                                        browser=req.cookies.get(CSRF_COOKIE), device_info=device_info)
+        except OAuthError as exc:
+            if exc.redirect_uri is not None:
+                raise
+            return error_page(self.pages, resp, exc, app=app)
+        except DomainError as exc:
+            resp.unset_cookie(BINDING_COOKIE, path=CONNECTIONS_PATH)
+            return error_page(self.pages, resp, exc, app=app, title=_TITLES.get(type(exc)))
+        if step.page != LINK:  # the link page's posts still need the binding
+            resp.unset_cookie(BINDING_COOKIE, path=CONNECTIONS_PATH)
+        render_step(self, req, resp, step, app, self.pages.csrf_token(req, resp))
+
+
+class HostedLink(HostedPage):
+    """The link page (linking ``verify``): the person proves the existing account with its
+    password or a code mailed to it before the identity is linked."""
+
+    stage = LINK
+    password_work = ("POST",)  # the account's password check
+    docs = {"POST": op(
+        "Hosted login: link a connection's identity to the existing account (form post)",
+        description="HTML. Form fields csrf_token, request, and password, or decision=send_code (mails a 6-digit "
+                    "code to the account's own address) then code; decision=cancel answers 302 "
+                    "redirect_uri?error=access_denied&state=.... A wrong password or code shows the page again (401; "
+                    "after 5 wrong answers the link is spent and the error page says so). Then the sign-in goes on "
+                    "as from the callback: the MFA page, consent, or the code.",
+        errors=[*PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended,
+                ConnectionStateInvalid],
+        also=page_answers(401, 429),
+    )}
+
+    def step(self, req, resp, form, pending, binding):
+        decision = form.get("decision")
+        if decision == "cancel":
+            return self.cancel(req, resp, pending, binding)
+        link_binding = req.cookies.get(BINDING_COOKIE)
+        try:
+            if decision == "send_code":
+                step = self.upstream.send_link_code(pending, link_binding)
+            else:
+                password, code = form.get("password") or None, form.get("code", "").strip() or None
+                if password is None and code is None:
+                    return self.again(req, resp, pending, binding)
+                step = self.upstream.complete_link(pending, link_binding, password=password, code=code,
+                                                   device_info=self.device_info(req))
+        except (InvalidCredentials, AccountLocked, LoginsLimited) as exc:
+            return self.again(req, resp, pending, binding, exc)
+        except (ConnectionStateInvalid, AccountSuspended) as exc:
+            resp.unset_cookie(BINDING_COOKIE, path=CONNECTIONS_PATH)
+            return error_page(self.pages, resp, exc, app=pending.app)
+        if step.page != LINK:
+            resp.unset_cookie(BINDING_COOKIE, path=CONNECTIONS_PATH)
+        render_step(self, req, resp, step, pending.app, binding)
+
+    def again(self, req, resp, pending, binding, exc: DomainError | None = None, **page_context) -> None:
+        render_step(self, req, resp, self.upstream.link_page(pending), pending.app, binding,
+                    error=exc.message if exc else None, status=status_of(type(exc)) if exc else 400,
+                    **page_context)

@@ -1,0 +1,166 @@
+"""Signing in to the hosted login through a connection (an upstream identity provider,
+docs/connections.md "Hosted pages").
+
+The hosted login shows a button per active connection of the application; an email
+whose domain a connection claims goes to that connection instead of asking for a
+password; and ``GET /oidc/authorize`` skips the page when it names a ``connection`` or
+when its ``login_hint``'s domain is claimed (what Logto calls ``direct_sign_in``).
+
+Each way starts the connection's sign-in (``ConnectionFlow.start``) for the pending
+authorization request, which stays at its login stage: the browser goes to the provider
+with a fresh binding in its own cookie, and the provider sends it back to the
+application's callback, ``/oidc/connections/{applicationId}/callback``.  The callback
+finishes the sign-in (``ConnectionFlow.finish``: state, binding, the mix-up checks and
+the id_token) and the request goes on as after a password: the MFA step when the
+application requires it, consent, then the code for the client.  The pending request is
+still bound to the browser's CSRF cookie, so a callback opened in another browser
+continues nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from controlplane.connections.flow import LINK_REQUIRED, MFA_REQUIRED, REFUSED, ConnectionFlow
+from controlplane.connections.model import Connection
+from controlplane.connections.service import UpstreamConnectionService
+from controlplane.oidc.errors import InvalidRequest
+from controlplane.oidc.hosted import HostedLogin, Pending, Step
+from controlplane.users.sessions import SessionService
+from shared.ids import random_token
+
+CONNECTIONS_PATH = "/oidc/connections"
+CALLBACK_PATH = CONNECTIONS_PATH + "/{applicationId}/callback"
+LINK_PATH = CONNECTIONS_PATH + "/link"
+BINDING_COOKIE = "iamgate_connection"  # the browser binding of a sign-in through a connection
+LINK = "link"  # the pending request's stage (and page) while a verify-mode link waits for proof
+
+
+def email_domain(email: str | None) -> str | None:
+    """The domain of ``email`` in lower case, or None when it has none."""
+    if not email or "@" not in email:
+        return None
+    domain = email.rsplit("@", 1)[1].strip().lower()
+    return domain or None
+
+
+@dataclass(eq=False)
+class HostedConnections:
+    hosted: HostedLogin
+    connections: UpstreamConnectionService
+    flow: ConnectionFlow
+    sessions: SessionService
+    public_url: str
+
+    def callback_url(self, app_id: str) -> str:
+        """The redirect URI every connection of the application registers at its provider."""
+        return self.public_url.rstrip("/") + CALLBACK_PATH.replace("{applicationId}", app_id)
+
+    def buttons(self, app_id: str) -> list[Connection]:
+        """The login page's "Continue with ..." buttons: the active connections, in order."""
+        return self.connections.list(app_id, active_only=True)
+
+    def for_email(self, app_id: str, email: str | None) -> Connection | None:
+        """The active connection that claims the domain of ``email``."""
+        domain = email_domain(email)
+        return self.connections.store.for_email_domain(app_id, domain) if domain else None
+
+    def named(self, app_id: str, name_or_id: str) -> Connection | None:
+        """The active connection with this name or id."""
+        wanted = name_or_id.strip().lower()
+        return next((connection for connection in self.buttons(app_id)
+                     if wanted in (connection.name, connection.id)), None)
+
+    def direct(self, step: Step, app: dict, params: dict) -> Step:
+        """``GET /oidc/authorize`` about to show the login page: straight to the provider
+        when the request names a ``connection`` (an unknown or inactive one is an
+        ``invalid_request`` back to the client) or its ``login_hint``'s domain is a
+        connection's; otherwise the login page as it was."""
+        request = step.request
+        name = params.get("connection")
+        if isinstance(name, str) and name:
+            connection = self.named(app["_id"], name)
+            if connection is None:
+                raise request.error(InvalidRequest, "The application has no active connection of that name.")
+        else:
+            connection = self.for_email(app["_id"], request.login_hint)
+            if connection is None:
+                return step
+        return self.start(app, request, step.handle, connection, login_hint=request.login_hint)
+
+    def from_login_page(self, pending: Pending, *, connection_id: str | None, email: str | None) -> Step | None:
+        """The login page's post: a "Continue with ..." button (``connection_id``), or an
+        email whose domain a connection claims; None when it is neither (a password
+        sign-in)."""
+        app_id = pending.app["_id"]
+        if connection_id:
+            connection = self.named(app_id, connection_id)
+            if connection is None:  # deactivated since the page was shown
+                return self.hosted.page_again(pending, "login")
+            return self.start(pending.app, pending.request, pending.handle, connection,
+                              login_hint=pending.request.login_hint)
+        connection = self.for_email(app_id, email)
+        if connection is None:
+            return None
+        return self.start(pending.app, pending.request, pending.handle, connection, login_hint=email)
+
+    def start(self, app: dict, request, handle: str, connection: Connection, *, login_hint: str | None) -> Step:
+        """The provider's authorization URL for this pending request, with a new binding
+        for the browser's cookie; the pending request is handed back at the callback."""
+        binding = random_token()
+        url = self.flow.start(app, connection.id, redirect_uri=self.callback_url(app["_id"]), binding=binding,
+                              login_hint=login_hint, return_to=handle)
+        return Step(request, handle=handle, upstream=url, connection_binding=binding)
+
+    # ------------------------------------------------------------ the callback
+
+    def finish(self, app: dict, *, params: dict, binding: str | None, browser: str | None,
+               device_info: dict) -> Step:
+        """The provider's answer at the callback: ``ConnectionFlow.finish`` (a refusal
+        raises its domain error, in words), then the pending request it started from,
+        resumed for this browser, goes on: signed in, the MFA step, or the link page
+        (linking ``verify``: the person proves the existing account first)."""
+        result = self.flow.finish(app, params=params, binding=binding or "", device_info=device_info)
+        if result.outcome == REFUSED:
+            raise result.error
+        pending = self.hosted.resume(result.return_to, browser or "", "login")
+        if result.outcome == LINK_REQUIRED:
+            connection = self.connections.get(app["_id"], result.connection_id)
+            link = {"id": self.hosted.box.encrypt(result.link_id.encode("ascii")), "email": result.email,
+                    "connection": connection.display_name, "code_sent": False}
+            self.hosted.move(pending, "login", {"stage": LINK, "link": link})
+            return self.link_page(replace(pending, doc={**pending.doc, "link": link}))
+        return self._signed_in(pending, "login", result, device_info)
+
+    # ------------------------------------------------------------ the link page (linking "verify")
+
+    def link_page(self, pending: Pending) -> Step:
+        link = pending.doc["link"]
+        return Step(pending.request, page=LINK, handle=pending.handle,
+                    link={"email": link["email"], "connection": link["connection"], "code_sent": link["code_sent"]})
+
+    def send_link_code(self, pending: Pending, binding: str | None) -> Step:
+        """"Email me a code": the code goes to the existing account's own address."""
+        self.flow.send_link_code(pending.app, link_id=self._link_id(pending), binding=binding or "")
+        self.hosted.move(pending, LINK, {"stage": LINK, "link.code_sent": True})
+        link = {**pending.doc["link"], "code_sent": True}
+        return self.link_page(replace(pending, doc={**pending.doc, "link": link}))
+
+    def complete_link(self, pending: Pending, binding: str | None, *, password: str | None, code: str | None,
+                      device_info: dict) -> Step:
+        """The proof (the account's password or the mailed code): the identity is linked
+        and the sign-in goes on as from the callback.  A wrong answer raises
+        InvalidCredentials and the page stays."""
+        result = self.flow.complete_link(pending.app, link_id=self._link_id(pending), binding=binding or "",
+                                         password=password, code=code, device_info=device_info)
+        return self._signed_in(pending, LINK, result, device_info)
+
+    def _link_id(self, pending: Pending) -> str:
+        return self.hosted.box.decrypt(pending.doc["link"]["id"]).decode("ascii")
+
+    def _signed_in(self, pending: Pending, stage: str, result, device_info: dict) -> Step:
+        if result.outcome == MFA_REQUIRED:
+            return self.hosted.second_factor(pending, result.challenge["challenge_token"], stage=stage,
+                                             first_factor=tuple(result.amr))
+        pair = self.sessions.issue(pending.app, result.user, remember_me=False, device_info=device_info,
+                                   login_data=result.login_data)
+        return self.hosted.signed_in(pending, stage, pair, amr=list(result.amr))
