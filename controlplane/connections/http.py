@@ -26,6 +26,7 @@ import urllib3
 from controlplane.webhooks.delivery import _Deadline, _PinnedAdapter
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.targets import Pinned, TargetPolicy, system_resolver
+from shared import tracing
 from shared.errors import ValidationFailed
 
 READ_CAP = 512 * 1024  # bytes; discovery documents and JWKS are a few kilobytes
@@ -90,7 +91,21 @@ class ProviderHttp:
             raise ProviderError(f"the name {urlsplit(url).hostname or url} does not resolve") from None
 
     def _call(self, method: str, url: str, *, headers=None, data=None) -> dict | list:
+        """One call: a CLIENT span while tracing, named by the provider's host and port
+        only (a URL's query may carry a code or token)."""
         pinned = self.pin(url)
+        target = pinned.target
+        with tracing.client_call(method, {"server.address": target.host, "server.port": target.port,
+                                          "url.scheme": target.scheme}) as call:
+            try:
+                response, body = self._send(method, url, pinned, headers=headers, data=data)
+            except ProviderError:
+                call.answered(None, "provider_error")
+                raise
+            call.answered(response.status_code)
+        return _json_answer(url, response, body)
+
+    def _send(self, method: str, url: str, pinned: Pinned, *, headers, data):
         target = pinned.target
         address = f"[{pinned.address}]" if ":" in pinned.address else pinned.address
         default_port = 443 if target.scheme == "https" else 80
@@ -99,7 +114,8 @@ class ProviderHttp:
         session = requests.Session()
         session.trust_env = False  # a proxy from the environment would connect elsewhere
         session.mount(f"{target.scheme}://", _PinnedAdapter(target.host, max_retries=0))
-        sent = {"Accept": "application/json", "User-Agent": USER_AGENT, **(headers or {}), "Host": host_header}
+        sent = {"Accept": "application/json", "User-Agent": USER_AGENT, **tracing.propagate(headers or {}),
+                "Host": host_header}
         try:
             with _Deadline(self.timeout) as deadline:
                 try:
@@ -124,7 +140,7 @@ class ProviderHttp:
                     raise ProviderError(self._too_slow(url))
         finally:
             session.close()
-        return _json_answer(url, response, body)
+        return response, body
 
     def _too_slow(self, url: str) -> str:
         return f"{url} did not answer within {self.timeout} seconds"

@@ -113,7 +113,8 @@ def provider():
 
 @pytest.fixture
 def config_overrides():
-    return {"webhook_allow_private_targets": True, "connection_http_timeout": 1}
+    # Generous: the machine may be loaded; the timeout tests shorten their app's deadline.
+    return {"webhook_allow_private_targets": True, "connection_http_timeout": 10}
 
 
 @pytest.fixture

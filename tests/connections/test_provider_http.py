@@ -62,8 +62,8 @@ def test_redirects_are_not_followed(create, provider):
                       "http://127.0.0.1:1/elsewhere; redirects are not followed, configure the final URL")
 
 
-def test_a_provider_too_slow_is_a_timeout(create, provider):
-    provider.delay = 1.5  # IAMGATE_CONNECTION_HTTP_TIMEOUT is 1 here
+def test_a_provider_too_slow_is_a_timeout(create, provider, ctx):
+    ctx.connections.http.timeout, provider.delay = 1, 1.5
     started = time.monotonic()
     reason = provider_error(create())
     assert reason == f"{provider.issuer}/.well-known/openid-configuration did not answer within 1 seconds"
@@ -87,7 +87,7 @@ def test_tls_failures_are_named(create, provider):
 
 def test_a_json_array_is_an_answer_too(provider):
     """GitHub's /user/emails answers an array; a discovery document must be an object."""
-    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=2))
+    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=10))
     provider.jwks = [{"email": "a@example.com", "primary": True, "verified": True}]
     assert http.get_json(f"{provider.issuer}/jwks") == provider.jwks
     with pytest.raises(ProviderError) as caught:
@@ -106,14 +106,14 @@ def test_an_answer_that_breaks_off_is_named(create, provider):
 
 
 def test_a_closed_port_is_named():
-    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=1))
+    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=10))
     with pytest.raises(ProviderError) as caught:
         http.get_json("http://127.0.0.1:1/x")
     assert caught.value.reason == "cannot connect to http://127.0.0.1:1/x (ConnectionError)"
 
 
 def test_an_answer_over_the_read_cap_is_refused(provider):
-    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=2))
+    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=10))
     provider.jwks = {"keys": [], "padding": "x" * READ_CAP}
     with pytest.raises(ProviderError) as caught:
         http.get_json(f"{provider.issuer}/jwks")
@@ -122,7 +122,7 @@ def test_an_answer_over_the_read_cap_is_refused(provider):
 
 def test_post_form_sends_client_secret_basic_and_reads_oauth_errors(provider):
     """RFC 6749 2.3.1: client id and secret are form-encoded before Basic."""
-    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=2))
+    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=10))
     answer = http.post_form(f"{provider.issuer}/token", {"grant_type": "authorization_code", "code": "c 1"},
                             auth=("client:1", "sec ret/+"))
     assert answer == provider.token_answer

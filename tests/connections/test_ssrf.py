@@ -17,7 +17,7 @@ def _names(host, port):
 
 @pytest.fixture
 def config_overrides():
-    return {"webhook_allow_private_targets": False, "connection_http_timeout": 1}
+    return {"webhook_allow_private_targets": False, "connection_http_timeout": 10}
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_the_local_provider_is_refused_without_the_override(create, provider, ct
 def test_every_call_checks_the_address_again():
     """DNS rebinding: a name checked at configuration that later resolves to a private
     address is refused at the call, with the override's name in the reason."""
-    http = ProviderHttp(make_config(connection_http_timeout=1), resolver=_names)
+    http = ProviderHttp(make_config(connection_http_timeout=10), resolver=_names)
     with pytest.raises(ProviderError) as caught:
         http.get_json("https://rebind.test/.well-known/openid-configuration")
     assert caught.value.reason == ("https://rebind.test/.well-known/openid-configuration is refused: rebind.test "

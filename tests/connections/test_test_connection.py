@@ -75,8 +75,8 @@ def test_moved_endpoints_and_missing_pkce_are_reported(run_test, provider):
     assert found["pkce"] == (False, "PKCE S256 is not among the advertised methods ['plain']")
 
 
-def test_a_timeout_is_reported(run_test, provider):
-    provider.delay = 1.5  # the timeout is 1 second here
+def test_a_timeout_is_reported(run_test, provider, ctx):
+    ctx.connections.http.timeout, provider.delay = 1, 1.5
     report = run_test()
     assert report["ok"] is False
     assert messages(report) == {"discovery": (False, f"the discovery document could not be fetched: "
