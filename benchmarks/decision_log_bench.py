@@ -9,7 +9,9 @@ data), one with decision logs off and one sampling; ``wrk`` at concurrency 16 ag
 cache-hit ``GET .../authz/check`` and a 50-permission ``POST .../authz/check-bulk``, the
 two services in alternating order, ``--pairs`` times each: on a machine shared with other
 work the load moves between runs seconds apart, and the median of adjacent pairs moves
-less than any one run. Prints the runs and the medians.
+less than any one run. Beside each run's rate, its workers' CPU time (every thread, the
+decision-log writer included, from /proc) over its answers: what an answer costs, which
+the other work on the machine moves less than the rate. Prints the runs and the medians.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from pathlib import Path
 import requests
 
 from benchmarks.decision_bench import ensure_wrk, run_wrk
+from benchmarks.oidc_token_bench import _children, cpu_seconds
 from tests.e2e.processes import Admin, Processes, _answers, _gunicorn, free_port, wait_until
 
 
@@ -36,6 +39,15 @@ def start_sampling_service(processes: Processes, workers: int, sample: float) ->
         process.kill()
         raise RuntimeError("the sampling decision service did not start:\n" + processes.logs())
     return process, url
+
+
+def measured_run(wrk: str, url: str, master: int, **options) -> dict:
+    """One wrk run with ``cpu_us``: the service's workers' CPU microseconds per answer."""
+    workers = _children(master)
+    before = sum(cpu_seconds(pid) for pid in workers)
+    result = run_wrk(wrk, url, **options)
+    result["cpu_us"] = (sum(cpu_seconds(pid) for pid in workers) - before) / result["requests"] * 1e6
+    return result
 
 
 def run(duration: float, pairs: int, sample: float, workers: int) -> dict:
@@ -53,6 +65,7 @@ def run(duration: float, pairs: int, sample: float, workers: int) -> dict:
             admin.assign(user, admin.role(["documents:read", *permissions[::2]]))
             bulk_body = json.dumps({"user_id": user, "permissions": permissions})
             services = {"off": processes.decision_url, f"sample {sample}": sampling_url}
+            masters = {"off": processes.decision.pid, f"sample {sample}": sampling.pid}
             kinds = {
                 "GET check": (f"/api/v1/applications/{admin.app_id}/authz/check?user_id={user}"
                               "&permission=documents:read", {}),
@@ -71,10 +84,11 @@ def run(duration: float, pairs: int, sample: float, workers: int) -> dict:
                 for i in range(pairs):
                     order = list(services) if i % 2 == 0 else list(reversed(services))
                     for name in order:
-                        runs[name].append(run_wrk(wrk, services[name] + path, connections=16, duration=duration,
-                                                  headers=admin.headers, **extra)["rps"])
+                        runs[name].append(measured_run(wrk, services[name] + path, masters[name], connections=16,
+                                                       duration=duration, headers=admin.headers, **extra))
                 results[kind] = runs
-                print(kind, {name: [round(r) for r in rps] for name, rps in runs.items()}, flush=True)
+                print(kind, {name: [(round(r["rps"]), round(r["cpu_us"])) for r in measured]
+                             for name, measured in runs.items()}, flush=True)
             results["lines"] = sum(path.read_text().count('"logger": "iamgate.decisions"')
                                    for path in Path(tmp).glob("decision-sampling-*.log"))
             return results
@@ -94,11 +108,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     results = run(args.duration, args.pairs, args.sample, args.workers)
     for kind in ("GET check", "check-bulk(50)"):
-        (off_name, off), (on_name, on) = results[kind].items()
-        ratios = [b / a for a, b in zip(off, on, strict=True)]
-        print(f"{kind} at c16: median {statistics.median(off):,.0f}/s {off_name}, {statistics.median(on):,.0f}/s "
-              f"{on_name} ({statistics.median(on) / statistics.median(off):.1%}); per pair "
-              f"{', '.join(f'{r:.1%}' for r in ratios)}, median {statistics.median(ratios):.1%}")
+        (off_name, off_runs), (on_name, on_runs) = results[kind].items()
+        for unit, key in (("/s", "rps"), (" CPU us/answer", "cpu_us")):
+            off, on = [r[key] for r in off_runs], [r[key] for r in on_runs]
+            ratios = [b / a for a, b in zip(off, on, strict=True)]
+            off_median, on_median = statistics.median(off), statistics.median(on)
+            print(f"{kind} at c16: median {off_median:,.1f}{unit} {off_name}, "
+                  f"{on_median:,.1f}{unit} {on_name} ({on_median / off_median:.1%}); "
+                  f"per pair {', '.join(f'{r:.1%}' for r in ratios)}, median {statistics.median(ratios):.1%}")
     print(f"decision lines written by the sampling service: {results['lines']:,}")
     return 0
 

@@ -177,7 +177,7 @@ class Lookup:
         started = time.perf_counter() if log is not None else 0.0
         decisions, cached = self.decide(user_id, (permission,), scope=scope, min_revision=min_revision, abac=False)
         if log is not None:
-            self._log_decisions(log, user_id, decisions.items(), cached, started)
+            self._log_decisions(log, user_id, decisions, cached, started)
         return checks.check_text(permission, decisions[permission].allowed, cached)
 
     def abac_check_text(self, values: dict) -> str:
@@ -190,7 +190,7 @@ class Lookup:
             user_id, permission, scope=resolve_scope(values.get("scope"), context),
             min_revision=values.get("min_revision"), resource=values.get("resource"), context=context)
         if log is not None:
-            self._log_decisions(log, user_id, ((permission, decision),), cached, started)
+            self._log_decisions(log, user_id, {permission: decision}, cached, started)
         return checks.abac_check_text(permission, decision.allowed, cached, decision.abac_evaluated,
                                       decision.policies_checked)
 
@@ -204,25 +204,27 @@ class Lookup:
             user_id, values["permissions"], scope=resolve_scope(values.get("scope"), context),
             min_revision=values.get("min_revision"), abac=True, resource=values.get("resource"), context=context)
         if log is not None:
-            self._log_decisions(log, user_id, decisions.items(), cached, started)
+            self._log_decisions(log, user_id, decisions, cached, started)
         return checks.bulk_text(user_id, [(permission, decision.allowed) for permission, decision in decisions.items()])
 
-    def _log_decisions(self, log, user_id: str, decisions, cached: bool, started: float) -> None:
-        """The decision-log lines of one check's ``decisions`` ((permission, Decision) in
-        order): those the sample takes and, with ``log.denials``, every denial."""
+    def _log_decisions(self, log, user_id: str, decisions: dict[str, Decision], cached: bool,
+                       started: float) -> None:
+        """The decision-log lines of one check's ``decisions`` (by permission, in order):
+        those the sample takes and, with ``log.denials``, every denial."""
         sampled = log.sample_next(len(decisions))
         if log.denials:
             latency = time.perf_counter() - started
-            for position, (permission, decision) in enumerate(decisions):
+            for position, (permission, decision) in enumerate(decisions.items()):
                 taken = position in sampled
                 if taken or not decision.allowed:
                     log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency,
                             taken)
         elif sampled:  # the few sampled positions only: a bulk check decides up to 50
             latency = time.perf_counter() - started
-            listed = list(decisions)
+            permissions = list(decisions)  # the names alone: no (permission, decision) pair made per decision
             for position in sampled:
-                permission, decision = listed[position]
+                permission = permissions[position]
+                decision = decisions[permission]
                 log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency, True)
 
     def _refresh_for(self, min_revision: int) -> bool:
