@@ -2,8 +2,9 @@
 (decision/decisionlog.py and ``Lookup._log_decisions``; docs/performance.md, "Decision logs").
 
 Two worlds, two sidecars on one fake control plane holding the same data: one as it is,
-one whose decision logging is the plain reference: every decision of a check visited as a
-(permission, Decision) pair, and each line made by ``shared.logs.JsonFormatter`` from the
+one whose decision logging is the plain reference: the clock read before every check, the
+sample drawn after it decides, every decision visited as a (permission, Decision) pair, and
+each line made by ``shared.logs.JsonFormatter`` from the
 line's fields (``latency_ms`` as ``round(ms, 3)``), as ``logging.getLogger(
 "iamgate.decisions").info("decision", extra=fields)`` would make it. Both draw the sample
 from the same seeded random numbers, read the same clock for ``ts`` and the same
@@ -38,20 +39,36 @@ PERMISSIONS = [f"res{i}:read" for i in range(48)] + ["docs:read", "docs:write"]
 ODD_USER = 'not-a-uuid "quoted" \\ caf\u00e9 \u2603'
 
 
-class PlainLookup(Lookup):
-    """A lookup logging its decisions the plain way: every decision visited."""
+def plain_lookup(log: DecisionLog) -> type[Lookup]:
+    """A lookup class logging its decisions to ``log`` the plain way: the clock read before
+    every check, every decision visited after it, the sample drawn then."""
 
-    __slots__ = ()
-
-    def _log_decisions(self, log, user_id, decisions, cached, started):
+    def put_lines(lookup, user_id, decisions, cached, started):
         sampled = log.sample_next(len(decisions))
-        if not (sampled or log.denials):
-            return
-        latency = decision.service.time.perf_counter() - started
-        for position, (permission, answer) in enumerate(decisions.items()):
+        latency = None
+        for position, (permission, answer) in enumerate(decisions):
             taken = position in sampled
             if taken or (log.denials and not answer.allowed):
-                log.put(self, user_id, permission, answer.allowed, cached, answer.policies_checked, latency, taken)
+                if latency is None:
+                    latency = decision.service.time.perf_counter() - started
+                log.put(lookup, user_id, permission, answer.allowed, cached, answer.policies_checked, latency, taken)
+
+    class PlainLookup(Lookup):
+        __slots__ = ()
+
+        def decide(self, user_id, permissions, **options):
+            started = decision.service.time.perf_counter()
+            decisions, cached = super().decide(user_id, permissions, **options)
+            put_lines(self, user_id, list(decisions.items()), cached, started)
+            return decisions, cached
+
+        def decide_one(self, user_id, permission, **options):
+            started = decision.service.time.perf_counter()
+            answer, cached = super().decide_one(user_id, permission, **options)
+            put_lines(self, user_id, [(permission, answer)], cached, started)
+            return answer, cached
+
+    return PlainLookup
 
 
 def plain_line(entry: tuple) -> str:
@@ -66,18 +83,26 @@ def plain_line(entry: tuple) -> str:
 
 
 class Readings:
-    """``perf_counter`` for both worlds: the same readings, started over per world."""
+    """``perf_counter`` for both worlds, by request: a check's first reading (its start)
+    and every later one (its end), the same in both worlds whichever readings each takes."""
 
     def __init__(self):
-        self.reset()
+        self._rng = random.Random(11)
+        self._request = -1
+        self._readings: list[tuple[float, float]] = []
 
-    def reset(self):
-        self._rng, self._now = random.Random(11), 1000.0
+    def next_request(self, index: int) -> None:
+        while len(self._readings) <= index:
+            start = 1000.0 + len(self._readings) * 100.0
+            self._readings.append((start, start + self._rng.choice([
+                0.0, 1e-7, 0.0000005, 0.0000015, 0.0004995, 0.25, 61.0, self._rng.random() * 0.01,
+                self._rng.random()])))
+        self._request, self._reads = index, 0
 
     def __call__(self) -> float:
-        self._now += self._rng.choice([0.0, 1e-7, 0.0000005, 0.0000015, 0.0004995, 0.25, 61.0,
-                                       self._rng.random() * 0.01, self._rng.random()])
-        return self._now
+        self._reads += 1
+        start, end = self._readings[self._request]
+        return start if self._reads == 1 else end
 
 
 def _world(make_sidecar, *, plain: bool, **settings):
@@ -92,24 +117,27 @@ def _world(make_sidecar, *, plain: bool, **settings):
     log._clock = lambda: 1_800_000_000.0 + next(ticks) * 0.0007
     if plain:
         log._render = plain_line
-        begin = service.begin
+        service.decision_log = None  # the plain lookup logs instead
+        lookup_class, begin = plain_lookup(log), service.begin
 
         def plain_begin(app_id, request_id=None):
             lookup = begin(app_id, request_id)
-            lookup.__class__ = PlainLookup
+            lookup.__class__ = lookup_class
             return lookup
 
         service.begin = plain_begin
     return app, log
 
 
-def _scenario(client, cp_data):
+def _scenario(client, cp_data, readings):
     app_id, key, reader, plain_user = cp_data
     headers = {"Authorization": f"Bearer {key}"}
     statuses = []
+    requests = iter(range(10**6))
     for round_ in range(12):
         rid = {"X-Request-Id": f"client-req.{round_:04d}_abc"}
         for user, permission in ((reader, "docs:read"), (reader, "docs:write"), (plain_user, "res3:read")):
+            readings.next_request(next(requests))
             statuses.append(client.simulate_get(check_path(app_id), query_string=f"user_id={user}&permission="
                                                 f"{permission}", headers={**headers, **rid}).status_code)
         for body in ({"user_id": reader, "permission": "docs:read", "resource": {"classified": round_ % 2 == 0}},
@@ -119,6 +147,7 @@ def _scenario(client, cp_data):
                      {"user_id": plain_user, "permissions": ["docs:read", "res1:read", "docs:read", "res9:read"]},
                      {"user_id": ODD_USER, "permissions": PERMISSIONS[:7]}):
             path = bulk_path(app_id) if "permissions" in body else check_path(app_id)
+            readings.next_request(next(requests))
             statuses.append(client.simulate_post(path, json=body, headers={**headers, **rid}).status_code)
     return statuses
 
@@ -144,8 +173,7 @@ def test_the_lines_are_those_of_the_plain_way(make_sidecar, fake_cp, monkeypatch
         app, log = _world(make_sidecar, plain=plain, **settings)
         if not hot:
             app.hot_check = None
-        readings.reset()
-        statuses = _scenario(falcon.testing.TestClient(app), (app_id, key, reader, plain_user))
+        statuses = _scenario(falcon.testing.TestClient(app), (app_id, key, reader, plain_user), readings)
         assert set(statuses) == {200}
         log.write_waiting()
         written[plain] = log.stream.getvalue()
