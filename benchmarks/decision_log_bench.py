@@ -3,6 +3,7 @@
 "Decision logs").
 
     .venv/bin/python -m benchmarks.decision_log_bench [--duration 5] [--pairs 6] [--sample 0.01]
+    .venv/bin/python -m benchmarks.decision_log_bench --in-process [--pairs 10]
 
 One control plane and two decision services side by side (the same workers, cache and
 data), one with decision logs off and one sampling; ``wrk`` at concurrency 16 against a
@@ -12,13 +13,22 @@ work the load moves between runs seconds apart, and the median of adjacent pairs
 less than any one run. Beside each run's rate, its workers' CPU time (every thread, the
 decision-log writer included, from /proc) over its answers: what an answer costs, which
 the other work on the machine moves less than the rate. Prints the runs and the medians.
+
+``--in-process``: what the decision log adds to a check's CPU time, without the network,
+the load generator or the scheduler of a shared machine: one sidecar (on a fake control
+plane) answers the same two checks through its WSGI callable in rounds of 4,000, its
+decision log switched on and off between rounds (alternating order), and the process's
+CPU time (the writer thread's included) over the round's checks is compared.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import requests
@@ -99,13 +109,78 @@ def run(duration: float, pairs: int, sample: float, workers: int) -> dict:
             processes.stop()
 
 
+def in_process(pairs: int, sample: float, checks: int = 4000) -> dict:
+    """CPU microseconds per check, decision log off and on, ``pairs`` rounds each."""
+    import falcon.testing
+
+    from decision.app import create_app
+    from tests.conftest import FakeClock, make_config
+    from tests.decision.conftest import Tenant, wait_for
+    from tests.decision.fakecp import FakeControlPlane
+
+    clock = FakeClock(datetime.now(UTC))
+    control_plane = FakeControlPlane(clock).start()
+    app = create_app(make_config(internal_token=control_plane.token, control_plane_url=control_plane.url,
+                                 public_url=control_plane.issuer, decision_log_sample=sample), clock=clock)
+    try:
+        if not wait_for(lambda: app.service.follower.trusted(), 10):
+            raise RuntimeError("the decision service did not follow the fake control plane")
+        log = app.service.decision_log
+        log.stream = open(os.devnull, "w")  # noqa: SIM115 (the process's whole life)
+        tenant = Tenant(control_plane, falcon.testing.TestClient(app))
+        permissions = [f"resource{i}:read" for i in range(50)]
+        user = tenant.user_with("documents:read", *permissions[::2])
+        key = {"Authorization": f"Bearer {tenant.key}"}
+        kinds = {
+            "GET check": {"path": f"/api/v1/applications/{tenant.app_id}/authz/check", "headers": key,
+                          "query_string": f"user_id={user}&permission=documents:read"},
+            "check-bulk(50)": {"method": "POST", "path": f"/api/v1/applications/{tenant.app_id}/authz/check-bulk",
+                               "headers": {**key, "Content-Type": "application/json"},
+                               "body": json.dumps({"user_id": user, "permissions": permissions}).encode()},
+        }
+
+        def start_response(status, _headers, _exc_info=None):
+            if not status.startswith("200"):
+                raise RuntimeError(f"a check answered {status}")
+
+        def cpu_us(on: bool, request: dict) -> float:
+            app.service.decision_log = log if on else None
+            environs = [falcon.testing.create_environ(**request) for _ in range(checks)]
+            started = time.process_time()
+            for environ in environs:
+                for _ in app(environ, start_response):
+                    pass
+            return (time.process_time() - started) / checks * 1e6
+
+        results = {}
+        for kind, request in kinds.items():
+            cpu_us(True, request)  # the caches and the writer thread warm
+            runs: dict[bool, list[float]] = {False: [], True: []}
+            for i in range(pairs):
+                for on in (False, True) if i % 2 == 0 else (True, False):
+                    runs[on].append(cpu_us(on, request))
+            results[kind] = runs
+        return results
+    finally:
+        app.service.follower.stop()
+        control_plane.stop()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run (default 5)")
     parser.add_argument("--pairs", type=int, default=6, help="alternating runs per service and kind (default 6)")
     parser.add_argument("--sample", type=float, default=0.01, help="IAMGATE_DECISION_LOG_SAMPLE (default 0.01)")
     parser.add_argument("--workers", type=int, default=2, help="decision service workers (default 2)")
+    parser.add_argument("--in-process", action="store_true", help="CPU per check in this process, no network")
     args = parser.parse_args(argv)
+    if args.in_process:
+        for kind, runs in in_process(args.pairs, args.sample).items():
+            off, on = statistics.median(runs[False]), statistics.median(runs[True])
+            ratios = [b / a for a, b in zip(runs[False], runs[True], strict=True)]
+            print(f"{kind}: median {off:.2f} CPU us/check off, {on:.2f} with decision logs at {args.sample} "
+                  f"(+{on - off:.2f} us, {on / off:.1%}); median pair {statistics.median(ratios):.1%}")
+        return 0
     results = run(args.duration, args.pairs, args.sample, args.workers)
     for kind in ("GET check", "check-bulk(50)"):
         (off_name, off_runs), (on_name, on_runs) = results[kind].items()
