@@ -16,7 +16,8 @@ webhook dispatch) skip them (``Event.is_change``).
 ``Tailer`` is the one reader of the ``events`` collection per process.  It follows
 the log (a MongoDB change stream would do on a replica set; the indexed ``seq > last``
 poll every few tens of milliseconds works everywhere, and an in-process poke makes
-writes of this process visible at once), keeps the recent events in a ring buffer and
+writes of this process visible at once, handed over without reading them back while no
+other process's event comes first), keeps the recent events in a ring buffer and
 wakes every consumer, so N streaming clients cost one poll, not N.
 """
 from __future__ import annotations
