@@ -418,9 +418,9 @@ class Tailer:
         while (event := written.pop(seq + 1, None)) is not None:
             events.append(event)
             seq += 1
-        if not events:
-            for old in [old for old in written if old <= seq]:  # delivered by a read meanwhile
-                del written[old]
+        if not events:  # drop what a read delivered meanwhile (a copy: requests add as it goes)
+            for old in [old for old in list(written) if old <= seq]:
+                written.pop(old, None)
         return events
 
     def wait_after(self, seq: int, timeout: float, app_id: str | None = None) -> list[Event] | None:
