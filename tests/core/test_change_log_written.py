@@ -15,6 +15,7 @@ follow them at its next poll); and the keeping tailer must have read fewer event
 """
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 from controlplane.app import create_app
@@ -125,3 +126,26 @@ def test_a_tailer_that_does_not_run_keeps_nothing(ctx):
     ctx.events.emit("app", "role.assigned")
     assert not tailer.keep_written and tailer._written == {}
     assert tailer.poll_once() == 1
+
+
+def test_events_written_by_many_threads_while_it_polls_are_each_delivered_once_in_order(ctx):
+    tailer = ctx.tailer
+    tailer.begin()
+    tailer.keep_written = True
+    other = EventLog(ctx.store, ctx.clock)  # another replica, writing too
+    delivered = []
+    tailer.subscribe(lambda event: delivered.append(event.seq))
+    start = tailer.last_seq
+
+    def write(log):
+        for _ in range(100):
+            log.emit("app", "role.assigned")
+
+    writers = [threading.Thread(target=write, args=(ctx.events if i % 4 else other,)) for i in range(8)]
+    for writer in writers:
+        writer.start()
+    while any(writer.is_alive() for writer in writers):
+        tailer.poll_once()
+    while tailer.poll_once():
+        pass
+    assert delivered == list(range(start + 1, start + 801))
