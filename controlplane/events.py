@@ -16,7 +16,8 @@ webhook dispatch) skip them (``Event.is_change``).
 ``Tailer`` is the one reader of the ``events`` collection per process.  It follows
 the log (a MongoDB change stream would do on a replica set; the indexed ``seq > last``
 poll every few tens of milliseconds works everywhere, and an in-process poke makes
-writes of this process visible at once), keeps the recent events in a ring buffer and
+writes of this process visible at once, handed over without reading them back while no
+other process's event comes first), keeps the recent events in a ring buffer and
 wakes every consumer, so N streaming clients cost one poll, not N.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from pymongo import ASCENDING, IndexModel
 
@@ -35,6 +37,7 @@ from controlplane.audit.actions import ACTIONS, change_action, target_of
 from controlplane.store import UNREACHABLE, one_line
 from shared.event_types import EVENT_TYPES
 from shared.ids import new_id
+from shared.timeutil import aware
 
 log = logging.getLogger("iamgate.events")
 
@@ -174,6 +177,8 @@ class EventLog:
             "sealed": False,  # controlplane.audit.chain seals it into its application's chain
         }
         self._events.insert_one(doc)
+        if self.tailer is not None:
+            self.tailer.wrote(doc)
         return seq, doc
 
     def _organization(self, app_id: str) -> str | None:
@@ -207,6 +212,42 @@ class EventLog:
     def for_user(self, app_id, user_id, limit=1000) -> list[Event]:
         cursor = self._events.find({"app_id": app_id, "subject.user_id": user_id}).sort("seq", ASCENDING).limit(limit)
         return [Event.from_doc(d) for d in cursor]
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value) -> bool:
+    """Whether the store gives ``value`` back as it is (JSON's values)."""
+    if type(value) in _PLAIN:
+        return True
+    if type(value) is dict:
+        return all(type(key) is str and _plain(item) for key, item in value.items())
+    if type(value) is list:
+        return all(_plain(item) for item in value)
+    return False
+
+
+def _as_read_back(doc: dict) -> Event | None:
+    """The ``Event`` reading ``doc`` back from the store would give, or None when the
+    store would give back something else than what ``doc`` holds."""
+    at, user_ids = doc.get("at"), doc.get("user_ids")
+    if type(at) is not datetime or type(user_ids) is not list or not _plain([doc.get("subject"), doc.get("data"),
+                                                                                user_ids]):
+        return None
+    at = aware(at).astimezone(UTC)
+    read_back = {**doc, "at": at.replace(microsecond=at.microsecond - at.microsecond % 1000)}
+    # Copies: the emitter's dicts are its own to change later; the store's are not.
+    read_back["subject"], read_back["data"] = _copy(doc.get("subject")), _copy(doc.get("data"))
+    return Event.from_doc(read_back)
+
+
+def _copy(value):
+    if type(value) is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy(item) for item in value]
+    return value
 
 
 def _actor(context, subject) -> dict:
@@ -253,6 +294,10 @@ class Tailer:
         self.last_seq = None if deferred else log_.head()
         self._gap_since = None
         self._polled_at: float | None = None  # time.monotonic() of the last poll that did not fail
+        # Events this process wrote, by seq, for the next poll (``wrote``); kept while the
+        # tailer runs (``start``), or when a test sets it.
+        self.keep_written = False
+        self._written: dict[int, Event] = {}
         log_.tailer = self
 
     def begin(self) -> None:
@@ -264,6 +309,7 @@ class Tailer:
         self._callbacks.append(callback)
 
     def start(self) -> Tailer:
+        self.keep_written = True
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="iamgate-tailer", daemon=True)
             self._thread.start()
@@ -279,6 +325,23 @@ class Tailer:
 
     def poke(self) -> None:
         self._poke.set()
+
+    def wrote(self, doc: dict) -> None:
+        """An event this process has just written (it is in the store): kept for the next
+        poll, which then takes it from here rather than reading it back while no event of
+        another process comes before it (a token answer's event, at every refresh, is
+        otherwise read back at once, the poke's poll). Only an event the store would give
+        back as it is: plain values in its subject and data (a datetime there comes back
+        to the millisecond), and ``at`` as the store gives it back (UTC, to the
+        millisecond)."""
+        if not self.keep_written:
+            return
+        event = _as_read_back(doc)
+        if event is None:
+            return
+        if len(self._written) >= self.BUFFER:  # a tailer that stopped polling: start over
+            self._written.clear()
+        self._written[event.seq] = event
 
     def polling(self, within: float) -> bool:
         """Whether the tailer runs and its last poll, less than ``within`` seconds ago,
@@ -309,7 +372,11 @@ class Tailer:
 
     def poll_once(self) -> int:
         """Read new events once; returns how many were delivered."""
-        fresh = self._log.read_after(self.last_seq)
+        fresh = self._written_after(self.last_seq)
+        if not fresh:
+            fresh = self._log.read_after(self.last_seq)
+            for event in fresh:  # the store's event at a seq, not one kept here
+                self._written.pop(event.seq, None)
         ordered = []
         expected = self.last_seq + 1
         for event in fresh:
@@ -340,6 +407,21 @@ class Tailer:
         for signal in fired:
             signal.set()
         return len(changes)
+
+    def _written_after(self, seq: int) -> list[Event]:
+        """The events written by this process from ``seq + 1`` on, while their seqs follow
+        one another (empty when the next one is not ours: the store is read)."""
+        written = self._written
+        if not written:
+            return []
+        events = []
+        while (event := written.pop(seq + 1, None)) is not None:
+            events.append(event)
+            seq += 1
+        if not events:  # drop what a read delivered meanwhile (a copy: requests add as it goes)
+            for old in [old for old in list(written) if old <= seq]:
+                written.pop(old, None)
+        return events
 
     def wait_after(self, seq: int, timeout: float, app_id: str | None = None) -> list[Event] | None:
         """Events with seq > ``seq``, blocking up to ``timeout`` seconds for the first one

@@ -23,6 +23,7 @@ import os
 import random
 import sys
 import time
+import weakref
 from collections import deque
 from json import encoder as json_encoder
 
@@ -54,15 +55,17 @@ class DecisionLog:
         self._draw = draw
         self._clock = clock
         self._queue: deque = deque()  # append and popleft are each one step under the GIL
-        self._writer_pid: int | None = None
+        self._writing = False  # this process's writer thread is started
+        self._log_unsampled = math.log(1.0 - sample) if 0.0 < sample < 1.0 else 0.0
         self._until_next = self._gap()  # decisions until the next one sampled, that one included
+        _LOGS.add(self)
 
     def _gap(self) -> int:
         if self.sample <= 0.0:
             return _NEVER
         if self.sample >= 1.0:
             return 1
-        return 1 + int(math.log(1.0 - self._draw()) / math.log(1.0 - self.sample))
+        return 1 + int(math.log(1.0 - self._draw()) / self._log_unsampled)
 
     def sample_next(self, count: int) -> list[int]:
         """The positions, among the next ``count`` decisions, that the sample takes
@@ -87,17 +90,22 @@ class DecisionLog:
             return
         self._queue.append((self._clock(), lookup.request_id, lookup.app_id, user_id, permission, allowed, cached,
                             policies_checked, latency, sampled))
-        if self._writer_pid != os.getpid():  # the first line of this process (a forked worker included)
+        if not self._writing:  # the first line of this process (a forked worker included)
             self._start_writer()
 
     def _start_writer(self) -> None:
         from gevent.monkey import get_original
 
-        if self._writer_pid == os.getpid():
+        if self._writing:
             return
-        self._writer_pid = os.getpid()
+        self._writing = True
         get_original("_thread", "start_new_thread")(self._write_forever, ())
         atexit.register(self.write_waiting)
+
+    def _after_fork_in_child(self) -> None:
+        # The lines waiting at the fork are the parent's to write; the thread is the parent's.
+        self._queue.clear()
+        self._writing = False
 
     def _write_forever(self) -> None:
         from gevent.monkey import get_original
@@ -105,26 +113,28 @@ class DecisionLog:
         sleep = get_original("time", "sleep")
         while True:
             try:
-                if self.write_waiting():
-                    continue
+                self.write_waiting()
             except Exception:  # a line that cannot be made: the others still go out
                 logging.getLogger("iamgate.decision").exception("decision log: a line could not be written")
+            # Even after a write: the lines of the next IDLE_SECONDS go out together, not one
+            # write (and one turn of the GIL taken from the checks) for every few lines.
             sleep(IDLE_SECONDS)
 
     def write_waiting(self) -> int:
         """Write the lines that wait, in batches; how many were written."""
-        queue, written = self._queue, 0
+        queue, written, render = self._queue, 0, self._render
         stream = self.stream or sys.stdout
         while queue:
             lines: list[str] = []
             while queue and len(lines) < BATCH:
-                lines.append(self._render(queue.popleft()))
+                lines.append(render(queue.popleft()))
+            lines.append("")  # the last line's end
             try:
-                stream.write("\n".join(lines) + "\n")
+                stream.write("\n".join(lines))
                 stream.flush()
             except (OSError, ValueError):  # a closed or broken stdout: the lines are lost
                 return written
-            written += len(lines)
+            written += len(lines) - 1
         return written
 
     @staticmethod
@@ -132,7 +142,16 @@ class DecisionLog:
         created, request_id, app_id, user_id, permission, allowed, cached, policies_checked, latency, sampled = entry
         return _LINE % (timestamp(created), "null" if request_id is None else _escape(request_id), _escape(app_id),
                         _escape(user_id), _escape(permission), "allow" if allowed else "deny", _BOOLEAN[cached],
-                        policies_checked, round(latency * 1000, 3), _BOOLEAN[sampled])
+                        policies_checked, milliseconds(latency), _BOOLEAN[sampled])
+
+
+def milliseconds(seconds: float) -> str:
+    """``repr(round(seconds * 1000, 3))`` for a latency (0 to 10^12 ms, where repr writes no
+    exponent), from the same correctly rounded digits ('%.3f' rounds the product as
+    ``round`` does) without ``round``'s trip back to a float and ``repr``'s second
+    conversion, which made it the dearest field of a line."""
+    text = ("%.3f" % (seconds * 1000)).rstrip("0")
+    return text + "0" if text[-1] == "." else text
 
 
 # The line shared.logs.JsonFormatter writes for ``logging.getLogger("iamgate.decisions")
@@ -140,5 +159,14 @@ class DecisionLog:
 # second on a busy sidecar, beside its checks.
 _LINE = ('{"ts": "%s", "level": "info", "logger": "iamgate.decisions", "message": "decision", "request_id": %s, '
          '"application_id": %s, "user_id": %s, "permission": %s, "result": "%s", "cached": %s, '
-         '"policies_checked": %d, "latency_ms": %r, "sampled": %s}')
+         '"policies_checked": %d, "latency_ms": %s, "sampled": %s}')
 _BOOLEAN = {True: "true", False: "false"}
+_LOGS: weakref.WeakSet[DecisionLog] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for log in list(_LOGS):
+        log._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -70,7 +70,7 @@ class Permissions(List):
 
     def clean(self, value):
         known = _known_permissions(value)
-        return known if known is not None else super().clean(value)
+        return known if known is not None else list(dict.fromkeys(super().clean(value)))
 
     def schema(self):
         return {**super().schema(), "items": Permission().schema()}
