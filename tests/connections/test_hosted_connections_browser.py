@@ -3,7 +3,7 @@ the relying party's authorize -> iamgate's login page with its "Continue with Lo
 button -> the real login page of panva's oidc-provider (tests/connections/upstream.py) ->
 back through the callback -> consent -> the client's code, which it exchanges.  The login
 page with its buttons is scanned by axe-core and saved, desktop and 390 px wide, as
-docs/screenshots/oidc-login-connections*.png (``make screenshots``).  Skipped, saying why,
+docs/screenshots/oidc-login-connections.png and its -mobile twin (``make screenshots``).  Skipped, saying why,
 without Chromium or Node; failed in CI."""
 from __future__ import annotations
 
