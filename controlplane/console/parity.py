@@ -131,4 +131,12 @@ list user attributes            | GET {USER} | get{V1}UsersByUserIdAttributes
 set attribute                   | POST {USER} action=set-attribute | put{V1}UsersByUserIdAttributesByKey
 delete attribute                | POST {USER} action=delete-attribute | delete{V1}UsersByUserIdAttributesByKey
 explain access                  | GET {USER} permission= | post{V1}AbacEvaluate
+
+# Connections: upstream identity providers (controlplane/console/connections.py)
+list connections                | GET {APP}/connections | get{V1}Connections
+create connection               | POST {APP}/connections | post{V1}Connections
+show connection                 | GET {APP}/connections/{connectionId} | get{V1}ConnectionsByConnectionId
+update connection               | POST {APP}/connections/{connectionId} | patch{V1}ConnectionsByConnectionId
+test connection                 | POST {APP}/connections/{connectionId}/test | post{V1}ConnectionsByConnectionIdTest
+delete connection               | POST {APP}/connections/{connectionId}/delete | delete{V1}ConnectionsByConnectionId
 """)

@@ -1,7 +1,7 @@
 """Routes of the console area: server-rendered pages under /console/ (docs/console.md)."""
 from __future__ import annotations
 
-from controlplane.console import access_rules, integrations, resources, settings, users
+from controlplane.console import access_rules, connections, integrations, resources, settings, users
 from controlplane.console.web import Console
 
 TAG = "console"
@@ -92,3 +92,12 @@ def add_routes(routes, services):
     areas = users.UserAreas(mfa=services.mfa, roles=services.roles, abac=services.abac, audit=services.audit)
     routes.add(f"{app_users}/{{userId}}", users.User(
         console, dashboard.access, services.users.admin, services.users.directory, services.selfservice, areas), TAG)
+    # Connections: upstream identity providers (controlplane/console/connections.py).
+    app_connections, connection_service = f"{BASE}/applications/{{applicationId}}/connections", services.connections
+    connection_page = connections.Connection(console, dashboard.access, connection_service)
+    routes.add(app_connections, connections.Connections(console, dashboard.access, connection_service), TAG)
+    routes.add(f"{app_connections}/{{connectionId}}", connection_page, TAG)
+    routes.add(f"{app_connections}/{{connectionId}}/test",
+               connections.TestConnection(console, dashboard.access, connection_service, connection_page), TAG)
+    routes.add(f"{app_connections}/{{connectionId}}/delete",
+               connections.DeleteConnection(console, dashboard.access, connection_service, connection_page), TAG)

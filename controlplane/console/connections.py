@@ -1,0 +1,173 @@
+"""Console screens of an application's connections (upstream identity providers,
+docs/connections.md): the list and the create form (a preset or a custom OIDC issuer),
+one connection's settings, "Test connection", and delete.
+
+Each page calls the service the V1 route calls (``UpstreamConnectionService``), its form
+validated by the same schema, behind the V1 gates (``connections:manage``, even to read,
+as the API's): owners and admins act, members and viewers are refused 403.  The client
+secret is write-only here as there: a password field, never filled in or shown back; on
+the settings page, left blank it stays as it is.
+"""
+from __future__ import annotations
+
+from controlplane.connections import resources as connections_api
+from controlplane.connections import schemas as connection_schemas
+from controlplane.connections.model import LINKING_MODES
+from controlplane.connections.presets import PRESETS
+from controlplane.connections.service import UpstreamConnectionService, serialize
+from controlplane.console.integrations import lines
+from controlplane.console.resources import ApplicationScreen, confirm_name, page_doc
+from controlplane.console.web import listing
+from shared.errors import ValidationFailed
+
+SWITCHES = ("trusted", "jit", "auto_update", "store_tokens", "is_active")
+CLAIMS = ("email", "email_verified", "name", "picture")
+CLAIM_PREFIX = "claim_"
+# What each linking mode risks when a first sign-in's email is already a user's
+# (docs/connections.md, "Linking modes and their risks").
+LINKING_RISKS = {
+    "none": "Refused (409): nothing is linked; the person signs in to the account another way. No risk.",
+    "verify": "The person proves the existing account (its password, or a code mailed to it) before the "
+              "identity is linked. No risk beyond the account's own credentials.",
+    "trusted_email": "Linked at once when the connection is trusted, the provider says the email is verified "
+                     "and the local email is verified; otherwise as verify. Risk: an account takeover if the "
+                     "provider's \"verified\" emails are not really verified.",
+}
+PAGE_DEFAULTS = {"presets": PRESETS, "linking_modes": LINKING_MODES, "risks": LINKING_RISKS, "claims": CLAIMS}
+
+
+class Connections(ApplicationScreen):
+    gates = connections_api.ConnectionCollection.access
+    docs = {"GET": page_doc("An application's connections (upstream identity providers), and a form to add one",
+                            not_found=True),
+            "POST": page_doc("Create a connection from a preset or a custom OIDC issuer",
+                             api=connections_api.ConnectionCollection.docs["POST"])}
+
+    connections: UpstreamConnectionService
+
+    on_get = ApplicationScreen.show_to_viewer
+    template = "connections_list.html"
+    defaults = {**PAGE_DEFAULTS, "created": None}
+
+    def contents(self, req, applicationId):
+        connections, paging = listing(req, self.connections.list(applicationId), serialize)
+        return {"connections": connections, **paging}
+
+    def on_post(self, req, resp, applicationId):
+        def create(form):
+            values = connection_schemas.CREATE_CONNECTION.validate(connection_values(form, current=None))
+            connection = self.connections.create(applicationId, values)
+            return f"/console/applications/{applicationId}/connections/{connection.id}?notice=created"
+        self.write_form(req, resp, applicationId, change=create)
+
+
+class Connection(ApplicationScreen):
+    gates = {"GET": connections_api.ConnectionItem.access["GET"],
+             "POST": connections_api.ConnectionItem.access["PATCH"]}
+    docs = {"GET": page_doc("One connection's settings (never its client secret)", not_found=True),
+            "POST": page_doc("Update a connection (a blank client secret keeps the stored one)",
+                             api=connections_api.ConnectionItem.docs["PATCH"])}
+
+    connections: UpstreamConnectionService
+
+    on_get = ApplicationScreen.show_to_viewer
+    template = "connections_detail.html"
+    defaults = {**PAGE_DEFAULTS, "saved": False, "report": None}
+
+    def contents(self, req, applicationId, connectionId):
+        return {"connection": serialize(self.connections.get(applicationId, connectionId)),
+                "created": req.get_param("notice") == "created"}
+
+    def on_post(self, req, resp, applicationId, connectionId):
+        def update(form):
+            current = serialize(self.connections.get(applicationId, connectionId))
+            values = connection_schemas.UPDATE_CONNECTION.validate(connection_values(form, current=current),
+                                                                   partial=True)
+            self.connections.update(applicationId, connectionId, values)
+            return {"saved": True}
+        self.write_form(req, resp, applicationId, connectionId, change=update)
+
+
+class TestConnection(ApplicationScreen):
+    gates = {"GET": connections_api.ConnectionItem.access["GET"],
+             "POST": connections_api.ConnectionTest.access["POST"]}
+    docs = {"POST": page_doc("Test a connection: discovery and the JWKS fetched now, each check's finding shown",
+                             api=connections_api.ConnectionTest.docs["POST"])}
+
+    connections: UpstreamConnectionService
+    connection_page: Connection
+
+    def on_post(self, req, resp, applicationId, connectionId):
+        def run(_form):
+            return {"report": self.connections.test(applicationId, connectionId)}
+        self.write_form(req, resp, applicationId, connectionId, change=run, page=self.connection_page,
+                        keep_form=False)
+
+
+class DeleteConnection(ApplicationScreen):
+    gates = {"GET": connections_api.ConnectionItem.access["GET"],
+             "POST": connections_api.ConnectionItem.access["DELETE"]}
+    docs = {"POST": page_doc("Delete a connection; the form must repeat its name",
+                             api={"errors": (*connections_api.ConnectionItem.docs["DELETE"]["errors"],
+                                             ValidationFailed)})}
+
+    connections: UpstreamConnectionService
+    connection_page: Connection
+
+    def on_post(self, req, resp, applicationId, connectionId):
+        def delete(form):
+            confirm_name(form, self.connections.get(applicationId, connectionId).name, "connection")
+            self.connections.delete(applicationId, connectionId)
+            return f"/console/applications/{applicationId}/connections"
+        self.write_form(req, resp, applicationId, connectionId, change=delete, page=self.connection_page,
+                        keep_form=False)
+
+
+# ---------------------------------------------------------------- form values
+
+
+def connection_values(form: dict, *, current: dict | None) -> dict:
+    """The connection form as the API's body.  A blank text field is left out (the
+    preset's or the current value stays); so is a blank client secret.  On create
+    (``current`` None) the preset, tenant and issuer are sent as typed; on the settings
+    page the issuer only when it differs, since setting it fetches discovery anew.
+    Scopes are separated by spaces or lines, email domains and attribute mappings
+    (``attribute=claim``) one a line; each switch is its checkbox."""
+    values: dict = {}
+    for name in ("name", "display_name", "client_id", "client_secret", "tenant", "linking"):
+        if form.get(name, "").strip():
+            values[name] = form[name] if name == "client_secret" else form[name].strip()
+    issuer = form.get("issuer", "").strip()
+    if current is None:
+        values["preset"] = form.get("preset", "").strip() or None
+        if values["preset"] is None:
+            del values["preset"]
+        if issuer:
+            values["issuer"] = issuer
+    elif issuer and issuer != current["issuer"]:
+        values["issuer"] = issuer
+    if scopes := form.get("scopes", "").split():
+        values["scopes"] = scopes
+    if current is not None or form.get("email_domains", "").strip():
+        values["email_domains"] = lines(form.get("email_domains", ""))
+    mapping = {claim: form[CLAIM_PREFIX + claim].strip() for claim in CLAIMS
+               if form.get(CLAIM_PREFIX + claim, "").strip()}
+    if attributes := attribute_lines(form.get("claim_attributes", "")):
+        mapping["attributes"] = attributes
+    if mapping:
+        values["claim_mapping"] = mapping
+    for name in SWITCHES:
+        values[name] = form.get(name) == "on"
+    return values
+
+
+def attribute_lines(text: str) -> dict:
+    """``attribute=claim`` lines as the claim mapping's ``attributes``; a line without
+    ``=`` is refused at the field, as the API would refuse a bad attribute."""
+    attributes = {}
+    for line in lines(text):
+        attribute, equals, claim = line.partition("=")
+        if not equals:
+            raise ValidationFailed({"claim_mapping.attributes": f"{line[:70]!r}: write attribute=claim"})
+        attributes[attribute.strip()] = claim.strip()
+    return attributes
