@@ -74,6 +74,7 @@ screenshots: $(STAMP)
 		tests/console/test_integrations_browser.py \
 		tests/console/test_settings_browser.py \
 		tests/console/test_users_browser.py \
+		tests/console/test_connections_browser.py \
 		tests/console/test_first_day_browser.py \
 		tests/passkeys/test_hosted_passkeys_browser.py \
 		tests/console/test_passkeys_browser.py \
