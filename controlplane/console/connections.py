@@ -127,8 +127,9 @@ class DeleteConnection(ApplicationScreen):
 
 
 def connection_values(form: dict, *, current: dict | None) -> dict:
-    """The connection form as the API's body.  A blank text field is left out (the
-    preset's or the current value stays); so is a blank client secret.  On create
+    """The connection form as the API's body.  A blank optional field is left out (the
+    preset's or the current value stays), a blank client secret too; on the settings
+    page a blank name, button text or client id is sent, for the API to refuse.  On create
     (``current`` None) the preset, tenant and issuer are sent as typed; on the settings
     page the issuer only when it differs, since setting it fetches discovery anew.
     Scopes are separated by spaces or lines, email domains and attribute mappings
@@ -137,6 +138,8 @@ def connection_values(form: dict, *, current: dict | None) -> dict:
     for name in ("name", "display_name", "client_id", "client_secret", "tenant", "linking"):
         if form.get(name, "").strip():
             values[name] = form[name] if name == "client_secret" else form[name].strip()
+        elif current is not None and name in ("name", "display_name", "client_id"):
+            values[name] = ""  # a connection always has them: the API refuses them blank, at the field
     issuer = form.get("issuer", "").strip()
     if current is None:
         values["preset"] = form.get("preset", "").strip() or None

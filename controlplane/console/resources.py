@@ -221,12 +221,13 @@ class ApplicationScreen(ConsoleResource):
     def show(self, req, resp, viewer, applicationId, *ids, status=200, **context) -> None:
         """The screen's page: ``template`` with ``defaults``, ``contents`` and ``context``
         (a write's answer, the form again) over them; the 404 page when a document the
-        path names is not there."""
+        path names is not there.  Contents refused by the query (a list's bad ``?page=``)
+        bring their own status and error."""
         found = self.item(req, resp, viewer, applicationId, lambda: self.contents(req, applicationId, *ids))
         if found is not None:
             app, role, contents = found
-            self.console.render(req, resp, self.template, status=status, viewer=viewer, app=app, role=role,
-                                **{**self.defaults, **contents, **context})
+            self.console.render(req, resp, self.template, viewer=viewer, app=app, role=role,
+                                **{"status": status, **self.defaults, **contents, **context})
 
     def write_form(self, req, resp, applicationId, *ids, change, page=None, keep_form=True, refusal=None) -> None:
         """A guarded form post of this screen: ``change(form)`` runs behind the write gate

@@ -164,6 +164,35 @@ def test_edit_keeps_a_blank_secret_and_test_connection_shows_each_check(owner, c
     assert "Test: every check passed" in visitor.post(f"{page}/test").text
 
 
+def test_a_blank_required_setting_is_refused_at_its_field(owner, ctx):
+    visitor, app_id = owner
+    page = created_from_the_list(visitor, app_id, GITHUB).split("?")[0]
+    refused = visitor.post(page, {**GITHUB, "client_id": " ", "client_secret": ""})
+    assert refused.status_code == 400 and "<code>client_id</code>:" in refused.text
+    assert ctx.connections.list(app_id)[0].client_id == "gh-client"
+
+
+def test_the_list_pages_on_the_server(owner, ctx, clock):
+    visitor, app_id = owner
+    for n in range(3):
+        ctx.connections.create(app_id, {"preset": "github", "name": f"gh-{n}", "client_id": "c"})
+        clock.advance(1)
+    base = f"/console/applications/{app_id}/connections"
+    first, second = visitor.get(f"{base}?per_page=2"), visitor.get(f"{base}?per_page=2&page=2")
+    # The API's order (creation), two a page.
+    assert "Page 1 of 2" in first.text and "gh-0" in first.text and "gh-1" in first.text and "gh-2" not in first.text
+    assert 'href="?per_page=2&amp;page=2"' in first.text and 'hx-target="#connection-list"' in first.text
+    assert "gh-2" in second.text and "gh-1" not in second.text
+
+
+@pytest.mark.parametrize("screen", ["connections", "oidc-clients", "webhooks"])
+def test_a_bad_page_parameter_is_the_apis_400_at_the_first_page(owner, screen):
+    """A list screen's bad ?page= (was a 500: the listing's status collided with the page's)."""
+    visitor, app_id = owner
+    refused = visitor.get(f"/console/applications/{app_id}/{screen}?page=0")
+    assert refused.status_code == 400 and "VALIDATION_" in refused.text and "<h1>" in refused.text
+
+
 def test_delete_needs_the_name_typed(owner, ctx, dashboard_account):
     visitor, app_id = owner
     page = created_from_the_list(visitor, app_id, GITHUB).split("?")[0]
