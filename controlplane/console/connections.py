@@ -141,13 +141,9 @@ def connection_values(form: dict, *, current: dict | None) -> dict:
         elif current is not None and name in ("name", "display_name", "client_id"):
             values[name] = ""  # a connection always has them: the API refuses them blank, at the field
     issuer = form.get("issuer", "").strip()
-    if current is None:
-        values["preset"] = form.get("preset", "").strip() or None
-        if values["preset"] is None:
-            del values["preset"]
-        if issuer:
-            values["issuer"] = issuer
-    elif issuer and issuer != current["issuer"]:
+    if current is None and (preset := form.get("preset", "").strip()):
+        values["preset"] = preset
+    if issuer and (current is None or issuer != current["issuer"]):
         values["issuer"] = issuer
     if scopes := form.get("scopes", "").split():
         values["scopes"] = scopes
