@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shared.errors import ValidationFailed
-from shared.http import read_json, respond, respond_list
+from shared.http import client_ip, read_json, respond, respond_list
 from shared.validation import Invalid, Schema
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -49,6 +49,20 @@ class Resource:
         """The request's JSON body validated by the schema ``docs`` names as this method's
         body: what is checked is what the OpenAPI document says."""
         return self.docs[req.method]["body"].validate(read_json(req), partial=partial)
+
+
+class ThrottledPerIp(Resource):
+    """A public route whose every request counts against a per-client-IP budget before
+    its body is validated: ``limiter.throttle(app, ip)`` (the login's or the
+    registration's service) raises the area's rate-limit error."""
+
+    def __init__(self, limiter, *, trusted_proxies):
+        self.limiter = limiter
+        self.trusted_proxies = trusted_proxies
+
+    def throttled_body(self, req) -> dict:
+        self.limiter.throttle(req.context.application, client_ip(req, self.trusted_proxies))
+        return self.body(req)
 
 
 class ManagedCollection(Resource):
