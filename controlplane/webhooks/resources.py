@@ -25,7 +25,7 @@ _ITEM_ERRORS = [PermissionMissing, WebhookNotFound]
 
 
 class WebhookCollection(ManagedCollection):
-    access = {"GET": MANAGE, "POST": MANAGE}
+    every_method = MANAGE
     docs = {
         "GET": op("List webhooks (without their secrets), oldest first", query=OPTIONAL_PAGE_QUERY,
                   response=list_of(schemas.WEBHOOK), wrapped=False, errors=[PermissionMissing, ValidationFailed]),
@@ -33,12 +33,11 @@ class WebhookCollection(ManagedCollection):
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
     }
 
-    create_schema = schemas.CREATE_WEBHOOK
     serialize = staticmethod(serialize_webhook)
 
 
 class WebhookItem(ManagedItem):
-    access = {"GET": MANAGE, "PUT": MANAGE, "DELETE": MANAGE}
+    every_method = MANAGE
     docs = {
         "GET": op("Get a webhook (without its secret)", response=schemas.WEBHOOK, errors=_ITEM_ERRORS),
         "PUT": op("Update a webhook", body=schemas.UPDATE_WEBHOOK, response=schemas.WEBHOOK,
@@ -46,7 +45,6 @@ class WebhookItem(ManagedItem):
         "DELETE": op("Delete a webhook; pending deliveries are not retried", ok=204, errors=_ITEM_ERRORS),
     }
 
-    update_schema = schemas.UPDATE_WEBHOOK
     serialize = staticmethod(serialize_webhook)
 
 

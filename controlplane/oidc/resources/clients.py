@@ -15,7 +15,7 @@ MANAGE = permission("oidc:manage")
 
 
 class Clients(ManagedCollection):
-    access = {"GET": MANAGE, "POST": MANAGE}
+    every_method = MANAGE
     docs = {
         "GET": op("List the application's OIDC clients, oldest first", query=OPTIONAL_PAGE_QUERY,
                   response=list_of(schemas.CLIENT), wrapped=False, errors=[PermissionMissing, ValidationFailed]),
@@ -27,12 +27,11 @@ class Clients(ManagedCollection):
                    errors=[ValidationFailed, PermissionMissing]),
     }
 
-    create_schema = schemas.CREATE_CLIENT
     serialize = staticmethod(serialize_client)
 
 
 class ClientItem(ManagedItem):
-    access = {"GET": MANAGE, "PUT": MANAGE, "DELETE": MANAGE}
+    every_method = MANAGE
     _ref = "{clientId} is the client's id, or its client_id."
     docs = {
         "GET": op("Get an OIDC client (never its secret)", response=schemas.CLIENT, description=_ref,
@@ -46,5 +45,4 @@ class ClientItem(ManagedItem):
                      errors=[PermissionMissing, ClientNotFound]),
     }
 
-    update_schema = schemas.UPDATE_CLIENT
     serialize = staticmethod(serialize_client)
