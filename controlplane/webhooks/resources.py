@@ -3,7 +3,7 @@ Every method needs webhooks:manage, for end-user tokens and API keys alike."""
 from __future__ import annotations
 
 from controlplane.auth import permission
-from controlplane.openapi import op
+from controlplane.openapi import list_op, op
 from controlplane.resource import ManagedCollection, ManagedItem, Resource
 from controlplane.webhooks import schemas
 from controlplane.webhooks.errors import (
@@ -15,8 +15,7 @@ from controlplane.webhooks.errors import (
 )
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import OPTIONAL_PAGE_QUERY, no_store, respond
-from shared.validation import list_of
+from shared.http import no_store, respond
 
 MANAGE = permission("webhooks:manage")
 
@@ -27,8 +26,8 @@ _ITEM_ERRORS = [PermissionMissing, WebhookNotFound]
 class WebhookCollection(ManagedCollection):
     every_method = MANAGE
     docs = {
-        "GET": op("List webhooks (without their secrets), oldest first", query=OPTIONAL_PAGE_QUERY,
-                  response=list_of(schemas.WEBHOOK), wrapped=False, errors=[PermissionMissing, ValidationFailed]),
+        "GET": list_op("List webhooks (without their secrets), oldest first", schemas.WEBHOOK,
+                       errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
     }

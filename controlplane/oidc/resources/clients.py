@@ -5,11 +5,9 @@ from controlplane.auth import permission
 from controlplane.oidc import schemas
 from controlplane.oidc.clients import serialize_client
 from controlplane.oidc.errors import ClientNotFound
-from controlplane.openapi import op
+from controlplane.openapi import list_op, op
 from controlplane.resource import ManagedCollection, ManagedItem
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import OPTIONAL_PAGE_QUERY
-from shared.validation import list_of
 
 MANAGE = permission("oidc:manage")
 
@@ -17,8 +15,8 @@ MANAGE = permission("oidc:manage")
 class Clients(ManagedCollection):
     every_method = MANAGE
     docs = {
-        "GET": op("List the application's OIDC clients, oldest first", query=OPTIONAL_PAGE_QUERY,
-                  response=list_of(schemas.CLIENT), wrapped=False, errors=[PermissionMissing, ValidationFailed]),
+        "GET": list_op("List the application's OIDC clients, oldest first", schemas.CLIENT,
+                       errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Register an OIDC client", body=schemas.CREATE_CLIENT, ok=201, response=schemas.CLIENT_WITH_SECRET,
                    description="client_secret is returned only here (sent with Cache-Control: no-store) and stored "
                                "hashed. Redirect URIs are absolute https URLs of printable ASCII without fragment or "
