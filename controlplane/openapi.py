@@ -25,7 +25,9 @@ from shared.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
+from shared.http import OPTIONAL_PAGE_QUERY
 from shared.openapi import COMPONENTS, error_responses
+from shared.validation import list_of
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -51,6 +53,15 @@ def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), desc
         "errors": tuple(errors), "description": description, "wrapped": wrapped,
         "also": dict(also or {}), "path": dict(path or {}), "store": store,
     }
+
+
+
+def list_op(summary, item, *, errors, query=None):
+    """A GET answered by ``shared.http.respond_list``: the whole list, or the page that
+    the optional ?page= and ?per_page= (after the route's own ``query``) ask for; ``item``
+    is the JSON schema of one element."""
+    return op(summary, query={**(query or {}), **OPTIONAL_PAGE_QUERY}, response=list_of(item), wrapped=False,
+              errors=errors)
 
 
 class Routes:

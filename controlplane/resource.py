@@ -20,16 +20,16 @@ method, so the document and the validation cannot part.
 
 ``ManagedCollection`` and ``ManagedItem`` are the list/create and get/update/delete
 handlers of documents an application manages with a secret shown once (OIDC clients,
-webhooks); their subclasses declare only ``access``, ``docs``, the schema and
-``serialize``.
+webhooks); their subclasses declare only their gate (``every_method``), ``docs`` (whose
+body schemas validate the writes) and ``serialize``.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from shared.errors import ValidationFailed
-from shared.http import read_json, respond, respond_list
-from shared.validation import Invalid, Schema
+from shared.http import client_ip, read_json, respond, respond_list
+from shared.validation import Invalid
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
@@ -51,6 +51,20 @@ class Resource:
         return self.docs[req.method]["body"].validate(read_json(req), partial=partial)
 
 
+class ThrottledPerIp(Resource):
+    """A public route whose every request counts against a per-client-IP budget before
+    its body is validated: ``limiter.throttle(app, ip)`` (the login's or the
+    registration's service) raises the area's rate-limit error."""
+
+    def __init__(self, limiter, *, trusted_proxies):
+        self.limiter = limiter
+        self.trusted_proxies = trusted_proxies
+
+    def throttled_body(self, req) -> dict:
+        self.limiter.throttle(req.context.application, client_ip(req, self.trusted_proxies))
+        return self.body(req)
+
+
 class ManagedCollection(Resource):
     """An application's documents that are created with a secret shown once (OIDC
     clients, webhooks): GET lists them (whole, or a page when asked: ``respond_list``),
@@ -58,7 +72,6 @@ class ManagedCollection(Resource):
     The service has ``list(app_id)`` and ``create(app_id, values) -> (document, secret)``;
     ``serialize(document, secret=None)`` shapes the answers."""
 
-    create_schema: Schema
     serialize: Callable[..., dict]
 
     def __init__(self, service):
@@ -68,7 +81,7 @@ class ManagedCollection(Resource):
         respond_list(req, resp, self.service.list(applicationId), self.serialize)
 
     def on_post(self, req, resp, applicationId):
-        doc, secret = self.service.create(applicationId, self.create_schema.validate(read_json(req)))
+        doc, secret = self.service.create(applicationId, self.body(req))
         respond(resp, self.serialize(doc, secret), status=201, cacheable=False)
 
 
@@ -78,7 +91,6 @@ class ManagedItem(Resource):
     the service's ``get``, ``update`` and ``delete``, which raise the area's not-found
     error."""
 
-    update_schema: Schema
     serialize: Callable[..., dict]
 
     def __init__(self, service):
@@ -88,7 +100,7 @@ class ManagedItem(Resource):
         respond(resp, self.serialize(self.service.get(applicationId, *path.values())))
 
     def on_put(self, req, resp, applicationId, **path):
-        values = self.update_schema.validate(read_json(req), partial=True)
+        values = self.body(req, partial=True)
         respond(resp, self.serialize(self.service.update(applicationId, *path.values(), values)))
 
     def on_delete(self, req, resp, applicationId, **path):

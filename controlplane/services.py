@@ -261,11 +261,11 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     dashboard_store = DashboardStore(store)
     dashboard_factor = TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
                                   secret_key=config.secret_key)
-    dashboard_passkeys = DashboardPasskeys(passkey_credentials, dashboard_factor, dashboard_store,
-                                           dashboard_sessions, password_guard, audit, clock,
+    dashboard_passkeys = DashboardPasskeys(dashboard_store, dashboard_sessions, password_guard, audit, clock,
+                                           passkey_credentials, dashboard_factor,
                                            max_attempts=config.mfa_max_attempts)
-    dashboard_mfa = DashboardMfa(dashboard_factor, dashboard_passkeys,
-                                 dashboard_store, dashboard_sessions, password_guard, audit, clock,
+    dashboard_mfa = DashboardMfa(dashboard_store, dashboard_sessions, password_guard, audit, clock,
+                                 dashboard_factor, dashboard_passkeys,
                                  challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     dashboard_access = DashboardAccess(dashboard_store, applications, dashboard_mfa)
     dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,

@@ -37,6 +37,7 @@ import json
 import math
 from collections.abc import Mapping
 
+from shared import dotted
 from shared.abac import OPERATORS, condition_nodes, evaluate_condition
 
 MAX_DEPTH = 8
@@ -267,9 +268,7 @@ def trace(condition, env: Mapping, path: str = "condition") -> dict:
 def _resolved(operand: dict, env: Mapping) -> dict:
     if "value" in operand:
         return {"value": operand["value"]}
-    node = env
-    for key in operand["attr"].split("."):
-        node = node.get(key, _MISSING) if isinstance(node, Mapping) else _MISSING
-        if node is _MISSING:
-            return {"attr": operand["attr"], "missing": True}
-    return {"attr": operand["attr"], "value": node}
+    value = dotted.lookup(env, operand["attr"], _MISSING)
+    if value is _MISSING:
+        return {"attr": operand["attr"], "missing": True}
+    return {"attr": operand["attr"], "value": value}

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from shared import dotted
+
 _MISSING = object()
 # Bounds on what an upstream may write into a user: its claims are not ours to trust.
 MAX_TEXT = 255
@@ -30,12 +32,7 @@ class Profile:
 
 def claim(claims: Mapping, path: str):
     """The value of ``path`` (dotted for nested claims) in ``claims``, or None."""
-    node = claims
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
+    return dotted.lookup(claims, path)
 
 
 def profile_of(claims: Mapping, mapping) -> Profile:

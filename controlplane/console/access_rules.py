@@ -143,6 +143,25 @@ def condition_error(error: DomainError, form: dict) -> dict:
 class AccessRulesPage(ApplicationScreen):
     """A screen of an application's access rules."""
 
+    def show_list(self, req, resp, viewer, applicationId, template, *, fetch, serialize, filters=None,
+                  unfiltered=None, status=200, **context):
+        """A page of a list (?page=, ?per_page= and the screen's own ``filters``); a bad
+        parameter is shown as the page's error (400) over the first page, ``unfiltered``."""
+        found = self.application(req, resp, viewer, applicationId)
+        if found is None:
+            return
+        app, role = found
+        try:
+            page, per_page = page_params(req)
+            chosen = filters(req) if filters else {}
+        except ValidationFailed as error:
+            context, (page, per_page) = {**context, "error": failed(error)["error"]}, (1, 15)
+            chosen, status = unfiltered or {}, 400
+        docs, total = fetch(page=page, per_page=per_page, **chosen)
+        result = paginated([serialize(doc) for doc in docs], total, page, per_page)
+        self.console.render(req, resp, template, status=status, viewer=viewer, app=app, role=role,
+                            result=result, pages=page_links(req, result), **chosen, **context)
+
 
 # ---------------------------------------------------------------- roles
 
@@ -157,22 +176,12 @@ class Roles(AccessRulesPage):
 
     on_get = ApplicationScreen.show_to_viewer
 
-    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        found = self.application(req, resp, viewer, applicationId)
-        if found is None:
-            return
-        app, role = found
+    def show(self, req, resp, viewer, applicationId, **context):
         search = (req.get_param("search") or "").strip()[:roles_schemas.SEARCH_MAX] or None
-        try:
-            page, per_page = page_params(req)
-        except ValidationFailed as error:
-            context, (page, per_page) = {**context, "error": failed(error)["error"]}, (1, 15)
-            status = 400
-        docs, total = self.roles.list(applicationId, search=search, page=page, per_page=per_page)
-        result = paginated([serialize_role(doc, permissions="names", updated_at=False) for doc in docs],
-                           total, page, per_page)
-        self.console.render(req, resp, "rules_roles.html", status=status, viewer=viewer, app=app, role=role,
-                            result=result, pages=page_links(req, result), search=search or "", **context)
+        self.show_list(req, resp, viewer, applicationId, "rules_roles.html",
+                       fetch=lambda **paging: self.roles.list(applicationId, search=search, **paging),
+                       serialize=lambda doc: serialize_role(doc, permissions="names", updated_at=False),
+                       search=search or "", **context)
 
     def on_post(self, req, resp, applicationId):
         def create(form):
@@ -272,23 +281,13 @@ class Policies(AccessRulesPage):
 
     on_get = ApplicationScreen.show_to_viewer
 
-    def show(self, req, resp, viewer, applicationId, *, status=200, **context):
-        found = self.application(req, resp, viewer, applicationId)
-        if found is None:
-            return
-        app, role = found
-        try:
-            page, per_page = page_params(req)
-            is_active = abac_schemas.is_active_param(req.get_param("is_active"))
-        except ValidationFailed as error:
-            context, (page, per_page), is_active = {**context, "error": failed(error)["error"]}, (1, 15), None
-            status = 400
-        docs, total = self.abac.list_policies(applicationId, is_active=is_active, permission=None, page=page,
-                                              per_page=per_page)
-        result = paginated([serialize_policy(doc) for doc in docs], total, page, per_page)
+    def show(self, req, resp, viewer, applicationId, **context):
         context.setdefault("form", {"effect": "allow", "is_active": "on"})
-        self.console.render(req, resp, "rules_policies.html", status=status, viewer=viewer, app=app, role=role,
-                            result=result, pages=page_links(req, result), is_active=is_active, **context)
+        self.show_list(req, resp, viewer, applicationId, "rules_policies.html",
+                       fetch=lambda **paging: self.abac.list_policies(applicationId, permission=None, **paging),
+                       serialize=serialize_policy, unfiltered={"is_active": None},
+                       filters=lambda req: {"is_active": abac_schemas.is_active_param(req.get_param("is_active"))},
+                       **context)
 
     def on_post(self, req, resp, applicationId):
         def create(form):

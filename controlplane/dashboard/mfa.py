@@ -62,33 +62,38 @@ class Passkeys(Protocol):
     def count(self, account_id: str) -> int: ...
 
 
-def check_password(password_guard: PasswordGuard, account: dict, password: str) -> None:
-    """The account's password confirms a change to its second factors, under its login
-    lock (a stolen session cookie cannot be used to guess it): 422 INVALID_PASSWORD, 429
-    AUTH_ACCOUNT_LOCKED."""
-    if not password_guard.check(LOCK_SCOPE, account["email"], password, account["password_hash"]):
-        raise WrongPassword(details={"field": "password"})
-
-
-def record_for_organizations(audit: AuditLog, store: DashboardStore, action: str, account: dict, result: dict,
-                             data: dict) -> None:
-    """One record per organization of the account (a dashboard record is an
-    organization's); the account is actor and target."""
-    who = actor("dashboard_account", account["_id"], account.get("email"))
-    for membership in store.memberships(account["_id"]):
-        audit.record(action, result=result, actor=who, target=who, data=data,
-                     organization_id=membership["organization_id"])
-
-
 @dataclass(eq=False)
-class DashboardMfa:
-    factor: TotpFactor
-    passkeys: Passkeys
+class AccountFactorService:
+    """What both second factors of a dashboard account (TOTP, passkeys) work with: the
+    accounts and their organizations, the sessions a change revokes, the password guard
+    that confirms a change, the audit log and the clock."""
+
     store: DashboardStore
     sessions: DashboardSessions
     password_guard: PasswordGuard
     audit: AuditLog
     clock: Clock
+
+    def _check_password(self, account: dict, password: str) -> None:
+        """The account's password confirms a change to its second factors, under its login
+        lock (a stolen session cookie cannot be used to guess it): 422 INVALID_PASSWORD,
+        429 AUTH_ACCOUNT_LOCKED."""
+        if not self.password_guard.check(LOCK_SCOPE, account["email"], password, account["password_hash"]):
+            raise WrongPassword(details={"field": "password"})
+
+    def _record(self, action: str, account: dict, result: dict, data: dict) -> None:
+        """One record per organization of the account (a dashboard record is an
+        organization's); the account is actor and target."""
+        who = actor("dashboard_account", account["_id"], account.get("email"))
+        for membership in self.store.memberships(account["_id"]):
+            self.audit.record(action, result=result, actor=who, target=who, data=data,
+                              organization_id=membership["organization_id"])
+
+
+@dataclass(eq=False)
+class DashboardMfa(AccountFactorService):
+    factor: TotpFactor
+    passkeys: Passkeys
     _: KW_ONLY
     challenge_ttl: int
     max_attempts: int
@@ -198,9 +203,6 @@ class DashboardMfa:
             raise MfaNotEnabled()
         return method
 
-    def _check_password(self, account: dict, password: str) -> None:
-        check_password(self.password_guard, account, password)
-
     def _check_code(self, account_id: str, method: dict, code: str, refused) -> None:
         """Accept ``code`` under the account's code budget, else raise ``refused(verdict)``."""
         key = self.password_guard.take(CODE_LOCK_SCOPE, account_id, error=MfaLocked)
@@ -209,6 +211,3 @@ class DashboardMfa:
             self.password_guard.failed(key)
             raise refused(verdict)
         self.password_guard.succeeded(key)
-
-    def _record(self, action: str, account: dict, result: dict, data: dict) -> None:
-        record_for_organizations(self.audit, self.store, action, account, result, data)

@@ -24,32 +24,23 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 from controlplane.audit.context import failure, success
-from controlplane.audit.service import AuditLog
-from controlplane.dashboard.mfa import FACTOR_SCOPE, check_password, record_for_organizations
-from controlplane.dashboard.sessions import DashboardSessions
-from controlplane.dashboard.store import DashboardStore
-from controlplane.lockout import PasswordGuard
+from controlplane.dashboard.mfa import FACTOR_SCOPE, AccountFactorService
 from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.factor import TOTP, TotpFactor, challenge_locked
 from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
 from controlplane.passkeys.errors import CredentialUnknown
 from controlplane.passkeys.service import WEBAUTHN, serialize_passkey
 from shared.errors import DomainError
-from shared.timeutil import Clock, aware
+from shared.timeutil import aware
 
 # The relying party's name the browser shows when a passkey is created.
 RP_NAME = "iamgate dashboard"
 
 
 @dataclass(eq=False)
-class DashboardPasskeys:
+class DashboardPasskeys(AccountFactorService):
     credentials: PasskeyCredentials
     factor: TotpFactor  # the sign-in's MFA challenges (which TOTP answers too)
-    store: DashboardStore
-    sessions: DashboardSessions
-    password_guard: PasswordGuard
-    audit: AuditLog
-    clock: Clock
     _: KW_ONLY
     max_attempts: int
 
@@ -95,7 +86,7 @@ class DashboardPasskeys:
         account's second factor.  The account keeps its password, so deleting the last
         one locks nobody out; an organization requiring MFA is out of reach again
         without another factor."""
-        check_password(self.password_guard, account, password)
+        self._check_password(account, password)
         self.credentials.delete(FACTOR_SCOPE, account["_id"], passkey_id)
         self._record("dashboard_account.mfa_disabled", account, success(),
                      {"method": WEBAUTHN, "passkey_id": passkey_id})
@@ -153,6 +144,3 @@ class DashboardPasskeys:
         if challenge["attempts"] > self.max_attempts:
             raise challenge_locked(self.max_attempts, aware(challenge["expires_at"]), now)
         return challenge
-
-    def _record(self, action: str, account: dict, result: dict, data: dict) -> None:
-        record_for_organizations(self.audit, self.store, action, account, result, data)

@@ -57,7 +57,7 @@ from controlplane.mfa.errors import (
     MfaMethodNotFound,
     MfaNotEnabled,
 )
-from controlplane.openapi import op
+from controlplane.openapi import list_op, op
 from controlplane.passkeys import schemas as passkey_schemas
 from controlplane.passkeys.errors import (
     ChallengeInvalid,
@@ -82,8 +82,7 @@ from controlplane.users.errors import (
 )
 from shared.config import Config
 from shared.errors import RateLimited, UnsupportedMediaType, ValidationFailed
-from shared.http import OPTIONAL_PAGE_QUERY, client_ip, no_store, respond, respond_list
-from shared.validation import list_of
+from shared.http import client_ip, no_store, respond, respond_list
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WRITE = [RoleCannotWrite, ApplicationNotAccessible, DashboardEmailUnverified]
@@ -318,9 +317,8 @@ class Password(_AccountResource):
 
 class Organizations(_SignedIn):
     docs = {
-        "GET": op("Organizations the caller belongs to, with the caller's role, oldest first",
-                  query=OPTIONAL_PAGE_QUERY, response=list_of(schemas.ORGANIZATION_RESPONSE), wrapped=False,
-                  errors=[ValidationFailed]),
+        "GET": list_op("Organizations the caller belongs to, with the caller's role, oldest first",
+                       schemas.ORGANIZATION_RESPONSE, errors=[ValidationFailed]),
         "POST": op("Create an organization; the caller becomes its owner", body=schemas.ORGANIZATION, ok=201,
                    response=schemas.ORGANIZATION_RESPONSE,
                    errors=[ValidationFailed, UnsupportedMediaType, DashboardEmailUnverified]),
@@ -362,9 +360,8 @@ class Organization(_SignedIn):
 
 class Members(_SignedIn):
     docs = {
-        "GET": op("Members of an organization (any member may read), in the order they joined",
-                  query=OPTIONAL_PAGE_QUERY, response=list_of(schemas.MEMBER_RESPONSE), wrapped=False,
-                  errors=[OrganizationNotFound, ValidationFailed]),
+        "GET": list_op("Members of an organization (any member may read), in the order they joined",
+                       schemas.MEMBER_RESPONSE, errors=[OrganizationNotFound, ValidationFailed]),
         "POST": op(
             "Add an existing dashboard account to the organization (owners and admins)",
             body=schemas.MEMBER_ADD, ok=201, response=schemas.MEMBER_RESPONSE,
@@ -506,11 +503,9 @@ class AccountBackupCodes(_AccountMfa):
 
 class Applications(_SignedIn):
     docs = {
-        "GET": op(
-            "Applications of every organization the caller belongs to, oldest first",
-            query={"organization_id": ({"type": "string", "format": "uuid"}, "only this organization's"),
-                   **OPTIONAL_PAGE_QUERY},
-            response=list_of(schemas.APPLICATION_RESPONSE), wrapped=False,
+        "GET": list_op(
+            "Applications of every organization the caller belongs to, oldest first", schemas.APPLICATION_RESPONSE,
+            query={"organization_id": ({"type": "string", "format": "uuid"}, "only this organization's")},
             errors=[OrganizationIdInvalid, NotAMember, DashboardMfaRequired, ValidationFailed],
         ),
         "POST": op(
@@ -601,9 +596,8 @@ class _ApiKeyResource(_SignedIn):
 
 class ApiKeys(_ApiKeyResource):
     docs = {
-        "GET": op("The application's active API keys, without secrets, oldest first", query=OPTIONAL_PAGE_QUERY,
-                  response=list_of(schemas.API_KEY_RESPONSE), wrapped=False,
-                  errors=[ApplicationNotAccessible, ValidationFailed]),
+        "GET": list_op("The application's active API keys, without secrets, oldest first", schemas.API_KEY_RESPONSE,
+                       errors=[ApplicationNotAccessible, ValidationFailed]),
         "POST": op(
             "Create an API key; the key is in this response only", body=schemas.API_KEY_CREATE, ok=201,
             response=schemas.API_KEY_RESPONSE, errors=[ValidationFailed, *_WRITE, UnsupportedMediaType],

@@ -44,7 +44,7 @@ from controlplane.mfa.store import BackupCodeStore, ChallengeStore, MethodStore
 from controlplane.passwords import WrongPassword
 from controlplane.ratelimit import RateLimiter
 from controlplane.users.directory import UserDirectory
-from controlplane.users.errors import AccountSuspended, UserNotFound
+from controlplane.users.errors import AccountSuspended
 from controlplane.users.passwords import PasswordService
 from controlplane.users.sessions import SessionService
 from shared.config import Rate
@@ -87,18 +87,12 @@ class MfaService:
     def _now(self):
         return self.clock()
 
-    def _user(self, app_id: str, user_id: str) -> dict:
-        user = self.users.get(app_id, user_id)
-        if user is None or user.get("status") == "deleted":
-            raise UserNotFound(user_id)
-        return user
-
     # ------------------------------------------------------------------ status
 
     def status(self, app_id: str, user_id: str) -> dict:
         """{mfa_enabled, methods (active ones), backup_codes_remaining}; a pending setup
         counts for nothing."""
-        self._user(app_id, user_id)
+        self.users.live(app_id, user_id)
         return self.factor.status(app_id, user_id)
 
     def all_methods(self, app_id: str, user_id: str) -> list[dict]:
@@ -117,7 +111,7 @@ class MfaService:
 
         Returns {method_id, provisioning_uri, secret}.  409 MFA_ALREADY_ENABLED while an
         active TOTP method exists.  Replaces an earlier pending setup."""
-        user = self._user(app["_id"], user_id)
+        user = self.users.live(app["_id"], user_id)
         return self.factor.start(app["_id"], user_id, self._now(), label=label, account=user["email"],
                                  issuer=branding(app)["name"])
 
@@ -128,7 +122,7 @@ class MfaService:
         404 MFA_METHOD_NOT_FOUND (unknown, another user's, or an expired setup),
         409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE."""
         app_id = app["_id"]
-        user = self._user(app_id, user_id)
+        user = self.users.live(app_id, user_id)
         codes = self.factor.activate(app_id, user_id, method_id, code, self._now())
         self.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id},
                               subject={"user_id": user_id})
@@ -159,7 +153,7 @@ class MfaService:
     def reset(self, app: dict, user_id: str) -> None:
         """An administrator turns a user's MFA off (lost device and backup codes).
         404 USER_NOT_FOUND, 400 MFA_NOT_ENABLED."""
-        user = self._user(app["_id"], user_id)
+        user = self.users.live(app["_id"], user_id)
         method = self.methods.active(app["_id"], user_id)
         if method is None:
             raise MfaNotEnabled()
@@ -301,7 +295,7 @@ class MfaService:
         user's.  The check draws on the account's login budget (``PasswordService.check``):
         a stolen access token cannot be used to guess the password, and 429
         AUTH_ACCOUNT_LOCKED past it."""
-        user = self._user(app_id, user_id)
+        user = self.users.live(app_id, user_id)
         method = self.methods.active(app_id, user_id)
         if method is None:
             raise MfaNotEnabled()

@@ -27,12 +27,12 @@ from controlplane.passkeys.errors import (
     VerificationFailed,
 )
 from controlplane.passkeys.service import PasskeyService
-from controlplane.resource import Resource
+from controlplane.resource import Resource, ThrottledPerIp
 from controlplane.users.errors import AccountSuspended, LoginsLimited
 from controlplane.users.login import LoginService
 from controlplane.users.resources import device_info_of
 from shared.errors import Forbidden, ValidationFailed
-from shared.http import client_ip, respond
+from shared.http import respond
 
 _GATES = [PasskeysDisabled, PasskeysUnavailable]
 _CEREMONY = [ValidationFailed, ChallengeInvalid, OriginMismatch, RpIdMismatch, VerificationFailed]
@@ -105,19 +105,15 @@ class PasskeyItem(_OwnPasskeys):
         resp.status = 204
 
 
-class _SignIn(Resource):
+class _SignIn(ThrottledPerIp):
     """The sign-in routes: public, and counted against the login's per-IP budget first."""
 
     access = {"POST": PUBLIC}
 
     def __init__(self, passkeys: PasskeyService, login: LoginService, *, trusted_proxies):
+        super().__init__(login, trusted_proxies=trusted_proxies)
         self.passkeys = passkeys
         self.login = login
-        self.trusted_proxies = trusted_proxies
-
-    def throttled_body(self, req) -> dict:
-        self.login.throttle(req.context.application, client_ip(req, self.trusted_proxies))
-        return self.body(req)
 
 
 class AuthenticationOptions(_SignIn):

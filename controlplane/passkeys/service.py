@@ -39,7 +39,7 @@ from controlplane.passkeys.errors import (
 )
 from controlplane.passkeys.store import PasskeyStore
 from controlplane.users.directory import UserDirectory
-from controlplane.users.errors import AccountSuspended, UserNotFound
+from controlplane.users.errors import AccountSuspended
 from controlplane.users.sessions import SessionService
 from shared.errors import DomainError
 from shared.timeutil import isoformat
@@ -93,19 +93,13 @@ class PasskeyService:
         if app.get("passkeys", OFF) not in (modes or (SECOND_FACTOR, PASSWORDLESS)):
             raise PasskeysDisabled()
 
-    def _user(self, app_id: str, user_id: str) -> dict:
-        user = self.users.get(app_id, user_id)
-        if user is None or user.get("status") == "deleted":
-            raise UserNotFound(user_id)
-        return user
-
     # ------------------------------------------------------------------ registration
 
     def registration_options(self, app: dict, user_id: str) -> dict:
         """{challenge_id, options}: creation options for the signed-in user, excluding
         the authenticators they already registered."""
         self._gate(app)
-        user = self._user(app["_id"], user_id)
+        user = self.users.live(app["_id"], user_id)
         return self.credentials.creation_options(
             app["_id"], user_id, rp_name=app.get("brand_name") or app["name"], user_name=user["email"],
             display_name=user.get("name") or user["email"],
@@ -116,7 +110,7 @@ class PasskeyService:
         verify, 409 PASSKEY_ALREADY_REGISTERED."""
         self._gate(app)
         app_id = app["_id"]
-        user = self._user(app_id, user_id)
+        user = self.users.live(app_id, user_id)
         passkey = self.credentials.enrol(app_id, user_id, challenge_id=challenge_id, credential=credential, name=name,
                                         allowed_aaguids=app.get("passkey_aaguids") or ())
         who = actor("user", user_id, user["email"])
@@ -149,7 +143,7 @@ class PasskeyService:
         last and the user has no password: the recovery path is a password reset, which
         sets one (docs/passkeys.md)."""
         app_id = app["_id"]
-        user = self._user(app_id, user_id)
+        user = self.users.live(app_id, user_id)
         if self.passkeys.of_user(app_id, user_id, passkey_id) is None:
             raise PasskeyNotFound(passkey_id)
         if not user.get("password_hash") and self.passkeys.count_for_user(app_id, user_id) == 1:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controlplane.users.errors import UserNotFound
 from controlplane.users.store import AttributeWrite, UserStore
 
 
@@ -18,6 +19,13 @@ class UserDirectory:
     def get(self, app_id: str, user_id: str) -> dict | None:
         """The user's record, None when unknown."""
         return self.users.get(app_id, user_id)
+
+    def live(self, app_id: str, user_id: str) -> dict:
+        """The record of a user that is not deleted; 404 USER_NOT_FOUND otherwise."""
+        user = self.users.get(app_id, user_id)
+        if user is None or user.get("status") == "deleted":
+            raise UserNotFound(user_id)
+        return user
 
     def by_email(self, app_id: str, email: str) -> dict | None:
         """The user's record of this (normalised) email, whatever its status; None when none."""

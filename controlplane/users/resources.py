@@ -17,7 +17,7 @@ from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
 from controlplane.passkeys.errors import PasswordSignInDisabled
 from controlplane.passwords import PasswordTooWeak, WrongPassword
-from controlplane.resource import Resource, query_param
+from controlplane.resource import Resource, ThrottledPerIp, query_param
 from controlplane.users import schemas
 from controlplane.users.admin import UserAdminService
 from controlplane.users.errors import (
@@ -54,20 +54,15 @@ def device_info_of(req, trusted_proxies) -> dict:
     return {"ip": client_ip(req, trusted_proxies), "user_agent": agent[:512] if agent else None}
 
 
-class _ThrottledPerIp(Resource):
-    """Register and Login: the per-IP throttle (``service.throttle(app, ip)``) counts
-    every request, so it runs before the body is validated."""
+class _ThrottledPerIp(ThrottledPerIp):
+    """Register and Login: the per-IP throttle of their own service counts every request."""
 
     access = {"POST": PUBLIC}
     password_work = ("POST",)
 
     def __init__(self, service: RegistrationService | LoginService, *, trusted_proxies):
+        super().__init__(service, trusted_proxies=trusted_proxies)
         self.service = service
-        self.trusted_proxies = trusted_proxies
-
-    def throttled_body(self, req) -> dict:
-        self.service.throttle(req.context.application, client_ip(req, self.trusted_proxies))
-        return self.body(req)
 
 
 class Register(_ThrottledPerIp):

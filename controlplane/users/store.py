@@ -29,6 +29,7 @@ from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError, WriteError
 
 from controlplane.collection import AppCollection, Collection
+from shared import dotted
 from shared.timeutil import aware
 
 # Expired sessions and one-time tokens are kept this long after they expire (an expired
@@ -168,7 +169,7 @@ class UserStore:
         except WriteError:  # a conflicting key set before attribute_keys existed
             return AttributeWrite("conflict", MISSING, self._conflicting_key(app_id, user_id, key))
         if before is not None:
-            return AttributeWrite("set", _lookup(before.get("attributes"), key))
+            return AttributeWrite("set", dotted.lookup(before.get("attributes"), key, MISSING))
         doc = self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "attribute_keys": 1})
         if doc is None or doc.get("status") == "deleted":
             return AttributeWrite("no_user")
@@ -194,7 +195,7 @@ class UserStore:
         for end in range(len(parts) - 1, 0, -1):
             parent = "attributes." + ".".join(parts[:end])
             self._users.update_one({"_id": user_id, "app_id": app_id, parent: {}}, {"$unset": {parent: ""}})
-        return AttributeWrite("unset", _lookup(before.get("attributes"), key))
+        return AttributeWrite("unset", dotted.lookup(before.get("attributes"), key, MISSING))
 
     def _conflicting_key(self, app_id, user_id, key, keys=None) -> str | None:
         if keys is None:
@@ -293,15 +294,6 @@ def flatten_attributes(attributes) -> dict:
     if isinstance(attributes, dict):
         walk(attributes, "")
     return out
-
-
-def _lookup(attributes, key: str):
-    node = attributes
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return MISSING
-        node = node[part]
-    return node
 
 
 class SessionStore(AppCollection):

@@ -3,7 +3,7 @@ Every method needs webhooks:manage, for end-user tokens and API keys alike."""
 from __future__ import annotations
 
 from controlplane.auth import permission
-from controlplane.openapi import op
+from controlplane.openapi import list_op, op
 from controlplane.resource import ManagedCollection, ManagedItem, Resource
 from controlplane.webhooks import schemas
 from controlplane.webhooks.errors import (
@@ -15,8 +15,7 @@ from controlplane.webhooks.errors import (
 )
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import OPTIONAL_PAGE_QUERY, no_store, respond
-from shared.validation import list_of
+from shared.http import no_store, respond
 
 MANAGE = permission("webhooks:manage")
 
@@ -25,20 +24,19 @@ _ITEM_ERRORS = [PermissionMissing, WebhookNotFound]
 
 
 class WebhookCollection(ManagedCollection):
-    access = {"GET": MANAGE, "POST": MANAGE}
+    every_method = MANAGE
     docs = {
-        "GET": op("List webhooks (without their secrets), oldest first", query=OPTIONAL_PAGE_QUERY,
-                  response=list_of(schemas.WEBHOOK), wrapped=False, errors=[PermissionMissing, ValidationFailed]),
+        "GET": list_op("List webhooks (without their secrets), oldest first", schemas.WEBHOOK,
+                       errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
     }
 
-    create_schema = schemas.CREATE_WEBHOOK
     serialize = staticmethod(serialize_webhook)
 
 
 class WebhookItem(ManagedItem):
-    access = {"GET": MANAGE, "PUT": MANAGE, "DELETE": MANAGE}
+    every_method = MANAGE
     docs = {
         "GET": op("Get a webhook (without its secret)", response=schemas.WEBHOOK, errors=_ITEM_ERRORS),
         "PUT": op("Update a webhook", body=schemas.UPDATE_WEBHOOK, response=schemas.WEBHOOK,
@@ -46,7 +44,6 @@ class WebhookItem(ManagedItem):
         "DELETE": op("Delete a webhook; pending deliveries are not retried", ok=204, errors=_ITEM_ERRORS),
     }
 
-    update_schema = schemas.UPDATE_WEBHOOK
     serialize = staticmethod(serialize_webhook)
 
 

@@ -28,7 +28,7 @@ from controlplane.connections.signin import schemas
 from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
-from controlplane.resource import Resource
+from controlplane.resource import Resource, ThrottledPerIp
 from controlplane.users.errors import (
     AccountSuspended,
     InvalidCredentials,
@@ -41,7 +41,7 @@ from controlplane.users.resources import device_info_of
 from controlplane.users.schemas import MESSAGE
 from controlplane.users.sessions import SessionService
 from shared.errors import Forbidden, ValidationFailed
-from shared.http import client_ip, respond
+from shared.http import respond
 
 LINK_METHODS = ("password", "email_code")
 _CALLBACK_ERRORS = [ValidationFailed, ConnectionStateInvalid, ConnectionCallbackInvalid, ConnectionProviderError,
@@ -49,18 +49,14 @@ _CALLBACK_ERRORS = [ValidationFailed, ConnectionStateInvalid, ConnectionCallback
                     AccountSuspended, UserLimitReached, LoginsLimited]
 
 
-class _SignIn(Resource):
+class _SignIn(ThrottledPerIp):
     access = {"POST": PUBLIC}
 
     def __init__(self, flow: ConnectionFlow, login: LoginService, sessions: SessionService, *, trusted_proxies):
+        super().__init__(login, trusted_proxies=trusted_proxies)
         self.flow = flow
         self.login = login
         self.sessions = sessions
-        self.trusted_proxies = trusted_proxies
-
-    def throttled_body(self, req) -> dict:
-        self.login.throttle(req.context.application, client_ip(req, self.trusted_proxies))
-        return self.body(req)
 
     def answer(self, req, resp, result, remember_me: bool) -> None:
         """The password login's answer for a flow's outcome; a refusal is its error."""

@@ -5,20 +5,18 @@ from controlplane.auth import permission
 from controlplane.oidc import schemas
 from controlplane.oidc.clients import serialize_client
 from controlplane.oidc.errors import ClientNotFound
-from controlplane.openapi import op
+from controlplane.openapi import list_op, op
 from controlplane.resource import ManagedCollection, ManagedItem
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import OPTIONAL_PAGE_QUERY
-from shared.validation import list_of
 
 MANAGE = permission("oidc:manage")
 
 
 class Clients(ManagedCollection):
-    access = {"GET": MANAGE, "POST": MANAGE}
+    every_method = MANAGE
     docs = {
-        "GET": op("List the application's OIDC clients, oldest first", query=OPTIONAL_PAGE_QUERY,
-                  response=list_of(schemas.CLIENT), wrapped=False, errors=[PermissionMissing, ValidationFailed]),
+        "GET": list_op("List the application's OIDC clients, oldest first", schemas.CLIENT,
+                       errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Register an OIDC client", body=schemas.CREATE_CLIENT, ok=201, response=schemas.CLIENT_WITH_SECRET,
                    description="client_secret is returned only here (sent with Cache-Control: no-store) and stored "
                                "hashed. Redirect URIs are absolute https URLs of printable ASCII without fragment or "
@@ -27,12 +25,11 @@ class Clients(ManagedCollection):
                    errors=[ValidationFailed, PermissionMissing]),
     }
 
-    create_schema = schemas.CREATE_CLIENT
     serialize = staticmethod(serialize_client)
 
 
 class ClientItem(ManagedItem):
-    access = {"GET": MANAGE, "PUT": MANAGE, "DELETE": MANAGE}
+    every_method = MANAGE
     _ref = "{clientId} is the client's id, or its client_id."
     docs = {
         "GET": op("Get an OIDC client (never its secret)", response=schemas.CLIENT, description=_ref,
@@ -46,5 +43,4 @@ class ClientItem(ManagedItem):
                      errors=[PermissionMissing, ClientNotFound]),
     }
 
-    update_schema = schemas.UPDATE_CLIENT
     serialize = staticmethod(serialize_client)
