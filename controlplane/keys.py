@@ -58,7 +58,7 @@ class SigningKeys:
         """Make sure an active key exists (first start generates one); return its kid."""
         state = self._state.find_one({"_id": "active"})
         if state is None:
-            kid = self._create_key()
+            kid, private = self._create_key()
             state = self._state.find_one_and_update(
                 {"_id": "active"}, {"$setOnInsert": {"kid": kid}}, upsert=True, return_document=ReturnDocument.AFTER
             )
@@ -66,6 +66,7 @@ class SigningKeys:
                 self._keys.delete_one({"_id": kid})
             else:
                 log.info("generated signing key", extra={"kid": kid})
+                self._keep(kid, private)
         self._reload()
         return self._active_kid
 
@@ -75,15 +76,17 @@ class SigningKeys:
         The old key stays published until every token it signed has expired: the
         longest token lifetime, counted from the moment the last replica stops signing
         with it (replicas cache the active key for ``_CACHE_SECONDS``)."""
-        new_kid = self._create_key()
+        new_kid, private = self._create_key()
         old = self._state.find_one_and_update({"_id": "active"}, {"$set": {"kid": new_kid}}, upsert=True)
+        self._keep(new_kid, private)
         retire_at = self._clock() + seconds(self._max_token_lifetime + _CACHE_SECONDS)
         if old and old.get("kid"):
             self._keys.update_one({"_id": old["kid"]}, {"$set": {"retire_at": retire_at}})
         self._reload()
         return new_kid, retire_at
 
-    def _create_key(self) -> str:
+    def _create_key(self):
+        """Generate and store a key; (kid, private key)."""
         private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         pem = private.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -96,7 +99,13 @@ class SigningKeys:
             "created_at": self._clock(),
             "retire_at": None,
         })
-        return kid
+        return kid, private
+
+    def _keep(self, kid: str, private) -> None:
+        """Sign with the key this process just made active: parsing its PEM back (RSA key
+        validation included) would cost as much again as generating it."""
+        with self._lock:
+            self._private = {kid: private}
 
     # -- reads (cached in process; the keys themselves live in MongoDB)
 

@@ -5,13 +5,17 @@ Area-specific fixtures (users, tokens, roles...) live in ``tests/<area>/conftest
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
+import types
 from datetime import UTC, datetime, timedelta
 
 import falcon.testing
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
+from controlplane import keys
 from controlplane.app import create_app
 from shared.config import Config
 from tests import mongodb
@@ -53,6 +57,26 @@ def _root_logging():
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _signing_key_pool():
+    """Every app a test builds generates its RS256 signing key, some 30 ms of a test's
+    setup. The control plane's keys (and theirs only) come from a pool of real 2048-bit
+    keys instead, each generated on first use, 32 before the first is handed out again:
+    consecutive keys differ, so rotations and apps side by side still sign with keys of
+    their own."""
+    pool, handed_out = [], itertools.count()
+
+    def generate_private_key(public_exponent, key_size):
+        turn = next(handed_out) % 32
+        if turn == len(pool):
+            pool.append(rsa.generate_private_key(public_exponent=public_exponent, key_size=key_size))
+        return pool[turn]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keys, "rsa", types.SimpleNamespace(generate_private_key=generate_private_key))
+        yield
 
 
 @pytest.fixture

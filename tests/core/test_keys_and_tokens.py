@@ -138,3 +138,5 @@ def test_replicas_starting_together_agree_on_one_active_key(ctx):
     other = SigningKeys(ctx.store, ctx.box, ctx.clock, max_token_lifetime=3600)
     assert other.ensure_active() == ctx.keys.signing_key()[0]
     assert ctx.store["signing_keys"].count_documents({}) == 1
+    # The replica that generated the key signs with the key it stored (the other decrypts it).
+    assert other.signing_key()[1].private_numbers() == ctx.keys.signing_key()[1].private_numbers()

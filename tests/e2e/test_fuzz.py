@@ -23,6 +23,7 @@ def test_both_documents_hold_against_the_running_services(processes, capsys):
     with capsys.disabled():
         print("\nschemathesis:", report.summary().splitlines()[0])
     assert len(report.operations) >= 100, sorted(report.operations)
+    assert not report.unexercised(), report.unexercised()
     assert not report.failures, report.summary() + "\n" + processes.logs()[-8000:]
 
 
