@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import pytest
 
+from controlplane.apikeys.service import V1_PERMISSIONS
 from shared.ids import new_id
 from tests.conftest import assert_error, bearer
 from tests.plugins.users import fresh_address
 
 LONE = "\\ud800"  # as it travels in the JSON text: an escape, not a character
 
-EVERY_PERMISSION = ["roles:read", "roles:manage", "authz:check", "webhooks:manage", "oidc:manage",
-                    "policies:read", "policies:manage"]
+# Every permission a key may hold, so each route answers past its gate.
+EVERY_PERMISSION = list(V1_PERMISSIONS)
 
 
 def surrogate_bodies(schema: dict) -> list[str]:
@@ -78,7 +79,8 @@ BODYLESS = {"/api/dashboard/logout", "/api/dashboard/email/resend",
             "/api/dashboard/applications/{applicationId}/users/{userId}/suspend",
             "/api/dashboard/applications/{applicationId}/users/{userId}/unsuspend",
             "/api/v1/applications/{applicationId}/webhooks/{webhookId}/rotate-secret",
-            "/api/v1/applications/{applicationId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver"}
+            "/api/v1/applications/{applicationId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver",
+            "/api/v1/applications/{applicationId}/connections/{connectionId}/test"}
 
 
 def test_a_lone_surrogate_in_any_json_body_is_400(client, world):
