@@ -8,7 +8,7 @@ Their answers are the password login's: the token pair, or the MFA challenge.
 """
 from __future__ import annotations
 
-from controlplane.auth import OWNER, PUBLIC, permission
+from controlplane.auth import PUBLIC, owner_or, permission
 from controlplane.connections.errors import (
     ConnectionCallbackInvalid,
     ConnectionEmailExists,
@@ -155,10 +155,11 @@ class LinkComplete(_SignIn):
 
 
 class Identities(Resource):
-    access = {"GET": OWNER}
+    access = {"GET": owner_or("users:read")}
     docs = {"GET": op(
         "List the user's linked identities",
-        description="One per (connection, issuer, sub) the user signs in with; oldest first.",
+        description="One per (connection, issuer, sub) the user signs in with; oldest first. The user's own "
+                    "token, or an API key or user token holding users:read.",
         response=schemas.IDENTITIES, errors=[Forbidden, UserNotFound],
     )}
 
@@ -170,10 +171,11 @@ class Identities(Resource):
 
 
 class IdentityItem(Resource):
-    access = {"DELETE": OWNER}
+    access = {"DELETE": owner_or("users:manage")}
     docs = {"DELETE": op(
         "Unlink an identity",
-        description="Emits connection.revoked (data.kind upstream). Refused "
+        description="The user's own token, or an API key or user token holding users:manage. Emits "
+                    "connection.revoked (data.kind upstream). Refused "
                     "(409 IDENTITY_LAST_SIGN_IN) unless another way in remains: a password, a passkey or another "
                     "identity.",
         ok=204, errors=[Forbidden, UserNotFound, IdentityNotFound, IdentityLastSignIn],
@@ -192,8 +194,9 @@ class IdentityToken(Resource):
     docs = {"GET": op(
         "The upstream access token of an identity",
         description="For the application's back end (API keys and user tokens holding connections:tokens), when "
-                    "the connection stores tokens. An access token with less than a minute left is refreshed "
-                    "first (connection.refreshed, or connection.failed and 502). The refresh token is never served.",
+                    "the connection stores tokens; the user's own token alone is not enough. An access token with "
+                    "less than a minute left is refreshed first (connection.refreshed, or connection.failed and "
+                    "502). The refresh token is never served.",
         response=schemas.UPSTREAM_TOKEN,
         errors=[Forbidden, IdentityNotFound, IdentityTokensNotStored, ConnectionProviderError],
     )}
