@@ -312,7 +312,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # Every call to an upstream identity provider goes through the one ProviderHttp.
     connection_box = connection_secret_box(config.secret_key)
     provider_http = ProviderHttp(config, resolver=resolver or system_resolver)
-    connections = UpstreamConnectionService(ConnectionStore(store), connection_box, provider_http, audit, clock)
+    identity_store, pending_links = IdentityStore(store), PendingLinkStore(store)
+    connections = UpstreamConnectionService(ConnectionStore(store), connection_box, provider_http, identity_store,
+                                            pending_links, events, audit, clock)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
     oidc_clients = ClientService(ClientStore(store), clock, target_policy, events)
     events.listen(oidc_clients.apply_event)  # the per-worker copies of clients
@@ -397,7 +399,6 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
 
     # Sign-in through connections last: it creates users (registration), maps attributes
     # and roles (ABAC, roles), and answers the second factor as the login does (passkeys).
-    identity_store, pending_links = IdentityStore(store), PendingLinkStore(store)
     identities = IdentityService(identity_store, pending_links, user_directory,
                                  create_user=registration.create_external, set_attribute=abac.set_attribute,
                                  roles=roles, passkey_count=PasskeyStore(store).count_for_user, events=events,

@@ -15,7 +15,7 @@ tokens of connections with ``store_tokens`` live in the same document, encrypted
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
@@ -95,6 +95,14 @@ class IdentityStore(AppCollection):
     def delete_for_user(self, app_id: str, user_id: str) -> None:
         self._docs.delete_many({"app_id": app_id, "user_id": user_id})
 
+    def take_of_connection(self, app_id: str, connection_id: str) -> Iterator[dict]:
+        """Remove the connection's identities one by one, each with its stored tokens,
+        yielding each document removed: a removal that stops part way leaves whole
+        identities, never half of one."""
+        while (doc := self._docs.find_one_and_delete({"app_id": app_id, "connection_id": connection_id})) \
+                is not None:
+            yield doc
+
     def set_tokens(self, app_id: str, identity_id: str, tokens: dict | None, *, expected: str | None = None) -> bool:
         """Replace the stored tokens; with ``expected`` (the ciphertext read) only if no
         one replaced them since (one refresh wins)."""
@@ -102,6 +110,12 @@ class IdentityStore(AppCollection):
         if expected is not None:
             query["tokens.ciphertext"] = expected
         return self._docs.update_one(query, {"$set": {"tokens": tokens}}).modified_count == 1
+
+
+def revoked(identity: dict, reason: str) -> dict:
+    """The data of ``connection.revoked`` for an identity removed (docs/events.md)."""
+    return {"kind": "upstream", "connection_id": identity["connection_id"], "identity_id": identity["_id"],
+            "user_id": identity["user_id"], "reason": reason}
 
 
 def serialize_identity(doc: dict) -> dict:
@@ -277,10 +291,7 @@ class IdentityService:
                 and not self.identities.count_for_user(app_id, user_id):
             self.identities.insert(removed)
             raise IdentityLastSignIn(identity_id)
-        self.events.emit(app_id, "connection.revoked", {
-            "kind": "upstream", "connection_id": removed["connection_id"], "identity_id": identity_id,
-            "user_id": user_id, "reason": "unlinked",
-        }, subject={"user_id": user_id})
+        self.events.emit(app_id, "connection.revoked", revoked(removed, "unlinked"), subject={"user_id": user_id})
 
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's identities (and the upstream
