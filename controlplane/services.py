@@ -12,6 +12,7 @@ service; the permission gate of V1 routes is the authz service).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from controlplane.abac.schemas import PolicyLimits
 from controlplane.abac.service import AbacService, PolicyReader
@@ -27,7 +28,7 @@ from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService, export_cache_counts
 from controlplane.connections.flow import ConnectionFlow, client_auth
 from controlplane.connections.http import ProviderHttp
-from controlplane.connections.identities import IdentityService, IdentityStore
+from controlplane.connections.identities import IdentityService, IdentityStore, export_of_user
 from controlplane.connections.jwks import JwksCache
 from controlplane.connections.linking import PendingLinkStore
 from controlplane.connections.model import secret_box as connection_secret_box
@@ -395,7 +396,8 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                sessions=sessions, users=user_directory, passwords=passwords,
                                registration=registration, passkeys=passkeys, box=box, clock=clock)
     selfservice = SelfService(user_directory, sessions, mfa, passkeys, events, clock, rate_limiter, registration, roles,
-                              oidc_connections, audit, rate_limit_export=config.rate_limit_export)
+                              oidc_connections, audit, rate_limit_export=config.rate_limit_export,
+                              linked_identities=partial(export_of_user, identity_store, connections))
 
     # Sign-in through connections last: it creates users (registration), maps attributes
     # and roles (ABAC, roles), and answers the second factor as the login does (passkeys).
