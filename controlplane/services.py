@@ -404,7 +404,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     identities = IdentityService(identity_store, pending_links, user_directory,
                                  create_user=registration.create_external, set_attribute=abac.set_attribute,
                                  roles=roles, passkey_count=PasskeyStore(store).count_for_user, events=events,
-                                 clock=clock)
+                                 clock=clock, connection_active=connections.store.is_active)
     events.listen(identities.on_event)
     upstream_tokens = UpstreamTokens(identity_store, connections, provider_http, client_auth, connection_box, events,
                                      clock)

@@ -27,6 +27,7 @@ from controlplane.connections import linking, mapping
 from controlplane.connections.errors import (
     ConnectionCallbackInvalid,
     ConnectionEmailExists,
+    ConnectionInactive,
     IdentityLastSignIn,
     IdentityNotFound,
 )
@@ -153,6 +154,8 @@ class IdentityService:
     passkey_count: Callable[[str, str], int]
     events: EventLog
     clock: Clock
+    # ConnectionStore.is_active(app_id, connection_id): checked after a link is stored.
+    connection_active: Callable[[str, str], bool]
 
     # ------------------------------------------------------------------ sign-in
 
@@ -230,6 +233,11 @@ class IdentityService:
         except DuplicateKeyError:
             raise ConnectionCallbackInvalid("This identity was linked by another sign-in at the same moment; "
                                             "sign in again.", details={"reason": "already_linked"}) from None
+        # Checked after the insert: a connection deleted (made inactive first) while this
+        # sign-in was at the provider either sweeps this identity or is seen here.
+        if not self.connection_active(app["_id"], connection_id):
+            self.identities.delete_of_user(app["_id"], user_id, doc["_id"])
+            raise ConnectionInactive(connection_id)
         self.events.emit(app["_id"], "connection.created", {
             "kind": "upstream", "connection_id": connection_id, "identity_id": doc["_id"], "user_id": user_id,
         }, subject={"user_id": user_id})

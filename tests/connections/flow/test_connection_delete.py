@@ -67,3 +67,25 @@ def test_a_delete_that_fails_part_way_leaves_an_inactive_connection_a_retry_remo
     assert ctx.store["identities"].count_documents({"connection_id": connection.id}) == 0
     assert ctx.store["connection_email_domains"].count_documents({"connection_id": connection.id}) == 0
     assert len(events_of(ctx, "connection.revoked", user_id)) == 1
+
+
+def test_a_sign_in_finishing_while_its_connection_is_deleted_links_nothing(client, ctx, idp_app, provider,
+                                                                           add_connection, make_api_key,
+                                                                           monkeypatch):
+    """The delete makes the connection inactive before it sweeps; a sign-in that read the
+    connection before that and links after the sweep sees it inactive after its insert
+    and takes its identity back."""
+    connection = add_connection(idp_app, provider)
+    browser = Browser(client, idp_app)
+    params = browser.at_provider(browser.start(connection.id))
+    store = ctx.connection_sign_in.identities.identities
+    insert = store.insert
+
+    def insert_then_the_delete_runs(doc):
+        insert(doc)
+        ctx.store["connections"].update_one({"_id": connection.id}, {"$set": {"is_active": False}})
+
+    monkeypatch.setattr(store, "insert", insert_then_the_delete_runs)
+    assert_error(browser.callback(params), 409, "CONNECTION_INACTIVE")
+    assert ctx.store["identities"].count_documents({"connection_id": connection.id}) == 0
+    assert events_of(ctx, "connection.created") == []
