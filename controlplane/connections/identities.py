@@ -131,8 +131,9 @@ def export_of_user(identities: IdentityStore, connections, app_id: str, user_id:
     first: what identifies each and when it was used, with its connection's name; never
     the upstream tokens or the claims.  ``connections``: ``UpstreamConnectionService``."""
     names = {connection.id: connection.name for connection in connections.list(app_id)}
-    return [{"id": doc["_id"], "connection_id": doc["connection_id"], "connection_name": names.get(doc["connection_id"]),
-             "issuer": doc["issuer"], "sub": doc["sub"], "email": doc.get("email"),
+    return [{"id": doc["_id"], "connection_id": doc["connection_id"],
+             "connection_name": names.get(doc["connection_id"]), "issuer": doc["issuer"], "sub": doc["sub"],
+             "email": doc.get("email"),
              "email_verified": bool(doc.get("email_verified")), "linked_at": isoformat(doc["created_at"]),
              "last_sign_in_at": isoformat(doc.get("last_sign_in_at"))}
             for doc in identities.for_user(app_id, user_id)]

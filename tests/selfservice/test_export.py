@@ -8,12 +8,11 @@ import pyotp
 import pytest
 
 from controlplane.audit.schemas import RECORD as AUDIT_RECORD
+from controlplane.connections.store import ConnectionStore
 from shared.errors import NotFound
 from shared.ids import digest
 from shared.timeutil import isoformat
-from controlplane.connections.store import ConnectionStore
 from tests.conftest import assert_error
-from tests.connections.conftest import make_connection  # noqa: F401  (fixture)
 
 TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
 

@@ -8,7 +8,6 @@ import pytest
 from tests.conftest import assert_error
 from tests.connections.flow.conftest import Browser
 from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
-from tests.passkeys.conftest import register  # noqa: F401  (fixture)
 
 
 @pytest.fixture
