@@ -14,7 +14,8 @@ are closed by default.  ``AuthMiddleware`` runs after routing and:
    application (user status checked live), or the internal service token;
 3. applies the gate: public, dashboard session cookie, any credential, a permission
    (API key: its permission list; user: its current roles, evaluated live), JWT-owner
-   ({userId} must be the token's user; API keys never pass), user JWT only, or internal;
+   ({userId} must be the token's user; API keys never pass), JWT-owner or a permission,
+   user JWT only, or internal;
 4. counts the request against the general per-credential throttle.
 
 The result is ``req.context.principal`` (``Principal``).
@@ -64,6 +65,9 @@ class Access:
             "credential": "Bearer: an end-user access token or an API key of the application.",
             "permission": f"Bearer with permission {self.permission} (user roles or API key permissions).",
             "owner": "Bearer end-user access token of the user named by {userId} (JWT-owner).",
+            "owner_or_permission": f"Bearer end-user access token of the user named by {{userId}}, or a "
+                                   f"credential with permission {self.permission} (user roles or API key "
+                                   f"permissions).",
             "user": "Bearer end-user access token of the application.",
             "internal": "Bearer internal service token, or an API key of the application holding decision:sync.",
         }[self.kind]
@@ -93,6 +97,13 @@ INTERNAL = Access("internal")
 
 def permission(name: str) -> Access:
     return Access("permission", name)
+
+
+def owner_or(name: str) -> Access:
+    """The user named by {userId} themself, or an administrator (API key or user)
+    holding permission ``name``: a user's own data that the application's back end
+    may also manage."""
+    return Access("owner_or_permission", name)
 
 
 @dataclass(frozen=True)
@@ -276,7 +287,10 @@ class AuthMiddleware:
             if principal.kind != "user" or principal.user_id != params.get("userId"):
                 raise Forbidden("Only the user themself may call this route.")
             return
-        if access.kind == "permission":
+        if access.kind == "owner_or_permission" and principal.kind == "user" \
+                and principal.user_id == params.get("userId"):
+            return
+        if access.kind in ("permission", "owner_or_permission"):
             if not self.authenticator.has_permission(principal, access.permission):
                 raise PermissionMissing(access.permission)
             return

@@ -33,7 +33,7 @@ _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 _PARAM = re.compile(r"{([^}]+)}")
 # Gates that can refuse an authenticated caller (controlplane.auth.AuthMiddleware._gate).
-_GATED = ("permission", "owner", "user")
+_GATED = ("permission", "owner", "owner_or_permission", "user")
 
 def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True,
        also=None, path=None, store=True):

@@ -12,6 +12,7 @@ service; the permission gate of V1 routes is the authz service).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from controlplane.abac.schemas import PolicyLimits
 from controlplane.abac.service import AbacService, PolicyReader
@@ -27,7 +28,7 @@ from controlplane.auth import Authenticator
 from controlplane.authz.service import AuthzService, export_cache_counts
 from controlplane.connections.flow import ConnectionFlow, client_auth
 from controlplane.connections.http import ProviderHttp
-from controlplane.connections.identities import IdentityService, IdentityStore
+from controlplane.connections.identities import IdentityService, IdentityStore, export_of_user
 from controlplane.connections.jwks import JwksCache
 from controlplane.connections.linking import PendingLinkStore
 from controlplane.connections.model import secret_box as connection_secret_box
@@ -312,7 +313,9 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     # Every call to an upstream identity provider goes through the one ProviderHttp.
     connection_box = connection_secret_box(config.secret_key)
     provider_http = ProviderHttp(config, resolver=resolver or system_resolver)
-    connections = UpstreamConnectionService(ConnectionStore(store), connection_box, provider_http, audit, clock)
+    identity_store, pending_links = IdentityStore(store), PendingLinkStore(store)
+    connections = UpstreamConnectionService(ConnectionStore(store), connection_box, provider_http, identity_store,
+                                            pending_links, events, audit, clock)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
     oidc_clients = ClientService(ClientStore(store), clock, target_policy, events)
     events.listen(oidc_clients.apply_event)  # the per-worker copies of clients
@@ -393,15 +396,15 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
                                sessions=sessions, users=user_directory, passwords=passwords,
                                registration=registration, passkeys=passkeys, box=box, clock=clock)
     selfservice = SelfService(user_directory, sessions, mfa, passkeys, events, clock, rate_limiter, registration, roles,
-                              oidc_connections, audit, rate_limit_export=config.rate_limit_export)
+                              oidc_connections, audit, rate_limit_export=config.rate_limit_export,
+                              linked_identities=partial(export_of_user, identity_store, connections))
 
     # Sign-in through connections last: it creates users (registration), maps attributes
     # and roles (ABAC, roles), and answers the second factor as the login does (passkeys).
-    identity_store, pending_links = IdentityStore(store), PendingLinkStore(store)
     identities = IdentityService(identity_store, pending_links, user_directory,
                                  create_user=registration.create_external, set_attribute=abac.set_attribute,
                                  roles=roles, passkey_count=PasskeyStore(store).count_for_user, events=events,
-                                 clock=clock)
+                                 clock=clock, connection_active=connections.store.is_active)
     events.listen(identities.on_event)
     upstream_tokens = UpstreamTokens(identity_store, connections, provider_http, client_auth, connection_box, events,
                                      clock)

@@ -58,7 +58,7 @@ from controlplane.mail import Mailer
 from controlplane.users.emails import brand, letter
 from controlplane.users.errors import InvalidCredentials
 from shared.crypto import SecretBox
-from shared.errors import DomainError, ValidationFailed
+from shared.errors import BadRequest, DomainError, ValidationFailed
 from shared.timeutil import Clock, aware
 
 log = logging.getLogger("iamgate.connections")
@@ -88,6 +88,7 @@ class FlowResult:
     challenge: dict | None = None
     link_id: str | None = None
     email: str | None = None
+    methods: tuple[str, ...] = ()   # how the pending link may be proven
     return_to: str | None = None
     error: DomainError | None = None
 
@@ -133,7 +134,7 @@ class ConnectionFlow:
     jwks: JwksCache
     identities: IdentityService
     tokens: UpstreamTokens
-    second_factor: object        # PasskeyService.sign_in_challenge
+    second_factor: object        # PasskeyService: sign_in_challenge; proof_options and prove for a pending link
     passwords: object            # PasswordService.check
     mailer: Mailer
     audit: AuditLog
@@ -191,7 +192,8 @@ class ConnectionFlow:
         if resolution.pending is not None:
             self._refused(application, connection_id, None, user=resolution.pending.user_id, reason="link_required")
             return FlowResult(LINK_REQUIRED, connection_id=connection_id, link_id=resolution.pending.link_id,
-                              email=resolution.pending.email, return_to=state.get("return_to"))
+                              email=resolution.pending.email, return_to=state.get("return_to"),
+                              methods=self._link_methods(application, resolution.pending.user_id))
         return self._signed_in(application, connection_id, resolution.user, remember_me, device_info,
                                return_to=state.get("return_to"))
 
@@ -320,18 +322,33 @@ class ConnectionFlow:
 
     # ------------------------------------------------------------------ verify-mode links
 
-    def send_link_code(self, application, *, link_id: str, binding: str) -> None:
-        """Mail a 6-digit code to the existing account the pending link would join (its
-        own address, not the upstream's), at most ``MAX_LINK_CODES`` times per link (429).
-        400 CONNECTION_STATE_INVALID for an unknown, used or expired link or another
-        browser's."""
-        now = self.clock()
+    def _link_methods(self, application, user_id: str) -> tuple[str, ...]:
+        passkey = ("passkey",) if self.second_factor.can_prove(application, user_id) else ()
+        return ("password", "email_code", *passkey)
+
+    def _live_link(self, application, link_id: str, binding: str, now) -> tuple[dict, dict]:
+        """The pending link and its account; 400 CONNECTION_STATE_INVALID when either is gone."""
         link = self.links.live(application["_id"], link_id, binding, now)
         if link is None:
             raise _link_invalid()
         user = self.identities.users.get(application["_id"], link["user_id"])
         if user is None or user.get("status") == "deleted":
             raise _link_invalid()
+        return link, user
+
+    def link_passkey_options(self, application, *, link_id: str, binding: str) -> dict:
+        """{challenge_id, options}: WebAuthn request options for the passkeys of the
+        account the pending link would join (only that account's are accepted)."""
+        _, user = self._live_link(application, link_id, binding, self.clock())
+        return self.second_factor.proof_options(application, user["_id"])
+
+    def send_link_code(self, application, *, link_id: str, binding: str) -> None:
+        """Mail a 6-digit code to the existing account the pending link would join (its
+        own address, not the upstream's), at most ``MAX_LINK_CODES`` times per link (429).
+        400 CONNECTION_STATE_INVALID for an unknown, used or expired link or another
+        browser's."""
+        now = self.clock()
+        link, user = self._live_link(application, link_id, binding, now)
         code = self.links.set_code(application["_id"], link_id, now)
         if code is None:
             ends = aware(link["expires_at"])
@@ -344,21 +361,22 @@ class ConnectionFlow:
             f"linked without the code.\n\n")))
 
     def complete_link(self, application, *, link_id: str, binding: str, password: str | None = None,
-                      code: str | None = None, remember_me: bool = False,
+                      code: str | None = None, passkey: Mapping | None = None, remember_me: bool = False,
                       device_info: Mapping | None = None) -> FlowResult:
         """Link the identity once the person proved the existing account with its
-        password (counted against the account's login lock) or the mailed code, then
-        sign in as ``finish`` would.  Each answer counts; after ``MAX_LINK_ATTEMPTS``
-        the link is spent.  401 AUTH_INVALID_CREDENTIALS for a wrong answer."""
+        password (counted against the account's login lock), the mailed code, or one of
+        its passkeys (``passkey``: ``challenge_id`` of ``link_passkey_options`` and the
+        ``credential``), then sign in as ``finish`` would.  Each answer counts; after
+        ``MAX_LINK_ATTEMPTS`` the link is spent.  401 AUTH_INVALID_CREDENTIALS for a
+        wrong answer."""
         app_id, now = application["_id"], self.clock()
-        link = self.links.live(app_id, link_id, binding, now)
-        if link is None or self.links.count_attempt(app_id, link_id, now) is None:
-            raise _link_invalid()
-        user = self.identities.users.get(app_id, link["user_id"])
-        if user is None or user.get("status") == "deleted":
+        link, user = self._live_link(application, link_id, binding, now)
+        if self.links.count_attempt(app_id, link_id, now) is None:
             raise _link_invalid()
         if password is not None:
             proven = self.passwords.check(app_id, user, password)
+        elif passkey is not None:
+            proven = self._passkey_proves(application, user, passkey)
         else:
             proven = code is not None and code_matches(link, code, now)
         if not proven:
@@ -376,6 +394,16 @@ class ConnectionFlow:
                 issuer=fields["issuer"], sub=fields["sub"], claims=claims,
                 profile=mapping.profile_of(claims, connection.claim_mapping)))
         return self._signed_in(application, connection.id, user, remember_me, device_info, return_to=None)
+
+    def _passkey_proves(self, application, user: dict, passkey: Mapping) -> bool:
+        """A passkey assertion is one more answer: one that does not verify (another
+        account's passkey included) is a wrong answer, like a wrong password."""
+        try:
+            self.second_factor.prove(application, user["_id"], challenge_id=passkey["challenge_id"],
+                                     credential=passkey["credential"])
+        except BadRequest:
+            return False
+        return True
 
 
 def _link_invalid() -> ConnectionStateInvalid:

@@ -15,7 +15,7 @@ tokens of connections with ``store_tokens`` live in the same document, encrypted
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
@@ -27,6 +27,7 @@ from controlplane.connections import linking, mapping
 from controlplane.connections.errors import (
     ConnectionCallbackInvalid,
     ConnectionEmailExists,
+    ConnectionInactive,
     IdentityLastSignIn,
     IdentityNotFound,
 )
@@ -95,6 +96,14 @@ class IdentityStore(AppCollection):
     def delete_for_user(self, app_id: str, user_id: str) -> None:
         self._docs.delete_many({"app_id": app_id, "user_id": user_id})
 
+    def take_of_connection(self, app_id: str, connection_id: str) -> Iterator[dict]:
+        """Remove the connection's identities one by one, each with its stored tokens,
+        yielding each document removed: a removal that stops part way leaves whole
+        identities, never half of one."""
+        while (doc := self._docs.find_one_and_delete({"app_id": app_id, "connection_id": connection_id})) \
+                is not None:
+            yield doc
+
     def set_tokens(self, app_id: str, identity_id: str, tokens: dict | None, *, expected: str | None = None) -> bool:
         """Replace the stored tokens; with ``expected`` (the ciphertext read) only if no
         one replaced them since (one refresh wins)."""
@@ -104,11 +113,30 @@ class IdentityStore(AppCollection):
         return self._docs.update_one(query, {"$set": {"tokens": tokens}}).modified_count == 1
 
 
+def revoked(identity: dict, reason: str) -> dict:
+    """The data of ``connection.revoked`` for an identity removed (docs/events.md)."""
+    return {"kind": "upstream", "connection_id": identity["connection_id"], "identity_id": identity["_id"],
+            "user_id": identity["user_id"], "reason": reason}
+
+
 def serialize_identity(doc: dict) -> dict:
     return {"id": doc["_id"], "connection_id": doc["connection_id"], "issuer": doc["issuer"], "sub": doc["sub"],
             "email": doc.get("email"), "email_verified": bool(doc.get("email_verified")),
             "tokens_stored": bool(doc.get("tokens")), "created_at": isoformat(doc["created_at"]),
             "last_sign_in_at": isoformat(doc.get("last_sign_in_at"))}
+
+
+def export_of_user(identities: IdentityStore, connections, app_id: str, user_id: str) -> list[dict]:
+    """A user's linked identities for the GDPR export (docs/selfservice.md), oldest
+    first: what identifies each and when it was used, with its connection's name; never
+    the upstream tokens or the claims.  ``connections``: ``UpstreamConnectionService``."""
+    names = {connection.id: connection.name for connection in connections.list(app_id)}
+    return [{"id": doc["_id"], "connection_id": doc["connection_id"],
+             "connection_name": names.get(doc["connection_id"]), "issuer": doc["issuer"], "sub": doc["sub"],
+             "email": doc.get("email"),
+             "email_verified": bool(doc.get("email_verified")), "linked_at": isoformat(doc["created_at"]),
+             "last_sign_in_at": isoformat(doc.get("last_sign_in_at"))}
+            for doc in identities.for_user(app_id, user_id)]
 
 
 @dataclass(eq=False)
@@ -127,6 +155,8 @@ class IdentityService:
     passkey_count: Callable[[str, str], int]
     events: EventLog
     clock: Clock
+    # ConnectionStore.is_active(app_id, connection_id): checked after a link is stored.
+    connection_active: Callable[[str, str], bool]
 
     # ------------------------------------------------------------------ sign-in
 
@@ -204,6 +234,11 @@ class IdentityService:
         except DuplicateKeyError:
             raise ConnectionCallbackInvalid("This identity was linked by another sign-in at the same moment; "
                                             "sign in again.", details={"reason": "already_linked"}) from None
+        # Checked after the insert: a connection deleted (made inactive first) while this
+        # sign-in was at the provider either sweeps this identity or is seen here.
+        if not self.connection_active(app["_id"], connection_id):
+            self.identities.delete_of_user(app["_id"], user_id, doc["_id"])
+            raise ConnectionInactive(connection_id)
         self.events.emit(app["_id"], "connection.created", {
             "kind": "upstream", "connection_id": connection_id, "identity_id": doc["_id"], "user_id": user_id,
         }, subject={"user_id": user_id})
@@ -277,10 +312,7 @@ class IdentityService:
                 and not self.identities.count_for_user(app_id, user_id):
             self.identities.insert(removed)
             raise IdentityLastSignIn(identity_id)
-        self.events.emit(app_id, "connection.revoked", {
-            "kind": "upstream", "connection_id": removed["connection_id"], "identity_id": identity_id,
-            "user_id": user_id, "reason": "unlinked",
-        }, subject={"user_id": user_id})
+        self.events.emit(app_id, "connection.revoked", revoked(removed, "unlinked"), subject={"user_id": user_id})
 
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's identities (and the upstream

@@ -111,6 +111,9 @@ class PendingLinkStore(Collection):
              "attempts": {"$lt": MAX_LINK_ATTEMPTS}},
             {"$inc": {"attempts": 1}}, return_document=ReturnDocument.AFTER)
 
+    def delete_for_connection(self, application_id: str, connection_id: str) -> None:
+        self._docs.delete_many({"app_id": application_id, "connection_id": connection_id})
+
     def take(self, application_id: str, link_id: str) -> dict | None:
         """Remove the link: the one completion that wins."""
         return self._docs.find_one_and_delete({"_id": digest(link_id), "app_id": application_id})

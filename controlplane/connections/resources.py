@@ -17,7 +17,7 @@ from controlplane.connections.service import UpstreamConnectionService, serializ
 from controlplane.openapi import op
 from controlplane.resource import Resource
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import respond
+from shared.http import OPTIONAL_PAGE_QUERY, respond, respond_list
 
 MANAGE = permission("connections:manage")
 
@@ -29,8 +29,9 @@ _WRITE_ERRORS = [ValidationFailed, PermissionMissing, ConnectionNameTaken, Conne
 class ConnectionCollection(Resource):
     every_method = MANAGE
     docs = {
-        "GET": op("List the application's connections (upstream identity providers)",
-                  response=schemas.CONNECTION_LIST, errors=[PermissionMissing]),
+        "GET": op("List the application's connections (upstream identity providers), oldest first",
+                  query=OPTIONAL_PAGE_QUERY, response=schemas.CONNECTION_LIST, wrapped=False,
+                  errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Create a connection", body=schemas.CREATE_CONNECTION, ok=201, response=schemas.CONNECTION,
                    description="A preset fills the issuer, scopes and claim mapping. An oidc connection's "
                                "discovery document is fetched now and its endpoints pinned; a provider that "
@@ -43,7 +44,7 @@ class ConnectionCollection(Resource):
         self.connections = connections
 
     def on_get(self, req, resp, applicationId):
-        respond(resp, [serialize(c) for c in self.connections.list(applicationId)])
+        respond_list(req, resp, self.connections.list(applicationId), serialize)
 
     def on_post(self, req, resp, applicationId):
         respond(resp, serialize(self.connections.create(applicationId, self.body(req))), status=201)

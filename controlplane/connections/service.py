@@ -31,9 +31,12 @@ from controlplane.connections.errors import (
     ConnectionProviderError,
 )
 from controlplane.connections.http import ProviderError, ProviderHttp, refusal
+from controlplane.connections.identities import IdentityStore, revoked
+from controlplane.connections.linking import PendingLinkStore
 from controlplane.connections.model import ClaimMapping, Connection, Endpoints, RoleRule
 from controlplane.connections.presets import PRESETS, Preset
 from controlplane.connections.store import ConnectionStore
+from controlplane.events import EventLog
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from shared.crypto import SecretBox
 from shared.errors import ValidationFailed
@@ -57,6 +60,9 @@ class UpstreamConnectionService:
     store: ConnectionStore
     box: SecretBox  # purpose "iamgate-connections" (model.secret_box)
     http: ProviderHttp
+    identities: IdentityStore  # removed with their connection
+    links: PendingLinkStore
+    events: EventLog
     audit: AuditLog
     clock: Clock
 
@@ -133,8 +139,7 @@ class UpstreamConnectionService:
             changes["email_domains"] = tuple(values["email_domains"])
         if not changes:
             return current
-        # Later than the stored updated_at, always: the store's compare-and-set compares it.
-        updated_at = max(self.clock(), current.updated_at + timedelta(milliseconds=1))
+        updated_at = self._later(current)
         updated = replace(current, **changes, updated_at=updated_at)
         _check_linking(updated.linking, updated.trusted)
         before = set(current.email_domains if current.is_active else ())
@@ -144,10 +149,7 @@ class UpstreamConnectionService:
         try:
             if "issuer" in changes:
                 updated = replace(updated, endpoints=self._endpoints(updated.type, updated.issuer, preset))
-            if not self.store.replace(updated, expected_updated_at=current.updated_at):
-                if self.store.get(app_id, current.id) is None:
-                    raise ConnectionNotFound(connection_id)
-                raise ConnectionChangedConcurrently(current.id)
+            self._replace(current, updated)
         except Exception:
             self.store.release_domains(app_id, current.id, added)
             raise
@@ -157,11 +159,42 @@ class UpstreamConnectionService:
         return updated
 
     def delete(self, app_id: str, connection_id: str) -> None:
+        """Delete the connection with its identities (their stored upstream tokens with
+        them), its pending links and its email-domain claims; ``connection.revoked``
+        (reason ``connection_deleted``) for each identity removed.  The users stay.
+
+        The connection is made inactive first, so no sign-in starts or finishes through
+        it while its identities go; a delete that fails part way leaves an inactive
+        connection and whole identities, and a retry finishes it."""
         connection = self.get(app_id, connection_id)
+        if connection.is_active:
+            self._replace(connection, replace(connection, is_active=False, updated_at=self._later(connection)))
+        removed = self._revoke_identities(connection)
         if not self.store.delete(app_id, connection.id):
             raise ConnectionNotFound(connection_id)
+        removed += self._revoke_identities(connection)  # a sign-in that was finishing meanwhile
         self.store.release_domains(app_id, connection.id)
-        self._record("upstream_connection.deleted", connection, {})
+        self._record("upstream_connection.deleted", connection, {"identities_removed": removed})
+
+    def _revoke_identities(self, connection: Connection) -> int:
+        app_id = connection.application_id
+        self.links.delete_for_connection(app_id, connection.id)
+        count = 0
+        for identity in self.identities.take_of_connection(app_id, connection.id):
+            self.events.emit(app_id, "connection.revoked", revoked(identity, "connection_deleted"),
+                             subject={"user_id": identity["user_id"]})
+            count += 1
+        return count
+
+    def _later(self, current: Connection):
+        """Later than the stored updated_at, always: the store's compare-and-set compares it."""
+        return max(self.clock(), current.updated_at + timedelta(milliseconds=1))
+
+    def _replace(self, current: Connection, updated: Connection) -> None:
+        if not self.store.replace(updated, expected_updated_at=current.updated_at):
+            if self.store.get(current.application_id, current.id) is None:
+                raise ConnectionNotFound(current.id)
+            raise ConnectionChangedConcurrently(current.id)
 
     def test(self, app_id: str, connection_id: str) -> dict:
         """The "test connection" report: discovery and JWKS fetched now and checked, in

@@ -56,6 +56,9 @@ class ConnectionStore(AppCollection):
         cursor = self._docs.find(query).sort([("created_at", ASCENDING), ("_id", ASCENDING)])
         return [Connection.from_document(doc) for doc in cursor]
 
+    def is_active(self, application_id: str, connection_id: str) -> bool:
+        return self._docs.count_documents({"_id": connection_id, "app_id": application_id, "is_active": True}) == 1
+
     def count(self, application_id: str) -> int:
         return self._docs.count_documents({"app_id": application_id})
 

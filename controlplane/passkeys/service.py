@@ -31,6 +31,7 @@ from controlplane.passkeys import ceremony
 from controlplane.passkeys.authenticators import authenticator_name
 from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
 from controlplane.passkeys.errors import (
+    ChallengeInvalid,
     CredentialUnknown,
     LastPasskey,
     PasskeyNotFound,
@@ -240,6 +241,31 @@ class PasskeyService:
         if user.get("status") == "suspended":
             raise AccountSuspended()
         return self.sessions.issue(app, user, remember_me=remember_me, device_info=device_info)
+
+    # ------------------------------------------------------------------ proving an account
+
+    def can_prove(self, app: dict, user_id: str) -> bool:
+        """Whether ``user_id`` has a passkey the application accepts now."""
+        return bool(self._passkeys_offered(app, {"_id": user_id}))
+
+    def proof_options(self, app: dict, user_id: str) -> dict:
+        """{challenge_id, options} asking for one of ``user_id``'s own passkeys, to prove
+        the account outside a sign-in (an upstream identity's pending link,
+        docs/connections.md)."""
+        self._gate(app)
+        return self.credentials.request_options(app["_id"], subject_id=user_id)
+
+    def prove(self, app: dict, user_id: str, *, challenge_id: str, credential: dict) -> None:
+        """Verify an assertion answering ``proof_options`` for ``user_id``; 400 PASSKEY_*
+        when it does not (another user's passkey or challenge, a sign-in's challenge, a
+        bad signature, a sign count that goes backwards)."""
+        self._gate(app)
+        app_id = app["_id"]
+        challenge = self.credentials.take(app_id, challenge_id, AUTHENTICATION)
+        if challenge["user_id"] != user_id or challenge.get("mfa_challenge") is not None:
+            raise ChallengeInvalid()
+        passkey = self.credentials.asserted_passkey(app_id, challenge, credential)
+        self.credentials.verify_use(app_id, challenge, passkey, credential)
 
     # ------------------------------------------------------------------ lifecycle
 

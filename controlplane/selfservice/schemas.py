@@ -112,6 +112,18 @@ EXPORT_OAUTH_CONNECTION = object_schema({
     "withdrawn_at": NULLABLE_TIME,
 }, "An OIDC consent the user gave a client, withdrawn or not.")
 
+EXPORT_LINKED_IDENTITY = object_schema({
+    "id": ID,
+    "connection_id": ID,
+    "connection_name": {"type": ["string", "null"]},
+    "issuer": {"type": "string"},
+    "sub": {"type": "string"},
+    "email": {"type": ["string", "null"]},
+    "email_verified": {"type": "boolean"},
+    "linked_at": TIME,
+    "last_sign_in_at": NULLABLE_TIME,
+}, "An identity at an upstream provider linked to the user (docs/connections.md); never its tokens.")
+
 EXPORT_AUDIT_LOG = {**audit_schemas.RECORD, "description": "An audit record the user did or that was done to "
                     "the user (docs/audit.md), oldest first; data keys naming secrets are removed."}
 
@@ -124,5 +136,6 @@ EXPORT = object_schema({
     "passkeys": {"type": "array", "items": passkey_schemas.PASSKEY,
                  "description": "The user's passkeys, as GET V1/auth/passkeys lists them (no key material)."},
     "oauth_connections": {"type": "array", "items": EXPORT_OAUTH_CONNECTION},
+    "linked_identities": {"type": "array", "items": EXPORT_LINKED_IDENTITY},
     "audit_logs": {"type": "array", "items": EXPORT_AUDIT_LOG},
 })

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 
 from controlplane.audit.context import actor, success
@@ -58,6 +59,8 @@ class SelfService:
     audit: AuditLog
     _: KW_ONLY
     rate_limit_export: Rate
+    # (app_id, user_id) -> the linked identities' export (connections.identities.export_of_user)
+    linked_identities: Callable[[str, str], list[dict]]
 
     def _now(self):
         return self.clock()
@@ -183,6 +186,7 @@ class SelfService:
             "mfa_methods": [serialize_mfa_method(m) for m in self.mfa.all_methods(app_id, user_id)],
             "passkeys": self.passkeys.list(app_id, user_id),
             "oauth_connections": self.oauth_connections.export(app_id, user_id),
+            "linked_identities": self.linked_identities(app_id, user_id),
             "audit_logs": [{**record, "data": _without_secrets(record["data"])}
                            for record in self.audit.of_user(app_id, user_id)],
         }

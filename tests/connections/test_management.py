@@ -181,3 +181,18 @@ def test_another_application_can_neither_see_nor_change_a_connection(create, cli
     assert client.simulate_post(other_url, json={"preset": "github", "client_id": "c"},
                                 headers=other_key).status_code == 201
     assert ctx.store["connections"].count_documents({"app_id": other["_id"]}) == 1
+
+
+def test_the_list_pages_when_asked(create, client, connections_url, manager, clock):
+    ids = []
+    for n in range(3):
+        ids.append(create(name=f"acme-{n}").json["data"]["id"])
+        clock.advance(1)  # oldest first
+    whole = client.simulate_get(connections_url, headers=manager).json
+    assert set(whole) == {"data"} and [c["id"] for c in whole["data"]] == ids
+    page = client.simulate_get(connections_url, params={"per_page": 2, "page": 2}, headers=manager).json
+    assert [c["id"] for c in page["data"]] == ids[2:]
+    assert (page["current_page"], page["last_page"], page["per_page"], page["total"]) == (2, 2, 2, 3)
+    assert "s3cret-value" not in str(page)
+    assert_error(client.simulate_get(connections_url, params={"per_page": 101}, headers=manager), 400,
+                 "VALIDATION_INVALID_FORMAT")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from shared.ids import new_id
+from tests.connections.conftest import make_connection  # noqa: F401  (fixture: the export of linked identities)
 from tests.plugins.users import fresh_address, users_url
 
 

@@ -8,6 +8,7 @@ import pyotp
 import pytest
 
 from controlplane.audit.schemas import RECORD as AUDIT_RECORD
+from controlplane.connections.store import ConnectionStore
 from shared.errors import NotFound
 from shared.ids import digest
 from shared.timeutil import isoformat
@@ -50,7 +51,8 @@ def test_export_has_every_section_in_its_documented_shape(call, application, me,
     assert response.headers["Cache-Control"] == "no-store"
     data = response.json["data"]
     assert set(data) == {"exported_at", "user", "sessions", "roles", "mfa_methods", "passkeys", "oauth_connections",
-                         "audit_logs"}
+                         "linked_identities", "audit_logs"}
+    assert data["linked_identities"] == []  # test_export_lists_linked_identities_without_their_tokens
     assert data["passkeys"] == []  # tests/passkeys/test_flows.py exports one
     assert data["exported_at"] == isoformat(clock.now)
 
@@ -213,3 +215,22 @@ def test_export_after_a_real_totp_enrolment_has_neither_secret_nor_backup_codes(
     methods = response.json["data"]["mfa_methods"]
     assert [(m["id"], m["label"], m["status"]) for m in methods] == [(method_id, "Phone", "active")]
     assert "mfa.enabled" in [e["action"] for e in response.json["data"]["audit_logs"]]
+
+
+def test_export_lists_linked_identities_without_their_tokens(call, application, me, ctx, clock, make_connection):
+    connection = make_connection(application["_id"], name="acme-sso")
+    ConnectionStore(ctx.store).insert(connection)
+    linked_at = clock.now - timedelta(days=2)
+    ctx.store["identities"].insert_one({
+        "_id": "00000000-0000-4000-8000-00000000001d", "app_id": application["_id"], "user_id": me.user["id"],
+        "connection_id": connection.id, "issuer": "https://idp.example.com", "sub": "248289761001",
+        "email": "grace@example.com", "email_verified": True, "created_at": linked_at, "last_sign_in_at": clock.now,
+        "tokens": {"ciphertext": "gAAAA-sealed-upstream-tokens", "expires_at": None, "stored_at": linked_at},
+        "claims": {"groups": ["navy"]}})
+    response = export(call, application, me)
+    assert response.status_code == 200, response.text
+    assert response.json["data"]["linked_identities"] == [{
+        "id": "00000000-0000-4000-8000-00000000001d", "connection_id": connection.id, "connection_name": "acme-sso",
+        "issuer": "https://idp.example.com", "sub": "248289761001", "email": "grace@example.com",
+        "email_verified": True, "linked_at": isoformat(linked_at), "last_sign_in_at": isoformat(clock.now)}]
+    assert "gAAAA-sealed-upstream-tokens" not in response.text and "navy" not in response.text

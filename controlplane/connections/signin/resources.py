@@ -8,7 +8,7 @@ Their answers are the password login's: the token pair, or the MFA challenge.
 """
 from __future__ import annotations
 
-from controlplane.auth import OWNER, PUBLIC, permission
+from controlplane.auth import PUBLIC, owner_or, permission
 from controlplane.connections.errors import (
     ConnectionCallbackInvalid,
     ConnectionEmailExists,
@@ -28,6 +28,8 @@ from controlplane.connections.signin import schemas
 from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
+from controlplane.passkeys.errors import PasskeysDisabled, PasskeysUnavailable
+from controlplane.passkeys.schemas import AUTHENTICATION_OPTIONS_RESULT
 from controlplane.resource import Resource, ThrottledPerIp
 from controlplane.users.errors import (
     AccountSuspended,
@@ -43,7 +45,6 @@ from controlplane.users.sessions import SessionService
 from shared.errors import Forbidden, ValidationFailed
 from shared.http import respond
 
-LINK_METHODS = ("password", "email_code")
 _CALLBACK_ERRORS = [ValidationFailed, ConnectionStateInvalid, ConnectionCallbackInvalid, ConnectionProviderError,
                     ConnectionNotFound, ConnectionInactive, ConnectionEmailExists, ConnectionLinkRequired,
                     AccountSuspended, UserLimitReached, LoginsLimited]
@@ -64,7 +65,7 @@ class _SignIn(ThrottledPerIp):
             raise result.error
         if result.outcome == LINK_REQUIRED:
             raise ConnectionLinkRequired(details={"link_id": result.link_id, "email": result.email,
-                                                  "methods": list(LINK_METHODS)})
+                                                  "methods": list(result.methods)})
         if result.outcome == MFA_REQUIRED:
             respond(resp, result.challenge, cacheable=False)
             return
@@ -127,34 +128,57 @@ class LinkCode(_SignIn):
         respond(resp, {"message": "A code has been sent to the account's email address."}, status=202)
 
 
-class LinkComplete(_SignIn):
-    password_work = ("POST",)
+class LinkPasskey(_SignIn):
     docs = {"POST": op(
-        "Prove the existing account and link the identity",
-        description="With the account's password (counted toward its login lock) or the mailed code. 5 answers "
-                    "per pending link, which lasts 10 minutes and is single use. Then signs in as the callback "
-                    "does: the token pair or the MFA challenge.",
-        body=schemas.LINK_COMPLETE, response=schemas.SIGN_IN_RESULT,
-        errors=[ValidationFailed, ConnectionStateInvalid, InvalidCredentials, AccountLocked, AccountSuspended,
-                ConnectionCallbackInvalid, ConnectionNotFound, LoginsLimited],
+        "WebAuthn options to prove the account a pending link would join with one of its passkeys",
+        description="Offered when the 409 CONNECTION_LINK_REQUIRED lists passkey among details.methods. Pass the "
+                    "options to navigator.credentials.get(), then send the credential with the challenge_id to "
+                    "POST .../auth/connections/link. Only that account's passkeys are accepted.",
+        body=schemas.LINK_CODE, response=AUTHENTICATION_OPTIONS_RESULT,
+        errors=[ValidationFailed, ConnectionStateInvalid, PasskeysDisabled, PasskeysUnavailable, LoginsLimited],
     )}
 
     def on_post(self, req, resp, applicationId):
         values = self.throttled_body(req)
-        if (values["password"] is None) == (values["code"] is None):
-            raise ValidationFailed({"password": "give the password or the code (one of them)"})
+        respond(resp, self.flow.link_passkey_options(req.context.application, link_id=values["link_id"],
+                                                     binding=values["binding"]), cacheable=False)
+
+
+class LinkComplete(_SignIn):
+    password_work = ("POST",)
+    docs = {"POST": op(
+        "Prove the existing account and link the identity",
+        description="With the account's password (counted toward its login lock), the mailed code, or one of its "
+                    "passkeys (challenge_id and credential, from POST .../link/passkey). 5 answers per pending "
+                    "link, which lasts 10 minutes and is single use. Then signs in as the callback does: the token "
+                    "pair or the MFA challenge.",
+        body=schemas.LINK_COMPLETE, response=schemas.SIGN_IN_RESULT,
+        errors=[ValidationFailed, ConnectionStateInvalid, InvalidCredentials, AccountLocked, AccountSuspended,
+                ConnectionCallbackInvalid, ConnectionNotFound, PasskeysDisabled, LoginsLimited],
+    )}
+
+    def on_post(self, req, resp, applicationId):
+        values = self.throttled_body(req)
+        passkey = None
+        if values["credential"] is not None:
+            if values["challenge_id"] is None:
+                raise ValidationFailed({"challenge_id": "is required with credential"})
+            passkey = {"challenge_id": values["challenge_id"], "credential": values["credential"]}
+        if [values["password"], values["code"], passkey].count(None) != 2:
+            raise ValidationFailed({"password": "give the password, the code or a passkey credential (one of them)"})
         result = self.flow.complete_link(req.context.application, link_id=values["link_id"],
                                          binding=values["binding"], password=values["password"], code=values["code"],
-                                         remember_me=values["remember_me"],
+                                         passkey=passkey, remember_me=values["remember_me"],
                                          device_info=device_info_of(req, self.trusted_proxies))
         self.answer(req, resp, result, values["remember_me"])
 
 
 class Identities(Resource):
-    access = {"GET": OWNER}
+    access = {"GET": owner_or("users:read")}
     docs = {"GET": op(
         "List the user's linked identities",
-        description="One per (connection, issuer, sub) the user signs in with; oldest first.",
+        description="One per (connection, issuer, sub) the user signs in with; oldest first. The user's own "
+                    "token, or an API key or user token holding users:read.",
         response=schemas.IDENTITIES, errors=[Forbidden, UserNotFound],
     )}
 
@@ -166,10 +190,11 @@ class Identities(Resource):
 
 
 class IdentityItem(Resource):
-    access = {"DELETE": OWNER}
+    access = {"DELETE": owner_or("users:manage")}
     docs = {"DELETE": op(
         "Unlink an identity",
-        description="Emits connection.revoked (data.kind upstream). Refused "
+        description="The user's own token, or an API key or user token holding users:manage. Emits "
+                    "connection.revoked (data.kind upstream). Refused "
                     "(409 IDENTITY_LAST_SIGN_IN) unless another way in remains: a password, a passkey or another "
                     "identity.",
         ok=204, errors=[Forbidden, UserNotFound, IdentityNotFound, IdentityLastSignIn],
@@ -188,8 +213,9 @@ class IdentityToken(Resource):
     docs = {"GET": op(
         "The upstream access token of an identity",
         description="For the application's back end (API keys and user tokens holding connections:tokens), when "
-                    "the connection stores tokens. An access token with less than a minute left is refreshed "
-                    "first (connection.refreshed, or connection.failed and 502). The refresh token is never served.",
+                    "the connection stores tokens; the user's own token alone is not enough. An access token with "
+                    "less than a minute left is refreshed first (connection.refreshed, or connection.failed and "
+                    "502). The refresh token is never served.",
         response=schemas.UPSTREAM_TOKEN,
         errors=[Forbidden, IdentityNotFound, IdentityTokensNotStored, ConnectionProviderError],
     )}

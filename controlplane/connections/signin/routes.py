@@ -14,6 +14,7 @@ def add_routes(routes, services):
     routes.add(f"{AUTH}/{{connectionId}}/start", resources.Start(sign_in.flow, **common), tag)
     routes.add(f"{AUTH}/callback", resources.Callback(sign_in.flow, **common), tag)
     routes.add(f"{AUTH}/link/code", resources.LinkCode(sign_in.flow, **common), tag)
+    routes.add(f"{AUTH}/link/passkey", resources.LinkPasskey(sign_in.flow, **common), tag)
     routes.add(f"{AUTH}/link", resources.LinkComplete(sign_in.flow, **common), tag)
     routes.add(USERS, resources.Identities(sign_in.identities), tag)
     routes.add(f"{USERS}/{{identityId}}", resources.IdentityItem(sign_in.identities), tag)

@@ -2,6 +2,7 @@
 own UI, and of a user's linked identities."""
 from __future__ import annotations
 
+from controlplane.passkeys.schemas import CREDENTIAL_MAX_BYTES
 from controlplane.users.schemas import LOGIN_RESULT, PASSWORD_INPUT_MAX, TOKEN_MAX
 from shared.validation import NULLABLE_TIME, TIME, Bool, Object, Schema, String, Url
 
@@ -48,6 +49,11 @@ LINK_COMPLETE = Schema({
     "password": String(strip=False, max_len=PASSWORD_INPUT_MAX, nullable=True, default=None,
                        description="the existing account's password; or give code"),
     "code": String(max_len=16, nullable=True, default=None, description="the code mailed to the existing account"),
+    "challenge_id": String(max_len=TOKEN_MAX, nullable=True, default=None,
+                           description="with credential: from POST .../link/passkey"),
+    "credential": Object(max_bytes=CREDENTIAL_MAX_BYTES, nullable=True, default=None,
+                         description="a passkey of the existing account: the navigator.credentials.get() result "
+                                     "as PublicKeyCredential.toJSON() gives it"),
     "remember_me": Bool(default=False),
 })
 

@@ -14,6 +14,7 @@ from controlplane.connections.model import Endpoints, secret_box
 from controlplane.connections.store import ConnectionStore
 from tests.connections.flow.provider import CLIENT_ID, CLIENT_SECRET, Provider
 from tests.mfa.conftest import enable_mfa  # noqa: F401  (a fixture of the MFA tests, used here)
+from tests.passkeys.conftest import register  # noqa: F401  (registers a passkey: test_link_passkey.py)
 from tests.plugins.users import fresh_address
 
 REDIRECT = "https://app.example.com/signed-in"

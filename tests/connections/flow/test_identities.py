@@ -104,3 +104,33 @@ def test_without_auto_update_later_sign_ins_leave_the_user_alone(client, ctx, id
     provider.accounts["verified"]["name"] = "Someone Else"
     assert _signed_in(client, idp_app, connection)["user"]["name"] == "Ada"
     assert events_of(ctx, "user.updated", user_id) == []
+
+
+def test_an_administrator_lists_and_unlinks_with_users_permissions(client, ctx, idp_app, provider, provider_b,
+                                                                   add_connection, make_api_key, make_application,
+                                                                   make_user_token):
+    """GET needs the user's own token or users:read, DELETE the user's own token or
+    users:manage; another application's key and another user's token are refused."""
+    a, b = add_connection(idp_app, provider), add_connection(idp_app, provider_b)
+    pair = _signed_in(client, idp_app, a)
+    user_id = pair["user"]["id"]
+    ctx.store["identities"].insert_one({**ctx.store["identities"].find_one({"user_id": user_id}),
+                                        "_id": "00000000-0000-4000-8000-0000000000b2", "connection_id": b.id,
+                                        "issuer": provider_b.issuer})
+    listing, headers = identities_url(idp_app, user_id), lambda key: {"Authorization": f"Bearer {key}"}
+    reader = make_api_key(idp_app, ["users:read"])
+    listed = client.simulate_get(listing, headers=headers(reader))
+    assert listed.status_code == 200, listed.text
+    assert len(listed.json["data"]) == 2
+    assert_error(client.simulate_get(listing, headers=headers(make_api_key(idp_app, ["roles:read"]))), 403)
+    stranger = make_api_key(make_application("Other App"), ["users:read", "users:manage"])
+    assert client.simulate_get(listing, headers=headers(stranger)).status_code in (401, 403, 404)
+    assert_error(client.simulate_get(listing, headers=make_user_token(idp_app).headers), 403)
+
+    item = identities_url(idp_app, user_id, "/00000000-0000-4000-8000-0000000000b2")
+    assert_error(client.simulate_delete(item, headers=headers(reader)), 403)
+    assert client.simulate_delete(item, headers=headers(stranger)).status_code in (401, 403, 404)
+    assert ctx.store["identities"].count_documents({"user_id": user_id}) == 2
+    response = client.simulate_delete(item, headers=headers(make_api_key(idp_app, ["users:manage"])))
+    assert response.status_code == 204, response.text
+    assert ctx.store["identities"].count_documents({"user_id": user_id}) == 1

@@ -93,3 +93,22 @@ def test_a_deleted_users_identities_and_tokens_go_with_it(client, ctx, idp_app, 
     assert ctx.store["identities"].count_documents({"_id": identity_id}) == 0
     # The same upstream account is no longer linked to anyone.
     assert ctx.store["identities"].count_documents({"app_id": idp_app["_id"]}) == 0
+
+
+def test_only_the_applications_back_end_reads_upstream_tokens(client, ctx, idp_app, signed_in, make_api_key,
+                                                                make_application, stored_user, make_role,
+                                                                assign_role, token_for):
+    """The user's own token is not enough (the tokens are for the back end); another
+    application's key, a key without the permission and another user's token are refused;
+    a user whose roles grant connections:tokens is served."""
+    _, user_id, identity_id = signed_in
+    own = ctx.tokens.issue_access_token(idp_app["_id"], user_id, None)[0]
+    assert_error(_token(client, idp_app, user_id, identity_id, own), 403)
+    other_app_key = make_api_key(make_application("Other App"), ["connections:tokens"])
+    assert _token(client, idp_app, user_id, identity_id, other_app_key).status_code in (401, 403, 404)
+    assert_error(_token(client, idp_app, user_id, identity_id, make_api_key(idp_app, ["users:manage"])), 403)
+    backend = stored_user(idp_app)
+    assert_error(_token(client, idp_app, user_id, identity_id, token_for(idp_app, backend)), 403)
+    assign_role(idp_app, backend, make_role(idp_app, permissions=["connections:tokens"]))
+    response = _token(client, idp_app, user_id, identity_id, token_for(idp_app, backend))
+    assert response.status_code == 200, response.text
