@@ -342,6 +342,18 @@ class ConnectionFlow:
         _, user = self._live_link(application, link_id, binding, self.clock())
         return self.second_factor.proof_options(application, user["_id"])
 
+    def link_passkey_offer(self, application, *, link_id: str, binding: str) -> dict | None:
+        """The hosted link page's "Use a passkey": ``link_passkey_options`` when the
+        account has a passkey the application accepts on this server; None otherwise, or
+        when the link is no longer live (the page's next post says so)."""
+        try:
+            _, user = self._live_link(application, link_id, binding, self.clock())
+        except ConnectionStateInvalid:
+            return None
+        if not self.second_factor.can_prove(application, user["_id"]):
+            return None
+        return self.second_factor.proof_options(application, user["_id"])
+
     def send_link_code(self, application, *, link_id: str, binding: str) -> None:
         """Mail a 6-digit code to the existing account the pending link would join (its
         own address, not the upstream's), at most ``MAX_LINK_CODES`` times per link (429).
@@ -382,7 +394,9 @@ class ConnectionFlow:
         if not proven:
             self._refused(application, link["connection_id"], None, user=user["_id"], reason="link_not_proven")
             left = MAX_LINK_ATTEMPTS - link["attempts"] - 1
-            raise InvalidCredentials("The password or code is not correct.", details={"attempts_left": max(0, left)})
+            wrong = "The passkey is not one of this account's, or it did not verify." if passkey is not None \
+                else "The password or code is not correct."
+            raise InvalidCredentials(wrong, details={"attempts_left": max(0, left)})
         if self.links.take(app_id, link_id) is None:
             raise _link_invalid()  # a parallel completion won
         connection = self.connections.get(app_id, link["connection_id"])

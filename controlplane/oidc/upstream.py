@@ -128,14 +128,17 @@ class HostedConnections:
             link = {"id": self.hosted.box.encrypt(result.link_id.encode("ascii")), "email": result.email,
                     "connection": connection.display_name, "code_sent": False}
             self.hosted.move(pending, "login", {"stage": LINK, "link": link})
-            return self.link_page(replace(pending, doc={**pending.doc, "link": link}))
+            return self.link_page(replace(pending, doc={**pending.doc, "link": link}), binding)
         return self._signed_in(pending, "login", result, device_info)
 
     # ------------------------------------------------------------ the link page (linking "verify")
 
-    def link_page(self, pending: Pending) -> Step:
+    def link_page(self, pending: Pending, binding: str | None) -> Step:
+        """The page once more, with a fresh passkey challenge when the account has a
+        passkey the application accepts ("Use a passkey")."""
         link = pending.doc["link"]
-        return Step(pending.request, page=LINK, handle=pending.handle,
+        passkey = self.flow.link_passkey_offer(pending.app, link_id=self._link_id(pending), binding=binding or "")
+        return Step(pending.request, page=LINK, handle=pending.handle, passkey=passkey,
                     link={"email": link["email"], "connection": link["connection"], "code_sent": link["code_sent"]})
 
     def send_link_code(self, pending: Pending, binding: str | None) -> Step:
@@ -143,15 +146,16 @@ class HostedConnections:
         self.flow.send_link_code(pending.app, link_id=self._link_id(pending), binding=binding or "")
         self.hosted.move(pending, LINK, {"stage": LINK, "link.code_sent": True})
         link = {**pending.doc["link"], "code_sent": True}
-        return self.link_page(replace(pending, doc={**pending.doc, "link": link}))
+        return self.link_page(replace(pending, doc={**pending.doc, "link": link}), binding)
 
-    def complete_link(self, pending: Pending, binding: str | None, *, password: str | None, code: str | None,
-                      device_info: dict) -> Step:
-        """The proof (the account's password or the mailed code): the identity is linked
-        and the sign-in goes on as from the callback.  A wrong answer raises
-        InvalidCredentials and the page stays."""
+    def complete_link(self, pending: Pending, binding: str | None, *, password: str | None = None,
+                      code: str | None = None, passkey: dict | None = None, device_info: dict) -> Step:
+        """The proof (the account's password, the mailed code, or one of its passkeys:
+        ``passkey`` {challenge_id, credential} answering the page's challenge): the
+        identity is linked and the sign-in goes on as from the callback.  A wrong answer
+        raises InvalidCredentials and the page stays."""
         result = self.flow.complete_link(pending.app, link_id=self._link_id(pending), binding=binding or "",
-                                         password=password, code=code, device_info=device_info)
+                                         password=password, code=code, passkey=passkey, device_info=device_info)
         return self._signed_in(pending, LINK, result, device_info)
 
     def _link_id(self, pending: Pending) -> str:

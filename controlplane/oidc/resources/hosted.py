@@ -131,7 +131,7 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
                        email_routing=any(connection.email_domains for connection in connections))
         # A button, or an email of a claimed domain, answers a redirect to the provider.
         targets += [connection.endpoints.authorization_endpoint for connection in connections]
-    if step.page in ("login", "mfa", OFFER):
+    if step.page in ("login", "mfa", OFFER, LINK):
         context.update(passkey=step.passkey, passkey_script=PASSKEY_SCRIPT.url)
     if step.page == "mfa":
         context["offers_code"] = step.offers_code

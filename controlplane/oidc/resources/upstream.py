@@ -23,14 +23,16 @@ from controlplane.oidc.resources.hosted import (
     error_page,
     form_post_errors,
     page_answers,
+    passkey_answer,
     render_step,
 )
 from controlplane.oidc.upstream import BINDING_COOKIE, CONNECTIONS_PATH, LINK
 from controlplane.openapi import op
+from controlplane.passkeys.errors import PasskeysDisabled, PasskeysUnavailable
 from controlplane.pages import CSRF_COOKIE
 from controlplane.resource import Resource
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
-from shared.errors import DomainError
+from shared.errors import DomainError, ValidationFailed
 from shared.http import client_ip, no_store, status_of
 
 # What a provider's answer can come to besides the next page: the error page, in words.
@@ -89,20 +91,22 @@ class ConnectionCallback(Resource):
 
 class HostedLink(HostedPage):
     """The link page (linking ``verify``): the person proves the existing account with its
-    password or a code mailed to it before the identity is linked."""
+    password, a code mailed to it, or one of its passkeys before the identity is linked."""
 
     stage = LINK
     password_work = ("POST",)  # the account's password check
     docs = {"POST": op(
         "Hosted login: link a connection's identity to the existing account (form post)",
         description="HTML. Form fields csrf_token, request, and password, or decision=send_code (mails a 6-digit "
-                    "code to the account's own address) then code; decision=cancel answers 302 "
-                    "redirect_uri?error=access_denied&state=.... A wrong password or code shows the page again (401; "
-                    "after 5 wrong answers the link is spent and the error page says so). Then the sign-in goes on "
-                    "as from the callback: the MFA page, consent, or the code.",
+                    "code to the account's own address) then code, or decision=passkey with challenge_id and "
+                    "credential (PublicKeyCredential.toJSON(); the page offers it when the account has a passkey "
+                    "the application accepts); decision=cancel answers 302 "
+                    "redirect_uri?error=access_denied&state=.... A wrong password, code or passkey shows the page "
+                    "again (401; after 5 wrong answers the link is spent and the error page says so). Then the "
+                    "sign-in goes on as from the callback: the MFA page, consent, or the code.",
         errors=[*PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended,
-                ConnectionStateInvalid],
-        also=page_answers(401, 429),
+                ConnectionStateInvalid, ValidationFailed, PasskeysDisabled, PasskeysUnavailable],
+        also=page_answers(401, 429, 503),
     )}
 
     def step(self, req, resp, form, pending, binding):
@@ -113,13 +117,17 @@ class HostedLink(HostedPage):
         try:
             if decision == "send_code":
                 step = self.upstream.send_link_code(pending, link_binding)
+            elif decision == "passkey":
+                step = self.upstream.complete_link(pending, link_binding, passkey=passkey_answer(form),
+                                                   device_info=self.device_info(req))
             else:
                 password, code = form.get("password") or None, form.get("code", "").strip() or None
                 if password is None and code is None:
                     return self.again(req, resp, pending, binding)
                 step = self.upstream.complete_link(pending, link_binding, password=password, code=code,
                                                    device_info=self.device_info(req))
-        except (InvalidCredentials, AccountLocked, LoginsLimited) as exc:
+        except (InvalidCredentials, AccountLocked, LoginsLimited, ValidationFailed, PasskeysDisabled,
+                PasskeysUnavailable) as exc:
             return self.again(req, resp, pending, binding, exc)
         except (ConnectionStateInvalid, AccountSuspended) as exc:
             resp.unset_cookie(BINDING_COOKIE, path=CONNECTIONS_PATH)
@@ -129,6 +137,7 @@ class HostedLink(HostedPage):
         render_step(self, req, resp, step, pending.app, binding)
 
     def again(self, req, resp, pending, binding, exc: DomainError | None = None, **page_context) -> None:
-        render_step(self, req, resp, self.upstream.link_page(pending), pending.app, binding,
+        render_step(self, req, resp, self.upstream.link_page(pending, req.cookies.get(BINDING_COOKIE)), pending.app,
+                    binding,
                     error=exc.message if exc else None, status=status_of(type(exc)) if exc else 400,
                     **page_context)
