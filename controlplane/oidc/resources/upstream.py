@@ -28,8 +28,8 @@ from controlplane.oidc.resources.hosted import (
 )
 from controlplane.oidc.upstream import BINDING_COOKIE, CONNECTIONS_PATH, LINK
 from controlplane.openapi import op
-from controlplane.passkeys.errors import PasskeysDisabled, PasskeysUnavailable
 from controlplane.pages import CSRF_COOKIE
+from controlplane.passkeys.errors import PasskeysDisabled, PasskeysUnavailable
 from controlplane.resource import Resource
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
 from shared.errors import DomainError, ValidationFailed
