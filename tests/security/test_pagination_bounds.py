@@ -31,7 +31,8 @@ def paginated_urls(client, ctx):
     ctx.store["organization_members"].insert_one({"organization_id": org_id, "account_id": account_id,
                                                   "role": "admin"})
     _, key = ctx.api_keys.create(app, {"name": "k", "permissions": ["roles:read", "policies:read",
-                                                                     "oidc:manage", "webhooks:manage"]})
+                                                                     "oidc:manage", "webhooks:manage",
+                                                                     "connections:manage"]})
     cookies = {"iamgate_session": ctx.dashboard.sessions.create(account_id)}
     paths = [path for path, operations in client.simulate_get("/openapi.json").json["paths"].items()
              if any(p["name"] == "page" for p in operations.get("get", {}).get("parameters", []))]
