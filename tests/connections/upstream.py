@@ -28,7 +28,6 @@ import pytest
 import requests
 
 from controlplane.connections.model import Endpoints, secret_box
-from tests.e2e.processes import free_port
 from tests.npm import NODE_DIR, missing_node, node_package, unavailable
 
 SCRIPT = NODE_DIR / "upstream_provider.mjs"
@@ -72,18 +71,21 @@ class Upstreams:
     started: list[Upstream] = field(default_factory=list)
 
     def start(self, *, clients: list[dict], accounts: dict | None = None, github: bool = False) -> Upstream:
-        """A new instance on a free loopback port with these clients ({client_id,
-        client_secret, redirect_uris}) and accounts (ACCOUNTS when None)."""
-        port = free_port()
-        accounts_path = self.folder / f"accounts-{port}.json"
+        """A new instance on a loopback port of its own with these clients ({client_id,
+        client_secret, redirect_uris}) and accounts (ACCOUNTS when None).  The instance
+        listens on a port the kernel picks and names its issuer on its first line, so
+        no other process can take the port between its choice and the listen."""
+        number = len(self.started)
+        accounts_path = self.folder / f"accounts-{number}.json"
         accounts_path.write_text(json.dumps(ACCOUNTS if accounts is None else accounts))
-        log_path = self.folder / f"upstream-{port}.log"
-        settings = {"port": port, "clients": clients, "accounts": str(accounts_path), "github": github}
+        log_path = self.folder / f"upstream-{number}.log"
+        settings = {"clients": clients, "accounts": str(accounts_path), "github": github}
         with log_path.open("wb") as log:
             process = subprocess.Popen(["node", str(SCRIPT), json.dumps(settings)], cwd=NODE_DIR, stdout=log,
-                                       stderr=subprocess.STDOUT)
-        upstream = Upstream(f"http://127.0.0.1:{port}", clients, accounts_path, process, log_path)
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        upstream = Upstream("", clients, accounts_path, process, log_path)
         self.started.append(upstream)
+        upstream.issuer = _wait_until_ready(upstream)
         _wait_for_discovery(upstream)
         return upstream
 
@@ -106,6 +108,19 @@ def endpoints_of(upstream: Upstream, fetched_at) -> Endpoints:
                      jwks_uri=doc["jwks_uri"],
                      iss_parameter_supported=bool(doc.get("authorization_response_iss_parameter_supported")),
                      fetched_at=fetched_at)
+
+
+def _wait_until_ready(upstream: Upstream, timeout: float = 60) -> str:
+    """The issuer the instance prints once it listens (``{"ready": issuer}``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in upstream.log_path.read_text(errors="replace").splitlines():
+            if line.startswith('{"ready":'):
+                return json.loads(line)["ready"]
+        if upstream.process.poll() is not None:
+            pytest.fail(f"the upstream provider exited ({upstream.process.returncode}):\n{upstream.logs()}")
+        time.sleep(0.05)
+    pytest.fail(f"the upstream provider did not listen within {timeout} s:\n{upstream.logs()}")
 
 
 def _wait_for_discovery(upstream: Upstream, timeout: float = 60) -> None:
