@@ -2,9 +2,10 @@
 // OpenID Certified), started by tests/connections/upstream.py on 127.0.0.1.
 //
 // Settings, as JSON on argv[2]:
-//   (no port: the server listens on a port the kernel picks, then builds the provider for
-//   http://127.0.0.1:<that port> and prints {"ready": issuer} as its first line; so no other
-//   process can take the port between its choice and the listen)
+//   port       optional, the loopback port to listen on; the tests leave it out, so the
+//              kernel picks one and no other process can take it between the choice and
+//              the listen.  Once listening, the provider is built for
+//              http://127.0.0.1:<port> and {"ready": issuer} is printed as the first line
 //   clients    [{client_id, client_secret, redirect_uris, token_endpoint_auth_method?}]
 //   accounts   the path of a JSON file {"<login>": {claims...}}, read at each sign-in so a
 //              test can change an account's email between two sign-ins (same sub)
@@ -100,7 +101,7 @@ function build(issuer, port) {
 }
 
 const server = createServer();
-server.listen(0, "127.0.0.1", () => {
+server.listen(settings.port ?? 0, "127.0.0.1", () => {
   const { port } = server.address();
   const issuer = `http://127.0.0.1:${port}`;
   server.on("request", build(issuer, port).callback());
