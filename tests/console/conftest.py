@@ -72,3 +72,17 @@ def console(client):
     def make(remote_addr: str | None = None) -> Visitor:
         return Visitor(client, remote_addr or f"10.200.{next(_visitors) % 256}.9")
     return make
+
+
+@pytest.fixture
+def reader(console, dashboard_account, make_dashboard_account, ctx):
+    """``reader(role)``: a new member of ``dashboard_account``'s organization with ``role``
+    (a viewer unless said), signed in to the console."""
+    def make(role="viewer"):
+        account = make_dashboard_account()
+        ctx.dashboard.organizations.add_member(dashboard_account.id, dashboard_account.organization_id,
+                                               account.email, role, ip="10.0.0.1")
+        visitor = console()
+        visitor.sign_in(account)
+        return visitor
+    return make

@@ -33,18 +33,6 @@ def owner(console, dashboard_account, make_dashboard_app):
     return visitor, app["id"]
 
 
-@pytest.fixture
-def reader(console, dashboard_account, make_dashboard_account, ctx):
-    def make(role):
-        account = make_dashboard_account()
-        ctx.dashboard.organizations.add_member(dashboard_account.id, dashboard_account.organization_id,
-                                               account.email, role, ip="10.0.0.1")
-        visitor = console()
-        visitor.sign_in(account)
-        return visitor
-    return make
-
-
 GITHUB = {"preset": "github", "client_id": "gh-client", "client_secret": SECRET, "linking": "none",
           "jit": "on", "is_active": "on"}
 

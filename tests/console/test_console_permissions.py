@@ -12,19 +12,6 @@ from controlplane.console.permissions import console_principal, permissions_of
 
 
 @pytest.fixture
-def reader(console, dashboard_account, make_dashboard_account, ctx):
-    """``reader(role)``: a new member of the owner's organization with ``role``, signed in."""
-    def make(role="viewer"):
-        account = make_dashboard_account()
-        ctx.dashboard.organizations.add_member(dashboard_account.id, dashboard_account.organization_id,
-                                               account.email, role, ip="10.0.0.1")
-        visitor = console()
-        visitor.sign_in(account)
-        return visitor
-    return make
-
-
-@pytest.fixture
 def owner_app(dashboard_account, make_dashboard_app, ctx):
     app = make_dashboard_app(dashboard_account, name="Shop")
     return ctx.applications.get(app["id"])

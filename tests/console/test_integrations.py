@@ -29,19 +29,6 @@ def owner(console, dashboard_account, make_dashboard_app):
     return visitor, app["id"]
 
 
-@pytest.fixture
-def reader(console, dashboard_account, make_dashboard_account, ctx):
-    """A viewer of the owner's organization, signed in."""
-    def make(role="viewer"):
-        account = make_dashboard_account()
-        ctx.dashboard.organizations.add_member(dashboard_account.id, dashboard_account.organization_id,
-                                               account.email, role, ip="10.0.0.1")
-        visitor = console()
-        visitor.sign_in(account)
-        return visitor
-    return make
-
-
 def actions(ctx, app_id, prefix, actor_id=None):
     """The application's audit actions starting with ``prefix``, newest first; with
     ``actor_id``, only those the dashboard account did (as an API caller's would be)."""
