@@ -396,10 +396,6 @@ def apply_shortcuts() -> None:
                              "nModified": int(modified), "ok": 1, "upserted": None,
                              "updatedExisting": doc is not None}, acknowledged=True)
 
-    Collection._iamgate_general_find_one_and_update = modify
-    Collection.find_one_and_update = find_one_and_update
-    Collection._iamgate_general_update_one = update
-    Collection.update_one = update_one
     ensure_uniques = Collection._ensure_uniques
 
     def ensure_uniques_by_map(self, new_data):
@@ -415,20 +411,22 @@ def apply_shortcuts() -> None:
         if any(count > 1 for count in counts):
             raise mongomock.DuplicateKeyError("E11000 Duplicate Key Error", 11000)
 
-    Collection._ensure_uniques = ensure_uniques_by_map
-    Collection._iamgate_general_ensure_uniques = ensure_uniques
-    mongomock.helpers.patch_datetime_awareness_in_document = _patched
-    mongomock.collection._copy_field = _copy_field
-    mongomock.collection.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy)
-    mongomock.helpers.make_datetime_timezone_aware_in_document = _aware
-    Collection._iter_documents = iter_documents
-    Collection.find_one = find_one
-    Collection._get_dataset = dataset
-    Cursor._compute_results = compute_results
-    CollectionStore._remove_expired_documents = remove_expired_documents
-    CollectionStore._expire_documents = expire_documents
-    CollectionStore._iamgate_general_expire_documents = expire
-    CollectionStore.__setitem__, CollectionStore.__delitem__ = store_set, store_del
+    # (owner, name, shortcut).  mongomock's own stays reachable, for the tests that compare
+    # the two, as ``_iamgate_general_<name>`` (the name without its outer underscores).
+    for owner, name, shortcut in (
+            (Collection, "_iter_documents", iter_documents), (Collection, "find_one", find_one),
+            (Collection, "_get_dataset", dataset), (Collection, "find_one_and_update", find_one_and_update),
+            (Collection, "update_one", update_one), (Collection, "_ensure_uniques", ensure_uniques_by_map),
+            (Cursor, "_compute_results", compute_results),
+            (CollectionStore, "_remove_expired_documents", remove_expired_documents),
+            (CollectionStore, "_expire_documents", expire_documents),
+            (CollectionStore, "__setitem__", store_set), (CollectionStore, "__delitem__", store_del),
+            (mongomock.helpers, "patch_datetime_awareness_in_document", _patched),
+            (mongomock.helpers, "make_datetime_timezone_aware_in_document", _aware),
+            (mongomock.collection, "_copy_field", _copy_field),
+            (mongomock.collection, "copy", types.SimpleNamespace(copy=copy.copy, deepcopy=_document_copy))):
+        setattr(owner, "_iamgate_general_" + name.strip("_"), getattr(owner, name))
+        setattr(owner, name, shortcut)
     Collection._iamgate_fast_paths = True
 
 

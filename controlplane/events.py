@@ -35,6 +35,7 @@ from pymongo import ASCENDING, IndexModel
 from controlplane.audit import context as audit_context
 from controlplane.audit.actions import ACTIONS, change_action, target_of
 from controlplane.store import UNREACHABLE, one_line
+from shared.concurrency import BackgroundLoop
 from shared.event_types import EVENT_TYPES
 from shared.ids import new_id
 from shared.timeutil import aware
@@ -263,7 +264,7 @@ def _actor(context, subject) -> dict:
     return audit_context.actor("system", None)
 
 
-class Tailer:
+class Tailer(BackgroundLoop):
     """Follows the events collection for this process and wakes its consumers.
 
     Consumers either register a callback (``subscribe``; called on the tailer's thread
@@ -273,10 +274,12 @@ class Tailer:
     """
 
     BUFFER = 20000
+    thread_name = "iamgate-tailer"
 
     def __init__(self, log_: EventLog, *, interval_ms: int = 25, gap_timeout: float = 2.0, deferred: bool = False):
         """``deferred``: read the log's head at ``begin()`` rather than now, so building the
         services needs no store (the start-up step calls ``begin`` once MongoDB answers)."""
+        super().__init__()
         self._log = log_
         self._interval = interval_ms / 1000.0
         self._gap_timeout = gap_timeout
@@ -289,8 +292,6 @@ class Tailer:
         self._signals: dict[str | None, threading.Event] = {}
         self._poke = threading.Event()
         self._callbacks = []
-        self._stop = threading.Event()
-        self._thread = None
         self.last_seq = None if deferred else log_.head()
         self._gap_since = None
         self._polled_at: float | None = None  # time.monotonic() of the last poll that did not fail
@@ -310,13 +311,10 @@ class Tailer:
 
     def start(self) -> Tailer:
         self.keep_written = True
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="iamgate-tailer", daemon=True)
-            self._thread.start()
-        return self
+        return super().start()
 
     def stop(self) -> None:
-        self._stop.set()
+        super().stop()
         self._poke.set()
         with self._lock:
             fired, self._signals = list(self._signals.values()), {}

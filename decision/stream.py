@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 
 from decision.client import ApplicationNotFound, ChangeStream, ControlPlaneError, Refused
+from shared.concurrency import BackgroundLoop
 
 log = logging.getLogger("iamgate.decision.stream")
 
@@ -56,10 +56,13 @@ class ProtocolError(Exception):
     """A frame the follower cannot apply: it cannot prove it saw every change."""
 
 
-class ChangeFollower:
+class ChangeFollower(BackgroundLoop):
+    thread_name = "iamgate-decision-stream"
+
     def __init__(self, client, cache, metrics, *, max_staleness: float, read_timeout: float,
                  single_application: bool = False, monotonic=time.monotonic, backoff_max: float = BACKOFF_MAX,
                  refused_wait: float = REFUSED_WAIT):
+        super().__init__()
         self._client = client
         self._cache = cache
         self._metrics = metrics
@@ -72,8 +75,6 @@ class ChangeFollower:
         self._monotonic = monotonic
         self._backoff_max = backoff_max
         self._refused_wait = refused_wait
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._stream: ChangeStream | None = None
         self._last_frame = float("-inf")
         self._caught_up_at = 0   # the head announced by the last hello
@@ -94,14 +95,8 @@ class ChangeFollower:
 
     # -- lifecycle
 
-    def start(self) -> ChangeFollower:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="iamgate-decision-stream", daemon=True)
-            self._thread.start()
-        return self
-
     def stop(self) -> None:
-        self._stop.set()
+        super().stop()
         stream = self._stream
         if stream is not None:
             stream.close()

@@ -11,6 +11,9 @@ number of usable cores (more threads cannot hash faster), and on Linux its threa
 lower their own scheduling priority (nice +10, per thread): the hashing still uses
 the idle cycles, but the event loop runs first.  Figures: docs/performance.md, "Logins";
 the measurements behind this design: benchmarks/NOTES.md, "Login load".
+
+``BackgroundLoop`` is the other kind of thread here: a component's own loop (the control
+plane's change-log tailer, the decision service's change stream).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import os
 import sys
 import threading
 import time
+from typing import Self
 
 
 def native_lock():
@@ -100,3 +104,27 @@ def run_blocking(fn, *args):
     if not monkey.is_module_patched("socket"):
         return fn(*args)
     return _cpu_pool().apply(_in_background, (fn, args))
+
+
+class BackgroundLoop:
+    """A component whose loop (``_run``) runs on its own daemon thread: ``start`` starts
+    it once; ``stop`` sets ``_stop``, which the loop watches (a subclass that must also
+    wake it adds to ``stop``)."""
+
+    thread_name = "iamgate-background"
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        raise NotImplementedError

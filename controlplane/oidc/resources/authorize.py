@@ -20,9 +20,8 @@ from controlplane.oidc.errors import (
 )
 from controlplane.oidc.hosted import session_cookie_name
 from controlplane.oidc.resources.common import HTML, protocol_params, wants_html
-from controlplane.oidc.resources.hosted import error_page, form_post_errors, render_step
+from controlplane.oidc.resources.hosted import HostedFlowResource, error_page, form_post_errors, render_step
 from controlplane.openapi import op
-from controlplane.resource import Resource
 from shared.errors import DomainError, Unauthorized
 from shared.http import no_store
 
@@ -58,7 +57,7 @@ _HOSTED_DESCRIPTION = (
     "with error and state (RFC 6749 4.1.2.1). Without a bearer and without hosted login: 401 invalid_token.")
 
 
-class Authorize(Resource):
+class Authorize(HostedFlowResource):
     """GET /oidc/authorize (RFC 6749 4.1.1).  With a bearer user JWT of the client's
     application: the spec's JSON answer, never a redirect (its errors are 400 bodies).
     Without one, when the application has ``oauth_hosted_login_enabled``: the hosted
@@ -86,12 +85,9 @@ class Authorize(Resource):
     }
 
     def __init__(self, authorize, authenticator, hosted, upstream, pages, *, cookie_secure: bool):
+        super().__init__(hosted, upstream, pages, cookie_secure=cookie_secure)
         self.authorize = authorize
         self.authenticator = authenticator
-        self.hosted = hosted
-        self.upstream = upstream
-        self.pages = pages
-        self.cookie_secure = cookie_secure
 
     def on_get(self, req, resp):
         self._authorize(req, resp, wire.query_params(req))

@@ -154,14 +154,10 @@ def passkey_answer(form: dict) -> dict:
     return {"challenge_id": challenge_id, "credential": credential}
 
 
-class HostedPage(Resource):
-    """A post of a hosted-login page: CSRF-checked, form-encoded, naming its pending
-    authorization request by the opaque handle of the ``request`` field."""
-
-    access = {"POST": PUBLIC}
-    accepted_media_types = (wire.FORM,)
-    stage = ""  # the pending request's stage the page posts at
-    page = ""  # the page it shows again: its stage's, unless it says otherwise
+class HostedFlowResource(Resource):
+    """A resource of the hosted browser flow, holding what ``render_step`` and
+    ``error_page`` read off it: the flow's services, the page renderer and the cookies'
+    Secure flag; and the proxies whose X-Forwarded-For it believes."""
 
     def __init__(self, hosted, upstream, pages, *, cookie_secure: bool, trusted_proxies=()):
         self.hosted = hosted
@@ -169,6 +165,16 @@ class HostedPage(Resource):
         self.pages = pages
         self.cookie_secure = cookie_secure
         self.trusted_proxies = trusted_proxies
+
+
+class HostedPage(HostedFlowResource):
+    """A post of a hosted-login page: CSRF-checked, form-encoded, naming its pending
+    authorization request by the opaque handle of the ``request`` field."""
+
+    access = {"POST": PUBLIC}
+    accepted_media_types = (wire.FORM,)
+    stage = ""  # the pending request's stage the page posts at
+    page = ""  # the page it shows again: its stage's, unless it says otherwise
 
     @form_post_errors
     def on_post(self, req, resp):

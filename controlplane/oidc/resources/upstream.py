@@ -19,6 +19,7 @@ from controlplane.oidc.errors import AuthorizationRequestExpired, OAuthError
 from controlplane.oidc.resources.common import HTML
 from controlplane.oidc.resources.hosted import (
     PAGE_ERRORS,
+    HostedFlowResource,
     HostedPage,
     error_page,
     form_post_errors,
@@ -30,7 +31,6 @@ from controlplane.oidc.upstream import BINDING_COOKIE, CONNECTIONS_PATH, LINK
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE
 from controlplane.passkeys.errors import PasskeysDisabled, PasskeysUnavailable
-from controlplane.resource import Resource
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
 from shared.errors import DomainError, ValidationFailed
 from shared.http import client_ip, no_store, status_of
@@ -44,7 +44,7 @@ _TITLES = {ConnectionEmailExists: "This email already has an account",
            ConnectionStateInvalid: "This sign-in has expired"}
 
 
-class ConnectionCallback(Resource):
+class ConnectionCallback(HostedFlowResource):
     """GET /oidc/connections/{applicationId}/callback: the redirect URI every connection of
     the application registers at its provider."""
 
@@ -61,11 +61,7 @@ class ConnectionCallback(Resource):
     )}
 
     def __init__(self, upstream, pages, *, cookie_secure: bool, trusted_proxies=()):
-        self.upstream = upstream
-        self.hosted = upstream.hosted
-        self.pages = pages
-        self.cookie_secure = cookie_secure
-        self.trusted_proxies = trusted_proxies
+        super().__init__(upstream.hosted, upstream, pages, cookie_secure=cookie_secure, trusted_proxies=trusted_proxies)
 
     @form_post_errors
     def on_get(self, req, resp, applicationId):
