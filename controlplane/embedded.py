@@ -157,8 +157,8 @@ def _plan(filter) -> list | None:
     when it needs mongomock's general matcher.  A clause is ``(field, kinds, test)``: for
     a value whose type is one of ``kinds``, ``test(value)`` gives MongoDB's answer
     (equality, ``$gt``/``$gte``/``$lt``/``$lte`` and ``$in`` against str, int or naive
-    datetime operands; ``$regex`` with no option or ``i`` against strings); or
-    ``("$or", [plans])``.  A value of another type (an array, null, a float...) leaves
+    datetime operands; equality with a boolean; ``$regex`` with no option or ``i``
+    against strings); or ``("$or", [plans])``.  A value of another type (an array, null, a float...) leaves
     its document to the general matcher."""
     plan = []
     for field, value in filter.items():
@@ -178,7 +178,7 @@ def _plan(filter) -> list | None:
 
 
 def _clauses(value) -> list | None:
-    if _simple(value):
+    if _simple(value) or type(value) is bool:  # a boolean equals only a boolean (not 0 or 1)
         return [(frozenset({type(value)}), value.__eq__)]
     if type(value) is not dict or not value:
         return None
@@ -218,8 +218,8 @@ def _column(plan, docs) -> list:
                 value.tzinfo is None for value in values if type(value) is datetime)):
             columns.append(list(map(bool, map(test, values))))  # every value judged: C loops only
         else:
-            columns.append([bool(test(value)) if type(value) in kinds and _simple(value) else None
-                            for value in values])
+            columns.append([bool(test(value)) if type(value) in kinds and (
+                type(value) is not datetime or value.tzinfo is None) else None for value in values])
     return _both(columns)
 
 

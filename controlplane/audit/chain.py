@@ -110,35 +110,49 @@ def verify(records, unsealed: int) -> Verdict:
 
 
 class Sealer:
-    """Chains unsealed records, one sealer at a time across every process (a lease)."""
+    """Chains unsealed records, one sealer at a time across every process (a lease).
+
+    The head of each chain (its last link and hash) is read from the records once, then
+    carried from pass to pass while this sealer holds the lease without a gap: no other
+    sealer can have extended a chain meanwhile.  A lapsed lease or a failed pass forgets
+    them, and the next pass reads them again."""
 
     def __init__(self, store, clock, *, settle: float = 5.0, lease_seconds: float = 30.0, batch: int = 1000):
         self._store = store
         self._clock = clock
         self._settle = timedelta(seconds=settle)
-        self._lease_seconds = lease_seconds
+        self._lease = timedelta(seconds=lease_seconds)
         self._batch = batch
         self._holder = new_id()
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._held_until = None  # the end of the lease this sealer holds; None: not held
 
     def seal_once(self) -> int:
         """Seal what has settled, up to one batch; the number sealed (0 without the lease)."""
         now = self._clock()
-        if not self._store.take_sealer_lease(self._holder, now, now + timedelta(seconds=self._lease_seconds)):
+        if not self._store.take_sealer_lease(self._holder, now, now + self._lease):
+            self._held_until = None
             return 0
-        heads: dict[str, tuple[int, str]] = {}
+        if self._held_until is None or now >= self._held_until:
+            self._heads = {}  # the lease lapsed (or was never held): another may have sealed since
+        self._held_until = now + self._lease
+        try:
+            return self._seal(self._store.settled(now - self._settle, self._batch))
+        except BaseException:
+            self._held_until = None  # a seal may or may not have landed: read the heads again
+            raise
+
+    def _seal(self, records) -> int:
         sealed = 0
-        for doc in self._store.unsealed(self._batch):
-            at = doc["at"] if doc["at"].tzinfo else doc["at"].replace(tzinfo=UTC)
-            if at > now - self._settle:
-                break  # a lower seq may still be in flight: wait for it
+        for doc in records:
             chain = chain_of(doc)
-            if chain not in heads:
+            if chain not in self._heads:
                 head = self._store.chain_head(chain)
-                heads[chain] = (head["link"], head["hash"]) if head else (0, GENESIS)
-            link, prev_hash = heads[chain]
+                self._heads[chain] = (head["link"], head["hash"]) if head else (0, GENESIS)
+            link, prev_hash = self._heads[chain]
             digest = link_hash(prev_hash, doc)
             self._store.seal(doc["_id"], chain=chain, link=link + 1, prev_hash=prev_hash, hash_=digest)
-            heads[chain] = (link + 1, digest)
+            self._heads[chain] = (link + 1, digest)
             sealed += 1
         return sealed
 

@@ -89,8 +89,16 @@ class AuditStore:
             return False
         return True
 
-    def unsealed(self, limit: int) -> list[dict]:
-        return list(self._events.find({"sealed": False}).sort("seq", ASCENDING).limit(limit))
+    def settled(self, cutoff, limit: int) -> list[dict]:
+        """The unsealed records written at ``cutoff`` or before, in seq order, up to the
+        first unsealed record written after it: a record with a lower seq whose insert is
+        still in flight on another replica is sealed before the records after it."""
+        young = self._events.find_one({"sealed": False, "at": {"$gt": cutoff}}, sort=[("seq", ASCENDING)],
+                                      projection={"seq": 1})
+        spec: dict = {"sealed": False, "at": {"$lte": cutoff}}
+        if young is not None:
+            spec["seq"] = {"$lt": young["seq"]}
+        return list(self._events.find(spec).sort("seq", ASCENDING).limit(limit))
 
     def chain_head(self, chain: str) -> dict | None:
         return self._events.find_one({"chain": chain}, sort=[("link", DESCENDING)], projection={"link": 1, "hash": 1})

@@ -159,3 +159,68 @@ def test_audit_verify_refuses_the_embedded_store(monkeypatch, capsys):
     monkeypatch.setenv("IAMGATE_MONGODB_URI", "memory://")
     assert cli.main(["audit", "verify", "--application", "x"]) == 2
     assert "memory://" in capsys.readouterr().err
+
+
+def test_a_sealer_back_after_another_held_the_lease_reads_the_heads_again(ctx, clock, sealer, application):
+    """The heads a sealer carries between passes are its own only while its lease runs on
+    without a gap: after another sealer extended the chain, the first one's would break it."""
+    record(ctx, application["_id"], 2)
+    clock.advance(6)
+    assert sealer.seal_once() >= 2
+    clock.advance(31)  # the first sealer's lease lapses
+    other = Sealer(ctx.audit.store, clock, settle=5)
+    record(ctx, application["_id"], 2)
+    clock.advance(6)
+    assert other.seal_once() == 2
+    clock.advance(31)
+    record(ctx, application["_id"], 1)
+    clock.advance(6)
+    assert sealer.seal_once() == 1
+    links = chain(ctx, application["_id"])
+    assert [d["link"] for d in links] == list(range(1, len(links) + 1))
+    assert ctx.audit.verify(application_id=application["_id"]).intact
+
+
+def test_a_failed_pass_forgets_the_heads(ctx, clock, sealer, application, monkeypatch):
+    """A seal that raised may have landed: the next pass reads the head from the records."""
+    record(ctx, application["_id"], 1)
+    clock.advance(6)
+    assert sealer.seal_once() >= 1
+    record(ctx, application["_id"], 2)
+    clock.advance(6)
+    store, seal = ctx.audit.store, ctx.audit.store.seal
+
+    def seal_then_fail(record_id, **fields):
+        seal(record_id, **fields)
+        raise ConnectionError("the answer to the seal was lost")
+
+    monkeypatch.setattr(store, "seal", seal_then_fail)
+    with pytest.raises(ConnectionError):
+        sealer.seal_once()
+    monkeypatch.setattr(store, "seal", seal)
+    assert sealer.seal_once() == 1
+    assert ctx.audit.verify(application_id=application["_id"]).intact
+
+
+def test_a_sealer_holding_its_lease_reads_each_head_once(ctx, clock, sealer, application, monkeypatch):
+    store, reads = ctx.audit.store, []
+    head = store.chain_head
+    monkeypatch.setattr(store, "chain_head", lambda chain: reads.append(chain) or head(chain))
+    for _ in range(3):
+        record(ctx, application["_id"], 2)
+        clock.advance(6)
+        assert sealer.seal_once() >= 2
+    assert reads == [application["_id"]]
+    assert ctx.audit.verify(application_id=application["_id"]).intact
+
+
+def test_only_settled_records_are_read(ctx, clock, sealer, application, monkeypatch):
+    """The work list stops at the first young record: nothing after it is read to be passed over."""
+    record(ctx, application["_id"], 3)
+    clock.advance(6)
+    young = record(ctx, application["_id"], 4)
+    store, read = ctx.audit.store, []
+    settled = store.settled
+    monkeypatch.setattr(store, "settled", lambda cutoff, limit: read.extend(settled(cutoff, limit)) or read)
+    assert sealer.seal_once() >= 3
+    assert not {d["seq"] for d in read} & set(young)

@@ -41,14 +41,15 @@ def test_exact_id_filters_answer_like_a_scan():
 
 
 def test_simple_filters_answer_like_the_general_matcher():
-    """Plain fields against str/int operands take the shortcut; every other value type
+    """Plain fields against str/int operands (and equality with a boolean) take the shortcut; every other value type
     in a document (arrays, null, floats, booleans, a missing field) gets MongoDB's rules."""
     values = [1, 2, 3, 2.0, 2.5, True, False, None, "2", "b", "a", [2], [1, 3], ["b"], {"x": 2}, []]
     docs = [{"_id": f"d{i}", "v": v, "w": i % 3} for i, v in enumerate(values)] + [{"_id": "missing", "w": 0}]
     coll = Store("memory://")["things"]
     coll.insert_many([dict(d) for d in docs])
     filters = [{"v": 2}, {"v": "b"}, {"v": 1, "w": 1}, {"v": {"$gt": 1}}, {"v": {"$gte": 2, "$lt": 3}},
-               {"v": {"$lte": "b"}}, {"v": {"$gt": "a"}}, {"w": {"$lt": 1}}, {"v": 0}, {"w": 2, "v": {"$gt": 0}}]
+               {"v": {"$lte": "b"}}, {"v": {"$gt": "a"}}, {"w": {"$lt": 1}}, {"v": 0}, {"w": 2, "v": {"$gt": 0}},
+               {"v": False}, {"v": True}, {"v": 1}, {"v": False, "w": 0}]
     for f in filters:
         expected = sorted(d["_id"] for d in docs if filter_applies(f, d))
         assert sorted(d["_id"] for d in coll.find(f)) == expected, f
