@@ -62,7 +62,8 @@ class Action(Resource):
     calls the service, and ``answer`` sends what ``act`` returns with the status ``docs``
     documents (204: no body), so the document and the answer cannot part either.
     ``no_store``: the answer carries a secret or a token (Cache-Control: no-store);
-    ``message``: a top-level message beside the data."""
+    ``message``: a top-level message beside the data.  A route whose answer is more than
+    that (a cookie, a flow's outcome) writes its own responder, which is kept."""
 
     no_store = False
     message: str | None = None
@@ -91,8 +92,8 @@ class Action(Resource):
 
 class ThrottledPerIp(Action):
     """A public route whose every request counts against a per-client-IP budget before
-    its body is validated: ``limiter.throttle(app, ip)`` (the login's or the
-    registration's service) raises the area's rate-limit error."""
+    its body is validated (``body`` counts it first): ``limiter.throttle(app, ip)`` (the
+    login's or the registration's service) raises the area's rate-limit error."""
 
     def __init__(self, limiter, *, trusted_proxies):
         self.limiter = limiter

@@ -173,6 +173,8 @@ class LinkComplete(_SignIn):
 
 
 class _IdentityResource(Action):
+    """A route of a user's linked identities."""
+
     def __init__(self, identities: IdentityService):
         self.identities = identities
 
