@@ -18,6 +18,11 @@ collection.  Class attributes describe it:
 ``body(req)`` reads the JSON body and validates it with the schema ``docs`` gives the
 method, so the document and the validation cannot part.
 
+``Action`` is a route of one method whose handler is the same few steps everywhere:
+validate the body, call one service function (its subclass's ``act``), answer the
+result with the status ``docs`` documents; ``ThrottledPerIp`` is one whose body is
+read only once the per-IP budget has counted the request.
+
 ``ManagedCollection`` and ``ManagedItem`` are the list/create and get/update/delete
 handlers of documents an application manages with a secret shown once (OIDC clients,
 webhooks); their subclasses declare only their gate (``every_method``), ``docs`` (whose
@@ -51,18 +56,52 @@ class Resource:
         return self.docs[req.method]["body"].validate(read_json(req), partial=partial)
 
 
-class ThrottledPerIp(Resource):
+class Action(Resource):
+    """A route of one method, the one its ``docs`` documents: the body that method's schema
+    names is validated (``values``; None when it names none), ``act(req, values, **path)``
+    calls the service, and ``answer`` sends what ``act`` returns with the status ``docs``
+    documents (204: no body), so the document and the answer cannot part either.
+    ``no_store``: the answer carries a secret or a token (Cache-Control: no-store);
+    ``message``: a top-level message beside the data.  A route whose answer is more than
+    that (a cookie, a flow's outcome) writes its own responder, which is kept."""
+
+    no_store = False
+    message: str | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        if "docs" in vars(cls):
+            (method,) = cls.docs
+            if "on_" + method.lower() not in vars(cls):  # a route whose answer fits no ``act`` writes its own
+                setattr(cls, "on_" + method.lower(), Action._respond)
+        super().__init_subclass__(**kwargs)  # after: ``every_method`` looks for the responder
+
+    def _respond(self, req, resp, **path):
+        values = self.body(req) if self.docs[req.method]["body"] is not None else None
+        self.answer(req, resp, self.act(req, values, **path))
+
+    def act(self, req, values: dict | None, **path):
+        raise NotImplementedError
+
+    def answer(self, req, resp, result) -> None:
+        ok = self.docs[req.method]["ok"]
+        if ok == 204:
+            resp.status = 204
+        else:
+            respond(resp, result, status=ok, message=self.message, cacheable=not self.no_store)
+
+
+class ThrottledPerIp(Action):
     """A public route whose every request counts against a per-client-IP budget before
-    its body is validated: ``limiter.throttle(app, ip)`` (the login's or the
-    registration's service) raises the area's rate-limit error."""
+    its body is validated (``body`` counts it first): ``limiter.throttle(app, ip)`` (the
+    login's or the registration's service) raises the area's rate-limit error."""
 
     def __init__(self, limiter, *, trusted_proxies):
         self.limiter = limiter
         self.trusted_proxies = trusted_proxies
 
-    def throttled_body(self, req) -> dict:
+    def body(self, req, *, partial: bool = False) -> dict:
         self.limiter.throttle(req.context.application, client_ip(req, self.trusted_proxies))
-        return self.body(req)
+        return super().body(req, partial=partial)
 
 
 class ManagedCollection(Resource):

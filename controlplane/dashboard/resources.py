@@ -54,9 +54,9 @@ from controlplane.mfa.errors import (
     MfaChallengeExpired,
     MfaCodeInvalid,
     MfaLocked,
-    MfaMethodNotFound,
     MfaNotEnabled,
 )
+from controlplane.mfa.resources import CONFIRM_ERRORS, enabled_answer, regenerated_answer
 from controlplane.openapi import list_op, op
 from controlplane.passkeys import schemas as passkey_schemas
 from controlplane.passkeys.errors import (
@@ -72,7 +72,7 @@ from controlplane.passkeys.errors import (
     VerificationFailed,
 )
 from controlplane.passwords import PasswordTooWeak, WrongPassword
-from controlplane.resource import Resource
+from controlplane.resource import Action, Resource
 from controlplane.users.errors import (
     InvalidResetToken,
     InvalidVerificationToken,
@@ -114,7 +114,7 @@ class _SignedIn(Resource):
 # ---------------------------------------------------------------- accounts
 
 
-class _AccountResource(Resource):
+class _AccountResource(Action):
     """A route of the accounts service; ``config`` gives the client IP's trusted proxies
     and the session cookie's settings."""
 
@@ -141,23 +141,23 @@ class Register(_AccountResource):
                     "what the earlier holder granted (docs/security.md).",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        account = self.accounts.register(values, ip=self.client_ip(req))
-        respond(resp, serialize_account(account), status=201)
+    def act(self, req, values):
+        return serialize_account(self.accounts.register(values, ip=self.client_ip(req)))
 
 
-def _signed_in(resp, sign_in, config: Config) -> None:
-    """The answer of a sign-in step: the session cookie and the account, or the second
-    factor's challenge (no cookie)."""
-    if sign_in.challenge is not None:
-        respond(resp, sign_in.challenge, cacheable=False)
-        return
-    set_session_cookie(resp, sign_in.session, config)
-    respond(resp, serialize_account(sign_in.account))
+class _SignInStep(_AccountResource):
+    """A step of signing in, whose ``act`` returns the accounts service's sign-in."""
+
+    def answer(self, req, resp, sign_in) -> None:
+        """The session cookie and the account, or the second factor's challenge (no cookie)."""
+        if sign_in.challenge is not None:
+            respond(resp, sign_in.challenge, cacheable=False)
+            return
+        set_session_cookie(resp, sign_in.session, self.config)
+        respond(resp, serialize_account(sign_in.account))
 
 
-class Login(_AccountResource):
+class Login(_SignInStep):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
@@ -171,14 +171,12 @@ class Login(_AccountResource):
                     "passkey (webauthn) sets the cookie.",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        sign_in = self.accounts.login(values["email"], values["password"], ip=self.client_ip(req),
-                                      previous_session=req.cookies.get(SESSION_COOKIE))
-        _signed_in(resp, sign_in, self.config)
+    def act(self, req, values):
+        return self.accounts.login(values["email"], values["password"], ip=self.client_ip(req),
+                                   previous_session=req.cookies.get(SESSION_COOKIE))
 
 
-class LoginMfa(_AccountResource):
+class LoginMfa(_SignInStep):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         "Sign in, second step: a code answers the challenge; sets the session cookie and returns the account",
@@ -190,11 +188,9 @@ class LoginMfa(_AccountResource):
                     "account's codes for IAMGATE_LOCKOUT_SECONDS. A TOTP code is accepted once.",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        sign_in = self.accounts.login_second_factor(values["challenge_token"], values["code"],
-                                                    previous_session=req.cookies.get(SESSION_COOKIE))
-        _signed_in(resp, sign_in, self.config)
+    def act(self, req, values):
+        return self.accounts.login_second_factor(values["challenge_token"], values["code"],
+                                                 previous_session=req.cookies.get(SESSION_COOKIE))
 
 
 class VerifyEmail(_AccountResource):
@@ -206,9 +202,8 @@ class VerifyEmail(_AccountResource):
         description="Single use; the link lives IAMGATE_VERIFICATION_TOKEN_TTL seconds (24 h).",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        respond(resp, serialize_account_status(self.accounts.verify_email(values["token"])))
+    def act(self, req, values):
+        return serialize_account_status(self.accounts.verify_email(values["token"]))
 
 
 class ResendVerification(_AccountResource):
@@ -220,9 +215,9 @@ class ResendVerification(_AccountResource):
         description="Nothing is sent once the address is confirmed. Limited by IAMGATE_RATE_LIMIT_RESEND.",
     )}
 
-    def on_post(self, req, resp):
+    def act(self, req, values):
         self.accounts.resend_verification(account_id(req))
-        respond(resp, {"message": "If the address is not confirmed yet, a new link was sent."}, status=202)
+        return {"message": "If the address is not confirmed yet, a new link was sent."}
 
 
 class ForgotPassword(_AccountResource):
@@ -235,15 +230,15 @@ class ForgotPassword(_AccountResource):
                     "IAMGATE_RATE_LIMIT_FORGOT.",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
+    def act(self, req, values):
         self.accounts.forgot_password(values["email"])
-        respond(resp, {"message": "If an account has this address, a reset link was sent."})
+        return {"message": "If an account has this address, a reset link was sent."}
 
 
 class ResetPassword(_AccountResource):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
+    no_store = True
     docs = {"POST": op(
         "Set a new password with the token of a mailed reset link", body=schemas.RESET_PASSWORD,
         response=schemas.MESSAGE,
@@ -252,10 +247,9 @@ class ResetPassword(_AccountResource):
                     "The link lives IAMGATE_RESET_TOKEN_TTL seconds (1 h).",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
+    def act(self, req, values):
         self.accounts.reset_password(values["token"], values["password"])
-        respond(resp, {"message": "Password changed. Sign in with the new password."}, cacheable=False)
+        return {"message": "Password changed. Sign in with the new password."}
 
 
 class Logout(_AccountResource):
@@ -430,15 +424,16 @@ class _AccountMfa(_SignedIn):
         return self.accounts.account(account_id(req))
 
 
-class AccountMfaStatus(_AccountMfa):
+class AccountMfaStatus(_AccountMfa, Action):
     docs = {"GET": op("The signed-in account's two-step verification", response=schemas.MFA_STATUS,
                       description="mfa_enabled is true once an authenticator app is confirmed.")}
 
-    def on_get(self, req, resp):
-        respond(resp, self.mfa.status(account_id(req)))
+    def act(self, req, values):
+        return self.mfa.status(account_id(req))
 
 
-class AccountTotpSetup(_AccountMfa):
+class AccountTotpSetup(_AccountMfa, Action):
+    no_store = True
     docs = {"POST": op(
         "Start setting up an authenticator app (TOTP) for the signed-in account",
         body=schemas.MFA_SETUP, response=schemas.MFA_SETUP_RESULT, errors=[ValidationFailed, MfaAlreadyEnabled],
@@ -446,28 +441,25 @@ class AccountTotpSetup(_AccountMfa):
                     "POST /api/dashboard/me/mfa/totp/confirm; an unconfirmed setup expires after 1 hour.",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        respond(resp, self.mfa.setup(self.account(req), label=values["label"]), cacheable=False)
+    def act(self, req, values):
+        return self.mfa.setup(self.account(req), label=values["label"])
 
 
-class AccountTotpConfirm(_AccountMfa):
+class AccountTotpConfirm(_AccountMfa, Action):
+    no_store = True
     docs = {"POST": op(
         "Confirm the authenticator app with a code: two-step verification is on",
         body=schemas.MFA_CONFIRM, ok=201, response=schemas.MFA_BACKUP_CODES,
-        errors=[ValidationFailed, MfaMethodNotFound, MfaAlreadyEnabled, ConfirmationCodeInvalid],
+        errors=[ValidationFailed, *CONFIRM_ERRORS],
         description="Returns 10 backup codes, shown only this once. Later sign-ins ask for a code, and every "
                     "other session of the account ends (they were opened with the password alone).",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        codes = self.mfa.confirm(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
-        respond(resp, {"message": "Two-step verification is on. Store these backup codes somewhere safe; "
-                                  "each works once.", "backup_codes": codes}, status=201, cacheable=False)
+    def act(self, req, values):
+        return enabled_answer(self.mfa.confirm(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE)))
 
 
-class AccountTotp(_AccountMfa):
+class AccountTotp(_AccountMfa, Action):
     password_work = ("DELETE",)
     docs = {"DELETE": op(
         "Turn two-step verification off", body=schemas.MFA_DISABLE, ok=204,
@@ -477,13 +469,12 @@ class AccountTotp(_AccountMfa):
                     "a new one is set up.",
     )}
 
-    def on_delete(self, req, resp):
-        values = self.body(req)
+    def act(self, req, values):
         self.mfa.disable(self.account(req), password=values.get("password"), code=values.get("code"))
-        resp.status = 204
 
 
-class AccountBackupCodes(_AccountMfa):
+class AccountBackupCodes(_AccountMfa, Action):
+    no_store = True
     password_work = ("POST",)
     docs = {"POST": op(
         "Replace the signed-in account's backup codes", body=schemas.MFA_PASSWORD, response=schemas.MFA_BACKUP_CODES,
@@ -491,11 +482,8 @@ class AccountBackupCodes(_AccountMfa):
         description="Needs the password. Returns 10 new codes (shown only this once); the earlier ones stop working.",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        codes = self.mfa.regenerate_backup_codes(self.account(req), password=values["password"])
-        respond(resp, {"message": "New backup codes created; the earlier ones no longer work.",
-                       "backup_codes": codes}, cacheable=False)
+    def act(self, req, values):
+        return regenerated_answer(self.mfa.regenerate_backup_codes(self.account(req), password=values["password"]))
 
 
 # ---------------------------------------------------------------- applications
@@ -636,6 +624,7 @@ _PASSKEY_CEREMONY = [ValidationFailed, UnsupportedMediaType, ChallengeInvalid, O
 
 class LoginPasskeyOptions(_AccountResource):
     access = {"POST": PUBLIC}
+    no_store = True
     docs = {"POST": op(
         "Start signing in with a passkey, alone or as the second step",
         body=schemas.LOGIN_PASSKEY_OPTIONS, response=passkey_schemas.AUTHENTICATION_OPTIONS_RESULT,
@@ -649,13 +638,11 @@ class LoginPasskeyOptions(_AccountResource):
                     "IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN.",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        respond(resp, self.accounts.passkey_options(values["challenge_token"], ip=self.client_ip(req)),
-                cacheable=False)
+    def act(self, req, values):
+        return self.accounts.passkey_options(values["challenge_token"], ip=self.client_ip(req))
 
 
-class LoginPasskey(_AccountResource):
+class LoginPasskey(_SignInStep):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         "Sign in with a passkey: sets the session cookie and returns the account",
@@ -669,12 +656,9 @@ class LoginPasskey(_AccountResource):
                     "IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN.",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        sign_in = self.accounts.login_with_passkey(values["challenge_id"], values["credential"],
-                                                   ip=self.client_ip(req),
-                                                   previous_session=req.cookies.get(SESSION_COOKIE))
-        _signed_in(resp, sign_in, self.config)
+    def act(self, req, values):
+        return self.accounts.login_with_passkey(values["challenge_id"], values["credential"], ip=self.client_ip(req),
+                                                previous_session=req.cookies.get(SESSION_COOKIE))
 
 
 class _AccountPasskeys(_SignedIn):
@@ -688,14 +672,15 @@ class _AccountPasskeys(_SignedIn):
         return self.accounts.account(account_id(req))
 
 
-class AccountPasskeys(_AccountPasskeys):
+class AccountPasskeys(_AccountPasskeys, Action):
     docs = {"GET": op("The signed-in account's passkeys", response=passkey_schemas.PASSKEYS)}
 
-    def on_get(self, req, resp):
-        respond(resp, self.passkeys.list(account_id(req)))
+    def act(self, req, values):
+        return self.passkeys.list(account_id(req))
 
 
-class AccountPasskeyOptions(_AccountPasskeys):
+class AccountPasskeyOptions(_AccountPasskeys, Action):
+    no_store = True
     docs = {"POST": op(
         "Start registering a passkey for the signed-in account",
         body=passkey_schemas.REGISTRATION_START, response=passkey_schemas.REGISTRATION_OPTIONS,
@@ -705,12 +690,11 @@ class AccountPasskeyOptions(_AccountPasskeys):
                     "challenge is single use, bound to the account and valid 5 minutes.",
     )}
 
-    def on_post(self, req, resp):
-        self.body(req)
-        respond(resp, self.passkeys.registration_options(self.account(req)), cacheable=False)
+    def act(self, req, values):
+        return self.passkeys.registration_options(self.account(req))
 
 
-class AccountPasskeyRegistration(_AccountPasskeys):
+class AccountPasskeyRegistration(_AccountPasskeys, Action):
     docs = {"POST": op(
         "Finish registering a passkey: it is a second factor at once",
         body=passkey_schemas.REGISTRATION_VERIFY, ok=201, response=passkey_schemas.PASSKEY,
@@ -720,10 +704,8 @@ class AccountPasskeyRegistration(_AccountPasskeys):
                     "code. The account's first second factor ends its other sessions.",
     )}
 
-    def on_post(self, req, resp):
-        values = self.body(req)
-        passkey = self.passkeys.register(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
-        respond(resp, passkey, status=201)
+    def act(self, req, values):
+        return self.passkeys.register(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
 
 
 class AccountPasskey(_AccountPasskeys):

@@ -26,15 +26,27 @@ from controlplane.mfa.service import MfaService
 from controlplane.openapi import op
 from controlplane.passkeys.service import PasskeyService
 from controlplane.passwords import WrongPassword
-from controlplane.resource import Resource
+from controlplane.resource import Action, Resource
 from controlplane.users.errors import AccountSuspended, UserNotFound
 from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
 from shared.http import respond
 
 _PASSWORD_CONFIRMED = [ValidationFailed, MfaNotEnabled, Forbidden, WrongPassword, AccountLocked]
+# Shared with the dashboard accounts' own two-step verification, which ``TotpFactor`` serves
+# too: what confirming the pending method can fail with, and the answers handing out codes.
+CONFIRM_ERRORS = [MfaMethodNotFound, MfaAlreadyEnabled, ConfirmationCodeInvalid]
 
 
-class _MfaResource(Resource):
+def enabled_answer(backup_codes: list[str]) -> dict:
+    return {"message": "Two-step verification is on. Store these backup codes somewhere safe; each works once.",
+            "backup_codes": backup_codes}
+
+
+def regenerated_answer(backup_codes: list[str]) -> dict:
+    return {"message": "New backup codes created; the earlier ones no longer work.", "backup_codes": backup_codes}
+
+
+class _MfaResource(Action):
     every_method = OWNER
 
     def __init__(self, mfa: MfaService):
@@ -42,6 +54,7 @@ class _MfaResource(Resource):
 
 
 class TotpSetup(_MfaResource):
+    no_store = True
     docs = {"POST": op(
         "Start setting up an authenticator app (TOTP)",
         description="Creates a pending TOTP method with a new 160-bit secret and returns it with its otpauth:// "
@@ -52,27 +65,23 @@ class TotpSetup(_MfaResource):
         errors=[ValidationFailed, Forbidden, MfaAlreadyEnabled],
     )}
 
-    def on_post(self, req, resp, applicationId, userId):
-        values = self.body(req)
-        result = self.mfa.setup(req.context.application, userId, label=values["label"])
-        respond(resp, result, cacheable=False)
+    def act(self, req, values, applicationId, userId):
+        return self.mfa.setup(req.context.application, userId, label=values["label"])
 
 
 class TotpConfirm(_MfaResource):
+    no_store = True
     docs = {"POST": op(
         "Confirm the authenticator app with a code and turn MFA on",
         description="Activates the pending method when the code is the app's current one (one 30-second step of "
                     "clock drift either way is accepted) and returns 10 backup codes, shown only this once. "
                     "Emits mfa.enabled.",
         body=schemas.CONFIRM, ok=201, response=schemas.BACKUP_CODES,
-        errors=[ValidationFailed, Forbidden, MfaMethodNotFound, MfaAlreadyEnabled, ConfirmationCodeInvalid],
+        errors=[ValidationFailed, Forbidden, *CONFIRM_ERRORS],
     )}
 
-    def on_post(self, req, resp, applicationId, userId):
-        values = self.body(req)
-        codes = self.mfa.confirm(req.context.application, userId, **values)
-        respond(resp, {"message": "Two-step verification is on. Store these backup codes somewhere safe; "
-                                  "each works once.", "backup_codes": codes}, status=201, cacheable=False)
+    def act(self, req, values, applicationId, userId):
+        return enabled_answer(self.mfa.confirm(req.context.application, userId, **values))
 
 
 class Totp(_MfaResource):
@@ -86,10 +95,8 @@ class Totp(_MfaResource):
         errors=_PASSWORD_CONFIRMED,
     )}
 
-    def on_delete(self, req, resp, applicationId, userId):
-        values = self.body(req)
+    def act(self, req, values, applicationId, userId):
         self.mfa.disable(req.context.application, userId, password=values["password"])
-        resp.status = 204
 
 
 _STATUS_DESCRIPTION = ("mfa_enabled is true once a TOTP method is confirmed; methods lists the active methods; "
@@ -98,7 +105,7 @@ _STATUS_DESCRIPTION = ("mfa_enabled is true once a TOTP method is confirmed; met
                        "passkeys setting is not off).")
 
 
-class MfaStatus(Resource):
+class MfaStatus(Action):
     every_method = OWNER
     docs = {"GET": op("MFA status of the user", description=_STATUS_DESCRIPTION, response=schemas.STATUS,
                       errors=[Forbidden])}
@@ -106,11 +113,12 @@ class MfaStatus(Resource):
     def __init__(self, passkeys: PasskeyService):
         self.passkeys = passkeys
 
-    def on_get(self, req, resp, applicationId, userId):
-        respond(resp, self.passkeys.mfa_status(req.context.application, userId))
+    def act(self, req, values, applicationId, userId):
+        return self.passkeys.mfa_status(req.context.application, userId)
 
 
 class RegenerateBackupCodes(_MfaResource):
+    no_store = True
     password_work = ("POST",)
     docs = {"POST": op(
         "Replace the backup codes",
@@ -120,11 +128,9 @@ class RegenerateBackupCodes(_MfaResource):
         errors=_PASSWORD_CONFIRMED,
     )}
 
-    def on_post(self, req, resp, applicationId, userId):
-        values = self.body(req)
-        codes = self.mfa.regenerate_backup_codes(req.context.application, userId, password=values["password"])
-        respond(resp, {"message": "New backup codes created; the earlier ones no longer work.",
-                       "backup_codes": codes}, cacheable=False)
+    def act(self, req, values, applicationId, userId):
+        return regenerated_answer(
+            self.mfa.regenerate_backup_codes(req.context.application, userId, password=values["password"]))
 
 
 class Verify(_MfaResource):

@@ -27,7 +27,7 @@ from controlplane.passkeys.errors import (
     VerificationFailed,
 )
 from controlplane.passkeys.service import PasskeyService
-from controlplane.resource import Resource, ThrottledPerIp
+from controlplane.resource import Action, Resource, ThrottledPerIp
 from controlplane.users.errors import AccountSuspended, LoginsLimited
 from controlplane.users.login import LoginService
 from controlplane.users.resources import device_info_of
@@ -45,7 +45,8 @@ class _OwnPasskeys(Resource):
         self.passkeys = passkeys
 
 
-class RegistrationOptions(_OwnPasskeys):
+class RegistrationOptions(_OwnPasskeys, Action):
+    no_store = True
     docs = {"POST": op(
         "Start registering a passkey",
         description="Creation options for navigator.credentials.create() (pass `options` to "
@@ -56,13 +57,11 @@ class RegistrationOptions(_OwnPasskeys):
         errors=[ValidationFailed, Forbidden, *_GATES],
     )}
 
-    def on_post(self, req, resp, applicationId):
-        self.body(req)
-        result = self.passkeys.registration_options(req.context.application, req.context.principal.user_id)
-        respond(resp, result, cacheable=False)
+    def act(self, req, values, applicationId):
+        return self.passkeys.registration_options(req.context.application, req.context.principal.user_id)
 
 
-class RegistrationVerify(_OwnPasskeys):
+class RegistrationVerify(_OwnPasskeys, Action):
     docs = {"POST": op(
         "Finish registering a passkey",
         description="Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. "
@@ -72,17 +71,15 @@ class RegistrationVerify(_OwnPasskeys):
         errors=[*_CEREMONY, AuthenticatorNotAllowed, PasskeyAlreadyRegistered, Forbidden, *_GATES],
     )}
 
-    def on_post(self, req, resp, applicationId):
-        values = self.body(req)
-        passkey = self.passkeys.register(req.context.application, req.context.principal.user_id, **values)
-        respond(resp, passkey, status=201)
+    def act(self, req, values, applicationId):
+        return self.passkeys.register(req.context.application, req.context.principal.user_id, **values)
 
 
-class Passkeys(_OwnPasskeys):
+class Passkeys(_OwnPasskeys, Action):
     docs = {"GET": op("The caller's passkeys", response=schemas.PASSKEYS, errors=[Forbidden])}
 
-    def on_get(self, req, resp, applicationId):
-        respond(resp, self.passkeys.list(applicationId, req.context.principal.user_id))
+    def act(self, req, values, applicationId):
+        return self.passkeys.list(applicationId, req.context.principal.user_id)
 
 
 class PasskeyItem(_OwnPasskeys):
@@ -106,9 +103,11 @@ class PasskeyItem(_OwnPasskeys):
 
 
 class _SignIn(ThrottledPerIp):
-    """The sign-in routes: public, and counted against the login's per-IP budget first."""
+    """The sign-in routes: public, counted against the login's per-IP budget first, and
+    answered with a token pair or a challenge (no-store)."""
 
     access = {"POST": PUBLIC}
+    no_store = True
 
     def __init__(self, passkeys: PasskeyService, login: LoginService, *, trusted_proxies):
         super().__init__(login, trusted_proxies=trusted_proxies)
@@ -128,9 +127,8 @@ class AuthenticationOptions(_SignIn):
         errors=[ValidationFailed, MfaChallengeExpired, LoginsLimited, *_GATES],
     )}
 
-    def on_post(self, req, resp, applicationId):
-        values = self.throttled_body(req)
-        respond(resp, self.passkeys.authentication_options(req.context.application, **values), cacheable=False)
+    def act(self, req, values, applicationId):
+        return self.passkeys.authentication_options(req.context.application, **values)
 
 
 class AuthenticationVerify(_SignIn):
@@ -144,8 +142,6 @@ class AuthenticationVerify(_SignIn):
                 MfaChallengeExpired, MfaLocked, LoginsLimited, *_GATES],
     )}
 
-    def on_post(self, req, resp, applicationId):
-        values = self.throttled_body(req)
-        pair = self.passkeys.authenticate(req.context.application, **values,
+    def act(self, req, values, applicationId):
+        return self.passkeys.authenticate(req.context.application, **values,
                                           device_info=device_info_of(req, self.trusted_proxies))
-        respond(resp, pair, cacheable=False)

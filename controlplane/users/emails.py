@@ -42,22 +42,28 @@ def letter(app: dict, user: dict, text: str) -> str:
     return f"Hello {one_line(user['name'])},\n\n{text}-- {brand(app)}\n"
 
 
+def _link_letter(app: dict, user: dict, url: str, ttl: int, *, intro: str, closing: str, note: str = "") -> str:
+    """The body of a message whose one link finishes an action: ``intro`` asks to open
+    it, ``note`` follows the line that says how long it works, ``closing`` tells someone
+    who did not ask what to do."""
+    return letter(app, user, f"{intro}\n\n{single_use_link(url, ttl)}{note}\n{closing}\n\n")
+
+
 def verification(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
     """(subject, body) of the email-address verification message."""
     name = brand(app)
-    return f"Confirm your email address for {name}", letter(app, user, (
-        f"Please confirm the email address of your {name} account by opening this link:\n\n"
-        f"{single_use_link(url, ttl)}\n"
-        f"If you did not create an account with {name}, you can ignore this message.\n\n"
-    ))
+    return f"Confirm your email address for {name}", _link_letter(
+        app, user, url, ttl,
+        intro=f"Please confirm the email address of your {name} account by opening this link:",
+        closing=f"If you did not create an account with {name}, you can ignore this message.")
 
 
 def password_reset(app: dict, user: dict, url: str, ttl: int) -> tuple[str, str]:
     """(subject, body) of the password reset message."""
     name = brand(app)
-    return f"Reset your {name} password", letter(app, user, (
-        f"Someone asked to reset the password of your {name} account ({user['email']}).\n"
-        f"To choose a new password, open this link:\n\n"
-        f"{single_use_link(url, ttl)} Resetting the password signs you out on every device.\n"
-        f"If you did not ask for this, ignore this message: your password stays unchanged.\n\n"
-    ))
+    return f"Reset your {name} password", _link_letter(
+        app, user, url, ttl,
+        intro=f"Someone asked to reset the password of your {name} account ({user['email']}).\n"
+              f"To choose a new password, open this link:",
+        note=" Resetting the password signs you out on every device.",
+        closing="If you did not ask for this, ignore this message: your password stays unchanged.")

@@ -17,7 +17,7 @@ from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
 from controlplane.passkeys.errors import PasswordSignInDisabled
 from controlplane.passwords import PasswordTooWeak, WrongPassword
-from controlplane.resource import Resource, ThrottledPerIp, query_param
+from controlplane.resource import Action, Resource, ThrottledPerIp, query_param
 from controlplane.users import schemas
 from controlplane.users.admin import UserAdminService
 from controlplane.users.errors import (
@@ -66,6 +66,7 @@ class _ThrottledPerIp(ThrottledPerIp):
 
 
 class Register(_ThrottledPerIp):
+    message = "Registration successful. Check your email to verify your address."
     docs = {"POST": op(
         "Register an end user",
         description="Creates an unverified user, sends the verification email and emits user.created. "
@@ -75,13 +76,12 @@ class Register(_ThrottledPerIp):
         errors=[ValidationFailed, EmailAlreadyRegistered, PasswordTooWeak, UserLimitReached, RegistrationsLimited],
     )}
 
-    def on_post(self, req, resp, applicationId):
-        user = self.service.register(req.context.application, **self.throttled_body(req))
-        respond(resp, serialize_user(user), status=201,
-                message="Registration successful. Check your email to verify your address.")
+    def act(self, req, values, applicationId):
+        return serialize_user(self.service.register(req.context.application, **values))
 
 
 class Login(_ThrottledPerIp):
+    no_store = True
     docs = {"POST": op(
         "Log in with email and password",
         description="Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled or a "
@@ -93,15 +93,13 @@ class Login(_ThrottledPerIp):
                 PasswordSignInDisabled],
     )}
 
-    def on_post(self, req, resp, applicationId):
-        values = self.throttled_body(req)
-        result = self.service.login(req.context.application, email=values["email"], password=values["password"],
-                                    remember_me=values["remember_me"],
-                                    device_info=device_info_of(req, self.trusted_proxies))
-        respond(resp, result, cacheable=False)
+    def act(self, req, values, applicationId):
+        return self.service.login(req.context.application, email=values["email"], password=values["password"],
+                                  remember_me=values["remember_me"],
+                                  device_info=device_info_of(req, self.trusted_proxies))
 
 
-class Logout(Resource):
+class Logout(Action):
     access = {"POST": CREDENTIAL}
     docs = {"POST": op(
         "Log out: revoke a refresh token",
@@ -114,15 +112,15 @@ class Logout(Resource):
     def __init__(self, sessions: SessionService):
         self.sessions = sessions
 
-    def on_post(self, req, resp, applicationId):
+    def act(self, req, values, applicationId):
         principal = req.context.principal
-        self.sessions.logout(applicationId, self.body(req)["refresh_token"],
+        self.sessions.logout(applicationId, values["refresh_token"],
                              user_id=principal.user_id if principal.kind == "user" else None)
-        resp.status = 204
 
 
-class Refresh(Resource):
+class Refresh(Action):
     access = {"POST": PUBLIC}
+    no_store = True
     docs = {"POST": op(
         "Exchange a refresh token for a new token pair",
         description="Rotates the refresh token. Presenting an already rotated token revokes its session, except "
@@ -135,9 +133,8 @@ class Refresh(Resource):
     def __init__(self, sessions: SessionService):
         self.sessions = sessions
 
-    def on_post(self, req, resp, applicationId):
-        pair = self.sessions.refresh(req.context.application, self.body(req)["refresh_token"])
-        respond(resp, pair, cacheable=False)
+    def act(self, req, values, applicationId):
+        return self.sessions.refresh(req.context.application, values["refresh_token"])
 
 
 class ChangePassword(Resource):
@@ -164,20 +161,20 @@ class ChangePassword(Resource):
         respond(resp, {"message": "Password changed."})
 
 
-class _EmailedLink(Resource):
+class _EmailedLink(Action):
     """POST {email}: ``send(app, email)`` mails the address a link when an account of it
-    wants one; the answer is the same ``answer`` either way, so it tells no one which
+    wants one; the answer is the same ``reply`` either way, so it tells no one which
     addresses have accounts.  ``docs`` come from ``emailed_link_docs``."""
 
     access = {"POST": PUBLIC}
-    answer: str
+    reply: str
 
     def __init__(self, send: Callable[[dict, str], None]):
         self.send = send
 
-    def on_post(self, req, resp, applicationId):
-        self.send(req.context.application, self.body(req)["email"])
-        respond(resp, {"message": self.answer})
+    def act(self, req, values, applicationId):
+        self.send(req.context.application, values["email"])
+        return {"message": self.reply}
 
     @staticmethod
     def emailed_link_docs(summary: str, description: str, limited: type[RateLimited]) -> dict:
@@ -191,10 +188,10 @@ class ForgotPassword(_EmailedLink):
         "The same answer whether or not the email has an account. 3 requests per 15 minutes per email, counted "
         "whether or not it exists. The reset link is valid 1 hour.",
         ResetRequestsLimited)
-    answer = "If an account exists for this email, a password reset link has been sent."
+    reply = "If an account exists for this email, a password reset link has been sent."
 
 
-class ResetPassword(Resource):
+class ResetPassword(Action):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
@@ -207,12 +204,12 @@ class ResetPassword(Resource):
     def __init__(self, passwords: PasswordService):
         self.passwords = passwords
 
-    def on_post(self, req, resp, applicationId):
-        self.passwords.reset(req.context.application, **self.body(req))
-        respond(resp, {"message": "Your password has been reset. You can now log in."})
+    def act(self, req, values, applicationId):
+        self.passwords.reset(req.context.application, **values)
+        return {"message": "Your password has been reset. You can now log in."}
 
 
-class VerifyEmail(Resource):
+class VerifyEmail(Action):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         "Verify the email address with the emailed token",
@@ -224,9 +221,9 @@ class VerifyEmail(Resource):
     def __init__(self, verification: EmailVerificationService):
         self.verification = verification
 
-    def on_post(self, req, resp, applicationId):
-        self.verification.verify(applicationId, self.body(req)["token"])
-        respond(resp, {"message": "Your email address has been verified."})
+    def act(self, req, values, applicationId):
+        self.verification.verify(applicationId, values["token"])
+        return {"message": "Your email address has been verified."}
 
 
 class ResendVerification(_EmailedLink):
@@ -235,7 +232,7 @@ class ResendVerification(_EmailedLink):
         "The same answer whether or not the account exists or is already verified. 2 requests per minute per "
         "email (only resend requests count).",
         VerificationRequestsLimited)
-    answer = "If this email has an account awaiting verification, a new verification email has been sent."
+    reply = "If this email has an account awaiting verification, a new verification email has been sent."
 
 
 # ---------------------------------------------------------------- dashboard administration

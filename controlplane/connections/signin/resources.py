@@ -30,7 +30,7 @@ from controlplane.lockout import AccountLocked
 from controlplane.openapi import op
 from controlplane.passkeys.errors import PasskeysDisabled, PasskeysUnavailable
 from controlplane.passkeys.schemas import AUTHENTICATION_OPTIONS_RESULT
-from controlplane.resource import Resource, ThrottledPerIp
+from controlplane.resource import Action, ThrottledPerIp
 from controlplane.users.errors import (
     AccountSuspended,
     InvalidCredentials,
@@ -59,7 +59,7 @@ class _SignIn(ThrottledPerIp):
         self.login = login
         self.sessions = sessions
 
-    def answer(self, req, resp, result, remember_me: bool) -> None:
+    def signed_in(self, req, resp, result, remember_me: bool) -> None:
         """The password login's answer for a flow's outcome; a refusal is its error."""
         if result.outcome == REFUSED:
             raise result.error
@@ -75,6 +75,7 @@ class _SignIn(ThrottledPerIp):
 
 
 class Start(_SignIn):
+    no_store = True
     docs = {"POST": op(
         "Start signing in through a connection",
         description="Answers the provider's authorization URL (PKCE S256, state and nonce kept 10 minutes, bound to "
@@ -84,13 +85,12 @@ class Start(_SignIn):
         errors=[ValidationFailed, ConnectionNotFound, ConnectionInactive, LoginsLimited],
     )}
 
-    def on_post(self, req, resp, applicationId, connectionId):
-        values = self.throttled_body(req)
+    def act(self, req, values, applicationId, connectionId):
         app = req.context.application
         check_redirect_uri(app, values["redirect_uri"])
         url = self.flow.start(app, connectionId, redirect_uri=values["redirect_uri"], binding=values["binding"],
                               login_hint=values["login_hint"])
-        respond(resp, {"authorization_url": url}, cacheable=False)
+        return {"authorization_url": url}
 
 
 class Callback(_SignIn):
@@ -106,11 +106,11 @@ class Callback(_SignIn):
     )}
 
     def on_post(self, req, resp, applicationId):
-        values = self.throttled_body(req)
+        values = self.body(req)
         result = self.flow.finish(req.context.application, params=values["params"], binding=values["binding"],
                                   remember_me=values["remember_me"],
                                   device_info=device_info_of(req, self.trusted_proxies))
-        self.answer(req, resp, result, values["remember_me"])
+        self.signed_in(req, resp, result, values["remember_me"])
 
 
 class LinkCode(_SignIn):
@@ -122,13 +122,13 @@ class LinkCode(_SignIn):
         errors=[ValidationFailed, ConnectionStateInvalid, LinkCodesLimited, LoginsLimited],
     )}
 
-    def on_post(self, req, resp, applicationId):
-        values = self.throttled_body(req)
+    def act(self, req, values, applicationId):
         self.flow.send_link_code(req.context.application, link_id=values["link_id"], binding=values["binding"])
-        respond(resp, {"message": "A code has been sent to the account's email address."}, status=202)
+        return {"message": "A code has been sent to the account's email address."}
 
 
 class LinkPasskey(_SignIn):
+    no_store = True
     docs = {"POST": op(
         "WebAuthn options to prove the account a pending link would join with one of its passkeys",
         description="Offered when the 409 CONNECTION_LINK_REQUIRED lists passkey among details.methods. Pass the "
@@ -138,10 +138,9 @@ class LinkPasskey(_SignIn):
         errors=[ValidationFailed, ConnectionStateInvalid, PasskeysDisabled, PasskeysUnavailable, LoginsLimited],
     )}
 
-    def on_post(self, req, resp, applicationId):
-        values = self.throttled_body(req)
-        respond(resp, self.flow.link_passkey_options(req.context.application, link_id=values["link_id"],
-                                                     binding=values["binding"]), cacheable=False)
+    def act(self, req, values, applicationId):
+        return self.flow.link_passkey_options(req.context.application, link_id=values["link_id"],
+                                              binding=values["binding"])
 
 
 class LinkComplete(_SignIn):
@@ -158,7 +157,7 @@ class LinkComplete(_SignIn):
     )}
 
     def on_post(self, req, resp, applicationId):
-        values = self.throttled_body(req)
+        values = self.body(req)
         passkey = None
         if values["credential"] is not None:
             if values["challenge_id"] is None:
@@ -170,10 +169,17 @@ class LinkComplete(_SignIn):
                                          binding=values["binding"], password=values["password"], code=values["code"],
                                          passkey=passkey, remember_me=values["remember_me"],
                                          device_info=device_info_of(req, self.trusted_proxies))
-        self.answer(req, resp, result, values["remember_me"])
+        self.signed_in(req, resp, result, values["remember_me"])
 
 
-class Identities(Resource):
+class _IdentityResource(Action):
+    """A route of a user's linked identities."""
+
+    def __init__(self, identities: IdentityService):
+        self.identities = identities
+
+
+class Identities(_IdentityResource):
     access = {"GET": owner_or("users:read")}
     docs = {"GET": op(
         "List the user's linked identities",
@@ -182,14 +188,11 @@ class Identities(Resource):
         response=schemas.IDENTITIES, errors=[Forbidden, UserNotFound],
     )}
 
-    def __init__(self, identities: IdentityService):
-        self.identities = identities
-
-    def on_get(self, req, resp, applicationId, userId):
-        respond(resp, self.identities.list(applicationId, userId))
+    def act(self, req, values, applicationId, userId):
+        return self.identities.list(applicationId, userId)
 
 
-class IdentityItem(Resource):
+class IdentityItem(_IdentityResource):
     access = {"DELETE": owner_or("users:manage")}
     docs = {"DELETE": op(
         "Unlink an identity",
@@ -200,15 +203,12 @@ class IdentityItem(Resource):
         ok=204, errors=[Forbidden, UserNotFound, IdentityNotFound, IdentityLastSignIn],
     )}
 
-    def __init__(self, identities: IdentityService):
-        self.identities = identities
-
-    def on_delete(self, req, resp, applicationId, userId, identityId):
+    def act(self, req, values, applicationId, userId, identityId):
         self.identities.unlink(req.context.application, userId, identityId)
-        resp.status = 204
 
 
-class IdentityToken(Resource):
+class IdentityToken(_IdentityResource):
+    no_store = True
     access = {"GET": permission("connections:tokens")}
     docs = {"GET": op(
         "The upstream access token of an identity",
@@ -221,9 +221,8 @@ class IdentityToken(Resource):
     )}
 
     def __init__(self, identities: IdentityService, tokens: UpstreamTokens):
-        self.identities = identities
+        super().__init__(identities)
         self.tokens = tokens
 
-    def on_get(self, req, resp, applicationId, userId, identityId):
-        identity = self.identities.get(applicationId, userId, identityId)
-        respond(resp, self.tokens.serve(applicationId, identity), cacheable=False)
+    def act(self, req, values, applicationId, userId, identityId):
+        return self.tokens.serve(applicationId, self.identities.get(applicationId, userId, identityId))
