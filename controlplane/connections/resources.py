@@ -14,10 +14,10 @@ from controlplane.connections.errors import (
     ConnectionProviderError,
 )
 from controlplane.connections.service import UpstreamConnectionService, serialize
-from controlplane.openapi import op
+from controlplane.openapi import list_op, op
 from controlplane.resource import ServiceResource
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import OPTIONAL_PAGE_QUERY, respond, respond_list
+from shared.http import respond, respond_list
 
 MANAGE = permission("connections:manage")
 
@@ -29,9 +29,8 @@ _WRITE_ERRORS = [ValidationFailed, PermissionMissing, ConnectionNameTaken, Conne
 class ConnectionCollection(ServiceResource[UpstreamConnectionService]):
     every_method = MANAGE
     docs = {
-        "GET": op("List the application's connections (upstream identity providers), oldest first",
-                  query=OPTIONAL_PAGE_QUERY, response=schemas.CONNECTION_LIST, wrapped=False,
-                  errors=[PermissionMissing, ValidationFailed]),
+        "GET": list_op("List the application's connections (upstream identity providers), oldest first",
+                       schemas.CONNECTION, errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Create a connection", body=schemas.CREATE_CONNECTION, ok=201, response=schemas.CONNECTION,
                    description="A preset fills the issuer, scopes and claim mapping. An oidc connection's "
                                "discovery document is fetched now and its endpoints pinned; a provider that "
