@@ -30,7 +30,7 @@ class ConnectionCollection(ServiceResource[UpstreamConnectionService]):
     every_method = MANAGE
     docs = {
         "GET": list_op("List the application's connections (upstream identity providers), oldest first",
-                       schemas.CONNECTION, errors=[PermissionMissing, ValidationFailed]),
+                       schemas.CONNECTION, errors=[PermissionMissing]),
         "POST": op("Create a connection", body=schemas.CREATE_CONNECTION, ok=201, response=schemas.CONNECTION,
                    description="A preset fills the issuer, scopes and claim mapping. An oidc connection's "
                                "discovery document is fetched now and its endpoints pinned; a provider that "

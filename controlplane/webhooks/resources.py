@@ -27,7 +27,7 @@ class WebhookCollection(ManagedCollection):
     every_method = MANAGE
     docs = {
         "GET": list_op("List webhooks (without their secrets), oldest first", schemas.WEBHOOK,
-                       errors=[PermissionMissing, ValidationFailed]),
+                       errors=[PermissionMissing]),
         "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
     }
