@@ -18,13 +18,14 @@ collection.  Class attributes describe it:
 ``body(req)`` reads the JSON body and validates it with the schema ``docs`` gives the
 method, so the document and the validation cannot part.
 
-A ``ServiceResource[RoleService]`` is given one service, its area's, as ``self.service``
-(``Routes.add_each`` builds every resource of such an area with it).
-
 ``ManagedCollection`` and ``ManagedItem`` are the list/create and get/update/delete
 handlers of documents an application manages with a secret shown once (OIDC clients,
 webhooks); their subclasses declare only their gate (``every_method``), ``docs`` (whose
 body schemas validate the writes) and ``serialize``.
+
+A ``ServiceResource[RoleService]`` is given one service, its area's, as ``self.service``
+(``Routes.add_each`` builds every resource of such an area with it); ``ManagedCollection``
+and ``ManagedItem`` are two.
 """
 from __future__ import annotations
 
