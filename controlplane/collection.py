@@ -4,10 +4,24 @@ area": stores own their collections and declare their indexes).
 A subclass names its collection and its area's ``INDEXES``
 (``name, indexes = "oidc_codes", INDEXES``) and writes its queries against
 ``self._docs``; inserting a document and reading one by ``_id`` are the same for all.
+``insert_unique`` is the insert of any store whose unique index stands for a rule
+(a name taken in the application...).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pymongo import ASCENDING, ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+
+def insert_unique(collection, doc: dict, taken: Callable[[], Exception]) -> None:
+    """Insert ``doc``; when a unique index refuses it, raise ``taken()``, the area's
+    domain error for what is already there (a role's name, an account's email...)."""
+    try:
+        collection.insert_one(doc)
+    except DuplicateKeyError:
+        raise taken() from None
 
 
 class Collection:

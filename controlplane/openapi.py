@@ -24,6 +24,7 @@ from shared.errors import (
     RateLimited,
     Unauthorized,
     UnsupportedMediaType,
+    ValidationFailed,
 )
 from shared.http import OPTIONAL_PAGE_QUERY
 from shared.openapi import COMPONENTS, error_responses
@@ -59,9 +60,10 @@ def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), desc
 def list_op(summary, item, *, errors, query=None):
     """A GET answered by ``shared.http.respond_list``: the whole list, or the page that
     the optional ?page= and ?per_page= (after the route's own ``query``) ask for; ``item``
-    is the JSON schema of one element."""
+    is the JSON schema of one element.  A bad page parameter is ValidationFailed, added
+    to ``errors``."""
     return op(summary, query={**(query or {}), **OPTIONAL_PAGE_QUERY}, response=list_of(item), wrapped=False,
-              errors=errors)
+              errors=[*errors, ValidationFailed])
 
 
 class Routes:

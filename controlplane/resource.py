@@ -27,16 +27,22 @@ read only once the per-IP budget has counted the request.
 handlers of documents an application manages with a secret shown once (OIDC clients,
 webhooks); their subclasses declare only their gate (``every_method``), ``docs`` (whose
 body schemas validate the writes) and ``serialize``.
+
+A ``ServiceResource[RoleService]`` is given one service, its area's, as ``self.service``
+(``Routes.add_each`` builds every resource of such an area with it); ``ManagedCollection``
+and ``ManagedItem`` are two.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from shared.errors import ValidationFailed
 from shared.http import client_ip, read_json, respond, respond_list
 from shared.validation import Invalid
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+S = TypeVar("S")  # the service of a ServiceResource
 
 
 class Resource:
@@ -104,7 +110,12 @@ class ThrottledPerIp(Action):
         return super().body(req, partial=partial)
 
 
-class ManagedCollection(Resource):
+class ServiceResource(Resource, Generic[S]):
+    def __init__(self, service: S):
+        self.service = service
+
+
+class ManagedCollection(ServiceResource):
     """An application's documents that are created with a secret shown once (OIDC
     clients, webhooks): GET lists them (whole, or a page when asked: ``respond_list``),
     POST creates one and answers it with its secret (201, ``Cache-Control: no-store``).
@@ -112,9 +123,6 @@ class ManagedCollection(Resource):
     ``serialize(document, secret=None)`` shapes the answers."""
 
     serialize: Callable[..., dict]
-
-    def __init__(self, service):
-        self.service = service
 
     def on_get(self, req, resp, applicationId):
         respond_list(req, resp, self.service.list(applicationId), self.serialize)
@@ -124,16 +132,13 @@ class ManagedCollection(Resource):
         respond(resp, self.serialize(doc, secret), status=201, cacheable=False)
 
 
-class ManagedItem(Resource):
+class ManagedItem(ServiceResource):
     """One of those documents, named by the path parameter after the application's: GET
     it, PUT a partial update (validated by ``update_schema``), DELETE it (204), through
     the service's ``get``, ``update`` and ``delete``, which raise the area's not-found
     error."""
 
     serialize: Callable[..., dict]
-
-    def __init__(self, service):
-        self.service = service
 
     def on_get(self, req, resp, applicationId, **path):
         respond(resp, self.serialize(self.service.get(applicationId, *path.values())))

@@ -21,7 +21,7 @@ from controlplane.abac.errors import (
 from controlplane.abac.service import AbacService, serialize_policy
 from controlplane.auth import permission
 from controlplane.openapi import op
-from controlplane.resource import Resource
+from controlplane.resource import ServiceResource
 from controlplane.users.errors import UserNotFound
 from shared.checks import Permission
 from shared.errors import Conflict, PermissionMissing, ValidationFailed
@@ -41,7 +41,7 @@ def _answer_revision(resp, abac: AbacService) -> None:
         resp.set_header("X-Iamgate-Revision", str(abac.head()))
 
 
-class PolicyCollection(Resource):
+class PolicyCollection(ServiceResource[AbacService]):
     access = {"GET": READ, "POST": MANAGE}
     docs = {
         "GET": op("List ABAC policies", query={
@@ -54,23 +54,20 @@ class PolicyCollection(Resource):
                    errors=[*_BODY_ERRORS, PolicyNameTaken, PolicyLimitReached, *_CAP_ERRORS]),
     }
 
-    def __init__(self, abac: AbacService):
-        self.abac = abac
-
     def on_get(self, req, resp, applicationId):
         page, per_page = page_params(req)
         is_active = schemas.is_active_param(req.get_param("is_active"))
         checked = schemas.permission_param(req.get_param("permission"))
-        docs, total = self.abac.list_policies(applicationId, is_active=is_active, permission=checked,
+        docs, total = self.service.list_policies(applicationId, is_active=is_active, permission=checked,
                                               page=page, per_page=per_page)
         resp.media = paginated([serialize_policy(d) for d in docs], total, page, per_page)
 
     def on_post(self, req, resp, applicationId):
-        values = schemas.clean_policy(schemas.CREATE_POLICY, read_json(req), self.abac.limits, partial=False)
-        respond(resp, serialize_policy(self.abac.create_policy(applicationId, values)), status=201)
+        values = schemas.clean_policy(schemas.CREATE_POLICY, read_json(req), self.service.limits, partial=False)
+        respond(resp, serialize_policy(self.service.create_policy(applicationId, values)), status=201)
 
 
-class PolicyItem(Resource):
+class PolicyItem(ServiceResource[AbacService]):
     access = {"GET": READ, "PUT": MANAGE, "DELETE": MANAGE}
     docs = {
         "GET": op("Get an ABAC policy", response=schemas.POLICY, errors=[PermissionMissing, PolicyNotFound]),
@@ -80,23 +77,20 @@ class PolicyItem(Resource):
         "DELETE": op("Delete an ABAC policy", ok=204, errors=[PermissionMissing, PolicyNotFound]),
     }
 
-    def __init__(self, abac: AbacService):
-        self.abac = abac
-
     def on_get(self, req, resp, applicationId, policyId):
-        respond(resp, serialize_policy(self.abac.get_policy(applicationId, policyId)))
+        respond(resp, serialize_policy(self.service.get_policy(applicationId, policyId)))
 
     def on_put(self, req, resp, applicationId, policyId):
-        values = schemas.clean_policy(schemas.UPDATE_POLICY, read_json(req), self.abac.limits, partial=True)
-        respond(resp, serialize_policy(self.abac.update_policy(applicationId, policyId, values)))
-        _answer_revision(resp, self.abac)
+        values = schemas.clean_policy(schemas.UPDATE_POLICY, read_json(req), self.service.limits, partial=True)
+        respond(resp, serialize_policy(self.service.update_policy(applicationId, policyId, values)))
+        _answer_revision(resp, self.service)
 
     def on_delete(self, req, resp, applicationId, policyId):
-        self.abac.delete_policy(applicationId, policyId)
+        self.service.delete_policy(applicationId, policyId)
         resp.status = 204
 
 
-class Evaluate(Resource):
+class Evaluate(ServiceResource[AbacService]):
     access = {"POST": READ}
     docs = {
         "POST": op("Dry-run a check with its reasons", body=schemas.EVALUATE, response=schemas.EVALUATION,
@@ -106,25 +100,19 @@ class Evaluate(Resource):
                    errors=_BODY_ERRORS),
     }
 
-    def __init__(self, abac: AbacService):
-        self.abac = abac
-
     def on_post(self, req, resp, applicationId):
-        respond(resp, self.abac.evaluate(applicationId, schemas.clean_evaluate(read_json(req), self.abac.limits)))
+        respond(resp, self.service.evaluate(applicationId, schemas.clean_evaluate(read_json(req), self.service.limits)))
 
 
-class UserAttributes(Resource):
+class UserAttributes(ServiceResource[AbacService]):
     access = {"GET": READ}
     docs = {"GET": op("A user's ABAC attributes", response=schemas.ATTRIBUTES, errors=_USER_ERRORS)}
 
-    def __init__(self, abac: AbacService):
-        self.abac = abac
-
     def on_get(self, req, resp, applicationId, userId):
-        respond(resp, self.abac.attributes(applicationId, userId))
+        respond(resp, self.service.attributes(applicationId, userId))
 
 
-class UserAttribute(Resource):
+class UserAttribute(ServiceResource[AbacService]):
     access = {"PUT": MANAGE, "DELETE": MANAGE}
     docs = {
         "PUT": op("Set a user's ABAC attribute", body=schemas.SET_ATTRIBUTE, response=schemas.ATTRIBUTE,
@@ -135,15 +123,12 @@ class UserAttribute(Resource):
                      errors=[ValidationFailed, *_USER_ERRORS, AttributeNotFound]),
     }
 
-    def __init__(self, abac: AbacService):
-        self.abac = abac
-
     def on_put(self, req, resp, applicationId, userId, key):
         key = schemas.attribute_key(key)
         value = schemas.attribute_value(read_json(req))
-        respond(resp, self.abac.set_attribute(applicationId, userId, key, value))
-        _answer_revision(resp, self.abac)
+        respond(resp, self.service.set_attribute(applicationId, userId, key, value))
+        _answer_revision(resp, self.service)
 
     def on_delete(self, req, resp, applicationId, userId, key):
-        self.abac.delete_attribute(applicationId, userId, schemas.attribute_key(key))
+        self.service.delete_attribute(applicationId, userId, schemas.attribute_key(key))
         resp.status = 204

@@ -20,7 +20,7 @@ from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from controlplane.abac.errors import PolicyNameTaken
-from controlplane.collection import AppCollection
+from controlplane.collection import AppCollection, insert_unique
 from shared.abac import Policy
 from shared.concurrency import yield_to_others
 
@@ -109,10 +109,7 @@ class PolicyStore(AppCollection):
         self._writers.delete_one({"_id": app_id, "holder": holder})
 
     def insert(self, doc: dict) -> None:
-        try:
-            self._docs.insert_one(doc)
-        except DuplicateKeyError:
-            raise PolicyNameTaken(doc["name"]) from None
+        insert_unique(self._docs, doc, lambda: PolicyNameTaken(doc["name"]))
 
     def search(self, app_id: str, *, is_active: bool | None, patterns: list[str] | None,
                skip: int, limit: int) -> tuple[list[dict], int]:

@@ -14,10 +14,10 @@ from controlplane.connections.errors import (
     ConnectionProviderError,
 )
 from controlplane.connections.service import UpstreamConnectionService, serialize
-from controlplane.openapi import op
-from controlplane.resource import Resource
+from controlplane.openapi import list_op, op
+from controlplane.resource import ServiceResource
 from shared.errors import PermissionMissing, ValidationFailed
-from shared.http import OPTIONAL_PAGE_QUERY, respond, respond_list
+from shared.http import respond, respond_list
 
 MANAGE = permission("connections:manage")
 
@@ -26,12 +26,11 @@ _WRITE_ERRORS = [ValidationFailed, PermissionMissing, ConnectionNameTaken, Conne
                  ConnectionProviderError]
 
 
-class ConnectionCollection(Resource):
+class ConnectionCollection(ServiceResource[UpstreamConnectionService]):
     every_method = MANAGE
     docs = {
-        "GET": op("List the application's connections (upstream identity providers), oldest first",
-                  query=OPTIONAL_PAGE_QUERY, response=schemas.CONNECTION_LIST, wrapped=False,
-                  errors=[PermissionMissing, ValidationFailed]),
+        "GET": list_op("List the application's connections (upstream identity providers), oldest first",
+                       schemas.CONNECTION, errors=[PermissionMissing]),
         "POST": op("Create a connection", body=schemas.CREATE_CONNECTION, ok=201, response=schemas.CONNECTION,
                    description="A preset fills the issuer, scopes and claim mapping. An oidc connection's "
                                "discovery document is fetched now and its endpoints pinned; a provider that "
@@ -40,17 +39,14 @@ class ConnectionCollection(Resource):
                    errors=[*_WRITE_ERRORS, ConnectionLimitExceeded]),
     }
 
-    def __init__(self, connections: UpstreamConnectionService):
-        self.connections = connections
-
     def on_get(self, req, resp, applicationId):
-        respond_list(req, resp, self.connections.list(applicationId), serialize)
+        respond_list(req, resp, self.service.list(applicationId), serialize)
 
     def on_post(self, req, resp, applicationId):
-        respond(resp, serialize(self.connections.create(applicationId, self.body(req))), status=201)
+        respond(resp, serialize(self.service.create(applicationId, self.body(req))), status=201)
 
 
-class ConnectionItem(Resource):
+class ConnectionItem(ServiceResource[UpstreamConnectionService]):
     every_method = MANAGE
     docs = {
         "GET": op("Get a connection (without its client secret)", response=schemas.CONNECTION, errors=_ITEM_ERRORS),
@@ -61,22 +57,19 @@ class ConnectionItem(Resource):
         "DELETE": op("Delete a connection", ok=204, errors=_ITEM_ERRORS),
     }
 
-    def __init__(self, connections: UpstreamConnectionService):
-        self.connections = connections
-
     def on_get(self, req, resp, applicationId, connectionId):
-        respond(resp, serialize(self.connections.get(applicationId, connectionId)))
+        respond(resp, serialize(self.service.get(applicationId, connectionId)))
 
     def on_patch(self, req, resp, applicationId, connectionId):
         values = self.body(req, partial=True)
-        respond(resp, serialize(self.connections.update(applicationId, connectionId, values)))
+        respond(resp, serialize(self.service.update(applicationId, connectionId, values)))
 
     def on_delete(self, req, resp, applicationId, connectionId):
-        self.connections.delete(applicationId, connectionId)
+        self.service.delete(applicationId, connectionId)
         resp.status = 204
 
 
-class ConnectionTest(Resource):
+class ConnectionTest(ServiceResource[UpstreamConnectionService]):
     every_method = MANAGE
     docs = {
         "POST": op("Test a connection: fetch discovery and the JWKS now and report what is wrong",
@@ -87,8 +80,5 @@ class ConnectionTest(Resource):
                    errors=_ITEM_ERRORS),
     }
 
-    def __init__(self, connections: UpstreamConnectionService):
-        self.connections = connections
-
     def on_post(self, req, resp, applicationId, connectionId):
-        respond(resp, self.connections.test(applicationId, connectionId), cacheable=False)
+        respond(resp, self.service.test(applicationId, connectionId), cacheable=False)

@@ -9,7 +9,7 @@ from controlplane.connections.model import LINKING_MODES
 from controlplane.connections.presets import PRESETS
 from controlplane.webhooks.targets import URL_MAX
 from shared.errors import ValidationFailed
-from shared.validation import ID, NULLABLE_TIME, TIME, Bool, Invalid, List, Object, Schema, String, Url, list_of
+from shared.validation import ID, NULLABLE_TIME, TIME, Bool, Invalid, List, Object, Schema, String, Url
 
 NAME_MAX = 63
 DISPLAY_NAME_MAX = 100
@@ -202,7 +202,6 @@ CONNECTION = {
     },
 }
 
-CONNECTION_LIST = list_of(CONNECTION)  # whole, or a page when asked (shared.http.respond_list)
 
 TEST_REPORT = {
     "type": "object",

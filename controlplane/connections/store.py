@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pymongo import ASCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
-from controlplane.collection import AppCollection
+from controlplane.collection import AppCollection, insert_unique
 from controlplane.connections.errors import ConnectionEmailDomainTaken, ConnectionNameTaken
 from controlplane.connections.model import Connection
 
@@ -68,10 +68,7 @@ class ConnectionStore(AppCollection):
         return Connection.from_document(doc) if doc else None
 
     def insert(self, connection: Connection) -> None:
-        try:
-            self._docs.insert_one(connection.to_document())
-        except DuplicateKeyError:
-            raise ConnectionNameTaken(connection.name) from None
+        insert_unique(self._docs, connection.to_document(), lambda: ConnectionNameTaken(connection.name))
 
     def replace(self, connection: Connection, *, expected_updated_at: datetime) -> bool:
         """Write ``connection`` over the stored one if nobody changed it since it was read

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 
+from controlplane.collection import insert_unique
 from controlplane.dashboard.errors import AlreadyMember, EmailTaken
-from controlplane.store import DuplicateKeyError
 
 INDEXES = {
     "dashboard_accounts": [IndexModel([("email", ASCENDING)], unique=True)],
@@ -50,10 +50,7 @@ class DashboardStore:
 
     def insert_account(self, doc: dict) -> None:
         """EmailTaken when the unique email index refuses it."""
-        try:
-            self._accounts.insert_one(doc)
-        except DuplicateKeyError:
-            raise EmailTaken() from None
+        insert_unique(self._accounts, doc, EmailTaken)
 
     def update_account(self, account_id: str, changes: dict) -> dict | None:
         return self._accounts.find_one_and_update({"_id": account_id}, {"$set": changes},
@@ -144,10 +141,7 @@ class DashboardStore:
 
     def insert_member(self, doc: dict) -> None:
         """AlreadyMember when the account is a member of the organization already."""
-        try:
-            self._members.insert_one(doc)
-        except DuplicateKeyError:
-            raise AlreadyMember(doc["account_id"]) from None
+        insert_unique(self._members, doc, lambda: AlreadyMember(doc["account_id"]))
 
     def members(self, organization_id: str) -> list[dict]:
         cursor = self._members.find({"organization_id": organization_id})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from controlplane.auth import permission
 from controlplane.openapi import op
-from controlplane.resource import Resource, query_param
+from controlplane.resource import ServiceResource, query_param
 from controlplane.roles import schemas
 from controlplane.roles.errors import (
     RoleAlreadyAssigned,
@@ -34,7 +34,7 @@ def scope_param(req) -> str | None:
     return query_param(req, "scope", schemas.Scope())
 
 
-class RoleCollection(Resource):
+class RoleCollection(ServiceResource[RoleService]):
     access = {"GET": READ, "POST": MANAGE}
     docs = {
         "GET": op("List roles", query={
@@ -47,26 +47,23 @@ class RoleCollection(Resource):
                    errors=[ValidationFailed, PermissionMissing, RoleNameTaken]),
     }
 
-    def __init__(self, roles: RoleService):
-        self.roles = roles
-
     def on_get(self, req, resp, applicationId):
         page, per_page = page_params(req)
         include = bool_param(req, "include_permissions")
         search = (req.get_param("search") or "").strip() or None
         if search is not None and len(search) > schemas.SEARCH_MAX:
             raise ValidationFailed({"search": f"must be at most {schemas.SEARCH_MAX} characters"})
-        roles, total = self.roles.list(applicationId, search=search, page=page, per_page=per_page)
+        roles, total = self.service.list(applicationId, search=search, page=page, per_page=per_page)
         items = [serialize_role(r, permissions="names" if include else None, updated_at=False) for r in roles]
         resp.media = paginated(items, total, page, per_page)
 
     def on_post(self, req, resp, applicationId):
         values = schemas.CREATE_ROLE.validate(read_json(req))
-        role = self.roles.create(applicationId, values)
+        role = self.service.create(applicationId, values)
         respond(resp, serialize_role(role, permissions="names"), status=201)
 
 
-class RoleItem(Resource):
+class RoleItem(ServiceResource[RoleService]):
     access = {"GET": READ, "PUT": MANAGE, "PATCH": MANAGE, "DELETE": MANAGE}
     _update_doc = op("Update a role", body=schemas.UPDATE_ROLE, response=schemas.ROLE_WITH_NAMES,
                      description="{role} is the role id, or its name. The name cannot change.",
@@ -81,25 +78,22 @@ class RoleItem(Resource):
                      errors=[RoleIsSystem, *_ROLE_ERRORS, RoleInUse]),
     }
 
-    def __init__(self, roles: RoleService):
-        self.roles = roles
-
     def on_get(self, req, resp, applicationId, role):
-        respond(resp, self.roles.detail(applicationId, self.roles.resolve(applicationId, role)))
+        respond(resp, self.service.detail(applicationId, self.service.resolve(applicationId, role)))
 
     def on_put(self, req, resp, applicationId, role):
         values = schemas.UPDATE_ROLE.validate(read_json(req), partial=True)
-        updated = self.roles.update(applicationId, role, values)
+        updated = self.service.update(applicationId, role, values)
         respond(resp, serialize_role(updated, permissions="names"))
 
     on_patch = on_put
 
     def on_delete(self, req, resp, applicationId, role):
-        self.roles.delete(applicationId, role)
+        self.service.delete(applicationId, role)
         resp.status = 204
 
 
-class UserRoleCollection(Resource):
+class UserRoleCollection(ServiceResource[RoleService]):
     access = {"GET": READ, "POST": MANAGE}
     docs = {
         "GET": op("List a user's role assignments", query={"scope": _SCOPE_QUERY},
@@ -110,20 +104,17 @@ class UserRoleCollection(Resource):
                    errors=[*_USER_ERRORS, RoleNotFound, RoleAlreadyAssigned]),
     }
 
-    def __init__(self, roles: RoleService):
-        self.roles = roles
-
     def on_get(self, req, resp, applicationId, userId):
         scope = scope_param(req)
-        items = self.roles.user_roles(applicationId, userId, scope=scope, any_scope=scope is None)
+        items = self.service.user_roles(applicationId, userId, scope=scope, any_scope=scope is None)
         resp.media = {"data": items, "user_id": userId, "scope": scope}
 
     def on_post(self, req, resp, applicationId, userId):
         values = schemas.ASSIGN_ROLE.validate(read_json(req))
-        respond(resp, self.roles.assign(applicationId, userId, values), status=201)
+        respond(resp, self.service.assign(applicationId, userId, values), status=201)
 
 
-class UserRoleItem(Resource):
+class UserRoleItem(ServiceResource[RoleService]):
     access = {"DELETE": MANAGE}
     docs = {
         "DELETE": op("Remove a role assignment", ok=204, query={
@@ -132,15 +123,12 @@ class UserRoleItem(Resource):
             errors=[*_USER_ERRORS, RoleAssignmentNotFound]),
     }
 
-    def __init__(self, roles: RoleService):
-        self.roles = roles
-
     def on_delete(self, req, resp, applicationId, userId, roleId):
-        self.roles.unassign(applicationId, userId, roleId, scope_param(req))
+        self.service.unassign(applicationId, userId, roleId, scope_param(req))
         resp.status = 204
 
 
-class UserPermissions(Resource):
+class UserPermissions(ServiceResource[RoleService]):
     access = {"GET": READ}
     docs = {
         "GET": op("A user's effective permissions", query={"scope": ({"type": "string"},
@@ -148,8 +136,5 @@ class UserPermissions(Resource):
                   response=schemas.USER_PERMISSIONS, errors=_USER_ERRORS),
     }
 
-    def __init__(self, roles: RoleService):
-        self.roles = roles
-
     def on_get(self, req, resp, applicationId, userId):
-        respond(resp, self.roles.user_permissions(applicationId, userId, scope_param(req)))
+        respond(resp, self.service.user_permissions(applicationId, userId, scope_param(req)))

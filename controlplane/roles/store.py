@@ -18,6 +18,7 @@ import re
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from controlplane.collection import insert_unique
 from controlplane.roles.errors import RoleAlreadyAssigned, RoleNameTaken
 from shared.ids import new_id
 
@@ -52,10 +53,7 @@ class RoleStore:
     # --- roles
 
     def insert_role(self, doc: dict) -> None:
-        try:
-            self._roles.insert_one(doc)
-        except DuplicateKeyError:
-            raise RoleNameTaken(doc["name"]) from None
+        insert_unique(self._roles, doc, lambda: RoleNameTaken(doc["name"]))
 
     def role_by_id(self, app_id: str, role_id: str) -> dict | None:
         return self._roles.find_one({"_id": role_id, "app_id": app_id})

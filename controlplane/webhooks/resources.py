@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controlplane.auth import permission
 from controlplane.openapi import list_op, op
-from controlplane.resource import ManagedCollection, ManagedItem, Resource
+from controlplane.resource import ManagedCollection, ManagedItem, ServiceResource
 from controlplane.webhooks import schemas
 from controlplane.webhooks.errors import (
     WebhookDeliveryNotFound,
@@ -27,7 +27,7 @@ class WebhookCollection(ManagedCollection):
     every_method = MANAGE
     docs = {
         "GET": list_op("List webhooks (without their secrets), oldest first", schemas.WEBHOOK,
-                       errors=[PermissionMissing, ValidationFailed]),
+                       errors=[PermissionMissing]),
         "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
     }
@@ -47,7 +47,7 @@ class WebhookItem(ManagedItem):
     serialize = staticmethod(serialize_webhook)
 
 
-class WebhookSecret(Resource):
+class WebhookSecret(ServiceResource[WebhookService]):
     access = {"POST": MANAGE}
     docs = {
         "POST": op("Rotate a webhook's secret", response=schemas.WEBHOOK_WITH_SECRET,
@@ -55,30 +55,24 @@ class WebhookSecret(Resource):
                                "retries of earlier events included.", errors=_ITEM_ERRORS),
     }
 
-    def __init__(self, webhooks: WebhookService):
-        self.webhooks = webhooks
-
     def on_post(self, req, resp, applicationId, webhookId):
-        webhook, secret = self.webhooks.rotate_secret(applicationId, webhookId)
+        webhook, secret = self.service.rotate_secret(applicationId, webhookId)
         no_store(resp)
         respond(resp, serialize_webhook(webhook, secret))
 
 
-class WebhookDeliveries(Resource):
+class WebhookDeliveries(ServiceResource[WebhookService]):
     access = {"GET": MANAGE}
     docs = {
         "GET": op("The 50 most recent deliveries of a webhook, newest first", response=schemas.DELIVERY_LIST,
                   errors=_ITEM_ERRORS),
     }
 
-    def __init__(self, webhooks: WebhookService):
-        self.webhooks = webhooks
-
     def on_get(self, req, resp, applicationId, webhookId):
-        respond(resp, [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)])
+        respond(resp, [serialize_delivery(d) for d in self.service.deliveries(applicationId, webhookId)])
 
 
-class WebhookRedelivery(Resource):
+class WebhookRedelivery(ServiceResource[WebhookService]):
     access = {"POST": MANAGE}
     docs = {
         "POST": op("Send a logged delivery's event again, as a new delivery", ok=202, response=schemas.DELIVERY,
@@ -88,8 +82,5 @@ class WebhookRedelivery(Resource):
                    errors=[*_ITEM_ERRORS, WebhookDeliveryNotFound, WebhookInactive]),
     }
 
-    def __init__(self, webhooks: WebhookService):
-        self.webhooks = webhooks
-
     def on_post(self, req, resp, applicationId, webhookId, deliveryId):
-        respond(resp, serialize_delivery(self.webhooks.redeliver(applicationId, webhookId, deliveryId)), status=202)
+        respond(resp, serialize_delivery(self.service.redeliver(applicationId, webhookId, deliveryId)), status=202)

@@ -8,8 +8,10 @@ import falcon.testing
 import pytest
 from openapi_spec_validator import validate
 
+from controlplane.openapi import list_op
 from decision.openapi import OpenApiDocument, build_document
 from shared import checks
+from shared.errors import ValidationFailed
 
 
 @pytest.fixture
@@ -67,6 +69,17 @@ def test_every_operation_documents_its_implied_statuses(document):
         if "{applicationId}" in path and not path.startswith("/api/dashboard/"):
             assert "APPLICATION_NOT_FOUND" in responses["404"]["description"] or "NOT_FOUND" in \
                 responses["404"]["description"], (method, path)
+
+
+def test_every_paged_operation_documents_the_400_of_its_page_parameters(document):
+    for path, method, operation in operations(document):
+        query = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+        if {"page", "per_page"} <= query:
+            assert "VALIDATION_INVALID_FORMAT" in operation["responses"]["400"]["description"].split(), (method, path)
+
+
+def test_a_list_names_the_error_of_its_page_parameters_without_being_told():
+    assert list_op("List things", {"type": "object"}, errors=[])["errors"] == (ValidationFailed,)
 
 
 def test_rate_limited_answers_document_their_headers(document):
