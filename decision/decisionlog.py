@@ -1,9 +1,10 @@
-"""Decision logs: one JSON line per logged decision of a check (docs/decision-service.md,
-"Decision logs").
+"""Decision logs: one JSON line per logged check (docs/decision-service.md, "Decision
+logs").
 
-Opt-in, per decision (a bulk check's every permission is one): a decision is logged when
-the sample of ``IAMGATE_DECISION_LOG_SAMPLE`` (0 to 1, the share of decisions) takes it,
-and a denial always when ``IAMGATE_DECISION_LOG_DENIALS`` is true. With both off the
+Opt-in, per check (a GET check, a POST check and a bulk check are one each): a check is
+logged when the sample of ``IAMGATE_DECISION_LOG_SAMPLE`` (0 to 1, the share of checks)
+takes it, and a check answering a denial always when ``IAMGATE_DECISION_LOG_DENIALS`` is
+true. A bulk check is one line, its permissions' results in one object. With both off the
 service holds no ``DecisionLog`` and a check pays one ``is None`` test.
 
 Logging never holds up a check: the check puts a tuple on a bounded queue, or, when the
@@ -38,12 +39,11 @@ _NEVER = sys.maxsize  # the gap to the next decision sampled at 0: centuries of 
 
 
 class DecisionLog:
-    """The decisions to log, queued for the writer thread (started with the first one).
+    """The checks to log, queued for the writer thread (started with the first one).
 
-    Which decisions the sample takes: each with probability ``sample``, independently,
-    drawn as the gap to the next one taken (geometric): a check pays one integer
-    subtraction (``sample_next``), not a random draw per decision, however many
-    permissions it decides."""
+    Which checks the sample takes: each with probability ``sample``, independently, drawn
+    as the gap to the next one taken (geometric): a check pays one integer subtraction
+    (``take``), not a random draw."""
 
     def __init__(self, sample: float, denials: bool, dropped, *, stream=None, queue_size: int = QUEUE_SIZE,
                  draw=random.random, clock=time.time):
@@ -57,7 +57,7 @@ class DecisionLog:
         self._queue: deque = deque()  # append and popleft are each one step under the GIL
         self._writing = False  # this process's writer thread is started
         self._log_unsampled = math.log(1.0 - sample) if 0.0 < sample < 1.0 else 0.0
-        self._until_next = self._gap()  # decisions until the next one sampled, that one included
+        self._until_next = self._gap()  # checks until the next one sampled, that one included
         _LOGS.add(self)
 
     def _gap(self) -> int:
@@ -67,24 +67,21 @@ class DecisionLog:
             return 1
         return 1 + int(math.log(1.0 - self._draw()) / self._log_unsampled)
 
-    def sample_next(self, count: int) -> list[int]:
-        """The positions, among the next ``count`` decisions, that the sample takes
-        (mostly none). Two threads may both take one gap: a sample's share, not a line
-        that should not be written."""
-        until_next = self._until_next - count
+    def take(self) -> bool:
+        """Whether the sample takes the next check. Two threads may both take one gap: a
+        sample's share, not a line that should not be written."""
+        until_next = self._until_next - 1
         if until_next > 0:
             self._until_next = until_next
-            return []
-        positions, position = [], self._until_next - 1
-        while position < count:
-            positions.append(position)
-            position += self._gap()
-        self._until_next = position - count + 1
-        return positions
+            return False
+        self._until_next = self._gap()
+        return True
 
-    def put(self, lookup, user_id: str, permission: str, allowed: bool, cached: bool, policies_checked: int,
+    def put(self, lookup, user_id: str, permission, allowed: bool, cached: bool, policies_checked: int,
             latency: float, sampled: bool) -> None:
-        """Queue one decision's line, or drop and count it when the queue is full."""
+        """Queue one check's line, or drop and count it when the queue is full. ``permission``:
+        a GET or POST check's permission (a str), or a bulk check's ``(permission, allowed)``
+        pairs, in its order (``allowed``: all of them are)."""
         if len(self._queue) >= self._queue_size:
             self._dropped.inc()
             return
@@ -140,9 +137,14 @@ class DecisionLog:
     @staticmethod
     def _render(entry: tuple) -> str:
         created, request_id, app_id, user_id, permission, allowed, cached, policies_checked, latency, sampled = entry
-        return _LINE % (timestamp(created), "null" if request_id is None else _escape(request_id), _escape(app_id),
-                        _escape(user_id), _escape(permission), "allow" if allowed else "deny", _BOOLEAN[cached],
-                        policies_checked, milliseconds(latency), _BOOLEAN[sampled])
+        if type(permission) is str:
+            line, checked = _LINE, _escape(permission)
+        else:  # a bulk check
+            results = ", ".join([f"{_escape(name)}: {_RESULT[answer]}" for name, answer in permission])
+            line, checked = _BULK_LINE, "{" + results + "}"
+        return line % (timestamp(created), "null" if request_id is None else _escape(request_id), _escape(app_id),
+                       _escape(user_id), checked, "allow" if allowed else "deny", _BOOLEAN[cached],
+                       policies_checked, milliseconds(latency), _BOOLEAN[sampled])
 
 
 def milliseconds(seconds: float) -> str:
@@ -156,11 +158,14 @@ def milliseconds(seconds: float) -> str:
 
 # The line shared.logs.JsonFormatter writes for ``logging.getLogger("iamgate.decisions")
 # .info("decision", extra=fields)``, made from a template: the writer makes thousands a
-# second on a busy sidecar, beside its checks.
+# second on a busy sidecar, beside its checks. A bulk check's line has ``permissions`` (an
+# object: each permission's result) where a check of one permission has ``permission``.
 _LINE = ('{"ts": "%s", "level": "info", "logger": "iamgate.decisions", "message": "decision", "request_id": %s, '
          '"application_id": %s, "user_id": %s, "permission": %s, "result": "%s", "cached": %s, '
          '"policies_checked": %d, "latency_ms": %s, "sampled": %s}')
+_BULK_LINE = _LINE.replace('"permission": %s', '"permissions": %s')
 _BOOLEAN = {True: "true", False: "false"}
+_RESULT = {True: '"allow"', False: '"deny"'}
 _LOGS: weakref.WeakSet[DecisionLog] = weakref.WeakSet()
 
 

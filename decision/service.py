@@ -174,57 +174,45 @@ class Lookup:
                    min_revision: int | None = None) -> str:
         """A GET check's answer (``shared.checks.CHECK_QUERY``): RBAC only."""
         log = self._service.decision_log
-        sampled, started = _log_start(log, 1) if log is not None else _NOT_LOGGED
+        sampled, started = _log_start(log) if log is not None else _NOT_LOGGED
         decisions, cached = self.decide(user_id, (permission,), scope=scope, min_revision=min_revision, abac=False)
-        if started is not None and log is not None:  # the latter follows; mypy cannot tell
-            self._log_decisions(log, user_id, decisions, cached, sampled, started)
-        return checks.check_text(permission, decisions[permission].allowed, cached)
+        decision = decisions[permission]
+        if started is not None and log is not None and (sampled or not decision.allowed):
+            log.put(self, user_id, permission, decision.allowed, cached, 0, time.perf_counter() - started, sampled)
+        return checks.check_text(permission, decision.allowed, cached)
 
     def abac_check_text(self, values: dict) -> str:
         """A validated POST check's answer (``shared.checks.CHECK``): RBAC and the
         application's policies over resource and context."""
         log = self._service.decision_log
-        sampled, started = _log_start(log, 1) if log is not None else _NOT_LOGGED
+        sampled, started = _log_start(log) if log is not None else _NOT_LOGGED
         user_id, permission, context = values["user_id"], values["permission"], values.get("context")
         decision, cached = self.decide_one(
             user_id, permission, scope=resolve_scope(values.get("scope"), context),
             min_revision=values.get("min_revision"), resource=values.get("resource"), context=context)
-        if started is not None and log is not None:  # the latter follows; mypy cannot tell
-            self._log_decisions(log, user_id, {permission: decision}, cached, sampled, started)
+        if started is not None and log is not None and (sampled or not decision.allowed):
+            log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked,
+                    time.perf_counter() - started, sampled)
         return checks.abac_check_text(permission, decision.allowed, cached, decision.abac_evaluated,
                                       decision.policies_checked)
 
     def bulk_text(self, values: dict) -> str:
         """A validated bulk check's answer (``shared.checks.CHECK_BULK``); to the decision
-        log, each permission is one decision."""
+        log, one check: one line with every permission's result."""
         log = self._service.decision_log
-        permissions = values["permissions"]  # each once (shared.checks.Permissions)
-        sampled, started = _log_start(log, len(permissions)) if log is not None else _NOT_LOGGED
+        sampled, started = _log_start(log) if log is not None else _NOT_LOGGED
         user_id, context = values["user_id"], values.get("context")
         decisions, cached = self.decide(
-            user_id, permissions, scope=resolve_scope(values.get("scope"), context),
+            user_id, values["permissions"], scope=resolve_scope(values.get("scope"), context),
             min_revision=values.get("min_revision"), abac=True, resource=values.get("resource"), context=context)
+        answers = [(permission, decision.allowed) for permission, decision in decisions.items()]
         if started is not None and log is not None:  # the latter follows; mypy cannot tell
-            self._log_decisions(log, user_id, decisions, cached, sampled, started)
-        return checks.bulk_text(user_id, [(permission, decision.allowed) for permission, decision in decisions.items()])
-
-    def _log_decisions(self, log: DecisionLog, user_id: str, decisions: dict[str, Decision], cached: bool,
-                       sampled: list[int], started: float) -> None:
-        """The decision-log lines of one check's ``decisions`` (by permission, in order):
-        those at the ``sampled`` positions and, with ``log.denials``, every denial."""
-        latency = time.perf_counter() - started
-        if log.denials:
-            for position, (permission, decision) in enumerate(decisions.items()):
-                taken = position in sampled
-                if taken or not decision.allowed:
-                    log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency,
-                            taken)
-            return
-        permissions = list(decisions)  # the names alone: no (permission, decision) pair made per decision
-        for position in sampled:  # the few sampled positions only: a bulk check decides up to 50
-            permission = permissions[position]
-            decision = decisions[permission]
-            log.put(self, user_id, permission, decision.allowed, cached, decision.policies_checked, latency, True)
+            latency = time.perf_counter() - started
+            allowed = all(answer for _, answer in answers)
+            if sampled or not allowed:
+                log.put(self, user_id, answers, allowed, cached,
+                        sum(decision.policies_checked for decision in decisions.values()), latency, sampled)
+        return checks.bulk_text(user_id, answers)
 
     def _refresh_for(self, min_revision: int) -> bool:
         """Whether answering at ``min_revision`` needs fresh data (the cache has not applied
@@ -349,16 +337,16 @@ class Lookup:
         return DecisionUnavailable(reason)
 
 
-def _log_start(log: DecisionLog, count: int) -> tuple[list[int], float | None]:
-    """For a check of ``count`` decisions, drawn before it decides: the positions the
-    decision log's sample takes, and the time the check started when a line may come of
-    it (a position taken, or denials logged), else None: a check the sample does not take
-    pays one subtraction, no clock read."""
-    sampled = log.sample_next(count)
+def _log_start(log: DecisionLog) -> tuple[bool, float | None]:
+    """For a check, drawn before it decides: whether the decision log's sample takes it,
+    and the time the check started when a line may come of it (taken, or denials
+    logged), else None: a check the sample does not take pays one subtraction, no clock
+    read."""
+    sampled = log.take()
     return sampled, time.perf_counter() if sampled or log.denials else None
 
 
-_NOT_LOGGED: tuple[list[int], None] = ([], None)  # decision logs off (the list is never changed)
+_NOT_LOGGED: tuple[bool, None] = (False, None)  # decision logs off
 
 
 def _bearer(authorization: str | None) -> str:

@@ -1,6 +1,7 @@
 """Decision logs (docs/decision-service.md, "Decision logs"): a sampled share of the
-decisions, and every denial when asked, one JSON line each on stdout; never holding up a
-check (a bounded queue that drops and counts what it drops)."""
+checks, and every check answering a denial when asked, one JSON line each on stdout (a
+bulk check's with every permission's result); never holding up a check (a bounded queue
+that drops and counts what it drops)."""
 from __future__ import annotations
 
 import io
@@ -93,31 +94,40 @@ def test_denials_only_logs_every_denial_and_nothing_else(make_sidecar, fake_cp):
     for _ in range(3):
         assert tenant.allowed(user, "docs:read")
     assert not tenant.allowed(user, "docs:write")
+    assert tenant.bulk({"user_id": user, "permissions": ["docs:read"]}).status_code == 200  # all allowed: no line
     assert tenant.bulk({"user_id": user, "permissions": ["docs:read", "docs:delete"]}).status_code == 200
-    assert [(line["permission"], line["result"], line["sampled"]) for line in logged.lines(2)] == [
-        ("docs:write", "deny", False), ("docs:delete", "deny", False)]
+    assert [(line.get("permission"), line.get("permissions"), line["result"], line["sampled"])
+            for line in logged.lines(2)] == [
+        ("docs:write", None, "deny", False),
+        (None, {"docs:read": "allow", "docs:delete": "deny"}, "deny", False)]
 
 
-def test_each_permission_of_a_bulk_check_is_one_decision(make_sidecar, fake_cp):
+def test_a_bulk_check_is_one_line_with_each_permissions_result(make_sidecar, fake_cp):
     app, tenant = _tenant(make_sidecar, fake_cp, decision_log_sample=1.0)
     logged = Logged(app)
     user = tenant.user_with("posts:read", "comments:*")
-    response = tenant.bulk({"user_id": user, "permissions": ["posts:read", "posts:write", "comments:delete"]})
-    assert response.status_code == 200
-    lines = logged.lines(3)
-    assert [(line["permission"], line["result"]) for line in lines] == [
-        ("posts:read", "allow"), ("posts:write", "deny"), ("comments:delete", "allow")]
-    assert {line["request_id"] for line in lines} == {response.headers["X-Request-Id"]}
+    fake_cp.set_policies(tenant.app_id, [policy("deny", ["posts:read"], {
+        "op": "eq", "left": {"attr": "resource.hidden"}, "right": {"value": True}})])
+    allowed = tenant.bulk({"user_id": user, "permissions": ["posts:read", "comments:delete"]})
+    mixed = tenant.bulk({"user_id": user, "permissions": ["posts:read", "posts:write", "comments:delete"],
+                         "resource": {"hidden": False}})
+    assert allowed.status_code == mixed.status_code == 200
+    lines = logged.lines(2)
+    assert [list(line) for line in lines] == [[name if name != "permission" else "permissions" for name in FIELDS]] * 2
+    assert [(line["permissions"], line["result"], line["policies_checked"]) for line in lines] == [
+        ({"posts:read": "allow", "comments:delete": "allow"}, "allow", 1),
+        ({"posts:read": "allow", "posts:write": "deny", "comments:delete": "allow"}, "deny", 1)]
+    assert [line["request_id"] for line in lines] == [allowed.headers["X-Request-Id"], mixed.headers["X-Request-Id"]]
 
 
-def test_the_sample_takes_its_share_of_decisions_however_they_are_batched():
+def test_the_sample_takes_its_share_of_checks():
     dropped = HotCounter("dropped", "d")
-    assert DecisionLog(1.0, False, dropped).sample_next(5) == [0, 1, 2, 3, 4]
-    assert DecisionLog(0.0, True, dropped).sample_next(50) == []
-    for batch in (1, 7, 50):  # GET checks, bulk checks
-        log = DecisionLog(0.1, False, dropped, draw=random.Random(batch).random)
-        taken = sum(len(log.sample_next(batch)) for _ in range(100_000 // batch))
-        assert 9_000 < taken < 11_000, (batch, taken)  # 10,000 expected; a standard deviation is 95
+    assert all(DecisionLog(1.0, False, dropped).take() for _ in range(5))
+    assert not any(DecisionLog(0.0, True, dropped).take() for _ in range(50))
+    for seed in (1, 7, 50):
+        log = DecisionLog(0.1, False, dropped, draw=random.Random(seed).random)
+        taken = sum(log.take() for _ in range(100_000))
+        assert 9_000 < taken < 11_000, (seed, taken)  # 10,000 expected; a standard deviation is 95
 
 
 class _Blocked(io.StringIO):

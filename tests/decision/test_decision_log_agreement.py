@@ -40,18 +40,20 @@ ODD_USER = 'not-a-uuid "quoted" \\ caf\u00e9 \u2603'
 
 
 def plain_lookup(log: DecisionLog) -> type[Lookup]:
-    """A lookup class logging its decisions to ``log`` the plain way: the clock read before
-    every check, every decision visited after it, the sample drawn then."""
+    """A lookup class logging its checks to ``log`` the plain way: the clock read before
+    every check, the sample drawn after it decides, every decision visited."""
 
-    def put_lines(lookup, user_id, decisions, cached, started):
-        sampled = log.sample_next(len(decisions))
-        latency = None
-        for position, (permission, answer) in enumerate(decisions):
-            taken = position in sampled
-            if taken or (log.denials and not answer.allowed):
-                if latency is None:
-                    latency = decision.service.time.perf_counter() - started
-                log.put(lookup, user_id, permission, answer.allowed, cached, answer.policies_checked, latency, taken)
+    def put_line(lookup, user_id, decisions, cached, started, *, bulk):
+        taken = log.take()
+        allowed = all(answer.allowed for _, answer in decisions)
+        if taken or (log.denials and not allowed):
+            latency = decision.service.time.perf_counter() - started
+            if bulk:
+                checked = [(permission, answer.allowed) for permission, answer in decisions]
+            else:
+                (checked, _), = decisions
+            log.put(lookup, user_id, checked, allowed, cached, sum(answer.policies_checked for _, answer in decisions),
+                    latency, taken)
 
     class PlainLookup(Lookup):
         __slots__ = ()
@@ -59,24 +61,26 @@ def plain_lookup(log: DecisionLog) -> type[Lookup]:
         def decide(self, user_id, permissions, **options):
             started = decision.service.time.perf_counter()
             decisions, cached = super().decide(user_id, permissions, **options)
-            put_lines(self, user_id, list(decisions.items()), cached, started)
+            put_line(self, user_id, list(decisions.items()), cached, started, bulk=options["abac"])
             return decisions, cached
 
         def decide_one(self, user_id, permission, **options):
             started = decision.service.time.perf_counter()
             answer, cached = super().decide_one(user_id, permission, **options)
-            put_lines(self, user_id, [(permission, answer)], cached, started)
+            put_line(self, user_id, [(permission, answer)], cached, started, bulk=False)
             return answer, cached
 
     return PlainLookup
 
 
 def plain_line(entry: tuple) -> str:
-    created, request_id, app_id, user_id, permission, allowed, cached, policies_checked, latency, sampled = entry
+    created, request_id, app_id, user_id, checked, allowed, cached, policies_checked, latency, sampled = entry
     record = logging.LogRecord("iamgate.decisions", logging.INFO, "", 0, "decision", (), None)
     record.created = created
     record.__dict__.update({
-        "request_id": request_id, "application_id": app_id, "user_id": user_id, "permission": permission,
+        "request_id": request_id, "application_id": app_id, "user_id": user_id,
+        **({"permission": checked} if type(checked) is str else
+           {"permissions": {permission: "allow" if answer else "deny" for permission, answer in checked}}),
         "result": "allow" if allowed else "deny", "cached": cached, "policies_checked": policies_checked,
         "latency_ms": round(latency * 1000, 3), "sampled": sampled})
     return JsonFormatter().format(record)
@@ -154,7 +158,7 @@ def _scenario(client, cp_data, readings):
 
 @pytest.mark.parametrize("settings", [
     {"decision_log_sample": 1.0},
-    {"decision_log_sample": 0.05},
+    {"decision_log_sample": 0.25},
     {"decision_log_sample": 0.3, "decision_log_denials": True},
     {"decision_log_denials": True},
 ], ids=["every", "sample", "sample+denials", "denials"])
@@ -179,6 +183,7 @@ def test_the_lines_are_those_of_the_plain_way(make_sidecar, fake_cp, monkeypatch
         written[plain] = log.stream.getvalue()
     fast, reference = written[False], written[True]
     assert fast.count("\n") > 20 and '"result": "deny"' in fast and '"policies_checked": 1' in fast
+    assert '"permissions": {' in fast
     assert fast.splitlines() == reference.splitlines()
     assert fast == reference
 
