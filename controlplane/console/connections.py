@@ -16,7 +16,7 @@ from controlplane.connections.model import LINKING_MODES
 from controlplane.connections.presets import PRESETS
 from controlplane.connections.service import UpstreamConnectionService, serialize
 from controlplane.console.integrations import lines
-from controlplane.console.resources import ApplicationScreen, confirm_name, page_doc
+from controlplane.console.resources import ApplicationScreen, Deletion, PageAction, page_doc
 from controlplane.console.web import listing
 from shared.errors import ValidationFailed
 
@@ -45,7 +45,6 @@ class Connections(ApplicationScreen):
 
     connections: UpstreamConnectionService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "connections_list.html"
     defaults = {**PAGE_DEFAULTS, "created": None}
 
@@ -53,12 +52,10 @@ class Connections(ApplicationScreen):
         connections, paging = listing(req, self.connections.list(applicationId), serialize)
         return {"connections": connections, **paging}
 
-    def on_post(self, req, resp, applicationId):
-        def create(form):
-            values = connection_schemas.CREATE_CONNECTION.validate(connection_values(form, current=None))
-            connection = self.connections.create(applicationId, values)
-            return f"/console/applications/{applicationId}/connections/{connection.id}?notice=created"
-        self.write_form(req, resp, applicationId, change=create)
+    def change(self, form, applicationId):
+        values = connection_schemas.CREATE_CONNECTION.validate(connection_values(form, current=None))
+        connection = self.connections.create(applicationId, values)
+        return f"/console/applications/{applicationId}/connections/{connection.id}?notice=created"
 
 
 class Connection(ApplicationScreen):
@@ -70,7 +67,6 @@ class Connection(ApplicationScreen):
 
     connections: UpstreamConnectionService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "connections_detail.html"
     defaults = {**PAGE_DEFAULTS, "saved": False, "report": None}
 
@@ -78,49 +74,29 @@ class Connection(ApplicationScreen):
         return {"connection": serialize(self.connections.get(applicationId, connectionId)),
                 "created": req.get_param("notice") == "created"}
 
-    def on_post(self, req, resp, applicationId, connectionId):
-        def update(form):
-            current = serialize(self.connections.get(applicationId, connectionId))
-            values = connection_schemas.UPDATE_CONNECTION.validate(connection_values(form, current=current),
-                                                                   partial=True)
-            self.connections.update(applicationId, connectionId, values)
-            return {"saved": True}
-        self.write_form(req, resp, applicationId, connectionId, change=update)
+    def change(self, form, applicationId, connectionId):
+        current = serialize(self.connections.get(applicationId, connectionId))
+        values = connection_schemas.UPDATE_CONNECTION.validate(connection_values(form, current=current),
+                                                               partial=True)
+        self.connections.update(applicationId, connectionId, values)
+        return {"saved": True}
 
 
-class TestConnection(ApplicationScreen):
+class TestConnection(PageAction):
     gates = {"GET": connections_api.ConnectionItem.access["GET"],
              "POST": connections_api.ConnectionTest.access["POST"]}
     docs = {"POST": page_doc("Test a connection: discovery and the JWKS fetched now, each check's finding shown",
                              api=connections_api.ConnectionTest.docs["POST"])}
 
     connections: UpstreamConnectionService
-    connection_page: Connection
 
-    def on_post(self, req, resp, applicationId, connectionId):
-        def run(_form):
-            return {"report": self.connections.test(applicationId, connectionId)}
-        self.write_form(req, resp, applicationId, connectionId, change=run, page=self.connection_page,
-                        keep_form=False)
+    def change(self, _form, applicationId, connectionId):
+        return {"report": self.connections.test(applicationId, connectionId)}
 
 
-class DeleteConnection(ApplicationScreen):
-    gates = {"GET": connections_api.ConnectionItem.access["GET"],
-             "POST": connections_api.ConnectionItem.access["DELETE"]}
-    docs = {"POST": page_doc("Delete a connection; the form must repeat its name",
-                             api={"errors": (*connections_api.ConnectionItem.docs["DELETE"]["errors"],
-                                             ValidationFailed)})}
-
-    connections: UpstreamConnectionService
-    connection_page: Connection
-
-    def on_post(self, req, resp, applicationId, connectionId):
-        def delete(form):
-            confirm_name(form, self.connections.get(applicationId, connectionId).name, "connection")
-            self.connections.delete(applicationId, connectionId)
-            return f"/console/applications/{applicationId}/connections"
-        self.write_form(req, resp, applicationId, connectionId, change=delete, page=self.connection_page,
-                        keep_form=False)
+CONNECTION_DELETION = Deletion(connections_api.ConnectionItem, "Delete a connection; the form must repeat its name",
+                               "connection", "connections",
+                               lambda connections, app_id, connection_id: connections.get(app_id, connection_id).name)
 
 
 # ---------------------------------------------------------------- form values
