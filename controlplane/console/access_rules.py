@@ -30,6 +30,7 @@ from controlplane.console.resources import (
     for_viewer,
     form_values,
     page_doc,
+    stands_for,
     viewer_post,
 )
 from controlplane.console.web import failed, page_links
@@ -175,10 +176,9 @@ class AccessRulesPage(ApplicationScreen):
 
 
 class Roles(AccessRulesPage):
-    gates = roles_api.RoleCollection.access
-    docs = {"GET": page_doc("An application's roles, a page at a time (?page=, ?per_page=, ?search=), and a form "
-                            "to create one", not_found=True),
-            "POST": page_doc("Create a role", api=roles_api.RoleCollection.docs["POST"])}
+    gates, docs = stands_for(roles_api.RoleCollection, "POST", "Create a role",
+                             page="An application's roles, a page at a time (?page=, ?per_page=, ?search=), and a "
+                                  "form to create one")
 
     roles: RoleService
 
@@ -213,10 +213,8 @@ class PermissionCheck(AccessRulesPage):
 
 
 class Role(AccessRulesPage):
-    gates = {"GET": roles_api.RoleItem.access["GET"], "POST": roles_api.RoleItem.access["PUT"]}
-    docs = {"GET": page_doc("A role: its permissions and how many users hold it", not_found=True),
-            "POST": page_doc("Change a role's display name, description and permissions",
-                             api=roles_api.RoleItem.docs["PUT"])}
+    gates, docs = stands_for(roles_api.RoleItem, "PUT", "Change a role's display name, description and permissions",
+                             page="A role: its permissions and how many users hold it")
 
     roles: RoleService
 
@@ -266,17 +264,16 @@ def policy_form(policy: dict) -> dict:
 class PolicyEditor(AccessRulesPage):
     """A screen writing a policy from the editor: a refusal names the condition's lines."""
 
+    abac: AbacService
+
     def refused(self, error, form):
         return condition_error(error, form)
 
 
 class Policies(PolicyEditor):
-    gates = abac_api.PolicyCollection.access
-    docs = {"GET": page_doc("An application's ABAC policies, a page at a time (?page=, ?per_page=, "
-                            "?is_active=), and the editor to create one", not_found=True),
-            "POST": page_doc("Create an ABAC policy", api=abac_api.PolicyCollection.docs["POST"])}
-
-    abac: AbacService
+    gates, docs = stands_for(abac_api.PolicyCollection, "POST", "Create an ABAC policy",
+                             page="An application's ABAC policies, a page at a time (?page=, ?per_page=, "
+                                  "?is_active=), and the editor to create one")
 
     template = "rules_policies.html"
 
@@ -296,12 +293,8 @@ class Policies(PolicyEditor):
 
 
 class Policy(PolicyEditor):
-    gates = {"GET": abac_api.PolicyItem.access["GET"], "POST": abac_api.PolicyItem.access["PUT"]}
-    docs = {"GET": page_doc("An ABAC policy in the editor", not_found=True),
-            "POST": page_doc("Update an ABAC policy (every field of the editor)",
-                             api=abac_api.PolicyItem.docs["PUT"])}
-
-    abac: AbacService
+    gates, docs = stands_for(abac_api.PolicyItem, "PUT", "Update an ABAC policy (every field of the editor)",
+                             page="An ABAC policy in the editor")
 
     template = "rules_policy.html"
     defaults = {"saved": None}
@@ -318,9 +311,8 @@ class Policy(PolicyEditor):
 
 
 class PolicyActivation(PageAction):
-    gates = {"GET": abac_api.PolicyItem.access["GET"], "POST": abac_api.PolicyItem.access["PUT"]}
-    docs = {"POST": page_doc("Activate (is_active=true) or deactivate (is_active=false) an ABAC policy",
-                             api=abac_api.PolicyItem.docs["PUT"])}
+    gates, docs = stands_for(abac_api.PolicyItem, "PUT",
+                             "Activate (is_active=true) or deactivate (is_active=false) an ABAC policy")
 
     abac: AbacService
 

@@ -16,7 +16,7 @@ from controlplane.connections.model import LINKING_MODES
 from controlplane.connections.presets import PRESETS
 from controlplane.connections.service import UpstreamConnectionService, serialize
 from controlplane.console.integrations import lines
-from controlplane.console.resources import ApplicationScreen, Deletion, PageAction, page_doc
+from controlplane.console.resources import ApplicationScreen, Deletion, PageAction, stands_for
 from controlplane.console.web import listing
 from shared.errors import ValidationFailed
 
@@ -36,17 +36,20 @@ LINKING_RISKS = {
 PAGE_DEFAULTS = {"presets": PRESETS, "linking_modes": LINKING_MODES, "risks": LINKING_RISKS, "claims": CLAIMS}
 
 
-class Connections(ApplicationScreen):
-    gates = connections_api.ConnectionCollection.access
-    docs = {"GET": page_doc("An application's connections (upstream identity providers), and a form to add one",
-                            not_found=True),
-            "POST": page_doc("Create a connection from a preset or a custom OIDC issuer",
-                             api=connections_api.ConnectionCollection.docs["POST"])}
+class ConnectionScreen(ApplicationScreen):
+    """A page of an application's connections: the service, and what their forms offer."""
 
     connections: UpstreamConnectionService
 
+    defaults = PAGE_DEFAULTS
+
+
+class Connections(ConnectionScreen):
+    gates, docs = stands_for(connections_api.ConnectionCollection, "POST",
+                             "Create a connection from a preset or a custom OIDC issuer",
+                             page="An application's connections (upstream identity providers), and a form to add one")
+
     template = "connections_list.html"
-    defaults = {**PAGE_DEFAULTS, "created": None}
 
     def contents(self, req, applicationId):
         connections, paging = listing(req, self.connections.list(applicationId), serialize)
@@ -58,14 +61,10 @@ class Connections(ApplicationScreen):
         return f"/console/applications/{applicationId}/connections/{connection.id}?notice=created"
 
 
-class Connection(ApplicationScreen):
-    gates = {"GET": connections_api.ConnectionItem.access["GET"],
-             "POST": connections_api.ConnectionItem.access["PATCH"]}
-    docs = {"GET": page_doc("One connection's settings (never its client secret)", not_found=True),
-            "POST": page_doc("Update a connection (a blank client secret keeps the stored one)",
-                             api=connections_api.ConnectionItem.docs["PATCH"])}
-
-    connections: UpstreamConnectionService
+class Connection(ConnectionScreen):
+    gates, docs = stands_for(connections_api.ConnectionItem, "PATCH",
+                             "Update a connection (a blank client secret keeps the stored one)",
+                             page="One connection's settings (never its client secret)")
 
     template = "connections_detail.html"
     defaults = {**PAGE_DEFAULTS, "saved": False, "report": None}
@@ -83,10 +82,9 @@ class Connection(ApplicationScreen):
 
 
 class TestConnection(PageAction):
-    gates = {"GET": connections_api.ConnectionItem.access["GET"],
-             "POST": connections_api.ConnectionTest.access["POST"]}
-    docs = {"POST": page_doc("Test a connection: discovery and the JWKS fetched now, each check's finding shown",
-                             api=connections_api.ConnectionTest.docs["POST"])}
+    gates, docs = stands_for(connections_api.ConnectionTest, "POST",
+                             "Test a connection: discovery and the JWKS fetched now, each check's finding shown",
+                             read=connections_api.ConnectionItem)
 
     connections: UpstreamConnectionService
 

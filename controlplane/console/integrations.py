@@ -15,7 +15,7 @@ from controlplane.audit import resources as audit_api
 from controlplane.audit import schemas as audit_schemas
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import HTML, ApplicationScreen, Deletion, PageAction, page_doc
+from controlplane.console.resources import HTML, ApplicationScreen, Deletion, PageAction, page_doc, stands_for
 from controlplane.console.web import failed, listing
 from controlplane.oidc import schemas as oidc_schemas
 from controlplane.oidc.clients import ClientService, is_public, serialize_client
@@ -41,9 +41,8 @@ TAIL_LIMIT = audit_schemas.MAX_LIMIT
 
 
 class OidcClients(ApplicationScreen):
-    gates = oidc_api.Clients.access
-    docs = {"GET": page_doc("An application's OIDC clients, and a form to register one", not_found=True),
-            "POST": page_doc("Register an OIDC client (its secret shown once)", api=oidc_api.Clients.docs["POST"])}
+    gates, docs = stands_for(oidc_api.Clients, "POST", "Register an OIDC client (its secret shown once)",
+                             page="An application's OIDC clients, and a form to register one")
 
     clients: ClientService
 
@@ -62,10 +61,8 @@ class OidcClients(ApplicationScreen):
 
 
 class OidcClient(ApplicationScreen):
-    gates = {"GET": oidc_api.ClientItem.access["GET"], "POST": oidc_api.ClientItem.access["PUT"]}
-    docs = {"GET": page_doc("One OIDC client's settings (never its secret)", not_found=True),
-            "POST": page_doc("Update an OIDC client (is_active off deactivates it)",
-                             api=oidc_api.ClientItem.docs["PUT"])}
+    gates, docs = stands_for(oidc_api.ClientItem, "PUT", "Update an OIDC client (is_active off deactivates it)",
+                             page="One OIDC client's settings (never its secret)")
 
     clients: ClientService
 
@@ -90,10 +87,8 @@ CLIENT_DELETION = Deletion(oidc_api.ClientItem, "Delete an OIDC client; the form
 
 
 class Webhooks(ApplicationScreen):
-    gates = webhook_api.WebhookCollection.access
-    docs = {"GET": page_doc("An application's webhooks, and a form to create one", not_found=True),
-            "POST": page_doc("Create a webhook (its secret shown once)",
-                             api=webhook_api.WebhookCollection.docs["POST"])}
+    gates, docs = stands_for(webhook_api.WebhookCollection, "POST", "Create a webhook (its secret shown once)",
+                             page="An application's webhooks, and a form to create one")
 
     webhooks: WebhookService
 
@@ -111,10 +106,9 @@ class Webhooks(ApplicationScreen):
 
 
 class Webhook(ApplicationScreen):
-    gates = {"GET": webhook_api.WebhookDeliveries.access["GET"], "POST": webhook_api.WebhookItem.access["PUT"]}
-    docs = {"GET": page_doc("One webhook (never its secret) and its delivery log", not_found=True),
-            "POST": page_doc("Update a webhook's URL, events or active switch",
-                             api=webhook_api.WebhookItem.docs["PUT"])}
+    gates, docs = stands_for(webhook_api.WebhookItem, "PUT", "Update a webhook's URL, events or active switch",
+                             page="One webhook (never its secret) and its delivery log",
+                             read=webhook_api.WebhookDeliveries)
 
     webhooks: WebhookService
 
@@ -135,9 +129,8 @@ class Webhook(ApplicationScreen):
 
 
 class WebhookSecret(PageAction):
-    gates = {"GET": webhook_api.WebhookItem.access["GET"], "POST": webhook_api.WebhookSecret.access["POST"]}
-    docs = {"POST": page_doc("Rotate a webhook's secret (the new one shown once)",
-                             api=webhook_api.WebhookSecret.docs["POST"])}
+    gates, docs = stands_for(webhook_api.WebhookSecret, "POST", "Rotate a webhook's secret (the new one shown once)",
+                             read=webhook_api.WebhookItem)
 
     webhooks: WebhookService
 
@@ -146,9 +139,8 @@ class WebhookSecret(PageAction):
 
 
 class WebhookRedelivery(PageAction):
-    gates = {"GET": webhook_api.WebhookItem.access["GET"], "POST": webhook_api.WebhookRedelivery.access["POST"]}
-    docs = {"POST": page_doc("Send a logged delivery's event again, as a new delivery",
-                             api=webhook_api.WebhookRedelivery.docs["POST"])}
+    gates, docs = stands_for(webhook_api.WebhookRedelivery, "POST",
+                             "Send a logged delivery's event again, as a new delivery", read=webhook_api.WebhookItem)
 
     webhooks: WebhookService
 

@@ -69,6 +69,16 @@ def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False, 
               also={status: (HTML, "an HTML page", "text/html") for status in sorted(statuses)})
 
 
+def stands_for(v1: type, method: str, summary: str, *, page: str | None = None,
+               read: type | None = None) -> tuple[dict, dict]:
+    """``gates`` and ``docs`` of a screen whose form post stands for the V1 ``method`` of
+    ``v1`` (its permission, its errors) and whose reading is the V1 GET of ``read``
+    (``v1`` by default); ``page`` is the summary of the screen's own page, when it has one."""
+    gates = {"GET": (read or v1).access["GET"], "POST": v1.access[method]}
+    posted = {"POST": page_doc(summary, api=v1.docs[method])}
+    return gates, ({"GET": page_doc(page, not_found=True), **posted} if page else posted)
+
+
 def for_viewer(responder):
     """A responder of a signed-in page: ``responder(self, req, resp, viewer, **params)``
     runs for a signed-in viewer; a signed-out visitor is sent to sign in

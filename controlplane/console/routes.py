@@ -80,7 +80,7 @@ def add_routes(routes, services):
                settings.BrandingPreview(console, dashboard.access, services.pages), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/api-keys", api_keys, TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/api-keys/{{keyId}}/revoke",
-               settings.RevokeApiKey(console, dashboard.access, services.api_keys, api_keys), TAG)
+               settings.RevokeApiKey(console, dashboard.access, api_keys, services.api_keys), TAG)
     routes.add(f"{BASE}/account/security", settings.Security(console, dashboard.mfa, dashboard.passkeys), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}/security",
                settings.OrganizationSecurity(console, dashboard.organizations, organization), TAG)

@@ -29,6 +29,7 @@ from controlplane.console.resources import (
     ApplicationScreen,
     ConsoleResource,
     Organization,
+    PageAction,
     for_viewer,
     form_values,
     page_doc,
@@ -184,12 +185,11 @@ class ApiKeys(ApplicationScreen):
         self.show(req, resp, viewer, applicationId, status=201, created={"key": key, "secret": secret})
 
 
-class RevokeApiKey(ApplicationScreen):
+class RevokeApiKey(PageAction):
     docs = {"POST": page_doc("Revoke an API key with confirmed=yes; without it, the page asking to confirm",
                              api=api.ApiKey.docs["DELETE"])}
 
     api_keys: ApiKeyService
-    keys_page: ApiKeys
 
     @viewer_post
     def on_post(self, req, resp, viewer, form, applicationId, keyId):
@@ -205,7 +205,7 @@ class RevokeApiKey(ApplicationScreen):
                 return
             self.api_keys.revoke(applicationId, keyId)
         except DomainError as error:
-            self.keys_page.show(req, resp, viewer, applicationId, **failed(error))
+            self.page.show(req, resp, viewer, applicationId, **failed(error))
             return
         redirect(resp, f"/console/applications/{applicationId}/api-keys?notice=revoked")
 
