@@ -90,6 +90,16 @@ def for_viewer(responder):
     return respond
 
 
+def form_post(responder):
+    """A guarded form post: ``responder(self, req, resp, form, **params)`` runs once
+    ``ConsoleResource.posted`` has accepted the form."""
+    def on_post(self, req, resp, **params):
+        if (form := self.posted(req, resp)) is not None:
+            responder(self, req, resp, form, **params)
+    on_post.__doc__ = responder.__doc__
+    return on_post
+
+
 def viewer_post(responder):
     """A signed-in viewer's guarded form post: ``responder(self, req, resp, viewer, form,
     **params)`` runs once ``ConsoleResource.signed_in_post`` has the viewer and the form."""
@@ -468,10 +478,8 @@ class SignIn(_SignInPage):
     def on_get(self, req, resp):
         self.sign_in_page(req, resp, notice=req.get_param("notice"))
 
-    def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
+    @form_post
+    def on_post(self, req, resp, form):
         try:
             values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
             sign_in = self.console.accounts.login(
@@ -489,10 +497,8 @@ class SignInCode(_SignInPage):
     docs = {"POST": page_doc("Answer the sign-in's two-step verification with a code",
                              api=api.LoginMfa.docs["POST"])}
 
-    def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
+    @form_post
+    def on_post(self, req, resp, form):
         try:
             values = schemas.LOGIN_MFA.validate(form_values(form, schemas.LOGIN_MFA))
             sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
@@ -511,10 +517,8 @@ class SignInPasskey(_SignInPage):
     docs = {"POST": page_doc("Sign in with a passkey, alone or as the second step",
                              api=api.LoginPasskey.docs["POST"])}
 
-    def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
+    @form_post
+    def on_post(self, req, resp, form):
         challenge_token = form.get("challenge_token") or None
         try:
             answer = passkey_answer(form)
@@ -616,9 +620,8 @@ class SignOut(ConsoleResource):
 
     config: Config
 
-    def on_post(self, req, resp):
-        if self.posted(req, resp) is None:
-            return
+    @form_post
+    def on_post(self, req, resp, _form):
         self.console.accounts.logout(req.cookies.get(SESSION_COOKIE))
         clear_session_cookie(resp, self.config)
         redirect(resp, SIGN_IN + "?" + urlencode({"notice": "signed-out"}))
