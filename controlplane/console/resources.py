@@ -207,13 +207,23 @@ class ApplicationScreen(ConsoleResource):
     page otherwise) and its organization's second-factor rule must be met (the
     MFA-required page).  Its principal holds the V1 permissions of its role
     (``console.permissions``): a screen standing for V1 operations names their gates in
-    ``gates`` (console method -> the V1 resource's ``Access``), and a read or write
+    ``gates`` (console method -> the V1 resource's ``Access``; ``stands_for`` derives
+    them and ``docs`` from the V1 resource), and a read or write
     lacking the permission is refused as the API refuses it.  A write without a V1 gate
     (a dashboard operation) needs an owner or admin (``dashboard.access``)."""
 
     gates: ClassVar[dict] = {}
 
     dashboard_access: DashboardAccess
+
+    def __init_subclass__(cls, **kwargs):
+        # A screen with a ``template`` answers GET with its page, one with a ``change``
+        # answers POST with it; set before the base derives ``access`` from the responders.
+        if cls.template and not hasattr(cls, "on_get"):
+            cls.on_get = cls.show_to_viewer
+        if cls.change is not ApplicationScreen.change and not hasattr(cls, "on_post"):
+            cls.on_post = cls.post_change
+        super().__init_subclass__(**kwargs)
 
     def gate(self, method: str) -> Access | None:
         """The V1 gate of this screen's ``method``; None for a dashboard operation."""
@@ -254,15 +264,6 @@ class ApplicationScreen(ConsoleResource):
         except DomainError:
             self.not_found(req, resp, viewer)
             return None
-
-    def __init_subclass__(cls, **kwargs):
-        # A screen with a ``template`` answers GET with its page, one with a ``change``
-        # answers POST with it; set before the base derives ``access`` from the responders.
-        if cls.template and not hasattr(cls, "on_get"):
-            cls.on_get = cls.show_to_viewer
-        if cls.change is not ApplicationScreen.change and not hasattr(cls, "on_post"):
-            cls.on_post = cls.post_change
-        super().__init_subclass__(**kwargs)
 
     @for_viewer
     def show_to_viewer(self, req, resp, viewer, applicationId, **ids) -> None:
