@@ -23,7 +23,16 @@ import re
 from controlplane.abac import resources as abac_api
 from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService, serialize_policy
-from controlplane.console.resources import ApplicationScreen, confirm_name, form_values, page_doc
+from controlplane.console.resources import (
+    ApplicationScreen,
+    Deletion,
+    PageAction,
+    for_viewer,
+    form_values,
+    page_doc,
+    stands_for,
+    viewer_post,
+)
 from controlplane.console.web import failed, page_links
 from controlplane.roles import resources as roles_api
 from controlplane.roles import schemas as roles_schemas
@@ -143,9 +152,9 @@ def condition_error(error: DomainError, form: dict) -> dict:
 class AccessRulesPage(ApplicationScreen):
     """A screen of an application's access rules."""
 
-    def show_list(self, req, resp, viewer, applicationId, template, *, fetch, serialize, filters=None,
-                  unfiltered=None, status=200, **context):
-        """A page of a list (?page=, ?per_page= and the screen's own ``filters``); a bad
+    def show_list(self, req, resp, viewer, applicationId, *, fetch, serialize, filters=None, unfiltered=None,
+                  status=200, **context):
+        """``template``, a page of a list (?page=, ?per_page= and the screen's own ``filters``); a bad
         parameter is shown as the page's error (400) over the first page, ``unfiltered``."""
         found = self.application(req, resp, viewer, applicationId)
         if found is None:
@@ -159,7 +168,7 @@ class AccessRulesPage(ApplicationScreen):
             chosen, status = unfiltered or {}, 400
         docs, total = fetch(page=page, per_page=per_page, **chosen)
         result = paginated([serialize(doc) for doc in docs], total, page, per_page)
-        self.console.render(req, resp, template, status=status, viewer=viewer, app=app, role=role,
+        self.console.render(req, resp, self.template, status=status, viewer=viewer, app=app, role=role,
                             result=result, pages=page_links(req, result), **chosen, **context)
 
 
@@ -167,30 +176,27 @@ class AccessRulesPage(ApplicationScreen):
 
 
 class Roles(AccessRulesPage):
-    gates = roles_api.RoleCollection.access
-    docs = {"GET": page_doc("An application's roles, a page at a time (?page=, ?per_page=, ?search=), and a form "
-                            "to create one", not_found=True),
-            "POST": page_doc("Create a role", api=roles_api.RoleCollection.docs["POST"])}
+    gates, docs = stands_for(roles_api.RoleCollection, "POST", "Create a role",
+                             page="An application's roles, a page at a time (?page=, ?per_page=, ?search=), and a "
+                                  "form to create one")
 
     roles: RoleService
 
-    on_get = ApplicationScreen.show_to_viewer
+    template = "rules_roles.html"
 
     def show(self, req, resp, viewer, applicationId, **context):
         search = (req.get_param("search") or "").strip()[:roles_schemas.SEARCH_MAX] or None
-        self.show_list(req, resp, viewer, applicationId, "rules_roles.html",
+        self.show_list(req, resp, viewer, applicationId,
                        fetch=lambda **paging: self.roles.list(applicationId, search=search, **paging),
                        serialize=lambda doc: serialize_role(doc, permissions="names", updated_at=False),
                        search=search or "", **context)
 
-    def on_post(self, req, resp, applicationId):
-        def create(form):
-            body = {**form_values(form, roles_schemas.CREATE_ROLE),
-                    "permissions": permission_lines(form.get("permissions", ""))}
-            body["description"] = body.get("description") or None
-            created = self.roles.create(applicationId, roles_schemas.CREATE_ROLE.validate(body))
-            return f"/console/applications/{applicationId}/roles/{created['_id']}"
-        self.write_form(req, resp, applicationId, change=create)
+    def change(self, form, applicationId):
+        body = {**form_values(form, roles_schemas.CREATE_ROLE),
+                "permissions": permission_lines(form.get("permissions", ""))}
+        body["description"] = body.get("description") or None
+        created = self.roles.create(applicationId, roles_schemas.CREATE_ROLE.validate(body))
+        return f"/console/applications/{applicationId}/roles/{created['_id']}"
 
 
 class PermissionCheck(AccessRulesPage):
@@ -207,44 +213,28 @@ class PermissionCheck(AccessRulesPage):
 
 
 class Role(AccessRulesPage):
-    gates = {"GET": roles_api.RoleItem.access["GET"], "POST": roles_api.RoleItem.access["PUT"]}
-    docs = {"GET": page_doc("A role: its permissions and how many users hold it", not_found=True),
-            "POST": page_doc("Change a role's display name, description and permissions",
-                             api=roles_api.RoleItem.docs["PUT"])}
+    gates, docs = stands_for(roles_api.RoleItem, "PUT", "Change a role's display name, description and permissions",
+                             page="A role: its permissions and how many users hold it")
 
     roles: RoleService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "rules_role.html"
     defaults = {"saved": False}
 
     def contents(self, req, applicationId, roleId):
         return {"detail": self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId))}
 
-    def on_post(self, req, resp, applicationId, roleId):
-        def update(form):
-            values = roles_schemas.UPDATE_ROLE.validate({
-                "display_name": form.get("display_name", ""), "description": form.get("description") or None,
-                "permissions": permission_lines(form.get("permissions", ""))}, partial=True)
-            self.roles.update(applicationId, roleId, values)
-            return {"saved": True}
-        self.write_form(req, resp, applicationId, roleId, change=update)
+    def change(self, form, applicationId, roleId):
+        values = roles_schemas.UPDATE_ROLE.validate({
+            "display_name": form.get("display_name", ""), "description": form.get("description") or None,
+            "permissions": permission_lines(form.get("permissions", ""))}, partial=True)
+        self.roles.update(applicationId, roleId, values)
+        return {"saved": True}
 
 
-class DeleteRole(AccessRulesPage):
-    gates = {"GET": roles_api.RoleItem.access["GET"], "POST": roles_api.RoleItem.access["DELETE"]}
-    docs = {"POST": page_doc("Delete a role nobody holds (the role page shows how many users hold it first)",
-                             api={"errors": (*roles_api.RoleItem.docs["DELETE"]["errors"], ValidationFailed)})}
-
-    roles: RoleService
-    role_page: Role
-
-    def on_post(self, req, resp, applicationId, roleId):
-        def delete(form):
-            confirm_name(form, self.roles.resolve(applicationId, roleId)["name"], "role")
-            self.roles.delete(applicationId, roleId)
-            return f"/console/applications/{applicationId}/roles"
-        self.write_form(req, resp, applicationId, roleId, change=delete, page=self.role_page, keep_form=False)
+ROLE_DELETION = Deletion(roles_api.RoleItem,
+                         "Delete a role nobody holds (the role page shows how many users hold it first)", "role",
+                         "roles", lambda roles, app_id, role_id: roles.resolve(app_id, role_id)["name"])
 
 
 # ---------------------------------------------------------------- policies
@@ -271,42 +261,41 @@ def policy_form(policy: dict) -> dict:
             "condition": "" if condition is None else json.dumps(condition, indent=2)}
 
 
-class Policies(AccessRulesPage):
-    gates = abac_api.PolicyCollection.access
-    docs = {"GET": page_doc("An application's ABAC policies, a page at a time (?page=, ?per_page=, "
-                            "?is_active=), and the editor to create one", not_found=True),
-            "POST": page_doc("Create an ABAC policy", api=abac_api.PolicyCollection.docs["POST"])}
+class PolicyEditor(AccessRulesPage):
+    """A screen writing a policy from the editor: a refusal names the condition's lines."""
 
     abac: AbacService
 
-    on_get = ApplicationScreen.show_to_viewer
+    def refused(self, error, form):
+        return condition_error(error, form)
+
+
+class Policies(PolicyEditor):
+    gates, docs = stands_for(abac_api.PolicyCollection, "POST", "Create an ABAC policy",
+                             page="An application's ABAC policies, a page at a time (?page=, ?per_page=, "
+                                  "?is_active=), and the editor to create one")
+
+    template = "rules_policies.html"
 
     def show(self, req, resp, viewer, applicationId, **context):
         context.setdefault("form", {"effect": "allow", "is_active": "on"})
-        self.show_list(req, resp, viewer, applicationId, "rules_policies.html",
+        self.show_list(req, resp, viewer, applicationId,
                        fetch=lambda **paging: self.abac.list_policies(applicationId, permission=None, **paging),
                        serialize=serialize_policy, unfiltered={"is_active": None},
                        filters=lambda req: {"is_active": abac_schemas.is_active_param(req.get_param("is_active"))},
                        **context)
 
-    def on_post(self, req, resp, applicationId):
-        def create(form):
-            values = abac_schemas.clean_policy(abac_schemas.CREATE_POLICY, policy_body(form), self.abac.limits,
-                                               partial=False)
-            created = self.abac.create_policy(applicationId, values)
-            return f"/console/applications/{applicationId}/policies/{created['_id']}"
-        self.write_form(req, resp, applicationId, change=create, refusal=condition_error)
+    def change(self, form, applicationId):
+        values = abac_schemas.clean_policy(abac_schemas.CREATE_POLICY, policy_body(form), self.abac.limits,
+                                           partial=False)
+        created = self.abac.create_policy(applicationId, values)
+        return f"/console/applications/{applicationId}/policies/{created['_id']}"
 
 
-class Policy(AccessRulesPage):
-    gates = {"GET": abac_api.PolicyItem.access["GET"], "POST": abac_api.PolicyItem.access["PUT"]}
-    docs = {"GET": page_doc("An ABAC policy in the editor", not_found=True),
-            "POST": page_doc("Update an ABAC policy (every field of the editor)",
-                             api=abac_api.PolicyItem.docs["PUT"])}
+class Policy(PolicyEditor):
+    gates, docs = stands_for(abac_api.PolicyItem, "PUT", "Update an ABAC policy (every field of the editor)",
+                             page="An ABAC policy in the editor")
 
-    abac: AbacService
-
-    on_get = ApplicationScreen.show_to_viewer
     template = "rules_policy.html"
     defaults = {"saved": None}
 
@@ -314,31 +303,24 @@ class Policy(AccessRulesPage):
         policy = serialize_policy(self.abac.get_policy(applicationId, policyId))
         return {"policy": policy, "form": policy_form(policy)}
 
-    def on_post(self, req, resp, applicationId, policyId):
-        def update(form):
-            values = abac_schemas.clean_policy(abac_schemas.UPDATE_POLICY, policy_body(form), self.abac.limits,
-                                               partial=True)
-            self.abac.update_policy(applicationId, policyId, values)
-            return {"saved": "Policy saved."}
-        self.write_form(req, resp, applicationId, policyId, change=update, refusal=condition_error)
+    def change(self, form, applicationId, policyId):
+        values = abac_schemas.clean_policy(abac_schemas.UPDATE_POLICY, policy_body(form), self.abac.limits,
+                                           partial=True)
+        self.abac.update_policy(applicationId, policyId, values)
+        return {"saved": "Policy saved."}
 
 
-class PolicyActivation(AccessRulesPage):
-    gates = {"GET": abac_api.PolicyItem.access["GET"], "POST": abac_api.PolicyItem.access["PUT"]}
-    docs = {"POST": page_doc("Activate (is_active=true) or deactivate (is_active=false) an ABAC policy",
-                             api=abac_api.PolicyItem.docs["PUT"])}
+class PolicyActivation(PageAction):
+    gates, docs = stands_for(abac_api.PolicyItem, "PUT",
+                             "Activate (is_active=true) or deactivate (is_active=false) an ABAC policy")
 
     abac: AbacService
-    policy_page: Policy
 
-    def on_post(self, req, resp, applicationId, policyId):
-        def switch(form):
-            values = abac_schemas.clean_policy(abac_schemas.UPDATE_POLICY,
-                                               {"is_active": form.get("is_active") == "true"}, self.abac.limits,
-                                               partial=True)
-            updated = self.abac.update_policy(applicationId, policyId, values)
-            return {"saved": "Policy activated." if updated["is_active"] else "Policy deactivated."}
-        self.write_form(req, resp, applicationId, policyId, change=switch, page=self.policy_page, keep_form=False)
+    def change(self, form, applicationId, policyId):
+        values = abac_schemas.clean_policy(abac_schemas.UPDATE_POLICY, {"is_active": form.get("is_active") == "true"},
+                                           self.abac.limits, partial=True)
+        updated = self.abac.update_policy(applicationId, policyId, values)
+        return {"saved": "Policy activated." if updated["is_active"] else "Policy deactivated."}
 
 
 # ---------------------------------------------------------------- the check playground
@@ -355,18 +337,15 @@ class Playground(AccessRulesPage):
 
     abac: AbacService
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, form={"user_id": req.get_param("user_id") or ""})
+    @for_viewer
+    def on_get(self, req, resp, viewer, applicationId):
+        self.show(req, resp, viewer, applicationId, form={"user_id": req.get_param("user_id") or ""})
 
     template = "rules_playground.html"
     defaults = {"evaluation": None}
 
-    def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
+    @viewer_post
+    def on_post(self, req, resp, viewer, form, applicationId):
         if self.application(req, resp, viewer, applicationId) is None:
             return
         try:

@@ -16,7 +16,7 @@ from controlplane.connections.model import LINKING_MODES
 from controlplane.connections.presets import PRESETS
 from controlplane.connections.service import UpstreamConnectionService, serialize
 from controlplane.console.integrations import lines
-from controlplane.console.resources import ApplicationScreen, confirm_name, page_doc
+from controlplane.console.resources import ApplicationScreen, Deletion, PageAction, stands_for
 from controlplane.console.web import listing
 from shared.errors import ValidationFailed
 
@@ -36,41 +36,36 @@ LINKING_RISKS = {
 PAGE_DEFAULTS = {"presets": PRESETS, "linking_modes": LINKING_MODES, "risks": LINKING_RISKS, "claims": CLAIMS}
 
 
-class Connections(ApplicationScreen):
-    gates = connections_api.ConnectionCollection.access
-    docs = {"GET": page_doc("An application's connections (upstream identity providers), and a form to add one",
-                            not_found=True),
-            "POST": page_doc("Create a connection from a preset or a custom OIDC issuer",
-                             api=connections_api.ConnectionCollection.docs["POST"])}
+class ConnectionScreen(ApplicationScreen):
+    """A page of an application's connections: the service, and what their forms offer."""
 
     connections: UpstreamConnectionService
 
-    on_get = ApplicationScreen.show_to_viewer
+    defaults = PAGE_DEFAULTS
+
+
+class Connections(ConnectionScreen):
+    gates, docs = stands_for(connections_api.ConnectionCollection, "POST",
+                             "Create a connection from a preset or a custom OIDC issuer",
+                             page="An application's connections (upstream identity providers), and a form to add one")
+
     template = "connections_list.html"
-    defaults = {**PAGE_DEFAULTS, "created": None}
 
     def contents(self, req, applicationId):
         connections, paging = listing(req, self.connections.list(applicationId), serialize)
         return {"connections": connections, **paging}
 
-    def on_post(self, req, resp, applicationId):
-        def create(form):
-            values = connection_schemas.CREATE_CONNECTION.validate(connection_values(form, current=None))
-            connection = self.connections.create(applicationId, values)
-            return f"/console/applications/{applicationId}/connections/{connection.id}?notice=created"
-        self.write_form(req, resp, applicationId, change=create)
+    def change(self, form, applicationId):
+        values = connection_schemas.CREATE_CONNECTION.validate(connection_values(form, current=None))
+        connection = self.connections.create(applicationId, values)
+        return f"/console/applications/{applicationId}/connections/{connection.id}?notice=created"
 
 
-class Connection(ApplicationScreen):
-    gates = {"GET": connections_api.ConnectionItem.access["GET"],
-             "POST": connections_api.ConnectionItem.access["PATCH"]}
-    docs = {"GET": page_doc("One connection's settings (never its client secret)", not_found=True),
-            "POST": page_doc("Update a connection (a blank client secret keeps the stored one)",
-                             api=connections_api.ConnectionItem.docs["PATCH"])}
+class Connection(ConnectionScreen):
+    gates, docs = stands_for(connections_api.ConnectionItem, "PATCH",
+                             "Update a connection (a blank client secret keeps the stored one)",
+                             page="One connection's settings (never its client secret)")
 
-    connections: UpstreamConnectionService
-
-    on_get = ApplicationScreen.show_to_viewer
     template = "connections_detail.html"
     defaults = {**PAGE_DEFAULTS, "saved": False, "report": None}
 
@@ -78,49 +73,28 @@ class Connection(ApplicationScreen):
         return {"connection": serialize(self.connections.get(applicationId, connectionId)),
                 "created": req.get_param("notice") == "created"}
 
-    def on_post(self, req, resp, applicationId, connectionId):
-        def update(form):
-            current = serialize(self.connections.get(applicationId, connectionId))
-            values = connection_schemas.UPDATE_CONNECTION.validate(connection_values(form, current=current),
-                                                                   partial=True)
-            self.connections.update(applicationId, connectionId, values)
-            return {"saved": True}
-        self.write_form(req, resp, applicationId, connectionId, change=update)
+    def change(self, form, applicationId, connectionId):
+        current = serialize(self.connections.get(applicationId, connectionId))
+        values = connection_schemas.UPDATE_CONNECTION.validate(connection_values(form, current=current),
+                                                               partial=True)
+        self.connections.update(applicationId, connectionId, values)
+        return {"saved": True}
 
 
-class TestConnection(ApplicationScreen):
-    gates = {"GET": connections_api.ConnectionItem.access["GET"],
-             "POST": connections_api.ConnectionTest.access["POST"]}
-    docs = {"POST": page_doc("Test a connection: discovery and the JWKS fetched now, each check's finding shown",
-                             api=connections_api.ConnectionTest.docs["POST"])}
+class TestConnection(PageAction):
+    gates, docs = stands_for(connections_api.ConnectionTest, "POST",
+                             "Test a connection: discovery and the JWKS fetched now, each check's finding shown",
+                             read=connections_api.ConnectionItem)
 
     connections: UpstreamConnectionService
-    connection_page: Connection
 
-    def on_post(self, req, resp, applicationId, connectionId):
-        def run(_form):
-            return {"report": self.connections.test(applicationId, connectionId)}
-        self.write_form(req, resp, applicationId, connectionId, change=run, page=self.connection_page,
-                        keep_form=False)
+    def change(self, _form, applicationId, connectionId):
+        return {"report": self.connections.test(applicationId, connectionId)}
 
 
-class DeleteConnection(ApplicationScreen):
-    gates = {"GET": connections_api.ConnectionItem.access["GET"],
-             "POST": connections_api.ConnectionItem.access["DELETE"]}
-    docs = {"POST": page_doc("Delete a connection; the form must repeat its name",
-                             api={"errors": (*connections_api.ConnectionItem.docs["DELETE"]["errors"],
-                                             ValidationFailed)})}
-
-    connections: UpstreamConnectionService
-    connection_page: Connection
-
-    def on_post(self, req, resp, applicationId, connectionId):
-        def delete(form):
-            confirm_name(form, self.connections.get(applicationId, connectionId).name, "connection")
-            self.connections.delete(applicationId, connectionId)
-            return f"/console/applications/{applicationId}/connections"
-        self.write_form(req, resp, applicationId, connectionId, change=delete, page=self.connection_page,
-                        keep_form=False)
+CONNECTION_DELETION = Deletion(connections_api.ConnectionItem, "Delete a connection; the form must repeat its name",
+                               "connection", "connections",
+                               lambda connections, app_id, connection_id: connections.get(app_id, connection_id).name)
 
 
 # ---------------------------------------------------------------- form values

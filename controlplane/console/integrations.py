@@ -15,7 +15,7 @@ from controlplane.audit import resources as audit_api
 from controlplane.audit import schemas as audit_schemas
 from controlplane.audit.resources import NDJSON
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import HTML, ApplicationScreen, confirm_name, page_doc
+from controlplane.console.resources import HTML, ApplicationScreen, Deletion, PageAction, page_doc, stands_for
 from controlplane.console.web import failed, listing
 from controlplane.oidc import schemas as oidc_schemas
 from controlplane.oidc.clients import ClientService, is_public, serialize_client
@@ -37,21 +37,15 @@ EVENT_PREFIX = "event_"
 TAIL_LIMIT = audit_schemas.MAX_LIMIT
 
 
-class _AppPage(ApplicationScreen):
-    """A page of one application."""
-
-
 # ---------------------------------------------------------------- OIDC clients
 
 
-class OidcClients(_AppPage):
-    gates = oidc_api.Clients.access
-    docs = {"GET": page_doc("An application's OIDC clients, and a form to register one", not_found=True),
-            "POST": page_doc("Register an OIDC client (its secret shown once)", api=oidc_api.Clients.docs["POST"])}
+class OidcClients(ApplicationScreen):
+    gates, docs = stands_for(oidc_api.Clients, "POST", "Register an OIDC client (its secret shown once)",
+                             page="An application's OIDC clients, and a form to register one")
 
     clients: ClientService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "integrations_clients.html"
     defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES,
                 "auth_methods": oidc_schemas.AUTH_METHODS, "created": None}
@@ -60,23 +54,18 @@ class OidcClients(_AppPage):
         clients, paging = listing(req, self.clients.list(applicationId), serialize_client)
         return {"clients": clients, **paging}
 
-    def on_post(self, req, resp, applicationId):
-        def create(form):
-            values = oidc_schemas.CREATE_CLIENT.validate(client_values(form, create=True))
-            client, secret = self.clients.create(applicationId, values)
-            return {"status": 201, "created": serialize_client(client, secret)}
-        self.write_form(req, resp, applicationId, change=create)
+    def change(self, form, applicationId):
+        values = oidc_schemas.CREATE_CLIENT.validate(client_values(form, create=True))
+        client, secret = self.clients.create(applicationId, values)
+        return {"status": 201, "created": serialize_client(client, secret)}
 
 
-class OidcClient(_AppPage):
-    gates = {"GET": oidc_api.ClientItem.access["GET"], "POST": oidc_api.ClientItem.access["PUT"]}
-    docs = {"GET": page_doc("One OIDC client's settings (never its secret)", not_found=True),
-            "POST": page_doc("Update an OIDC client (is_active off deactivates it)",
-                             api=oidc_api.ClientItem.docs["PUT"])}
+class OidcClient(ApplicationScreen):
+    gates, docs = stands_for(oidc_api.ClientItem, "PUT", "Update an OIDC client (is_active off deactivates it)",
+                             page="One OIDC client's settings (never its secret)")
 
     clients: ClientService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "integrations_client.html"
     defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES, "saved": False}
 
@@ -84,42 +73,25 @@ class OidcClient(_AppPage):
         client = self.clients.get(applicationId, clientId)
         return {"client": serialize_client(client), "public": is_public(client)}
 
-    def on_post(self, req, resp, applicationId, clientId):
-        def update(form):
-            values = oidc_schemas.UPDATE_CLIENT.validate(client_values(form, create=False), partial=True)
-            self.clients.update(applicationId, clientId, values)
-            return {"saved": True}
-        self.write_form(req, resp, applicationId, clientId, change=update)
+    def change(self, form, applicationId, clientId):
+        values = oidc_schemas.UPDATE_CLIENT.validate(client_values(form, create=False), partial=True)
+        self.clients.update(applicationId, clientId, values)
+        return {"saved": True}
 
 
-class DeleteOidcClient(_AppPage):
-    gates = {"GET": oidc_api.ClientItem.access["GET"], "POST": oidc_api.ClientItem.access["DELETE"]}
-    docs = {"POST": page_doc("Delete an OIDC client; the form must repeat its name",
-                             api={"errors": (*oidc_api.ClientItem.docs["DELETE"]["errors"], ValidationFailed)})}
-
-    clients: ClientService
-    client_page: OidcClient
-
-    def on_post(self, req, resp, applicationId, clientId):
-        def delete(form):
-            confirm_name(form, self.clients.get(applicationId, clientId)["name"], "client")
-            self.clients.delete(applicationId, clientId)
-            return f"/console/applications/{applicationId}/oidc-clients"
-        self.write_form(req, resp, applicationId, clientId, change=delete, page=self.client_page, keep_form=False)
+CLIENT_DELETION = Deletion(oidc_api.ClientItem, "Delete an OIDC client; the form must repeat its name", "client",
+                           "oidc-clients", lambda clients, app_id, client_id: clients.get(app_id, client_id)["name"])
 
 
 # ---------------------------------------------------------------- webhooks
 
 
-class Webhooks(_AppPage):
-    gates = webhook_api.WebhookCollection.access
-    docs = {"GET": page_doc("An application's webhooks, and a form to create one", not_found=True),
-            "POST": page_doc("Create a webhook (its secret shown once)",
-                             api=webhook_api.WebhookCollection.docs["POST"])}
+class Webhooks(ApplicationScreen):
+    gates, docs = stands_for(webhook_api.WebhookCollection, "POST", "Create a webhook (its secret shown once)",
+                             page="An application's webhooks, and a form to create one")
 
     webhooks: WebhookService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "integrations_webhooks.html"
     defaults = {"catalogue": PUBLIC_EVENT_TYPES, "created": None}
 
@@ -127,24 +99,19 @@ class Webhooks(_AppPage):
         hooks, paging = listing(req, self.webhooks.list(applicationId), serialize_webhook)
         return {"webhooks": hooks, **paging}
 
-    def on_post(self, req, resp, applicationId):
-        def create(form):
-            values = webhook_schemas.CREATE_WEBHOOK.validate({"url": form.get("url", ""),
-                                                              "events": picked_events(form)})
-            webhook, secret = self.webhooks.create(applicationId, values)
-            return {"status": 201, "created": serialize_webhook(webhook, secret)}
-        self.write_form(req, resp, applicationId, change=create)
+    def change(self, form, applicationId):
+        values = webhook_schemas.CREATE_WEBHOOK.validate({"url": form.get("url", ""), "events": picked_events(form)})
+        webhook, secret = self.webhooks.create(applicationId, values)
+        return {"status": 201, "created": serialize_webhook(webhook, secret)}
 
 
-class Webhook(_AppPage):
-    gates = {"GET": webhook_api.WebhookDeliveries.access["GET"], "POST": webhook_api.WebhookItem.access["PUT"]}
-    docs = {"GET": page_doc("One webhook (never its secret) and its delivery log", not_found=True),
-            "POST": page_doc("Update a webhook's URL, events or active switch",
-                             api=webhook_api.WebhookItem.docs["PUT"])}
+class Webhook(ApplicationScreen):
+    gates, docs = stands_for(webhook_api.WebhookItem, "PUT", "Update a webhook's URL, events or active switch",
+                             page="One webhook (never its secret) and its delivery log",
+                             read=webhook_api.WebhookDeliveries)
 
     webhooks: WebhookService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "integrations_webhook.html"
     defaults = {"catalogue": PUBLIC_EVENT_TYPES, "saved": False, "secret": None, "redelivered": None}
 
@@ -153,49 +120,41 @@ class Webhook(_AppPage):
         return {"webhook": webhook,
                 "deliveries": [serialize_delivery(d) for d in self.webhooks.deliveries(applicationId, webhookId)]}
 
-    def on_post(self, req, resp, applicationId, webhookId):
-        def update(form):
-            values = webhook_schemas.UPDATE_WEBHOOK.validate({
-                "url": form.get("url", ""), "events": picked_events(form),
-                "is_active": form.get("is_active") == "on"}, partial=True)
-            self.webhooks.update(applicationId, webhookId, values)
-            return {"saved": True}
-        self.write_form(req, resp, applicationId, webhookId, change=update)
+    def change(self, form, applicationId, webhookId):
+        values = webhook_schemas.UPDATE_WEBHOOK.validate({
+            "url": form.get("url", ""), "events": picked_events(form),
+            "is_active": form.get("is_active") == "on"}, partial=True)
+        self.webhooks.update(applicationId, webhookId, values)
+        return {"saved": True}
 
 
-class WebhookSecret(_AppPage):
-    gates = {"GET": webhook_api.WebhookItem.access["GET"], "POST": webhook_api.WebhookSecret.access["POST"]}
-    docs = {"POST": page_doc("Rotate a webhook's secret (the new one shown once)",
-                             api=webhook_api.WebhookSecret.docs["POST"])}
+class WebhookSecret(PageAction):
+    gates, docs = stands_for(webhook_api.WebhookSecret, "POST", "Rotate a webhook's secret (the new one shown once)",
+                             read=webhook_api.WebhookItem)
 
     webhooks: WebhookService
-    webhook_page: Webhook
 
-    def on_post(self, req, resp, applicationId, webhookId):
-        def rotate(_form):
-            return {"secret": self.webhooks.rotate_secret(applicationId, webhookId)[1]}
-        self.write_form(req, resp, applicationId, webhookId, change=rotate, page=self.webhook_page, keep_form=False)
+    def change(self, _form, applicationId, webhookId):
+        return {"secret": self.webhooks.rotate_secret(applicationId, webhookId)[1]}
 
 
-class WebhookRedelivery(_AppPage):
-    gates = {"GET": webhook_api.WebhookItem.access["GET"], "POST": webhook_api.WebhookRedelivery.access["POST"]}
-    docs = {"POST": page_doc("Send a logged delivery's event again, as a new delivery",
-                             api=webhook_api.WebhookRedelivery.docs["POST"])}
+class WebhookRedelivery(PageAction):
+    gates, docs = stands_for(webhook_api.WebhookRedelivery, "POST",
+                             "Send a logged delivery's event again, as a new delivery", read=webhook_api.WebhookItem)
 
     webhooks: WebhookService
-    webhook_page: Webhook
 
     def on_post(self, req, resp, applicationId, webhookId, deliveryId):
+        """The delivery's id is not the webhook page's: the answer is that page's."""
         def redeliver(_form):
             return {"status": 202, "redelivered": self.webhooks.redeliver(applicationId, webhookId, deliveryId)["_id"]}
-        self.write_form(req, resp, applicationId, webhookId, change=redeliver, page=self.webhook_page,
-                        keep_form=False)
+        self.write_form(req, resp, applicationId, webhookId, change=redeliver)
 
 
 # ---------------------------------------------------------------- audit log
 
 
-class AuditEvents(_AppPage):
+class AuditEvents(ApplicationScreen):
     gates = audit_api.ApplicationAuditEvents.access
     docs = {"GET": page_doc("The application's audit log: filters in the URL, cursor pages, a live tail",
                             not_found=True, errors=(ValidationFailed,))}
@@ -219,7 +178,7 @@ class AuditEvents(_AppPage):
                             first_page=not req.get_param("cursor"), **{"status": 200, **extra})
 
 
-class AuditTail(_AppPage):
+class AuditTail(ApplicationScreen):
     gates = audit_api.ApplicationAuditEvents.access
     docs = {"GET": page_doc("The audit records newer than newest_id (the live tail's rows; htmx polls it)",
                             not_found=True)}
@@ -250,7 +209,7 @@ class AuditTail(_AppPage):
                             records=fresh, query=filter_query(req), newest=newest)
 
 
-class AuditExport(_AppPage):
+class AuditExport(ApplicationScreen):
     gates = audit_api.ApplicationAuditExport.access
     docs = {"GET": op("Download the application's audit records with the page's filters (NDJSON)",
                       description="Console download (not an API): the V1 export's stream for the signed-in "

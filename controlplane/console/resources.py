@@ -13,8 +13,9 @@ action stands for.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, dataclass_transform
+from typing import Any, ClassVar, dataclass_transform
 from urllib.parse import urlencode
 
 from markupsafe import escape
@@ -66,6 +67,47 @@ def page_doc(summary: str, *, api: dict | None = None, not_found: bool = False, 
         "Signed-out visitors of a signed-in page are redirected (303) to /console/sign-in.")
     return op(summary, description=description, errors=errors, wrapped=False,
               also={status: (HTML, "an HTML page", "text/html") for status in sorted(statuses)})
+
+
+def stands_for(v1: type, method: str, summary: str, *, page: str | None = None,
+               read: type | None = None) -> tuple[dict, dict]:
+    """``gates`` and ``docs`` of a screen whose form post stands for the V1 ``method`` of
+    ``v1`` (its permission, its errors) and whose reading is the V1 GET of ``read``
+    (``v1`` by default); ``page`` is the summary of the screen's own page, when it has one."""
+    gates = {"GET": (read or v1).access["GET"], "POST": v1.access[method]}
+    posted = {"POST": page_doc(summary, api=v1.docs[method])}
+    return gates, ({"GET": page_doc(page, not_found=True), **posted} if page else posted)
+
+
+def for_viewer(responder):
+    """A responder of a signed-in page: ``responder(self, req, resp, viewer, **params)``
+    runs for a signed-in viewer; a signed-out visitor is sent to sign in
+    (``ConsoleResource.signed_in``)."""
+    def respond(self, req, resp, **params):
+        if viewer := self.signed_in(req, resp):
+            responder(self, req, resp, viewer, **params)
+    respond.__doc__ = responder.__doc__
+    return respond
+
+
+def form_post(responder):
+    """A guarded form post: ``responder(self, req, resp, form, **params)`` runs once
+    ``ConsoleResource.posted`` has accepted the form."""
+    def on_post(self, req, resp, **params):
+        if (form := self.posted(req, resp)) is not None:
+            responder(self, req, resp, form, **params)
+    on_post.__doc__ = responder.__doc__
+    return on_post
+
+
+def viewer_post(responder):
+    """A signed-in viewer's guarded form post: ``responder(self, req, resp, viewer, form,
+    **params)`` runs once ``ConsoleResource.signed_in_post`` has the viewer and the form."""
+    def on_post(self, req, resp, **params):
+        if posted := self.signed_in_post(req, resp):
+            responder(self, req, resp, *posted, **params)
+    on_post.__doc__ = responder.__doc__
+    return on_post
 
 
 def redirect(resp, location: str) -> None:
@@ -123,6 +165,14 @@ class ConsoleResource(Resource):
             return None
         return form
 
+    def signed_in_post(self, req, resp) -> tuple | None:
+        """``(viewer, form)`` of a signed-in viewer's guarded post, or None after sending a
+        signed-out visitor to sign in or rendering the refusal."""
+        viewer = self.signed_in(req, resp)
+        if viewer is None or (form := self.posted(req, resp)) is None:
+            return None
+        return viewer, form
+
     def submit(self, req, resp, schema, act, template: str, again=None) -> None:
         """A signed-out page's guarded form post: the fields the dashboard API's ``schema``
         knows, validated, go to ``act(values)``, which answers; a refusal (the schema's or
@@ -138,9 +188,9 @@ class ConsoleResource(Resource):
     def submit_signed_in(self, req, resp, schema, act, refused) -> None:
         """A signed-in page's guarded form post: ``act(viewer, values)`` with the fields
         ``schema`` validates, which answers; a refusal goes to ``refused(viewer, form, error)``."""
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
+        if (posted := self.signed_in_post(req, resp)) is None:
             return
+        viewer, form = posted
         try:
             act(viewer, schema.validate(form_values(form, schema)))
         except DomainError as error:
@@ -157,13 +207,27 @@ class ApplicationScreen(ConsoleResource):
     page otherwise) and its organization's second-factor rule must be met (the
     MFA-required page).  Its principal holds the V1 permissions of its role
     (``console.permissions``): a screen standing for V1 operations names their gates in
-    ``gates`` (console method -> the V1 resource's ``Access``), and a read or write
+    ``gates`` (console method -> the V1 resource's ``Access``; ``stands_for`` derives
+    them and ``docs`` from the V1 resource), and a read or write
     lacking the permission is refused as the API refuses it.  A write without a V1 gate
     (a dashboard operation) needs an owner or admin (``dashboard.access``)."""
 
     gates: ClassVar[dict] = {}
 
     dashboard_access: DashboardAccess
+
+    def __init_subclass__(cls, **kwargs):
+        # A screen with a ``template`` answers GET with its page, one with a ``change``
+        # answers POST with it; set before the base derives ``access`` from the responders.
+        if cls.template and not hasattr(cls, "on_get"):
+            cls.on_get = cls.show_to_viewer
+        if cls.change is not ApplicationScreen.change and not hasattr(cls, "on_post"):
+            cls.on_post = cls.post_change
+        super().__init_subclass__(**kwargs)
+
+    def gate(self, method: str) -> Access | None:
+        """The V1 gate of this screen's ``method``; None for a dashboard operation."""
+        return self.gates.get(method)
 
     def application(self, req, resp, viewer, applicationId) -> tuple | None:
         """``(app, role)`` the viewer may read, or None after rendering the refusal."""
@@ -176,7 +240,7 @@ class ApplicationScreen(ConsoleResource):
             self.not_found(req, resp, viewer)
             return None
         try:
-            require(console_principal(viewer.account["_id"], app["_id"], role), self.gates.get("GET"))
+            require(console_principal(viewer.account["_id"], app["_id"], role), self.gate("GET"))
         except PermissionMissing as error:
             self.console.render_error(req, resp, error, "forbidden.html", viewer=viewer, app=app, role=role)
             return None
@@ -201,11 +265,10 @@ class ApplicationScreen(ConsoleResource):
             self.not_found(req, resp, viewer)
             return None
 
-    def show_to_viewer(self, req, resp, applicationId, **ids) -> None:
-        """The GET of a screen with a page (``on_get = ApplicationScreen.show_to_viewer``):
-        its ``show`` for a signed-in viewer."""
-        if viewer := self.signed_in(req, resp):
-            self.show(req, resp, viewer, applicationId, *ids.values())
+    @for_viewer
+    def show_to_viewer(self, req, resp, viewer, applicationId, **ids) -> None:
+        """The GET of a screen with a ``template``: its ``show`` for a signed-in viewer."""
+        self.show(req, resp, viewer, applicationId, *ids.values())
 
     # The page of a screen whose ``show`` is this base's: its template, and the value of
     # each name it shows that a write's answer may set (``saved``, a secret shown once...).
@@ -229,22 +292,42 @@ class ApplicationScreen(ConsoleResource):
             self.console.render(req, resp, self.template, viewer=viewer, app=app, role=role,
                                 **{"status": status, **self.defaults, **contents, **context})
 
-    def write_form(self, req, resp, applicationId, *ids, change, page=None, keep_form=True, refusal=None) -> None:
-        """A guarded form post of this screen: ``change(form)`` runs behind the write gate
-        and returns what the page shows again (``saved=True``, a secret shown once...) or
-        the address to go to (303).  A refused one shows ``page`` (this screen by default)
-        again with ``refusal(error, form)`` (the error at its fields) and, with
-        ``keep_form``, the form as sent."""
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
+    # The write of a screen (its form post): ``change`` makes it, ``answer_page`` shows
+    # its answer, ``refused`` its refusal, with the form as sent when ``keep_form``.
+    keep_form = True
+
+    def change(self, form: dict, applicationId: str, *ids: str) -> dict | str:
+        """The write, behind the write gate: what the page shows again (``saved=True``, a
+        secret shown once...) or the address to go to (303)."""
+        raise NotImplementedError
+
+    def answer_page(self) -> ApplicationScreen:
+        return self
+
+    def refused(self, error: DomainError, form: dict) -> dict:
+        """The page's context for a refused write: the error at its fields."""
+        return failed(error)
+
+    def post_change(self, req, resp, applicationId, **ids) -> None:
+        """The POST of a screen with a ``change``."""
+        path_ids = tuple(ids.values())
+        self.write_form(req, resp, applicationId, *path_ids,
+                        change=lambda form: self.change(form, applicationId, *path_ids))
+
+    def write_form(self, req, resp, applicationId, *ids, change) -> None:
+        """A guarded form post of this screen: ``change(form)`` (``change``'s contract)
+        runs behind the write gate; ``answer_page()`` shows its answer, or its refusal
+        (``refused``) and, with ``keep_form``, the form as sent."""
+        if (posted := self.signed_in_post(req, resp)) is None:
             return
-        page = page or self
+        viewer, form = posted
+        page = self.answer_page()
         try:
             self.writer(viewer, applicationId)
             answer = change(form)
         except DomainError as error:
-            shown = refusal(error, form) if refusal else failed(error)
-            page.show(req, resp, viewer, applicationId, *ids, **shown, **({"form": form} if keep_form else {}))
+            kept = {"form": form} if self.keep_form else {}
+            page.show(req, resp, viewer, applicationId, *ids, **self.refused(error, form), **kept)
             return
         if isinstance(answer, str):
             redirect(resp, answer)
@@ -256,7 +339,7 @@ class ApplicationScreen(ConsoleResource):
         default): 403 FORBIDDEN with the permission missing (the V1 gate's refusal) or,
         for a dashboard operation, for a member or viewer; DASHBOARD_EMAIL_UNVERIFIED
         before the address is confirmed."""
-        gate = gate or self.gates.get("POST")
+        gate = gate or self.gate("POST")
         account_id = viewer.account["_id"]
         if gate is None or gate.kind != "permission":
             return self.dashboard_access.application(account_id, applicationId, write=True)
@@ -267,6 +350,55 @@ class ApplicationScreen(ConsoleResource):
 
     def not_found(self, req, resp, viewer) -> None:
         self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+
+
+class PageAction(ApplicationScreen):
+    """A form post made on another screen's page (``page``): deleting what it shows,
+    rotating a secret, a test.  Its answer is that page, and a refusal shows it without
+    the form (the page's fields are its own)."""
+
+    page: ApplicationScreen
+
+    keep_form = False
+
+    def answer_page(self) -> ApplicationScreen:
+        return self.page
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """What deleting the document of an item screen takes (``DeleteItem``): the V1 item
+    resource it stands for (its GET gates reading, its DELETE the write), the summary of
+    the console's operation, the noun its form names, the list the answer goes back to
+    (its path under the application's) and the document's name, read through the service."""
+
+    v1: type
+    summary: str
+    noun: str
+    listed: str
+    name: Callable[[Any, str, str], str]
+
+
+class DeleteItem(PageAction):
+    """``POST .../delete`` of the document an item screen (``page``) shows, through the
+    service its V1 DELETE calls (``delete(applicationId, itemId)``): the form must repeat
+    the document's name."""
+
+    service: Any
+    deletion: Deletion
+
+    def __post_init__(self):
+        errors = (*self.deletion.v1.docs["DELETE"]["errors"], ValidationFailed)
+        self.docs = {"POST": page_doc(self.deletion.summary, api={"errors": errors})}
+
+    def gate(self, method: str) -> Access | None:
+        return self.deletion.v1.access["DELETE" if method == "POST" else method]
+
+    def change(self, form: dict, applicationId: str, *ids: str) -> str:
+        (item_id,) = ids
+        confirm_name(form, self.deletion.name(self.service, applicationId, item_id), self.deletion.noun)
+        self.service.delete(applicationId, item_id)
+        return f"/console/applications/{applicationId}/{self.deletion.listed}"
 
 
 # ---------------------------------------------------------------- assets
@@ -347,10 +479,8 @@ class SignIn(_SignInPage):
     def on_get(self, req, resp):
         self.sign_in_page(req, resp, notice=req.get_param("notice"))
 
-    def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
+    @form_post
+    def on_post(self, req, resp, form):
         try:
             values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
             sign_in = self.console.accounts.login(
@@ -368,10 +498,8 @@ class SignInCode(_SignInPage):
     docs = {"POST": page_doc("Answer the sign-in's two-step verification with a code",
                              api=api.LoginMfa.docs["POST"])}
 
-    def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
+    @form_post
+    def on_post(self, req, resp, form):
         try:
             values = schemas.LOGIN_MFA.validate(form_values(form, schemas.LOGIN_MFA))
             sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
@@ -390,10 +518,8 @@ class SignInPasskey(_SignInPage):
     docs = {"POST": page_doc("Sign in with a passkey, alone or as the second step",
                              api=api.LoginPasskey.docs["POST"])}
 
-    def on_post(self, req, resp):
-        form = self.posted(req, resp)
-        if form is None:
-            return
+    @form_post
+    def on_post(self, req, resp, form):
         challenge_token = form.get("challenge_token") or None
         try:
             answer = passkey_answer(form)
@@ -495,9 +621,8 @@ class SignOut(ConsoleResource):
 
     config: Config
 
-    def on_post(self, req, resp):
-        if self.posted(req, resp) is None:
-            return
+    @form_post
+    def on_post(self, req, resp, _form):
         self.console.accounts.logout(req.cookies.get(SESSION_COOKIE))
         clear_session_cookie(resp, self.config)
         redirect(resp, SIGN_IN + "?" + urlencode({"notice": "signed-out"}))
@@ -507,10 +632,8 @@ class ResendVerification(ConsoleResource):
     docs = {"POST": page_doc("Mail the signed-in account a new verification link",
                              api=api.ResendVerification.docs["POST"])}
 
-    def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or self.posted(req, resp) is None:
-            return
+    @viewer_post
+    def on_post(self, req, resp, viewer, _form):
         try:
             self.console.accounts.resend_verification(viewer.account["_id"])
         except DomainError as error:
@@ -536,11 +659,10 @@ class Account(ConsoleResource):
 
     config: Config
 
-    def on_get(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.console.render(req, resp, "account.html", viewer=viewer, resent=False,
-                                changed=req.get_param("notice") == "password-changed")
+    @for_viewer
+    def on_get(self, req, resp, viewer):
+        self.console.render(req, resp, "account.html", viewer=viewer, resent=False,
+                            changed=req.get_param("notice") == "password-changed")
 
     def on_post(self, req, resp):
         def change(viewer, values):
@@ -560,10 +682,9 @@ class Organizations(ConsoleResource):
 
     organizations: OrganizationService
 
-    def on_get(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer)
+    @for_viewer
+    def on_get(self, req, resp, viewer):
+        self.show(req, resp, viewer)
 
     def show(self, req, resp, viewer, **context):
         orgs, paging = listing(req, self.organizations.organizations(viewer.account["_id"]))
@@ -604,10 +725,9 @@ class Organization(ConsoleResource):
         self.console.render(req, resp, template, viewer=viewer, organization=org, role=role, members=members,
                             **{"status": 200, **paging, **context})
 
-    def on_get(self, req, resp, organizationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, organizationId)
+    @for_viewer
+    def on_get(self, req, resp, viewer, organizationId):
+        self.show(req, resp, viewer, organizationId)
 
     def on_post(self, req, resp, organizationId):
         def add(viewer, values):
@@ -625,10 +745,8 @@ class Member(ConsoleResource):
     organizations: OrganizationService
     organization_page: Organization  # renders the page or the members fragment after a change
 
-    def on_post(self, req, resp, organizationId, accountId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
+    @viewer_post
+    def on_post(self, req, resp, viewer, form, organizationId, accountId):
         caller = viewer.account["_id"]
         try:
             if form.get("action") == "remove":
@@ -658,10 +776,9 @@ class Applications(ConsoleResource):
     organizations: OrganizationService
     dashboard_applications: OrganizationApplications
 
-    def on_get(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, req.get_param("organization_id"))
+    @for_viewer
+    def on_get(self, req, resp, viewer):
+        self.show(req, resp, viewer, req.get_param("organization_id"))
 
     def show(self, req, resp, viewer, organization_id, **context):
         caller = viewer.account["_id"]
@@ -690,33 +807,28 @@ class Application(ApplicationScreen):
 
     applications: ApplicationService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "application.html"
     defaults = {"saved": False}
+    keep_form = False
 
-    def on_post(self, req, resp, applicationId):
-        def update(form):
-            self.applications.update(applicationId,
-                                     schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True))
-            return {"saved": True}
-        self.write_form(req, resp, applicationId, change=update, keep_form=False)
+    def change(self, form, applicationId):
+        self.applications.update(applicationId,
+                                 schemas.APPLICATION_UPDATE.validate(settings_values(form), partial=True))
+        return {"saved": True}
 
 
-class DeleteApplication(ApplicationScreen):
+class DeleteApplication(PageAction):
     docs = {"POST": page_doc("Delete the application; the form must repeat its name",
                              api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
 
     dashboard_applications: OrganizationApplications
-    application_page: Application
     applications: ApplicationService
 
-    def on_post(self, req, resp, applicationId):
-        def delete(form):
-            app = self.applications.get(applicationId)
-            confirm_name(form, app["name"], "application")
-            self.dashboard_applications.delete_application(applicationId)
-            return f"/console/applications?{urlencode({'organization_id': app['organization_id']})}"
-        self.write_form(req, resp, applicationId, change=delete, page=self.application_page, keep_form=False)
+    def change(self, form, applicationId):
+        app = self.applications.get(applicationId)
+        confirm_name(form, app["name"], "application")
+        self.dashboard_applications.delete_application(applicationId)
+        return f"/console/applications?{urlencode({'organization_id': app['organization_id']})}"
 
 
 # ---------------------------------------------------------------- form values

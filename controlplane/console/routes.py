@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from controlplane.console import access_rules, connections, integrations, resources, settings, users
+from controlplane.console.resources import DeleteItem
 from controlplane.console.web import Console
 
 TAG = "console"
@@ -35,7 +36,7 @@ def add_routes(routes, services):
         console, dashboard.organizations, dashboard.applications), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}", application, TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/delete",
-               resources.DeleteApplication(console, dashboard.access, dashboard.applications, application,
+               resources.DeleteApplication(console, dashboard.access, application, dashboard.applications,
                                             services.applications), TAG)
     # OIDC clients, webhooks and the audit log (controlplane/console/integrations.py)
     access, app_base = dashboard.access, f"{BASE}/applications/{{applicationId}}"
@@ -44,13 +45,13 @@ def add_routes(routes, services):
     routes.add(f"{app_base}/oidc-clients", integrations.OidcClients(console, access, services.oidc.clients), TAG)
     routes.add(f"{app_base}/oidc-clients/{{clientId}}", client_page, TAG)
     routes.add(f"{app_base}/oidc-clients/{{clientId}}/delete",
-               integrations.DeleteOidcClient(console, access, services.oidc.clients, client_page), TAG)
+               DeleteItem(console, access, client_page, services.oidc.clients, integrations.CLIENT_DELETION), TAG)
     routes.add(f"{app_base}/webhooks", integrations.Webhooks(console, access, services.webhooks.management), TAG)
     routes.add(f"{app_base}/webhooks/{{webhookId}}", webhook_page, TAG)
     routes.add(f"{app_base}/webhooks/{{webhookId}}/rotate-secret",
-               integrations.WebhookSecret(console, access, services.webhooks.management, webhook_page), TAG)
+               integrations.WebhookSecret(console, access, webhook_page, services.webhooks.management), TAG)
     routes.add(f"{app_base}/webhooks/{{webhookId}}/deliveries/{{deliveryId}}/redeliver",
-               integrations.WebhookRedelivery(console, access, services.webhooks.management, webhook_page), TAG)
+               integrations.WebhookRedelivery(console, access, webhook_page, services.webhooks.management), TAG)
     routes.add(f"{app_base}/audit", integrations.AuditEvents(console, access, services.audit), TAG)
     routes.add(f"{app_base}/audit/tail", integrations.AuditTail(console, access, services.audit), TAG)
     routes.add(f"{app_base}/audit/export", integrations.AuditExport(console, access, services.audit), TAG)
@@ -65,11 +66,11 @@ def add_routes(routes, services):
     routes.add(f"{app_base}/permission-check", access_rules.PermissionCheck(console, dashboard.access), TAG)
     routes.add(f"{app_base}/roles/{{roleId}}", role_page, TAG)
     routes.add(f"{app_base}/roles/{{roleId}}/delete",
-               access_rules.DeleteRole(console, dashboard.access, services.roles, role_page), TAG)
+               DeleteItem(console, dashboard.access, role_page, services.roles, access_rules.ROLE_DELETION), TAG)
     routes.add(f"{app_base}/policies", access_rules.Policies(console, dashboard.access, services.abac), TAG)
     routes.add(f"{app_base}/policies/{{policyId}}", policy_page, TAG)
     routes.add(f"{app_base}/policies/{{policyId}}/active",
-               access_rules.PolicyActivation(console, dashboard.access, services.abac, policy_page), TAG)
+               access_rules.PolicyActivation(console, dashboard.access, policy_page, services.abac), TAG)
     routes.add(f"{app_base}/check", access_rules.Playground(console, dashboard.access, services.abac), TAG)
     # Settings screens (controlplane/console/settings.py): branding and its preview, API keys, Security.
     branding = settings.Branding(console, dashboard.access, services.applications)
@@ -79,7 +80,7 @@ def add_routes(routes, services):
                settings.BrandingPreview(console, dashboard.access, services.pages), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/api-keys", api_keys, TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/api-keys/{{keyId}}/revoke",
-               settings.RevokeApiKey(console, dashboard.access, services.api_keys, api_keys), TAG)
+               settings.RevokeApiKey(console, dashboard.access, api_keys, services.api_keys), TAG)
     routes.add(f"{BASE}/account/security", settings.Security(console, dashboard.mfa, dashboard.passkeys), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}/security",
                settings.OrganizationSecurity(console, dashboard.organizations, organization), TAG)
@@ -98,6 +99,7 @@ def add_routes(routes, services):
     routes.add(app_connections, connections.Connections(console, dashboard.access, connection_service), TAG)
     routes.add(f"{app_connections}/{{connectionId}}", connection_page, TAG)
     routes.add(f"{app_connections}/{{connectionId}}/test",
-               connections.TestConnection(console, dashboard.access, connection_service, connection_page), TAG)
+               connections.TestConnection(console, dashboard.access, connection_page, connection_service), TAG)
     routes.add(f"{app_connections}/{{connectionId}}/delete",
-               connections.DeleteConnection(console, dashboard.access, connection_service, connection_page), TAG)
+               DeleteItem(console, dashboard.access, connection_page, connection_service,
+                          connections.CONNECTION_DELETION), TAG)

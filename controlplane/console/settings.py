@@ -29,9 +29,12 @@ from controlplane.console.resources import (
     ApplicationScreen,
     ConsoleResource,
     Organization,
+    PageAction,
+    for_viewer,
     form_values,
     page_doc,
     redirect,
+    viewer_post,
 )
 from controlplane.console.web import failed, listing
 from controlplane.dashboard import resources as api
@@ -103,10 +106,9 @@ class Branding(ApplicationScreen):
 
     applications: ApplicationService
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            self.show(req, resp, viewer, applicationId, form=dict(req.params))
+    @for_viewer
+    def on_get(self, req, resp, viewer, applicationId):
+        self.show(req, resp, viewer, applicationId, form=dict(req.params))
 
     def show(self, req, resp, viewer, applicationId, *, form: dict, **context):
         """The page, or with ``?fragment=preview`` (htmx, as the form changes) only the
@@ -124,12 +126,9 @@ class Branding(ApplicationScreen):
                             warning=contrast_warning(shown), form=form, preview=preview_url(applicationId, form),
                             **{"saved": False, "status": 200, **context})
 
-    def on_post(self, req, resp, applicationId):
-        def update(form):
-            self.applications.update_branding(applicationId,
-                                              schemas.BRANDING.validate(branding_values(form), partial=True))
-            return {"form": {}, "saved": True}
-        self.write_form(req, resp, applicationId, change=update)
+    def change(self, form, applicationId):
+        self.applications.update_branding(applicationId, schemas.BRANDING.validate(branding_values(form), partial=True))
+        return {"form": {}, "saved": True}
 
 
 class BrandingPreview(ApplicationScreen):
@@ -140,10 +139,8 @@ class BrandingPreview(ApplicationScreen):
 
     pages: Pages
 
-    def on_get(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None:
-            return
+    @for_viewer
+    def on_get(self, req, resp, viewer, applicationId):
         try:
             app, _role = self.dashboard_access.application(viewer.account["_id"], applicationId)
             values = schemas.BRANDING.validate(branding_values(dict(req.params)), partial=True)
@@ -168,7 +165,6 @@ class ApiKeys(ApplicationScreen):
 
     api_keys: ApiKeyService
 
-    on_get = ApplicationScreen.show_to_viewer
     template = "settings_api_keys.html"
     defaults = {"permissions": V1_PERMISSIONS, "created": None}
 
@@ -176,10 +172,8 @@ class ApiKeys(ApplicationScreen):
         keys, paging = listing(req, self.api_keys.list(applicationId))
         return {"keys": keys, **paging, "revoked": req.get_param("notice") == "revoked"}
 
-    def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
+    @viewer_post
+    def on_post(self, req, resp, viewer, form, applicationId):
         chosen = [permission for permission in V1_PERMISSIONS if form.get(f"permission:{permission}") == "on"]
         try:
             app, _role = self.writer(viewer, applicationId)
@@ -191,19 +185,16 @@ class ApiKeys(ApplicationScreen):
         self.show(req, resp, viewer, applicationId, status=201, created={"key": key, "secret": secret})
 
 
-class RevokeApiKey(ApplicationScreen):
+class RevokeApiKey(PageAction):
     docs = {"POST": page_doc("Revoke an API key with confirmed=yes; without it, the page asking to confirm",
                              api=api.ApiKey.docs["DELETE"])}
 
     api_keys: ApiKeyService
-    keys_page: ApiKeys
 
-    def on_post(self, req, resp, applicationId, keyId):
+    @viewer_post
+    def on_post(self, req, resp, viewer, form, applicationId, keyId):
         """Without ``confirmed=yes`` (a plain form: no script to ask first), a page asks
         to confirm; htmx asks with ``hx-confirm`` and sends it."""
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
         try:
             app, _role = self.writer(viewer, applicationId)
             if form.get("confirmed") != "yes":
@@ -214,7 +205,7 @@ class RevokeApiKey(ApplicationScreen):
                 return
             self.api_keys.revoke(applicationId, keyId)
         except DomainError as error:
-            self.keys_page.show(req, resp, viewer, applicationId, **failed(error))
+            self.page.show(req, resp, viewer, applicationId, **failed(error))
             return
         redirect(resp, f"/console/applications/{applicationId}/api-keys?notice=revoked")
 
@@ -244,12 +235,11 @@ class Security(ConsoleResource):
     mfa: DashboardMfa
     passkeys: DashboardPasskeys
 
-    def on_get(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer:
-            notice = req.get_param("notice")
-            self.show(req, resp, viewer, disabled=notice == "disabled",
-                      notice=notice if notice in PASSKEY_NOTICES else None)
+    @for_viewer
+    def on_get(self, req, resp, viewer):
+        notice = req.get_param("notice")
+        self.show(req, resp, viewer, disabled=notice == "disabled",
+                  notice=notice if notice in PASSKEY_NOTICES else None)
 
     def show(self, req, resp, viewer, *, status=200, **context):
         account = viewer.account
@@ -263,10 +253,8 @@ class Security(ConsoleResource):
                             **{"setup": None, "backup_codes": None, "disabled": False, "step": None, "notice": None,
                                **context})
 
-    def on_post(self, req, resp):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
+    @viewer_post
+    def on_post(self, req, resp, viewer, form):
         account, step = viewer.account, form.get("step")
         setup = {name: form.get(name, "") for name in ("method_id", "secret", "provisioning_uri")}
         try:
@@ -307,10 +295,8 @@ class OrganizationSecurity(ConsoleResource):
     organizations: OrganizationService
     organization_page: Organization
 
-    def on_post(self, req, resp, organizationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
+    @viewer_post
+    def on_post(self, req, resp, viewer, form, organizationId):
         try:
             values = schemas.ORGANIZATION_UPDATE.validate({"require_mfa": form.get("require_mfa") == "on"},
                                                           partial=True)

@@ -21,7 +21,7 @@ from controlplane.abac import resources as abac_api
 from controlplane.abac import schemas as abac_schemas
 from controlplane.abac.service import AbacService
 from controlplane.audit.service import APPLICATION, AuditLog
-from controlplane.console.resources import ApplicationScreen, page_doc, redirect
+from controlplane.console.resources import ApplicationScreen, page_doc, redirect, viewer_post
 from controlplane.console.web import failed
 from controlplane.mfa import resources as mfa_api
 from controlplane.mfa.service import MfaService
@@ -129,10 +129,8 @@ class BulkUsers(ApplicationScreen):
     admin: UserAdminService
     selfservice: SelfService
 
-    def on_post(self, req, resp, applicationId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
+    @viewer_post
+    def on_post(self, req, resp, viewer, form, applicationId):
         if (found := self.application(req, resp, viewer, applicationId)) is None:
             return
         app, role = found
@@ -258,10 +256,8 @@ class User(ApplicationScreen):
                 records[record["id"]] = record
         return sorted(records.values(), key=lambda record: record["at"], reverse=True)[:AUDIT_ROWS]
 
-    def on_post(self, req, resp, applicationId, userId):
-        viewer = self.signed_in(req, resp)
-        if viewer is None or (form := self.posted(req, resp)) is None:
-            return
+    @viewer_post
+    def on_post(self, req, resp, viewer, form, applicationId, userId):
         if (found := self.application(req, resp, viewer, applicationId)) is None:
             return
         action = form.get("action")

@@ -30,6 +30,7 @@ from controlplane.console.assets import Assets
 from controlplane.console.permissions import permissions_of
 from controlplane.dashboard.access import WRITE_ROLES
 from controlplane.dashboard.accounts import AccountService
+from controlplane.pages import TEMPLATES_DIR as HOSTED_TEMPLATES_DIR
 from controlplane.pages import CsrfTokenInvalid, Pages, send_page
 from shared.errors import DomainError, ValidationFailed
 from shared.http import DEFAULT_PER_PAGE, page_params, paginated, status_of
@@ -132,7 +133,9 @@ class Console:
         self.origin = origin_of(public_url)
         self.assets = assets or Assets()
         self._env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+            # The hosted pages' templates under "hosted/": the start of a page both share.
+            loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(TEMPLATES_DIR)), jinja2.PrefixLoader(
+                {"hosted": jinja2.FileSystemLoader(HOSTED_TEMPLATES_DIR)})]),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
