@@ -26,7 +26,7 @@ _ITEM_ERRORS = [PermissionMissing, WebhookNotFound]
 class WebhookCollection(ManagedCollection):
     every_method = MANAGE
     docs = {
-        "GET": list_op("List webhooks (without their secrets), oldest first", schemas.WEBHOOK,
+        "GET": list_op(schemas.WEBHOOK, summary="List webhooks (without their secrets), oldest first",
                        errors=[PermissionMissing, ValidationFailed]),
         "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
