@@ -10,6 +10,7 @@ that is the CSRF defence.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Generic, TypeVar
 
 import falcon
 
@@ -424,29 +425,32 @@ class Member(_SignedIn):
 
 # ---------------------------------------------------------------- two-step verification
 
+F = TypeVar("F")  # the service of an account's own second factors
 
-class _AccountMfa(_SignedIn):
-    """The signed-in account's own second factor: reachable whatever its organizations
-    require, since it is how a member sent to enrol gets back in."""
 
-    def __init__(self, mfa: DashboardMfa, accounts: AccountService):
-        self.mfa, self.accounts = mfa, accounts
+class _OwnFactor(_SignedIn, Generic[F]):
+    """The signed-in account's own second factors, through ``service`` (``DashboardMfa``:
+    its authenticator app, or ``DashboardPasskeys``): reachable whatever its organizations
+    require, since they are how a member sent to enrol gets back in."""
+
+    def __init__(self, service: F, accounts: AccountService):
+        self.service, self.accounts = service, accounts
 
     def account(self, req) -> dict:
         return self.accounts.account(account_id(req))
 
 
-class AccountMfaStatus(_AccountMfa, Action):
+class AccountMfaStatus(_OwnFactor[DashboardMfa], Action):
     docs = {"GET": op(response=schemas.MFA_STATUS)}
 
     def act(self, req, values):
         """The signed-in account's two-step verification
 
         mfa_enabled is true once an authenticator app is confirmed."""
-        return self.mfa.status(account_id(req))
+        return self.service.status(account_id(req))
 
 
-class AccountTotpSetup(_AccountMfa, Action):
+class AccountTotpSetup(_OwnFactor[DashboardMfa], Action):
     no_store = True
     docs = {"POST": op(
         body=schemas.MFA_SETUP, response=schemas.MFA_SETUP_RESULT, errors=[ValidationFailed, MfaAlreadyEnabled],
@@ -457,10 +461,10 @@ class AccountTotpSetup(_AccountMfa, Action):
 
         Returns the secret and its otpauth:// URI (for a QR code). Nothing changes until POST
         /api/dashboard/me/mfa/totp/confirm; an unconfirmed setup expires after 1 hour."""
-        return self.mfa.setup(self.account(req), label=values["label"])
+        return self.service.setup(self.account(req), label=values["label"])
 
 
-class AccountTotpConfirm(_AccountMfa, Action):
+class AccountTotpConfirm(_OwnFactor[DashboardMfa], Action):
     no_store = True
     docs = {"POST": op(
         body=schemas.MFA_CONFIRM, ok=201, response=schemas.MFA_BACKUP_CODES,
@@ -472,10 +476,11 @@ class AccountTotpConfirm(_AccountMfa, Action):
 
         Returns 10 backup codes, shown only this once. Later sign-ins ask for a code, and every other session
         of the account ends (they were opened with the password alone)."""
-        return enabled_answer(self.mfa.confirm(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE)))
+        return enabled_answer(self.service.confirm(self.account(req), **values,
+                                                   session=req.cookies.get(SESSION_COOKIE)))
 
 
-class AccountTotp(_AccountMfa, Action):
+class AccountTotp(_OwnFactor[DashboardMfa], Action):
     password_work = ("DELETE",)
     docs = {"DELETE": op(
         body=schemas.MFA_DISABLE, ok=204,
@@ -487,10 +492,10 @@ class AccountTotp(_AccountMfa, Action):
 
         Confirmed by the password or by a current code (a backup code too). Removes the app and the backup
         codes. Organizations that require a second factor are out of reach again until a new one is set up."""
-        self.mfa.disable(self.account(req), password=values.get("password"), code=values.get("code"))
+        self.service.disable(self.account(req), password=values.get("password"), code=values.get("code"))
 
 
-class AccountBackupCodes(_AccountMfa, Action):
+class AccountBackupCodes(_OwnFactor[DashboardMfa], Action):
     no_store = True
     password_work = ("POST",)
     docs = {"POST": op(
@@ -502,7 +507,7 @@ class AccountBackupCodes(_AccountMfa, Action):
         """Replace the signed-in account's backup codes
 
         Needs the password. Returns 10 new codes (shown only this once); the earlier ones stop working."""
-        return regenerated_answer(self.mfa.regenerate_backup_codes(self.account(req), password=values["password"]))
+        return regenerated_answer(self.service.regenerate_backup_codes(self.account(req), password=values["password"]))
 
 
 # ---------------------------------------------------------------- applications
@@ -685,26 +690,15 @@ class LoginPasskey(_SignInStep):
                                                 previous_session=req.cookies.get(SESSION_COOKIE))
 
 
-class _AccountPasskeys(_SignedIn):
-    """The signed-in account's own passkeys: reachable whatever its organizations
-    require, since a passkey is how a member sent to enrol may get back in."""
-
-    def __init__(self, passkeys: DashboardPasskeys, accounts: AccountService):
-        self.passkeys, self.accounts = passkeys, accounts
-
-    def account(self, req) -> dict:
-        return self.accounts.account(account_id(req))
-
-
-class AccountPasskeys(_AccountPasskeys, Action):
+class AccountPasskeys(_OwnFactor[DashboardPasskeys], Action):
     docs = {"GET": op(response=passkey_schemas.PASSKEYS)}
 
     def act(self, req, values):
         """The signed-in account's passkeys"""
-        return self.passkeys.list(account_id(req))
+        return self.service.list(account_id(req))
 
 
-class AccountPasskeyOptions(_AccountPasskeys, Action):
+class AccountPasskeyOptions(_OwnFactor[DashboardPasskeys], Action):
     no_store = True
     docs = {"POST": op(
         body=passkey_schemas.REGISTRATION_START, response=passkey_schemas.REGISTRATION_OPTIONS,
@@ -717,10 +711,10 @@ class AccountPasskeyOptions(_AccountPasskeys, Action):
         Creation options for navigator.credentials.create() (pass `options` to
         PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The challenge is
         single use, bound to the account and valid 5 minutes."""
-        return self.passkeys.registration_options(self.account(req))
+        return self.service.registration_options(self.account(req))
 
 
-class AccountPasskeyRegistration(_AccountPasskeys, Action):
+class AccountPasskeyRegistration(_OwnFactor[DashboardPasskeys], Action):
     docs = {"POST": op(
         body=passkey_schemas.REGISTRATION_VERIFY, ok=201, response=passkey_schemas.PASSKEY,
         errors=[*_PASSKEY_CEREMONY, PasskeyAlreadyRegistered],
@@ -732,10 +726,10 @@ class AccountPasskeyRegistration(_AccountPasskeys, Action):
         Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. It counts for
         an organization's require_mfa, and password sign-ins then ask for a passkey or a code. The account's
         first second factor ends its other sessions."""
-        return self.passkeys.register(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
+        return self.service.register(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
 
 
-class AccountPasskey(_AccountPasskeys):
+class AccountPasskey(_OwnFactor[DashboardPasskeys]):
     password_work = ("DELETE",)
     docs = {
         "PATCH": op(body=passkey_schemas.RENAME,
@@ -746,7 +740,7 @@ class AccountPasskey(_AccountPasskeys):
 
     def on_patch(self, req, resp, passkeyId):
         """Rename one of the signed-in account's passkeys"""
-        respond(resp, self.passkeys.rename(account_id(req), passkeyId, self.body(req)["name"]))
+        respond(resp, self.service.rename(account_id(req), passkeyId, self.body(req)["name"]))
 
     def on_delete(self, req, resp, passkeyId):
         """Delete one of the signed-in account's passkeys
@@ -754,5 +748,5 @@ class AccountPasskey(_AccountPasskeys):
         Confirmed by the account's password, as turning TOTP off is. Another account's passkey is not found.
         Without another second factor, organizations that require one are out of reach again."""
         values = self.body(req)
-        self.passkeys.delete(self.account(req), passkeyId, password=values["password"])
+        self.service.delete(self.account(req), passkeyId, password=values["password"])
         resp.status = 204
