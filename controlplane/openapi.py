@@ -2,8 +2,10 @@
 
 Areas add routes through ``Routes.add`` (never ``app.add_route`` directly), with the
 tag they belong to.  Each resource documents its methods in a ``docs`` mapping built
-with ``op(...)``; request bodies reuse the same ``shared.validation.Schema`` objects
-that validate them, and security comes from the resource's ``access`` declarations.
+with ``op(...)``, and each operation's summary and description in the docstring of the
+function that serves it (``controlplane.resource.Resource``); request bodies reuse the
+same ``shared.validation.Schema`` objects that validate them, and security comes from
+the resource's ``access`` declarations.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import falcon
 
 from controlplane.auth import CREDENTIAL
 from controlplane.dashboard.errors import DashboardMfaRequired
+from controlplane.oidc import cors
 from controlplane.oidc.errors import TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS
 from controlplane.store import StoreUnavailable
@@ -36,9 +39,13 @@ _PARAM = re.compile(r"{([^}]+)}")
 # Gates that can refuse an authenticated caller (controlplane.auth.AuthMiddleware._gate).
 _GATED = ("permission", "owner", "owner_or_permission", "user")
 
-def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True,
+def op(summary=None, *, body=None, query=None, ok=200, response=None, errors=(), description=None, wrapped=True,
        also=None, path=None, store=True):
-    """Describe one operation.
+    """Describe one operation: its machine parts.  Its human text is the docstring of the
+    function that serves it (``Resource.__init_subclass__`` reads it): the first paragraph
+    is the summary, the rest the description; ``summary`` and ``description`` here are for
+    an operation whose text cannot be a docstring (several routes served by one inherited
+    responder with other words).
 
     body: a ``Schema``; query: {name: (json schema, description[, required])}; response: a JSON
     schema of the payload (wrapped in ``data`` unless ``wrapped`` is False); errors:
@@ -56,14 +63,13 @@ def op(summary, *, body=None, query=None, ok=200, response=None, errors=(), desc
     }
 
 
-
-def list_op(summary, item, *, errors, query=None):
+def list_op(item, *, errors, query=None, summary=None, description=None):
     """A GET answered by ``shared.http.respond_list``: the whole list, or the page that
     the optional ?page= and ?per_page= (after the route's own ``query``) ask for; ``item``
     is the JSON schema of one element.  A bad page parameter is ValidationFailed, added
     to ``errors``."""
     return op(summary, query={**(query or {}), **OPTIONAL_PAGE_QUERY}, response=list_of(item), wrapped=False,
-              errors=[*errors, ValidationFailed])
+              errors=[*errors, ValidationFailed], description=description)
 
 
 class Routes:
@@ -136,8 +142,8 @@ def operation_id(method: str, path: str) -> str:
 
 
 def _operation(doc, access, tag, path_params, method="GET", resource=None, path="") -> dict:
-    operation = {"tags": [tag], "summary": doc["summary"], "description": " ".join(
-        part for part in (doc["description"], access.describe()) if part)}
+    notes = (doc["description"], cors.DESCRIPTIONS.get(getattr(resource, "cors", None)), access.describe())
+    operation = {"tags": [tag], "summary": doc["summary"], "description": " ".join(part for part in notes if part)}
     parameters = [{**p, "schema": doc["path"].get(p["name"], p["schema"])} for p in path_params] + [
         {"name": name, "in": "query", "required": bool(required and required[0]), "schema": schema,
          "description": desc}

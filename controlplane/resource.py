@@ -11,7 +11,12 @@ collection.  Class attributes describe it:
   gate says it once, in its base resource's ``every_method``, and a class that declares
   ``access`` itself keeps it;
 - ``docs``: the OpenAPI operation of each method (``controlplane.openapi.op``), whose
-  ``errors`` are the domain error classes the method can raise;
+  ``errors`` are the domain error classes the method can raise.  Its summary and
+  description are the docstring of the function that serves the method (``on_<method>``,
+  or an ``Action``'s ``act``): the first paragraph is the summary, the rest the
+  description, each paragraph's lines joined by single spaces.  A class that declares
+  ``docs`` gets them filled in when it is defined, and one whose operation has neither
+  text nor docstring is refused there;
 - ``password_work``: the methods that hash or check a password, counted against the
   per-IP budget across applications (``ratelimit.PasswordWorkLimit``).
 
@@ -34,6 +39,7 @@ and ``ManagedItem`` are two.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -43,6 +49,7 @@ from shared.validation import Invalid
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 S = TypeVar("S")  # the service of a ServiceResource
+_PARAGRAPHS = re.compile(r"\n\s*\n")
 
 
 class Resource:
@@ -55,6 +62,25 @@ class Resource:
         super().__init_subclass__(**kwargs)
         if cls.every_method is not None and "access" not in vars(cls):
             cls.access = {m: cls.every_method for m in _METHODS if hasattr(cls, "on_" + m.lower())}
+        if "docs" in vars(cls):
+            cls.docs = {method: cls._with_text(method, doc) for method, doc in cls.docs.items()}
+
+    @classmethod
+    def serving(cls, method: str):
+        """The function that serves ``method``, whose docstring documents it."""
+        return getattr(cls, "on_" + method.lower(), None)
+
+    @classmethod
+    def _with_text(cls, method: str, doc: dict) -> dict:
+        if doc["summary"] is not None:
+            return doc
+        serving = cls.serving(method)
+        text = getattr(serving, "__doc__", None)  # not inspect.getdoc: a parent's documents another route
+        if not text or not text.strip():
+            raise TypeError(f"{cls.__qualname__}.docs[{method!r}] has no summary: give the function that serves "
+                            f"it ({getattr(serving, '__qualname__', 'none')}) a docstring")
+        summary, *rest = (" ".join(paragraph.split()) for paragraph in _PARAGRAPHS.split(text) if paragraph.strip())
+        return {**doc, "summary": summary, "description": "\n\n".join(rest) or None}
 
     def body(self, req, *, partial: bool = False) -> dict:
         """The request's JSON body validated by the schema ``docs`` names as this method's
@@ -80,6 +106,11 @@ class Action(Resource):
             if "on_" + method.lower() not in vars(cls):  # a route whose answer fits no ``act`` writes its own
                 setattr(cls, "on_" + method.lower(), Action._respond)
         super().__init_subclass__(**kwargs)  # after: ``every_method`` looks for the responder
+
+    @classmethod
+    def serving(cls, method: str):
+        responder = super().serving(method)
+        return cls.act if responder is Action._respond else responder
 
     def _respond(self, req, resp, **path):
         values = self.body(req) if self.docs[req.method]["body"] is not None else None

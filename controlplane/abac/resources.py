@@ -44,17 +44,18 @@ def _answer_revision(resp, abac: AbacService) -> None:
 class PolicyCollection(ServiceResource[AbacService]):
     access = {"GET": READ, "POST": MANAGE}
     docs = {
-        "GET": op("List ABAC policies", query={
+        "GET": op(query={
             "is_active": ({"type": "boolean"}, "only active (true) or inactive (false) policies"),
             "permission": (Permission().schema(), "only policies a check of this permission evaluates "
                                                "(one of their patterns covers it)"),
             **PAGE_QUERY,
         }, response=schemas.POLICY_PAGE, wrapped=False, errors=[ValidationFailed, PermissionMissing]),
-        "POST": op("Create an ABAC policy", body=schemas.CREATE_POLICY, ok=201, response=schemas.POLICY,
+        "POST": op(body=schemas.CREATE_POLICY, ok=201, response=schemas.POLICY,
                    errors=[*_BODY_ERRORS, PolicyNameTaken, PolicyLimitReached, *_CAP_ERRORS]),
     }
 
     def on_get(self, req, resp, applicationId):
+        """List ABAC policies"""
         page, per_page = page_params(req)
         is_active = schemas.is_active_param(req.get_param("is_active"))
         checked = schemas.permission_param(req.get_param("permission"))
@@ -63,6 +64,7 @@ class PolicyCollection(ServiceResource[AbacService]):
         resp.media = paginated([serialize_policy(d) for d in docs], total, page, per_page)
 
     def on_post(self, req, resp, applicationId):
+        """Create an ABAC policy"""
         values = schemas.clean_policy(schemas.CREATE_POLICY, read_json(req), self.service.limits, partial=False)
         respond(resp, serialize_policy(self.service.create_policy(applicationId, values)), status=201)
 
@@ -70,22 +72,26 @@ class PolicyCollection(ServiceResource[AbacService]):
 class PolicyItem(ServiceResource[AbacService]):
     access = {"GET": READ, "PUT": MANAGE, "DELETE": MANAGE}
     docs = {
-        "GET": op("Get an ABAC policy", response=schemas.POLICY, errors=[PermissionMissing, PolicyNotFound]),
-        "PUT": op("Update an ABAC policy", body=schemas.UPDATE_POLICY, response=schemas.POLICY,
-                  description="Any subset of the fields; omitted fields are unchanged.",
+        "GET": op(response=schemas.POLICY, errors=[PermissionMissing, PolicyNotFound]),
+        "PUT": op(body=schemas.UPDATE_POLICY, response=schemas.POLICY,
                   errors=[*_BODY_ERRORS, PolicyNotFound, PolicyNameTaken, *_CAP_ERRORS]),
-        "DELETE": op("Delete an ABAC policy", ok=204, errors=[PermissionMissing, PolicyNotFound]),
+        "DELETE": op(ok=204, errors=[PermissionMissing, PolicyNotFound]),
     }
 
     def on_get(self, req, resp, applicationId, policyId):
+        """Get an ABAC policy"""
         respond(resp, serialize_policy(self.service.get_policy(applicationId, policyId)))
 
     def on_put(self, req, resp, applicationId, policyId):
+        """Update an ABAC policy
+
+        Any subset of the fields; omitted fields are unchanged."""
         values = schemas.clean_policy(schemas.UPDATE_POLICY, read_json(req), self.service.limits, partial=True)
         respond(resp, serialize_policy(self.service.update_policy(applicationId, policyId, values)))
         _answer_revision(resp, self.service)
 
     def on_delete(self, req, resp, applicationId, policyId):
+        """Delete an ABAC policy"""
         self.service.delete_policy(applicationId, policyId)
         resp.status = 204
 
@@ -93,42 +99,46 @@ class PolicyItem(ServiceResource[AbacService]):
 class Evaluate(ServiceResource[AbacService]):
     access = {"POST": READ}
     docs = {
-        "POST": op("Dry-run a check with its reasons", body=schemas.EVALUATE, response=schemas.EVALUATION,
-                   description="The POST check's answer from fresh data, plus an optional inline policy "
-                               "evaluated as if active, with RBAC's answer, each covering policy and the "
-                               "value of every condition node. Stores nothing.",
-                   errors=_BODY_ERRORS),
+        "POST": op(body=schemas.EVALUATE, response=schemas.EVALUATION, errors=_BODY_ERRORS),
     }
 
     def on_post(self, req, resp, applicationId):
+        """Dry-run a check with its reasons
+
+        The POST check's answer from fresh data, plus an optional inline policy evaluated as if active, with
+        RBAC's answer, each covering policy and the value of every condition node. Stores nothing."""
         respond(resp, self.service.evaluate(applicationId, schemas.clean_evaluate(read_json(req), self.service.limits)))
 
 
 class UserAttributes(ServiceResource[AbacService]):
     access = {"GET": READ}
-    docs = {"GET": op("A user's ABAC attributes", response=schemas.ATTRIBUTES, errors=_USER_ERRORS)}
+    docs = {"GET": op(response=schemas.ATTRIBUTES, errors=_USER_ERRORS)}
 
     def on_get(self, req, resp, applicationId, userId):
+        """A user's ABAC attributes"""
         respond(resp, self.service.attributes(applicationId, userId))
 
 
 class UserAttribute(ServiceResource[AbacService]):
     access = {"PUT": MANAGE, "DELETE": MANAGE}
     docs = {
-        "PUT": op("Set a user's ABAC attribute", body=schemas.SET_ATTRIBUTE, response=schemas.ATTRIBUTE,
-                  description="{key} matches ^[a-zA-Z0-9_.-]{1,64}$; at most 50 keys per user.",
+        "PUT": op(body=schemas.SET_ATTRIBUTE, response=schemas.ATTRIBUTE,
                   path={"key": schemas.ATTRIBUTE_KEY_SCHEMA},
                   errors=[ValidationFailed, *_USER_ERRORS, AttributeLimitReached, AttributeKeyConflict]),
-        "DELETE": op("Delete a user's ABAC attribute", ok=204, path={"key": schemas.ATTRIBUTE_KEY_SCHEMA},
+        "DELETE": op(ok=204, path={"key": schemas.ATTRIBUTE_KEY_SCHEMA},
                      errors=[ValidationFailed, *_USER_ERRORS, AttributeNotFound]),
     }
 
     def on_put(self, req, resp, applicationId, userId, key):
+        """Set a user's ABAC attribute
+
+        {key} matches ^[a-zA-Z0-9_.-]{1,64}$; at most 50 keys per user."""
         key = schemas.attribute_key(key)
         value = schemas.attribute_value(read_json(req))
         respond(resp, self.service.set_attribute(applicationId, userId, key, value))
         _answer_revision(resp, self.service)
 
     def on_delete(self, req, resp, applicationId, userId, key):
+        """Delete a user's ABAC attribute"""
         self.service.delete_attribute(applicationId, userId, schemas.attribute_key(key))
         resp.status = 204

@@ -17,22 +17,23 @@ _ERRORS = [ValidationFailed, PermissionMissing, RevisionAhead]
 class Check(Resource):
     access = {"GET": CHECK, "POST": CHECK}
     docs = {
-        "GET": op("Check one permission (RBAC)", query=checks.CHECK_QUERY_PARAMETERS,
-                  description="user_id is required for every caller, an end user's own token included. A min_revision "
-                              "above the change log's head is 400 AUTHZ_REVISION_AHEAD.",
-                  response=checks.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
-        "POST": op("Check one permission with ABAC policies", body=checks.CHECK,
-                   response=checks.CHECK_ABAC_RESPONSE, wrapped=False, errors=_ERRORS),
+        "GET": op(query=checks.CHECK_QUERY_PARAMETERS, response=checks.CHECK_RESPONSE, wrapped=False, errors=_ERRORS),
+        "POST": op(body=checks.CHECK, response=checks.CHECK_ABAC_RESPONSE, wrapped=False, errors=_ERRORS),
     }
 
     def __init__(self, authz: AuthzService):
         self.authz = authz
 
     def on_get(self, req, resp, applicationId):
+        """Check one permission (RBAC)
+
+        user_id is required for every caller, an end user's own token included. A min_revision above the
+        change log's head is 400 AUTHZ_REVISION_AHEAD."""
         values = checks.check_query(req)
         resp.media = self.authz.check(applicationId, values)
 
     def on_post(self, req, resp, applicationId):
+        """Check one permission with ABAC policies"""
         values = checks.CHECK.validate(read_json(req))
         resp.media = self.authz.check_abac(applicationId, values)
 
@@ -40,13 +41,13 @@ class Check(Resource):
 class CheckBulk(Resource):
     access = {"POST": CHECK}
     docs = {
-        "POST": op("Check 1 to 50 permissions at once", body=checks.CHECK_BULK,
-                   response=checks.BULK_RESPONSE, wrapped=False, errors=_ERRORS),
+        "POST": op(body=checks.CHECK_BULK, response=checks.BULK_RESPONSE, wrapped=False, errors=_ERRORS),
     }
 
     def __init__(self, authz: AuthzService):
         self.authz = authz
 
     def on_post(self, req, resp, applicationId):
+        """Check 1 to 50 permissions at once"""
         values = checks.CHECK_BULK.validate(read_json(req))
         resp.media = self.authz.check_bulk(applicationId, values)

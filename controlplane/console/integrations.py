@@ -211,16 +211,17 @@ class AuditTail(ApplicationScreen):
 
 class AuditExport(ApplicationScreen):
     gates = audit_api.ApplicationAuditExport.access
-    docs = {"GET": op("Download the application's audit records with the page's filters (NDJSON)",
-                      description="Console download (not an API): the V1 export's stream for the signed-in "
-                                  "account; signed-out visitors are redirected (303) to /console/sign-in.",
-                      errors=[ValidationFailed], wrapped=False,
+    docs = {"GET": op(errors=[ValidationFailed], wrapped=False,
                       also={200: ({"type": "string"}, "one record per line", NDJSON),
                             **{status: (HTML, "an HTML page", "text/html") for status in (303, 404)}})}
 
     audit: AuditLog
 
     def on_get(self, req, resp, applicationId):
+        """Download the application's audit records with the page's filters (NDJSON)
+
+        Console download (not an API): the V1 export's stream for the signed-in account; signed-out visitors
+        are redirected (303) to /console/sign-in."""
         if self.viewed(req, resp, applicationId) is None:
             return
         filters = audit_schemas.filters(req)

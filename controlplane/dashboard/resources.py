@@ -10,6 +10,7 @@ that is the CSRF defence.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Generic, TypeVar
 
 import falcon
 
@@ -130,18 +131,19 @@ class Register(_AccountResource):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
-        "Create a dashboard account and its personal organization",
         body=schemas.REGISTER, ok=201, response=schemas.ACCOUNT_RESPONSE,
         errors=[ValidationFailed, EmailTaken, UnsupportedMediaType, PasswordTooWeak, RateLimited],
-        description="The account owns a new organization named after it. Sign in with POST /api/dashboard/login. "
-                    "A verification link is mailed; until it is used (POST /api/dashboard/email/verify) no "
-                    "organization can add the account as a member, and the account itself only reads and "
-                    "manages itself (403 DASHBOARD_EMAIL_UNVERIFIED). An address held by an unconfirmed account "
-                    "answers 409 too, and that address is mailed a link to claim the account: the claim undoes "
-                    "what the earlier holder granted (docs/security.md).",
     )}
 
     def act(self, req, values):
+        """Create a dashboard account and its personal organization
+
+        The account owns a new organization named after it. Sign in with POST /api/dashboard/login. A
+        verification link is mailed; until it is used (POST /api/dashboard/email/verify) no organization can
+        add the account as a member, and the account itself only reads and manages itself (403
+        DASHBOARD_EMAIL_UNVERIFIED). An address held by an unconfirmed account answers 409 too, and that
+        address is mailed a link to claim the account: the claim undoes what the earlier holder granted
+        (docs/security.md)."""
         return serialize_account(self.accounts.register(values, ip=self.client_ip(req)))
 
 
@@ -161,17 +163,17 @@ class Login(_SignInStep):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
-        "Sign in: sets the HttpOnly, SameSite=Lax session cookie and returns the account, or asks for a code",
         body=schemas.LOGIN, response=schemas.LOGIN_RESULT,
         errors=[ValidationFailed, InvalidCredentials, UnsupportedMediaType, RateLimited, AccountLocked],
-        description="The cookie (iamgate_session) is Secure when IAMGATE_PUBLIC_URL is https and lasts "
-                    "IAMGATE_DASHBOARD_SESSION_TTL seconds. An account with two-step verification on gets no "
-                    "cookie yet: the answer is {mfa_required: true, challenge_token, mfa_methods}, and "
-                    "POST /api/dashboard/login/mfa with a code (totp) or POST /api/dashboard/login/passkey with a "
-                    "passkey (webauthn) sets the cookie.",
     )}
 
     def act(self, req, values):
+        """Sign in: sets the HttpOnly, SameSite=Lax session cookie and returns the account, or asks for a code
+
+        The cookie (iamgate_session) is Secure when IAMGATE_PUBLIC_URL is https and lasts
+        IAMGATE_DASHBOARD_SESSION_TTL seconds. An account with two-step verification on gets no cookie yet:
+        the answer is {mfa_required: true, challenge_token, mfa_methods}, and POST /api/dashboard/login/mfa
+        with a code (totp) or POST /api/dashboard/login/passkey with a passkey (webauthn) sets the cookie."""
         return self.accounts.login(values["email"], values["password"], ip=self.client_ip(req),
                                    previous_session=req.cookies.get(SESSION_COOKIE))
 
@@ -179,16 +181,17 @@ class Login(_SignInStep):
 class LoginMfa(_SignInStep):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
-        "Sign in, second step: a code answers the challenge; sets the session cookie and returns the account",
         body=schemas.LOGIN_MFA, response=schemas.ACCOUNT_RESPONSE,
         errors=[ValidationFailed, UnsupportedMediaType, MfaCodeInvalid, MfaChallengeExpired, MfaLocked],
-        description="A 6-digit code of the authenticator app or an unused backup code. The challenge is single use "
-                    "and valid IAMGATE_MFA_CHALLENGE_TTL seconds; after IAMGATE_MFA_MAX_ATTEMPTS wrong codes it is "
-                    "locked (sign in again), and IAMGATE_LOCKOUT_THRESHOLD consecutive wrong codes lock the "
-                    "account's codes for IAMGATE_LOCKOUT_SECONDS. A TOTP code is accepted once.",
     )}
 
     def act(self, req, values):
+        """Sign in, second step: a code answers the challenge; sets the session cookie and returns the account
+
+        A 6-digit code of the authenticator app or an unused backup code. The challenge is single use and
+        valid IAMGATE_MFA_CHALLENGE_TTL seconds; after IAMGATE_MFA_MAX_ATTEMPTS wrong codes it is locked (sign
+        in again), and IAMGATE_LOCKOUT_THRESHOLD consecutive wrong codes lock the account's codes for
+        IAMGATE_LOCKOUT_SECONDS. A TOTP code is accepted once."""
         return self.accounts.login_second_factor(values["challenge_token"], values["code"],
                                                  previous_session=req.cookies.get(SESSION_COOKIE))
 
@@ -196,26 +199,25 @@ class LoginMfa(_SignInStep):
 class VerifyEmail(_AccountResource):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
-        "Confirm the account's email address with the token of the mailed link",
         body=schemas.VERIFY_EMAIL, response=schemas.ACCOUNT_STATUS_RESPONSE,
         errors=[ValidationFailed, UnsupportedMediaType, InvalidVerificationToken, VerificationTokenExpired],
-        description="Single use; the link lives IAMGATE_VERIFICATION_TOKEN_TTL seconds (24 h).",
     )}
 
     def act(self, req, values):
+        """Confirm the account's email address with the token of the mailed link
+
+        Single use; the link lives IAMGATE_VERIFICATION_TOKEN_TTL seconds (24 h)."""
         return serialize_account_status(self.accounts.verify_email(values["token"]))
 
 
 class ResendVerification(_AccountResource):
     access = {"POST": DASHBOARD}
-    docs = {"POST": op(
-        "Mail the signed-in account a new verification link", ok=202,
-        response=schemas.MESSAGE,
-        errors=[UnsupportedMediaType, VerificationRequestsLimited],
-        description="Nothing is sent once the address is confirmed. Limited by IAMGATE_RATE_LIMIT_RESEND.",
-    )}
+    docs = {"POST": op(ok=202, response=schemas.MESSAGE, errors=[UnsupportedMediaType, VerificationRequestsLimited])}
 
     def act(self, req, values):
+        """Mail the signed-in account a new verification link
+
+        Nothing is sent once the address is confirmed. Limited by IAMGATE_RATE_LIMIT_RESEND."""
         self.accounts.resend_verification(account_id(req))
         return {"message": "If the address is not confirmed yet, a new link was sent."}
 
@@ -223,14 +225,16 @@ class ResendVerification(_AccountResource):
 class ForgotPassword(_AccountResource):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
-        "Mail a password reset link to a dashboard account", body=schemas.FORGOT_PASSWORD,
+        body=schemas.FORGOT_PASSWORD,
         response=schemas.MESSAGE,
         errors=[ValidationFailed, UnsupportedMediaType, ResetRequestsLimited],
-        description="Always 200, known address or not. Every request for the address counts toward "
-                    "IAMGATE_RATE_LIMIT_FORGOT.",
     )}
 
     def act(self, req, values):
+        """Mail a password reset link to a dashboard account
+
+        Always 200, known address or not. Every request for the address counts toward
+        IAMGATE_RATE_LIMIT_FORGOT."""
         self.accounts.forgot_password(values["email"])
         return {"message": "If an account has this address, a reset link was sent."}
 
@@ -240,14 +244,16 @@ class ResetPassword(_AccountResource):
     password_work = ("POST",)
     no_store = True
     docs = {"POST": op(
-        "Set a new password with the token of a mailed reset link", body=schemas.RESET_PASSWORD,
+        body=schemas.RESET_PASSWORD,
         response=schemas.MESSAGE,
         errors=[ValidationFailed, UnsupportedMediaType, InvalidResetToken, ResetTokenExpired, PasswordTooWeak],
-        description="Confirms the address, ends every session of the account and lifts a login lock. "
-                    "The link lives IAMGATE_RESET_TOKEN_TTL seconds (1 h).",
     )}
 
     def act(self, req, values):
+        """Set a new password with the token of a mailed reset link
+
+        Confirms the address, ends every session of the account and lifts a login lock. The link lives
+        IAMGATE_RESET_TOKEN_TTL seconds (1 h)."""
         self.accounts.reset_password(values["token"], values["password"])
         return {"message": "Password changed. Sign in with the new password."}
 
@@ -255,12 +261,12 @@ class ResetPassword(_AccountResource):
 class Logout(_AccountResource):
     # Public so that a browser holding an expired or revoked cookie can still clear it.
     access = {"POST": PUBLIC}
-    docs = {"POST": op(
-        "Sign out: deletes the stored session and expires the cookie", ok=204, errors=[UnsupportedMediaType],
-        description="Idempotent: answers 204 with or without a valid session cookie.",
-    )}
+    docs = {"POST": op(ok=204, errors=[UnsupportedMediaType])}
 
     def on_post(self, req, resp):
+        """Sign out: deletes the stored session and expires the cookie
+
+        Idempotent: answers 204 with or without a valid session cookie."""
         self.accounts.logout(req.cookies.get(SESSION_COOKIE))
         clear_session_cookie(resp, self.config)
         no_store(resp)
@@ -269,8 +275,8 @@ class Logout(_AccountResource):
 
 class Me(_SignedIn):
     docs = {
-        "GET": op("The signed-in account and its organizations", response=schemas.ME_RESPONSE),
-        "PUT": op("Rename the signed-in account", body=schemas.ACCOUNT_UPDATE, response=schemas.ACCOUNT_RESPONSE,
+        "GET": op(response=schemas.ME_RESPONSE),
+        "PUT": op(body=schemas.ACCOUNT_UPDATE, response=schemas.ACCOUNT_RESPONSE,
                   errors=[ValidationFailed, UnsupportedMediaType]),
     }
 
@@ -278,6 +284,7 @@ class Me(_SignedIn):
         self.accounts, self.organizations, self.mfa = accounts, organizations, mfa
 
     def on_get(self, req, resp):
+        """The signed-in account and its organizations"""
         caller = account_id(req)
         data = serialize_account_status(self.accounts.account(caller))
         data["mfa_enabled"] = self.mfa.has_second_factor(caller)
@@ -286,6 +293,7 @@ class Me(_SignedIn):
         respond(resp, data)
 
     def on_put(self, req, resp):
+        """Rename the signed-in account"""
         values = self.body(req)  # name is the one field: required
         respond(resp, serialize_account(self.accounts.update_account(account_id(req), values)))
 
@@ -294,12 +302,12 @@ class Password(_AccountResource):
     access = {"POST": DASHBOARD}
     password_work = ("POST",)
     docs = {"POST": op(
-        "Change the signed-in account's password; ends every session and sets a new cookie",
         body=schemas.PASSWORD_CHANGE, response=schemas.MESSAGE,
         errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, PasswordTooWeak, AccountLocked],
     )}
 
     def on_post(self, req, resp):
+        """Change the signed-in account's password; ends every session and sets a new cookie"""
         values = self.body(req)
         raw = self.accounts.change_password(account_id(req), values["current_password"], values["new_password"])
         set_session_cookie(resp, raw, self.config)
@@ -311,9 +319,8 @@ class Password(_AccountResource):
 
 class Organizations(_SignedIn):
     docs = {
-        "GET": list_op("Organizations the caller belongs to, with the caller's role, oldest first",
-                       schemas.ORGANIZATION_RESPONSE, errors=[ValidationFailed]),
-        "POST": op("Create an organization; the caller becomes its owner", body=schemas.ORGANIZATION, ok=201,
+        "GET": list_op(schemas.ORGANIZATION_RESPONSE, errors=[ValidationFailed]),
+        "POST": op(body=schemas.ORGANIZATION, ok=201,
                    response=schemas.ORGANIZATION_RESPONSE,
                    errors=[ValidationFailed, UnsupportedMediaType, DashboardEmailUnverified]),
     }
@@ -322,10 +329,12 @@ class Organizations(_SignedIn):
         self.organizations = organizations
 
     def on_get(self, req, resp):
+        """Organizations the caller belongs to, with the caller's role, oldest first"""
         orgs = self.organizations.organizations(account_id(req))
         respond_list(req, resp, orgs, lambda pair: serialize_organization(*pair))
 
     def on_post(self, req, resp):
+        """Create an organization; the caller becomes its owner"""
         values = self.body(req)
         org, role = self.organizations.create_organization(account_id(req), values["name"])
         respond(resp, serialize_organization(org, role), status=201)
@@ -333,20 +342,21 @@ class Organizations(_SignedIn):
 
 class Organization(_SignedIn):
     docs = {"PATCH": op(
-        "Change the organization's name or require_mfa (owners)",
         body=schemas.ORGANIZATION_UPDATE, response=schemas.ORGANIZATION_RESPONSE,
         errors=[ValidationFailed, UnsupportedMediaType, OrganizationNotFound, OwnerRequired, OwnerMfaMissing,
                 DashboardEmailUnverified],
-        description="Omitted fields stay unchanged. With require_mfa true, a member without a second factor gets "
-                    "403 DASHBOARD_MFA_REQUIRED on every route of the organization and its applications until "
-                    "they set one up (API keys are not affected). The owner turning it on must have one "
-                    "(409 ORGANIZATION_OWNER_MFA_REQUIRED).",
     )}
 
     def __init__(self, organizations: OrganizationService):
         self.organizations = organizations
 
     def on_patch(self, req, resp, organizationId):
+        """Change the organization's name or require_mfa (owners)
+
+        Omitted fields stay unchanged. With require_mfa true, a member without a second factor gets 403
+        DASHBOARD_MFA_REQUIRED on every route of the organization and its applications until they set one up
+        (API keys are not affected). The owner turning it on must have one (409
+        ORGANIZATION_OWNER_MFA_REQUIRED)."""
         values = self.body(req, partial=True)
         org, role = self.organizations.update_organization(account_id(req), organizationId, values)
         respond(resp, serialize_organization(org, role))
@@ -354,17 +364,12 @@ class Organization(_SignedIn):
 
 class Members(_SignedIn):
     docs = {
-        "GET": list_op("Members of an organization (any member may read), in the order they joined",
-                       schemas.MEMBER_RESPONSE, errors=[OrganizationNotFound, ValidationFailed]),
+        "GET": list_op(schemas.MEMBER_RESPONSE, errors=[OrganizationNotFound, ValidationFailed]),
         "POST": op(
-            "Add an existing dashboard account to the organization (owners and admins)",
             body=schemas.MEMBER_ADD, ok=201, response=schemas.MEMBER_RESPONSE,
             errors=[ValidationFailed, RoleCannotWrite, OwnerRequired, OrganizationNotFound, AccountNotFound,
                     AccountEmailUnverified, DashboardEmailUnverified, AlreadyMember, UnsupportedMediaType,
                     RateLimited],
-            description="Only an owner may add another owner. The account added must have confirmed its email "
-                        "(409 ACCOUNT_EMAIL_UNVERIFIED), and so must the caller (403 DASHBOARD_EMAIL_UNVERIFIED). "
-                        "Limited per client IP and per caller by IAMGATE_RATE_LIMIT_MEMBER_ADD.",
         ),
     }
 
@@ -373,9 +378,15 @@ class Members(_SignedIn):
         self.config = config
 
     def on_get(self, req, resp, organizationId):
+        """Members of an organization (any member may read), in the order they joined"""
         respond_list(req, resp, self.organizations.members(account_id(req), organizationId))
 
     def on_post(self, req, resp, organizationId):
+        """Add an existing dashboard account to the organization (owners and admins)
+
+        Only an owner may add another owner. The account added must have confirmed its email (409
+        ACCOUNT_EMAIL_UNVERIFIED), and so must the caller (403 DASHBOARD_EMAIL_UNVERIFIED). Limited per client
+        IP and per caller by IAMGATE_RATE_LIMIT_MEMBER_ADD."""
         values = self.body(req)
         member = self.organizations.add_member(account_id(req), organizationId, values["email"], values["role"],
                                            ip=client_ip(req, self.config.trusted_proxies))
@@ -385,16 +396,14 @@ class Members(_SignedIn):
 class Member(_SignedIn):
     docs = {
         "PUT": op(
-            "Change a member's role (owners and admins; only owners grant or remove owner)",
             body=schemas.MEMBER_UPDATE, response=schemas.MEMBER_RESPONSE,
             errors=[ValidationFailed, RoleCannotWrite, OwnerRequired, OrganizationNotFound, MemberNotFound,
                     LastOwner, UnsupportedMediaType, DashboardEmailUnverified],
         ),
         "DELETE": op(
-            "Remove a member, or leave the organization (your own account id)", ok=204,
+            ok=204,
             errors=[RoleCannotWrite, OwnerRequired, OrganizationNotFound, MemberNotFound, LastOwner,
                     DashboardEmailUnverified],
-            description="Leaving needs no confirmed address; removing someone else does.",
         ),
     }
 
@@ -402,88 +411,103 @@ class Member(_SignedIn):
         self.organizations = organizations
 
     def on_put(self, req, resp, organizationId, accountId):
+        """Change a member's role (owners and admins; only owners grant or remove owner)"""
         values = self.body(req)
         respond(resp, self.organizations.change_member_role(account_id(req), organizationId, accountId, values["role"]))
 
     def on_delete(self, req, resp, organizationId, accountId):
+        """Remove a member, or leave the organization (your own account id)
+
+        Leaving needs no confirmed address; removing someone else does."""
         self.organizations.remove_member(account_id(req), organizationId, accountId)
         resp.status = 204
 
 
 # ---------------------------------------------------------------- two-step verification
 
+F = TypeVar("F")  # the service of an account's own second factors
 
-class _AccountMfa(_SignedIn):
-    """The signed-in account's own second factor: reachable whatever its organizations
-    require, since it is how a member sent to enrol gets back in."""
 
-    def __init__(self, mfa: DashboardMfa, accounts: AccountService):
-        self.mfa, self.accounts = mfa, accounts
+class _OwnFactor(_SignedIn, Generic[F]):
+    """The signed-in account's own second factors, through ``service`` (``DashboardMfa``:
+    its authenticator app, or ``DashboardPasskeys``): reachable whatever its organizations
+    require, since they are how a member sent to enrol gets back in."""
+
+    def __init__(self, service: F, accounts: AccountService):
+        self.service, self.accounts = service, accounts
 
     def account(self, req) -> dict:
         return self.accounts.account(account_id(req))
 
 
-class AccountMfaStatus(_AccountMfa, Action):
-    docs = {"GET": op("The signed-in account's two-step verification", response=schemas.MFA_STATUS,
-                      description="mfa_enabled is true once an authenticator app is confirmed.")}
+class AccountMfaStatus(_OwnFactor[DashboardMfa], Action):
+    docs = {"GET": op(response=schemas.MFA_STATUS)}
 
     def act(self, req, values):
-        return self.mfa.status(account_id(req))
+        """The signed-in account's two-step verification
+
+        mfa_enabled is true once an authenticator app is confirmed."""
+        return self.service.status(account_id(req))
 
 
-class AccountTotpSetup(_AccountMfa, Action):
+class AccountTotpSetup(_OwnFactor[DashboardMfa], Action):
     no_store = True
     docs = {"POST": op(
-        "Start setting up an authenticator app (TOTP) for the signed-in account",
         body=schemas.MFA_SETUP, response=schemas.MFA_SETUP_RESULT, errors=[ValidationFailed, MfaAlreadyEnabled],
-        description="Returns the secret and its otpauth:// URI (for a QR code). Nothing changes until "
-                    "POST /api/dashboard/me/mfa/totp/confirm; an unconfirmed setup expires after 1 hour.",
     )}
 
     def act(self, req, values):
-        return self.mfa.setup(self.account(req), label=values["label"])
+        """Start setting up an authenticator app (TOTP) for the signed-in account
+
+        Returns the secret and its otpauth:// URI (for a QR code). Nothing changes until POST
+        /api/dashboard/me/mfa/totp/confirm; an unconfirmed setup expires after 1 hour."""
+        return self.service.setup(self.account(req), label=values["label"])
 
 
-class AccountTotpConfirm(_AccountMfa, Action):
+class AccountTotpConfirm(_OwnFactor[DashboardMfa], Action):
     no_store = True
     docs = {"POST": op(
-        "Confirm the authenticator app with a code: two-step verification is on",
         body=schemas.MFA_CONFIRM, ok=201, response=schemas.MFA_BACKUP_CODES,
         errors=[ValidationFailed, *CONFIRM_ERRORS],
-        description="Returns 10 backup codes, shown only this once. Later sign-ins ask for a code, and every "
-                    "other session of the account ends (they were opened with the password alone).",
     )}
 
     def act(self, req, values):
-        return enabled_answer(self.mfa.confirm(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE)))
+        """Confirm the authenticator app with a code: two-step verification is on
+
+        Returns 10 backup codes, shown only this once. Later sign-ins ask for a code, and every other session
+        of the account ends (they were opened with the password alone)."""
+        return enabled_answer(self.service.confirm(self.account(req), **values,
+                                                   session=req.cookies.get(SESSION_COOKIE)))
 
 
-class AccountTotp(_AccountMfa, Action):
+class AccountTotp(_OwnFactor[DashboardMfa], Action):
     password_work = ("DELETE",)
     docs = {"DELETE": op(
-        "Turn two-step verification off", body=schemas.MFA_DISABLE, ok=204,
+        body=schemas.MFA_DISABLE, ok=204,
         errors=[ValidationFailed, MfaNotEnabled, WrongPassword, ConfirmationCodeInvalid, AccountLocked, MfaLocked],
-        description="Confirmed by the password or by a current code (a backup code too). Removes the app and "
-                    "the backup codes. Organizations that require a second factor are out of reach again until "
-                    "a new one is set up.",
     )}
 
     def act(self, req, values):
-        self.mfa.disable(self.account(req), password=values.get("password"), code=values.get("code"))
+        """Turn two-step verification off
+
+        Confirmed by the password or by a current code (a backup code too). Removes the app and the backup
+        codes. Organizations that require a second factor are out of reach again until a new one is set up."""
+        self.service.disable(self.account(req), password=values.get("password"), code=values.get("code"))
 
 
-class AccountBackupCodes(_AccountMfa, Action):
+class AccountBackupCodes(_OwnFactor[DashboardMfa], Action):
     no_store = True
     password_work = ("POST",)
     docs = {"POST": op(
-        "Replace the signed-in account's backup codes", body=schemas.MFA_PASSWORD, response=schemas.MFA_BACKUP_CODES,
+        body=schemas.MFA_PASSWORD, response=schemas.MFA_BACKUP_CODES,
         errors=[ValidationFailed, MfaNotEnabled, WrongPassword, AccountLocked],
-        description="Needs the password. Returns 10 new codes (shown only this once); the earlier ones stop working.",
     )}
 
     def act(self, req, values):
-        return regenerated_answer(self.mfa.regenerate_backup_codes(self.account(req), password=values["password"]))
+        """Replace the signed-in account's backup codes
+
+        Needs the password. Returns 10 new codes (shown only this once); the earlier ones stop working."""
+        return regenerated_answer(self.service.regenerate_backup_codes(self.account(req), password=values["password"]))
 
 
 # ---------------------------------------------------------------- applications
@@ -492,12 +516,11 @@ class AccountBackupCodes(_AccountMfa, Action):
 class Applications(_SignedIn):
     docs = {
         "GET": list_op(
-            "Applications of every organization the caller belongs to, oldest first", schemas.APPLICATION_RESPONSE,
+            schemas.APPLICATION_RESPONSE,
             query={"organization_id": ({"type": "string", "format": "uuid"}, "only this organization's")},
             errors=[OrganizationIdInvalid, NotAMember, DashboardMfaRequired, ValidationFailed],
         ),
         "POST": op(
-            "Create an application in one of the caller's organizations (owners and admins)",
             body=schemas.APPLICATION_CREATE, ok=201, response=schemas.APPLICATION_RESPONSE,
             errors=[ValidationFailed, NotAMember, RoleCannotWrite, ApplicationLimitReached, UnsupportedMediaType,
                     OrganizationRequired, DashboardEmailUnverified, DashboardMfaRequired],
@@ -508,11 +531,13 @@ class Applications(_SignedIn):
         self.dashboard_applications = dashboard_applications
 
     def on_get(self, req, resp):
+        """Applications of every organization the caller belongs to, oldest first"""
         organization_id = req.get_param("organization_id")  # "" is not a UUID: 400, as documented
         apps = self.dashboard_applications.for_account(account_id(req), organization_id)
         respond_list(req, resp, apps, lambda pair: serialize_application(*pair))
 
     def on_post(self, req, resp):
+        """Create an application in one of the caller's organizations (owners and admins)"""
         values = self.body(req)
         app, role = self.dashboard_applications.create_application(account_id(req), values)
         respond(resp, serialize_application(app, role), status=201)
@@ -520,14 +545,10 @@ class Applications(_SignedIn):
 
 class Application(_SignedIn):
     docs = {
-        "GET": op("The full application with its branding", response=schemas.APPLICATION_RESPONSE,
-                  errors=[ApplicationNotAccessible]),
-        "PUT": op("Update the application; omitted fields stay unchanged", body=schemas.APPLICATION_UPDATE,
+        "GET": op(response=schemas.APPLICATION_RESPONSE, errors=[ApplicationNotAccessible]),
+        "PUT": op(body=schemas.APPLICATION_UPDATE,
                   response=schemas.APPLICATION_RESPONSE, errors=[ValidationFailed, *_WRITE, UnsupportedMediaType]),
-        "DELETE": op(
-            "Delete the application irreversibly", ok=204, errors=_WRITE,
-            description="Deletes every user, role, permission, API key, webhook and other record of the application.",
-        ),
+        "DELETE": op(ok=204, errors=_WRITE),
     }
 
     def __init__(self, dashboard_applications: OrganizationApplications, applications: ApplicationService,
@@ -538,28 +559,29 @@ class Application(_SignedIn):
 
     @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId):
+        """The full application with its branding"""
         respond(resp, serialize_application(req.context.application, req.context.org_role))
 
     @falcon.before(member_of_application(write=True))  # 404/403 before judging the body
     def on_put(self, req, resp, applicationId):
+        """Update the application; omitted fields stay unchanged"""
         values = self.body(req, partial=True)
         app = self.applications.update(applicationId, values)
         respond(resp, serialize_application(app, req.context.org_role))
 
     @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId):
+        """Delete the application irreversibly
+
+        Deletes every user, role, permission, API key, webhook and other record of the application."""
         self.dashboard_applications.delete_application(applicationId)
         resp.status = 204
 
 
 class Branding(_SignedIn):
     docs = {"PUT": op(
-        "Update the application's branding; custom_css is sanitised",
         body=schemas.BRANDING, response=schemas.APPLICATION_RESPONSE,
         errors=[ValidationFailed, *_WRITE, UnsupportedMediaType],
-        description="branding_options merge field by field (dark_mode too). custom_css loses </style>, @import, "
-                    "expression(, javascript: and external url(...) references. The response is the application "
-                    "with a branding object {name, logo_url, color, background}.",
     )}
 
     def __init__(self, applications: ApplicationService, dashboard_access: DashboardAccess):
@@ -568,6 +590,11 @@ class Branding(_SignedIn):
 
     @falcon.before(member_of_application(write=True))
     def on_put(self, req, resp, applicationId):
+        """Update the application's branding; custom_css is sanitised
+
+        branding_options merge field by field (dark_mode too). custom_css loses </style>, @import,
+        expression(, javascript: and external url(...) references. The response is the application with a
+        branding object {name, logo_url, color, background}."""
         values = self.body(req, partial=True)
         app = self.applications.update_branding(applicationId, values)
         respond(resp, serialize_application(app, req.context.org_role))
@@ -584,34 +611,36 @@ class _ApiKeyResource(_SignedIn):
 
 class ApiKeys(_ApiKeyResource):
     docs = {
-        "GET": list_op("The application's active API keys, without secrets, oldest first", schemas.API_KEY_RESPONSE,
-                       errors=[ApplicationNotAccessible, ValidationFailed]),
+        "GET": list_op(schemas.API_KEY_RESPONSE, errors=[ApplicationNotAccessible, ValidationFailed]),
         "POST": op(
-            "Create an API key; the key is in this response only", body=schemas.API_KEY_CREATE, ok=201,
+            body=schemas.API_KEY_CREATE, ok=201,
             response=schemas.API_KEY_RESPONSE, errors=[ValidationFailed, *_WRITE, UnsupportedMediaType],
-            description="permissions default to every V1 permission. The key (sk_test_ or sk_live_ by the "
-                        "application's is_test_mode) is accepted as Authorization: Bearer on the application's "
-                        "V1 routes. Sent with Cache-Control: no-store.",
         ),
     }
 
     @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId):
+        """The application's active API keys, without secrets, oldest first"""
         respond_list(req, resp, self.api_keys.list(applicationId), serialize_api_key)
 
     @falcon.before(member_of_application(write=True))
     def on_post(self, req, resp, applicationId):
+        """Create an API key; the key is in this response only
+
+        permissions default to every V1 permission. The key (sk_test_ or sk_live_ by the application's
+        is_test_mode) is accepted as Authorization: Bearer on the application's V1 routes. Sent with
+        Cache-Control: no-store."""
         values = self.body(req)
         key, secret = self.api_keys.create(req.context.application, values, created_by=account_id(req))
         respond(resp, serialize_api_key(key, secret), status=201, cacheable=False)
 
 
 class ApiKey(_ApiKeyResource):
-    docs = {"DELETE": op("Revoke an API key: it stops authenticating at once", ok=204,
-                         errors=[*_WRITE, ApiKeyNotFound])}
+    docs = {"DELETE": op(ok=204, errors=[*_WRITE, ApiKeyNotFound])}
 
     @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId, keyId):
+        """Revoke an API key: it stops authenticating at once"""
         self.api_keys.revoke(applicationId, keyId)
         resp.status = 204
 
@@ -626,104 +655,98 @@ class LoginPasskeyOptions(_AccountResource):
     access = {"POST": PUBLIC}
     no_store = True
     docs = {"POST": op(
-        "Start signing in with a passkey, alone or as the second step",
         body=schemas.LOGIN_PASSKEY_OPTIONS, response=passkey_schemas.AUTHENTICATION_OPTIONS_RESULT,
         errors=[ValidationFailed, UnsupportedMediaType, MfaChallengeExpired, RateLimited, PasskeysUnavailable],
-        description="Request options for navigator.credentials.get() (pass `options` to "
-                    "PublicKeyCredential.parseRequestOptionsFromJSON) and the challenge_id to send to "
-                    "POST /api/dashboard/login/passkey. Without a body field: a sign-in by passkey alone, offering "
-                    "none so the authenticator lists its own dashboard passkeys, user verification required. With "
-                    "the password step's challenge_token (mfa_methods has webauthn): the account's passkeys. The "
-                    "challenge is single use and valid 5 minutes. Counted against "
-                    "IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN.",
     )}
 
     def act(self, req, values):
+        """Start signing in with a passkey, alone or as the second step
+
+        Request options for navigator.credentials.get() (pass `options` to
+        PublicKeyCredential.parseRequestOptionsFromJSON) and the challenge_id to send to POST
+        /api/dashboard/login/passkey. Without a body field: a sign-in by passkey alone, offering none so the
+        authenticator lists its own dashboard passkeys, user verification required. With the password step's
+        challenge_token (mfa_methods has webauthn): the account's passkeys. The challenge is single use and
+        valid 5 minutes. Counted against IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN."""
         return self.accounts.passkey_options(values["challenge_token"], ip=self.client_ip(req))
 
 
 class LoginPasskey(_SignInStep):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
-        "Sign in with a passkey: sets the session cookie and returns the account",
         body=schemas.LOGIN_PASSKEY, response=schemas.ACCOUNT_RESPONSE,
         errors=[*_PASSKEY_CEREMONY, CredentialUnknown, UserVerificationRequired, SignCountInvalid,
                 MfaChallengeExpired, MfaLocked, RateLimited],
-        description="Verifies the assertion of a dashboard account's passkey (an end user's passkey of an "
-                    "application is unknown here: 400 PASSKEY_CREDENTIAL_UNKNOWN). Alone, the passkey must be "
-                    "discoverable and verify the user; as the second step it answers the sign-in's MFA challenge "
-                    "(single use, IAMGATE_MFA_MAX_ATTEMPTS attempts). Counted against "
-                    "IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN.",
     )}
 
     def act(self, req, values):
+        """Sign in with a passkey: sets the session cookie and returns the account
+
+        Verifies the assertion of a dashboard account's passkey (an end user's passkey of an application is
+        unknown here: 400 PASSKEY_CREDENTIAL_UNKNOWN). Alone, the passkey must be discoverable and verify the
+        user; as the second step it answers the sign-in's MFA challenge (single use, IAMGATE_MFA_MAX_ATTEMPTS
+        attempts). Counted against IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN."""
         return self.accounts.login_with_passkey(values["challenge_id"], values["credential"], ip=self.client_ip(req),
                                                 previous_session=req.cookies.get(SESSION_COOKIE))
 
 
-class _AccountPasskeys(_SignedIn):
-    """The signed-in account's own passkeys: reachable whatever its organizations
-    require, since a passkey is how a member sent to enrol may get back in."""
-
-    def __init__(self, passkeys: DashboardPasskeys, accounts: AccountService):
-        self.passkeys, self.accounts = passkeys, accounts
-
-    def account(self, req) -> dict:
-        return self.accounts.account(account_id(req))
-
-
-class AccountPasskeys(_AccountPasskeys, Action):
-    docs = {"GET": op("The signed-in account's passkeys", response=passkey_schemas.PASSKEYS)}
+class AccountPasskeys(_OwnFactor[DashboardPasskeys], Action):
+    docs = {"GET": op(response=passkey_schemas.PASSKEYS)}
 
     def act(self, req, values):
-        return self.passkeys.list(account_id(req))
+        """The signed-in account's passkeys"""
+        return self.service.list(account_id(req))
 
 
-class AccountPasskeyOptions(_AccountPasskeys, Action):
+class AccountPasskeyOptions(_OwnFactor[DashboardPasskeys], Action):
     no_store = True
     docs = {"POST": op(
-        "Start registering a passkey for the signed-in account",
         body=passkey_schemas.REGISTRATION_START, response=passkey_schemas.REGISTRATION_OPTIONS,
         errors=[ValidationFailed, UnsupportedMediaType, PasskeysUnavailable],
-        description="Creation options for navigator.credentials.create() (pass `options` to "
-                    "PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The "
-                    "challenge is single use, bound to the account and valid 5 minutes.",
     )}
 
     def act(self, req, values):
-        return self.passkeys.registration_options(self.account(req))
+        """Start registering a passkey for the signed-in account
+
+        Creation options for navigator.credentials.create() (pass `options` to
+        PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The challenge is
+        single use, bound to the account and valid 5 minutes."""
+        return self.service.registration_options(self.account(req))
 
 
-class AccountPasskeyRegistration(_AccountPasskeys, Action):
+class AccountPasskeyRegistration(_OwnFactor[DashboardPasskeys], Action):
     docs = {"POST": op(
-        "Finish registering a passkey: it is a second factor at once",
         body=passkey_schemas.REGISTRATION_VERIFY, ok=201, response=passkey_schemas.PASSKEY,
         errors=[*_PASSKEY_CEREMONY, PasskeyAlreadyRegistered],
-        description="Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. It "
-                    "counts for an organization's require_mfa, and password sign-ins then ask for a passkey or a "
-                    "code. The account's first second factor ends its other sessions.",
     )}
 
     def act(self, req, values):
-        return self.passkeys.register(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
+        """Finish registering a passkey: it is a second factor at once
+
+        Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. It counts for
+        an organization's require_mfa, and password sign-ins then ask for a passkey or a code. The account's
+        first second factor ends its other sessions."""
+        return self.service.register(self.account(req), **values, session=req.cookies.get(SESSION_COOKIE))
 
 
-class AccountPasskey(_AccountPasskeys):
+class AccountPasskey(_OwnFactor[DashboardPasskeys]):
     password_work = ("DELETE",)
     docs = {
-        "PATCH": op("Rename one of the signed-in account's passkeys", body=passkey_schemas.RENAME,
+        "PATCH": op(body=passkey_schemas.RENAME,
                     response=passkey_schemas.PASSKEY, errors=[ValidationFailed, UnsupportedMediaType, PasskeyNotFound]),
-        "DELETE": op("Delete one of the signed-in account's passkeys", body=schemas.MFA_PASSWORD, ok=204,
-                     errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, AccountLocked, PasskeyNotFound],
-                     description="Confirmed by the account's password, as turning TOTP off is. Another account's "
-                                 "passkey is not found. Without another second factor, organizations that require "
-                                 "one are out of reach again."),
+        "DELETE": op(body=schemas.MFA_PASSWORD, ok=204,
+                     errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, AccountLocked, PasskeyNotFound]),
     }
 
     def on_patch(self, req, resp, passkeyId):
-        respond(resp, self.passkeys.rename(account_id(req), passkeyId, self.body(req)["name"]))
+        """Rename one of the signed-in account's passkeys"""
+        respond(resp, self.service.rename(account_id(req), passkeyId, self.body(req)["name"]))
 
     def on_delete(self, req, resp, passkeyId):
+        """Delete one of the signed-in account's passkeys
+
+        Confirmed by the account's password, as turning TOTP off is. Another account's passkey is not found.
+        Without another second factor, organizations that require one are out of reach again."""
         values = self.body(req)
-        self.passkeys.delete(self.account(req), passkeyId, password=values["password"])
+        self.service.delete(self.account(req), passkeyId, password=values["password"])
         resp.status = 204

@@ -52,7 +52,7 @@ def since_param(req) -> int | None:
 
 class Grants(Resource):
     access = {"GET": INTERNAL}
-    docs = {"GET": op("A user's grants for a decision service", wrapped=False, response={
+    docs = {"GET": op(wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "grants": {
             "type": "object", "description": "shared.rbac.Grants.to_json(): user_id, status "
             "(active|suspended|deleted|unknown), assignments [{role_id, role_name, permissions, scope, "
@@ -63,6 +63,7 @@ class Grants(Resource):
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId, userId):
+        """A user's grants for a decision service"""
         grants = self.decision_data.grants(applicationId, userId)
         resp.media = {"seq": grants.seq, "grants": grants.to_json()}
         resp.cache_control = ["no-store"]
@@ -70,7 +71,7 @@ class Grants(Resource):
 
 class Policies(Resource):
     access = {"GET": INTERNAL}
-    docs = {"GET": op("The application's active ABAC policies", wrapped=False, query={
+    docs = {"GET": op(wrapped=False, query={
         "ids": ({"type": "string"}, f"only these policies (comma-separated ids, at most {MAX_PATCHED_POLICIES}): "
                 "those of them that are active; what a decision service patches into its cached set after "
                 "a change frame's policy_ids")},
@@ -83,6 +84,7 @@ class Policies(Resource):
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId):
+        """The application's active ABAC policies"""
         seq, policies = self.decision_data.policies(applicationId, policy_ids_param(req))
         resp.media = {"seq": seq, "policies": [p.to_json() for p in policies]}
         resp.cache_control = ["no-store"]
@@ -101,7 +103,7 @@ def policy_ids_param(req) -> list[str] | None:
 
 class ApiKeys(Resource):
     access = {"GET": INTERNAL}
-    docs = {"GET": op("Digests of the application's active API keys", wrapped=False, response={
+    docs = {"GET": op(wrapped=False, response={
         "type": "object", "properties": {"seq": _SEQ, "keys": {"type": "array", "items": {
             "type": "object", "properties": {"id": {"type": "string"}, "key_digest": {
                 "type": "string", "description": "SHA-256 hex of the key"},
@@ -112,6 +114,7 @@ class ApiKeys(Resource):
 
     @falcon.before(require_decision_credential)
     def on_get(self, req, resp, applicationId):
+        """Digests of the application's active API keys"""
         seq, keys = self.decision_data.api_key_digests(applicationId)
         resp.media = {"seq": seq, "keys": keys}
         resp.cache_control = ["no-store"]
@@ -163,7 +166,7 @@ class WhoAmI(Resource):
     key, learn the application it serves (and its own permissions)."""
 
     access = {"GET": PUBLIC}
-    docs = {"GET": op("Describe the presented internal token or API key", wrapped=False, response={
+    docs = {"GET": op(wrapped=False, response={
         "type": "object", "properties": {
             "kind": {"type": "string", "enum": ["internal", "api_key"]},
             "application_id": {"type": ["string", "null"]},
@@ -175,6 +178,7 @@ class WhoAmI(Resource):
         self.authenticator = authenticator
 
     def on_get(self, req, resp):
+        """Describe the presented internal token or API key"""
         token = bearer_token(req)
         if token is None:
             raise Unauthorized("A bearer credential is required.")

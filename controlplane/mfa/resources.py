@@ -56,46 +56,45 @@ class _MfaResource(Action):
 class TotpSetup(_MfaResource):
     no_store = True
     docs = {"POST": op(
-        "Start setting up an authenticator app (TOTP)",
-        description="Creates a pending TOTP method with a new 160-bit secret and returns it with its otpauth:// "
-                    "provisioning URI (for a QR code). The method is not used at login and not reported as "
-                    "enabled until POST mfa/totp/confirm; a new setup replaces an earlier pending one, and an "
-                    "unconfirmed setup expires after 1 hour.",
         body=schemas.SETUP, response=schemas.SETUP_RESULT,
         errors=[ValidationFailed, Forbidden, MfaAlreadyEnabled],
     )}
 
     def act(self, req, values, applicationId, userId):
+        """Start setting up an authenticator app (TOTP)
+
+        Creates a pending TOTP method with a new 160-bit secret and returns it with its otpauth://
+        provisioning URI (for a QR code). The method is not used at login and not reported as enabled until
+        POST mfa/totp/confirm; a new setup replaces an earlier pending one, and an unconfirmed setup expires
+        after 1 hour."""
         return self.mfa.setup(req.context.application, userId, label=values["label"])
 
 
 class TotpConfirm(_MfaResource):
     no_store = True
     docs = {"POST": op(
-        "Confirm the authenticator app with a code and turn MFA on",
-        description="Activates the pending method when the code is the app's current one (one 30-second step of "
-                    "clock drift either way is accepted) and returns 10 backup codes, shown only this once. "
-                    "Emits mfa.enabled.",
         body=schemas.CONFIRM, ok=201, response=schemas.BACKUP_CODES,
         errors=[ValidationFailed, Forbidden, *CONFIRM_ERRORS],
     )}
 
     def act(self, req, values, applicationId, userId):
+        """Confirm the authenticator app with a code and turn MFA on
+
+        Activates the pending method when the code is the app's current one (one 30-second step of clock drift
+        either way is accepted) and returns 10 backup codes, shown only this once. Emits mfa.enabled."""
         return enabled_answer(self.mfa.confirm(req.context.application, userId, **values))
 
 
 class Totp(_MfaResource):
     password_work = ("DELETE",)
-    docs = {"DELETE": op(
-        "Turn MFA off (remove the authenticator app)",
-        description="Needs the password. Removes the TOTP method, every backup code and open MFA challenges; "
-                    "login then needs only the password. Emits mfa.disabled. Password checks are limited per "
-                    "user (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS).",
-        body=schemas.PASSWORD, ok=204,
-        errors=_PASSWORD_CONFIRMED,
-    )}
+    docs = {"DELETE": op(body=schemas.PASSWORD, ok=204, errors=_PASSWORD_CONFIRMED)}
 
     def act(self, req, values, applicationId, userId):
+        """Turn MFA off (remove the authenticator app)
+
+        Needs the password. Removes the TOTP method, every backup code and open MFA challenges; login then
+        needs only the password. Emits mfa.disabled. Password checks are limited per user
+        (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS)."""
         self.mfa.disable(req.context.application, userId, password=values["password"])
 
 
@@ -120,15 +119,13 @@ class MfaStatus(Action):
 class RegenerateBackupCodes(_MfaResource):
     no_store = True
     password_work = ("POST",)
-    docs = {"POST": op(
-        "Replace the backup codes",
-        description="Needs the password. Returns a new set of 10 codes (shown only this once); every earlier "
-                    "code stops working.",
-        body=schemas.PASSWORD, response=schemas.BACKUP_CODES,
-        errors=_PASSWORD_CONFIRMED,
-    )}
+    docs = {"POST": op(body=schemas.PASSWORD, response=schemas.BACKUP_CODES, errors=_PASSWORD_CONFIRMED)}
 
     def act(self, req, values, applicationId, userId):
+        """Replace the backup codes
+
+        Needs the password. Returns a new set of 10 codes (shown only this once); every earlier code stops
+        working."""
         return regenerated_answer(
             self.mfa.regenerate_backup_codes(req.context.application, userId, password=values["password"]))
 
@@ -136,17 +133,18 @@ class RegenerateBackupCodes(_MfaResource):
 class Verify(_MfaResource):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
-        "Answer a login's MFA challenge",
-        description="With a 6-digit TOTP code or an unused backup code (dashes optional, any case). Issues the "
-                    "token pair and session exactly as a password login does (user.login, the login's "
-                    "remember_me). The challenge is single use and valid IAMGATE_MFA_CHALLENGE_TTL seconds "
-                    "(300); after IAMGATE_MFA_MAX_ATTEMPTS (5) wrong codes it is locked. A TOTP code is accepted "
-                    "once. When a backup code was used, a top-level message says how many remain.",
         body=schemas.VERIFY, response=schemas.VERIFY_RESULT, wrapped=False,
         errors=[ValidationFailed, MfaCodeInvalid, AccountSuspended, MfaChallengeExpired, MfaLocked],
     )}
 
     def on_post(self, req, resp, applicationId):
+        """Answer a login's MFA challenge
+
+        With a 6-digit TOTP code or an unused backup code (dashes optional, any case). Issues the token pair
+        and session exactly as a password login does (user.login, the login's remember_me). The challenge is
+        single use and valid IAMGATE_MFA_CHALLENGE_TTL seconds (300); after IAMGATE_MFA_MAX_ATTEMPTS (5) wrong
+        codes it is locked. A TOTP code is accepted once. When a backup code was used, a top-level message
+        says how many remain."""
         pair, remaining = self.mfa.verify(req.context.application, **self.body(req))
         message = None
         if remaining is not None:
@@ -159,13 +157,7 @@ class AdminMfa(Resource):
     docs = {
         "GET": op("An end user's MFA status (dashboard)", description=_STATUS_DESCRIPTION, response=schemas.STATUS,
                   errors=[ApplicationNotFound, UserNotFound]),
-        "DELETE": op(
-            "Reset an end user's MFA (dashboard)",
-            description="For a user who lost both the authenticator and the backup codes: removes the method, "
-                        "the backup codes and open challenges and emits mfa.disabled; the user is told by email. "
-                        "Owners and admins only.",
-            ok=204, errors=[MfaNotEnabled, Forbidden, ApplicationNotFound, UserNotFound],
-        ),
+        "DELETE": op(ok=204, errors=[MfaNotEnabled, Forbidden, ApplicationNotFound, UserNotFound]),
     }
 
     def __init__(self, mfa: MfaService, passkeys: PasskeyService, dashboard_access: DashboardAccess):
@@ -179,5 +171,9 @@ class AdminMfa(Resource):
 
     @falcon.before(member_of_application(write=True))
     def on_delete(self, req, resp, applicationId, userId):
+        """Reset an end user's MFA (dashboard)
+
+        For a user who lost both the authenticator and the backup codes: removes the method, the backup codes
+        and open challenges and emits mfa.disabled; the user is told by email. Owners and admins only."""
         self.mfa.reset(req.context.application, userId)
         resp.status = 204

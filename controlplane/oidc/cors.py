@@ -19,6 +19,12 @@ REGISTERED_ORIGINS = "registered"
 ALLOWED_HEADERS = "Authorization, Content-Type"
 EXPOSED_HEADERS = "WWW-Authenticate"  # a 401 from userinfo says why
 PREFLIGHT_MAX_AGE = "600"
+# What the OpenAPI document says of a resource's policy, after its own description.
+DESCRIPTIONS = {
+    ANY_ORIGIN: "CORS: any origin (Access-Control-Allow-Origin: *).",
+    REGISTERED_ORIGINS: "CORS: preflights are answered, and Access-Control-Allow-Origin is sent to an origin an "
+                        "active client lists in allowed_origins.",
+}
 
 
 class CorsMiddleware:

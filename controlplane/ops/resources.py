@@ -12,9 +12,10 @@ from shared.http import MetricsEndpoint
 
 class Health(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("Liveness: the process answers", response={"type": "object"}, wrapped=False, store=False)}
+    docs = {"GET": op(response={"type": "object"}, wrapped=False, store=False)}
 
     def on_get(self, req, resp):
+        """Liveness: the process answers"""
         resp.media = {"status": "ok"}
 
 
@@ -29,8 +30,7 @@ class Ready(Resource):
     poll less than ``poll_age`` seconds ago ("stalled" otherwise)."""
 
     access = {"GET": PUBLIC}
-    docs = {"GET": op("Readiness: the start-up step is done and the store answers a ping",
-                      response=_READINESS, wrapped=False,
+    docs = {"GET": op(response=_READINESS, wrapped=False,
                       also={503: (_READINESS, "Not ready: starting, or the store is unreachable "
                                                 "(the webhook worker's port also: its change-log tailer stalled)")})}
 
@@ -41,6 +41,7 @@ class Ready(Resource):
         self.poll_age = poll_age
 
     def on_get(self, req, resp):
+        """Readiness: the start-up step is done and the store answers a ping"""
         store_ok = self.store.ping()
         if not store_ok:
             status = "unavailable"
@@ -64,7 +65,7 @@ class Metrics(MetricsEndpoint, Resource):
 
 class OpenApi(Resource):
     access = {"GET": PUBLIC}
-    docs = {"GET": op("This OpenAPI 3.1 document", response={"type": "object"}, wrapped=False, store=False)}
+    docs = {"GET": op(response={"type": "object"}, wrapped=False, store=False)}
 
     def __init__(self, routes, public_url: str):
         self.routes = routes
@@ -72,6 +73,7 @@ class OpenApi(Resource):
         self._document = None
 
     def on_get(self, req, resp):
+        """This OpenAPI 3.1 document"""
         if self._document is None:  # routes are fixed once the app is built
             self._document = build_document(
                 self.routes, title="iamgate control plane", version="1.0.0", server_url=self.public_url

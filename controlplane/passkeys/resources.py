@@ -48,56 +48,59 @@ class _OwnPasskeys(Resource):
 class RegistrationOptions(_OwnPasskeys, Action):
     no_store = True
     docs = {"POST": op(
-        "Start registering a passkey",
-        description="Creation options for navigator.credentials.create() (pass `options` to "
-                    "PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The "
-                    "challenge is single use, bound to the caller and valid 5 minutes. Attestation is `none` "
-                    "unless the application has an AAGUID allow-list.",
         body=schemas.REGISTRATION_START, response=schemas.REGISTRATION_OPTIONS,
         errors=[ValidationFailed, Forbidden, *_GATES],
     )}
 
     def act(self, req, values, applicationId):
+        """Start registering a passkey
+
+        Creation options for navigator.credentials.create() (pass `options` to
+        PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The challenge is
+        single use, bound to the caller and valid 5 minutes. Attestation is `none` unless the application has
+        an AAGUID allow-list."""
         return self.passkeys.registration_options(req.context.application, req.context.principal.user_id)
 
 
 class RegistrationVerify(_OwnPasskeys, Action):
     docs = {"POST": op(
-        "Finish registering a passkey",
-        description="Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. "
-                    "The user's first passkey emits mfa.enabled. Every verification failure is a 400 with its "
-                    "own PASSKEY_* code.",
         body=schemas.REGISTRATION_VERIFY, ok=201, response=schemas.PASSKEY,
         errors=[*_CEREMONY, AuthenticatorNotAllowed, PasskeyAlreadyRegistered, Forbidden, *_GATES],
     )}
 
     def act(self, req, values, applicationId):
+        """Finish registering a passkey
+
+        Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. The user's
+        first passkey emits mfa.enabled. Every verification failure is a 400 with its own PASSKEY_* code."""
         return self.passkeys.register(req.context.application, req.context.principal.user_id, **values)
 
 
 class Passkeys(_OwnPasskeys, Action):
-    docs = {"GET": op("The caller's passkeys", response=schemas.PASSKEYS, errors=[Forbidden])}
+    docs = {"GET": op(response=schemas.PASSKEYS, errors=[Forbidden])}
 
     def act(self, req, values, applicationId):
+        """The caller's passkeys"""
         return self.passkeys.list(applicationId, req.context.principal.user_id)
 
 
 class PasskeyItem(_OwnPasskeys):
     docs = {
-        "PATCH": op("Rename one of the caller's passkeys", body=schemas.RENAME, response=schemas.PASSKEY,
+        "PATCH": op(body=schemas.RENAME, response=schemas.PASSKEY,
                     errors=[ValidationFailed, PasskeyNotFound, Forbidden]),
-        "DELETE": op(
-            "Delete one of the caller's passkeys",
-            description="The last passkey's deletion emits mfa.disabled. Refused (409 PASSKEY_LAST_CREDENTIAL) "
-                        "when it is the user's only way in (no password); a password reset sets one.",
-            ok=204, errors=[PasskeyNotFound, LastPasskey, Forbidden]),
+        "DELETE": op(ok=204, errors=[PasskeyNotFound, LastPasskey, Forbidden]),
     }
 
     def on_patch(self, req, resp, applicationId, passkeyId):
+        """Rename one of the caller's passkeys"""
         name = self.body(req)["name"]
         respond(resp, self.passkeys.rename(applicationId, req.context.principal.user_id, passkeyId, name))
 
     def on_delete(self, req, resp, applicationId, passkeyId):
+        """Delete one of the caller's passkeys
+
+        The last passkey's deletion emits mfa.disabled. Refused (409 PASSKEY_LAST_CREDENTIAL) when it is the
+        user's only way in (no password); a password reset sets one."""
         self.passkeys.delete(req.context.application, req.context.principal.user_id, passkeyId)
         resp.status = 204
 
@@ -117,31 +120,33 @@ class _SignIn(ThrottledPerIp):
 
 class AuthenticationOptions(_SignIn):
     docs = {"POST": op(
-        "Start signing in with a passkey",
-        description="Request options for navigator.credentials.get() (pass `options` to "
-                    "PublicKeyCredential.parseRequestOptionsFromJSON) and the challenge_id to send back. With the "
-                    "login's MFA challenge_token: the second factor, offering that user's passkeys. Without: a "
-                    "sign-in by passkey alone (application setting passkeys: passwordless), offering none so the "
-                    "authenticator lists its own, with user verification required.",
         body=schemas.AUTHENTICATION_OPTIONS, response=schemas.AUTHENTICATION_OPTIONS_RESULT,
         errors=[ValidationFailed, MfaChallengeExpired, LoginsLimited, *_GATES],
     )}
 
     def act(self, req, values, applicationId):
+        """Start signing in with a passkey
+
+        Request options for navigator.credentials.get() (pass `options` to
+        PublicKeyCredential.parseRequestOptionsFromJSON) and the challenge_id to send back. With the login's
+        MFA challenge_token: the second factor, offering that user's passkeys. Without: a sign-in by passkey
+        alone (application setting passkeys: passwordless), offering none so the authenticator lists its own,
+        with user verification required."""
         return self.passkeys.authentication_options(req.context.application, **values)
 
 
 class AuthenticationVerify(_SignIn):
     docs = {"POST": op(
-        "Sign in with a passkey",
-        description="Verifies the assertion and returns the token pair of a password login (user.login). As a "
-                    "second factor it answers the login's MFA challenge (the login's remember_me applies). A sign "
-                    "count that goes backwards is refused and audited; 0 stays 0 and is accepted.",
         body=schemas.AUTHENTICATION_VERIFY, response=schemas.SIGN_IN_RESULT,
         errors=[*_CEREMONY, CredentialUnknown, UserVerificationRequired, SignCountInvalid, AccountSuspended,
                 MfaChallengeExpired, MfaLocked, LoginsLimited, *_GATES],
     )}
 
     def act(self, req, values, applicationId):
+        """Sign in with a passkey
+
+        Verifies the assertion and returns the token pair of a password login (user.login). As a second factor
+        it answers the login's MFA challenge (the login's remember_me applies). A sign count that goes
+        backwards is refused and audited; 0 stays 0 and is accepted."""
         return self.passkeys.authenticate(req.context.application, **values,
                                           device_info=device_info_of(req, self.trusted_proxies))

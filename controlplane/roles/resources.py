@@ -37,17 +37,17 @@ def scope_param(req) -> str | None:
 class RoleCollection(ServiceResource[RoleService]):
     access = {"GET": READ, "POST": MANAGE}
     docs = {
-        "GET": op("List roles", query={
+        "GET": op(query={
             "search": ({"type": "string", "maxLength": schemas.SEARCH_MAX}, "substring of name or display_name"),
             "include_permissions": ({"type": "boolean"}, "add each role's permission names"),
             **PAGE_QUERY,
         }, response=schemas.ROLE_PAGE, wrapped=False, errors=[ValidationFailed, PermissionMissing]),
-        "POST": op("Create a role", body=schemas.CREATE_ROLE, ok=201, response=schemas.ROLE_WITH_NAMES,
-                   description="Permissions are created on first use.",
+        "POST": op(body=schemas.CREATE_ROLE, ok=201, response=schemas.ROLE_WITH_NAMES,
                    errors=[ValidationFailed, PermissionMissing, RoleNameTaken]),
     }
 
     def on_get(self, req, resp, applicationId):
+        """List roles"""
         page, per_page = page_params(req)
         include = bool_param(req, "include_permissions")
         search = (req.get_param("search") or "").strip() or None
@@ -58,6 +58,9 @@ class RoleCollection(ServiceResource[RoleService]):
         resp.media = paginated(items, total, page, per_page)
 
     def on_post(self, req, resp, applicationId):
+        """Create a role
+
+        Permissions are created on first use."""
         values = schemas.CREATE_ROLE.validate(read_json(req))
         role = self.service.create(applicationId, values)
         respond(resp, serialize_role(role, permissions="names"), status=201)
@@ -69,16 +72,16 @@ class RoleItem(ServiceResource[RoleService]):
                      description="{role} is the role id, or its name. The name cannot change.",
                      errors=[ValidationFailed, RoleIsSystem, *_ROLE_ERRORS, RoleChangedConcurrently])
     docs = {
-        "GET": op("Get a role with its permissions and users_count", response=schemas.ROLE_DETAIL,
-                  description="{role} is the role id, or its name.", errors=_ROLE_ERRORS),
+        "GET": op(response=schemas.ROLE_DETAIL, errors=_ROLE_ERRORS),
         "PUT": _update_doc,
         "PATCH": _update_doc,
-        "DELETE": op("Delete a role nobody holds", ok=204,
-                     description="{role} is the role id, or its name.",
-                     errors=[RoleIsSystem, *_ROLE_ERRORS, RoleInUse]),
+        "DELETE": op(ok=204, errors=[RoleIsSystem, *_ROLE_ERRORS, RoleInUse]),
     }
 
     def on_get(self, req, resp, applicationId, role):
+        """Get a role with its permissions and users_count
+
+        {role} is the role id, or its name."""
         respond(resp, self.service.detail(applicationId, self.service.resolve(applicationId, role)))
 
     def on_put(self, req, resp, applicationId, role):
@@ -89,6 +92,9 @@ class RoleItem(ServiceResource[RoleService]):
     on_patch = on_put
 
     def on_delete(self, req, resp, applicationId, role):
+        """Delete a role nobody holds
+
+        {role} is the role id, or its name."""
         self.service.delete(applicationId, role)
         resp.status = 204
 
@@ -96,20 +102,21 @@ class RoleItem(ServiceResource[RoleService]):
 class UserRoleCollection(ServiceResource[RoleService]):
     access = {"GET": READ, "POST": MANAGE}
     docs = {
-        "GET": op("List a user's role assignments", query={"scope": _SCOPE_QUERY},
-                  response=schemas.ASSIGNMENT_LIST, wrapped=False,
-                  description="Without scope: every unexpired assignment; with scope: those of exactly that scope.",
-                  errors=_USER_ERRORS),
-        "POST": op("Assign a role to a user", body=schemas.ASSIGN_ROLE, ok=201, response=schemas.ASSIGNMENT,
+        "GET": op(query={"scope": _SCOPE_QUERY}, response=schemas.ASSIGNMENT_LIST, wrapped=False, errors=_USER_ERRORS),
+        "POST": op(body=schemas.ASSIGN_ROLE, ok=201, response=schemas.ASSIGNMENT,
                    errors=[*_USER_ERRORS, RoleNotFound, RoleAlreadyAssigned]),
     }
 
     def on_get(self, req, resp, applicationId, userId):
+        """List a user's role assignments
+
+        Without scope: every unexpired assignment; with scope: those of exactly that scope."""
         scope = scope_param(req)
         items = self.service.user_roles(applicationId, userId, scope=scope, any_scope=scope is None)
         resp.media = {"data": items, "user_id": userId, "scope": scope}
 
     def on_post(self, req, resp, applicationId, userId):
+        """Assign a role to a user"""
         values = schemas.ASSIGN_ROLE.validate(read_json(req))
         respond(resp, self.service.assign(applicationId, userId, values), status=201)
 
@@ -117,13 +124,15 @@ class UserRoleCollection(ServiceResource[RoleService]):
 class UserRoleItem(ServiceResource[RoleService]):
     access = {"DELETE": MANAGE}
     docs = {
-        "DELETE": op("Remove a role assignment", ok=204, query={
+        "DELETE": op(ok=204, query={
             "scope": ({"type": "string"}, "required when the role was assigned with a scope")},
-            description="{roleId} is the role id (or its name).",
             errors=[*_USER_ERRORS, RoleAssignmentNotFound]),
     }
 
     def on_delete(self, req, resp, applicationId, userId, roleId):
+        """Remove a role assignment
+
+        {roleId} is the role id (or its name)."""
         self.service.unassign(applicationId, userId, roleId, scope_param(req))
         resp.status = 204
 
@@ -131,10 +140,11 @@ class UserRoleItem(ServiceResource[RoleService]):
 class UserPermissions(ServiceResource[RoleService]):
     access = {"GET": READ}
     docs = {
-        "GET": op("A user's effective permissions", query={"scope": ({"type": "string"},
+        "GET": op(query={"scope": ({"type": "string"},
                   "effective at this scope (unscoped assignments included)")},
                   response=schemas.USER_PERMISSIONS, errors=_USER_ERRORS),
     }
 
     def on_get(self, req, resp, applicationId, userId):
+        """A user's effective permissions"""
         respond(resp, self.service.user_permissions(applicationId, userId, scope_param(req)))

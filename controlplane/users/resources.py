@@ -68,32 +68,33 @@ class _ThrottledPerIp(ThrottledPerIp):
 class Register(_ThrottledPerIp):
     message = "Registration successful. Check your email to verify your address."
     docs = {"POST": op(
-        "Register an end user",
-        description="Creates an unverified user, sends the verification email and emits user.created. "
-                    "Throttled per client IP per application (application registration_rate_limit per minute, "
-                    "else IAMGATE_RATE_LIMIT_REGISTER). Login before verification is allowed.",
         body=schemas.REGISTER, ok=201, response=schemas.REGISTERED, wrapped=False,
         errors=[ValidationFailed, EmailAlreadyRegistered, PasswordTooWeak, UserLimitReached, RegistrationsLimited],
     )}
 
     def act(self, req, values, applicationId):
+        """Register an end user
+
+        Creates an unverified user, sends the verification email and emits user.created. Throttled per client
+        IP per application (application registration_rate_limit per minute, else IAMGATE_RATE_LIMIT_REGISTER).
+        Login before verification is allowed."""
         return serialize_user(self.service.register(req.context.application, **values))
 
 
 class Login(_ThrottledPerIp):
     no_store = True
     docs = {"POST": op(
-        "Log in with email and password",
-        description="Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled or a "
-                    "passkey the application accepts as a second factor (mfa_methods: totp, webauthn). "
-                    "5 consecutive failed logins per email per application lock it for 15 minutes; "
-                    "10 requests per minute per client IP.",
         body=schemas.LOGIN, response=schemas.LOGIN_RESULT,
         errors=[ValidationFailed, InvalidCredentials, AccountSuspended, AccountLocked, LoginsLimited,
                 PasswordSignInDisabled],
     )}
 
     def act(self, req, values, applicationId):
+        """Log in with email and password
+
+        Returns a token pair, or an MFA challenge (no tokens) when the user has TOTP enabled or a passkey the
+        application accepts as a second factor (mfa_methods: totp, webauthn). 5 consecutive failed logins per
+        email per application lock it for 15 minutes; 10 requests per minute per client IP."""
         return self.service.login(req.context.application, email=values["email"], password=values["password"],
                                   remember_me=values["remember_me"],
                                   device_info=device_info_of(req, self.trusted_proxies))
@@ -101,18 +102,17 @@ class Login(_ThrottledPerIp):
 
 class Logout(Action):
     access = {"POST": CREDENTIAL}
-    docs = {"POST": op(
-        "Log out: revoke a refresh token",
-        description="Revokes the session of the refresh token; the access token stays valid until it expires. "
-                    "A user token may only revoke that user's own refresh tokens; an API key any of its "
-                    "application. Unknown or foreign tokens are answered the same (204) and change nothing.",
-        body=schemas.REFRESH_TOKEN, ok=204, errors=[ValidationFailed],
-    )}
+    docs = {"POST": op(body=schemas.REFRESH_TOKEN, ok=204, errors=[ValidationFailed])}
 
     def __init__(self, sessions: SessionService):
         self.sessions = sessions
 
     def act(self, req, values, applicationId):
+        """Log out: revoke a refresh token
+
+        Revokes the session of the refresh token; the access token stays valid until it expires. A user token
+        may only revoke that user's own refresh tokens; an API key any of its application. Unknown or foreign
+        tokens are answered the same (204) and change nothing."""
         principal = req.context.principal
         self.sessions.logout(applicationId, values["refresh_token"],
                              user_id=principal.user_id if principal.kind == "user" else None)
@@ -122,10 +122,6 @@ class Refresh(Action):
     access = {"POST": PUBLIC}
     no_store = True
     docs = {"POST": op(
-        "Exchange a refresh token for a new token pair",
-        description="Rotates the refresh token. Presenting an already rotated token revokes its session, except "
-                    "the token rotated last within IAMGATE_REFRESH_REUSE_GRACE seconds (default 10), which "
-                    "yields a new pair and leaves the other holder's token valid. No bearer token needed.",
         body=schemas.REFRESH_TOKEN, response=schemas.TOKEN_PAIR,
         errors=[ValidationFailed, RefreshTokenRejected],
     )}
@@ -134,6 +130,11 @@ class Refresh(Action):
         self.sessions = sessions
 
     def act(self, req, values, applicationId):
+        """Exchange a refresh token for a new token pair
+
+        Rotates the refresh token. Presenting an already rotated token revokes its session, except the token
+        rotated last within IAMGATE_REFRESH_REUSE_GRACE seconds (default 10), which yields a new pair and
+        leaves the other holder's token valid. No bearer token needed."""
         return self.sessions.refresh(req.context.application, values["refresh_token"])
 
 
@@ -141,10 +142,6 @@ class ChangePassword(Resource):
     access = {"POST": OWNER}
     password_work = ("POST",)
     docs = {"POST": op(
-        "Change the user's password",
-        description="Needs the current password (wrong answers count toward the login lock). Revokes every "
-                    "other session of the user and every OIDC grant not made in the calling session; the "
-                    "calling session and its grants stay.",
         body=schemas.CHANGE_PASSWORD, response=schemas.MESSAGE,
         errors=[ValidationFailed, PasswordConfirmationMismatch, Forbidden, UserNotFound, WrongPassword,
                 PasswordTooWeak, AccountLocked],
@@ -154,6 +151,11 @@ class ChangePassword(Resource):
         self.passwords = passwords
 
     def on_post(self, req, resp, applicationId, userId):
+        """Change the user's password
+
+        Needs the current password (wrong answers count toward the login lock). Revokes every other session of
+        the user and every OIDC grant not made in the calling session; the calling session and its grants
+        stay."""
         values = schemas.validate_change_password(read_json(req))
         self.passwords.change(applicationId, userId, current_password=values["current_password"],
                               new_password=values["new_password"],
@@ -195,8 +197,6 @@ class ResetPassword(Action):
     access = {"POST": PUBLIC}
     password_work = ("POST",)
     docs = {"POST": op(
-        "Set a new password with a reset token",
-        description="Single use. Revokes every session and every OIDC grant of the user and lifts a login lock.",
         body=schemas.RESET_PASSWORD, response=schemas.MESSAGE,
         errors=[ValidationFailed, InvalidResetToken, ResetTokenExpired, PasswordTooWeak],
     )}
@@ -205,6 +205,9 @@ class ResetPassword(Action):
         self.passwords = passwords
 
     def act(self, req, values, applicationId):
+        """Set a new password with a reset token
+
+        Single use. Revokes every session and every OIDC grant of the user and lifts a login lock."""
         self.passwords.reset(req.context.application, **values)
         return {"message": "Your password has been reset. You can now log in."}
 
@@ -212,8 +215,6 @@ class ResetPassword(Action):
 class VerifyEmail(Action):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
-        "Verify the email address with the emailed token",
-        description="Single use; the token is valid 24 hours.",
         body=schemas.VERIFY_EMAIL, response=schemas.MESSAGE,
         errors=[ValidationFailed, InvalidVerificationToken, VerificationTokenExpired],
     )}
@@ -222,6 +223,9 @@ class VerifyEmail(Action):
         self.verification = verification
 
     def act(self, req, values, applicationId):
+        """Verify the email address with the emailed token
+
+        Single use; the token is valid 24 hours."""
         self.verification.verify(applicationId, values["token"])
         return {"message": "Your email address has been verified."}
 
@@ -244,9 +248,6 @@ _STATUS = String(choices=schemas.USER_STATUSES)
 class AdminUsers(Resource):
     access = {"GET": DASHBOARD}
     docs = {"GET": op(
-        "List and search the application's end users",
-        description="Newest first. search matches email or name (case-insensitive substring); soft-deleted "
-                    "users appear only with status=deleted.",
         query={
             "search": ({"type": "string", "maxLength": 255}, "substring of email or name"),
             "status": ({"type": "string", "enum": list(schemas.USER_STATUSES)}, "only users in this state"),
@@ -262,6 +263,10 @@ class AdminUsers(Resource):
 
     @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId):
+        """List and search the application's end users
+
+        Newest first. search matches email or name (case-insensitive substring); soft-deleted users appear
+        only with status=deleted."""
         page, per_page = page_params(req)
         items, total = self.admin.search(
             applicationId, search=query_param(req, "search", _SEARCH, blank_is_absent=True),

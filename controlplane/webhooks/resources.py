@@ -26,7 +26,7 @@ _ITEM_ERRORS = [PermissionMissing, WebhookNotFound]
 class WebhookCollection(ManagedCollection):
     every_method = MANAGE
     docs = {
-        "GET": list_op("List webhooks (without their secrets), oldest first", schemas.WEBHOOK,
+        "GET": list_op(schemas.WEBHOOK, summary="List webhooks (without their secrets), oldest first",
                        errors=[PermissionMissing]),
         "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
                    description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
@@ -50,12 +50,14 @@ class WebhookItem(ManagedItem):
 class WebhookSecret(ServiceResource[WebhookService]):
     access = {"POST": MANAGE}
     docs = {
-        "POST": op("Rotate a webhook's secret", response=schemas.WEBHOOK_WITH_SECRET,
-                   description="The new secret is returned once and signs every attempt from now on, "
-                               "retries of earlier events included.", errors=_ITEM_ERRORS),
+        "POST": op(response=schemas.WEBHOOK_WITH_SECRET, errors=_ITEM_ERRORS),
     }
 
     def on_post(self, req, resp, applicationId, webhookId):
+        """Rotate a webhook's secret
+
+        The new secret is returned once and signs every attempt from now on, retries of earlier events
+        included."""
         webhook, secret = self.service.rotate_secret(applicationId, webhookId)
         no_store(resp)
         respond(resp, serialize_webhook(webhook, secret))
@@ -64,23 +66,24 @@ class WebhookSecret(ServiceResource[WebhookService]):
 class WebhookDeliveries(ServiceResource[WebhookService]):
     access = {"GET": MANAGE}
     docs = {
-        "GET": op("The 50 most recent deliveries of a webhook, newest first", response=schemas.DELIVERY_LIST,
-                  errors=_ITEM_ERRORS),
+        "GET": op(response=schemas.DELIVERY_LIST, errors=_ITEM_ERRORS),
     }
 
     def on_get(self, req, resp, applicationId, webhookId):
+        """The 50 most recent deliveries of a webhook, newest first"""
         respond(resp, [serialize_delivery(d) for d in self.service.deliveries(applicationId, webhookId)])
 
 
 class WebhookRedelivery(ServiceResource[WebhookService]):
     access = {"POST": MANAGE}
     docs = {
-        "POST": op("Send a logged delivery's event again, as a new delivery", ok=202, response=schemas.DELIVERY,
-                   description="Queues the same event with the same body under a new delivery id (the "
-                               "X-Service-Delivery-Id and webhook-id), signed afresh at each attempt with the "
-                               "webhook's current secret; redelivery_of names the delivery it repeats.",
-                   errors=[*_ITEM_ERRORS, WebhookDeliveryNotFound, WebhookInactive]),
+        "POST": op(ok=202, response=schemas.DELIVERY, errors=[*_ITEM_ERRORS, WebhookDeliveryNotFound, WebhookInactive]),
     }
 
     def on_post(self, req, resp, applicationId, webhookId, deliveryId):
+        """Send a logged delivery's event again, as a new delivery
+
+        Queues the same event with the same body under a new delivery id (the X-Service-Delivery-Id and
+        webhook-id), signed afresh at each attempt with the webhook's current secret; redelivery_of names the
+        delivery it repeats."""
         respond(resp, serialize_delivery(self.service.redeliver(applicationId, webhookId, deliveryId)), status=202)

@@ -117,8 +117,8 @@ NOTES_AREA = {
         class Notes(Resource):
             access = {"GET": READ, "POST": MANAGE}
             docs = {
-                "GET": op("List notes", response={"type": "array", "items": schemas.NOTE}, errors=[PermissionMissing]),
-                "POST": op("Create a note", body=schemas.CREATE_NOTE, ok=201, response=schemas.NOTE,
+                "GET": op(response={"type": "array", "items": schemas.NOTE}, errors=[PermissionMissing]),
+                "POST": op(body=schemas.CREATE_NOTE, ok=201, response=schemas.NOTE,
                            errors=[ValidationFailed, PermissionMissing]),
             }
 
@@ -126,21 +126,26 @@ NOTES_AREA = {
                 self.notes = notes
 
             def on_get(self, req, resp, applicationId):
+                """List notes"""
                 respond(resp, [serialize_note(doc) for doc in self.notes.list(applicationId)])
 
             def on_post(self, req, resp, applicationId):
+                """Create a note
+
+                Answers the new note, with its id."""
                 values = schemas.CREATE_NOTE.validate(read_json(req))
                 respond(resp, serialize_note(self.notes.create(applicationId, values)), status=201)
 
 
         class Note(Resource):
             access = {"GET": READ}
-            docs = {"GET": op("Get a note", response=schemas.NOTE, errors=[PermissionMissing, NoteNotFound])}
+            docs = {"GET": op(response=schemas.NOTE, errors=[PermissionMissing, NoteNotFound])}
 
             def __init__(self, notes: NoteService):
                 self.notes = notes
 
             def on_get(self, req, resp, applicationId, noteId):
+                """Get a note"""
                 respond(resp, serialize_note(self.notes.get(applicationId, noteId)))
         ''',
     "routes.py": '''
@@ -163,6 +168,7 @@ DOC_STEPS = (
     "derives from `controlplane.collection.Collection`",
     '`name, indexes = "labels", INDEXES`',
     "`LabelService(store, events, clock)`",
+    "the docstring of the function that serves it",
     "add a new kind there first",
     'routes.add(f"{V1}/labels", resources.Labels(services.labels), "labels")',
     "a `labels: LabelService` field on `Services`",
@@ -318,6 +324,8 @@ def test_the_openapi_document_lists_it(tenant):
     listed, item = document["paths"][f"{V1}/notes"], document["paths"][f"{V1}/notes/{{noteId}}"]
     assert set(listed) == {"get", "post"} and set(item) == {"get"}
     assert listed["post"]["tags"] == ["notes"]
+    assert (listed["post"]["summary"], item["get"]["summary"]) == ("Create a note", "Get a note")
+    assert listed["post"]["description"].startswith("Answers the new note, with its id. ")  # then its gate
     assert "VALIDATION_INVALID_FORMAT" in listed["post"]["responses"]["400"]["description"]
     assert "RESOURCE_NOT_FOUND" in item["get"]["responses"]["404"]["description"]
 

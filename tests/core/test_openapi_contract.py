@@ -79,7 +79,7 @@ def test_every_paged_operation_documents_the_400_of_its_page_parameters(document
 
 
 def test_a_list_names_the_error_of_its_page_parameters_without_being_told():
-    assert list_op("List things", {"type": "object"}, errors=[])["errors"] == (ValidationFailed,)
+    assert list_op({"type": "object"}, errors=[])["errors"] == (ValidationFailed,)
 
 
 def test_rate_limited_answers_document_their_headers(document):

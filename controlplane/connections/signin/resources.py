@@ -77,15 +77,16 @@ class _SignIn(ThrottledPerIp):
 class Start(_SignIn):
     no_store = True
     docs = {"POST": op(
-        "Start signing in through a connection",
-        description="Answers the provider's authorization URL (PKCE S256, state and nonce kept 10 minutes, bound to "
-                    "the binding). redirect_uri must be one of the application's oauth_redirect_uris; the page "
-                    "there passes the query parameters it receives to the callback route.",
         body=schemas.START, response=schemas.STARTED,
         errors=[ValidationFailed, ConnectionNotFound, ConnectionInactive, LoginsLimited],
     )}
 
     def act(self, req, values, applicationId, connectionId):
+        """Start signing in through a connection
+
+        Answers the provider's authorization URL (PKCE S256, state and nonce kept 10 minutes, bound to the
+        binding). redirect_uri must be one of the application's oauth_redirect_uris; the page there passes the
+        query parameters it receives to the callback route."""
         app = req.context.application
         check_redirect_uri(app, values["redirect_uri"])
         url = self.flow.start(app, connectionId, redirect_uri=values["redirect_uri"], binding=values["binding"],
@@ -94,18 +95,16 @@ class Start(_SignIn):
 
 
 class Callback(_SignIn):
-    docs = {"POST": op(
-        "Finish signing in through a connection",
-        description="Takes the provider's answer (the query parameters it sent to the redirect_uri) with the same "
-                    "binding as the start. Returns the token pair of a password login (user.login, with the "
-                    "connection), or the MFA challenge when the user has a second factor. 409 "
-                    "CONNECTION_LINK_REQUIRED (linking verify, or trusted_email without every condition) carries "
-                    "details.link_id, details.email and details.methods: prove the existing account with "
-                    "POST .../auth/connections/link.",
-        body=schemas.CALLBACK, response=schemas.SIGN_IN_RESULT, errors=_CALLBACK_ERRORS,
-    )}
+    docs = {"POST": op(body=schemas.CALLBACK, response=schemas.SIGN_IN_RESULT, errors=_CALLBACK_ERRORS)}
 
     def on_post(self, req, resp, applicationId):
+        """Finish signing in through a connection
+
+        Takes the provider's answer (the query parameters it sent to the redirect_uri) with the same binding
+        as the start. Returns the token pair of a password login (user.login, with the connection), or the MFA
+        challenge when the user has a second factor. 409 CONNECTION_LINK_REQUIRED (linking verify, or
+        trusted_email without every condition) carries details.link_id, details.email and details.methods:
+        prove the existing account with POST .../auth/connections/link."""
         values = self.body(req)
         result = self.flow.finish(req.context.application, params=values["params"], binding=values["binding"],
                                   remember_me=values["remember_me"],
@@ -115,14 +114,15 @@ class Callback(_SignIn):
 
 class LinkCode(_SignIn):
     docs = {"POST": op(
-        "Mail a code to the account a pending link would join",
-        description="The code (6 digits, 10 minutes) goes to the existing account's own address. A new request "
-                    "replaces the code; 3 codes per pending link.",
         body=schemas.LINK_CODE, ok=202, response=MESSAGE,
         errors=[ValidationFailed, ConnectionStateInvalid, LinkCodesLimited, LoginsLimited],
     )}
 
     def act(self, req, values, applicationId):
+        """Mail a code to the account a pending link would join
+
+        The code (6 digits, 10 minutes) goes to the existing account's own address. A new request replaces the
+        code; 3 codes per pending link."""
         self.flow.send_link_code(req.context.application, link_id=values["link_id"], binding=values["binding"])
         return {"message": "A code has been sent to the account's email address."}
 
@@ -130,15 +130,16 @@ class LinkCode(_SignIn):
 class LinkPasskey(_SignIn):
     no_store = True
     docs = {"POST": op(
-        "WebAuthn options to prove the account a pending link would join with one of its passkeys",
-        description="Offered when the 409 CONNECTION_LINK_REQUIRED lists passkey among details.methods. Pass the "
-                    "options to navigator.credentials.get(), then send the credential with the challenge_id to "
-                    "POST .../auth/connections/link. Only that account's passkeys are accepted.",
         body=schemas.LINK_CODE, response=AUTHENTICATION_OPTIONS_RESULT,
         errors=[ValidationFailed, ConnectionStateInvalid, PasskeysDisabled, PasskeysUnavailable, LoginsLimited],
     )}
 
     def act(self, req, values, applicationId):
+        """WebAuthn options to prove the account a pending link would join with one of its passkeys
+
+        Offered when the 409 CONNECTION_LINK_REQUIRED lists passkey among details.methods. Pass the options to
+        navigator.credentials.get(), then send the credential with the challenge_id to POST
+        .../auth/connections/link. Only that account's passkeys are accepted."""
         return self.flow.link_passkey_options(req.context.application, link_id=values["link_id"],
                                               binding=values["binding"])
 
@@ -146,17 +147,17 @@ class LinkPasskey(_SignIn):
 class LinkComplete(_SignIn):
     password_work = ("POST",)
     docs = {"POST": op(
-        "Prove the existing account and link the identity",
-        description="With the account's password (counted toward its login lock), the mailed code, or one of its "
-                    "passkeys (challenge_id and credential, from POST .../link/passkey). 5 answers per pending "
-                    "link, which lasts 10 minutes and is single use. Then signs in as the callback does: the token "
-                    "pair or the MFA challenge.",
         body=schemas.LINK_COMPLETE, response=schemas.SIGN_IN_RESULT,
         errors=[ValidationFailed, ConnectionStateInvalid, InvalidCredentials, AccountLocked, AccountSuspended,
                 ConnectionCallbackInvalid, ConnectionNotFound, PasskeysDisabled, LoginsLimited],
     )}
 
     def on_post(self, req, resp, applicationId):
+        """Prove the existing account and link the identity
+
+        With the account's password (counted toward its login lock), the mailed code, or one of its passkeys
+        (challenge_id and credential, from POST .../link/passkey). 5 answers per pending link, which lasts 10
+        minutes and is single use. Then signs in as the callback does: the token pair or the MFA challenge."""
         values = self.body(req)
         passkey = None
         if values["credential"] is not None:
@@ -181,29 +182,26 @@ class _IdentityResource(Action):
 
 class Identities(_IdentityResource):
     access = {"GET": owner_or("users:read")}
-    docs = {"GET": op(
-        "List the user's linked identities",
-        description="One per (connection, issuer, sub) the user signs in with; oldest first. The user's own "
-                    "token, or an API key or user token holding users:read.",
-        response=schemas.IDENTITIES, errors=[Forbidden, UserNotFound],
-    )}
+    docs = {"GET": op(response=schemas.IDENTITIES, errors=[Forbidden, UserNotFound])}
 
     def act(self, req, values, applicationId, userId):
+        """List the user's linked identities
+
+        One per (connection, issuer, sub) the user signs in with; oldest first. The user's own token, or an
+        API key or user token holding users:read."""
         return self.identities.list(applicationId, userId)
 
 
 class IdentityItem(_IdentityResource):
     access = {"DELETE": owner_or("users:manage")}
-    docs = {"DELETE": op(
-        "Unlink an identity",
-        description="The user's own token, or an API key or user token holding users:manage. Emits "
-                    "connection.revoked (data.kind upstream). Refused "
-                    "(409 IDENTITY_LAST_SIGN_IN) unless another way in remains: a password, a passkey or another "
-                    "identity.",
-        ok=204, errors=[Forbidden, UserNotFound, IdentityNotFound, IdentityLastSignIn],
-    )}
+    docs = {"DELETE": op(ok=204, errors=[Forbidden, UserNotFound, IdentityNotFound, IdentityLastSignIn])}
 
     def act(self, req, values, applicationId, userId, identityId):
+        """Unlink an identity
+
+        The user's own token, or an API key or user token holding users:manage. Emits connection.revoked
+        (data.kind upstream). Refused (409 IDENTITY_LAST_SIGN_IN) unless another way in remains: a password, a
+        passkey or another identity."""
         self.identities.unlink(req.context.application, userId, identityId)
 
 
@@ -211,11 +209,6 @@ class IdentityToken(_IdentityResource):
     no_store = True
     access = {"GET": permission("connections:tokens")}
     docs = {"GET": op(
-        "The upstream access token of an identity",
-        description="For the application's back end (API keys and user tokens holding connections:tokens), when "
-                    "the connection stores tokens; the user's own token alone is not enough. An access token with "
-                    "less than a minute left is refreshed first (connection.refreshed, or connection.failed and "
-                    "502). The refresh token is never served.",
         response=schemas.UPSTREAM_TOKEN,
         errors=[Forbidden, IdentityNotFound, IdentityTokensNotStored, ConnectionProviderError],
     )}
@@ -225,4 +218,10 @@ class IdentityToken(_IdentityResource):
         self.tokens = tokens
 
     def act(self, req, values, applicationId, userId, identityId):
+        """The upstream access token of an identity
+
+        For the application's back end (API keys and user tokens holding connections:tokens), when the
+        connection stores tokens; the user's own token alone is not enough. An access token with less than a
+        minute left is refreshed first (connection.refreshed, or connection.failed and 502). The refresh token
+        is never served."""
         return self.tokens.serve(applicationId, self.identities.get(applicationId, userId, identityId))

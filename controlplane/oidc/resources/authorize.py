@@ -43,20 +43,6 @@ AUTHORIZE_RESPONSE = {"type": "object", "properties": {
     "branding": {"type": "object"}}}
 
 
-_HOSTED_DESCRIPTION = (
-    "Without a bearer, when the application has oauth_hosted_login_enabled: the hosted browser flow (HTML). "
-    "A login page (then the MFA step when the user has MFA, and a consent page the first time the user meets "
-    "the client) or, with a live browser session (cookie iamgate_oidc_<applicationId>), a 302 to "
-    "redirect_uri?code=...&state=... at once. prompt=login forces the login; prompt=none never shows a page and "
-    "answers login_required or consent_required on the redirect URI. The login page has a \"Continue with ...\" "
-    "button per active connection; connection=<name or id>, or a login_hint whose email domain a connection claims, "
-    "sends the browser to that connection's provider at once (302; the cookie iamgate_connection binds the sign-in "
-    "to the browser), whose answer comes back to /oidc/connections/{applicationId}/callback. "
-    "Without a bearer, errors found before the "
-    "client and redirect_uri are validated are an HTML error page (400), never a redirect; later errors redirect "
-    "with error and state (RFC 6749 4.1.2.1). Without a bearer and without hosted login: 401 invalid_token.")
-
-
 class Authorize(HostedFlowResource):
     """GET /oidc/authorize (RFC 6749 4.1.1).  With a bearer user JWT of the client's
     application: the spec's JSON answer, never a redirect (its errors are 400 bodies).
@@ -71,17 +57,8 @@ class Authorize(HostedFlowResource):
                           "page that posts the answer to the redirect URI", "text/html"),
               400: (HTML, "Without a bearer: the error page of a request that must not redirect", "text/html")}
     docs = {
-        "GET": op(
-            "Authorization endpoint (code flow with PKCE S256)",
-            description="Bearer: a user access token of the client's application. The answer is JSON {code, state, "
-                        "redirect_uri, branding}; the code lives 60 s. Consent for (user, client) is recorded on "
-                        "first use (consent.granted); max_age refuses a token issued longer ago (login_required). "
-                        "Errors are RFC 6749 bodies {error, error_description}. " + _HOSTED_DESCRIPTION,
-            query=_AUTHORIZE_QUERY, response=AUTHORIZE_RESPONSE, wrapped=False, errors=_errors, also=_pages),
-        "POST": op(
-            "Authorization endpoint by POST (OIDC Core 3.1.2.1)",
-            description="The parameters of GET /oidc/authorize, form-encoded in the body; the answers are GET's.",
-            response=AUTHORIZE_RESPONSE, wrapped=False, errors=_errors, also=_pages),
+        "GET": op(query=_AUTHORIZE_QUERY, response=AUTHORIZE_RESPONSE, wrapped=False, errors=_errors, also=_pages),
+        "POST": op(response=AUTHORIZE_RESPONSE, wrapped=False, errors=_errors, also=_pages),
     }
 
     def __init__(self, authorize, authenticator, hosted, upstream, pages, *, cookie_secure: bool):
@@ -90,10 +67,29 @@ class Authorize(HostedFlowResource):
         self.authenticator = authenticator
 
     def on_get(self, req, resp):
+        """Authorization endpoint (code flow with PKCE S256)
+
+        Bearer: a user access token of the client's application. The answer is JSON {code, state,
+        redirect_uri, branding}; the code lives 60 s. Consent for (user, client) is recorded on first use
+        (consent.granted); max_age refuses a token issued longer ago (login_required). Errors are RFC 6749
+        bodies {error, error_description}. Without a bearer, when the application has
+        oauth_hosted_login_enabled: the hosted browser flow (HTML). A login page (then the MFA step when the
+        user has MFA, and a consent page the first time the user meets the client) or, with a live browser
+        session (cookie iamgate_oidc_<applicationId>), a 302 to redirect_uri?code=...&state=... at once.
+        prompt=login forces the login; prompt=none never shows a page and answers login_required or
+        consent_required on the redirect URI. The login page has a "Continue with ..." button per active
+        connection; connection=<name or id>, or a login_hint whose email domain a connection claims, sends the
+        browser to that connection's provider at once (302; the cookie iamgate_connection binds the sign-in to
+        the browser), whose answer comes back to /oidc/connections/{applicationId}/callback. Without a bearer,
+        errors found before the client and redirect_uri are validated are an HTML error page (400), never a
+        redirect; later errors redirect with error and state (RFC 6749 4.1.2.1). Without a bearer and without
+        hosted login: 401 invalid_token."""
         self._authorize(req, resp, wire.query_params(req))
 
     def on_post(self, req, resp):
-        """OIDC Core 3.1.2.1: the request may be form-serialized in a POST body."""
+        """Authorization endpoint by POST (OIDC Core 3.1.2.1)
+
+        The parameters of GET /oidc/authorize, form-encoded in the body; the answers are GET's."""
         self._authorize(req, resp, protocol_params(req))
 
     @form_post_errors

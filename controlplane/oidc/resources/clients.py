@@ -15,7 +15,8 @@ MANAGE = permission("oidc:manage")
 class Clients(ManagedCollection):
     every_method = MANAGE
     docs = {
-        "GET": list_op("List the application's OIDC clients, oldest first", schemas.CLIENT, errors=[PermissionMissing]),
+        "GET": list_op(schemas.CLIENT, summary="List the application's OIDC clients, oldest first",
+                       errors=[PermissionMissing]),
         "POST": op("Register an OIDC client", body=schemas.CREATE_CLIENT, ok=201, response=schemas.CLIENT_WITH_SECRET,
                    description="client_secret is returned only here (sent with Cache-Control: no-store) and stored "
                                "hashed. Redirect URIs are absolute https URLs of printable ASCII without fragment or "

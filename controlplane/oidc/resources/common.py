@@ -10,8 +10,6 @@ from controlplane.resource import Resource
 from shared.errors import DomainError
 
 OBJECT = {"type": "object"}
-CORS = (" CORS: preflights are answered, and Access-Control-Allow-Origin is sent to an origin an active client lists "
-        "in allowed_origins.")
 HTML = {"type": "string"}
 
 

@@ -12,13 +12,13 @@ from controlplane.resource import Resource
 class Discovery(Resource):
     access = {"GET": PUBLIC}
     cors = ANY_ORIGIN
-    docs = {"GET": op("OpenID Provider metadata (OpenID Connect Discovery 1.0)", response=OBJECT, wrapped=False,
-                      description="CORS: any origin (Access-Control-Allow-Origin: *).", store=False)}
+    docs = {"GET": op(response=OBJECT, wrapped=False, store=False)}
 
     def __init__(self, issuer: str):
         self.metadata = provider_metadata(issuer)
 
     def on_get(self, req, resp):
+        """OpenID Provider metadata (OpenID Connect Discovery 1.0)"""
         resp.media = self.metadata
         resp.cache_control = ["public", "max-age=300"]
 
@@ -33,12 +33,12 @@ JWKS_RESPONSE = {
 class Jwks(Resource):
     access = {"GET": PUBLIC}
     cors = ANY_ORIGIN
-    docs = {"GET": op("Public signing keys (JWKS) for access and ID tokens", response=JWKS_RESPONSE, wrapped=False,
-                      description="CORS: any origin (Access-Control-Allow-Origin: *).")}
+    docs = {"GET": op(response=JWKS_RESPONSE, wrapped=False)}
 
     def __init__(self, keys):
         self.keys = keys
 
     def on_get(self, req, resp):
+        """Public signing keys (JWKS) for access and ID tokens"""
         resp.media = self.keys.jwks()
         resp.cache_control = ["public", "max-age=300"]

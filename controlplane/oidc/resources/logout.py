@@ -73,35 +73,36 @@ class _SignOut(Resource):
 class Logout(_SignOut):
     access = {"GET": PUBLIC, "POST": PUBLIC}
     accepted_media_types = (wire.FORM,)
-    _description = (
-        "id_token_hint is verified (an expired hint is accepted; alg none and HS256 are refused); a client_id "
-        "beside it must be the hint's aud. Revokes the OIDC refresh tokens of the hinted session (their access "
-        "tokens stop working at userinfo and introspection) and ends the hosted login's browser session (of the "
-        "hinted application; of every application the browser is signed in to without a hint). Redirects to "
-        "post_logout_redirect_uri (with state when given) only when it is registered on the hinted client (its "
-        "post_logout_redirect_uris, or its redirect_uris when that list is empty); otherwise the logged-out page "
-        "(HTML). Without id_token_hint a browser (Accept: text/html) is asked first: the confirmation page, whose "
-        "form posts to /oidc/logout/confirm; a program is signed out at once, without a redirect.")
     _pages = {200: (HTML, "The signed-out page; without id_token_hint, to a browser, the confirmation page",
                     "text/html"),
               400: (HTML, "With Accept: text/html, a refused hint: the error page", "text/html")}
     docs = {
         "GET": op(
-            "RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)", description=_description,
             query={name: ({"type": "string"}, desc) for name, desc in {
                 "id_token_hint": "an ID token issued to the client", "client_id": "the hint's aud, when sent",
                 "post_logout_redirect_uri": "registered on the client", "state": "passed back"}.items()},
             errors=[InvalidRequest], also=_pages),
-        "POST": op(
-            "RP-initiated logout by POST (OpenID Connect RP-Initiated Logout 1.0, section 2)",
-            description="The parameters of GET /oidc/logout, form-encoded in the body; the answers are GET's.",
-            errors=[InvalidRequest], also=_pages),
+        "POST": op(errors=[InvalidRequest], also=_pages),
     }
 
     def on_get(self, req, resp):
+        """RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
+
+        id_token_hint is verified (an expired hint is accepted; alg none and HS256 are refused); a client_id
+        beside it must be the hint's aud. Revokes the OIDC refresh tokens of the hinted session (their access
+        tokens stop working at userinfo and introspection) and ends the hosted login's browser session (of the
+        hinted application; of every application the browser is signed in to without a hint). Redirects to
+        post_logout_redirect_uri (with state when given) only when it is registered on the hinted client (its
+        post_logout_redirect_uris, or its redirect_uris when that list is empty); otherwise the logged-out
+        page (HTML). Without id_token_hint a browser (Accept: text/html) is asked first: the confirmation
+        page, whose form posts to /oidc/logout/confirm; a program is signed out at once, without a
+        redirect."""
         self._end_session(req, resp, wire.query_params(req))
 
     def on_post(self, req, resp):
+        """RP-initiated logout by POST (OpenID Connect RP-Initiated Logout 1.0, section 2)
+
+        The parameters of GET /oidc/logout, form-encoded in the body; the answers are GET's."""
         self._end_session(req, resp, protocol_params(req))
 
     def _end_session(self, req, resp, params: dict) -> None:
@@ -147,12 +148,6 @@ class LogoutConfirm(_SignOut):
     access = {"POST": PUBLIC}
     accepted_media_types = (wire.FORM,)
     docs = {"POST": op(
-        "Confirm an RP-initiated logout that had no id_token_hint (form post of the confirmation page)",
-        description="HTML. Form fields csrf_token and, as the logout request had them, client_id, "
-                    "post_logout_redirect_uri and state. Ends the browser session (of the client's application when "
-                    "client_id names an active client, else every one the browser has); nothing is revoked. "
-                    "Redirects to post_logout_redirect_uri (with state) only when it is registered on that client; "
-                    "otherwise the signed-out page. A post without its CSRF token changes nothing (403 page).",
         errors=[CsrfTokenInvalid, MalformedForm],
         also={200: (HTML, "The signed-out page", "text/html"), 400: (HTML, "A malformed form: the error page",
                                                                      "text/html"),
@@ -160,6 +155,13 @@ class LogoutConfirm(_SignOut):
     )}
 
     def on_post(self, req, resp):
+        """Confirm an RP-initiated logout that had no id_token_hint (form post of the confirmation page)
+
+        HTML. Form fields csrf_token and, as the logout request had them, client_id, post_logout_redirect_uri
+        and state. Ends the browser session (of the client's application when client_id names an active
+        client, else every one the browser has); nothing is revoked. Redirects to post_logout_redirect_uri
+        (with state) only when it is registered on that client; otherwise the signed-out page. A post without
+        its CSRF token changes nothing (403 page)."""
         no_store(resp)
         try:
             form = read_form(req)

@@ -12,7 +12,7 @@ from controlplane.oidc.errors import (
     UnauthorizedClient,
     UnsupportedGrantType,
 )
-from controlplane.oidc.resources.common import CORS, protocol_params
+from controlplane.oidc.resources.common import protocol_params
 from controlplane.openapi import op
 from controlplane.resource import Resource
 from shared.http import no_store
@@ -27,14 +27,6 @@ class Token(Resource):
     accepted_media_types = wire.FORM_OR_JSON
     cors = REGISTERED_ORIGINS
     docs = {"POST": op(
-        "Token endpoint: authorization_code, refresh_token and client_credentials grants",
-        description="Form-encoded (RFC 6749) or JSON. Client authentication: client_secret_post or "
-                    "client_secret_basic; a public client (token_endpoint_auth_method none) sends client_id alone. "
-                    "A grant type missing from the client's grant_types is unauthorized_client. A code is single "
-                    "use: presenting it twice revokes what the first exchange issued. Refresh tokens rotate; "
-                    "reusing a rotated one revokes the grant. client_credentials (confidential clients only) "
-                    "answers access_token, token_type, expires_in and scope: a token whose sub is the client_id."
-                    + CORS,
         response=TOKEN_RESPONSE, wrapped=False,
         errors=[InvalidRequest, InvalidGrant, InvalidScope, UnauthorizedClient, UnsupportedGrantType],
     )}
@@ -43,6 +35,14 @@ class Token(Resource):
         self.endpoint = endpoint
 
     def on_post(self, req, resp):
+        """Token endpoint: authorization_code, refresh_token and client_credentials grants
+
+        Form-encoded (RFC 6749) or JSON. Client authentication: client_secret_post or client_secret_basic; a
+        public client (token_endpoint_auth_method none) sends client_id alone. A grant type missing from the
+        client's grant_types is unauthorized_client. A code is single use: presenting it twice revokes what
+        the first exchange issued. Refresh tokens rotate; reusing a rotated one revokes the grant.
+        client_credentials (confidential clients only) answers access_token, token_type, expires_in and scope:
+        a token whose sub is the client_id."""
         no_store(resp)
         params = protocol_params(req)
         resp.media = self.endpoint.create_token_response(params, wire.basic_credentials(req))

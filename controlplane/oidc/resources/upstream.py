@@ -50,13 +50,6 @@ class ConnectionCallback(HostedFlowResource):
 
     access = {"GET": PUBLIC}
     docs = {"GET": op(
-        "Hosted login: the provider's answer for a sign-in through a connection",
-        description="The redirect URI to register at the provider, per application. The authorization response "
-                    "(code, state, iss; or error) is checked (the state is single use and bound to this browser by "
-                    "the cookie iamgate_connection; iss per RFC 9207; the id_token), then the authorization request "
-                    "that started it goes on: the MFA page when the user has a second factor, the consent page, or "
-                    "302 to the client with the code. Linking verify: the link page, where the person proves the "
-                    "existing account. A refusal is an HTML error page saying why.",
         errors=_REFUSALS, also={status: (HTML, "an HTML page", "text/html") for status in (200, 400, 409, 410, 502)},
     )}
 
@@ -65,6 +58,14 @@ class ConnectionCallback(HostedFlowResource):
 
     @form_post_errors
     def on_get(self, req, resp, applicationId):
+        """Hosted login: the provider's answer for a sign-in through a connection
+
+        The redirect URI to register at the provider, per application. The authorization response (code,
+        state, iss; or error) is checked (the state is single use and bound to this browser by the cookie
+        iamgate_connection; iss per RFC 9207; the id_token), then the authorization request that started it
+        goes on: the MFA page when the user has a second factor, the consent page, or 302 to the client with
+        the code. Linking verify: the link page, where the person proves the existing account. A refusal is an
+        HTML error page saying why."""
         no_store(resp)
         app = self.hosted.branding_app(app_id=applicationId)
         if app is None:

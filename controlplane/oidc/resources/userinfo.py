@@ -5,7 +5,7 @@ from controlplane.auth import PUBLIC
 from controlplane.oidc import wire
 from controlplane.oidc.cors import REGISTERED_ORIGINS
 from controlplane.oidc.errors import InvalidRequest, InvalidToken
-from controlplane.oidc.resources.common import CORS, OBJECT, protocol_params
+from controlplane.oidc.resources.common import OBJECT, protocol_params
 from controlplane.openapi import op
 from controlplane.resource import Resource
 from shared.http import no_store
@@ -19,7 +19,7 @@ class UserInfo(Resource):
               description="Bearer: an OIDC access token. Claims by scope: sub; email, email_verified (email); "
                           "name, picture (profile). A token whose grant was revoked (RFC 7009, logout, a password "
                           "reset, DELETE sessions, suspension, deletion) is 401 invalid_token. 401 answers carry "
-                          "WWW-Authenticate (RFC 6750), exposed to CORS callers." + CORS,
+                          "WWW-Authenticate (RFC 6750), exposed to CORS callers.",
               response=OBJECT, wrapped=False, errors=[InvalidRequest, InvalidToken])
     docs = {"GET": _doc, "POST": _doc}
 
