@@ -4,6 +4,7 @@ processes, as `make run` starts them): answers follow writes, read-your-writes w
 stops and comes back without its data."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -130,5 +131,44 @@ def test_control_plane_outage_fails_closed_and_recovers_without_a_restart(tmp_pa
             assert gone.status_code == 404, gone.text  # and is not served from a stale cache
         else:  # a MongoDB store (tests/mongodb.py) kept it
             assert gone.status_code == 200 and gone.json()["allowed"] is True, gone.text
+    finally:
+        processes.stop()
+
+
+def test_decision_logs_come_out_of_the_real_workers_on_stdout(tmp_path):
+    """Each gunicorn worker (forked, gevent-patched) starts its own writer thread and writes
+    one JSON line per logged check to stdout: a GET check's with its permission, a bulk
+    check's with each permission's result (docs/decision-service.md, "Decision logs")."""
+    processes = Processes(tmp_path, decision_workers=2)
+    try:
+        processes.start_control_plane()
+        processes.start_decision_service(IAMGATE_DECISION_LOG_SAMPLE="1")
+        assert processes.decision_ready(), processes.logs()
+        admin = Admin(processes.control_url)
+        user = admin.user()
+        revision = admin.assign(user, admin.role(["posts:read"]))
+        answers = [check(processes.decision_url, admin, user, "posts:read", min_revision=revision)]
+        for _ in range(4):  # a connection each: whichever worker accepts it
+            answers.append(requests.post(
+                f"{processes.decision_url}/api/v1/applications/{admin.app_id}/authz/check-bulk",
+                json={"user_id": user, "permissions": ["posts:read", "posts:write"]}, headers=admin.headers,
+                timeout=5))
+        assert [a.status_code for a in answers] == [200] * 5
+
+        def decision_lines():
+            lines = [json.loads(line) for path in tmp_path.glob("decision-*.log")
+                     for line in path.read_text().splitlines() if '"logger": "iamgate.decisions"' in line]
+            return lines if len(lines) >= 5 else None
+
+        lines = wait_until(decision_lines, timeout=10)
+        assert lines is not None, processes.logs()
+        by_request = {line["request_id"]: line for line in lines}
+        single = by_request[answers[0].headers["X-Request-Id"]]
+        assert (single["application_id"], single["user_id"], single["permission"], single["result"],
+                single["sampled"]) == (admin.app_id, user, "posts:read", "allow", True)
+        for answer in answers[1:]:
+            bulk = by_request[answer.headers["X-Request-Id"]]
+            assert bulk["permissions"] == {"posts:read": "allow", "posts:write": "deny"}
+            assert bulk["result"] == "deny" and "permission" not in bulk
     finally:
         processes.stop()
