@@ -8,7 +8,9 @@ webhook of the application subscribed to that kind; its id, derived from
 (webhook_id, event_seq) (``store.delivery_id``), makes a second dispatch of the same event
 (a restart, or two dispatching processes) a no-op.  (A redelivery, asked for by hand,
 has an id of its own: ``WebhookService.redeliver``.)  The last seq handled is persisted, so after a restart
-``catch_up`` replays what the process missed from there.
+``catch_up`` replays what the process missed from there: at most every ``CURSOR_EVERY``
+seconds while events flow (and at the end of every catch-up), not at every event, since
+what a restart replays twice is a no-op by those ids.
 
 Deliverable kinds are a constructor argument (the spec's catalogue): new kinds need no
 change here, only an emitter.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from datetime import timedelta
 
 from controlplane.webhooks.store import WebhookStore, delivery_id, new_event_delivery
@@ -26,6 +29,7 @@ from shared.timeutil import isoformat
 log = logging.getLogger("iamgate.webhooks")
 
 _BATCH = 500
+CURSOR_EVERY = 0.1  # seconds between two writes of the cursor while events flow
 
 
 def payload(event) -> str:
@@ -45,6 +49,8 @@ class Dispatcher:
         self._on_dispatched = on_dispatched or (lambda: None)
         self._lock = threading.Lock()
         self._cursor: int | None = None
+        self._saved = None  # the cursor as last persisted
+        self._saved_at = float("-inf")  # time.monotonic() of that write
 
     def attach(self, tailer) -> None:
         """Catch up from the persisted cursor to where ``tailer`` starts, then follow it."""
@@ -64,7 +70,9 @@ class Dispatcher:
         """Dispatch every event after the cursor up to ``upto`` (default: the log's head);
         returns how many deliveries were created."""
         with self._lock:
-            return self._replay(self._events.head() if upto is None else upto)
+            created = self._replay(self._events.head() if upto is None else upto)
+            self._save()
+            return created
 
     def _replay(self, upto: int) -> int:
         created = 0
@@ -72,6 +80,7 @@ class Dispatcher:
             batch = [e for e in self._events.read_after(self._cursor, limit=_BATCH) if e.seq <= upto]
             if not batch:
                 self._advance(upto, persist=True)  # the rest expired or was skipped as a gap
+                self._save()
                 break
             for event in batch:
                 created += self._handle(event)
@@ -103,5 +112,11 @@ class Dispatcher:
 
     def _advance(self, seq: int, *, persist: bool) -> None:
         self._cursor = max(self._cursor or 0, seq)
-        if persist:
+        if persist and time.monotonic() - self._saved_at >= CURSOR_EVERY:
+            self._save()
+
+    def _save(self) -> None:
+        """Persist the cursor (``$max``: never moved back by a slower dispatcher)."""
+        if self._cursor is not None and self._cursor != self._saved:
             self.store.advance_cursor(self._cursor)
+            self._saved, self._saved_at = self._cursor, time.monotonic()

@@ -413,3 +413,29 @@ def test_the_timeout_is_a_total_deadline_for_a_dribbling_receiver(ctx, make_webh
     delivery = ctx.store["webhook_deliveries"].find_one({})
     assert delivery["status"] == "pending" and delivery["attempts"] == 1  # a failed attempt, retried later
     assert delivery["response_status"] is None and delivery["last_error"] == "timeout"
+
+
+def test_the_cursor_is_written_at_most_every_cursor_every_while_events_flow(ctx, make_webhook, receiver, make_role,
+                                                                            application, pump, monkeypatch):
+    """One write of the cursor per burst, not per event; a restart from the lagging cursor
+    goes over the burst again and queues nothing twice."""
+    from controlplane.webhooks import dispatcher as dispatch
+
+    make_webhook(receiver.url, events=["role.created"])
+    ctx.tailer.last_seq = ctx.events.head()
+    ctx.webhooks.dispatcher.attach(ctx.tailer)  # as a running process follows the log
+    store, writes = ctx.webhooks.dispatcher.store, []
+    advance = store.advance_cursor
+    monkeypatch.setattr(store, "advance_cursor", lambda seq: writes.append(seq) or advance(seq))
+    monkeypatch.setattr(dispatch, "CURSOR_EVERY", 3600.0)  # the whole burst within one interval
+    ctx.webhooks.dispatcher._saved_at = float("-inf")
+    for name in ("one", "two", "three", "four"):
+        make_role(application, name, ["a:b"])
+    ctx.tailer.poll_once()
+    assert len(writes) == 1  # the burst's first event only
+    assert ctx.store["webhook_deliveries"].count_documents({}) == 4
+    assert pump() == 4
+    restarted = dispatch.Dispatcher(store, ctx.events, ctx.clock, kinds=["role.created"], retention_seconds=3600)
+    assert restarted.catch_up() == 0  # from the lagging cursor: the same deliveries, already sent
+    assert pump() == 0 and len(receiver.requests) == 4
+    assert store.cursor(0) == ctx.events.head()  # a catch-up ends with its cursor written
