@@ -292,6 +292,7 @@ class Tailer(BackgroundLoop):
         self._signals: dict[str | None, threading.Event] = {}
         self._poke = threading.Event()
         self._callbacks = []
+        self._batch_callbacks = []
         self.last_seq = None if deferred else log_.head()
         self._gap_since = None
         self._polled_at: float | None = None  # time.monotonic() of the last poll that did not fail
@@ -307,7 +308,13 @@ class Tailer(BackgroundLoop):
             self.last_seq = self._log.head()
 
     def subscribe(self, callback) -> None:
+        """``callback(event)`` for every change, in seq order, on the tailer's thread."""
         self._callbacks.append(callback)
+
+    def subscribe_batches(self, callback) -> None:
+        """``callback(events)`` once per poll with the changes it read, in seq order (after
+        the per-event callbacks): for a consumer that reads once for many events."""
+        self._batch_callbacks.append(callback)
 
     def start(self) -> Tailer:
         self.keep_written = True
@@ -397,6 +404,11 @@ class Tailer(BackgroundLoop):
                     callback(event)
                 except Exception:
                     log.exception("event consumer failed", extra={"event_type": event.type})
+        for batch_callback in self._batch_callbacks if changes else ():
+            try:
+                batch_callback(changes)
+            except Exception:
+                log.exception("event consumer failed", extra={"events": len(changes)})
         with self._lock:
             self._buffer.extend(ordered)  # attempts too: the buffer covers every seq, without gaps
             self.last_seq = last

@@ -106,7 +106,7 @@ class StartUp:
         consumer of the tailer), the delivery threads and the audit sealer (one sealer
         at a time across the workers: it holds a lease)."""
         if deliver:
-            self.tailer.subscribe(self.dispatcher.on_event)
+            self.tailer.subscribe_batches(self.dispatcher.on_events)
             self.deliveries.start()
             threading.Thread(target=self.sealer.run, args=(self._stop_sealing,), name="iamgate-audit-sealer",
                              daemon=True).start()

@@ -2,9 +2,12 @@
 (spec "Events": "A delivery record is created for each dispatch"; docs/webhooks.md,
 "Dispatch").
 
-It is a ``Tailer`` consumer: ``on_event`` runs on the tailer's thread for every event,
-in seq order.  For an event of a deliverable kind it writes one delivery per active
-webhook of the application subscribed to that kind; its id, derived from
+It is a ``Tailer`` consumer: ``on_events`` runs on the tailer's thread with every poll's
+events, in seq order, and reads each application's active webhooks once for them.  For an
+event of a deliverable kind it writes one delivery per active webhook of the application
+subscribed to that kind and created before it (a webhook created after the poll read its
+events has a ``created_seq`` at or above all of them, so a read per poll misses nothing
+a read per event would find); its id, derived from
 (webhook_id, event_seq) (``store.delivery_id``), makes a second dispatch of the same event
 (a restart, or two dispatching processes) a no-op.  (A redelivery, asked for by hand,
 has an id of its own: ``WebhookService.redeliver``.)  The last seq handled is persisted, so after a restart
@@ -55,16 +58,19 @@ class Dispatcher:
     def attach(self, tailer) -> None:
         """Catch up from the persisted cursor to where ``tailer`` starts, then follow it."""
         self.catch_up(tailer.last_seq)
-        tailer.subscribe(self.on_event)
+        tailer.subscribe_batches(self.on_events)
 
-    def on_event(self, event) -> None:
+    def on_events(self, events) -> None:
+        """A poll's events, in seq order."""
         with self._lock:
-            cursor = self._load_cursor()
-            if event.seq <= cursor:
-                return
-            if event.seq > cursor + 1:
-                self._replay(event.seq - 1)
-            self._handle(event)
+            webhooks: dict[str, list] = {}
+            for event in events:
+                cursor = self._load_cursor()
+                if event.seq <= cursor:
+                    continue
+                if event.seq > cursor + 1:
+                    self._replay(event.seq - 1)
+                self._handle(event, webhooks)
 
     def catch_up(self, upto: int | None = None) -> int:
         """Dispatch every event after the cursor up to ``upto`` (default: the log's head);
@@ -82,15 +88,24 @@ class Dispatcher:
                 self._advance(upto, persist=True)  # the rest expired or was skipped as a gap
                 self._save()
                 break
+            webhooks: dict[str, list] = {}
             for event in batch:
-                created += self._handle(event)
+                created += self._handle(event, webhooks)
         return created
 
-    def _handle(self, event) -> int:
+    def _handle(self, event, webhooks: dict[str, list]) -> int:
+        """Dispatch one event; ``webhooks``: the active webhooks of each application read so
+        far for the events at hand (filled here)."""
         created = 0
         if event.type in self._kinds and event.app_id:
             body = None
-            for webhook in self.store.subscribers(event.app_id, event.type, event.seq):
+            active = webhooks.get(event.app_id)
+            if active is None:
+                active = webhooks[event.app_id] = self.store.active_webhooks(event.app_id)
+            for webhook in active:
+                created_seq = webhook.get("created_seq")
+                if event.type not in webhook["events"] or type(created_seq) is not int or created_seq >= event.seq:
+                    continue  # not subscribed, or created after the event (it gets what follows its creation)
                 body = body or payload(event)
                 now = self._clock()
                 created += self.store.insert_delivery(new_event_delivery(

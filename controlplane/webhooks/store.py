@@ -48,8 +48,7 @@ from shared.ids import new_id
 
 INDEXES = {
     "webhooks": [
-        IndexModel([("app_id", ASCENDING), ("created_at", ASCENDING)]),
-        IndexModel([("app_id", ASCENDING), ("events", ASCENDING), ("is_active", ASCENDING)]),
+        IndexModel([("app_id", ASCENDING), ("created_at", ASCENDING)]),  # also the dispatcher's read
     ],
     "webhook_deliveries": [
         IndexModel([("app_id", ASCENDING), ("webhook_id", ASCENDING), ("created_at", DESCENDING)]),
@@ -94,11 +93,11 @@ class WebhookStore(AppCollection):
 
     # --- webhooks
 
-    def subscribers(self, app_id: str, kind: str, seq: int) -> list[dict]:
-        """Active webhooks of the application subscribed to ``kind`` that existed before
-        event ``seq`` (a webhook never receives what happened before it was created)."""
-        return list(self._docs.find({"app_id": app_id, "events": kind, "is_active": True,
-                                     "created_seq": {"$lt": seq}}, {"_id": 1, "app_id": 1}))
+    def active_webhooks(self, app_id: str) -> list[dict]:
+        """The application's active webhooks: the events each subscribes to and the seq
+        of the change log's head at its creation (``created_seq``)."""
+        return list(self._docs.find({"app_id": app_id, "is_active": True},
+                                    {"_id": 1, "app_id": 1, "events": 1, "created_seq": 1}))
 
     def record_success(self, app_id: str, webhook_id: str) -> None:
         self._docs.update_one({"_id": webhook_id, "app_id": app_id, "consecutive_failures": {"$ne": 0}},

@@ -439,3 +439,31 @@ def test_the_cursor_is_written_at_most_every_cursor_every_while_events_flow(ctx,
     assert restarted.catch_up() == 0  # from the lagging cursor: the same deliveries, already sent
     assert pump() == 0 and len(receiver.requests) == 4
     assert store.cursor(0) == ctx.events.head()  # a catch-up ends with its cursor written
+
+
+def test_a_poll_reads_each_applications_webhooks_once(ctx, make_webhook, receiver, make_role, application,
+                                                      make_application, pump, monkeypatch):
+    """The dispatcher reads an application's active webhooks once for a poll's events; a
+    webhook created after that poll gets the events that follow it, none before."""
+    other = make_application("Other")
+    make_webhook(receiver.url, events=["role.created"])
+    ctx.tailer.last_seq = ctx.events.head()
+    ctx.webhooks.dispatcher.attach(ctx.tailer)
+    store, reads = ctx.webhooks.dispatcher.store, []
+    active = store.active_webhooks
+    monkeypatch.setattr(store, "active_webhooks", lambda app_id: reads.append(app_id) or active(app_id))
+    for name in ("one", "two", "three"):
+        make_role(application, name, ["a:b"])
+        make_role(other, name, ["a:b"])
+    ctx.tailer.poll_once()
+    assert sorted(reads) == sorted([application["_id"], other["_id"]])
+    assert pump() == 3
+    late = make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "four", ["a:b"])
+    ctx.tailer.poll_once()
+    pump()
+    by_webhook = {}
+    for delivery in ctx.store["webhook_deliveries"].find({}):
+        by_webhook.setdefault(delivery["webhook_id"], []).append(json.loads(delivery["body"])["data"]["name"])
+    assert sorted(by_webhook.pop(late["id"])) == ["four"]
+    assert sorted(by_webhook.popitem()[1]) == ["four", "one", "three", "two"]
