@@ -197,6 +197,27 @@ def count_password_checks(ctx, monkeypatch) -> list:
     return checks
 
 
+
+@pytest.fixture
+def receiver():
+    """A local webhook receiver on 127.0.0.1 (tests/webhooks/conftest.py ``Receiver``): a
+    test that posts to it allows private targets in its ``config_overrides``."""
+    from tests.webhooks.conftest import Receiver
+
+    local = Receiver()
+    yield local
+    local.close()
+
+
+@pytest.fixture
+def provider():
+    """A local upstream OpenID provider (tests/connections/conftest.py ``Provider``)."""
+    from tests.connections.conftest import Provider
+
+    local = Provider()
+    yield local
+    local.close()
+
 def bearer(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
 

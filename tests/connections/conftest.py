@@ -105,13 +105,6 @@ class Provider:
 
 
 @pytest.fixture
-def provider():
-    provider = Provider()
-    yield provider
-    provider.close()
-
-
-@pytest.fixture
 def config_overrides():
     # Generous: the machine may be loaded; the timeout tests shorten their app's deadline.
     return {"webhook_allow_private_targets": True, "connection_http_timeout": 10}

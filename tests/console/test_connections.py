@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from controlplane.audit.service import APPLICATION
-from tests.connections.conftest import Provider
 
 SECRET = "upstream-s3cret-never-shown"
 
@@ -16,13 +15,6 @@ SECRET = "upstream-s3cret-never-shown"
 def config_overrides():
     # The local provider is http on 127.0.0.1.
     return {"webhook_allow_private_targets": True, "connection_http_timeout": 10}
-
-
-@pytest.fixture
-def provider():
-    provider = Provider()
-    yield provider
-    provider.close()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
 from tests.browser import console_errors, waiting  # noqa: E402
-from tests.connections.conftest import Provider  # noqa: E402
 from tests.console.test_console_browser import fill, heading, sign_in, submit, wait_text  # noqa: E402
 
 SECRET = "upstream-s3cret-never-shown"
@@ -23,13 +22,6 @@ SECRET = "upstream-s3cret-never-shown"
 @pytest.fixture
 def config_overrides(live_url):
     return {"public_url": live_url, "webhook_allow_private_targets": True, "connection_http_timeout": 10}
-
-
-@pytest.fixture
-def provider():
-    provider = Provider()
-    yield provider
-    provider.close()
 
 
 def test_add_edit_and_test_connections(live_server, browser, check_page, ctx, dashboard_account, make_dashboard_app,

@@ -33,7 +33,6 @@ from selenium.webdriver.support import expected_conditions  # noqa: E402
 
 from tests.browser import console_errors, waiting  # noqa: E402
 from tests.console.test_console_browser import PASSWORD, fill, heading, sign_in, submit, wait_text  # noqa: E402
-from tests.webhooks.conftest import Receiver  # noqa: E402
 
 USER_PASSWORD = "Tenant-User-Pass-42"
 
@@ -42,13 +41,6 @@ USER_PASSWORD = "Tenant-User-Pass-42"
 def config_overrides(live_url):
     # Writes come from the browser's origin; the webhook's receiver is on 127.0.0.1.
     return {"public_url": live_url, "webhook_allow_private_targets": True, "webhook_timeout": 2}
-
-
-@pytest.fixture
-def receiver():
-    local = Receiver()
-    yield local
-    local.close()
 
 
 def test_a_tenants_first_day(live_server, browser, check_page, ctx, outbox, client, receiver):

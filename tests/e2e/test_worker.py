@@ -17,7 +17,6 @@ import requests
 
 from tests import mongodb
 from tests.e2e.processes import Admin, Processes, free_port, stop_process, wait_until
-from tests.webhooks.conftest import Receiver
 
 
 @pytest.fixture
@@ -25,13 +24,6 @@ def shared_uri():
     uri = mongodb.shared_database_uri("iamgate_worker_e2e")
     yield uri
     mongodb.drop_database(uri)
-
-
-@pytest.fixture
-def receiver():
-    receiver = Receiver()
-    yield receiver
-    receiver.close()
 
 
 @pytest.fixture

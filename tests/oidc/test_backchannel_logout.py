@@ -15,7 +15,6 @@ from controlplane.app import create_app
 from tests.conftest import make_config
 from tests.plugins.users import fresh_address, users_url
 from tests.selfservice.conftest import self_url
-from tests.webhooks.conftest import Receiver
 
 EVENT = "http://schemas.openid.net/event/backchannel-logout"
 
@@ -24,13 +23,6 @@ EVENT = "http://schemas.openid.net/event/backchannel-logout"
 def config_overrides():
     # The receiver listens on 127.0.0.1: the target rules allow it only with this switch.
     return {"webhook_allow_private_targets": True, "webhook_timeout": 2}
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

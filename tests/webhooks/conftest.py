@@ -97,13 +97,6 @@ def config_overrides():
 
 
 @pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
-
-
-@pytest.fixture
 def manager(application, make_api_key):
     """Bearer headers of an API key holding webhooks:manage."""
     return {"Authorization": f"Bearer {make_api_key(application, permissions=['webhooks:manage'])}"}

@@ -35,6 +35,8 @@ def config_overrides():
 
 @pytest.fixture
 def provider():
+    """The sign-in tests' provider (``flow/provider.py``: it signs ID tokens and scripts its
+    answers), in place of the root conftest's discovery-only one."""
     running = Provider()
     yield running
     running.close()
