@@ -38,6 +38,7 @@ from controlplane.store import UNREACHABLE, one_line
 from shared.concurrency import BackgroundLoop
 from shared.event_types import EVENT_TYPES
 from shared.ids import new_id
+from shared.invalidation import concerns_decisions
 from shared.timeutil import aware
 
 log = logging.getLogger("iamgate.events")
@@ -285,11 +286,12 @@ class Tailer(BackgroundLoop):
         self._gap_timeout = gap_timeout
         self._buffer: deque[Event] = deque(maxlen=self.BUFFER)
         self._lock = threading.Lock()
-        # One signal per application that has waiters (None: waiters for every application),
-        # fired and replaced when its events arrive: a stream of one tenant does not wake
-        # for the other tenants' changes, and the woken waiters do not queue on a lock the
-        # poller still holds (a Condition's notify_all did both; benchmarks/NOTES.md).
-        self._signals: dict[str | None, threading.Event] = {}
+        # One signal per application that has waiters (None: waiters for every application)
+        # and per kind of wake-up (any change, or only a change that concerns decision
+        # services), fired and replaced when such events arrive: a stream of one tenant does
+        # not wake for the other tenants' changes, and the woken waiters do not queue on a
+        # lock the poller still holds (a Condition's notify_all did both; benchmarks/NOTES.md).
+        self._signals: dict[tuple[str | None, bool], threading.Event] = {}
         self._poke = threading.Event()
         self._callbacks = []
         self._batch_callbacks = []
@@ -412,11 +414,20 @@ class Tailer(BackgroundLoop):
         with self._lock:
             self._buffer.extend(ordered)  # attempts too: the buffer covers every seq, without gaps
             self.last_seq = last
-            fired = [self._signals.pop(key) for key in {None, *(event.app_id for event in changes)}
-                     if changes and key in self._signals]
+            fired = self._fired(changes) if changes and self._signals else ()
         for signal in fired:
             signal.set()
         return len(changes)
+
+    def _fired(self, changes: list[Event]) -> list[threading.Event]:
+        """The signals ``changes`` fire, taken out (called with the lock held)."""
+        apps, deciding = {None}, set()
+        for event in changes:
+            apps.add(event.app_id)
+            if concerns_decisions(event):
+                deciding.update((None, event.app_id))
+        keys = [(app, False) for app in apps] + [(app, True) for app in deciding]
+        return [self._signals.pop(key) for key in keys if key in self._signals]
 
     def _written_after(self, seq: int) -> list[Event]:
         """The events written by this process from ``seq + 1`` on, while their seqs follow
@@ -433,18 +444,21 @@ class Tailer(BackgroundLoop):
                 written.pop(old, None)
         return events
 
-    def wait_after(self, seq: int, timeout: float, app_id: str | None = None) -> list[Event] | None:
+    def wait_after(self, seq: int, timeout: float, app_id: str | None = None, *,
+                   decisions_only: bool = False) -> list[Event] | None:
         """Events with seq > ``seq``, blocking up to ``timeout`` seconds for the first one
-        of ``app_id`` (of any application when None).
+        of ``app_id`` (of any application when None); with ``decisions_only``, for the
+        first one that concerns decision services (``shared.invalidation.concerns_decisions``).
 
         Every newer change is returned, other applications' too, so the caller moves past
         them (records that are not changes, attempts, never wake a waiter); a waiter for
         one application is woken only by its own application's events (and by the
-        timeout), never by the others'.  Returns None when ``seq`` is older than
-        the ring buffer holds; the caller then reads from the log itself
-        (``EventLog.read_after``) or answers ``reset``.
+        timeout), never by the others', and a waiter for decisions only by those.
+        Returns None when ``seq`` is older than the ring buffer holds; the caller then
+        reads from the log itself (``EventLog.read_after``) or answers ``reset``.
         """
         deadline = time.monotonic() + timeout
+        key = (app_id, decisions_only)
         while True:
             with self._lock:
                 newer = []
@@ -452,14 +466,15 @@ class Tailer(BackgroundLoop):
                     if not self._buffer or self._buffer[0].seq > seq + 1:
                         return None
                     newer = self._newer(seq)
-                    if newer and (app_id is None or any(event.app_id == app_id for event in newer)):
+                    if any((app_id is None or event.app_id == app_id)
+                           and (not decisions_only or concerns_decisions(event)) for event in newer):
                         return newer
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._stop.is_set():
                     return newer
-                signal = self._signals.get(app_id)
+                signal = self._signals.get(key)
                 if signal is None:
-                    signal = self._signals[app_id] = threading.Event()
+                    signal = self._signals[key] = threading.Event()
             signal.wait(remaining)  # set by poll_once after the buffer moved: no wake-up is lost
 
     def _newer(self, seq: int) -> list[Event]:

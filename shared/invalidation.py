@@ -13,6 +13,11 @@ change):
 - an application's API key digests (decision services cache them): ``API_KEY_KINDS``;
 - everything cached for an application: ``APPLICATION_KINDS``.
 
+An event that does none of these (``concerns_decisions`` is False: a token's
+``connection.refreshed``, a profile edit) changes no cached answer, so the change stream
+does not send it as a frame; a heartbeat soon tells the decision service the stream
+covered it (docs/decision-service.md, "Change stream").
+
 Kinds are those of ``shared.event_types``.
 """
 from __future__ import annotations
@@ -26,6 +31,7 @@ SUBJECT_USER_KINDS = frozenset({
 POLICY_KINDS = frozenset({"policy.created", "policy.updated", "policy.deleted"})
 API_KEY_KINDS = frozenset({"api_keys.changed"})
 APPLICATION_KINDS = frozenset({"application.deleted"})
+_CACHE_KINDS = POLICY_KINDS | API_KEY_KINDS | APPLICATION_KINDS
 
 
 def affected_users(event) -> list[str]:
@@ -47,3 +53,9 @@ def changed_policies(event) -> list[str] | None:
     not name them (then the application's whole policy set must be read again)."""
     policy_id = event.subject.get("policy_id")
     return [policy_id] if event.type in POLICY_KINDS and isinstance(policy_id, str) else None
+
+
+def concerns_decisions(event) -> bool:
+    """Whether ``event`` can change an answer a decision service caches: it names users
+    (``affected_users``), or is one of the policy, API-key or application kinds."""
+    return event.type in _CACHE_KINDS or bool(affected_users(event))

@@ -11,12 +11,17 @@ Frames, in this order:
   the oldest retained event minus one, or ahead of the log: the store was reset); the
   client drops its whole cache and the stream goes on live from HEAD;
 - ``event: change`` ``id: N`` ``data: {"seq", "app_id", "type", "user_ids"}`` for every
-  event after ``since`` (or after HEAD when ``since`` is omitted) in seq order: replayed
-  from the log, then live; a policy event names the policies it changed in
+  event after ``since`` (or after HEAD when ``since`` is omitted) that can change a
+  decision service's answers (``shared.invalidation.concerns_decisions``), in seq order:
+  replayed from the log, then live; a policy event names the policies it changed in
   ``policy_ids`` too (``shared.invalidation.changed_policies``);
-- ``event: heartbeat`` ``data: {"seq": LAST}`` after ``heartbeat`` seconds without a frame;
-  LAST is the last seq the stream covered (a per-application stream skips other
-  applications' events but still moves past them).
+- ``event: heartbeat`` ``data: {"seq": LAST}`` after ``heartbeat`` seconds without a frame,
+  and ``ADVANCE_AFTER`` (50 ms) after the stream covered an event it did not send; LAST
+  is the last seq the stream covered. A per-application stream skips other applications'
+  events, and every stream skips the events that concern no decision (a token's
+  ``connection.refreshed``, a profile edit), but moves past them: a client's applied seq
+  reaches such a write's ``X-Iamgate-Revision`` within ``ADVANCE_AFTER``, and a sidecar
+  costs the control plane a frame per decision change, not one per token it issues.
 
 - ``event: revoked`` ``data: {"seq": LAST}`` when the stream's credential stopped being
   valid (API key revoked or lost ``decision:sync``, application deleted): the credential
@@ -46,7 +51,7 @@ from controlplane.internal.store import StreamLeases
 from controlplane.roles.service import RoleService
 from controlplane.store import UNREACHABLE, one_line
 from shared.errors import ApplicationNotFound, RateLimited, Unauthorized
-from shared.invalidation import affected_users, changed_policies
+from shared.invalidation import affected_users, changed_policies, concerns_decisions
 
 log = logging.getLogger("iamgate.internal")
 
@@ -54,6 +59,9 @@ REPLAY_PAGE = 1000
 # The API-key permission that opens the internal API (docs/authorization.md, "Permission gates").
 DECISION_PERMISSION = "decision:sync"
 FRAME_CACHE = 4096  # encoded change frames kept: every stream of the process sends the same bytes
+# Seconds after which a stream that covered events it did not send (they concern no
+# decision) says so with a heartbeat: what a check's min_revision after such a write waits for.
+ADVANCE_AFTER = 0.05
 
 
 def frame(event: str, data: dict, event_id: int | None = None) -> bytes:
@@ -132,40 +140,55 @@ class ChangeFeed:
 
     def _stream(self, app_id, since, guard, epoch: str, head: int, replay: bool):
         self.open_streams.inc()
-        last = head
+        last = told = head  # covered so far; what the client was last told it covers
         checked = self._monotonic()
         try:
             yield frame("hello", {"seq": head, "epoch": epoch})
             if since is not None:
                 if replay:
-                    last = since
+                    last = told = since
                 else:
                     self.resets.inc()
                     yield frame("reset", {"seq": head})
             quiet_since = self._monotonic()
+            untold_since = None  # when the stream first covered an event it did not send
             while True:
                 if guard is not None and self._monotonic() - checked >= self.heartbeat:
                     checked = self._monotonic()
                     if not guard.check():
                         yield frame("revoked", {"seq": last})
                         return
-                wait = self.heartbeat - (self._monotonic() - quiet_since)
+                now = self._monotonic()
+                wait = self.heartbeat - (now - quiet_since)
                 if guard is not None:  # wake for the next credential check too
-                    wait = min(wait, self.heartbeat - (self._monotonic() - checked))
+                    wait = min(wait, self.heartbeat - (now - checked))
+                if untold_since is not None:  # and to say how far it covered
+                    wait = min(wait, ADVANCE_AFTER - (now - untold_since))
                 wait = max(0.0, wait)
                 started = self._monotonic()
-                batch = self._tailer.wait_after(last, wait, app_id)
+                # Untold events are covered by the next heartbeat: until then only an
+                # event that concerns decisions wakes the stream, so a busy log of token
+                # events costs a wake-up and a frame per ADVANCE_AFTER, not per event.
+                batch = self._tailer.wait_after(last, wait, app_id, decisions_only=untold_since is not None)
                 if batch is None:  # older than the tailer's buffer: read the log itself
                     batch, last = self._replay_page(app_id, last)
                 elif not batch and self._monotonic() - started < wait:
                     self._sleep(wait)  # the tailer has stopped: do not spin
                 for event in batch:
                     last = max(last, event.seq)
-                    if app_id is None or event.app_id == app_id:
+                    if (app_id is None or event.app_id == app_id) and concerns_decisions(event):
                         yield self.change_frame(event)
+                        told = event.seq
                         quiet_since = self._monotonic()
-                if self._monotonic() - quiet_since >= self.heartbeat:
+                now = self._monotonic()
+                if last == told:
+                    untold_since = None
+                elif untold_since is None:
+                    untold_since = now
+                if now - quiet_since >= self.heartbeat or (
+                        untold_since is not None and now - untold_since >= ADVANCE_AFTER):
                     yield frame("heartbeat", {"seq": last})
+                    told, untold_since = last, None
                     quiet_since = self._monotonic()
         except UNREACHABLE as exc:
             log.warning("change stream ended: the store does not answer", extra={"app_id": app_id, "last_seq": last,

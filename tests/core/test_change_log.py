@@ -2,6 +2,8 @@
 import threading
 import time
 
+import pytest
+
 from controlplane.events import EventLog, Tailer, current_revision, reset_revision
 
 
@@ -90,6 +92,37 @@ def test_a_waiter_for_one_application_sleeps_through_the_others_changes(ctx):
         assert [e.app_id for e in woken[0][1]] == ["other"] * 3 + ["mine"]  # the caller moves past the others
     finally:
         tailer.stop()
+
+
+@pytest.mark.parametrize("app_id", [None, "mine"])
+def test_a_waiter_for_decisions_sleeps_through_changes_that_concern_none(ctx, app_id):
+    """A change stream that owes its client only a heartbeat is not woken by every token's
+    event (``decisions_only``); the events it slept through come with the one that woke it."""
+    tailer = ctx.tailer.start()
+    try:
+        head = tailer.last_seq
+        woken = []
+        waiter = threading.Thread(target=lambda: woken.append(
+            tailer.wait_after(head, timeout=5, app_id=app_id, decisions_only=True)))
+        waiter.start()
+        time.sleep(0.05)
+        tokens = [ctx.events.emit("mine", "connection.refreshed", {"client_id": "oc_1"}) for _ in range(3)]
+        time.sleep(0.2)  # the tailer has read them: the waiter must still sleep
+        assert woken == []
+        revoked = ctx.events.emit("mine", "role.removed", subject={"user_id": "u-1", "role_id": "r-1"})
+        waiter.join(5)
+        assert [e.seq for e in woken[0]] == tokens + [revoked]
+    finally:
+        tailer.stop()
+
+
+def test_a_waiter_for_decisions_gets_the_others_at_its_timeout(ctx):
+    tailer = ctx.tailer
+    head = tailer.last_seq
+    seq = ctx.events.emit("mine", "connection.refreshed", {"client_id": "oc_1"})
+    tailer.poll_once()
+    assert [e.seq for e in tailer.wait_after(head, timeout=0.05, decisions_only=True)] == [seq]
+    assert [e.seq for e in tailer.wait_after(head, timeout=5)] == [seq]  # any change: at once
 
 
 def test_a_waiter_for_one_application_gets_the_others_changes_at_its_timeout(ctx):

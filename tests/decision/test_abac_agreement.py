@@ -168,11 +168,11 @@ def held_stream(ctx, monkeypatch):
     real = ctx.tailer.wait_after
     held = {"on": False}
 
-    def wait_after(last, timeout, *rest):
+    def wait_after(last, timeout, *rest, **options):
         if held["on"]:
             time.sleep(min(timeout, 0.05))
             return []
-        events = real(last, min(timeout, 0.05), *rest)
+        events = real(last, min(timeout, 0.05), *rest, **options)
         # A stream already waiting when hold() came must not deliver either: it asks
         # again from the same seq once released.
         return [] if held["on"] else events

@@ -103,3 +103,19 @@ def test_the_rule_is_not_vacuous(ctx, clock):
 def test_the_rule_names_only_kinds_of_the_catalogue():
     kinds = set().union(*(getattr(invalidation, name) for name in dir(invalidation) if name.endswith("_KINDS")))
     assert kinds and kinds <= set(EVENT_TYPES)
+
+
+def named_each_way(kind: str, clock):
+    """Events of ``kind`` naming nobody, a subject user, a listed user, a policy, or several."""
+    for subject in ({}, {"user_id": SUBJECT}, {"policy_id": POLICY}, {"user_id": SUBJECT, "policy_id": POLICY}):
+        for listed in ((), (LISTED,)):
+            yield Event(EVENT_SEQ, APP, kind, subject, {}, listed, clock())
+
+
+@pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
+def test_the_change_stream_leaves_out_exactly_the_events_that_drop_nothing(clock, kind):
+    """The stream sends a frame only for an event ``concerns_decisions`` accepts: every event
+    that would drop or mark something in a decision service's cache is one of them, and
+    none that would not (the control plane's cache drops the same, by the tests above)."""
+    for event in named_each_way(kind, clock):
+        assert invalidation.concerns_decisions(event) is bool(dropped_by_the_decision_service(event, clock)), event

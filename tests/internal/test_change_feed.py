@@ -44,7 +44,8 @@ def take(stream, n) -> list[dict]:
     return [parse(next(stream)) for _ in range(n)]
 
 
-def emit(ctx, app_id, type_="role.assigned", user_ids=()):
+def emit(ctx, app_id, type_="role.assigned", user_ids=("u-1",)):
+    """An event that concerns decision services (it names a user), unless told otherwise."""
     return ctx.events.emit(app_id, type_, {}, user_ids=list(user_ids))
 
 
@@ -212,9 +213,9 @@ def test_a_stopped_tailer_does_not_make_the_stream_spin(ctx, application):
     calls = []
     original = tailer.wait_after
 
-    def counting(seq, timeout, app_id=None):
+    def counting(seq, timeout, app_id=None, **options):
         calls.append(timeout)
-        return original(seq, timeout, app_id)
+        return original(seq, timeout, app_id, **options)
 
     tailer.wait_after = counting
     stream = ChangeFeed(ctx.events, tailer, heartbeat=0.2).frames(application["_id"], None)
@@ -362,3 +363,38 @@ def test_audit_attempts_are_never_sent_replayed_or_live(ctx, feed, application, 
     live = emit(ctx, application["_id"])
     assert parse(next(stream))["id"] == live
     stream.close()
+
+
+def token_event(ctx, app_id):
+    """What every token answer writes: an event that changes no cached decision."""
+    return emit(ctx, app_id, "connection.refreshed", user_ids=())
+
+
+@pytest.mark.parametrize("scope", ["application", "all"])
+def test_events_that_concern_no_decision_are_covered_by_a_heartbeat_not_sent(ctx, running_tailer, application,
+                                                                             scope):
+    feed = ChangeFeed(ctx.events, running_tailer, heartbeat=60)  # a heartbeat below is the prompt one
+    stream = feed.frames(application["_id"] if scope == "application" else None, None)
+    next(stream)
+    token = token_event(ctx, application["_id"])
+    assert parse(next(stream)) == {"event": "heartbeat", "data": {"seq": token}}
+    for _ in range(100):
+        token_event(ctx, application["_id"])
+    assigned = emit(ctx, application["_id"])
+    frames = [parse(next(stream))]
+    while frames[-1]["event"] != "change":
+        frames.append(parse(next(stream)))
+    assert frames[-1]["id"] == assigned
+    # A hundred token events cost a few heartbeats (one per ADVANCE_AFTER), not a frame each.
+    assert all(f["event"] == "heartbeat" for f in frames[:-1]) and len(frames) < 20
+    stream.close()
+
+
+def test_a_replay_sends_only_what_concerns_decisions(ctx, feed, application):
+    since = ctx.events.head()
+    token_event(ctx, application["_id"])
+    assigned = emit(ctx, application["_id"])
+    token = token_event(ctx, application["_id"])
+    frames = take(feed.frames(application["_id"], since), 3)
+    assert [f["event"] for f in frames] == ["hello", "change", "heartbeat"]
+    assert frames[1]["id"] == assigned and frames[2]["data"] == {"seq": token}

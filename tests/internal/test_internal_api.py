@@ -282,8 +282,8 @@ def test_the_application_stream_is_server_sent_events(app, ctx, internal, applic
 
 
 def test_since_and_last_event_id_resume(app, ctx, internal, application):
-    first = ctx.events.emit(application["_id"], "role.assigned", {})
-    second = ctx.events.emit(application["_id"], "role.assigned", {})
+    first = ctx.events.emit(application["_id"], "role.assigned", {}, user_ids=["u"])
+    second = ctx.events.emit(application["_id"], "role.assigned", {}, user_ids=["u"])
     ctx.tailer.start()
     try:
         for query, headers in ((f"since={first}", internal), ("", {**internal, "Last-Event-ID": str(first)})):
