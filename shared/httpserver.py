@@ -311,32 +311,55 @@ class _Parsing:
 
 
 class Turns:
-    """One connection's turns on a gevent event loop: after answering what one read brought,
-    the greenlet yields to the hub (``gevent.sleep(0)``) before reading again, so every
-    connection the loop's last poll found ready is answered before this one reads its
-    next request, even when that request is already in its socket. Under saturation the
+    """One connection's turns on a gevent event loop: once it has answered what one read
+    brought, the greenlet yields to the hub (``gevent.sleep(0)``) before it answers more, so
+    every connection the loop's last poll found ready is answered before this one answers
+    its next request, even when that request is already in its socket. Under saturation the
     connections then answer one read each, in turn. A ``gevent.sleep(0)`` resumes from
     gevent's callback queue before the loop polls again, and gevent runs that queue for at
     most its switch interval (``gevent.getswitchinterval()``, 5 ms) before polling: a
     connection that became ready since the last poll waits at most that long. (Waiting for
     readability through the loop, ``gevent.socket.wait_read``, polls every time, but
     doubled the cost of a request on this machine: benchmarks/NOTES.md.)
+
+    With the loop's poll count (``polls``: libev's iteration count) the yield waits for the
+    next read and is made only when that read came back without a poll in between: the
+    client's next request was already in the socket, the case the turns are for. A client
+    that waits for each answer makes every ``recv`` block, so its connection goes through
+    a poll anyway and never yields, where the yield cost a hub round trip per request, a
+    few per cent of a small request's CPU. Without ``polls`` it yields after every answered
+    read.
     """
 
-    __slots__ = ("_pause",)
+    __slots__ = ("_pause", "_polls", "_seen")
 
-    def __init__(self, pause):
+    def __init__(self, pause, polls=None):
         self._pause = pause
+        self._polls = polls
+        self._seen = None  # the poll count when the last read was answered
 
     @classmethod
     def gevent(cls) -> Turns:
         """For a connection served by a greenlet of the current thread's hub."""
-        from gevent import sleep
+        from gevent import get_hub, sleep
 
-        return cls(sleep)
+        loop = get_hub().loop
+        if not hasattr(loop, "iteration"):  # another loop than libev's
+            return cls(sleep)
+        return cls(sleep, lambda: loop.iteration)
 
     def answered(self) -> None:
-        self._pause(0)
+        """What one read brought is answered."""
+        if self._polls is None:
+            self._pause(0)
+        else:
+            self._seen = self._polls()
+
+    def read(self) -> None:
+        """The read after an answered one brought data."""
+        if self._seen is not None and self._polls() == self._seen:  # it did not wait for a poll
+            self._pause(0)
+        self._seen = None
 
 
 class ConnectionSlots:
@@ -494,6 +517,8 @@ class Connection:
                 return
             if not data:
                 return
+            if self.turns is not None:
+                self.turns.read()
             if self.closing:  # answered nothing after the FIN: dropped until the client closes
                 continue
             refusal = None  # (status, message, details): answered after the requests before it

@@ -1802,6 +1802,63 @@ def test_turns_yield_to_the_hub_after_every_answered_read(serve):
     assert pauses == [0, 0, 0]
 
 
+@pytest.mark.parametrize("polled, yields", [
+    (True, False),  # the read waited for a poll: the client had waited for the answer
+    (False, True),  # a second read in one loop iteration: the request was already there
+])
+def test_turns_yield_only_when_the_next_read_came_without_a_poll(polled, yields):
+    pauses, polls = [], [7]
+    turns = Turns(pauses.append, polls=lambda: polls[0])
+    turns.read()  # a connection's first read follows no answer
+    turns.answered()
+    assert pauses == []
+    polls[0] += polled
+    turns.read()
+    assert pauses == ([0] if yields else [])
+
+
+def test_the_gevent_loop_has_what_turns_read():
+    """Else every answered read would yield again (``Turns.gevent`` falls back to it)."""
+    pytest.importorskip("gevent")
+    assert Turns.gevent()._polls is not None
+
+
+def test_a_client_that_waits_for_each_answer_is_never_made_to_yield():
+    """On gevent sockets in this thread's hub: each request is sent after the previous
+    answer, so the connection's recv blocks (a poll) every time and nothing else waits."""
+    gevent = pytest.importorskip("gevent")
+    from gevent import socket as gsocket
+    from gevent.server import StreamServer
+
+    pauses = []
+
+    def counted():
+        turns = Turns.gevent()
+        turns._pause = lambda seconds: (pauses.append(seconds), gevent.sleep(seconds))
+        return turns
+
+    def app(environ, start_response):
+        start_response("204 No Content", [])
+        return [b""]
+
+    server = StreamServer(("127.0.0.1", 0), lambda sock, address: Connection(
+        sock, address, app, base_environ("127.0.0.1", 0, SERVER), timeout=TIMEOUT, turns=counted()).serve())
+    server.start()
+    try:
+        client = gsocket.create_connection(("127.0.0.1", server.server_port))
+        for i in range(20):
+            client.sendall(request("GET", f"/{i}"))
+            with gevent.Timeout(TIMEOUT):
+                received = b""
+                while not received.endswith(b"\r\n\r\n"):
+                    received += client.recv(4096)
+            assert received.startswith(b"HTTP/1.1 204")
+        client.close()
+    finally:
+        server.stop()
+    assert pauses == []
+
+
 def _served_while_a_client_pipelines(turns_factory) -> tuple[int, int]:
     """On gevent sockets in this thread's hub (no monkey patching): a "hog" client pipelines
     200 requests, so its socket is readable every time its greenlet comes back to ``recv``,
