@@ -17,9 +17,11 @@ lookup by ``_id`` gets slower as a collection grows, where MongoDB's ``_id`` ind
 flat (a growing delivery log or change log made each webhook delivery cost tens of
 milliseconds). The shortcuts give mongomock what MongoDB's indexes give: a filter with an
 exact ``_id`` reads that one document, and a TTL sweep runs at most every
-``_TTL_SWEEP_EVERY`` seconds per collection (TTL only reclaims space: expiry is checked in
-code) and compares a field of datetimes in C (the change log's retention index is swept
-over every event, four times a second). A third keeps the scans that remain cheap: a
+``_TTL_SWEEP_EVERY`` seconds per collection, and then only after a hundred times as long
+as the collection's last sweep took (TTL only reclaims space: expiry is checked in code;
+MongoDB's own TTL monitor runs once a minute), and compares a field of datetimes in C (the
+change log's retention index is swept over every event: at 20,000 events, four sweeps a
+second cost a tenth of a token answer's CPU). A third keeps the scans that remain cheap: a
 filter made of plain fields compared with strings, integers or datetimes (``{"seq": 5}``,
 mongomock's own unique-index check on every insert; ``{"seq": {"$gt": n}}``, the
 change-log tailer's poll), ``$in`` lists of them, ``$regex`` with no option or ``i``, and
@@ -45,10 +47,12 @@ client's ``client_id``, a grant's ``token_digest``) is kept as MongoDB keeps it:
 from value to documents, so the unique-index check at every insert into the change log,
 the tailer's poll (``{"seq": {"$gt": n}}``) and a lookup by refresh-token digest read the
 few documents they name, where a scan grows with the collection (the change log gains an
-event at every token refresh). Only str and int values are mapped (any other value in
-the field, an array or a float, leaves that field to the scans); an equality that names
-more than one document of a non-unique field, and ranges on one, are left to the scan
-too, which returns them in the collection's order. Inserts and deletes (TTL sweeps
+event at every token refresh). A range on a unique field beside other clauses (the audit
+sealer's ``{"sealed": False, "seq": {"$gt": n}, "at": ...}``) hands the column scan only
+the documents in the range, when it names at most half the collection. Only str and int
+values are mapped (any other value in the field, an array or a float, leaves that field
+to the scans); an equality that names more than one document of a non-unique field, and
+ranges on one, are left to the scan too, which returns them in the collection's order. Inserts and deletes (TTL sweeps
 included) keep the map up to date; an update may change the documents it reads in
 place, so during one the map is not used, the old values of what it reads are noted, and
 afterwards those documents are mapped again; any other call (a drop, index changes)
@@ -148,6 +152,9 @@ def missing_private_names() -> list[str]:
 
 
 _TTL_SWEEP_EVERY = 0.25
+# A sweep waits this many times as long as the last one took: sweeps cost at most 1% of
+# the time however large the collection grows (the change log keeps 90 days of events).
+_TTL_SWEEP_SHARE = 100
 _SIMPLE_TYPES = (str, int, datetime)  # datetimes as mongomock stores them: naive UTC
 _RANGE = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
 
@@ -278,7 +285,9 @@ def apply_shortcuts() -> None:
         if not plan:  # other operators, sub-documents, ObjectIds, an empty filter...: the general path
             return scan(self, filter)
         self._store._remove_expired_documents()
-        docs = list(self._store._documents.values())
+        docs = indexed.narrowed(filter) if indexed is not None else None
+        if docs is None:
+            docs = list(self._store._documents.values())
         answers = _column(plan, docs)
         if None not in answers:
             return itertools.compress(docs, answers)
@@ -287,9 +296,10 @@ def apply_shortcuts() -> None:
 
     def remove_expired_documents(self):
         now = time.monotonic()
-        if now - getattr(self, "_iamgate_swept", float("-inf")) >= _TTL_SWEEP_EVERY:
-            self._iamgate_swept = now
+        if now >= getattr(self, "_iamgate_sweep_due", float("-inf")):
             sweep(self)
+            took = time.monotonic() - now
+            self._iamgate_sweep_due = now + max(_TTL_SWEEP_EVERY, took * _TTL_SWEEP_SHARE)
 
     def find_one(self, filter=None, *args, **kwargs):
         if filter is None:
@@ -751,6 +761,22 @@ class _Indexes:
                 keys = self._in_range(field, values, operand)
                 if keys is not None:
                     return self._documents([_id for key in keys for _id in values[key]], filter)
+        return None
+
+    def narrowed(self, filter) -> list | None:
+        """The documents in a range on a unique field that ``filter`` holds beside other
+        clauses (the sealer's ``{"sealed": False, "seq": {"$gt": n}, "at": ...}``), in that
+        field's order, for the column scan to test instead of every document; None when
+        there is no such range or it names more than half the collection."""
+        documents = self._store._documents
+        for field, operand in filter.items():
+            values = self._maps.get(field)
+            if values is None or field not in self._unique or type(operand) is not dict or not operand or not all(
+                    op in _RANGE and type(v) in _INDEXED_TYPES for op, v in operand.items()):
+                continue
+            keys = self._in_range(field, values, operand)
+            if keys is not None and len(keys) <= len(documents) // 2:
+                return [documents[_id] for key in keys for _id in values[key] if _id in documents]
         return None
 
     def _in_range(self, field, values, operand):

@@ -115,17 +115,27 @@ class Sealer:
     The head of each chain (its last link and hash) is read from the records once, then
     carried from pass to pass while this sealer holds the lease without a gap: no other
     sealer can have extended a chain meanwhile.  A lapsed lease or a failed pass forgets
-    them, and the next pass reads them again."""
+    them, and the next pass reads them again.
 
-    def __init__(self, store, clock, *, settle: float = 5.0, lease_seconds: float = 30.0, batch: int = 1000):
+    So is the seq of the last record it sealed (``_floor``): the next pass reads only the
+    records after it, not every unsealed record of the log again (the store's unsealed
+    set is an index on MongoDB; on ``memory://`` it was a scan of the whole log every
+    second).  Below the floor only a record written late can be unsealed, so a pass from
+    the start of the log runs every ``full_pass`` seconds and seals those."""
+
+    def __init__(self, store, clock, *, settle: float = 5.0, lease_seconds: float = 30.0, batch: int = 1000,
+                 full_pass: float = 60.0):
         self._store = store
         self._clock = clock
         self._settle = timedelta(seconds=settle)
         self._lease = timedelta(seconds=lease_seconds)
         self._batch = batch
+        self._full_pass = timedelta(seconds=full_pass)
         self._holder = new_id()
         self._heads: dict[str, tuple[int, str]] = {}
         self._held_until = None  # the end of the lease this sealer holds; None: not held
+        self._floor: int | None = None  # every record up to this seq is sealed, but late ones
+        self._full_pass_due = None
 
     def seal_once(self) -> int:
         """Seal what has settled, up to one batch; the number sealed (0 without the lease)."""
@@ -134,13 +144,20 @@ class Sealer:
             self._held_until = None
             return 0
         if self._held_until is None or now >= self._held_until:
-            self._heads = {}  # the lease lapsed (or was never held): another may have sealed since
+            # The lease lapsed (or was never held): another may have sealed since.
+            self._heads, self._floor = {}, None
         self._held_until = now + self._lease
+        if self._floor is None or now >= self._full_pass_due:
+            self._floor, self._full_pass_due = None, now + self._full_pass
         try:
-            return self._seal(self._store.settled(now - self._settle, self._batch))
+            records = self._store.settled(now - self._settle, self._batch, after=self._floor)
+            sealed = self._seal(records)
         except BaseException:
             self._held_until = None  # a seal may or may not have landed: read the heads again
             raise
+        if records:
+            self._floor = max(self._floor or 0, records[-1]["seq"])
+        return sealed
 
     def _seal(self, records) -> int:
         sealed = 0

@@ -89,15 +89,19 @@ class AuditStore:
             return False
         return True
 
-    def settled(self, cutoff, limit: int) -> list[dict]:
-        """The unsealed records written at ``cutoff`` or before, in seq order, up to the
-        first unsealed record written after it: a record with a lower seq whose insert is
-        still in flight on another replica is sealed before the records after it."""
-        young = self._events.find_one({"sealed": False, "at": {"$gt": cutoff}}, sort=[("seq", ASCENDING)],
+    def settled(self, cutoff, limit: int, after: int | None = None) -> list[dict]:
+        """The unsealed records written at ``cutoff`` or before (with a seq above
+        ``after``, if given), in seq order, up to the first unsealed record written after
+        it: a record with a lower seq whose insert is still in flight on another replica
+        is sealed before the records after it."""
+        window: dict = {"sealed": False}
+        if after is not None:
+            window["seq"] = {"$gt": after}
+        young = self._events.find_one({**window, "at": {"$gt": cutoff}}, sort=[("seq", ASCENDING)],
                                       projection={"seq": 1})
-        spec: dict = {"sealed": False, "at": {"$lte": cutoff}}
+        spec: dict = {**window, "at": {"$lte": cutoff}}
         if young is not None:
-            spec["seq"] = {"$lt": young["seq"]}
+            spec["seq"] = {**window.get("seq", {}), "$lt": young["seq"]}
         return list(self._events.find(spec).sort("seq", ASCENDING).limit(limit))
 
     def chain_head(self, chain: str) -> dict | None:

@@ -133,6 +133,8 @@ def test_one_sealer_at_a_time(ctx, clock, sealer, application):
 
 
 def test_a_record_written_late_is_chained_after_the_others_and_reported(ctx, clock, sealer, application):
+    """A pass reads only the records after the last one it sealed; the late record, below
+    it, is sealed by the pass from the start of the log that runs every minute."""
     seqs = record(ctx, application["_id"], 2)
     late = ctx.store["events"].find_one({"seq": seqs[0]})
     ctx.store["events"].delete_one({"_id": late["_id"]})  # its insert has not landed yet
@@ -140,9 +142,33 @@ def test_a_record_written_late_is_chained_after_the_others_and_reported(ctx, clo
     sealer.seal_once()
     ctx.store["events"].insert_one(late)
     clock.advance(6)
+    assert sealer.seal_once() == 0
+    clock.advance(60)
     assert sealer.seal_once() == 1
     verdict = ctx.audit.verify(application_id=application["_id"])
     assert verdict.intact and verdict.late == [late["_id"]]
+
+
+def test_a_pass_reads_only_the_records_after_the_last_it_sealed(ctx, clock, sealer, application, monkeypatch):
+    """The unsealed set is an index on MongoDB; on memory:// a read from the start of the
+    log was a scan of every event, every second."""
+    store, asked = ctx.audit.store, []
+    settled = store.settled
+    monkeypatch.setattr(store, "settled", lambda cutoff, limit, after=None: asked.append(after) or
+                        settled(cutoff, limit, after))
+    first = record(ctx, application["_id"], 2)
+    clock.advance(6)
+    assert sealer.seal_once() >= 2
+    second = record(ctx, application["_id"], 2)
+    clock.advance(6)
+    assert sealer.seal_once() == 2
+    clock.advance(6)
+    assert sealer.seal_once() == 0
+    assert asked == [None, first[-1], second[-1]]
+    clock.advance(31)  # the lease lapsed: another sealer may have sealed since, read from the start
+    assert sealer.seal_once() == 0
+    assert asked[-1] is None
+    assert ctx.audit.verify(application_id=application["_id"]).intact
 
 
 def test_dashboard_actions_chain_per_organization(ctx, clock, sealer, monkeypatch, capsys):
@@ -221,6 +247,7 @@ def test_only_settled_records_are_read(ctx, clock, sealer, application, monkeypa
     young = record(ctx, application["_id"], 4)
     store, read = ctx.audit.store, []
     settled = store.settled
-    monkeypatch.setattr(store, "settled", lambda cutoff, limit: read.extend(settled(cutoff, limit)) or read)
+    monkeypatch.setattr(store, "settled", lambda cutoff, limit, after=None: read.extend(settled(cutoff, limit, after))
+                        or read)
     assert sealer.seal_once() >= 3
     assert not {d["seq"] for d in read} & set(young)

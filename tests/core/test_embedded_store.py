@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -136,7 +137,9 @@ def test_a_unique_index_answers_like_a_scan_through_writes():
     def agrees():
         docs = list(coll.find({}))
         for f in ({"seq": 7}, {"seq": 7, "kind": "odd"}, {"seq": 7, "kind": "even"}, {"seq": 1000},
-                  {"seq": {"$gt": 50}}, {"seq": {"$gte": 10, "$lt": 13}}, {"seq": {"$lte": 2}}, {"seq": "7"}):
+                  {"seq": {"$gt": 50}}, {"seq": {"$gte": 10, "$lt": 13}}, {"seq": {"$lte": 2}}, {"seq": "7"},
+                  {"seq": {"$gt": 50}, "kind": "odd"}, {"seq": {"$gte": 10, "$lt": 13}, "kind": {"$in": ["even"]}},
+                  {"kind": "even", "seq": {"$lt": 5}}, {"seq": {"$gt": 2}, "kind": "odd"}):
             expected = sorted(d["_id"] for d in docs if filter_applies(f, d))
             assert sorted(d["_id"] for d in coll.find(f)) == expected, f
         assert [d["seq"] for d in coll.find({"seq": {"$gt": 55}}).sort("seq", 1)] == \
@@ -156,6 +159,21 @@ def test_a_unique_index_answers_like_a_scan_through_writes():
     coll.insert_one({"_id": "float", "seq": 61.5, "kind": "odd"})
     _warm(coll)
     agrees()
+
+
+def test_a_range_on_a_unique_index_narrows_the_scan_of_the_other_clauses(monkeypatch):
+    """The sealer's work list (``{"sealed": False, "seq": {"$gt": n}, "at": ...}``) reads
+    the documents after ``n``, not the whole log; a range naming most of it is a scan."""
+    coll = _unique_log()
+    coll.insert_many([{"_id": f"e{i}", "seq": i, "sealed": i > 990} for i in range(1, 1001)])
+    _warm(coll)
+    scanned, column = [], embedded._column
+    monkeypatch.setattr(embedded, "_column", lambda plan, docs: scanned.append(len(docs)) or column(plan, docs))
+    found = coll.find({"sealed": False, "seq": {"$gt": 980}}).sort("seq", 1)
+    assert [d["seq"] for d in found] == list(range(981, 991))
+    assert scanned == [20]
+    assert len(list(coll.find({"sealed": False, "seq": {"$gt": 10}}))) == 980
+    assert scanned[-1] == 1000
 
 
 def test_a_unique_index_still_refuses_duplicates_once_mapped():
@@ -435,6 +453,31 @@ def test_a_ttl_sweep_removes_what_mongomocks_own_sweep_removes(values):
         remaining.append(sorted(collection_store._documents))
     assert remaining[0] == remaining[1]
     assert "d0-0" in remaining[0] and "d6-0" not in remaining[0]  # something kept, something swept
+
+
+@pytest.mark.parametrize("took, wait", [(0.0001, 0.25), (0.01, 1.0)])
+def test_a_ttl_sweep_waits_a_hundred_times_as_long_as_the_last_one_took(monkeypatch, took, wait):
+    """However large a collection grows, its sweeps cost at most 1% of the time."""
+    store = Store("memory://")
+    store.declare_indexes({"things": [IndexModel([("at", 1)], expireAfterSeconds=60)]})
+    store.ensure_indexes()
+    collection_store = store["things"]._collection._store
+    clock, sweeps = [1000.0], []
+
+    def expire(self, index):  # a sweep that takes ``took`` seconds
+        sweeps.append(clock[0])
+        clock[0] += took
+
+    monkeypatch.setattr(embedded, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(type(collection_store), "_expire_documents", expire)
+    collection_store._remove_expired_documents()
+    assert sweeps == [1000.0]
+    clock[0] = 1000.0 + wait * 0.99
+    collection_store._remove_expired_documents()
+    assert len(sweeps) == 1
+    clock[0] = 1000.0 + wait
+    collection_store._remove_expired_documents()
+    assert len(sweeps) == 2
 
 
 def test_a_collection_is_one_object_that_outlives_a_drop():

@@ -118,7 +118,8 @@ def test_an_idle_stream_waits_instead_of_spinning(ctx, feed, application, make_a
     waits = []
     real = ctx.tailer.wait_after
     monkeypatch.setattr(ctx.tailer, "wait_after",
-                        lambda last, timeout, *rest, **options: waits.append(timeout) or real(last, timeout, *rest, **options))
+                        lambda last, timeout, *rest, **options: waits.append(timeout)
+                        or real(last, timeout, *rest, **options))
     if guarded:
         stream = _open(ctx, feed, application, make_api_key(application, permissions=["decision:sync"]))
     else:
