@@ -118,8 +118,9 @@ def report(results: dict, rounds: int, duration: float, warmup: float) -> str:
              "(`make bench`): the decision service's cache-hit GET check under `wrk -t1 -c16` (closed loop, on the "
              "same 2 cores), each layout with `shared.httpserver.Turns` (as shipped) and without (the server "
              "before, benchmarks/fairness_worker.py), interleaved round by round. Raw wrk latencies; the "
-             "load average was read at the end of each c16 run; \"c1 p50\" is 3 s at concurrency 1 after it (what "
-             "the yield after each answered read costs when there is no one to yield to).", "",
+             "load average was read at the end of each c16 run; \"c1 p50\" is 3 s at concurrency 1 after it (a "
+             "client that waits for each answer, whose connection turns never make yield: each of its reads "
+             "waits for a poll).", "",
              "| layout, server | round | requests/s | p50 | p90 | p99 | max | load | c1 p50 |",
              "|---|---|---|---|---|---|---|---|---|"]
     for key, label, *_ in VARIANTS:
