@@ -16,7 +16,7 @@ change):
 An event that does none of these (``concerns_decisions`` is False: a token's
 ``connection.refreshed``, a profile edit) changes no cached answer, so the change stream
 does not send it as a frame; a heartbeat soon tells the decision service the stream
-covered it (docs/decision-service.md, "Change stream").
+covered it (docs/authorization.md, "Change stream protocol").
 
 Kinds are those of ``shared.event_types``.
 """
