@@ -49,14 +49,15 @@ the tailer's poll (``{"seq": {"$gt": n}}``) and a lookup by refresh-token digest
 few documents they name, where a scan grows with the collection (the change log gains an
 event at every token refresh). A range on a unique field beside other clauses (the audit
 sealer's ``{"sealed": False, "seq": {"$gt": n}, "at": ...}``) hands the column scan only
-the documents in the range, when it names at most half the collection. Only str and int
-values are mapped (any other value in the field, an array or a float, leaves that field
-to the scans); an equality that names more than one document of a non-unique field, and
-ranges on one, are left to the scan too, which returns them in the collection's order. Inserts and deletes (TTL sweeps
-included) keep the map up to date; an update may change the documents it reads in
-place, so during one the map is not used, the old values of what it reads are noted, and
-afterwards those documents are mapped again; any other call (a drop, index changes)
-drops the map, to be built on the next read. Every document the map names is checked
+the documents in the range, in that field's order, when it names at most half the
+collection. Only str and int values are mapped (any other value in the field, an array
+or a float, leaves that field to the scans); an equality that names more than one
+document of a non-unique field, and ranges on one, are left to the scan too, which
+returns them in the collection's order. Inserts and deletes (TTL sweeps included) keep
+the map up to date; an update may change the documents it reads in place, so during one
+the map is not used, the old values of what it reads are noted, and afterwards those
+documents are mapped again; any other call (a drop, index changes) drops the map, to be
+built on the next read. Every document the map names is checked
 against the whole filter by mongomock's matcher.
 
 Inserts. The unique-index check after an insert (every event appended to the change log)
