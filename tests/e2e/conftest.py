@@ -43,6 +43,22 @@ class Stack:
 
 
 def start_stack(tmp_path, **env_overrides) -> Stack:
+    """The stack on free ports. A port another process took between ``free_port`` and the
+    launcher's bind ("is in use") is chosen again, twice at the most."""
+    for _ in range(2):
+        try:
+            return _start_stack(tmp_path, **env_overrides)
+        except PortTaken:
+            pass
+    return _start_stack(tmp_path, **env_overrides)
+
+
+class PortTaken(RuntimeError):
+    """The launcher found a port it was given in use."""
+
+
+def _start_stack(tmp_path, **env_overrides) -> Stack:
+    smtp_url = mailbox().smtp_url  # first: its server must not take a port chosen below
     control_port, decision_port = free_port(), free_port()
     token = secrets.token_urlsafe(24)
     env = {k: v for k, v in os.environ.items() if not k.startswith("IAMGATE_")}
@@ -57,7 +73,7 @@ def start_stack(tmp_path, **env_overrides) -> Stack:
         "IAMGATE_BCRYPT_ROUNDS": "4",
         "IAMGATE_DECISION_WORKERS": "1",
         "IAMGATE_LOG_LEVEL": "WARNING",
-        "IAMGATE_SMTP_URL": mailbox().smtp_url,
+        "IAMGATE_SMTP_URL": smtp_url,
     })
     database_uri = None if "IAMGATE_MONGODB_URI" in env_overrides else mongodb.fresh_database_uri("iamgate_e2e")
     if database_uri:
@@ -72,13 +88,19 @@ def start_stack(tmp_path, **env_overrides) -> Stack:
 
     def up():
         if process.poll() is not None:
-            raise RuntimeError("launcher exited:\n" + stack.logs())
+            logs = stack.logs()
+            raise (PortTaken if " is in use (IAMGATE_" in logs else RuntimeError)("launcher exited:\n" + logs)
         try:
             return all(requests.get(u + "/healthz", timeout=1).ok for u in (stack.control_url, stack.decision_url))
         except requests.RequestException:
             return False
 
-    if not wait_until(up, timeout=60):
+    try:
+        came_up = wait_until(up, timeout=60)
+    except PortTaken:
+        stack.stop()  # its database, on MongoDB
+        raise
+    if not came_up:
         stack.stop()
         raise RuntimeError("stack did not come up:\n" + stack.logs())
     return stack

@@ -46,3 +46,29 @@ def test_an_ip_address_as_passkey_rp_id_stops_start_up_in_one_line():
     assert result.returncode == 2
     assert "IAMGATE_WEBAUTHN_RP_ID" in result.stderr and "localhost" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_test_stack_chooses_again_when_a_port_was_taken_meanwhile(tmp_path, monkeypatch):
+    """The harness picks free ports and the launcher binds them a moment later: another
+    process (or this one's SMTP mailbox) can take one in between. A stack that finds its
+    port in use is started again on other ports, not reported as a failure."""
+    import socket
+
+    from tests.e2e import conftest
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    ports = iter([port])  # the first stack's control-plane port: in use
+    real = conftest.free_port
+    monkeypatch.setattr(conftest, "free_port", lambda: next(ports, None) or real())
+    try:
+        stack = conftest.start_stack(tmp_path)
+    finally:
+        taken.close()
+    try:
+        assert stack.control_url != f"http://127.0.0.1:{port}"
+        assert requests.get(stack.control_url + "/healthz").json() == {"status": "ok"}
+    finally:
+        stack.stop()
