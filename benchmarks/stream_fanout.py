@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import requests
+
 from benchmarks.decision_bench import percentile
 from benchmarks.doc import conditions, publish
 from tests.e2e.processes import Admin, Processes
@@ -123,6 +125,18 @@ async def revocations(admin: Admin, user: str, role: str, count: int, pid: int, 
             "seen": samples}
 
 
+async def loop_until_closed(control_url: str, timeout: float = 20.0) -> None:
+    """Until the worker's ``iamgate_change_streams_open`` says no stream is open."""
+    loop, deadline = asyncio.get_running_loop(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        metrics = await loop.run_in_executor(None, lambda: requests.get(control_url + "/metrics", timeout=5).text)
+        if any(line.startswith("iamgate_change_streams_open") and float(line.split()[-1]) == 0
+               for line in metrics.splitlines()):
+            return
+        await asyncio.sleep(0.25)
+    raise RuntimeError(f"the closed streams were still open after {timeout:.0f} s")
+
+
 async def scenario(processes: Processes, subscribers: int, count: int) -> dict:
     admin, other = Admin(processes.control_url), Admin(processes.control_url, name="other")
     user, role = admin.user("fanout"), admin.role(["documents:read"])
@@ -141,7 +155,11 @@ async def scenario(processes: Processes, subscribers: int, count: int) -> dict:
     results["idle_cpu_per_s"] = (cpu_seconds(pid) - idle_cpu) / 2.0
     results["fanout"] = await revocations(admin, user, role, count, pid, streams)
     streams.close()
-    await asyncio.sleep(1.0)
+    # The worker notices a closed stream at its next writes (heartbeats, 2 s apart). Until
+    # then it holds a connection slot: 500 more streams at once would fill the worker's
+    # 1,000, and a new connection that takes the last free slot closes the one that has
+    # waited longest for its request head, another new stream (shared.httpserver).
+    await loop_until_closed(processes.control_url)
 
     elsewhere = Subscribers(processes.control_port, f"/internal/v1/applications/{other.app_id}/changes", token,
                             subscribers)
