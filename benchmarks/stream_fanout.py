@@ -125,7 +125,7 @@ async def revocations(admin: Admin, user: str, role: str, count: int, pid: int, 
             "seen": samples}
 
 
-async def loop_until_closed(control_url: str, timeout: float = 20.0) -> None:
+async def until_streams_closed(control_url: str, timeout: float = 20.0) -> None:
     """Until the worker's ``iamgate_change_streams_open`` says no stream is open."""
     loop, deadline = asyncio.get_running_loop(), time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -159,7 +159,7 @@ async def scenario(processes: Processes, subscribers: int, count: int) -> dict:
     # then it holds a connection slot: 500 more streams at once would fill the worker's
     # 1,000, and a new connection that takes the last free slot closes the one that has
     # waited longest for its request head, another new stream (shared.httpserver).
-    await loop_until_closed(processes.control_url)
+    await until_streams_closed(processes.control_url)
 
     elsewhere = Subscribers(processes.control_port, f"/internal/v1/applications/{other.app_id}/changes", token,
                             subscribers)

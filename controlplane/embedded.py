@@ -757,11 +757,10 @@ class _Indexes:
                 if len(ids) > _MAX_CANDIDATES and field not in self._unique:
                     continue
                 return self._documents(ids, filter)
-            if field in self._unique and len(filter) == 1 and type(operand) is dict and operand and all(
-                    op in _RANGE and type(v) in _INDEXED_TYPES for op, v in operand.items()):
-                keys = self._in_range(field, values, operand)
-                if keys is not None:
-                    return self._documents([_id for key in keys for _id in values[key]], filter)
+            if len(filter) == 1:
+                ids = self._range_ids(field, operand)
+                if ids is not None:
+                    return self._documents(ids, filter)
         return None
 
     def narrowed(self, filter) -> list | None:
@@ -771,14 +770,20 @@ class _Indexes:
         there is no such range or it names more than half the collection."""
         documents = self._store._documents
         for field, operand in filter.items():
-            values = self._maps.get(field)
-            if values is None or field not in self._unique or type(operand) is not dict or not operand or not all(
-                    op in _RANGE and type(v) in _INDEXED_TYPES for op, v in operand.items()):
-                continue
-            keys = self._in_range(field, values, operand)
-            if keys is not None and len(keys) <= len(documents) // 2:
-                return [documents[_id] for key in keys for _id in values[key] if _id in documents]
+            ids = self._range_ids(field, operand)
+            if ids is not None and len(ids) <= len(documents) // 2:
+                return [documents[_id] for _id in ids if _id in documents]
         return None
+
+    def _range_ids(self, field, operand) -> list | None:
+        """The ids a range (``$gt``/``$gte``/``$lt``/``$lte`` of mapped values) on a unique
+        field names, in the field's order; None when ``operand`` is no such range."""
+        values = self._maps.get(field)
+        if values is None or field not in self._unique or type(operand) is not dict or not operand or not all(
+                op in _RANGE and type(v) in _INDEXED_TYPES for op, v in operand.items()):
+            return None
+        keys = self._in_range(field, values, operand)
+        return None if keys is None else [_id for key in keys for _id in values[key]]
 
     def _in_range(self, field, values, operand):
         ordered = self._ordered.get(field)
