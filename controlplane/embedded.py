@@ -12,35 +12,36 @@ parallelism, which an in-process store does not need. Cursors are read out under
 lock too, so no operation sees another half-done.
 
 Shortcuts (``apply_shortcuts``). mongomock answers every query by testing every document
-of the collection, and sweeps TTL indexes over every document at every access, so a
-lookup by ``_id`` gets slower as a collection grows, where MongoDB's ``_id`` index keeps it
-flat (a growing delivery log or change log made each webhook delivery cost tens of
+of the collection, and sweeps TTL indexes over every document at every access, so a lookup
+by ``_id`` gets slower as a collection grows, where MongoDB's ``_id`` index keeps it flat
+(a growing delivery log or change log made each webhook delivery cost tens of
 milliseconds). The shortcuts give mongomock what MongoDB's indexes give: a filter with an
-exact ``_id`` reads that one document, and a TTL sweep runs at most every
-``_TTL_SWEEP_EVERY`` seconds per collection, and then only after a hundred times as long
-as the collection's last sweep took (TTL only reclaims space: expiry is checked in code;
-MongoDB's own TTL monitor runs once a minute), and compares a field of datetimes in C (the
-change log's retention index is swept over every event: at 20,000 events, four sweeps a
-second cost a tenth of a token answer's CPU). A third keeps the scans that remain cheap: a
-filter made of plain fields compared with strings, integers or datetimes (``{"seq": 5}``,
-mongomock's own unique-index check on every insert; ``{"seq": {"$gt": n}}``, the
-change-log tailer's poll), ``$in`` lists of them, ``$regex`` with no option or ``i``, and
-an ``$or`` of such filters (the users search: ``{"app_id", "status": {"$in"}, "$or":
-[email, name regexes]}``) is judged a column at a time (each field's values read into a
-list, tested with C loops), instead of by mongomock's general matcher, which costs
-microseconds per document, under the one lock. A document whose value has another type (an
-array, null, a float...) is handed to the general matcher, so the answer is always the
-general matcher's. A sort whose keys' values are each of one such type is done on those
-values (no BSON comparison objects), by the first key and then only runs of equal values
-by the next; with a limit, only the documents up to the limit's last value are sorted.
-``test_column_filters_and_sorts_answer_like_mongomock_itself`` compares both with
-mongomock's own matcher and sort. Last, mongomock copies every matching document before it
-returns the first: a ``find_one`` (and so every ``find_one_and_update``: the delivery
-queue's claim) or a ``limit(n)`` copies only what it returns, as MongoDB reads only that,
-and the documents a ``skip`` passes over are not copied at all. And a cursor given a
-``batch_size`` is read a batch at a time, each batch under the lock, as MongoDB returns
-batches: an export of every audit record holds one batch of copies, not the whole result
-(the matching documents are still found and sorted at the first batch, as references).
+exact ``_id`` reads that one document, and a TTL sweep of a collection runs once a minute,
+as MongoDB's TTL monitor runs (``ttlMonitorSleepSecs``; TTL only reclaims space: expiry is
+checked in code), and then only after a hundred times as long as the collection's last
+sweep took, and compares a field of datetimes in C (the change log's retention index is
+swept over every event: at 20,000 events, four sweeps a second cost a tenth of a token
+answer's CPU; at 10,000 they were nine tenths of an idle worker's Python). A third keeps
+the scans that remain cheap: a filter made of plain fields compared with strings, integers
+or datetimes (``{"seq": 5}``, mongomock's own unique-index check on every insert;
+``{"seq": {"$gt": n}}``, the change-log tailer's poll), ``$in`` lists of them, ``$regex``
+with no option or ``i``, and an ``$or`` of such filters (the users search: ``{"app_id",
+"status": {"$in"}, "$or": [email, name regexes]}``) is judged a column at a time (each
+field's values read into a list, tested with C loops), instead of by mongomock's general
+matcher, which costs microseconds per document, under the one lock. A document whose value
+has another type (an array, null, a float...) is handed to the general matcher, so the
+answer is always the general matcher's. A sort whose keys' values are each of one such
+type is done on those values (no BSON comparison objects), by the first key and then only
+runs of equal values by the next; with a limit, only the documents up to the limit's last
+value are sorted. ``test_column_filters_and_sorts_answer_like_mongomock_itself`` compares
+both with mongomock's own matcher and sort. Last, mongomock copies every matching document
+before it returns the first: a ``find_one`` (and so every ``find_one_and_update``: the
+delivery queue's claim) or a ``limit(n)`` copies only what it returns, as MongoDB reads
+only that, and the documents a ``skip`` passes over are not copied at all. And a cursor
+given a ``batch_size`` is read a batch at a time, each batch under the lock, as MongoDB
+returns batches: an export of every audit record holds one batch of copies, not the whole
+result (the matching documents are still found and sorted at the first batch, as
+references).
 
 Single-field indexes. An index on one field (the change log's unique ``seq``, a
 client's ``client_id``, a grant's ``token_digest``) is kept as MongoDB keeps it: a map
@@ -152,7 +153,7 @@ def missing_private_names() -> list[str]:
             if not (hasattr(cls, name) or hasattr(instances[cls], name))]
 
 
-_TTL_SWEEP_EVERY = 0.25
+_TTL_SWEEP_EVERY = 60.0  # seconds: MongoDB's TTL monitor's default period
 # A sweep waits this many times as long as the last one took: sweeps cost at most 1% of
 # the time however large the collection grows (the change log keeps 90 days of events).
 _TTL_SWEEP_SHARE = 100
