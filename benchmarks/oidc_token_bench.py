@@ -2,7 +2,7 @@
 grant and the client_credentials grant, at concurrency 1 and 16, each beside its floor.
 
     make bench oidc
-    .venv/bin/python -m benchmarks.oidc_token_bench [--seconds 5] [--codes 1000]
+    .venv/bin/python -m benchmarks.oidc_token_bench [--seconds 5] [--codes 3000]
 
 Method: the real stack (``python -m controlplane.launcher``: gunicorn, one gevent
 worker, ``memory://``) at IAMGATE_BCRYPT_ROUNDS=4; over HTTP a dashboard account, an
@@ -22,19 +22,21 @@ The floor of a grant is what one worker could answer if it did nothing but the R
 signatures the answer needs: the code and refresh answers sign two JWTs (access and ID
 token), the client credentials answer one.  The cost of one RS256 signature with a
 2048-bit key (the provider's key size) is measured in this process in the same run,
-before and after the load (the median of both), so the floor is 1 / (signatures x that
-cost) answers per second, per worker.
+before the load, before each concurrency level and after the load (the median of the
+four: the machine's speed drifts, and one reading moved the floor by a tenth), so the
+floor is 1 / (signatures x that cost) answers per second, per worker.
 
 The load generator shares the machine's cores with the server, so the wall-clock rate
-says little about the worker.  The control-plane worker's own CPU time (user + system,
-from /proc/<pid>/stat) is read before each phase and again ``DRAIN`` seconds after it:
-the work an answer leaves for later is its own too (the audit sealer chains each
-answer's event once it is 5 seconds old, in the same worker on ``memory://``), and would
-otherwise land in whichever phase runs then. What the idle worker spends meanwhile (its
-rate measured before the load) is taken off. The CPU seconds per answer give the
-worker's capacity, 1 / (CPU seconds per answer) answers per second, which is compared
-with the floor ("per worker").  Prints a table; not a pass/fail benchmark (exit
-status 1 only on errors).
+says little about the worker.  The control-plane worker's own CPU time (the scheduler's
+nanosecond count of every thread, /proc/<pid>/task/*/schedstat) is read before each
+phase and again ``DRAIN`` seconds after it: the work an answer leaves for later is its
+own too (the audit sealer chains each answer's event once it is 5 seconds old, in the
+same worker on ``memory://``), and would otherwise land in whichever phase runs then.
+What the idle worker spends meanwhile is taken off: its rate is read right after each
+drain, with the data that phase left in the store (the median of ``IDLE`` one-second
+readings). The CPU seconds per answer give the worker's capacity, 1 / (CPU seconds per
+answer) answers per second, which is compared with the floor ("per worker").  Prints a
+table; not a pass/fail benchmark (exit status 1 only on errors).
 """
 from __future__ import annotations
 
@@ -60,10 +62,11 @@ from tests.e2e.conftest import start_stack
 REDIRECT_URI = "http://127.0.0.1/callback"
 LEVELS = (1, 16)
 SIGNATURES = {"authorization_code": 2, "refresh_token": 2, "client_credentials": 1}
-TICKS = os.sysconf("SC_CLK_TCK")
 # Seconds after a phase whose CPU is the phase's: the sealer's settle time (5 s), its
 # interval (1 s), and one more.
 DRAIN = 7.0
+# Seconds over which the idle worker's rate is read after each drain (a reading a second).
+IDLE = 3.0
 
 
 def worker_pid(launcher: int) -> int:
@@ -84,25 +87,34 @@ def _children(pid: int) -> list[int]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` (every thread) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+    """The CPU time of ``pid``'s threads so far, to the nanosecond (``/proc/<pid>/stat``
+    counts in clock ticks of 10 ms: over a 3 s idle reading, 3 ms a second)."""
+    return sum(int((task / "schedstat").read_text().split()[0])
+               for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
 
 
-def idle_rate(pid: int, seconds: float = 3.0) -> float:
-    """The worker's CPU seconds per second while nothing asks it anything."""
-    before = cpu_seconds(pid)
-    time.sleep(seconds)
-    return (cpu_seconds(pid) - before) / seconds
+def idle_rate(pid: int, seconds: float = IDLE) -> float:
+    """The worker's CPU seconds per second while nothing asks it anything: the median of
+    one-second readings, so that a pass of the audit sealer over the whole log (once a
+    minute) in one of them does not make the idle worker look busier than it is."""
+    rates = []
+    for _ in range(max(1, round(seconds))):
+        before = cpu_seconds(pid)
+        time.sleep(1.0)
+        rates.append(cpu_seconds(pid) - before)
+    return statistics.median(rates)
 
 
-def measured(pid: int, phase, *args, drain: float = 0.0, idle: float = 0.0) -> dict:
+def measured(pid: int, phase, *args, drain: float = 0.0) -> dict:
     """``phase(*args)``'s result with ``cpu``: the worker's CPU seconds during it and the
-    ``drain`` seconds after it, less ``idle`` (CPU seconds per second) over the drain."""
+    ``drain`` seconds after it, less what the idle worker spends over the drain (read
+    just after it), and that ``idle`` rate."""
     before = cpu_seconds(pid)
     result = phase(*args)
     time.sleep(drain)
-    return {**result, "cpu": cpu_seconds(pid) - before - idle * drain}
+    spent = cpu_seconds(pid) - before
+    idle = idle_rate(pid) if drain else 0.0
+    return {**result, "cpu": spent - idle * drain, "idle": idle}
 
 
 def _pkce() -> tuple[str, str]:
@@ -246,21 +258,21 @@ def _run_threads(target, n: int, args=None) -> float:
 def _row(name: str, concurrency: int, result: dict, signature: float) -> str:
     lat, floor = result["latencies"], 1 / (SIGNATURES[name] * signature)
     if not lat:
-        return f"| {name} | {concurrency} | 0 | - | - | - | {floor:.0f} | - | - | - | {len(result['errors'])} |"
+        return f"| {name} | {concurrency} | 0 | - | - | - | {floor:.0f} | - | - | - | - | {len(result['errors'])} |"
     rate, cpu = len(lat) / result["wall"], result["cpu"] / len(lat)
     capacity = 1 / cpu if cpu else float("inf")
     return (f"| {name} | {concurrency} | {len(lat)} | {rate:.1f} | {cpu * 1000:.2f} | {capacity:.0f} | {floor:.0f} "
             f"| {100 * capacity / floor:.0f}% | {statistics.median(lat) * 1000:.1f} | {percentile(lat, 99) * 1000:.1f} "
-            f"| {len(result['errors'])} |")
+            f"| {result['idle'] * 1000:.1f} | {len(result['errors'])} |")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of refresh load per level (default 5)")
-    parser.add_argument("--codes", type=int, default=1000, help="codes exchanged per level (default 1000)")
+    parser.add_argument("--codes", type=int, default=3000, help="codes exchanged per level (default 3000)")
     args = parser.parse_args(argv)
-    results, failed, idle = [], False, 0.0
-    before = signature_cost()
+    results, failed = [], False
+    signatures = [signature_cost()]
     with tempfile.TemporaryDirectory() as tmp:
         stack = start_stack(Path(tmp), IAMGATE_RATE_LIMIT_LOGIN="1000000/60", IAMGATE_RATE_LIMIT_REGISTER="0/60",
                             IAMGATE_RATE_LIMIT_API="1000000/60", IAMGATE_LOG_LEVEL="WARNING")
@@ -268,29 +280,33 @@ def main(argv=None) -> int:
             base, worker = stack.control_url, worker_pid(stack.process.pid)
             ctx = setup(base)
             time.sleep(DRAIN)  # the set-up's own deferred work
-            idle = idle_rate(worker)
             for concurrency in LEVELS:
                 codes = issue_codes(base, ctx, args.codes)
-                time.sleep(DRAIN)
-                exchanged = measured(worker, exchange_phase, base, ctx, codes, concurrency, drain=DRAIN, idle=idle)
+                started = time.monotonic()
+                signatures.append(signature_cost())
+                time.sleep(max(0.0, DRAIN - (time.monotonic() - started)))
+                exchanged = measured(worker, exchange_phase, base, ctx, codes, concurrency, drain=DRAIN)
                 refreshed = measured(worker, refresh_phase, base, ctx, exchanged["refresh_tokens"], concurrency,
-                                     args.seconds, drain=DRAIN, idle=idle)
+                                     args.seconds, drain=DRAIN)
                 machine = measured(worker, client_credentials_phase, base, ctx, concurrency, args.seconds,
-                                   drain=DRAIN, idle=idle)
+                                   drain=DRAIN)
                 results += [("authorization_code", concurrency, exchanged), ("refresh_token", concurrency, refreshed),
                             ("client_credentials", concurrency, machine)]
                 failed |= bool(exchanged["errors"] or refreshed["errors"] or machine["errors"])
         finally:
             stack.stop()
-    signature = statistics.median([before, signature_cost()])
+    signatures.append(signature_cost())
+    signature = statistics.median(signatures)
     rows = [_row(name, concurrency, result, signature) for name, concurrency, result in results]
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), {platform.system()} {platform.release()}, "
           f"Python {platform.python_version()}; one gunicorn gevent worker on memory://")
-    print(f"one RS256 signature (2048-bit key): {signature * 1000:.2f} ms (before the load {before * 1000:.2f} ms)")
-    print(f"the idle worker: {idle * 1000:.1f} ms of CPU a second (taken off each phase's {DRAIN:.0f} s drain)")
+    print(f"one RS256 signature (2048-bit key): {signature * 1000:.3f} ms, the median of "
+          f"{', '.join(f'{cost * 1000:.3f}' for cost in signatures)}")
+    print(f"worker CPU per answer: the phase and the {DRAIN:.0f} s after it, less the idle worker's rate over those "
+          f"{DRAIN:.0f} s (read for {IDLE:.0f} s after them: the last column)")
     print("\n| grant | concurrency | requests | per second (wall) | worker CPU ms per answer | per worker /s "
-          "| floor /s | per worker of floor | p50 ms | p99 ms | errors |"
-          "\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "| floor /s | per worker of floor | p50 ms | p99 ms | idle ms/s | errors |"
+          "\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 1 if failed else 0
 
