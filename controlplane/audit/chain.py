@@ -121,7 +121,8 @@ class Sealer:
     records after it, not every unsealed record of the log again (the store's unsealed
     set is an index on MongoDB; on ``memory://`` it was a scan of the whole log every
     second).  Below the floor only a record written late can be unsealed, so a pass from
-    the start of the log runs every ``full_pass`` seconds and seals those."""
+    the start of the log runs every ``full_pass`` seconds and seals those; the floor
+    outlives that pass."""
 
     def __init__(self, store, clock, *, settle: float = 5.0, lease_seconds: float = 30.0, batch: int = 1000,
                  full_pass: float = 60.0):
@@ -147,16 +148,20 @@ class Sealer:
             # The lease lapsed (or was never held): another may have sealed since.
             self._heads, self._floor = {}, None
         self._held_until = now + self._lease
-        if self._floor is None or now >= self._full_pass_due:
-            self._floor, self._full_pass_due = None, now + self._full_pass
+        full = self._floor is None or now >= self._full_pass_due
+        if full:
+            self._full_pass_due = now + self._full_pass
         try:
-            records = self._store.settled(now - self._settle, self._batch, after=self._floor)
+            records = self._store.settled(now - self._settle, self._batch, after=None if full else self._floor)
             sealed = self._seal(records)
         except BaseException:
             self._held_until = None  # a seal may or may not have landed: read the heads again
             raise
         if records:
-            self._floor = max(self._floor or 0, records[-1]["seq"])
+            last = records[-1]["seq"]
+            # A full pass cut short by the batch goes on from where it stopped; one that read
+            # everything sealed only late records below the floor, which still holds.
+            self._floor = last if full and len(records) >= self._batch else max(self._floor or 0, last)
         return sealed
 
     def _seal(self, records) -> int:

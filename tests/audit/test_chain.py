@@ -171,6 +171,32 @@ def test_a_pass_reads_only_the_records_after_the_last_it_sealed(ctx, clock, seal
     assert ctx.audit.verify(application_id=application["_id"]).intact
 
 
+def test_the_floor_outlives_the_pass_from_the_start(ctx, clock, sealer, application, monkeypatch):
+    """The minute's pass from the start of the log finds nothing to seal, or only records
+    written late: the passes after it still read only the records after the floor (a
+    floor dropped for good made every pass after the first minute a scan of the log)."""
+    store, asked = ctx.audit.store, []
+    settled = store.settled
+    monkeypatch.setattr(store, "settled", lambda cutoff, limit, after=None: asked.append(after) or
+                        settled(cutoff, limit, after))
+    sealed = record(ctx, application["_id"], 3)
+    clock.advance(6)
+    assert sealer.seal_once() >= 3
+    for _ in range(4):  # the lease (30 s) runs on; the pass from the start is due at 66 s
+        clock.advance(25)
+        assert sealer.seal_once() == 0
+    assert asked == [None, sealed[-1], sealed[-1], None, sealed[-1]]
+    late = ctx.store["events"].find_one({"seq": sealed[0]})
+    ctx.store["events"].update_one({"_id": late["_id"]}, {"$set": {"sealed": False}})  # as if it landed late
+    clock.advance(25)
+    assert sealer.seal_once() == 0  # below the floor
+    clock.advance(25)
+    assert sealer.seal_once() == 1  # the next pass from the start
+    clock.advance(1)
+    assert sealer.seal_once() == 0
+    assert asked[-3:] == [sealed[-1], None, sealed[-1]]
+
+
 def test_dashboard_actions_chain_per_organization(ctx, clock, sealer, monkeypatch, capsys):
     for _ in range(2):
         ctx.audit.record("organization.member_added", result=audit.success(),
