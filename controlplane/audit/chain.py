@@ -160,7 +160,7 @@ class Sealer:
         if records:
             last = records[-1]["seq"]
             # A full pass cut short by the batch goes on from where it stopped; one that read
-            # everything sealed only late records below the floor, which still holds.
+            # to the end keeps the floor (what it sealed below the floor was written late).
             self._floor = last if full and len(records) >= self._batch else max(self._floor or 0, last)
         return sealed
 
