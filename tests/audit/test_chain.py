@@ -149,13 +149,20 @@ def test_a_record_written_late_is_chained_after_the_others_and_reported(ctx, clo
     assert verdict.intact and verdict.late == [late["_id"]]
 
 
-def test_a_pass_reads_only_the_records_after_the_last_it_sealed(ctx, clock, sealer, application, monkeypatch):
-    """The unsealed set is an index on MongoDB; on memory:// a read from the start of the
-    log was a scan of every event, every second."""
+def floors_asked(ctx, monkeypatch) -> list:
+    """The ``after`` (the sealer's floor; None: from the start of the log) of each work
+    list the sealer asks the store for, in order."""
     store, asked = ctx.audit.store, []
     settled = store.settled
     monkeypatch.setattr(store, "settled", lambda cutoff, limit, after=None: asked.append(after) or
                         settled(cutoff, limit, after))
+    return asked
+
+
+def test_a_pass_reads_only_the_records_after_the_last_it_sealed(ctx, clock, sealer, application, monkeypatch):
+    """The unsealed set is an index on MongoDB; on memory:// a read from the start of the
+    log was a scan of every event, every second."""
+    asked = floors_asked(ctx, monkeypatch)
     first = record(ctx, application["_id"], 2)
     clock.advance(6)
     assert sealer.seal_once() >= 2
@@ -175,10 +182,7 @@ def test_the_floor_outlives_the_pass_from_the_start(ctx, clock, sealer, applicat
     """The minute's pass from the start of the log finds nothing to seal, or only records
     written late: the passes after it still read only the records after the floor (a
     floor dropped for good made every pass after the first minute a scan of the log)."""
-    store, asked = ctx.audit.store, []
-    settled = store.settled
-    monkeypatch.setattr(store, "settled", lambda cutoff, limit, after=None: asked.append(after) or
-                        settled(cutoff, limit, after))
+    asked = floors_asked(ctx, monkeypatch)
     sealed = record(ctx, application["_id"], 3)
     clock.advance(6)
     assert sealer.seal_once() >= 3
