@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -33,11 +32,11 @@ import requests
 
 from benchmarks.decision_bench import percentile
 from benchmarks.doc import conditions, publish
+from benchmarks.oidc_token_bench import cpu_seconds
 from tests.e2e.processes import Admin, Processes
 
 SECTION = "## Change-stream fan-out: latest run"
 TARGETS = {"seen_p99_ms": 250, "idle_stream_kb": 100}
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def worker_pid(master: int) -> int:
@@ -45,11 +44,6 @@ def worker_pid(master: int) -> int:
     if len(children) != 1:
         raise RuntimeError(f"expected one control-plane worker, found {children}")
     return int(children[0])
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
 def rss_kb(pid: int) -> int:
@@ -130,7 +124,7 @@ async def until_streams_closed(control_url: str, timeout: float = 20.0) -> None:
     loop, deadline = asyncio.get_running_loop(), time.monotonic() + timeout
     while time.monotonic() < deadline:
         metrics = await loop.run_in_executor(None, lambda: requests.get(control_url + "/metrics", timeout=5).text)
-        if any(line.startswith("iamgate_change_streams_open") and float(line.split()[-1]) == 0
+        if any(line.startswith("iamgate_change_streams_open ") and float(line.split()[-1]) == 0
                for line in metrics.splitlines()):
             return
         await asyncio.sleep(0.25)
