@@ -96,9 +96,11 @@ fuzz: $(STAMP)
 	$(PY) -m tests.e2e.fuzz --profile fuzz $(FUZZ_ARGS)
 
 ## Mixed workload at bounded rates for SOAK_MINUTES (default 10); errors, p50/p99, RSS slope.
+## SOAK_STORE: wire (default: the store in a process of its own, as MongoDB is) or memory (as make run).
 SOAK_MINUTES ?= 10
+SOAK_STORE ?= wire
 soak: $(STAMP)
-	$(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES)
+	$(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES) --store $(SOAK_STORE)
 
 ## Load-test both processes on loopback; figures go to docs/performance.md.
 ## `make bench` runs every benchmark; `make bench oidc login` only those named (benchmarks/run.py).

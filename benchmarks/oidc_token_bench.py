@@ -2,7 +2,7 @@
 grant and the client_credentials grant, at concurrency 1 and 16, each beside its floor.
 
     make bench oidc
-    .venv/bin/python -m benchmarks.oidc_token_bench [--seconds 5] [--codes 3000]
+    .venv/bin/python -m benchmarks.oidc_token_bench [--seconds 5] [--codes 3000] [--store wire]
 
 Method: the real stack (``python -m controlplane.launcher``: gunicorn, one gevent
 worker, ``memory://``) at IAMGATE_BCRYPT_ROUNDS=4; over HTTP a dashboard account, an
@@ -37,6 +37,11 @@ drain, with the data that phase left in the store (the median of ``IDLE`` one-se
 readings). The CPU seconds per answer give the worker's capacity, 1 / (CPU seconds per
 answer) answers per second, which is compared with the floor ("per worker").  Prints a
 table; not a pass/fail benchmark (exit status 1 only on errors).
+
+``--store wire`` runs the same against a store in a process of its own, reached as
+``mongodb://`` (tests/mongo_wire.py), the layout of a deployment on MongoDB: the worker
+then pays the driver's round trips instead of the embedded store's operations, and the
+audit sealer runs in the webhook worker, whose CPU is not counted.
 """
 from __future__ import annotations
 
@@ -58,6 +63,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from benchmarks.login_load import PASSWORD, percentile, setup_application
 from tests.e2e.conftest import start_stack
+from tests.e2e.processes import start_store, stop_process
 
 REDIRECT_URI = "http://127.0.0.1/callback"
 LEVELS = (1, 16)
@@ -270,12 +276,23 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of refresh load per level (default 5)")
     parser.add_argument("--codes", type=int, default=3000, help="codes exchanged per level (default 3000)")
+    parser.add_argument("--store", choices=("memory", "wire"), default="memory",
+                        help="memory:// in the worker (default, as make run), or a store process of its own "
+                             "reached as mongodb:// (tests/mongo_wire.py), as MongoDB is")
     args = parser.parse_args(argv)
     results, failed = [], False
     signatures = [signature_cost()]
     with tempfile.TemporaryDirectory() as tmp:
-        stack = start_stack(Path(tmp), IAMGATE_RATE_LIMIT_LOGIN="1000000/60", IAMGATE_RATE_LIMIT_REGISTER="0/60",
-                            IAMGATE_RATE_LIMIT_API="1000000/60", IAMGATE_LOG_LEVEL="WARNING")
+        store, env = None, {}
+        if args.store == "wire":
+            store, env["IAMGATE_MONGODB_URI"] = start_store(Path(tmp), "iamgate_bench")
+            env["IAMGATE_WORKERS"] = "1"
+        try:
+            stack = start_stack(Path(tmp), IAMGATE_RATE_LIMIT_LOGIN="1000000/60", IAMGATE_RATE_LIMIT_REGISTER="0/60",
+                                IAMGATE_RATE_LIMIT_API="1000000/60", IAMGATE_LOG_LEVEL="WARNING", **env)
+        except BaseException:
+            stop_process(store)
+            raise
         try:
             base, worker = stack.control_url, worker_pid(stack.process.pid)
             ctx = setup(base)
@@ -295,11 +312,13 @@ def main(argv=None) -> int:
                 failed |= bool(exchanged["errors"] or refreshed["errors"] or machine["errors"])
         finally:
             stack.stop()
+            stop_process(store)
     signatures.append(signature_cost())
     signature = statistics.median(signatures)
     rows = [_row(name, concurrency, result, signature) for name, concurrency, result in results]
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), {platform.system()} {platform.release()}, "
-          f"Python {platform.python_version()}; one gunicorn gevent worker on memory://")
+          f"Python {platform.python_version()}; one gunicorn gevent worker on "
+          + ("memory://" if store is None else "mongodb:// (tests/mongo_wire.py, a process of its own)"))
     print(f"one RS256 signature (2048-bit key): {signature * 1000:.3f} ms, the median of "
           f"{', '.join(f'{cost * 1000:.3f}' for cost in signatures)}")
     print(f"worker CPU per answer: the phase and the {DRAIN:.0f} s after it, less the idle worker's rate over those "

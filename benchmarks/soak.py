@@ -10,7 +10,18 @@ Reported: every unexpected status (and the 5xx count), p50/p99 per operation, an
 RSS of every process (gunicorn master plus workers) at start, after warm-up and at the
 end, with the slope after warm-up. Pass: zero 5xx, zero lost writes (every registered
 user logs in at the end; every revoked assignment denies on both services), and RSS
-growth under 10% after warm-up.
+growth under 10% after warm-up of every process that holds no data.
+
+Where the data lives (``--store``):
+
+- ``wire`` (the default): a production layout. The store is a process of its own
+  (tests/mongo_wire.py, the MongoDB wire protocol in front of the embedded store), the
+  control plane reaches it as ``mongodb://``, and the webhook worker runs beside it
+  (``python -m controlplane worker``). The control plane, the worker and the decision
+  service hold no data, so their RSS growth is the leak test; the store's RSS is reported.
+- ``memory``: ``make run``'s layout. The embedded store is inside the control plane, whose
+  RSS then grows with every user, session and audit record written (about 3 KB a write):
+  it is reported, per write too, and not judged.
 """
 from __future__ import annotations
 
@@ -18,6 +29,8 @@ import argparse
 import os
 import secrets
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -26,7 +39,7 @@ from pathlib import Path
 import requests
 
 from benchmarks.login_load import percentile
-from tests.e2e.processes import PASSWORD, Admin, Processes
+from tests.e2e.processes import PASSWORD, Admin, Processes, free_port, start_store, stop_process, wait_until
 
 # The soak measures steady state, not the per-IP login and registration budgets.
 ENV = {
@@ -39,6 +52,7 @@ ENV = {
 # Share of the request rate per operation.
 MIX = {"register": 1, "login": 2, "refresh": 2, "assign": 1, "revoke": 1, "check (control plane)": 4,
        "check (decision)": 8}
+WRITES = ("register", "login", "refresh", "assign", "revoke")
 
 
 def rss_kib(pid: int) -> int:
@@ -61,8 +75,10 @@ def rss_kib(pid: int) -> int:
 
 
 class Soak:
-    def __init__(self, processes: Processes):
+    def __init__(self, processes: Processes, sampled: dict[str, int]):
+        """``sampled``: the processes whose RSS is sampled, by name (their pids)."""
         self.p = processes
+        self.sampled = sampled
         self.admin = Admin(processes.control_url, name="soak")
         self.role = self.admin.role(["docs:read"])
         self.lock = threading.Lock()
@@ -176,7 +192,7 @@ class Soak:
                    "check (decision)": self.check_decision}
         share = sum(MIX.values())
         stop = time.monotonic() + seconds
-        samples: list[tuple[float, int, int]] = []
+        samples: list[tuple[float, dict[str, int], int]] = []
 
         def worker(name):
             interval = share / (rate * MIX[name])
@@ -196,12 +212,21 @@ class Soak:
         for thread in threads:
             thread.start()
         while time.monotonic() < stop:
-            samples.append((time.monotonic() - begun, rss_kib(self.p.control.pid), rss_kib(self.p.decision.pid)))
+            samples.append((time.monotonic() - begun, self.rss(), self.writes()))
             time.sleep(sample_every)
         for thread in threads:
             thread.join(60)
-        samples.append((time.monotonic() - begun, rss_kib(self.p.control.pid), rss_kib(self.p.decision.pid)))
+        samples.append((time.monotonic() - begun, self.rss(), self.writes()))
         return samples
+
+    def rss(self) -> dict[str, int]:
+        return {name: rss_kib(pid) for name, pid in self.sampled.items()}
+
+    def writes(self) -> int:
+        """The writes made so far (registrations, logins, refreshes, assignments and
+        revocations that succeeded or not: each leaves at least an audit record)."""
+        with self.lock:
+            return sum(len(self.latencies[name]) for name in WRITES)
 
     def verify(self) -> dict:
         """Lost writes: every registered user logs in; every revoked assignment denies on
@@ -223,8 +248,9 @@ class Soak:
                 "revoked_still_allowed": still_allowed}
 
 
-def slope_and_growth(samples, index, warmup):
-    after = [(sample[0], sample[index]) for sample in samples if sample[0] >= warmup]
+def slope_and_growth(samples, name, warmup):
+    """KiB a minute (least squares) and percent growth of ``name``'s RSS after ``warmup`` s."""
+    after = [(sample[0], sample[1][name]) for sample in samples if sample[0] >= warmup]
     if len(after) < 2:
         return 0.0, 0.0
     xs, ys = [t / 60 for t, _ in after], [v for _, v in after]
@@ -237,7 +263,9 @@ def _ms(value):
     return f"{value * 1000:.1f}"
 
 
-def report(seconds, rate, soak: Soak, samples, verdict, warmup) -> tuple[str, bool]:
+def report(seconds, rate, soak: Soak, samples, verdict, warmup, holding_data: str) -> tuple[str, bool]:
+    """The report and the verdict. ``holding_data``: the process the data lives in, whose
+    RSS is reported (with its growth per write after warm-up) but not judged."""
     lines = [f"Duration {seconds / 60:.1f} min at {rate:g} requests/s in total (bounded), warm-up {warmup:.0f} s.", "",
              "| operation | requests | p50 ms | p99 ms | unexpected answers |", "|---|---|---|---|---|"]
     five_xx = 0
@@ -248,16 +276,22 @@ def report(seconds, rate, soak: Soak, samples, verdict, warmup) -> tuple[str, bo
         if values:
             lines.append(f"| {name} | {len(values)} | {_ms(statistics.median(values))} | "
                          f"{_ms(percentile(values, 99))} | {shown} |")
-    lines += ["", "| process | RSS start MiB | RSS after warm-up MiB | RSS end MiB | slope after warm-up KiB/min "
-              "| growth after warm-up |", "|---|---|---|---|---|---|"]
+    warm_sample = next((sample for sample in samples if sample[0] >= warmup), samples[-1])
+    writes = samples[-1][2] - warm_sample[2]
+    lines += ["", f"Writes after warm-up: {writes}.", "",
+              "| process | RSS start MiB | RSS after warm-up MiB | RSS end MiB | slope after warm-up KiB/min "
+              "| growth after warm-up | judged |", "|---|---|---|---|---|---|---|"]
     growths = []
-    for index, name in ((1, "control plane"), (2, "decision service")):
-        start = samples[0][index]
-        warm = next((s[index] for s in samples if s[0] >= warmup), samples[-1][index])
-        slope, growth = slope_and_growth(samples, index, warmup)
-        growths.append(growth)
-        lines.append(f"| {name} | {start / 1024:.1f} | {warm / 1024:.1f} | {samples[-1][index] / 1024:.1f} | "
-                     f"{slope:+.0f} | {growth:+.1f}% |")
+    for name in soak.sampled:
+        start, warm, end = samples[0][1][name], warm_sample[1][name], samples[-1][1][name]
+        slope, growth = slope_and_growth(samples, name, warmup)
+        if name == holding_data:
+            judged = f"no: holds the data ({(end - warm) * 1024 / max(writes, 1):.0f} bytes a write)"
+        else:
+            judged = "yes"
+            growths.append(growth)
+        lines.append(f"| {name} | {start / 1024:.1f} | {warm / 1024:.1f} | {end / 1024:.1f} | {slope:+.0f} | "
+                     f"{growth:+.1f}% | {judged} |")
     lines += ["", f"5xx: {five_xx}. Registered users: {verdict['users']}, of which could not log in at the end: "
                   f"{verdict['lost_logins']}. Revoked assignments: {verdict['revoked']}, still allowed "
                   f"(control plane or decision service): {verdict['revoked_still_allowed']}."]
@@ -267,22 +301,59 @@ def report(seconds, rate, soak: Soak, samples, verdict, warmup) -> tuple[str, bo
     return "\n".join(lines), passed
 
 
+def start_worker(processes: Processes, logs: Path) -> subprocess.Popen:
+    """``python -m controlplane worker`` against the processes' store, once it is ready."""
+    port = free_port()
+    with open(logs / "worker.log", "w") as out:
+        worker = subprocess.Popen([sys.executable, "-m", "controlplane", "worker"], stdout=out,
+                                  stderr=subprocess.STDOUT, process_group=0,
+                                  env={**processes.env, "IAMGATE_WORKER_PORT": str(port)})
+    if not wait_until(lambda: _ready(f"http://127.0.0.1:{port}/readyz"), 60):
+        stop_process(worker)
+        raise RuntimeError("the webhook worker did not start:\n" + (logs / "worker.log").read_text())
+    return worker
+
+
+def _ready(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--rate", type=float, default=20.0, help="requests per second, all operations together")
+    parser.add_argument("--store", choices=("wire", "memory"), default="wire",
+                        help="where the data lives: a store process of its own (default), or memory:// "
+                             "inside the control plane, as make run")
     args = parser.parse_args(argv)
     seconds = args.minutes * 60
     warmup = min(60.0, seconds / 5)
     with tempfile.TemporaryDirectory(prefix="iamgate-soak-") as logs:
-        processes = Processes(Path(logs), env=ENV).start()
+        logs = Path(logs)
+        store = worker = None
+        env = dict(ENV)
         try:
-            soak = Soak(processes)
-            samples = soak.run(seconds, args.rate)
-            verdict = soak.verify()
+            if args.store == "wire":
+                store, env["IAMGATE_MONGODB_URI"] = start_store(logs, "iamgate_soak")
+            processes = Processes(logs, env=env).start()
+            try:
+                sampled = {"control plane": processes.control.pid, "decision service": processes.decision.pid}
+                if store is not None:
+                    worker = start_worker(processes, logs)
+                    sampled |= {"webhook worker": worker.pid, "store": store.pid}
+                soak = Soak(processes, sampled)
+                samples = soak.run(seconds, args.rate)
+                verdict = soak.verify()
+            finally:
+                stop_process(worker)
+                processes.stop()
         finally:
-            processes.stop()
-    text, passed = report(seconds, args.rate, soak, samples, verdict, warmup)
+            stop_process(store)
+    holding_data = "store" if args.store == "wire" else "control plane"
+    text, passed = report(seconds, args.rate, soak, samples, verdict, warmup, holding_data)
     print(text)
     return 0 if passed else 1
 

@@ -16,6 +16,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -176,6 +177,28 @@ class Processes:
     def logs(self) -> str:
         return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}"
                          for path in sorted(self.log_dir.glob("*.log")))
+
+
+def start_store(log_dir: Path, database: str) -> tuple[subprocess.Popen, str]:
+    """A store in a process of its own, as MongoDB is (tests/mongo_wire.py: the wire
+    protocol in front of the embedded store), for the benchmarks that must not count
+    the data in the control plane's process; the process and the URI of ``database``."""
+    port = free_port()
+    with open(log_dir / "store.log", "w") as out:
+        store = subprocess.Popen([sys.executable, "-m", "tests.mongo_wire", "--port", str(port)], stdout=out,
+                                 stderr=subprocess.STDOUT, process_group=0)
+    if not wait_until(lambda: store.poll() is None and _listens(port), 30):
+        stop_process(store)
+        raise RuntimeError("the store did not start:\n" + (log_dir / "store.log").read_text())
+    return store, f"mongodb://127.0.0.1:{port}/{database}"
+
+
+def _listens(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def stop_process(process: subprocess.Popen | None) -> None:
