@@ -1,16 +1,19 @@
 """``make soak``: a mixed workload against the real processes for a while, at bounded
 request rates on loopback.
 
-    .venv/bin/python -m benchmarks.soak [--minutes 10] [--rate 20]
+    .venv/bin/python -m benchmarks.soak [--minutes 10] [--rate 20] [--store memory]
 
 Each operation runs in its own thread at its own share of ``--rate`` requests per
 second: end-user registrations, logins, token refreshes, role assignments and
 revocations, and permission checks on the control plane and on the decision service.
-Reported: every unexpected status (and the 5xx count), p50/p99 per operation, and the
-RSS of every process (gunicorn master plus workers) at start, after warm-up and at the
-end, with the slope after warm-up. Pass: zero 5xx, zero lost writes (every registered
-user logs in at the end; every revoked assignment denies on both services), and RSS
-growth under 10% after warm-up of every process that holds no data.
+A webhook on loopback subscribes to the events of the registrations, logins,
+assignments and revocations. Reported: every unexpected status (and the 5xx count),
+p50/p99 per operation, the deliveries against the events logged, and the RSS of every
+process (gunicorn master plus workers) at start, after warm-up and at the end, with the
+slope after warm-up. Pass: zero 5xx, zero lost writes (every registered user logs in at
+the end; every revoked assignment denies on both services), every subscribed event
+delivered once (a retry keeps its delivery id), and RSS growth under 10% after warm-up
+of every process that holds no data.
 
 Where the data lives (``--store``):
 
@@ -39,7 +42,17 @@ from pathlib import Path
 import requests
 
 from benchmarks.login_load import percentile
-from tests.e2e.processes import PASSWORD, Admin, Processes, free_port, start_store, stop_process, wait_until
+from tests.e2e.processes import (
+    PASSWORD,
+    Admin,
+    LoopbackReceiver,
+    Processes,
+    answers,
+    free_port,
+    start_store,
+    stop_process,
+    wait_until,
+)
 
 # The soak measures steady state, not the per-IP login and registration budgets.
 ENV = {
@@ -47,12 +60,16 @@ ENV = {
     "IAMGATE_RATE_LIMIT_REGISTER": "1000000/60",
     "IAMGATE_RATE_LIMIT_API": "1000000/60",
     "IAMGATE_RATE_LIMIT_IP": "1000000/60",
+    "IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true",  # the soak's receiver is on loopback
 }
 
 # Share of the request rate per operation.
 MIX = {"register": 1, "login": 2, "refresh": 2, "assign": 1, "revoke": 1, "check (control plane)": 4,
        "check (decision)": 8}
 WRITES = ("register", "login", "refresh", "assign", "revoke")
+# The events the soak's webhook subscribes to, by the operation that logs each.
+DELIVERY_WAIT = 60.0
+HOOKED = {"user.created": "register", "user.login": "login", "role.assigned": "assign", "role.removed": "revoke"}
 
 
 def rss_kib(pid: int) -> int:
@@ -74,6 +91,24 @@ def rss_kib(pid: int) -> int:
     return total
 
 
+class Deliveries:
+    """The delivery ids the soak's webhook received, per event (a retry reuses its
+    delivery's id)."""
+
+    def __init__(self):
+        self.ids: dict[str, set[str]] = {event: set() for event in HOOKED}
+        self.lock = threading.Lock()
+        self.receiver = LoopbackReceiver(self.received)
+
+    def received(self, headers, _body) -> None:
+        with self.lock:
+            self.ids.setdefault(headers["X-Service-Event"], set()).add(headers["X-Service-Delivery-Id"])
+
+    def counted(self) -> dict[str, int]:
+        with self.lock:
+            return {event: len(ids) for event, ids in self.ids.items()}
+
+
 class Soak:
     def __init__(self, processes: Processes, sampled: dict[str, int]):
         """``sampled``: the processes whose RSS is sampled, by name (their pids)."""
@@ -89,6 +124,12 @@ class Soak:
         self.assigned: list[str] = []            # user ids holding the role
         self.revoked: dict[str, int | None] = {}  # user id -> revision of the revocation
         self.http = threading.local()
+        self.succeeded: dict[str, int] = {name: 0 for name in MIX}
+        self.deliveries = Deliveries()
+        hook = self.session().post(f"{self.admin.v1}/webhooks",
+                                   json={"url": self.deliveries.receiver.url, "events": list(HOOKED)},
+                                   headers=self.admin.headers, timeout=30)
+        hook.raise_for_status()
 
     def session(self) -> requests.Session:
         if not hasattr(self.http, "s"):
@@ -101,6 +142,8 @@ class Soak:
             self.latencies[name].append(elapsed)
             if response.status_code not in expected:
                 self.errors[name][response.status_code] = self.errors[name].get(response.status_code, 0) + 1
+            else:
+                self.succeeded[name] += 1
         return response.status_code in expected
 
     # ---------------------------------------------------------------- operations
@@ -230,12 +273,15 @@ class Soak:
 
     def verify(self) -> dict:
         """Lost writes: every registered user logs in; every revoked assignment denies on
-        both services (read-your-writes with the revocation's revision)."""
+        both services (read-your-writes with the revocation's revision). Lost deliveries:
+        every subscribed event of a write that succeeded reaches the webhook once (waited
+        for up to ``DELIVERY_WAIT`` seconds)."""
         lost_logins = 0
         for email in self.registered.values():
             r = self.session().post(f"{self.admin.v1}/users/login", json={"email": email, "password": PASSWORD},
                                     timeout=30)
             lost_logins += r.status_code != 200
+            self.succeeded["login"] += r.status_code == 200
         still_allowed = 0
         revoked = {user: revision for user, revision in self.revoked.items() if revision is not None}
         for user, revision in revoked.items():
@@ -244,8 +290,13 @@ class Soak:
                                        params={"user_id": user, "permission": "docs:read", "min_revision": revision},
                                        headers=self.admin.headers, timeout=30)
                 still_allowed += r.status_code != 200 or r.json()["allowed"]
+        expected = {event: self.succeeded[operation] for event, operation in HOOKED.items()}
+        wait_until(lambda: self.deliveries.counted() == expected, DELIVERY_WAIT)
+        delivered = self.deliveries.counted()
+        self.deliveries.receiver.close()
         return {"users": len(self.registered), "lost_logins": lost_logins, "revoked": len(revoked),
-                "revoked_still_allowed": still_allowed}
+                "revoked_still_allowed": still_allowed, "deliveries_expected": expected,
+                "deliveries": delivered}
 
 
 def slope_and_growth(samples, name, warmup):
@@ -295,8 +346,11 @@ def report(seconds, rate, soak: Soak, samples, verdict, warmup, holding_data: st
     lines += ["", f"5xx: {five_xx}. Registered users: {verdict['users']}, of which could not log in at the end: "
                   f"{verdict['lost_logins']}. Revoked assignments: {verdict['revoked']}, still allowed "
                   f"(control plane or decision service): {verdict['revoked_still_allowed']}."]
+    expected, delivered = verdict["deliveries_expected"], verdict["deliveries"]
+    lines.append("Webhook deliveries (delivered / events logged): " + ", ".join(
+        f"{event} {delivered.get(event, 0)} / {count}" for event, count in expected.items()) + ".")
     passed = (five_xx == 0 and verdict["lost_logins"] == 0 and verdict["revoked_still_allowed"] == 0
-              and all(g < 10 for g in growths))
+              and delivered == expected and all(g < 10 for g in growths))
     lines.append(f"Verdict: {'PASS' if passed else 'FAIL'}.")
     return "\n".join(lines), passed
 
@@ -308,17 +362,10 @@ def start_worker(processes: Processes, logs: Path) -> subprocess.Popen:
         worker = subprocess.Popen([sys.executable, "-m", "controlplane", "worker"], stdout=out,
                                   stderr=subprocess.STDOUT, process_group=0,
                                   env={**processes.env, "IAMGATE_WORKER_PORT": str(port)})
-    if not wait_until(lambda: _ready(f"http://127.0.0.1:{port}/readyz"), 60):
+    if not wait_until(lambda: answers(f"http://127.0.0.1:{port}/readyz"), 60):
         stop_process(worker)
         raise RuntimeError("the webhook worker did not start:\n" + (logs / "worker.log").read_text())
     return worker
-
-
-def _ready(url: str) -> bool:
-    try:
-        return requests.get(url, timeout=1).status_code == 200
-    except requests.RequestException:
-        return False
 
 
 def main(argv=None) -> int:

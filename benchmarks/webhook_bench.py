@@ -33,40 +33,27 @@ import statistics
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from shared.config import Config
+from tests.e2e.processes import LoopbackReceiver
 
 TARGET_P99 = 1.0
 
 
 class _Receiver:
+    """Each delivery's arrival time and data, on a loopback endpoint answering 200."""
+
     def __init__(self):
         self.arrivals: list[tuple[float, dict]] = []
         self.lock = threading.Lock()
         self.count = 0
-        receiver = self
+        self.url = LoopbackReceiver(self.received).url
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                now = time.time()
-                with receiver.lock:
-                    receiver.arrivals.append((now, json.loads(body)["data"]))
-                    receiver.count += 1
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def received(self, _headers, body: bytes) -> None:
+        now = time.time()
+        with self.lock:
+            self.arrivals.append((now, json.loads(body)["data"]))
+            self.count += 1
 
     def wait_for(self, n: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

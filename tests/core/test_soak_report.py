@@ -1,5 +1,6 @@
-"""benchmarks/soak.py's verdict: RSS growth fails only a process that holds no data; the
-process the data lives in is reported with its growth per write, not judged."""
+"""benchmarks/soak.py's verdict: RSS growth fails only a process that holds no data (the
+process the data lives in is reported with its growth per write, not judged); a 5xx, a
+lost write, or a webhook delivery lost or sent twice fails."""
 from __future__ import annotations
 
 import types
@@ -21,7 +22,9 @@ def _samples(control_end, store_end):
             (600.0, {"control plane": control_end, "store": store_end}, 1100)]
 
 
-VERDICT = {"users": 10, "lost_logins": 0, "revoked": 5, "revoked_still_allowed": 0}
+DELIVERIES = {"user.created": 10, "user.login": 20, "role.assigned": 6, "role.removed": 5}
+VERDICT = {"users": 10, "lost_logins": 0, "revoked": 5, "revoked_still_allowed": 0,
+           "deliveries_expected": DELIVERIES, "deliveries": DELIVERIES}
 
 
 def test_the_process_holding_the_data_is_reported_per_write_and_not_judged():
@@ -41,6 +44,15 @@ def test_a_process_holding_no_data_fails_at_ten_percent():
     # The same growth in the process that holds the data is not a leak.
     _, passed = soak.report(600, 20, _soak(), _samples(1100, 1000), VERDICT, 60, "control plane")
     assert passed
+
+
+def test_a_delivery_lost_or_sent_twice_fails():
+    for delivered in ({**DELIVERIES, "user.login": 19}, {**DELIVERIES, "role.removed": 6}):
+        text, passed = soak.report(600, 20, _soak(), _samples(1000, 1000), {**VERDICT, "deliveries": delivered}, 60,
+                                   "store")
+        assert not passed
+    text, _ = soak.report(600, 20, _soak(), _samples(1000, 1000), VERDICT, 60, "store")
+    assert "Webhook deliveries (delivered / events logged): user.created 10 / 10, user.login 20 / 20," in text
 
 
 def test_a_5xx_or_a_lost_write_fails():

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import requests
@@ -80,7 +81,8 @@ def wait_until(predicate, timeout=30.0, interval=0.05):
     return None
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether ``url`` answers 200 now (a readiness probe's question)."""
     try:
         return requests.get(url, timeout=1).status_code == 200
     except requests.RequestException:
@@ -144,7 +146,7 @@ class Processes:
         self.control = self._spawn(
             "control", _gunicorn("controlplane.wsgi:create()", "127.0.0.1", self.control_port, self.control_workers),
             self.env)
-        if not wait_until(lambda: self.control.poll() is None and _answers(self.control_url + "/healthz"), 60):
+        if not wait_until(lambda: self.control.poll() is None and answers(self.control_url + "/healthz"), 60):
             raise RuntimeError("the control plane did not start:\n" + self.logs())
 
     def start_decision_service(self, **env) -> None:
@@ -152,11 +154,11 @@ class Processes:
         self.decision = self._spawn(
             "decision", _gunicorn("decision.wsgi:create()", "127.0.0.1", self.decision_port, self.decision_workers),
             merged)
-        if not wait_until(lambda: self.decision.poll() is None and _answers(self.decision_url + "/healthz"), 60):
+        if not wait_until(lambda: self.decision.poll() is None and answers(self.decision_url + "/healthz"), 60):
             raise RuntimeError("the decision service did not start:\n" + self.logs())
 
     def decision_ready(self, timeout=30.0) -> bool:
-        return bool(wait_until(lambda: _answers(self.decision_url + "/readyz"), timeout))
+        return bool(wait_until(lambda: answers(self.decision_url + "/readyz"), timeout))
 
     def start(self) -> Processes:
         self.start_control_plane()
@@ -177,6 +179,33 @@ class Processes:
     def logs(self) -> str:
         return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}"
                          for path in sorted(self.log_dir.glob("*.log")))
+
+
+class LoopbackReceiver:
+    """A webhook endpoint on loopback for the benchmarks: every POST is handed to
+    ``on_post(headers, body)`` and answered 200 at once."""
+
+    def __init__(self, on_post):
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                on_post(self.headers, self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def start_store(log_dir: Path, database: str) -> tuple[subprocess.Popen, str]:
