@@ -23,7 +23,7 @@ Where the data lives (``--store``):
   (``python -m controlplane worker``). The control plane, the worker and the decision
   service hold no data, so their RSS growth is the leak test; the store's RSS is reported.
 - ``memory``: ``make run``'s layout. The embedded store is inside the control plane, whose
-  RSS then grows with every user, session and audit record written (about 3 KB a write):
+  RSS then grows with every user, session, audit record and delivery written (about 4 KB a write):
   it is reported, per write too, and not judged.
 """
 from __future__ import annotations
@@ -67,8 +67,8 @@ ENV = {
 MIX = {"register": 1, "login": 2, "refresh": 2, "assign": 1, "revoke": 1, "check (control plane)": 4,
        "check (decision)": 8}
 WRITES = ("register", "login", "refresh", "assign", "revoke")
+DELIVERY_WAIT = 60.0  # seconds the deliveries of the run may take after it
 # The events the soak's webhook subscribes to, by the operation that logs each.
-DELIVERY_WAIT = 60.0
 HOOKED = {"user.created": "register", "user.login": "login", "role.assigned": "assign", "role.removed": "revoke"}
 
 
@@ -385,8 +385,9 @@ def main(argv=None) -> int:
         try:
             if args.store == "wire":
                 store, env["IAMGATE_MONGODB_URI"] = start_store(logs, "iamgate_soak")
-            processes = Processes(logs, env=env).start()
+            processes = Processes(logs, env=env)
             try:
+                processes.start()
                 sampled = {"control plane": processes.control.pid, "decision service": processes.decision.pid}
                 if store is not None:
                     worker = start_worker(processes, logs)
