@@ -98,7 +98,7 @@ def _worker(args, config: Config) -> int:
         print(f"iamgate worker: {exc}", file=sys.stderr)
         return 1
     tracing.start(config, tracing.WORKER)  # before the store opens: its listener
-    services = build_services(config)
+    services = build_services(config, streams=False)  # it serves no change streams
     server = ThreadedServer(listener, worker_app(services), CONTROL_PLANE_SERVER).start()
     stop = threading.Event()
 

@@ -277,14 +277,19 @@ class Tailer(BackgroundLoop):
     BUFFER = 20000
     thread_name = "iamgate-tailer"
 
-    def __init__(self, log_: EventLog, *, interval_ms: int = 25, gap_timeout: float = 2.0, deferred: bool = False):
+    def __init__(self, log_: EventLog, *, interval_ms: int = 25, gap_timeout: float = 2.0, deferred: bool = False,
+                 buffered: bool = True):
         """``deferred``: read the log's head at ``begin()`` rather than now, so building the
-        services needs no store (the start-up step calls ``begin`` once MongoDB answers)."""
+        services needs no store (the start-up step calls ``begin`` once MongoDB answers).
+        ``buffered``: keep the last ``BUFFER`` events for ``wait_after`` (the change streams
+        a web process serves: about 1 KB an event); a process that serves none, the
+        webhook worker, keeps none, and its ``wait_after`` always sends the caller to the
+        log."""
         super().__init__()
         self._log = log_
         self._interval = interval_ms / 1000.0
         self._gap_timeout = gap_timeout
-        self._buffer: deque[Event] = deque(maxlen=self.BUFFER)
+        self._buffer: deque[Event] = deque(maxlen=self.BUFFER if buffered else 0)
         self._lock = threading.Lock()
         # One signal per application that has waiters (None: waiters for every application)
         # and per kind of wake-up (any change, or only a change that concerns decision

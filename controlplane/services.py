@@ -221,9 +221,12 @@ class Services:
     connection_sign_in: ConnectionSignInServices
 
 
-def build_services(config: Config, *, store: Store | None = None, clock=None, resolver=None) -> Services:
-    """Build every service for ``config``.  ``store``, ``clock`` and ``resolver`` (name
-    resolution for webhook targets) are for tests."""
+def build_services(config: Config, *, streams: bool = True, store: Store | None = None, clock=None,
+                   resolver=None) -> Services:
+    """Build every service for ``config``.  ``streams``: whether this process serves change
+    streams (a web process; the webhook worker does not, and its tailer keeps no recent
+    events for them).  ``store``, ``clock`` and ``resolver`` (name resolution for webhook
+    targets) are for tests."""
     clock = clock or utcnow
     store = store or Store(config.mongodb_uri)
     box = SecretBox(config.secret_key)
@@ -232,7 +235,7 @@ def build_services(config: Config, *, store: Store | None = None, clock=None, re
     application_store = ApplicationStore(store)
     events = EventLog(store, clock, organization_of=application_store.organization_of,
                       retention_days=config.audit_retention_days)
-    tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True)
+    tailer = Tailer(events, interval_ms=config.events_poll_interval, deferred=True, buffered=streams)
     keys = SigningKeys(store, box, clock,
                        max_token_lifetime=max(config.access_token_ttl, config.oidc_access_token_ttl))
     tokens = TokenService(keys, clock, issuer=config.public_url, access_ttl=config.access_token_ttl)

@@ -142,6 +142,35 @@ def test_seq_older_than_the_buffer_asks_the_caller_to_read_the_log(ctx):
     assert [e.seq for e in ctx.events.read_after(old - 1)] == [old, old + 1]
 
 
+def test_a_tailer_without_a_buffer_feeds_its_consumers_and_keeps_no_event(ctx):
+    """The webhook worker's tailer (it serves no change streams): every event still reaches
+    the consumers in order, and none is kept for ``wait_after``."""
+    head = ctx.events.head()
+    tailer = Tailer(ctx.events, buffered=False)
+    seen = []
+    tailer.subscribe(lambda event: seen.append(event.seq))
+    seqs = [ctx.events.emit("app", "role.assigned") for _ in range(3)]
+    assert tailer.poll_once() == 3 and seen == seqs and tailer.last_seq == seqs[-1]
+    assert tailer.wait_after(head, timeout=0) is None  # read the log instead
+    buffered = Tailer(ctx.events)
+    buffered.last_seq = head
+    buffered.poll_once()
+    assert [e.seq for e in buffered.wait_after(head, timeout=0)] == seqs
+
+
+def test_only_a_process_that_serves_change_streams_keeps_recent_events():
+    from controlplane.services import build_services
+    from tests.conftest import make_config
+
+    for streams in (True, False):
+        services = build_services(make_config(), streams=streams)
+        services.startup.run_once()
+        head = services.tailer.last_seq
+        services.events.emit("app", "role.assigned")
+        services.tailer.poll_once()
+        assert (services.tailer.wait_after(head, timeout=0) is None) is not streams
+
+
 def test_a_gap_is_waited_for_then_skipped(ctx, monkeypatch):
     log = EventLog(ctx.store, ctx.clock)
     tailer = Tailer(log, gap_timeout=0.0)
