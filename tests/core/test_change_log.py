@@ -5,6 +5,8 @@ import time
 import pytest
 
 from controlplane.events import EventLog, Tailer, current_revision, reset_revision
+from controlplane.services import build_services
+from tests.conftest import make_config
 
 
 def test_emit_assigns_strictly_increasing_seq_and_records_the_revision(ctx):
@@ -159,9 +161,6 @@ def test_a_tailer_without_a_buffer_feeds_its_consumers_and_keeps_no_event(ctx):
 
 
 def test_only_a_process_that_serves_change_streams_keeps_recent_events():
-    from controlplane.services import build_services
-    from tests.conftest import make_config
-
     for streams in (True, False):
         services = build_services(make_config(), streams=streams)
         services.startup.run_once()
