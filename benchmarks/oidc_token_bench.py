@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import os
 import platform
@@ -282,37 +283,31 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     results, failed = [], False
     signatures = [signature_cost()]
-    with tempfile.TemporaryDirectory() as tmp:
-        store, env = None, {}
+    store = None
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as cleanup:
+        env = {}
         if args.store == "wire":
             store, env["IAMGATE_MONGODB_URI"] = start_store(Path(tmp), "iamgate_bench")
+            cleanup.callback(stop_process, store)
             env["IAMGATE_WORKERS"] = "1"
-        try:
-            stack = start_stack(Path(tmp), IAMGATE_RATE_LIMIT_LOGIN="1000000/60", IAMGATE_RATE_LIMIT_REGISTER="0/60",
-                                IAMGATE_RATE_LIMIT_API="1000000/60", IAMGATE_LOG_LEVEL="WARNING", **env)
-        except BaseException:
-            stop_process(store)
-            raise
-        try:
-            base, worker = stack.control_url, worker_pid(stack.process.pid)
-            ctx = setup(base)
-            time.sleep(DRAIN)  # the set-up's own deferred work
-            for concurrency in LEVELS:
-                codes = issue_codes(base, ctx, args.codes)
-                started = time.monotonic()
-                signatures.append(signature_cost())
-                time.sleep(max(0.0, DRAIN - (time.monotonic() - started)))
-                exchanged = measured(worker, exchange_phase, base, ctx, codes, concurrency, drain=DRAIN)
-                refreshed = measured(worker, refresh_phase, base, ctx, exchanged["refresh_tokens"], concurrency,
-                                     args.seconds, drain=DRAIN)
-                machine = measured(worker, client_credentials_phase, base, ctx, concurrency, args.seconds,
-                                   drain=DRAIN)
-                results += [("authorization_code", concurrency, exchanged), ("refresh_token", concurrency, refreshed),
-                            ("client_credentials", concurrency, machine)]
-                failed |= bool(exchanged["errors"] or refreshed["errors"] or machine["errors"])
-        finally:
-            stack.stop()
-            stop_process(store)
+        stack = start_stack(Path(tmp), IAMGATE_RATE_LIMIT_LOGIN="1000000/60", IAMGATE_RATE_LIMIT_REGISTER="0/60",
+                            IAMGATE_RATE_LIMIT_API="1000000/60", IAMGATE_LOG_LEVEL="WARNING", **env)
+        cleanup.callback(stack.stop)
+        base, worker = stack.control_url, worker_pid(stack.process.pid)
+        ctx = setup(base)
+        time.sleep(DRAIN)  # the set-up's own deferred work
+        for concurrency in LEVELS:
+            codes = issue_codes(base, ctx, args.codes)
+            started = time.monotonic()
+            signatures.append(signature_cost())
+            time.sleep(max(0.0, DRAIN - (time.monotonic() - started)))
+            exchanged = measured(worker, exchange_phase, base, ctx, codes, concurrency, drain=DRAIN)
+            refreshed = measured(worker, refresh_phase, base, ctx, exchanged["refresh_tokens"], concurrency,
+                                 args.seconds, drain=DRAIN)
+            machine = measured(worker, client_credentials_phase, base, ctx, concurrency, args.seconds, drain=DRAIN)
+            results += [("authorization_code", concurrency, exchanged), ("refresh_token", concurrency, refreshed),
+                        ("client_credentials", concurrency, machine)]
+            failed |= bool(exchanged["errors"] or refreshed["errors"] or machine["errors"])
     signatures.append(signature_cost())
     signature = statistics.median(signatures)
     rows = [_row(name, concurrency, result, signature) for name, concurrency, result in results]

@@ -32,8 +32,6 @@ import argparse
 import os
 import secrets
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -47,8 +45,6 @@ from tests.e2e.processes import (
     Admin,
     LoopbackReceiver,
     Processes,
-    answers,
-    free_port,
     start_store,
     stop_process,
     wait_until,
@@ -355,19 +351,6 @@ def report(seconds, rate, soak: Soak, samples, verdict, warmup, holding_data: st
     return "\n".join(lines), passed
 
 
-def start_worker(processes: Processes, logs: Path) -> subprocess.Popen:
-    """``python -m controlplane worker`` against the processes' store, once it is ready."""
-    port = free_port()
-    with open(logs / "worker.log", "w") as out:
-        worker = subprocess.Popen([sys.executable, "-m", "controlplane", "worker"], stdout=out,
-                                  stderr=subprocess.STDOUT, process_group=0,
-                                  env={**processes.env, "IAMGATE_WORKER_PORT": str(port)})
-    if not wait_until(lambda: answers(f"http://127.0.0.1:{port}/readyz"), 60):
-        stop_process(worker)
-        raise RuntimeError("the webhook worker did not start:\n" + (logs / "worker.log").read_text())
-    return worker
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -379,24 +362,21 @@ def main(argv=None) -> int:
     seconds = args.minutes * 60
     warmup = min(60.0, seconds / 5)
     with tempfile.TemporaryDirectory(prefix="iamgate-soak-") as logs:
-        logs = Path(logs)
-        store = worker = None
-        env = dict(ENV)
+        store, env = None, dict(ENV)
         try:
             if args.store == "wire":
-                store, env["IAMGATE_MONGODB_URI"] = start_store(logs, "iamgate_soak")
-            processes = Processes(logs, env=env)
+                store, env["IAMGATE_MONGODB_URI"] = start_store(Path(logs), "iamgate_soak")
+            processes = Processes(Path(logs), env=env)
             try:
                 processes.start()
                 sampled = {"control plane": processes.control.pid, "decision service": processes.decision.pid}
                 if store is not None:
-                    worker = start_worker(processes, logs)
-                    sampled |= {"webhook worker": worker.pid, "store": store.pid}
+                    processes.start_worker()
+                    sampled |= {"webhook worker": processes.worker.pid, "store": store.pid}
                 soak = Soak(processes, sampled)
                 samples = soak.run(seconds, args.rate)
                 verdict = soak.verify()
             finally:
-                stop_process(worker)
                 processes.stop()
         finally:
             stop_process(store)

@@ -12,6 +12,7 @@ Used by the end-to-end tests and by ``make bench`` (benchmarks/decision_bench.py
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import socket
@@ -129,6 +130,7 @@ class Processes:
         self.env = base
         self.control: subprocess.Popen | None = None
         self.decision: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
         self._starts = 0
 
     def _spawn(self, name: str, command: list[str], env: dict) -> subprocess.Popen:
@@ -157,6 +159,15 @@ class Processes:
         if not wait_until(lambda: self.decision.poll() is None and answers(self.decision_url + "/healthz"), 60):
             raise RuntimeError("the decision service did not start:\n" + self.logs())
 
+    def start_worker(self) -> None:
+        """The webhook worker (``python -m controlplane worker``), as against MongoDB; once
+        its ``/readyz`` answers."""
+        port = free_port()
+        self.worker = self._spawn("worker", [sys.executable, "-m", "controlplane", "worker"],
+                                  {**self.env, "IAMGATE_WORKER_PORT": str(port)})
+        if not wait_until(lambda: self.worker.poll() is None and answers(f"http://127.0.0.1:{port}/readyz"), 60):
+            raise RuntimeError("the webhook worker did not start:\n" + self.logs())
+
     def decision_ready(self, timeout=30.0) -> bool:
         return bool(wait_until(lambda: answers(self.decision_url + "/readyz"), timeout))
 
@@ -171,6 +182,7 @@ class Processes:
         stop_process(self.control)
 
     def stop(self) -> None:
+        stop_process(self.worker)
         stop_process(self.decision)
         stop_process(self.control)
         if self.database_uri and self.env.get("IAMGATE_MONGODB_URI") == self.database_uri:
@@ -211,23 +223,18 @@ class LoopbackReceiver:
 def start_store(log_dir: Path, database: str) -> tuple[subprocess.Popen, str]:
     """A store in a process of its own, as MongoDB is (tests/mongo_wire.py: the wire
     protocol in front of the embedded store), for the benchmarks that must not count
-    the data in the control plane's process; the process and the URI of ``database``."""
-    port = free_port()
-    with open(log_dir / "store.log", "w") as out:
-        store = subprocess.Popen([sys.executable, "-m", "tests.mongo_wire", "--port", str(port)], stdout=out,
+    the data in the control plane's process; the process and the URI of ``database``.
+    It binds a free port itself and says which in its first line."""
+    log = log_dir / "store.log"
+    with open(log, "w") as out:
+        store = subprocess.Popen([sys.executable, "-m", "tests.mongo_wire", "--port", "0"], stdout=out,
                                  stderr=subprocess.STDOUT, process_group=0)
-    if not wait_until(lambda: store.poll() is None and _listens(port), 30):
+    served = re.compile(r"^serving (mongodb://\S+/)$", re.MULTILINE)
+    found = wait_until(lambda: store.poll() is None and served.search(log.read_text()), 30)
+    if not found:
         stop_process(store)
-        raise RuntimeError("the store did not start:\n" + (log_dir / "store.log").read_text())
-    return store, f"mongodb://127.0.0.1:{port}/{database}"
-
-
-def _listens(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
+        raise RuntimeError("the store did not start:\n" + log.read_text())
+    return store, found.group(1) + database
 
 
 def stop_process(process: subprocess.Popen | None) -> None:
