@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from controlplane.connections.model import Endpoints, secret_box
 from tests.npm import NODE_DIR, missing_node, node_package, unavailable
 
 SCRIPT = NODE_DIR / "upstream_provider.mjs"
+READY_WITHIN = 30.0  # seconds for an instance to listen (about 1 s on a loaded 2-core machine)
+REPORT_SIGNAL = signal.SIGUSR2
 # The accounts every instance starts with; a test adds or changes its own.
 UPSTREAM_SECRET = "upstream-client-secret-0123456789"  # the connections' client secret at the provider
 ACCOUNTS = {
@@ -51,6 +54,7 @@ class Upstream:
     accounts_path: Path
     process: subprocess.Popen
     log_path: Path
+    reports: Path  # where Node writes its diagnostic report when sent REPORT_SIGNAL
 
     @property
     def client(self) -> dict:
@@ -74,30 +78,54 @@ class Upstreams:
         """A new instance on a loopback port of its own with these clients ({client_id,
         client_secret, redirect_uris}) and accounts (ACCOUNTS when None).  The instance
         listens on a port the kernel picks and names its issuer on its first line, so
-        no other process can take the port between its choice and the listen."""
+        no other process can take the port between its choice and the listen.
+
+        An instance that has not listened within ``READY_WITHIN`` seconds is asked for
+        Node's diagnostic report (where its JavaScript and native stacks are), stopped and
+        started once more; a second such instance fails the test with both logs and the
+        report.  (Once in a full run an instance printed the library's first warning and
+        then nothing for 60 s, which a run of its own never showed.)"""
         number = len(self.started)
         accounts_path = self.folder / f"accounts-{number}.json"
         accounts_path.write_text(json.dumps(ACCOUNTS if accounts is None else accounts))
-        log_path = self.folder / f"upstream-{number}.log"
         settings = {"clients": clients, "accounts": str(accounts_path), "github": github}
+        stuck = []
+        for attempt in range(2):
+            upstream = self._launch(f"{number}-{attempt}", settings, clients, accounts_path)
+            issuer = _wait_until_ready(upstream, READY_WITHIN)
+            if issuer is not None:
+                upstream.issuer = issuer
+                _wait_for_discovery(upstream)
+                return upstream
+            stuck.append(f"attempt {attempt + 1}:\n{upstream.logs()}\n{_diagnostic_report(upstream)}")
+            _stop(upstream)
+        pytest.fail(f"the upstream provider did not listen within {READY_WITHIN} s, twice:\n" + "\n".join(stuck))
+
+    def _launch(self, name: str, settings: dict, clients: list[dict], accounts_path: Path) -> Upstream:
+        log_path, reports = self.folder / f"upstream-{name}.log", self.folder / f"reports-{name}"
+        reports.mkdir()  # Node writes no report into a folder that is not there
         with log_path.open("wb") as log:
-            process = subprocess.Popen(["node", str(SCRIPT), json.dumps(settings)], cwd=NODE_DIR, stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        upstream = Upstream("", clients, accounts_path, process, log_path)
+            process = subprocess.Popen(["node", "--report-on-signal", f"--report-signal={REPORT_SIGNAL.name}",
+                                        f"--report-directory={reports}", str(SCRIPT), json.dumps(settings)],
+                                       cwd=NODE_DIR, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        upstream = Upstream("", clients, accounts_path, process, log_path, reports)
         self.started.append(upstream)
-        upstream.issuer = _wait_until_ready(upstream)
-        _wait_for_discovery(upstream)
         return upstream
 
     def stop(self) -> None:
         for upstream in self.started:
-            upstream.process.terminate()
-        for upstream in self.started:
-            try:
-                upstream.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                upstream.process.kill()
-                upstream.process.wait(timeout=5)
+            _stop(upstream)
+
+
+def _stop(upstream: Upstream) -> None:
+    if upstream.process.poll() is not None:
+        return
+    upstream.process.terminate()
+    try:
+        upstream.process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        upstream.process.kill()
+        upstream.process.wait(timeout=5)
 
 
 def endpoints_of(upstream: Upstream, fetched_at) -> Endpoints:
@@ -110,8 +138,9 @@ def endpoints_of(upstream: Upstream, fetched_at) -> Endpoints:
                      fetched_at=fetched_at)
 
 
-def _wait_until_ready(upstream: Upstream, timeout: float = 60) -> str:
-    """The issuer the instance prints once it listens (``{"ready": issuer}``)."""
+def _wait_until_ready(upstream: Upstream, timeout: float) -> str | None:
+    """The issuer the instance prints once it listens (``{"ready": issuer}``); None when
+    it has not within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for line in upstream.log_path.read_text(errors="replace").splitlines():
@@ -120,7 +149,25 @@ def _wait_until_ready(upstream: Upstream, timeout: float = 60) -> str:
         if upstream.process.poll() is not None:
             pytest.fail(f"the upstream provider exited ({upstream.process.returncode}):\n{upstream.logs()}")
         time.sleep(0.05)
-    pytest.fail(f"the upstream provider did not listen within {timeout} s:\n{upstream.logs()}")
+    return None
+
+
+def _diagnostic_report(upstream: Upstream, within: float = 5.0) -> str:
+    """Node's diagnostic report of a running instance, cut to its stacks and event loop
+    handles (``--report-on-signal``).  Node writes it when its event loop turns, so an
+    instance stuck in one long step (a busy loop, a native call) writes none."""
+    upstream.process.send_signal(REPORT_SIGNAL)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for path in sorted(upstream.reports.glob("*.json")):
+            try:
+                report = json.loads(path.read_text())
+            except ValueError:  # still being written
+                continue
+            return json.dumps({key: report.get(key) for key in ("javascriptStack", "nativeStack", "libuv")},
+                              indent=1)[:6000]
+        time.sleep(0.1)
+    return f"(no diagnostic report within {within} s: the instance's event loop does not turn)"
 
 
 def _wait_for_discovery(upstream: Upstream, timeout: float = 60) -> None:
