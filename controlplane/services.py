@@ -320,7 +320,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     connections = UpstreamConnectionService(ConnectionStore(store), connection_box, provider_http, identity_store,
                                             pending_links, events, audit, clock)
     # OIDC back-channel logout notices are deliveries of their own kind in the webhook queue.
-    oidc_clients = ClientService(ClientStore(store), clock, target_policy, events)
+    oidc_clients = ClientService(ClientStore(store), clock, target_policy, events, applications.live)
     events.listen(oidc_clients.apply_event)  # the per-worker copies of clients
     tailer.subscribe(oidc_clients.apply_event)
     backchannel = BackchannelLogout(oidc_clients, tokens, webhook_store, clock, issuer=config.public_url,
@@ -343,7 +343,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
 
     # OIDC before end users: a password reset and a suspension end the user's connections.
     # The hosted login, which signs end users in, comes after them.
-    oidc_codes, oidc_grants = CodeStore(store), GrantStore(store)
+    oidc_codes, oidc_grants, session_store = CodeStore(store), GrantStore(store), SessionStore(store)
     oidc_connections = ConnectionService(ConsentStore(store), oidc_grants, events, clock, backchannel)
     events.listen(oidc_connections.apply_event)  # the per-worker copies of grant states
     tailer.subscribe(oidc_connections.apply_event)
@@ -352,7 +352,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     oidc_token = TokenEndpoint(
         clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens,
         code_grant=AuthorizationCodeGrant(codes=oidc_codes, grants=oidc_grants, connections=oidc_connections,
-                                          users=user_directory, clock=clock, audit=audit,
+                                          users=user_directory, sessions=session_store, clock=clock, audit=audit,
                                           refresh_ttl=config.refresh_token_ttl),
         refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_directory,
                                         clock=clock, audit=audit, secret_key=config.secret_key,
@@ -361,12 +361,13 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory)
     oidc_revocation = Revocation(oidc_grants, oidc_connections)
     oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_directory, clock)
-    oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections)
+    browser_sessions = BrowserSessionStore(store)  # the hosted login's; a logout with an ID token ends them
+    oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections, browser_sessions)
 
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.
     one_time_tokens = OneTimeTokenStore(store)
-    sessions = SessionService(user_store, SessionStore(store), events, clock, tokens, oidc_connections, audit,
+    sessions = SessionService(user_store, session_store, events, clock, tokens, oidc_connections, audit,
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
@@ -394,7 +395,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                          email_verification=email_verification, registration=registration,
                          admin=UserAdminService(user_store, sessions, oidc_connections, events, clock), login=login)
 
-    hosted_login = HostedLogin(oidc_authorize, PendingRequestStore(store), BrowserSessionStore(store),
+    hosted_login = HostedLogin(oidc_authorize, PendingRequestStore(store), browser_sessions,
                                applications=applications, login=login, mfa=mfa, authenticator=authenticator,
                                sessions=sessions, users=user_directory, passwords=passwords,
                                registration=registration, passkeys=passkeys, box=box, clock=clock)

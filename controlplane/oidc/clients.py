@@ -24,6 +24,7 @@ client authentication at the token, revocation and introspection endpoints.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from controlplane.audit.changes import changes, created
@@ -108,6 +109,9 @@ class ClientService:
     clock: Clock
     targets: TargetPolicy  # the webhook target rules, which a backchannel_logout_uri must pass
     events: EventLog
+    # The live application of an id, or None (``ApplicationService.live``): a client of an
+    # application being deleted (its purge may run late, or be cut short) gets nothing.
+    live_application: Callable[[str], dict | None]
 
     def __post_init__(self):
         self._by_client_id = LookupCache(ttl=CLIENT_CACHE_TTL, maxsize=CLIENT_CACHE_SIZE,
@@ -182,12 +186,15 @@ class ClientService:
     # ------------------------------------------------------------------ the OAuth endpoints
 
     def active(self, client_id: str | None) -> dict | None:
-        """The active client with this client_id, in any application, or None (through
-        the per-worker copy; the document is shared: callers must not modify it)."""
+        """The active client with this client_id, in any live application, or None
+        (through the per-worker copies of clients and applications; the document is
+        shared: callers must not modify it)."""
         if not client_id:
             return None
         client = self._by_client_id.get(client_id, lambda: self.store.by_client_id(client_id))
-        return client if client is not None and client.get("is_active") else None
+        if client is None or not client.get("is_active") or self.live_application(client["app_id"]) is None:
+            return None
+        return client
 
     def by_client_id(self, client_id: str) -> dict | None:
         """The client with this client_id, active or not, in any application."""
@@ -208,10 +215,13 @@ class ClientService:
         return first
 
     def authenticate_request(self, params: dict, basic: tuple[str, str] | None, *, failure: type,
-                             public: bool = False) -> dict:
+                             missing: type = InvalidRequest, public: bool = False) -> dict:
         """RFC 6749 2.3.1: the client authenticated by ``client_secret_basic`` (``basic``,
         from the Authorization header) or ``client_secret_post`` (``params``), never both
-        (2.3).  Raises ``failure`` for a wrong secret or an unknown or inactive client.
+        (2.3).  Raises ``failure`` for a wrong secret or an unknown or inactive client, and
+        ``missing`` for a request without a client id and secret (RFC 6749 5.2 makes that
+        ``invalid_client``; the token endpoint, whose client_id and client_secret the
+        interface specification lists as required fields, keeps ``invalid_request``).
         Where ``public``, a public client names itself by ``client_id`` alone (3.2.1)."""
         if public and basic is None and params.get("client_secret") is None:
             client = self.active(params.get("client_id"))
@@ -227,7 +237,7 @@ class ClientService:
         else:
             client_id, secret = params.get("client_id"), params.get("client_secret")
         if not client_id or not secret:
-            raise InvalidRequest("Client authentication is required (client_secret_basic or client_secret_post).")
+            raise missing("Client authentication is required (client_secret_basic or client_secret_post).")
         client = self.authenticate(client_id, secret)
         if client is None:
             raise failure("Invalid client credentials.")

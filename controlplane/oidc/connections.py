@@ -14,10 +14,11 @@ upstream identity providers, ``controlplane/connections/identities.py``):
 - ``connection.refreshed`` {user_id, client_id, grant_id} on each refresh grant;
 - ``connection.failed`` {user_id, client_id, reason} when a token request of a known
   client and user fails (reason: invalid_verifier, redirect_uri_mismatch, code_reused,
-  refresh_token_reused, consent_withdrawn, user_inactive);
+  refresh_token_reused, consent_withdrawn, user_inactive, session_ended);
 - ``connection.revoked`` {user_id, client_id, reason, grants_revoked} when grants of the
   connection are revoked (reason: revoked, consent_withdrawn, logout, code_reused,
-  refresh_token_reused, user_inactive; for the grants of one session: session_revoked,
+  refresh_token_reused, user_inactive, session_ended (a code exchanged after the V1
+  session it was issued in ended); for the grants of one session: session_revoked,
   session_token_reused (the V1 session's refresh token was reused), session_limit (evicted
   by the concurrent-session limit); for every grant of the user: password_reset,
   sessions_revoked, suspended, user_deleted; and password_changed for every grant not

@@ -21,7 +21,11 @@ POST (section 2: the OP must support both).
   client_id there is no redirect.  A program (no ``Accept: text/html``) is not asked:
   ``end_session`` answers at once, without a redirect.
 - The OIDC refresh tokens of the session named by the hint's ``sid`` are revoked
-  (``connection.revoked`` with reason logout); without a hint nothing is revoked.
+  (``connection.revoked`` with reason logout), and so are the hosted login's browser
+  sessions signed in with it, wherever the browser is: the request need not carry their
+  cookie (a cross-site form POST, which RP-Initiated Logout 2 lets an RP send, carries no
+  ``SameSite=Lax`` cookie; nor does a back-end or another device).  Without a hint nothing
+  is revoked, and the resource ends the browser sessions whose cookies came along.
 """
 from __future__ import annotations
 
@@ -44,10 +48,11 @@ class LogoutResult:
 
 
 class Logout:
-    def __init__(self, tokens, clients, connections):
+    def __init__(self, tokens, clients, connections, browser_sessions):
         self._tokens = tokens
         self._clients = clients
         self._connections = connections
+        self._browser_sessions = browser_sessions
 
     def end_session(self, params: dict) -> LogoutResult:
         hint = params.get("id_token_hint")
@@ -65,6 +70,7 @@ class Logout:
         if client is None:
             raise InvalidRequest("id_token_hint names an unknown client.")
         if claims.get("sid"):
+            self._browser_sessions.delete_for_session(client["app_id"], claims["sub"], claims["sid"])
             self._connections.revoke_session(client["app_id"], claims["sub"], claims["sid"])
         return self._result(client, post_logout_uri, state)
 

@@ -221,6 +221,10 @@ class BrowserSessionStore(Collection):
     def delete(self, token_digest: str) -> bool:
         return self._docs.delete_one({"_id": token_digest}).deleted_count == 1
 
+    def delete_for_session(self, app_id: str, user_id: str, session_id: str) -> int:
+        """End every browser session signed in with the V1 session ``session_id``."""
+        return self._docs.delete_many({"app_id": app_id, "user_id": user_id, "session_id": session_id}).deleted_count
+
 
 class PendingRequestStore(Collection):
     """``oidc_pending_requests``: authorization requests between the hosted pages."""

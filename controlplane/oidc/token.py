@@ -30,6 +30,7 @@ from controlplane.oidc.errors import (
 )
 from controlplane.oidc.store import CodeStore, GrantStore
 from controlplane.users.directory import UserDirectory
+from controlplane.users.store import SessionStore
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import Clock, aware, seconds
 
@@ -52,6 +53,7 @@ class AuthorizationCodeGrant:
     grants: GrantStore
     connections: ConnectionService
     users: UserDirectory
+    sessions: SessionStore
     clock: Clock
     audit: AuditLog
     refresh_ttl: int
@@ -78,16 +80,20 @@ class AuthorizationCodeGrant:
         return used
 
     def _refused(self, client: dict, params: dict, code_digest: str, now):
-        """Why the code could not be spent, in RFC 6749 4.1.2's order: unknown or another
-        client's, a verifier missing, used before (a replay), expired."""
+        """Why the code could not be spent: unknown or another client's, used before (a
+        replay, which revokes what its first exchange issued, RFC 6749 4.1.2, with or
+        without a verifier: whoever holds a leaked code seldom holds the verifier too),
+        a verifier missing, expired."""
         code = self.codes.get(code_digest)
         if code is None or code["client_id"] != client["client_id"]:
             raise InvalidGrant("The code is invalid.")
+        if code.get("used_at") is not None:
+            self._replayed(code_digest, code)
         if code.get("code_challenge") is not None:
             _required(params, "code_verifier")
-        if code.get("used_at") is None and aware(code["expires_at"]) <= now:
+        if aware(code["expires_at"]) <= now:
             raise InvalidGrant("The code has expired.")
-        self._replayed(code_digest, code)
+        raise InvalidGrant("The code was already used.")  # nothing left to explain the refusal: as the write found it
 
     def _check_verifier(self, code: dict, verifier: str | None) -> None:
         """RFC 7636 4.6 (S256 only)."""
@@ -141,6 +147,12 @@ class AuthorizationCodeGrant:
         if (self.codes.get(code["_id"]) or {}).get("replayed_at") is not None:
             self.connections.revoke_grant(grant["_id"], "code_reused")
             raise InvalidGrant("The code was already used.")
+        # The sign-in the code came from must still be on: a logout, a password reset or a
+        # revoked session ends the session first and then sweeps its grants, so a grant
+        # inserted before this read is swept, and one read after it finds the session over.
+        if grant["session_id"] is not None and not self.sessions.is_live(app_id, grant["session_id"], now):
+            self.connections.revoke_grant(grant["_id"], "session_ended")
+            self._fail(code, "session_ended", "The session the code was issued in has ended.")
         self.connections.connected(app_id, user_id, client["client_id"], grant["_id"], code["scopes"])
         return {**grant, "nonce": code.get("nonce"), "user": user}, refresh_token
 

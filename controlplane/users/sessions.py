@@ -166,9 +166,7 @@ class SessionService:
     def is_active(self, app_id: str, session_id: str) -> bool:
         """True while the session is neither revoked nor expired (the OIDC hosted
         login's browser session lasts no longer than the session it started)."""
-        session = self.sessions.get(app_id, session_id)
-        return session is not None and session.get("revoked_at") is None \
-            and aware(session["expires_at"]) > self.clock()
+        return self.sessions.is_live(app_id, session_id, self.clock())
 
     def logout(self, app_id: str, refresh_token: str, *, user_id: str | None) -> bool:
         """Revoke the session of ``refresh_token`` and the OIDC grants made in it.  A user

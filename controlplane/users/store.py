@@ -322,6 +322,11 @@ class SessionStore(AppCollection):
         except DuplicateKeyError:
             pass  # already recorded
 
+    def is_live(self, app_id: str, session_id: str, now) -> bool:
+        """Whether the session is neither revoked nor expired."""
+        return self._docs.find_one({"_id": session_id, "app_id": app_id, "revoked_at": None,
+                                    "expires_at": {"$gt": now}}, {"_id": 1}) is not None
+
     def by_current(self, app_id: str, token_digest: str) -> dict | None:
         return self._docs.find_one({"app_id": app_id, "refresh_digest": token_digest})
 

@@ -127,3 +127,22 @@ def test_only_the_first_token_writes_the_connection(client, ctx, machine, monkey
         assert client_credentials(client, machine).status_code == 200
     assert len(writes) == 1
     assert len(list(ctx.store["events"].find({"type": "connection.created"}))) == 1
+
+
+def test_no_client_of_an_application_whose_deletion_was_cut_short_gets_a_token(
+        client, ctx, application, machine, issue_tokens, refresh_grant, user_token, rp_client, monkeypatch):
+    """An application being deleted is marked first and purged after; a purge that
+    stops part-way (a store failure) leaves its clients' documents behind until the
+    next start finishes it, and neither they nor their refresh tokens may work meanwhile."""
+    tokens = issue_tokens(user_token, rp_client)
+    assert client_credentials(client, machine).status_code == 200  # the per-worker copies are warm
+
+    def cut_short(_app_id):
+        raise RuntimeError("the store went away mid-purge")
+
+    monkeypatch.setattr(ctx.applications.store, "purge", cut_short)
+    with pytest.raises(RuntimeError):
+        ctx.applications.delete(application["_id"])
+    assert ctx.store["oidc_clients"].count_documents({"app_id": application["_id"]}) == 2
+    assert_oauth_error(client_credentials(client, machine), "invalid_grant")
+    assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"]), "invalid_grant")

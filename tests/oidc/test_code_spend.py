@@ -34,10 +34,10 @@ class ReadFirst(AuthorizationCodeGrant):
         now = self.clock()
         if code is None or code["client_id"] != client["client_id"]:
             raise InvalidGrant("The code is invalid.")
-        if code.get("code_challenge") is not None:
-            _required(params, "code_verifier")
         if code.get("used_at") is not None:
             self._replayed(code_digest, code)
+        if code.get("code_challenge") is not None:
+            _required(params, "code_verifier")
         if aware(code["expires_at"]) <= now:
             raise InvalidGrant("The code has expired.")
         used = self.codes._docs.find_one_and_update(

@@ -9,7 +9,8 @@ import jwt
 import pytest
 
 from tests.conftest import events_of
-from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error
+from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, pkce_pair
+from tests.oidc.test_hosted import Browser, authorize_url, query_of
 
 BYE = "https://rp.example.com/bye"
 
@@ -128,3 +129,29 @@ def test_logout_by_post(client, refresh_grant, rp_client, tokens):
     response = client.simulate_post("/oidc/logout", body=body, headers=FORM)
     assert response.status_code == 302 and response.headers["location"] == f"{BYE}?state=s"
     assert refresh_grant(rp_client, tokens["refresh_token"]).status_code == 400
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_hint_ends_the_browser_session_without_its_cookie(client, ctx, application, oidc_client, make_user,
+                                                             exchange, method):
+    """An RP that logs out by an auto-submitted cross-site form POST (RP-Initiated Logout
+    2) sends no ``SameSite=Lax`` cookie, nor does a back end or another device: the ID
+    token's ``sid`` names the sign-in, and its browser sessions end all the same, so the
+    next authorize in that browser asks for the login again."""
+    app = ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
+    rp, person, browser = oidc_client(app, name="Portal"), make_user(app), Browser(client)
+    verifier, challenge = pkce_pair()
+    login = browser.get(authorize_url(rp, challenge=challenge))
+    consent = browser.submit(login, email=person["email"], password=person["password"])
+    code = query_of(browser.submit(consent, decision="allow"))["code"]
+    id_token = exchange(rp, code, verifier).json["id_token"]
+    other = Browser(client)  # signed in elsewhere too, with a sign-in of its own: it stays
+    other_login = other.submit(other.get(authorize_url(rp)), email=person["email"], password=person["password"])
+    assert query_of(other_login)["code"]
+
+    body = urlencode({"id_token_hint": id_token})
+    out = (client.simulate_post("/oidc/logout", body=body, headers=FORM) if method == "POST"
+           else client.simulate_get("/oidc/logout", query_string=body))  # the RP's request: no browser cookie
+    assert out.status_code == 200, out.text
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
+    assert query_of(other.get(authorize_url(rp, prompt="none")))["code"]

@@ -10,6 +10,7 @@ from controlplane.oidc.store import GrantStore
 from shared.timeutil import seconds
 from tests.conftest import events_of
 from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, pkce_pair
+from tests.plugins.users import fresh_address, users_url
 
 
 @pytest.fixture
@@ -123,6 +124,87 @@ def test_code_replay_revokes_what_the_first_exchange_issued(exchange, refresh_gr
     assert_oauth_error(refresh_grant(rp_client, first["refresh_token"]), "invalid_grant")
     assert [e["data"]["reason"] for e in events_of(ctx, "connection.failed")] == ["code_reused"]
     assert [e["data"]["reason"] for e in events_of(ctx, "connection.revoked")] == ["code_reused"]
+
+
+@pytest.mark.parametrize("verifier", [None, "wrong-verifier-" + "x" * 40], ids=["no verifier", "a wrong one"])
+def test_a_replay_without_the_right_verifier_revokes_too(exchange, refresh_grant, ctx, rp_client, code_and_verifier,
+                                                         verifier):
+    """Whoever replays a leaked code seldom holds its verifier: the replay is a replay
+    before it is a request without (or with a wrong) verifier (RFC 6749 4.1.2)."""
+    code, good = code_and_verifier
+    first = exchange(rp_client, code, good).json
+    assert_oauth_error(exchange(rp_client, code, verifier), "invalid_grant")
+    assert_oauth_error(refresh_grant(rp_client, first["refresh_token"]), "invalid_grant")
+    assert [e["data"]["reason"] for e in events_of(ctx, "connection.revoked")] == ["code_reused"]
+
+
+def _logout(client, application, user_token):
+    response = client.simulate_post(users_url(application, "/logout"), headers=user_token.headers,
+                                    json={"refresh_token": user_token.refresh_token})
+    assert response.status_code == 204, response.text
+
+
+def _revoke_the_session(client, application, user_token):
+    session_id = jwt.decode(user_token.access_token, options={"verify_signature": False})["sid"]
+    response = client.simulate_delete(users_url(application, f"/{user_token.user['id']}/sessions/{session_id}"),
+                                      headers=user_token.headers)
+    assert response.status_code == 204, response.text
+
+
+def _revoke_every_session(client, application, user_token):
+    response = client.simulate_delete(users_url(application, f"/{user_token.user['id']}/sessions"),
+                                      headers=user_token.headers)
+    assert response.status_code in (200, 204), response.text
+
+
+def _reset_the_password(client, application, user_token, outbox):
+    email = user_token.user["email"]
+    client.simulate_post(users_url(application, "/password/forgot"), json={"email": email},
+                         remote_addr=fresh_address())
+    response = client.simulate_post(users_url(application, "/password/reset"), remote_addr=fresh_address(),
+                                    json={"token": outbox[-1].token, "email": email, "password": "Another-Horse-77"})
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("end", [_logout, _revoke_the_session, _revoke_every_session, _reset_the_password],
+                         ids=["logout", "one session revoked", "every session revoked", "password reset"])
+def test_a_code_from_a_session_that_ended_gets_no_grant(client, application, exchange, refresh_grant, ctx, outbox,
+                                                        user_token, rp_client, code_and_verifier, end):
+    """A code outlives the sign-in it came from by up to 60 s; the exchange must not
+    turn it into a grant the sign-in's end has already swept (nor may a still valid
+    access token of a logged-out session authorize one)."""
+    if end is _reset_the_password:
+        end(client, application, user_token, outbox)
+    else:
+        end(client, application, user_token)
+    head = ctx.events.head()
+    assert_oauth_error(exchange(rp_client, *code_and_verifier), "invalid_grant")
+    assert [g["revoked_reason"] for g in ctx.store["oidc_refresh_tokens"].find({"revoked_at": None})] == []
+    after = ctx.store["events"].find({"type": {"$regex": "^connection[.]"}, "seq": {"$gt": head}}).sort("seq", 1)
+    assert [(e["type"], e["data"]["reason"]) for e in after] == [("connection.revoked", "session_ended"),
+                                                                  ("connection.failed", "session_ended")]
+    verifier, challenge = pkce_pair()  # the same access token, still within its 15 minutes
+    code = client.simulate_get("/oidc/authorize", headers=user_token.headers, params={
+        "response_type": "code", "client_id": rp_client["client_id"], "redirect_uri": REDIRECT_URI,
+        "scope": "openid", "code_challenge": challenge, "code_challenge_method": "S256"})
+    assert code.status_code == 200, code.text  # authorize takes it; the exchange does not
+    assert_oauth_error(exchange(rp_client, code.json["code"], verifier), "invalid_grant")
+
+
+def test_a_session_ended_between_the_insert_and_the_check_revokes_the_new_grant(
+        exchange, ctx, application, user_token, rp_client, code_and_verifier, monkeypatch):
+    """The race the order closes: the session ends after the grant is stored (so the
+    sweep of its end may have run before), and the check after the insert finds it over."""
+    store = ctx.oidc.token.code_grant.grants
+    insert = store.insert
+
+    def insert_then_end(grant):
+        insert(grant)
+        ctx.users.sessions.sessions.revoke(application["_id"], grant["session_id"], ctx.clock(), "logout")
+
+    monkeypatch.setattr(store, "insert", insert_then_end)
+    assert_oauth_error(exchange(rp_client, *code_and_verifier), "invalid_grant")
+    assert ctx.store["oidc_refresh_tokens"].count_documents({"revoked_at": None}) == 0
 
 
 def test_another_clients_code_is_refused_and_not_spent(exchange, application, oidc_client, rp_client,

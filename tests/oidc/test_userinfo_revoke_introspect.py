@@ -104,7 +104,11 @@ def test_client_authentication_is_required(client, rp_client, tokens, path):
                                                 "client_secret": "wrong"})
     assert_oauth_error(response, "invalid_client", status=401)
     assert response.headers["www-authenticate"] == 'Basic realm="iamgate"'
-    assert_oauth_error(client.simulate_post(path, json={"token": "x"}), "invalid_request")
+    for anonymous in ({"token": "x"}, {"token": "x", "client_id": rp_client["client_id"]}):
+        # RFC 6749 5.2 (to which RFC 7009 2.2.1 and RFC 7662 2.3 refer): "no client authentication included"
+        response = client.simulate_post(path, json=anonymous)
+        assert_oauth_error(response, "invalid_client", status=401)
+        assert response.headers["www-authenticate"] == 'Basic realm="iamgate"'
     assert_oauth_error(client.simulate_post(path, body="", headers={**FORM, **basic(rp_client)}), "invalid_request")
 
 

@@ -46,4 +46,4 @@ class ClientAuthenticated(Resource):
 
     def _client(self, req, params) -> dict:
         return self.clients.authenticate_request(params, wire.basic_credentials(req), failure=UnauthenticatedClient,
-                                                 public=self.public_clients)
+                                                 missing=UnauthenticatedClient, public=self.public_clients)
