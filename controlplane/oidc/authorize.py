@@ -78,10 +78,17 @@ class AuthorizeRequest:
         ``max_age`` seconds ago."""
         return self.max_age is not None and now - auth_time > self.max_age
 
+    @property
+    def reauthentication_requested(self) -> bool:
+        """OIDC Core 3.1.2.1: ``prompt=login`` (the OP prompts the End-User for
+        reauthentication) or ``max_age=0`` (here: always a new sign-in), whenever the
+        last authentication was."""
+        return "login" in self.prompt or self.max_age == 0
+
     def needs_login(self, auth_time: int, now: int) -> bool:
-        """OIDC Core 3.1.2.1: ``prompt=login``, ``max_age=0``, or an authentication
-        older than ``max_age`` asks the hosted login to sign the user in again."""
-        return "login" in self.prompt or self.max_age == 0 or self.authentication_too_old(auth_time, now)
+        """OIDC Core 3.1.2.1: a reauthentication requested, or an authentication older
+        than ``max_age``, asks the hosted login to sign the user in again."""
+        return self.reauthentication_requested or self.authentication_too_old(auth_time, now)
 
 
 def _single(params: dict, name: str) -> str | None:
@@ -131,14 +138,17 @@ class AuthorizeService:
         if problem is not None:
             raise InvalidRequest(f"The registered redirect_uri is not usable ({problem}); update the client.")
 
+        # Form Post Response Mode 2: every error from here on is answered in the mode the
+        # request asked for.  A repeated or unknown response_mode asked for none of them, so
+        # its error (and any other) goes the default way, in the query.
+        mode = params.get("response_mode")
+        response_mode = mode if mode in RESPONSE_MODES else "query"
         try:
             state = _single(params, "state")
         except InvalidRequest as exc:
-            raise InvalidRequest(exc.message, redirect_uri=redirect_uri) from None
-        mode = params.get("response_mode")
+            raise InvalidRequest(exc.message, redirect_uri=redirect_uri, response_mode=response_mode) from None
         request = AuthorizeRequest(app_id=client["app_id"], client=client, redirect_uri=redirect_uri, scopes=(),
-                                   state=state, nonce=None, code_challenge=None,
-                                   response_mode=mode if mode in RESPONSE_MODES else "query")
+                                   state=state, nonce=None, code_challenge=None, response_mode=response_mode)
         try:
             return self._validate_parameters(request, params)
         except OAuthError as exc:
@@ -152,10 +162,11 @@ class AuthorizeService:
             raise request.error(InvalidRequest, f"state must be at most {MAX_STATE} characters.")
         if _single(params, "response_mode") not in (None, *RESPONSE_MODES):
             raise request.error(InvalidRequest, "response_mode must be query or form_post.")
-        # OIDC Core 6: request objects are optional; an OP without them answers these errors.
-        if params.get("request") is not None:
+        # OIDC Core 6: request objects are optional; an OP without them answers these errors
+        # (RFC 6749 3.1: sent without a value, they are omitted).
+        if params.get("request"):
             raise request.error(RequestNotSupported)
-        if params.get("request_uri") is not None:
+        if params.get("request_uri"):
             raise request.error(RequestUriNotSupported)
         response_type = _single(params, "response_type")
         if response_type is None:

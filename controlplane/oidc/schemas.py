@@ -35,8 +35,11 @@ _URI_CHARACTERS = re.compile(r"[\x21-\x7e]+")
 
 
 def is_private_use(uri: str) -> bool:
-    """RFC 8252 7.1: the URI has a private-use (reverse domain name) scheme."""
-    return bool(_PRIVATE_USE_SCHEME.fullmatch(uri.partition(":")[0]))
+    """RFC 8252 7.1: the URI has a private-use (reverse domain name) scheme.  Without
+    its ":" a reverse domain name is no scheme (``evil.example.com``), and the URI is
+    not absolute (RFC 6749 3.1.2)."""
+    scheme, separator, _ = uri.partition(":")
+    return bool(separator) and bool(_PRIVATE_USE_SCHEME.fullmatch(scheme))
 
 
 def redirect_uri_registered(uri: str, registered) -> bool:

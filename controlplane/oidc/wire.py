@@ -57,6 +57,26 @@ def query_params(req) -> dict:
     return dict(req.params)
 
 
+def user_agent_params(req) -> dict:
+    """The parameters of a request the user agent sends to the authorization or the
+    end-session endpoint: the query of a GET, the form-encoded body of a POST (OIDC Core
+    3.1.2.1, RP-Initiated Logout 1.0 section 2), read alike so that both methods get the
+    same answers.  RFC 6749 3.1: a parameter sent without a value is omitted; a repeated
+    one (a name sent more than once, whatever its values) is kept as the list of its
+    values, for the endpoint to refuse as it refuses its other errors: on the redirect
+    URI once that is known good, else with a page to a browser.  A body that cannot be
+    read is ``InvalidRequest``."""
+    if req.method == "POST":
+        pairs = _form_pairs(req)
+    else:
+        pairs = [(name, value) for name, values in req.params.items()
+                 for value in (values if isinstance(values, list) else [values])]
+    values: dict[str, list[str]] = {}
+    for name, value in pairs:
+        values.setdefault(name, []).append(value)
+    return {name: given if len(given) > 1 else given[0] for name, given in values.items() if given != [""]}
+
+
 def body_params(req) -> dict:
     """A form-encoded or JSON body as {name: string}.  RFC 6749 3.1: a parameter must
     not be repeated, and a parameter sent without a value is omitted."""
@@ -66,19 +86,24 @@ def body_params(req) -> dict:
         if any(not isinstance(value, str) for value in body.values() if value is not None):
             raise InvalidRequest("Every parameter must be a string.")
         return {name: value for name, value in body.items() if value}
-    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1) if media == FORM else b""
-    if len(raw) > MAX_BODY_BYTES:
-        raise InvalidRequest("The request body is too large.")
-    try:
-        pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
-    except UnicodeDecodeError:
-        raise InvalidRequest("The request body must be UTF-8.") from None
+    pairs = _form_pairs(req) if media == FORM else []
     params = {}
     for name, value in pairs:
         if name in params:
             raise InvalidRequest(f"The parameter {name} must not be repeated.")
         params[name] = value
     return {name: value for name, value in params.items() if value}
+
+
+def _form_pairs(req) -> list[tuple[str, str]]:
+    """The (name, value) pairs of a form-encoded body, in order, blank values kept."""
+    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise InvalidRequest("The request body is too large.")
+    try:
+        return parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        raise InvalidRequest("The request body must be UTF-8.") from None
 
 
 def basic_credentials(req) -> tuple[str, str] | None:

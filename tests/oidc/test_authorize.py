@@ -98,7 +98,7 @@ def test_a_suspended_users_token_is_refused(authorize, ctx, application, user_to
 
 
 @pytest.mark.parametrize("uri", ["https://rp_app.example.com/cb", "https://bücher.example/cb",
-                                 "https://rp.example.com:99999/cb"])
+                                 "https://rp.example.com:99999/cb", "evil.example.com"])
 def test_an_unusable_redirect_uri_stored_before_the_rules_is_refused(authorize, ctx, user_token, rp_client, uri):
     """A client registered before registration refused such URIs: 400, never a code for it."""
     ctx.store["oidc_clients"].update_one({"_id": rp_client["id"]}, {"$set": {"redirect_uris": [uri]}})
@@ -135,6 +135,24 @@ def test_max_age_refuses_a_user_token_issued_longer_ago(authorize, clock, user_t
     clock.advance(30)
     assert_oauth_error(authorize(user_token, rp_client, max_age="10"), "login_required")
     assert authorize(user_token, rp_client, max_age="60").status_code == 200
+
+
+@pytest.mark.parametrize("params", [{"prompt": "login"}, {"prompt": "login consent"}, {"max_age": "0"},
+                                    {"prompt": "login", "max_age": "3600"}])
+def test_a_request_for_a_new_sign_in_is_login_required(authorize, ctx, user_token, rp_client, params):
+    """OIDC Core 3.1.2.1: prompt=login (and max_age=0) ask for a new authentication,
+    which the JSON mode cannot give, even with a token issued this very second."""
+    body = assert_oauth_error(authorize(user_token, rp_client, **params), "login_required")
+    assert "sign the user in again" in body["error_description"]
+    assert ctx.store["oidc_codes"].count_documents({}) == 0
+
+
+@pytest.mark.parametrize("name, error", [("request", "request_not_supported"),
+                                         ("request_uri", "request_uri_not_supported")])
+def test_an_empty_request_object_is_as_if_omitted(authorize, user_token, rp_client, name, error):
+    """RFC 6749 3.1: a parameter sent without a value is treated as omitted."""
+    assert authorize(user_token, rp_client, **{name: ""}).status_code == 200
+    assert_oauth_error(authorize(user_token, rp_client, **{name: "x"}), error)
 
 
 def test_authorize_by_post_in_the_json_mode(client, user_token, rp_client):

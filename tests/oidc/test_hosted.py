@@ -530,6 +530,19 @@ def test_fragment_and_unknown_response_modes_are_invalid_request(browser, rp, mo
     assert query["error"] == "invalid_request" and query["state"] == "st-1"
 
 
+def test_form_post_answers_a_repeated_state_in_the_form(browser, rp):
+    """OAuth 2.0 Form Post Response Mode 2: errors too are answered in the mode asked for."""
+    fields = form_post_fields(browser.get(authorize_url(rp, response_mode="form_post") + "&state=st-2"))
+    assert fields == {"error": "invalid_request", "error_description": "The parameter state must not be repeated."}
+
+
+def test_a_repeated_response_mode_is_answered_in_the_query(browser, rp):
+    """No one mode was asked for, so the error goes the default way, in the query."""
+    response = browser.get(authorize_url(rp, response_mode="form_post") + "&response_mode=form_post")
+    assert query_of(response) == {"error": "invalid_request", "state": "st-1",
+                                  "error_description": "The parameter response_mode must not be repeated."}
+
+
 def test_max_age_asks_for_the_login_again(browser, clock, rp, person):
     signed_in(browser, rp, person)
     assert query_of(browser.get(authorize_url(rp, max_age="60")))["code"]

@@ -2,6 +2,7 @@
 private-use scheme redirect (7.1) is accepted for public clients only."""
 import pytest
 
+from tests.conftest import assert_error
 from tests.oidc.conftest import assert_oauth_error, clients_url, pkce_pair
 
 LOOPBACKS = ["http://127.0.0.1/callback", "http://[::1]/callback"]
@@ -68,6 +69,19 @@ def test_bad_native_redirects_are_refused(client, application, manager_key, uri)
         "name": "x", "redirect_uris": [uri], "token_endpoint_auth_method": "none"},
         headers={"Authorization": f"Bearer {manager_key}"})
     assert response.status_code == 400 and "redirect_uris" in response.json["error"]["details"]["fields"]
+
+
+@pytest.mark.parametrize("field", ["redirect_uris", "post_logout_redirect_uris"])
+@pytest.mark.parametrize("uri", ["evil.example.com", "com.example.app/cb", "evil.example.com/cb"])
+def test_a_redirect_without_a_scheme_is_refused(client, application, manager_key, native, field, uri):
+    """RFC 6749 3.1.2 and RFC 8252 7.1: an absolute URI, with its scheme; a reverse
+    domain name without ":" is no private-use scheme."""
+    auth = {"Authorization": f"Bearer {manager_key}"}
+    body = {"name": "x", "token_endpoint_auth_method": "none", "redirect_uris": LOOPBACKS, field: [uri]}
+    created = client.simulate_post(clients_url(application), json=body, headers=auth)
+    assert "absolute" in str(assert_error(created, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"][field])
+    updated = client.simulate_put(clients_url(application, f"/{native['id']}"), json={field: [uri]}, headers=auth)
+    assert field in assert_error(updated, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]
 
 
 def test_a_loopback_redirect_with_a_bad_port_is_refused(authorize, user_token, native):

@@ -19,7 +19,7 @@ from controlplane.oidc.errors import (
     UnsupportedResponseType,
 )
 from controlplane.oidc.hosted import session_cookie_name
-from controlplane.oidc.resources.common import HTML, protocol_params, wants_html
+from controlplane.oidc.resources.common import HTML, wants_html
 from controlplane.oidc.resources.hosted import HostedFlowResource, error_page, form_post_errors, render_step
 from controlplane.openapi import op
 from shared.errors import DomainError, Unauthorized
@@ -71,7 +71,8 @@ class Authorize(HostedFlowResource):
 
         Bearer: a user access token of the client's application. The answer is JSON {code, state,
         redirect_uri, branding}; the code lives 60 s. Consent for (user, client) is recorded on first use
-        (consent.granted); max_age refuses a token issued longer ago (login_required). Errors are RFC 6749
+        (consent.granted); max_age refuses a token issued longer ago, and prompt=login and max_age=0 any token
+        (login_required: this mode cannot sign the user in again). Errors are RFC 6749
         bodies {error, error_description}. Without a bearer, when the application has
         oauth_hosted_login_enabled: the hosted browser flow (HTML). A login page (then the MFA step when the
         user has MFA, and a consent page the first time the user meets the client) or, with a live browser
@@ -84,19 +85,21 @@ class Authorize(HostedFlowResource):
         errors found before the client and redirect_uri are validated are an HTML error page (400), never a
         redirect; later errors redirect with error and state (RFC 6749 4.1.2.1). Without a bearer and without
         hosted login: 401 invalid_token."""
-        self._authorize(req, resp, wire.query_params(req))
+        self._authorize(req, resp)
 
     def on_post(self, req, resp):
         """Authorization endpoint by POST (OIDC Core 3.1.2.1)
 
         The parameters of GET /oidc/authorize, form-encoded in the body; the answers are GET's."""
-        self._authorize(req, resp, protocol_params(req))
+        self._authorize(req, resp)
 
     @form_post_errors
-    def _authorize(self, req, resp, params: dict) -> None:
+    def _authorize(self, req, resp) -> None:
         no_store(resp)
         browser = req.get_header("Authorization") is None
+        params = {}
         try:
+            params = wire.user_agent_params(req)
             request = self.authorize.validate(params)
         except OAuthError as exc:
             if exc.redirect_uri is None and browser:
@@ -142,7 +145,12 @@ class Authorize(HostedFlowResource):
             principal = self.authenticator.user_token(token, request.app_id)
         except Unauthorized as exc:
             raise InvalidToken(exc.message) from None
-        # The application's sign-in is the authentication; iamgate cannot repeat it here.
+        # The application's sign-in is the authentication; iamgate cannot repeat it here, so
+        # a request for a new one is login_required (OIDC Core 3.1.2.1: an OP that cannot
+        # reauthenticate the End-User MUST return an error).
+        if request.reauthentication_requested:
+            raise LoginRequired("The request asks to sign the user in again (prompt=login or max_age=0), which "
+                                "only the application's own sign-in can do.")
         if request.authentication_too_old(int(principal.claims["iat"]), int(self.authorize.clock().timestamp())):
             raise LoginRequired("The user signed in longer ago than max_age allows.")
         if self.authorize.needs_consent(request, principal.user_id):

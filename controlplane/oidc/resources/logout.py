@@ -11,7 +11,7 @@ from controlplane.oidc import wire
 from controlplane.oidc.errors import InvalidRequest
 from controlplane.oidc.hosted import COOKIE_PREFIX, session_cookie_name
 from controlplane.oidc.logout import LogoutResult
-from controlplane.oidc.resources.common import HTML, protocol_params, wants_html
+from controlplane.oidc.resources.common import HTML, wants_html
 from controlplane.oidc.resources.hosted import error_page
 from controlplane.openapi import op
 from controlplane.pages import CsrfTokenInvalid, MalformedForm, read_form
@@ -97,19 +97,22 @@ class Logout(_SignOut):
         page (HTML). Without id_token_hint a browser (Accept: text/html) is asked first: the confirmation
         page, whose form posts to /oidc/logout/confirm; a program is signed out at once, without a
         redirect."""
-        self._end_session(req, resp, wire.query_params(req))
+        self._end_session(req, resp)
 
     def on_post(self, req, resp):
         """RP-initiated logout by POST (OpenID Connect RP-Initiated Logout 1.0, section 2)
 
         The parameters of GET /oidc/logout, form-encoded in the body; the answers are GET's."""
-        self._end_session(req, resp, protocol_params(req))
+        self._end_session(req, resp)
 
-    def _end_session(self, req, resp, params: dict) -> None:
+    def _end_session(self, req, resp) -> None:
         no_store(resp)
+        params = {}
         try:
-            if any(isinstance(value, list) for value in params.values()):
-                raise InvalidRequest("A parameter must not be repeated.")
+            params = wire.user_agent_params(req)
+            repeated = [name for name, value in params.items() if isinstance(value, list)]
+            if repeated:  # RFC 6749 3.1, as at authorize
+                raise InvalidRequest(f"The parameter {repeated[0]} must not be repeated.")
             if not params.get("id_token_hint") and wants_html(req):
                 return self._confirmation(req, resp, params)
             result = self.logout.end_session(params)
