@@ -999,3 +999,15 @@ def post_created(browser, page, authenticator: SoftAuthenticator, **falsify):
     credential = authenticator.create(passkey_options(page), **falsify)
     return browser.post(form_action(page), {**hidden_fields(page, passkey_form(page)),
                                             "credential": json.dumps(credential)})
+
+
+@pytest.mark.parametrize("destination", ["image", "empty", "script"])
+def test_a_page_cannot_sign_the_browser_out_behind_its_back(browser, rp, person, destination):
+    """A same-site page's ``<img src=/oidc/logout>`` or ``fetch()`` carries the
+    ``SameSite=Lax`` cookie and no ``Accept: text/html``; its Fetch Metadata says it is not
+    a navigation, so it gets the confirmation page, and nothing ends."""
+    signed_in(browser, rp, person)
+    page = browser.request("GET", "/oidc/logout", headers={"Accept": "*/*", "Sec-Fetch-Dest": destination,
+                                                            "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Site": "same-site"})
+    assert page.status_code == 200 and form_action(page).startswith("/oidc/logout/confirm")
+    assert query_of(browser.get(authorize_url(rp, prompt="none")))["code"]

@@ -70,6 +70,14 @@ class _SignOut(Resource):
         return names[0][len(COOKIE_PREFIX):] if len(names) == 1 else None
 
 
+def _fetched_by_a_page(req) -> bool:
+    """A browser's request made by a page rather than by the person (Fetch Metadata: an
+    ``<img>``, a ``fetch()``; a navigation says ``document``).  Same-site pages send the
+    ``SameSite=Lax`` session cookie with it, so without a hint it must not sign out."""
+    destination = req.get_header("Sec-Fetch-Dest")
+    return destination is not None and destination not in ("document", "iframe")
+
+
 class Logout(_SignOut):
     access = {"GET": PUBLIC, "POST": PUBLIC}
     accepted_media_types = (wire.FORM,)
@@ -95,8 +103,9 @@ class Logout(_SignOut):
         post_logout_redirect_uri (with state when given) only when it is registered on the hinted client (its
         post_logout_redirect_uris, or its redirect_uris when that list is empty); otherwise the logged-out
         page (HTML). Without id_token_hint a browser (Accept: text/html) is asked first: the confirmation
-        page, whose form posts to /oidc/logout/confirm; a program is signed out at once, without a
-        redirect."""
+        page, whose form posts to /oidc/logout/confirm, and so is a page's own request for it (an image, a
+        script's fetch: Sec-Fetch-Dest other than document), which would otherwise sign the browser out
+        behind the person's back; a program is signed out at once, without a redirect."""
         self._end_session(req, resp)
 
     def on_post(self, req, resp):
@@ -113,7 +122,7 @@ class Logout(_SignOut):
             repeated = [name for name, value in params.items() if isinstance(value, list)]
             if repeated:  # RFC 6749 3.1, as at authorize
                 raise InvalidRequest(f"The parameter {repeated[0]} must not be repeated.")
-            if not params.get("id_token_hint") and wants_html(req):
+            if not params.get("id_token_hint") and (wants_html(req) or _fetched_by_a_page(req)):
                 return self._confirmation(req, resp, params)
             result = self.logout.end_session(params)
         except InvalidRequest as exc:
