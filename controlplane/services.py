@@ -352,8 +352,8 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     oidc_token = TokenEndpoint(
         clients=oidc_clients, connections=oidc_connections, tokens=oidc_tokens,
         code_grant=AuthorizationCodeGrant(codes=oidc_codes, grants=oidc_grants, connections=oidc_connections,
-                                          users=user_directory, sessions=session_store, clock=clock, audit=audit,
-                                          refresh_ttl=config.refresh_token_ttl),
+                                          users=user_directory, session_live=session_store.is_live, clock=clock,
+                                          audit=audit, refresh_ttl=config.refresh_token_ttl),
         refresh_grant=RefreshTokenGrant(grants=oidc_grants, connections=oidc_connections, users=user_directory,
                                         clock=clock, audit=audit, secret_key=config.secret_key,
                                         reuse_grace=config.refresh_reuse_grace),

@@ -13,7 +13,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from collections.abc import Callable
 from dataclasses import InitVar, dataclass
+from datetime import datetime
 
 from controlplane.audit.context import actor, success
 from controlplane.audit.service import AuditLog
@@ -30,7 +32,6 @@ from controlplane.oidc.errors import (
 )
 from controlplane.oidc.store import CodeStore, GrantStore
 from controlplane.users.directory import UserDirectory
-from controlplane.users.store import SessionStore
 from shared.ids import digest, new_id, random_token
 from shared.timeutil import Clock, aware, seconds
 
@@ -53,7 +54,9 @@ class AuthorizationCodeGrant:
     grants: GrantStore
     connections: ConnectionService
     users: UserDirectory
-    sessions: SessionStore
+    # Whether a V1 session is live: ``session_live(app_id, session_id, now)`` (the users
+    # area's ``SessionStore.is_live``, handed over where the services are built).
+    session_live: Callable[[str, str, datetime], bool]
     clock: Clock
     audit: AuditLog
     refresh_ttl: int
@@ -150,7 +153,7 @@ class AuthorizationCodeGrant:
         # The sign-in the code came from must still be on: a logout, a password reset or a
         # revoked session ends the session first and then sweeps its grants, so a grant
         # inserted before this read is swept, and one read after it finds the session over.
-        if grant["session_id"] is not None and not self.sessions.is_live(app_id, grant["session_id"], now):
+        if grant["session_id"] is not None and not self.session_live(app_id, grant["session_id"], now):
             self.connections.revoke_grant(grant["_id"], "session_ended")
             self._fail(code, "session_ended", "The session the code was issued in has ended.")
         self.connections.connected(app_id, user_id, client["client_id"], grant["_id"], code["scopes"])

@@ -192,7 +192,9 @@ def test_no_record_holds_a_password_code_token_or_secret(env, ctx, outbox):
     rp = env.oidc_client(env.application)
     secrets.append(rp["client_secret"])
     verifier, challenge = pkce_pair()
-    code = ok(env.authorize(user, rp, challenge=challenge)).json["code"]
+    signed_in = env.user()  # ``user``'s session was logged out above: its codes get no grant
+    secrets += [signed_in.access_token, signed_in.refresh_token]
+    code = ok(env.authorize(signed_in, rp, challenge=challenge)).json["code"]
     body = {"client_id": rp["client_id"], "client_secret": rp["client_secret"]}
     exchange = {**body, "grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT_URI,
                 "code_verifier": verifier}

@@ -69,6 +69,12 @@ def rp_client(application, oidc_client):
 
 
 @pytest.fixture
+def hosted_app(ctx, application):
+    """The test application with the hosted login switched on."""
+    return ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
+
+
+@pytest.fixture
 def authorize(client):
     def do(user, rp, *, challenge=None, headers=None, **params):
         query = {"response_type": "code", "client_id": rp["client_id"], "redirect_uri": REDIRECT_URI,

@@ -122,11 +122,6 @@ def plan(request):
 
 
 @pytest.fixture
-def hosted_app(ctx, application):
-    return ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
-
-
-@pytest.fixture
 def rp(hosted_app, oidc_client, plan):
     return oidc_client(hosted_app, name="Conformance Suite", require_pkce=plan,
                        allowed_scopes=["openid", "profile", "email", "offline_access"],

@@ -22,11 +22,6 @@ NOT_VALID = "This sign-in link is not valid"
 
 
 @pytest.fixture
-def hosted_app(ctx, application):
-    return ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
-
-
-@pytest.fixture
 def rp(hosted_app, oidc_client):
     return oidc_client(hosted_app, name="Portal")
 

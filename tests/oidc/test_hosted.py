@@ -90,11 +90,6 @@ def config_overrides(request):
 
 
 @pytest.fixture
-def hosted_app(ctx, application):
-    return ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
-
-
-@pytest.fixture
 def rp(hosted_app, oidc_client):
     return oidc_client(hosted_app, name="Portal")
 

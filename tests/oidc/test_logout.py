@@ -132,14 +132,13 @@ def test_logout_by_post(client, refresh_grant, rp_client, tokens):
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
-def test_a_hint_ends_the_browser_session_without_its_cookie(client, ctx, application, oidc_client, make_user,
-                                                             exchange, method):
+def test_a_hint_ends_the_browser_session_without_its_cookie(client, hosted_app, oidc_client, make_user, exchange,
+                                                             method):
     """An RP that logs out by an auto-submitted cross-site form POST (RP-Initiated Logout
     2) sends no ``SameSite=Lax`` cookie, nor does a back end or another device: the ID
     token's ``sid`` names the sign-in, and its browser sessions end all the same, so the
     next authorize in that browser asks for the login again."""
-    app = ctx.applications.update(application["_id"], {"oauth_hosted_login_enabled": True})
-    rp, person, browser = oidc_client(app, name="Portal"), make_user(app), Browser(client)
+    rp, person, browser = oidc_client(hosted_app, name="Portal"), make_user(hosted_app), Browser(client)
     verifier, challenge = pkce_pair()
     login = browser.get(authorize_url(rp, challenge=challenge))
     consent = browser.submit(login, email=person["email"], password=person["password"])
