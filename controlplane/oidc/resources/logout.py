@@ -74,8 +74,7 @@ def _fetched_by_a_page(req) -> bool:
     """A browser's request made by a page rather than by the person (Fetch Metadata: an
     ``<img>``, a ``fetch()``; a navigation says ``document``).  Same-site pages send the
     ``SameSite=Lax`` session cookie with it, so without a hint it must not sign out."""
-    destination = req.get_header("Sec-Fetch-Dest")
-    return destination is not None and destination not in ("document", "iframe")
+    return req.get_header("Sec-Fetch-Dest") not in (None, "document")
 
 
 class Logout(_SignOut):
