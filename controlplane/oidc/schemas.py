@@ -32,6 +32,8 @@ _PRIVATE_USE_SCHEME = re.compile(r"[a-z][a-z0-9+-]*(?:\.[a-z0-9+-]+)+")
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 # RFC 3986 2: a URI is printable ASCII; anything else must be percent-encoded.
 _URI_CHARACTERS = re.compile(r"[\x21-\x7e]+")
+# RFC 6454 6.2: an origin's serialization leaves out its scheme's default port.
+_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 def is_private_use(uri: str) -> bool:
@@ -131,12 +133,54 @@ class RedirectUri(Url):
 
 
 def origin_problem(origin: str) -> str | None:
-    """Why ``origin`` cannot be a CORS origin, or None: scheme, host and optional port
-    (RFC 6454 6.2's serialization) of a redirect-URI-like URL, lower case, without a path."""
+    """Why ``origin`` cannot be a CORS origin, or None.  The browser's ``Origin`` header,
+    which it is compared with as a string, is the origin's RFC 6454 6.2 serialization: an
+    http(s) scheme and the host in lower case, the port only when it is not the scheme's
+    default, each as the URL Standard writes it (no empty port or leading zeros, an IPv6
+    address compressed, an IPv4 one in dotted decimal).  Written any other way, an origin
+    would never match, so it must be exactly that, of a URL ``redirect_uri_problem``
+    accepts."""
     parts = urlsplit(origin) if _URI_CHARACTERS.fullmatch(origin) else None
     if parts is None or f"{parts.scheme}://{parts.netloc}" != origin or origin != origin.lower():
         return "must be an origin: scheme://host[:port] in lower case, without path, query or fragment"
-    return redirect_uri_problem(origin)
+    if parts.scheme not in _DEFAULT_PORTS:
+        return "must be an https origin (http only for localhost, 127.0.0.1 or [::1]), not a private-use scheme"
+    problem = redirect_uri_problem(origin)
+    if problem is not None:
+        return problem
+    _, colon, port = parts.netloc.rpartition("]")[2].partition(":")  # the port follows an IPv6 host's "]"
+    if colon and not port:
+        return "must not end in ':' (an empty port): write the port or leave it out"
+    if port and parts.port == _DEFAULT_PORTS[parts.scheme]:
+        return f"drop the default port :{port} (browsers leave it out of the Origin header, so it would never match)"
+    host = parts.hostname
+    if ":" in host:
+        host = f"[{ipaddress.IPv6Address(host).compressed}]"
+    elif _ends_in_a_number(host) and not _is_dotted_decimal(host):
+        return "must write an IPv4 address in dotted decimal, as browsers send it (127.0.0.1)"
+    serialized = f"{parts.scheme}://{host}" + (f":{parts.port}" if port else "")
+    if serialized != origin:
+        return f"must be written as browsers send it: {serialized}"
+    return None
+
+
+def _ends_in_a_number(host: str) -> bool:
+    """The URL Standard's "ends in a number" (3.5): browsers read such a host as an IPv4
+    address, in any of its forms (``127.1``, ``0x7f.0.0.1``), and send it in dotted decimal."""
+    labels = host.split(".")
+    if labels[-1] == "" and len(labels) > 1:
+        labels.pop()
+    last = labels[-1]
+    return last.isdigit() or (last.startswith("0x") and all(c in "0123456789abcdef" for c in last[2:]))
+
+
+def _is_dotted_decimal(host: str) -> bool:
+    """Four decimal numbers without leading zeros (``ipaddress`` refuses any other form)."""
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 class Origin(String):
@@ -150,8 +194,9 @@ class Origin(String):
         return value
 
     def schema(self):
-        return {**super().schema(), "description": "an origin: https://host[:port] in lower case (http only for "
-                                                   "localhost, 127.0.0.1 and [::1])"}
+        return {**super().schema(), "description": "an origin as browsers send it: https://host[:port] in lower "
+                                                   "case, without the default port (http only for localhost, "
+                                                   "127.0.0.1 and [::1])"}
 
 
 BACKCHANNEL_URI = ("where back-channel logout tokens are POSTed (OIDC Back-Channel Logout 1.0): an absolute https "

@@ -3,6 +3,7 @@ and introspect answer preflights and add Access-Control-Allow-Origin only for an
 an active client lists in allowed_origins (validated at registration)."""
 import pytest
 
+from tests.conftest import assert_error
 from tests.oidc.conftest import clients_url
 
 SPA_ORIGIN = "https://spa.example.com"
@@ -77,3 +78,28 @@ def test_usable_origins(spa, application, oidc_client):
     local = oidc_client(application, allowed_origins=["http://127.0.0.1:5173", "http://localhost:3000",
                                                       "https://[2001:db8::1]:8443"])
     assert len(local["allowed_origins"]) == 3
+
+
+# An Origin header is the RFC 6454 6.2 serialization of the page's origin: an http(s)
+# scheme, the host as the browser writes it, and the port only when it is not the
+# scheme's default.  Written any other way, an allowed origin would never match.
+@pytest.mark.parametrize("origin, why", [
+    ("com.example.app://spa", "https"),  # a private-use scheme, even for a confidential client
+    ("https://spa.example.com:", "empty port"),
+    ("https://spa.example.com:443", "drop the default port :443"),
+    ("http://localhost:80", "drop the default port :80"),
+    ("https://spa.example.com:08443", "https://spa.example.com:8443"),
+    ("https://[2001:db8:0:0::1]", "https://[2001:db8::1]"),
+    ("https://127.1", "dotted decimal"),
+])
+def test_an_origin_no_browser_sends_is_refused_at_registration_and_update(client, application, manager_key, spa,
+                                                                          origin, why):
+    headers = {"Authorization": f"Bearer {manager_key}"}
+    created = client.simulate_post(clients_url(application), headers=headers, json={
+        "name": "x", "redirect_uris": ["https://rp.example.com/cb"], "allowed_origins": [origin]})
+    updated = client.simulate_put(clients_url(application, f"/{spa['id']}"), headers=headers,
+                                  json={"allowed_origins": [SPA_ORIGIN, origin]})
+    for response in (created, updated):
+        fields = assert_error(response, 400, "VALIDATION_INVALID_FORMAT")["details"]["fields"]
+        assert [key for key in fields if key.startswith("allowed_origins")] == list(fields)
+        assert why in " ".join(fields.values())
