@@ -16,6 +16,12 @@ Nothing that loads remote content (external, protocol-relative, ``data:`` or scr
 URLs, ``@import``), runs script (``expression()``, ``behavior``, ``-moz-binding``) or
 could end the ``<style>`` element (any ``<``) survives.  A stylesheet with nothing to
 drop is returned exactly as written; otherwise the kept parts are serialized again.
+
+The kept parts are serialized from the values tinycss2 decoded, escapes included
+(``\\3c`` is ``<``), and it writes a ``<`` of a string, an unquoted ``url()`` or an
+identifier back out as a ``<``, or as ``\\<``, which HTML still reads as one.  So no token
+may carry a ``<`` at all, and a property name must be a plain name: it is written as
+decoded, where a ``}`` or ``<`` would end the rule or the element.
 """
 from __future__ import annotations
 
@@ -91,15 +97,19 @@ def _style_rule(rule) -> tuple[str | None, bool]:
 
 
 def _property_ok(name: str) -> bool:
+    if tinycss2.serialize_identifier(name) != name:  # an escape decoded to a character a name cannot hold
+        return False
     return name in _PROPERTIES or name.startswith(_PROPERTY_PREFIXES) or name.startswith("--")
 
 
 def _tokens_ok(tokens, literals, functions, *, strings=False, urls=False, brackets=False, depth=0) -> bool:
-    """Every token is of an allowed kind; blocks and functions are checked inside
-    (depth-bounded, so deep nesting cannot recurse without end)."""
+    """Every token is of an allowed kind and carries no ``<``; blocks and functions are
+    checked inside (depth-bounded, so deep nesting cannot recurse without end)."""
     if depth > 8:
         return False
     for token in tokens:
+        if "<" in _text(token):
+            return False
         if isinstance(token, _PLAIN):
             continue
         if isinstance(token, ast.HashToken):
@@ -108,7 +118,7 @@ def _tokens_ok(tokens, literals, functions, *, strings=False, urls=False, bracke
             if token.value not in literals:
                 return False
         elif isinstance(token, ast.StringToken):
-            if not strings or "<" in token.value or "\\" in token.value:
+            if not strings or "\\" in token.value:
                 return False
         elif isinstance(token, ast.URLToken):
             if not (urls and _relative(token.value)):
@@ -133,6 +143,17 @@ def _tokens_ok(tokens, literals, functions, *, strings=False, urls=False, bracke
         else:  # at-keywords, {} blocks, unicode ranges, bad strings or URLs, parse errors
             return False
     return True
+
+
+def _text(token) -> str:
+    """The decoded text ``token`` carries, which serializing writes back: an identifier's,
+    hash's, string's or URL's value, a dimension's unit, a function's name."""
+    if isinstance(token, ast.DimensionToken):
+        return token.unit
+    if isinstance(token, ast.FunctionBlock):
+        return token.name
+    value = getattr(token, "value", None)
+    return value if isinstance(value, str) else ""
 
 
 def _relative(url: str) -> bool:

@@ -409,6 +409,9 @@ def test_custom_css_of_exactly_5000_characters_is_accepted(dashboard_account, da
     ("a{background: url(data:image/svg+xml;base64,PHN2Zz4=)}", "data:"),
     ("@im@importport 'https://evil.example.com/x.css';", "@import"),
     ("a{b:c}<img src=x onerror=alert(1)>", "<"),
+    ("a{background:url(x</style><a/href=https://evil.example/>Session_expired:_continue_here</a><!--)}", "<"),
+    ("a{font-family:x\\</style/x}", "<"),
+    ("a{background\\3c\\2fstyle\\3e:red} b{behavior:x}", "<"),
 ])
 def test_custom_css_is_sanitised(dashboard_account, dashboard_app, css, forbidden):
     response = dashboard_account.put(app_path(dashboard_app["id"], "/branding"),

@@ -225,3 +225,10 @@ def test_templates_dir_can_be_replaced(tmp_path):
     Pages(secret_key="k" * 16, cookie_secure=True, templates_dir=str(tmp_path)).render(
         resp, "hello.html", app=an_app(), who="<b>")
     assert resp.text.startswith("<p nonce='") and resp.text.endswith("Test App &lt;b&gt;</p>")
+
+
+def test_a_less_than_sign_the_sanitizer_missed_leaves_the_custom_css_out(pages, monkeypatch):
+    monkeypatch.setattr("controlplane.pages.sanitize_css", lambda css: css)  # a sanitizer with a hole
+    css = "a{color:red}</style><a href=https://evil.example/>Session expired</a>"
+    text = render(pages, "oidc_login.html", app=an_app(branding_options={"custom_css": css})).text
+    assert text.count("</style>") == 1 and "evil.example" not in text and "a{color:red}" not in text

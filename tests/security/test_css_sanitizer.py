@@ -107,3 +107,32 @@ def test_only_the_bad_part_goes():
 
 def test_the_module_uses_no_regular_expressions():
     assert "import re" not in open(css_module.__file__).read()
+
+
+# Each would put a "<" (or "</style") into the page, decoded from an escape or written
+# where tinycss2 serializes it as it is: an unquoted url(), an identifier's escape next to
+# a "/" literal, a dimension's unit, a custom property's name.  A rule dropped elsewhere
+# ("b{behavior:x}") makes the sanitizer serialize the kept parts again.
+@pytest.mark.parametrize("css", [
+    "a{background:url(x</style><a/href=https://evil.example/>Session_expired:_continue_here</a><!--)}",
+    "a{background:url(x\\3c/style\\3e)} b{behavior:x}",
+    "a{background:url(x\\</style)}",
+    "a{font-family:x\\</style/x}",
+    "a{font-family:x\\3c/style/x} b{behavior:x}",
+    "a{width:1\\3c/style\\3e} b{behavior:x}",
+    "a{color:var(--x\\3c/style)} b{behavior:x}",
+    "a{color:#a\\3c} b{behavior:x}",
+    "@media (a\\3c/style){a{color:red}} b{behavior:x}",
+    "a{--x\\<:red}",
+    "a{background\\3c\\2fstyle\\3e:red} b{behavior:x}",
+])
+def test_no_less_than_sign_survives_in_any_token(css):
+    assert "<" not in sanitize_css(css)
+
+
+def test_a_property_name_is_kept_only_as_a_plain_name():
+    # Written decoded, "background\7d b\7b behavior" would close the rule and open one
+    # the allow-list never saw.
+    out = sanitize_css("a{background\\7d b\\7b behavior:url(x.htc)} c{-moz-binding:x} d{--brand-1:red}")
+    assert "behavior" not in out and "}b{" not in out
+    assert "d{--brand-1:red}" in out
