@@ -236,14 +236,15 @@ class HostedLogin(HostedPage):
     docs = {"POST": op(
         "Hosted login page: sign in (form post)",
         description="HTML. Form fields email, password, csrf_token, request (the page's handle). The API login's "
-                    "rate limit, password guard and lockout apply. Answers the MFA page, the consent page or a 302 "
-                    "to the client with the code; wrong credentials show the login page again (401, 429 when "
-                    "locked or throttled, 403 suspended). decision=forgot answers the reset-request page; "
-                    "decision=cancel a 302 redirect_uri?error=access_denied&state=...; decision=register the "
-                    "sign-up page (when the application has oauth_hosted_registration_enabled). decision=passkey with "
-                    "challenge_id and credential (PublicKeyCredential.toJSON()) signs in with a passkey alone "
-                    "(application setting passkeys: passwordless); a refused passkey shows the page again with its "
-                    "PASSKEY_* message (400).",
+                    "rate limit, password guard and lockout apply, and its reading of the email (case-insensitive). "
+                    "Answers the MFA page, the consent page or a 302 to the client with the code; wrong "
+                    "credentials show the login page again (401, 429 when locked or throttled, 403 suspended), as "
+                    "does an email the API login refuses as malformed (400). decision=forgot answers the "
+                    "reset-request page; decision=cancel a 302 redirect_uri?error=access_denied&state=...; "
+                    "decision=register the sign-up page (when the application has "
+                    "oauth_hosted_registration_enabled). decision=passkey with challenge_id and credential "
+                    "(PublicKeyCredential.toJSON()) signs in with a passkey alone (application setting passkeys: "
+                    "passwordless); a refused passkey shows the page again with its PASSKEY_* message (400).",
         errors=[*PAGE_ERRORS, InvalidCredentials, AccountLocked, LoginsLimited, AccountSuspended,
                 PasswordSignInDisabled, *_PASSKEY_REFUSALS],
         also=page_answers(401, 429),
@@ -278,6 +279,16 @@ class HostedLogin(HostedPage):
             # The password is optional on the page while an email could go to a connection.
             return self.again(req, resp, pending, binding, ValidationFailed({"password": "required"},
                                                                             "Enter your password."), login_hint=email)
+        try:
+            # The address as POST V1/users/login reads it (its schema's Email field):
+            # stored emails are normalized, so "Ada@Example.com" is the same account, and
+            # the lockout counts the account's failures whatever case they were typed in.
+            # One the API refuses as malformed has no account, so no login is tried.
+            email = EMAIL_ONLY.validate({"email": email})["email"]
+        except ValidationFailed:
+            return self.again(req, resp, pending, binding, ValidationFailed({"email": "invalid"},
+                                                                            "Enter a valid email address."),
+                              login_hint=email)
         try:
             step = self.hosted.sign_in(pending, email=email, password=form.get("password", ""),
                                        device_info=device_info)
