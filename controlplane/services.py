@@ -358,7 +358,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                                         clock=clock, audit=audit, secret_key=config.secret_key,
                                         reuse_grace=config.refresh_reuse_grace),
         client_grant=ClientCredentialsGrant(clients=oidc_clients, connections=oidc_connections))
-    oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory)
+    oidc_userinfo = UserInfo(oidc_tokens, oidc_connections, user_directory, applications.live)
     oidc_revocation = Revocation(oidc_grants, oidc_connections)
     oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_directory, clock)
     browser_sessions = BrowserSessionStore(store)  # the hosted login's; a logout with an ID token ends them

@@ -182,7 +182,7 @@ class ConnectionService:
 
     def _revoke(self, app_id: str, now, reason: str, **match) -> Counter:
         """Revoke the matching grants; what ends sign-ins, so back-channel logout follows."""
-        grants = self.grants.live(app_id, **match)
+        grants = self.grants.live(app_id, now, **match)
         self.grants.revoke_many(app_id, now, reason, **match)
         per_connection = Counter((g["user_id"], g["client_id"]) for g in grants)
         for (user_id, client_id), count in sorted(per_connection.items()):

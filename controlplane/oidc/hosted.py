@@ -248,10 +248,12 @@ class HostedLogin:
 
     def verify_mfa_passkey(self, pending: Pending, *, challenge_id: str, credential: dict, device_info: dict) -> Step:
         """The MFA page's "Use a passkey": ``PasskeyService.authenticate`` answering the
-        login's MFA challenge, as the API's second factor does."""
+        login's MFA challenge, as the API's second factor does, and only that challenge
+        (not a sign-in by passkey alone, not another login's)."""
         self.login.throttle(pending.app, device_info.get("ip") or "unknown")
         pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
-                                          remember_me=False, device_info=device_info)
+                                          remember_me=False, device_info=device_info,
+                                          answering=self.mfa_challenge(pending))
         return self.signed_in(pending, "mfa", pair, amr=[*self._first_factor(pending), HWK, MFA])
 
     @staticmethod
@@ -264,8 +266,11 @@ class HostedLogin:
 
     def decide(self, pending: Pending, *, allow: bool) -> Step:
         """The consent page's post: Allow records the consent (consent.granted) and
-        issues the code; Deny answers ``access_denied`` on the redirect URI."""
+        issues the code; Deny answers ``access_denied`` on the redirect URI.  A sign-in
+        that no longer holds (``_sign_in_holds``) sends the request back to the login page."""
         request = pending.request
+        if allow and not self._sign_in_holds(pending):
+            return self._sign_in_again(pending, "consent")
         if self.pending.advance(pending.doc["_id"], "consent", {"stage": "done"}, self.clock()) is None:
             raise AuthorizationRequestExpired()
         self.pending.delete(pending.doc["_id"])
@@ -300,11 +305,30 @@ class HostedLogin:
     def switch_user(self, pending: Pending, session_token: str | None) -> Step:
         """"Not you?" on the consent page: the browser session ends and the same
         request goes back to the login page, for whoever signs in next."""
-        cleared = {"stage": "login", "user_id": None, "session_id": None, "auth_time": None, "amr": None}
-        if self.pending.advance(pending.doc["_id"], "consent", cleared, self.clock()) is None:
-            raise AuthorizationRequestExpired()
+        step = self._sign_in_again(pending, "consent")
         self.end_browser_session(session_token)
+        return step
+
+    def _sign_in_again(self, pending: Pending, stage: str) -> Step:
+        """The request leaves ``stage`` for the login page, forgetting who signed in."""
+        cleared = {"stage": "login", "user_id": None, "session_id": None, "auth_time": None, "amr": None}
+        if self.pending.advance(pending.doc["_id"], stage, cleared, self.clock()) is None:
+            raise AuthorizationRequestExpired()
         return self.page_again(pending, "login")
+
+    def _sign_in_holds(self, pending: Pending) -> bool:
+        """Whether the sign-in a consent or offer page was shown for still holds when it
+        is posted, which may be much later: a browser session of it is live (a sign-out
+        or "Not you?" in another tab ended it), its user is active, its V1 session
+        neither revoked nor expired, and a ``max_age`` of seconds (OIDC Core 3.1.2.1)
+        still allows its ``auth_time``.  ``prompt=login`` and ``max_age=0`` asked for a
+        sign-in before the page, which this request's own login was."""
+        doc, request = pending.doc, pending.request
+        now = self.clock()
+        return (self.browser_sessions.live_for_session(request.app_id, doc["user_id"], doc["session_id"], now)
+                and self.users.status(request.app_id, doc["user_id"]) == "active"
+                and self.sessions.is_active(request.app_id, doc["session_id"])
+                and not (request.max_age and request.authentication_too_old(doc["auth_time"], int(now.timestamp()))))
 
     def passkey_offer(self, pending: Pending, *, answer: dict | None) -> Step:
         """The offer's post: ``answer`` ({challenge_id, credential}) registers the passkey
@@ -319,6 +343,8 @@ class HostedLogin:
                 raise AuthorizationRequestExpired()
             return Step(request, page="consent", handle=pending.handle,
                         signed_in_as=self._email(request.app_id, signed_in["user_id"]))
+        if not self._sign_in_holds(pending):
+            return self._sign_in_again(pending, OFFER)
         if self.pending.advance(pending.doc["_id"], OFFER, {"stage": "done"}, now) is None:
             raise AuthorizationRequestExpired()
         self.pending.delete(pending.doc["_id"])

@@ -161,13 +161,16 @@ class GrantStore(Collection):
                                               {"$set": {"revoked_at": now, "revoked_reason": reason}},
                                               return_document=ReturnDocument.AFTER)
 
-    def live(self, app_id: str, **match) -> list[dict]:
-        """Unrevoked grants of the application matching ``match`` (user_id, session_id...)."""
-        return list(self._docs.find({"app_id": app_id, "revoked_at": None, **match},
+    def live(self, app_id: str, now, **match) -> list[dict]:
+        """Live grants (neither revoked nor expired) of the application matching ``match``
+        (user_id, session_id...)."""
+        return list(self._docs.find({"app_id": app_id, "revoked_at": None, "expires_at": {"$gt": now}, **match},
                                     {"client_id": 1, "user_id": 1, "session_id": 1}))
 
     def revoke_many(self, app_id: str, now, reason: str, **match) -> int:
-        result = self._docs.update_many({"app_id": app_id, "revoked_at": None, **match},
+        """Revoke the live grants ``live`` gives; an expired one is over already (the TTL
+        index removes it within a minute or so) and stays as it ended."""
+        result = self._docs.update_many({"app_id": app_id, "revoked_at": None, "expires_at": {"$gt": now}, **match},
                                         {"$set": {"revoked_at": now, "revoked_reason": reason}})
         return result.modified_count
 
@@ -220,6 +223,11 @@ class BrowserSessionStore(Collection):
 
     def delete(self, token_digest: str) -> bool:
         return self._docs.delete_one({"_id": token_digest}).deleted_count == 1
+
+    def live_for_session(self, app_id: str, user_id: str, session_id: str, now) -> bool:
+        """Whether a browser session signed in with the V1 session ``session_id`` is live."""
+        return self._docs.find_one({"app_id": app_id, "user_id": user_id, "session_id": session_id,
+                                    "expires_at": {"$gt": now}}, {"_id": 1}) is not None
 
     def delete_for_session(self, app_id: str, user_id: str, session_id: str) -> int:
         """End every browser session signed in with the V1 session ``session_id``."""

@@ -43,6 +43,7 @@ from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import AccountSuspended
 from controlplane.users.sessions import SessionService
 from shared.errors import DomainError
+from shared.ids import digest
 from shared.timeutil import isoformat
 
 OFF, SECOND_FACTOR, PASSWORDLESS = "off", "second_factor", "passwordless"
@@ -205,13 +206,18 @@ class PasskeyService:
         return self.credentials.request_options(app_id, subject_id=pending["user_id"], mfa_challenge=pending["_id"])
 
     def authenticate(self, app: dict, *, challenge_id: str, credential: dict, remember_me: bool,
-                     device_info: dict) -> dict:
+                     device_info: dict, answering: str | None = None) -> dict:
         """Verify an assertion and issue the token pair of a login (through the MFA
         challenge when it is a second factor).  400 PASSKEY_* when it does not verify;
-        a sign count that goes backwards is refused and audited."""
+        a sign count that goes backwards is refused and audited.  ``answering``: the MFA
+        challenge token of the login whose second factor this must be (the hosted MFA
+        step): a challenge of another login, or of a sign-in by passkey alone, is 400
+        PASSKEY_CHALLENGE_INVALID, so no other account's passkey can finish this login."""
         self._gate(app)
         app_id = app["_id"]
         challenge = self.credentials.take(app_id, challenge_id, AUTHENTICATION)
+        if answering is not None and challenge.get("mfa_challenge") != digest(answering):
+            raise ChallengeInvalid()
         passkey = self.credentials.asserted_passkey(app_id, challenge, credential)
         alone = challenge["user_id"] is None
         who = actor("user", passkey["user_id"])

@@ -150,6 +150,19 @@ def test_every_end_of_the_users_sign_ins_sends_one(client, ctx, application, iss
     assert claims["sub"] == user_token.user["id"] and claims["sid"] == session_of(client, user_token)
 
 
+def test_an_expired_grant_is_neither_revoked_nor_told(ctx, clock, application, issue_tokens, user_token, rp):
+    """A grant past its expiry ended already (the TTL index only reclaims the space, a
+    minute or so later): a suspension then neither revokes it (no connection.revoked)
+    nor sends its relying party a logout token."""
+    issue_tokens(user_token, rp)
+    clock.advance(ctx.config.refresh_token_ttl + 60)
+    head = ctx.events.head()
+    ctx.users.admin.suspend(application["_id"], user_token.user["id"])
+    assert ctx.store["events"].count_documents({"type": "connection.revoked", "seq": {"$gt": head}}) == 0
+    assert pending(ctx) == []
+    assert ctx.store["oidc_refresh_tokens"].find_one({})["revoked_at"] is None
+
+
 def test_a_failed_attempt_is_logged_and_retried(client, ctx, clock, issue_tokens, user_token, rp, receiver,
                                                 caplog):
     receiver.statuses = [503, 500, 204]

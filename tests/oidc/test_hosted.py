@@ -178,6 +178,57 @@ def test_a_consent_page_cannot_be_posted_twice(browser, rp, person):
     assert "OIDC_AUTHORIZATION_REQUEST_EXPIRED" in again.text
 
 
+def _sign_out_in_another_tab(browser, **_):
+    assert_page(browser.submit(navigate(browser, "/oidc/logout")), "You are signed out")
+
+
+def _revoke_the_v1_session(browser, ctx, hosted_app, person):
+    ctx.users.sessions.revoke_user(hosted_app["_id"], person["id"], reason="revoked")
+
+
+def _suspend_the_user(browser, ctx, hosted_app, person):
+    ctx.users.admin.suspend(hosted_app["_id"], person["id"])
+
+
+@pytest.mark.parametrize("end", [_sign_out_in_another_tab, _revoke_the_v1_session, _suspend_the_user],
+                         ids=["sign-out", "V1 session revoked", "suspension"])
+def test_a_consent_page_posted_after_its_sign_in_ended_asks_for_the_login(ctx, browser, hosted_app, oidc_client, rp,
+                                                                          person, end):
+    """A consent page can stay open for its ten minutes; on a shared computer the next
+    person's Allow must not sign them in to the client as the one who signed out."""
+    signed_in(browser, rp, person)
+    other = oidc_client(hosted_app, name="Other")
+    consent = browser.get(authorize_url(other))
+    assert_page(consent, "Allow access?")
+    end(browser, ctx=ctx, hosted_app=hosted_app, person=person)
+    again = browser.submit(consent, decision="allow")
+    assert_page(again, "Sign in")
+    assert ctx.store["oidc_consents"].count_documents({"client_id": other["client_id"]}) == 0
+
+
+def test_max_age_holds_when_the_consent_page_is_posted(ctx, clock, browser, hosted_app, oidc_client, rp, person):
+    """OIDC Core 3.1.2.1: the sign-in 30 s old when the page was shown is 150 s old when it
+    is posted, past ``max_age=60``: the login page, not a code whose ``auth_time`` is
+    older than the client asked for."""
+    signed_in(browser, rp, person)
+    other = oidc_client(hosted_app, name="Other")
+    clock.advance(30)
+    consent = browser.get(authorize_url(other, max_age="60"))
+    assert_page(consent, "Allow access?")
+    clock.advance(120)
+    assert_page(browser.submit(consent, decision="allow"), "Sign in")
+
+
+@pytest.mark.parametrize("params", [{"prompt": "login"}, {"max_age": "0"}], ids=["prompt=login", "max_age=0"])
+def test_the_login_they_asked_for_is_the_one_the_consent_post_takes(browser, clock, rp, person, params):
+    """``prompt=login`` and ``max_age=0`` asked for a sign-in, and this request's login was
+    it: the consent post a few seconds later issues the code (no login loop)."""
+    consent = sign_in(browser, rp, person, **params)
+    assert_page(consent, "Allow access?")
+    clock.advance(5)
+    assert query_of(browser.submit(consent, decision="allow"))["code"]
+
+
 def test_wrong_password_shows_the_login_page_again(ctx, browser, rp, person):
     page = browser.get(authorize_url(rp))
     again = browser.submit(page, email=person["email"], password="wrong password 1")
@@ -938,6 +989,29 @@ def test_a_security_key_as_the_second_factor_says_pwd_hwk_mfa(ctx, client, brows
     consent = post_passkey(browser, mfa, security_key)
     callback = browser.submit(consent, decision="allow")
     assert amr_of(ctx, exchange, rp, callback, verifier) == ["pwd", "hwk", "mfa"]
+
+
+@PASSKEYS
+def test_the_mfa_step_takes_only_a_passkey_answering_this_logins_challenge(ctx, client, browser, rp, hosted_app,
+                                                                           person, make_user, login):
+    """Ada typed her password and is at the MFA step; Grace's passkey answering the login
+    page's sign-in-alone challenge must not finish Ada's login as Grace (with an ``amr``
+    of pwd, hwk and mfa Grace never earned), nor may any challenge but this login's."""
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
+    register_passkey(client, app, person, login, SoftAuthenticator())
+    grace, graces_key = make_user(hosted_app, name="Grace Hopper"), SoftAuthenticator()
+    register_passkey(client, app, grace, login, graces_key)
+    login_page = browser.get(authorize_url(rp))
+    alone, alone_options = hidden_fields(login_page, passkey_form(login_page)), passkey_options(login_page)
+    mfa = browser.submit(login_page, email=person["email"], password=person["password"])
+    assert_page(mfa, "Two-step verification")
+    graces_sessions = ctx.store["sessions"].count_documents({"user_id": grace["id"]})
+    answer = browser.post(form_action(mfa), {**hidden_fields(mfa, passkey_form(mfa)),
+                                             "challenge_id": alone["challenge_id"],
+                                             "credential": json.dumps(graces_key.get(alone_options))})
+    assert_page(answer, "Two-step verification", 400)
+    assert ctx.store["oidc_pending_requests"].find_one({"stage": "mfa"}) is not None  # still Ada's MFA step
+    assert ctx.store["sessions"].count_documents({"user_id": grace["id"]}) == graces_sessions
 
 
 def test_a_password_alone_says_pwd(ctx, browser, rp, person, exchange):

@@ -21,6 +21,19 @@ def basic(rp) -> dict:
 # ---------------------------------------------------------------- userinfo
 
 
+def test_userinfo_refuses_the_tokens_of_an_application_being_deleted(client, ctx, application, tokens, monkeypatch):
+    """The application is marked first and purged after; until a purge cut short is
+    finished, the documents it has not reached must not answer (the V1 token is 404)."""
+    def cut_short(_app_id):
+        raise RuntimeError("the store went away mid-purge")
+
+    monkeypatch.setattr(ctx.applications.store, "purge", cut_short)
+    with pytest.raises(RuntimeError):
+        ctx.applications.delete(application["_id"])
+    response = client.simulate_get("/oidc/userinfo", headers=bearer(tokens["access_token"]))
+    assert_oauth_error(response, "invalid_token", status=401)
+
+
 @pytest.mark.parametrize("scope, expected", [
     ("openid", {"sub"}),
     ("openid email", {"sub", "email", "email_verified"}),
