@@ -592,8 +592,9 @@ class Branding(_SignedIn):
     def on_put(self, req, resp, applicationId):
         """Update the application's branding; custom_css is sanitised
 
-        branding_options merge field by field (dark_mode too). custom_css loses </style>, @import,
-        expression(, javascript: and external url(...) references. The response is the application with a
+        branding_options merge field by field (dark_mode too). custom_css is reduced to an allow-list of rules,
+        @media blocks and properties: @import, expression(), behavior, external url(...) references and any
+        token holding a '<' (written or escaped) are dropped. The response is the application with a
         branding object {name, logo_url, color, background}."""
         values = self.body(req, partial=True)
         app = self.applications.update_branding(applicationId, values)
