@@ -8,6 +8,8 @@ write them.
 """
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from shared.ids import new_id
@@ -82,6 +84,7 @@ def oidc_refresh_token(ctx):
         doc = {
             "_id": new_id(), "app_id": app["_id"], "user_id": user_id, "client_id": client_id,
             "token_digest": new_id().replace("-", "") * 2, "created_at": now, "revoked_at": now if revoked else None,
+            "expires_at": now + timedelta(days=7),  # a grant's refresh-token lifetime, as the code exchange sets it
         }
         ctx.store["oidc_refresh_tokens"].insert_one(doc)
         return doc
