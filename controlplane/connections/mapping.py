@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shared import dotted
+from shared.validation import Invalid, normalize_email
 
 _MISSING = object()
 # Bounds on what an upstream may write into a user: its claims are not ours to trust.
@@ -47,12 +48,26 @@ def profile_of(claims: Mapping, mapping) -> Profile:
                 isinstance(item, str | int | float | bool) for item in value)):
             attributes[attribute] = value
     return Profile(
-        email=email.strip().lower() if email else None,
+        email=_email(email),
         email_verified=claim(claims, mapping.email_verified) is True,
         name=_text(claim(claims, mapping.name), MAX_TEXT),
         picture=_url(claim(claims, mapping.picture)),
         attributes=attributes,
     )
+
+
+def _email(value: str | None) -> str | None:
+    """The upstream's address in the form every stored email has
+    (``shared.validation.normalize_email``, as registration stores it), or None when it
+    is no single valid address: it is the provider account owner's to choose, and a
+    recipient list (``x,victim@corp.com``) would send every later mail of the account
+    where they chose."""
+    if not value:
+        return None
+    try:
+        return normalize_email(value)
+    except Invalid:
+        return None
 
 
 def roles_granted(claims: Mapping, rules) -> list[str]:

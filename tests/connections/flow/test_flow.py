@@ -279,3 +279,23 @@ def test_parallel_callbacks_with_one_state_sign_in_once(client, ctx, idp_app, co
     statuses = in_parallel(4, lambda i: browser.callback(params).status_code)
     assert sorted(statuses) == [200, 400, 400, 400]
     assert ctx.store["identities"].count_documents({"app_id": idp_app["_id"]}) == 1
+
+
+@pytest.mark.parametrize("address", ["x,victim@corp.com", "not an address", "a@b@c.example"])
+def test_an_upstream_email_that_is_no_single_address_is_no_email(client, ctx, idp_app, provider, add_connection,
+                                                                 address):
+    """The provider account's owner chooses its email: one that is not a single valid
+    address (a recipient list would receive every later mail of the account) is taken as
+    none, so no account is created with it."""
+    connection = add_connection(idp_app, provider)
+    provider.accounts["verified"]["email"] = address
+    answer = Browser(client, idp_app).sign_in(connection.id)
+    assert answer.status_code >= 400 and answer.json["error"]["details"]["reason"] == "no_email", answer.text
+    assert ctx.store["users"].count_documents({"app_id": idp_app["_id"]}) == 0
+
+
+def test_an_upstream_email_is_stored_as_a_registration_stores_it(client, ctx, idp_app, provider, add_connection):
+    connection = add_connection(idp_app, provider)
+    provider.accounts["verified"]["email"] = " Ada@EXAMPLE.com "
+    assert Browser(client, idp_app).sign_in(connection.id).status_code == 200
+    assert ctx.store["users"].find_one({"app_id": idp_app["_id"]})["email"] == "ada@example.com"
