@@ -153,11 +153,11 @@ class HostedLogin:
         session = self.browser_sessions.get(digest(token))
         if session is None or session["app_id"] != app_id or aware(session["expires_at"]) <= self.clock():
             return None
-        if self.users.status(app_id, session["user_id"]) != "active":
-            return None
-        if not self.sessions.is_active(app_id, session["session_id"]):
-            return None
-        return session
+        return session if self._sign_in_live(app_id, session["user_id"], session["session_id"]) else None
+
+    def _sign_in_live(self, app_id: str, user_id: str, session_id: str) -> bool:
+        """The user still active and the V1 session the sign-in started neither revoked nor expired."""
+        return self.users.status(app_id, user_id) == "active" and self.sessions.is_active(app_id, session_id)
 
     def branding_app(self, *, app_id=None, client_id=None) -> dict | None:
         """The application whose branding a page shows when the flow cannot say (an
@@ -326,8 +326,7 @@ class HostedLogin:
         doc, request = pending.doc, pending.request
         now = self.clock()
         return (self.browser_sessions.live_for_session(request.app_id, doc["user_id"], doc["session_id"], now)
-                and self.users.status(request.app_id, doc["user_id"]) == "active"
-                and self.sessions.is_active(request.app_id, doc["session_id"])
+                and self._sign_in_live(request.app_id, doc["user_id"], doc["session_id"])
                 and not (request.max_age and request.authentication_too_old(doc["auth_time"], int(now.timestamp()))))
 
     def passkey_offer(self, pending: Pending, *, answer: dict | None) -> Step:

@@ -164,15 +164,18 @@ class GrantStore(Collection):
     def live(self, app_id: str, now, **match) -> list[dict]:
         """Live grants (neither revoked nor expired) of the application matching ``match``
         (user_id, session_id...)."""
-        return list(self._docs.find({"app_id": app_id, "revoked_at": None, "expires_at": {"$gt": now}, **match},
-                                    {"client_id": 1, "user_id": 1, "session_id": 1}))
+        return list(self._docs.find(_live_grants(app_id, now, match), {"client_id": 1, "user_id": 1, "session_id": 1}))
 
     def revoke_many(self, app_id: str, now, reason: str, **match) -> int:
         """Revoke the live grants ``live`` gives; an expired one is over already (the TTL
         index removes it within a minute or so) and stays as it ended."""
-        result = self._docs.update_many({"app_id": app_id, "revoked_at": None, "expires_at": {"$gt": now}, **match},
+        result = self._docs.update_many(_live_grants(app_id, now, match),
                                         {"$set": {"revoked_at": now, "revoked_reason": reason}})
         return result.modified_count
+
+
+def _live_grants(app_id: str, now, match: dict) -> dict:
+    return {"app_id": app_id, "revoked_at": None, "expires_at": {"$gt": now}, **match}
 
 
 class ConsentStore(Collection):
