@@ -119,8 +119,8 @@ def test_a_tenants_first_day(live_server, browser, check_page, ctx, outbox, clie
     heading(browser, "API keys of Docks")
     fill(browser, {"name": "provisioning"})
     submit(browser, "Create key")
-    heading(browser, "API keys of Docks")
-    key = browser.find_element(By.ID, "new-secret").get_attribute("value")
+    # The page before the post has the same heading: wait for the one that shows the secret.
+    key = waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "new-secret"))[0].get_attribute("value")
     browser.find_element(By.XPATH, "//button[normalize-space()='Copy key']").click()
     waiting(browser, 10).until(lambda b: b.find_element(By.CSS_SELECTOR, "[data-copied-for=new-secret]").text)
     screen("api-key", "status of 201")
