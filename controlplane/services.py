@@ -88,6 +88,7 @@ from controlplane.startup import StartUp
 from controlplane.store import Store
 from controlplane.tokens import TokenService
 from controlplane.users.admin import UserAdminService
+from controlplane.users.claim import AccountClaim
 from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
@@ -371,8 +372,12 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                               secret_key=config.secret_key, refresh_token_ttl=config.refresh_token_ttl,
                               remember_me_ttl=config.refresh_token_remember_me_ttl,
                               reuse_grace=config.refresh_reuse_grace)
+    # A reset (or a link code) hands an unverified account to its mailbox's owner; the
+    # areas below add the ways in they keep.
+    account_claim = AccountClaim(user_store, sessions, oidc_connections, events, clock)
     passwords = PasswordService(user_store, one_time_tokens, sessions, oidc_connections, events, clock, hasher,
-                                password_guard, rate_limiter, mailer, audit, public_url=config.public_url,
+                                password_guard, rate_limiter, mailer, audit, account_claim,
+                                public_url=config.public_url,
                                 reset_token_ttl=config.reset_token_ttl, rate_limit_forgot=config.rate_limit_forgot)
     email_verification = EmailVerificationService(user_store, one_time_tokens, clock, rate_limiter, mailer,
                                                   public_url=config.public_url,
@@ -386,8 +391,10 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                      passwords, events, clock, box, rate_limiter, mailer, audit, secret_key=config.secret_key,
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
+    account_claim.also_removes(mfa.on_claim)
     passkeys = PasskeyService(passkey_store, passkey_credentials, user_directory, mfa, sessions, events, audit)
     events.listen(passkeys.on_event)
+    account_claim.also_removes(passkeys.on_claim)
     # Passkeys wrap MFA: the login's challenge offers TOTP and/or a passkey.
     login = LoginService(user_store, sessions, password_guard, rate_limiter, second_factor=passkeys, audit=audit,
                          rate_limit_login=config.rate_limit_login)
@@ -410,12 +417,14 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                                  roles=roles, passkey_count=PasskeyStore(store).count_for_user, events=events,
                                  clock=clock, connection_active=connections.store.is_active)
     events.listen(identities.on_event)
+    account_claim.also_removes(identities.on_claim)
     upstream_tokens = UpstreamTokens(identity_store, connections, provider_http, client_auth, connection_box, events,
                                      clock)
     connection_sign_in = ConnectionSignInServices(
         flow=ConnectionFlow(connections, StateStore(store), pending_links, provider_http,
                             JwksCache(store, provider_http, clock), identities, upstream_tokens,
-                            second_factor=passkeys, passwords=passwords, mailer=mailer, audit=audit,
+                            second_factor=passkeys, passwords=passwords, claim=account_claim, mailer=mailer,
+                            audit=audit,
                             box=connection_box, clock=clock),
         identities=identities, tokens=upstream_tokens)
     oidc = OidcServices(

@@ -42,6 +42,8 @@ INTERNAL_EVENT_TYPES = MappingProxyType({
     "user.unsuspended": "an administrator made a suspended user active again",
     "user.password_changed": "a user changed their password; their other sessions were revoked",
     "user.password_reset": "a user set a new password with an emailed reset token",
+    "user.claimed": "the owner of an unverified account's mailbox proved it without the account's credentials; "
+                    "every earlier way in was removed",
     "consent.withdrawn": "a user withdrew their OIDC consents; those clients' refresh tokens were revoked",
     "mfa.backup_codes_regenerated": "a user replaced their MFA backup codes with a new set",
     "mfa.backup_code_used": "an MFA backup code completed a login",

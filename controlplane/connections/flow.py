@@ -55,6 +55,7 @@ from controlplane.connections.linking import (
 from controlplane.connections.states import STATE_TTL_SECONDS, StateStore, TakenState
 from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.mail import Mailer
+from controlplane.users.claim import AccountClaim
 from controlplane.users.emails import brand, letter
 from controlplane.users.errors import InvalidCredentials
 from shared.crypto import SecretBox
@@ -136,6 +137,7 @@ class ConnectionFlow:
     tokens: UpstreamTokens
     second_factor: object        # PasskeyService: sign_in_challenge; proof_options and prove for a pending link
     passwords: object            # PasswordService.check
+    claim: AccountClaim          # a code proves the mailbox: hands an unverified account over
     mailer: Mailer
     audit: AuditLog
     box: SecretBox
@@ -367,10 +369,15 @@ class ConnectionFlow:
             raise LinkCodesLimited(limit=MAX_LINK_CODES, reset_at=int(ends.timestamp()),
                                    retry_after=int((ends - now).total_seconds()))
         subject = f"Your code to link a sign-in provider ({brand(application)})"
+        handed_over = "" if user.get("email_verified") else (
+            "This account's email address was never confirmed, so someone else may have set it up. Entering the "
+            "code confirms it and makes the account yours alone: its password, the other sign-in providers "
+            "linked to it, its passkeys and its two-step verification are removed, and every device signed in "
+            "to it is signed out.\n\n")
         self.mailer.send(user["email"], subject, letter(application, user, (
             f"Someone is linking a sign-in provider to your {brand(application)} account. If it is you, enter "
             f"this code: {code}\n\nIt is valid 10 minutes. If it is not you, ignore this email: nothing is "
-            f"linked without the code.\n\n")))
+            f"linked without the code.\n\n{handed_over}")))
 
     def complete_link(self, application, *, link_id: str, binding: str, password: str | None = None,
                       code: str | None = None, passkey: Mapping | None = None, remember_me: bool = False,
@@ -380,7 +387,8 @@ class ConnectionFlow:
         its passkeys (``passkey``: ``challenge_id`` of ``link_passkey_options`` and the
         ``credential``), then sign in as ``finish`` would.  Each answer counts; after
         ``MAX_LINK_ATTEMPTS`` the link is spent.  401 AUTH_INVALID_CREDENTIALS for a
-        wrong answer."""
+        wrong answer.  The code proves the mailbox only: an account whose email is not
+        verified is first handed to the mailbox's owner (``users.claim``)."""
         app_id, now = application["_id"], self.clock()
         link, user = self._live_link(application, link_id, binding, now)
         if self.links.count_attempt(app_id, link_id, now) is None:
@@ -399,6 +407,10 @@ class ConnectionFlow:
             raise InvalidCredentials(wrong, details={"attempts_left": max(0, left)})
         if self.links.take(app_id, link_id) is None:
             raise _link_invalid()  # a parallel completion won
+        if password is None and passkey is None:
+            # The code proved the mailbox, not the account: an unverified one goes to the
+            # mailbox's owner, without the ways in someone else may have set up.
+            user = self.claim.hand_over(app_id, user, via="link_code")
         connection = self.connections.get(app_id, link["connection_id"])
         fields = link["identity"]
         self.identities.link(application, connection.id, user["_id"], fields)

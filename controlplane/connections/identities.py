@@ -34,6 +34,7 @@ from controlplane.connections.errors import (
 from controlplane.connections.linking import PendingLinkStore
 from controlplane.events import EventLog
 from controlplane.roles.errors import RoleAlreadyAssigned, RoleNotFound
+from controlplane.users import claim
 from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import AccountSuspended, EmailAlreadyRegistered, UserNotFound
 from shared.ids import is_uuid, new_id
@@ -100,8 +101,14 @@ class IdentityStore(AppCollection):
         """Remove the connection's identities one by one, each with its stored tokens,
         yielding each document removed: a removal that stops part way leaves whole
         identities, never half of one."""
-        while (doc := self._docs.find_one_and_delete({"app_id": app_id, "connection_id": connection_id})) \
-                is not None:
+        return self._take({"app_id": app_id, "connection_id": connection_id})
+
+    def take_of_user(self, app_id: str, user_id: str) -> Iterator[dict]:
+        """Remove the user's identities one by one, as ``take_of_connection``."""
+        return self._take({"app_id": app_id, "user_id": user_id})
+
+    def _take(self, match: dict) -> Iterator[dict]:
+        while (doc := self._docs.find_one_and_delete(match)) is not None:
             yield doc
 
     def set_tokens(self, app_id: str, identity_id: str, tokens: dict | None, *, expected: str | None = None) -> bool:
@@ -313,6 +320,14 @@ class IdentityService:
             self.identities.insert(removed)
             raise IdentityLastSignIn(identity_id)
         self.events.emit(app_id, "connection.revoked", revoked(removed, "unlinked"), subject={"user_id": user_id})
+
+    def on_claim(self, app_id: str, user_id: str) -> None:
+        """An unverified account handed to its mailbox's owner (``users.claim``): the
+        identities linked to it are unlinked (connection.revoked, reason
+        ``account_claimed``)."""
+        for removed in self.identities.take_of_user(app_id, user_id):
+            self.events.emit(app_id, "connection.revoked", revoked(removed, claim.REASON),
+                             subject={"user_id": user_id})
 
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's identities (and the upstream

@@ -8,8 +8,9 @@ the connection's ``linking`` decides:
 - ``none``: refused (409 CONNECTION_EMAIL_EXISTS); the person signs in to the account and
   links from there, or uses another email upstream;
 - ``verify``: a pending link (409 CONNECTION_LINK_REQUIRED) that the person completes by
-  proving the existing account (its password, or a code mailed to its address); only
-  then is the identity linked;
+  proving the existing account (its password, one of its passkeys, or a code mailed to
+  its address); only then is the identity linked.  The code proves the mailbox, not the
+  account: an unverified account is handed over first (``users.claim``);
 - ``trusted_email``: linked at once ONLY when the connection is ``trusted``, the upstream
   says ``email_verified: true`` AND the local account's email is verified; otherwise it
   behaves as ``verify``.  An upstream that lets anyone claim any email (nOAuth) fails the

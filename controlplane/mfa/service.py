@@ -169,6 +169,14 @@ class MfaService:
         """Delete every MFA record of a user (account deletion); no event."""
         self.factor.forget(app_id, user_id)
 
+    def on_claim(self, app_id: str, user_id: str) -> None:
+        """An unverified account handed to its mailbox's owner (``users.claim``): the TOTP
+        method and backup codes someone else may have set go; mfa.disabled when one was on."""
+        enabled = self.methods.active(app_id, user_id) is not None
+        self.factor.forget(app_id, user_id)
+        if enabled:
+            self.events.emit(app_id, "mfa.disabled", {"user_id": user_id}, subject={"user_id": user_id})
+
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's second factor goes with it."""
         if event.type == "user.deleted" and event.app_id and event.subject.get("user_id"):

@@ -275,6 +275,13 @@ class PasskeyService:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def on_claim(self, app_id: str, user_id: str) -> None:
+        """An unverified account handed to its mailbox's owner (``users.claim``): the
+        passkeys someone else may have registered go; mfa.disabled when there were any."""
+        if self.passkeys.delete_for_user(app_id, user_id):
+            self.events.emit(app_id, "mfa.disabled", {"user_id": user_id, "method": WEBAUTHN},
+                             subject={"user_id": user_id})
+
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's passkeys go with it."""
         if event.type == "user.deleted" and event.app_id and event.subject.get("user_id"):

@@ -65,8 +65,8 @@ class PasskeyStore(AppCollection):
                                                  "last_used_at": now}})
         return result.matched_count == 1  # matched: 0 -> 0 at the same instant changes nothing
 
-    def delete_for_user(self, app_id: str, user_id: str) -> None:
-        self._docs.delete_many({"app_id": app_id, "user_id": user_id})
+    def delete_for_user(self, app_id: str, user_id: str) -> int:
+        return self._docs.delete_many({"app_id": app_id, "user_id": user_id}).deleted_count
 
 
 class PasskeyChallengeStore(Collection):

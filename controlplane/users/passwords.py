@@ -5,7 +5,8 @@ action with.
 Every check of a user's password goes through the ``PasswordGuard`` (the login lock,
 ``controlplane/lockout.py``): login, change-password and the MFA area's confirmations
 draw on one budget per account.  A reset link proves the mailbox, so a reset lifts the
-lock and marks the email verified.
+lock and marks the email verified, handing an unverified account to the mailbox's owner
+(``claim.py``).
 
 Reset requests and failed resets are audit records (docs/audit.md): the tenant's
 administrators read them, never the requester, so a request for an unknown email is
@@ -26,6 +27,7 @@ from controlplane.oidc.connections import ConnectionService
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
 from controlplane.ratelimit import RateLimiter
 from controlplane.users import emails
+from controlplane.users.claim import AccountClaim
 from controlplane.users.errors import InvalidResetToken, ResetRequestsLimited, ResetTokenExpired, UserNotFound
 from controlplane.users.one_time import RESET, issue_one_time_token
 from controlplane.users.sessions import SessionService
@@ -48,6 +50,7 @@ class PasswordService:
     rate_limiter: RateLimiter
     mailer: Mailer
     audit: AuditLog
+    claim: AccountClaim
     _: KW_ONLY
     public_url: str
     reset_token_ttl: int
@@ -109,7 +112,9 @@ class PasswordService:
         VALIDATION_PASSWORD_TOO_WEAK.  Revokes every session and every OIDC grant (a
         reset is how an account is taken back: nothing the old password let someone
         obtain keeps working), lifts a login lock and marks the email verified (the
-        link proved the mailbox)."""
+        link proved the mailbox).  An unverified account is first handed to the
+        mailbox's owner (``claim.AccountClaim``): its linked identities, passkeys and
+        TOTP go too."""
         app_id, now = app["_id"], self.clock()
         token_digest = digest(token)
         record = self.one_time_tokens.get(app_id, token_digest, RESET)
@@ -130,11 +135,12 @@ class PasswordService:
         if self.one_time_tokens.consume(app_id, token_digest, RESET, self.clock()) is None:
             raise self._reset_failed(app_id, user_target, "token_used", InvalidResetToken())
         now = self.clock()
+        self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
+        self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
+        self.claim.hand_over(app_id, user, via="password_reset")
         self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
                                                 "updated_at": now})
         self.one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)
-        self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
-        self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
         self.password_guard.lift(app_id, email)  # the mailbox owner lifts a lock
         self.events.emit(app_id, "user.password_reset", {"user_id": user["_id"]}, subject={"user_id": user["_id"]})
 

@@ -50,13 +50,18 @@ class EmailVerificationService:
         self.one_time_tokens.invalidate_for_user(app_id, user["_id"], VERIFICATION, now)
 
     def resend(self, app: dict, email: str) -> None:
-        """Send a new verification link if an active, unverified account has this email.
+        """Send a new verification link if an active, unverified account registered with
+        a password has this email.  An account without one was made by a sign-in provider
+        that did not vouch for the address, or handed over (``claim.py``): confirming the
+        email would vouch for ways in its mailbox's owner never chose, so it proves the
+        mailbox by a password reset instead, which hands the account over.
         Only resend requests count toward IAMGATE_RATE_LIMIT_RESEND (429
         AUTH_VERIFICATION_RATE_LIMITED); the answer never tells whether it was sent."""
         self.rate_limiter.hit(f"resend:{app['_id']}:{email}", self.rate_limit_resend,
                               error=VerificationRequestsLimited)
         user = self.users.by_email(app["_id"], email)
-        if user is not None and user.get("status") == "active" and not user.get("email_verified"):
+        if user is not None and user.get("status") == "active" and not user.get("email_verified") \
+                and user.get("password_hash"):
             self.send(app, user)
 
     def send(self, app: dict, user: dict) -> None:

@@ -188,6 +188,13 @@ def _reset(env):
     return Expect(response, ("user", user["id"]), ("user", user["id"]))
 
 
+@scenario("user.claimed")
+def _claimed(env):
+    """A reset of an account whose email was never verified hands it to the mailbox's owner."""
+    expect = _reset(env)
+    return Expect(expect.response, expect.actor, expect.target, data={"via": "password_reset"})
+
+
 @scenario("user.updated")
 def _profile(env):
     user = env.user()

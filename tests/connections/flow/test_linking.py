@@ -159,7 +159,8 @@ def test_pre_account_hijack_an_unverified_local_account_is_never_merged(client, 
                                                                         add_connection, make_user):
     """The attacker registered the victim's address locally first (and cannot verify
     it); the victim then signs in with a verified upstream email: no automatic merge into
-    the attacker's account, only the verify path that needs the attacker's password."""
+    the attacker's account, only the verify path (the attacker's password, or a code to
+    the victim's mailbox, which hands the account over: test_account_claim.py)."""
     attacker = make_user(idp_app, email=VICTIM, password="Attacker-Chosen-1")
     connection = add_connection(idp_app, provider, linking="trusted_email", trusted=True)
     _link_required(Browser(client, idp_app).sign_in(connection.id))

@@ -1,0 +1,68 @@
+"""Handing an account whose email nobody proved to the owner of that mailbox
+(docs/authentication.md, "Unverified accounts").
+
+Anyone can set an account up under an address they do not own: register it with a
+password of their own, or sign in through a connection whose provider does not vouch for
+the email.  The account then waits, unverified, for the address's owner.  If the owner
+later proved the mailbox and the account were kept as it was, the squatter's password,
+upstream identity, passkey or session would still open it: a pre-account takeover
+(Sudhodanan and Paverd, "Pre-hijacked accounts", USENIX Security 2022).
+
+So the first proof of the mailbox that comes *without* the account's own credentials (a
+password reset link, or the code that links a sign-in provider) hands the account over:
+every way in it had (its password, linked identities, passkeys, TOTP and backup codes)
+is removed and every session and OIDC grant revoked, then the email is marked verified;
+only after that does the caller add the new way in (the new password, the linked
+identity).  An account whose email is verified was vouched for by its mailbox's owner,
+and is never handed over.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from controlplane.events import EventLog
+from controlplane.oidc.connections import ConnectionService
+from controlplane.users.sessions import SessionService
+from controlplane.users.store import UserStore
+from shared.timeutil import Clock
+
+# The ``reason`` of the sessions, grants and identities a hand-over revokes.
+REASON = "account_claimed"
+
+
+@dataclass(eq=False)
+class AccountClaim:
+    users: UserStore
+    sessions: SessionService
+    oauth_connections: ConnectionService
+    events: EventLog
+    clock: Clock
+    # ``remove(app_id, user_id)`` of the ways in other areas keep (linked identities,
+    # passkeys, TOTP), each emitting its own events; those areas are built after the
+    # users' and add theirs with ``also_removes``, as listeners join the change log.
+    _removers: list[Callable[[str, str], None]] = field(default_factory=list)
+
+    def also_removes(self, remove: Callable[[str, str], None]) -> None:
+        self._removers.append(remove)
+
+    def hand_over(self, app_id: str, user: dict, *, via: str) -> dict:
+        """Hand the unverified account ``user`` to whoever proved its mailbox ``via``
+        (``password_reset`` or ``link_code``); the account as it is after.  Emits
+        ``user.claimed``.  A verified account is returned unchanged.
+
+        The ways in go before the sessions: a session still live while they went could
+        only add one through a request already under way.  The email is marked verified
+        last, so a hand-over that fails part way (the store unreachable) is done again,
+        whole, by the next proof."""
+        if user.get("email_verified"):
+            return user
+        user_id, now = user["_id"], self.clock()
+        for remove in self._removers:
+            remove(app_id, user_id)
+        self.users.update(app_id, user_id, {"password_hash": None, "updated_at": now})
+        self.sessions.revoke_user(app_id, user_id, reason=REASON, now=now)
+        self.oauth_connections.revoke_user(app_id, user_id, reason=REASON)
+        claimed = self.users.update(app_id, user_id, {"email_verified": True, "updated_at": now})
+        self.events.emit(app_id, "user.claimed", {"user_id": user_id, "via": via}, subject={"user_id": user_id})
+        return claimed if claimed is not None else user

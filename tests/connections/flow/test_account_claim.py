@@ -1,0 +1,209 @@
+"""Pre-account takeover: someone sets an account up under the victim's address before
+the victim does (a sign-in through a provider that does not vouch for the email, or a
+password registration), and waits.  The victim later proves the mailbox without the
+account's credentials (a link code, a password reset): the account becomes theirs
+alone, and nothing the squatter set up opens it any more."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_error, events_of
+from tests.connections.flow.conftest import Browser
+from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
+from tests.plugins.users import PASSWORD, fresh_address, users_url
+
+VICTIM = "ada@example.com"  # the provider's accounts "verified" (the victim's) and "unverified"
+NEW = "Fresh-Secret-42"
+
+
+@pytest.fixture
+def config_overrides():
+    return {"webhook_allow_private_targets": True, "webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,)}
+
+
+@pytest.fixture
+def claim_app(ctx, idp_app):
+    return ctx.applications.update(idp_app["_id"], {"passkeys": "second_factor"})
+
+
+def _post(client, app, path: str, body: dict):
+    return client.simulate_post(users_url(app, path), json=body, remote_addr=fresh_address())
+
+
+def _owners(ctx, app) -> dict:
+    return {doc["sub"]: doc["user_id"] for doc in ctx.store["identities"].find({"app_id": app["_id"]})}
+
+
+def _refresh(client, app, refresh_token: str):
+    return _post(client, app, "/token/refresh", {"refresh_token": refresh_token})
+
+
+def _code(mail) -> str:
+    return next(word for word in mail.body.replace(".", " ").split() if word.isdigit() and len(word) == 6)
+
+
+def _link_by_code(browser: Browser, response, outbox):
+    link_id = assert_error(response, 409, "CONNECTION_LINK_REQUIRED")["details"]["link_id"]
+    assert browser.post("/link/code", {"link_id": link_id, "binding": browser.binding}).status_code == 202
+    return outbox[-1], browser.post("/link", {"link_id": link_id, "binding": browser.binding,
+                                              "code": _code(outbox[-1])})
+
+
+@pytest.fixture
+def squatter_jit(client, claim_app, provider, add_connection):
+    """The attacker's sign-in through an untrusted connection whose provider let them claim
+    the victim's address unverified: a new account, their identity linked to it."""
+    untrusted = add_connection(claim_app, provider, linking="verify")
+    provider.login_as = "unverified"
+    signed_in = Browser(client, claim_app).sign_in(untrusted.id)
+    assert signed_in.status_code == 200, signed_in.text
+    assert signed_in.json["data"]["user"]["email_verified"] is False
+    provider.login_as = "verified"
+    return untrusted, signed_in.json["data"]
+
+
+@pytest.fixture
+def squatter_password(ctx, claim_app, make_user_token, enable_mfa, register):
+    """The attacker registered the victim's address with a password of their own, turned
+    TOTP on and added a passkey: every way in an account can have."""
+    attacker = make_user_token(claim_app, email=VICTIM, password="Attacker-Chosen-1")
+    enable_mfa(claim_app, attacker)
+    assert register(claim_app, attacker, SoftAuthenticator()).status_code == 201
+    return attacker
+
+
+def _ways_in(ctx, app, user_id: str) -> dict:
+    user = ctx.store["users"].find_one({"_id": user_id})
+    count = lambda name: ctx.store[name].count_documents({"app_id": app["_id"], "user_id": user_id})  # noqa: E731
+    return {"password": user.get("password_hash") is not None, "identities": count("identities"),
+            "passkeys": count("passkeys"), "totp": count("mfa_methods"), "backup_codes": count("mfa_backup_codes")}
+
+
+# ---------------------------------------------------------------- the link code
+
+
+def test_a_link_code_hands_a_jit_account_to_the_mailbox_owner(client, ctx, claim_app, provider_b, add_connection,
+                                                               squatter_jit, outbox):
+    untrusted, attacker = squatter_jit
+    user_id = attacker["user"]["id"]
+    trusted = add_connection(claim_app, provider_b, linking="trusted_email", trusted=True)
+    victim = Browser(client, claim_app)
+    mail, linked = _link_by_code(victim, victim.sign_in(trusted.id), outbox)
+    assert mail.to == VICTIM and "never confirmed" in mail.body
+    assert linked.status_code == 200, linked.text
+    assert linked.json["data"]["user"]["id"] == user_id
+    assert linked.json["data"]["user"]["email_verified"] is True
+    # The attacker's identity is gone, the victim's is the account's only one.
+    assert _owners(ctx, claim_app) == {"sub-verified": user_id}
+    [revoked] = [event for event in events_of(ctx, "connection.revoked", user_id)
+                 if event["data"].get("kind") == "upstream"]
+    assert revoked["data"]["reason"] == "account_claimed" and revoked["data"]["connection_id"] == untrusted.id
+    [claimed] = events_of(ctx, "user.claimed", user_id)
+    assert claimed["data"] == {"user_id": user_id, "via": "link_code"}
+    # The attacker's session is over, and signing in again asks them to prove an
+    # account that is now the victim's.
+    assert_error(_refresh(client, claim_app, attacker["refresh_token"]), 401)
+    assert_error(Browser(client, claim_app).sign_in(untrusted.id), 409, "CONNECTION_LINK_REQUIRED")
+
+
+def test_a_link_code_removes_every_way_in_the_squatter_set_up(client, ctx, claim_app, provider, add_connection,
+                                                              squatter_password, outbox):
+    attacker = squatter_password
+    user_id = attacker.user["id"]
+    assert _ways_in(ctx, claim_app, user_id) == {"password": True, "identities": 0, "passkeys": 1, "totp": 1,
+                                           "backup_codes": 10}
+    trusted = add_connection(claim_app, provider, linking="trusted_email", trusted=True)
+    victim = Browser(client, claim_app)
+    _, linked = _link_by_code(victim, victim.sign_in(trusted.id), outbox)
+    assert linked.status_code == 200, linked.text
+    # Signed in at once: the squatter's TOTP and passkey no longer stand in the way.
+    assert linked.json["data"]["user"]["id"] == user_id and "access_token" in linked.json["data"]
+    assert _ways_in(ctx, claim_app, user_id) == {"password": False, "identities": 1, "passkeys": 0, "totp": 0,
+                                           "backup_codes": 0}
+    assert_error(_post(client, claim_app, "/login", {"email": VICTIM, "password": "Attacker-Chosen-1"}), 401)
+    assert_error(_refresh(client, claim_app, attacker.refresh_token), 401)
+    disabled = events_of(ctx, "mfa.disabled", user_id)
+    assert sorted(event["data"].get("method", "totp") for event in disabled) == ["totp", "webauthn"]
+
+
+def test_a_password_proves_the_account_and_keeps_it_as_it_is(client, ctx, claim_app, provider, add_connection,
+                                                            make_user_token, outbox):
+    """The password's holder is whoever holds the account: linking with it hands nothing
+    over, even while the email is unverified."""
+    owner = make_user_token(claim_app, email=VICTIM)
+    connection = add_connection(claim_app, provider, linking="verify")
+    browser = Browser(client, claim_app)
+    link_id = assert_error(browser.sign_in(connection.id), 409, "CONNECTION_LINK_REQUIRED")["details"]["link_id"]
+    linked = browser.post("/link", {"link_id": link_id, "binding": browser.binding, "password": PASSWORD})
+    assert linked.status_code == 200, linked.text
+    assert linked.json["data"]["user"]["email_verified"] is False
+    assert _post(client, claim_app, "/login", {"email": VICTIM, "password": PASSWORD}).status_code == 200
+    assert _refresh(client, claim_app, owner.refresh_token).status_code == 200
+    assert events_of(ctx, "user.claimed") == []
+
+
+def test_a_link_code_on_a_verified_account_hands_nothing_over(client, ctx, claim_app, provider, add_connection,
+                                                              make_user_token, outbox):
+    owner = make_user_token(claim_app, email=VICTIM)
+    ctx.store["users"].update_one({"_id": owner.user["id"]}, {"$set": {"email_verified": True}})
+    connection = add_connection(claim_app, provider, linking="verify")
+    browser = Browser(client, claim_app)
+    mail, linked = _link_by_code(browser, browser.sign_in(connection.id), outbox)
+    assert linked.status_code == 200, linked.text
+    assert "never confirmed" not in mail.body
+    assert _post(client, claim_app, "/login", {"email": VICTIM, "password": PASSWORD}).status_code == 200
+    assert _refresh(client, claim_app, owner.refresh_token).status_code == 200
+    assert events_of(ctx, "user.claimed") == []
+
+
+# ---------------------------------------------------------------- the password reset
+
+
+def _reset(client, app, outbox, password=NEW):
+    outbox.clear()
+    assert _post(client, app, "/password/forgot", {"email": VICTIM}).status_code == 200
+    return _post(client, app, "/password/reset",
+                 {"token": outbox[-1].token, "email": VICTIM, "password": password})
+
+
+def test_a_reset_hands_a_jit_account_to_the_mailbox_owner(client, ctx, claim_app, squatter_jit, outbox):
+    untrusted, attacker = squatter_jit
+    user_id = attacker["user"]["id"]
+    assert _reset(client, claim_app, outbox).status_code == 200
+    assert _ways_in(ctx, claim_app, user_id)["identities"] == 0
+    assert events_of(ctx, "user.claimed", user_id)[0]["data"]["via"] == "password_reset"
+    assert_error(Browser(client, claim_app).sign_in(untrusted.id), 409, "CONNECTION_LINK_REQUIRED")
+    assert _post(client, claim_app, "/login", {"email": VICTIM, "password": NEW}).status_code == 200
+
+
+def test_a_reset_removes_the_squatters_second_factors(client, ctx, claim_app, squatter_password, outbox):
+    user_id = squatter_password.user["id"]
+    assert _reset(client, claim_app, outbox).status_code == 200
+    assert _ways_in(ctx, claim_app, user_id) == {"password": True, "identities": 0, "passkeys": 0, "totp": 0,
+                                           "backup_codes": 0}
+    # The new password alone signs in: no second factor the squatter holds is asked.
+    signed_in = _post(client, claim_app, "/login", {"email": VICTIM, "password": NEW})
+    assert signed_in.status_code == 200 and "access_token" in signed_in.json["data"], signed_in.text
+
+
+def test_a_reset_of_a_verified_account_keeps_its_ways_in(client, ctx, claim_app, provider, add_connection,
+                                                         make_user_token, outbox):
+    owner = make_user_token(claim_app, email=VICTIM)
+    ctx.store["users"].update_one({"_id": owner.user["id"]}, {"$set": {"email_verified": True}})
+    connection = add_connection(claim_app, provider, linking="trusted_email", trusted=True)
+    assert Browser(client, claim_app).sign_in(connection.id).status_code == 200
+    assert _reset(client, claim_app, outbox).status_code == 200
+    assert _ways_in(ctx, claim_app, owner.user["id"])["identities"] == 1
+    assert Browser(client, claim_app).sign_in(connection.id).json["data"]["user"]["id"] == owner.user["id"]
+    assert events_of(ctx, "user.claimed") == []
+
+
+# ---------------------------------------------------------------- the verification link
+
+
+def test_an_account_a_provider_made_gets_no_verification_link(client, claim_app, squatter_jit, outbox):
+    """Confirming the email would vouch for the squatter's identity: such an account
+    proves its mailbox by a reset, which hands it over."""
+    outbox.clear()
+    assert _post(client, claim_app, "/email/resend", {"email": VICTIM}).status_code == 200
+    assert outbox == []
