@@ -334,7 +334,10 @@ class HostedLogin:
         through ``PasskeyService.register`` (its errors propagate and the offer stays);
         None is "Not now".  Either way the sign-in then goes on: consent or the code."""
         if answer is not None:
-            self.passkeys.register(pending.app, pending.doc["user_id"], name=None, **answer)
+            if not self._sign_in_holds(pending):
+                return self._sign_in_again(pending, OFFER)
+            self.passkeys.register(pending.app, pending.doc["user_id"], session_id=pending.doc["session_id"],
+                                   name=None, **answer)
         request, now = pending.request, self.clock()
         signed_in = {name: pending.doc.get(name) for name in ("user_id", "session_id", "auth_time", "amr")}
         if self.authorize.needs_consent(request, signed_in["user_id"]):

@@ -28,7 +28,7 @@ from controlplane.passkeys.errors import (
 )
 from controlplane.passkeys.service import PasskeyService
 from controlplane.resource import Action, Resource, ThrottledPerIp
-from controlplane.users.errors import AccountSuspended, LoginsLimited
+from controlplane.users.errors import AccountSuspended, LoginsLimited, SessionEnded
 from controlplane.users.login import LoginService
 from controlplane.users.resources import device_info_of
 from shared.errors import Forbidden, ValidationFailed
@@ -65,15 +65,18 @@ class RegistrationOptions(_OwnPasskeys, Action):
 class RegistrationVerify(_OwnPasskeys, Action):
     docs = {"POST": op(
         body=schemas.REGISTRATION_VERIFY, ok=201, response=schemas.PASSKEY,
-        errors=[*_CEREMONY, AuthenticatorNotAllowed, PasskeyAlreadyRegistered, Forbidden, *_GATES],
+        errors=[*_CEREMONY, AuthenticatorNotAllowed, PasskeyAlreadyRegistered, SessionEnded, Forbidden, *_GATES],
     )}
 
     def act(self, req, values, applicationId):
         """Finish registering a passkey
 
         Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. The user's
-        first passkey emits mfa.enabled. Every verification failure is a 400 with its own PASSKEY_* code."""
-        return self.passkeys.register(req.context.application, req.context.principal.user_id, **values)
+        first passkey emits mfa.enabled. Every verification failure is a 400 with its own PASSKEY_* code. The
+        access token's session must still be live (401 once it was revoked: a passkey outlives the token)."""
+        principal = req.context.principal
+        return self.passkeys.register(req.context.application, principal.user_id, session_id=principal.session_id,
+                                      **values)
 
 
 class Passkeys(_OwnPasskeys, Action):

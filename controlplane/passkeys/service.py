@@ -40,7 +40,7 @@ from controlplane.passkeys.errors import (
 )
 from controlplane.passkeys.store import PasskeyStore
 from controlplane.users.directory import UserDirectory
-from controlplane.users.errors import AccountSuspended
+from controlplane.users.errors import AccountSuspended, SessionEnded
 from controlplane.users.sessions import SessionService
 from shared.errors import DomainError
 from shared.ids import digest
@@ -107,14 +107,23 @@ class PasskeyService:
             display_name=user.get("name") or user["email"],
             attestation="direct" if app.get("passkey_aaguids") else "none")
 
-    def register(self, app: dict, user_id: str, *, challenge_id: str, credential: dict, name: str | None) -> dict:
-        """Verify the attestation and store the passkey.  400 PASSKEY_* when it does not
-        verify, 409 PASSKEY_ALREADY_REGISTERED."""
+    def register(self, app: dict, user_id: str, *, session_id: str | None, challenge_id: str, credential: dict,
+                 name: str | None) -> dict:
+        """Verify the attestation and store the passkey, while the caller's session
+        ``session_id`` is live.  400 PASSKEY_* when it does not verify, 409
+        PASSKEY_ALREADY_REGISTERED, 401 when the session has ended."""
         self._gate(app)
         app_id = app["_id"]
         user = self.users.live(app_id, user_id)
         passkey = self.credentials.enrol(app_id, user_id, challenge_id=challenge_id, credential=credential, name=name,
                                         allowed_aaguids=app.get("passkey_aaguids") or ())
+        # A passkey outlives the access token that adds it, which outlives its session: a
+        # session ended (a password reset, a hand-over, a sign-out everywhere) must not
+        # leave one behind.  Checked after the insert, so an end racing it is seen here
+        # or sweeps the passkey itself.
+        if session_id is None or not self.sessions.is_active(app_id, session_id):
+            self.credentials.delete(app_id, user_id, passkey["_id"])
+            raise SessionEnded()
         who = actor("user", user_id, user["email"])
         self.audit.record("passkey.registered", result=success(), actor=who, target=who, application_id=app_id,
                           data={"passkey_id": passkey["_id"], "aaguid": passkey["aaguid"]})

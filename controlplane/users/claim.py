@@ -51,18 +51,23 @@ class AccountClaim:
         (``password_reset`` or ``link_code``); the account as it is after.  Emits
         ``user.claimed``.  A verified account is returned unchanged.
 
-        The ways in go before the sessions: a session still live while they went could
-        only add one through a request already under way.  The email is marked verified
-        last, so a hand-over that fails part way (the store unreachable) is done again,
-        whole, by the next proof."""
+        The sessions end before the ways in go (a passkey a session registers after that
+        finds its session ended and removes itself), and again after (a session started
+        through a way in while it went).  The email is marked verified last, so a
+        hand-over that fails part way (the store unreachable) is done again, whole, by
+        the next proof."""
         if user.get("email_verified"):
             return user
         user_id, now = user["_id"], self.clock()
+        self._end_sessions(app_id, user_id)
         for remove in self._removers:
             remove(app_id, user_id)
         self.users.update(app_id, user_id, {"password_hash": None, "updated_at": now})
-        self.sessions.revoke_user(app_id, user_id, reason=REASON, now=now)
-        self.oauth_connections.revoke_user(app_id, user_id, reason=REASON)
+        self._end_sessions(app_id, user_id)
         claimed = self.users.update(app_id, user_id, {"email_verified": True, "updated_at": now})
         self.events.emit(app_id, "user.claimed", {"user_id": user_id, "via": via}, subject={"user_id": user_id})
         return claimed if claimed is not None else user
+
+    def _end_sessions(self, app_id: str, user_id: str) -> None:
+        self.sessions.revoke_user(app_id, user_id, reason=REASON)
+        self.oauth_connections.revoke_user(app_id, user_id, reason=REASON)

@@ -77,3 +77,8 @@ class LoginsLimited(RateLimited, message="Too many login attempts from this addr
 
 class RefreshTokenRejected(Unauthorized):
     """The refresh token is unknown, expired, revoked or reused; ``details.reason``."""
+
+
+class SessionEnded(Unauthorized, message="The session of this access token has ended; sign in again."):
+    """An access token outlives its session (it stays valid until it expires), but what
+    outlives the token (a passkey) is added only while the session is live."""

@@ -153,6 +153,37 @@ def test_the_last_way_in_cannot_be_deleted(client, ctx, app_pw, make_user_token,
     assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 1
 
 
+def test_an_ended_sessions_access_token_adds_no_passkey(client, ctx, app_pw, make_user_token, register):
+    """An access token stays valid after its session is revoked (a password reset, a
+    sign-out everywhere), but a passkey would outlive it: registration needs the
+    session live."""
+    user = make_user_token(app_pw)
+    revoked = client.simulate_post(users_url(app_pw, "/logout"), json={"refresh_token": user.refresh_token},
+                                   headers=user.headers, remote_addr=fresh_address())
+    assert revoked.status_code in (200, 204), revoked.text
+    assert client.simulate_get(passkeys_url(app_pw), headers=user.headers).status_code == 200  # still valid
+    assert_error(register(app_pw, user, SoftAuthenticator()), 401, "UNAUTHORIZED")
+    assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 0
+
+
+def test_a_session_ending_during_registration_leaves_no_passkey(client, ctx, app_pw, make_user_token, register,
+                                                               monkeypatch):
+    """Checked after the passkey is stored: a session revoked while the attestation was
+    verified is seen, and the passkey removed."""
+    user = make_user_token(app_pw)
+    enrol = ctx.passkeys.credentials.enrol
+
+    def enrol_then_end_the_session(*args, **kwargs):
+        passkey = enrol(*args, **kwargs)
+        ctx.store["sessions"].update_many({"user_id": user.user["id"]}, {"$set": {"revoked_at": ctx.clock()}})
+        return passkey
+
+    monkeypatch.setattr(ctx.passkeys.credentials, "enrol", enrol_then_end_the_session)
+    assert_error(register(app_pw, user, SoftAuthenticator()), 401, "UNAUTHORIZED")
+    assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 0
+    assert events_of(ctx, "mfa.enabled", user.user["id"]) == []
+
+
 def test_a_deleted_user_loses_the_passkeys(client, ctx, app_pw, make_user_token, register):
     user = make_user_token(app_pw)
     register(app_pw, user, SoftAuthenticator())
