@@ -98,7 +98,9 @@ def check_claims(claims: Mapping, *, issuer: str, client_id: str, nonce: str, no
         raise IdTokenRejected("the id_token's iat is outside the time of this sign-in")
     if not isinstance(claims.get("sub"), str) or not claims["sub"]:
         raise IdTokenRejected("the id_token has no sub")
-    if not isinstance(claims.get("nonce"), str) or not hmac.compare_digest(claims["nonce"], nonce):
+    # Bytes: compare_digest refuses a non-ASCII str, and the provider chooses this one.
+    if not isinstance(claims.get("nonce"), str) \
+            or not hmac.compare_digest(claims["nonce"].encode("utf-8"), nonce.encode("utf-8")):
         raise IdTokenRejected("the id_token's nonce is not the one this sign-in sent")
 
 

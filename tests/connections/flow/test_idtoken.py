@@ -67,3 +67,11 @@ def test_the_jwks_is_refreshed_once_per_token():
     assert calls == [1]
     assert verify(token(kid="k2"), jwks(kid="k1"), refresh)["sub"] == "s"
     assert calls == [1, 1]
+
+
+@pytest.mark.parametrize("nonce", ["ñ", "n\u00e9", "🙂", "", 7, None])
+def test_a_nonce_that_is_not_the_one_sent_is_refused_whatever_it_holds(nonce):
+    """Any value a provider puts there, non-ASCII text included, is a refusal, never a
+    crash (``hmac.compare_digest`` refuses non-ASCII ``str``)."""
+    with pytest.raises(IdTokenRejected, match="nonce"):
+        verify(token(nonce=nonce))
