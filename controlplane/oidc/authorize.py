@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controlplane.oidc import pkce
-from controlplane.oidc.clients import ClientService, grant_types, is_public
+from controlplane.oidc.clients import ClientService, grant_types, is_public, scopes_allowed
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import (
     InvalidClient,
@@ -225,7 +225,7 @@ class AuthorizeService:
         unsupported = [s for s in scopes if s not in SUPPORTED_SCOPES]
         if unsupported:
             raise request.error(InvalidScope, f"Unsupported scope: {' '.join(unsupported)}.")
-        allowed = set(request.client.get("allowed_scopes") or ()) | {"offline_access"}
+        allowed = scopes_allowed(request.client)
         refused = [s for s in scopes if s not in allowed]
         if refused:
             raise request.error(InvalidScope, f"The client may not ask for: {' '.join(refused)}.")

@@ -83,6 +83,12 @@ def grant_types(client: dict) -> list[str]:
     return list(client.get("grant_types") or DEFAULT_GRANT_TYPES)
 
 
+def scopes_allowed(client: dict) -> set[str]:
+    """The scopes the client may be granted: its ``allowed_scopes``, and
+    ``offline_access`` always (discovery advertises it)."""
+    return set(client.get("allowed_scopes") or ()) | {"offline_access"}
+
+
 def _check_client_type(public: bool, values: dict) -> None:
     """What only a public client, or only a confidential one, may register."""
     if public and values.get("require_pkce") is False:

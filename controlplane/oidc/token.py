@@ -21,7 +21,7 @@ from controlplane.audit.context import actor, success
 from controlplane.audit.service import AuditLog
 from controlplane.oidc import pkce
 from controlplane.oidc.claims import OidcTokens
-from controlplane.oidc.clients import ClientService, grant_types
+from controlplane.oidc.clients import ClientService, grant_types, scopes_allowed
 from controlplane.oidc.connections import ConnectionService
 from controlplane.oidc.errors import (
     InvalidGrant,
@@ -199,26 +199,37 @@ class RefreshTokenGrant:
         successor = self._successor(presented)
         grant = self.grants.live_by_token(client["client_id"], digest(presented), now)
         if grant is not None:
-            scopes, user = self._check(grant, params.get("scope"))
+            scopes, user = self._check(client, grant, params.get("scope"))
             rotated = self.grants.rotate(grant, digest(presented), digest(successor), now)
             if rotated is not None:
                 return {**rotated, "user": user}, scopes, successor
         # Not the live token (any more: a racing refresh may have rotated it just now).
         grant = self._reuse_within_grace(client, digest(presented), digest(successor), now)
-        scopes, user = self._check(grant, params.get("scope"))
+        scopes, user = self._check(client, grant, params.get("scope"))
         self.grants.touch(grant["_id"], now)
         return {**grant, "user": user}, scopes, successor
 
-    def _check(self, grant: dict, requested: str | None) -> tuple[list, dict]:
+    def _check(self, client: dict, grant: dict, requested: str | None) -> tuple[list, dict]:
         """(the scopes of the new tokens, the user): the scope narrowed as asked and the
         user still active; a grant whose user is not active any more is revoked."""
-        scopes = self._narrowed(grant["scopes"], requested)
+        scopes = self._narrowed(self._still_allowed(client, grant["scopes"]), requested)
         user = self.users.get(grant["app_id"], grant["user_id"])
         if user is None or user.get("status") != "active":
             self.connections.revoke_grant(grant["_id"], "user_inactive")
             self.connections.failed(grant["app_id"], grant["user_id"], grant["client_id"], "user_inactive")
             raise InvalidGrant("The user is no longer active.")
         return scopes, user
+
+    @staticmethod
+    def _still_allowed(client: dict, granted) -> list:
+        """The granted scopes the client may still have: an administrator who narrows its
+        ``allowed_scopes`` narrows the tokens its refresh tokens get from then on (the
+        grant keeps what was consented, should the scope be allowed again)."""
+        allowed = scopes_allowed(client)
+        scopes = [scope for scope in granted if scope in allowed]
+        if "openid" not in scopes:
+            raise InvalidScope("The client may no longer be granted the openid scope.")
+        return scopes
 
     @staticmethod
     def _narrowed(granted, requested: str | None) -> list:

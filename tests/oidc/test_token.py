@@ -9,7 +9,7 @@ import pytest
 from controlplane.oidc.store import GrantStore
 from shared.timeutil import seconds
 from tests.conftest import events_of
-from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, pkce_pair
+from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, clients_url, pkce_pair
 from tests.plugins.users import fresh_address, users_url
 
 
@@ -294,6 +294,39 @@ def test_a_refused_scope_leaves_the_refresh_token_live(refresh_grant, issue_toke
     assert refresh_grant(rp_client, retry.json["refresh_token"]).status_code == 200  # the grant stands
     assert events_of(ctx, "connection.failed") == [] and events_of(ctx, "connection.revoked") == []
     assert len(events_of(ctx, "connection.refreshed")) == 2
+
+
+def test_narrowing_a_clients_allowed_scopes_narrows_what_its_refresh_tokens_get(
+        client, refresh_grant, issue_tokens, application, manager_key, user_token, rp_client):
+    tokens = issue_tokens(user_token, rp_client)
+    assert tokens["scope"] == "openid profile email"
+
+    def allow(*scopes):
+        response = client.simulate_put(clients_url(application, f"/{rp_client['id']}"),
+                                         json={"allowed_scopes": list(scopes)},
+                                         headers={"Authorization": f"Bearer {manager_key}"})
+        assert response.status_code == 200, response.text
+
+    allow("openid", "profile")
+    narrowed = refresh_grant(rp_client, tokens["refresh_token"])
+    assert narrowed.status_code == 200, narrowed.text
+    assert narrowed.json["scope"] == "openid profile"
+    assert jwt.decode(narrowed.json["access_token"], options={"verify_signature": False})["scope"] == "openid profile"
+    assert "email" not in jwt.decode(narrowed.json["id_token"], options={"verify_signature": False})
+    assert_oauth_error(refresh_grant(rp_client, narrowed.json["refresh_token"], scope="openid email"), "invalid_scope")
+    # The grant keeps what was consented: allowed again, the scope comes back.
+    allow("openid", "profile", "email")
+    assert refresh_grant(rp_client, narrowed.json["refresh_token"]).json["scope"] == "openid profile email"
+
+
+def test_a_client_no_longer_allowed_openid_gets_no_tokens(client, refresh_grant, issue_tokens, application,
+                                                          manager_key, user_token, rp_client):
+    tokens = issue_tokens(user_token, rp_client)
+    response = client.simulate_put(clients_url(application, f"/{rp_client['id']}"),
+                                     json={"allowed_scopes": ["profile"]},
+                                     headers={"Authorization": f"Bearer {manager_key}"})
+    assert response.status_code == 200, response.text
+    assert_oauth_error(refresh_grant(rp_client, tokens["refresh_token"]), "invalid_scope")
 
 
 # ---------------------------------------------------------------- issue 26: a client registered without PKCE
