@@ -131,7 +131,7 @@ class AuthorizeService:
         if redirect_uri is None:
             raise InvalidRequest("redirect_uri is required.")
         # RFC 6749 3.1.2.3 / OIDC Core 3.1.2.1: simple string comparison with a registered URI.
-        if not redirect_uri_registered(redirect_uri, client.get("redirect_uris") or ()):
+        if not redirect_uri_registered(redirect_uri, client.get("redirect_uris") or (), native=is_public(client)):
             raise InvalidRequest("redirect_uri is not registered for this client.")
         # One registered before the registration rules refused such URIs: never a target.
         problem = redirect_uri_problem(redirect_uri)

@@ -44,12 +44,16 @@ def is_private_use(uri: str) -> bool:
     return bool(separator) and bool(_PRIVATE_USE_SCHEME.fullmatch(scheme))
 
 
-def redirect_uri_registered(uri: str, registered) -> bool:
+def redirect_uri_registered(uri: str, registered, *, native: bool) -> bool:
     """RFC 6749 3.1.2.3: ``uri`` is one of ``registered``, compared as strings, except
-    that a loopback IP redirect (``http://127.0.0.1`` or ``http://[::1]``) matches on any
-    port (RFC 8252 7.3: the app opens whatever port is free)."""
+    that for a ``native`` (public) client a loopback IP redirect (``http://127.0.0.1`` or
+    ``http://[::1]``) matches on any port (RFC 8252 7.3: the app opens whatever port is
+    free).  A confidential client runs on a server whose port is known: exact match
+    (OAuth 2.0 Security BCP, RFC 9700 4.1.3)."""
     if uri in registered:
         return True
+    if not native:
+        return False
     portless = _loopback_without_port(uri)
     return portless is not None and any(_loopback_without_port(other) == portless for other in registered)
 
@@ -128,8 +132,9 @@ class RedirectUri(Url):
         return {**schema, "description": "absolute https URL of printable ASCII without fragment or user "
                                                    "information; host a DNS name (IDN in punycode) or an IP "
                                                    "address, port 1-65535; http only for localhost, 127.0.0.1 and "
-                                                   "[::1] (a loopback IP matches on any port); or, for public "
-                                                   "clients, a private-use scheme such as com.example.app:/cb"}
+                                                   "[::1] (for a public client a loopback IP matches on any "
+                                                   "port); or, for public clients, a private-use scheme such as "
+                                                   "com.example.app:/cb"}
 
 
 def origin_problem(origin: str) -> str | None:

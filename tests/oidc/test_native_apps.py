@@ -39,6 +39,17 @@ def test_only_the_port_may_differ(authorize, user_token, native, redirect_uri):
     assert_oauth_error(authorize(user_token, native, redirect_uri=redirect_uri), "invalid_request")
 
 
+def test_a_confidential_clients_loopback_redirect_is_an_exact_match(client, authorize, user_token, application,
+                                                                    oidc_client):
+    """RFC 8252 7.3's any port is for native apps: a confidential client's server
+    listens on a known port, and another local process must not get its codes."""
+    server = oidc_client(application, redirect_uris=["http://127.0.0.1:8000/callback", "http://[::1]/callback"])
+    assert authorize(user_token, server, redirect_uri="http://127.0.0.1:8000/callback").status_code == 200
+    assert authorize(user_token, server, redirect_uri="http://[::1]/callback").status_code == 200
+    for other_port in ("http://127.0.0.1:8001/callback", "http://127.0.0.1/callback", "http://[::1]:9000/callback"):
+        assert_oauth_error(authorize(user_token, server, redirect_uri=other_port), "invalid_request")
+
+
 def test_the_exchange_needs_the_port_the_authorization_used(client, authorize, user_token, native):
     verifier, challenge = pkce_pair()
     code = authorize(user_token, native, challenge=challenge, redirect_uri="http://127.0.0.1:5000/callback").json
