@@ -8,8 +8,9 @@ POST (section 2: the OP must support both).
   A ``client_id`` sent beside the hint must be the hint's ``aud`` (section 2: the OP
   MUST verify it), else 400 invalid_request, before anything changes.
 - ``post_logout_redirect_uri`` is honoured only when it is registered on the hinted
-  client (exact string) and passes the registration rules (one stored before them may
-  not); otherwise the logged-out page is shown.  Registered means in the client's
+  client (exact string), the client is active, and the URI passes the registration rules
+  (one stored before them may not); otherwise the logged-out page is shown.  A
+  deactivated client's hint still signs the user out.  Registered means in the client's
   ``post_logout_redirect_uris`` or, when that list is empty, in its ``redirect_uris``:
   a client registered as the spec shows it has only that list.  ``state`` is passed
   back on the redirect.
@@ -72,6 +73,10 @@ class Logout:
         if claims.get("sid"):
             self._browser_sessions.delete_for_session(client["app_id"], claims["sub"], claims["sid"])
             self._connections.revoke_session(client["app_id"], claims["sub"], claims["sid"])
+        if self._clients.active(client["client_id"]) is None:
+            # Signed out all the same; but a deactivated client (or one of an application
+            # being deleted) is sent no one.
+            return LogoutResult(None, None, client["app_id"], client)
         return self._result(client, post_logout_uri, state)
 
     def client(self, client_id) -> dict | None:

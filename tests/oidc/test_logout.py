@@ -9,7 +9,7 @@ import jwt
 import pytest
 
 from tests.conftest import events_of
-from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, pkce_pair
+from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, clients_url, pkce_pair
 from tests.oidc.test_hosted import Browser, authorize_url, query_of
 
 BYE = "https://rp.example.com/bye"
@@ -38,6 +38,17 @@ def test_redirect_with_state_and_revocation(client, ctx, refresh_grant, rp_clien
     event = events_of(ctx, "connection.revoked")[0]["data"]
     assert event == {"kind": "grant", "user_id": user_token.user["id"], "client_id": rp_client["client_id"],
                      "reason": "logout", "grants_revoked": 1}
+
+
+def test_a_deactivated_clients_hint_signs_out_without_a_redirect(client, ctx, application, manager_key,
+                                                                 refresh_grant, rp_client, tokens):
+    """A client switched off is sent no one, but the person signing out is signed out."""
+    response = client.simulate_put(clients_url(application, f"/{rp_client['id']}"), json={"is_active": False},
+                                   headers={"Authorization": f"Bearer {manager_key}"})
+    assert response.status_code == 200, response.text
+    response = logout(client, id_token_hint=tokens["id_token"], post_logout_redirect_uri=BYE, state="s")
+    assert response.status_code == 200 and "signed out" in response.text
+    assert [event["data"]["reason"] for event in events_of(ctx, "connection.revoked")] == ["logout"]
 
 
 def test_an_expired_hint_is_accepted(client, clock, tokens):
