@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from controlplane.tokens import stamp_of
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.http import bearer_token as bearer_header_token
@@ -216,10 +217,16 @@ class Authenticator:
         return known[1]
 
     def user_token(self, token: str, app_id: str) -> Principal:
-        """An RS256 access token of ``app_id`` whose user is still active (checked live)."""
+        """An RS256 access token of ``app_id`` whose user is still active, and was not
+        handed over to its mailbox's owner since the token was issued (checked live:
+        ``controlplane.users.claim``)."""
         claims = self.tokens.verify(token, audience=app_id)
-        if self.users.status(app_id, claims["sub"]) != "active":
+        gate = self.users.token_gate(app_id, claims["sub"])
+        if gate is None or gate.get("status", "active") != "active":
             raise Unauthorized("The user of this token is no longer active.")
+        handed_over_at = gate.get("tokens_not_before")
+        if handed_over_at is not None and claims.get("tnb") != stamp_of(handed_over_at):
+            raise Unauthorized("The account was handed over to its email's owner after this token was issued.")
         return Principal(kind="user", app_id=app_id, user_id=claims["sub"], session_id=claims.get("sid"), claims=claims)
 
     def has_permission(self, principal: Principal, name: str) -> bool:

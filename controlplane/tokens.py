@@ -1,16 +1,21 @@
 """V1 access tokens: RS256 JWTs signed with the active key.
 
 Claims (docs/authentication.md, "Tokens and sessions"): iss = IAMGATE_PUBLIC_URL, sub = user id, aud = application
-id, iat, exp, jti, sid = session id; header kid.  Verification pins the algorithm to
+id, iat, exp, jti, sid = session id; header kid; and ``tnb`` for an account that was
+handed over to its email's owner (``controlplane.users.claim``): the hand-over's stamp,
+which a token must carry to be accepted.  Verification pins the algorithm to
 RS256 (so ``alg: none`` and HS256-with-the-public-key are refused), requires every
 claim, and checks audience and issuer.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 import jwt
 
 from shared.ids import new_id
 from shared.jwts import ALGORITHM, TokenInvalid, unauthorized, verify_rs256
+from shared.timeutil import aware
 
 REQUIRED_CLAIMS = ("iss", "sub", "aud", "iat", "exp", "jti")
 
@@ -26,8 +31,10 @@ class TokenService:
         kid, private = self._keys.signing_key()
         return jwt.encode(claims, private, algorithm=ALGORITHM, headers={"kid": kid, **(headers or {})})
 
-    def issue_access_token(self, app_id: str, user_id: str, session_id: str | None) -> tuple[str, int]:
-        """Return (token, expires_in seconds)."""
+    def issue_access_token(self, app_id: str, user_id: str, session_id: str | None, *,
+                           handed_over_at=None) -> tuple[str, int]:
+        """Return (token, expires_in seconds).  ``handed_over_at``: the account's
+        ``tokens_not_before``, if it has one."""
         now = int(self._clock().timestamp())
         claims = {
             "iss": self.issuer,
@@ -38,6 +45,8 @@ class TokenService:
             "jti": new_id(),
             "sid": session_id,
         }
+        if handed_over_at is not None:
+            claims["tnb"] = stamp_of(handed_over_at)
         return self.sign(claims), self.access_ttl
 
     def verify(self, token: str, *, audience: str, required=REQUIRED_CLAIMS, leeway: int = 0) -> dict:
@@ -50,3 +59,7 @@ class TokenService:
             raise unauthorized(refused) from None
         return claims
 
+
+def stamp_of(handed_over_at: datetime) -> int:
+    """The ``tnb`` claim of a hand-over's time: milliseconds, as the store keeps it."""
+    return int(aware(handed_over_at).timestamp() * 1000)

@@ -57,7 +57,7 @@ from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.mail import Mailer
 from controlplane.users.claim import AccountClaim
 from controlplane.users.emails import brand, letter
-from controlplane.users.errors import InvalidCredentials
+from controlplane.users.errors import AccountSuspended, InvalidCredentials
 from shared.crypto import SecretBox
 from shared.errors import BadRequest, DomainError, ValidationFailed
 from shared.timeutil import Clock, aware
@@ -329,13 +329,16 @@ class ConnectionFlow:
         return ("password", "email_code", *passkey)
 
     def _live_link(self, application, link_id: str, binding: str, now) -> tuple[dict, dict]:
-        """The pending link and its account; 400 CONNECTION_STATE_INVALID when either is gone."""
+        """The pending link and its account; 400 CONNECTION_STATE_INVALID when either is
+        gone, 403 AUTH_ACCOUNT_SUSPENDED for a suspended account (nothing is sent or linked)."""
         link = self.links.live(application["_id"], link_id, binding, now)
         if link is None:
             raise _link_invalid()
         user = self.identities.users.get(application["_id"], link["user_id"])
         if user is None or user.get("status") == "deleted":
             raise _link_invalid()
+        if user.get("status") == "suspended":
+            raise AccountSuspended()
         return link, user
 
     def link_passkey_options(self, application, *, link_id: str, binding: str) -> dict:
@@ -350,7 +353,7 @@ class ConnectionFlow:
         when the link is no longer live (the page's next post says so)."""
         try:
             _, user = self._live_link(application, link_id, binding, self.clock())
-        except ConnectionStateInvalid:
+        except (ConnectionStateInvalid, AccountSuspended):
             return None
         if not self.second_factor.can_prove(application, user["_id"]):
             return None
@@ -413,7 +416,7 @@ class ConnectionFlow:
             user = self.claim.hand_over(app_id, user, via="link_code")
         connection = self.connections.get(app_id, link["connection_id"])
         fields = link["identity"]
-        self.identities.link(application, connection.id, user["_id"], fields)
+        self.identities.link(application, connection.id, user["_id"], fields, holder=user)
         if connection.auto_update:
             claims = fields.get("claims") or {}
             user = self.identities.apply_mapping(application, connection, user, UpstreamIdentity(

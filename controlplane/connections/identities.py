@@ -28,6 +28,7 @@ from controlplane.connections.errors import (
     ConnectionCallbackInvalid,
     ConnectionEmailExists,
     ConnectionInactive,
+    ConnectionStateInvalid,
     IdentityLastSignIn,
     IdentityNotFound,
 )
@@ -180,7 +181,10 @@ class IdentityService:
                        "last_sign_in_at": now}
             if stored_tokens is not None:
                 changes["tokens"] = stored_tokens
-            identity = self.identities.record_sign_in(app_id, identity["_id"], changes) or identity
+            identity = self.identities.record_sign_in(app_id, identity["_id"], changes)
+            if identity is None:  # unlinked since it was found (by the user, or a hand-over)
+                raise ConnectionCallbackInvalid("No account is linked to this identity any more; sign in again.",
+                                                details={"reason": "no_account"})
             if connection.auto_update:
                 user = self.apply_mapping(app, connection, user, upstream)
             return Resolution(user=user, identity=identity)
@@ -228,9 +232,11 @@ class IdentityService:
                 "email_verified": upstream.profile.email_verified, "tokens": stored_tokens,
                 "claims": upstream.claims}
 
-    def link(self, app: dict, connection_id: str, user_id: str, fields: dict) -> dict:
+    def link(self, app: dict, connection_id: str, user_id: str, fields: dict, *, holder: dict | None = None) -> dict:
         """Store the identity for the user and emit connection.created.  The unique
-        index makes a second link of the same identity (a racing callback) fail here."""
+        index makes a second link of the same identity (a racing callback) fail here.
+        ``holder``: the account as read before the person proved it; one handed over to
+        its email's owner since (``users.claim``) is not linked (CONNECTION_STATE_INVALID)."""
         now = self.clock()
         doc = {"_id": new_id(), "app_id": app["_id"], "user_id": user_id, "connection_id": connection_id,
                "issuer": fields["issuer"], "sub": fields["sub"], "email": fields.get("email"),
@@ -246,6 +252,11 @@ class IdentityService:
         if not self.connection_active(app["_id"], connection_id):
             self.identities.delete_of_user(app["_id"], user_id, doc["_id"])
             raise ConnectionInactive(connection_id)
+        # Checked after the insert too: a hand-over removes identities after its stamp.
+        if holder is not None and claim.handed_over_since(holder, self.users.get(app["_id"], user_id)):
+            self.identities.delete_of_user(app["_id"], user_id, doc["_id"])
+            raise ConnectionStateInvalid("The account was handed over to its email's owner meanwhile; sign in "
+                                         "again.", details={"reason": "link"})
         self.events.emit(app["_id"], "connection.created", {
             "kind": "upstream", "connection_id": connection_id, "identity_id": doc["_id"], "user_id": user_id,
         }, subject={"user_id": user_id})

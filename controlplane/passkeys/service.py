@@ -247,14 +247,17 @@ class PasskeyService:
         app_id = app["_id"]
         if alone and app.get("passkeys") != PASSWORDLESS:
             raise PasskeysDisabled()
-        self.credentials.verify_use(app_id, challenge, passkey, credential)
         if not alone:
+            self.credentials.verify_use(app_id, challenge, passkey, credential)
             return self.mfa.complete(app, challenge["mfa_challenge"], method=WEBAUTHN)
+        # The account as it is before the passkey is used: one handed over to its
+        # email's owner meanwhile (users.claim) gets no session.
         user = self.users.get(app_id, passkey["user_id"])
         if user is None or user.get("status") == "deleted":
             raise CredentialUnknown()
         if user.get("status") == "suspended":
             raise AccountSuspended()
+        self.credentials.verify_use(app_id, challenge, passkey, credential)
         return self.sessions.issue(app, user, remember_me=remember_me, device_info=device_info)
 
     # ------------------------------------------------------------------ proving an account

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
-from controlplane.users.sessions import SessionService
 from controlplane.users.store import UserStore
 from shared.timeutil import Clock
+
+if TYPE_CHECKING:  # sessions.py asks ``handed_over_since`` of this module
+    from controlplane.users.sessions import SessionService
 
 # The ``reason`` of the sessions, grants and identities a hand-over revokes.
 REASON = "account_claimed"
@@ -51,18 +54,23 @@ class AccountClaim:
         (``password_reset`` or ``link_code``); the account as it is after.  Emits
         ``user.claimed``.  A verified account is returned unchanged.
 
-        The sessions end before the ways in go (a passkey a session registers after that
-        finds its session ended and removes itself), and again after (a session started
-        through a way in while it went).  The email is marked verified last, so a
+        First the account is stamped (``tokens_not_before``) and its password goes: from
+        then on only access tokens that carry the stamp are accepted (``controlplane.auth``),
+        no session started before it refreshes, and a sign-in, password change or link
+        that read the account before the stamp and lands after it is undone
+        (``handed_over_since``).  Then the sessions and OIDC
+        grants end (consents too: the squatter's approvals are not the owner's), before
+        the ways in go (a passkey a session registers after that finds its session ended
+        and removes itself) and again after.  The email is marked verified last, so a
         hand-over that fails part way (the store unreachable) is done again, whole, by
         the next proof."""
         if user.get("email_verified"):
             return user
         user_id, now = user["_id"], self.clock()
+        self.users.update(app_id, user_id, {"tokens_not_before": now, "password_hash": None, "updated_at": now})
         self._end_sessions(app_id, user_id)
         for remove in self._removers:
             remove(app_id, user_id)
-        self.users.update(app_id, user_id, {"password_hash": None, "updated_at": now})
         self._end_sessions(app_id, user_id)
         claimed = self.users.update(app_id, user_id, {"email_verified": True, "updated_at": now})
         self.events.emit(app_id, "user.claimed", {"user_id": user_id, "via": via}, subject={"user_id": user_id})
@@ -70,4 +78,11 @@ class AccountClaim:
 
     def _end_sessions(self, app_id: str, user_id: str) -> None:
         self.sessions.revoke_user(app_id, user_id, reason=REASON)
-        self.oauth_connections.revoke_user(app_id, user_id, reason=REASON)
+        self.oauth_connections.withdraw_consents(app_id, user_id, reason=REASON)
+
+
+def handed_over_since(read: dict, current: dict | None) -> bool:
+    """Whether the account was handed over after ``read`` was read (``current`` is the
+    account now): what a sign-in or a change proved against ``read`` no longer holds."""
+    stamp = (current or {}).get("tokens_not_before")
+    return stamp is not None and (read.get("tokens_not_before") is None or stamp > read["tokens_not_before"])

@@ -78,9 +78,15 @@ class PasswordService:
             raise WrongPassword("The current password is not correct.", details={"field": "current_password"})
         password_hash = self.hasher.hash(new_password)
         now = self.clock()
+        # Only over the password just checked: one a reset or a hand-over (claim.py)
+        # replaced or removed meanwhile is not put back.
         if self.users.update(app_id, user_id, {"password_hash": password_hash, "updated_at": now},
-                             when={"status": {"$ne": "deleted"}}) is None:
-            raise UserNotFound(user_id)
+                             when={"status": {"$ne": "deleted"}, "password_hash": user["password_hash"]}) is None:
+            current = self.users.get(app_id, user_id)
+            if current is None or current.get("status") == "deleted":
+                raise UserNotFound(user_id)
+            raise WrongPassword("The password was changed or reset meanwhile; sign in again.",
+                                details={"field": "current_password"})
         self.sessions.revoke_user(app_id, user_id, reason="password_changed", keep=current_session_id, now=now)
         self.oauth_connections.revoke_user(app_id, user_id, reason="password_changed",
                                            keep_session=current_session_id)

@@ -26,7 +26,9 @@ from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.tokens import TokenService
-from controlplane.users.errors import RefreshTokenRejected
+from controlplane.users import claim
+from controlplane.users.claim import handed_over_since
+from controlplane.users.errors import InvalidCredentials, RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
 from shared.ids import digest, new_id, random_token
@@ -64,7 +66,8 @@ class SessionService:
         made in them, emits user.login (with ``login_data``: how the user signed in,
         when not by password: ``{"method": "connection", "connection_id": ...}``) and
         returns the spec's Token pair {access_token, refresh_token, token_type,
-        expires_in, user}."""
+        expires_in, user}.  ``user`` is the account as read before its credentials were
+        checked: one handed over since (``claim.py``) gets no session (401)."""
         now = self.clock()
         app_id, user_id = app["_id"], user["_id"]
         ttl = self.remember_me_ttl if remember_me else self.refresh_token_ttl
@@ -77,8 +80,12 @@ class SessionService:
             "expires_at": now + seconds(ttl), "revoked_at": None,
         }
         self.sessions.insert(session)
+        current = self.users.update(app_id, user_id, {"last_login_at": now})
+        if handed_over_since(user, current):
+            # The credential was checked against the account before it changed hands.
+            self.sessions.revoke(app_id, session["_id"], now, claim.REASON)
+            raise InvalidCredentials("The account was handed over to its email's owner during this sign-in.")
         self._enforce_session_limit(app, user_id, now)
-        self.users.update(app_id, user_id, {"last_login_at": now})
         self.events.emit(app_id, "user.login", {**(login_data or {}), "user_id": user_id, "session_id": session["_id"]},
                          subject={"user_id": user_id})
         return self._token_pair(app_id, user, session["_id"], refresh_token)
@@ -94,7 +101,8 @@ class SessionService:
             self._end_oidc_grants(app["_id"], user_id, session["_id"], reason="session_limit")
 
     def _token_pair(self, app_id: str, user: dict, session_id: str, refresh_token: str) -> dict:
-        access_token, expires_in = self.tokens.issue_access_token(app_id, user["_id"], session_id)
+        access_token, expires_in = self.tokens.issue_access_token(
+            app_id, user["_id"], session_id, handed_over_at=user.get("tokens_not_before"))
         return {"access_token": access_token, "refresh_token": refresh_token, "token_type": "Bearer",
                 "expires_in": expires_in, "user": serialize_user(user)}
 
@@ -120,6 +128,12 @@ class SessionService:
         if user is None or user.get("status") != "active":
             self.sessions.revoke(app_id, session["_id"], now, "user_inactive")
             raise RefreshTokenRejected("The user of this refresh token is no longer active.",
+                                       details={"reason": "revoked"})
+        handed_over_at = user.get("tokens_not_before")
+        if handed_over_at is not None and aware(session["created_at"]) < aware(handed_over_at):
+            # A refresh racing the hand-over rotated before its revocation came.
+            self.sessions.revoke(app_id, session["_id"], now, claim.REASON)
+            raise RefreshTokenRejected("The session of this refresh token has been revoked.",
                                        details={"reason": "revoked"})
         return self._token_pair(app_id, user, session["_id"], successor)
 

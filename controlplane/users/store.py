@@ -85,6 +85,11 @@ class UserStore:
         doc = self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1})
         return doc.get("status", "active") if doc else None
 
+    def token_gate(self, app_id: str, user_id: str) -> dict | None:
+        """``{status, tokens_not_before}`` of the user, what an access token is checked
+        against; None when unknown."""
+        return self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "tokens_not_before": 1})
+
     def status_and_attributes(self, app_id: str, user_id: str) -> dict | None:
         """``{_id, status, attributes}`` of the user, whatever its status; None when unknown."""
         return self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "attributes": 1})

@@ -137,7 +137,9 @@ def test_an_unsuspended_user_is_not_signed_back_in_to_relying_parties(client, ct
 
 def test_after_a_reset_the_user_connects_again_without_a_new_consent(client, ctx, outbox, app_doc, rp, victim,
                                                                      stolen, issue_tokens, login):  # noqa: F811
-    """The consent stays: only the grants end."""
+    """The consent stays: only the grants end.  (Of a verified account: an unverified one
+    is handed over to the mailbox's owner, consents withdrawn: test_account_claim.py.)"""
+    ctx.store["users"].update_one({"_id": victim.user["id"]}, {"$set": {"email_verified": True}})
     reset_password(client, outbox, app_doc, victim)
     pair = login(app_doc, victim.user["email"], "Another-Horse-77")
     again = issue_tokens(UserToken(victim.user, "Another-Horse-77", pair["access_token"], pair["refresh_token"]), rp)

@@ -115,7 +115,7 @@ class Callback(_SignIn):
 class LinkCode(_SignIn):
     docs = {"POST": op(
         body=schemas.LINK_CODE, ok=202, response=MESSAGE,
-        errors=[ValidationFailed, ConnectionStateInvalid, LinkCodesLimited, LoginsLimited],
+        errors=[ValidationFailed, ConnectionStateInvalid, AccountSuspended, LinkCodesLimited, LoginsLimited],
     )}
 
     def act(self, req, values, applicationId):
@@ -131,7 +131,8 @@ class LinkPasskey(_SignIn):
     no_store = True
     docs = {"POST": op(
         body=schemas.LINK_CODE, response=AUTHENTICATION_OPTIONS_RESULT,
-        errors=[ValidationFailed, ConnectionStateInvalid, PasskeysDisabled, PasskeysUnavailable, LoginsLimited],
+        errors=[ValidationFailed, ConnectionStateInvalid, AccountSuspended, PasskeysDisabled, PasskeysUnavailable,
+                LoginsLimited],
     )}
 
     def act(self, req, values, applicationId):

@@ -207,3 +207,146 @@ def test_an_account_a_provider_made_gets_no_verification_link(client, claim_app,
     outbox.clear()
     assert _post(client, claim_app, "/email/resend", {"email": VICTIM}).status_code == 200
     assert outbox == []
+
+
+# ---------------------------------------------------------------- what the squatter held a moment before
+
+ATTACKER_PW = "Attacker-Chosen-1"
+
+
+def _victim_claims_by_code(client, app, connection, outbox) -> dict:
+    """The victim signs in through a trusted provider and enters the mailed code."""
+    victim = Browser(client, app)
+    _, linked = _link_by_code(victim, victim.sign_in(connection.id), outbox)
+    assert linked.status_code == 200, linked.text
+    assert linked.json["data"]["user"]["email_verified"] is True
+    return linked.json["data"]
+
+
+def _during(monkeypatch, owner, name: str, action):
+    """Run ``action`` once, right after ``owner.name`` next returns something truthy: the
+    squatter's request has passed that step and goes on while the victim claims."""
+    original, done = getattr(owner, name), []
+
+    def step(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if result and not done:
+            done.append(True)
+            action()
+        return result
+
+    monkeypatch.setattr(owner, name, step)
+    return done
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("POST", "/{user_id}/mfa/totp/setup", {}),
+    ("GET", "/{user_id}/data-export", None),
+    ("DELETE", "/{user_id}", None),
+])
+def test_the_squatters_access_token_opens_nothing_after_the_hand_over(client, ctx, claim_app, provider_b,
+                                                                      add_connection, squatter_jit, outbox,
+                                                                      method, path, body):
+    """An access token outlives its session, but not its account changing hands: one
+    issued before the hand-over is refused (401), and one issued after it works."""
+    _, attacker = squatter_jit
+    trusted = add_connection(claim_app, provider_b, linking="trusted_email", trusted=True)
+    victim = _victim_claims_by_code(client, claim_app, trusted, outbox)
+    url = users_url(claim_app, path.format(user_id=attacker["user"]["id"]))
+
+    def call(token):
+        return client.simulate_request(method, url, json=body, headers={"Authorization": f"Bearer {token}"})
+
+    assert_error(call(attacker["access_token"]), 401, "UNAUTHORIZED")
+    assert call(victim["access_token"]).status_code in (200, 204)
+
+
+def test_a_login_racing_the_hand_over_gets_no_session(client, ctx, claim_app, provider, add_connection, make_user,
+                                                      outbox, monkeypatch):
+    """The squatter's password was checked just before the hand-over removed it: the
+    session that login would start is revoked and the login refused."""
+    make_user(claim_app, email=VICTIM, password=ATTACKER_PW)
+    trusted = add_connection(claim_app, provider, linking="trusted_email", trusted=True)
+    done = _during(monkeypatch, ctx.password_guard, "check",
+                   lambda: _victim_claims_by_code(client, claim_app, trusted, outbox))
+    assert_error(_post(client, claim_app, "/login", {"email": VICTIM, "password": ATTACKER_PW}), 401,
+                 "AUTH_INVALID_CREDENTIALS")
+    assert done
+    user = ctx.store["users"].find_one({"email": VICTIM})
+    live = ctx.store["sessions"].count_documents({"user_id": user["_id"], "revoked_at": None})
+    assert live == 1  # the victim's
+    assert events_of(ctx, "user.login", user["_id"])[-1]["data"].get("method") == "connection"
+
+
+def test_a_refresh_racing_the_hand_over_mints_nothing(client, ctx, clock, claim_app, provider, add_connection,
+                                                      make_user_token, outbox, monkeypatch):
+    """The squatter's refresh token rotated just before the hand-over revoked its session:
+    the refresh is refused rather than answered with a token for the claimed account."""
+    attacker = make_user_token(claim_app, email=VICTIM, password=ATTACKER_PW)
+    trusted = add_connection(claim_app, provider, linking="trusted_email", trusted=True)
+    clock.advance(1)  # the squatter's session began before the hand-over
+    done = _during(monkeypatch, ctx.users.sessions.sessions, "rotate",
+                   lambda: _victim_claims_by_code(client, claim_app, trusted, outbox))
+    assert_error(_refresh(client, claim_app, attacker.refresh_token), 401, "UNAUTHORIZED")
+    assert done
+
+
+def test_a_password_change_racing_the_hand_over_puts_no_password_back(client, ctx, claim_app, provider,
+                                                                       add_connection, make_user_token, outbox,
+                                                                       monkeypatch):
+    attacker = make_user_token(claim_app, email=VICTIM, password=ATTACKER_PW)
+    trusted = add_connection(claim_app, provider, linking="trusted_email", trusted=True)
+    done = _during(monkeypatch, ctx.password_guard, "check",
+                   lambda: _victim_claims_by_code(client, claim_app, trusted, outbox))
+    changed = client.simulate_post(users_url(claim_app, f"/{attacker.user['id']}/change-password"),
+                                   headers=attacker.headers,
+                                   json={"current_password": ATTACKER_PW, "new_password": "Attacker-Again-2",
+                                         "new_password_confirmation": "Attacker-Again-2"})
+    assert done
+    assert_error(changed, 422, "INVALID_PASSWORD")
+    assert _ways_in(ctx, claim_app, attacker.user["id"])["password"] is False
+
+
+def test_a_link_racing_the_hand_over_links_nothing(client, ctx, claim_app, provider, provider_b, add_connection,
+                                                   make_user, outbox, monkeypatch):
+    """The squatter proves a pending link with their password just before the hand-over:
+    their identity is not left on the claimed account."""
+    make_user(claim_app, email=VICTIM, password=ATTACKER_PW)
+    untrusted = add_connection(claim_app, provider, linking="verify")
+    trusted = add_connection(claim_app, provider_b, linking="trusted_email", trusted=True)
+    provider.login_as = "unverified"
+    squatter = Browser(client, claim_app)
+    link_id = assert_error(squatter.sign_in(untrusted.id), 409, "CONNECTION_LINK_REQUIRED")["details"]["link_id"]
+    done = _during(monkeypatch, ctx.password_guard, "check",
+                   lambda: _victim_claims_by_code(client, claim_app, trusted, outbox))
+    linked = squatter.post("/link", {"link_id": link_id, "binding": squatter.binding, "password": ATTACKER_PW})
+    assert done
+    assert_error(linked, 400, "CONNECTION_STATE_INVALID")
+    user = ctx.store["users"].find_one({"email": VICTIM})
+    assert _owners(ctx, claim_app) == {"sub-verified": user["_id"]}
+
+
+def test_the_squatters_consents_are_withdrawn(client, ctx, claim_app, provider_b, add_connection, squatter_jit,
+                                              outbox):
+    """The victim is asked again by the clients the squatter approved."""
+    _, attacker = squatter_jit
+    user_id = attacker["user"]["id"]
+    ctx.oidc.connections.grant_consent(claim_app["_id"], user_id, "some-client", ["openid", "email"])
+    trusted = add_connection(claim_app, provider_b, linking="trusted_email", trusted=True)
+    _victim_claims_by_code(client, claim_app, trusted, outbox)
+    assert not ctx.oidc.connections.consent_covers(claim_app["_id"], user_id, "some-client", ["openid"])
+
+
+def test_a_suspended_account_is_neither_linked_nor_handed_over(client, ctx, claim_app, provider_b, add_connection,
+                                                               squatter_jit, outbox):
+    _, attacker = squatter_jit
+    user_id = attacker["user"]["id"]
+    ctx.users.admin.suspend(claim_app["_id"], user_id)
+    trusted = add_connection(claim_app, provider_b, linking="trusted_email", trusted=True)
+    victim = Browser(client, claim_app)
+    link_id = assert_error(victim.sign_in(trusted.id), 409, "CONNECTION_LINK_REQUIRED")["details"]["link_id"]
+    assert_error(victim.post("/link/code", {"link_id": link_id, "binding": victim.binding}), 403,
+                 "AUTH_ACCOUNT_SUSPENDED")
+    assert_error(victim.post("/link", {"link_id": link_id, "binding": victim.binding, "code": "000000"}), 403,
+                 "AUTH_ACCOUNT_SUSPENDED")
+    assert events_of(ctx, "user.claimed", user_id) == [] and outbox == []
