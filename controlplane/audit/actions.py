@@ -24,6 +24,7 @@ CHANGE_ACTIONS = MappingProxyType({
     ("oidc_clients.changed", "created"): "oidc_client.created",
     ("oidc_clients.changed", "updated"): "oidc_client.updated",
     ("oidc_clients.changed", "deleted"): "oidc_client.deleted",
+    ("oidc_clients.changed", "secret_rotated"): "oidc_client.secret_rotated",
 })
 
 # Records that are not change-log events: attempts that change nothing, changes outside
@@ -61,6 +62,8 @@ RECORDED_ACTIONS = MappingProxyType({
     "oidc_client.created": "an OIDC client was registered",
     "oidc_client.updated": "an OIDC client was changed",
     "oidc_client.deleted": "an OIDC client was deleted",
+    "oidc_client.secret_rotated": "an OIDC client's secret was replaced (the one replaced may work for a grace "
+                                  "period)",
     "webhook.created": "a webhook was created",
     "webhook.updated": "a webhook was changed",
     "webhook.deleted": "a webhook was deleted",

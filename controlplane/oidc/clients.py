@@ -14,6 +14,11 @@ client authentication at the token, revocation and introspection endpoints.
   asked for them, and it may not use client_credentials (nothing would authenticate it).
 - ``grant_types`` are the grants the token endpoint lets the client use;
   ``client_credentials`` only for a confidential client.
+- ``rotate-secret`` replaces a confidential client's secret (the new one shown once);
+  the one it replaces goes on authenticating the client for the grace the caller gives
+  (``previous_secret_valid_for``, 0 to 7 days; 0: it stops at once), so a deployment can
+  roll over without downtime.  Only the secret replaced last is kept: a second rotation
+  ends the first one's grace.
 - ``backchannel_logout_uri`` must pass ``backchannel.uri_problem`` (https, no fragment,
   the webhook target rules), at registration and at every update that sets it.
 - The token endpoint reads a client from a per-worker copy (``controlplane.lookup_cache``):
@@ -32,13 +37,13 @@ from controlplane.audit.context import act_as, actor
 from controlplane.events import EventLog
 from controlplane.lookup_cache import LookupCache
 from controlplane.oidc import backchannel
-from controlplane.oidc.errors import ClientNotFound, InvalidRequest
+from controlplane.oidc.errors import ClientIsPublic, ClientNotFound, InvalidRequest
 from controlplane.oidc.schemas import DEFAULT_GRANT_TYPES, NO_CLIENT_AUTH, is_private_use
 from controlplane.oidc.store import ClientStore
 from controlplane.webhooks.targets import TargetPolicy
-from shared.errors import ValidationFailed
+from shared.errors import Conflict, ValidationFailed
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, isoformat, seconds_of
+from shared.timeutil import Clock, aware, isoformat, seconds, seconds_of
 
 CLIENT_ID_PREFIX = "oc_"
 
@@ -46,11 +51,14 @@ CLIENT_ID_PREFIX = "oc_"
 # worker through the change log (oidc_clients.changed) well before.
 CLIENT_CACHE_TTL = 2.0
 CLIENT_CACHE_SIZE = 10_000
+# Racing rotations of one client take turns (each reads the secret it replaces); past
+# this many lost turns the caller is told to retry.
+ROTATION_ATTEMPTS = 3
 
 
 def serialize_client(client: dict, secret: str | None = None) -> dict:
-    """The spec's OIDC client, plus post_logout_redirect_uris and updated_at; the secret
-    (``client_secret``) only in the create response."""
+    """The spec's OIDC client, plus post_logout_redirect_uris, previous_secret_expires_at
+    and updated_at; the secret (``client_secret``) only in the create and rotate responses."""
     out = {
         "id": client["_id"],
         "client_id": client["client_id"],
@@ -66,6 +74,7 @@ def serialize_client(client: dict, secret: str | None = None) -> dict:
         "backchannel_logout_uri": client.get("backchannel_logout_uri"),
         "allowed_origins": list(client.get("allowed_origins") or []),
         "is_active": bool(client.get("is_active")),
+        "previous_secret_expires_at": isoformat(client.get("previous_secret_expires_at")),
         "created_at": isoformat(client["created_at"]),
         "updated_at": isoformat(client.get("updated_at") or client["created_at"]),
     }
@@ -182,6 +191,29 @@ class ClientService:
             raise ClientNotFound(ref)
         self._record("deleted", client, {})
 
+    def rotate_secret(self, app_id: str, ref: str, previous_secret_valid_for: int = 0) -> tuple[dict, str]:
+        """A new secret for a confidential client, returned this once; the secret it
+        replaces authenticates the client for ``previous_secret_valid_for`` more seconds
+        (0: it stops at once), and one a rotation before replaced stops.  404
+        OIDC_CLIENT_NOT_FOUND, 409 OIDC_CLIENT_PUBLIC (no secret to rotate)."""
+        secret = random_token(32)
+        for _ in range(ROTATION_ATTEMPTS):
+            client = self.get(app_id, ref)
+            if is_public(client):
+                raise ClientIsPublic(client["client_id"])
+            now, kept = self.clock(), previous_secret_valid_for > 0
+            updated = self.store.replace_secret(app_id, client["_id"], client["secret_digest"], {
+                "secret_digest": digest(secret),
+                "previous_secret_digest": client["secret_digest"] if kept else None,
+                "previous_secret_expires_at": now + seconds(previous_secret_valid_for) if kept else None,
+                "updated_at": now,
+            })
+            if updated is not None:
+                self._record("secret_rotated", updated, {"fields": ["client_secret"],
+                                                         "previous_secret_valid_for": previous_secret_valid_for})
+                return updated, secret
+        raise Conflict()
+
     def _record(self, action: str, client: dict, data: dict) -> None:
         """The change's event (its audit record is ``oidc_client.<action>``); this
         worker's copy of the client is dropped by it before the response is sent."""
@@ -251,10 +283,18 @@ class ClientService:
         return client
 
     def authenticate(self, client_id: str | None, secret: str | None) -> dict | None:
-        """RFC 6749 2.3.1: the active client whose secret this is, or None.  The digest
-        comparison is constant-time; an unknown client costs the same digest."""
+        """RFC 6749 2.3.1: the active client whose secret this is, or None: its current
+        secret, or the one its last rotation replaced until ``previous_secret_expires_at``.
+        Both digest comparisons are made, constant-time, whatever the first finds; an
+        unknown client costs the same digests."""
         client = self.active(client_id)
         client = None if client is not None and is_public(client) else client
-        expected = client["secret_digest"] if client else digest("")
-        matches = hmac.compare_digest(expected, digest(secret or ""))
+        presented = digest(secret or "")
+        current = client["secret_digest"] if client else digest("")
+        previous = client.get("previous_secret_digest") if client else None
+        expires = client.get("previous_secret_expires_at") if client else None
+        matches_current = hmac.compare_digest(current, presented)
+        matches_previous = hmac.compare_digest(previous or current, presented)
+        in_grace = previous is not None and expires is not None and self.clock() < aware(expires)
+        matches = matches_current or (matches_previous and in_grace)
         return client if client is not None and secret and matches else None

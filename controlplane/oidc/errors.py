@@ -6,11 +6,12 @@ envelope (docs/oidc.md, "Errors"); ``OAuthError`` is their base, and
 ``controlplane.oidc.wire.oauth_error_handler`` renders them.  An authorization error
 raised once the client and its redirect URI are known carries ``redirect_uri`` (and
 ``state``): the hosted browser flow then answers it on the redirect (RFC 6749 section
-4.1.2.1).  Client management under V1 keeps the envelope (``ClientNotFound``).
+4.1.2.1).  Client management under V1 keeps the envelope (``ClientNotFound``,
+``ClientIsPublic``).
 """
 from __future__ import annotations
 
-from shared.errors import BadRequest, DomainError, NotFound, ServiceUnavailable, Unauthorized
+from shared.errors import BadRequest, Conflict, DomainError, NotFound, ServiceUnavailable, Unauthorized
 
 
 class OAuthError(DomainError, code="invalid_request", message="The request is invalid."):
@@ -137,3 +138,10 @@ class AuthorizationRequestExpired(
 class ClientNotFound(NotFound, code="OIDC_CLIENT_NOT_FOUND", message="OIDC client not found.",
                      detail_names=("client_id",)):
     """V1 client management: no OIDC client with this id in the application."""
+
+
+class ClientIsPublic(Conflict, code="OIDC_CLIENT_PUBLIC",
+                     message="A public client (token_endpoint_auth_method none) has no secret to rotate.",
+                     detail_names=("client_id",)):
+    """V1 client management: a secret rotation of a public client (RFC 6749 2.1), which
+    authenticates with its client_id alone."""

@@ -45,3 +45,4 @@ def add_routes(routes, services):
                    TAG)
     routes.add(f"{V1}/oidc/clients", clients.Clients(services.oidc.clients), TAG)
     routes.add(f"{V1}/oidc/clients/{{clientId}}", clients.ClientItem(services.oidc.clients), TAG)
+    routes.add(f"{V1}/oidc/clients/{{clientId}}/rotate-secret", clients.ClientSecret(services.oidc.clients), TAG)

@@ -6,7 +6,7 @@ import re
 from urllib.parse import urlsplit
 
 from controlplane.applications.schemas import IMAGE_URL
-from shared.validation import TIME, Bool, Invalid, List, Schema, String, Url, object_schema
+from shared.validation import NULLABLE_TIME, TIME, Bool, Int, Invalid, List, Schema, String, Url, object_schema
 
 # The scopes the provider knows (discovery's scopes_supported).  offline_access changes
 # nothing (a refresh token is always issued) but may be listed, as relying parties ask for it.
@@ -20,6 +20,9 @@ DEFAULT_GRANT_TYPES = ("authorization_code", "refresh_token")
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 NO_CLIENT_AUTH = "none"  # a public client
 MAX_URIS = 50
+# The longest a replaced client secret may go on authenticating the client (rotate-secret's
+# previous_secret_valid_for): a rollover takes hours, and an old secret should not outlive it.
+MAX_SECRET_GRACE = 7 * 24 * 3600
 # RFC 8252 7.3: native and development clients listen on the loopback interface.
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 # RFC 8252 7.3: a redirect to a loopback IP literal matches whatever port the app opened.
@@ -244,6 +247,12 @@ UPDATE_CLIENT = Schema({
     "is_active": Bool(),
 }, partial=True)
 
+ROTATE_SECRET = Schema({
+    "previous_secret_valid_for": Int(min=0, max=MAX_SECRET_GRACE, default=0,
+                                     description="seconds the secret being replaced still authenticates the client "
+                                                 "(0: it stops at once)"),
+})
+
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 CLIENT = object_schema({
     "id": {"type": "string", "format": "uuid"},
@@ -260,6 +269,10 @@ CLIENT = object_schema({
     "backchannel_logout_uri": {"type": ["string", "null"]},
     "allowed_origins": _STRINGS,
     "is_active": {"type": "boolean"},
+    "previous_secret_expires_at": {**NULLABLE_TIME, "description": "until when the secret replaced by the last "
+                                                                   "rotation still authenticates the client (a past "
+                                                                   "time: no longer); null when it stopped at once "
+                                                                   "or was never rotated"},
     "created_at": TIME,
     "updated_at": TIME,
 }, required=())

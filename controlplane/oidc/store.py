@@ -2,10 +2,12 @@
 document carries ``app_id``, and every secret is stored as its SHA-256 digest.
 
 - ``oidc_clients``: {_id (the client's id), app_id, client_id (globally unique: the
-  token endpoint finds the application from it), secret_digest, name, description,
-  logo_url, redirect_uris, post_logout_redirect_uris, allowed_scopes, grant_types,
-  token_endpoint_auth_method, backchannel_logout_uri, allowed_origins, connected_at (the
-  first client credentials token), is_active, created_at, updated_at}.
+  token endpoint finds the application from it), secret_digest, previous_secret_digest +
+  previous_secret_expires_at (the secret the last rotation replaced and the end of its
+  grace; None when it had none), name, description, logo_url, redirect_uris,
+  post_logout_redirect_uris, allowed_scopes, grant_types, token_endpoint_auth_method,
+  backchannel_logout_uri, allowed_origins, connected_at (the first client credentials
+  token), is_active, created_at, updated_at}.
 - ``oidc_codes``: {_id: digest(code), app_id, client_id, user_id, session_id,
   redirect_uri, scopes, nonce, code_challenge, auth_time, amr (the hosted login's; None
   otherwise), created_at, expires_at, used_at, grant_id, replayed_at}; single use
@@ -84,6 +86,13 @@ class ClientStore(AppCollection):
     def with_origin(self, origin: str) -> dict | None:
         """An active client of any application that lists ``origin`` (CORS)."""
         return self._docs.find_one({"allowed_origins": origin, "is_active": True}, {"_id": 1})
+
+    def replace_secret(self, app_id: str, doc_id: str, current_digest: str, changes: dict) -> dict | None:
+        """``$set`` the changes of a secret rotation when the client's secret is still
+        ``current_digest`` (the one the rotation read): of racing rotations one wins at a
+        time, and none is lost.  The document after them, or None."""
+        return self._docs.find_one_and_update({"_id": doc_id, "app_id": app_id, "secret_digest": current_digest},
+                                              {"$set": changes}, return_document=ReturnDocument.AFTER)
 
     def mark_connected(self, client_id: str, now) -> bool:
         """Record the client's first client credentials token; True only for the first."""

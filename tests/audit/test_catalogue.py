@@ -428,7 +428,7 @@ def _oidc_refresh_reuse(env):
                   data={"client_id": rp["client_id"]})
 
 
-@scenario("oidc_client.created", "oidc_client.updated", "oidc_client.deleted")
+@scenario("oidc_client.created", "oidc_client.updated", "oidc_client.deleted", "oidc_client.secret_rotated")
 def _oidc_clients(env):
     app, key = env.application, env.api_key
     response = ok(env.call("POST", clients_url(app), token=key,
@@ -438,6 +438,10 @@ def _oidc_clients(env):
     if env.action != "oidc_client.created":
         response = ok(env.call("PUT", clients_url(app, f"/{client_id}"), token=key, json={"name": "RP two"}))
         data = {"fields": ["name"], "before": {"name": "RP"}, "after": {"name": "RP two"}}
+    if env.action == "oidc_client.secret_rotated":
+        response = ok(env.call("POST", clients_url(app, f"/{client_id}/rotate-secret"), token=key,
+                               json={"previous_secret_valid_for": 3600}))
+        data = {"fields": ["client_secret"], "previous_secret_valid_for": 3600}
     if env.action == "oidc_client.deleted":
         response, data = ok(env.call("DELETE", clients_url(app, f"/{client_id}"), token=key), 204), {}
     return Expect(response, ("api_key", env.key_id()), ("client", client_id), data=data)

@@ -20,7 +20,8 @@ def test_create_returns_the_secret_once_and_stores_its_digest(client, ctx, appli
     assert set(data) == {"id", "client_id", "client_secret", "name", "description", "logo_url", "redirect_uris",
                          "post_logout_redirect_uris", "allowed_scopes", "require_pkce", "grant_types",
                          "token_endpoint_auth_method", "backchannel_logout_uri", "allowed_origins",
-                         "is_active", "created_at", "updated_at"}
+                         "is_active", "previous_secret_expires_at", "created_at", "updated_at"}
+    assert data["previous_secret_expires_at"] is None
     assert {k: data[k] for k in body} == body and data["is_active"] is True and data["require_pkce"] is True
     stored = ctx.store["oidc_clients"].find_one({"_id": data["id"]})
     assert stored["secret_digest"] == digest(data["client_secret"])

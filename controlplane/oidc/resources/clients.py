@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from controlplane.auth import permission
 from controlplane.oidc import schemas
-from controlplane.oidc.clients import serialize_client
-from controlplane.oidc.errors import ClientNotFound
+from controlplane.oidc.clients import ClientService, serialize_client
+from controlplane.oidc.errors import ClientIsPublic, ClientNotFound
 from controlplane.openapi import list_op, op
-from controlplane.resource import ManagedCollection, ManagedItem
-from shared.errors import PermissionMissing, ValidationFailed
+from controlplane.resource import ManagedCollection, ManagedItem, ServiceResource
+from shared.errors import Conflict, PermissionMissing, ValidationFailed
+from shared.http import respond
 
 MANAGE = permission("oidc:manage")
 
@@ -44,3 +45,22 @@ class ClientItem(ManagedItem):
     }
 
     serialize = staticmethod(serialize_client)
+
+
+class ClientSecret(ServiceResource[ClientService]):
+    every_method = MANAGE
+    docs = {
+        "POST": op(body=schemas.ROTATE_SECRET, response=schemas.CLIENT_WITH_SECRET,
+                   errors=[ValidationFailed, PermissionMissing, ClientNotFound, ClientIsPublic, Conflict]),
+    }
+
+    def on_post(self, req, resp, applicationId, clientId):
+        """Rotate a confidential OIDC client's secret
+
+        {clientId} is the client's id, or its client_id. The new client_secret is returned once (Cache-Control:
+        no-store) and stored hashed. The secret it replaces authenticates the client for previous_secret_valid_for
+        more seconds (0, the default: it stops at once; at most 7 days), until previous_secret_expires_at; a
+        secret an earlier rotation replaced stops now. A public client has no secret: 409 OIDC_CLIENT_PUBLIC."""
+        values = self.body(req)
+        client, secret = self.service.rotate_secret(applicationId, clientId, values["previous_secret_valid_for"])
+        respond(resp, serialize_client(client, secret), cacheable=False)
