@@ -34,6 +34,9 @@ CLIENT_LISTS = ("redirect_uris", "post_logout_redirect_uris", "allowed_origins")
 CLIENT_CHOICES = {"allowed_scopes": ("scope_", oidc_schemas.SUPPORTED_SCOPES),
                   "grant_types": ("grant_", oidc_schemas.GRANT_TYPES)}
 EVENT_PREFIX = "event_"
+# The grace periods the rotate-secret form offers (the API takes any number of seconds up
+# to oidc_schemas.MAX_SECRET_GRACE).
+SECRET_GRACES = (("at once", 0), ("1 hour", 3600), ("1 day", 86400), ("7 days", oidc_schemas.MAX_SECRET_GRACE))
 TAIL_LIMIT = audit_schemas.MAX_LIMIT
 
 
@@ -67,7 +70,8 @@ class OidcClient(ApplicationScreen):
     clients: ClientService
 
     template = "integrations_client.html"
-    defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES, "saved": False}
+    defaults = {"scopes": oidc_schemas.SUPPORTED_SCOPES, "grants": oidc_schemas.GRANT_TYPES,
+                "secret_graces": SECRET_GRACES, "saved": False, "secret": None}
 
     def contents(self, req, applicationId, clientId):
         client = self.clients.get(applicationId, clientId)
@@ -77,6 +81,20 @@ class OidcClient(ApplicationScreen):
         values = oidc_schemas.UPDATE_CLIENT.validate(client_values(form, create=False), partial=True)
         self.clients.update(applicationId, clientId, values)
         return {"saved": True}
+
+
+class OidcClientSecret(PageAction):
+    gates, docs = stands_for(oidc_api.ClientSecret, "POST",
+                             "Rotate an OIDC client's secret (the new one shown once; the old one may work a while)",
+                             read=oidc_api.ClientItem)
+
+    clients: ClientService
+
+    def change(self, form, applicationId, clientId):
+        grace = form.get("previous_secret_valid_for", "").strip()
+        body = {} if grace == "" else {"previous_secret_valid_for": whole_number(grace)}
+        values = oidc_schemas.ROTATE_SECRET.validate(body)
+        return {"secret": self.clients.rotate_secret(applicationId, clientId, values["previous_secret_valid_for"])[1]}
 
 
 CLIENT_DELETION = Deletion(oidc_api.ClientItem, "Delete an OIDC client; the form must repeat its name", "client",
@@ -256,6 +274,11 @@ def client_values(form: dict, *, create: bool) -> dict:
     else:
         values["is_active"] = form.get("is_active") == "on"
     return values
+
+
+def whole_number(text: str) -> int | str:
+    """A form's number as the API's integer, or as typed for the schema to refuse."""
+    return int(text) if text.isascii() and text.isdigit() else text
 
 
 def picked_events(form: dict) -> list[str]:

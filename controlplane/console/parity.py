@@ -75,6 +75,8 @@ register OIDC client            | POST {APP}/oidc-clients | post{V1}OidcClients
 show OIDC client                | GET {APP}/oidc-clients/{clientId} | get{V1}OidcClientsByClientId
 update OIDC client              | POST {APP}/oidc-clients/{clientId} | put{V1}OidcClientsByClientId
 delete OIDC client              | POST {APP}/oidc-clients/{clientId}/delete | delete{V1}OidcClientsByClientId
+rotate OIDC client secret       | POST {APP}/oidc-clients/{clientId}/rotate-secret
+                                  | post{V1}OidcClientsByClientIdRotateSecret
 list webhooks                   | GET {APP}/webhooks | get{V1}Webhooks
 create webhook                  | POST {APP}/webhooks | post{V1}Webhooks
 show webhook and its deliveries | GET {APP}/webhooks/{webhookId} | get{V1}WebhooksByWebhookIdDeliveries

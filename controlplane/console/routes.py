@@ -44,6 +44,8 @@ def add_routes(routes, services):
     webhook_page = integrations.Webhook(console, access, services.webhooks.management)
     routes.add(f"{app_base}/oidc-clients", integrations.OidcClients(console, access, services.oidc.clients), TAG)
     routes.add(f"{app_base}/oidc-clients/{{clientId}}", client_page, TAG)
+    routes.add(f"{app_base}/oidc-clients/{{clientId}}/rotate-secret",
+               integrations.OidcClientSecret(console, access, client_page, services.oidc.clients), TAG)
     routes.add(f"{app_base}/oidc-clients/{{clientId}}/delete",
                DeleteItem(console, access, client_page, services.oidc.clients, integrations.CLIENT_DELETION), TAG)
     routes.add(f"{app_base}/webhooks", integrations.Webhooks(console, access, services.webhooks.management), TAG)

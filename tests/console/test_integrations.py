@@ -120,6 +120,48 @@ def test_update_deactivate_and_delete_a_client(owner, ctx):
                                                     "oidc_client.created"]
 
 
+def test_rotate_a_clients_secret_shows_the_new_one_once_and_the_old_ones_grace(owner, ctx, dashboard_account):
+    visitor, app_id = owner
+    created = visitor.post(f"/console/applications/{app_id}/oidc-clients", {
+        "name": "Web", "token_endpoint_auth_method": "client_secret_basic", "redirect_uris": "https://a.example/cb",
+        "scope_openid": "on", "grant_authorization_code": "on", "require_pkce": "on"})
+    first = re.search(r'id="secret-value">([^<]+)<', created.text).group(1)
+    [client] = ctx.oidc.clients.list(app_id)
+    page = f"/console/applications/{app_id}/oidc-clients/{client['_id']}"
+    shown = visitor.get(page).text
+    assert f'action="{page}/rotate-secret"' in shown and '<option value="3600">after 1 hour</option>' in shown
+
+    rotated = visitor.post(f"{page}/rotate-secret", {"previous_secret_valid_for": "3600"})
+    assert rotated.status_code == 200 and rotated.headers["cache-control"] == "no-store"
+    second = re.search(r'id="secret-value">([^<]+)<', rotated.text).group(1)
+    assert second != first and "accepted until <time" in rotated.text
+    authenticate = ctx.oidc.clients.authenticate
+    assert authenticate(client["client_id"], first) and authenticate(client["client_id"], second)
+    assert second not in visitor.get(page).text
+
+    third = re.search(r'id="secret-value">([^<]+)<', visitor.post(f"{page}/rotate-secret", {
+        "previous_secret_valid_for": "0"}).text).group(1)
+    assert [bool(authenticate(client["client_id"], s)) for s in (first, second, third)] == [False, False, True]
+    bad = visitor.post(f"{page}/rotate-secret", {"previous_secret_valid_for": "-5"})
+    assert bad.status_code == 400 and 'id="e-previous_secret_valid_for"' in bad.text
+    assert 'aria-describedby="h-previous_secret_valid_for e-previous_secret_valid_for"' in bad.text
+    assert "secret-value" not in bad.text and authenticate(client["client_id"], third)
+    assert actions(ctx, app_id, "oidc_client.", dashboard_account.id) == [
+        "oidc_client.secret_rotated", "oidc_client.secret_rotated", "oidc_client.created"]
+
+
+def test_a_public_client_has_no_secret_to_rotate(owner, ctx):
+    visitor, app_id = owner
+    visitor.post(f"/console/applications/{app_id}/oidc-clients", {
+        "name": "SPA", "token_endpoint_auth_method": "none", "redirect_uris": "https://spa.example/cb",
+        "scope_openid": "on", "grant_authorization_code": "on"})
+    [client] = ctx.oidc.clients.list(app_id)
+    page = f"/console/applications/{app_id}/oidc-clients/{client['_id']}"
+    assert "rotate-secret" not in visitor.get(page).text
+    refused = visitor.post(f"{page}/rotate-secret", {"previous_secret_valid_for": "0"})
+    assert refused.status_code == 409 and "OIDC_CLIENT_PUBLIC" in refused.text and "secret-value" not in refused.text
+
+
 def test_another_organizations_client_pages_are_not_found(owner, console, make_dashboard_account):
     visitor, app_id = owner
     stranger = console()
@@ -220,6 +262,7 @@ def test_a_viewer_holds_the_read_permissions_only_and_is_refused_as_the_api_refu
                                                      "redirect_uris": "https://x.example/cb"}),
                            (f"{base}/oidc-clients/{client['_id']}", {"name": "Hijacked"}),
                            (f"{base}/oidc-clients/{client['_id']}/delete", {"confirm_name": "Web"}),
+                           (f"{base}/oidc-clients/{client['_id']}/rotate-secret", {}),
                            (f"{base}/webhooks", {"url": HOOK_URL, "event_user.created": "on"}),
                            (f"{base}/webhooks/{hook['_id']}", {"url": HOOK_URL}),
                            (f"{base}/webhooks/{hook['_id']}/rotate-secret", {}),
@@ -228,6 +271,7 @@ def test_a_viewer_holds_the_read_permissions_only_and_is_refused_as_the_api_refu
             assert refused.status_code == 403 and "FORBIDDEN" in refused.text, path
             assert "secret-value" not in refused.text
     assert [c["name"] for c in ctx.oidc.clients.list(app_id)] == ["Web"]
+    assert ctx.oidc.clients.get(app_id, client["_id"])["secret_digest"] == client["secret_digest"]
     assert ctx.webhooks.management.get(app_id, hook["_id"])["secret"] == hook["secret"]
     assert ctx.store["webhook_deliveries"].count_documents({}) == 1
 

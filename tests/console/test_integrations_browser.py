@@ -1,8 +1,9 @@
 """The integrations screens in headless Chromium: register an OIDC client (its secret
-shown once), create a webhook and see its delivery log, then watch the audit log's live
-tail add a record without a reload.  Every screen is scanned by axe-core and saved
-desktop and mobile (390 px); the browser console stays free of errors (a CSP violation
-would be one).  Skipped, with the reason, where Chromium is missing."""
+shown once) and rotate its secret (the new one shown once), create a webhook and see its
+delivery log, then watch the audit log's live tail add a record without a reload.  Every
+screen is scanned by axe-core and saved desktop and mobile (390 px); the browser console
+stays free of errors (a CSP violation would be one).  Skipped, with the reason, where
+Chromium is missing."""
 from __future__ import annotations
 
 import pytest
@@ -11,6 +12,7 @@ pytest.importorskip("selenium", reason="real-browser test skipped: the selenium 
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
 from tests.browser import console_errors, waiting  # noqa: E402
 from tests.console.test_console_browser import fill, heading, sign_in, submit  # noqa: E402
@@ -50,6 +52,13 @@ def test_clients_webhooks_and_the_live_audit_log(live_server, browser, check_pag
     heading(browser, "Web shop")
     assert secret not in browser.page_source
     screen("oidc-client")
+    Select(browser.find_element(By.ID, "f-previous_secret_valid_for")).select_by_visible_text("after 1 hour")
+    submit(browser, "Rotate secret")
+    rotated = waiting(browser, 10).until(lambda driver: driver.find_element(By.ID, "secret-value")).text
+    client_id = ctx.oidc.clients.list(app_id)[0]["client_id"]
+    assert rotated != secret and ctx.oidc.clients.authenticate(client_id, rotated)
+    assert ctx.oidc.clients.authenticate(client_id, secret)  # for the hour it was given
+    screen("oidc-client-rotated")
 
     browser.find_element(By.LINK_TEXT, "Webhooks").click()
     heading(browser, "Webhooks")
