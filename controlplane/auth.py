@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from controlplane.tokens import stamp_of
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.http import bearer_token as bearer_header_token
 from shared.ids import is_uuid
 from shared.rbac import covering_patterns, is_valid_permission
+from shared.timeutil import millis
 
 if TYPE_CHECKING:  # the areas import this module: their types only for the annotations
     from controlplane.apikeys.service import ApiKeyService
@@ -225,7 +225,7 @@ class Authenticator:
         if gate is None or gate.get("status", "active") != "active":
             raise Unauthorized("The user of this token is no longer active.")
         handed_over_at = gate.get("tokens_not_before")
-        if handed_over_at is not None and claims.get("tnb") != stamp_of(handed_over_at):
+        if handed_over_at is not None and claims.get("tnb") != millis(handed_over_at):
             raise Unauthorized("The account was handed over to its email's owner after this token was issued.")
         return Principal(kind="user", app_id=app_id, user_id=claims["sub"], session_id=claims.get("sid"), claims=claims)
 

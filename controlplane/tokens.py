@@ -9,13 +9,11 @@ claim, and checks audience and issuer.
 """
 from __future__ import annotations
 
-from datetime import datetime
-
 import jwt
 
 from shared.ids import new_id
 from shared.jwts import ALGORITHM, TokenInvalid, unauthorized, verify_rs256
-from shared.timeutil import aware
+from shared.timeutil import millis
 
 REQUIRED_CLAIMS = ("iss", "sub", "aud", "iat", "exp", "jti")
 
@@ -46,7 +44,7 @@ class TokenService:
             "sid": session_id,
         }
         if handed_over_at is not None:
-            claims["tnb"] = stamp_of(handed_over_at)
+            claims["tnb"] = millis(handed_over_at)
         return self.sign(claims), self.access_ttl
 
     def verify(self, token: str, *, audience: str, required=REQUIRED_CLAIMS, leeway: int = 0) -> dict:
@@ -59,7 +57,3 @@ class TokenService:
             raise unauthorized(refused) from None
         return claims
 
-
-def stamp_of(handed_over_at: datetime) -> int:
-    """The ``tnb`` claim of a hand-over's time: milliseconds, as the store keeps it."""
-    return int(aware(handed_over_at).timestamp() * 1000)

@@ -56,22 +56,25 @@ class TokenVerifier:
         self._loaded_at: float | None = None
         self._forced_at = float("-inf")
 
-    def verify(self, token: str, app_id: str) -> str:
-        """The user id (``sub``) of a valid access token of ``app_id``; else 401
-        Unauthorized. Raises JwksUnavailable when the keys cannot be read."""
+    def verify(self, token: str, app_id: str) -> tuple[str, int | None]:
+        """(the user id ``sub``, the ``tnb`` stamp or None) of a valid access token of
+        ``app_id``; else 401 Unauthorized. Raises JwksUnavailable when the keys cannot be
+        read. The caller compares the stamp with the user's grants (``Grants.handed_over_at``)."""
         key = (app_id, hashlib.sha256(token.encode("utf-8")).digest())
         now = self._clock().timestamp()
         with self._lock:
             known = self._verified.get(key)
         if known is not None:
-            user_id, exp = known
+            user_id, exp, stamp = known
             if exp <= now:
                 raise Unauthorized("The bearer token has expired.", details={"reason": "expired"})
-            return user_id
+            return user_id, stamp
         claims = self._verify(token, app_id, now)
+        stamp = claims.get("tnb")
+        stamp = stamp if isinstance(stamp, int) else None
         with self._lock:
-            self._verified[key] = (claims["sub"], claims["exp"])
-        return claims["sub"]
+            self._verified[key] = (claims["sub"], claims["exp"], stamp)
+        return claims["sub"], stamp
 
     def _verify(self, token: str, app_id: str, now: float) -> dict:
         # PyJWT and cryptography load on the first end-user token (start-up time, memory).

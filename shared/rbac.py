@@ -118,7 +118,9 @@ class Grants:
 
     ``status`` is the user's account state: "active", "suspended", "deleted", or "unknown"
     for a user the application does not have. ``attributes`` (the user's ABAC attributes) is
-    held as a read-only view of a private copy.
+    held as a read-only view of a private copy. ``handed_over_at``: for an account handed
+    over to its email's owner, the stamp (milliseconds) its access tokens must carry as
+    ``tnb`` (docs/authentication.md, "Unverified accounts"); None otherwise.
     """
 
     user_id: str
@@ -126,6 +128,7 @@ class Grants:
     assignments: tuple[Assignment, ...] = ()
     attributes: Mapping = field(default_factory=dict, hash=False)
     seq: int = 0
+    handed_over_at: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "assignments", tuple(self.assignments))
@@ -137,22 +140,27 @@ class Grants:
         return cls(user_id=user_id, status="unknown", seq=seq)
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "user_id": self.user_id,
             "status": self.status,
             "assignments": [assignment.to_json() for assignment in self.assignments],
             "attributes": dict(self.attributes),
             "seq": self.seq,
         }
+        if self.handed_over_at is not None:
+            out["handed_over_at"] = self.handed_over_at
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping) -> Grants:
+        handed_over_at = data.get("handed_over_at")
         return cls(
             user_id=data["user_id"],
             status=data["status"],
             assignments=tuple(Assignment.from_json(item) for item in data.get("assignments", ())),
             attributes=data.get("attributes") or {},
             seq=data.get("seq", 0),
+            handed_over_at=handed_over_at if isinstance(handed_over_at, int) else None,
         )
 
 

@@ -48,3 +48,12 @@ def parse_iso(text: str) -> datetime:
 
 def seconds(n: float) -> timedelta:
     return timedelta(seconds=n)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def millis(value: datetime) -> int:
+    """Whole milliseconds since the epoch (what MongoDB keeps of a datetime), in integer
+    arithmetic, so one datetime always gives one number."""
+    return (aware(value) - _EPOCH) // timedelta(milliseconds=1)

@@ -30,7 +30,7 @@ from controlplane.users.errors import UserNotFound
 from shared.errors import ValidationFailed
 from shared.ids import is_uuid, new_id
 from shared.rbac import Assignment, Grants, applicable_assignments, effective_permissions
-from shared.timeutil import Clock, aware, isoformat
+from shared.timeutil import Clock, aware, isoformat, millis
 
 _UPDATE_ATTEMPTS = 5
 
@@ -277,8 +277,10 @@ class RoleService:
             for d in docs if d["role_id"] in roles
         ]
         attributes = user.get("attributes")
+        handed_over_at = user.get("tokens_not_before")
         return Grants(user_id=user_id, status=user.get("status", "active"), assignments=assignments,
-                      attributes=attributes if isinstance(attributes, dict) else {}, seq=seq)
+                      attributes=attributes if isinstance(attributes, dict) else {}, seq=seq,
+                      handed_over_at=None if handed_over_at is None else millis(handed_over_at))
 
 
 # --- response shapes -----------------------------------------------------------------------

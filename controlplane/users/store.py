@@ -91,8 +91,10 @@ class UserStore:
         return self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "tokens_not_before": 1})
 
     def status_and_attributes(self, app_id: str, user_id: str) -> dict | None:
-        """``{_id, status, attributes}`` of the user, whatever its status; None when unknown."""
-        return self._users.find_one({"_id": user_id, "app_id": app_id}, {"status": 1, "attributes": 1})
+        """``{_id, status, attributes, tokens_not_before}`` of the user, whatever its status;
+        None when unknown."""
+        return self._users.find_one({"_id": user_id, "app_id": app_id},
+                                    {"status": 1, "attributes": 1, "tokens_not_before": 1})
 
     def count_live(self, app_id: str, user_ids, *, stop_at: int | None = None) -> int:
         """How many of ``user_ids`` exist and are not deleted (counting stops at ``stop_at``)."""

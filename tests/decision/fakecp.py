@@ -157,6 +157,12 @@ class FakeControlPlane:
         self.emit(app_id, "user.created")
         return user_id
 
+    def hand_over(self, app_id, user_id, stamp: int) -> int:
+        """The account is handed over to its email's owner: its tokens must carry ``stamp``."""
+        with self._cond:
+            self.apps[app_id]["users"][user_id]["handed_over_at"] = stamp
+        return self.emit(app_id, "user.claimed", [user_id])
+
     def add_role(self, app_id, permissions, name=None) -> str:
         role_id = str(uuid.uuid4())
         with self._cond:
@@ -233,7 +239,8 @@ class FakeControlPlane:
                 for a in app["assignments"]
                 if a["user_id"] == user_id and (a["expires_at"] is None or a["expires_at"] > now)
             ]
-            return Grants(user_id, user["status"], assignments, user["attributes"], self.head)
+            return Grants(user_id, user["status"], assignments, user["attributes"], self.head,
+                          handed_over_at=user.get("handed_over_at"))
 
     def access_token(self, app_id, user_id, *, expires_in=900, kid=None, key=None, algorithm="RS256", **claims) -> str:
         now = int(self.clock().timestamp())

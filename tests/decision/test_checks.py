@@ -217,6 +217,22 @@ def test_a_token_of_an_inactive_user_is_401(tenant, fake_cp, status):
     assert_error(response, 401, "UNAUTHORIZED")
 
 
+def test_a_token_issued_before_the_accounts_hand_over_is_401(tenant, fake_cp):
+    """An account handed over to its email's owner: the squatter's token, verified and
+    remembered before, stops at the change; the owner's, which carries the stamp, works."""
+    caller = tenant.user_with("authz:check", "posts:read")
+    before = fake_cp.access_token(tenant.app_id, caller)
+    assert tenant.get(caller, "posts:read", credential=before).status_code == 200
+    stamp = 1795808541247
+    fake_cp.hand_over(tenant.app_id, caller, stamp)
+    assert wait_for(lambda: tenant.get(caller, "posts:read", credential=before).status_code == 401)
+    assert_error(tenant.get(caller, "posts:read", credential=before), 401, "UNAUTHORIZED")
+    after = fake_cp.access_token(tenant.app_id, caller, tnb=stamp)
+    assert tenant.get(caller, "posts:read", credential=after).status_code == 200
+    assert_error(tenant.get(caller, "posts:read", credential=fake_cp.access_token(tenant.app_id, caller,
+                                                                                   tnb=stamp - 1)), 401)
+
+
 def test_a_token_of_an_unknown_user_is_401(tenant, fake_cp):
     token = fake_cp.access_token(tenant.app_id, str(uuid.uuid4()))
     assert_error(tenant.get(str(uuid.uuid4()), "posts:read", credential=token), 401, "UNAUTHORIZED")

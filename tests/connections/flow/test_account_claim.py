@@ -5,8 +5,11 @@ account's credentials (a link code, a password reset): the account becomes their
 alone, and nothing the squatter set up opens it any more."""
 from __future__ import annotations
 
+import jwt
 import pytest
 
+from controlplane.events import Event
+from shared.invalidation import affected_users
 from tests.conftest import assert_error, events_of
 from tests.connections.flow.conftest import Browser
 from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
@@ -350,3 +353,17 @@ def test_a_suspended_account_is_neither_linked_nor_handed_over(client, ctx, clai
     assert_error(victim.post("/link", {"link_id": link_id, "binding": victim.binding, "code": "000000"}), 403,
                  "AUTH_ACCOUNT_SUSPENDED")
     assert events_of(ctx, "user.claimed", user_id) == [] and outbox == []
+
+
+def test_decision_services_learn_the_stamp_with_the_grants(client, ctx, claim_app, provider_b, add_connection,
+                                                           squatter_jit, outbox):
+    """A decision service verifies access tokens itself: the grants it fetches carry the
+    stamp its tokens must have, and the hand-over is a change that drops the user's."""
+    _, attacker = squatter_jit
+    user_id = attacker["user"]["id"]
+    assert ctx.roles.grants(claim_app["_id"], user_id).handed_over_at is None
+    trusted = add_connection(claim_app, provider_b, linking="trusted_email", trusted=True)
+    victim = _victim_claims_by_code(client, claim_app, trusted, outbox)
+    stamp = jwt.decode(victim["access_token"], options={"verify_signature": False})["tnb"]
+    assert ctx.roles.grants(claim_app["_id"], user_id).handed_over_at == stamp
+    assert affected_users(Event.from_doc(events_of(ctx, "user.claimed", user_id)[0])) == [user_id]
