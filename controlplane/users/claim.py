@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from controlplane.events import EventLog
@@ -55,15 +56,16 @@ class AccountClaim:
         ``user.claimed``.  A verified account is returned unchanged.
 
         First the account is stamped (``tokens_not_before``) and its password goes: from
-        then on only access tokens that carry the stamp are accepted (``controlplane.auth``),
-        no session started before it refreshes, and a sign-in, password change or link
-        that read the account before the stamp and lands after it is undone
-        (``handed_over_since``).  Then the sessions and OIDC
-        grants end (consents too: the squatter's approvals are not the owner's), before
-        the ways in go (a passkey a session registers after that finds its session ended
-        and removes itself) and again after.  The email is marked verified last, so a
-        hand-over that fails part way (the store unreachable) is done again, whole, by
-        the next proof."""
+        then on only access tokens that carry the current stamp are accepted
+        (``controlplane.auth``), only sessions begun under it refresh, and a sign-in,
+        password change or link that read the account before the stamp and lands after it
+        is undone (``handed_over_since``).  Then the sessions and OIDC grants end
+        (consents too: the squatter's approvals are not the owner's) before the ways in go
+        (a passkey a session registers after that finds its session ended and removes
+        itself).  Last, the account is stamped anew, with its email verified, and the
+        sessions end again: whatever signed in through a way in while it went holds the
+        first stamp only.  A hand-over that fails part way (the store unreachable) leaves
+        the email unverified, and the next proof does it again, whole."""
         if user.get("email_verified"):
             return user
         user_id, now = user["_id"], self.clock()
@@ -71,8 +73,12 @@ class AccountClaim:
         self._end_sessions(app_id, user_id)
         for remove in self._removers:
             remove(app_id, user_id)
+        # Stamped again once the ways in are gone: a sign-in through one of them while they
+        # went read the first stamp, so its tokens carry that one and are refused.
+        done = max(self.clock(), now + timedelta(milliseconds=1))
+        claimed = self.users.update(app_id, user_id, {"tokens_not_before": done, "email_verified": True,
+                                                      "updated_at": done})
         self._end_sessions(app_id, user_id)
-        claimed = self.users.update(app_id, user_id, {"email_verified": True, "updated_at": now})
         self.events.emit(app_id, "user.claimed", {"user_id": user_id, "via": via}, subject={"user_id": user_id})
         return claimed if claimed is not None else user
 

@@ -32,7 +32,7 @@ from controlplane.users.errors import InvalidCredentials, RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, aware, seconds
+from shared.timeutil import Clock, aware, millis, seconds
 
 log = logging.getLogger("iamgate.users")
 
@@ -78,6 +78,8 @@ class SessionService:
             "device_info": {"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")},
             "is_remember_me": bool(remember_me), "created_at": now, "last_used_at": now,
             "expires_at": now + seconds(ttl), "revoked_at": None,
+            # The account's stamp (claim.py) the session began under: it refreshes under no other.
+            "tokens_not_before": user.get("tokens_not_before"),
         }
         self.sessions.insert(session)
         current = self.users.update(app_id, user_id, {"last_login_at": now})
@@ -129,9 +131,9 @@ class SessionService:
             self.sessions.revoke(app_id, session["_id"], now, "user_inactive")
             raise RefreshTokenRejected("The user of this refresh token is no longer active.",
                                        details={"reason": "revoked"})
-        handed_over_at = user.get("tokens_not_before")
-        if handed_over_at is not None and aware(session["created_at"]) < aware(handed_over_at):
-            # A refresh racing the hand-over rotated before its revocation came.
+        if _stamp(user) != _stamp(session):
+            # Begun before the account changed hands; a refresh racing the hand-over may
+            # have rotated before its revocation came.
             self.sessions.revoke(app_id, session["_id"], now, claim.REASON)
             raise RefreshTokenRejected("The session of this refresh token has been revoked.",
                                        details={"reason": "revoked"})
@@ -227,3 +229,10 @@ class SessionService:
         they expire (spec, Authentication 2).  ``now``: the caller's time of the change
         that revokes them."""
         return self.sessions.revoke_user(app_id, user_id, now or self.clock(), reason, keep=keep)
+
+
+def _stamp(doc: dict) -> int | None:
+    """The account stamp a user or session document holds, as milliseconds (one stored
+    datetime reads back naive or aware depending on the driver's settings)."""
+    stamp = doc.get("tokens_not_before")
+    return None if stamp is None else millis(stamp)

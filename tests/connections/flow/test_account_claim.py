@@ -12,6 +12,7 @@ from controlplane.events import Event
 from shared.invalidation import affected_users
 from tests.conftest import assert_error, events_of
 from tests.connections.flow.conftest import Browser
+from tests.mfa.conftest import rfc6238
 from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
 from tests.plugins.users import PASSWORD, fresh_address, users_url
 
@@ -367,3 +368,72 @@ def test_decision_services_learn_the_stamp_with_the_grants(client, ctx, claim_ap
     stamp = jwt.decode(victim["access_token"], options={"verify_signature": False})["tnb"]
     assert ctx.roles.grants(claim_app["_id"], user_id).handed_over_at == stamp
     assert affected_users(Event.from_doc(events_of(ctx, "user.claimed", user_id)[0])) == [user_id]
+
+
+def _while_the_ways_in_go(monkeypatch, ctx, action):
+    """Run ``action`` once, right after the hand-over's first end of sessions: the account
+    is stamped, the squatter's ways in are not removed yet."""
+    claim = ctx.users.passwords.claim
+    original, got = claim._end_sessions, []
+
+    def end_sessions(app_id, user_id):
+        original(app_id, user_id)
+        if not got:
+            got.append(action())
+
+    monkeypatch.setattr(claim, "_end_sessions", end_sessions)
+    return got
+
+
+def test_a_connection_sign_in_while_the_ways_in_go_keeps_nothing(client, ctx, claim_app, provider, squatter_jit,
+                                                                 outbox, monkeypatch):
+    untrusted, attacker = squatter_jit
+    user_id = attacker["user"]["id"]
+
+    def squatter_signs_in():
+        provider.login_as = "unverified"
+        try:
+            return Browser(client, claim_app).sign_in(untrusted.id)
+        finally:
+            provider.login_as = "verified"
+
+    got = _while_the_ways_in_go(monkeypatch, ctx, squatter_signs_in)
+    assert _reset(client, claim_app, outbox).status_code == 200
+    [signed_in] = got
+    assert signed_in.status_code == 200, signed_in.text  # the identity was still there
+    pair = signed_in.json["data"]
+    export = client.simulate_get(users_url(claim_app, f"/{user_id}/data-export"),
+                                 headers={"Authorization": f"Bearer {pair['access_token']}"})
+    assert_error(export, 401, "UNAUTHORIZED")
+    assert_error(_refresh(client, claim_app, pair["refresh_token"]), 401)
+
+
+def test_an_mfa_answer_while_the_ways_in_go_keeps_nothing(client, ctx, clock, claim_app, make_user_token,
+                                                          enable_mfa, outbox, monkeypatch):
+    attacker = enable_mfa(claim_app, make_user_token(claim_app, email=VICTIM, password=ATTACKER_PW))
+    challenge = _post(client, claim_app, "/login", {"email": VICTIM, "password": ATTACKER_PW})
+    assert challenge.json["data"].get("mfa_required"), challenge.text
+
+    def squatter_answers():
+        return _post(client, claim_app, "/mfa/verify", {"challenge_token": challenge.json["data"]["challenge_token"],
+                                                         "code": rfc6238(attacker.secret, clock())})
+
+    got = _while_the_ways_in_go(monkeypatch, ctx, squatter_answers)
+    assert _reset(client, claim_app, outbox).status_code == 200
+    [answered] = got
+    assert answered.status_code == 200, answered.text
+    export = client.simulate_get(users_url(claim_app, f"/{attacker.id}/data-export"),
+                                 headers={"Authorization": f"Bearer {answered.json['data']['access_token']}"})
+    assert_error(export, 401, "UNAUTHORIZED")
+
+
+def test_the_owners_session_refreshes_whatever_the_workers_clocks_say(client, clock, claim_app, squatter_jit,
+                                                                      outbox):
+    """A session refreshes under the stamp it began with, not by comparing one worker's
+    clock (the sign-in's) with another's (the hand-over's)."""
+    assert _reset(client, claim_app, outbox).status_code == 200
+    clock.advance(-1)  # the next request lands on a worker whose clock is a second behind
+    signed_in = _post(client, claim_app, "/login", {"email": VICTIM, "password": NEW})
+    assert signed_in.status_code == 200, signed_in.text
+    refreshed = _refresh(client, claim_app, signed_in.json["data"]["refresh_token"])
+    assert refreshed.status_code == 200, refreshed.text
