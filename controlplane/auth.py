@@ -217,16 +217,17 @@ class Authenticator:
         return known[1]
 
     def user_token(self, token: str, app_id: str) -> Principal:
-        """An RS256 access token of ``app_id`` whose user is still active, and was not
-        handed over to its mailbox's owner since the token was issued (checked live:
-        ``controlplane.users.claim``)."""
+        """An RS256 access token of ``app_id`` whose user is still active, and carries the
+        user's current stamp, if a password reset or a hand-over to the email's owner
+        (``controlplane.users.claim``) set one: an older token is refused (checked live)."""
         claims = self.tokens.verify(token, audience=app_id)
         gate = self.users.token_gate(app_id, claims["sub"])
         if gate is None or gate.get("status", "active") != "active":
             raise Unauthorized("The user of this token is no longer active.")
-        handed_over_at = gate.get("tokens_not_before")
-        if handed_over_at is not None and claims.get("tnb") != millis(handed_over_at):
-            raise Unauthorized("The account was handed over to its email's owner after this token was issued.")
+        token_stamp = gate.get("tokens_not_before")
+        if token_stamp is not None and claims.get("tnb") != millis(token_stamp):
+            raise Unauthorized("The account's password was reset, or the account handed over to its email's "
+                               "owner, after this token was issued.")
         return Principal(kind="user", app_id=app_id, user_id=claims["sub"], session_id=claims.get("sid"), claims=claims)
 
     def has_permission(self, principal: Principal, name: str) -> bool:

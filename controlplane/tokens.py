@@ -1,9 +1,9 @@
 """V1 access tokens: RS256 JWTs signed with the active key.
 
 Claims (docs/authentication.md, "Tokens and sessions"): iss = IAMGATE_PUBLIC_URL, sub = user id, aud = application
-id, iat, exp, jti, sid = session id; header kid; and ``tnb`` for an account that was
-handed over to its email's owner (``controlplane.users.claim``): the hand-over's stamp,
-which a token must carry to be accepted.  Verification pins the algorithm to
+id, iat, exp, jti, sid = session id; header kid; and ``tnb`` for an account a password reset or a hand-over
+to its email's owner (``controlplane.users.claim``) took back: the account's stamp, which
+a token must carry to be accepted.  Verification pins the algorithm to
 RS256 (so ``alg: none`` and HS256-with-the-public-key are refused), requires every
 claim, and checks audience and issuer.
 """
@@ -30,9 +30,9 @@ class TokenService:
         return jwt.encode(claims, private, algorithm=ALGORITHM, headers={"kid": kid, **(headers or {})})
 
     def issue_access_token(self, app_id: str, user_id: str, session_id: str | None, *,
-                           handed_over_at=None) -> tuple[str, int]:
-        """Return (token, expires_in seconds).  ``handed_over_at``: the account's
-        ``tokens_not_before``, if it has one."""
+                           token_stamp=None) -> tuple[str, int]:
+        """Return (token, expires_in seconds).  ``token_stamp``: the account's
+        ``tokens_not_before``, if it has one (a reset or a hand-over set it)."""
         now = int(self._clock().timestamp())
         claims = {
             "iss": self.issuer,
@@ -43,8 +43,8 @@ class TokenService:
             "jti": new_id(),
             "sid": session_id,
         }
-        if handed_over_at is not None:
-            claims["tnb"] = millis(handed_over_at)
+        if token_stamp is not None:
+            claims["tnb"] = millis(token_stamp)
         return self.sign(claims), self.access_ttl
 
     def verify(self, token: str, *, audience: str, required=REQUIRED_CLAIMS, leeway: int = 0) -> dict:

@@ -7,8 +7,8 @@ request fetched, so a caller checking itself costs one fetch, not two.
 Credentials (the control plane's AuthMiddleware, in the same order): the application must
 be served (404 NOT_FOUND), a bearer credential is required (401 UNAUTHORIZED), an API key
 (``sk_test_``/``sk_live_``) is known by its SHA-256 digest and an end-user token verifies
-and belongs to an active user, carrying the stamp of the account's hand-over if it had one
-(401), and the caller holds ``authz:check`` (403 FORBIDDEN
+and belongs to an active user, carrying the account's stamp if a reset or a hand-over set
+one (401), and the caller holds ``authz:check`` (403 FORBIDDEN
 with ``details.required_permission``).
 
 Answers: the subject's grants and, for POST checks, the application's policies, from the
@@ -134,8 +134,9 @@ class Lookup:
         entry, _ = self._grants(user_id, fresh=False)
         if entry.grants.status != ACTIVE:
             raise Unauthorized("The user of this token is no longer active.")
-        if entry.grants.handed_over_at is not None and stamp != entry.grants.handed_over_at:
-            raise Unauthorized("The account was handed over to its email's owner after this token was issued.")
+        if entry.grants.token_stamp is not None and stamp != entry.grants.token_stamp:
+            raise Unauthorized("The account's password was reset, or the account handed over to its email's "
+                               "owner, after this token was issued.")
         if not entry.at(None, self.now).allows(CHECK_PERMISSION):
             raise PermissionMissing(CHECK_PERMISSION)
 

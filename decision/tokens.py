@@ -59,7 +59,7 @@ class TokenVerifier:
     def verify(self, token: str, app_id: str) -> tuple[str, int | None]:
         """(the user id ``sub``, the ``tnb`` stamp or None) of a valid access token of
         ``app_id``; else 401 Unauthorized. Raises JwksUnavailable when the keys cannot be
-        read. The caller compares the stamp with the user's grants (``Grants.handed_over_at``)."""
+        read. The caller compares the stamp with the user's grants (``Grants.token_stamp``)."""
         key = (app_id, hashlib.sha256(token.encode("utf-8")).digest())
         now = self._clock().timestamp()
         with self._lock:

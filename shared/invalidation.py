@@ -26,7 +26,7 @@ from __future__ import annotations
 # ``user_ids``.
 SUBJECT_USER_KINDS = frozenset({
     "role.assigned", "role.removed", "user.created", "user.deleted", "user.suspended", "user.unsuspended",
-    "user.claimed", "attribute.set", "attribute.deleted",
+    "user.claimed", "user.password_reset", "attribute.set", "attribute.deleted",
 })
 POLICY_KINDS = frozenset({"policy.created", "policy.updated", "policy.deleted"})
 API_KEY_KINDS = frozenset({"api_keys.changed"})

@@ -118,9 +118,10 @@ class Grants:
 
     ``status`` is the user's account state: "active", "suspended", "deleted", or "unknown"
     for a user the application does not have. ``attributes`` (the user's ABAC attributes) is
-    held as a read-only view of a private copy. ``handed_over_at``: for an account handed
-    over to its email's owner, the stamp (milliseconds) its access tokens must carry as
-    ``tnb`` (docs/authentication.md, "Unverified accounts"); None otherwise.
+    held as a read-only view of a private copy. ``token_stamp``: the stamp (milliseconds)
+    the user's access tokens must carry as ``tnb``, set when a password reset or a
+    hand-over to the email's owner took the account back (docs/authentication.md); None
+    while it never was.
     """
 
     user_id: str
@@ -128,7 +129,7 @@ class Grants:
     assignments: tuple[Assignment, ...] = ()
     attributes: Mapping = field(default_factory=dict, hash=False)
     seq: int = 0
-    handed_over_at: int | None = None
+    token_stamp: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "assignments", tuple(self.assignments))
@@ -147,20 +148,20 @@ class Grants:
             "attributes": dict(self.attributes),
             "seq": self.seq,
         }
-        if self.handed_over_at is not None:
-            out["handed_over_at"] = self.handed_over_at
+        if self.token_stamp is not None:
+            out["token_stamp"] = self.token_stamp
         return out
 
     @classmethod
     def from_json(cls, data: Mapping) -> Grants:
-        handed_over_at = data.get("handed_over_at")
+        token_stamp = data.get("token_stamp")
         return cls(
             user_id=data["user_id"],
             status=data["status"],
             assignments=tuple(Assignment.from_json(item) for item in data.get("assignments", ())),
             attributes=data.get("attributes") or {},
             seq=data.get("seq", 0),
-            handed_over_at=handed_over_at if isinstance(handed_over_at, int) else None,
+            token_stamp=token_stamp if isinstance(token_stamp, int) else None,
         )
 
 

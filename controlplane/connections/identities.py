@@ -253,10 +253,10 @@ class IdentityService:
             self.identities.delete_of_user(app["_id"], user_id, doc["_id"])
             raise ConnectionInactive(connection_id)
         # Checked after the insert too: a hand-over removes identities after its stamp.
-        if holder is not None and claim.handed_over_since(holder, self.users.get(app["_id"], user_id)):
+        if holder is not None and claim.stamped_since(holder, self.users.get(app["_id"], user_id)):
             self.identities.delete_of_user(app["_id"], user_id, doc["_id"])
-            raise ConnectionStateInvalid("The account was handed over to its email's owner meanwhile; sign in "
-                                         "again.", details={"reason": "link"})
+            raise ConnectionStateInvalid("The account's password was reset, or the account handed over to its "
+                                         "email's owner, meanwhile; sign in again.", details={"reason": "link"})
         self.events.emit(app["_id"], "connection.created", {
             "kind": "upstream", "connection_id": connection_id, "identity_id": doc["_id"], "user_id": user_id,
         }, subject={"user_id": user_id})

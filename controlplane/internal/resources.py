@@ -56,8 +56,8 @@ class Grants(Resource):
         "type": "object", "properties": {"seq": _SEQ, "grants": {
             "type": "object", "description": "shared.rbac.Grants.to_json(): user_id, status "
             "(active|suspended|deleted|unknown), assignments [{role_id, role_name, permissions, scope, "
-            "expires_at}], attributes, seq; handed_over_at (milliseconds) for an account handed over to its "
-            "email's owner, whose access tokens must carry it as tnb"}}}, errors=_ERRORS)}
+            "expires_at}], attributes, seq; token_stamp (milliseconds), which the user's access tokens must "
+            "carry as tnb, once a password reset or a hand-over took the account back"}}}, errors=_ERRORS)}
 
     def __init__(self, decision_data: DecisionData):
         self.decision_data = decision_data

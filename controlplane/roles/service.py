@@ -277,10 +277,10 @@ class RoleService:
             for d in docs if d["role_id"] in roles
         ]
         attributes = user.get("attributes")
-        handed_over_at = user.get("tokens_not_before")
+        token_stamp = user.get("tokens_not_before")
         return Grants(user_id=user_id, status=user.get("status", "active"), assignments=assignments,
                       attributes=attributes if isinstance(attributes, dict) else {}, seq=seq,
-                      handed_over_at=None if handed_over_at is None else millis(handed_over_at))
+                      token_stamp=None if token_stamp is None else millis(token_stamp))
 
 
 # --- response shapes -----------------------------------------------------------------------

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.users.store import UserStore
-from shared.timeutil import Clock
+from shared.timeutil import Clock, aware
 
-if TYPE_CHECKING:  # sessions.py asks ``handed_over_since`` of this module
+if TYPE_CHECKING:  # sessions.py asks ``stamped_since`` of this module
     from controlplane.users.sessions import SessionService
 
 # The ``reason`` of the sessions, grants and identities a hand-over revokes.
@@ -59,7 +59,7 @@ class AccountClaim:
         then on only access tokens that carry the current stamp are accepted
         (``controlplane.auth``), only sessions begun under it refresh, and a sign-in,
         password change or link that read the account before the stamp and lands after it
-        is undone (``handed_over_since``).  Then the sessions and OIDC grants end
+        is undone (``stamped_since``).  Then the sessions and OIDC grants end
         (consents too: the squatter's approvals are not the owner's) before the ways in go
         (a passkey a session registers after that finds its session ended and removes
         itself).  Last, the account is stamped anew, with its email verified, and the
@@ -68,14 +68,15 @@ class AccountClaim:
         the email unverified, and the next proof does it again, whole."""
         if user.get("email_verified"):
             return user
-        user_id, now = user["_id"], self.clock()
+        user_id = user["_id"]
+        now = next_stamp(user, self.clock())
         self.users.update(app_id, user_id, {"tokens_not_before": now, "password_hash": None, "updated_at": now})
         self._end_sessions(app_id, user_id)
         for remove in self._removers:
             remove(app_id, user_id)
         # Stamped again once the ways in are gone: a sign-in through one of them while they
         # went read the first stamp, so its tokens carry that one and are refused.
-        done = max(self.clock(), now + timedelta(milliseconds=1))
+        done = next_stamp({"tokens_not_before": now}, self.clock())
         claimed = self.users.update(app_id, user_id, {"tokens_not_before": done, "email_verified": True,
                                                       "updated_at": done})
         self._end_sessions(app_id, user_id)
@@ -87,8 +88,16 @@ class AccountClaim:
         self.oauth_connections.withdraw_consents(app_id, user_id, reason=REASON)
 
 
-def handed_over_since(read: dict, current: dict | None) -> bool:
-    """Whether the account was handed over after ``read`` was read (``current`` is the
-    account now): what a sign-in or a change proved against ``read`` no longer holds."""
+def next_stamp(user: dict, now: datetime) -> datetime:
+    """A new ``tokens_not_before`` for ``user``: ``now``, or a millisecond past the stamp it
+    has (the store keeps milliseconds), so a new stamp always differs from the old one."""
+    stamp = user.get("tokens_not_before")
+    return now if stamp is None else max(now, aware(stamp) + timedelta(milliseconds=1))
+
+
+def stamped_since(read: dict, current: dict | None) -> bool:
+    """Whether the account was stamped anew (a password reset, a hand-over) after ``read``
+    was read (``current`` is the account now): what a sign-in or a change proved against
+    ``read`` no longer holds."""
     stamp = (current or {}).get("tokens_not_before")
     return stamp is not None and (read.get("tokens_not_before") is None or stamp > read["tokens_not_before"])

@@ -27,7 +27,7 @@ from controlplane.oidc.connections import ConnectionService
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
 from controlplane.ratelimit import RateLimiter
 from controlplane.users import emails
-from controlplane.users.claim import AccountClaim
+from controlplane.users.claim import AccountClaim, next_stamp
 from controlplane.users.errors import InvalidResetToken, ResetRequestsLimited, ResetTokenExpired, UserNotFound
 from controlplane.users.one_time import RESET, issue_one_time_token
 from controlplane.users.sessions import SessionService
@@ -117,10 +117,10 @@ class PasswordService:
         used, or another email's), 410 AUTH_RESET_TOKEN_EXPIRED, 422
         VALIDATION_PASSWORD_TOO_WEAK.  Revokes every session and every OIDC grant (a
         reset is how an account is taken back: nothing the old password let someone
-        obtain keeps working), lifts a login lock and marks the email verified (the
-        link proved the mailbox).  An unverified account is first handed to the
-        mailbox's owner (``claim.AccountClaim``): its linked identities, passkeys and
-        TOTP go too."""
+        obtain keeps working, its access tokens included, by the account's new stamp),
+        lifts a login lock and marks the email verified (the link proved the mailbox).  An
+        unverified account is first handed to the mailbox's owner
+        (``claim.AccountClaim``): its linked identities, passkeys and TOTP go too."""
         app_id, now = app["_id"], self.clock()
         token_digest = digest(token)
         record = self.one_time_tokens.get(app_id, token_digest, RESET)
@@ -143,9 +143,10 @@ class PasswordService:
         now = self.clock()
         self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
         self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
-        self.claim.hand_over(app_id, user, via="password_reset")
+        user = self.claim.hand_over(app_id, user, via="password_reset")
+        # Stamped: no access token issued before the reset is accepted any more.
         self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
-                                                "updated_at": now})
+                                                "tokens_not_before": next_stamp(user, now), "updated_at": now})
         self.one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)
         self.password_guard.lift(app_id, email)  # the mailbox owner lifts a lock
         self.events.emit(app_id, "user.password_reset", {"user_id": user["_id"]}, subject={"user_id": user["_id"]})

@@ -26,8 +26,7 @@ from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.tokens import TokenService
-from controlplane.users import claim
-from controlplane.users.claim import handed_over_since
+from controlplane.users.claim import stamped_since
 from controlplane.users.errors import InvalidCredentials, RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
@@ -67,7 +66,8 @@ class SessionService:
         when not by password: ``{"method": "connection", "connection_id": ...}``) and
         returns the spec's Token pair {access_token, refresh_token, token_type,
         expires_in, user}.  ``user`` is the account as read before its credentials were
-        checked: one handed over since (``claim.py``) gets no session (401)."""
+        checked: one stamped anew since (a password reset, a hand-over: ``claim.py``) gets no
+        session (401)."""
         now = self.clock()
         app_id, user_id = app["_id"], user["_id"]
         ttl = self.remember_me_ttl if remember_me else self.refresh_token_ttl
@@ -83,10 +83,11 @@ class SessionService:
         }
         self.sessions.insert(session)
         current = self.users.update(app_id, user_id, {"last_login_at": now})
-        if handed_over_since(user, current):
-            # The credential was checked against the account before it changed hands.
-            self.sessions.revoke(app_id, session["_id"], now, claim.REASON)
-            raise InvalidCredentials("The account was handed over to its email's owner during this sign-in.")
+        if stamped_since(user, current):
+            # The credential was checked against the account before it was taken back.
+            self.sessions.revoke(app_id, session["_id"], now, "stale_sign_in")
+            raise InvalidCredentials("The account's password was reset, or the account handed over to its email's "
+                                     "owner, during this sign-in.")
         self._enforce_session_limit(app, user_id, now)
         self.events.emit(app_id, "user.login", {**(login_data or {}), "user_id": user_id, "session_id": session["_id"]},
                          subject={"user_id": user_id})
@@ -104,7 +105,7 @@ class SessionService:
 
     def _token_pair(self, app_id: str, user: dict, session_id: str, refresh_token: str) -> dict:
         access_token, expires_in = self.tokens.issue_access_token(
-            app_id, user["_id"], session_id, handed_over_at=user.get("tokens_not_before"))
+            app_id, user["_id"], session_id, token_stamp=user.get("tokens_not_before"))
         return {"access_token": access_token, "refresh_token": refresh_token, "token_type": "Bearer",
                 "expires_in": expires_in, "user": serialize_user(user)}
 
@@ -132,9 +133,9 @@ class SessionService:
             raise RefreshTokenRejected("The user of this refresh token is no longer active.",
                                        details={"reason": "revoked"})
         if _stamp(user) != _stamp(session):
-            # Begun before the account changed hands; a refresh racing the hand-over may
-            # have rotated before its revocation came.
-            self.sessions.revoke(app_id, session["_id"], now, claim.REASON)
+            # Begun before a reset or a hand-over took the account back; a refresh racing
+            # it may have rotated before its revocation came.
+            self.sessions.revoke(app_id, session["_id"], now, "stale_sign_in")
             raise RefreshTokenRejected("The session of this refresh token has been revoked.",
                                        details={"reason": "revoked"})
         return self._token_pair(app_id, user, session["_id"], successor)

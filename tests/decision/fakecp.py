@@ -160,7 +160,7 @@ class FakeControlPlane:
     def hand_over(self, app_id, user_id, stamp: int) -> int:
         """The account is handed over to its email's owner: its tokens must carry ``stamp``."""
         with self._cond:
-            self.apps[app_id]["users"][user_id]["handed_over_at"] = stamp
+            self.apps[app_id]["users"][user_id]["token_stamp"] = stamp
         return self.emit(app_id, "user.claimed", [user_id])
 
     def add_role(self, app_id, permissions, name=None) -> str:
@@ -240,7 +240,7 @@ class FakeControlPlane:
                 if a["user_id"] == user_id and (a["expires_at"] is None or a["expires_at"] > now)
             ]
             return Grants(user_id, user["status"], assignments, user["attributes"], self.head,
-                          handed_over_at=user.get("handed_over_at"))
+                          token_stamp=user.get("token_stamp"))
 
     def access_token(self, app_id, user_id, *, expires_in=900, kid=None, key=None, algorithm="RS256", **claims) -> str:
         now = int(self.clock().timestamp())

@@ -157,7 +157,7 @@ def reset(post, app, token, email, password=NEW):
     return post(app, "/password/reset", {"token": token, "email": email, "password": password})
 
 
-def test_reset_password(post, application, user_token, reset_token, ctx, login):
+def test_reset_password(client, post, application, user_token, reset_token, ctx, login):
     email = user_token.user["email"]
     other = login(application, email)
     response = reset(post, application, reset_token, email)
@@ -165,12 +165,30 @@ def test_reset_password(post, application, user_token, reset_token, ctx, login):
     assert set(response.json["data"]) == {"message"}
     assert login_status(post, application, email, PASSWORD) == 401
     assert login_status(post, application, email, NEW) == 200
-    # Every session is revoked, the mailbox is proven, the token is spent.
+    # Every session is revoked, and every access token of before: the account is stamped.
     for token in (user_token.refresh_token, other["refresh_token"]):
         assert_error(post(application, "/token/refresh", {"refresh_token": token}), 401)
+    profile = users_url(application, f"/{user_token.user['id']}/profile")
+    for token in (user_token.access_token, other["access_token"]):
+        assert_error(client.simulate_get(profile, headers={"Authorization": f"Bearer {token}"}), 401,
+                     "UNAUTHORIZED")
+    fresh = post(application, "/login", {"email": email, "password": NEW}).json["data"]["access_token"]
+    assert client.simulate_get(profile, headers={"Authorization": f"Bearer {fresh}"}).status_code == 200
+    # The mailbox is proven, the token is spent.
     assert ctx.store["users"].find_one({"_id": user_token.user["id"]})["email_verified"] is True
     assert ctx.store["user_tokens"].find_one({"_id": digest(reset_token)})["used_at"] is not None
     assert len(events_of(ctx, "user.password_reset")) == 1
+
+
+def test_a_reset_of_a_verified_account_ends_its_access_tokens(client, post, application, user_token, reset_token,
+                                                              ctx):
+    """A verified account is not handed over, but its reset stamps it all the same: a
+    thief's access token stops with the password it came from."""
+    ctx.store["users"].update_one({"_id": user_token.user["id"]}, {"$set": {"email_verified": True}})
+    assert reset(post, application, reset_token, user_token.user["email"]).status_code == 200
+    profile = users_url(application, f"/{user_token.user['id']}/profile")
+    assert_error(client.simulate_get(profile, headers=user_token.headers), 401, "UNAUTHORIZED")
+    assert events_of(ctx, "user.claimed") == []
 
 
 def test_a_reset_token_is_single_use(post, application, user_token, reset_token):

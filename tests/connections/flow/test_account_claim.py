@@ -362,11 +362,11 @@ def test_decision_services_learn_the_stamp_with_the_grants(client, ctx, claim_ap
     stamp its tokens must have, and the hand-over is a change that drops the user's."""
     _, attacker = squatter_jit
     user_id = attacker["user"]["id"]
-    assert ctx.roles.grants(claim_app["_id"], user_id).handed_over_at is None
+    assert ctx.roles.grants(claim_app["_id"], user_id).token_stamp is None
     trusted = add_connection(claim_app, provider_b, linking="trusted_email", trusted=True)
     victim = _victim_claims_by_code(client, claim_app, trusted, outbox)
     stamp = jwt.decode(victim["access_token"], options={"verify_signature": False})["tnb"]
-    assert ctx.roles.grants(claim_app["_id"], user_id).handed_over_at == stamp
+    assert ctx.roles.grants(claim_app["_id"], user_id).token_stamp == stamp
     assert affected_users(Event.from_doc(events_of(ctx, "user.claimed", user_id)[0])) == [user_id]
 
 
