@@ -174,9 +174,9 @@ def test_a_tenants_first_day(live_server, browser, check_page, ctx, outbox, clie
     heading(browser, "OIDC clients")
     fill(browser, {"name": "Dock portal", "redirect_uris": callback})
     submit(browser, "Register client")
-    heading(browser, "OIDC clients")
+    # The page before has the same heading: wait for what only the answer shows.
+    client_secret = waiting(browser, 10).until(lambda driver: driver.find_element(By.ID, "secret-value")).text
     client_id = browser.find_element(By.CSS_SELECTOR, "p.success code").text
-    client_secret = browser.find_element(By.ID, "secret-value").text
     screen("oidc-client", "status of 201")
     console_window = browser.current_window_handle
     session = OAuth2Session(client_id, client_secret, scope="openid email", redirect_uri=callback,
