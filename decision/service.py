@@ -131,7 +131,12 @@ class Lookup:
             user_id, stamp = self._service.verifier.verify(token, self.app_id)
         except JwksUnavailable:
             raise self._unavailable("the control plane did not answer the signing keys lookup") from None
-        entry, _ = self._grants(user_id, fresh=False)
+        entry, cached = self._grants(user_id, fresh=False)
+        known = entry.grants.token_stamp
+        if cached and stamp is not None and (known is None or stamp > known):
+            # A stamp newer than the cached grants' (the reset's change is not here yet):
+            # they are read again before the token is judged.  An older stamp never is.
+            entry, _ = self._grants(user_id, fresh=True)
         if entry.grants.status != ACTIVE:
             raise Unauthorized("The user of this token is no longer active.")
         if entry.grants.token_stamp is not None and stamp != entry.grants.token_stamp:

@@ -27,7 +27,7 @@ from controlplane.openapi import op
 from controlplane.passkeys.service import PasskeyService
 from controlplane.passwords import WrongPassword
 from controlplane.resource import Action, Resource
-from controlplane.users.errors import AccountSuspended, UserNotFound
+from controlplane.users.errors import AccountSuspended, InvalidCredentials, UserNotFound
 from shared.errors import ApplicationNotFound, Forbidden, ValidationFailed
 from shared.http import respond
 
@@ -134,7 +134,8 @@ class Verify(_MfaResource):
     access = {"POST": PUBLIC}
     docs = {"POST": op(
         body=schemas.VERIFY, response=schemas.VERIFY_RESULT, wrapped=False,
-        errors=[ValidationFailed, MfaCodeInvalid, AccountSuspended, MfaChallengeExpired, MfaLocked],
+        errors=[ValidationFailed, MfaCodeInvalid, AccountSuspended, MfaChallengeExpired, MfaLocked,
+                InvalidCredentials],
     )}
 
     def on_post(self, req, resp, applicationId):

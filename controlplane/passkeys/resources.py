@@ -28,7 +28,7 @@ from controlplane.passkeys.errors import (
 )
 from controlplane.passkeys.service import PasskeyService
 from controlplane.resource import Action, Resource, ThrottledPerIp
-from controlplane.users.errors import AccountSuspended, LoginsLimited, SessionEnded
+from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited, SessionEnded
 from controlplane.users.login import LoginService
 from controlplane.users.resources import device_info_of
 from shared.errors import Forbidden, ValidationFailed
@@ -142,7 +142,7 @@ class AuthenticationVerify(_SignIn):
     docs = {"POST": op(
         body=schemas.AUTHENTICATION_VERIFY, response=schemas.SIGN_IN_RESULT,
         errors=[*_CEREMONY, CredentialUnknown, UserVerificationRequired, SignCountInvalid, AccountSuspended,
-                MfaChallengeExpired, MfaLocked, LoginsLimited, *_GATES],
+                MfaChallengeExpired, MfaLocked, LoginsLimited, InvalidCredentials, *_GATES],
     )}
 
     def act(self, req, values, applicationId):

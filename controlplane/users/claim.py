@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.users.store import UserStore
-from shared.timeutil import Clock, aware
+from shared.timeutil import Clock, aware, millis
 
 if TYPE_CHECKING:  # sessions.py asks ``stamped_since`` of this module
     from controlplane.users.sessions import SessionService
@@ -50,10 +50,11 @@ class AccountClaim:
     def also_removes(self, remove: Callable[[str, str], None]) -> None:
         self._removers.append(remove)
 
-    def hand_over(self, app_id: str, user: dict, *, via: str) -> dict:
+    def hand_over(self, app_id: str, user: dict, *, via: str, reason: str = REASON) -> dict:
         """Hand the unverified account ``user`` to whoever proved its mailbox ``via``
         (``password_reset`` or ``link_code``); the account as it is after.  Emits
-        ``user.claimed``.  A verified account is returned unchanged.
+        ``user.claimed``; ``reason`` is the revoked sessions' and grants'.  A verified
+        account is returned unchanged.
 
         First the account is stamped (``tokens_not_before``) and its password goes: from
         then on only access tokens that carry the current stamp are accepted
@@ -71,7 +72,7 @@ class AccountClaim:
         user_id = user["_id"]
         now = next_stamp(user, self.clock())
         self.users.update(app_id, user_id, {"tokens_not_before": now, "password_hash": None, "updated_at": now})
-        self._end_sessions(app_id, user_id)
+        self._end_sessions(app_id, user_id, reason)
         for remove in self._removers:
             remove(app_id, user_id)
         # Stamped again once the ways in are gone: a sign-in through one of them while they
@@ -79,13 +80,13 @@ class AccountClaim:
         done = next_stamp({"tokens_not_before": now}, self.clock())
         claimed = self.users.update(app_id, user_id, {"tokens_not_before": done, "email_verified": True,
                                                       "updated_at": done})
-        self._end_sessions(app_id, user_id)
+        self._end_sessions(app_id, user_id, reason)
         self.events.emit(app_id, "user.claimed", {"user_id": user_id, "via": via}, subject={"user_id": user_id})
         return claimed if claimed is not None else user
 
-    def _end_sessions(self, app_id: str, user_id: str) -> None:
-        self.sessions.revoke_user(app_id, user_id, reason=REASON)
-        self.oauth_connections.withdraw_consents(app_id, user_id, reason=REASON)
+    def _end_sessions(self, app_id: str, user_id: str, reason: str) -> None:
+        self.sessions.revoke_user(app_id, user_id, reason=reason)
+        self.oauth_connections.withdraw_consents(app_id, user_id, reason=reason)
 
 
 def next_stamp(user: dict, now: datetime) -> datetime:
@@ -99,5 +100,11 @@ def stamped_since(read: dict, current: dict | None) -> bool:
     """Whether the account was stamped anew (a password reset, a hand-over) after ``read``
     was read (``current`` is the account now): what a sign-in or a change proved against
     ``read`` no longer holds."""
-    stamp = (current or {}).get("tokens_not_before")
-    return stamp is not None and (read.get("tokens_not_before") is None or stamp > read["tokens_not_before"])
+    return _millis_of(read) != _millis_of(current or {})
+
+
+def _millis_of(doc: dict) -> int | None:
+    """The document's stamp as milliseconds: one stored datetime may read back naive or
+    aware, depending on the driver's settings."""
+    stamp = doc.get("tokens_not_before")
+    return None if stamp is None else millis(stamp)

@@ -140,13 +140,15 @@ class PasswordService:
         # consume also decides between two racing resets with one token.
         if self.one_time_tokens.consume(app_id, token_digest, RESET, self.clock()) is None:
             raise self._reset_failed(app_id, user_target, "token_used", InvalidResetToken())
+        user = self.claim.hand_over(app_id, user, via="password_reset", reason="password_reset")
+        # Stamped before the sessions end, as a hand-over is: a sign-in with the old
+        # password that lands after the stamp is refused by its own check, and every
+        # session begun before it is revoked below.
         now = self.clock()
-        self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
-        self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
-        user = self.claim.hand_over(app_id, user, via="password_reset")
-        # Stamped: no access token issued before the reset is accepted any more.
         self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
                                                 "tokens_not_before": next_stamp(user, now), "updated_at": now})
+        self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
+        self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
         self.one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)
         self.password_guard.lift(app_id, email)  # the mailbox owner lifts a lock
         self.events.emit(app_id, "user.password_reset", {"user_id": user["_id"]}, subject={"user_id": user["_id"]})

@@ -31,7 +31,7 @@ from controlplane.users.errors import InvalidCredentials, RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
 from shared.ids import digest, new_id, random_token
-from shared.timeutil import Clock, aware, millis, seconds
+from shared.timeutil import Clock, aware, seconds
 
 log = logging.getLogger("iamgate.users")
 
@@ -132,7 +132,7 @@ class SessionService:
             self.sessions.revoke(app_id, session["_id"], now, "user_inactive")
             raise RefreshTokenRejected("The user of this refresh token is no longer active.",
                                        details={"reason": "revoked"})
-        if _stamp(user) != _stamp(session):
+        if stamped_since(session, user):
             # Begun before a reset or a hand-over took the account back; a refresh racing
             # it may have rotated before its revocation came.
             self.sessions.revoke(app_id, session["_id"], now, "stale_sign_in")
@@ -231,9 +231,3 @@ class SessionService:
         that revokes them."""
         return self.sessions.revoke_user(app_id, user_id, now or self.clock(), reason, keep=keep)
 
-
-def _stamp(doc: dict) -> int | None:
-    """The account stamp a user or session document holds, as milliseconds (one stored
-    datetime reads back naive or aware depending on the driver's settings)."""
-    stamp = doc.get("tokens_not_before")
-    return None if stamp is None else millis(stamp)

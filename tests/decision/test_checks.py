@@ -233,6 +233,25 @@ def test_a_token_issued_before_the_accounts_hand_over_is_401(tenant, fake_cp):
                                                                                    tnb=stamp - 1)), 401)
 
 
+def test_a_token_newer_than_the_cached_stamp_reads_the_grants_again(tenant, fake_cp):
+    """The owner's token after a second reset carries a stamp newer than the cached
+    grants' (the reset's change is still on its way): they are read again, not a 401."""
+    owner = tenant.user_with("authz:check", "posts:read")
+    first = 1795808541247
+    fake_cp.hand_over(tenant.app_id, owner, first)
+    token = fake_cp.access_token(tenant.app_id, owner, tnb=first)
+    assert wait_for(lambda: tenant.get(owner, "posts:read", credential=token).status_code == 200)
+    fake_cp.stream_paused = True
+    try:
+        second = first + 60_000
+        fake_cp.hand_over(tenant.app_id, owner, second)
+        fresh = fake_cp.access_token(tenant.app_id, owner, tnb=second)
+        assert tenant.get(owner, "posts:read", credential=fresh).status_code == 200
+        assert_error(tenant.get(owner, "posts:read", credential=token), 401, "UNAUTHORIZED")
+    finally:
+        fake_cp.stream_paused = False
+
+
 def test_a_token_of_an_unknown_user_is_401(tenant, fake_cp):
     token = fake_cp.access_token(tenant.app_id, str(uuid.uuid4()))
     assert_error(tenant.get(str(uuid.uuid4()), "posts:read", credential=token), 401, "UNAUTHORIZED")
