@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from shared import stamps
 from shared.credentials import API_KEY_PREFIXES
 from shared.errors import ApplicationNotFound, Forbidden, PermissionMissing, Unauthorized
 from shared.http import bearer_token as bearer_header_token
 from shared.ids import is_uuid
 from shared.rbac import covering_patterns, is_valid_permission
-from shared.timeutil import millis
 
 if TYPE_CHECKING:  # the areas import this module: their types only for the annotations
     from controlplane.apikeys.service import ApiKeyService
@@ -224,10 +224,7 @@ class Authenticator:
         gate = self.users.token_gate(app_id, claims["sub"])
         if gate is None or gate.get("status", "active") != "active":
             raise Unauthorized("The user of this token is no longer active.")
-        token_stamp = gate.get("tokens_not_before")
-        if token_stamp is not None and claims.get("tnb") != millis(token_stamp):
-            raise Unauthorized("The account's password was reset, or the account handed over to its email's "
-                               "owner, after this token was issued.")
+        stamps.check(claims.get("tnb"), stamps.stamp_of(gate))
         return Principal(kind="user", app_id=app_id, user_id=claims["sub"], session_id=claims.get("sid"), claims=claims)
 
     def has_permission(self, principal: Principal, name: str) -> bool:

@@ -13,7 +13,6 @@ import jwt
 
 from shared.ids import new_id
 from shared.jwts import ALGORITHM, TokenInvalid, unauthorized, verify_rs256
-from shared.timeutil import millis
 
 REQUIRED_CLAIMS = ("iss", "sub", "aud", "iat", "exp", "jti")
 
@@ -30,9 +29,9 @@ class TokenService:
         return jwt.encode(claims, private, algorithm=ALGORITHM, headers={"kid": kid, **(headers or {})})
 
     def issue_access_token(self, app_id: str, user_id: str, session_id: str | None, *,
-                           token_stamp=None) -> tuple[str, int]:
-        """Return (token, expires_in seconds).  ``token_stamp``: the account's
-        ``tokens_not_before``, if it has one (a reset or a hand-over set it)."""
+                           token_stamp: int | None = None) -> tuple[str, int]:
+        """Return (token, expires_in seconds).  ``token_stamp``: the account's stamp
+        (``shared.stamps``), if a reset or a hand-over set one."""
         now = int(self._clock().timestamp())
         claims = {
             "iss": self.issuer,
@@ -44,7 +43,7 @@ class TokenService:
             "sid": session_id,
         }
         if token_stamp is not None:
-            claims["tnb"] = millis(token_stamp)
+            claims["tnb"] = token_stamp
         return self.sign(claims), self.access_ttl
 
     def verify(self, token: str, *, audience: str, required=REQUIRED_CLAIMS, leeway: int = 0) -> dict:

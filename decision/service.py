@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from decision.cache import ApiKey, DecisionCache, GrantsEntry, KeyRing, PolicySet
 from decision.client import ApplicationNotFound, ControlPlaneClient, ControlPlaneError
 from decision.tokens import JwksUnavailable, TokenVerifier
-from shared import checks
+from shared import checks, stamps
 from shared.abac import CompiledPolicies
 from shared.authorization import Decision, decide_compiled, decide_one
 from shared.concurrency import yield_to_others
@@ -139,9 +139,7 @@ class Lookup:
             entry, _ = self._grants(user_id, fresh=True)
         if entry.grants.status != ACTIVE:
             raise Unauthorized("The user of this token is no longer active.")
-        if entry.grants.token_stamp is not None and stamp != entry.grants.token_stamp:
-            raise Unauthorized("The account's password was reset, or the account handed over to its email's "
-                               "owner, after this token was issued.")
+        stamps.check(stamp, entry.grants.token_stamp)
         if not entry.at(None, self.now).allows(CHECK_PERMISSION):
             raise PermissionMissing(CHECK_PERMISSION)
 

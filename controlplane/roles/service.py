@@ -30,7 +30,8 @@ from controlplane.users.errors import UserNotFound
 from shared.errors import ValidationFailed
 from shared.ids import is_uuid, new_id
 from shared.rbac import Assignment, Grants, applicable_assignments, effective_permissions
-from shared.timeutil import Clock, aware, isoformat, millis
+from shared.stamps import stamp_of
+from shared.timeutil import Clock, aware, isoformat
 
 _UPDATE_ATTEMPTS = 5
 
@@ -277,10 +278,9 @@ class RoleService:
             for d in docs if d["role_id"] in roles
         ]
         attributes = user.get("attributes")
-        token_stamp = user.get("tokens_not_before")
         return Grants(user_id=user_id, status=user.get("status", "active"), assignments=assignments,
                       attributes=attributes if isinstance(attributes, dict) else {}, seq=seq,
-                      token_stamp=None if token_stamp is None else millis(token_stamp))
+                      token_stamp=stamp_of(user))
 
 
 # --- response shapes -----------------------------------------------------------------------

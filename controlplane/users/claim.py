@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.users.store import UserStore
-from shared.timeutil import Clock, aware, millis
+from shared.stamps import stamp_of
+from shared.timeutil import Clock, aware
 
 if TYPE_CHECKING:  # sessions.py asks ``stamped_since`` of this module
     from controlplane.users.sessions import SessionService
@@ -70,14 +71,14 @@ class AccountClaim:
         if user.get("email_verified"):
             return user
         user_id = user["_id"]
-        now = next_stamp(user, self.clock())
+        now = next_stamp(user.get("tokens_not_before"), self.clock())
         self.users.update(app_id, user_id, {"tokens_not_before": now, "password_hash": None, "updated_at": now})
         self._end_sessions(app_id, user_id, reason)
         for remove in self._removers:
             remove(app_id, user_id)
         # Stamped again once the ways in are gone: a sign-in through one of them while they
         # went read the first stamp, so its tokens carry that one and are refused.
-        done = next_stamp({"tokens_not_before": now}, self.clock())
+        done = next_stamp(now, self.clock())
         claimed = self.users.update(app_id, user_id, {"tokens_not_before": done, "email_verified": True,
                                                       "updated_at": done})
         self._end_sessions(app_id, user_id, reason)
@@ -89,22 +90,14 @@ class AccountClaim:
         self.oauth_connections.withdraw_consents(app_id, user_id, reason=reason)
 
 
-def next_stamp(user: dict, now: datetime) -> datetime:
-    """A new ``tokens_not_before`` for ``user``: ``now``, or a millisecond past the stamp it
-    has (the store keeps milliseconds), so a new stamp always differs from the old one."""
-    stamp = user.get("tokens_not_before")
-    return now if stamp is None else max(now, aware(stamp) + timedelta(milliseconds=1))
+def next_stamp(previous: datetime | None, now: datetime) -> datetime:
+    """A new ``tokens_not_before`` after ``previous``: ``now``, or a millisecond past it
+    (the store keeps milliseconds), so a new stamp always differs from the old one."""
+    return now if previous is None else max(now, aware(previous) + timedelta(milliseconds=1))
 
 
 def stamped_since(read: dict, current: dict | None) -> bool:
     """Whether the account was stamped anew (a password reset, a hand-over) after ``read``
     was read (``current`` is the account now): what a sign-in or a change proved against
     ``read`` no longer holds."""
-    return _millis_of(read) != _millis_of(current or {})
-
-
-def _millis_of(doc: dict) -> int | None:
-    """The document's stamp as milliseconds: one stored datetime may read back naive or
-    aware, depending on the driver's settings."""
-    stamp = doc.get("tokens_not_before")
-    return None if stamp is None else millis(stamp)
+    return stamp_of(read) != stamp_of(current or {})

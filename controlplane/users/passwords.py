@@ -145,8 +145,9 @@ class PasswordService:
         # password that lands after the stamp is refused by its own check, and every
         # session begun before it is revoked below.
         now = self.clock()
+        stamp = next_stamp(user.get("tokens_not_before"), now)
         self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
-                                                "tokens_not_before": next_stamp(user, now), "updated_at": now})
+                                                "tokens_not_before": stamp, "updated_at": now})
         self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
         self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
         self.one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)

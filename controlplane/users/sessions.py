@@ -31,6 +31,7 @@ from controlplane.users.errors import InvalidCredentials, RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
 from shared.ids import digest, new_id, random_token
+from shared.stamps import stamp_of
 from shared.timeutil import Clock, aware, seconds
 
 log = logging.getLogger("iamgate.users")
@@ -105,7 +106,7 @@ class SessionService:
 
     def _token_pair(self, app_id: str, user: dict, session_id: str, refresh_token: str) -> dict:
         access_token, expires_in = self.tokens.issue_access_token(
-            app_id, user["_id"], session_id, token_stamp=user.get("tokens_not_before"))
+            app_id, user["_id"], session_id, token_stamp=stamp_of(user))
         return {"access_token": access_token, "refresh_token": refresh_token, "token_type": "Bearer",
                 "expires_in": expires_in, "user": serialize_user(user)}
 

@@ -107,3 +107,32 @@ def make_user_token(make_user, login):
 @pytest.fixture
 def user_token(application, make_user_token):
     return make_user_token(application)
+
+
+def reset_while_a_thief_signs_in(client, ctx, app, email: str, old_password: str, outbox, monkeypatch,
+                                 then=lambda login: None):
+    """Reset the password of ``email``; just after the reset revokes the sessions, a thief
+    signs in with ``old_password`` and, when that works, ``then(login)`` runs (still inside
+    the reset).  Returns the thief's login response."""
+    sessions, thief = ctx.users.passwords.sessions, []
+    revoke_user = sessions.revoke_user
+
+    def revoke_then_sign_in(*args, **kwargs):
+        revoked = revoke_user(*args, **kwargs)
+        if not thief:
+            login = client.simulate_post(users_url(app, "/login"), remote_addr=fresh_address(),
+                                         json={"email": email, "password": old_password})
+            thief.append(login)
+            if login.status_code == 200:
+                then(login)
+        return revoked
+
+    monkeypatch.setattr(sessions, "revoke_user", revoke_then_sign_in)
+    outbox.clear()
+    client.simulate_post(users_url(app, "/password/forgot"), json={"email": email}, remote_addr=fresh_address())
+    reset = client.simulate_post(users_url(app, "/password/reset"), remote_addr=fresh_address(),
+                                 json={"token": outbox[-1].token, "email": email, "password": "Fresh-Secret-42"})
+    assert reset.status_code == 200, reset.text
+    monkeypatch.undo()
+    assert thief, "the reset revoked no sessions"
+    return thief[0]
