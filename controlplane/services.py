@@ -392,7 +392,8 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                      challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     events.listen(mfa.on_event)
     account_claim.also_removes(mfa.on_claim)
-    passkeys = PasskeyService(passkey_store, passkey_credentials, user_directory, mfa, sessions, events, audit)
+    passkeys = PasskeyService(passkey_store, passkey_credentials, user_directory, mfa, sessions, events, audit,
+                              mailer, clock)
     events.listen(passkeys.on_event)
     account_claim.also_removes(passkeys.on_claim)
     # Passkeys wrap MFA: the login's challenge offers TOTP and/or a passkey.

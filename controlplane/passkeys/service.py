@@ -16,7 +16,10 @@ The ceremonies, challenges and stored passkeys are ``credentials.PasskeyCredenti
 bound: a registration's to the user who asked, a second factor's to the login's MFA
 challenge, a sign-in's to the ``challenge_id`` handed out with it.  A passkey becomes a
 factor on registration and stops on deletion: the first one emits mfa.enabled and
-deleting the last mfa.disabled, as TOTP does.
+deleting the last mfa.disabled, as TOTP does.  Each registration and each deletion is
+mailed to the account's address (``emails``), as TOTP's changes are: a password reset
+leaves a passkey in place, so its owner must hear of one they did not add.  A hand-over's
+removals (``on_claim``) and a deleted account's are not mailed.
 """
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ from dataclasses import dataclass
 from controlplane.audit.context import actor, failure, success
 from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
+from controlplane.mail import Mailer
 from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.service import MfaService
-from controlplane.passkeys import ceremony
+from controlplane.passkeys import ceremony, emails
 from controlplane.passkeys.authenticators import authenticator_name
 from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
 from controlplane.passkeys.errors import (
@@ -44,7 +48,7 @@ from controlplane.users.errors import AccountSuspended, SessionEnded
 from controlplane.users.sessions import SessionService
 from shared.errors import DomainError
 from shared.ids import digest
-from shared.timeutil import isoformat
+from shared.timeutil import Clock, isoformat
 
 OFF, SECOND_FACTOR, PASSWORDLESS = "off", "second_factor", "passwordless"
 MODES = (OFF, SECOND_FACTOR, PASSWORDLESS)
@@ -83,6 +87,8 @@ class PasskeyService:
     sessions: SessionService
     events: EventLog
     audit: AuditLog
+    mailer: Mailer
+    clock: Clock
 
     @property
     def relying_party(self) -> ceremony.RelyingParty | None:
@@ -110,8 +116,8 @@ class PasskeyService:
     def register(self, app: dict, user_id: str, *, session_id: str | None, challenge_id: str, credential: dict,
                  name: str | None) -> dict:
         """Verify the attestation and store the passkey, while the caller's session
-        ``session_id`` is live.  400 PASSKEY_* when it does not verify, 409
-        PASSKEY_ALREADY_REGISTERED, 401 when the session has ended."""
+        ``session_id`` is live, and tell the account's address.  400 PASSKEY_* when it does
+        not verify, 409 PASSKEY_ALREADY_REGISTERED, 401 when the session has ended."""
         self._gate(app)
         app_id = app["_id"]
         user = self.users.live(app_id, user_id)
@@ -130,6 +136,7 @@ class PasskeyService:
         if self.passkeys.count_for_user(app_id, user_id) == 1:
             self.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": passkey["_id"],
                                                      "method": WEBAUTHN}, subject={"user_id": user_id})
+        self._mail(emails.added(app, user, passkey), user)
         return serialize_passkey(passkey)
 
     # ------------------------------------------------------------------ management
@@ -150,12 +157,13 @@ class PasskeyService:
         return serialize_passkey(self.credentials.rename(app_id, user_id, passkey_id, name))
 
     def delete(self, app: dict, user_id: str, passkey_id: str) -> None:
-        """Remove one of the user's passkeys.  409 PASSKEY_LAST_CREDENTIAL when it is the
-        last and the user has no password: the recovery path is a password reset, which
-        sets one (docs/passkeys.md)."""
+        """Remove one of the user's passkeys and tell the account's address.  409
+        PASSKEY_LAST_CREDENTIAL when it is the last and the user has no password: the
+        recovery path is a password reset, which sets one (docs/passkeys.md)."""
         app_id = app["_id"]
         user = self.users.live(app_id, user_id)
-        if self.passkeys.of_user(app_id, user_id, passkey_id) is None:
+        passkey = self.passkeys.of_user(app_id, user_id, passkey_id)
+        if passkey is None:
             raise PasskeyNotFound(passkey_id)
         if not user.get("password_hash") and self.passkeys.count_for_user(app_id, user_id) == 1:
             raise LastPasskey()
@@ -166,6 +174,11 @@ class PasskeyService:
         if self.passkeys.count_for_user(app_id, user_id) == 0:
             self.events.emit(app_id, "mfa.disabled", {"user_id": user_id, "method": WEBAUTHN},
                              subject={"user_id": user_id})
+        self._mail(emails.removed(app, user, passkey, self.clock()), user)
+
+    def _mail(self, message: tuple[str, str], user: dict) -> None:
+        subject, body = message
+        self.mailer.send(user["email"], subject, body)
 
     # ------------------------------------------------------------------ sign-in
 
@@ -289,7 +302,8 @@ class PasskeyService:
 
     def on_claim(self, app_id: str, user_id: str) -> None:
         """An unverified account handed to its mailbox's owner (``users.claim``): the
-        passkeys someone else may have registered go; mfa.disabled when there were any."""
+        passkeys someone else may have registered go; mfa.disabled when there were any.
+        No notice per passkey: the hand-over is the new owner's own doing."""
         if self.passkeys.delete_for_user(app_id, user_id):
             self.events.emit(app_id, "mfa.disabled", {"user_id": user_id, "method": WEBAUTHN},
                              subject={"user_id": user_id})

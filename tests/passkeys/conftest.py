@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.mfa.conftest import enable_mfa  # noqa: F401  (fixture)
+from tests.oidc.conftest import hosted_app, oidc_client  # noqa: F401  (fixtures: the hosted login's offer)
 from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
 from tests.plugins.users import fresh_address
 

@@ -1,4 +1,5 @@
-"""Register a passkey, sign in with it alone, use it as the second factor, manage it."""
+"""Register a passkey, sign in with it alone, use it as the second factor, manage it, and
+the notices mailed to the account when one is added or removed."""
 import json
 import re
 
@@ -6,9 +7,12 @@ from controlplane.passkeys.authenticators import TABLE_FILE
 from shared.ids import digest
 from tests.conftest import assert_error, bearer, events_of
 from tests.mfa.conftest import mfa_url
+from tests.oidc import test_hosted as hosted
 from tests.passkeys.authenticator import SoftAuthenticator
 from tests.passkeys.conftest import passkeys_url
 from tests.plugins.users import fresh_address, users_url
+
+ADDED, REMOVED = "A passkey was added to your", "A passkey was removed from your"
 
 
 def test_register_then_sign_in_alone(client, ctx, app_pw, make_user_token, register, sign_in):
@@ -153,17 +157,19 @@ def test_the_last_way_in_cannot_be_deleted(client, ctx, app_pw, make_user_token,
     assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 1
 
 
-def test_an_ended_sessions_access_token_adds_no_passkey(client, ctx, app_pw, make_user_token, register):
+def test_an_ended_sessions_access_token_adds_no_passkey(client, ctx, app_pw, make_user_token, register, outbox):
     """An access token stays valid after its session is revoked (a password reset, a
     sign-out everywhere), but a passkey would outlive it: registration needs the
     session live."""
     user = make_user_token(app_pw)
+    outbox.clear()
     revoked = client.simulate_post(users_url(app_pw, "/logout"), json={"refresh_token": user.refresh_token},
                                    headers=user.headers, remote_addr=fresh_address())
     assert revoked.status_code in (200, 204), revoked.text
     assert client.simulate_get(passkeys_url(app_pw), headers=user.headers).status_code == 200  # still valid
     assert_error(register(app_pw, user, SoftAuthenticator()), 401, "UNAUTHORIZED")
     assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 0
+    assert outbox == []  # nothing was added
 
 
 def test_a_session_ending_during_registration_leaves_no_passkey(client, ctx, app_pw, make_user_token, register,
@@ -277,3 +283,92 @@ def test_the_data_export_lists_the_passkeys_without_key_material(client, app_pw,
     exported = response.json["data"]["passkeys"]
     assert exported == [passkey]
     assert key.id not in response.text and "public_key" not in response.text
+
+
+# ---------------------------------------------------------------- notices to the account
+
+
+def test_a_new_passkey_is_mailed_to_the_account(ctx, clock, app_pw, make_user_token, register, outbox):
+    """A password reset or change leaves a passkey (docs/authentication.md): its owner
+    hears of each one added, with what to do if it was not them."""
+    user = make_user_token(app_pw)
+    outbox.clear()
+    icloud = bytes.fromhex("fbfc3007154e4ecc8c0b6e020557d7bd")
+    assert register(app_pw, user, SoftAuthenticator(aaguid=icloud), name="Work laptop").status_code == 201
+    [mail] = outbox
+    assert mail.to == user.user["email"] and mail.subject == f"{ADDED} Passkey App account"
+    assert '"Work laptop" (iCloud Keychain)' in mail.body and user.user["email"] in mail.body
+    assert clock().strftime("%Y-%m-%d at %H:%M UTC") in mail.body
+    assert "remove this passkey in your account's settings, and reset your password" in mail.body
+    assert "http" not in mail.body  # no link: nothing to phish with, no secret to leak
+    assert mail.body.startswith("Hello Test User,") and mail.body.endswith("-- Passkey App\n")
+
+
+def test_an_unnamed_passkey_is_mailed_by_its_default_name(app_pw, make_user_token, register, outbox):
+    user = make_user_token(app_pw)
+    outbox.clear()
+    assert register(app_pw, user, SoftAuthenticator()).status_code == 201
+    assert [m.subject for m in outbox] == [f"{ADDED} Passkey App account"]
+    assert 'A passkey named "Passkey" was added' in outbox[0].body  # all-zero AAGUID: no model
+
+
+def test_a_hostile_passkey_name_stays_one_quoted_line_of_the_notice(app_pw, make_user_token, register, outbox):
+    """The name is whoever added the passkey's to choose: it cannot forge lines (or a
+    signature) in the mail its victim reads, nor turn text around."""
+    user = make_user_token(app_pw)
+    outbox.clear()
+    hostile = "Laptop\r\n\r\nIf this was not you, call +1 555 0100.\n-- Passkey App\u2028\u202eevil"
+    assert register(app_pw, user, SoftAuthenticator(), name=hostile).status_code == 201
+    [mail] = outbox
+    named = next(line for line in mail.body.splitlines() if line.startswith("A passkey named"))
+    assert '"Laptop If this was not you, call +1 555 0100. -- Passkey App evil"' in named
+    assert "\r" not in mail.body and "\u2028" not in mail.body and "\u202e" not in mail.body
+    assert [line for line in mail.body.splitlines() if line.startswith("--")] == ["-- Passkey App"]
+
+
+def test_a_passkey_added_at_the_hosted_offer_is_mailed(ctx, client, hosted_app, oidc_client, make_user, outbox):
+    ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    person, rp, browser = make_user(hosted_app), oidc_client(hosted_app, name="Portal"), hosted.Browser(client)
+    offer = hosted.sign_in(browser, rp, person)
+    hosted.assert_page(offer, "Sign in faster next time")
+    outbox.clear()
+    hosted.assert_page(hosted.post_created(browser, offer, SoftAuthenticator()), "Allow access?")
+    assert [(m.to, m.subject) for m in outbox] == [(person["email"], f"{ADDED} Test App account")]
+    assert 'A passkey named "Passkey" was added' in outbox[0].body
+
+
+def test_a_deleted_passkey_is_mailed_to_the_account(client, clock, app_pw, make_user_token, register, outbox):
+    user = make_user_token(app_pw)
+    passkey = register(app_pw, user, SoftAuthenticator(), name="Old phone").json["data"]
+    outbox.clear()
+    clock.advance(600)  # the notice says when it was removed, not when it was added
+    assert client.simulate_delete(passkeys_url(app_pw, f"/{passkey['id']}"), headers=user.headers).status_code == 204
+    [mail] = outbox
+    assert mail.to == user.user["email"] and mail.subject == f"{REMOVED} Passkey App account"
+    assert 'The passkey named "Old phone" was removed' in mail.body
+    assert clock().strftime("%Y-%m-%d at %H:%M UTC") in mail.body and "reset your password" in mail.body
+    # A refused deletion tells nobody anything.
+    outbox.clear()
+    assert_error(client.simulate_delete(passkeys_url(app_pw, f"/{passkey['id']}"), headers=user.headers), 404,
+                 "PASSKEY_NOT_FOUND")
+    assert outbox == []
+
+
+def test_a_hand_over_removes_the_passkeys_without_a_notice_each(client, ctx, app_pw, make_user_token, register,
+                                                               outbox):
+    """A reset of an unverified account hands it to the mailbox's owner and removes the
+    passkeys someone else added: the owner asked for that, and is not told of each."""
+    squatter = make_user_token(app_pw)
+    assert register(app_pw, squatter, SoftAuthenticator()).status_code == 201
+    assert register(app_pw, squatter, SoftAuthenticator()).status_code == 201
+    assert [m.subject for m in outbox][-2:] == [f"{ADDED} Passkey App account"] * 2
+    email = squatter.user["email"]
+    outbox.clear()
+    forgot = client.simulate_post(users_url(app_pw, "/password/forgot"), json={"email": email},
+                                  remote_addr=fresh_address())
+    assert forgot.status_code == 200, forgot.text
+    reset = client.simulate_post(users_url(app_pw, "/password/reset"), remote_addr=fresh_address(),
+                                 json={"token": outbox[-1].token, "email": email, "password": "Owner-Takes-It-8"})
+    assert reset.status_code == 200, reset.text
+    assert ctx.store["passkeys"].count_documents({"user_id": squatter.user["id"]}) == 0
+    assert [m.subject for m in outbox] == ["Reset your Passkey App password"]
