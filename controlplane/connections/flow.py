@@ -10,11 +10,13 @@ browser binding, the connection and the ``redirect_uri`` for 10 minutes
 ``ConnectionFlow.finish`` takes the authorization response (3.1.2.5) and, in order:
 
 1. takes the state back, once, for the same binding (CONNECTION_STATE_INVALID otherwise);
-2. RFC 9207: when the connection's provider advertises
-   ``authorization_response_iss_parameter_supported`` the ``iss`` parameter is required,
-   and whenever it is present it must equal the pinned issuer; the state names the
-   connection, so an answer from another provider to this state is refused (the mix-up
-   defence, RFC 9700 4.4);
+2. the mix-up defences (RFC 9700 4.4.2): the state names the connection, and the answer
+   must show it comes from that connection's provider. RFC 9207: when the provider
+   advertises ``authorization_response_iss_parameter_supported`` the ``iss`` parameter is
+   required, and whenever it is present it must equal the pinned issuer. An answer
+   without ``iss`` is told apart by where it arrived (``Arrival``): at a redirect URI of
+   its connection's own, which must be the sign-in's; or it is the application's only
+   active connection, so no other provider can have sent it;
 3. exchanges the code at the pinned token endpoint (3.1.3.1) with the verifier and the
    client secret (client_secret_basic, or client_secret_post where the preset says so);
 4. ``oidc``: checks the ID Token (``idtoken.py``, 3.1.3.7); ``oauth2``: reads the user
@@ -70,6 +72,21 @@ AMR_FEDERATED = "fed"
 # Presets whose token endpoint takes the client credentials in the form (client_secret_post).
 CLIENT_SECRET_POST_PRESETS = frozenset({"github"})
 _MAX_PARAM = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Where the provider's answer came back: the redirect URI, and whether it is the
+    connection's own (no other connection of the application uses it).
+
+    Without RFC 9207's ``iss``, nothing in an answer says which provider sent it, so a
+    provider run by an attacker can send the browser, with the state of a sign-in started
+    through it, on to another provider, whose code would then go to the attacker's token
+    endpoint (the mix-up attack, RFC 9700 4.4.1). A redirect URI of each connection's own
+    tells them apart (4.4.2): the answer must arrive at the one its sign-in sent."""
+
+    redirect_uri: str
+    distinct: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +186,10 @@ class ConnectionFlow:
 
     # ------------------------------------------------------------------ finish
 
-    def finish(self, application, *, params: Mapping[str, str], binding, remember_me: bool = False,
-               device_info: Mapping | None = None) -> FlowResult:
-        """The authorization response's outcome (see the module's steps)."""
+    def finish(self, application, *, params: Mapping[str, str], binding, arrival: Arrival | None = None,
+               remember_me: bool = False, device_info: Mapping | None = None) -> FlowResult:
+        """The authorization response's outcome (see the module's steps). ``arrival``:
+        where the answer came back, when the caller knows."""
         connection_id = None
         try:
             taken = self._take_state(application, params, binding)
@@ -179,10 +197,17 @@ class ConnectionFlow:
             if taken.problem is not None:
                 raise ConnectionStateInvalid(details={"reason": taken.problem})
             state = taken.doc
+            if arrival is not None and arrival.redirect_uri != state["redirect_uri"]:
+                raise ConnectionCallbackInvalid(
+                    "The answer came back to another redirect URI than the one this sign-in sent the browser "
+                    "to: it may be another provider's (a mix-up, RFC 9700 4.4).",
+                    details={"reason": "redirect_uri_mismatch"})
             connection = self.connections.get(application["_id"], connection_id)
             if not connection.is_active:
                 raise ConnectionInactive(connection.id)
-            response = self._authorization_response(connection, params)
+            response = self._authorization_response(
+                connection, params, told_apart=lambda: (arrival is not None and arrival.distinct)
+                or self._only_connection(application["_id"]))
             token_response = self._exchange(connection, response["code"], state)
             upstream = self._upstream_identity(connection, token_response, state)
             stored = self.tokens.seal(token_response) if connection.store_tokens else None
@@ -205,14 +230,26 @@ class ConnectionFlow:
             raise ConnectionStateInvalid(details={"reason": "missing"})
         return self.states.take(application["_id"], state, binding, self.clock())
 
+    def _only_connection(self, app_id: str) -> bool:
+        """Whether the application has a single active connection: then no other provider
+        of its can have sent an answer to its callback."""
+        return len(self.connections.list(app_id, active_only=True)) <= 1
+
     @staticmethod
-    def _authorization_response(connection, params) -> dict:
+    def _authorization_response(connection, params, *, told_apart) -> dict:
         """RFC 9207 2.4 and RFC 6749 4.1.2: the ``iss`` check comes before anything in the
-        response is used, an error answer included."""
+        response is used, an error answer included. ``told_apart()``: whether an answer
+        without ``iss`` is known to come from this connection's provider (``Arrival``)."""
         issuer = _param(params, "iss")
         if issuer is None and connection.endpoints.iss_parameter_supported:
             raise ConnectionCallbackInvalid("The provider's answer has no iss parameter, which it announces it "
                                             "sends (RFC 9207).", details={"reason": "iss_missing"})
+        if issuer is None and not told_apart():
+            raise ConnectionCallbackInvalid(
+                "The provider's answer has no iss parameter (RFC 9207), and the application has other "
+                "connections: only a redirect URI of this connection's own tells its answers apart from another "
+                "provider's (RFC 9700 4.4.2). Send the redirect_uri the answer came back to, and give each such "
+                "connection a redirect URI of its own.", details={"reason": "iss_missing"})
         if issuer is not None and issuer != connection.endpoints.issuer:
             raise ConnectionCallbackInvalid(
                 "The answer comes from another issuer than the connection this sign-in started with.",

@@ -18,6 +18,7 @@ from controlplane.connections.service import UpstreamConnectionService, serializ
 from controlplane.console.integrations import lines
 from controlplane.console.resources import ApplicationScreen, Deletion, PageAction, stands_for
 from controlplane.console.web import listing
+from controlplane.oidc.upstream import redirect_uri
 from shared.errors import ValidationFailed
 
 SWITCHES = ("trusted", "jit", "auto_update", "store_tokens", "is_active")
@@ -70,8 +71,9 @@ class Connection(ConnectionScreen):
     defaults = {**PAGE_DEFAULTS, "saved": False, "report": None}
 
     def contents(self, req, applicationId, connectionId):
-        return {"connection": serialize(self.connections.get(applicationId, connectionId)),
-                "created": req.get_param("notice") == "created"}
+        connection = self.connections.get(applicationId, connectionId)
+        return {"connection": serialize(connection), "created": req.get_param("notice") == "created",
+                "redirect_uri": redirect_uri(self.console.public_url, applicationId, connection)}
 
     def change(self, form, applicationId, connectionId):
         current = serialize(self.connections.get(applicationId, connectionId))

@@ -130,6 +130,7 @@ class Console:
     def __init__(self, *, pages: Pages, accounts: AccountService, public_url: str, assets: Assets | None = None):
         self.pages = pages
         self.accounts = accounts
+        self.public_url = public_url
         self.origin = origin_of(public_url)
         self.assets = assets or Assets()
         self._env = jinja2.Environment(

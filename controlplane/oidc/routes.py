@@ -12,7 +12,7 @@ from controlplane.oidc.resources import (
     upstream,
     userinfo,
 )
-from controlplane.oidc.upstream import CALLBACK_PATH, LINK_PATH
+from controlplane.oidc.upstream import CALLBACK_PATH, LINK_PATH, OWN_CALLBACK_PATH
 
 V1 = "/api/v1/applications/{applicationId}"
 TAG = "oidc"
@@ -31,8 +31,10 @@ def add_routes(routes, services):
         routes.add(f"/oidc/authorize/{path}",
                    page(services.oidc.hosted, services.oidc.upstream, services.pages, cookie_secure=secure,
                         trusted_proxies=proxies), TAG)
-    routes.add(CALLBACK_PATH, upstream.ConnectionCallback(services.oidc.upstream, services.pages,
-                                                           cookie_secure=secure, trusted_proxies=proxies), TAG)
+    for path, callback in ((CALLBACK_PATH, upstream.ConnectionCallback),
+                           (OWN_CALLBACK_PATH, upstream.ConnectionOwnCallback)):
+        routes.add(path, callback(services.oidc.upstream, services.pages, cookie_secure=secure,
+                                  trusted_proxies=proxies), TAG)
     routes.add(LINK_PATH, upstream.HostedLink(services.oidc.hosted, services.oidc.upstream, services.pages,
                                               cookie_secure=secure, trusted_proxies=proxies), TAG)
     routes.add("/oidc/assets/{filename}", hosted.HostedAsset(), TAG)

@@ -9,18 +9,20 @@ when its ``login_hint``'s domain is claimed (what Logto calls ``direct_sign_in``
 Each way starts the connection's sign-in (``ConnectionFlow.start``) for the pending
 authorization request, which stays at its login stage: the browser goes to the provider
 with a fresh binding in its own cookie, and the provider sends it back to the
-application's callback, ``/oidc/connections/{applicationId}/callback``.  The callback
-finishes the sign-in (``ConnectionFlow.finish``: state, binding, the mix-up checks and
-the id_token) and the request goes on as after a password: the MFA step when the
-application requires it, consent, then the code for the client.  The pending request is
-still bound to the browser's CSRF cookie, so a callback opened in another browser
-continues nothing.
+connection's redirect URI (``redirect_uri``): the application's
+callback, ``/oidc/connections/{applicationId}/callback``, for a provider that sends
+RFC 9207's ``iss``, and the connection's own, ``.../callback/{connectionId}``, for one
+that does not (the mix-up defence, RFC 9700 4.4.2).  The callback finishes the sign-in
+(``ConnectionFlow.finish``: state, binding, the mix-up checks and the id_token) and the
+request goes on as after a password: the MFA step when the application requires it,
+consent, then the code for the client.  The pending request is still bound to the
+browser's CSRF cookie, so a callback opened in another browser continues nothing.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from controlplane.connections.flow import LINK_REQUIRED, MFA_REQUIRED, REFUSED, ConnectionFlow
+from controlplane.connections.flow import LINK_REQUIRED, MFA_REQUIRED, REFUSED, Arrival, ConnectionFlow
 from controlplane.connections.model import Connection
 from controlplane.connections.service import UpstreamConnectionService
 from controlplane.oidc.errors import InvalidRequest
@@ -30,9 +32,24 @@ from shared.ids import random_token
 
 CONNECTIONS_PATH = "/oidc/connections"
 CALLBACK_PATH = CONNECTIONS_PATH + "/{applicationId}/callback"
+# A subpath of the application's callback: GitHub accepts it where the callback is registered.
+OWN_CALLBACK_PATH = CALLBACK_PATH + "/{connectionId}"
 LINK_PATH = CONNECTIONS_PATH + "/link"
 BINDING_COOKIE = "iamgate_connection"  # the browser binding of a sign-in through a connection
 LINK = "link"  # the pending request's stage (and page) while a verify-mode link waits for proof
+
+
+def callback_url(public_url: str, app_id: str, connection_id: str | None = None) -> str:
+    """The application's callback, or with ``connection_id`` that connection's own."""
+    path = CALLBACK_PATH if connection_id is None else OWN_CALLBACK_PATH.replace("{connectionId}", connection_id)
+    return public_url.rstrip("/") + path.replace("{applicationId}", app_id)
+
+
+def redirect_uri(public_url: str, app_id: str, connection: Connection) -> str:
+    """Where the connection's provider sends the browser back, the redirect URI to
+    register there: the application's callback when the provider sends ``iss``, which
+    tells its answers apart; otherwise the connection's own."""
+    return callback_url(public_url, app_id, None if connection.endpoints.iss_parameter_supported else connection.id)
 
 
 def email_domain(email: str | None) -> str | None:
@@ -50,10 +67,6 @@ class HostedConnections:
     flow: ConnectionFlow
     sessions: SessionService
     public_url: str
-
-    def callback_url(self, app_id: str) -> str:
-        """The redirect URI every connection of the application registers at its provider."""
-        return self.public_url.rstrip("/") + CALLBACK_PATH.replace("{applicationId}", app_id)
 
     def buttons(self, app_id: str) -> list[Connection]:
         """The login page's "Continue with ..." buttons: the active connections, in order."""
@@ -107,19 +120,22 @@ class HostedConnections:
         """The provider's authorization URL for this pending request, with a new binding
         for the browser's cookie; the pending request is handed back at the callback."""
         binding = random_token()
-        url = self.flow.start(app, connection.id, redirect_uri=self.callback_url(app["_id"]), binding=binding,
-                              login_hint=login_hint, return_to=handle)
+        url = self.flow.start(app, connection.id, redirect_uri=redirect_uri(self.public_url, app["_id"], connection),
+                              binding=binding, login_hint=login_hint, return_to=handle)
         return Step(request, handle=handle, upstream=url, connection_binding=binding)
 
     # ------------------------------------------------------------ the callback
 
-    def finish(self, app: dict, *, params: dict, binding: str | None, browser: str | None,
-               device_info: dict) -> Step:
-        """The provider's answer at the callback: ``ConnectionFlow.finish`` (a refusal
-        raises its domain error, in words), then the pending request it started from,
-        resumed for this browser, goes on: signed in, the MFA step, or the link page
-        (linking ``verify``: the person proves the existing account first)."""
-        result = self.flow.finish(app, params=params, binding=binding or "", device_info=device_info)
+    def finish(self, app: dict, *, params: dict, binding: str | None, browser: str | None, device_info: dict,
+               connection_id: str | None = None) -> Step:
+        """The provider's answer at the application's callback, or at the connection's own
+        (``connection_id``): ``ConnectionFlow.finish`` (a refusal raises its domain error,
+        in words), then the pending request it started from, resumed for this browser,
+        goes on: signed in, the MFA step, or the link page (linking ``verify``: the person
+        proves the existing account first)."""
+        arrival = Arrival(callback_url(self.public_url, app["_id"], connection_id), distinct=connection_id is not None)
+        result = self.flow.finish(app, params=params, binding=binding or "", arrival=arrival,
+                                  device_info=device_info)
         if result.outcome == REFUSED:
             raise result.error
         pending = self.hosted.resume(result.return_to, browser or "", "login")

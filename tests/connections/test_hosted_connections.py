@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import replace
 from urllib.parse import parse_qsl, urlsplit
 
 import pyotp
@@ -81,8 +82,15 @@ def test_a_login_page_without_connections_has_no_buttons(live_server, hosted_app
     assert page.status_code == 200 and 'name="connection"' not in page.text and "Continue with" not in page.text
 
 
-def test_a_button_sends_the_browser_to_the_provider_with_a_binding_cookie(live_server, hosted_app, rp, add_connection):
+@pytest.mark.parametrize("sends_iss", [True, False], ids=["iss", "no-iss"])
+def test_a_button_sends_the_browser_to_the_provider_with_a_binding_cookie(live_server, hosted_app, rp, add_connection,
+                                                                          sends_iss):
+    """The redirect URI: the application's callback for a provider that sends RFC 9207's
+    iss, the connection's own for one that does not (the mix-up defence, RFC 9700 4.4.2)."""
     connection = add_connection(hosted_app, name="acme", display_name="Acme SSO")
+    if sends_iss:
+        connection = add_connection(hosted_app, name="acme2", display_name="Acme SSO 2",
+                                    endpoints=replace(connection.endpoints, iss_parameter_supported=True))
     browser = requests.Session()
     page = browser.get(authorize_url(live_server, rp, login_hint="ada@example.com"), timeout=10)
     went = browser.post(form_action(page, live_server), data={**hidden_fields(page), "connection": connection.id},
@@ -91,7 +99,7 @@ def test_a_button_sends_the_browser_to_the_provider_with_a_binding_cookie(live_s
     assert went.headers["Location"].startswith("https://idp.example.com/authorize?")
     upstream = location_query(went)
     assert upstream["client_id"] == connection.client_id and upstream["code_challenge_method"] == "S256"
-    assert upstream["redirect_uri"] == callback_url(live_server, hosted_app)
+    assert upstream["redirect_uri"] == callback_url(live_server, hosted_app, None if sends_iss else connection.id)
     assert upstream["login_hint"] == "ada@example.com" and upstream["state"] and upstream["nonce"]
     cookie = went.headers["Set-Cookie"]
     assert cookie.startswith("iamgate_connection=") and "HttpOnly" in cookie and "SameSite=Lax" in cookie
@@ -149,6 +157,44 @@ def test_a_callback_without_its_binding_cookie_is_refused_in_words(live_server, 
     # Another browser (no binding cookie) brings the provider's answer back.
     stranger = requests.get(callback_url(live_server, hosted_app), params={"code": "c", "state": state}, timeout=10)
     assert stranger.status_code == 400 and "This sign-in has expired" in stranger.text
+
+
+def test_an_answer_at_another_redirect_uri_than_its_sign_ins_is_refused(live_server, hosted_app, rp,
+                                                                        add_connection):
+    """The mix-up defence without iss (RFC 9700 4.4.2): providers that send no iss send
+    the browser back to their connection's own callback, so an answer to connection A's
+    state arriving at B's callback (B's provider, sent A's authorization request by A's
+    provider run by an attacker), or at the application's callback, is refused before its
+    code goes to any token endpoint."""
+    a = add_connection(hosted_app, name="acme", display_name="Acme SSO")
+    b = add_connection(hosted_app, name="beta", display_name="Beta SSO")
+    for elsewhere in (callback_url(live_server, hosted_app, b.id), callback_url(live_server, hosted_app)):
+        browser = requests.Session()
+        went = browser.get(authorize_url(live_server, rp, connection=a.name), allow_redirects=False, timeout=10)
+        upstream = location_query(went)
+        assert upstream["redirect_uri"] == callback_url(live_server, hosted_app, a.id)
+        refused = browser.get(elsewhere, params={"code": "c", "state": upstream["state"]}, timeout=10)
+        assert refused.status_code == 400, refused.text[:500]
+        assert "another redirect URI than the one this sign-in sent the browser to" in refused.text
+        # The state is spent: the answer does not go through at A's own callback afterwards.
+        again = browser.get(callback_url(live_server, hosted_app, a.id),
+                            params={"code": "c", "state": upstream["state"]}, timeout=10)
+        assert again.status_code == 400 and "This sign-in has expired" in again.text
+
+
+def test_a_sign_in_sent_to_the_applications_callback_needs_iss_beside_other_connections(
+        ctx, live_server, hosted_app, rp, add_connection):
+    """A sign-in started before connections had callbacks of their own (its state names
+    the application's callback) from a provider that sends no iss: refused when another
+    connection could have sent the answer, since nothing says which did."""
+    a = add_connection(hosted_app, name="acme", display_name="Acme SSO")
+    add_connection(hosted_app, name="beta", display_name="Beta SSO")
+    browser = requests.Session()
+    went = browser.get(authorize_url(live_server, rp, connection=a.name), allow_redirects=False, timeout=10)
+    state = location_query(went)["state"]
+    ctx.store["connection_states"].update_many({}, {"$set": {"redirect_uri": callback_url(live_server, hosted_app)}})
+    refused = browser.get(callback_url(live_server, hosted_app), params={"code": "c", "state": state}, timeout=10)
+    assert refused.status_code == 400 and "has no iss parameter" in refused.text
 
 
 # ---------------------------------------------------------------- through a real provider

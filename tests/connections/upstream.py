@@ -234,8 +234,9 @@ def redirect_params(response: requests.Response) -> dict[str, str]:
     return dict(parse_qsl(query))
 
 
-def callback_url(live_url, app) -> str:
-    return f"{live_url}/oidc/connections/{app['_id']}/callback"
+def callback_url(live_url, app, connection_id: str | None = None) -> str:
+    """The application's callback, or with ``connection_id`` that connection's own."""
+    return f"{live_url}/oidc/connections/{app['_id']}/callback" + (f"/{connection_id}" if connection_id else "")
 
 
 @pytest.fixture

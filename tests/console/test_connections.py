@@ -70,6 +70,9 @@ def test_create_from_a_preset_lists_it_and_never_shows_the_secret(owner, ctx, da
     for mode in ("none", "verify", "trusted_email"):
         assert f'id="f-linking-{mode}"' in detail.text and f'id="h-linking-{mode}"' in detail.text
     assert "Risk: an account takeover" in detail.text
+    # GitHub sends no iss: the connection's own redirect URI (the mix-up defence), below the application's callback.
+    assert f"/oidc/connections/{app_id}/callback/{connection.id}</code> at the provider" in detail.text
+    assert "does not send <code>iss</code>" in detail.text
 
 
 def test_a_custom_oidc_issuer_is_discovered_and_its_endpoints_shown(owner, ctx, provider):
@@ -86,6 +89,10 @@ def test_a_custom_oidc_issuer_is_discovered_and_its_endpoints_shown(owner, ctx, 
         "department": "dept"}
     detail = visitor.get(location).text
     assert f"{provider.issuer}/token" in detail and "department=dept" in detail and SECRET not in detail
+    # The provider sends iss: the application's callback.
+    assert connection.endpoints.iss_parameter_supported
+    assert f"/oidc/connections/{app_id}/callback</code> at the provider" in detail
+    assert "does not send <code>iss</code>" not in detail
 
 
 def test_errors_are_shown_at_the_api_field_paths_and_nothing_is_created(owner, ctx, provider):

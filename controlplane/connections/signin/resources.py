@@ -21,7 +21,14 @@ from controlplane.connections.errors import (
     IdentityNotFound,
     IdentityTokensNotStored,
 )
-from controlplane.connections.flow import LINK_REQUIRED, MFA_REQUIRED, REFUSED, ConnectionFlow, check_redirect_uri
+from controlplane.connections.flow import (
+    LINK_REQUIRED,
+    MFA_REQUIRED,
+    REFUSED,
+    Arrival,
+    ConnectionFlow,
+    check_redirect_uri,
+)
 from controlplane.connections.identities import IdentityService
 from controlplane.connections.linking import LinkCodesLimited
 from controlplane.connections.signin import schemas
@@ -101,13 +108,18 @@ class Callback(_SignIn):
         """Finish signing in through a connection
 
         Takes the provider's answer (the query parameters it sent to the redirect_uri) with the same binding
-        as the start. Returns the token pair of a password login (user.login, with the connection), or the MFA
+        as the start, and the redirect_uri it came back to (required when the provider sends no iss and the
+        application has other active connections; each such connection then needs a redirect URI of its own).
+        Returns the token pair of a password login (user.login, with the connection), or the MFA
         challenge when the user has a second factor. 409 CONNECTION_LINK_REQUIRED (linking verify, or
         trusted_email without every condition) carries details.link_id, details.email and details.methods:
         prove the existing account with POST .../auth/connections/link."""
         values = self.body(req)
+        # The application's UI says where the answer came back; that it is the connection's own redirect URI
+        # is the UI's to ensure (docs/connections.md, "The mix-up").
+        arrival = Arrival(values["redirect_uri"], distinct=True) if values["redirect_uri"] else None
         result = self.flow.finish(req.context.application, params=values["params"], binding=values["binding"],
-                                  remember_me=values["remember_me"],
+                                  arrival=arrival, remember_me=values["remember_me"],
                                   device_info=device_info_of(req, self.trusted_proxies))
         self.signed_in(req, resp, result, values["remember_me"])
 

@@ -35,6 +35,11 @@ CALLBACK = Schema({
                      description="the query parameters the provider sent to the redirect_uri, as they came "
                                  "(state, code, iss; or error, error_description)"),
     "binding": _binding(),
+    "redirect_uri": Url(nullable=True, default=None,
+                        description="the redirect_uri the answer came back to; it must be the one of the start. "
+                                    "Required when the provider does not send iss (RFC 9207) and the application "
+                                    "has other active connections: give each such connection a redirect URI of "
+                                    "its own (the mix-up defence, RFC 9700 4.4.2)"),
     "remember_me": Bool(default=False, description="true: the refresh token lasts 30 days instead of 7"),
 })
 

@@ -45,8 +45,9 @@ _TITLES = {ConnectionEmailExists: "This email already has an account",
 
 
 class ConnectionCallback(HostedFlowResource):
-    """GET /oidc/connections/{applicationId}/callback: the redirect URI every connection of
-    the application registers at its provider."""
+    """GET /oidc/connections/{applicationId}/callback: the redirect URI of the application's
+    connections whose providers send RFC 9207's ``iss``; ``ConnectionOwnCallback`` is the
+    others'."""
 
     access = {"GET": PUBLIC}
     docs = {"GET": op(
@@ -57,10 +58,11 @@ class ConnectionCallback(HostedFlowResource):
         super().__init__(upstream.hosted, upstream, pages, cookie_secure=cookie_secure, trusted_proxies=trusted_proxies)
 
     @form_post_errors
-    def on_get(self, req, resp, applicationId):
+    def on_get(self, req, resp, applicationId, connectionId=None):
         """Hosted login: the provider's answer for a sign-in through a connection
 
-        The redirect URI to register at the provider, per application. The authorization response (code,
+        The redirect URI to register at a provider that sends iss (RFC 9207), per application; a connection
+        whose provider does not has its own (.../callback/{connectionId}). The authorization response (code,
         state, iss; or error) is checked (the state is single use and bound to this browser by the cookie
         iamgate_connection; iss per RFC 9207; the id_token), then the authorization request that started it
         goes on: the MFA page when the user has a second factor, the consent page, or 302 to the client with
@@ -73,7 +75,8 @@ class ConnectionCallback(HostedFlowResource):
         device_info = {"ip": client_ip(req, self.trusted_proxies), "user_agent": (req.user_agent or "")[:512] or None}
         try:
             step = self.upstream.finish(app, params=wire.query_params(req), binding=req.cookies.get(BINDING_COOKIE),
-                                        browser=req.cookies.get(CSRF_COOKIE), device_info=device_info)
+                                        browser=req.cookies.get(CSRF_COOKIE), device_info=device_info,
+                                        connection_id=connectionId)
         except OAuthError as exc:
             if exc.redirect_uri is not None:
                 raise
@@ -84,6 +87,21 @@ class ConnectionCallback(HostedFlowResource):
         if step.page != LINK:  # the link page's posts still need the binding
             resp.unset_cookie(BINDING_COOKIE, path=CONNECTIONS_PATH)
         render_step(self, req, resp, step, app, self.pages.csrf_token(req, resp))
+
+
+class ConnectionOwnCallback(ConnectionCallback):
+    """GET /oidc/connections/{applicationId}/callback/{connectionId}: the redirect URI of a
+    connection whose provider does not send ``iss``; an answer here must belong to a
+    sign-in through that connection (RFC 9700 4.4.2)."""
+
+    docs = {"GET": op(
+        "Hosted login: the provider's answer for a sign-in through a connection that has its own redirect URI",
+        description="HTML. As GET /oidc/connections/{applicationId}/callback, for a connection whose provider "
+                    "does not send iss (RFC 9207): the redirect URI to register at that provider. An answer to a "
+                    "sign-in that sent the browser elsewhere is refused (CONNECTION_CALLBACK_INVALID, reason "
+                    "redirect_uri_mismatch: the mix-up defence, RFC 9700 4.4.2).",
+        errors=_REFUSALS, also={status: (HTML, "an HTML page", "text/html") for status in (200, 400, 409, 410, 502)},
+    )}
 
 
 class HostedLink(HostedPage):

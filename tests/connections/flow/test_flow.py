@@ -4,8 +4,10 @@ provider: the whole flow, and every way its answer can be forged, replayed or mi
 from __future__ import annotations
 
 from dataclasses import replace
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
+import requests
 
 from tests.conftest import assert_error, events_of, in_parallel
 from tests.connections.flow.conftest import REDIRECT, Browser
@@ -152,6 +154,122 @@ def test_mix_up_provider_bs_answer_to_as_state_is_refused(client, ctx, idp_app, 
     assert provider.token_requests == [] and provider_b.token_requests == []
 
 
+# Without iss (RFC 9207), only where an answer arrives tells two providers apart (RFC 9700 4.4.2).
+REDIRECT_B = REDIRECT + "/b"
+
+
+def _answer(authorization_url: str) -> tuple[str, dict]:
+    """Where the provider sends the browser back, and the answer's query."""
+    answer = requests.get(authorization_url, allow_redirects=False, timeout=10)
+    assert answer.status_code == 302, answer.text
+    location = urlsplit(answer.headers["Location"])
+    return (f"{location.scheme}://{location.netloc}{location.path}",
+            {name: values[0] for name, values in parse_qs(location.query).items()})
+
+
+def _query(url: str) -> dict:
+    return {name: values[0] for name, values in parse_qs(urlsplit(url).query).items()}
+
+
+@pytest.fixture
+def honest_and_evil(ctx, idp_app, provider, provider_b, add_connection):
+    """Two connections of one application whose providers send no iss: an honest one, and
+    one run by an attacker (a customer's own identity provider, say); the application's UI
+    has a redirect URI for each."""
+    ctx.applications.update(idp_app["_id"], {"oauth_redirect_uris": [REDIRECT, REDIRECT_B]})
+    provider.iss_parameter = provider_b.iss_parameter = False
+    return add_connection(idp_app, provider), add_connection(idp_app, provider_b)
+
+
+def _mixed_up(client, idp_app, provider, honest, evil, **victims_start):
+    """The mix-up (RFC 9700 4.4.1): the attacker starts a sign-in through the honest
+    connection; the victim starts one through the attacker's, whose provider sends the
+    browser on to the honest provider with the victim's state and the attacker's PKCE
+    challenge and nonce. Returns the attacker's browser, their request, and where the
+    honest provider's answer (its code under the victim's state) came back."""
+    attacker = Browser(client, idp_app)
+    attacker_request = _query(attacker.start(honest.id))
+    victim = Browser(client, idp_app)
+    victim_state = _query(victim.start(evil.id, **victims_start))["state"]
+    arrived_at, answer = _answer(f"{provider.issuer}/authorize?{urlencode({**attacker_request, 'state': victim_state})}")
+    assert "iss" not in answer and answer["state"] == victim_state
+    return victim, attacker, attacker_request, arrived_at, answer
+
+
+def test_a_mix_up_without_iss_is_refused_before_the_code_goes_anywhere(client, idp_app, provider, provider_b,
+                                                                       honest_and_evil):
+    """The honest provider's code under the attacker's connection's state: without iss or
+    the redirect_uri it came back to, nothing tells it from the attacker's provider's
+    answer, so it is refused instead of being posted to the attacker's token endpoint
+    (from where the attacker would redeem it in their own sign-in, as the victim)."""
+    honest, evil = honest_and_evil
+    victim, attacker, attacker_request, _, answer = _mixed_up(client, idp_app, provider, honest, evil)
+    response = victim.callback(answer)
+    assert_error(response, 400, "CONNECTION_CALLBACK_INVALID")
+    assert response.json["error"]["details"]["reason"] == "iss_missing"
+    assert "redirect_uri" in response.json["error"]["message"]
+    assert provider_b.token_requests == []  # the attacker's token endpoint saw no code
+
+
+def test_a_mix_up_is_refused_by_the_redirect_uri_the_answer_came_back_to(client, idp_app, provider, provider_b,
+                                                                         honest_and_evil):
+    """With a redirect URI per connection, the honest provider's answer comes back to the
+    honest connection's, not to the one the victim's sign-in (through the attacker's
+    connection) sent the browser to."""
+    honest, evil = honest_and_evil
+    victim, *_, arrived_at, answer = _mixed_up(client, idp_app, provider, honest, evil, redirect_uri=REDIRECT_B)
+    assert arrived_at == REDIRECT
+    response = victim.callback(answer, redirect_uri=arrived_at)
+    assert_error(response, 400, "CONNECTION_CALLBACK_INVALID")
+    assert response.json["error"]["details"]["reason"] == "redirect_uri_mismatch"
+    assert provider_b.token_requests == [] and provider.token_requests == []
+    # The state is spent: the answer cannot be tried again at the other redirect URI.
+    again = victim.callback(answer, redirect_uri=REDIRECT_B)
+    assert again.json["error"]["details"]["reason"] == "unknown"
+
+
+def test_an_answer_without_iss_signs_in_at_its_own_redirect_uri(client, idp_app, provider, honest_and_evil):
+    honest, _ = honest_and_evil
+    browser = Browser(client, idp_app)
+    arrived_at, answer = _answer(browser.start(honest.id))
+    assert arrived_at == REDIRECT and "iss" not in answer
+    response = browser.callback(answer, redirect_uri=arrived_at)
+    assert response.status_code == 200, response.text
+
+
+def test_an_answer_with_its_iss_needs_no_redirect_uri_beside_other_connections(client, idp_app, connection,
+                                                                               provider_b, add_connection):
+    add_connection(idp_app, provider_b)
+    assert Browser(client, idp_app).sign_in(connection.id).status_code == 200
+
+
+def test_the_only_connection_needs_neither_iss_nor_redirect_uri(client, idp_app, provider, add_connection):
+    provider.iss_parameter = False
+    only = add_connection(idp_app, provider)
+    assert Browser(client, idp_app).sign_in(only.id).status_code == 200
+
+
+def test_an_inactive_connection_does_not_count_as_another(client, ctx, idp_app, provider, provider_b,
+                                                          add_connection):
+    provider.iss_parameter = False
+    only = add_connection(idp_app, provider)
+    other = add_connection(idp_app, provider_b)
+    browser = Browser(client, idp_app)
+    answer = browser.at_provider(browser.start(only.id))
+    assert browser.callback(answer).json["error"]["details"]["reason"] == "iss_missing"
+    ctx.store["connections"].update_one({"_id": other.id}, {"$set": {"is_active": False}})
+    assert Browser(client, idp_app).sign_in(only.id).status_code == 200
+
+
+def test_a_redirect_uri_other_than_the_sign_ins_is_refused_even_with_iss(client, ctx, idp_app, connection):
+    ctx.applications.update(idp_app["_id"], {"oauth_redirect_uris": [REDIRECT, REDIRECT_B]})
+    browser = Browser(client, idp_app)
+    answer = browser.at_provider(browser.start(connection.id))
+    response = browser.callback(answer, redirect_uri=REDIRECT_B)
+    assert_error(response, 400, "CONNECTION_CALLBACK_INVALID")
+    assert response.json["error"]["details"]["reason"] == "redirect_uri_mismatch"
+
+
 def test_the_providers_error_answer_is_refused_in_words(client, idp_app, connection):
     browser = Browser(client, idp_app)
     params = browser.at_provider(browser.start(connection.id))
@@ -173,6 +291,7 @@ def test_the_providers_error_answer_is_refused_in_words(client, idp_app, connect
     ({"iss": "https://impostor.example"}, "issuer"),
     ({"exp": 1_000_000}, "expired"),
     ({"iat": 4_000_000_000}, "iat"),
+    ({"nbf": 4_000_000_000}, "not valid before"),
 ])
 def test_id_token_claims_are_checked(client, ctx, idp_app, provider, connection, change, words):
     provider.id_token_claims = change
@@ -246,7 +365,7 @@ def _identity_after_sign_in(client, idp_app, connection) -> dict:
     browser = Browser(client, idp_app)
     url = browser.start(connection.id)
     assert "nonce=" not in url  # OAuth 2.0: no ID Token to bind a nonce to
-    response = browser.callback(browser.at_provider(url))
+    response = browser.callback(browser.at_provider(url), redirect_uri=REDIRECT)  # two connections without iss
     assert response.status_code == 200, response.text
     data = response.json["data"]
     me = client.simulate_get(users_url(idp_app, f"/{data['user']['id']}/identities"),
