@@ -424,7 +424,8 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     connection_sign_in = ConnectionSignInServices(
         flow=ConnectionFlow(connections, StateStore(store), pending_links, provider_http,
                             JwksCache(store, provider_http, clock), identities, upstream_tokens,
-                            second_factor=passkeys, passwords=passwords, claim=account_claim, mailer=mailer,
+                            second_factor=passkeys, passwords=passwords, guard=password_guard, claim=account_claim,
+                            mailer=mailer,
                             audit=audit,
                             box=connection_box, clock=clock),
         identities=identities, tokens=upstream_tokens)

@@ -56,6 +56,7 @@ from controlplane.connections.linking import (
 )
 from controlplane.connections.states import STATE_TTL_SECONDS, StateStore, TakenState
 from controlplane.connections.upstream_tokens import UpstreamTokens
+from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.users.claim import AccountClaim
 from controlplane.users.emails import brand, letter
@@ -72,6 +73,8 @@ AMR_FEDERATED = "fed"
 # Presets whose token endpoint takes the client credentials in the form (client_secret_post).
 CLIENT_SECRET_POST_PRESETS = frozenset({"github"})
 _MAX_PARAM = 4096
+# The login lock's scope of the link codes entered for an application's accounts.
+LINK_CODE_SCOPE = "{}:link_code"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,7 @@ class ConnectionFlow:
     tokens: UpstreamTokens
     second_factor: object        # PasskeyService: sign_in_challenge; proof_options and prove for a pending link
     passwords: object            # PasswordService.check
+    guard: PasswordGuard         # the link codes' budget per account (``LINK_CODE_SCOPE``)
     claim: AccountClaim          # a code proves the mailbox: hands an unverified account over
     mailer: Mailer
     audit: AuditLog
@@ -438,7 +442,7 @@ class ConnectionFlow:
         elif passkey is not None:
             proven = self._passkey_proves(application, user, passkey)
         else:
-            proven = code is not None and code_matches(link, code, now)
+            proven = self._code_proves(app_id, user, link, code, now)
         if not proven:
             self._refused(application, link["connection_id"], None, user=user["_id"], reason="link_not_proven")
             left = MAX_LINK_ATTEMPTS - link["attempts"] - 1
@@ -460,6 +464,20 @@ class ConnectionFlow:
                 issuer=fields["issuer"], sub=fields["sub"], claims=claims,
                 profile=mapping.profile_of(claims, connection.claim_mapping)))
         return self._signed_in(application, connection.id, user, remember_me, device_info, return_to=None)
+
+    def _code_proves(self, app_id: str, user: dict, link: dict, code: str | None, now) -> bool:
+        """Whether ``code`` is the link's, counted against the account's budget of link
+        codes: each pending link has its own code and its own ``MAX_LINK_ATTEMPTS``, and
+        anyone whose upstream account merely claims the address can open links, so
+        without a budget per account the guesses at it would have no end. Under the login
+        lock's rules, in a scope of their own (a wrong code does not lock the password):
+        429 AUTH_ACCOUNT_LOCKED past ``lockout_threshold`` wrong codes."""
+        key = self.guard.take(LINK_CODE_SCOPE.format(app_id), user["email"])
+        if code is not None and code_matches(link, code, now):
+            self.guard.succeeded(key)
+            return True
+        self.guard.failed(key)
+        return False
 
     def _passkey_proves(self, application, user: dict, passkey: Mapping) -> bool:
         """A passkey assertion is one more answer: one that does not verify (another
