@@ -32,6 +32,12 @@ def queued(ctx) -> tuple[int, int]:
 
 
 @pytest.fixture
+def config_overrides():
+    # No test here waits for a timeout: a receiver slow under a loaded machine must not fail a delivery.
+    return {"webhook_allow_private_targets": True, "webhook_timeout": 10, "webhook_retry_delays": (30, 300, 1800)}
+
+
+@pytest.fixture
 def delivered(client, manager, application, make_webhook, make_role, receiver, pump):
     """A webhook of the application and the delivery of one role.created its receiver got."""
     hook = make_webhook(receiver.url, events=["role.created"])
