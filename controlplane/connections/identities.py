@@ -112,6 +112,11 @@ class IdentityStore(AppCollection):
         while (doc := self._docs.find_one_and_delete(match)) is not None:
             yield doc
 
+    def forget_tokens_of_connection(self, app_id: str, connection_id: str) -> None:
+        """Drop the upstream tokens kept on the connection's identities."""
+        self._docs.update_many({"app_id": app_id, "connection_id": connection_id, "tokens": {"$ne": None}},
+                               {"$unset": {"tokens": ""}})
+
     def set_tokens(self, app_id: str, identity_id: str, tokens: dict | None, *, expected: str | None = None) -> bool:
         """Replace the stored tokens; with ``expected`` (the ciphertext read) only if no
         one replaced them since (one refresh wins)."""
@@ -172,15 +177,14 @@ class IdentityService:
                 stored_tokens: dict | None) -> Resolution:
         """The local user of ``upstream``: the linked one, a linked existing account
         (``linking``), a new one (``jit``), or a pending link to prove.  ``stored_tokens``:
-        the encrypted tokens to keep on the identity (None: keep none)."""
+        the encrypted tokens to keep on the identity (None: keep none, and drop any kept
+        while the connection stored tokens)."""
         app_id, now = app["_id"], self.clock()
         identity = self.identities.by_subject(app_id, connection.id, upstream.issuer, upstream.sub)
         if identity is not None:
             user = self._live_user(app_id, identity["user_id"])
             changes = {"email": upstream.profile.email, "email_verified": upstream.profile.email_verified,
-                       "last_sign_in_at": now}
-            if stored_tokens is not None:
-                changes["tokens"] = stored_tokens
+                       "tokens": stored_tokens, "last_sign_in_at": now}
             identity = self.identities.record_sign_in(app_id, identity["_id"], changes)
             if identity is None:  # unlinked since it was found (by the user, or a hand-over)
                 raise ConnectionCallbackInvalid("No account is linked to this identity any more; sign in again.",
@@ -196,7 +200,7 @@ class IdentityService:
         if local is not None and local.get("status") == "deleted":
             raise ConnectionEmailExists(details={"email": email})  # a deleted user keeps its email
         decision = linking.decide(connection, upstream_email_verified=upstream.profile.email_verified,
-                                  local_user=local)
+                                  upstream_email_as_sent=upstream.profile.email_as_sent, local_user=local)
         if decision == linking.REFUSE:
             raise ConnectionEmailExists(details={"email": email})
         if decision == linking.VERIFY:

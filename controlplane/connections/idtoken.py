@@ -16,6 +16,9 @@ The steps of 3.1.3.7 this module follows, in its order:
     pending request it answers;
 11. ``nonce`` MUST equal the value sent in the authentication request.
 
+And RFC 7519 4.1.5: a token MUST NOT be accepted before its ``nbf``, when it has one
+(with the same leeway).
+
 The JWKS is pinned; a ``kid`` it does not hold may mean the provider rotated its keys,
 so the set is fetched again ONCE (``refresh_keys``) and the token refused if the key is
 still missing.  Pure apart from that callback: ``now`` is passed in.
@@ -63,6 +66,7 @@ def verify_id_token(token: str, *, keys: Mapping, refresh_keys: Callable[[], Map
             raise IdTokenRejected(f"no key of the provider's JWKS matches the id_token's kid {header.get('kid')!r}")
     try:
         key = jwt.PyJWK(dict(jwk), algorithm=alg).key
+        # The claims, times included, are checked by check_claims: one leeway, reasons in words.
         claims = jwt.decode(token, key, algorithms=[alg], options={
             "verify_aud": False, "verify_iss": False, "verify_exp": False, "verify_iat": False,
             "verify_nbf": False})
@@ -76,7 +80,8 @@ def verify_id_token(token: str, *, keys: Mapping, refresh_keys: Callable[[], Map
 
 def check_claims(claims: Mapping, *, issuer: str, client_id: str, nonce: str, now: datetime, max_age: int,
                  leeway: int = LEEWAY_SECONDS) -> None:
-    """Steps 2 to 5 and 9 to 11 of OIDC Core 3.1.3.7 on verified claims."""
+    """Steps 2 to 5 and 9 to 11 of OIDC Core 3.1.3.7, and ``nbf`` (RFC 7519 4.1.5), on
+    verified claims."""
     if claims.get("iss") != issuer:
         raise IdTokenRejected(f"the id_token's issuer {claims.get('iss')!r} is not the connection's {issuer!r}")
     audiences = claims.get("aud")
@@ -96,6 +101,11 @@ def check_claims(claims: Mapping, *, issuer: str, client_id: str, nonce: str, no
         raise IdTokenRejected("the id_token has no iat")
     if iat > instant + leeway or iat < instant - max_age - leeway:
         raise IdTokenRejected("the id_token's iat is outside the time of this sign-in")
+    nbf = claims.get("nbf")
+    if nbf is not None and not _is_number(nbf):
+        raise IdTokenRejected("the id_token's nbf is not a number")
+    if nbf is not None and nbf > instant + leeway:
+        raise IdTokenRejected("the id_token is not valid before its nbf, which is still ahead")
     if not isinstance(claims.get("sub"), str) or not claims["sub"]:
         raise IdTokenRejected("the id_token has no sub")
     # Bytes: compare_digest refuses a non-ASCII str, and the provider chooses this one.

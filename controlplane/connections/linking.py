@@ -12,10 +12,14 @@ the connection's ``linking`` decides:
   its address); only then is the identity linked.  The code proves the mailbox, not the
   account: an unverified account is handed over first (``users.claim``);
 - ``trusted_email``: linked at once ONLY when the connection is ``trusted``, the upstream
-  says ``email_verified: true`` AND the local account's email is verified; otherwise it
-  behaves as ``verify``.  An upstream that lets anyone claim any email (nOAuth) fails the
-  first two; an account someone pre-registered with the victim's address and never
-  verified fails the third, so it is never merged into.
+  says ``email_verified: true``, the address it sent is the local one up to case (its
+  normalisation changed nothing else) AND the local account's email is verified;
+  otherwise it behaves as ``verify``.  An upstream that lets anyone claim any email
+  (nOAuth) fails the first two; a look-alike address that normalisation folds into
+  another (U+212A KELVIN SIGN for "k") fails the third: the provider verified the
+  mailbox it was given, not the one it is folded into; an account someone
+  pre-registered with the victim's address and never verified fails the fourth, so it
+  is never merged into.
 
 A pending link is one ``connection_links`` document: single use (taken by an atomic
 ``find_one_and_delete`` on completion), bound to the browser binding of the sign-in that
@@ -46,15 +50,18 @@ INDEXES = {
 }
 
 
-def decide(connection, *, upstream_email_verified: bool, local_user: dict | None) -> str:
+def decide(connection, *, upstream_email_verified: bool, upstream_email_as_sent: bool,
+           local_user: dict | None) -> str:
     """What a first sign-in through ``connection`` does about the local account that has
-    the upstream email (``local_user``, None when no account has it)."""
+    the upstream email (``local_user``, None when no account has it).
+    ``upstream_email_as_sent``: normalising the provider's address only lower-cased it
+    (``mapping.Profile.email_as_sent``)."""
     if local_user is None:
         return CREATE
     if connection.linking == "none":
         return REFUSE
     if connection.linking == "trusted_email" and connection.trusted and upstream_email_verified \
-            and local_user.get("email_verified") is True:
+            and upstream_email_as_sent and local_user.get("email_verified") is True:
         return LINK
     return VERIFY
 
@@ -114,6 +121,11 @@ class PendingLinkStore(Collection):
 
     def delete_for_connection(self, application_id: str, connection_id: str) -> None:
         self._docs.delete_many({"app_id": application_id, "connection_id": connection_id})
+
+    def forget_tokens_of_connection(self, application_id: str, connection_id: str) -> None:
+        """Drop the upstream tokens the connection's pending links would store."""
+        self._docs.update_many({"app_id": application_id, "connection_id": connection_id},
+                               {"$unset": {"identity.tokens": ""}})
 
     def take(self, application_id: str, link_id: str) -> dict | None:
         """Remove the link: the one completion that wins."""

@@ -8,11 +8,12 @@ sending a claim never blanks the local field.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shared import dotted
-from shared.validation import Invalid, normalize_email
+from shared.validation import Invalid, normalize_email, one_line
 
 _MISSING = object()
 # Bounds on what an upstream may write into a user: its claims are not ours to trust.
@@ -29,6 +30,9 @@ class Profile:
     name: str | None
     picture: str | None
     attributes: dict = field(default_factory=dict)
+    # The address as the provider sent it, up to the case of its letters: normalising it
+    # changed nothing else.  Only such an address is linked by email without proof.
+    email_as_sent: bool = False
 
 
 def claim(claims: Mapping, path: str):
@@ -40,7 +44,8 @@ def profile_of(claims: Mapping, mapping) -> Profile:
     """The profile the connection's ``ClaimMapping`` reads from ``claims``.  Only the
     JSON boolean ``true`` verifies an email (some providers send the string "true": it
     is not taken, the email then stays unverified, which is the safe side)."""
-    email = _text(claim(claims, mapping.email), MAX_TEXT)
+    sent = _text(claim(claims, mapping.email), MAX_TEXT)
+    email = _email(sent)
     attributes = {}
     for attribute, path in (mapping.attributes or {}).items():
         value = claim(claims, path)
@@ -48,11 +53,12 @@ def profile_of(claims: Mapping, mapping) -> Profile:
                 isinstance(item, str | int | float | bool) for item in value)):
             attributes[attribute] = value
     return Profile(
-        email=_email(email),
+        email=email,
         email_verified=claim(claims, mapping.email_verified) is True,
-        name=_text(claim(claims, mapping.name), MAX_TEXT),
+        name=_name(claim(claims, mapping.name)),
         picture=_url(claim(claims, mapping.picture)),
         attributes=attributes,
+        email_as_sent=email is not None and _as_sent(sent, email),
     )
 
 
@@ -70,6 +76,14 @@ def _email(value: str | None) -> str | None:
         return None
 
 
+def _as_sent(sent: str, email: str) -> bool:
+    """Whether normalising ``sent`` into ``email`` only lower-cased it.  An address in
+    NFC is left as it is by the NFC step; one that is not may hold a look-alike that
+    normalisation folds into another address (U+212A KELVIN SIGN becomes "k"), and
+    so may a domain that IDNA maps (a fullwidth letter)."""
+    return unicodedata.is_normalized("NFC", sent) and sent.lower() == email
+
+
 def roles_granted(claims: Mapping, rules) -> list[str]:
     """The role names the ``RoleRule``s grant: a rule matches when its claim equals its
     value, or is a list holding it (``groups``).  In rule order, without repeats."""
@@ -81,6 +95,13 @@ def roles_granted(claims: Mapping, rules) -> list[str]:
                 and rule.role not in granted:
             granted.append(rule.role)
     return granted
+
+
+def _name(value) -> str | None:
+    """The person's name as registration cleans it (``DisplayName``): control
+    characters, line separators and bidirectional controls made spaces (``one_line``),
+    since names go into mails."""
+    return _text(one_line(value), MAX_TEXT) if isinstance(value, str) else None
 
 
 def _text(value, max_len: int) -> str | None:

@@ -120,7 +120,13 @@ class UpstreamConnectionService:
 
     def update(self, app_id: str, connection_id: str, values: dict) -> Connection:
         """PATCH: the fields sent (cleaned ``schemas.UPDATE_CONNECTION``) replace theirs;
-        setting the issuer (or an entra tenant) pins discovery anew."""
+        setting the issuer (or an entra tenant) pins discovery anew.
+
+        ``store_tokens: false`` drops the upstream tokens kept on the connection's
+        identities and pending links, once the connection is written: an update refused
+        keeps them.  From that write on they are no longer served (``upstream_tokens``),
+        so a drop that fails part way leaves tokens no one reads, and sending the same
+        PATCH again drops them."""
         current = self.get(app_id, connection_id)
         preset = PRESETS.get(current.preset)
         changes: dict = {name: values[name] for name in ("name", "display_name", "client_id", *_SETTINGS)
@@ -156,6 +162,9 @@ class UpstreamConnectionService:
         self.store.release_domains(app_id, current.id, before - after)
         self._record("upstream_connection.updated", updated,
                      changed_fields(_audit_view(current), _audit_view(updated), _AUDITED, hidden=_HIDDEN))
+        if values.get("store_tokens") is False:
+            self.identities.forget_tokens_of_connection(app_id, current.id)
+            self.links.forget_tokens_of_connection(app_id, current.id)
         return updated
 
     def delete(self, app_id: str, connection_id: str) -> None:

@@ -5,7 +5,9 @@ for the application's back end when the connection has ``store_tokens``
 Stored in the identity's document, encrypted as one JSON object with the SecretBox of
 purpose ``iamgate-connections``.  Served by ``GET V1/users/{id}/identities/{identityId}/token``;
 an access token that expires within ``REFRESH_MARGIN_SECONDS`` is refreshed first with
-the refresh token (RFC 6749 section 6).  Two requests refreshing at once both send the
+the refresh token (RFC 6749 section 6).  Only while the connection still has
+``store_tokens``: turning it off drops the tokens (``service``), and any a sign-in
+stored meanwhile are not served.  Two requests refreshing at once both send the
 refresh token, but only one result is stored (compare-and-set on the ciphertext read);
 the other serves what was stored.  Each refresh emits ``connection.refreshed`` or
 ``connection.failed`` (``data.kind: "upstream"``).
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from controlplane.connections.errors import ConnectionProviderError, IdentityTokensNotStored
+from controlplane.connections.errors import ConnectionNotFound, ConnectionProviderError, IdentityTokensNotStored
 from controlplane.connections.http import ProviderError
 from controlplane.events import EventLog
 from shared.crypto import SecretBox
@@ -50,22 +52,29 @@ class UpstreamTokens:
 
     def serve(self, app_id: str, identity: dict) -> dict:
         """``{access_token, token_type, expires_at, scope, id_token}`` of the identity,
-        refreshed first when near expiry.  404 IDENTITY_TOKENS_NOT_STORED, 502
-        CONNECTION_PROVIDER_ERROR when a needed refresh fails."""
+        refreshed first when near expiry.  404 IDENTITY_TOKENS_NOT_STORED when none are
+        kept or the connection no longer stores tokens, 502 CONNECTION_PROVIDER_ERROR
+        when a needed refresh fails."""
         stored = identity.get("tokens")
         if not stored:
+            raise IdentityTokensNotStored(identity["_id"])
+        try:
+            connection = self.connections.get(app_id, identity["connection_id"])
+        except ConnectionNotFound:  # being deleted, with its identities
+            raise IdentityTokensNotStored(identity["_id"]) from None
+        if not connection.store_tokens:
             raise IdentityTokensNotStored(identity["_id"])
         tokens = json.loads(self.box.decrypt(stored["ciphertext"]))
         expires_at = aware(stored.get("expires_at"))
         if expires_at is not None and expires_at - seconds(REFRESH_MARGIN_SECONDS) <= self.clock() \
                 and tokens.get("refresh_token"):
-            stored, tokens = self._refresh(app_id, identity, stored, tokens)
+            stored, tokens = self._refresh(connection, identity, stored, tokens)
             expires_at = aware(stored.get("expires_at"))
         return {"access_token": tokens.get("access_token"), "token_type": tokens.get("token_type", "Bearer"),
                 "expires_at": isoformat(expires_at), "scope": tokens.get("scope"), "id_token": tokens.get("id_token")}
 
-    def _refresh(self, app_id: str, identity: dict, stored: dict, tokens: dict) -> tuple[dict, dict]:
-        connection = self.connections.get(app_id, identity["connection_id"])
+    def _refresh(self, connection, identity: dict, stored: dict, tokens: dict) -> tuple[dict, dict]:
+        app_id = connection.application_id
         data, auth = self.client_auth(connection, self.box)
         subject = {"kind": "upstream", "connection_id": connection.id, "identity_id": identity["_id"],
                    "user_id": identity["user_id"]}

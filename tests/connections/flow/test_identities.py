@@ -135,3 +135,18 @@ def test_an_administrator_lists_and_unlinks_with_users_permissions(client, ctx, 
     response = client.simulate_delete(item, headers=headers(make_api_key(idp_app, ["users:manage"])))
     assert response.status_code == 204, response.text
     assert ctx.store["identities"].count_documents({"user_id": user_id}) == 1
+
+
+def test_the_upstream_name_is_cleaned_as_registration_cleans_it(client, ctx, idp_app, provider, add_connection):
+    """Control characters, line separators and bidirectional controls become one space
+    (``one_line``, as ``DisplayName``): the name goes into mails, as one line of text."""
+    connection = add_connection(idp_app, provider, auto_update=True)
+    provider.accounts["verified"]["name"] = "Ada\r\nBcc: x@evil.test\u202e"
+    user_id = _signed_in(client, idp_app, connection)["user"]["id"]
+    assert ctx.store["users"].find_one({"_id": user_id})["name"] == "Ada Bcc: x@evil.test"
+    provider.accounts["verified"]["name"] = "\u2066Ada\u2028King\x85"
+    assert _signed_in(client, idp_app, connection)["user"]["name"] == "Ada King"
+    assert ctx.store["users"].find_one({"_id": user_id})["name"] == "Ada King"
+    # A name of control characters only is no name: the mapped field is left alone.
+    provider.accounts["verified"]["name"] = "\n\u202e\t"
+    assert _signed_in(client, idp_app, connection)["user"]["name"] == "Ada King"

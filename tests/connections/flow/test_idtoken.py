@@ -45,6 +45,16 @@ def test_expiry_has_a_bounded_leeway():
         verify(token(exp=now - LEEWAY_SECONDS - 1))
 
 
+def test_a_token_not_valid_yet_is_refused_beyond_the_leeway():
+    """RFC 7519 4.1.5: not accepted before ``nbf``, with the leeway ``iat`` has."""
+    now = int(NOW.timestamp())
+    assert verify(token(nbf=now + LEEWAY_SECONDS))
+    with pytest.raises(IdTokenRejected, match="not valid before"):
+        verify(token(nbf=now + LEEWAY_SECONDS + 1))
+    with pytest.raises(IdTokenRejected, match="nbf"):
+        verify(token(nbf="soon"))
+
+
 def test_an_iat_older_than_the_sign_in_is_refused():
     with pytest.raises(IdTokenRejected, match="iat"):
         verify(token(iat=int(NOW.timestamp()) - 600 - LEEWAY_SECONDS - 1))

@@ -155,6 +155,35 @@ def test_noauth_an_unverified_upstream_email_never_takes_over_the_account(client
     assert events_of(ctx, "user.login", local_user["id"]) == []
 
 
+@pytest.mark.parametrize("upstream_email", [
+    "\u212aate@example.com",         # KELVIN SIGN: NFC makes it "K", lower-casing "k"
+    "kate@\uff45xample.com",         # FULLWIDTH e: IDNA maps the domain to "example.com"
+])
+def test_trusted_email_never_merges_an_address_normalisation_folded(client, ctx, idp_app, provider,
+                                                                    add_connection, make_user, upstream_email):
+    """A trusted provider verified the mailbox it was given, not the ASCII one
+    normalisation folds it into: the person proves the account (``verify``)."""
+    victim = make_user(idp_app, email="kate@example.com")
+    ctx.store["users"].update_one({"_id": victim["id"]}, {"$set": {"email_verified": True}})
+    connection = add_connection(idp_app, provider, linking="trusted_email", trusted=True)
+    provider.accounts["other"]["email"] = upstream_email
+    provider.login_as = "other"
+    details = assert_error(Browser(client, idp_app).sign_in(connection.id), 409,
+                           "CONNECTION_LINK_REQUIRED")["details"]
+    assert details["email"] == "kate@example.com"
+    assert _identities(ctx, idp_app) == [] and _users(ctx, idp_app) == 1
+    assert events_of(ctx, "user.login", victim["id"]) == []
+
+
+def test_trusted_email_links_an_address_that_differs_only_in_case(client, ctx, idp_app, provider,
+                                                                  add_connection, local_user):
+    connection = add_connection(idp_app, provider, linking="trusted_email", trusted=True)
+    provider.accounts["verified"]["email"] = "Ada@EXAMPLE.com"
+    response = Browser(client, idp_app).sign_in(connection.id)
+    assert response.status_code == 200, response.text
+    assert response.json["data"]["user"]["id"] == local_user["id"]
+
+
 def test_pre_account_hijack_an_unverified_local_account_is_never_merged(client, ctx, idp_app, provider,
                                                                         add_connection, make_user):
     """The attacker registered the victim's address locally first (and cannot verify

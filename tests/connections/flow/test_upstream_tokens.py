@@ -7,6 +7,7 @@ import pytest
 
 from tests.conftest import assert_error, bearer, events_of
 from tests.connections.flow.conftest import Browser, identities_url
+from tests.plugins.users import PASSWORD
 
 
 @pytest.fixture
@@ -51,6 +52,67 @@ def test_not_stored_is_404(client, idp_app, provider, add_connection, make_api_k
     assert_error(_token(client, idp_app, user_id, identity_id, key), 404, "IDENTITY_TOKENS_NOT_STORED")
     assert_error(_token(client, idp_app, user_id, "00000000-0000-4000-8000-000000000000", key), 404,
                  "IDENTITY_NOT_FOUND")
+
+
+def _patch(client, app, connection_id, body, make_api_key):
+    return client.simulate_patch(f"/api/v1/applications/{app['_id']}/connections/{connection_id}", json=body,
+                                 headers=bearer(make_api_key(app, ["connections:manage"])))
+
+
+def test_turning_store_tokens_off_forgets_the_stored_tokens(client, ctx, clock, idp_app, provider, signed_in,
+                                                            make_api_key):
+    """The tokens go with the setting, and are neither served nor refreshed any more."""
+    connection, user_id, identity_id = signed_in
+    patched = _patch(client, idp_app, connection.id, {"store_tokens": False}, make_api_key)
+    assert patched.status_code == 200, patched.text
+    assert not ctx.store["identities"].find_one({"_id": identity_id}).get("tokens")
+    assert Browser(client, idp_app).sign_in(connection.id).status_code == 200  # a later sign-in keeps none
+    assert not ctx.store["identities"].find_one({"_id": identity_id}).get("tokens")
+    clock.advance(3600)
+    requests = len(provider.token_requests)
+    assert_error(_token(client, idp_app, user_id, identity_id, make_api_key(idp_app, ["connections:tokens"])),
+                 404, "IDENTITY_TOKENS_NOT_STORED")
+    assert len(provider.token_requests) == requests  # no refresh at the provider
+
+
+def test_tokens_kept_while_the_connection_stored_them_are_not_served(client, ctx, clock, idp_app, provider,
+                                                                     signed_in, make_api_key):
+    """A sign-in that read the connection before the setting changed may store tokens
+    after they were forgotten: the connection's setting decides what is served."""
+    connection, user_id, identity_id = signed_in
+    ctx.store["connections"].update_one({"_id": connection.id}, {"$set": {"store_tokens": False}})
+    ctx.store["identities"].update_one({"_id": identity_id}, {"$set": {"tokens.expires_at": clock()}})  # to refresh
+    requests = len(provider.token_requests)
+    assert_error(_token(client, idp_app, user_id, identity_id, make_api_key(idp_app, ["connections:tokens"])),
+                 404, "IDENTITY_TOKENS_NOT_STORED")
+    assert len(provider.token_requests) == requests
+    # The next sign-in through the connection drops them.
+    assert Browser(client, idp_app).sign_in(connection.id).status_code == 200
+    assert not ctx.store["identities"].find_one({"_id": identity_id}).get("tokens")
+
+
+def test_an_update_that_fails_keeps_the_tokens(client, ctx, idp_app, provider, signed_in, add_connection,
+                                               make_api_key):
+    connection, user_id, identity_id = signed_in
+    other = add_connection(idp_app, provider)
+    refused = _patch(client, idp_app, connection.id, {"store_tokens": False, "name": other.name}, make_api_key)
+    assert_error(refused, 409, "CONNECTION_NAME_TAKEN")
+    assert ctx.store["identities"].find_one({"_id": identity_id})["tokens"]
+    served = _token(client, idp_app, user_id, identity_id, make_api_key(idp_app, ["connections:tokens"]))
+    assert served.status_code == 200, served.text
+
+
+def test_a_pending_link_completed_after_store_tokens_is_off_keeps_no_tokens(client, ctx, idp_app, provider,
+                                                                            add_connection, make_user,
+                                                                            make_api_key):
+    user = make_user(idp_app, email="ada@example.com")
+    connection = add_connection(idp_app, provider, linking="verify", store_tokens=True)
+    browser = Browser(client, idp_app)
+    link_id = assert_error(browser.sign_in(connection.id), 409, "CONNECTION_LINK_REQUIRED")["details"]["link_id"]
+    assert _patch(client, idp_app, connection.id, {"store_tokens": False}, make_api_key).status_code == 200
+    linked = browser.post("/link", {"link_id": link_id, "binding": browser.binding, "password": PASSWORD})
+    assert linked.status_code == 200, linked.text
+    assert not ctx.store["identities"].find_one({"user_id": user["id"]}).get("tokens")
 
 
 def test_near_expiry_the_token_is_refreshed_once(client, ctx, clock, idp_app, provider, signed_in, make_api_key):
