@@ -191,7 +191,8 @@ def _mixed_up(client, idp_app, provider, honest, evil, **victims_start):
     attacker_request = _query(attacker.start(honest.id))
     victim = Browser(client, idp_app)
     victim_state = _query(victim.start(evil.id, **victims_start))["state"]
-    arrived_at, answer = _answer(f"{provider.issuer}/authorize?{urlencode({**attacker_request, 'state': victim_state})}")
+    forged = {**attacker_request, "state": victim_state}
+    arrived_at, answer = _answer(f"{provider.issuer}/authorize?{urlencode(forged)}")
     assert "iss" not in answer and answer["state"] == victim_state
     return victim, attacker, attacker_request, arrived_at, answer
 
