@@ -13,10 +13,11 @@
   ``sub`` is the client_id (RFC 9068 2.2), ``gty`` is ``client_credentials``, and it
   carries iss, aud, iat, exp, jti, client_id, scope and app_id, but no sid, auth_time or
   grant_id.  Userinfo refuses it; introspection describes it while its client is active.
-- The ID token (OIDC Core 2, 3.1.3.6) carries iss, sub (the user id), aud (the
-  client_id), exp, iat, auth_time, nonce (when the request had one), at_hash, sid, amr
-  (how the user signed in at the hosted login, RFC 8176 values: ``controlplane.oidc.hosted``),
-  and by scope email/email_verified (email) and name/picture (profile).
+- The ID token (OIDC Core 2, 3.1.3.6), header ``typ: JWT``, carries iss, sub (the user
+  id), aud (the client_id), exp, iat, auth_time, nonce (when the request had one),
+  at_hash, sid, amr (how the user signed in at the hosted login, RFC 8176 values:
+  ``controlplane.oidc.hosted``), and by scope email/email_verified (email) and
+  name/picture (profile).
 
 Both are signed with the active key of ``SigningKeys`` through ``TokenService.sign`` and
 verified with the algorithm pinned to RS256, so ``alg: none`` and HS256 tokens (HMAC
@@ -37,6 +38,7 @@ from shared.jwts import TokenInvalid, verify_rs256
 from shared.timeutil import Clock
 
 ACCESS_TOKEN_TYPE = "at+jwt"
+ID_TOKEN_TYPE = "JWT"
 CLIENT_CREDENTIALS = "client_credentials"
 
 
@@ -112,7 +114,7 @@ class OidcTokens:
             claims["nonce"] = nonce
         if amr:
             claims["amr"] = amr
-        return self.tokens.sign(claims, headers={"typ": "JWT"})
+        return self.tokens.sign(claims, headers={"typ": ID_TOKEN_TYPE})
 
     def verify_access_token(self, token: str) -> dict:
         """The claims of a live access token of ours; TokenRefused otherwise (an ID token
@@ -128,14 +130,23 @@ class OidcTokens:
     def verify_id_token_hint(self, token: str) -> dict:
         """OIDC RP-Initiated Logout 2: the ID token we issued, signature and issuer
         checked; an expired one is accepted.  The audience is the client it names, which
-        the caller looks up."""
+        the caller looks up.
+
+        Our other JWTs share its key and issuer, and a back-channel logout token its aud,
+        sub and sid too, so the type decides (JWT BCP, RFC 8725 3.11): a header ``typ``
+        other than ``JWT`` (``logout+jwt``, ``at+jwt``), or an ``events`` claim (a
+        security event token, RFC 8417, such as a logout token), is not an ID token."""
         try:
             audience = jwt.decode(token, options={"verify_signature": False}).get("aud")
         except jwt.PyJWTError:
             raise TokenRefused("malformed") from None
         if not isinstance(audience, str):
             raise TokenRefused("no single audience")
-        claims, _ = self._decode(token, audience=audience, verify_exp=False, required=("iss", "sub", "aud", "iat"))
+        claims, header = self._decode(token, audience=audience, verify_exp=False,
+                                      required=("iss", "sub", "aud", "iat"))
+        typ = header.get("typ", ID_TOKEN_TYPE)
+        if not isinstance(typ, str) or typ.upper() != ID_TOKEN_TYPE or "events" in claims:
+            raise TokenRefused("not an ID token")
         return claims
 
     def _decode(self, token: str, *, audience: str, verify_exp: bool, required) -> tuple[dict, dict]:

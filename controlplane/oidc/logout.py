@@ -2,9 +2,11 @@
 POST (section 2: the OP must support both).
 
 - ``id_token_hint`` must be an ID token we issued: RS256 with a published key, our
-  issuer, and an ``aud`` naming one of our clients.  An expired hint is accepted
-  (section 4: the hint may be presented after expiry); ``alg: none``, HS256 or a
-  foreign signature are refused with 400 invalid_request, before anything changes.
+  issuer, an ``aud`` naming one of our clients, and typed as one (header ``typ`` absent
+  or ``JWT``, no ``events`` claim: a back-channel logout token shares the rest and is
+  refused).  An expired hint is accepted (section 4: the hint may be presented after
+  expiry); ``alg: none``, HS256, a foreign signature or another type of token are
+  refused with 400 invalid_request, before anything changes.
   A ``client_id`` sent beside the hint must be the hint's ``aud`` (section 2: the OP
   MUST verify it), else 400 invalid_request, before anything changes.
 - ``post_logout_redirect_uri`` is honoured only when it is registered on the hinted

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import jwt
 import pytest
 
+from controlplane.oidc.backchannel import LogoutNotice
 from tests.conftest import events_of
 from tests.oidc.conftest import FORM, REDIRECT_URI, assert_oauth_error, clients_url, pkce_pair
 from tests.oidc.test_hosted import Browser, authorize_url, query_of
@@ -100,6 +101,48 @@ def test_a_hint_signed_by_another_key_is_refused(client, tokens):
     other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     assert_oauth_error(logout(client, id_token_hint=_forged(tokens, "RS256", other_key)), "invalid_request")
     assert_oauth_error(logout(client, id_token_hint="garbage"), "invalid_request")
+
+
+def _resigned(ctx, tokens, headers=None, **extra) -> str:
+    """The ID token's claims (with ``extra``), signed again with our key under ``headers``."""
+    claims = jwt.decode(tokens["id_token"], options={"verify_signature": False})
+    return ctx.tokens.sign({**claims, **extra}, headers=headers)
+
+
+def test_a_back_channel_logout_token_is_not_a_hint(client, ctx, application, refresh_grant, rp_client, tokens,
+                                                  user_token):
+    """A logout token has our key, issuer, the client as aud, and the user's sub and sid: only
+    its type (header typ logout+jwt, an events claim) tells it from an ID token."""
+    sid = jwt.decode(tokens["id_token"], options={"verify_signature": False})["sid"]
+    logout_token = ctx.oidc.connections.backchannel.logout_token(
+        LogoutNotice(application["_id"], rp_client["client_id"], "https://rp.example.com/bc", user_token.user["id"],
+                     sid))
+    response = logout(client, id_token_hint=logout_token, post_logout_redirect_uri=BYE)
+    assert_oauth_error(response, "invalid_request")
+    assert refresh_grant(rp_client, tokens["refresh_token"]).status_code == 200  # nothing was revoked
+
+
+@pytest.mark.parametrize("headers, extra", [
+    ({"typ": "logout+jwt"}, {}),
+    ({"typ": "at+jwt"}, {}),
+    ({"typ": "secevent+jwt"}, {}),
+    ({"typ": "JWT"}, {"events": {"http://schemas.openid.net/event/backchannel-logout": {}}}),
+    ({"typ": None}, {"events": {}}),
+])
+def test_a_token_of_ours_typed_otherwise_is_not_a_hint(client, ctx, refresh_grant, rp_client, tokens, headers,
+                                                       extra):
+    response = logout(client, id_token_hint=_resigned(ctx, tokens, headers, **extra), post_logout_redirect_uri=BYE)
+    assert_oauth_error(response, "invalid_request")
+    assert refresh_grant(rp_client, tokens["refresh_token"]).status_code == 200
+
+
+@pytest.mark.parametrize("headers", [{"typ": "jwt"}, {"typ": None}])
+def test_an_id_token_typed_jwt_in_any_case_or_untyped_is_a_hint(client, ctx, tokens, headers):
+    """JWT BCP 3.11: typ is compared case-insensitively, and an ID token need not carry it."""
+    assert jwt.get_unverified_header(tokens["id_token"])["typ"] == "JWT"  # what iamgate issues
+    hint = _resigned(ctx, tokens, headers)
+    assert jwt.get_unverified_header(hint).get("typ") == headers["typ"]
+    assert logout(client, id_token_hint=hint, post_logout_redirect_uri=BYE).status_code == 302
 
 
 # ---------------------------------------------------------------- issue 26: the spec's registration rules

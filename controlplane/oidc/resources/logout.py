@@ -95,8 +95,10 @@ class Logout(_SignOut):
     def on_get(self, req, resp):
         """RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0)
 
-        id_token_hint is verified (an expired hint is accepted; alg none and HS256 are refused); a client_id
-        beside it must be the hint's aud. Revokes the OIDC refresh tokens of the hinted session (their access
+        id_token_hint is verified (an expired hint is accepted; alg none and HS256 are refused, and so is a
+        token of ours of another type: header typ other than JWT, or an events claim, as a back-channel
+        logout token has); a client_id beside it must be the hint's aud.
+        Revokes the OIDC refresh tokens of the hinted session (their access
         tokens stop working at userinfo and introspection) and ends the hosted login's browser session (of the
         hinted application; of every application the browser is signed in to without a hint). Redirects to
         post_logout_redirect_uri (with state when given) only when it is registered on the hinted client (its
