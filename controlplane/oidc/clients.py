@@ -239,8 +239,13 @@ class ClientService:
         return self.store.by_client_id(client_id)
 
     def origin_registered(self, origin: str) -> bool:
-        """CORS: an active client lists ``origin`` in its allowed_origins."""
-        return self.store.with_origin(origin) is not None
+        """CORS: an active client of a live application lists ``origin`` in its
+        allowed_origins.  A client of an application being deleted authenticates nowhere
+        (``active``), so it opens no origin either; whichever other application lists the
+        origin still does.  The applications are read through their per-worker copy
+        (``live_application``), as for every request, so a preflight costs one read."""
+        return any(self.live_application(app_id) is not None
+                   for app_id in self.store.applications_with_origin(origin))
 
     def mark_connected(self, client: dict) -> bool:
         """The client's first client credentials token (its connection is created).  A

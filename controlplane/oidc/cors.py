@@ -1,7 +1,7 @@
 """CORS for browser apps (the Fetch standard's CORS protocol) at the OIDC endpoints a
 single-page app calls: discovery and the key set (public documents: any origin, ``*``),
 and token, userinfo, revocation and introspection (an origin some active client lists
-in its ``allowed_origins`` only).
+in its ``allowed_origins`` only; none of an application being deleted).
 
 A resource opts in with a class attribute ``cors``: ``ANY_ORIGIN`` or
 ``REGISTERED_ORIGINS``.  ``CorsMiddleware`` answers the preflight (``OPTIONS`` with
@@ -23,7 +23,7 @@ PREFLIGHT_MAX_AGE = "600"
 DESCRIPTIONS = {
     ANY_ORIGIN: "CORS: any origin (Access-Control-Allow-Origin: *).",
     REGISTERED_ORIGINS: "CORS: preflights are answered, and Access-Control-Allow-Origin is sent to an origin an "
-                        "active client lists in allowed_origins.",
+                        "active client lists in allowed_origins (none of an application being deleted).",
 }
 
 

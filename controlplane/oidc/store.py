@@ -83,9 +83,10 @@ class ClientStore(AppCollection):
         """Any application's client (the token endpoint learns the application from it)."""
         return self._docs.find_one({"client_id": client_id})
 
-    def with_origin(self, origin: str) -> dict | None:
-        """An active client of any application that lists ``origin`` (CORS)."""
-        return self._docs.find_one({"allowed_origins": origin, "is_active": True}, {"_id": 1})
+    def applications_with_origin(self, origin: str) -> list[str]:
+        """The applications with an active client that lists ``origin`` (CORS): one
+        indexed read, each application once."""
+        return self._docs.distinct("app_id", {"allowed_origins": origin, "is_active": True})
 
     def replace_secret(self, app_id: str, doc_id: str, current_digest: str, changes: dict) -> dict | None:
         """``$set`` the changes of a secret rotation when the client's secret is still

@@ -63,6 +63,37 @@ def test_an_inactive_clients_origins_are_not_allowed(client, application, manage
     assert "access-control-allow-origin" not in preflight(client, "/oidc/token", SPA_ORIGIN).headers
 
 
+def _delete_cut_short(ctx, monkeypatch, app):
+    """Begin deleting ``app`` and stop before its purge: the application is marked
+    deleting, its clients are still stored (a crash mid-deletion leaves it so until start-up
+    finishes it)."""
+    def store_gone(_app_id):
+        raise RuntimeError("the store went away mid-purge")
+
+    monkeypatch.setattr(ctx.applications.store, "purge", store_gone)
+    with pytest.raises(RuntimeError):
+        ctx.applications.delete(app["_id"])
+    monkeypatch.undo()
+
+
+def test_an_application_being_deleted_opens_no_origin(client, ctx, monkeypatch, application, spa):
+    _delete_cut_short(ctx, monkeypatch, application)
+    assert ctx.store["oidc_clients"].count_documents({"allowed_origins": SPA_ORIGIN, "is_active": True}) == 1
+    for path in PROTECTED:
+        assert "access-control-allow-origin" not in preflight(client, path, SPA_ORIGIN).headers
+        answer = client.simulate_post(path, json={}, headers={"Origin": SPA_ORIGIN})
+        assert "access-control-allow-origin" not in answer.headers
+
+
+def test_an_origin_another_live_application_lists_stays_open(client, ctx, monkeypatch, make_application, oidc_client,
+                                                             spa):
+    """The application being deleted is skipped, not taken for the answer."""
+    doomed = make_application("Doomed")
+    oidc_client(doomed, token_endpoint_auth_method="none", allowed_origins=[SPA_ORIGIN])
+    _delete_cut_short(ctx, monkeypatch, doomed)
+    assert preflight(client, "/oidc/token", SPA_ORIGIN).headers["access-control-allow-origin"] == SPA_ORIGIN
+
+
 @pytest.mark.parametrize("origin", ["https://spa.example.com/", "https://spa.example.com/app", "spa.example.com",
                                     "https://SPA.example.com", "http://spa.example.com", "https://spa.example.com#x",
                                     "https://spa.example.com?x", "*", "null"])
