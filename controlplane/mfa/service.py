@@ -198,7 +198,8 @@ class MfaService:
         token = self.factor.open_challenge(
             app_id, user_id, self._now(), self.challenge_ttl, remember_me=bool(remember_me),
             device_info={"ip": device_info.get("ip"), "user_agent": device_info.get("user_agent")}, methods=methods,
-            login_data=login_data, tokens_not_before=user.get("tokens_not_before"))
+            login_data=login_data, tokens_not_before=user.get("tokens_not_before"),
+            password_changed_at=user.get("password_changed_at"))
         return {"mfa_required": True, "challenge_token": token, "mfa_methods": methods}
 
     def pending_challenge(self, app_id: str, challenge_token: str, method: str) -> dict | None:
@@ -268,10 +269,14 @@ class MfaService:
     def _issue(self, app: dict, challenge: dict, user: dict) -> dict:
         """Consume the challenge (one winner) and start the session the login deferred,
         for the account as the login's first step found it: a password reset or a
-        hand-over since (a new stamp) gets no session."""
+        hand-over since (a new stamp), or a password change since, gets no session."""
         if not self.factor.consume_challenge(app["_id"], challenge, self._now()):
             raise MfaChallengeExpired()  # a parallel answer won, or it expired just now
-        as_first_read = {**user, "tokens_not_before": challenge.get("tokens_not_before")}
+        # What the login read before checking the first factor, not what the answer read:
+        # ``SessionService.issue`` compares it with the account once the session is
+        # stored, which no password change or reset can slip between (users.passwords).
+        as_first_read = {**user, "tokens_not_before": challenge.get("tokens_not_before"),
+                         "password_changed_at": challenge.get("password_changed_at")}
         return self.sessions.issue(app, as_first_read, remember_me=challenge["remember_me"],
                                    device_info=challenge.get("device_info") or {},
                                    login_data=challenge.get("login_data"))

@@ -15,8 +15,10 @@ Collections (every document carries ``app_id``; every query filters on it):
   becomes current in one single-document write and a crash between writes leaves, at
   worst, ignored codes.
 - ``mfa_challenges``: ``{_id (SHA-256 of the challenge token), app_id, user_id,
-  remember_me, device_info, attempts, created_at, expires_at, consumed_at, methods}``
-  (``methods``: what may answer it, ``totp`` and/or ``webauthn``).
+  remember_me, device_info, attempts, created_at, expires_at, consumed_at, methods,
+  login_data, tokens_not_before, password_changed_at}`` (``methods``: what may answer
+  it, ``totp`` and/or ``webauthn``; the last two: the account as the login read it, which
+  the session is started under).
 
 Stores only read and write; the rules (and every HTTP error) live in ``service.py``.
 """

@@ -66,9 +66,11 @@ class PasswordService:
     def change(self, app_id: str, user_id: str, *, current_password: str, new_password: str,
                current_session_id: str | None) -> None:
         """404 USER_NOT_FOUND, 422 VALIDATION_PASSWORD_TOO_WEAK, 422 INVALID_PASSWORD
-        (the check counts toward the login lock), 429 AUTH_ACCOUNT_LOCKED.  Every other
-        session of the user is revoked, and every OIDC grant not made in the calling
-        session (what the old password let another device obtain); the calling one stays."""
+        (the check counts toward the login lock), 429 AUTH_ACCOUNT_LOCKED.  What the old
+        password let someone else obtain ends: every other session of the user, every
+        OIDC grant not made in the calling session, the reset links mailed before, and
+        the sign-ins still under way with it (an MFA challenge it opened gets no
+        session); the calling session stays."""
         user = self.users.get(app_id, user_id)
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
@@ -79,14 +81,25 @@ class PasswordService:
         password_hash = self.hasher.hash(new_password)
         now = self.clock()
         # Only over the password just checked: one a reset or a hand-over (claim.py)
-        # replaced or removed meanwhile is not put back.
-        if self.users.update(app_id, user_id, {"password_hash": password_hash, "updated_at": now},
+        # replaced or removed meanwhile is not put back.  ``password_changed_at`` moves in
+        # the same write.  A sign-in keeps the value it read before checking the old
+        # password (an MFA challenge keeps its login's), and ``SessionService.issue``
+        # refuses the session if the account holds another once the session is stored: a
+        # sign-in with the old password either stored it before this write (revoked
+        # below) or sees the change.  Deleting the open MFA challenges instead would miss
+        # one a login opens just after, having checked the old password just before.
+        changes = {"password_hash": password_hash, "updated_at": now,
+                   "password_changed_at": next_stamp(user.get("password_changed_at"), now)}
+        if self.users.update(app_id, user_id, changes,
                              when={"status": {"$ne": "deleted"}, "password_hash": user["password_hash"]}) is None:
             current = self.users.get(app_id, user_id)
             if current is None or current.get("status") == "deleted":
                 raise UserNotFound(user_id)
             raise WrongPassword("The password was changed or reset meanwhile; sign in again.",
                                 details={"field": "current_password"})
+        # A reset link mailed before (forwarded, read in a mailbox someone held a while)
+        # would undo the change: spent now, as a reset spends the others.
+        self.one_time_tokens.invalidate_for_user(app_id, user_id, RESET, now)
         self.sessions.revoke_user(app_id, user_id, reason="password_changed", keep=current_session_id, now=now)
         self.oauth_connections.revoke_user(app_id, user_id, reason="password_changed",
                                            keep_session=current_session_id)
@@ -146,8 +159,9 @@ class PasswordService:
         # session begun before it is revoked below.
         now = self.clock()
         stamp = next_stamp(user.get("tokens_not_before"), now)
-        self.users.update(app_id, user["_id"], {"password_hash": password_hash, "email_verified": True,
-                                                "tokens_not_before": stamp, "updated_at": now})
+        self.users.update(app_id, user["_id"], {
+            "password_hash": password_hash, "email_verified": True, "tokens_not_before": stamp,
+            "password_changed_at": next_stamp(user.get("password_changed_at"), now), "updated_at": now})
         self.sessions.revoke_user(app_id, user["_id"], reason="password_reset", now=now)
         self.oauth_connections.revoke_user(app_id, user["_id"], reason="password_reset")
         self.one_time_tokens.invalidate_for_user(app_id, user["_id"], RESET, now)

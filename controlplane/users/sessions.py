@@ -32,9 +32,21 @@ from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
 from shared.ids import digest, new_id, random_token
 from shared.stamps import stamp_of
-from shared.timeutil import Clock, aware, seconds
+from shared.timeutil import Clock, aware, millis, seconds
 
 log = logging.getLogger("iamgate.users")
+
+
+def password_changed_since(read: dict, current: dict | None) -> bool:
+    """Whether the account's password was changed or reset (``password_changed_at``) after
+    ``read`` was read (``current`` is the account now)."""
+    return _password_changed_at(read) != _password_changed_at(current or {})
+
+
+def _password_changed_at(user: dict) -> int | None:
+    """In milliseconds: a stored datetime may read back naive or aware, the number is one."""
+    changed = user.get("password_changed_at")
+    return None if changed is None else millis(changed)
 
 
 @dataclass(eq=False)
@@ -67,8 +79,8 @@ class SessionService:
         when not by password: ``{"method": "connection", "connection_id": ...}``) and
         returns the spec's Token pair {access_token, refresh_token, token_type,
         expires_in, user}.  ``user`` is the account as read before its credentials were
-        checked: one stamped anew since (a password reset, a hand-over: ``claim.py``) gets no
-        session (401)."""
+        checked: one stamped anew since (a password reset, a hand-over: ``claim.py``), or
+        whose password changed since, gets no session (401)."""
         now = self.clock()
         app_id, user_id = app["_id"], user["_id"]
         ttl = self.remember_me_ttl if remember_me else self.refresh_token_ttl
@@ -84,11 +96,12 @@ class SessionService:
         }
         self.sessions.insert(session)
         current = self.users.update(app_id, user_id, {"last_login_at": now})
-        if stamped_since(user, current):
-            # The credential was checked against the account before it was taken back.
+        if stamped_since(user, current) or password_changed_since(user, current):
+            # The credential was checked against the account before it was taken back, or
+            # before its password changed (the change revoked the sessions stored by then).
             self.sessions.revoke(app_id, session["_id"], now, "stale_sign_in")
-            raise InvalidCredentials("The account's password was reset, or the account handed over to its email's "
-                                     "owner, during this sign-in.")
+            raise InvalidCredentials("The account's password was changed or reset, or the account handed over to its "
+                                     "email's owner, during this sign-in.")
         self._enforce_session_limit(app, user_id, now)
         self.events.emit(app_id, "user.login", {**(login_data or {}), "user_id": user_id, "session_id": session["_id"]},
                          subject={"user_id": user_id})

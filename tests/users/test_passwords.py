@@ -89,6 +89,45 @@ def test_change_password_of_a_vanished_user_is_404(application, user_token, ctx)
     assert caught.value.code == "USER_NOT_FOUND" and status_of(type(caught.value)) == 404
 
 
+def test_a_change_spends_the_reset_links_mailed_before(client, post, application, user_token, outbox):
+    """A reset link that leaked (a forwarded mail, a mailbox someone held a while) would
+    undo the change: the owner changing the password takes the account back from it."""
+    email = user_token.user["email"]
+    outbox.clear()
+    post(application, "/password/forgot", {"email": email})
+    leaked = outbox[-1].token
+    assert change(client, application, user_token).status_code == 200
+    assert_error(post(application, "/password/reset", {"token": leaked, "email": email, "password": "Thief-Pass-77"}),
+                 400, "AUTH_INVALID_RESET_TOKEN")
+    assert login_status(post, application, email, NEW) == 200
+    # A link asked for after the change works.
+    post(application, "/password/forgot", {"email": email})
+    assert post(application, "/password/reset", {"token": outbox[-1].token, "email": email,
+                                                 "password": "Later-Secret-8"}).status_code == 200
+
+
+def test_a_login_that_checked_the_old_password_gets_no_session_once_it_changed(post, application, user_token,
+                                                                               ctx, monkeypatch):
+    """The change lands between the login's password check and its session: the login
+    read the account before the change, and its session is refused once stored."""
+    app_id, user_id = application["_id"], user_token.user["id"]
+    owner_session = ctx.tokens.verify(user_token.access_token, audience=app_id)["sid"]
+    login_service = ctx.users.login
+    second_factor = login_service.second_factor
+
+    class ChangedMeanwhile:
+        def login_challenge(self, *args, **kwargs):
+            ctx.users.passwords.change(app_id, user_id, current_password=PASSWORD, new_password=NEW,
+                                       current_session_id=owner_session)
+            return second_factor.login_challenge(*args, **kwargs)
+
+    monkeypatch.setattr(login_service, "second_factor", ChangedMeanwhile())
+    thief = post(application, "/login", {"email": user_token.user["email"], "password": PASSWORD})
+    assert_error(thief, 401, "AUTH_INVALID_CREDENTIALS")
+    live = ctx.store["sessions"].find({"user_id": user_id, "revoked_at": None}, {"_id": 1})
+    assert [session["_id"] for session in live] == [owner_session]
+
+
 # ---------------------------------------------------------------- forgot
 
 
