@@ -51,6 +51,26 @@ def matches(pattern: str, permission: str) -> bool:
     )
 
 
+def overlaps(pattern: str, permission: str) -> bool:
+    """Whether ``pattern`` and ``permission`` cover a name in common: part by part, equal
+    or either one ``*``. A check of a wildcard (``posts:*``: may the user do every action
+    on posts) is about every name it covers, so a deny of any of them (``posts:delete``)
+    bears on it, though it does not cover it. Anything not a valid permission overlaps
+    nothing."""
+    if not (is_valid_permission(pattern) and is_valid_permission(permission)):
+        return False
+    pattern_resource, _, pattern_action = pattern.partition(":")
+    resource, _, action = permission.partition(":")
+    return (WILDCARD in (pattern_resource, resource) or pattern_resource == resource) and (
+        WILDCARD in (pattern_action, action) or pattern_action == action)
+
+
+def has_wildcard(permission: str) -> bool:
+    """Whether a permission's resource or action is ``*``."""
+    resource, _, action = permission.partition(":")
+    return WILDCARD in (resource, action)
+
+
 def covering_patterns(permission: str) -> tuple[str, str, str, str]:
     """Every pattern that can cover a valid permission: itself, res:*, *:act and *:*."""
     resource, _, action = permission.partition(":")

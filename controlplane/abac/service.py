@@ -18,6 +18,7 @@ are the schemas'.
 from __future__ import annotations
 
 import json
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from shared.abac import CompiledPolicies, Policy, condition_environment
 from shared.authorization import decide_compiled
 from shared.errors import Conflict
 from shared.ids import is_uuid, new_id
-from shared.rbac import compile_grants, resolve_scope
+from shared.rbac import WILDCARD, compile_grants, has_wildcard, resolve_scope
 from shared.timeutil import Clock, isoformat, seconds
 
 _POLICY_FIELDS = ("name", "description", "effect", "permissions", "condition", "is_active")
@@ -92,9 +93,11 @@ class AbacService:
     def list_policies(self, app_id: str, *, is_active: bool | None, permission: str | None, page: int,
                       per_page: int) -> tuple[list[dict], int]:
         """A page of policies sorted by name.  ``permission``: only the policies a check
-        of that permission evaluates (a pattern of theirs covers it)."""
+        of that permission evaluates (a pattern of theirs covers it; for a wildcard, also
+        a deny's that overlaps it: ``CompiledPolicies.covering``)."""
         patterns = _covering_patterns(permission) if permission is not None else None
-        return self.policies.search(app_id, is_active=is_active, patterns=patterns,
+        overlapping = _overlapping_regex(permission) if permission is not None and has_wildcard(permission) else None
+        return self.policies.search(app_id, is_active=is_active, patterns=patterns, denies_matching=overlapping,
                                     skip=(page - 1) * per_page, limit=per_page)
 
     def get_policy(self, app_id: str, policy_id: str) -> dict:
@@ -289,6 +292,15 @@ def _covering_patterns(permission: str) -> list[str]:
     """Every pattern that covers ``permission``: itself, res:*, *:act and *:*."""
     resource, _, action = permission.partition(":")
     return sorted({permission, f"{resource}:*", f"*:{action}", "*:*"})
+
+
+def _overlapping_regex(permission: str) -> str:
+    """A regular expression for the patterns that overlap a wildcard ``permission``
+    (``shared.rbac.overlaps``): each part equal, or either one ``*``."""
+    def part(value: str) -> str:
+        return "[^:]+" if value == WILDCARD else "(" + re.escape(value) + "|\\*)"
+    resource, _, action = permission.partition(":")
+    return "^" + part(resource) + ":" + part(action) + "$"
 
 
 def _same_json(a, b) -> bool:

@@ -112,12 +112,17 @@ class PolicyStore(AppCollection):
         insert_unique(self._docs, doc, lambda: PolicyNameTaken(doc["name"]))
 
     def search(self, app_id: str, *, is_active: bool | None, patterns: list[str] | None,
-               skip: int, limit: int) -> tuple[list[dict], int]:
-        """A page of policies sorted by name; ``patterns``: only those holding one of them."""
+               skip: int, limit: int, denies_matching: str | None = None) -> tuple[list[dict], int]:
+        """A page of policies sorted by name; ``patterns``: only those holding one of them,
+        and the denies holding a pattern that matches the regular expression
+        ``denies_matching``."""
         query: dict = {"app_id": app_id}
         if is_active is not None:
             query["is_active"] = is_active
-        if patterns is not None:
+        if patterns is not None and denies_matching is not None:
+            query["$or"] = [{"permissions": {"$in": patterns}},
+                            {"effect": "deny", "permissions": {"$regex": denies_matching}}]
+        elif patterns is not None:
             query["permissions"] = {"$in": patterns}
         total = self._docs.count_documents(query)
         return list(self._docs.find(query).sort([("name", ASCENDING)]).skip(skip).limit(limit)), total

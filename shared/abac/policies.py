@@ -7,7 +7,7 @@ import marshal
 from collections.abc import Iterable, Mapping
 
 from shared.abac.evaluator import ALWAYS, compile_condition, compile_keyed, content_key
-from shared.rbac import covering_patterns, is_valid_permission
+from shared.rbac import covering_patterns, has_wildcard, is_valid_permission, overlaps
 
 ALLOW = "allow"
 DENY = "deny"
@@ -130,7 +130,8 @@ class Policy:
 
 class CompiledPolicies:
     """Active policies indexed by permission pattern, so finding those covering a
-    permission is four dictionary lookups. Build once per policy set and reuse."""
+    permission is four dictionary lookups (for a wildcard permission, a pass over the
+    patterns for the denies that overlap it). Build once per policy set and reuse."""
 
     __slots__ = ("policies", "_by_pattern", "_covering", "_effects")
     _COVERING_CACHE_SIZE = 4096
@@ -177,7 +178,10 @@ class CompiledPolicies:
         return patched
 
     def covering(self, permission: str) -> tuple[Policy, ...]:
-        """Active policies with a pattern that matches ``permission``, in input order."""
+        """Active policies that bear on a check of ``permission``, in input order: those
+        with a pattern that covers it, and for a wildcard (``posts:*``, which asks about
+        every name it covers) also the denies with a pattern that overlaps it
+        (``posts:delete``): a deny of one of the actions denies "every action"."""
         covering = self._covering.get(permission)
         if covering is not None:
             return covering
@@ -188,6 +192,10 @@ class CompiledPolicies:
             indexes = self._by_pattern.get(pattern)
             if indexes:
                 found.update(indexes)
+        if has_wildcard(permission):
+            for pattern, indexes in self._by_pattern.items():
+                if overlaps(pattern, permission):
+                    found.update(index for index in indexes if self.policies[index].effect == DENY)
         covering = tuple(self.policies[index] for index in sorted(found))
         if len(self._covering) >= self._COVERING_CACHE_SIZE:
             self._covering.clear()

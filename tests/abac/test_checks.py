@@ -132,6 +132,36 @@ def test_policies_checked_counts_the_active_policies_covering_the_permission(aba
     assert (answer["policies_checked"], answer["abac_evaluated"]) == (2, True)
 
 
+@pytest.mark.parametrize("held, denied, checked", [
+    ("posts:*", "posts:delete", "posts:*"),       # every action on posts, one of them denied
+    ("*:*", "posts:read", "*:read"),              # reading everything, posts denied
+    ("*:*", "posts:read", "*:*"),
+    ("*:*", "*:delete", "posts:*"),               # a deny of a wildcard that overlaps one
+])
+def test_a_wildcard_check_is_denied_by_a_deny_of_a_name_it_covers(abac, application, stored_user, make_role,
+                                                                  assign_role, held, denied, checked):
+    """Checking posts:* asks whether the user may do every action on posts: a deny of one
+    of them that holds makes the answer no, in a POST check and in check-bulk."""
+    user = stored_user(application)
+    assign_role(application, user, make_role(application, permissions=[held]))
+    assert abac.check(user["_id"], checked)["allowed"] is True
+    abac.create(name="the deny", effect="deny", permissions=[denied],
+                condition={"op": "eq", "left": a("context.frozen"), "right": v(True)})
+    for frozen in (False, True):
+        answer = abac.check(user["_id"], checked, context={"frozen": frozen})
+        assert {**answer, "cached": None} == {"allowed": not frozen, "permission": checked, "cached": None,
+                                              "abac_evaluated": True, "policies_checked": 1}
+    bulk = abac.request("POST", "/authz/check-bulk", json={"user_id": user["_id"], "permissions": [checked],
+                                                           "context": {"frozen": True}})
+    assert bulk.json["results"] == {checked: False}
+
+
+def test_a_wildcard_check_is_not_allowed_by_an_allow_of_one_name_it_covers(abac, subject):
+    abac.create(effect="allow", permissions=["posts:delete"])
+    assert abac.check(subject["_id"], "posts:*") == {
+        "allowed": False, "permission": "posts:*", "cached": False, "abac_evaluated": False, "policies_checked": 0}
+
+
 def test_get_checks_ignore_policies(abac, subject):
     abac.create(effect="deny", permissions=["posts:read"])
     response = abac.request("GET", "/authz/check", params={"user_id": subject["_id"], "permission": "posts:read"})

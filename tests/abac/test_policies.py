@@ -207,6 +207,27 @@ def test_list_is_paginated_and_filtered(abac):
     assert listed == ["e"] and page["last_page"] == 3 and page["total"] == 5
 
 
+def test_the_list_of_a_wildcard_permission_has_the_denies_a_check_of_it_evaluates(abac):
+    """A check of posts:* asks about every action on posts: a deny of one of them bears on
+    it (an allow of one does not)."""
+    for name, effect, permission in (("allow-read", "allow", "posts:read"),
+                                     ("deny-delete", "deny", "posts:delete"),
+                                     ("deny-any-delete", "deny", "*:delete"),
+                                     ("deny-comments", "deny", "comments:read"),
+                                     ("allow-posts", "allow", "posts:*")):
+        abac.create(name=name, effect=effect, permissions=[permission])
+
+    def names(permission):
+        response = abac.request("GET", "/abac/policies", params={"permission": permission})
+        assert response.status_code == 200, response.text
+        return [policy["name"] for policy in response.json["data"]], response.json["total"]
+
+    assert names("posts:*") == (["allow-posts", "deny-any-delete", "deny-delete"], 3)
+    assert names("*:read") == (["deny-comments"], 1)  # an allow of posts:read does not cover it
+    assert names("*:*") == (["deny-any-delete", "deny-comments", "deny-delete"], 3)
+    assert names("posts:delete") == (["allow-posts", "deny-any-delete", "deny-delete"], 3)
+
+
 @pytest.mark.parametrize("params, field", [({"is_active": "maybe"}, "is_active"),
                                            ({"permission": "posts"}, "permission"),
                                            ({"per_page": "101"}, "per_page"), ({"page": "0"}, "page")])

@@ -183,6 +183,27 @@ def test_random_grants_get_the_same_answers(seed, ctx, client, clock, applicatio
     assert both.compared > 300
 
 
+def test_a_deny_of_a_name_a_wildcard_covers_denies_the_wildcard_in_both(ctx, client, application, make_api_key,
+                                                                        stored_user, make_role, assign_role,
+                                                                        sidecar):
+    """Checking posts:* asks about every action on posts, *:read about reading everything:
+    a deny of posts:delete, or of posts:read, makes them no in both services."""
+    both = Both(client, sidecar, application["_id"], make_api_key(application))
+    user = stored_user(application)
+    assign_role(application, user, make_role(application, permissions=["*:*"]))
+    for name, denied in (("no deletes", "posts:delete"), ("no reads", "posts:read")):
+        ctx.abac.create_policy(application["_id"], {"name": name, "description": None, "effect": "deny",
+                                                    "permissions": [denied], "condition": None, "is_active": True})
+    head = ctx.events.head()
+    assert wait_for(lambda: sidecar.service.cache.applied >= head, timeout=5)
+    checked = ["posts:*", "*:read", "*:*", "*:delete", "posts:write", "comments:*"]
+    ours, theirs = both.ask("POST", "check-bulk", json={"user_id": user["_id"], "permissions": checked})
+    assert ours["results"] == theirs["results"] == {
+        "posts:*": False, "*:read": False, "*:*": False, "*:delete": False, "posts:write": True, "comments:*": True}
+    for permission in checked:
+        both.same_answer("POST", "check", json={"user_id": user["_id"], "permission": permission})
+
+
 BAD_GETS = [
     {}, {"user_id": "u"}, {"permission": "a:b"}, {"user_id": "u", "permission": "nope"},
     {"user_id": "u", "permission": "a:b:c"}, {"user_id": "u", "permission": "a: b"},
