@@ -337,6 +337,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     webhooks = WebhookServices(
         management=WebhookService(webhook_store, box, target_policy, events, clock, audit, PUBLIC_EVENT_TYPES,
                                   retention_seconds=config.webhook_delivery_retention,
+                                  max_per_application=config.max_webhooks_per_application,
                                   on_queued=webhook_worker.wake),
         dispatcher=webhook_dispatcher, worker=webhook_worker)
     startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker,

@@ -326,6 +326,7 @@ _VARIABLES = {
     # Upper bounds keep one condition's compile and evaluation short (docs/authorization.md).
     "MAX_CONDITION_BYTES": (_integer(64, 65536), "4096"),
     "MAX_CONDITION_NODES": (_integer(1, 1000), "32"),
+    "MAX_WEBHOOKS_PER_APPLICATION": (_integer(1), "50"),
     "DASHBOARD_SESSION_TTL": (_integer(60), "43200"),
     "AUTHZ_CACHE_TTL": (_integer(0), "3600"),
     "EVENTS_POLL_INTERVAL": (_integer(5, 5000), "25"),
@@ -404,6 +405,7 @@ class Config:
     max_policies_per_permission: int
     max_condition_bytes: int
     max_condition_nodes: int
+    max_webhooks_per_application: int
     dashboard_session_ttl: int
     authz_cache_ttl: int
     events_poll_interval: int

@@ -18,6 +18,12 @@ class WebhookInactive(Conflict, code="WEBHOOK_INACTIVE",
     """A redelivery to a webhook that is not active: the worker would cancel it unsent."""
 
 
+class WebhookLimitReached(Conflict, code="WEBHOOK_LIMIT_EXCEEDED",
+                          message="An application may hold at most {limit} webhooks; delete one first.",
+                          detail_names=("limit",)):
+    """The application already holds IAMGATE_MAX_WEBHOOKS_PER_APPLICATION webhooks."""
+
+
 class WebhookTargetForbidden(BadRequest, code="WEBHOOK_TARGET_FORBIDDEN",
                              message="The webhook URL targets a private or local address.",
                              detail_names=("host", "reason")):

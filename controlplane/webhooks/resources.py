@@ -10,11 +10,12 @@ from controlplane.webhooks.errors import (
     WebhookDeliveryNotFound,
     WebhookEventUnsupported,
     WebhookInactive,
+    WebhookLimitReached,
     WebhookNotFound,
     WebhookTargetForbidden,
 )
 from controlplane.webhooks.service import WebhookService, serialize_delivery, serialize_webhook
-from shared.errors import PermissionMissing, ValidationFailed
+from shared.errors import Conflict, PermissionMissing, ValidationFailed
 from shared.http import no_store, respond
 
 MANAGE = permission("webhooks:manage")
@@ -29,7 +30,9 @@ class WebhookCollection(ManagedCollection):
         "GET": list_op(schemas.WEBHOOK, summary="List webhooks (without their secrets), oldest first",
                        errors=[PermissionMissing]),
         "POST": op("Create a webhook", body=schemas.CREATE_WEBHOOK, ok=201, response=schemas.WEBHOOK_WITH_SECRET,
-                   description="The secret is returned once (Cache-Control: no-store).", errors=_WRITE_ERRORS),
+                   description="The secret is returned once (Cache-Control: no-store). An application holds at "
+                               "most IAMGATE_MAX_WEBHOOKS_PER_APPLICATION webhooks, active or not.",
+                   errors=[*_WRITE_ERRORS, WebhookLimitReached, Conflict]),
     }
 
     serialize = staticmethod(serialize_webhook)

@@ -9,11 +9,18 @@ once, and stored encrypted with ``SecretBox``: the delivery worker needs it back
 Each change is an audit record ``webhook.*`` (docs/audit.md) naming the fields changed;
 it never holds the secret, nor the URL's value (a URL may carry a token): its host is
 the target's display.
+
+Cap (docs/webhooks.md, "Limits"): an event is sent once per webhook subscribed to it, so
+an application holds at most IAMGATE_MAX_WEBHOOKS_PER_APPLICATION webhooks.  A create is
+counted while it holds the application's write guard (``WebhookStore.claim_writes``), so
+parallel creates, on any number of replicas, cannot pass the cap.
 """
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import KW_ONLY, InitVar, dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -27,19 +34,29 @@ from controlplane.webhooks.errors import (
     WebhookDeliveryNotFound,
     WebhookEventUnsupported,
     WebhookInactive,
+    WebhookLimitReached,
     WebhookNotFound,
 )
 from controlplane.webhooks.signing import new_secret
 from controlplane.webhooks.store import WebhookStore, new_event_delivery
 from controlplane.webhooks.targets import TargetPolicy
 from shared.crypto import SecretBox
+from shared.errors import Conflict
 from shared.ids import is_uuid, new_id
-from shared.timeutil import Clock, isoformat
+from shared.timeutil import Clock, isoformat, seconds
 
 log = logging.getLogger("iamgate.webhooks")
 
 DELIVERY_LOG_SIZE = 50
 _HIDDEN = ("url",)  # named in audit records, not shown: a URL may carry a token
+
+# The write guard: held for one count and one insert (milliseconds), so a holder that died
+# blocks the application's webhook creates for WRITE_GUARD_SECONDS at most; a writer that
+# finds it taken tries again every WRITE_GUARD_WAIT seconds, WRITE_GUARD_ATTEMPTS times,
+# then answers 409 CONFLICT (try again).
+WRITE_GUARD_SECONDS = 5
+WRITE_GUARD_WAIT = 0.02
+WRITE_GUARD_ATTEMPTS = 25
 
 
 @dataclass(eq=False)
@@ -53,6 +70,7 @@ class WebhookService:
     event_kinds: InitVar[tuple[str, ...]]
     _: KW_ONLY
     retention_seconds: int  # IAMGATE_WEBHOOK_DELIVERY_RETENTION, for the deliveries queued here
+    max_per_application: int  # IAMGATE_MAX_WEBHOOKS_PER_APPLICATION
     on_queued: Callable[[], None] = lambda: None  # wakes this process's delivery worker
 
     def __post_init__(self, event_kinds):
@@ -68,27 +86,48 @@ class WebhookService:
         return self.store.list(app_id)
 
     def create(self, app_id: str, values: dict) -> tuple[dict, str]:
-        """A new active webhook and its secret (the plaintext, to show once)."""
+        """A new active webhook and its secret (the plaintext, to show once).  409
+        WEBHOOK_LIMIT_EXCEEDED when the application holds ``max_per_application``
+        webhooks, active or not; nothing is written then."""
         target = self.policy.check(values["url"])
         events = self._check_events(values["events"])
-        now = self.clock()
         secret = new_secret()
-        doc = {
-            "_id": new_id(),
-            "app_id": app_id,
-            "url": target.url,
-            "events": events,
-            "secret": self.box.encrypt(secret),
-            "created_seq": self.events.head(),
-            "is_active": True,
-            "consecutive_failures": 0,
-            "disabled_at": None,
-            "created_at": now,
-            "updated_at": now,
-        }
-        self.store.insert(doc)
+        with self._webhook_writes(app_id):
+            if self.store.count(app_id) >= self.max_per_application:
+                raise WebhookLimitReached(self.max_per_application)
+            now = self.clock()
+            doc = {
+                "_id": new_id(),
+                "app_id": app_id,
+                "url": target.url,
+                "events": events,
+                "secret": self.box.encrypt(secret),
+                "created_seq": self.events.head(),
+                "is_active": True,
+                "consecutive_failures": 0,
+                "disabled_at": None,
+                "created_at": now,
+                "updated_at": now,
+            }
+            self.store.insert(doc)
         self._record("webhook.created", doc, created(doc, ("url", "events", "is_active"), hidden=_HIDDEN))
         return doc, secret
+
+    @contextmanager
+    def _webhook_writes(self, app_id: str):
+        """Hold the application's webhook-write guard for the block (module constants)."""
+        holder = new_id()
+        for _ in range(WRITE_GUARD_ATTEMPTS):
+            now = self.clock()
+            if self.store.claim_writes(app_id, holder, now, now + seconds(WRITE_GUARD_SECONDS)):
+                break
+            time.sleep(WRITE_GUARD_WAIT)  # under gevent, the other greenlets run meanwhile
+        else:
+            raise Conflict()
+        try:
+            yield
+        finally:
+            self.store.release_writes(app_id, holder)
 
     def update(self, app_id: str, webhook_id: str, values: dict) -> dict:
         """PUT: any of url, events (replaces), is_active.  Re-enabling resets the

@@ -23,6 +23,10 @@ deletes its webhooks, queue entries and deliveries with the rest of its document
   the same id.  Workers claim here, not in the log, so a claim costs the same however
   long the log grows (benchmarks/NOTES.md, "Webhook delivery").
 - ``webhook_dispatch``: the dispatcher's cursor, {_id: "cursor", seq} (global).
+- ``webhook_writers``: {_id: app_id, app_id, holder, expires_at}; the guard that makes an
+  application's webhook creates, each counted against IAMGATE_MAX_WEBHOOKS_PER_APPLICATION,
+  one at a time (held for a count and an insert, reclaimed once expired, removed by the
+  TTL index after that).
 
 Write order, so that a crash between two writes leaves a state the next step repairs:
 the dispatcher writes the log record, then the queue entry (a dispatch of the same
@@ -58,6 +62,9 @@ INDEXES = {
         IndexModel([("due_at", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("webhook_id", ASCENDING)]),
     ],
+    "webhook_writers": [
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ],
 }
 
 _CURSOR = "cursor"
@@ -90,8 +97,26 @@ class WebhookStore(AppCollection):
         self._deliveries = store["webhook_deliveries"]
         self._queue = store["webhook_queue"]
         self._dispatch = store["webhook_dispatch"]
+        self._writers = store["webhook_writers"]
 
     # --- webhooks
+
+    def count(self, app_id: str) -> int:
+        return self._docs.count_documents({"app_id": app_id})
+
+    def claim_writes(self, app_id: str, holder: str, now, until) -> bool:
+        """Take the application's write guard for ``holder`` until ``until``; False while
+        someone else holds it unexpired."""
+        try:
+            self._writers.insert_one({"_id": app_id, "app_id": app_id, "holder": holder, "expires_at": until})
+            return True
+        except DuplicateKeyError:
+            taken = self._writers.find_one_and_update({"_id": app_id, "expires_at": {"$lte": now}},
+                                                      {"$set": {"holder": holder, "expires_at": until}})
+            return taken is not None
+
+    def release_writes(self, app_id: str, holder: str) -> None:
+        self._writers.delete_one({"_id": app_id, "holder": holder})
 
     def active_webhooks(self, app_id: str) -> list[dict]:
         """The application's active webhooks: the events each subscribes to and the seq

@@ -206,6 +206,19 @@ def test_webhook_errors_show_the_api_message(owner, ctx):
     assert ctx.webhooks.management.list(app_id) == []
 
 
+@pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True,
+                                               "max_webhooks_per_application": 1}])
+def test_the_webhook_cap_is_shown_on_the_create_form(owner, ctx):
+    visitor, app_id = owner
+    form = {"url": HOOK_URL, "event_user.created": "on"}
+    assert visitor.post(f"/console/applications/{app_id}/webhooks", form).status_code == 201
+    refused = visitor.post(f"/console/applications/{app_id}/webhooks", form)
+    assert refused.status_code == 409 and 'id="form-error"' in refused.text
+    assert "WEBHOOK_LIMIT_EXCEEDED" in refused.text
+    assert "An application may hold at most 1 webhooks; delete one first." in unescape(refused.text)
+    assert len(ctx.webhooks.management.list(app_id)) == 1
+
+
 def test_the_delivery_log_shows_status_attempts_and_redeliver_queues_a_copy(owner, ctx, make_user):
     visitor, app_id = owner
     visitor.post(f"/console/applications/{app_id}/webhooks", {"url": HOOK_URL, "event_user.created": "on"})

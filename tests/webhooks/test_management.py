@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from controlplane.webhooks import service as webhook_service
 from shared.event_types import PUBLIC_EVENT_TYPES
+from shared.timeutil import seconds
+from tests.conftest import assert_error, in_parallel
+from tests.webhooks.conftest import V1
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
+CAPPED = {"webhook_allow_private_targets": True, "webhook_timeout": 1, "max_webhooks_per_application": 3}
 
 
 def test_create_returns_the_secret_once_with_no_store(client, manager, hooks_url, receiver, ctx):
@@ -139,6 +144,78 @@ def test_deleting_the_application_deletes_webhooks_and_deliveries(ctx, applicati
     assert ctx.store["webhooks"].count_documents({"app_id": application["_id"]}) == 0
     assert ctx.store["webhook_deliveries"].count_documents({"app_id": application["_id"]}) == 0
     assert pump() == 0 and receiver.requests == []
+
+
+def test_an_application_holds_at_most_50_webhooks_by_default(client, manager, hooks_url, receiver, ctx):
+    """One event is one POST per webhook subscribed to it, to the same URL too: the cap
+    bounds what one event of one tenant costs a receiver and the shared queue."""
+    for _ in range(50):
+        created = client.simulate_post(hooks_url, json={"url": receiver.url, "events": ["role.created"]},
+                                       headers=manager)
+        assert created.status_code == 201, created.text
+    refused = client.simulate_post(hooks_url, json={"url": receiver.url, "events": ["role.created"]}, headers=manager)
+    assert assert_error(refused, 409, "WEBHOOK_LIMIT_EXCEEDED")["details"] == {"limit": 50}
+    assert ctx.store["webhooks"].count_documents({}) == 50
+
+
+@pytest.mark.parametrize("config_overrides", [CAPPED])
+def test_a_create_over_the_cap_is_409_and_writes_nothing(client, manager, hooks_url, make_webhook, receiver, ctx,
+                                                         make_application, make_api_key):
+    hooks = [make_webhook(receiver.url) for _ in range(3)]
+    assert client.simulate_put(f"{hooks_url}/{hooks[0]['id']}", json={"is_active": False},
+                               headers=manager).status_code == 200  # inactive ones count
+    audited = ctx.store["events"].count_documents({"action": "webhook.created"})
+
+    refused = client.simulate_post(hooks_url, json={"url": receiver.url, "events": ["user.created"]}, headers=manager)
+    error = assert_error(refused, 409, "WEBHOOK_LIMIT_EXCEEDED")
+    assert error["details"] == {"limit": 3}
+    assert error["message"] == "An application may hold at most 3 webhooks; delete one first."
+    assert ctx.store["webhooks"].count_documents({}) == 3
+    assert ctx.store["events"].count_documents({"action": "webhook.created"}) == audited
+    assert ctx.store["webhook_writers"].count_documents({}) == 0  # the guard is released
+
+    other = make_application()  # a cap per application
+    other_key = {"Authorization": f"Bearer {make_api_key(other, permissions=['webhooks:manage'])}"}
+    assert client.simulate_post(f"{V1.format(other['_id'])}/webhooks", headers=other_key,
+                                json={"url": receiver.url, "events": ["user.created"]}).status_code == 201
+
+    assert client.simulate_delete(f"{hooks_url}/{hooks[1]['id']}", headers=manager).status_code == 204
+    make_webhook(receiver.url)
+
+
+@pytest.mark.parametrize("config_overrides", [CAPPED])
+def test_parallel_creates_cannot_pass_the_cap(client, manager, hooks_url, receiver, ctx):
+    responses = in_parallel(10, lambda i: client.simulate_post(
+        hooks_url, json={"url": f"{receiver.url}?n={i}", "events": ["user.created"]}, headers=manager))
+    codes = sorted(r.status_code for r in responses)
+    assert codes.count(201) <= 3 and set(codes) <= {201, 409}
+    assert ctx.store["webhooks"].count_documents({}) == codes.count(201)
+    for response in responses:
+        if response.status_code == 409:
+            assert response.json["error"]["code"] in ("WEBHOOK_LIMIT_EXCEEDED", "CONFLICT")
+
+
+@pytest.mark.parametrize("config_overrides", [CAPPED])
+def test_a_held_write_guard_answers_409_conflict_and_an_expired_one_is_taken_over(client, manager, hooks_url,
+                                                                                  application, receiver, ctx, clock,
+                                                                                  monkeypatch):
+    monkeypatch.setattr(webhook_service, "WRITE_GUARD_WAIT", 0)
+    guards = ctx.store["webhook_writers"]
+    guards.insert_one({"_id": application["_id"], "app_id": application["_id"], "holder": "a writer that died",
+                       "expires_at": clock() + seconds(webhook_service.WRITE_GUARD_SECONDS)})
+    body = {"url": receiver.url, "events": ["user.created"]}
+    assert_error(client.simulate_post(hooks_url, json=body, headers=manager), 409, "CONFLICT")
+    assert ctx.store["webhooks"].count_documents({}) == 0
+
+    clock.advance(webhook_service.WRITE_GUARD_SECONDS)
+    assert client.simulate_post(hooks_url, json=body, headers=manager).status_code == 201
+    assert guards.count_documents({}) == 0  # released after the write
+
+
+def test_the_create_route_documents_the_cap(client):
+    operation = client.simulate_get("/openapi.json").json["paths"]["/api/v1/applications/{applicationId}/webhooks"]
+    conflict = operation["post"]["responses"]["409"]["description"]
+    assert "WEBHOOK_LIMIT_EXCEEDED" in conflict and "CONFLICT" in conflict
 
 
 def test_allow_private_targets_logs_a_warning_at_start(monkeypatch, capsys):
