@@ -331,15 +331,14 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                                     retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads,
                                     lease_seconds=config.webhook_timeout + config.webhook_lease_margin,
                                     kinds={BACKCHANNEL_KIND: backchannel})
+    webhook_management = WebhookService(webhook_store, box, target_policy, events, clock, audit, PUBLIC_EVENT_TYPES,
+                                        retention_seconds=config.webhook_delivery_retention,
+                                        max_per_application=config.max_webhooks_per_application,
+                                        on_queued=webhook_worker.wake)
     webhook_dispatcher = Dispatcher(webhook_store, events, clock, kinds=PUBLIC_EVENT_TYPES,
                                     retention_seconds=config.webhook_delivery_retention,
-                                    on_dispatched=webhook_worker.wake)
-    webhooks = WebhookServices(
-        management=WebhookService(webhook_store, box, target_policy, events, clock, audit, PUBLIC_EVENT_TYPES,
-                                  retention_seconds=config.webhook_delivery_retention,
-                                  max_per_application=config.max_webhooks_per_application,
-                                  on_queued=webhook_worker.wake),
-        dispatcher=webhook_dispatcher, worker=webhook_worker)
+                                    on_dispatched=webhook_worker.wake, forget_user=webhook_management.forget_user)
+    webhooks = WebhookServices(management=webhook_management, dispatcher=webhook_dispatcher, worker=webhook_worker)
     startup = StartUp(store, keys, applications, tailer, webhook_dispatcher, webhook_worker,
                       Sealer(audit.store, clock))
 
@@ -410,7 +409,8 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                                registration=registration, passkeys=passkeys, box=box, clock=clock)
     selfservice = SelfService(user_directory, sessions, mfa, passkeys, events, clock, rate_limiter, registration, roles,
                               oidc_connections, audit, rate_limit_export=config.rate_limit_export,
-                              linked_identities=partial(export_of_user, identity_store, connections))
+                              linked_identities=partial(export_of_user, identity_store, connections),
+                              forget_deliveries=webhooks.management.forget_user)
 
     # Sign-in through connections last: it creates users (registration), maps attributes
     # and roles (ABAC, roles), and answers the second factor as the login does (passkeys).

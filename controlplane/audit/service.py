@@ -52,6 +52,12 @@ class AuditLog:
         the user's id (``display`` of actor and target, ``data.email``, ``data.name``)."""
         self.store.pseudonymize_user(app_id, user_id)
 
+    def personal_events(self, app_id: str, user_id: str) -> list[int]:
+        """The seqs of the user's own change events whose ``data`` held their email or
+        name, the values ``forget_user`` replaces: a copy of such an event kept elsewhere
+        (a webhook delivery's body) must forget them too."""
+        return self.store.personal_events(app_id, user_id)
+
     def verify(self, *, application_id: str | None = None, organization_id: str | None = None) -> Verdict:
         """Check the hash chain of an application's records (or of an organization's
         dashboard actions outside any application)."""

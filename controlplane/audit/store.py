@@ -16,6 +16,8 @@ import re
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
+from controlplane.audit.chain import PERSONAL_DATA
+
 SCOPES = ("app_id", "organization_id")
 # Query filter -> the stored field it matches.
 FILTER_FIELDS = {"actor_id": "actor.id", "target_id": "target.id", "result": "result.status", "ip": "ip"}
@@ -129,6 +131,14 @@ class AuditStore:
         """The user's own records: those they did and those done to them, oldest first."""
         return self._events.find({"app_id": app_id, "$or": [{"actor.id": user_id}, {"target.id": user_id}]}
                                  ).sort([("at", ASCENDING), ("seq", ASCENDING)])
+
+    def personal_events(self, app_id: str, user_id: str) -> list[int]:
+        """The seqs of the user's own change events whose ``data`` holds their email or
+        name (or, once forgotten, their id in place of either)."""
+        found = self._events.find({"app_id": app_id, "subject.user_id": user_id,
+                                   "$or": [{f"data.{key}": {"$exists": True}} for key in PERSONAL_DATA]},
+                                  {"seq": 1})
+        return [doc["seq"] for doc in found]
 
     def pseudonymize_user(self, app_id: str, user_id: str) -> None:
         """Replace the user's email and name in their records with their id."""

@@ -61,6 +61,9 @@ class SelfService:
     rate_limit_export: Rate
     # (app_id, user_id) -> the linked identities' export (connections.identities.export_of_user)
     linked_identities: Callable[[str, str], list[dict]]
+    # (app_id, user_id) -> None: account deletion's rewrite of the webhook delivery log
+    # (webhooks.service.WebhookService.forget_user)
+    forget_deliveries: Callable[[str, str], None]
 
     def _now(self):
         return self.clock()
@@ -105,8 +108,9 @@ class SelfService:
         its email kept (nobody can register the address again), the tier-limit slot given
         back, every session and OIDC grant revoked, user.deleted emitted (``user_ids`` so
         decision caches drop the user), then the user's email and name in the audit
-        records replaced with the id.  From the status write on, the user's access
-        tokens are refused, login answers 401 AUTH_INVALID_CREDENTIALS and refresh 401.
+        records and in the logged webhook delivery bodies of their events replaced with
+        the id.  From the status write on, the user's access tokens are refused, login
+        answers 401 AUTH_INVALID_CREDENTIALS and refresh 401.
 
         404 USER_NOT_FOUND for an unknown user; for one already deleted too, after
         finishing whatever revocation an interrupted earlier deletion left undone."""
@@ -122,8 +126,10 @@ class SelfService:
         sessions = self.user_sessions.revoke_user(app_id, user_id, reason="user_deleted")
         consents, oidc_tokens = self.oauth_connections.withdraw_consents(app_id, user_id, reason="user_deleted")
         # The records stay (who did what is the tenant's), but no longer name the person:
-        # last, so the revocations' own records are covered, and again on a retry.
+        # last, so the revocations' own records are covered, and again on a retry.  The
+        # delivery log keeps copies of the events, which a redelivery would send again.
         self.audit.forget_user(app_id, user_id)
+        self.forget_deliveries(app_id, user_id)
         if not transitioned:
             raise UserNotFound(user_id)
         log.info("user soft-deleted", extra={"app_id": app_id, "user_id": user_id, "sessions_revoked": sessions,

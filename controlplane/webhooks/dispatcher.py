@@ -17,6 +17,12 @@ what a restart replays twice is a no-op by those ids.
 
 Deliverable kinds are a constructor argument (the spec's catalogue): new kinds need no
 change here, only an emitter.
+
+At a ``user.deleted`` event it calls ``forget_user`` (``WebhookService.forget_user``):
+the account deletion rewrote the logged bodies of the user's events already, but a
+delivery of one of them that this dispatcher read before that rewrite and wrote after it
+holds the person's email and name; events are handled in seq order, so every such
+delivery is written by the time ``user.deleted`` comes.
 """
 from __future__ import annotations
 
@@ -38,18 +44,34 @@ CURSOR_EVERY = 0.1  # seconds between two writes of the cursor while events flow
 def payload(event) -> str:
     """The delivery body (spec "Delivery payload"): {event, timestamp, data}, the
     timestamp being when the change happened, in ISO 8601 with UTC offset."""
-    return json.dumps({"event": event.type, "timestamp": isoformat(event.at), "data": event.data},
-                      separators=(",", ":"), ensure_ascii=False, default=str)
+    return _json({"event": event.type, "timestamp": isoformat(event.at), "data": event.data})
+
+
+def pseudonymized(body: str, user_id: str, fields) -> str:
+    """A delivery body with each of ``fields`` its ``data`` holds set to ``user_id``, as
+    account deletion sets them in the event (``AuditLog.forget_user``); every other byte
+    is the body's, since ``payload`` wrote it."""
+    document = json.loads(body)
+    data = document.get("data")
+    if isinstance(data, dict):
+        data.update({key: user_id for key in fields if key in data})
+    return _json(document)
+
+
+def _json(document: dict) -> str:
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 class Dispatcher:
-    def __init__(self, store: WebhookStore, events, clock, *, kinds, retention_seconds: int, on_dispatched=None):
+    def __init__(self, store: WebhookStore, events, clock, *, kinds, retention_seconds: int, on_dispatched=None,
+                 forget_user=None):
         self.store = store
         self._events = events
         self._clock = clock
         self._kinds = frozenset(kinds)
         self._retention = timedelta(seconds=retention_seconds)
         self._on_dispatched = on_dispatched or (lambda: None)
+        self._forget_user = forget_user or (lambda _app_id, _user_id: None)
         self._lock = threading.Lock()
         self._cursor: int | None = None
         self._saved = None  # the cursor as last persisted
@@ -115,6 +137,8 @@ class Dispatcher:
             self._advance(event.seq, persist=True)
         else:
             self._advance(event.seq, persist=False)
+        if event.type == "user.deleted" and event.app_id and event.subject.get("user_id"):
+            self._forget_user(event.app_id, event.subject["user_id"])
         if created:
             self._on_dispatched()
         return created

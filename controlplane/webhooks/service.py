@@ -25,11 +25,13 @@ from dataclasses import KW_ONLY, InitVar, dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
 
+from controlplane.audit.chain import PERSONAL_DATA
 from controlplane.audit.changes import changes as changed_fields
 from controlplane.audit.changes import created
 from controlplane.audit.context import actor, success
 from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
+from controlplane.webhooks.dispatcher import pseudonymized
 from controlplane.webhooks.errors import (
     WebhookDeliveryNotFound,
     WebhookEventUnsupported,
@@ -204,6 +206,19 @@ class WebhookService:
                                                      "event": original["event"]})
         self.on_queued()
         return delivery
+
+    def forget_user(self, app_id: str, user_id: str) -> None:
+        """Account deletion: in the logged body of every delivery of the user's own events
+        (``AuditLog.personal_events``), redeliveries and pending ones included, the email
+        and name become the user's id, as in the audit records, so that no later attempt
+        or redelivery sends them.  Every other byte of a body stays as it was."""
+        seqs = self.audit.personal_events(app_id, user_id)
+        if not seqs:
+            return
+        for delivery in self.store.deliveries_of_events(app_id, seqs):
+            body = pseudonymized(delivery["body"], user_id, PERSONAL_DATA)
+            if body != delivery["body"]:
+                self.store.replace_body(delivery["_id"], delivery["body"], body)
 
     def _check_events(self, events: list[str]) -> list[str]:
         unsupported = [e for e in events if e not in self._kinds]

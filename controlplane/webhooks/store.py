@@ -8,8 +8,9 @@ deletes its webhooks, queue entries and deliveries with the rest of its document
 - ``webhook_deliveries``, the delivery log: one per (webhook, change-log event), its
   ``_id`` derived from the pair (``delivery_id``), so a dispatcher that runs again, or a
   second one, never duplicates: {_id (the X-Service-Delivery-Id), app_id, webhook_id,
-  event_seq, event, body (the exact JSON text sent, the same on every attempt), status
-  (pending, delivered, failed, cancelled), lease (token of the current claim or None),
+  event_seq, event, body (the exact JSON text sent, the same on every attempt, but for
+  the email and name an account deletion replaces: ``WebhookService.forget_user``),
+  status (pending, delivered, failed, cancelled), lease (token of the current claim or None),
   attempts, retry_count, response_status, delivered_at, last_error, created_at, expires_at,
   and ``redelivery_of``, the delivery a redelivery repeats}.  A redelivery (``POST
   .../deliveries/{id}/redeliver``) has a random ``_id``: the same event sent again.
@@ -57,6 +58,7 @@ INDEXES = {
     "webhook_deliveries": [
         IndexModel([("app_id", ASCENDING), ("webhook_id", ASCENDING), ("created_at", DESCENDING)]),
         IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+        IndexModel([("app_id", ASCENDING), ("event_seq", ASCENDING)]),  # an account deletion's rewrite
     ],
     "webhook_queue": [
         IndexModel([("due_at", ASCENDING)]),
@@ -212,6 +214,16 @@ class WebhookStore(AppCollection):
 
     def get_delivery(self, delivery_id: str) -> dict | None:
         return self._deliveries.find_one({"_id": delivery_id})
+
+    def deliveries_of_events(self, app_id: str, event_seqs: list[int]) -> list[dict]:
+        """The ``_id`` and ``body`` of every delivery (redeliveries included) of these
+        events of the application, to any of its webhooks."""
+        return list(self._deliveries.find({"app_id": app_id, "event_seq": {"$in": list(event_seqs)}, "kind": None},
+                                          {"_id": 1, "body": 1}))
+
+    def replace_body(self, delivery_id: str, before: str, after: str) -> None:
+        """Write ``after`` as the delivery's body, if it still is ``before``."""
+        self._deliveries.update_one({"_id": delivery_id, "body": before}, {"$set": {"body": after}})
 
     def find_event_delivery(self, app_id: str, webhook_id: str, delivery_id: str) -> dict | None:
         """The delivery of an event to this webhook of this application (never one of

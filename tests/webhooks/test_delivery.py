@@ -467,3 +467,38 @@ def test_a_poll_reads_each_applications_webhooks_once(ctx, make_webhook, receive
         by_webhook.setdefault(delivery["webhook_id"], []).append(json.loads(delivery["body"])["data"]["name"])
     assert sorted(by_webhook.pop(late["id"])) == ["four"]
     assert sorted(by_webhook.popitem()[1]) == ["four", "one", "three", "two"]
+
+
+def test_a_retry_after_account_deletion_sends_the_id_not_the_email_and_name(ctx, clock, make_webhook, receiver,
+                                                                            make_user, application, pump):
+    receiver.statuses = [500, 200]
+    make_webhook(receiver.url, events=["user.created"])
+    user = make_user(application, email="erase.me@example.com", name="Erase Me")
+    assert pump() == 1
+    ctx.selfservice.delete_account(application["_id"], user["id"])
+    clock.advance(30)
+    assert pump() == 1
+    first, retry = receiver.requests
+    assert json.loads(first["body"])["data"]["email"] == "erase.me@example.com"
+    assert json.loads(retry["body"])["data"] == {"user_id": user["id"], "email": user["id"], "name": user["id"]}
+    assert retry["headers"]["X-Service-Delivery-Id"] == first["headers"]["X-Service-Delivery-Id"]
+    assert ctx.store["webhook_deliveries"].find_one({})["status"] == "delivered"
+
+
+def test_a_delivery_written_just_after_the_account_deletion_forgets_the_person_at_user_deleted(
+        ctx, make_webhook, receiver, make_user, application, pump):
+    """The dispatcher read user.created before the deletion rewrote it and writes its
+    delivery after the deletion rewrote the log: the user.deleted event that follows
+    rewrites it."""
+    make_webhook(receiver.url, events=["user.created"])
+    ctx.webhooks.dispatcher.catch_up()
+    head = ctx.events.head()
+    user = make_user(application, email="erase.me@example.com", name="Erase Me")
+    read_before = ctx.events.read_after(head)
+    ctx.selfservice.delete_account(application["_id"], user["id"])
+
+    ctx.webhooks.dispatcher.on_events([e for e in read_before if e.type == "user.created"])
+    assert "erase.me@example.com" in ctx.store["webhook_deliveries"].find_one({})["body"]
+    assert pump() == 1
+    [request] = receiver.requests
+    assert json.loads(request["body"])["data"] == {"user_id": user["id"], "email": user["id"], "name": user["id"]}

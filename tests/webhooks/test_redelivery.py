@@ -5,6 +5,7 @@ another webhook, another application or another kind of delivery are 404 and que
 nothing; the permission is webhooks:manage."""
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -173,3 +174,31 @@ def test_a_redelivery_is_audited(client, ctx, manager, application, delivered):
     assert record["target"]["id"] == hook["id"] and record["result"]["status"] == "success"
     assert record["data"] == {"delivery_id": response.json["data"]["id"], "redelivery_of": original["id"],
                               "event": "role.created"}
+
+
+def test_a_redelivery_after_account_deletion_sends_the_id_not_the_email_and_name(client, ctx, manager, application,
+                                                                              make_webhook, make_user, receiver, pump):
+    """The delivery log keeps each body for IAMGATE_WEBHOOK_DELIVERY_RETENTION: account
+    deletion forgets the person there as in the audit records, and a redelivery is still
+    the logged body, byte for byte."""
+    hook = make_webhook(receiver.url, events=["user.created"])
+    user = make_user(application, email="erase.me@example.com", name="Erase Me")
+    make_user(application, email="kept@example.com", name="Kept")
+    assert pump() == 2
+    [sent] = [r["body"] for r in receiver.requests if b"erase.me@example.com" in r["body"]]
+    original = ctx.store["webhook_deliveries"].find_one({"body": sent.decode()})
+
+    ctx.selfservice.delete_account(application["_id"], user["id"])
+    assert "erase.me@example.com" not in ctx.store["webhook_deliveries"].find_one({"_id": original["_id"]})["body"]
+    response = client.simulate_post(redeliver_url(application["_id"], hook["id"], original["_id"]), json={},
+                                    headers=manager)
+    assert response.status_code == 202, response.text
+    assert pump() == 1
+
+    pseudonym = f'"{user["id"]}"'.encode()
+    again = receiver.requests[-1]["body"]
+    assert again == sent.replace(b'"erase.me@example.com"', pseudonym).replace(b'"Erase Me"', pseudonym)
+    assert json.loads(again)["data"] == {"user_id": user["id"], "email": user["id"], "name": user["id"]}
+    bodies = [d["body"] for d in ctx.store["webhook_deliveries"].find({})]
+    assert len(bodies) == 3 and not [b for b in bodies if "erase.me@example.com" in b or "Erase Me" in b]
+    assert len([b for b in bodies if "kept@example.com" in b]) == 1  # another user's delivery is left as it was
