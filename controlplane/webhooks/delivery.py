@@ -5,7 +5,7 @@
 is resolved and checked again at every send, so DNS rebinding cannot steer it
 elsewhere), with the URL's name kept as Host and as TLS SNI and certificate name,
 a total deadline per attempt (``_Deadline``), no redirects, no proxies from the environment,
-and a cap on what is read of the response.
+no cookies, and a cap on what is read of the response, whose body is never decompressed.
 
 ``DeliveryWorker`` claims due deliveries with a lease (``WebhookStore.claim``), signs
 the exact bytes it sends twice (``signing``: the spec's X-Service-Signature, and Standard
@@ -55,7 +55,7 @@ log = logging.getLogger("iamgate.webhooks")
 DISABLE_AFTER = 100          # failed attempts in a row (docs/webhooks.md, "Auto-disable")
 RESPONSE_READ_CAP = 64 * 1024
 LEASE_MARGIN = 30            # seconds a lease outlives the request timeout
-SESSIONS_PER_THREAD = 16     # kept-alive targets per delivery thread
+TARGETS_PER_THREAD = 16      # kept-alive targets per delivery thread
 IDLE_REUSE = 1.0             # seconds a kept-alive connection may sit idle and still be reused
 USER_AGENT = "iamgate-webhooks/1"
 
@@ -227,11 +227,19 @@ class _PinnedAdapter(HTTPAdapter):
 
 class Sender:
     """Posts deliveries, keeping connections alive between them: each delivery thread
-    keeps one session per (scheme, checked address, port, host name), at most
-    ``SESSIONS_PER_THREAD`` (least recently used dropped), each with one connection.
+    keeps one pinned adapter per (scheme, checked address, port, host name), at most
+    ``TARGETS_PER_THREAD`` (least recently used dropped), each with one connection.
     A kept connection goes to the address that was checked for this very send, under the
     same host name for TLS; a response whose body is longer than the read cap is closed,
-    not kept."""
+    not kept.
+
+    Requests go through the adapter itself, never a ``requests.Session``: a session keeps
+    a cookie jar, which would carry a cookie one receiver set on to the next delivery to
+    that host, another tenant's included; and for a 3xx with a Location it reads the
+    whole body, decompressed, to prepare a redirect it then does not follow.  So the
+    connection is all a delivery leaves behind, and no answer, whatever its status, is
+    read past the cap; it is asked for ``Accept-Encoding: identity`` and read raw, never
+    decompressed."""
 
     def __init__(self, timeout: float, *, verify=True, read_cap: int = RESPONSE_READ_CAP):
         self.timeout = timeout
@@ -239,22 +247,19 @@ class Sender:
         self._read_cap = read_cap
         self._local = threading.local()
 
-    def _session(self, scheme: str, address: str, port: int, hostname: str) -> requests.Session:
-        sessions = getattr(self._local, "sessions", None)
-        if sessions is None:
-            sessions = self._local.sessions = OrderedDict()
+    def _adapter(self, scheme: str, address: str, port: int, hostname: str) -> _PinnedAdapter:
+        adapters = getattr(self._local, "adapters", None)
+        if adapters is None:
+            adapters = self._local.adapters = OrderedDict()
         key = (scheme, address, port, hostname)
-        session = sessions.get(key)
-        if session is not None:
-            sessions.move_to_end(key)
-            return session
-        session = requests.Session()
-        session.trust_env = False  # a proxy from the environment would connect elsewhere
-        session.mount(f"{scheme}://", _PinnedAdapter(hostname, max_retries=0, pool_connections=1, pool_maxsize=1))
-        sessions[key] = session
-        if len(sessions) > SESSIONS_PER_THREAD:
-            sessions.popitem(last=False)[1].close()
-        return session
+        adapter = adapters.get(key)
+        if adapter is not None:
+            adapters.move_to_end(key)
+            return adapter
+        adapter = adapters[key] = _PinnedAdapter(hostname, max_retries=0, pool_connections=1, pool_maxsize=1)
+        if len(adapters) > TARGETS_PER_THREAD:
+            adapters.popitem(last=False)[1].close()
+        return adapter
 
     def post(self, pinned: Pinned, body: bytes, headers: dict) -> Outcome:
         """POST ``body`` to the pinned target: a CLIENT span while tracing, named by the
@@ -274,12 +279,14 @@ class Sender:
         default_port = 443 if target.scheme == "https" else 80
         host = target.host if ":" not in target.host else f"[{target.host}]"
         host_header = host if target.port == default_port else f"{host}:{target.port}"
-        session = self._session(target.scheme, pinned.address, target.port, target.host)
+        adapter = self._adapter(target.scheme, pinned.address, target.port, target.host)
         with _Deadline(self.timeout) as deadline:
             try:
-                response = session.post(url, data=body, headers={**headers, "Host": host_header},
-                                        timeout=(self.timeout, self.timeout), allow_redirects=False,
-                                        stream=True, verify=self._verify)
+                # Nothing here reads the environment: no proxy would connect elsewhere.
+                request = requests.Request("POST", url, data=body, headers={
+                    **headers, "Accept-Encoding": "identity", "Host": host_header}).prepare()
+                response = adapter.send(request, stream=True, timeout=(self.timeout, self.timeout),
+                                        verify=self._verify)
             except requests.Timeout:
                 return Outcome(None, "timeout")
             except requests.RequestException as exc:
@@ -292,7 +299,7 @@ class Sender:
                 pass  # the status is what counts; a broken body does not change it
             finally:
                 # A body read to its end has already given the connection back to the
-                # session; close() then only closes one that was cut off (over the cap, broken).
+                # pool; close() then only closes one that was cut off (over the cap, broken).
                 response.close()
             if deadline.expired:
                 return Outcome(None, "timeout")  # the answer, or its body, came too late

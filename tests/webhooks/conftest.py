@@ -30,9 +30,9 @@ class _Server(ThreadingHTTPServer):
 
 
 class Receiver:
-    """Answers POSTs with the next status of ``statuses`` (the last one repeats) and the
-    body ``answer``, after ``delay`` seconds; records each request's headers, raw body
-    and peer (address, port): one port per connection."""
+    """Answers POSTs with the next status of ``statuses`` (the last one repeats), the
+    headers ``headers`` and the body ``answer``, after ``delay`` seconds; records each
+    request's headers, raw body and peer (address, port): one port per connection."""
 
     def __init__(self):
         self.requests: list[dict] = []
@@ -40,6 +40,7 @@ class Receiver:
         self.delay = 0.0
         self.hold = None  # a threading.Event: hold every request until it is set
         self.answer = b"ok"  # the response body
+        self.headers: dict[str, str] = {}  # more response headers
         self.lock = threading.Lock()
         receiver = self
 
@@ -61,6 +62,8 @@ class Receiver:
                     self.send_header("Content-Length", str(len(receiver.answer)))
                     if 300 <= status < 400:
                         self.send_header("Location", receiver.redirect_to)
+                    for name, value in receiver.headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(receiver.answer)
                 except OSError:

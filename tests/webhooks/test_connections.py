@@ -1,17 +1,24 @@
 """Kept-alive connections of the webhook sender (controlplane/webhooks/delivery.py
 ``Sender``): reused for the same checked address and host name only, never past the
-read cap or a long idle time, and still under the attempt's deadline."""
+read cap or a long idle time, and still under the attempt's deadline; and what an answer
+can make the sender do: read past the cap, decompress, use a proxy."""
 from __future__ import annotations
 
+import gzip
 import socket
 import threading
 import time
+import tracemalloc
+
+import h11
+import pytest
 
 from controlplane.webhooks import delivery
-from controlplane.webhooks.delivery import Sender
+from controlplane.webhooks.delivery import RESPONSE_READ_CAP, Sender
 from controlplane.webhooks.targets import TargetPolicy
 
 LOOPBACK = TargetPolicy(allow_private=True)
+BIG = 64 * 1024 * 1024
 
 
 def peers(receiver) -> list:
@@ -115,3 +122,88 @@ def test_an_attempt_that_ended_leaves_its_kept_connection_alone(receiver, monkey
     assert sender.post(LOOPBACK.pin(receiver.url), b"{}", {}).ok
     first, second = peers(receiver)
     assert first == second
+
+
+class RawTarget:
+    """One connection on a bare socket: reads the request with h11 (an HTTP implementation
+    apart from the sender's), then writes ``head`` and ``body`` as they are and records
+    how many body bytes the kernel took.  A sender that stops reading at its cap and
+    closes makes that send fail with the rest of the body unsent."""
+
+    def __init__(self, head: bytes, body: bytes):
+        self.request: h11.Request | None = None
+        self.sent = 0
+        self.done = threading.Event()
+        self._head, self._body = head, body
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/hook"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        conn, _ = self._sock.accept()
+        with conn:
+            conn.settimeout(10)
+            parser = h11.Connection(h11.SERVER)
+            while not isinstance(event := parser.next_event(), h11.EndOfMessage):
+                if event is h11.NEED_DATA:
+                    parser.receive_data(conn.recv(65536))
+                elif isinstance(event, h11.Request):
+                    self.request = event
+            body = memoryview(self._body)
+            try:
+                conn.sendall(self._head)
+                while self.sent < len(body):
+                    self.sent += conn.send(body[self.sent:self.sent + 65536])
+            except OSError:
+                pass
+        self.done.set()
+
+    def close(self):
+        self._sock.close()
+
+
+def _head(status: int, length: int, *extra: str) -> bytes:
+    lines = [f"HTTP/1.1 {status} Whatever", "Location: https://example.com/elsewhere", f"Content-Length: {length}",
+             *extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+@pytest.mark.parametrize("status", [200, 301, 302, 303, 307, 308])
+def test_no_answer_is_read_past_the_cap_whatever_its_status(status):
+    """A 3xx with a Location is read like any answer: up to the cap, then the connection
+    is closed (requests' Session would read it all to prepare the redirect it does not
+    follow).  The kernel's buffers take a few MiB at most; the rest is never sent."""
+    target = RawTarget(_head(status, BIG), b"x" * BIG)
+    try:
+        assert Sender(5).post(LOOPBACK.pin(target.url), b"{}", {}).status == status
+        assert target.done.wait(10)
+    finally:
+        target.close()
+    assert target.sent < BIG // 4, f"{target.sent} bytes of the body were read"
+
+
+@pytest.mark.parametrize("status", [200, 302])
+def test_a_compressed_answer_is_never_decompressed(status):
+    """The sender asks for no encoding, and a gzip answer well under the cap that would
+    expand to 32 MiB is read as it is: the attempt's memory stays far below that."""
+    bomb = gzip.compress(bytes(BIG // 2), 9)
+    assert len(bomb) < RESPONSE_READ_CAP
+    target = RawTarget(_head(status, len(bomb), "Content-Encoding: gzip"), bomb)
+    tracemalloc.start()
+    try:
+        assert Sender(5).post(LOOPBACK.pin(target.url), b"{}", {}).status == status
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        target.close()
+    assert peak < 4 * 1024 * 1024, f"{peak} bytes allocated: the body was decompressed"
+    assert dict(target.request.headers)[b"accept-encoding"] == b"identity"
+
+
+def test_a_proxy_from_the_environment_is_not_used(receiver, monkeypatch):
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert Sender(5).post(LOOPBACK.pin(receiver.url), b"{}", {}).ok
+    assert len(receiver.requests) == 1

@@ -240,6 +240,24 @@ def test_redirects_are_not_followed(ctx, make_webhook, receiver, make_role, appl
         inner.close()
 
 
+def test_no_cookie_rides_from_one_delivery_to_another(ctx, make_webhook, receiver, make_application, make_role,
+                                                     application, pump):
+    """Deliveries keep no cookies: one a receiver sets in its answer to this tenant's
+    delivery is not sent back, neither with the next delivery nor with another tenant's to
+    the same host."""
+    receiver.headers = {"Set-Cookie": "planted=by-the-receiver; Path=/"}
+    make_webhook(receiver.url, events=["role.created"])
+    other = make_application()
+    ctx.webhooks.management.create(other["_id"], {"url": receiver.url + "?other", "events": ["role.created"]})
+    make_role(application, "first", ["a:b"])
+    pump()
+    make_role(other, "second", ["a:b"])
+    make_role(application, "third", ["a:b"])
+    pump()
+    assert len(receiver.requests) == 3
+    assert [r["headers"].get("Cookie") for r in receiver.requests] == [None, None, None]
+
+
 def test_deleting_the_webhook_cancels_pending_retries(ctx, clock, client, manager, hooks_url, make_webhook, receiver,
                                                       make_role, application, pump):
     receiver.statuses = [500]
