@@ -34,6 +34,7 @@ from collections import OrderedDict
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import timedelta
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import requests
 from prometheus_client import Counter
@@ -519,5 +520,13 @@ class DeliveryWorker:
             return
         if self.store.record_failure(app_id, webhook_id) >= DISABLE_AFTER and self.store.disable(app_id, webhook_id,
                                                                                                  now):
+            # The host only: the URL's path or query may carry the receiver's token.
             log.warning("webhook disabled after %d failed deliveries in a row", DISABLE_AFTER,
-                        extra={"app_id": app_id, "webhook_id": webhook_id, "url": webhook["url"]})
+                        extra={"app_id": app_id, "webhook_id": webhook_id, "host": _host(webhook["url"])})
+
+
+def _host(url: str) -> str | None:
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None

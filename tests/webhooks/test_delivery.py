@@ -4,6 +4,7 @@ webhooks).  Dispatch and delivery run one step at a time (``pump``) on the FakeC
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from datetime import datetime
@@ -315,6 +316,24 @@ def test_auto_disable_after_100_failures_in_a_row(ctx, client, manager, hooks_ur
     # Re-enabling starts a new streak.
     client.simulate_put(f"{hooks_url}/{hook['id']}", json={"is_active": True}, headers=manager)
     assert ctx.store["webhooks"].find_one({"_id": hook["id"]})["consecutive_failures"] == 0
+
+
+@pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True, "webhook_retry_delays": ()}])
+def test_the_auto_disable_warning_names_the_host_not_the_url(ctx, make_webhook, receiver, application, make_role,
+                                                             pump, caplog):
+    """A webhook URL may carry the receiver's token (docs/security.md): audit records and
+    traces leave it out, and so does the log."""
+    receiver.statuses = [500]
+    hook = make_webhook(receiver.url + "?token=s3cr3t-receiver-token", events=["role.created"])
+    ctx.store["webhooks"].update_one({"_id": hook["id"]}, {"$set": {"consecutive_failures": DISABLE_AFTER - 1}})
+    make_role(application, "last", ["a:b"])
+    with caplog.at_level(logging.INFO):
+        pump()
+    assert ctx.store["webhooks"].find_one({"_id": hook["id"]})["is_active"] is False
+    for record in caplog.records:
+        assert "s3cr3t-receiver-token" not in json.dumps(record.__dict__, default=str), record.getMessage()
+    [warning] = [r for r in caplog.records if r.getMessage().startswith("webhook disabled")]
+    assert warning.host == "127.0.0.1" and warning.webhook_id == hook["id"]
 
 
 @pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True, "webhook_retry_delays": ()}])
