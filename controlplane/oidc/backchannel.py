@@ -20,9 +20,11 @@ Delivery is the webhook worker's (``controlplane.webhooks.delivery``): each noti
 queued as a delivery of kind ``back-channel`` in the webhook queue in MongoDB, where any
 worker, in any process or replica, leases it, sends it, logs the attempt on the
 delivery record and retries it after each of ``RETRY_DELAYS``; so a restart loses no
-notice.  Every attempt checks the URI against the webhook target rules
-(``TargetPolicy.pin``: no private or loopback address unless
-IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS, the resolved address pinned against DNS
+notice.  Every attempt reads the client again (``target``): a notice whose client was
+deleted or deactivated, or whose backchannel_logout_uri changed since it was queued, is
+cancelled unsent, so a retry never goes to a URI the tenant replaced.  It checks the URI
+against the webhook target rules (``TargetPolicy.pin``: no private or loopback address
+unless IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS, the resolved address pinned against DNS
 rebinding), follows no redirects and waits at most IAMGATE_WEBHOOK_TIMEOUT, and carries a
 logout token signed for it (fresh iat, exp and jti: a retry minutes later is not
 expired on arrival).  Success is 200 or 204 (2.8); anything else, a timeout or a refused
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
 from controlplane.tokens import TokenService
-from controlplane.webhooks.delivery import DeliveryQueue, Outcome
+from controlplane.webhooks.delivery import Cancelled, DeliveryQueue, Outcome
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.targets import TargetPolicy, is_localhost_name
 from shared.errors import ValidationFailed
@@ -155,6 +157,18 @@ class BackchannelLogout:
         return self.tokens.sign(claims, headers={"typ": LOGOUT_TOKEN_TYPE})
 
     # ------------------------------------------------------------------ the delivery kind
+
+    def target(self, delivery: dict) -> str | Cancelled:
+        """The URI the notice was queued for, while it is still its client's
+        backchannel_logout_uri: a client deleted, deactivated, or whose application is
+        being deleted wants no notice, and one whose URI changed (or was removed) wants
+        none at the old one.  Read through the per-worker copy of clients (``active``)."""
+        client = self.clients.active(delivery["client_id"])
+        if client is None or client["app_id"] != delivery["app_id"]:
+            return Cancelled("client deleted or inactive")
+        if client.get("backchannel_logout_uri") != delivery["url"]:
+            return Cancelled("backchannel_logout_uri changed")
+        return delivery["url"]
 
     def request(self, delivery: dict) -> tuple[bytes, dict]:
         """Section 2.5: ``logout_token`` form-encoded, a token signed for this attempt."""

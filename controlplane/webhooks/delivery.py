@@ -16,9 +16,10 @@ IAMGATE_WEBHOOK_RETRY_DELAYS, and disables a webhook after
 the lease lapses and another worker sends the same delivery, same id, again.
 
 The same queue carries deliveries of other kinds (a delivery's ``kind``; none for a
-webhook's event): a ``DeliveryKind`` builds each attempt's request, judges its answer,
-sets its retry delays and logs its attempts, while the worker keeps the lease, the
-target rules (``TargetPolicy.pin`` at every attempt), the sender and the delivery log.
+webhook's event): a ``DeliveryKind`` names each attempt's URL (or cancels the delivery),
+builds its request, judges its answer, sets its retry delays and logs its attempts,
+while the worker keeps the lease, the target rules (``TargetPolicy.pin`` at every
+attempt), the sender and the delivery log.
 OIDC back-channel logout (``controlplane.oidc.backchannel``) is one.
 """
 from __future__ import annotations
@@ -59,6 +60,13 @@ LEASE_MARGIN = 30            # seconds a lease outlives the request timeout
 TARGETS_PER_THREAD = 16      # kept-alive targets per delivery thread
 IDLE_REUSE = 1.0             # seconds a kept-alive connection may sit idle and still be reused
 USER_AGENT = "iamgate-webhooks/1"
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """Why a delivery is no longer to be sent: it ends unsent, status ``cancelled``."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -313,6 +321,10 @@ class DeliveryKind(Protocol):
 
     retry_delays: tuple[int, ...]  # seconds before each retry; then the delivery has failed
 
+    def target(self, delivery: dict) -> str | Cancelled:
+        """The URL this attempt goes to, read afresh at each attempt; ``Cancelled`` when
+        the delivery is no longer wanted there."""
+
     def request(self, delivery: dict) -> tuple[bytes, dict]:
         """The body and headers of one attempt."""
 
@@ -475,7 +487,13 @@ class DeliveryWorker:
                                                                           "kind": delivery["kind"]})
             self.store.finish(delivery, {}, self.clock() + timedelta(seconds=self._delays[0]))
             return
-        outcome = self._pin(delivery["url"])
+        url = kind.target(delivery)
+        if isinstance(url, Cancelled):
+            if self.store.finish(delivery, {"status": "cancelled", "last_error": url.reason}):
+                log.info("delivery cancelled unsent", extra={"delivery_id": delivery["_id"], "kind": delivery["kind"],
+                                                             "reason": url.reason})
+            return
+        outcome = self._pin(url)
         if not isinstance(outcome, Outcome):
             body, headers = kind.request(delivery)
             outcome = self.sender.post(outcome, body, {"User-Agent": USER_AGENT, **headers})

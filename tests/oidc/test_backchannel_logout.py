@@ -13,6 +13,7 @@ from joserfc.jwk import KeySet
 
 from controlplane.app import create_app
 from tests.conftest import make_config
+from tests.oidc.conftest import clients_url
 from tests.plugins.users import fresh_address, users_url
 from tests.selfservice.conftest import self_url
 
@@ -216,15 +217,63 @@ def test_a_restart_still_delivers_a_pending_logout(config, clock, client, ctx, i
     assert pending(ctx) == []
 
 
+def change_the_client(client, application, manager_key, rp, **changes):
+    response = client.simulate_put(clients_url(application, f"/{rp['client_id']}"), json=changes,
+                                   headers={"Authorization": f"Bearer {manager_key}"})
+    assert response.status_code == 200, response.text
+
+
+def delete_the_client(client, application, manager_key, rp):
+    response = client.simulate_delete(clients_url(application, f"/{rp['client_id']}"),
+                                      headers={"Authorization": f"Bearer {manager_key}"})
+    assert response.status_code == 204, response.text
+
+
+@pytest.mark.parametrize("change, reason", [
+    ("replaced", "backchannel_logout_uri changed"), ("removed", "backchannel_logout_uri changed"),
+    ("deactivated", "client deleted or inactive"), ("deleted", "client deleted or inactive")])
+def test_a_pending_notice_goes_only_to_the_clients_current_uri(client, ctx, clock, application, manager_key,
+                                                               issue_tokens, user_token, rp, receiver, change,
+                                                               reason):
+    """Each attempt reads the client again: once the tenant replaced or removed the URI,
+    deactivated or deleted the client, the retries of a notice queued before are
+    cancelled unsent, and the logout token (sub, sid) goes to no URI the tenant gave up."""
+    from tests.webhooks.conftest import Receiver
+
+    receiver.statuses = [500]
+    tokens = issue_tokens(user_token, rp)
+    client.simulate_get("/oidc/logout", params={"id_token_hint": tokens["id_token"]})
+    assert deliver(ctx) == 1
+    fresh = Receiver()
+    try:
+        if change == "deleted":
+            delete_the_client(client, application, manager_key, rp)
+        else:
+            changes = {"replaced": {"backchannel_logout_uri": fresh.url}, "removed": {"backchannel_logout_uri": None},
+                       "deactivated": {"is_active": False}}[change]
+            change_the_client(client, application, manager_key, rp, **changes)
+        for delay in (1, 5, 30):
+            clock.advance(delay)
+            deliver(ctx)
+    finally:
+        fresh.close()
+    assert len(receiver.requests) == 1 and fresh.requests == []
+    [logged] = ctx.store["webhook_deliveries"].find({"kind": "back-channel"})
+    assert logged["status"] == "cancelled" and logged["last_error"] == reason and logged["attempts"] == 1
+    assert ctx.store["webhook_queue"].count_documents({}) == 0
+
+
 @pytest.mark.parametrize("scheme, refusal", [("http", "invalid target"), ("https", "target forbidden")])
-def test_the_webhook_target_rules_apply(config, clock, client, ctx, issue_tokens, user_token, rp, receiver, caplog,
-                                        scheme, refusal):
+def test_the_webhook_target_rules_apply(config, clock, client, ctx, application, manager_key, issue_tokens,
+                                        user_token, rp, receiver, caplog, scheme, refusal):
     """A worker without the private-targets switch refuses a loopback URI (http: not
     https; https: a private address) at every attempt, before any connection: the
     receiver is never called, the refusal is logged on the delivery and retried."""
+    if scheme == "https":
+        change_the_client(client, application, manager_key, rp, backchannel_logout_uri=receiver.url.replace(
+            "http", "https", 1))
     tokens = issue_tokens(user_token, rp)
     client.simulate_get("/oidc/logout", params={"id_token_hint": tokens["id_token"]})
-    ctx.store["webhook_deliveries"].update_many({}, {"$set": {"url": receiver.url.replace("http", scheme, 1)}})
     strict = create_app(make_config(**{"mongodb_uri": config.mongodb_uri, "webhook_timeout": 2}), store=ctx.store,
                         clock=clock, start_background=False).services
     with caplog.at_level(logging.INFO, logger="iamgate.oidc.backchannel"):
