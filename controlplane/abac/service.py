@@ -12,15 +12,13 @@ event for the whole application, an attribute event for its one user.
 Caps (``PolicyLimits``, docs/authorization.md "Limits"): a create, and an update that
 changes the permissions, is counted against the application's policies and the
 policies naming each permission pattern while it holds the application's write guard
-(``PolicyStore.claim_writes``), so parallel writes cannot pass a cap; the condition caps
+(``controlplane.collection.WriteGuard``), so parallel writes cannot pass a cap; the condition caps
 are the schemas'.
 """
 from __future__ import annotations
 
 import json
 import re
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from controlplane.abac import conditions
@@ -41,20 +39,12 @@ from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import UserNotFound
 from shared.abac import CompiledPolicies, Policy, condition_environment
 from shared.authorization import decide_compiled
-from shared.errors import Conflict
 from shared.ids import is_uuid, new_id
 from shared.rbac import WILDCARD, compile_grants, has_wildcard, resolve_scope
-from shared.timeutil import Clock, isoformat, seconds
+from shared.timeutil import Clock, isoformat
 
 _POLICY_FIELDS = ("name", "description", "effect", "permissions", "condition", "is_active")
 
-# The write guard: held for one count and one write (milliseconds), so a holder that died
-# blocks the application's policy writes for WRITE_GUARD_SECONDS at most; a writer that
-# finds it taken tries again every WRITE_GUARD_WAIT seconds, WRITE_GUARD_ATTEMPTS times,
-# then answers 409 CONFLICT (try again).
-WRITE_GUARD_SECONDS = 5
-WRITE_GUARD_WAIT = 0.02
-WRITE_GUARD_ATTEMPTS = 25
 
 
 @dataclass(eq=False)
@@ -109,7 +99,7 @@ class AbacService:
     def create_policy(self, app_id: str, values: dict) -> dict:
         """Store a policy; 409 RESOURCE_ALREADY_EXISTS when the name is taken, 409
         ABAC_POLICY_LIMIT_EXCEEDED or ABAC_POLICIES_PER_PERMISSION_EXCEEDED at a cap."""
-        with self._policy_writes(app_id):
+        with self.policies.write_guard(self.clock).held(app_id):
             if self.policies.count(app_id) >= self.limits.per_application:
                 raise PolicyLimitReached(self.limits.per_application)
             self._check_patterns(app_id, values["permissions"])
@@ -126,7 +116,7 @@ class AbacService:
         if "permissions" not in values:
             before, changes = self._update(app_id, policy_id, values)
         else:
-            with self._policy_writes(app_id):
+            with self.policies.write_guard(self.clock).held(app_id):
                 before, changes = self._update(app_id, policy_id, values, check_patterns=True)
         if not changes:
             return before
@@ -164,22 +154,6 @@ class AbacService:
         for pattern in patterns:
             if counts.get(pattern, 0) >= limit:
                 raise PermissionPolicyLimitReached(pattern, limit)
-
-    @contextmanager
-    def _policy_writes(self, app_id: str):
-        """Hold the application's policy-write guard for the block (module constants)."""
-        holder = new_id()
-        for _ in range(WRITE_GUARD_ATTEMPTS):
-            now = self.clock()
-            if self.policies.claim_writes(app_id, holder, now, now + seconds(WRITE_GUARD_SECONDS)):
-                break
-            time.sleep(WRITE_GUARD_WAIT)  # under gevent, the other greenlets run meanwhile
-        else:
-            raise Conflict()
-        try:
-            yield
-        finally:
-            self.policies.release_writes(app_id, holder)
 
     def delete_policy(self, app_id: str, policy_id: str) -> None:
         removed = self.policies.delete(app_id, policy_id) if is_uuid(policy_id) else None

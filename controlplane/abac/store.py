@@ -20,7 +20,7 @@ from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from controlplane.abac.errors import PolicyNameTaken
-from controlplane.collection import AppCollection, insert_unique
+from controlplane.collection import AppCollection, WriteGuard, insert_unique, write_guard_indexes
 from shared.abac import Policy
 from shared.concurrency import yield_to_others
 
@@ -32,9 +32,7 @@ INDEXES = {
         IndexModel([("app_id", ASCENDING), ("is_active", ASCENDING), ("created_at", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("permissions", ASCENDING)]),
     ],
-    "abac_policy_writers": [
-        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
-    ],
+    "abac_policy_writers": write_guard_indexes(),
 }
 
 _ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
@@ -49,6 +47,10 @@ class PolicyStore(AppCollection):
     def __init__(self, store):
         super().__init__(store)
         self._writers = store["abac_policy_writers"]
+
+    def write_guard(self, clock) -> WriteGuard:
+        """The guard of the policy writes counted against the caps (``abac_policy_writers``)."""
+        return WriteGuard(self._writers, clock)
 
     # --- what checks read
 
@@ -93,20 +95,6 @@ class PolicyStore(AppCollection):
             {"$group": {"_id": "$permissions", "policies": {"$sum": 1}}},
         ])
         return {row["_id"]: row["policies"] for row in found}
-
-    def claim_writes(self, app_id: str, holder: str, now, until) -> bool:
-        """Take the application's write guard for ``holder`` until ``until``; False while
-        someone else holds it unexpired."""
-        try:
-            self._writers.insert_one({"_id": app_id, "app_id": app_id, "holder": holder, "expires_at": until})
-            return True
-        except DuplicateKeyError:
-            taken = self._writers.find_one_and_update({"_id": app_id, "expires_at": {"$lte": now}},
-                                                      {"$set": {"holder": holder, "expires_at": until}})
-            return taken is not None
-
-    def release_writes(self, app_id: str, holder: str) -> None:
-        self._writers.delete_one({"_id": app_id, "holder": holder})
 
     def insert(self, doc: dict) -> None:
         insert_unique(self._docs, doc, lambda: PolicyNameTaken(doc["name"]))

@@ -12,15 +12,13 @@ the target's display.
 
 Cap (docs/webhooks.md, "Limits"): an event is sent once per webhook subscribed to it, so
 an application holds at most IAMGATE_MAX_WEBHOOKS_PER_APPLICATION webhooks.  A create is
-counted while it holds the application's write guard (``WebhookStore.claim_writes``), so
+counted while it holds the application's write guard (``controlplane.collection.WriteGuard``), so
 parallel creates, on any number of replicas, cannot pass the cap.
 """
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import KW_ONLY, InitVar, dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -43,22 +41,14 @@ from controlplane.webhooks.signing import new_secret
 from controlplane.webhooks.store import WebhookStore, new_event_delivery
 from controlplane.webhooks.targets import TargetPolicy
 from shared.crypto import SecretBox
-from shared.errors import Conflict
 from shared.ids import is_uuid, new_id
-from shared.timeutil import Clock, isoformat, seconds
+from shared.timeutil import Clock, isoformat
 
 log = logging.getLogger("iamgate.webhooks")
 
 DELIVERY_LOG_SIZE = 50
 _HIDDEN = ("url",)  # named in audit records, not shown: a URL may carry a token
 
-# The write guard: held for one count and one insert (milliseconds), so a holder that died
-# blocks the application's webhook creates for WRITE_GUARD_SECONDS at most; a writer that
-# finds it taken tries again every WRITE_GUARD_WAIT seconds, WRITE_GUARD_ATTEMPTS times,
-# then answers 409 CONFLICT (try again).
-WRITE_GUARD_SECONDS = 5
-WRITE_GUARD_WAIT = 0.02
-WRITE_GUARD_ATTEMPTS = 25
 
 
 @dataclass(eq=False)
@@ -94,7 +84,7 @@ class WebhookService:
         target = self.policy.check(values["url"])
         events = self._check_events(values["events"])
         secret = new_secret()
-        with self._webhook_writes(app_id):
+        with self.store.write_guard(self.clock).held(app_id):
             if self.store.count(app_id) >= self.max_per_application:
                 raise WebhookLimitReached(self.max_per_application)
             now = self.clock()
@@ -114,22 +104,6 @@ class WebhookService:
             self.store.insert(doc)
         self._record("webhook.created", doc, created(doc, ("url", "events", "is_active"), hidden=_HIDDEN))
         return doc, secret
-
-    @contextmanager
-    def _webhook_writes(self, app_id: str):
-        """Hold the application's webhook-write guard for the block (module constants)."""
-        holder = new_id()
-        for _ in range(WRITE_GUARD_ATTEMPTS):
-            now = self.clock()
-            if self.store.claim_writes(app_id, holder, now, now + seconds(WRITE_GUARD_SECONDS)):
-                break
-            time.sleep(WRITE_GUARD_WAIT)  # under gevent, the other greenlets run meanwhile
-        else:
-            raise Conflict()
-        try:
-            yield
-        finally:
-            self.store.release_writes(app_id, holder)
 
     def update(self, app_id: str, webhook_id: str, values: dict) -> dict:
         """PUT: any of url, events (replaces), is_active.  Re-enabling resets the

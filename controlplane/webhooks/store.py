@@ -48,7 +48,7 @@ import uuid
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from controlplane.collection import AppCollection
+from controlplane.collection import AppCollection, WriteGuard, write_guard_indexes
 from shared.ids import new_id
 
 INDEXES = {
@@ -64,9 +64,7 @@ INDEXES = {
         IndexModel([("due_at", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("webhook_id", ASCENDING)]),
     ],
-    "webhook_writers": [
-        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
-    ],
+    "webhook_writers": write_guard_indexes(),
 }
 
 _CURSOR = "cursor"
@@ -101,24 +99,14 @@ class WebhookStore(AppCollection):
         self._dispatch = store["webhook_dispatch"]
         self._writers = store["webhook_writers"]
 
+    def write_guard(self, clock) -> WriteGuard:
+        """The guard of the creates counted against the cap (``webhook_writers``)."""
+        return WriteGuard(self._writers, clock)
+
     # --- webhooks
 
     def count(self, app_id: str) -> int:
         return self._docs.count_documents({"app_id": app_id})
-
-    def claim_writes(self, app_id: str, holder: str, now, until) -> bool:
-        """Take the application's write guard for ``holder`` until ``until``; False while
-        someone else holds it unexpired."""
-        try:
-            self._writers.insert_one({"_id": app_id, "app_id": app_id, "holder": holder, "expires_at": until})
-            return True
-        except DuplicateKeyError:
-            taken = self._writers.find_one_and_update({"_id": app_id, "expires_at": {"$lte": now}},
-                                                      {"$set": {"holder": holder, "expires_at": until}})
-            return taken is not None
-
-    def release_writes(self, app_id: str, holder: str) -> None:
-        self._writers.delete_one({"_id": app_id, "holder": holder})
 
     def active_webhooks(self, app_id: str) -> list[dict]:
         """The application's active webhooks: the events each subscribes to and the seq

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.abac import service as abac_service
+from controlplane.collection import WriteGuard
 from shared.timeutil import seconds
 from tests.conftest import assert_error, events_of, in_parallel
 
@@ -112,13 +112,13 @@ def test_parallel_creates_cannot_pass_the_cap(abac, ctx):
 
 
 def test_a_held_write_guard_answers_409_conflict_and_an_expired_one_is_taken_over(abac, ctx, clock, monkeypatch):
-    monkeypatch.setattr(abac_service, "WRITE_GUARD_WAIT", 0)
+    monkeypatch.setattr(WriteGuard, "WAIT", 0)
     guards = ctx.store["abac_policy_writers"]
     guards.insert_one({"_id": abac.app["_id"], "app_id": abac.app["_id"], "holder": "a writer that died",
-                       "expires_at": clock() + seconds(abac_service.WRITE_GUARD_SECONDS)})
+                       "expires_at": clock() + seconds(WriteGuard.SECONDS)})
     assert_error(abac.request("POST", "/abac/policies", json=body("p")), 409, "CONFLICT")
     assert stored(ctx) == 0
 
-    clock.advance(abac_service.WRITE_GUARD_SECONDS)
+    clock.advance(WriteGuard.SECONDS)
     abac.create(name="p")
     assert guards.count_documents({}) == 0  # released after the write

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.webhooks import service as webhook_service
+from controlplane.collection import WriteGuard
 from shared.event_types import PUBLIC_EVENT_TYPES
 from shared.timeutil import seconds
 from tests.conftest import assert_error, in_parallel
@@ -199,15 +199,15 @@ def test_parallel_creates_cannot_pass_the_cap(client, manager, hooks_url, receiv
 def test_a_held_write_guard_answers_409_conflict_and_an_expired_one_is_taken_over(client, manager, hooks_url,
                                                                                   application, receiver, ctx, clock,
                                                                                   monkeypatch):
-    monkeypatch.setattr(webhook_service, "WRITE_GUARD_WAIT", 0)
+    monkeypatch.setattr(WriteGuard, "WAIT", 0)
     guards = ctx.store["webhook_writers"]
     guards.insert_one({"_id": application["_id"], "app_id": application["_id"], "holder": "a writer that died",
-                       "expires_at": clock() + seconds(webhook_service.WRITE_GUARD_SECONDS)})
+                       "expires_at": clock() + seconds(WriteGuard.SECONDS)})
     body = {"url": receiver.url, "events": ["user.created"]}
     assert_error(client.simulate_post(hooks_url, json=body, headers=manager), 409, "CONFLICT")
     assert ctx.store["webhooks"].count_documents({}) == 0
 
-    clock.advance(webhook_service.WRITE_GUARD_SECONDS)
+    clock.advance(WriteGuard.SECONDS)
     assert client.simulate_post(hooks_url, json=body, headers=manager).status_code == 201
     assert guards.count_documents({}) == 0  # released after the write
 
