@@ -12,6 +12,7 @@ import pytest
 
 from controlplane.connections.http import READ_CAP, ProviderError, ProviderHttp
 from tests.conftest import assert_error, make_config
+from tests.webhooks.test_connections import BIG, RawTarget, _head
 
 
 def provider_error(resp) -> str:
@@ -60,6 +61,23 @@ def test_redirects_are_not_followed(create, provider):
     reason = provider_error(create())
     assert reason == (f"{provider.issuer}/.well-known/openid-configuration answered a redirect (302) to "
                       "http://127.0.0.1:1/elsewhere; redirects are not followed, configure the final URL")
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirects_body_is_read_no_further_than_the_cap(status):
+    """A provider's 3xx is read like any answer, up to the cap (a ``requests.Session``
+    would read it all, decompressed, to prepare the redirect it then does not follow)."""
+    target = RawTarget(_head(status, BIG), b"x" * BIG)
+    http = ProviderHttp(make_config(webhook_allow_private_targets=True, connection_http_timeout=10))
+    try:
+        with pytest.raises(ProviderError) as caught:
+            http.get_json(target.url)
+        assert target.done.wait(10)
+    finally:
+        target.close()
+    assert caught.value.reason.startswith(f"{target.url} answered a redirect ({status})")
+    assert target.sent < BIG // 4, f"{target.sent} bytes of the body were read"
+    assert dict(target.request.headers)[b"accept-encoding"] == b"identity"
 
 
 def test_a_provider_too_slow_is_a_timeout(create, provider, ctx):
