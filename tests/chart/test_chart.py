@@ -6,8 +6,9 @@ Every rendering -- the default values with what every install must give (MINIMAL
 examples/production-values.yaml, the tenant example with a throwaway tenant chart -- is
 checked for: Kubernetes schemas (strict, oldest and newest version kubernetes-validate
 knows), Pod Security "restricted" fields, probes on addresses the containers serve,
-Secret references that resolve, a shutdown that drains within the grace period, and an
-Ingress that routes every public path of the control plane's route table.
+Secret references that resolve, environments the services accept at start, a shutdown
+that drains within the grace period, and an Ingress that routes every public path of
+the control plane's route table.
 """
 from __future__ import annotations
 
@@ -85,6 +86,9 @@ CASES = {
         render({"mongodb": MONGO, "secrets": {"existingSecret": "vault-iamgate"}}), {"vault-iamgate"}),
     "everything-on": lambda tmp: (render({
         **MINIMAL, "ingress": {"enabled": True}, "networkPolicy": {"enabled": True},
+        # Numbers of a million and up.
+        "env": {"IAMGATE_DECISION_CACHE_SIZE": 1000000},
+        "decision": {"cacheTtl": 86400000},
         "extraVolumes": [{"name": "mongodb-ca", "secret": {"secretName": "mongodb-ca"}}],
         "extraVolumeMounts": [{"name": "mongodb-ca", "mountPath": "/etc/mongodb-ca", "readOnly": True}],
         "worker": {"enabled": True}, "controlPlane": {"autoscaling": {"enabled": True}},
@@ -102,6 +106,56 @@ def pod_specs(docs):
     for doc in docs:
         if doc["kind"] == "Deployment":
             yield doc["metadata"]["name"], doc["spec"]["template"]["spec"]
+
+
+def templates(docs) -> dict:
+    return {d["metadata"]["name"]: d["spec"]["template"] for d in docs if d["kind"] == "Deployment"}
+
+
+def schema_error(values) -> str:
+    """The schema's refusal of ``values``, or ``""``."""
+    with helm.Chart.load(str(CHART)) as chart:
+        try:
+            chart.validate_schema(values)
+        except helm.HelmError as exc:
+            return str(exc)
+    return ""
+
+
+# What the pod reads from the Secrets its env names, so that a rendered container's
+# environment can be given to shared.config.Config as the pod would see it.
+SECRET_STANDINS = {
+    "IAMGATE_SECRET_KEY": "k" * 32,
+    "IAMGATE_INTERNAL_TOKEN": "t" * 40,
+    "IAMGATE_METRICS_TOKEN": "m" * 40,
+    "IAMGATE_MONGODB_URI": "mongodb://u:p@mongo-0.mongo/iamgate?replicaSet=rs0",
+    "IAMGATE_DECISION_API_KEY": "sk_live_" + "a" * 32,
+    "IAMGATE_SMTP_URL": "smtp://u:p@mail:25",
+}
+
+
+def container_env(container) -> dict:
+    env = {}
+    for item in container.get("env", []):  # a later duplicate wins, as in the kubelet
+        env[item["name"]] = item["value"] if "value" in item else SECRET_STANDINS.get(item["name"], "x")
+    return env
+
+
+def config_errors(docs) -> list:
+    """(deployment, container, error) for every iamgate container whose rendered
+    environment the code refuses at start (exit 2, CrashLoopBackOff)."""
+    from shared.config import Config, ConfigError
+
+    errors = []
+    for deployment, spec in pod_specs(docs):
+        for container in spec["containers"]:
+            if container["name"] == "orders":  # the tenant's own
+                continue
+            try:
+                Config.from_env(container_env(container))
+            except ConfigError as exc:
+                errors.append((deployment, container["name"], str(exc)))
+    return errors
 
 
 def test_lint_is_clean():
@@ -143,6 +197,36 @@ def test_pods_meet_pod_security_restricted(rendered):
 
 def _env(container) -> dict:
     return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def test_every_container_accepts_its_environment(rendered):
+    name, docs, _ = rendered
+    assert config_errors(docs) == [], name
+
+
+def test_whole_numbers_reach_the_pods_as_integers(tmp_path):
+    """Helm reads a values file's numbers as float64, which `quote` prints as 1e+06: the
+    integer settings refuse that. A share stays the number it is."""
+    values = {**MINIMAL, "env": {"IAMGATE_REFRESH_TOKEN_REMEMBER_ME_TTL": 5184000,
+                                 "IAMGATE_DECISION_CACHE_SIZE": 1000000, "IAMGATE_DECISION_LOG_SAMPLE": 0.05},
+              "decision": {"cacheTtl": 86400000, "decisionLogs": {"sample": 0.25}}}
+    docs = render(values)
+    assert config_errors(docs) == []
+    env = {deployment: container_env(spec["containers"][0]) for deployment, spec in pod_specs(docs)}
+    assert env["iamgate-controlplane"]["IAMGATE_REFRESH_TOKEN_REMEMBER_ME_TTL"] == "5184000"
+    assert env["iamgate-decision"]["IAMGATE_DECISION_CACHE_TTL"] == "86400000"
+    assert env["iamgate-decision"]["IAMGATE_DECISION_CACHE_SIZE"] == "1000000"
+    assert env["iamgate-decision"]["IAMGATE_DECISION_LOG_SAMPLE"] == "0.05"  # env comes after decisionLogs
+    chart = tenant_chart(tmp_path)
+    tenant = yaml.safe_load((chart / "values.yaml").read_text())
+    tenant["iamgate"]["decisionSidecar"].update(cacheTtl=86400000, env={"IAMGATE_DECISION_CACHE_SIZE": 2000000},
+                                                decisionLogs={"sample": 0.25, "denials": True})
+    (chart / "values.yaml").write_text(yaml.safe_dump(tenant))
+    docs = render(chart_dir=chart)
+    assert config_errors(docs) == []
+    sidecar = container_env(_sidecar(chart))
+    assert (sidecar["IAMGATE_DECISION_CACHE_TTL"], sidecar["IAMGATE_DECISION_CACHE_SIZE"],
+            sidecar["IAMGATE_DECISION_LOG_SAMPLE"]) == ("86400000", "2000000", "0.25")
 
 
 def test_probes_reach_what_the_containers_serve(rendered):

@@ -95,6 +95,17 @@ prometheus.io/path: /metrics
   emptyDir: {medium: Memory, sizeLimit: 64Mi}
 {{- end -}}
 
+{{/*
+  A value for env. Helm reads every number of a values file as a float64, which `quote`
+  prints in exponent form from a million up (1e+06), and the integer settings refuse
+  that: a whole number prints as an integer, any other number (a share such as
+  IAMGATE_DECISION_LOG_SAMPLE: 0.05) as it is.
+*/}}
+{{- define "iamgate.envValue" -}}
+{{- if and (kindIs "float64" .) (eq . (float64 (int64 .))) -}}{{ int64 . | quote }}
+{{- else -}}{{ . | quote }}{{- end -}}
+{{- end -}}
+
 {{/* Environment shared by every process. */}}
 {{- define "iamgate.commonEnv" -}}
 - name: IAMGATE_PUBLIC_URL
@@ -107,7 +118,7 @@ prometheus.io/path: /metrics
 {{- end }}
 {{- range $name, $value := .Values.env }}
 - name: {{ $name }}
-  value: {{ $value | quote }}
+  value: {{ include "iamgate.envValue" $value }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}

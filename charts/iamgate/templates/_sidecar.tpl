@@ -48,11 +48,11 @@
     - {name: iamgate-dec, containerPort: {{ .port }}}
   env:
     - {name: IAMGATE_DECISION_HOST, value: "0.0.0.0"}
-    - {name: IAMGATE_DECISION_PORT, value: {{ .port | quote }}}
-    - {name: IAMGATE_DECISION_WORKERS, value: {{ .workers | quote }}}
-    - {name: IAMGATE_DECISION_MAX_STALENESS, value: {{ .maxStaleness | quote }}}
-    - {name: IAMGATE_DECISION_CACHE_TTL, value: {{ .cacheTtl | quote }}}
-    - {name: IAMGATE_DECISION_LOG_SAMPLE, value: {{ .decisionLogs.sample | quote }}}
+    - {name: IAMGATE_DECISION_PORT, value: {{ .port | int64 | quote }}}
+    - {name: IAMGATE_DECISION_WORKERS, value: {{ .workers | int64 | quote }}}
+    - {name: IAMGATE_DECISION_MAX_STALENESS, value: {{ .maxStaleness | int64 | quote }}}
+    - {name: IAMGATE_DECISION_CACHE_TTL, value: {{ .cacheTtl | int64 | quote }}}
+    - {name: IAMGATE_DECISION_LOG_SAMPLE, value: {{ include "iamgate.envValue" .decisionLogs.sample }}}
     - {name: IAMGATE_DECISION_LOG_DENIALS, value: {{ .decisionLogs.denials | quote }}}
     - {name: IAMGATE_CONTROL_PLANE_URL, value: {{ .controlPlaneUrl | quote }}}
     - {name: IAMGATE_PUBLIC_URL, value: {{ .publicUrl | quote }}}
@@ -60,7 +60,7 @@
       valueFrom: {secretKeyRef: {name: {{ .apiKeySecret.name }}, key: {{ .apiKeySecret.key }}}}
     {{- include "iamgate.metricsEnv" . | nindent 4 }}
     {{- range $name, $value := .env }}
-    - {name: {{ $name }}, value: {{ $value | quote }}}
+    - {name: {{ $name }}, value: {{ include "iamgate.envValue" $value }}}
     {{- end }}
   startupProbe:
     httpGet: {path: /healthz, port: {{ .port }}}
