@@ -86,9 +86,9 @@ CASES = {
         render({"mongodb": MONGO, "secrets": {"existingSecret": "vault-iamgate"}}), {"vault-iamgate"}),
     "everything-on": lambda tmp: (render({
         **MINIMAL, "ingress": {"enabled": True}, "networkPolicy": {"enabled": True},
-        # Numbers of a million and up.
-        "env": {"IAMGATE_DECISION_CACHE_SIZE": 1000000},
-        "decision": {"cacheTtl": 86400000},
+        # Numbers of a million and up, and a heartbeat slower than the default staleness bound.
+        "env": {"IAMGATE_DECISION_CACHE_SIZE": 1000000, "IAMGATE_STREAM_HEARTBEAT": 6},
+        "decision": {"maxStaleness": 10, "cacheTtl": 86400000},
         "extraVolumes": [{"name": "mongodb-ca", "secret": {"secretName": "mongodb-ca"}}],
         "extraVolumeMounts": [{"name": "mongodb-ca", "mountPath": "/etc/mongodb-ca", "readOnly": True}],
         "worker": {"enabled": True}, "controlPlane": {"autoscaling": {"enabled": True}},
@@ -227,6 +227,26 @@ def test_whole_numbers_reach_the_pods_as_integers(tmp_path):
     sidecar = container_env(_sidecar(chart))
     assert (sidecar["IAMGATE_DECISION_CACHE_TTL"], sidecar["IAMGATE_DECISION_CACHE_SIZE"],
             sidecar["IAMGATE_DECISION_LOG_SAMPLE"]) == ("86400000", "2000000", "0.25")
+
+
+@pytest.mark.parametrize("block", ["decision", "decisionSidecar"])
+def test_the_schema_takes_only_staleness_bounds_the_services_accept(block):
+    """IAMGATE_STREAM_HEARTBEAT (2 by default) must be below the bound: 2 never starts."""
+    assert "maxStaleness" in schema_error({block: {"maxStaleness": 2}})
+    assert schema_error({block: {"maxStaleness": 3}}) == ""
+    assert config_errors(render({**MINIMAL, "decision": {"maxStaleness": 3}})) == []
+
+
+def test_every_process_checks_the_heartbeat_against_the_decision_services_staleness_bound():
+    """The control plane and the worker refuse a heartbeat not below
+    IAMGATE_DECISION_MAX_STALENESS: they get decision.maxStaleness, not their default 5."""
+    docs = render({**MINIMAL, "decision": {"maxStaleness": 10}, "env": {"IAMGATE_STREAM_HEARTBEAT": "6"},
+                   "worker": {"enabled": True}})
+    assert config_errors(docs) == []
+    for deployment, spec in pod_specs(docs):
+        env = container_env(spec["containers"][0])
+        assert (env["IAMGATE_DECISION_MAX_STALENESS"], env["IAMGATE_STREAM_HEARTBEAT"]) == ("10", "6"), deployment
+    assert len(list(pod_specs(docs))) == 3
 
 
 def test_probes_reach_what_the_containers_serve(rendered):

@@ -116,6 +116,10 @@ prometheus.io/path: /metrics
 - name: IAMGATE_METRICS_TOKEN
   valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $.Values.metrics.tokenSecret.key }}}}
 {{- end }}
+{{- /* The control plane and the worker check their stream heartbeat against the decision
+  services' staleness bound at start, as the decision service does: one value for all. */}}
+- name: IAMGATE_DECISION_MAX_STALENESS
+  value: {{ .Values.decision.maxStaleness | int64 | quote }}
 {{- range $name, $value := .Values.env }}
 - name: {{ $name }}
   value: {{ include "iamgate.envValue" $value }}
