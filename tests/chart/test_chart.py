@@ -386,10 +386,15 @@ def test_bad_values_fail_at_install(values, message):
         chart.validate_schema(values)
 
 
-def test_the_webhook_worker_is_off_until_enabled():
-    assert not [d for d in render(MINIMAL) if d["metadata"]["name"].endswith("-worker")]
-    (worker,) = [d for d in render({**MINIMAL, "worker": {"enabled": True}})
-                 if d["metadata"]["name"].endswith("-worker")]
+def test_the_webhook_worker_runs_unless_switched_off_and_the_notes_say_so():
+    """On MongoDB the worker alone delivers webhooks: an install without it accepts
+    webhooks that never fire, so it runs by default, and without it NOTES warns."""
+    (worker,) = [d for d in render(MINIMAL) if d["metadata"]["name"].endswith("-worker")]
+    assert "Webhook worker:   deploy/iamgate-worker" in notes(MINIMAL)
+    assert "worker.enabled is false" not in notes(MINIMAL)
+    off = {**MINIMAL, "worker": {"enabled": False}}
+    assert not [d for d in render(off) if d["metadata"]["name"].endswith("-worker")]
+    assert "WARNING: worker.enabled is false: NO WEBHOOKS ARE DELIVERED" in notes(off)
     container = worker["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["python", "-m", "controlplane", "worker"]
     # Probed and scraped on its own port (issue 31, item 1: nothing noticed a worker that never delivered).
@@ -452,11 +457,12 @@ def test_without_a_token_nothing_sends_or_requires_one():
 
 
 def test_tracing_is_off_until_an_endpoint_is_given():
-    """The standard OTEL_* variables, each Deployment under its own service name."""
+    """The standard OTEL_* variables, the control plane and the decision service each
+    under its own service name."""
     def otel(values):
         return {deployment: {e["name"]: e["value"] for e in spec["containers"][0]["env"]
                              if e["name"].startswith("OTEL_")}
-                for deployment, spec in pod_specs(render(values))}
+                for deployment, spec in pod_specs(render(values)) if deployment != "iamgate-worker"}
 
     assert otel(MINIMAL) == {"iamgate-controlplane": {}, "iamgate-decision": {}}
     traced = otel({**MINIMAL, "otel": {"endpoint": "http://otel-collector:4318",
