@@ -195,6 +195,22 @@ def test_pods_meet_pod_security_restricted(rendered):
                 assert ctx.get("readOnlyRootFilesystem") is True, where
 
 
+def test_the_zone_spread_never_strands_pods_on_nodes_without_zone_labels():
+    """DoNotSchedule on topology.kubernetes.io/zone rejects every node lacking the label:
+    the zone constraint has its own rule, ScheduleAnyway unless set."""
+    def rules(values):
+        return {(deployment, c["topologyKey"]): c["whenUnsatisfiable"]
+                for deployment, spec in pod_specs(render(values)) for c in spec["topologySpreadConstraints"]}
+
+    production = rules(production_values())  # whenUnsatisfiable: DoNotSchedule
+    assert set(production.values()) == {"DoNotSchedule", "ScheduleAnyway"}
+    for (deployment, key), rule in production.items():
+        assert rule == ("ScheduleAnyway" if key == "topology.kubernetes.io/zone" else "DoNotSchedule"), deployment
+    zoned = rules({**MINIMAL, "topologySpread": {"zoneWhenUnsatisfiable": "DoNotSchedule"}})
+    assert {rule for (_, key), rule in zoned.items() if key == "topology.kubernetes.io/zone"} == {"DoNotSchedule"}
+    assert "zoneWhenUnsatisfiable" in schema_error({"topologySpread": {"zoneWhenUnsatisfiable": "Never"}})
+
+
 def _env(container) -> dict:
     return {e["name"]: e.get("value") for e in container.get("env", [])}
 

@@ -48,11 +48,13 @@ securityContext: {{- toYaml $.Values.podSecurityContext | nindent 2 }}
 imagePullSecrets: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- if $.Values.topologySpread.enabled }}
+{{- /* The zone constraint has its own rule: DoNotSchedule on it would leave every pod
+  Pending on a cluster whose nodes carry no zone label. */}}
 topologySpreadConstraints:
-  {{- range list "kubernetes.io/hostname" "topology.kubernetes.io/zone" }}
+  {{- range $key, $rule := dict "kubernetes.io/hostname" $.Values.topologySpread.whenUnsatisfiable "topology.kubernetes.io/zone" $.Values.topologySpread.zoneWhenUnsatisfiable }}
   - maxSkew: 1
-    topologyKey: {{ . }}
-    whenUnsatisfiable: {{ $.Values.topologySpread.whenUnsatisfiable }}
+    topologyKey: {{ $key }}
+    whenUnsatisfiable: {{ $rule }}
     labelSelector:
       matchLabels: {{- include "iamgate.selector" $args | nindent 8 }}
   {{- end }}
