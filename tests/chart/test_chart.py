@@ -265,6 +265,22 @@ def test_every_process_checks_the_heartbeat_against_the_decision_services_stalen
     assert len(list(pod_specs(docs))) == 3
 
 
+def test_the_schema_refuses_secrets_as_plain_env_values():
+    """`env` values stand in clear in the Deployment and in Helm's release record: each
+    secret is refused with the path and where it goes instead."""
+    for name, instead in [("IAMGATE_SECRET_KEY", "secrets.existingSecret"),
+                          ("IAMGATE_INTERNAL_TOKEN", "secrets.existingSecret"),
+                          ("IAMGATE_MONGODB_URI", "mongodb.existingSecret"), ("IAMGATE_SMTP_URL", "extraEnv"),
+                          ("IAMGATE_METRICS_TOKEN", "metrics.tokenSecret"),
+                          ("IAMGATE_DECISION_API_KEY", "decisionSidecar.apiKeySecret")]:
+        message = schema_error({"env": {name: "x" * 40}})
+        assert f"/env/{name}" in message and instead in message, message
+    for name in ("IAMGATE_DECISION_API_KEY", "IAMGATE_METRICS_TOKEN", "IAMGATE_INTERNAL_TOKEN"):
+        assert f"/decisionSidecar/env/{name}" in schema_error({"decisionSidecar": {"env": {name: "sk_live_" + "a" * 32}}})
+    assert schema_error({"env": {"IAMGATE_LOG_LEVEL": "INFO", "IAMGATE_DECISION_LOG_SAMPLE": 0.5},
+                         "decisionSidecar": {"env": {"IAMGATE_LOG_LEVEL": "INFO"}}}) == ""
+
+
 def test_probes_reach_what_the_containers_serve(rendered):
     name, docs, _ = rendered
     for deployment, spec in pod_specs(docs):
