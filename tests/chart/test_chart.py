@@ -265,6 +265,40 @@ def test_every_process_checks_the_heartbeat_against_the_decision_services_stalen
     assert len(list(pod_specs(docs))) == 3
 
 
+# The plain settings the decision service reads besides its own IAMGATE_DECISION_*
+# (decision/app.py, decision/__main__.py, shared/serving.py, shared/logs.py).
+DECISION_READS = {"IAMGATE_PUBLIC_URL", "IAMGATE_CONTROL_PLANE_URL", "IAMGATE_STREAM_HEARTBEAT",
+                  "IAMGATE_TRUSTED_PROXIES", "IAMGATE_MAX_CONNECTIONS", "IAMGATE_HEADER_TIMEOUT",
+                  "IAMGATE_LOG_LEVEL", "IAMGATE_LOG_FLUSH_INTERVAL", "IAMGATE_METRICS_DIR"}
+
+
+def test_the_decision_service_gets_only_the_settings_it_reads():
+    """It holds no database credentials and sends no mail: the control plane's settings
+    and Secrets (extraEnv: IAMGATE_SMTP_URL with its password) stay off its pods."""
+    from shared.config import variable_names
+
+    docs = render(production_values())
+    env = {deployment: container_env(spec["containers"][0]) for deployment, spec in pod_specs(docs)}
+    assert "IAMGATE_SMTP_URL" in env["iamgate-controlplane"] and "IAMGATE_SMTP_URL" in env["iamgate-worker"]
+    assert "IAMGATE_SMTP_URL" not in env["iamgate-decision"]
+
+    # Every plain setting at its default: the decision pods get their own and the shared ones.
+    settings = {name: default for name, default in variable_names().items()
+                if not schema_error({"env": {name: default}})}
+    assert "IAMGATE_EMAIL_FROM" in settings and "IAMGATE_SECRET_KEY" not in settings
+    given = {**MINIMAL, "env": settings, "extraEnv": [{"name": "OTEL_EXPORTER_OTLP_HEADERS", "value": "cp"}],
+             "decision": {"extraEnv": [{"name": "OTEL_EXPORTER_OTLP_HEADERS", "value": "decision"}]}}
+    docs = render(given)
+    (decision,) = [spec["containers"][0] for deployment, spec in pod_specs(docs) if deployment == "iamgate-decision"]
+    from_env = {e["name"] for e in decision["env"] if e["name"] in settings and e.get("value") == settings[e["name"]]}
+    assert from_env == {name for name in settings if name.startswith("IAMGATE_DECISION_")} | DECISION_READS
+    assert container_env(decision)["OTEL_EXPORTER_OTLP_HEADERS"] == "decision"
+    for deployment, spec in pod_specs(docs):
+        if deployment != "iamgate-decision":
+            assert container_env(spec["containers"][0])["OTEL_EXPORTER_OTLP_HEADERS"] == "cp", deployment
+    assert config_errors(docs) == []
+
+
 def test_the_schema_refuses_secrets_as_plain_env_values():
     """`env` values stand in clear in the Deployment and in Helm's release record: each
     secret is refused with the path and where it goes instead."""

@@ -108,7 +108,7 @@ prometheus.io/path: /metrics
 {{- else -}}{{ . | quote }}{{- end -}}
 {{- end -}}
 
-{{/* Environment shared by every process. */}}
+{{/* Environment the chart gives every process. */}}
 {{- define "iamgate.commonEnv" -}}
 - name: IAMGATE_PUBLIC_URL
   value: {{ .Values.publicUrl | quote }}
@@ -122,11 +122,26 @@ prometheus.io/path: /metrics
   services' staleness bound at start, as the decision service does: one value for all. */}}
 - name: IAMGATE_DECISION_MAX_STALENESS
   value: {{ .Values.decision.maxStaleness | int64 | quote }}
-{{- range $name, $value := .Values.env }}
+{{- end -}}
+
+{{/*
+  The operator's settings for one Deployment: (list $ "controlplane"). The control plane
+  and the worker get `env` and `extraEnv`. The decision service gets only the `env`
+  settings it reads (its own IAMGATE_DECISION_* and those below: decision/,
+  shared/serving.py, shared/logs.py) and `decision.extraEnv`, so the control plane's
+  settings and secrets (IAMGATE_SMTP_URL) stay off its pods.
+*/}}
+{{- define "iamgate.settingsEnv" -}}
+{{- $ := index . 0 -}}
+{{- $decision := eq (index . 1) "decision" -}}
+{{- $reads := list "IAMGATE_PUBLIC_URL" "IAMGATE_CONTROL_PLANE_URL" "IAMGATE_STREAM_HEARTBEAT" "IAMGATE_TRUSTED_PROXIES" "IAMGATE_MAX_CONNECTIONS" "IAMGATE_HEADER_TIMEOUT" "IAMGATE_LOG_LEVEL" "IAMGATE_LOG_FLUSH_INTERVAL" "IAMGATE_METRICS_DIR" -}}
+{{- range $name, $value := $.Values.env }}
+{{- if or (not $decision) (hasPrefix "IAMGATE_DECISION_" $name) (has $name $reads) }}
 - name: {{ $name }}
   value: {{ include "iamgate.envValue" $value }}
 {{- end }}
-{{- with .Values.extraEnv }}
+{{- end }}
+{{- with (ternary $.Values.decision.extraEnv $.Values.extraEnv $decision) }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
