@@ -584,6 +584,18 @@ def test_the_sidecar_image_follows_the_chart_version(tmp_path):
     assert _sidecar(chart)["image"] == "registry.example.com/iamgate:pinned"
 
 
+def test_the_sidecar_gets_the_metrics_token_from_a_secret(tmp_path):
+    """The sidecar binds 0.0.0.0, so its /metrics is reachable from the pod network:
+    metrics.tokenSecret reaches it as it reaches every pod."""
+    chart = tenant_chart(tmp_path)
+    assert "IAMGATE_METRICS_TOKEN" not in container_env(_sidecar(chart))
+    tenant = yaml.safe_load((chart / "values.yaml").read_text())
+    tenant["iamgate"]["metrics"] = {"tokenSecret": {"name": "orders-metrics", "key": "metrics-token"}}
+    (chart / "values.yaml").write_text(yaml.safe_dump(tenant))
+    token = next(e for e in _sidecar(chart)["env"] if e["name"] == "IAMGATE_METRICS_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "orders-metrics", "key": "metrics-token"}
+
+
 def test_the_sidecar_template_says_what_it_takes(tmp_path):
     """The values block, the argument before the tag followed appVersion, fails with the new form."""
     chart = tenant_chart(tmp_path)

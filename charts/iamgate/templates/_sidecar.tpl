@@ -19,7 +19,9 @@
   http://127.0.0.1:<port>/api/v1/applications/<id>/authz/check.
 
   It binds 0.0.0.0 because the kubelet probes the pod IP (a 127.0.0.1 bind never
-  becomes Ready). Probes, per probeMode:
+  becomes Ready), so its port is reachable from the pod network: checks need the
+  caller's API key or access token, and with metrics.tokenSecret (a Secret of the
+  tenant's namespace) /metrics needs that token. Probes, per probeMode:
   - liveness-only (default): startup and liveness on /healthz; the pod's readiness does
     not depend on the control plane. While the change stream is down for longer than
     maxStaleness, checks answer 503 DECISION_UNAVAILABLE (fail closed).
@@ -37,6 +39,7 @@
 {{- define "iamgate.decisionSidecar" -}}
 {{- include "iamgate.sidecarContext" . -}}
 {{- $tag := .Values.decisionSidecar.image.tag | default .Chart.AppVersion -}}
+{{- $metricsToken := .Values.metrics.tokenSecret -}}
 {{- with .Values.decisionSidecar -}}
 - name: iamgate-decision
   image: "{{ .image.repository }}:{{ $tag }}"
@@ -58,6 +61,11 @@
     - {name: IAMGATE_PUBLIC_URL, value: {{ .publicUrl | quote }}}
     - name: IAMGATE_DECISION_API_KEY
       valueFrom: {secretKeyRef: {name: {{ .apiKeySecret.name }}, key: {{ .apiKeySecret.key }}}}
+    {{- /* Its port is the pod's, reachable from the pod network: /metrics wants the token. */}}
+    {{- with $metricsToken.name }}
+    - name: IAMGATE_METRICS_TOKEN
+      valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $metricsToken.key }}}}
+    {{- end }}
     {{- include "iamgate.metricsEnv" . | nindent 4 }}
     {{- range $name, $value := .env }}
     - {name: {{ $name }}, value: {{ include "iamgate.envValue" $value }}}
