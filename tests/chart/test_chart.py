@@ -440,6 +440,20 @@ def test_mongodb_uri_with_an_existing_secret_gets_its_own_secret():
     assert names == {"iamgate-mongodb"}
 
 
+def test_a_new_value_in_a_chart_made_secret_rolls_the_pods_that_read_it():
+    """Env from a Secret is read when the container starts: a new secrets.internalToken
+    or mongodb.uri must change the pod template of each Deployment reading it."""
+    before = templates(render(MINIMAL))
+    token = templates(render({**MINIMAL, "secrets": {**GIVEN_SECRETS, "internalToken": "n" * 40}}))
+    uri = templates(render({**MINIMAL, "mongodb": {"uri": MONGO["uri"].replace(":pw@", ":new@")}}))
+    assert set(before) == {"iamgate-controlplane", "iamgate-decision", "iamgate-worker"}
+    for deployment in before:
+        assert before[deployment] != token[deployment], deployment
+    assert before["iamgate-controlplane"] != uri["iamgate-controlplane"]
+    assert before["iamgate-worker"] != uri["iamgate-worker"]
+    assert before["iamgate-decision"] == uri["iamgate-decision"]  # it reads no URI
+
+
 @pytest.mark.parametrize("values, message", [
     ({"controlPlane": {"workers": 0}}, "workers"),
     ({"secrets": {"internalToken": "short"}}, "internalToken"),

@@ -146,6 +146,26 @@ prometheus.io/path: /metrics
 {{- end }}
 {{- end -}}
 
+{{/*
+  checksum/secrets of a pod: (list $ "controlplane"). Env from a Secret is read when the
+  container starts, so a new value in a Secret this chart makes from values must change
+  the pod template to reach the pods. The given values are what can change: a generated
+  value is kept for good. The decision service reads the internal token only.
+*/}}
+{{- define "iamgate.secretsChecksum" -}}
+{{- $ := index . 0 -}}
+{{- $store := ne (index . 1) "decision" -}}
+{{- $data := dict -}}
+{{- if not $.Values.secrets.existingSecret -}}
+{{- $_ := set $data "internal-token" $.Values.secrets.internalToken -}}
+{{- if $store }}{{ $_ := set $data "secret-key" $.Values.secrets.secretKey }}{{ end -}}
+{{- end -}}
+{{- if and $store (not $.Values.mongodb.existingSecret) -}}
+{{- $_ := set $data "mongodb-uri" $.Values.mongodb.uri -}}
+{{- end -}}
+{{- toJson $data | sha256sum -}}
+{{- end -}}
+
 {{/* What the control plane and the webhook worker need to reach the store. */}}
 {{- define "iamgate.storeEnv" -}}
 - name: IAMGATE_MONGODB_URI
