@@ -13,6 +13,7 @@ the control plane's route table.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -555,6 +556,26 @@ def test_tracing_is_off_until_an_endpoint_is_given():
             "service.version=0.1.0,service.namespace=iamgate,deployment.environment=production")
     with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmError, match="samplerArg"):
         chart.validate_schema({"otel": {"samplerArg": "10%"}})
+
+
+def _chart_values_in_docs():
+    """(doc, block) of each YAML example in docs/ made of chart values only."""
+    keys = set(yaml.safe_load((CHART / "values.yaml").read_text()))
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        for block in re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S):
+            try:
+                values = yaml.safe_load(block)
+            except yaml.YAMLError:
+                continue  # a template, or several documents
+            if isinstance(values, dict) and values and set(values) <= keys:
+                yield doc.name, values
+
+
+def test_the_values_the_docs_show_pass_the_schema():
+    blocks = list(_chart_values_in_docs())
+    assert {"deployment.md", "configuration.md"} <= {doc for doc, _ in blocks}
+    for doc, values in blocks:
+        assert schema_error(values) == "", (doc, values)
 
 
 def test_the_sidecar_template(tmp_path):
