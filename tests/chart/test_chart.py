@@ -520,10 +520,20 @@ def test_the_production_example_is_scraped_with_the_metrics_token_from_monitorin
             assert ref["valueFrom"]["secretKeyRef"] == token, deployment
     monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
-    assert len(policies) == 2
+    assert len(policies) == 3
     for policy in policies:
         (rule,) = policy["spec"]["ingress"]
         assert monitoring in rule["from"], policy["metadata"]["name"]
+    (worker_policy,) = [p for p in policies if p["metadata"]["name"] == "iamgate-worker"]
+    assert worker_policy["spec"]["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}],
+                                                 "from": [monitoring]}]  # the scrapers, nobody else
+
+
+def test_a_network_policy_selects_every_pod_of_the_release():
+    docs = render({**MINIMAL, "networkPolicy": {"enabled": True}, "worker": {"enabled": True}})
+    selectors = [d["spec"]["podSelector"]["matchLabels"] for d in docs if d["kind"] == "NetworkPolicy"]
+    for deployment, template in templates(docs).items():
+        assert any(s.items() <= template["metadata"]["labels"].items() for s in selectors), deployment
 
 
 def test_without_a_token_nothing_sends_or_requires_one():
@@ -531,10 +541,12 @@ def test_without_a_token_nothing_sends_or_requires_one():
     assert all("authorization" not in m["spec"]["endpoints"][0] for m in docs if m["kind"] == "ServiceMonitor")
     assert not [e for _, spec in pod_specs(docs) for c in spec["containers"] for e in c["env"]
                 if e["name"] == "IAMGATE_METRICS_TOKEN"]
-    # Without metricsFrom the policies are as before: the control plane open to the
-    # cluster, the decision service to its own namespace.
-    assert [p["spec"]["ingress"][0]["from"] for p in docs if p["kind"] == "NetworkPolicy"] == [
-        [{"namespaceSelector": {}}], [{"podSelector": {}}]]
+    # Without metricsFrom: the control plane open to the cluster, the decision service to
+    # its own namespace, the worker (no traffic, nobody scraping) to nobody.
+    assert {p["metadata"]["name"]: p["spec"]["ingress"] for p in docs if p["kind"] == "NetworkPolicy"} == {
+        "iamgate-controlplane": [{"ports": [{"port": "http", "protocol": "TCP"}], "from": [{"namespaceSelector": {}}]}],
+        "iamgate-decision": [{"ports": [{"port": "http", "protocol": "TCP"}], "from": [{"podSelector": {}}]}],
+        "iamgate-worker": []}
 
 
 def test_tracing_is_off_until_an_endpoint_is_given():
