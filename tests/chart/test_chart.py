@@ -631,6 +631,21 @@ def test_the_sidecar_image_follows_the_chart_version(tmp_path):
     assert _sidecar(chart)["image"] == "registry.example.com/iamgate:pinned"
 
 
+def test_the_images_can_be_pinned_by_digest(tmp_path):
+    digest = "sha256:" + "a" * 64
+    values = {**MINIMAL, "image": {"repository": "registry.example.com/iamgate", "tag": "0.1.0", "digest": digest}}
+    assert schema_error(values) == ""
+    for deployment, spec in pod_specs(render(values)):
+        assert spec["containers"][0]["image"] == "registry.example.com/iamgate@" + digest, deployment
+    chart = tenant_chart(tmp_path)
+    tenant = yaml.safe_load((chart / "values.yaml").read_text())
+    tenant["iamgate"]["decisionSidecar"]["image"] = {"repository": "registry.example.com/iamgate", "digest": digest}
+    (chart / "values.yaml").write_text(yaml.safe_dump(tenant))
+    assert _sidecar(chart)["image"] == "registry.example.com/iamgate@" + digest
+    assert "/image/digest" in schema_error({"image": {"digest": "latest"}})
+    assert "/decisionSidecar/image/digest" in schema_error({"decisionSidecar": {"image": {"digest": "sha256:x"}}})
+
+
 def test_the_sidecar_gets_the_metrics_token_from_a_secret(tmp_path):
     """The sidecar binds 0.0.0.0, so its /metrics is reachable from the pod network:
     metrics.tokenSecret reaches it as it reaches every pod."""

@@ -42,7 +42,8 @@
 {{- $metricsToken := .Values.metrics.tokenSecret -}}
 {{- with .Values.decisionSidecar -}}
 - name: iamgate-decision
-  image: "{{ .image.repository }}:{{ $tag }}"
+  {{- /* A digest pins the image: the tag is then ignored. */}}
+  image: {{ if .image.digest }}"{{ .image.repository }}@{{ .image.digest }}"{{ else }}"{{ .image.repository }}:{{ $tag }}"{{ end }}
   imagePullPolicy: {{ .image.pullPolicy | default "IfNotPresent" }}
   # One process when workers is 1 (the default: no gunicorn master beside the worker);
   # with more, the same command runs gunicorn's master and that many workers.
