@@ -212,6 +212,14 @@ def test_the_zone_spread_never_strands_pods_on_nodes_without_zone_labels():
     assert "zoneWhenUnsatisfiable" in schema_error({"topologySpread": {"zoneWhenUnsatisfiable": "Never"}})
 
 
+def test_rollouts_replace_one_pod_at_a_time():
+    """A new pod is Ready before an old one stops (the PDBs do not govern rollouts)."""
+    for doc in render(MINIMAL):
+        if doc["kind"] == "Deployment":
+            assert doc["spec"]["strategy"] == {"type": "RollingUpdate",
+                                               "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+
+
 def _env(container) -> dict:
     return {e["name"]: e.get("value") for e in container.get("env", [])}
 

@@ -229,3 +229,13 @@ terminationGracePeriodSeconds: {{ $values.terminationGracePeriodSeconds }}
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+  Rollouts replace one pod at a time: a new pod must be Ready before an old one stops.
+  (A PodDisruptionBudget bounds evictions, such as a node drain, not a rollout.)
+*/}}
+{{- define "iamgate.strategy" -}}
+strategy:
+  type: RollingUpdate
+  rollingUpdate: {maxUnavailable: 0, maxSurge: 1}
+{{- end -}}
