@@ -319,7 +319,8 @@ def test_the_schema_refuses_secrets_as_plain_env_values():
         message = schema_error({"env": {name: "x" * 40}})
         assert f"/env/{name}" in message and instead in message, message
     for name in ("IAMGATE_DECISION_API_KEY", "IAMGATE_METRICS_TOKEN", "IAMGATE_INTERNAL_TOKEN"):
-        assert f"/decisionSidecar/env/{name}" in schema_error({"decisionSidecar": {"env": {name: "sk_live_" + "a" * 32}}})
+        message = schema_error({"decisionSidecar": {"env": {name: "sk_live_" + "a" * 32}}})
+        assert f"/decisionSidecar/env/{name}" in message, message
     assert schema_error({"env": {"IAMGATE_LOG_LEVEL": "INFO", "IAMGATE_DECISION_LOG_SAMPLE": 0.5},
                          "decisionSidecar": {"env": {"IAMGATE_LOG_LEVEL": "INFO"}}}) == ""
 
