@@ -237,7 +237,7 @@ class HostedLogin:
         errors (PASSKEY_*, suspension, throttle) propagate for the page to show."""
         self.login.throttle(pending.app, device_info.get("ip") or "unknown")
         pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
-                                          remember_me=False, device_info=device_info)
+                                          remember_me=False, device_info=device_info, alone_only=True)
         return self.signed_in(pending, "login", pair, amr=[HWK, USER])
 
     def verify_mfa(self, pending: Pending, *, code: str) -> Step:

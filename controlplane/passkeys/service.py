@@ -228,17 +228,22 @@ class PasskeyService:
         return self.credentials.request_options(app_id, subject_id=pending["user_id"], mfa_challenge=pending["_id"])
 
     def authenticate(self, app: dict, *, challenge_id: str, credential: dict, remember_me: bool,
-                     device_info: dict, answering: str | None = None) -> dict:
+                     device_info: dict, answering: str | None = None, alone_only: bool = False) -> dict:
         """Verify an assertion and issue the token pair of a login (through the MFA
         challenge when it is a second factor).  400 PASSKEY_* when it does not verify;
         a sign count that goes backwards is refused and audited.  ``answering``: the MFA
         challenge token of the login whose second factor this must be (the hosted MFA
         step): a challenge of another login, or of a sign-in by passkey alone, is 400
-        PASSKEY_CHALLENGE_INVALID, so no other account's passkey can finish this login."""
+        PASSKEY_CHALLENGE_INVALID, so no other account's passkey can finish this login.
+        ``alone_only``: this must be a sign-in by passkey alone (the hosted login page's
+        passkey form, whose sign-in claims user verification): any other challenge (a
+        second factor's, which needs no UV) is 400 PASSKEY_CHALLENGE_INVALID."""
         self._gate(app)
         app_id = app["_id"]
         challenge = self.credentials.take(app_id, challenge_id, AUTHENTICATION)
         if answering is not None and challenge.get("mfa_challenge") != digest(answering):
+            raise ChallengeInvalid()
+        if alone_only and (challenge["user_id"] is not None or challenge.get("mfa_challenge") is not None):
             raise ChallengeInvalid()
         passkey = self.credentials.asserted_passkey(app_id, challenge, credential)
         alone = challenge["user_id"] is None

@@ -1014,6 +1014,29 @@ def test_the_mfa_step_takes_only_a_passkey_answering_this_logins_challenge(ctx, 
     assert ctx.store["sessions"].count_documents({"user_id": grace["id"]}) == graces_sessions
 
 
+@PASSKEYS
+def test_the_login_pages_passkey_form_takes_only_a_sign_in_alone_challenge(ctx, client, browser, rp, hosted_app,
+                                                                           person, login):
+    """A second factor's challenge (from the API: UV only preferred, no user handle
+    needed) posted to the login page's passkey form with a security key that never
+    verified the user must not sign in with ``amr`` ["hwk", "user"]."""
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
+    security_key = SoftAuthenticator(resident=False, user_verifying=False)
+    register_passkey(client, app, person, login, security_key)
+    page = browser.get(authorize_url(rp))
+    api_login = client.simulate_post(f"/api/v1/applications/{app['_id']}/users/login", remote_addr=fresh_address(),
+                                     json={"email": person["email"], "password": person["password"]}).json["data"]
+    second = client.simulate_post(f"/api/v1/applications/{app['_id']}/auth/passkeys/authentication/options",
+                                  remote_addr=fresh_address(),
+                                  json={"challenge_token": api_login["challenge_token"]}).json["data"]
+    answer = browser.post(form_action(page), {**hidden_fields(page, passkey_form(page)),
+                                              "challenge_id": second["challenge_id"],
+                                              "credential": json.dumps(security_key.get(second["options"]))})
+    assert_page(answer, "Sign in", 400)
+    assert "challenge is unknown, expired or already used" in answer.text
+    assert ctx.store["oidc_pending_requests"].find_one({"stage": "login"}) is not None
+
+
 def test_a_password_alone_says_pwd(ctx, browser, rp, person, exchange):
     verifier, challenge = pkce_pair()
     consent = sign_in(browser, rp, person, challenge=challenge)
