@@ -44,6 +44,9 @@ from webauthn.helpers.structs import (
 from controlplane.passkeys.errors import OriginMismatch, RpIdMismatch, VerificationFailed
 
 TIMEOUT_MS = 300_000  # the browser's prompt lasts as long as the challenge does
+# Section 7.1 ("Verify that the credentialId is <= 1023 bytes"): a longer id is refused,
+# since a stored id goes back in every later options answer (excludeCredentials).
+MAX_CREDENTIAL_ID_BYTES = 1023
 # What a malformed response can raise inside the parsers, beyond py_webauthn's own errors.
 _MALFORMED = (WebAuthnException, ValueError, KeyError, TypeError, AttributeError, IndexError)
 
@@ -132,6 +135,8 @@ def verify_registration(rp: RelyingParty, response: dict, *, challenge: bytes) -
         raise
     except _MALFORMED:
         raise VerificationFailed() from None
+    if len(verified.credential_id) > MAX_CREDENTIAL_ID_BYTES:
+        raise VerificationFailed()
     extensions = response.get("clientExtensionResults")
     cred_props = extensions.get("credProps") if isinstance(extensions, dict) else None
     rk = cred_props.get("rk") if isinstance(cred_props, dict) else None

@@ -1,6 +1,8 @@
 """Every way a passkey response can be wrong is a 400 with its own PASSKEY_* code, in the
 error envelope, never a 500 and never an echo of the expected origin or RP ID; and a
 failed verification leaves nothing changed."""
+import os
+
 import pytest
 
 from controlplane.passkeys.credentials import CHALLENGE_TTL
@@ -191,6 +193,19 @@ def test_an_aaguid_allow_list_refuses_other_models(ctx, passkey_app, make_user_t
     assert ctx.store["passkeys"].count_documents({}) == 0
     response = register(app, user, SoftAuthenticator(aaguid=bytes.fromhex(allowed.replace("-", ""))))
     assert response.status_code == 201 and response.json["data"]["aaguid"] == allowed
+
+
+def test_a_credential_id_longer_than_1023_bytes_is_refused(client, ctx, app_pw, make_user_token, register):
+    """WebAuthn 7.1: a credential id is at most 1023 bytes; a longer one would be stored and
+    sent back in every later options answer of the user (excludeCredentials)."""
+    user = make_user_token(app_pw)
+    longest, too_long = SoftAuthenticator(), SoftAuthenticator()
+    longest.credential_id, too_long.credential_id = os.urandom(1023), os.urandom(1024)
+    assert_error(register(app_pw, user, too_long), 400, "PASSKEY_VERIFICATION_FAILED")
+    assert ctx.store["passkeys"].count_documents({}) == 0
+    assert register(app_pw, user, longest).status_code == 201
+    options = client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={}, headers=user.headers)
+    assert [c["id"] for c in options.json["data"]["options"]["excludeCredentials"]] == [longest.id]
 
 
 def test_the_same_authenticator_twice_is_a_conflict(app_pw, make_user_token, register):
