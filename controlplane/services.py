@@ -363,7 +363,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     oidc_revocation = Revocation(oidc_grants, oidc_connections)
     oidc_introspection = Introspection(oidc_tokens, oidc_connections, oidc_grants, user_directory, clock)
     browser_sessions = BrowserSessionStore(store)  # the hosted login's; a logout with an ID token ends them
-    oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections, browser_sessions)
+    oidc_logout = Logout(oidc_tokens, oidc_clients, oidc_connections, browser_sessions, oidc_codes)
 
     # End users: sessions first (MFA verify and the login both start one), then the
     # password check MFA confirms with, then MFA, which the login takes as second factor.

@@ -170,9 +170,17 @@ class HostedLogin:
         app = self.applications.get(app_id) if isinstance(app_id, str) and app_id else None
         return app if app and app.get("oauth_hosted_login_enabled") else None
 
-    def end_browser_session(self, token: str | None) -> None:
-        if token:
-            self.browser_sessions.delete(digest(token))
+    def end_browser_session(self, token: str | None, *, user_id: str | None = None) -> bool:
+        """End the browser session of this cookie value, or with ``user_id`` only when it is
+        that user's (or is gone already); whether the cookie should go."""
+        if not token:
+            return False
+        if user_id is not None:
+            session = self.browser_sessions.get(digest(token))
+            if session is not None and session["user_id"] != user_id:
+                return False
+        self.browser_sessions.delete(digest(token))
+        return True
 
     # ------------------------------------------------------------ the pages' posts
 

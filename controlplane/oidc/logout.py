@@ -32,7 +32,7 @@ POST (section 2: the OP must support both).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controlplane.oidc.claims import TokenRefused
 from controlplane.oidc.errors import InvalidRequest
@@ -48,14 +48,16 @@ class LogoutResult:
     state: str | None
     app_id: str | None
     client: dict | None = None
+    user_id: str | None = None  # the hint's sub: only that user's browser session ends
 
 
 class Logout:
-    def __init__(self, tokens, clients, connections, browser_sessions):
+    def __init__(self, tokens, clients, connections, browser_sessions, codes):
         self._tokens = tokens
         self._clients = clients
         self._connections = connections
         self._browser_sessions = browser_sessions
+        self._codes = codes
 
     def end_session(self, params: dict) -> LogoutResult:
         hint = params.get("id_token_hint")
@@ -73,13 +75,16 @@ class Logout:
         if client is None:
             raise InvalidRequest("id_token_hint names an unknown client.")
         if claims.get("sid"):
+            # The sign-in ends at the provider: no browser session of it gives a new code,
+            # a code it gave is not exchanged, and its grants are revoked.
             self._browser_sessions.delete_for_session(client["app_id"], claims["sub"], claims["sid"])
+            self._codes.delete_unused_for_session(client["app_id"], claims["sub"], claims["sid"])
             self._connections.revoke_session(client["app_id"], claims["sub"], claims["sid"])
         if self._clients.active(client["client_id"]) is None:
             # Signed out all the same; but a deactivated client (or one of an application
             # being deleted) is sent no one.
-            return LogoutResult(None, None, client["app_id"], client)
-        return self._result(client, post_logout_uri, state)
+            return replace(LogoutResult(None, None, client["app_id"], client), user_id=claims["sub"])
+        return replace(self._result(client, post_logout_uri, state), user_id=claims["sub"])
 
     def client(self, client_id) -> dict | None:
         """The active client a request without a hint names by ``client_id``, or None."""

@@ -50,6 +50,7 @@ INDEXES = {
     ],
     "oidc_codes": [
         IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+        IndexModel([("app_id", ASCENDING), ("session_id", ASCENDING)]),
     ],
     "oidc_refresh_tokens": [
         IndexModel([("token_digest", ASCENDING)]),
@@ -116,6 +117,10 @@ class CodeStore(Collection):
             match["code_challenge"] = None
         return self._docs.find_one_and_update(match, {"$set": {"used_at": now, "grant_id": grant_id}},
                                               return_document=ReturnDocument.AFTER)
+
+    def delete_unused_for_session(self, app_id: str, user_id: str, session_id: str) -> None:
+        """Drop the codes of one login session not exchanged yet (RP-initiated logout)."""
+        self._docs.delete_many({"app_id": app_id, "user_id": user_id, "session_id": session_id, "used_at": None})
 
     def mark_replayed(self, code_digest: str, now) -> dict | None:
         return self._docs.find_one_and_update({"_id": code_digest}, {"$set": {"replayed_at": now}},

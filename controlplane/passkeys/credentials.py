@@ -35,6 +35,7 @@ from controlplane.passkeys.errors import (
     PasskeysUnavailable,
     SignCountInvalid,
     UserVerificationRequired,
+    VerificationFailed,
 )
 from controlplane.passkeys.store import PasskeyChallengeStore, PasskeyStore
 from shared.ids import digest, new_id, random_token
@@ -175,7 +176,8 @@ class PasskeyCredentials:
     def verify_use(self, scope: str, challenge: dict, passkey: dict, credential: dict) -> ceremony.Assertion:
         """Verify the assertion; a sign-in alone (a challenge without subject) needs the
         passkey's own user handle and the UV flag (400
-        PASSKEY_USER_VERIFICATION_REQUIRED).  The sign count must move forward (or stay
+        PASSKEY_USER_VERIFICATION_REQUIRED); the BE flag must be the one registered (400
+        PASSKEY_VERIFICATION_FAILED).  The sign count must move forward (or stay
         0), checked and stored at once: 400 PASSKEY_SIGN_COUNT_INVALID otherwise."""
         alone = challenge["user_id"] is None
         if alone and ceremony.user_handle_of(credential) != passkey["user_id"]:
@@ -184,6 +186,10 @@ class PasskeyCredentials:
                                               public_key=passkey["public_key"])
         if alone and not assertion.user_verified:
             raise UserVerificationRequired()
+        # L3 6.1.3: backup eligibility is fixed for a credential's life, so an answer with
+        # another BE flag does not come from the credential that was registered.
+        if assertion.backup_eligible != passkey["backup_eligible"]:
+            raise VerificationFailed()
         if not ceremony.sign_count_moves_forward(passkey["sign_count"], assertion.sign_count) or \
                 not self.passkeys.record_use(scope, passkey["_id"], assertion.sign_count, assertion.backed_up,
                                              self.clock()):

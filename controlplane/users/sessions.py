@@ -199,6 +199,12 @@ class SessionService:
         login's browser session lasts no longer than the session it started)."""
         return self.sessions.is_live(app_id, session_id, self.clock())
 
+    def signed_in_at(self, app_id: str, session_id: str) -> int | None:
+        """When the live session's sign-in happened, in POSIX seconds (a refresh renews the
+        tokens, not the sign-in); None when the session is revoked or expired."""
+        started = self.sessions.started_at(app_id, session_id, self.clock())
+        return None if started is None else int(aware(started).timestamp())
+
     def logout(self, app_id: str, refresh_token: str, *, user_id: str | None) -> bool:
         """Revoke the session of ``refresh_token`` and the OIDC grants made in it.  A user
         may only revoke their own sessions (``user_id``); an API key (``user_id`` None)

@@ -151,11 +151,18 @@ class Authorize(HostedFlowResource):
         if request.reauthentication_requested:
             raise LoginRequired("The request asks to sign the user in again (prompt=login or max_age=0), which "
                                 "only the application's own sign-in can do.")
-        if request.authentication_too_old(int(principal.claims["iat"]), int(self.authorize.clock().timestamp())):
+        # When the user signed in: the session's start, not the token's iat, which a refresh
+        # renews without anyone signing in (OIDC Core 2, auth_time).
+        auth_time = int(principal.claims["iat"])
+        if principal.session_id is not None:
+            auth_time = self.hosted.sessions.signed_in_at(request.app_id, principal.session_id)
+            if auth_time is None:
+                raise LoginRequired("The user's session has ended.")
+        if request.authentication_too_old(auth_time, int(self.authorize.clock().timestamp())):
             raise LoginRequired("The user signed in longer ago than max_age allows.")
         if self.authorize.needs_consent(request, principal.user_id):
             self.authorize.grant_consent(request, principal.user_id)
         code = self.authorize.issue_code(request.app_id, principal.user_id, request,
-                                         auth_time=principal.claims["iat"], session_id=principal.session_id)
+                                         auth_time=auth_time, session_id=principal.session_id)
         resp.media = {"code": code, "state": request.state, "redirect_uri": request.redirect_uri,
                       "branding": branding(app)}

@@ -39,7 +39,7 @@ class _SignOut(Resource):
         self.pages = pages
 
     def _signed_out(self, req, resp, result: LogoutResult) -> None:
-        app_ids = self._end_browser_sessions(req, resp, result.app_id)
+        app_ids = self._end_browser_sessions(req, resp, result.app_id, result.user_id)
         if result.redirect_uri is not None:
             resp.status = falcon.HTTP_302
             resp.location = wire.add_params(result.redirect_uri, {"state": result.state})
@@ -49,13 +49,14 @@ class _SignOut(Resource):
         app_id = result.app_id or (app_ids[0] if len(app_ids) == 1 else None)
         self.pages.render(resp, "oidc_logged_out.html", app=self.applications.get(app_id) if app_id else None)
 
-    def _end_browser_sessions(self, req, resp, app_id: str | None) -> list[str]:
-        """End the browser sessions (of ``app_id``, else every one); their application ids."""
+    def _end_browser_sessions(self, req, resp, app_id: str | None, user_id: str | None = None) -> list[str]:
+        """End the browser sessions (of ``app_id``, else every one); their application ids.
+        With ``user_id`` (a hint's sub) only a session of that user: a hint is any ID token
+        of the application, anyone's, and must not sign another person's browser out."""
         names = [session_cookie_name(app_id)] if app_id else self._session_cookies(req)
         ended = []
         for name in names:
-            if name in req.cookies:
-                self.hosted.end_browser_session(req.cookies[name])
+            if name in req.cookies and self.hosted.end_browser_session(req.cookies[name], user_id=user_id):
                 resp.unset_cookie(name, path="/oidc")
                 ended.append(name[len(COOKIE_PREFIX):])
         return ended
