@@ -77,6 +77,7 @@ class Assertion:
     sign_count: int
     user_verified: bool
     backed_up: bool
+    backup_eligible: bool
 
 
 def _options_json(options) -> dict:
@@ -173,8 +174,8 @@ def verify_assertion(rp: RelyingParty, response: dict, *, challenge: bytes, publ
     a count of 0 and never refuses on it."""
     try:
         parsed = parse_authentication_credential_json(response)
-        _check_origin_and_rp(rp, parsed.response.client_data_json,
-                             parse_authenticator_data(parsed.response.authenticator_data).rp_id_hash)
+        auth_data = parse_authenticator_data(parsed.response.authenticator_data)
+        _check_origin_and_rp(rp, parsed.response.client_data_json, auth_data.rp_id_hash)
         verified = verify_authentication_response(
             credential=parsed, expected_challenge=challenge, expected_rp_id=rp.rp_id,
             expected_origin=list(rp.origins), credential_public_key=base64url_to_bytes(public_key),
@@ -184,7 +185,7 @@ def verify_assertion(rp: RelyingParty, response: dict, *, challenge: bytes, publ
     except _MALFORMED:
         raise VerificationFailed() from None
     return Assertion(sign_count=verified.new_sign_count, user_verified=verified.user_verified,
-                     backed_up=verified.credential_backed_up)
+                     backed_up=verified.credential_backed_up, backup_eligible=bool(auth_data.flags.be))
 
 
 def sign_count_moves_forward(stored: int, new: int) -> bool:

@@ -208,6 +208,20 @@ def test_a_credential_id_longer_than_1023_bytes_is_refused(client, ctx, app_pw, 
     assert [c["id"] for c in options.json["data"]["options"]["excludeCredentials"]] == [longest.id]
 
 
+@pytest.mark.parametrize("registered_synced", [False, True])
+def test_a_passkey_cannot_change_its_backup_eligibility(ctx, app_pw, make_user_token, register, sign_in,
+                                                        registered_synced):
+    """WebAuthn L3 6.1.3: BE is fixed for a credential's life; a device-bound passkey that
+    answers as backup-eligible (or the reverse) is not the one that was registered."""
+    user, key = make_user_token(app_pw), SoftAuthenticator(synced=registered_synced)
+    assert register(app_pw, user, key).status_code == 201
+    key.synced = not registered_synced
+    assert_error(sign_in(app_pw, key), 400, "PASSKEY_VERIFICATION_FAILED")
+    stored = ctx.store["passkeys"].find_one({"user_id": user.user["id"]})
+    assert stored["backup_eligible"] is registered_synced and stored["backed_up"] is registered_synced
+    assert stored["last_used_at"] is None
+
+
 def test_the_same_authenticator_twice_is_a_conflict(app_pw, make_user_token, register):
     user, key = make_user_token(app_pw), SoftAuthenticator()
     register(app_pw, user, key)
