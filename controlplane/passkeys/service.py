@@ -168,10 +168,17 @@ class PasskeyService:
         if not user.get("password_hash") and self.passkeys.count_for_user(app_id, user_id) == 1:
             raise LastPasskey()
         self.credentials.delete(app_id, user_id, passkey_id)
+        left = self.passkeys.count_for_user(app_id, user_id)
+        # Checked again after the delete: two parallel deletions of a user's last two
+        # passkeys both passed the count above; the one that sees none left (or both)
+        # puts its passkey back.
+        if left == 0 and not self.users.live(app_id, user_id).get("password_hash"):
+            self.passkeys.insert(passkey)
+            raise LastPasskey()
         who = actor("user", user_id, user["email"])
         self.audit.record("passkey.deleted", result=success(), actor=who, target=who, application_id=app_id,
                           data={"passkey_id": passkey_id})
-        if self.passkeys.count_for_user(app_id, user_id) == 0:
+        if left == 0:
             self.events.emit(app_id, "mfa.disabled", {"user_id": user_id, "method": WEBAUTHN},
                              subject={"user_id": user_id})
         self._mail(emails.removed(app, user, passkey, self.clock()), user)

@@ -2,10 +2,11 @@
 the notices mailed to the account when one is added or removed."""
 import json
 import re
+import threading
 
 from controlplane.passkeys.authenticators import TABLE_FILE
 from shared.ids import digest
-from tests.conftest import assert_error, bearer, events_of
+from tests.conftest import assert_error, bearer, events_of, in_parallel
 from tests.mfa.conftest import mfa_url
 from tests.oidc import test_hosted as hosted
 from tests.passkeys.authenticator import SoftAuthenticator
@@ -155,6 +156,34 @@ def test_the_last_way_in_cannot_be_deleted(client, ctx, app_pw, make_user_token,
     assert_error(client.simulate_delete(passkeys_url(app_pw, f"/{passkey['id']}"), headers=user.headers), 409,
                  "PASSKEY_LAST_CREDENTIAL")
     assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 1
+
+
+def test_two_parallel_deletions_cannot_remove_the_last_way_in(client, ctx, app_pw, make_user_token, register,
+                                                              monkeypatch, outbox):
+    """A user without a password deletes both passkeys at once: each deletion counts two
+    before either deletes; at least one passkey stays, and what stays is not reported
+    as removed."""
+    user = make_user_token(app_pw)
+    ids = [register(app_pw, user, SoftAuthenticator()).json["data"]["id"] for _ in range(2)]
+    ctx.store["users"].update_one({"_id": user.user["id"]}, {"$set": {"password_hash": None}})
+    store, both_counted, calls = ctx.passkeys.passkeys, threading.Barrier(2, timeout=5), []
+    count = store.count_for_user
+
+    def count_then_wait(app_id, user_id):
+        result = count(app_id, user_id)
+        calls.append(result)
+        if len(calls) <= 2:
+            both_counted.wait()
+        return result
+
+    monkeypatch.setattr(store, "count_for_user", count_then_wait)
+    outbox.clear()
+    statuses = in_parallel(2, lambda i: client.simulate_delete(passkeys_url(app_pw, f"/{ids[i]}"),
+                                                               headers=user.headers).status_code)
+    assert sorted(statuses) in ([204, 409], [409, 409]), statuses
+    left = ctx.store["passkeys"].count_documents({"user_id": user.user["id"]})
+    assert left == statuses.count(409) and left >= 1
+    assert len([m for m in outbox if REMOVED in m.subject]) == statuses.count(204)
 
 
 def test_an_ended_sessions_access_token_adds_no_passkey(client, ctx, app_pw, make_user_token, register, outbox):
