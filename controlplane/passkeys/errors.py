@@ -30,6 +30,12 @@ class PasskeyAlreadyRegistered(Conflict, code="PASSKEY_ALREADY_REGISTERED",
     """The credential id is already stored in this application."""
 
 
+class PasskeyLimitExceeded(Conflict, code="PASSKEY_LIMIT_EXCEEDED",
+                           message="This account has the most passkeys it may have ({limit}); delete one before "
+                                   "adding another.", detail_names=("limit",)):
+    """The user already has ``service.MAX_PASSKEYS_PER_USER`` passkeys in this application."""
+
+
 class LastPasskey(Conflict, code="PASSKEY_LAST_CREDENTIAL",
                   message="This is your only way to sign in; set a password (password reset) or add another "
                           "passkey before deleting it."):

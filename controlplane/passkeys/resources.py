@@ -18,6 +18,7 @@ from controlplane.passkeys.errors import (
     LastPasskey,
     OriginMismatch,
     PasskeyAlreadyRegistered,
+    PasskeyLimitExceeded,
     PasskeyNotFound,
     PasskeysDisabled,
     PasskeysUnavailable,
@@ -49,7 +50,7 @@ class RegistrationOptions(_OwnPasskeys, Action):
     no_store = True
     docs = {"POST": op(
         body=schemas.REGISTRATION_START, response=schemas.REGISTRATION_OPTIONS,
-        errors=[ValidationFailed, Forbidden, *_GATES],
+        errors=[ValidationFailed, Forbidden, PasskeyLimitExceeded, *_GATES],
     )}
 
     def act(self, req, values, applicationId):
@@ -58,14 +59,15 @@ class RegistrationOptions(_OwnPasskeys, Action):
         Creation options for navigator.credentials.create() (pass `options` to
         PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The challenge is
         single use, bound to the caller and valid 5 minutes. Attestation is `none` unless the application has
-        an AAGUID allow-list."""
+        an AAGUID allow-list. A user has at most 20 passkeys per application (409 PASSKEY_LIMIT_EXCEEDED)."""
         return self.passkeys.registration_options(req.context.application, req.context.principal.user_id)
 
 
 class RegistrationVerify(_OwnPasskeys, Action):
     docs = {"POST": op(
         body=schemas.REGISTRATION_VERIFY, ok=201, response=schemas.PASSKEY,
-        errors=[*_CEREMONY, AuthenticatorNotAllowed, PasskeyAlreadyRegistered, SessionEnded, Forbidden, *_GATES],
+        errors=[*_CEREMONY, AuthenticatorNotAllowed, PasskeyAlreadyRegistered, PasskeyLimitExceeded, SessionEnded,
+                Forbidden, *_GATES],
     )}
 
     def act(self, req, values, applicationId):

@@ -38,6 +38,7 @@ from controlplane.passkeys.errors import (
     ChallengeInvalid,
     CredentialUnknown,
     LastPasskey,
+    PasskeyLimitExceeded,
     PasskeyNotFound,
     PasskeysDisabled,
     PasswordSignInDisabled,
@@ -55,6 +56,10 @@ MODES = (OFF, SECOND_FACTOR, PASSWORDLESS)
 # The MFA challenge's method name; not an RFC 8176 amr value (the ID token says "hwk":
 # controlplane.oidc.hosted).
 WEBAUTHN = "webauthn"
+# Passkeys one user may have in one application: room for several platforms' keychains
+# and security keys, while every passkey goes back in each of the user's options answers
+# (excludeCredentials, a second factor's allowCredentials) and in their listing.
+MAX_PASSKEYS_PER_USER = 20
 
 
 def serialize_passkey(passkey: dict) -> dict:
@@ -105,9 +110,11 @@ class PasskeyService:
 
     def registration_options(self, app: dict, user_id: str) -> dict:
         """{challenge_id, options}: creation options for the signed-in user, excluding
-        the authenticators they already registered."""
+        the authenticators they already registered; 409 PASSKEY_LIMIT_EXCEEDED when they
+        have ``MAX_PASSKEYS_PER_USER``."""
         self._gate(app)
         user = self.users.live(app["_id"], user_id)
+        self._room_for_one_more(app["_id"], user_id)
         return self.credentials.creation_options(
             app["_id"], user_id, rp_name=app.get("brand_name") or app["name"], user_name=user["email"],
             display_name=user.get("name") or user["email"],
@@ -117,10 +124,12 @@ class PasskeyService:
                  name: str | None) -> dict:
         """Verify the attestation and store the passkey, while the caller's session
         ``session_id`` is live, and tell the account's address.  400 PASSKEY_* when it does
-        not verify, 409 PASSKEY_ALREADY_REGISTERED, 401 when the session has ended."""
+        not verify, 409 PASSKEY_ALREADY_REGISTERED, 409 PASSKEY_LIMIT_EXCEEDED when the
+        user has ``MAX_PASSKEYS_PER_USER`` already, 401 when the session has ended."""
         self._gate(app)
         app_id = app["_id"]
         user = self.users.live(app_id, user_id)
+        self._room_for_one_more(app_id, user_id)
         passkey = self.credentials.enrol(app_id, user_id, challenge_id=challenge_id, credential=credential, name=name,
                                         allowed_aaguids=app.get("passkey_aaguids") or ())
         # A passkey outlives the access token that adds it, which outlives its session: a
@@ -130,14 +139,24 @@ class PasskeyService:
         if session_id is None or not self.sessions.is_active(app_id, session_id):
             self.credentials.delete(app_id, user_id, passkey["_id"])
             raise SessionEnded()
+        # Counted again with this passkey in: parallel registrations all passed the count
+        # above, and each that finds the user over the limit removes its own.
+        count = self.passkeys.count_for_user(app_id, user_id)
+        if count > MAX_PASSKEYS_PER_USER:
+            self.credentials.delete(app_id, user_id, passkey["_id"])
+            raise PasskeyLimitExceeded(MAX_PASSKEYS_PER_USER)
         who = actor("user", user_id, user["email"])
         self.audit.record("passkey.registered", result=success(), actor=who, target=who, application_id=app_id,
                           data={"passkey_id": passkey["_id"], "aaguid": passkey["aaguid"]})
-        if self.passkeys.count_for_user(app_id, user_id) == 1:
+        if count == 1:
             self.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": passkey["_id"],
                                                      "method": WEBAUTHN}, subject={"user_id": user_id})
         self._mail(emails.added(app, user, passkey), user)
         return serialize_passkey(passkey)
+
+    def _room_for_one_more(self, app_id: str, user_id: str) -> None:
+        if self.passkeys.count_for_user(app_id, user_id) >= MAX_PASSKEYS_PER_USER:
+            raise PasskeyLimitExceeded(MAX_PASSKEYS_PER_USER)
 
     # ------------------------------------------------------------------ management
 

@@ -4,7 +4,9 @@ import json
 import re
 import threading
 
+from controlplane.passkeys import service
 from controlplane.passkeys.authenticators import TABLE_FILE
+from controlplane.passkeys.service import MAX_PASSKEYS_PER_USER
 from shared.ids import digest
 from tests.conftest import assert_error, bearer, events_of, in_parallel
 from tests.mfa.conftest import mfa_url
@@ -156,6 +158,44 @@ def test_the_last_way_in_cannot_be_deleted(client, ctx, app_pw, make_user_token,
     assert_error(client.simulate_delete(passkeys_url(app_pw, f"/{passkey['id']}"), headers=user.headers), 409,
                  "PASSKEY_LAST_CREDENTIAL")
     assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 1
+
+
+def test_a_user_has_at_most_twenty_passkeys(client, ctx, app_pw, make_user_token, register):
+    user = make_user_token(app_pw)
+    for _ in range(MAX_PASSKEYS_PER_USER):
+        assert register(app_pw, user, SoftAuthenticator()).status_code == 201
+    options = client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={}, headers=user.headers)
+    error = assert_error(options, 409, "PASSKEY_LIMIT_EXCEEDED")
+    assert error["details"] == {"limit": 20}
+    assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 20
+    other = make_user_token(app_pw)  # the limit is each user's
+    assert register(app_pw, other, SoftAuthenticator()).status_code == 201
+
+
+def test_parallel_registrations_cannot_pass_the_limit(client, ctx, app_pw, make_user_token, register, monkeypatch):
+    """Two registrations with room for one: both pass the count before either stores its
+    passkey; what is stored stays within the limit."""
+    monkeypatch.setattr(service, "MAX_PASSKEYS_PER_USER", 2)
+    user = make_user_token(app_pw)
+    assert register(app_pw, user, SoftAuthenticator()).status_code == 201
+    started = [client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={},
+                                    headers=user.headers).json["data"] for _ in range(2)]
+    store, both_counted, calls = ctx.passkeys.passkeys, threading.Barrier(2, timeout=5), []
+    count = store.count_for_user
+
+    def count_then_wait(app_id, user_id):
+        result = count(app_id, user_id)
+        calls.append(result)
+        if len(calls) <= 2:
+            both_counted.wait()
+        return result
+
+    monkeypatch.setattr(store, "count_for_user", count_then_wait)
+    statuses = in_parallel(2, lambda i: client.simulate_post(passkeys_url(app_pw, "/registration/verify"), json={
+        "challenge_id": started[i]["challenge_id"], "credential": SoftAuthenticator().create(started[i]["options"])},
+        headers=user.headers).status_code)
+    assert sorted(statuses) in ([201, 409], [409, 409]), statuses
+    assert ctx.store["passkeys"].count_documents({"user_id": user.user["id"]}) == 1 + statuses.count(201)
 
 
 def test_two_parallel_deletions_cannot_remove_the_last_way_in(client, ctx, app_pw, make_user_token, register,
