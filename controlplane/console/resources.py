@@ -42,7 +42,7 @@ from controlplane.passkeys.errors import PasskeysUnavailable
 from controlplane.passkeys.service import WEBAUTHN
 from controlplane.resource import Resource
 from shared.config import Config
-from shared.errors import DomainError, NotFound, PayloadTooLarge, PermissionMissing, ValidationFailed
+from shared.errors import DomainError, NotFound, PayloadTooLarge, PermissionMissing, RateLimited, ValidationFailed
 from shared.http import client_ip, status_of
 
 HTML = {"type": "string", "description": "an HTML page"}
@@ -433,10 +433,10 @@ class Home(ConsoleResource):
         redirect(resp, "/console/applications" if self.console.viewer(req) else SIGN_IN)
 
 
-def passkey_offer(passkeys: DashboardPasskeys, challenge_token: str | None = None) -> dict | None:
-    """The options of a sign-in page's passkey form (alone, or the second step of
-    ``challenge_token``), or None when there is none to offer: the server cannot verify
-    passkeys, or the challenge takes none."""
+def passkey_offer(passkeys: DashboardPasskeys, challenge_token: str) -> dict | None:
+    """The options of the second step's passkey form for ``challenge_token``, or None
+    when there is none to offer: the server cannot verify passkeys, or the challenge
+    takes none."""
     try:
         return passkeys.sign_in_options(challenge_token)
     except (PasskeysUnavailable, MfaChallengeExpired):
@@ -452,8 +452,18 @@ class _SignInPage(ConsoleResource):
 
     def sign_in_page(self, req, resp, *, passkey_autofill=True, **context) -> None:
         context.setdefault("notice", None)
-        self.console.render(req, resp, "sign_in.html", passkey=passkey_offer(self.passkeys),
+        self.console.render(req, resp, "sign_in.html", passkey=self.passkey_alone(req),
                             passkey_autofill=passkey_autofill, **context)
+
+    def passkey_alone(self, req) -> dict | None:
+        """The options of the page's "Sign in with a passkey": a stored challenge each
+        time the page is shown, so it draws on the client IP's sign-in budget as the
+        API's options route does (``AccountService.passkey_options``); once the budget is
+        spent the page shows no passkey button rather than minting more."""
+        try:
+            return self.console.accounts.passkey_options(None, ip=client_ip(req, self.config.trusted_proxies))
+        except (PasskeysUnavailable, RateLimited):
+            return None
 
     def code_page(self, req, resp, challenge_token: str, methods, **context) -> None:
         self.console.render(req, resp, "sign_in_code.html", challenge_token=challenge_token, methods=methods,

@@ -218,7 +218,8 @@ class Security(ConsoleResource):
     app (TOTP) and passkeys.  Each TOTP step answers this page again: the setup's
     secret, its confirmation's backup codes (shown this once), new backup codes, or the
     factor turned off.  Adding a passkey (passkeys.js posts the browser's credential)
-    and deleting one go back to the page (303) with a notice."""
+    and deleting one go back to the page (303) with a notice.  An account that has not
+    confirmed its address is told to confirm it first instead of being offered a factor."""
 
     password_work = ("POST",)
     docs = {"GET": page_doc("The account's two-step verification and passkeys"),
@@ -243,13 +244,16 @@ class Security(ConsoleResource):
 
     def show(self, req, resp, viewer, *, status=200, **context):
         account = viewer.account
+        # An unconfirmed account enrols nothing (403 DASHBOARD_EMAIL_UNVERIFIED): the page
+        # says why instead of offering it.
+        confirm_first = not account.get("email_verified")
         try:
-            passkey = self.passkeys.registration_options(account)
+            passkey = None if confirm_first else self.passkeys.registration_options(account)
         except PasskeysUnavailable:
             passkey = None
         self.console.render(req, resp, "settings_security.html", status=status, viewer=viewer,
                             mfa=self.mfa.status(account["_id"]), passkeys=self.passkeys.list(account["_id"]),
-                            passkey=passkey,
+                            passkey=passkey, confirm_first=confirm_first,
                             **{"setup": None, "backup_codes": None, "disabled": False, "step": None, "notice": None,
                                **context})
 

@@ -44,6 +44,8 @@ class SecondFactor(Protocol):
 
     def verify(self, *, challenge_token: str, code: str) -> dict: ...
 
+    def on_claim(self, account: dict) -> None: ...
+
 
 class PasskeySignIn(Protocol):
     """Signing in with a passkey (``dashboard.passkeys.DashboardPasskeys``)."""
@@ -51,6 +53,8 @@ class PasskeySignIn(Protocol):
     def sign_in_options(self, challenge_token: str | None) -> dict: ...
 
     def sign_in(self, *, challenge_id: str, credential: dict) -> dict: ...
+
+    def on_claim(self, account: dict) -> None: ...
 
 
 class SignIn(NamedTuple):
@@ -157,7 +161,7 @@ class AccountService:
         AUTH_RESET_TOKEN_EXPIRED, 422 VALIDATION_PASSWORD_TOO_WEAK.  The link proves the
         mailbox: every session of the account ends (an earlier squatter's too), a login
         lock is lifted, and the address is confirmed, which for an unconfirmed account is
-        a claim (``_confirm``).
+        a claim that also removes its second factors (``_confirm``).
 
         The new password is written first, so an earlier holder can no longer sign in,
         then the sessions end; the address is confirmed last, so an interrupted reset
@@ -175,17 +179,26 @@ class AccountService:
         self.store.invalidate_tokens(account["_id"], RESET, now)
         self.sessions.revoke_account(account["_id"])
         self.password_guard.lift(LOCK_SCOPE, account["email"])
-        return self._confirm(account)
+        return self._confirm(account, mailbox_only=True)
 
-    def _confirm(self, account: dict) -> dict:
+    def _confirm(self, account: dict, *, mailbox_only: bool = False) -> dict:
         """Mark the address confirmed.  For an account that never confirmed it this is a
         claim: whoever held the account until now may have been a stranger who
         registered the address, so what it granted is undone first
-        (``OrganizationService.undo_grants``).  The flag is written last: until it is,
-        the account writes nothing (``DashboardAccess.require_verified``) and the next
-        link claims again."""
+        (``OrganizationService.undo_grants``).  With ``mailbox_only`` (the reset link:
+        the mailbox proved without the account's own credentials) the holder's second
+        factors go too, passkeys, TOTP, backup codes and open challenges, and the
+        sessions end again: whatever signed in with one of them while they went.  (The
+        verification link confirms the holder's own registration, password and all.)
+        The flag is written last: until it is, the account writes nothing
+        (``DashboardAccess.require_verified``), enrols no factor, and the next link
+        claims again."""
         if not account.get("email_verified"):
             self.organizations.undo_grants(account["_id"])
+            if mailbox_only:
+                self.passkeys.on_claim(account)
+                self.second_factor.on_claim(account)
+                self.sessions.revoke_account(account["_id"])
         return self.store.update_account(account["_id"], {"email_verified": True, "updated_at": self.clock()})
 
     def _token_account(self, token_digest: str, purpose: str, invalid: type, expired: type) -> dict:

@@ -16,6 +16,10 @@ under the scope ``"dashboard"``.  What is the dashboard's own:
   ``"dashboard-mfa"``): IAMGATE_LOCKOUT_THRESHOLD consecutive wrong codes lock the
   account's codes for IAMGATE_LOCKOUT_SECONDS (429 AUTH_MFA_LOCKED), so signing in
   again and again brings no fresh guesses.
+- Only an account that confirmed its address enrols a factor (403
+  DASHBOARD_EMAIL_UNVERIFIED otherwise): anyone can register any address, and a factor
+  set up by such a holder would outlive the claim of the address by its mailbox's owner.
+  The claim removes whatever was set up before that rule (``on_claim``).
 - Turning the factor on ends the account's other sessions: they were opened with the
   password alone, and the factor (or an organization's ``require_mfa``) is meant to
   shut out whoever holds only that.
@@ -31,6 +35,7 @@ from typing import Protocol
 from controlplane.audit.context import actor, failure, success
 from controlplane.audit.service import AuditLog
 from controlplane.dashboard.accounts import LOCK_SCOPE
+from controlplane.dashboard.errors import DashboardEmailUnverified
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
 from controlplane.lockout import PasswordGuard
@@ -74,6 +79,14 @@ class AccountFactorService:
     audit: AuditLog
     clock: Clock
 
+    def _require_confirmed(self, account: dict) -> None:
+        """403 DASHBOARD_EMAIL_UNVERIFIED: an unconfirmed holder of an address may be a
+        stranger who registered it, and whoever proves the mailbox claims the account
+        (``AccountService.reset_password``); a factor such a holder enrolled would let
+        it back in, or lock the owner out."""
+        if not account.get("email_verified"):
+            raise DashboardEmailUnverified()
+
     def _check_password(self, account: dict, password: str) -> None:
         """The account's password confirms a change to its second factors, under its login
         lock (a stolen session cookie cannot be used to guess it): 422 INVALID_PASSWORD,
@@ -112,14 +125,18 @@ class DashboardMfa(AccountFactorService):
 
     def setup(self, account: dict, *, label: str) -> dict:
         """A pending TOTP method: {method_id, provisioning_uri, secret}; 409
-        MFA_ALREADY_ENABLED while one is active."""
+        MFA_ALREADY_ENABLED while one is active, 403 DASHBOARD_EMAIL_UNVERIFIED for an
+        account that has not confirmed its address."""
+        self._require_confirmed(account)
         return self.factor.start(FACTOR_SCOPE, account["_id"], self.clock(), label=label, account=account["email"],
                                  issuer=ISSUER)
 
     def confirm(self, account: dict, *, method_id: str, code: str, session: str | None) -> list[str]:
         """Activate the pending method with a code from the app; its 10 backup codes.
         Every session of the account but ``session`` (the raw id of the one confirming)
-        ends.  404 MFA_METHOD_NOT_FOUND, 409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE."""
+        ends.  404 MFA_METHOD_NOT_FOUND, 409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE,
+        403 DASHBOARD_EMAIL_UNVERIFIED."""
+        self._require_confirmed(account)
         codes = self.factor.activate(FACTOR_SCOPE, account["_id"], method_id, code, self.clock())
         self.sessions.revoke_others(account["_id"], session)
         self._record("dashboard_account.mfa_enabled", account, success(), {"method": TOTP})
@@ -149,6 +166,16 @@ class DashboardMfa(AccountFactorService):
         self.factor.remove(FACTOR_SCOPE, account_id, method)
         self._record("dashboard_account.mfa_disabled", account, success(),
                      {"confirmed_by": "password" if password is not None else code_kind(code)})
+
+    def on_claim(self, account: dict) -> None:
+        """The address claimed by its mailbox's owner (``AccountService``): the TOTP
+        method (a pending setup too), its backup codes and every open sign-in challenge
+        go, whoever set them up; ``mfa_disabled`` is recorded when one was on."""
+        enabled = self.factor.active(FACTOR_SCOPE, account["_id"]) is not None
+        self.factor.forget(FACTOR_SCOPE, account["_id"])
+        if enabled:
+            self._record("dashboard_account.mfa_disabled", account, success(),
+                         {"method": TOTP, "confirmed_by": "account_claimed"})
 
     # ------------------------------------------------------------------ sign-in
 

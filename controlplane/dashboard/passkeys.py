@@ -7,6 +7,9 @@ MongoDB, single use, 5 minutes), under the scope ``"dashboard"`` (``mfa.FACTOR_S
 a dashboard passkey is never found by an application's sign-in, nor an end user's by
 the dashboard's.  The user handle is the account's id.  What is the dashboard's own:
 
+- Only an account that confirmed its address registers one (403
+  DASHBOARD_EMAIL_UNVERIFIED), as for TOTP (``dashboard.mfa``); the claim of the
+  address removes every passkey and pending challenge of the account (``on_claim``).
 - A passkey is a second factor as soon as it is registered: it satisfies an
   organization's ``require_mfa``, and the account's password sign-ins ask for a passkey
   or a code (``mfa_methods`` lists ``webauthn``).  Registering the account's first
@@ -54,7 +57,9 @@ class DashboardPasskeys(AccountFactorService):
 
     def registration_options(self, account: dict) -> dict:
         """{challenge_id, options}: creation options bound to the account; 503
-        PASSKEY_UNAVAILABLE when the server has no RP ID."""
+        PASSKEY_UNAVAILABLE when the server has no RP ID, 403 DASHBOARD_EMAIL_UNVERIFIED
+        for an account that has not confirmed its address."""
+        self._require_confirmed(account)
         return self.credentials.creation_options(FACTOR_SCOPE, account["_id"], rp_name=RP_NAME,
                                                 user_name=account["email"],
                                                 display_name=account.get("name") or account["email"])
@@ -63,7 +68,9 @@ class DashboardPasskeys(AccountFactorService):
                  session: str | None) -> dict:
         """Verify the attestation and store the passkey.  When it is the account's
         first second factor, every session but ``session`` (the raw id of the one
-        registering) ends.  400 PASSKEY_*, 409 PASSKEY_ALREADY_REGISTERED."""
+        registering) ends.  400 PASSKEY_*, 409 PASSKEY_ALREADY_REGISTERED, 403
+        DASHBOARD_EMAIL_UNVERIFIED."""
+        self._require_confirmed(account)
         account_id = account["_id"]
         had_factor = self.factor.active(FACTOR_SCOPE, account_id) is not None or self.count(account_id) > 0
         passkey = self.credentials.enrol(FACTOR_SCOPE, account_id, challenge_id=challenge_id, credential=credential,
@@ -90,6 +97,14 @@ class DashboardPasskeys(AccountFactorService):
         self.credentials.delete(FACTOR_SCOPE, account["_id"], passkey_id)
         self._record("dashboard_account.mfa_disabled", account, success(),
                      {"method": WEBAUTHN, "passkey_id": passkey_id})
+
+    def on_claim(self, account: dict) -> None:
+        """The address claimed by its mailbox's owner (``AccountService``): every passkey
+        of the account and every pending challenge bound to it go, whoever registered
+        them; one ``mfa_disabled`` record when there were any."""
+        if self.credentials.forget(FACTOR_SCOPE, account["_id"]):
+            self._record("dashboard_account.mfa_disabled", account, success(),
+                         {"method": WEBAUTHN, "confirmed_by": "account_claimed"})
 
     # ------------------------------------------------------------------ sign-in
 

@@ -453,14 +453,16 @@ class AccountMfaStatus(_OwnFactor[DashboardMfa], Action):
 class AccountTotpSetup(_OwnFactor[DashboardMfa], Action):
     no_store = True
     docs = {"POST": op(
-        body=schemas.MFA_SETUP, response=schemas.MFA_SETUP_RESULT, errors=[ValidationFailed, MfaAlreadyEnabled],
+        body=schemas.MFA_SETUP, response=schemas.MFA_SETUP_RESULT,
+        errors=[ValidationFailed, MfaAlreadyEnabled, DashboardEmailUnverified],
     )}
 
     def act(self, req, values):
         """Start setting up an authenticator app (TOTP) for the signed-in account
 
         Returns the secret and its otpauth:// URI (for a QR code). Nothing changes until POST
-        /api/dashboard/me/mfa/totp/confirm; an unconfirmed setup expires after 1 hour."""
+        /api/dashboard/me/mfa/totp/confirm; an unconfirmed setup expires after 1 hour. An account that has not
+        confirmed its email address cannot enrol a second factor (403 DASHBOARD_EMAIL_UNVERIFIED)."""
         return self.service.setup(self.account(req), label=values["label"])
 
 
@@ -468,7 +470,7 @@ class AccountTotpConfirm(_OwnFactor[DashboardMfa], Action):
     no_store = True
     docs = {"POST": op(
         body=schemas.MFA_CONFIRM, ok=201, response=schemas.MFA_BACKUP_CODES,
-        errors=[ValidationFailed, *CONFIRM_ERRORS],
+        errors=[ValidationFailed, *CONFIRM_ERRORS, DashboardEmailUnverified],
     )}
 
     def act(self, req, values):
@@ -703,7 +705,7 @@ class AccountPasskeyOptions(_OwnFactor[DashboardPasskeys], Action):
     no_store = True
     docs = {"POST": op(
         body=passkey_schemas.REGISTRATION_START, response=passkey_schemas.REGISTRATION_OPTIONS,
-        errors=[ValidationFailed, UnsupportedMediaType, PasskeysUnavailable],
+        errors=[ValidationFailed, UnsupportedMediaType, PasskeysUnavailable, DashboardEmailUnverified],
     )}
 
     def act(self, req, values):
@@ -711,14 +713,15 @@ class AccountPasskeyOptions(_OwnFactor[DashboardPasskeys], Action):
 
         Creation options for navigator.credentials.create() (pass `options` to
         PublicKeyCredential.parseCreationOptionsFromJSON) and the challenge_id to send back. The challenge is
-        single use, bound to the account and valid 5 minutes."""
+        single use, bound to the account and valid 5 minutes. An account that has not confirmed its email
+        address cannot register a passkey (403 DASHBOARD_EMAIL_UNVERIFIED)."""
         return self.service.registration_options(self.account(req))
 
 
 class AccountPasskeyRegistration(_OwnFactor[DashboardPasskeys], Action):
     docs = {"POST": op(
         body=passkey_schemas.REGISTRATION_VERIFY, ok=201, response=passkey_schemas.PASSKEY,
-        errors=[*_PASSKEY_CEREMONY, PasskeyAlreadyRegistered],
+        errors=[*_PASSKEY_CEREMONY, PasskeyAlreadyRegistered, DashboardEmailUnverified],
     )}
 
     def act(self, req, values):

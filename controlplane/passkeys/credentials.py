@@ -107,6 +107,14 @@ class PasskeyCredentials:
         if not self.passkeys.delete_of_user(scope, subject_id, passkey_id):
             raise PasskeyNotFound(passkey_id)
 
+    def forget(self, scope: str, subject_id: str) -> int:
+        """Remove every passkey of the subject and every pending challenge bound to it;
+        how many passkeys went.  The passkeys first: once they are gone no challenge can
+        be answered with one."""
+        removed = self.passkeys.delete_for_user(scope, subject_id)
+        self.challenges.delete_for_user(scope, subject_id)
+        return removed
+
     # ------------------------------------------------------------------ registration
 
     def creation_options(self, scope: str, subject_id: str, *, rp_name: str, user_name: str, display_name: str,

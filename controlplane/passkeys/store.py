@@ -77,3 +77,7 @@ class PasskeyChallengeStore(Collection):
         of another kind or application, used, or expired."""
         return self._docs.find_one_and_delete(
             {"_id": challenge_digest, "app_id": app_id, "kind": kind, "expires_at": {"$gt": now}})
+
+    def delete_for_user(self, app_id: str, user_id: str) -> int:
+        """Every pending challenge bound to the user (registrations, second steps)."""
+        return self._docs.delete_many({"app_id": app_id, "user_id": user_id}).deleted_count

@@ -15,17 +15,19 @@ import pytest
 
 from controlplane.auth import SESSION_COOKIE
 from controlplane.console.resources import ENROL_PAGE
+from shared.config import Rate
+from tests.conftest import assert_error
 from tests.dashboard.test_mfa import APPS, ORGS, enrol
 from tests.passkeys.authenticator import SoftAuthenticator
 
 PUBLIC_URL = "http://localhost:8000"  # passkeys need a host name; the software authenticator's origin
 SECURITY = "/console/account/security"
+PASSKEYS = {"public_url": PUBLIC_URL, "webauthn_rp_id": "localhost", "webauthn_origins": (PUBLIC_URL,)}
 
 
 @pytest.fixture
 def config_overrides(request):
-    return getattr(request, "param", {"public_url": PUBLIC_URL, "webauthn_rp_id": "localhost",
-                                      "webauthn_origins": (PUBLIC_URL,)})
+    return getattr(request, "param", PASSKEYS)
 
 
 def passkey_form(page) -> dict:
@@ -154,6 +156,31 @@ def test_the_second_step_takes_a_passkey(visitor, dashboard_account):
                                               "credential": json.dumps(key.get(form["options"]))},
                              origin=PUBLIC_URL)
     assert signed_in.status_code == 303 and SESSION_COOKIE in someone.cookies
+
+
+@pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "rate_limit_dashboard_login": Rate(3, 60)}],
+                         indirect=True)
+def test_the_sign_in_pages_passkey_challenges_draw_on_the_ips_sign_in_budget(console, client, ctx):
+    someone = console()
+    for _ in range(3):
+        assert "data-passkey-options" in someone.get("/console/sign-in").text
+    spent = someone.get("/console/sign-in")  # the page still renders, without the passkey button
+    assert spent.status_code == 200 and "data-passkey-options" not in spent.text
+    assert 'autocomplete="username"' in spent.text
+    assert ctx.store["passkey_challenges"].count_documents({"app_id": "dashboard"}) == 3
+    api = client.simulate_post("/api/dashboard/login/passkey/options", json={}, remote_addr=someone.remote_addr)
+    assert_error(api, 429, "RATE_LIMIT_EXCEEDED")  # one budget for the page and the API
+    assert "data-passkey-options" in console().get("/console/sign-in").text  # another IP's is its own
+
+
+def test_an_unconfirmed_account_is_told_to_confirm_before_adding_a_factor(visitor, make_dashboard_account, ctx):
+    account = make_dashboard_account(verified=False)
+    page = visitor(account).get(SECURITY)
+    assert page.status_code == 200
+    assert 'id="mfa-confirm-first"' in page.text and 'id="passkeys-confirm-first"' in page.text
+    assert "Confirm your email address first" in page.text
+    assert "data-passkey-create" not in page.text and 'name="step" value="setup"' not in page.text
+    assert ctx.store["passkey_challenges"].count_documents({"user_id": account.id}) == 0
 
 
 @pytest.mark.parametrize("config_overrides", [{}], indirect=True)  # the public URL is an IP address

@@ -10,7 +10,7 @@ import pytest
 from controlplane.auth import SESSION_COOKIE
 from tests.conftest import assert_error, bearer
 from tests.mfa.conftest import STEP, mfa_url, rfc6238
-from tests.plugins.users import users_url
+from tests.plugins.users import fresh_address, users_url
 
 BASE = "/api/dashboard"
 ME_MFA = f"{BASE}/me/mfa"
@@ -47,6 +47,25 @@ def password_step(account):
 def code_step(account, challenge_token: str, code: str):
     return account.client.simulate_post(f"{BASE}/login/mfa", remote_addr=account.remote_addr,
                                         json={"challenge_token": challenge_token, "code": code})
+
+
+def unconfirm(account) -> None:
+    """Leave ``account``'s address unconfirmed, as an account that enrolled its factors
+    before an unconfirmed account could no longer do so."""
+    account.client.app.services.dashboard.accounts.store.update_account(account.id, {"email_verified": False})
+
+
+def claim(account, outbox, password="Mailbox-Owner-7"):
+    """The mailbox's owner claims ``account``'s address: registering it again mails the
+    claim (reset) link, and setting a password through it proves the mailbox."""
+    outbox.clear()
+    taken = account.client.simulate_post(f"{BASE}/register", remote_addr=fresh_address(),
+                                         json={"email": account.email, "password": password, "name": "Owner"})
+    assert taken.status_code == 409 and [m.to for m in outbox] == [account.email]
+    reset = account.client.simulate_post(f"{BASE}/password/reset", json={"token": outbox[-1].token,
+                                                                         "password": password})
+    assert reset.status_code == 200, reset.text
+    return password
 
 
 def challenge_of(account) -> str:
@@ -109,6 +128,38 @@ def test_a_wrong_confirmation_code_turns_nothing_on(dashboard_account, clock):
 def test_a_second_setup_while_on_is_refused(dashboard_account, clock):
     enrol(dashboard_account, clock)
     assert_error(dashboard_account.post(f"{ME_MFA}/totp/setup", json={}), 409, "MFA_ALREADY_ENABLED")
+
+
+def test_an_unconfirmed_account_cannot_set_up_an_authenticator(make_dashboard_account, clock, ctx):
+    account = make_dashboard_account(verified=False)
+    assert_error(account.post(f"{ME_MFA}/totp/setup", json={}), 403, "DASHBOARD_EMAIL_UNVERIFIED")
+    assert ctx.store["mfa_methods"].count_documents({"user_id": account.id}) == 0
+
+    confirmed = make_dashboard_account()
+    data = confirmed.post(f"{ME_MFA}/totp/setup", json={}).json["data"]
+    unconfirm(confirmed)  # a setup begun before: its confirmation is refused too
+    refused = confirmed.post(f"{ME_MFA}/totp/confirm",
+                             json={"method_id": data["method_id"], "code": rfc6238(data["secret"], clock())})
+    assert_error(refused, 403, "DASHBOARD_EMAIL_UNVERIFIED")
+    assert confirmed.get(ME_MFA).json["data"]["mfa_enabled"] is False
+
+
+def test_the_mailbox_owners_claim_removes_an_earlier_holders_authenticator(dashboard_account, clock, ctx,
+                                                                           outbox):
+    _secret, backup_codes = enrol(dashboard_account, clock)
+    left_open = challenge_of(dashboard_account)
+    unconfirm(dashboard_account)
+
+    password = claim(dashboard_account, outbox)
+
+    for collection in ("mfa_methods", "mfa_backup_codes", "mfa_challenges"):
+        assert ctx.store[collection].count_documents({"app_id": "dashboard", "user_id": dashboard_account.id}) == 0
+    assert_error(code_step(dashboard_account, left_open, backup_codes[0]), 410, "AUTH_MFA_CHALLENGE_EXPIRED")
+    signed_in = dashboard_account.client.simulate_post(f"{BASE}/login", remote_addr=fresh_address(),
+                                                       json={"email": dashboard_account.email, "password": password})
+    assert signed_in.status_code == 200 and SESSION_COOKIE in signed_in.cookies, signed_in.text
+    records = ctx.store["events"].find({"action": "dashboard_account.mfa_disabled", "actor.id": dashboard_account.id})
+    assert [r["data"] for r in records] == [{"method": "totp", "confirmed_by": "account_claimed"}]
 
 
 def test_mfa_routes_need_a_session(client):

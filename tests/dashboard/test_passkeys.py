@@ -13,7 +13,7 @@ from controlplane.auth import SESSION_COOKIE
 from shared.config import Rate
 from shared.ids import digest
 from tests.conftest import assert_error
-from tests.dashboard.test_mfa import enrol, password_step
+from tests.dashboard.test_mfa import claim, enrol, password_step, unconfirm
 from tests.passkeys import conftest as end_user_passkeys
 from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
 from tests.plugins.users import fresh_address
@@ -121,6 +121,50 @@ def test_a_registration_challenge_is_single_use_and_the_accounts_own(dashboard_a
     again = dashboard_account.post(f"{ME_PASSKEYS}/registration/verify", json=body)
     assert_error(again, 400, "PASSKEY_CHALLENGE_INVALID")
     assert ctx.store["passkeys"].count_documents({}) == 0
+
+
+def test_an_unconfirmed_account_cannot_register_a_passkey(make_dashboard_account, ctx):
+    account = make_dashboard_account(verified=False)
+    assert_error(account.post(f"{ME_PASSKEYS}/registration/options", json={}), 403, "DASHBOARD_EMAIL_UNVERIFIED")
+
+    confirmed = make_dashboard_account()
+    data = confirmed.post(f"{ME_PASSKEYS}/registration/options", json={}).json["data"]
+    unconfirm(confirmed)  # options fetched before: the registration is refused too
+    refused = confirmed.post(f"{ME_PASSKEYS}/registration/verify", json={
+        "challenge_id": data["challenge_id"], "credential": SoftAuthenticator().create(data["options"])})
+    assert_error(refused, 403, "DASHBOARD_EMAIL_UNVERIFIED")
+    assert ctx.store["passkeys"].count_documents({"app_id": "dashboard"}) == 0
+
+
+def test_the_mailbox_owners_claim_removes_an_earlier_holders_passkeys(dashboard_account, client, ctx, outbox):
+    key = SoftAuthenticator()
+    assert add_passkey(dashboard_account, key).status_code == 201
+    assert dashboard_account.post(f"{ME_PASSKEYS}/registration/options", json={}).status_code == 200  # left open
+    unconfirm(dashboard_account)
+
+    password = claim(dashboard_account, outbox)
+
+    assert_error(passkey_login(client, key), 400, "PASSKEY_CREDENTIAL_UNKNOWN")
+    mine = {"app_id": "dashboard", "user_id": dashboard_account.id}
+    assert ctx.store["passkeys"].count_documents(mine) == 0
+    assert ctx.store["passkey_challenges"].count_documents(mine) == 0
+    signed_in = client.simulate_post(f"{BASE}/login", remote_addr=fresh_address(),
+                                     json={"email": dashboard_account.email, "password": password})
+    assert signed_in.status_code == 200 and SESSION_COOKIE in signed_in.cookies, signed_in.text
+    records = ctx.store["events"].find({"action": "dashboard_account.mfa_disabled", "actor.id": dashboard_account.id})
+    assert [r["data"] for r in records] == [{"method": "webauthn", "confirmed_by": "account_claimed"}]
+
+
+def test_the_owners_own_verification_link_keeps_the_passkeys(make_dashboard_account, client, outbox):
+    account = make_dashboard_account()
+    key = SoftAuthenticator()
+    assert add_passkey(account, key).status_code == 201
+    unconfirm(account)
+    outbox.clear()
+    assert account.post(f"{BASE}/email/resend", json={}).status_code in (200, 202, 204)
+    verified = client.simulate_post(f"{BASE}/email/verify", json={"token": outbox[-1].token})
+    assert verified.status_code == 200, verified.text
+    assert passkey_login(client, key).status_code == 200
 
 
 def test_a_wrong_origin_is_refused_without_echoing_the_expected_one(dashboard_account, ctx):
