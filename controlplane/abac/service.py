@@ -40,7 +40,7 @@ from controlplane.users.errors import UserNotFound
 from shared.abac import CompiledPolicies, Policy, condition_environment
 from shared.authorization import decide_compiled
 from shared.ids import is_uuid, new_id
-from shared.rbac import WILDCARD, compile_grants, has_wildcard, resolve_scope
+from shared.rbac import WILDCARD, compile_grants, covering_patterns, has_wildcard, resolve_scope
 from shared.timeutil import Clock, isoformat
 
 _POLICY_FIELDS = ("name", "description", "effect", "permissions", "condition", "is_active")
@@ -85,7 +85,7 @@ class AbacService:
         """A page of policies sorted by name.  ``permission``: only the policies a check
         of that permission evaluates (a pattern of theirs covers it; for a wildcard, also
         a deny's that overlaps it: ``CompiledPolicies.covering``)."""
-        patterns = _covering_patterns(permission) if permission is not None else None
+        patterns = sorted(set(covering_patterns(permission))) if permission is not None else None
         overlapping = _overlapping_regex(permission) if permission is not None and has_wildcard(permission) else None
         return self.policies.search(app_id, is_active=is_active, patterns=patterns, denies_matching=overlapping,
                                     skip=(page - 1) * per_page, limit=per_page)
@@ -260,12 +260,6 @@ def _decided_by(user_active: bool, rbac: bool, reports: list[dict]) -> str:
     if any(r["effect"] == "allow" and r["matched"] for r in reports):
         return "allow_policy"
     return "no_match"
-
-
-def _covering_patterns(permission: str) -> list[str]:
-    """Every pattern that covers ``permission``: itself, res:*, *:act and *:*."""
-    resource, _, action = permission.partition(":")
-    return sorted({permission, f"{resource}:*", f"*:{action}", "*:*"})
 
 
 def _overlapping_regex(permission: str) -> str:

@@ -67,19 +67,26 @@ def test_a_challenge_opened_with_the_old_password_gets_no_session_after_a_change
     assert verify(application, fresh, mfa_user.backup_codes[1]).status_code == 200
 
 
+def _change_before(ctx, application, mfa_user, monkeypatch, step: str) -> list:
+    """Change the user's password just before the MFA factor's ``step`` runs (once per
+    call); the list of what each change left (``_change_password_in_place``)."""
+    factor, changed = ctx.mfa.factor, []
+    original = getattr(factor, step)
+
+    def change_then_step(*args, **kwargs):
+        changed.append(_change_password_in_place(ctx, application, mfa_user))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(factor, step, change_then_step)
+    return changed
+
+
 def test_a_change_while_the_challenge_is_answered_leaves_no_session(application, mfa_user, start_login, verify, ctx,
                                                                      clock, monkeypatch):
     """The change lands after the answer was checked and the challenge consumed, before
     the session is stored: the session is refused once stored."""
     challenge = start_login(application, mfa_user.email, mfa_user.password)["challenge_token"]
-    factor, changed = ctx.mfa.factor, []
-    consume = factor.consume_challenge
-
-    def change_then_consume(*args, **kwargs):
-        changed.append(_change_password_in_place(ctx, application, mfa_user))
-        return consume(*args, **kwargs)
-
-    monkeypatch.setattr(factor, "consume_challenge", change_then_consume)
+    changed = _change_before(ctx, application, mfa_user, monkeypatch, "consume_challenge")
     assert_error(verify(application, challenge, rfc6238(mfa_user.secret, clock())), 401, "AUTH_INVALID_CREDENTIALS")
     assert _live_sessions(ctx, mfa_user) == changed
 
@@ -88,14 +95,7 @@ def test_a_challenge_a_login_opens_after_the_change_gets_no_session(application,
                                                                    clock, monkeypatch):
     """The login checked the old password, then the change landed, then the login opened its
     challenge: ending the challenges open at the change would have missed this one."""
-    factor, changed = ctx.mfa.factor, []
-    open_challenge = factor.open_challenge
-
-    def change_then_open(*args, **kwargs):
-        changed.append(_change_password_in_place(ctx, application, mfa_user))
-        return open_challenge(*args, **kwargs)
-
-    monkeypatch.setattr(factor, "open_challenge", change_then_open)
+    changed = _change_before(ctx, application, mfa_user, monkeypatch, "open_challenge")
     challenge = start_login(application, mfa_user.email, mfa_user.password)["challenge_token"]
     monkeypatch.undo()
     assert_error(verify(application, challenge, rfc6238(mfa_user.secret, clock())), 401, "AUTH_INVALID_CREDENTIALS")

@@ -172,14 +172,8 @@ def test_a_user_has_at_most_twenty_passkeys(client, ctx, app_pw, make_user_token
     assert register(app_pw, other, SoftAuthenticator()).status_code == 201
 
 
-def test_parallel_registrations_cannot_pass_the_limit(client, ctx, app_pw, make_user_token, register, monkeypatch):
-    """Two registrations with room for one: both pass the count before either stores its
-    passkey; what is stored stays within the limit."""
-    monkeypatch.setattr(service, "MAX_PASSKEYS_PER_USER", 2)
-    user = make_user_token(app_pw)
-    assert register(app_pw, user, SoftAuthenticator()).status_code == 201
-    started = [client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={},
-                                    headers=user.headers).json["data"] for _ in range(2)]
+def _both_count_first(ctx, monkeypatch) -> None:
+    """Make two parallel requests both count the user's passkeys before either goes on."""
     store, both_counted, calls = ctx.passkeys.passkeys, threading.Barrier(2, timeout=5), []
     count = store.count_for_user
 
@@ -191,6 +185,17 @@ def test_parallel_registrations_cannot_pass_the_limit(client, ctx, app_pw, make_
         return result
 
     monkeypatch.setattr(store, "count_for_user", count_then_wait)
+
+
+def test_parallel_registrations_cannot_pass_the_limit(client, ctx, app_pw, make_user_token, register, monkeypatch):
+    """Two registrations with room for one: both pass the count before either stores its
+    passkey; what is stored stays within the limit."""
+    monkeypatch.setattr(service, "MAX_PASSKEYS_PER_USER", 2)
+    user = make_user_token(app_pw)
+    assert register(app_pw, user, SoftAuthenticator()).status_code == 201
+    started = [client.simulate_post(passkeys_url(app_pw, "/registration/options"), json={},
+                                    headers=user.headers).json["data"] for _ in range(2)]
+    _both_count_first(ctx, monkeypatch)
     statuses = in_parallel(2, lambda i: client.simulate_post(passkeys_url(app_pw, "/registration/verify"), json={
         "challenge_id": started[i]["challenge_id"], "credential": SoftAuthenticator().create(started[i]["options"])},
         headers=user.headers).status_code)
@@ -206,17 +211,7 @@ def test_two_parallel_deletions_cannot_remove_the_last_way_in(client, ctx, app_p
     user = make_user_token(app_pw)
     ids = [register(app_pw, user, SoftAuthenticator()).json["data"]["id"] for _ in range(2)]
     ctx.store["users"].update_one({"_id": user.user["id"]}, {"$set": {"password_hash": None}})
-    store, both_counted, calls = ctx.passkeys.passkeys, threading.Barrier(2, timeout=5), []
-    count = store.count_for_user
-
-    def count_then_wait(app_id, user_id):
-        result = count(app_id, user_id)
-        calls.append(result)
-        if len(calls) <= 2:
-            both_counted.wait()
-        return result
-
-    monkeypatch.setattr(store, "count_for_user", count_then_wait)
+    _both_count_first(ctx, monkeypatch)
     outbox.clear()
     statuses = in_parallel(2, lambda i: client.simulate_delete(passkeys_url(app_pw, f"/{ids[i]}"),
                                                                headers=user.headers).status_code)
