@@ -56,8 +56,15 @@ lint: $(LINT_STAMP)
 	$(VENV)/bin/mypy
 
 ## Install and run the test suite (tests/chart is skipped unless `make chart-tools` ran).
+# On every core (at most 4) through pytest-xdist, a test file per worker at a time: the
+# files' module fixtures (processes, browsers) start once, as in one process. XDIST=0 runs
+# it in this process alone (e.g. for --pdb).
+XDIST ?= -n auto --maxprocesses 4 --dist loadfile
+ifeq ($(XDIST),0)
+override XDIST :=
+endif
 test: $(STAMP)
-	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(PYTEST_ARGS)
+	IAMGATE_BCRYPT_ROUNDS=4 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 ## The JavaScript libraries some tests drive (tests/node: oidc-client-ts, openid-client, axe-core), into the
 ## gitignored tests/node/node_modules, exactly as package-lock.json pins them.

@@ -14,7 +14,6 @@ import importlib
 import importlib.util
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 
 import falcon.testing
@@ -302,7 +301,7 @@ def test_the_new_area_answers_its_routes(notes_app, tenant):
 
 
 @pytest.mark.parametrize("method, suffix, body, who, status, code", [
-    ("GET", "/notes/" + str(uuid.uuid4()), None, "manager", 404, "RESOURCE_NOT_FOUND"),
+    ("GET", "/notes/0d6c2f4e-3b7a-4e1d-8c5f-9a2b4d6e8f01", None, "manager", 404, "RESOURCE_NOT_FOUND"),
     ("POST", "/notes", {}, "manager", 400, "VALIDATION_INVALID_FORMAT"),
     ("POST", "/notes", {"text": "x"}, "reader", 403, "FORBIDDEN"),
 ])
