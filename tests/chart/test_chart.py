@@ -559,16 +559,17 @@ def test_without_a_token_nothing_sends_or_requires_one():
 
 
 def test_tracing_is_off_until_an_endpoint_is_given():
-    """The standard OTEL_* variables, the control plane and the decision service each
-    under its own service name."""
+    """The standard OTEL_* variables, the control plane, the decision service and the
+    webhook worker (it sends every delivery) each under its own service name."""
     def otel(values):
         return {deployment: {e["name"]: e["value"] for e in spec["containers"][0]["env"]
                              if e["name"].startswith("OTEL_")}
-                for deployment, spec in pod_specs(render(values)) if deployment != "iamgate-worker"}
+                for deployment, spec in pod_specs(render(values))}
 
-    assert otel(MINIMAL) == {"iamgate-controlplane": {}, "iamgate-decision": {}}
+    assert otel(MINIMAL) == {"iamgate-controlplane": {}, "iamgate-decision": {}, "iamgate-worker": {}}
     traced = otel({**MINIMAL, "otel": {"endpoint": "http://otel-collector:4318",
                                        "resourceAttributes": {"deployment.environment": "production"}}})
+    assert set(traced) == {"iamgate-controlplane", "iamgate-decision", "iamgate-worker"}
     for deployment, env in traced.items():
         assert env["OTEL_SERVICE_NAME"] == deployment
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
