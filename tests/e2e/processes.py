@@ -159,12 +159,12 @@ class Processes:
         if not wait_until(lambda: self.decision.poll() is None and answers(self.decision_url + "/healthz"), 60):
             raise RuntimeError("the decision service did not start:\n" + self.logs())
 
-    def start_worker(self) -> None:
+    def start_worker(self, **env) -> None:
         """The webhook worker (``python -m controlplane worker``), as against MongoDB; once
-        its ``/readyz`` answers."""
+        its ``/readyz`` answers. ``env`` adds to or overrides the shared environment."""
         port = free_port()
         self.worker = self._spawn("worker", [sys.executable, "-m", "controlplane", "worker"],
-                                  {**self.env, "IAMGATE_WORKER_PORT": str(port)})
+                                  {**self.env, **{k: str(v) for k, v in env.items()}, "IAMGATE_WORKER_PORT": str(port)})
         if not wait_until(lambda: self.worker.poll() is None and answers(f"http://127.0.0.1:{port}/readyz"), 60):
             raise RuntimeError("the webhook worker did not start:\n" + self.logs())
 

@@ -420,3 +420,43 @@ def test_gunicorn_workers_export_over_otlp_and_flush_when_they_exit(tmp_path):
         receiver.close()
     assert "GET /internal/v1/applications/{applicationId}/users/{userId}/grants" in traced("iamgate-controlplane"), \
         processes.logs()
+
+
+def test_the_webhook_worker_process_exports_its_deliveries_as_iamgate_worker(tmp_path, receiver):
+    """``python -m controlplane worker`` starts tracing from the OTEL_* variables as the web
+    processes do: a delivery it sends is a ``webhook delivery`` span, its POST a child whose
+    ``traceparent`` the receiver got, under service.name ``iamgate-worker`` when
+    OTEL_SERVICE_NAME is not set, and its batch is flushed when SIGTERM stops it."""
+    from tests.e2e.processes import Admin, Processes, stop_process, wait_until
+
+    otlp = OtlpReceiver()
+    shared_uri = mongodb.shared_database_uri("iamgate_traced_worker")
+    # On MongoDB the control plane delivers nothing itself: the worker sends every delivery.
+    processes = Processes(tmp_path, env={"IAMGATE_MONGODB_URI": shared_uri,
+                                         "IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true"})
+    try:
+        processes.start_control_plane()
+        processes.start_worker(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url, OTEL_BSP_SCHEDULE_DELAY="600000")
+        admin = Admin(processes.control_url, name="traced-worker")
+        created = requests.post(f"{admin.v1}/webhooks", json={"url": receiver.url, "events": ["role.created"]},
+                                headers=admin.headers, timeout=10)
+        assert created.status_code == 201, created.text
+        admin.role(["posts:edit"], name="editor")
+        assert wait_until(lambda: len(receiver.requests) == 1, 30), processes.logs()
+        assert not otlp.spans  # still in the worker's batch
+        stop_process(processes.worker)
+        assert processes.worker.returncode == 0, processes.logs()
+    finally:
+        processes.stop()
+        otlp.close()
+        mongodb.drop_database(shared_uri)
+    assert {service for service, _ in otlp.spans} == {"iamgate-worker"}, processes.logs()
+    [delivery] = [span for _, span in otlp.spans if span.name == "webhook delivery"]
+    [post] = [span for _, span in otlp.spans if span.name == "POST"]
+    assert {a.key: a.value.string_value for a in delivery.attributes}["iamgate.event"] == "role.created"
+    assert post.parent_span_id == delivery.span_id
+    # Its store was opened traced: the delivery's MongoDB commands are its children too.
+    assert any(span.parent_span_id == delivery.span_id and any(a.key == "db.system.name" for a in span.attributes)
+               for _, span in otlp.spans)
+    _, trace_id, parent_id, _ = receiver.requests[0]["headers"]["traceparent"].split("-")
+    assert (trace_id, parent_id) == (post.trace_id.hex(), post.span_id.hex())
