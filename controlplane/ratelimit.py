@@ -90,6 +90,38 @@ class RateLimiter:
         start, _, _ = self.window(rate.window)
         self._counters.delete_many({"_id": {"$in": [f"{key}|{start}", f"{key}|cooldown"]}})
 
+    def unit(self, key: str, rate) -> Unit:
+        """One request's unit of ``key``'s budget (``Unit``), not drawn yet."""
+        return Unit(self, key, rate)
+
+
+class Unit:
+    """One unit of a budget, drawn for one request (``RateLimiter.unit``).
+
+    The first ``take`` counts it (``RateLimiter.hit``); later ones answer as that one
+    did, allowed or ``RateLimited``, without counting again.  A request whose steps each
+    draw on the same budget (a console sign-in that checks a password, then shows the
+    page again with a passkey challenge) passes them one ``Unit`` and costs one."""
+
+    def __init__(self, limiter: RateLimiter, key: str, rate):
+        self._limiter = limiter
+        self._key = key
+        self._rate = rate
+        self._taken = False
+        self._refusal: RateLimited | None = None
+
+    def take(self) -> None:
+        if self._refusal is not None:
+            raise self._refusal
+        if self._taken:
+            return
+        try:
+            self._limiter.hit(self._key, self._rate)
+        except RateLimited as refusal:
+            self._refusal = refusal
+            raise
+        self._taken = True
+
 
 @dataclass
 class _LocalCount:

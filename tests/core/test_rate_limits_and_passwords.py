@@ -54,6 +54,20 @@ def test_zero_limit_means_unlimited(ctx):
         ctx.rate_limiter.hit("free", Rate(0, 60))
 
 
+def test_a_unit_counts_once_however_often_it_is_taken(ctx):
+    rate = Rate(2, 60)
+    unit = ctx.rate_limiter.unit("steps", rate)
+    for _ in range(3):
+        unit.take()  # one request's steps: one unit
+    assert ctx.rate_limiter.hit("steps", rate) == 0  # the second unit of two
+    refused = ctx.rate_limiter.unit("steps", rate)
+    for _ in range(3):
+        with pytest.raises(RateLimited):
+            refused.take()
+    start, _, _ = ctx.rate_limiter.window(rate.window)
+    assert ctx.store["rate_limits"].find_one({"_id": f"steps|{start}"})["n"] == 3  # the refusal counted once
+
+
 def test_password_hash_and_verify():
     hasher = PasswordHasher(4)
     hashed = hasher.hash("Correct-Horse-9")
