@@ -40,6 +40,7 @@ from controlplane.openapi import op
 from controlplane.pages import CsrfTokenInvalid, MalformedForm, read_form
 from controlplane.passkeys.errors import PasskeysUnavailable
 from controlplane.passkeys.service import WEBAUTHN
+from controlplane.ratelimit import Unit
 from controlplane.resource import Resource
 from shared.config import Config
 from shared.errors import DomainError, NotFound, PayloadTooLarge, PermissionMissing, RateLimited, ValidationFailed
@@ -450,18 +451,28 @@ class _SignInPage(ConsoleResource):
     passkeys: DashboardPasskeys
     dashboard_access: DashboardAccess
 
-    def sign_in_page(self, req, resp, *, passkey_autofill=True, **context) -> None:
+    def sign_in_unit(self, req) -> Unit:
+        """This request's unit of the client IP's sign-in budget (``AccountService.sign_in_unit``)."""
+        return self.console.accounts.sign_in_unit(client_ip(req, self.config.trusted_proxies))
+
+    def sign_in_page(self, req, resp, unit: Unit, *, passkey_autofill=True, **context) -> None:
+        """The sign-in page, its passkey challenge paid with ``unit`` (``passkey_alone``)."""
         context.setdefault("notice", None)
-        self.console.render(req, resp, "sign_in.html", passkey=self.passkey_alone(req),
+        self.console.render(req, resp, "sign_in.html", passkey=self.passkey_alone(unit),
                             passkey_autofill=passkey_autofill, **context)
 
-    def passkey_alone(self, req) -> dict | None:
+    def passkey_alone(self, unit: Unit) -> dict | None:
         """The options of the page's "Sign in with a passkey": a stored challenge each
-        time the page is shown, so it draws on the client IP's sign-in budget as the
-        API's options route does (``AccountService.passkey_options``); once the budget is
-        spent the page shows no passkey button rather than minting more."""
+        time the page is shown, so it takes a unit of the client IP's sign-in budget as
+        the API's options route does (``AccountService.passkey_options``); once the
+        budget is spent the page shows no passkey button rather than minting more.
+
+        A post that shows the page again after a refused sign-in passes the unit that
+        sign-in took, so the attempt and the new challenge cost one unit together, as
+        the API's POST /login alone does, and no challenge is ever stored without a unit
+        drawn for it."""
         try:
-            return self.console.accounts.passkey_options(None, ip=client_ip(req, self.config.trusted_proxies))
+            return self.console.accounts.passkey_options(None, unit=unit)
         except (PasskeysUnavailable, RateLimited):
             return None
 
@@ -487,17 +498,17 @@ class SignIn(_SignInPage):
     docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
 
     def on_get(self, req, resp):
-        self.sign_in_page(req, resp, notice=req.get_param("notice"))
+        self.sign_in_page(req, resp, self.sign_in_unit(req), notice=req.get_param("notice"))
 
     @form_post
     def on_post(self, req, resp, form):
+        unit = self.sign_in_unit(req)  # the attempt's, and the page's shown again (``passkey_alone``)
         try:
             values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
-            sign_in = self.console.accounts.login(
-                values["email"], values["password"], ip=client_ip(req, self.config.trusted_proxies),
-                previous_session=req.cookies.get(SESSION_COOKIE))
+            sign_in = self.console.accounts.login(values["email"], values["password"], unit=unit,
+                                                  previous_session=req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
-            self.sign_in_page(req, resp, **failed(error), form={"email": form.get("email", "")})
+            self.sign_in_page(req, resp, unit, **failed(error), form={"email": form.get("email", "")})
             return
         self.signed_in_to(req, resp, sign_in)
 
@@ -531,14 +542,15 @@ class SignInPasskey(_SignInPage):
     @form_post
     def on_post(self, req, resp, form):
         challenge_token = form.get("challenge_token") or None
+        unit = self.sign_in_unit(req)  # the attempt's, and the page's shown again (``passkey_alone``)
         try:
             answer = passkey_answer(form)
             sign_in = self.console.accounts.login_with_passkey(
-                answer["challenge_id"], answer["credential"], ip=client_ip(req, self.config.trusted_proxies),
+                answer["challenge_id"], answer["credential"], unit=unit,
                 previous_session=req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
             if challenge_token is None:
-                self.sign_in_page(req, resp, passkey_autofill=False, **failed(error))
+                self.sign_in_page(req, resp, unit, passkey_autofill=False, **failed(error))
             else:
                 self.code_page(req, resp, challenge_token, self.passkeys.challenge_methods(challenge_token),
                                **failed(error))

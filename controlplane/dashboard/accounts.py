@@ -18,7 +18,7 @@ from controlplane.dashboard.store import DashboardStore
 from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
-from controlplane.ratelimit import RateLimiter
+from controlplane.ratelimit import RateLimiter, Unit
 from controlplane.users.errors import (
     InvalidResetToken,
     InvalidVerificationToken,
@@ -242,21 +242,27 @@ class AccountService:
                                  "used_at": None})
         return token
 
-    def login(self, email: str, password: str, *, ip: str, previous_session: str | None = None) -> SignIn:
+    def sign_in_unit(self, ip: str) -> Unit:
+        """One request's unit of the client IP's sign-in budget
+        (IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN), which ``login``, ``passkey_options`` and
+        ``login_with_passkey`` take: what one request does with it costs one unit."""
+        return self.rate_limiter.unit(f"dashboard-login:{ip}", self.login_rate)
+
+    def login(self, email: str, password: str, *, unit: Unit, previous_session: str | None = None) -> SignIn:
         """Check the credentials and open a new session (``SignIn.session``, the raw
         session id), or, for an account with a second factor, answer its challenge
         (``SignIn.challenge``; ``login_second_factor`` then opens the session).  A
         session the browser still presented is ended, so re-signing in never leaves an
         orphan session behind.
 
-        Counted before the password is checked: the per-IP budget
-        (IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN, 429 RATE_LIMIT_EXCEEDED) and the login lock
+        Counted before the password is checked: the per-IP budget (``unit``,
+        IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN, 429 RATE_LIMIT_EXCEEDED) and the login lock
         end users have (``PasswordGuard``): IAMGATE_LOCKOUT_THRESHOLD consecutive
         failures for the email lock it for IAMGATE_LOCKOUT_SECONDS (429
         AUTH_ACCOUNT_LOCKED, even for the right password); a successful login forgives
         the failures.  An unknown email costs the same bcrypt time as a wrong password
         and gets the same 401."""
-        self.rate_limiter.hit(f"dashboard-login:{ip}", self.login_rate)
+        unit.take()
         email = _lookup_form(email)
         account = self.store.account_by_email(email)
         if not self.password_guard.check(LOCK_SCOPE, email, password, account["password_hash"] if account else None):
@@ -272,18 +278,18 @@ class AccountService:
         account = self.second_factor.verify(challenge_token=challenge_token, code=code)
         return SignIn(account, session=self._open_session(account, previous_session))
 
-    def passkey_options(self, challenge_token: str | None, *, ip: str) -> dict:
+    def passkey_options(self, challenge_token: str | None, *, unit: Unit) -> dict:
         """Options to sign in with a passkey, alone or (``challenge_token``) as the
-        second step; counted against the password sign-in's per-IP budget."""
-        self.rate_limiter.hit(f"dashboard-login:{ip}", self.login_rate)
+        second step; counted against the password sign-in's per-IP budget (``unit``)."""
+        unit.take()
         return self.passkeys.sign_in_options(challenge_token)
 
-    def login_with_passkey(self, challenge_id: str, credential: dict, *, ip: str,
+    def login_with_passkey(self, challenge_id: str, credential: dict, *, unit: Unit,
                            previous_session: str | None = None) -> SignIn:
         """Sign in with a passkey's assertion (``DashboardPasskeys.sign_in`` for the
         errors), alone or as the second step; the session opens.  The same per-IP
-        budget as the password."""
-        self.rate_limiter.hit(f"dashboard-login:{ip}", self.login_rate)
+        budget as the password (``unit``)."""
+        unit.take()
         account = self.passkeys.sign_in(challenge_id=challenge_id, credential=credential)
         return SignIn(account, session=self._open_session(account, previous_session))
 

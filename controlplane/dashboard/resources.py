@@ -73,6 +73,7 @@ from controlplane.passkeys.errors import (
     VerificationFailed,
 )
 from controlplane.passwords import PasswordTooWeak, WrongPassword
+from controlplane.ratelimit import Unit
 from controlplane.resource import Action, Resource
 from controlplane.users.errors import (
     InvalidResetToken,
@@ -126,6 +127,10 @@ class _AccountResource(Action):
     def client_ip(self, req) -> str:
         return client_ip(req, self.config.trusted_proxies)
 
+    def sign_in_unit(self, req) -> Unit:
+        """This request's unit of the client IP's sign-in budget (``AccountService.sign_in_unit``)."""
+        return self.accounts.sign_in_unit(self.client_ip(req))
+
 
 class Register(_AccountResource):
     access = {"POST": PUBLIC}
@@ -174,7 +179,7 @@ class Login(_SignInStep):
         IAMGATE_DASHBOARD_SESSION_TTL seconds. An account with two-step verification on gets no cookie yet:
         the answer is {mfa_required: true, challenge_token, mfa_methods}, and POST /api/dashboard/login/mfa
         with a code (totp) or POST /api/dashboard/login/passkey with a passkey (webauthn) sets the cookie."""
-        return self.accounts.login(values["email"], values["password"], ip=self.client_ip(req),
+        return self.accounts.login(values["email"], values["password"], unit=self.sign_in_unit(req),
                                    previous_session=req.cookies.get(SESSION_COOKIE))
 
 
@@ -671,7 +676,7 @@ class LoginPasskeyOptions(_AccountResource):
         authenticator lists its own dashboard passkeys, user verification required. With the password step's
         challenge_token (mfa_methods has webauthn): the account's passkeys. The challenge is single use and
         valid 5 minutes. Counted against IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN."""
-        return self.accounts.passkey_options(values["challenge_token"], ip=self.client_ip(req))
+        return self.accounts.passkey_options(values["challenge_token"], unit=self.sign_in_unit(req))
 
 
 class LoginPasskey(_SignInStep):
@@ -689,7 +694,8 @@ class LoginPasskey(_SignInStep):
         unknown here: 400 PASSKEY_CREDENTIAL_UNKNOWN). Alone, the passkey must be discoverable and verify the
         user; as the second step it answers the sign-in's MFA challenge (single use, IAMGATE_MFA_MAX_ATTEMPTS
         attempts). Counted against IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN."""
-        return self.accounts.login_with_passkey(values["challenge_id"], values["credential"], ip=self.client_ip(req),
+        return self.accounts.login_with_passkey(values["challenge_id"], values["credential"],
+                                                unit=self.sign_in_unit(req),
                                                 previous_session=req.cookies.get(SESSION_COOKIE))
 
 

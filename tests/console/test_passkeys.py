@@ -173,6 +173,96 @@ def test_the_sign_in_pages_passkey_challenges_draw_on_the_ips_sign_in_budget(con
     assert "data-passkey-options" in console().get("/console/sign-in").text  # another IP's is its own
 
 
+def sign_in_challenges(ctx) -> int:
+    """Passkey challenges stored for a sign-in by passkey alone (the page's button)."""
+    return ctx.store["passkey_challenges"].count_documents({"app_id": "dashboard"})
+
+
+@pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "lockout_threshold": 100}], indirect=True)
+def test_a_failed_console_sign_in_costs_one_unit_of_the_ips_budget_as_the_api_does(
+        console, client, make_dashboard_account, ctx):
+    limit = ctx.config.rate_limit_dashboard_login.limit
+    api_ip, account = "198.51.100.20", make_dashboard_account()
+    wrong = {"email": account.email, "password": "Wrong-Horse-42"}
+    for _ in range(limit):
+        assert_error(client.simulate_post("/api/dashboard/login", json=wrong, remote_addr=api_ip),
+                     401, "AUTH_INVALID_CREDENTIALS")
+    assert_error(client.simulate_post("/api/dashboard/login", json=wrong, remote_addr=api_ip),
+                 429, "RATE_LIMIT_EXCEEDED")
+
+    someone = console()
+    assert "data-passkey-options" in someone.get("/console/sign-in").text  # the page's challenge: one unit
+    for _ in range(limit - 1):
+        again = someone.post("/console/sign-in", wrong, origin=PUBLIC_URL)
+        assert again.status_code == 401 and "AUTH_INVALID_CREDENTIALS" in again.text
+        assert "data-passkey-options" in again.text  # the page shown again, on the attempt's unit
+    spent = someone.post("/console/sign-in", wrong, origin=PUBLIC_URL)
+    assert spent.status_code == 429 and "RATE_LIMIT_EXCEEDED" in spent.text
+    assert "data-passkey-options" not in spent.text
+    assert sign_in_challenges(ctx) == limit  # no more challenges than units
+
+
+@pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "rate_limit_dashboard_login": Rate(5, 60)}],
+                         indirect=True)
+def test_the_console_and_the_api_draw_one_unit_an_attempt_from_one_budget(console, client, dashboard_account, ctx):
+    someone = console()
+    wrong = {"email": dashboard_account.email, "password": "Wrong-Horse-42"}
+    someone.get("/console/sign-in")  # 1
+    assert someone.post("/console/sign-in", wrong, origin=PUBLIC_URL).status_code == 401  # 2
+    for _ in range(2):  # 3, 4
+        assert_error(client.simulate_post("/api/dashboard/login", json=wrong, remote_addr=someone.remote_addr),
+                     401, "AUTH_INVALID_CREDENTIALS")
+    right = someone.post("/console/sign-in", {"email": dashboard_account.email,
+                                              "password": dashboard_account.password}, origin=PUBLIC_URL)  # 5
+    assert right.status_code == 303 and SESSION_COOKIE in someone.cookies  # the last unit still signs in
+    assert_error(client.simulate_post("/api/dashboard/login", json=wrong, remote_addr=someone.remote_addr),
+                 429, "RATE_LIMIT_EXCEEDED")
+    refused = console(someone.remote_addr).post("/console/sign-in", wrong, origin=PUBLIC_URL)
+    assert refused.status_code == 429 and "data-passkey-options" not in refused.text
+    assert sign_in_challenges(ctx) == 2  # the page, and the page shown again after the failure
+
+
+@pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "rate_limit_dashboard_login": Rate(10, 60)}],
+                         indirect=True)
+def test_pages_shown_again_never_carry_more_challenges_than_units_drawn(console, dashboard_account, ctx):
+    """Every way the sign-in page is shown again (a wrong password, the login lock, a form
+    the schema refuses, a refused passkey) draws at most one unit and carries at most one
+    challenge; once the budget is spent no page carries one."""
+    someone = console()
+    wrong = {"email": dashboard_account.email, "password": "Wrong-Horse-42"}
+    stranger = SoftAuthenticator()
+    stranger.user_handle = b"nobody"
+
+    def units() -> int:
+        limit = ctx.config.rate_limit_dashboard_login.limit
+        counters = ctx.store["rate_limits"].find({"_id": {"$regex": f"^dashboard-login:{someone.remote_addr}\\|"}})
+        return min(limit, sum(counter["n"] for counter in counters))
+
+    page = someone.get("/console/sign-in")
+    shown = [page]
+    for _ in range(5):  # the 5th wrong password locks the email
+        shown.append(someone.post("/console/sign-in", wrong, origin=PUBLIC_URL))
+    shown.append(locked := someone.post("/console/sign-in", wrong, origin=PUBLIC_URL))
+    assert locked.status_code == 429 and "AUTH_ACCOUNT_LOCKED" in locked.text
+    shown.append(invalid := someone.post("/console/sign-in", {"email": "", "password": ""}, origin=PUBLIC_URL))
+    assert invalid.status_code == 400
+    form = passkey_form(shown[-1])
+    shown.append(refused := someone.post(form["action"], {"challenge_id": form["challenge_id"],
+                                                          "credential": json.dumps(stranger.get(form["options"]))},
+                                         origin=PUBLIC_URL))
+    assert refused.status_code == 400 and "PASSKEY_CREDENTIAL_UNKNOWN" in refused.text
+    assert len({passkey_form(response)["challenge_id"] for response in shown}) == units() == 9
+    assert sign_in_challenges(ctx) == 8  # and the one the refused passkey used up
+
+    last = someone.post("/console/sign-in", wrong, origin=PUBLIC_URL)
+    assert "data-passkey-options" in last.text and units() == 10 and sign_in_challenges(ctx) == 9
+    for spent in (someone.post("/console/sign-in", wrong, origin=PUBLIC_URL),
+                  someone.post("/console/sign-in", {"email": ""}, origin=PUBLIC_URL),
+                  someone.get("/console/sign-in")):
+        assert spent.status_code in (200, 400, 429) and "data-passkey-options" not in spent.text
+    assert sign_in_challenges(ctx) == 9
+
+
 def test_an_unconfirmed_account_is_told_to_confirm_before_adding_a_factor(visitor, make_dashboard_account, ctx):
     account = make_dashboard_account(verified=False)
     page = visitor(account).get(SECURITY)
