@@ -45,7 +45,6 @@ from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.oidc.resources.hosted import passkey_answer
 from controlplane.pages import DEFAULT_COLOR, Pages
-from controlplane.passkeys import schemas as passkey_schemas
 from controlplane.passkeys.errors import PasskeysUnavailable
 from shared.errors import DomainError, ValidationFailed
 
@@ -255,7 +254,7 @@ class Security(ConsoleResource):
                             mfa=self.mfa.status(account["_id"]), passkeys=self.passkeys.list(account["_id"]),
                             passkey=passkey, confirm_first=confirm_first,
                             **{"setup": None, "backup_codes": None, "disabled": False, "step": None, "notice": None,
-                               **context})
+                               "chosen": None, **context})
 
     @viewer_post
     def on_post(self, req, resp, viewer, form):
@@ -277,8 +276,9 @@ class Security(ConsoleResource):
                 self.mfa.disable(account, **schemas.MFA_DISABLE.validate(sent))
                 redirect(resp, "/console/account/security?notice=disabled")
             elif step == "passkey-add":
-                values = passkey_schemas.REGISTRATION_VERIFY.validate(
-                    {**passkey_answer(form), "name": form.get("name", "").strip() or None})
+                values = schemas.PASSKEY_REGISTRATION.validate(
+                    {**passkey_answer(form), "name": form.get("name", "").strip() or None,
+                     "password": form.get("password", "")})
                 self.passkeys.register(account, **values, session=req.cookies.get(SESSION_COOKIE))
                 redirect(resp, "/console/account/security?notice=passkey-added")
             elif step == "passkey-delete":
@@ -289,7 +289,8 @@ class Security(ConsoleResource):
                 raise ValidationFailed({"step": "one of setup, confirm, backup-codes, disable, passkey-add, "
                                                 "passkey-delete"})
         except DomainError as error:
-            self.show(req, resp, viewer, **failed(error), step=step, setup=setup if step == "confirm" else None)
+            self.show(req, resp, viewer, **failed(error), step=step, setup=setup if step == "confirm" else None,
+                      chosen=form.get("passkey_id"))
 
 
 class OrganizationSecurity(ConsoleResource):

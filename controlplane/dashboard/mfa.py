@@ -20,6 +20,10 @@ under the scope ``"dashboard"``.  What is the dashboard's own:
   DASHBOARD_EMAIL_UNVERIFIED otherwise): anyone can register any address, and a factor
   set up by such a holder would outlive the claim of the address by its mailbox's owner.
   The claim removes whatever was set up before that rule (``on_claim``).
+- Adding a factor is confirmed by the password, as removing one is: a factor planted
+  through a stolen session cookie would outlive the session (a passkey signs in alone),
+  and turning TOTP on ends every other session, the owner's too, who would then need
+  the planter's codes.
 - Turning the factor on ends the account's other sessions: they were opened with the
   password alone, and the factor (or an organization's ``require_mfa``) is meant to
   shut out whoever holds only that.
@@ -131,12 +135,15 @@ class DashboardMfa(AccountFactorService):
         return self.factor.start(FACTOR_SCOPE, account["_id"], self.clock(), label=label, account=account["email"],
                                  issuer=ISSUER)
 
-    def confirm(self, account: dict, *, method_id: str, code: str, session: str | None) -> list[str]:
-        """Activate the pending method with a code from the app; its 10 backup codes.
-        Every session of the account but ``session`` (the raw id of the one confirming)
-        ends.  404 MFA_METHOD_NOT_FOUND, 409 MFA_ALREADY_ENABLED, 422 MFA_INVALID_CODE,
-        403 DASHBOARD_EMAIL_UNVERIFIED."""
+    def confirm(self, account: dict, *, method_id: str, code: str, password: str, session: str | None) -> list[str]:
+        """Activate the pending method with a code from the app, confirmed by the
+        account's password (checked first, so a wrong one spends nothing); its 10 backup
+        codes.  Every session of the account but ``session`` (the raw id of the one
+        confirming) ends.  404 MFA_METHOD_NOT_FOUND, 409 MFA_ALREADY_ENABLED, 422
+        MFA_INVALID_CODE or INVALID_PASSWORD, 429 AUTH_ACCOUNT_LOCKED, 403
+        DASHBOARD_EMAIL_UNVERIFIED."""
         self._require_confirmed(account)
+        self._check_password(account, password)
         codes = self.factor.activate(FACTOR_SCOPE, account["_id"], method_id, code, self.clock())
         self.sessions.revoke_others(account["_id"], session)
         self._record("dashboard_account.mfa_enabled", account, success(), {"method": TOTP})

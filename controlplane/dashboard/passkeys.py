@@ -64,13 +64,17 @@ class DashboardPasskeys(AccountFactorService):
                                                 user_name=account["email"],
                                                 display_name=account.get("name") or account["email"])
 
-    def register(self, account: dict, *, challenge_id: str, credential: dict, name: str | None,
+    def register(self, account: dict, *, challenge_id: str, credential: dict, name: str | None, password: str,
                  session: str | None) -> dict:
-        """Verify the attestation and store the passkey.  When it is the account's
-        first second factor, every session but ``session`` (the raw id of the one
-        registering) ends.  400 PASSKEY_*, 409 PASSKEY_ALREADY_REGISTERED, 403
+        """Verify the attestation and store the passkey, confirmed by the account's
+        password (checked first, so a wrong one leaves the challenge unspent): a passkey
+        signs in alone, so one planted through a stolen session cookie would outlive
+        it.  When it is the account's first second factor, every session but
+        ``session`` (the raw id of the one registering) ends.  400 PASSKEY_*, 409
+        PASSKEY_ALREADY_REGISTERED, 422 INVALID_PASSWORD, 429 AUTH_ACCOUNT_LOCKED, 403
         DASHBOARD_EMAIL_UNVERIFIED."""
         self._require_confirmed(account)
+        self._check_password(account, password)
         account_id = account["_id"]
         had_factor = self.factor.active(FACTOR_SCOPE, account_id) is not None or self.count(account_id) > 0
         passkey = self.credentials.enrol(FACTOR_SCOPE, account_id, challenge_id=challenge_id, credential=credential,

@@ -473,16 +473,18 @@ class AccountTotpSetup(_OwnFactor[DashboardMfa], Action):
 
 class AccountTotpConfirm(_OwnFactor[DashboardMfa], Action):
     no_store = True
+    password_work = ("POST",)
     docs = {"POST": op(
         body=schemas.MFA_CONFIRM, ok=201, response=schemas.MFA_BACKUP_CODES,
-        errors=[ValidationFailed, *CONFIRM_ERRORS, DashboardEmailUnverified],
+        errors=[ValidationFailed, *CONFIRM_ERRORS, WrongPassword, AccountLocked, DashboardEmailUnverified],
     )}
 
     def act(self, req, values):
-        """Confirm the authenticator app with a code: two-step verification is on
+        """Confirm the authenticator app with a code and the password: two-step verification is on
 
-        Returns 10 backup codes, shown only this once. Later sign-ins ask for a code, and every other session
-        of the account ends (they were opened with the password alone)."""
+        Returns 10 backup codes, shown only this once. The password confirms the change, as it does turning
+        the factor off: a session cookie alone adds no factor. Later sign-ins ask for a code, and every other
+        session of the account ends (they were opened with the password alone)."""
         return enabled_answer(self.service.confirm(self.account(req), **values,
                                                    session=req.cookies.get(SESSION_COOKIE)))
 
@@ -725,14 +727,17 @@ class AccountPasskeyOptions(_OwnFactor[DashboardPasskeys], Action):
 
 
 class AccountPasskeyRegistration(_OwnFactor[DashboardPasskeys], Action):
+    password_work = ("POST",)
     docs = {"POST": op(
-        body=passkey_schemas.REGISTRATION_VERIFY, ok=201, response=passkey_schemas.PASSKEY,
-        errors=[*_PASSKEY_CEREMONY, PasskeyAlreadyRegistered, DashboardEmailUnverified],
+        body=schemas.PASSKEY_REGISTRATION, ok=201, response=passkey_schemas.PASSKEY,
+        errors=[*_PASSKEY_CEREMONY, PasskeyAlreadyRegistered, WrongPassword, AccountLocked, DashboardEmailUnverified],
     )}
 
     def act(self, req, values):
         """Finish registering a passkey: it is a second factor at once
 
+        Confirmed by the account's password (checked before the attestation, so a wrong one leaves the
+        challenge for another try): a passkey signs in alone, so a session cookie alone adds none.
         Verifies the attestation (challenge, origin, RP ID, signature) and stores the passkey. It counts for
         an organization's require_mfa, and password sign-ins then ask for a passkey or a code. The account's
         first second factor ends its other sessions."""

@@ -72,11 +72,14 @@ ORGANIZATION_UPDATE = Schema({
 }, partial=True)
 
 # Two-step verification: the end users' bodies and answers, the account's password.
-MFA_SETUP, MFA_CONFIRM, MFA_STATUS = mfa.SETUP, mfa.CONFIRM, mfa.STATUS
+MFA_SETUP, MFA_STATUS = mfa.SETUP, mfa.STATUS
 MFA_SETUP_RESULT, MFA_BACKUP_CODES = mfa.SETUP_RESULT, mfa.BACKUP_CODES
-MFA_PASSWORD = Schema({
-    "password": String(required=True, strip=False, max_len=MAX_LOGIN_PASSWORD, description="the account's password"),
-})
+PASSWORD = String(required=True, strip=False, max_len=MAX_LOGIN_PASSWORD, description="the account's password")
+MFA_PASSWORD = Schema({"password": PASSWORD})
+# Adding a second factor is confirmed by the password, as removing one is: whoever holds
+# only a session cookie must not plant a factor of their own (docs/dashboard.md).
+MFA_CONFIRM = Schema({**mfa.CONFIRM.fields, "password": PASSWORD})
+PASSKEY_REGISTRATION = Schema({**passkey_schemas.REGISTRATION_VERIFY.fields, "password": PASSWORD})
 MFA_DISABLE = Schema({
     "password": String(strip=False, max_len=MAX_LOGIN_PASSWORD, description="the account's password, or:"),
     "code": mfa.OneTimeCode(backup=True, required=False,

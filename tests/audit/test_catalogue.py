@@ -621,7 +621,8 @@ def _dashboard_mfa(env):
     account, clock = env.dashboard_account, env.clock
     setup = ok(env.dashboard("POST", "/me/mfa/totp/setup", json={})).json["data"]
     response = ok(env.dashboard("POST", "/me/mfa/totp/confirm",
-                                json={"method_id": setup["method_id"], "code": rfc6238(setup["secret"], clock())}))
+                                json={"method_id": setup["method_id"], "code": rfc6238(setup["secret"], clock()),
+                                      "password": account.password}))
     data = {"method": "totp"}
     if env.action == "dashboard_account.mfa_challenge":
         clock.advance(60)
@@ -641,7 +642,8 @@ def _dashboard_passkey_sign_in(env):
     account, key = env.dashboard_account, SoftAuthenticator()
     options = ok(env.dashboard("POST", "/me/passkeys/registration/options", json={})).json["data"]
     passkey = ok(env.dashboard("POST", "/me/passkeys/registration/verify", json={
-        "challenge_id": options["challenge_id"], "credential": key.create(options["options"])})).json["data"]
+        "challenge_id": options["challenge_id"], "credential": key.create(options["options"]),
+        "password": account.password})).json["data"]
     options = ok(env.client.simulate_post(f"{DASHBOARD}/login/passkey/options", json={},
                                           remote_addr="203.0.113.9")).json["data"]
     response = ok(env.call("POST", f"{DASHBOARD}/login/passkey", json={

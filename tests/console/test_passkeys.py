@@ -19,6 +19,7 @@ from shared.config import Rate
 from tests.conftest import assert_error
 from tests.dashboard.test_mfa import APPS, ORGS, enrol
 from tests.passkeys.authenticator import SoftAuthenticator
+from tests.plugins.dashboard import DASHBOARD_PASSWORD
 
 PUBLIC_URL = "http://localhost:8000"  # passkeys need a host name; the software authenticator's origin
 SECURITY = "/console/account/security"
@@ -54,11 +55,12 @@ def visitor(console):
     return make
 
 
-def add_passkey(signed_in, key: SoftAuthenticator, name=""):
+def add_passkey(signed_in, key: SoftAuthenticator, name="", password=DASHBOARD_PASSWORD):
     form = passkey_form(signed_in.get(SECURITY))
     assert form["action"] == SECURITY and form["options"]["rp"]["id"] == "localhost"
     return signed_in.post(SECURITY, {"step": "passkey-add", "challenge_id": form["challenge_id"], "name": name,
-                                     "credential": json.dumps(key.create(form["options"]))}, origin=PUBLIC_URL)
+                                     "credential": json.dumps(key.create(form["options"])), "password": password},
+                          origin=PUBLIC_URL)
 
 
 def test_the_security_page_adds_lists_and_deletes_passkeys(visitor, dashboard_account, ctx):
@@ -85,12 +87,48 @@ def test_the_security_page_adds_lists_and_deletes_passkeys(visitor, dashboard_ac
     assert ctx.store["passkeys"].count_documents({}) == 0
 
 
+def test_adding_a_passkey_takes_the_password(visitor, dashboard_account, ctx):
+    """The form asks for the password beside the name; without it, or with a wrong one,
+    nothing is stored and the page says so at the field."""
+    signed_in = visitor(dashboard_account)
+    page = signed_in.get(SECURITY)
+    assert re.search(r'<input id="a-password" name="password" type="password" autocomplete="current-password" '
+                     r'required>', page.text)
+    missing = add_passkey(signed_in, SoftAuthenticator(), password="")
+    assert missing.status_code == 400 and 'id="e-passkey-add"' in missing.text
+    wrong = add_passkey(signed_in, SoftAuthenticator(), password="not the password")
+    assert wrong.status_code == 422 and 'id="e-passkey-add"' in wrong.text and "INVALID_PASSWORD" in wrong.text
+    assert ctx.store["passkeys"].count_documents({}) == 0
+    assert add_passkey(signed_in, SoftAuthenticator()).status_code == 303
+    assert ctx.store["passkeys"].count_documents({}) == 1
+
+
+def test_a_rows_delete_button_asks_for_the_password_of_that_passkey(visitor, dashboard_account, ctx):
+    """A row's Delete button sends no password: the page answers with the password form
+    in the error's help, the pressed passkey selected, and the page's own sections once
+    (one passkey form, no id twice)."""
+    signed_in = visitor(dashboard_account)
+    for name in ("Phone", "Laptop"):
+        assert add_passkey(signed_in, SoftAuthenticator(), name=name).status_code == 303
+    laptop = ctx.store["passkeys"].find_one({"name": "Laptop"})
+    asked = signed_in.post(SECURITY, {"step": "passkey-delete", "passkey_id": laptop["_id"]}, origin=PUBLIC_URL)
+    assert asked.status_code == 400 and 'id="p-password"' in asked.text
+    assert re.search(rf'<option value="{laptop["_id"]}" selected>Laptop ', asked.text)
+    assert asked.text.count("data-passkey-options") == 1 and asked.text.count("<h2>Passkeys</h2>") == 1
+    ids = re.findall(r'\bid="([^"]+)"', asked.text)
+    assert len(ids) == len(set(ids))
+    other_error = signed_in.post(SECURITY, {"step": "backup-codes", "password": "x"}, origin=PUBLIC_URL)
+    assert other_error.status_code in (400, 422) and 'id="p-password"' not in other_error.text
+    assert other_error.text.count("<h2>Passkeys</h2>") == 1
+
+
 def test_a_refused_passkey_shows_the_page_with_its_error(visitor, dashboard_account, ctx):
     signed_in = visitor(dashboard_account)
     form = passkey_form(signed_in.get(SECURITY))
     credential = SoftAuthenticator().create(form["options"], origin="https://evil.example")
     refused = signed_in.post(SECURITY, {"step": "passkey-add", "challenge_id": form["challenge_id"],
-                                        "credential": json.dumps(credential)}, origin=PUBLIC_URL)
+                                        "credential": json.dumps(credential), "password": DASHBOARD_PASSWORD},
+                             origin=PUBLIC_URL)
     assert refused.status_code == 400 and "PASSKEY_ORIGIN_MISMATCH" in refused.text
     assert passkey_form(refused)["challenge_id"] != form["challenge_id"]  # a fresh challenge to try again
     malformed = signed_in.post(SECURITY, {"step": "passkey-add", "challenge_id": "x", "credential": "{not json"},

@@ -58,8 +58,10 @@ def test_a_member_sent_to_enrol_adds_a_passkey_and_signs_in_with_it(live_server,
     assert "requires a second factor" in browser.find_element(By.ID, "enrol-notice").text
     screen("security-enrol")
 
-    # 2. "Add a passkey": the browser creates it (the virtual authenticator), the page posts it.
+    # 2. "Add a passkey", confirmed by the password: the browser creates it (the virtual
+    #    authenticator), the page posts it.
     fill(browser, {"name": "Laptop"})
+    browser.find_element(By.ID, "a-password").send_keys(member.password)
     waiting(browser).until(expected_conditions.visibility_of_element_located(
         (By.CSS_SELECTOR, "button[data-passkey-button]"))).click()
     waiting(browser).until(lambda b: "Passkey added." in b.find_element(By.TAG_NAME, "main").text,

@@ -220,10 +220,18 @@ def test_set_up_confirm_regenerate_and_turn_off_two_step_verification(signed_in,
     method_id = re.search(r'name="method_id" value="([^"]+)"', setup.text).group(1)
 
     wrong = signed_in.post("/console/account/security", {"step": "confirm", "method_id": method_id, "code": "000000",
-                                                         "secret": secret, "provisioning_uri": "otpauth://x"})
+                                                         "secret": secret, "provisioning_uri": "otpauth://x",
+                                                         "password": dashboard_account.password})
     assert wrong.status_code == 422 and "MFA_INVALID_CODE" in wrong.text and secret in wrong.text  # try again
+    # The password confirms it: without the right one nothing turns on, and the form says so at its field.
+    unconfirmed = signed_in.post("/console/account/security", {"step": "confirm", "method_id": method_id,
+                                                               "code": rfc6238(secret, clock()), "secret": secret,
+                                                               "password": "not the password"})
+    assert unconfirmed.status_code == 422 and 'id="e-password"' in unconfirmed.text and secret in unconfirmed.text
+    assert not ctx.dashboard.mfa.has_second_factor(dashboard_account.id)
     confirmed = signed_in.post("/console/account/security", {"step": "confirm", "method_id": method_id,
-                                                             "code": rfc6238(secret, clock())})
+                                                             "code": rfc6238(secret, clock()),
+                                                             "password": dashboard_account.password})
     assert confirmed.status_code == 201
     codes = re.findall(r"<li><code>([^<]+)</code></li>", confirmed.text)
     assert len(codes) == 10 and 'data-copy="backup-codes"' in confirmed.text

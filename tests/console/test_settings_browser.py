@@ -86,7 +86,7 @@ def test_branding_api_keys_and_two_step_verification(live_server, browser, check
     heading(browser, "Security")
     code_secret = browser.find_element(By.ID, "totp-secret").text
     screen("security-setup")
-    fill(browser, {"code": rfc6238(code_secret, clock())})
+    fill(browser, {"code": rfc6238(code_secret, clock()), "password": dashboard_account.password})
     submit(browser, "Turn on")
     wait_text(browser, "codes-title", "Your backup codes")
     assert len(re.findall(r"<li><code>", browser.page_source)) == 10

@@ -30,8 +30,8 @@ def enrol(account, clock) -> tuple[str, list[str]]:
     setup = account.post(f"{ME_MFA}/totp/setup", json={})
     assert setup.status_code == 200, setup.text
     data = setup.json["data"]
-    confirm = account.post(f"{ME_MFA}/totp/confirm",
-                           json={"method_id": data["method_id"], "code": rfc6238(data["secret"], clock())})
+    confirm = account.post(f"{ME_MFA}/totp/confirm", json={"method_id": data["method_id"], "password": account.password,
+                                                           "code": rfc6238(data["secret"], clock())})
     assert confirm.status_code == 201, confirm.text
     clock.advance(2 * STEP)
     return data["secret"], confirm.json["data"]["backup_codes"]
@@ -94,7 +94,8 @@ def test_an_account_enrols_an_authenticator_and_gets_backup_codes(dashboard_acco
     assert data["secret"] not in str(stored["secret"])  # encrypted at rest
 
     confirm = dashboard_account.post(f"{ME_MFA}/totp/confirm",
-                                     json={"method_id": data["method_id"], "code": rfc6238(data["secret"], clock())})
+                                     json={"method_id": data["method_id"], "code": rfc6238(data["secret"], clock()),
+                                           "password": dashboard_account.password})
     assert confirm.status_code == 201, confirm.text
     codes = confirm.json["data"]["backup_codes"]
     assert len(set(codes)) == 10
@@ -119,10 +120,43 @@ def test_turning_it_on_ends_the_accounts_other_sessions(dashboard_account, clock
 def test_a_wrong_confirmation_code_turns_nothing_on(dashboard_account, clock):
     data = dashboard_account.post(f"{ME_MFA}/totp/setup", json={}).json["data"]
     wrong = rfc6238(data["secret"], clock(), step_offset=5)
-    assert_error(dashboard_account.post(f"{ME_MFA}/totp/confirm", json={"method_id": data["method_id"], "code": wrong}),
+    assert_error(dashboard_account.post(f"{ME_MFA}/totp/confirm", json={"method_id": data["method_id"], "code": wrong,
+                                                                        "password": dashboard_account.password}),
                  422, "MFA_INVALID_CODE")
     assert dashboard_account.get(ME_MFA).json["data"]["mfa_enabled"] is False
     assert password_step(dashboard_account).cookies.get(SESSION_COOKIE) is not None  # still the password alone
+
+
+def test_turning_it_on_takes_the_password(dashboard_account, ctx, clock):
+    """Whoever holds only a session cookie plants no factor: without the account's
+    password (or with a wrong one) nothing turns on, the code is not spent and no
+    session ends, so the owner's right password and the same code still turn it on."""
+    other = password_step(dashboard_account).cookies[SESSION_COOKIE].value
+    data = dashboard_account.post(f"{ME_MFA}/totp/setup", json={}).json["data"]
+    body = {"method_id": data["method_id"], "code": rfc6238(data["secret"], clock())}
+    missing = dashboard_account.post(f"{ME_MFA}/totp/confirm", json=body)
+    assert_error(missing, 400, "VALIDATION_INVALID_FORMAT")
+    assert missing.json["error"]["details"]["fields"] == {"password": "is required"}
+    assert_error(dashboard_account.post(f"{ME_MFA}/totp/confirm", json={**body, "password": "not the password"}),
+                 422, "INVALID_PASSWORD")
+    assert dashboard_account.get(ME_MFA).json["data"]["mfa_enabled"] is False
+    assert ctx.store["mfa_backup_codes"].count_documents({"user_id": dashboard_account.id}) == 0
+    assert dashboard_account.get(f"{BASE}/me", cookies={SESSION_COOKIE: other}).status_code == 200
+    right = dashboard_account.post(f"{ME_MFA}/totp/confirm", json={**body, "password": dashboard_account.password})
+    assert right.status_code == 201, right.text
+
+
+def test_guessing_the_password_to_turn_it_on_locks_the_account(dashboard_account, clock, ctx):
+    """The password it takes is under the account's login lock: a stolen cookie buys no
+    guesses beyond the sign-in's own."""
+    data = dashboard_account.post(f"{ME_MFA}/totp/setup", json={}).json["data"]
+    body = {"method_id": data["method_id"], "code": rfc6238(data["secret"], clock())}
+    for _ in range(ctx.config.lockout_threshold):
+        assert_error(dashboard_account.post(f"{ME_MFA}/totp/confirm", json={**body, "password": "guess"}),
+                     422, "INVALID_PASSWORD")
+    locked = dashboard_account.post(f"{ME_MFA}/totp/confirm", json={**body, "password": dashboard_account.password})
+    assert_error(locked, 429, "AUTH_ACCOUNT_LOCKED")
+    assert dashboard_account.get(ME_MFA).json["data"]["mfa_enabled"] is False
 
 
 def test_a_second_setup_while_on_is_refused(dashboard_account, clock):
@@ -138,8 +172,9 @@ def test_an_unconfirmed_account_cannot_set_up_an_authenticator(make_dashboard_ac
     confirmed = make_dashboard_account()
     data = confirmed.post(f"{ME_MFA}/totp/setup", json={}).json["data"]
     unconfirm(confirmed)  # a setup begun before: its confirmation is refused too
-    refused = confirmed.post(f"{ME_MFA}/totp/confirm",
-                             json={"method_id": data["method_id"], "code": rfc6238(data["secret"], clock())})
+    refused = confirmed.post(f"{ME_MFA}/totp/confirm", json={"method_id": data["method_id"],
+                                                             "code": rfc6238(data["secret"], clock()),
+                                                             "password": confirmed.password})
     assert_error(refused, 403, "DASHBOARD_EMAIL_UNVERIFIED")
     assert confirmed.get(ME_MFA).json["data"]["mfa_enabled"] is False
 

@@ -38,7 +38,8 @@ def add_passkey(account, key: SoftAuthenticator, name=None, **falsify):
     options = account.post(f"{ME_PASSKEYS}/registration/options", json={})
     assert options.status_code == 200, options.text
     data = options.json["data"]
-    body = {"challenge_id": data["challenge_id"], "credential": key.create(data["options"], **falsify)}
+    body = {"challenge_id": data["challenge_id"], "credential": key.create(data["options"], **falsify),
+            "password": account.password}
     if name is not None:
         body["name"] = name
     return account.post(f"{ME_PASSKEYS}/registration/verify", json=body)
@@ -114,13 +115,34 @@ def test_a_registration_challenge_is_single_use_and_the_accounts_own(dashboard_a
     data = dashboard_account.post(f"{ME_PASSKEYS}/registration/options", json={}).json["data"]
     key = SoftAuthenticator()
     other = make_dashboard_account()
-    stolen = other.post(f"{ME_PASSKEYS}/registration/verify",
-                        json={"challenge_id": data["challenge_id"], "credential": key.create(data["options"])})
+    stolen = other.post(f"{ME_PASSKEYS}/registration/verify", json={
+        "challenge_id": data["challenge_id"], "credential": key.create(data["options"]), "password": other.password})
     assert_error(stolen, 400, "PASSKEY_CHALLENGE_INVALID")  # and the challenge is used up
-    body = {"challenge_id": data["challenge_id"], "credential": key.create(data["options"])}
+    body = {"challenge_id": data["challenge_id"], "credential": key.create(data["options"]),
+            "password": dashboard_account.password}
     again = dashboard_account.post(f"{ME_PASSKEYS}/registration/verify", json=body)
     assert_error(again, 400, "PASSKEY_CHALLENGE_INVALID")
     assert ctx.store["passkeys"].count_documents({}) == 0
+
+
+def test_registering_a_passkey_takes_the_password(dashboard_account, ctx):
+    """A passkey signs in alone, so one planted through a stolen session cookie would
+    outlive the session: without the account's password (or with a wrong one) nothing
+    is stored, no session ends and the challenge stays for the owner's next try."""
+    other = password_step(dashboard_account).cookies[SESSION_COOKIE].value
+    data = dashboard_account.post(f"{ME_PASSKEYS}/registration/options", json={}).json["data"]
+    body = {"challenge_id": data["challenge_id"], "credential": SoftAuthenticator().create(data["options"])}
+    missing = dashboard_account.post(f"{ME_PASSKEYS}/registration/verify", json=body)
+    assert_error(missing, 400, "VALIDATION_INVALID_FORMAT")
+    assert missing.json["error"]["details"]["fields"] == {"password": "is required"}
+    assert_error(dashboard_account.post(f"{ME_PASSKEYS}/registration/verify", json={**body, "password": "nope"}),
+                 422, "INVALID_PASSWORD")
+    assert ctx.store["passkeys"].count_documents({"app_id": "dashboard"}) == 0
+    assert dashboard_account.get(f"{BASE}/me", cookies={SESSION_COOKIE: other}).status_code == 200
+    right = dashboard_account.post(f"{ME_PASSKEYS}/registration/verify",
+                                   json={**body, "password": dashboard_account.password})
+    assert right.status_code == 201, right.text
+    assert_error(dashboard_account.get(f"{BASE}/me", cookies={SESSION_COOKIE: other}), 401, "UNAUTHORIZED")
 
 
 def test_an_unconfirmed_account_cannot_register_a_passkey(make_dashboard_account, ctx):
@@ -131,7 +153,8 @@ def test_an_unconfirmed_account_cannot_register_a_passkey(make_dashboard_account
     data = confirmed.post(f"{ME_PASSKEYS}/registration/options", json={}).json["data"]
     unconfirm(confirmed)  # options fetched before: the registration is refused too
     refused = confirmed.post(f"{ME_PASSKEYS}/registration/verify", json={
-        "challenge_id": data["challenge_id"], "credential": SoftAuthenticator().create(data["options"])})
+        "challenge_id": data["challenge_id"], "credential": SoftAuthenticator().create(data["options"]),
+        "password": confirmed.password})
     assert_error(refused, 403, "DASHBOARD_EMAIL_UNVERIFIED")
     assert ctx.store["passkeys"].count_documents({"app_id": "dashboard"}) == 0
 

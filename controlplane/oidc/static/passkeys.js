@@ -59,6 +59,9 @@ async function start() {
   }
   button.hidden = false;
   button.addEventListener("click", () => {
+    // Adding a passkey asks for the password too (the console): say so before the
+    // browser's dialog, not after it.
+    if (creating && !form.reportValidity()) return;
     // One ceremony at a time: the autofill request yields to the button's.
     if (autofill) autofill.abort();
     say("");
