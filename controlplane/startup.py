@@ -91,7 +91,8 @@ class StartUp:
 
     def run_once(self, *, deliver: bool = False) -> None:
         """One attempt; raises what the store raised.  ``deliver``: also create the
-        deliveries of the events logged since the dispatcher's cursor."""
+        deliveries of the events logged since the dispatcher's cursor, and give every
+        queued delivery's application its lane (``WebhookStore.restore_lanes``)."""
         self.attempts += 1
         self.store.ensure_indexes()
         self.keys.ensure_active()
@@ -99,6 +100,7 @@ class StartUp:
         self.tailer.begin()
         if deliver:
             self.dispatcher.catch_up(self.tailer.last_seq)
+            self.deliveries.store.restore_lanes()
         self._done.set()
 
     def follow(self, *, deliver: bool = False) -> None:

@@ -337,6 +337,7 @@ _VARIABLES = {
     "WEBHOOK_DELIVERY_RETENTION": (_integer(3600), "2592000"),
     "WEBHOOK_WORKER_THREADS": (_integer(1, 256), "8"),
     "WEBHOOK_LEASE_MARGIN": (_integer(1), "30"),
+    "WEBHOOK_MAX_IN_FLIGHT_PER_APPLICATION": (_integer(1, 256), "4"),
     "CONNECTION_HTTP_TIMEOUT": (_integer(1, 60), "10"),
     "AUDIT_RETENTION_DAYS": (_integer(1, 36500), "90"),
     "BCRYPT_ROUNDS": (_integer(4, 31), "12"),
@@ -416,6 +417,7 @@ class Config:
     webhook_delivery_retention: int
     webhook_worker_threads: int
     webhook_lease_margin: int
+    webhook_max_in_flight_per_application: int
     connection_http_timeout: int
     audit_retention_days: int
     bcrypt_rounds: int

@@ -7,7 +7,9 @@ elsewhere), with the URL's name kept as Host and as TLS SNI and certificate name
 a total deadline per attempt (``_Deadline``), no redirects, no proxies from the environment,
 no cookies, and a cap on what is read of the response, whose body is never decompressed.
 
-``DeliveryWorker`` claims due deliveries with a lease (``WebhookStore.claim``), signs
+``DeliveryWorker`` claims due deliveries with a lease (``WebhookStore.claim``), at most
+IAMGATE_WEBHOOK_MAX_IN_FLIGHT_PER_APPLICATION of one application at once across every
+worker, so one tenant's slow receiver cannot hold every delivery thread; it signs
 the exact bytes it sends twice (``signing``: the spec's X-Service-Signature, and Standard
 Webhooks' signature of the delivery id, the attempt's timestamp and the body), records
 the outcome if it still holds the lease, schedules retries after
@@ -372,6 +374,7 @@ class DeliveryWorker:
     retry_delays: InitVar[tuple[int, ...]]
     lease_seconds: InitVar[float | None] = None
     threads: int = 4  # how many delivery threads start() runs
+    per_application: int = 4  # attempts in flight per application, across every worker
     idle_wait: float = 1.0
     kinds: dict[str, DeliveryKind] = field(default_factory=dict)  # by a delivery's ``kind``
 
@@ -423,7 +426,7 @@ class DeliveryWorker:
     def run_once(self) -> bool:
         """Claim one due delivery and attempt it; False when none was due."""
         now = self.clock()
-        delivery = self.store.claim(now, now + self._lease)
+        delivery = self.store.claim(now, now + self._lease, per_application=self.per_application)
         if delivery is None:
             return False
         attributes = {"iamgate.application_id": delivery["app_id"], "iamgate.delivery_id": delivery["_id"],

@@ -23,6 +23,17 @@ deletes its webhooks, queue entries and deliveries with the rest of its document
   that dies mid-send hands the delivery to the next worker once that time passes, under
   the same id.  Workers claim here, not in the log, so a claim costs the same however
   long the log grows (benchmarks/NOTES.md, "Webhook delivery").
+- ``webhook_lanes``: one per application with queued deliveries, {_id: app_id, app_id,
+  ready_at, version}: when the application may next have a delivery to claim (no later
+  than its oldest queued ``due_at``, later while all its slots are held), so a claim
+  finds the next application to serve without reading past the deliveries of one that
+  is at its cap.  ``version`` changes at every write: a claim that read the lane writes
+  it back only if nothing changed it since (compare-and-set).
+- ``webhook_slots``: the attempts in flight, at most IAMGATE_WEBHOOK_MAX_IN_FLIGHT_PER_APPLICATION
+  per application: {_id: "<app_id>:<k>" (k below the cap), app_id, k, lease, until}.  A
+  claim takes a slot under its lease token before it leases a queue entry; the slot is
+  freed when the result is written, or lapses with the lease (``until`` is the lease
+  expiry), so a worker that dies mid-send holds it no longer than its delivery.
 - ``webhook_dispatch``: the dispatcher's cursor, {_id: "cursor", seq} (global).
 - ``webhook_writers``: {_id: app_id, app_id, holder, expires_at}; the guard that makes an
   application's webhook creates, each counted against IAMGATE_MAX_WEBHOOKS_PER_APPLICATION,
@@ -36,7 +47,11 @@ entry); a claim leases the queue entry, then stamps the log record with the same
 token, only while it is pending; a result is written to the log first, guarded by that
 token (a stale worker's result is discarded), then the queue entry is rescheduled or
 removed.  A claimed entry whose log record is no longer pending (a worker died between
-its two writes, or a late second dispatch queued it again) is removed unsent.
+its two writes, or a late second dispatch queued it again) is removed unsent.  A queue
+entry is written before its lane is brought forward, and a slot freed before it, so a
+claim that read the lane earlier fails its compare-and-set instead of parking the lane
+past them; an entry whose lane write was lost is found again by a second dispatch, by
+``restore_lanes`` at start, or by an idle claim (``_adopt``).
 
 Retention: ``expires_at`` (created_at + IAMGATE_WEBHOOK_DELIVERY_RETENTION) carries a TTL
 index, which only reclaims space.
@@ -50,6 +65,7 @@ from pymongo.errors import DuplicateKeyError
 
 from controlplane.collection import AppCollection, WriteGuard, write_guard_indexes
 from shared.ids import new_id
+from shared.timeutil import aware
 
 INDEXES = {
     "webhooks": [
@@ -63,6 +79,14 @@ INDEXES = {
     "webhook_queue": [
         IndexModel([("due_at", ASCENDING)]),
         IndexModel([("app_id", ASCENDING), ("webhook_id", ASCENDING)]),
+        IndexModel([("app_id", ASCENDING), ("due_at", ASCENDING)]),  # an application's next delivery
+    ],
+    "webhook_lanes": [
+        IndexModel([("ready_at", ASCENDING)]),
+    ],
+    "webhook_slots": [
+        IndexModel([("app_id", ASCENDING), ("k", ASCENDING)]),
+        IndexModel([("until", ASCENDING)], expireAfterSeconds=0),  # slots whose holder died
     ],
     "webhook_writers": write_guard_indexes(),
 }
@@ -70,6 +94,15 @@ INDEXES = {
 _CURSOR = "cursor"
 _DELIVERY_IDS = uuid.UUID("6f0c1c8e-4f4e-4d0b-9a57-2b1f3c0d9e11")  # namespace of delivery ids
 _CLAIM_TRIES = 20
+
+
+def _upsert(collection, filter_, update):
+    """``update_one`` with ``upsert``; of two racing upserts of one ``_id`` the one that
+    loses the insert applies as an update."""
+    try:
+        return collection.update_one(filter_, update, upsert=True)
+    except DuplicateKeyError:
+        return collection.update_one(filter_, update, upsert=True)
 
 
 def new_event_delivery(delivery_id: str, app_id: str, webhook_id: str, event_seq: int, event: str, body: str, *,
@@ -98,6 +131,8 @@ class WebhookStore(AppCollection):
         self._queue = store["webhook_queue"]
         self._dispatch = store["webhook_dispatch"]
         self._writers = store["webhook_writers"]
+        self._lanes = store["webhook_lanes"]
+        self._slots = store["webhook_slots"]
 
     def write_guard(self, clock) -> WriteGuard:
         """The guard of the creates counted against the cap (``webhook_writers``)."""
@@ -149,6 +184,7 @@ class WebhookStore(AppCollection):
         entry = {"_id": doc["_id"], "app_id": doc["app_id"], "webhook_id": doc["webhook_id"],
                  "due_at": doc["created_at"], "lease": None}
         self._queue.update_one({"_id": doc["_id"]}, {"$setOnInsert": entry}, upsert=True)
+        self._bring_forward(doc["app_id"], doc["created_at"])
         return created
 
     def recent_deliveries(self, app_id: str, webhook_id: str, limit: int) -> list[dict]:
@@ -159,18 +195,40 @@ class WebhookStore(AppCollection):
         self._queue.delete_many({"app_id": app_id, "webhook_id": webhook_id})
         self._deliveries.delete_many({"app_id": app_id, "webhook_id": webhook_id})
 
-    def claim(self, now, lease_until) -> dict | None:
-        """Lease the most overdue queued delivery and return its log record: the queue
-        entry's ``due_at`` moves to the lease expiry, and both it and the log record get
-        a fresh ``lease`` token that the result must match."""
+    def claim(self, now, lease_until, *, per_application: int) -> dict | None:
+        """Lease the most overdue queued delivery of an application with fewer than
+        ``per_application`` attempts in flight, and return its log record: the
+        application's slot, the queue entry (its ``due_at`` moves to the lease expiry) and
+        the log record all get a fresh ``lease`` token that the result must match.
+
+        The application comes from the lanes (oldest ``ready_at`` first), its delivery
+        from its own queue entries (oldest ``due_at`` first), so a claim reads a few
+        documents however many deliveries an application at its cap has queued."""
         for _ in range(_CLAIM_TRIES):
+            lane = self._lanes.find_one({"ready_at": {"$lte": now}}, sort=[("ready_at", ASCENDING)])
+            if lane is None:
+                if self._adopt(now):
+                    continue
+                return None
+            app_id = lane["_id"]
+            if self._queue.find_one({"app_id": app_id, "due_at": {"$lte": now}}, {"_id": 1}) is None:
+                self._settle(lane)  # nothing due: the lane waits for its next delivery, or goes
+                continue
             token = new_id()
+            free_at = self._take_slot(app_id, token, now, lease_until, per_application)
+            if free_at is not None:
+                # At its cap: parked until a held slot's lease ends; a finish brings it back sooner.
+                self._lanes.update_one({"_id": app_id, "version": lane["version"]},
+                                       {"$set": {"ready_at": free_at}, "$inc": {"version": 1}})
+                continue
             entry = self._queue.find_one_and_update(
-                {"due_at": {"$lte": now}}, {"$set": {"due_at": lease_until, "lease": token}},
+                {"app_id": app_id, "due_at": {"$lte": now}}, {"$set": {"due_at": lease_until, "lease": token}},
                 sort=[("due_at", ASCENDING)], return_document=ReturnDocument.AFTER,
             )
-            if entry is None:
-                return None
+            if entry is None:  # another worker took the last due one meanwhile
+                self._release(app_id, token)
+                continue
+            self._settle(lane)
             delivery = self._deliveries.find_one_and_update({"_id": entry["_id"], "status": "pending"},
                                                             {"$set": {"lease": token}},
                                                             return_document=ReturnDocument.AFTER)
@@ -178,24 +236,103 @@ class WebhookStore(AppCollection):
                 return delivery
             # Finished already (or deleted with its webhook): a leftover entry, removed unsent.
             self._queue.delete_one({"_id": entry["_id"], "lease": token})
+            self._release(app_id, token)
         return None
 
     def finish(self, delivery: dict, changes: dict, retry_at=None) -> bool:
         """Write an attempt's outcome if this worker still holds the lease; then queue the
-        retry at ``retry_at``, or remove the finished delivery from the queue."""
+        retry at ``retry_at``, or remove the finished delivery from the queue; and free
+        the application's slot."""
         key = {"_id": delivery["_id"], "lease": delivery["lease"]}
-        if self._deliveries.update_one(key, {"$set": {**changes, "lease": None}}).modified_count != 1:
-            return False  # the lease lapsed and another worker owns the delivery now
-        if retry_at is not None:
+        # False: the lease lapsed and another worker owns the delivery now.
+        written = self._deliveries.update_one(key, {"$set": {**changes, "lease": None}}).modified_count == 1
+        if written and retry_at is not None:
             self._queue.update_one(key, {"$set": {"due_at": retry_at, "lease": None}})
-        else:
+        elif written:
             self._queue.delete_one(key)
-        return True
+        self._release(delivery["app_id"], delivery["lease"])
+        return written
 
     def drop_delivery(self, delivery: dict) -> None:
         key = {"_id": delivery["_id"], "lease": delivery["lease"]}
         self._deliveries.delete_one(key)
         self._queue.delete_one(key)
+        self._release(delivery["app_id"], delivery["lease"])
+
+    def restore_lanes(self) -> None:
+        """Give every application with queued deliveries a lane that is due no later than
+        its oldest one (deliveries queued before lanes existed, or whose lane write was
+        lost with its process)."""
+        for app_id in self._queue.distinct("app_id"):
+            head = self._head(app_id)
+            if head is not None:
+                self._bring_forward(app_id, head["due_at"])
+
+    def _take_slot(self, app_id: str, token: str, now, until, cap: int):
+        """Hold one of the application's ``cap`` slots for the lease ``token`` until
+        ``until``: None when taken, else when the first held slot's lease ends.  Each
+        slot is one document (``_id`` "<app_id>:<k>", k below the cap), taken by an insert
+        or, once its lease has lapsed, by a compare-and-set on ``until``: two claims never
+        hold one slot, so never more than ``cap`` attempts are in flight."""
+        held = {slot["k"]: slot for slot in self._slots.find({"app_id": app_id, "k": {"$lt": cap}},
+                                                             {"k": 1, "until": 1})}
+        for k in range(cap):
+            slot = held.get(k)
+            if slot is None:
+                try:
+                    self._slots.insert_one({"_id": f"{app_id}:{k}", "app_id": app_id, "k": k, "lease": token,
+                                            "until": until})
+                    return None
+                except DuplicateKeyError:
+                    continue  # another claim took it just now
+            if aware(slot["until"]) <= now and self._slots.update_one(
+                    {"_id": slot["_id"], "until": slot["until"]},
+                    {"$set": {"lease": token, "until": until}}).modified_count == 1:
+                return None  # its holder's lease had lapsed
+        return min((aware(slot["until"]) for slot in held.values()), default=now)
+
+    def _release(self, app_id: str, token: str) -> None:
+        """Free the slot the lease ``token`` holds (if the lease has not been taken over)
+        and bring the lane forward to the application's next delivery (a claim may have
+        parked it while the slot was held), or remove it when there is none."""
+        self._slots.delete_one({"app_id": app_id, "lease": token})
+        lane = self._lanes.find_one({"_id": app_id}, {"version": 1})  # read before the queue: see _settle
+        head = self._head(app_id)
+        if head is not None:
+            self._bring_forward(app_id, head["due_at"])
+        elif lane is not None:
+            self._lanes.delete_one({"_id": app_id, "version": lane["version"]})
+
+    def _settle(self, lane: dict) -> None:
+        """Move the lane to its application's next delivery, or remove it when it has
+        none, unless the lane was written since it was read: a delivery queued after
+        that read has brought it forward since, so the compare-and-set fails."""
+        head = self._head(lane["_id"])
+        key = {"_id": lane["_id"], "version": lane["version"]}
+        if head is None:
+            self._lanes.delete_one(key)
+        else:
+            self._lanes.update_one(key, {"$set": {"ready_at": head["due_at"]}, "$inc": {"version": 1}})
+
+    def _adopt(self, now) -> bool:
+        """With no lane ready: give the most overdue queue entry's application a lane if
+        it has none (its lane write was lost); True when one was made."""
+        entry = self._queue.find_one({"due_at": {"$lte": now}}, {"app_id": 1, "due_at": 1},
+                                     sort=[("due_at", ASCENDING)])
+        if entry is None:
+            return False
+        result = _upsert(self._lanes, {"_id": entry["app_id"]},
+                         {"$setOnInsert": {"app_id": entry["app_id"], "ready_at": entry["due_at"], "version": 0}})
+        return result.upserted_id is not None
+
+    def _bring_forward(self, app_id: str, ready_at) -> None:
+        """The application's lane is ready at ``ready_at`` at the latest (made if missing)."""
+        _upsert(self._lanes, {"_id": app_id},
+                {"$min": {"ready_at": ready_at}, "$inc": {"version": 1}, "$setOnInsert": {"app_id": app_id}})
+
+    def _head(self, app_id: str) -> dict | None:
+        """The application's queue entry due first (leased ones included)."""
+        return self._queue.find_one({"app_id": app_id}, {"due_at": 1}, sort=[("due_at", ASCENDING)])
 
     def queue_depth(self) -> int:
         return self._queue.count_documents({})

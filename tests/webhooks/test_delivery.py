@@ -277,7 +277,7 @@ def test_a_worker_holding_a_delivery_of_a_deleted_webhook_drops_it(ctx, make_web
     hook = make_webhook(receiver.url, events=["role.created"])
     make_role(application, "editor", ["posts:edit"])
     ctx.webhooks.dispatcher.catch_up()
-    claimed = ctx.webhooks.worker.store.claim(ctx.clock(), ctx.clock())
+    claimed = ctx.webhooks.worker.store.claim(ctx.clock(), ctx.clock(), per_application=1)
     ctx.store["webhooks"].delete_one({"_id": hook["id"]})  # deleted between claim and send
     ctx.webhooks.worker.attempt(claimed)
     assert receiver.requests == [] and ctx.store["webhook_deliveries"].count_documents({}) == 0
