@@ -27,8 +27,9 @@ deletes its webhooks, queue entries and deliveries with the rest of its document
   ready_at, version}: when the application may next have a delivery to claim (no later
   than its oldest queued ``due_at``, later while all its slots are held), so a claim
   finds the next application to serve without reading past the deliveries of one that
-  is at its cap.  ``version`` changes at every write: a claim that read the lane writes
-  it back only if nothing changed it since (compare-and-set).
+  is at its cap.  ``version`` is a new random id at every write (the write that makes
+  the lane again after a delete included, so no version ever comes back): a claim that
+  read the lane writes it back only if nothing changed it since (compare-and-set).
 - ``webhook_slots``: the attempts in flight, at most IAMGATE_WEBHOOK_MAX_IN_FLIGHT_PER_APPLICATION
   per application: {_id: "<app_id>:<k>" (k below the cap), app_id, k, lease, until}.  A
   claim takes a slot under its lease token before it leases a queue entry; the slot is
@@ -219,7 +220,7 @@ class WebhookStore(AppCollection):
             if free_at is not None:
                 # At its cap: parked until a held slot's lease ends; a finish brings it back sooner.
                 self._lanes.update_one({"_id": app_id, "version": lane["version"]},
-                                       {"$set": {"ready_at": free_at}, "$inc": {"version": 1}})
+                                       {"$set": {"ready_at": free_at, "version": new_id()}})
                 continue
             entry = self._queue.find_one_and_update(
                 {"app_id": app_id, "due_at": {"$lte": now}}, {"$set": {"due_at": lease_until, "lease": token}},
@@ -273,9 +274,15 @@ class WebhookStore(AppCollection):
         ``until``: None when taken, else when the first held slot's lease ends.  Each
         slot is one document (``_id`` "<app_id>:<k>", k below the cap), taken by an insert
         or, once its lease has lapsed, by a compare-and-set on ``until``: two claims never
-        hold one slot, so never more than ``cap`` attempts are in flight."""
-        held = {slot["k"]: slot for slot in self._slots.find({"app_id": app_id, "k": {"$lt": cap}},
-                                                             {"k": 1, "until": 1})}
+        hold one slot, so never more than ``cap`` attempts are in flight.  Every slot whose
+        lease has not lapsed counts, those above a cap lowered since (held by workers on
+        the old setting) too; only claims racing while such slots are held may still each
+        take one below the new cap, for as long as those leases last."""
+        slots = list(self._slots.find({"app_id": app_id}, {"k": 1, "until": 1}))
+        live = [aware(slot["until"]) for slot in slots if aware(slot["until"]) > now]
+        if len(live) >= cap:  # every one counts, k above a lowered cap too
+            return min(live)
+        held = {slot["k"]: slot for slot in slots if slot["k"] < cap}
         for k in range(cap):
             slot = held.get(k)
             if slot is None:
@@ -312,23 +319,32 @@ class WebhookStore(AppCollection):
         if head is None:
             self._lanes.delete_one(key)
         else:
-            self._lanes.update_one(key, {"$set": {"ready_at": head["due_at"]}, "$inc": {"version": 1}})
+            self._lanes.update_one(key, {"$set": {"ready_at": head["due_at"], "version": new_id()}})
 
     def _adopt(self, now) -> bool:
-        """With no lane ready: give the most overdue queue entry's application a lane if
-        it has none (its lane write was lost); True when one was made."""
-        entry = self._queue.find_one({"due_at": {"$lte": now}}, {"app_id": 1, "due_at": 1},
-                                     sort=[("due_at", ASCENDING)])
-        if entry is None:
+        """With no lane ready: give every application with a due queue entry and no lane
+        one (its lane write was lost, or it was queued by a release without lanes); True
+        when one was made.  Applications whose lane is parked at their cap are passed over,
+        so a lane-less delivery is not held back behind another tenant's backlog."""
+        due = self._queue.distinct("app_id", {"due_at": {"$lte": now}})
+        if not due:
             return False
-        result = _upsert(self._lanes, {"_id": entry["app_id"]},
-                         {"$setOnInsert": {"app_id": entry["app_id"], "ready_at": entry["due_at"], "version": 0}})
-        return result.upserted_id is not None
+        laned = {lane["_id"] for lane in self._lanes.find({"_id": {"$in": due}}, {"_id": 1})}
+        made = False
+        for app_id in due:
+            if app_id in laned:
+                continue
+            head = self._head(app_id)
+            if head is not None:
+                result = _upsert(self._lanes, {"_id": app_id},
+                                 {"$setOnInsert": {"app_id": app_id, "ready_at": head["due_at"], "version": new_id()}})
+                made = made or result.upserted_id is not None
+        return made
 
     def _bring_forward(self, app_id: str, ready_at) -> None:
         """The application's lane is ready at ``ready_at`` at the latest (made if missing)."""
         _upsert(self._lanes, {"_id": app_id},
-                {"$min": {"ready_at": ready_at}, "$inc": {"version": 1}, "$setOnInsert": {"app_id": app_id}})
+                {"$min": {"ready_at": ready_at}, "$set": {"version": new_id()}, "$setOnInsert": {"app_id": app_id}})
 
     def _head(self, app_id: str) -> dict | None:
         """The application's queue entry due first (leased ones included)."""

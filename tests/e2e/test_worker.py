@@ -71,7 +71,9 @@ def test_the_worker_process_delivers_what_the_control_plane_logs_after_it_starte
         assert json.loads(delivery["body"])["data"]["name"] == "editor"
         metrics = requests.get(worker_url + "/metrics", timeout=5)
         assert metrics.status_code == 200 and metrics.headers["Content-Type"].startswith("text/plain")
-        assert _metric(metrics.text, "iamgate_webhook_deliveries_sent_total") == 1
+        # Counted once the attempt is written (and its slot freed), a moment after the receiver has it.
+        assert wait_until(lambda: _metric(requests.get(worker_url + "/metrics", timeout=5).text,
+                                          "iamgate_webhook_deliveries_sent_total") == 1, 10)
         # The queue depth is read in the background (every 5 s), never on the scrape's path.
         assert wait_until(lambda: _metric(requests.get(worker_url + "/metrics", timeout=5).text,
                                           "iamgate_webhook_queue_depth") == 0, 15)
