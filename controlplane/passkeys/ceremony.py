@@ -7,7 +7,12 @@ reads unchanged, responses in as the JSON of ``PublicKeyCredential.toJSON()``.
 
 Every failure is one of the area's 400 errors.  Origin (7.1 step 9, 7.2 step 13) and RP
 ID hash (7.1 step 13, 7.2 step 15) are checked here first, so they get their own codes
-and no message repeats the expected value (py_webauthn's would).  No clock, no I/O.
+and no message repeats the expected value (py_webauthn's would).  So is where the
+ceremony ran: client data saying it ran in a frame that is not same-origin with its
+ancestors (``crossOrigin`` true, or any ``topOrigin``: the steps after the origin's in
+7.1 and 7.2) is refused as a wrong origin, since no page of ours may be framed by another
+origin (``frame-ancestors 'none'``) and py_webauthn 3 reads ``crossOrigin`` without
+checking it and ignores ``topOrigin``.  No clock, no I/O.
 """
 from __future__ import annotations
 
@@ -121,6 +126,9 @@ def authentication_options(rp: RelyingParty, *, challenge: bytes, allow: list[di
 def _check_origin_and_rp(rp: RelyingParty, client_data_json: bytes, rp_id_hash: bytes) -> None:
     if parse_client_data_json(client_data_json).origin not in rp.origins:
         raise OriginMismatch()
+    members = json.loads(client_data_json)  # a JSON object: parse_client_data_json checked it
+    if members.get("crossOrigin", False) is not False or "topOrigin" in members:
+        raise OriginMismatch()  # run in another origin's frame: our origin, someone else's page
     if rp_id_hash != hashlib.sha256(rp.rp_id.encode()).digest():
         raise RpIdMismatch()
 

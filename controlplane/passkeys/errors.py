@@ -49,7 +49,8 @@ class ChallengeInvalid(BadRequest, code="PASSKEY_CHALLENGE_INVALID",
 
 class OriginMismatch(BadRequest, code="PASSKEY_ORIGIN_MISMATCH",
                      message="The passkey response comes from an origin this server does not accept."):
-    """clientDataJSON.origin is not one of IAMGATE_WEBAUTHN_ORIGINS."""
+    """clientDataJSON.origin is not one of IAMGATE_WEBAUTHN_ORIGINS, or the ceremony ran
+    in a frame of another origin (crossOrigin true, or a topOrigin)."""
 
 
 class RpIdMismatch(BadRequest, code="PASSKEY_RP_ID_MISMATCH",

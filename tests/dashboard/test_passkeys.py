@@ -197,6 +197,21 @@ def test_a_wrong_origin_is_refused_without_echoing_the_expected_one(dashboard_ac
     assert ctx.store["passkeys"].count_documents({}) == 0
 
 
+@pytest.mark.parametrize("framed", [{"cross_origin": True, "top_origin": "https://evil.example"},
+                                    {"top_origin": ORIGIN}])
+def test_a_ceremony_in_a_cross_origin_frame_is_refused(dashboard_account, client, ctx, framed):
+    """The end users' check (tests/passkeys/test_verification.py), on the dashboard's
+    registration and sign-in alike."""
+    key = SoftAuthenticator()
+    assert_error(add_passkey(dashboard_account, key, **framed), 400, "PASSKEY_ORIGIN_MISMATCH")
+    assert ctx.store["passkeys"].count_documents({}) == 0
+    assert add_passkey(dashboard_account, key).status_code == 201
+    response = passkey_login(client, key, **framed)
+    assert_error(response, 400, "PASSKEY_ORIGIN_MISMATCH")
+    assert SESSION_COOKIE not in response.cookies
+    assert dashboard_account.get(ME_PASSKEYS).json["data"][0]["last_used_at"] is None
+
+
 def test_the_first_passkey_ends_the_accounts_other_sessions(dashboard_account):
     first_session = dashboard_account.session
     dashboard_account.login()  # a second browser, which registers the passkey

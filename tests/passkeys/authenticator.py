@@ -6,7 +6,9 @@ server's helpers, so a mistake in the server cannot hide behind the same mistake
 ``create(options)`` answers creation options with the JSON of
 ``PublicKeyCredential.toJSON()``; ``get(options)`` answers request options.  Every
 field a test may want to falsify is a keyword: ``origin``, ``rp_id``, ``challenge``,
-``sign_count``, ``user_verified``, ``user_handle``.
+``sign_count``, ``user_verified``, ``user_handle``, and the client data's
+``cross_origin`` / ``top_origin`` (section 5.8.1: what a browser writes for a ceremony
+run in a frame that is not same-origin with its ancestors; None leaves the member out).
 """
 from __future__ import annotations
 
@@ -66,16 +68,24 @@ class SoftAuthenticator:
         return self.counter
 
     @staticmethod
-    def _client_data(kind: str, challenge: str, origin: str) -> bytes:
-        return json.dumps({"type": kind, "challenge": challenge, "origin": origin, "crossOrigin": False}).encode()
+    def _client_data(kind: str, challenge: str, origin: str, cross_origin: bool | None, top_origin: str | None
+                     ) -> bytes:
+        data = {"type": kind, "challenge": challenge, "origin": origin}
+        if cross_origin is not None:
+            data["crossOrigin"] = cross_origin
+        if top_origin is not None:
+            data["topOrigin"] = top_origin
+        return json.dumps(data).encode()
 
     def create(self, options: dict, *, origin: str = ORIGIN, rp_id: str | None = None,
-               challenge: str | None = None, user_verified: bool | None = None) -> dict:
+               challenge: str | None = None, user_verified: bool | None = None, cross_origin: bool | None = False,
+               top_origin: str | None = None) -> dict:
         self.user_handle = unb64(options["user"]["id"])
         attested = self.aaguid + struct.pack(">H", len(self.credential_id)) + self.credential_id + self._cose_key()
         auth_data = self._auth_data(rp_id or options["rp"]["id"], self._flags(user_verified) | AT,
                                     self.counter or 0, attested)
-        client_data = self._client_data("webauthn.create", challenge or options["challenge"], origin)
+        client_data = self._client_data("webauthn.create", challenge or options["challenge"], origin, cross_origin,
+                                        top_origin)
         attestation = cbor2.dumps({"fmt": "none", "attStmt": {}, "authData": auth_data})
         return {
             "id": self.id, "rawId": self.id, "type": "public-key",
@@ -87,10 +97,11 @@ class SoftAuthenticator:
 
     def get(self, options: dict, *, origin: str = ORIGIN, rp_id: str | None = None, challenge: str | None = None,
             user_verified: bool | None = None, sign_count: int | None = None,
-            user_handle: bool | None = None) -> dict:
+            user_handle: bool | None = None, cross_origin: bool | None = False, top_origin: str | None = None) -> dict:
         auth_data = self._auth_data(rp_id or options["rpId"], self._flags(user_verified),
                                     self._next_count(sign_count))
-        client_data = self._client_data("webauthn.get", challenge or options["challenge"], origin)
+        client_data = self._client_data("webauthn.get", challenge or options["challenge"], origin, cross_origin,
+                                        top_origin)
         signature = self.key.sign(auth_data + hashlib.sha256(client_data).digest(), ec.ECDSA(hashes.SHA256()))
         send_handle = self.resident if user_handle is None else user_handle
         return {
