@@ -186,7 +186,11 @@ class PasskeyCredentials:
         passkey's own user handle and the UV flag (400
         PASSKEY_USER_VERIFICATION_REQUIRED); the BE flag must be the one registered (400
         PASSKEY_VERIFICATION_FAILED).  The sign count must move forward (or stay
-        0), checked and stored at once: 400 PASSKEY_SIGN_COUNT_INVALID otherwise."""
+        0), checked and stored at once: 400 PASSKEY_SIGN_COUNT_INVALID otherwise.
+
+        Once stored, the count and the use stay whatever the caller then makes of the
+        sign-in (section 6.1.1: a signed counter is evidence against a clone either
+        way), so callers refuse what they can before calling this, never undo it."""
         alone = challenge["user_id"] is None
         if alone and ceremony.user_handle_of(credential) != passkey["user_id"]:
             raise UserVerificationRequired()  # not a discoverable credential, or not this one's

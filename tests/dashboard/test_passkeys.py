@@ -281,6 +281,33 @@ def test_a_passkey_answers_the_password_sign_ins_second_step(dashboard_account, 
     assert_error(again, 410, "AUTH_MFA_CHALLENGE_EXPIRED")
 
 
+def test_a_verified_second_step_moves_the_sign_count_though_a_parallel_code_won(dashboard_account, client, clock,
+                                                                               ctx, monkeypatch):
+    """The assertion verified, then the MFA challenge was found used (a code answered it
+    meanwhile): the sign-in is refused, yet the count the authenticator signed is stored
+    with the use (WebAuthn L3 6.1.1: evidence against a clone whatever the sign-in's fate)."""
+    key = SoftAuthenticator(resident=False, user_verifying=False, counter=5)
+    assert add_passkey(dashboard_account, key).status_code == 201
+    token = password_step(dashboard_account).json["data"]["challenge_token"]
+    options = passkey_options(client, token)
+    credentials, factor = ctx.dashboard.passkeys.credentials, ctx.dashboard.passkeys.factor
+    verify_use = credentials.verify_use
+
+    def then_a_code_answers(*args):
+        assertion = verify_use(*args)
+        assert factor.consume_challenge("dashboard", {"_id": digest(token)}, clock())
+        return assertion
+
+    monkeypatch.setattr(credentials, "verify_use", then_a_code_answers)
+    response = client.simulate_post(f"{BASE}/login/passkey", remote_addr=fresh_address(),
+                                    json={"challenge_id": options["challenge_id"],
+                                          "credential": key.get(options["options"])})
+    assert_error(response, 410, "AUTH_MFA_CHALLENGE_EXPIRED")
+    assert SESSION_COOKIE not in response.cookies
+    stored = ctx.store["passkeys"].find_one({"credential_id": key.id})
+    assert stored["sign_count"] == 6 and stored["last_used_at"] is not None
+
+
 def test_a_totp_only_challenge_takes_no_passkey(dashboard_account, client, clock):
     enrol(dashboard_account, clock)
     token = password_step(dashboard_account).json["data"]["challenge_token"]
@@ -342,6 +369,7 @@ def test_anothers_passkey_does_not_answer_an_accounts_second_step(dashboard_acco
     response = passkey_login(client, attacker_key, challenge_token=token)
     assert_error(response, 400, "PASSKEY_CREDENTIAL_UNKNOWN")
     assert SESSION_COOKIE not in response.cookies
+    assert attacker.get(ME_PASSKEYS).json["data"][0]["last_used_at"] is None  # refused before it was verified
 
 
 def test_an_end_users_passkey_does_not_sign_in_to_the_dashboard(client, passkey_app, make_user_token,

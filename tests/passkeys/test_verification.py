@@ -143,7 +143,7 @@ def test_a_registration_challenge_is_bound_to_its_user(client, ctx, app_pw, make
     assert ctx.store["passkeys"].count_documents({}) == 0
 
 
-def test_another_users_credential_does_not_answer_my_challenge(client, passkey_app, make_user_token, register,
+def test_another_users_credential_does_not_answer_my_challenge(client, ctx, passkey_app, make_user_token, register,
                                                               sign_in_options):
     app = passkey_app("second_factor")
     victim, attacker = make_user_token(app), make_user_token(app)
@@ -155,6 +155,9 @@ def test_another_users_credential_does_not_answer_my_challenge(client, passkey_a
     data = sign_in_options(app, login["challenge_token"])
     response = _verify(client, app, data["challenge_id"], attacker_key.get(data["options"]))
     assert_error(response, 400, "PASSKEY_CREDENTIAL_UNKNOWN")
+    # Refused before its signature is checked: the count it carries is not evidence.
+    stored = ctx.store["passkeys"].find_one({"credential_id": attacker_key.id})
+    assert stored["sign_count"] == 0 and stored["last_used_at"] is None
 
 
 def test_a_user_handle_of_another_user_is_refused(app_pw, make_user_token, register, sign_in):
@@ -296,15 +299,44 @@ def test_a_suspended_user_cannot_sign_in_with_a_passkey(ctx, app_pw, enrolled, s
     assert_error(sign_in(app_pw, key), 403, "AUTH_ACCOUNT_SUSPENDED")
 
 
+def _locked_login(client, app, user: UserToken) -> dict:
+    """A password login's MFA challenge, locked by IAMGATE_MFA_MAX_ATTEMPTS wrong codes."""
+    login = client.simulate_post(users_url(app, "/login"), remote_addr=fresh_address(),
+                                 json={"email": user.user["email"], "password": user.password}).json["data"]
+    for _ in range(5):
+        client.simulate_post(users_url(app, "/mfa/verify"), remote_addr=fresh_address(),
+                             json={"challenge_token": login["challenge_token"], "code": "123456"})
+    return login
+
+
 def test_a_locked_mfa_challenge_is_not_answered_by_a_passkey(client, passkey_app, make_user_token, register,
                                                             sign_in_options):
     app = passkey_app("second_factor")
     user, key = make_user_token(app), SoftAuthenticator()
     register(app, user, key)
-    login = client.simulate_post(users_url(app, "/login"), remote_addr=fresh_address(),
-                                 json={"email": user.user["email"], "password": user.password}).json["data"]
-    for _ in range(5):  # IAMGATE_MFA_MAX_ATTEMPTS codes, which this user cannot answer
-        client.simulate_post(users_url(app, "/mfa/verify"), remote_addr=fresh_address(),
-                             json={"challenge_token": login["challenge_token"], "code": "123456"})
+    login = _locked_login(client, app, user)
     data = sign_in_options(app, login["challenge_token"])
     assert_error(_verify(client, app, data["challenge_id"], key.get(data["options"])), 429, "AUTH_MFA_LOCKED")
+
+
+def test_a_verified_assertion_moves_the_sign_count_whatever_the_sign_ins_fate(client, ctx, passkey_app,
+                                                                             make_user_token, register,
+                                                                             sign_in_options):
+    """WebAuthn L3 6.1.1: the counter an authenticator signed is evidence against a clone
+    whatever becomes of the sign-in.  A second factor whose assertion verified and whose
+    MFA challenge then refused it still stores the count and the use, so a copy of the
+    key that answers later with a count the original already signed is caught."""
+    app = passkey_app("second_factor")
+    user, key = make_user_token(app), SoftAuthenticator(counter=5)
+    register(app, user, key)
+    login = _locked_login(client, app, user)
+    data = sign_in_options(app, login["challenge_token"])
+    assert_error(_verify(client, app, data["challenge_id"], key.get(data["options"])), 429, "AUTH_MFA_LOCKED")
+    stored = ctx.store["passkeys"].find_one({"credential_id": key.id})
+    assert stored["sign_count"] == 6 and stored["last_used_at"] is not None
+
+    login = client.simulate_post(users_url(app, "/login"), remote_addr=fresh_address(),
+                                 json={"email": user.user["email"], "password": user.password}).json["data"]
+    data = sign_in_options(app, login["challenge_token"])
+    clone = _verify(client, app, data["challenge_id"], key.get(data["options"], sign_count=6))
+    assert_error(clone, 400, "PASSKEY_SIGN_COUNT_INVALID")
