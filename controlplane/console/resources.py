@@ -434,16 +434,6 @@ class Home(ConsoleResource):
         redirect(resp, "/console/applications" if self.console.viewer(req) else SIGN_IN)
 
 
-def passkey_offer(passkeys: DashboardPasskeys, challenge_token: str) -> dict | None:
-    """The options of the second step's passkey form for ``challenge_token``, or None
-    when there is none to offer: the server cannot verify passkeys, or the challenge
-    takes none."""
-    try:
-        return passkeys.sign_in_options(challenge_token)
-    except (PasskeysUnavailable, MfaChallengeExpired):
-        return None
-
-
 class _SignInPage(ConsoleResource):
     """A page of the sign-in: its forms post the API's sign-in steps."""
 
@@ -476,17 +466,33 @@ class _SignInPage(ConsoleResource):
         except (PasskeysUnavailable, RateLimited):
             return None
 
-    def code_page(self, req, resp, challenge_token: str, methods, **context) -> None:
+    def code_page(self, req, resp, challenge_token: str, methods, unit: Unit, **context) -> None:
+        """The second step's page, its passkey challenge paid with ``unit`` (``passkey_second_step``)."""
         self.console.render(req, resp, "sign_in_code.html", challenge_token=challenge_token, methods=methods,
-                            passkey=passkey_offer(self.passkeys, challenge_token) if WEBAUTHN in methods else None,
-                            **context)
+                            passkey=self.passkey_second_step(challenge_token, methods, unit), **context)
 
-    def signed_in_to(self, req, resp, sign_in) -> None:
-        """The session cookie and the console, or the second step's page.  A member of
-        an organization that requires a second factor, who has none, is sent to enrol
-        (the Security page) before anything else."""
+    def passkey_second_step(self, challenge_token: str, methods, unit: Unit) -> dict | None:
+        """The options of the code page's "Use a passkey" for ``challenge_token``, or None
+        when there is none to offer: the challenge takes no passkey, the server cannot
+        verify passkeys, or the client IP's sign-in budget is spent.  As on the sign-in
+        page (``passkey_alone``), each showing stores a challenge, so it takes ``unit`` as
+        the API's options route does: the unit of the password or passkey attempt that
+        shows the page, or one of its own after a refused code (codes draw on no budget,
+        and an empty one is not even an MFA attempt)."""
+        if WEBAUTHN not in methods:
+            return None
+        try:
+            return self.console.accounts.passkey_options(challenge_token, unit=unit)
+        except (PasskeysUnavailable, MfaChallengeExpired, RateLimited):
+            return None
+
+    def signed_in_to(self, req, resp, sign_in, unit: Unit) -> None:
+        """The session cookie and the console, or the second step's page (its passkey
+        challenge paid with ``unit``, the sign-in's).  A member of an organization that
+        requires a second factor, who has none, is sent to enrol (the Security page)
+        before anything else."""
         if sign_in.challenge is not None:  # two-step verification: the second step, no session yet
-            self.code_page(req, resp, sign_in.challenge["challenge_token"], sign_in.challenge["mfa_methods"])
+            self.code_page(req, resp, sign_in.challenge["challenge_token"], sign_in.challenge["mfa_methods"], unit)
             return
         set_session_cookie(resp, sign_in.session, self.config)
         must_enrol = self.dashboard_access.must_enrol(sign_in.account["_id"])
@@ -510,7 +516,7 @@ class SignIn(_SignInPage):
         except DomainError as error:
             self.sign_in_page(req, resp, unit, **failed(error), form={"email": form.get("email", "")})
             return
-        self.signed_in_to(req, resp, sign_in)
+        self.signed_in_to(req, resp, sign_in, unit)
 
 
 class SignInCode(_SignInPage):
@@ -521,15 +527,16 @@ class SignInCode(_SignInPage):
 
     @form_post
     def on_post(self, req, resp, form):
+        unit = self.sign_in_unit(req)  # a code draws none; the page shown again with a passkey does
         try:
             values = schemas.LOGIN_MFA.validate(form_values(form, schemas.LOGIN_MFA))
             sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
                                                                 previous_session=req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
             token = form.get("challenge_token", "")
-            self.code_page(req, resp, token, self.passkeys.challenge_methods(token), **failed(error))
+            self.code_page(req, resp, token, self.passkeys.challenge_methods(token), unit, **failed(error))
             return
-        self.signed_in_to(req, resp, sign_in)
+        self.signed_in_to(req, resp, sign_in, unit)
 
 
 class SignInPasskey(_SignInPage):
@@ -552,10 +559,10 @@ class SignInPasskey(_SignInPage):
             if challenge_token is None:
                 self.sign_in_page(req, resp, unit, passkey_autofill=False, **failed(error))
             else:
-                self.code_page(req, resp, challenge_token, self.passkeys.challenge_methods(challenge_token),
+                self.code_page(req, resp, challenge_token, self.passkeys.challenge_methods(challenge_token), unit,
                                **failed(error))
             return
-        self.signed_in_to(req, resp, sign_in)
+        self.signed_in_to(req, resp, sign_in, unit)
 
 
 class SignUp(ConsoleResource):

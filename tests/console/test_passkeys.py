@@ -18,6 +18,8 @@ from controlplane.console.resources import ENROL_PAGE
 from shared.config import Rate
 from tests.conftest import assert_error
 from tests.dashboard.test_mfa import APPS, ORGS, enrol
+from tests.dashboard.test_passkeys import add_passkey as add_passkey_through_the_api
+from tests.mfa.conftest import rfc6238
 from tests.passkeys.authenticator import SoftAuthenticator
 from tests.plugins.dashboard import DASHBOARD_PASSWORD
 
@@ -299,6 +301,53 @@ def test_pages_shown_again_never_carry_more_challenges_than_units_drawn(console,
                   someone.get("/console/sign-in")):
         assert spent.status_code in (200, 400, 429) and "data-passkey-options" not in spent.text
     assert sign_in_challenges(ctx) == 9
+
+
+@pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "rate_limit_dashboard_login": Rate(5, 60)}],
+                         indirect=True)
+def test_the_second_steps_passkey_challenges_draw_on_the_ips_sign_in_budget(console, client, dashboard_account,
+                                                                            clock, ctx):
+    """Every showing of the code page that stores a passkey challenge takes the request's
+    unit of the client IP's sign-in budget: the password's, a refused passkey's, or its
+    own for a refused code (an empty one is not even an MFA attempt, so nothing else
+    bounds how often it comes back).  Once the budget is spent the page offers no passkey
+    and still takes a code."""
+    assert add_passkey_through_the_api(dashboard_account, SoftAuthenticator()).status_code == 201
+    secret, _ = enrol(dashboard_account, clock)
+    someone = console()
+    stranger = SoftAuthenticator()  # registered nowhere
+
+    def units() -> int:
+        counters = ctx.store["rate_limits"].find({"_id": {"$regex": f"^dashboard-login:{someone.remote_addr}\\|"}})
+        return min(ctx.config.rate_limit_dashboard_login.limit, sum(counter["n"] for counter in counters))
+
+    shown = [someone.get("/console/sign-in")]  # 1
+    shown.append(step := someone.post("/console/sign-in", {"email": dashboard_account.email,  # 2, and its page
+                                                           "password": dashboard_account.password}, origin=PUBLIC_URL))
+    assert step.status_code == 200 and 'name="code"' in step.text
+    token = re.search(r'name="challenge_token" value="([^"]+)"', step.text).group(1)
+    form = passkey_form(step)
+    answer = {"challenge_id": form["challenge_id"], "challenge_token": token,
+              "credential": json.dumps(stranger.get(form["options"]))}
+    shown.append(refused := someone.post(form["action"], answer, origin=PUBLIC_URL))  # 3, and the page again
+    assert refused.status_code == 400 and "PASSKEY_CREDENTIAL_UNKNOWN" in refused.text
+    for _ in range(2):  # 4, 5
+        shown.append(again := someone.post("/console/sign-in/code", {"challenge_token": token, "code": ""},
+                                           origin=PUBLIC_URL))
+        assert again.status_code == 400 and 'name="code"' in again.text
+    assert len({passkey_form(page)["challenge_id"] for page in shown}) == units() == 5
+    assert sign_in_challenges(ctx) == 4  # and the one the refused passkey used up
+
+    for _ in range(30):
+        spent = someone.post("/console/sign-in/code", {"challenge_token": token, "code": ""}, origin=PUBLIC_URL)
+        assert spent.status_code == 400 and 'name="code"' in spent.text and "data-passkey-options" not in spent.text
+    assert sign_in_challenges(ctx) == 4
+    api = client.simulate_post("/api/dashboard/login/passkey/options", json={"challenge_token": token},
+                               remote_addr=someone.remote_addr)
+    assert_error(api, 429, "RATE_LIMIT_EXCEEDED")  # one budget for the page and the API
+    signed_in = someone.post("/console/sign-in/code", {"challenge_token": token, "code": rfc6238(secret, clock())},
+                             origin=PUBLIC_URL)
+    assert signed_in.status_code == 303 and SESSION_COOKIE in someone.cookies
 
 
 def test_an_unconfirmed_account_is_told_to_confirm_before_adding_a_factor(visitor, make_dashboard_account, ctx):
