@@ -12,9 +12,12 @@ import json
 import sys
 import threading
 import time
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from controlplane.webhooks.store import delivery_id, new_event_delivery
 
 V1 = "/api/v1/applications/{}"
 
@@ -133,3 +136,32 @@ def pump(ctx):
         return sent
 
     return run
+
+
+# --- the delivery queue under the per-application cap (test_fairness*.py)
+
+LEASE = timedelta(seconds=60)
+
+
+@pytest.fixture
+def queue(ctx, clock):
+    """``queue(app_id, n)``: queue ``n`` deliveries of the application, each a second
+    after the one before; the store."""
+    store = ctx.webhooks.worker.store
+    seqs = iter(range(1, 1_000_000))
+
+    def add(app_id: str, n: int = 1):
+        for _ in range(n):
+            seq = next(seqs)
+            store.insert_delivery(new_event_delivery(delivery_id(f"hook-{app_id}", seq), app_id, f"hook-{app_id}",
+                                                     seq, "role.created", "{}", now=clock(),
+                                                     expires_at=clock() + timedelta(days=1)))
+            clock.advance(1)
+        return store
+
+    return add
+
+
+def claim(store, clock, cap):
+    now = clock()
+    return store.claim(now, now + LEASE, per_application=cap)

@@ -18,17 +18,15 @@ import pytest
 
 from controlplane.oidc.backchannel import KIND as BACKCHANNEL_KIND
 from controlplane.webhooks.delivery import DeliveryMetrics, DeliveryWorker, Sender
-from controlplane.webhooks.store import delivery_id, new_event_delivery
 from controlplane.webhooks.targets import TargetPolicy
 from shared.config import Config, ConfigError
 from shared.metrics import HttpMetrics
 from shared.timeutil import utcnow
 from tests.conftest import TEST_SECRET, in_parallel, make_config
 from tests.e2e.processes import wait_until
-from tests.webhooks.conftest import Receiver
+from tests.webhooks.conftest import LEASE, Receiver, claim
 
 CAP = 4  # IAMGATE_WEBHOOK_MAX_IN_FLIGHT_PER_APPLICATION's default
-LEASE = timedelta(seconds=60)
 
 
 @pytest.fixture
@@ -96,30 +94,6 @@ def test_the_cap_holds_across_two_workers_sharing_the_store(ctx, application, ma
 
 
 # --- claims, step by step on the FakeClock
-
-
-@pytest.fixture
-def queue(ctx, clock):
-    """``queue(app_id, n)``: queue ``n`` deliveries of the application, each a second
-    after the one before; the store."""
-    store = ctx.webhooks.worker.store
-    seqs = iter(range(1, 1_000_000))
-
-    def add(app_id: str, n: int = 1):
-        for _ in range(n):
-            seq = next(seqs)
-            store.insert_delivery(new_event_delivery(delivery_id(f"hook-{app_id}", seq), app_id, f"hook-{app_id}",
-                                                     seq, "role.created", "{}", now=clock(),
-                                                     expires_at=clock() + timedelta(days=1)))
-            clock.advance(1)
-        return store
-
-    return add
-
-
-def claim(store, clock, cap):
-    now = clock()
-    return store.claim(now, now + LEASE, per_application=cap)
 
 
 def test_a_claim_passes_over_an_application_at_its_cap(ctx, clock, queue):
