@@ -39,6 +39,7 @@ from controlplane.users import claim
 from controlplane.users.directory import UserDirectory
 from controlplane.users.errors import AccountSuspended, EmailAlreadyRegistered, UserNotFound
 from shared.ids import is_uuid, new_id
+from shared.stamps import stamped_since
 from shared.timeutil import Clock, isoformat
 
 log = logging.getLogger("iamgate.connections")
@@ -257,7 +258,7 @@ class IdentityService:
             self.identities.delete_of_user(app["_id"], user_id, doc["_id"])
             raise ConnectionInactive(connection_id)
         # Checked after the insert too: a hand-over removes identities after its stamp.
-        if holder is not None and claim.stamped_since(holder, self.users.get(app["_id"], user_id)):
+        if holder is not None and stamped_since(holder, self.users.get(app["_id"], user_id)):
             self.identities.delete_of_user(app["_id"], user_id, doc["_id"])
             raise ConnectionStateInvalid("The account's password was reset, or the account handed over to its "
                                          "email's owner, meanwhile; sign in again.", details={"reason": "link"})

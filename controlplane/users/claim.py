@@ -20,17 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
+from controlplane.users.sessions import SessionService
 from controlplane.users.store import UserStore
-from shared.stamps import stamp_of
-from shared.timeutil import Clock, aware
-
-if TYPE_CHECKING:  # sessions.py asks ``stamped_since`` of this module
-    from controlplane.users.sessions import SessionService
+from shared.stamps import next_stamp
+from shared.timeutil import Clock
 
 # The ``reason`` of the sessions, grants and identities a hand-over revokes.
 REASON = "account_claimed"
@@ -61,7 +57,7 @@ class AccountClaim:
         then on only access tokens that carry the current stamp are accepted
         (``controlplane.auth``), only sessions begun under it refresh, and a sign-in,
         password change or link that read the account before the stamp and lands after it
-        is undone (``stamped_since``).  Then the sessions and OIDC grants end
+        is undone (``shared.stamps.stamped_since``).  Then the sessions and OIDC grants end
         (consents too: the squatter's approvals are not the owner's) before the ways in go
         (a passkey a session registers after that finds its session ended and removes
         itself).  Last, the account is stamped anew, with its email verified, and the
@@ -89,15 +85,3 @@ class AccountClaim:
         self.sessions.revoke_user(app_id, user_id, reason=reason)
         self.oauth_connections.withdraw_consents(app_id, user_id, reason=reason)
 
-
-def next_stamp(previous: datetime | None, now: datetime) -> datetime:
-    """A new ``tokens_not_before`` after ``previous``: ``now``, or a millisecond past it
-    (the store keeps milliseconds), so a new stamp always differs from the old one."""
-    return now if previous is None else max(now, aware(previous) + timedelta(milliseconds=1))
-
-
-def stamped_since(read: dict, current: dict | None) -> bool:
-    """Whether the account was stamped anew (a password reset, a hand-over) after ``read``
-    was read (``current`` is the account now): what a sign-in or a change proved against
-    ``read`` no longer holds."""
-    return stamp_of(read) != stamp_of(current or {})

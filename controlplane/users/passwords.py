@@ -27,13 +27,14 @@ from controlplane.oidc.connections import ConnectionService
 from controlplane.passwords import PasswordHasher, WrongPassword, require_strong
 from controlplane.ratelimit import RateLimiter
 from controlplane.users import emails
-from controlplane.users.claim import AccountClaim, next_stamp
+from controlplane.users.claim import AccountClaim
 from controlplane.users.errors import InvalidResetToken, ResetRequestsLimited, ResetTokenExpired, UserNotFound
 from controlplane.users.one_time import RESET, issue_one_time_token
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import OneTimeTokenStore, UserStore
 from shared.config import Rate
 from shared.ids import digest
+from shared.stamps import next_stamp
 from shared.timeutil import Clock, aware
 
 

@@ -26,12 +26,11 @@ from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.tokens import TokenService
-from controlplane.users.claim import stamped_since
 from controlplane.users.errors import InvalidCredentials, RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
 from shared.ids import digest, new_id, random_token
-from shared.stamps import stamp_of
+from shared.stamps import stamp_of, stamped_since
 from shared.timeutil import Clock, aware, millis, seconds
 
 log = logging.getLogger("iamgate.users")
