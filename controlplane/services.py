@@ -262,8 +262,8 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     passkey_credentials = PasskeyCredentials(passkey_store, PasskeyChallengeStore(store), clock,
                                            relying_party=relying_party)
 
-    dashboard_sessions = DashboardSessions(store, clock, config.dashboard_session_ttl)
     dashboard_store = DashboardStore(store)
+    dashboard_sessions = DashboardSessions(store, dashboard_store, clock, config.dashboard_session_ttl)
     dashboard_factor = TotpFactor(MethodStore(store), BackupCodeStore(store), ChallengeStore(store), box,
                                   secret_key=config.secret_key)
     dashboard_passkeys = DashboardPasskeys(dashboard_store, dashboard_sessions, password_guard, audit, clock,

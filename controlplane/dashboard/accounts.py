@@ -28,6 +28,7 @@ from controlplane.users.errors import (
 )
 from shared.config import Rate
 from shared.ids import digest, new_id, random_token
+from shared.stamps import stamped_since
 from shared.timeutil import Clock, aware, isoformat, seconds
 from shared.validation import Invalid, normalize_email
 
@@ -163,9 +164,11 @@ class AccountService:
         lock is lifted, and the address is confirmed, which for an unconfirmed account is
         a claim that also removes its second factors (``_confirm``).
 
-        The new password is written first, so an earlier holder can no longer sign in,
-        then the sessions end; the address is confirmed last, so an interrupted reset
-        leaves the account unconfirmed, writing nothing, until a new link finishes it."""
+        The new password is written first, with a new stamp (``DashboardStore.restamp``),
+        so an earlier holder can no longer sign in, nor keep a session its sign-in stores
+        after this; then the sessions end; the address is confirmed last, so an
+        interrupted reset leaves the account unconfirmed, writing nothing, until a new
+        link finishes it."""
         token_digest = digest(token)
         account = self._token_account(token_digest, RESET, InvalidResetToken, ResetTokenExpired)
         require_strong(password, email=account["email"])
@@ -175,7 +178,8 @@ class AccountService:
         if self.store.consume_token(token_digest, RESET, self.clock()) is None:
             raise InvalidResetToken()
         now = self.clock()
-        self.store.update_account(account["_id"], {"password_hash": password_hash, "updated_at": now})
+        account = self.store.restamp(account["_id"], {"password_hash": password_hash, "updated_at": now}, now) \
+            or account
         self.store.invalidate_tokens(account["_id"], RESET, now)
         self.sessions.revoke_account(account["_id"])
         self.password_guard.lift(LOCK_SCOPE, account["email"])
@@ -188,8 +192,9 @@ class AccountService:
         (``OrganizationService.undo_grants``).  With ``mailbox_only`` (the reset link:
         the mailbox proved without the account's own credentials) the holder's second
         factors go too, passkeys, TOTP, backup codes and open challenges, and the
-        sessions end again: whatever signed in with one of them while they went.  (The
-        verification link confirms the holder's own registration, password and all.)
+        account is stamped anew and its sessions end again: whatever signed in with one
+        of them while they went.  (The verification link confirms the holder's own
+        registration, password and all.)
         The flag is written last: until it is, the account writes nothing
         (``DashboardAccess.require_verified``), enrols no factor, and the next link
         claims again."""
@@ -198,6 +203,8 @@ class AccountService:
             if mailbox_only:
                 self.passkeys.on_claim(account)
                 self.second_factor.on_claim(account)
+                now = self.clock()
+                self.store.restamp(account["_id"], {"updated_at": now}, now)
                 self.sessions.revoke_account(account["_id"])
         return self.store.update_account(account["_id"], {"email_verified": True, "updated_at": self.clock()})
 
@@ -294,8 +301,18 @@ class AccountService:
         return SignIn(account, session=self._open_session(account, previous_session))
 
     def _open_session(self, account: dict, previous_session: str | None) -> str:
+        """A session for ``account`` as its sign-in read it before checking the
+        credentials (as the password step read it, for a second step).  401 when a change
+        that ends the account's sessions (a password reset or change, a second factor
+        turned on) came between: its revocation may have run before this session was
+        stored, so the session is compared with the account once it is."""
         self.logout(previous_session)
-        return self.sessions.create(account["_id"])
+        raw = self.sessions.create(account)
+        if stamped_since(account, self.store.account(account["_id"])):
+            self.sessions.revoke(raw)
+            raise InvalidCredentials("The account's password was changed or reset, or a second factor turned on, "
+                                     "during this sign-in.")
+        return raw
 
     def logout(self, raw_session: str | None) -> None:
         if raw_session:
@@ -319,16 +336,22 @@ class AccountService:
     def change_password(self, account_id: str, current: str, new: str) -> str:
         """Replace the password after checking the current one (422 INVALID_PASSWORD;
         the check draws on the login lock's budget, 429 AUTH_ACCOUNT_LOCKED), end every
-        session of the account and return a fresh one for this browser."""
+        session of the account and return a fresh one for this browser.  Only over the
+        account as its password was checked: a reset, or another change that ends
+        sessions, meanwhile is 422 too, and its password is not overwritten."""
         account = self.account(account_id)
         if not self.password_guard.check(LOCK_SCOPE, account["email"], current, account["password_hash"]):
             raise WrongPassword("The current password is incorrect.", details={"field": "current_password"})
         require_strong(new, email=account["email"], field="new_password")
-        self.store.update_account(account_id, {"password_hash": self.hasher.hash(new),
-                                               "updated_at": self.clock()})
+        now = self.clock()
+        changed = self.store.restamp(account_id, {"password_hash": self.hasher.hash(new), "updated_at": now}, now,
+                                     over=account)
+        if changed is None:
+            raise WrongPassword("The password was reset, or the account changed, meanwhile; try again.",
+                                details={"field": "current_password"})
         # A password change is how a user evicts whoever stole the old one.
         self.sessions.revoke_account(account_id)
-        return self.sessions.create(account_id)
+        return self._open_session(changed, None)
 
 
 def _lookup_form(email: str) -> str:

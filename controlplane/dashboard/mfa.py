@@ -26,7 +26,12 @@ under the scope ``"dashboard"``.  What is the dashboard's own:
   the planter's codes.
 - Turning the factor on ends the account's other sessions: they were opened with the
   password alone, and the factor (or an organization's ``require_mfa``) is meant to
-  shut out whoever holds only that.
+  shut out whoever holds only that.  Before they end, the account is stamped anew,
+  keeping the calling session (``AccountFactorService._end_other_sessions``), so a
+  sign-in whose password step found no factor yet keeps no session either.
+- A challenge keeps the stamp of the password step that opened it, and the session its
+  answer opens is that step's (``first_read``): a reset or a password change since
+  leaves it none.
 - Turning the factor on and off, and every answer to a challenge, are audit records of
   each organization the account belongs to: its administrators see who of their
   members has a second factor.
@@ -71,6 +76,13 @@ class Passkeys(Protocol):
     def count(self, account_id: str) -> int: ...
 
 
+def first_read(account: dict, challenge: dict) -> dict:
+    """``account`` with the stamp its sign-in's password step read before checking the
+    password, kept on the challenge that step opened: the session the second step opens
+    is that sign-in's."""
+    return {**account, "tokens_not_before": challenge.get("tokens_not_before")}
+
+
 @dataclass(eq=False)
 class AccountFactorService:
     """What both second factors of a dashboard account (TOTP, passkeys) work with: the
@@ -82,6 +94,14 @@ class AccountFactorService:
     password_guard: PasswordGuard
     audit: AuditLog
     clock: Clock
+
+    def _end_other_sessions(self, account_id: str, session: str | None) -> None:
+        """Stamp the account anew, keeping ``session`` (the raw id of the one making the
+        change), then end every other session: one whose sign-in read the account before
+        is refused even if it is stored after this (``dashboard.sessions``)."""
+        now = self.clock()
+        self.store.restamp(account_id, {"updated_at": now}, now, kept_session=self.sessions.stored_id(session))
+        self.sessions.revoke_others(account_id, session)
 
     def _require_confirmed(self, account: dict) -> None:
         """403 DASHBOARD_EMAIL_UNVERIFIED: an unconfirmed holder of an address may be a
@@ -145,7 +165,7 @@ class DashboardMfa(AccountFactorService):
         self._require_confirmed(account)
         self._check_password(account, password)
         codes = self.factor.activate(FACTOR_SCOPE, account["_id"], method_id, code, self.clock())
-        self.sessions.revoke_others(account["_id"], session)
+        self._end_other_sessions(account["_id"], session)
         self._record("dashboard_account.mfa_enabled", account, success(), {"method": TOTP})
         return codes
 
@@ -195,13 +215,14 @@ class DashboardMfa(AccountFactorService):
         if not methods:
             return None
         token = self.factor.open_challenge(FACTOR_SCOPE, account["_id"], self.clock(), self.challenge_ttl,
-                                           methods=methods)
+                                           methods=methods, tokens_not_before=account.get("tokens_not_before"))
         return {"mfa_required": True, "challenge_token": token, "mfa_methods": methods}
 
     def verify(self, *, challenge_token: str, code: str) -> dict:
         """Answer a sign-in's challenge with a TOTP or backup code; the account signed
-        in.  410 AUTH_MFA_CHALLENGE_EXPIRED (unknown, used, expired), 401
-        AUTH_INVALID_MFA_CODE (``details.attempts_remaining``), 429 AUTH_MFA_LOCKED."""
+        in, as the password step read it (``first_read``).  410
+        AUTH_MFA_CHALLENGE_EXPIRED (unknown, used, expired), 401 AUTH_INVALID_MFA_CODE
+        (``details.attempts_remaining``), 429 AUTH_MFA_LOCKED."""
         now = self.clock()
         challenge = self.factor.count_attempt(FACTOR_SCOPE, challenge_token, now)
         if challenge is None:  # nobody to record it against
@@ -216,7 +237,7 @@ class DashboardMfa(AccountFactorService):
             self._record("dashboard_account.mfa_challenge", account, failure(reason), {"method": code_kind(code)})
             raise
         self._record("dashboard_account.mfa_challenge", account, success(), {"method": code_kind(code)})
-        return account
+        return first_read(account, challenge)
 
     def _answer(self, challenge: dict, code: str, now) -> None:
         attempts_left = self.max_attempts - challenge["attempts"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 from controlplane.audit.context import failure, success
-from controlplane.dashboard.mfa import FACTOR_SCOPE, AccountFactorService
+from controlplane.dashboard.mfa import FACTOR_SCOPE, AccountFactorService, first_read
 from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.factor import TOTP, TotpFactor, challenge_locked
 from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
@@ -80,7 +80,7 @@ class DashboardPasskeys(AccountFactorService):
         passkey = self.credentials.enrol(FACTOR_SCOPE, account_id, challenge_id=challenge_id, credential=credential,
                                         name=name)
         if not had_factor:
-            self.sessions.revoke_others(account_id, session)
+            self._end_other_sessions(account_id, session)
         self._record("dashboard_account.mfa_enabled", account, success(),
                      {"method": WEBAUTHN, "passkey_id": passkey["_id"]})
         return serialize_passkey(passkey)
@@ -132,11 +132,16 @@ class DashboardPasskeys(AccountFactorService):
                                                mfa_challenge=pending["_id"])
 
     def sign_in(self, *, challenge_id: str, credential: dict) -> dict:
-        """Verify an assertion; the account signed in.  As the second step, the MFA
-        challenge is counted and used up (410 AUTH_MFA_CHALLENGE_EXPIRED, 429
-        AUTH_MFA_LOCKED).  400 PASSKEY_* when it does not verify."""
+        """Verify an assertion; the account signed in, as read before the assertion was
+        checked (as the password step read it, for the second step: ``first_read``).
+        As the second step, the MFA challenge is counted and used up (410
+        AUTH_MFA_CHALLENGE_EXPIRED, 429 AUTH_MFA_LOCKED).  400 PASSKEY_* when it does
+        not verify."""
         challenge = self.credentials.take(FACTOR_SCOPE, challenge_id, AUTHENTICATION)
         passkey = self.credentials.asserted_passkey(FACTOR_SCOPE, challenge, credential)
+        # Read before ``verify_use`` stores the use (only while the passkey is there), so
+        # a change that removes the passkey and stamps the account after leaves this
+        # sign-in an older stamp.
         account = self.store.account(passkey["user_id"])
         if account is None:
             raise CredentialUnknown()
@@ -153,7 +158,7 @@ class DashboardPasskeys(AccountFactorService):
                          failure(exc.code.removeprefix("PASSKEY_").removeprefix("AUTH_MFA_").lower()), data)
             raise
         self._record("dashboard_account.passkey_sign_in", account, success(), data)
-        return account
+        return first_read(account, mfa_challenge) if mfa_challenge is not None else account
 
     def _count_attempt(self, token_digest: str) -> dict:
         now = self.clock()

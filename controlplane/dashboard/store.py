@@ -4,7 +4,11 @@ Collections (none carries ``app_id``: they sit above the tenants and survive an
 application's deletion, see ``applications.store.GLOBAL_COLLECTIONS``):
 
 - ``dashboard_accounts`` {_id, email (unique, lower case), name, password_hash,
-  email_verified (absent: false), created_at, updated_at}
+  email_verified (absent: false), created_at, updated_at, tokens_not_before,
+  kept_session}: ``tokens_not_before`` is the stamp every change that ends the
+  account's other sessions moves (``restamp``; absent until the first one),
+  ``kept_session`` the stored id of the one session that change kept, if any
+  (``dashboard.sessions``).
 - ``dashboard_tokens`` {_id: SHA-256 of the token, account_id, email, purpose
   (verification | reset), created_at, expires_at, used_at}: the single-use links mailed
   for email verification and password reset.
@@ -23,6 +27,10 @@ from pymongo import ASCENDING, IndexModel, ReturnDocument
 
 from controlplane.collection import insert_unique
 from controlplane.dashboard.errors import AlreadyMember, EmailTaken
+from shared.stamps import next_stamp
+
+# The account's field naming the session its last change of stamp kept.
+KEPT_SESSION = "kept_session"
 
 INDEXES = {
     "dashboard_accounts": [IndexModel([("email", ASCENDING)], unique=True)],
@@ -56,11 +64,36 @@ class DashboardStore:
         return self._accounts.find_one_and_update({"_id": account_id}, {"$set": changes},
                                                   return_document=ReturnDocument.AFTER)
 
+    def restamp(self, account_id: str, changes: dict, now, *, kept_session: str | None = None,
+                over: dict | None = None) -> dict | None:
+        """Write ``changes`` with a new stamp (``tokens_not_before``, after the account's
+        and ``now``) and ``kept_session`` (the stored id of the session the change keeps,
+        or None); the account after, None when it is gone.  One compare-and-set on the
+        stamp, so every change gets a stamp of its own: over ``over`` (the account as the
+        caller read it, its credentials checked) only, None when another change came
+        between; without it, over the account as it is, read again until it holds."""
+        while True:
+            read = over if over is not None else self.account(account_id)
+            if read is None:
+                return None
+            stamp = read.get("tokens_not_before")
+            updated = self._accounts.find_one_and_update(
+                {"_id": account_id, "tokens_not_before": stamp},
+                {"$set": {**changes, "tokens_not_before": next_stamp(stamp, now), KEPT_SESSION: kept_session}},
+                return_document=ReturnDocument.AFTER)
+            if updated is not None or over is not None:
+                return updated
+
     def delete_account(self, account_id: str) -> None:
         self._accounts.delete_one({"_id": account_id})
 
     def account(self, account_id: str) -> dict | None:
         return self._accounts.find_one({"_id": account_id})
+
+    def session_gate(self, account_id: str) -> dict | None:
+        """``{tokens_not_before, kept_session}`` of the account, what its sessions are
+        checked against at every use (``dashboard.sessions``); None when it is gone."""
+        return self._accounts.find_one({"_id": account_id}, {"tokens_not_before": 1, KEPT_SESSION: 1})
 
     def account_by_email(self, email: str) -> dict | None:
         return self._accounts.find_one({"email": email})

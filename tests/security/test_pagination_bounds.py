@@ -33,7 +33,7 @@ def paginated_urls(client, ctx):
     _, key = ctx.api_keys.create(app, {"name": "k", "permissions": ["roles:read", "policies:read",
                                                                      "oidc:manage", "webhooks:manage",
                                                                      "connections:manage"]})
-    cookies = {"iamgate_session": ctx.dashboard.sessions.create(account_id)}
+    cookies = {"iamgate_session": ctx.dashboard.sessions.create({"_id": account_id})}
     paths = [path for path, operations in client.simulate_get("/openapi.json").json["paths"].items()
              if any(p["name"] == "page" for p in operations.get("get", {}).get("parameters", []))]
     assert KNOWN <= set(paths)

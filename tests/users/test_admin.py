@@ -24,7 +24,7 @@ def member(ctx, org_app):
         ctx.store["organization_members"].insert_one(
             {"organization_id": organization_id or org_app["organization_id"], "account_id": account_id,
              "role": role})
-        return {"iamgate_session": ctx.dashboard.sessions.create(account_id)}
+        return {"iamgate_session": ctx.dashboard.sessions.create({"_id": account_id})}
 
     return make
 
