@@ -21,12 +21,12 @@ from shared.timeutil import utcnow
 from tests.e2e.processes import wait_until
 
 
-def second_worker(ctx, clock, *, timeout=1.0, threads=1):
+def second_worker(ctx, clock, *, timeout=1.0, threads=1, per_application=4):
     """Another worker over the same store (its own sender, metrics and threads)."""
     store = ctx.webhooks.worker.store
     return DeliveryWorker(store, ctx.box, TargetPolicy(allow_private=True), Sender(timeout), clock,
                           DeliveryMetrics(HttpMetrics("iamgate"), store), retry_delays=ctx.config.webhook_retry_delays,
-                          threads=threads, idle_wait=0.05)
+                          threads=threads, per_application=per_application, idle_wait=0.05)
 
 
 def test_a_killed_worker_loses_nothing(ctx, clock, make_webhook, receiver, make_role, application):
@@ -63,7 +63,9 @@ def test_two_workers_over_200_events_never_send_one_delivery_twice(ctx, make_web
     for i in range(100):
         make_role(application, f"role{i}", ["a:b", "c:d"])  # two permission.granted each
     assert ctx.webhooks.dispatcher.catch_up() == 200
-    workers = [second_worker(ctx, utcnow, threads=4), second_worker(ctx, utcnow, threads=4)]
+    # The per-application cap above both workers' threads, so that both race for every delivery.
+    workers = [second_worker(ctx, utcnow, threads=4, per_application=8),
+               second_worker(ctx, utcnow, threads=4, per_application=8)]
     for worker in workers:
         worker.start()
     try:

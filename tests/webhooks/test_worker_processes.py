@@ -140,8 +140,10 @@ def test_two_worker_processes_over_200_events_never_send_one_delivery_twice(ctx,
         make_role(application, f"role{i}", ["a:b", "c:d"])  # two permission.granted each
     held = threading.Event()
     receiver.hold = held  # until both workers run, so that both have deliveries in hand
-    # The default timeout and lease: no lease lapses, so no delivery may be sent twice.
-    settings = {"WEBHOOK_WORKER_THREADS": 4, "WEBHOOK_TIMEOUT": 30, "WEBHOOK_LEASE_MARGIN": 30}
+    # The default timeout and lease: no lease lapses, so no delivery may be sent twice. The
+    # per-application cap above both workers' threads, so that both race for every delivery.
+    settings = {"WEBHOOK_WORKER_THREADS": 4, "WEBHOOK_TIMEOUT": 30, "WEBHOOK_LEASE_MARGIN": 30,
+                "WEBHOOK_MAX_IN_FLIGHT_PER_APPLICATION": 8}
     workers = [start_worker(**settings), start_worker(**settings)]
     receiver.hold = None
     held.set()
