@@ -90,9 +90,10 @@ class RateLimiter:
         start, _, _ = self.window(rate.window)
         self._counters.delete_many({"_id": {"$in": [f"{key}|{start}", f"{key}|cooldown"]}})
 
-    def unit(self, key: str, rate) -> Unit:
-        """One request's unit of ``key``'s budget (``Unit``), not drawn yet."""
-        return Unit(self, key, rate)
+    def unit(self, key: str, rate, *, error: type[RateLimited] = RateLimited) -> Unit:
+        """One request's unit of ``key``'s budget (``Unit``), not drawn yet; refused with
+        ``error``, as ``hit``."""
+        return Unit(self, key, rate, error)
 
 
 class Unit:
@@ -103,10 +104,11 @@ class Unit:
     draw on the same budget (a console sign-in that checks a password, then shows the
     page again with a passkey challenge) passes them one ``Unit`` and costs one."""
 
-    def __init__(self, limiter: RateLimiter, key: str, rate):
+    def __init__(self, limiter: RateLimiter, key: str, rate, error: type[RateLimited] = RateLimited):
         self._limiter = limiter
         self._key = key
         self._rate = rate
+        self._error = error
         self._taken = False
         self._refusal: RateLimited | None = None
 
@@ -116,7 +118,7 @@ class Unit:
         if self._taken:
             return
         try:
-            self._limiter.hit(self._key, self._rate)
+            self._limiter.hit(self._key, self._rate, error=self._error)
         except RateLimited as refusal:
             self._refusal = refusal
             raise

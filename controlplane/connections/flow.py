@@ -58,9 +58,10 @@ from controlplane.connections.states import STATE_TTL_SECONDS, StateStore, Taken
 from controlplane.connections.upstream_tokens import UpstreamTokens
 from controlplane.lockout import PasswordGuard
 from controlplane.mail import Mailer
+from controlplane.ratelimit import Unit
 from controlplane.users.claim import AccountClaim
 from controlplane.users.emails import brand, letter
-from controlplane.users.errors import AccountSuspended, InvalidCredentials
+from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
 from shared.crypto import SecretBox
 from shared.errors import BadRequest, DomainError, ValidationFailed
 from shared.timeutil import Clock, aware
@@ -388,15 +389,21 @@ class ConnectionFlow:
         _, user = self._live_link(application, link_id, binding, self.clock())
         return self.second_factor.proof_options(application, user["_id"])
 
-    def link_passkey_offer(self, application, *, link_id: str, binding: str) -> dict | None:
+    def link_passkey_offer(self, application, *, link_id: str, binding: str, unit: Unit) -> dict | None:
         """The hosted link page's "Use a passkey": ``link_passkey_options`` when the
-        account has a passkey the application accepts on this server; None otherwise, or
-        when the link is no longer live (the page's next post says so)."""
+        account has a passkey the application accepts on this server; None otherwise,
+        when the link is no longer live (the page's next post says so), or when
+        ``unit`` of the client IP's login budget, which the stored challenge takes as
+        the API's options route does, is refused."""
         try:
             _, user = self._live_link(application, link_id, binding, self.clock())
         except (ConnectionStateInvalid, AccountSuspended):
             return None
         if not self.second_factor.can_prove(application, user["_id"]):
+            return None
+        try:
+            unit.take()
+        except LoginsLimited:
             return None
         return self.second_factor.proof_options(application, user["_id"])
 

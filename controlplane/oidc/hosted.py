@@ -35,7 +35,9 @@ from controlplane.oidc.authorize import AuthorizeRequest, AuthorizeService
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
 from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
 from controlplane.passkeys.service import PASSWORDLESS, WEBAUTHN, PasskeyService
+from controlplane.ratelimit import Unit
 from controlplane.users.directory import UserDirectory
+from controlplane.users.errors import LoginsLimited
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
 from controlplane.users.registration import RegistrationService
@@ -92,12 +94,15 @@ class Step:
 @dataclass(frozen=True)
 class Pending:
     """A pending request resumed by a page's post: its document, the request validated
-    again, the application, and the handle the page posted."""
+    again, the application, the handle the page posted, and the post's ``unit`` of the
+    client IP's login budget (``LoginService.unit``): its sign-in attempt and the page
+    it shows, with a new passkey challenge, draw on it and cost one unit together."""
 
     doc: dict
     request: AuthorizeRequest
     app: dict
     handle: str
+    unit: Unit
     declined: frozenset = frozenset()  # the browser's "Not now" to a passkey (``decline_key``s)
 
 
@@ -121,12 +126,14 @@ class HostedLogin:
 
     # ------------------------------------------------------------ GET /oidc/authorize
 
-    def begin(self, request: AuthorizeRequest, params: dict, *, binding: str, session_token: str | None) -> Step:
+    def begin(self, request: AuthorizeRequest, params: dict, *, binding: str, session_token: str | None,
+              ip: str) -> Step:
         """The first answer to a browser: the login page, unless the browser session is
         live and neither ``prompt=login`` nor ``max_age`` asks for a login (OIDC Core
         3.1.2.1); then the consent page or, when consent covers the scopes, the code.
         ``prompt=none`` never shows a page: ``login_required`` or ``consent_required``
-        on the redirect."""
+        on the redirect.  A login page with a passkey challenge draws a unit of the
+        client IP's (``ip``) login budget (``passkey_options``)."""
         session = self.browser_session(request.app_id, session_token)
         if session is not None and request.needs_login(session["auth_time"], int(self.clock().timestamp())):
             session = None
@@ -135,7 +142,7 @@ class HostedLogin:
                 raise request.error(LoginRequired)
             app = self.applications.get(request.app_id)
             return Step(request, page="login", handle=self._start(request, params, binding, "login"),
-                        passkey=self.passkey_options(app) if app else None)
+                        passkey=self.passkey_options(app, unit=self.login.unit(app, ip)) if app else None)
         if self.authorize.needs_consent(request, session["user_id"]):
             if "none" in request.prompt:
                 raise request.error(ConsentRequired)
@@ -184,10 +191,11 @@ class HostedLogin:
 
     # ------------------------------------------------------------ the pages' posts
 
-    def resume(self, handle: str | None, binding: str, stage: str, *, declined: frozenset = frozenset()) -> Pending:
+    def resume(self, handle: str | None, binding: str, stage: str, *, ip: str,
+               declined: frozenset = frozenset()) -> Pending:
         """The pending request of ``handle`` at ``stage``, posted by the browser that
-        started it (``binding``: its CSRF cookie), with its query validated again
-        (an OAuthError of that validation is answered as at the authorize request)."""
+        started it (``binding``: its CSRF cookie) from ``ip``, with its query validated
+        again (an OAuthError of that validation is answered as at the authorize request)."""
         pending = self.pending.get(digest(handle)) if handle else None
         if (pending is None or pending["stage"] != stage or pending["binding"] != digest(binding)
                 or aware(pending["expires_at"]) <= self.clock()):
@@ -196,13 +204,13 @@ class HostedLogin:
         app = self.applications.get(request.app_id)
         if app is None or not app.get("oauth_hosted_login_enabled"):
             raise AuthorizationRequestExpired()
-        return Pending(pending, request, app, handle, declined)
+        return Pending(pending, request, app, handle, self.login.unit(app, ip), declined)
 
     def sign_in(self, pending: Pending, *, email: str, password: str, device_info: dict) -> Step:
-        """The login page's post: the API login's IP throttle and ``LoginService.login``;
-        their errors (wrong credentials, lockout, suspension, throttle) propagate for
-        the page to show, and the request stays at the login step."""
-        self.login.throttle(pending.app, device_info.get("ip") or "unknown")
+        """The login page's post: the API login's IP throttle (the post's unit) and
+        ``LoginService.login``; their errors (wrong credentials, lockout, suspension,
+        throttle) propagate for the page to show, and the request stays at the login step."""
+        pending.unit.take()
         result = self.login.login(pending.app, email=email, password=password, remember_me=False,
                                    device_info=device_info)
         if result.get("mfa_required"):
@@ -224,17 +232,25 @@ class HostedLogin:
         if self.pending.advance(pending.doc["_id"], stage, changes, self.clock()) is None:
             raise AuthorizationRequestExpired()
 
-    def passkey_options(self, app: dict, *, challenge_token: str | None = None) -> dict | None:
+    def passkey_options(self, app: dict, *, unit: Unit, challenge_token: str | None = None) -> dict | None:
         """The WebAuthn options a page offers, or None when it offers none: the login
         page's sign-in by passkey alone (the application's ``passkeys`` is
         ``passwordless``), the MFA page's second factor (the login's challenge has
         ``webauthn`` among its methods).  Each answer is a fresh single-use challenge
-        of ``PasskeyService``, the API's."""
+        of ``PasskeyService``, the API's, stored each time a page is shown; so it takes
+        ``unit`` of the client IP's login budget first, as the API's options route does
+        (the unit of the sign-in attempt that shows the page, when one does), and
+        offers none once that budget is spent: the page still takes a password or a
+        code."""
         if challenge_token is None and app.get("passkeys") != PASSWORDLESS:
             return None
         if self.passkeys.relying_party is None:
             return None
         if challenge_token is not None and self.mfa.pending_challenge(app["_id"], challenge_token, WEBAUTHN) is None:
+            return None
+        try:
+            unit.take()
+        except LoginsLimited:
             return None
         return self.passkeys.authentication_options(app, challenge_token=challenge_token)
 
@@ -243,7 +259,7 @@ class HostedLogin:
         ``PasskeyService.authenticate``, the API's sign-in by passkey alone, under the
         login's per-IP throttle; then the sign-in continues as after a password.  Its
         errors (PASSKEY_*, suspension, throttle) propagate for the page to show."""
-        self.login.throttle(pending.app, device_info.get("ip") or "unknown")
+        pending.unit.take()
         pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
                                           remember_me=False, device_info=device_info, alone_only=True)
         return self.signed_in(pending, "login", pair, amr=[HWK, USER])
@@ -257,8 +273,9 @@ class HostedLogin:
     def verify_mfa_passkey(self, pending: Pending, *, challenge_id: str, credential: dict, device_info: dict) -> Step:
         """The MFA page's "Use a passkey": ``PasskeyService.authenticate`` answering the
         login's MFA challenge, as the API's second factor does, and only that challenge
-        (not a sign-in by passkey alone, not another login's)."""
-        self.login.throttle(pending.app, device_info.get("ip") or "unknown")
+        (not a sign-in by passkey alone, not another login's), under the login's per-IP
+        throttle (the post's unit)."""
+        pending.unit.take()
         pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
                                           remember_me=False, device_info=device_info,
                                           answering=self.mfa_challenge(pending))
@@ -374,16 +391,17 @@ class HostedLogin:
 
     def page_again(self, pending: Pending, stage: str, *, challenge_token: str | None = None) -> Step:
         """The page of ``stage`` once more, for the same request (and, on the consent
-        page, the same user), with a fresh passkey challenge where the page offers one."""
+        page, the same user), with a fresh passkey challenge where the page offers one
+        (on the login and MFA pages, while the post's unit allows: ``passkey_options``)."""
         user_id = pending.doc.get("user_id") if stage == "consent" else None
         passkey, offers_code = None, True
         if stage == "login":
-            passkey = self.passkey_options(pending.app)
+            passkey = self.passkey_options(pending.app, unit=pending.unit)
         elif stage == OFFER:
             passkey = self.passkeys.registration_options(pending.app, pending.doc["user_id"])
         elif stage == "mfa":
             challenge_token = challenge_token or self.mfa_challenge(pending)
-            passkey = self.passkey_options(pending.app, challenge_token=challenge_token)
+            passkey = self.passkey_options(pending.app, unit=pending.unit, challenge_token=challenge_token)
             offers_code = passkey is None or self.mfa.pending_challenge(pending.app["_id"], challenge_token,
                                                                         TOTP) is not None
         return Step(pending.request, page=stage, handle=pending.handle, passkey=passkey, offers_code=offers_code,

@@ -24,7 +24,7 @@ def add_routes(routes, services):
     secure, proxies = services.config.cookie_secure, services.config.trusted_proxies
     routes.add("/oidc/authorize", authorize.Authorize(services.oidc.authorize, services.authenticator,
                                                       services.oidc.hosted, services.oidc.upstream, services.pages,
-                                                      cookie_secure=secure), TAG)
+                                                      cookie_secure=secure, trusted_proxies=proxies), TAG)
     for path, page in (("login", hosted.HostedLogin), ("mfa", hosted.HostedMfa), ("consent", hosted.HostedConsent),
                        ("forgot", hosted.HostedForgotPassword), ("register", hosted.HostedRegister),
                        ("passkey-offer", hosted.HostedPasskeyOffer)):

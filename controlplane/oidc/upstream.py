@@ -138,7 +138,7 @@ class HostedConnections:
                                   device_info=device_info)
         if result.outcome == REFUSED:
             raise result.error
-        pending = self.hosted.resume(result.return_to, browser or "", "login")
+        pending = self.hosted.resume(result.return_to, browser or "", "login", ip=device_info.get("ip") or "unknown")
         if result.outcome == LINK_REQUIRED:
             connection = self.connections.get(app["_id"], result.connection_id)
             link = {"id": self.hosted.box.encrypt(result.link_id.encode("ascii")), "email": result.email,
@@ -151,9 +151,11 @@ class HostedConnections:
 
     def link_page(self, pending: Pending, binding: str | None) -> Step:
         """The page once more, with a fresh passkey challenge when the account has a
-        passkey the application accepts ("Use a passkey")."""
+        passkey the application accepts ("Use a passkey") and the request's unit of the
+        client IP's login budget allows."""
         link = pending.doc["link"]
-        passkey = self.flow.link_passkey_offer(pending.app, link_id=self._link_id(pending), binding=binding or "")
+        passkey = self.flow.link_passkey_offer(pending.app, link_id=self._link_id(pending), binding=binding or "",
+                                               unit=pending.unit)
         return Step(pending.request, page=LINK, handle=pending.handle, passkey=passkey,
                     link={"email": link["email"], "connection": link["connection"], "code_sent": link["code_sent"]})
 

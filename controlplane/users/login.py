@@ -23,7 +23,7 @@ from controlplane.audit.changes import typed
 from controlplane.audit.context import actor, failure
 from controlplane.audit.service import AuditLog
 from controlplane.lockout import AccountLocked, PasswordGuard
-from controlplane.ratelimit import RateLimiter
+from controlplane.ratelimit import RateLimiter, Unit
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import UserStore
@@ -49,7 +49,13 @@ class LoginService:
 
     def throttle(self, app: dict, ip: str) -> None:
         """Login requests per client IP (IAMGATE_RATE_LIMIT_LOGIN, default 10/60)."""
-        self.rate_limiter.hit(f"login:{app['_id']}:{ip}", self.rate_limit_login, error=LoginsLimited)
+        self.unit(app, ip).take()
+
+    def unit(self, app: dict, ip: str) -> Unit:
+        """One request's unit of the client IP's login budget (``throttle``'s), not drawn
+        yet: for a request that both signs in and shows a page storing a passkey
+        challenge, which draw on the same budget and together cost one unit."""
+        return self.rate_limiter.unit(f"login:{app['_id']}:{ip}", self.rate_limit_login, error=LoginsLimited)
 
     def login(self, app: dict, *, email: str, password: str, remember_me: bool, device_info: dict) -> dict:
         """A token pair, or the challenge of the ``second_factor``.

@@ -15,6 +15,7 @@ import pytest
 from authlib.common.security import generate_token
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from shared.config import Rate
 from tests.conftest import bearer
 from tests.mfa.conftest import STEP, mfa_url, rfc6238
 from tests.oidc.conftest import REDIRECT_URI, clients_url, pkce_pair
@@ -262,8 +263,12 @@ def test_a_password_refused_for_a_passkey_account_shows_the_login_page(ctx, clie
 
 @pytest.fixture
 def mfa_secret(client, clock, hosted_app, person, login):
-    pair = login(hosted_app, person["email"], person["password"])
-    headers = bearer(pair["access_token"])
+    return enrol_totp(client, clock, hosted_app, person, bearer(login(hosted_app, person["email"],
+                                                                      person["password"])["access_token"]))
+
+
+def enrol_totp(client, clock, hosted_app, person, headers) -> str:
+    """The user's TOTP secret, set up and confirmed with the access token's ``headers``."""
     setup = client.simulate_post(mfa_url(hosted_app, person["id"], "/totp/setup"), json={}, headers=headers)
     secret = setup.json["data"]["secret"]
     confirm = client.simulate_post(mfa_url(hosted_app, person["id"], "/totp/confirm"), headers=headers,
@@ -883,8 +888,8 @@ def test_create_account_is_refused_when_registration_is_closed(ctx, hosted_app, 
 # ---------------------------------------------------------------- passkeys and amr
 
 
-def register_passkey(client, app, person, login, authenticator: SoftAuthenticator) -> None:
-    headers = bearer(login(app, person["email"], person["password"])["access_token"])
+def register_passkey(client, app, person, login, authenticator: SoftAuthenticator, headers=None) -> None:
+    headers = headers or bearer(login(app, person["email"], person["password"])["access_token"])
     url = f"/api/v1/applications/{app['_id']}/auth/passkeys/registration"
     options = client.simulate_post(f"{url}/options", json={}, headers=headers)
     assert options.status_code == 200, options.text
@@ -1035,6 +1040,95 @@ def test_the_login_pages_passkey_form_takes_only_a_sign_in_alone_challenge(ctx, 
     assert_page(answer, "Sign in", 400)
     assert "challenge is unknown, expired or already used" in answer.text
     assert ctx.store["oidc_pending_requests"].find_one({"stage": "login"}) is not None
+
+
+# Every showing of a page that stores a passkey challenge draws one unit of the client
+# IP's login budget (IAMGATE_RATE_LIMIT_LOGIN), shared with the sign-in attempt of the
+# same post; once spent, the page shows no passkey and still takes a password or a code.
+BUDGET = pytest.mark.parametrize("config_overrides", [{"webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,),
+                                                       "rate_limit_login": Rate(5, 60)}], indirect=True)
+
+
+def login_units(ctx, app, browser) -> int:
+    """Units of the browser's login budget drawn in this window (the counter goes past
+    the limit once refusals are counted too)."""
+    counters = ctx.store["rate_limits"].find({"_id": {"$regex": f"^login:{app['_id']}:{browser.address}\\|"}})
+    return min(ctx.config.rate_limit_login.limit, sum(counter["n"] for counter in counters))
+
+
+def challenges(ctx, app) -> int:
+    return ctx.store["passkey_challenges"].count_documents({"app_id": app["_id"]})
+
+
+@BUDGET
+def test_reloading_the_login_page_stores_no_more_challenges_than_the_login_budget(ctx, browser, clock, rp,
+                                                                                  hosted_app, person):
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
+    url = authorize_url(rp)
+    pages = [browser.get(url) for _ in range(12)]
+    for page in pages:
+        assert_page(page, "Sign in")
+    assert all("data-passkey-options" in page.text for page in pages[:5])
+    assert not any("data-passkey-options" in page.text for page in pages[5:])
+    assert 'autocomplete="username"' in pages[-1].text  # a page without a passkey ceremony
+    assert challenges(ctx, app) == login_units(ctx, app, browser) == 5
+    refused = browser.submit(pages[-1], email=person["email"], password=person["password"])
+    assert_page(refused, "Sign in", 429)  # one budget for the page and the sign-in
+    assert "data-passkey-options" not in refused.text and challenges(ctx, app) == 5
+    clock.advance(60)  # a new window: the page without a passkey still signs in with a password
+    signed_in = browser.submit(pages[-1], email=person["email"], password=person["password"])
+    assert_page(signed_in, "Sign in faster next time")  # the offer of a passkey, for a user without one
+
+
+@BUDGET
+def test_a_failed_password_and_the_login_page_shown_again_cost_one_unit(ctx, browser, rp, hosted_app, person):
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
+    page = browser.get(authorize_url(rp))
+    assert login_units(ctx, app, browser) == challenges(ctx, app) == 1
+    for attempt in range(2, 6):
+        page = browser.submit(page, email=person["email"], password=f"wrong password {attempt}")
+        assert_page(page, "Sign in", 401)
+        assert "data-passkey-options" in page.text
+        assert login_units(ctx, app, browser) == challenges(ctx, app) == attempt
+    for _ in range(10):
+        page = browser.submit(page, email=person["email"], password="wrong password")
+        assert_page(page, "Sign in", 429)
+        assert "data-passkey-options" not in page.text
+    assert challenges(ctx, app) == 5
+
+
+@pytest.mark.parametrize("config_overrides", [{"webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,),
+                                               "rate_limit_login": Rate(5, 60), "mfa_max_attempts": 15}],
+                         indirect=True)
+def test_the_mfa_pages_passkey_challenges_draw_on_the_login_budget(ctx, client, browser, clock, rp, hosted_app,
+                                                                   person, login):
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    headers = bearer(login(app, person["email"], person["password"])["access_token"])
+    mfa_secret = enrol_totp(client, clock, app, person, headers)
+    register_passkey(client, app, person, login, SoftAuthenticator(), headers=headers)
+    challenges_before = challenges(ctx, app)
+    mfa = sign_in(browser, rp, person)  # the password's unit, and the page's challenge on it
+    assert_page(mfa, "Two-step verification")
+    assert "data-passkey-options" in mfa.text and 'id="code"' in mfa.text
+    assert login_units(ctx, app, browser) == 1
+    refused = post_passkey(browser, mfa, SoftAuthenticator())  # not the user's: the attempt and the page, one unit
+    assert_page(refused, "Two-step verification", 400)
+    assert "data-passkey-options" in refused.text and login_units(ctx, app, browser) == 2
+    wrong = "000000" if rfc6238(mfa_secret, clock()) != "000000" else "111111"
+    page = refused
+    for units in (3, 4):  # a code draws on no budget; the page shown again draws its own unit
+        page = browser.submit(page, code=wrong)
+        assert_page(page, "Two-step verification", 401)
+        assert "data-passkey-options" in page.text and login_units(ctx, app, browser) == units
+    page = browser.submit(page, code="")
+    assert "data-passkey-options" in page.text and login_units(ctx, app, browser) == 5
+    for _ in range(10):
+        page = browser.submit(page, code="")
+        assert page.status_code in (400, 401) and "Two-step verification" in page.text
+        assert "data-passkey-options" not in page.text and 'id="code"' in page.text
+    # Five showings, each with its challenge (the refused passkey used one up).
+    assert challenges(ctx, app) - challenges_before == 4
+    assert_page(browser.submit(page, code=rfc6238(mfa_secret, clock())), "Allow access?")
 
 
 def test_a_password_alone_says_pwd(ctx, browser, rp, person, exchange):

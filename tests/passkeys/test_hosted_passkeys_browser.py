@@ -31,6 +31,7 @@ from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from controlplane.passkeys.errors import CredentialUnknown, SignCountInvalid  # noqa: E402
+from shared.config import Rate  # noqa: E402
 from tests.browser import console_errors  # noqa: E402
 from tests.conftest import bearer  # noqa: E402
 
@@ -50,7 +51,10 @@ def live_url(live_port) -> str:
 @pytest.fixture
 def config_overrides(live_url):
     # The issuer is the address the browser uses, and so is the one origin passkeys accept.
-    return {"public_url": live_url, "webauthn_rp_id": "localhost", "webauthn_origins": (live_url,)}
+    # Each login page shown stores a passkey challenge, drawing on the IP's login budget:
+    # the cases load it more often in a minute than the default 10 allow.
+    return {"public_url": live_url, "webauthn_rp_id": "localhost", "webauthn_origins": (live_url,),
+            "rate_limit_login": Rate(100, 60)}
 
 
 def test_passkeys_on_the_hosted_login_in_chromium(live_server, browser, check_page, ctx, application, make_user,

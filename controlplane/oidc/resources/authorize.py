@@ -23,7 +23,7 @@ from controlplane.oidc.resources.common import HTML, wants_html
 from controlplane.oidc.resources.hosted import HostedFlowResource, error_page, form_post_errors, render_step
 from controlplane.openapi import op
 from shared.errors import DomainError, Unauthorized
-from shared.http import no_store
+from shared.http import client_ip, no_store
 
 _AUTHORIZE_QUERY = {
     name: ({"type": "string"}, desc) for name, desc in {
@@ -61,8 +61,8 @@ class Authorize(HostedFlowResource):
         "POST": op(response=AUTHORIZE_RESPONSE, wrapped=False, errors=_errors, also=_pages),
     }
 
-    def __init__(self, authorize, authenticator, hosted, upstream, pages, *, cookie_secure: bool):
-        super().__init__(hosted, upstream, pages, cookie_secure=cookie_secure)
+    def __init__(self, authorize, authenticator, hosted, upstream, pages, *, cookie_secure: bool, trusted_proxies=()):
+        super().__init__(hosted, upstream, pages, cookie_secure=cookie_secure, trusted_proxies=trusted_proxies)
         self.authorize = authorize
         self.authenticator = authenticator
 
@@ -118,7 +118,8 @@ class Authorize(HostedFlowResource):
         if browser and app.get("oauth_hosted_login_enabled"):
             binding = self.pages.csrf_token(req, resp)
             step = self.hosted.begin(request, params, binding=binding,
-                                     session_token=req.cookies.get(session_cookie_name(app["_id"])))
+                                     session_token=req.cookies.get(session_cookie_name(app["_id"])),
+                                     ip=client_ip(req, self.trusted_proxies))
             if step.page == "login":
                 step = self.upstream.direct(step, app, params)
             return render_step(self, req, resp, step, app, binding)

@@ -184,7 +184,8 @@ class HostedPage(HostedFlowResource):
             self.pages.check_csrf(req, form.get("csrf_token"))
             binding = req.cookies[CSRF_COOKIE]
             declined = frozenset(req.cookies.get(DECLINED_COOKIE, "").split())
-            pending = self.hosted.resume(form.get("request"), binding, self.stage, declined=declined)
+            pending = self.hosted.resume(form.get("request"), binding, self.stage,
+                                         ip=client_ip(req, self.trusted_proxies), declined=declined)
         except OAuthError as exc:
             if exc.redirect_uri is not None:
                 raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import requests
 
+from shared.config import Rate
 from tests.oidc.test_hosted import (
     Browser,
     assert_page,
@@ -113,3 +114,24 @@ def test_another_accounts_passkey_is_refused_in_words(ctx, client, passkey_app, 
     assert "The passkey&#39;s answer is missing or malformed." in malformed.text
     assert "data-passkey-options" in malformed.text and 'name="password"' in malformed.text
     assert linked(ctx, passkey_app) == []
+
+
+@pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True, "webauthn_rp_id": RP_ID,
+                                               "webauthn_origins": (ORIGIN,), "rate_limit_login": Rate(5, 60)}])
+def test_the_link_pages_passkey_challenges_draw_on_the_login_budget(ctx, client, passkey_app, rp, connection, owner,
+                                                                    register):
+    """Each showing of the page with "Use a passkey" stores a challenge, so it draws a unit
+    of the client IP's login budget, as the API's link options route does; once spent the
+    page offers no passkey and still takes the password or a code."""
+    assert register(passkey_app, owner, SoftAuthenticator()).status_code == 201
+    stored_before = ctx.store["passkey_challenges"].count_documents({"app_id": passkey_app["_id"]})
+    browser, page = link_page(client, rp, connection)
+    shown = [page]
+    for _ in range(15):  # an empty form is not an answer: the page again, and no attempt on the link
+        page = browser.submit(page)
+        assert_page(page, "Link your account", 400)
+        shown.append(page)
+    assert all("data-passkey-options" in page.text for page in shown[:5])
+    assert not any("data-passkey-options" in page.text for page in shown[5:])
+    assert 'name="password"' in shown[-1].text
+    assert ctx.store["passkey_challenges"].count_documents({"app_id": passkey_app["_id"]}) - stored_before == 5
