@@ -28,7 +28,7 @@ from controlplane.internal import routes as internal_routes
 from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
 from controlplane.oidc.cors import CorsMiddleware
-from controlplane.oidc.errors import OAuthError, TemporarilyUnavailable
+from controlplane.oidc.errors import InvalidRequest, OAuthError, TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
 from controlplane.openapi import Routes
 from controlplane.ops import routes as ops_routes
@@ -41,6 +41,7 @@ from controlplane.users import routes as users_routes
 from controlplane.webhooks import routes as webhooks_routes
 from shared import checks, tracing
 from shared.config import Config
+from shared.errors import UnsupportedMediaType
 from shared.hotmetrics import MetricsMiddleware
 from shared.http import (
     JsonBodyMiddleware,
@@ -82,6 +83,16 @@ def store_unreachable(req, resp, ex, params):
         oauth_error_handler(req, resp, TemporarilyUnavailable(error.retry_after), params)
     else:
         render_domain_error(req, resp, error, params)
+
+
+def unsupported_media_type(req, resp, ex: UnsupportedMediaType, params):
+    """A body in a media type the route does not take (``JsonBodyMiddleware``): 415 in the
+    envelope, or at the OAuth endpoints RFC 6749 5.2's ``invalid_request`` (400), the
+    error of an "otherwise malformed" request there, which OAuth clients read."""
+    if req.path.startswith(OAUTH_PATHS):
+        oauth_error_handler(req, resp, InvalidRequest(ex.message), params)
+    else:
+        render_domain_error(req, resp, ex, params)
 
 
 class ControlPlaneApp(falcon.App):
@@ -137,6 +148,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     install_error_handlers(app)
     app.add_error_handler(OAuthError, oauth_error_handler)  # RFC 6749 bodies at the OIDC endpoints
     app.add_error_handler(UNREACHABLE, store_unreachable)
+    app.add_error_handler(UnsupportedMediaType, unsupported_media_type)
 
     routes = Routes(app)
     for area in AREAS:

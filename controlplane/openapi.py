@@ -16,7 +16,7 @@ import falcon
 from controlplane.auth import CREDENTIAL
 from controlplane.dashboard.errors import DashboardMfaRequired
 from controlplane.oidc import cors
-from controlplane.oidc.errors import TemporarilyUnavailable
+from controlplane.oidc.errors import InvalidRequest, TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS
 from controlplane.store import StoreUnavailable
 from shared.errors import (
@@ -163,10 +163,11 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
         # JsonBodyMiddleware: even a POST that reads nothing must say application/json, so
         # a cross-site HTML form (which cannot send it) never reaches a cookie route.
         plain = accepted == (falcon.MEDIA_JSON,)
+        refusal = "400 invalid_request" if path.startswith(OAUTH_PATHS) else "415"
         operation["requestBody"] = {
             "required": "" not in accepted,
             "description": ("No body is read; the" if plain else "The") + " Content-Type must be "
-                           f"{' or '.join(media_types)} (a defence against cross-site form posts), else 415"
+                           f"{' or '.join(media_types)} (a defence against cross-site form posts), else {refusal}"
                            + ("; or send no body." if "" in accepted else "."),
             "content": {media: {"schema": {"type": "object"}} for media in media_types},
         }
@@ -182,8 +183,9 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
 
 def implied_errors(doc, access, method, accepted, path) -> list:
     """The errors every operation of this shape can answer, whatever its own code does:
-    the middleware's (application lookup, authentication, gates, the API throttle, 415)
-    and ``read_json``'s (400 malformed, 413 too large), and the store's 503 (at the OAuth
+    the middleware's (application lookup, authentication, gates, the API throttle, 415,
+    which the OAuth endpoints answer as RFC 6749's ``invalid_request``) and
+    ``read_json``'s (400 malformed, 413 too large), and the store's 503 (at the OAuth
     endpoints, RFC 6749's ``temporarily_unavailable``); on the dashboard's routes of an
     organization or an application, its ``require_mfa`` (``DashboardAccess``)."""
     errors = []
@@ -200,7 +202,7 @@ def implied_errors(doc, access, method, accepted, path) -> list:
     if doc["body"] is not None:
         errors += [MalformedJson, PayloadTooLarge]
     if method in _BODY_METHODS and "" not in accepted:
-        errors.append(UnsupportedMediaType)
+        errors.append(InvalidRequest if path.startswith(OAUTH_PATHS) else UnsupportedMediaType)
     if doc["store"]:
         errors.append(TemporarilyUnavailable if path.startswith(OAUTH_PATHS) else StoreUnavailable)
     return errors

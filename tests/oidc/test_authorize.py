@@ -165,7 +165,7 @@ def test_authorize_by_post_in_the_json_mode(client, user_token, rp_client):
     assert response.json["state"] == "st" and response.json["code"]
     refused = client.simulate_post("/oidc/authorize", json={"client_id": rp_client["client_id"]},
                                    headers=user_token.headers)
-    assert refused.status_code == 415
+    assert_oauth_error(refused, "invalid_request")  # RFC 6749 5.2: malformed, in the OAuth body
 
 
 def test_a_client_registered_without_pkce_may_omit_it(authorize, application, oidc_client, user_token, rp_client):

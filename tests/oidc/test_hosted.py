@@ -435,7 +435,7 @@ def test_the_pending_request_expires(browser, clock, rp, person):
 def test_a_form_post_must_be_form_encoded(browser, rp):
     page = browser.get(authorize_url(rp))
     response = browser.request("POST", "/oidc/authorize/login", json=hidden_fields(page))
-    assert response.status_code == 415
+    assert response.status_code == 400 and response.json["error"] == "invalid_request"
 
 
 # ---------------------------------------------------------------- brute force

@@ -58,9 +58,15 @@ def test_form_encoding_and_client_secret_basic(client, rp_client, code_and_verif
     assert response.status_code == 200, response.text
 
 
-def test_other_media_types_are_refused(client):
-    response = client.simulate_post("/oidc/token", body="x", headers={"Content-Type": "text/plain"})
-    assert response.status_code == 415
+def test_other_media_types_are_refused_as_oauth_does_a_malformed_request(client, application):
+    """RFC 6749 5.2: a body the endpoint cannot read is a malformed request, answered
+    ``invalid_request`` in the OAuth body, not 415 in the V1 envelope; V1 keeps its 415."""
+    for path in ("/oidc/token", "/oidc/revoke", "/oidc/introspect", "/oidc/userinfo"):
+        response = client.simulate_post(path, body="x", headers={"Content-Type": "text/plain"})
+        assert "Content-Type must be" in assert_oauth_error(response, "invalid_request")["error_description"], path
+    v1 = client.simulate_post(users_url(application, "/login"), body="x",
+                              headers={"Content-Type": "text/plain"}, remote_addr=fresh_address())
+    assert v1.status_code == 415 and v1.json["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
 
 
 @pytest.mark.parametrize("overrides, error", [
