@@ -95,6 +95,19 @@ class RateLimiter:
         ``error``, as ``hit``."""
         return Unit(self, key, rate, error)
 
+    def page_unit(self, sign_in_key: str, rate, *, error: type[RateLimited] = RateLimited) -> Unit:
+        """One showing's unit of the page budget that goes with the sign-in budget of
+        ``sign_in_key`` (``<name>:<scope>``): ``<name>-page:<scope>``, at ``rate``.
+
+        A sign-in page that stores a passkey challenge each time it is shown needs a
+        bound, but not the sign-in's own: a GET needs no cookie, no CSRF token and no
+        click, so any web page a browser visits can make it load a sign-in page
+        (``<img src=...>``), and showings drawn on the sign-in budget would let that
+        page refuse the browser's IP its sign-ins.  Once the page budget is spent the
+        page shows no passkey button (``Unit.allows``); nothing is refused."""
+        name, _, scope = sign_in_key.partition(":")
+        return self.unit(f"{name}-page:{scope}", rate, error=error)
+
 
 class Unit:
     """One unit of a budget, drawn for one request (``RateLimiter.unit``).
@@ -123,6 +136,15 @@ class Unit:
             self._refusal = refusal
             raise
         self._taken = True
+
+    def allows(self) -> bool:
+        """``take`` as a question: whether the unit is drawn (False once the budget is
+        spent), for a page that leaves out what the unit pays for rather than refuse."""
+        try:
+            self.take()
+        except RateLimited:
+            return False
+        return True
 
 
 @dataclass
