@@ -61,7 +61,7 @@ from controlplane.mail import Mailer
 from controlplane.ratelimit import Unit
 from controlplane.users.claim import AccountClaim
 from controlplane.users.emails import brand, letter
-from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
+from controlplane.users.errors import AccountSuspended, InvalidCredentials
 from shared.crypto import SecretBox
 from shared.errors import BadRequest, DomainError, ValidationFailed
 from shared.timeutil import Clock, aware
@@ -393,17 +393,15 @@ class ConnectionFlow:
         """The hosted link page's "Use a passkey": ``link_passkey_options`` when the
         account has a passkey the application accepts on this server; None otherwise,
         when the link is no longer live (the page's next post says so), or when
-        ``unit`` of the client IP's login budget, which the stored challenge takes as
-        the API's options route does, is refused."""
+        ``unit``, which the stored challenge takes (of the client IP's login page
+        budget: ``LoginService.page_unit``), is refused."""
         try:
             _, user = self._live_link(application, link_id, binding, self.clock())
         except (ConnectionStateInvalid, AccountSuspended):
             return None
         if not self.second_factor.can_prove(application, user["_id"]):
             return None
-        try:
-            unit.take()
-        except LoginsLimited:
+        if not unit.allows():
             return None
         return self.second_factor.proof_options(application, user["_id"])
 

@@ -37,7 +37,6 @@ from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
 from controlplane.passkeys.service import PASSWORDLESS, WEBAUTHN, PasskeyService
 from controlplane.ratelimit import Unit
 from controlplane.users.directory import UserDirectory
-from controlplane.users.errors import LoginsLimited
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
 from controlplane.users.registration import RegistrationService
@@ -94,15 +93,18 @@ class Step:
 @dataclass(frozen=True)
 class Pending:
     """A pending request resumed by a page's post: its document, the request validated
-    again, the application, the handle the page posted, and the post's ``unit`` of the
-    client IP's login budget (``LoginService.unit``): its sign-in attempt and the page
-    it shows, with a new passkey challenge, draw on it and cost one unit together."""
+    again, the application, the handle the page posted, the post's ``unit`` of the
+    client IP's login budget (``LoginService.unit``), which its sign-in attempt draws
+    (and the MFA page the attempt leads to, at no further cost), and its ``page_unit``
+    of the IP's login page budget (``LoginService.page_unit``), which a page shown again
+    draws for its new passkey challenge."""
 
     doc: dict
     request: AuthorizeRequest
     app: dict
     handle: str
     unit: Unit
+    page_unit: Unit
     declined: frozenset = frozenset()  # the browser's "Not now" to a passkey (``decline_key``s)
 
 
@@ -133,7 +135,8 @@ class HostedLogin:
         3.1.2.1); then the consent page or, when consent covers the scopes, the code.
         ``prompt=none`` never shows a page: ``login_required`` or ``consent_required``
         on the redirect.  A login page with a passkey challenge draws a unit of the
-        client IP's (``ip``) login budget (``passkey_options``)."""
+        client IP's (``ip``) login page budget (``passkey_options``), never of its login
+        budget: any web page can make a browser send this GET."""
         session = self.browser_session(request.app_id, session_token)
         if session is not None and request.needs_login(session["auth_time"], int(self.clock().timestamp())):
             session = None
@@ -142,7 +145,7 @@ class HostedLogin:
                 raise request.error(LoginRequired)
             app = self.applications.get(request.app_id)
             return Step(request, page="login", handle=self._start(request, params, binding, "login"),
-                        passkey=self.passkey_options(app, unit=self.login.unit(app, ip)) if app else None)
+                        passkey=self.passkey_options(app, unit=self.login.page_unit(app, ip)) if app else None)
         if self.authorize.needs_consent(request, session["user_id"]):
             if "none" in request.prompt:
                 raise request.error(ConsentRequired)
@@ -204,7 +207,8 @@ class HostedLogin:
         app = self.applications.get(request.app_id)
         if app is None or not app.get("oauth_hosted_login_enabled"):
             raise AuthorizationRequestExpired()
-        return Pending(pending, request, app, handle, self.login.unit(app, ip), declined)
+        return Pending(pending, request, app, handle, self.login.unit(app, ip), self.login.page_unit(app, ip),
+                       declined)
 
     def sign_in(self, pending: Pending, *, email: str, password: str, device_info: dict) -> Step:
         """The login page's post: the API login's IP throttle (the post's unit) and
@@ -221,10 +225,12 @@ class HostedLogin:
                       first_factor: tuple[str, ...] = (PWD,)) -> Step:
         """The MFA page for the login's challenge, kept sealed in the request: after a
         password, or after a sign-in through a connection (``first_factor``: its ``amr``)
-        when the user has a second factor."""
+        when the user has a second factor.  Its passkey challenge is the sign-in's, on
+        the post's ``unit`` (drawn already by a password), so no third party spending the
+        page budget can take away the passkey of a user whose only second factor it is."""
         sealed = self.box.encrypt(challenge_token.encode("ascii"))
         self.move(pending, stage, {"stage": "mfa", "mfa_challenge": sealed, "first_factor": list(first_factor)})
-        return self.page_again(pending, "mfa", challenge_token=challenge_token)
+        return self.page_again(pending, "mfa", challenge_token=challenge_token, unit=pending.unit)
 
     def move(self, pending: Pending, stage: str, changes: dict) -> None:
         """The request leaves ``stage`` with ``changes``; AuthorizationRequestExpired when
@@ -238,9 +244,9 @@ class HostedLogin:
         ``passwordless``), the MFA page's second factor (the login's challenge has
         ``webauthn`` among its methods).  Each answer is a fresh single-use challenge
         of ``PasskeyService``, the API's, stored each time a page is shown; so it takes
-        ``unit`` of the client IP's login budget first, as the API's options route does
-        (the unit of the sign-in attempt that shows the page, when one does), and
-        offers none once that budget is spent: the page still takes a password or a
+        ``unit`` first: of the client IP's login page budget (``LoginService.page_unit``),
+        or of its login budget for the MFA page a sign-in leads to (``second_factor``).
+        Once that budget is spent it offers none: the page still takes a password or a
         code."""
         if challenge_token is None and app.get("passkeys") != PASSWORDLESS:
             return None
@@ -248,9 +254,7 @@ class HostedLogin:
             return None
         if challenge_token is not None and self.mfa.pending_challenge(app["_id"], challenge_token, WEBAUTHN) is None:
             return None
-        try:
-            unit.take()
-        except LoginsLimited:
+        if not unit.allows():
             return None
         return self.passkeys.authentication_options(app, challenge_token=challenge_token)
 
@@ -389,19 +393,24 @@ class HostedLogin:
                 and _decline_key(pending.request.app_id, user_id) not in pending.declined
                 and not self.passkeys.list(pending.request.app_id, user_id))
 
-    def page_again(self, pending: Pending, stage: str, *, challenge_token: str | None = None) -> Step:
+    def page_again(self, pending: Pending, stage: str, *, challenge_token: str | None = None,
+                   unit: Unit | None = None) -> Step:
         """The page of ``stage`` once more, for the same request (and, on the consent
         page, the same user), with a fresh passkey challenge where the page offers one
-        (on the login and MFA pages, while the post's unit allows: ``passkey_options``)."""
+        (the login and MFA pages' ceremony, the offer's registration) while ``unit``
+        allows: the post's ``page_unit`` unless a sign-in pays (``second_factor``).  A
+        spent page budget leaves the passkey out; the page takes its other answers."""
+        unit = unit or pending.page_unit
         user_id = pending.doc.get("user_id") if stage == "consent" else None
         passkey, offers_code = None, True
         if stage == "login":
-            passkey = self.passkey_options(pending.app, unit=pending.unit)
+            passkey = self.passkey_options(pending.app, unit=unit)
         elif stage == OFFER:
-            passkey = self.passkeys.registration_options(pending.app, pending.doc["user_id"])
+            if unit.allows():
+                passkey = self.passkeys.registration_options(pending.app, pending.doc["user_id"])
         elif stage == "mfa":
             challenge_token = challenge_token or self.mfa_challenge(pending)
-            passkey = self.passkey_options(pending.app, unit=pending.unit, challenge_token=challenge_token)
+            passkey = self.passkey_options(pending.app, unit=unit, challenge_token=challenge_token)
             offers_code = passkey is None or self.mfa.pending_challenge(pending.app["_id"], challenge_token,
                                                                         TOTP) is not None
         return Step(pending.request, page=stage, handle=pending.handle, passkey=passkey, offers_code=offers_code,
@@ -439,7 +448,7 @@ class HostedLogin:
         token = random_token()
         self.browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
                                        "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
-        if offer:
+        if offer:  # the sign-in's own offer, one per sign-in; shown again, it draws the page budget
             return Step(request, page=OFFER, handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL,
                         passkey=self.passkeys.registration_options(pending.app, principal.user_id))
         if needs_consent:

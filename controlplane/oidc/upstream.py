@@ -152,10 +152,10 @@ class HostedConnections:
     def link_page(self, pending: Pending, binding: str | None) -> Step:
         """The page once more, with a fresh passkey challenge when the account has a
         passkey the application accepts ("Use a passkey") and the request's unit of the
-        client IP's login budget allows."""
+        client IP's login page budget allows (``Pending.page_unit``)."""
         link = pending.doc["link"]
         passkey = self.flow.link_passkey_offer(pending.app, link_id=self._link_id(pending), binding=binding or "",
-                                               unit=pending.unit)
+                                               unit=pending.page_unit)
         return Step(pending.request, page=LINK, handle=pending.handle, passkey=passkey,
                     link={"email": link["email"], "connection": link["connection"], "code_sent": link["code_sent"]})
 

@@ -55,7 +55,15 @@ class LoginService:
         """One request's unit of the client IP's login budget (``throttle``'s), not drawn
         yet: for a request that both signs in and shows a page storing a passkey
         challenge, which draw on the same budget and together cost one unit."""
-        return self.rate_limiter.unit(f"login:{app['_id']}:{ip}", self.rate_limit_login, error=LoginsLimited)
+        return self.rate_limiter.unit(_budget_key(app, ip), self.rate_limit_login, error=LoginsLimited)
+
+    def page_unit(self, app: dict, ip: str) -> Unit:
+        """One showing's unit of the client IP's login page budget
+        (``login-page:<app>:<ip>``, at IAMGATE_RATE_LIMIT_LOGIN; ``RateLimiter.page_unit``):
+        what a hosted page storing a passkey challenge draws when no sign-in attempt of
+        the request pays for it, so a third party that makes a browser load the page
+        never spends the budget of its sign-ins."""
+        return self.rate_limiter.page_unit(_budget_key(app, ip), self.rate_limit_login, error=LoginsLimited)
 
     def login(self, app: dict, *, email: str, password: str, remember_me: bool, device_info: dict) -> dict:
         """A token pair, or the challenge of the ``second_factor``.
@@ -89,3 +97,7 @@ class LoginService:
     def _refused(self, app: dict, claimed: dict, reason: str) -> None:
         self.audit.record("user.login", result=failure(reason), actor=claimed, target=claimed,
                           data={"method": "password"}, application_id=app["_id"])
+
+
+def _budget_key(app: dict, ip: str) -> str:
+    return f"login:{app['_id']}:{ip}"

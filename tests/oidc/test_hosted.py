@@ -1042,27 +1042,31 @@ def test_the_login_pages_passkey_form_takes_only_a_sign_in_alone_challenge(ctx, 
     assert ctx.store["oidc_pending_requests"].find_one({"stage": "login"}) is not None
 
 
-# Every showing of a page that stores a passkey challenge draws one unit of the client
-# IP's login budget (IAMGATE_RATE_LIMIT_LOGIN), shared with the sign-in attempt of the
-# same post; once spent, the page shows no passkey and still takes a password or a code.
+# Two per-IP budgets of one rate (IAMGATE_RATE_LIMIT_LOGIN): a sign-in attempt (a
+# password, a passkey) draws a unit of the login budget (login:<app>:<ip>); a page
+# showing that stores a passkey challenge draws one of the login page budget
+# (login-page:<app>:<ip>), unless it is the MFA page a sign-in leads to, which the
+# sign-in's unit pays.  Once the page budget is spent a page shows no passkey and still
+# takes a password or a code: a third party, which can make a browser GET the login
+# page, can never spend the budget of its sign-ins.
 BUDGET = pytest.mark.parametrize("config_overrides", [{"webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,),
                                                        "rate_limit_login": Rate(5, 60)}], indirect=True)
 
 
-def login_units(ctx, app, browser) -> int:
-    """Units of the browser's login budget drawn in this window (the counter goes past
-    the limit once refusals are counted too)."""
-    counters = ctx.store["rate_limits"].find({"_id": {"$regex": f"^login:{app['_id']}:{browser.address}\\|"}})
+def units(ctx, app, browser, budget: str = "login") -> int:
+    """Units of the browser's ``budget`` (login, login-page) drawn in this window (the
+    counter goes past the limit once refusals are counted too)."""
+    counters = ctx.store["rate_limits"].find({"_id": {"$regex": f"^{budget}:{app['_id']}:{browser.address}\\|"}})
     return min(ctx.config.rate_limit_login.limit, sum(counter["n"] for counter in counters))
 
 
-def challenges(ctx, app) -> int:
-    return ctx.store["passkey_challenges"].count_documents({"app_id": app["_id"]})
+def challenges(ctx, app, kind: str | None = None) -> int:
+    return ctx.store["passkey_challenges"].count_documents({"app_id": app["_id"], **({"kind": kind} if kind else {})})
 
 
 @BUDGET
-def test_reloading_the_login_page_stores_no_more_challenges_than_the_login_budget(ctx, browser, clock, rp,
-                                                                                  hosted_app, person):
+def test_reloading_the_login_page_stores_no_more_challenges_than_the_page_budget(ctx, browser, rp, hosted_app,
+                                                                                 person):
     app = ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
     url = authorize_url(rp)
     pages = [browser.get(url) for _ in range(12)]
@@ -1071,26 +1075,50 @@ def test_reloading_the_login_page_stores_no_more_challenges_than_the_login_budge
     assert all("data-passkey-options" in page.text for page in pages[:5])
     assert not any("data-passkey-options" in page.text for page in pages[5:])
     assert 'autocomplete="username"' in pages[-1].text  # a page without a passkey ceremony
-    assert challenges(ctx, app) == login_units(ctx, app, browser) == 5
-    refused = browser.submit(pages[-1], email=person["email"], password=person["password"])
-    assert_page(refused, "Sign in", 429)  # one budget for the page and the sign-in
-    assert "data-passkey-options" not in refused.text and challenges(ctx, app) == 5
-    clock.advance(60)  # a new window: the page without a passkey still signs in with a password
+    assert challenges(ctx, app) == units(ctx, app, browser, "login-page") == 5
+    assert units(ctx, app, browser) == 0  # showing a page is no sign-in attempt
     signed_in = browser.submit(pages[-1], email=person["email"], password=person["password"])
     assert_page(signed_in, "Sign in faster next time")  # the offer of a passkey, for a user without one
+    assert units(ctx, app, browser) == 1
 
 
 @BUDGET
-def test_a_failed_password_and_the_login_page_shown_again_cost_one_unit(ctx, browser, rp, hosted_app, person):
+def test_another_sites_cookieless_gets_of_the_login_page_never_refuse_the_users_password(ctx, client, rp,
+                                                                                         hosted_app, person):
+    """Any web page the user visits can make the browser GET /oidc/authorize (ten
+    ``<img>`` of it: no cookie, no CSRF token, no click; the client id and redirect URI
+    are public), and so can colleagues behind the same NAT opening the login page.  Those
+    showings spend the page budget, which only hides the passkey button: the user's own
+    password sign-in from that address goes through."""
+    ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
+    user = Browser(client)
+    url = authorize_url(rp)
+    for _ in range(10):  # the other page's <img> tags: the user's address, no cookies
+        loaded = client.simulate_get("/oidc/authorize", query_string=url.split("?", 1)[1], remote_addr=user.address)
+        assert loaded.status_code == 200
+    page = user.get(url)
+    assert_page(page, "Sign in")
+    assert "data-passkey-options" not in page.text  # the page budget is spent: no passkey button
+    signed_in = user.submit(page, email=person["email"], password=person["password"])
+    assert_page(signed_in, "Sign in faster next time")
+
+
+@BUDGET
+def test_a_failed_password_draws_on_the_login_budget_and_its_page_on_the_page_budget(ctx, browser, rp, hosted_app,
+                                                                                    person):
     app = ctx.applications.update(hosted_app["_id"], {"passkeys": "passwordless"})
     page = browser.get(authorize_url(rp))
-    assert login_units(ctx, app, browser) == challenges(ctx, app) == 1
-    for attempt in range(2, 6):
+    assert (units(ctx, app, browser), units(ctx, app, browser, "login-page"), challenges(ctx, app)) == (0, 1, 1)
+    for attempt in range(1, 5):
         page = browser.submit(page, email=person["email"], password=f"wrong password {attempt}")
         assert_page(page, "Sign in", 401)
         assert "data-passkey-options" in page.text
-        assert login_units(ctx, app, browser) == challenges(ctx, app) == attempt
-    for _ in range(10):
+        assert units(ctx, app, browser) == attempt
+        assert units(ctx, app, browser, "login-page") == challenges(ctx, app) == attempt + 1
+    page = browser.submit(page, email=person["email"], password="wrong password 5")
+    assert_page(page, "Sign in", 401)  # the fifth attempt; the page budget is spent
+    assert "data-passkey-options" not in page.text and challenges(ctx, app) == 5
+    for _ in range(3):
         page = browser.submit(page, email=person["email"], password="wrong password")
         assert_page(page, "Sign in", 429)
         assert "data-passkey-options" not in page.text
@@ -1100,8 +1128,11 @@ def test_a_failed_password_and_the_login_page_shown_again_cost_one_unit(ctx, bro
 @pytest.mark.parametrize("config_overrides", [{"webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,),
                                                "rate_limit_login": Rate(5, 60), "mfa_max_attempts": 15}],
                          indirect=True)
-def test_the_mfa_pages_passkey_challenges_draw_on_the_login_budget(ctx, client, browser, clock, rp, hosted_app,
-                                                                   person, login):
+def test_the_mfa_pages_passkey_challenges_draw_on_the_sign_in_or_the_page_budget(ctx, client, browser, clock, rp,
+                                                                                  hosted_app, person, login):
+    """The MFA page the password leads to has its challenge on the password's unit (no
+    third party can hide the passkey of a user whose only second factor it is); shown
+    again after a refused passkey or code, on a unit of the page budget."""
     app = ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
     headers = bearer(login(app, person["email"], person["password"])["access_token"])
     mfa_secret = enrol_totp(client, clock, app, person, headers)
@@ -1110,25 +1141,49 @@ def test_the_mfa_pages_passkey_challenges_draw_on_the_login_budget(ctx, client, 
     mfa = sign_in(browser, rp, person)  # the password's unit, and the page's challenge on it
     assert_page(mfa, "Two-step verification")
     assert "data-passkey-options" in mfa.text and 'id="code"' in mfa.text
-    assert login_units(ctx, app, browser) == 1
-    refused = post_passkey(browser, mfa, SoftAuthenticator())  # not the user's: the attempt and the page, one unit
+    assert (units(ctx, app, browser), units(ctx, app, browser, "login-page")) == (1, 0)
+    refused = post_passkey(browser, mfa, SoftAuthenticator())  # not the user's: an attempt, and the page again
     assert_page(refused, "Two-step verification", 400)
-    assert "data-passkey-options" in refused.text and login_units(ctx, app, browser) == 2
+    assert "data-passkey-options" in refused.text
+    assert (units(ctx, app, browser), units(ctx, app, browser, "login-page")) == (2, 1)
     wrong = "000000" if rfc6238(mfa_secret, clock()) != "000000" else "111111"
     page = refused
-    for units in (3, 4):  # a code draws on no budget; the page shown again draws its own unit
+    for shown in (2, 3):  # a code draws on no budget; the page shown again draws on the page budget
         page = browser.submit(page, code=wrong)
         assert_page(page, "Two-step verification", 401)
-        assert "data-passkey-options" in page.text and login_units(ctx, app, browser) == units
-    page = browser.submit(page, code="")
-    assert "data-passkey-options" in page.text and login_units(ctx, app, browser) == 5
+        assert "data-passkey-options" in page.text and units(ctx, app, browser, "login-page") == shown
+    for shown in (4, 5):
+        page = browser.submit(page, code="")
+        assert "data-passkey-options" in page.text and units(ctx, app, browser, "login-page") == shown
     for _ in range(10):
         page = browser.submit(page, code="")
         assert page.status_code in (400, 401) and "Two-step verification" in page.text
         assert "data-passkey-options" not in page.text and 'id="code"' in page.text
-    # Five showings, each with its challenge (the refused passkey used one up).
-    assert challenges(ctx, app) - challenges_before == 4
+    # Six showings, each with its challenge (the refused passkey used one up).
+    assert challenges(ctx, app) - challenges_before == 5
+    assert units(ctx, app, browser) == 2
     assert_page(browser.submit(page, code=rfc6238(mfa_secret, clock())), "Allow access?")
+
+
+@BUDGET
+def test_the_passkey_offer_shown_again_draws_on_the_page_budget(ctx, browser, rp, hosted_app, person):
+    """The offer a password sign-in leads to is that sign-in's (one per sign-in); each
+    time it is shown again (a post that is neither "Add" nor "Not now", a refused
+    registration) its new registration challenge draws a unit of the page budget, and
+    once that is spent the offer has no "Add a passkey"; "Not now" still goes on."""
+    app = ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
+    page = browser.get(authorize_url(rp))
+    offer = browser.submit(page, email=person["email"], password=person["password"])
+    assert_page(offer, "Sign in faster next time")
+    assert challenges(ctx, app, "registration") == 1
+    for shown in range(1, 21):  # neither decision=passkey nor decision=skip: the offer again
+        offer = browser.submit(offer, decision="")
+        assert_page(offer, "Sign in faster next time", 400)
+        assert ("data-passkey-create" in offer.text) == (shown <= 5)
+    limit = ctx.config.rate_limit_login.limit
+    assert challenges(ctx, app, "registration") == 1 + limit == 1 + units(ctx, app, browser, "login-page")
+    assert units(ctx, app, browser) == 1  # the password's
+    assert_page(browser.submit(offer, decision="skip"), "Allow access?")
 
 
 def test_a_password_alone_says_pwd(ctx, browser, rp, person, exchange):
