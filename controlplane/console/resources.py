@@ -442,8 +442,15 @@ class _SignInPage(ConsoleResource):
     dashboard_access: DashboardAccess
 
     def sign_in_unit(self, req) -> Unit:
-        """This request's unit of the client IP's sign-in budget (``AccountService.sign_in_unit``)."""
+        """This request's unit of the client IP's sign-in budget (``AccountService.sign_in_unit``),
+        which its sign-in attempt draws."""
         return self.console.accounts.sign_in_unit(client_ip(req, self.config.trusted_proxies))
+
+    def page_unit(self, req) -> Unit:
+        """This request's unit of the client IP's sign-in page budget
+        (``AccountService.page_unit``), which a page shown without a sign-in paying for it
+        draws for its passkey challenge: the GET, and every page shown again after a refusal."""
+        return self.console.accounts.page_unit(client_ip(req, self.config.trusted_proxies))
 
     def sign_in_page(self, req, resp, unit: Unit, *, passkey_autofill=True, **context) -> None:
         """The sign-in page, its passkey challenge paid with ``unit`` (``passkey_alone``)."""
@@ -453,14 +460,15 @@ class _SignInPage(ConsoleResource):
 
     def passkey_alone(self, unit: Unit) -> dict | None:
         """The options of the page's "Sign in with a passkey": a stored challenge each
-        time the page is shown, so it takes a unit of the client IP's sign-in budget as
-        the API's options route does (``AccountService.passkey_options``); once the
-        budget is spent the page shows no passkey button rather than minting more.
+        time the page is shown, so it takes ``unit`` first
+        (``AccountService.passkey_options``), a unit of the client IP's sign-in page
+        budget (``page_unit``); once that budget is spent the page shows no passkey
+        button rather than minting more, and still takes a password.
 
-        A post that shows the page again after a refused sign-in passes the unit that
-        sign-in took, so the attempt and the new challenge cost one unit together, as
-        the API's POST /login alone does, and no challenge is ever stored without a unit
-        drawn for it."""
+        Not the sign-in budget, which the sign-in attempts draw: any web page can make a
+        browser GET this page, and a post refused and shown again draws its attempt's
+        unit already, so no challenge is stored without a unit drawn for it and no page
+        showing ever refuses a password."""
         try:
             return self.console.accounts.passkey_options(None, unit=unit)
         except (PasskeysUnavailable, RateLimited):
@@ -474,11 +482,13 @@ class _SignInPage(ConsoleResource):
     def passkey_second_step(self, challenge_token: str, methods, unit: Unit) -> dict | None:
         """The options of the code page's "Use a passkey" for ``challenge_token``, or None
         when there is none to offer: the challenge takes no passkey, the server cannot
-        verify passkeys, or the client IP's sign-in budget is spent.  As on the sign-in
-        page (``passkey_alone``), each showing stores a challenge, so it takes ``unit`` as
-        the API's options route does: the unit of the password or passkey attempt that
-        shows the page, or one of its own after a refused code (codes draw on no budget,
-        and an empty one is not even an MFA attempt)."""
+        verify passkeys, or ``unit``'s budget is spent.  As on the sign-in page
+        (``passkey_alone``), each showing stores a challenge, so it takes ``unit``: the
+        sign-in budget's unit of the password or passkey that leads to the page (drawn
+        already, so no third party can take away the passkey of an account whose only
+        second factor it is), or, for the page shown again after a refused code or
+        passkey, a unit of the page budget (``page_unit``; an empty code is not even an
+        MFA attempt, so nothing else bounds how often it comes back)."""
         if WEBAUTHN not in methods:
             return None
         try:
@@ -504,17 +514,17 @@ class SignIn(_SignInPage):
     docs = {"GET": page_doc("Console sign-in page"), "POST": page_doc("Sign in", api=api.Login.docs["POST"])}
 
     def on_get(self, req, resp):
-        self.sign_in_page(req, resp, self.sign_in_unit(req), notice=req.get_param("notice"))
+        self.sign_in_page(req, resp, self.page_unit(req), notice=req.get_param("notice"))
 
     @form_post
     def on_post(self, req, resp, form):
-        unit = self.sign_in_unit(req)  # the attempt's, and the page's shown again (``passkey_alone``)
+        unit = self.sign_in_unit(req)  # the attempt's, and the code page's it leads to
         try:
             values = schemas.LOGIN.validate(form_values(form, schemas.LOGIN))
             sign_in = self.console.accounts.login(values["email"], values["password"], unit=unit,
                                                   previous_session=req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
-            self.sign_in_page(req, resp, unit, **failed(error), form={"email": form.get("email", "")})
+            self.sign_in_page(req, resp, self.page_unit(req), **failed(error), form={"email": form.get("email", "")})
             return
         self.signed_in_to(req, resp, sign_in, unit)
 
@@ -527,7 +537,7 @@ class SignInCode(_SignInPage):
 
     @form_post
     def on_post(self, req, resp, form):
-        unit = self.sign_in_unit(req)  # a code draws none; the page shown again with a passkey does
+        unit = self.page_unit(req)  # a code draws none; the page shown again with a passkey does
         try:
             values = schemas.LOGIN_MFA.validate(form_values(form, schemas.LOGIN_MFA))
             sign_in = self.console.accounts.login_second_factor(values["challenge_token"], values["code"],
@@ -549,17 +559,18 @@ class SignInPasskey(_SignInPage):
     @form_post
     def on_post(self, req, resp, form):
         challenge_token = form.get("challenge_token") or None
-        unit = self.sign_in_unit(req)  # the attempt's, and the page's shown again (``passkey_alone``)
+        unit = self.sign_in_unit(req)  # the attempt's
         try:
             answer = passkey_answer(form)
             sign_in = self.console.accounts.login_with_passkey(
                 answer["challenge_id"], answer["credential"], unit=unit,
                 previous_session=req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
+            again = self.page_unit(req)  # the page shown again: its own challenge, on the page budget
             if challenge_token is None:
-                self.sign_in_page(req, resp, unit, passkey_autofill=False, **failed(error))
+                self.sign_in_page(req, resp, again, passkey_autofill=False, **failed(error))
             else:
-                self.code_page(req, resp, challenge_token, self.passkeys.challenge_methods(challenge_token), unit,
+                self.code_page(req, resp, challenge_token, self.passkeys.challenge_methods(challenge_token), again,
                                **failed(error))
             return
         self.signed_in_to(req, resp, sign_in, unit)

@@ -251,9 +251,17 @@ class AccountService:
 
     def sign_in_unit(self, ip: str) -> Unit:
         """One request's unit of the client IP's sign-in budget
-        (IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN), which ``login``, ``passkey_options`` and
-        ``login_with_passkey`` take: what one request does with it costs one unit."""
+        (IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN), which ``login``, ``passkey_options`` (the
+        API's) and ``login_with_passkey`` take: what one request does with it costs one unit."""
         return self.rate_limiter.unit(f"dashboard-login:{ip}", self.login_rate)
+
+    def page_unit(self, ip: str) -> Unit:
+        """One showing's unit of the client IP's sign-in page budget
+        (``dashboard-login-page:<ip>``, at IAMGATE_RATE_LIMIT_DASHBOARD_LOGIN;
+        ``RateLimiter.page_unit``): what a console sign-in page storing a passkey
+        challenge draws when no sign-in attempt of the request pays for it, so a third
+        party that makes a browser load the page never spends the budget of its sign-ins."""
+        return self.rate_limiter.page_unit(f"dashboard-login:{ip}", self.login_rate)
 
     def login(self, email: str, password: str, *, unit: Unit, previous_session: str | None = None) -> SignIn:
         """Check the credentials and open a new session (``SignIn.session``, the raw
@@ -287,7 +295,9 @@ class AccountService:
 
     def passkey_options(self, challenge_token: str | None, *, unit: Unit) -> dict:
         """Options to sign in with a passkey, alone or (``challenge_token``) as the
-        second step; counted against the password sign-in's per-IP budget (``unit``)."""
+        second step; counted against ``unit``: the API's options route draws the
+        sign-in budget's (``sign_in_unit``), a console page shown by itself the sign-in
+        page budget's (``page_unit``)."""
         unit.take()
         return self.passkeys.sign_in_options(challenge_token)
 

@@ -200,7 +200,10 @@ def test_the_second_step_takes_a_passkey(visitor, dashboard_account):
 
 @pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "rate_limit_dashboard_login": Rate(3, 60)}],
                          indirect=True)
-def test_the_sign_in_pages_passkey_challenges_draw_on_the_ips_sign_in_budget(console, client, ctx):
+def test_the_sign_in_pages_passkey_challenges_draw_on_the_ips_page_budget(console, client, ctx):
+    """Each showing of the sign-in page draws a unit of the client IP's sign-in page
+    budget (dashboard-login-page:<ip>), not of its sign-in budget, which the API's
+    options route and the sign-in attempts draw (dashboard-login:<ip>)."""
     someone = console()
     for _ in range(3):
         assert "data-passkey-options" in someone.get("/console/sign-in").text
@@ -209,13 +212,38 @@ def test_the_sign_in_pages_passkey_challenges_draw_on_the_ips_sign_in_budget(con
     assert 'autocomplete="username"' in spent.text
     assert ctx.store["passkey_challenges"].count_documents({"app_id": "dashboard"}) == 3
     api = client.simulate_post("/api/dashboard/login/passkey/options", json={}, remote_addr=someone.remote_addr)
-    assert_error(api, 429, "RATE_LIMIT_EXCEEDED")  # one budget for the page and the API
+    assert api.status_code == 200  # the sign-in budget is untouched by the page's showings
     assert "data-passkey-options" in console().get("/console/sign-in").text  # another IP's is its own
+
+
+@pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "rate_limit_dashboard_login": Rate(3, 60)}],
+                         indirect=True)
+def test_another_sites_cookieless_gets_of_the_sign_in_page_never_refuse_a_password(console, client,
+                                                                                   dashboard_account):
+    """Any web page can make a browser GET /console/sign-in (an ``<img>``: no cookie, no
+    CSRF token, no click), and so can colleagues behind the same NAT opening the page.
+    Those showings spend the page budget, which only hides the passkey button: a
+    password sign-in from that address goes through."""
+    someone = console()
+    for _ in range(10):  # the other page's <img> tags: the same address, no cookies
+        assert client.simulate_get("/console/sign-in", remote_addr=someone.remote_addr).status_code == 200
+    page = someone.get("/console/sign-in")
+    assert page.status_code == 200 and "data-passkey-options" not in page.text
+    signed_in = someone.post("/console/sign-in", {"email": dashboard_account.email,
+                                                  "password": dashboard_account.password}, origin=PUBLIC_URL)
+    assert signed_in.status_code == 303 and SESSION_COOKIE in someone.cookies
 
 
 def sign_in_challenges(ctx) -> int:
     """Passkey challenges stored for a sign-in by passkey alone (the page's button)."""
     return ctx.store["passkey_challenges"].count_documents({"app_id": "dashboard"})
+
+
+def units_of(ctx, someone, budget: str = "dashboard-login") -> int:
+    """Units of ``someone``'s IP's ``budget`` (dashboard-login, dashboard-login-page)
+    drawn in this window (the counter goes past the limit once refusals count too)."""
+    counters = ctx.store["rate_limits"].find({"_id": {"$regex": f"^{budget}:{someone.remote_addr}\\|"}})
+    return min(ctx.config.rate_limit_dashboard_login.limit, sum(counter["n"] for counter in counters))
 
 
 @pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "lockout_threshold": 100}], indirect=True)
@@ -231,25 +259,28 @@ def test_a_failed_console_sign_in_costs_one_unit_of_the_ips_budget_as_the_api_do
                  429, "RATE_LIMIT_EXCEEDED")
 
     someone = console()
-    assert "data-passkey-options" in someone.get("/console/sign-in").text  # the page's challenge: one unit
-    for _ in range(limit - 1):
+    assert "data-passkey-options" in someone.get("/console/sign-in").text  # the page's challenge: a page unit
+    for attempt in range(1, limit + 1):
         again = someone.post("/console/sign-in", wrong, origin=PUBLIC_URL)
         assert again.status_code == 401 and "AUTH_INVALID_CREDENTIALS" in again.text
-        assert "data-passkey-options" in again.text  # the page shown again, on the attempt's unit
+        # The page shown again, on a unit of the page budget, which the GET started.
+        assert ("data-passkey-options" in again.text) == (attempt < limit)
     spent = someone.post("/console/sign-in", wrong, origin=PUBLIC_URL)
     assert spent.status_code == 429 and "RATE_LIMIT_EXCEEDED" in spent.text
     assert "data-passkey-options" not in spent.text
-    assert sign_in_challenges(ctx) == limit  # no more challenges than units
+    assert sign_in_challenges(ctx) == limit  # no more challenges than page units
 
 
 @pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "rate_limit_dashboard_login": Rate(5, 60)}],
                          indirect=True)
 def test_the_console_and_the_api_draw_one_unit_an_attempt_from_one_budget(console, client, dashboard_account, ctx):
+    """Sign-in attempts, the console's and the API's, draw on one sign-in budget; the
+    pages' showings draw on the page budget instead."""
     someone = console()
     wrong = {"email": dashboard_account.email, "password": "Wrong-Horse-42"}
-    someone.get("/console/sign-in")  # 1
-    assert someone.post("/console/sign-in", wrong, origin=PUBLIC_URL).status_code == 401  # 2
-    for _ in range(2):  # 3, 4
+    someone.get("/console/sign-in")  # a page unit
+    assert someone.post("/console/sign-in", wrong, origin=PUBLIC_URL).status_code == 401  # 1
+    for _ in range(3):  # 2, 3, 4
         assert_error(client.simulate_post("/api/dashboard/login", json=wrong, remote_addr=someone.remote_addr),
                      401, "AUTH_INVALID_CREDENTIALS")
     right = someone.post("/console/sign-in", {"email": dashboard_account.email,
@@ -257,26 +288,27 @@ def test_the_console_and_the_api_draw_one_unit_an_attempt_from_one_budget(consol
     assert right.status_code == 303 and SESSION_COOKIE in someone.cookies  # the last unit still signs in
     assert_error(client.simulate_post("/api/dashboard/login", json=wrong, remote_addr=someone.remote_addr),
                  429, "RATE_LIMIT_EXCEEDED")
-    refused = console(someone.remote_addr).post("/console/sign-in", wrong, origin=PUBLIC_URL)
-    assert refused.status_code == 429 and "data-passkey-options" not in refused.text
-    assert sign_in_challenges(ctx) == 2  # the page, and the page shown again after the failure
+    other = console(someone.remote_addr)  # another browser at the address: its GET of the page, a page unit
+    refused = other.post("/console/sign-in", wrong, origin=PUBLIC_URL)
+    assert refused.status_code == 429
+    assert "data-passkey-options" in refused.text  # the page shown again: the page budget's fourth unit
+    assert (units_of(ctx, someone), units_of(ctx, someone, "dashboard-login-page")) == (5, 4)
+    assert sign_in_challenges(ctx) == 4  # two GETs, and the page shown again after each refusal
 
 
 @pytest.mark.parametrize("config_overrides", [{**PASSKEYS, "rate_limit_dashboard_login": Rate(10, 60)}],
                          indirect=True)
 def test_pages_shown_again_never_carry_more_challenges_than_units_drawn(console, dashboard_account, ctx):
     """Every way the sign-in page is shown again (a wrong password, the login lock, a form
-    the schema refuses, a refused passkey) draws at most one unit and carries at most one
-    challenge; once the budget is spent no page carries one."""
+    the schema refuses, a refused passkey) draws at most one unit of the page budget and
+    carries at most one challenge; once that budget is spent no page carries one."""
     someone = console()
     wrong = {"email": dashboard_account.email, "password": "Wrong-Horse-42"}
     stranger = SoftAuthenticator()
     stranger.user_handle = b"nobody"
 
     def units() -> int:
-        limit = ctx.config.rate_limit_dashboard_login.limit
-        counters = ctx.store["rate_limits"].find({"_id": {"$regex": f"^dashboard-login:{someone.remote_addr}\\|"}})
-        return min(limit, sum(counter["n"] for counter in counters))
+        return units_of(ctx, someone, "dashboard-login-page")
 
     page = someone.get("/console/sign-in")
     shown = [page]
@@ -293,6 +325,7 @@ def test_pages_shown_again_never_carry_more_challenges_than_units_drawn(console,
     assert refused.status_code == 400 and "PASSKEY_CREDENTIAL_UNKNOWN" in refused.text
     assert len({passkey_form(response)["challenge_id"] for response in shown}) == units() == 9
     assert sign_in_challenges(ctx) == 8  # and the one the refused passkey used up
+    assert units_of(ctx, someone) == 7  # the attempts: five passwords, the locked one, the passkey
 
     last = someone.post("/console/sign-in", wrong, origin=PUBLIC_URL)
     assert "data-passkey-options" in last.text and units() == 10 and sign_in_challenges(ctx) == 9
@@ -307,44 +340,45 @@ def test_pages_shown_again_never_carry_more_challenges_than_units_drawn(console,
                          indirect=True)
 def test_the_second_steps_passkey_challenges_draw_on_the_ips_sign_in_budget(console, client, dashboard_account,
                                                                             clock, ctx):
-    """Every showing of the code page that stores a passkey challenge takes the request's
-    unit of the client IP's sign-in budget: the password's, a refused passkey's, or its
-    own for a refused code (an empty one is not even an MFA attempt, so nothing else
-    bounds how often it comes back).  Once the budget is spent the page offers no passkey
-    and still takes a code."""
+    """Every showing of the code page stores a passkey challenge: the one the password
+    leads to takes the password's unit of the sign-in budget (so no third party can take
+    away the passkey of an account whose only second factor it is); shown again after a
+    refused passkey or code it takes a unit of the page budget (an empty code is not
+    even an MFA attempt, so nothing else bounds how often it comes back).  Once that
+    budget is spent the page offers no passkey and still takes a code."""
     assert add_passkey_through_the_api(dashboard_account, SoftAuthenticator()).status_code == 201
     secret, _ = enrol(dashboard_account, clock)
     someone = console()
     stranger = SoftAuthenticator()  # registered nowhere
 
-    def units() -> int:
-        counters = ctx.store["rate_limits"].find({"_id": {"$regex": f"^dashboard-login:{someone.remote_addr}\\|"}})
-        return min(ctx.config.rate_limit_dashboard_login.limit, sum(counter["n"] for counter in counters))
+    def units() -> tuple[int, int]:
+        return units_of(ctx, someone), units_of(ctx, someone, "dashboard-login-page")
 
-    shown = [someone.get("/console/sign-in")]  # 1
-    shown.append(step := someone.post("/console/sign-in", {"email": dashboard_account.email,  # 2, and its page
+    shown = [someone.get("/console/sign-in")]  # page 1
+    shown.append(step := someone.post("/console/sign-in", {"email": dashboard_account.email,  # sign-in 1, its page
                                                            "password": dashboard_account.password}, origin=PUBLIC_URL))
     assert step.status_code == 200 and 'name="code"' in step.text
     token = re.search(r'name="challenge_token" value="([^"]+)"', step.text).group(1)
     form = passkey_form(step)
     answer = {"challenge_id": form["challenge_id"], "challenge_token": token,
               "credential": json.dumps(stranger.get(form["options"]))}
-    shown.append(refused := someone.post(form["action"], answer, origin=PUBLIC_URL))  # 3, and the page again
+    shown.append(refused := someone.post(form["action"], answer, origin=PUBLIC_URL))  # sign-in 2, page 2
     assert refused.status_code == 400 and "PASSKEY_CREDENTIAL_UNKNOWN" in refused.text
-    for _ in range(2):  # 4, 5
+    for _ in range(3):  # page 3, 4, 5
         shown.append(again := someone.post("/console/sign-in/code", {"challenge_token": token, "code": ""},
                                            origin=PUBLIC_URL))
         assert again.status_code == 400 and 'name="code"' in again.text
-    assert len({passkey_form(page)["challenge_id"] for page in shown}) == units() == 5
-    assert sign_in_challenges(ctx) == 4  # and the one the refused passkey used up
+    assert len({passkey_form(page)["challenge_id"] for page in shown}) == 6
+    assert units() == (2, 5)
+    assert sign_in_challenges(ctx) == 5  # and the one the refused passkey used up
 
     for _ in range(30):
         spent = someone.post("/console/sign-in/code", {"challenge_token": token, "code": ""}, origin=PUBLIC_URL)
         assert spent.status_code == 400 and 'name="code"' in spent.text and "data-passkey-options" not in spent.text
-    assert sign_in_challenges(ctx) == 4
+    assert sign_in_challenges(ctx) == 5 and units() == (2, 5)
     api = client.simulate_post("/api/dashboard/login/passkey/options", json={"challenge_token": token},
                                remote_addr=someone.remote_addr)
-    assert_error(api, 429, "RATE_LIMIT_EXCEEDED")  # one budget for the page and the API
+    assert api.status_code == 200  # the API's options draw on the sign-in budget, which the pages did not spend
     signed_in = someone.post("/console/sign-in/code", {"challenge_token": token, "code": rfc6238(secret, clock())},
                              origin=PUBLIC_URL)
     assert signed_in.status_code == 303 and SESSION_COOKIE in someone.cookies
