@@ -51,8 +51,8 @@ def live_url(live_port) -> str:
 @pytest.fixture
 def config_overrides(live_url):
     # The issuer is the address the browser uses, and so is the one origin passkeys accept.
-    # Each login page shown stores a passkey challenge, drawing on the IP's login budget:
-    # the cases load it more often in a minute than the default 10 allow.
+    # Each login page shown stores a passkey challenge, drawing on the IP's login page
+    # budget (at this rate): the cases load it more often in a minute than 10 allow.
     return {"public_url": live_url, "webauthn_rp_id": "localhost", "webauthn_origins": (live_url,),
             "rate_limit_login": Rate(100, 60)}
 

@@ -118,11 +118,11 @@ def test_another_accounts_passkey_is_refused_in_words(ctx, client, passkey_app, 
 
 @pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True, "webauthn_rp_id": RP_ID,
                                                "webauthn_origins": (ORIGIN,), "rate_limit_login": Rate(5, 60)}])
-def test_the_link_pages_passkey_challenges_draw_on_the_login_budget(ctx, client, passkey_app, rp, connection, owner,
-                                                                    register):
+def test_the_link_pages_passkey_challenges_draw_on_the_login_page_budget(ctx, client, passkey_app, rp, connection,
+                                                                         owner, register):
     """Each showing of the page with "Use a passkey" stores a challenge, so it draws a unit
-    of the client IP's login budget, as the API's link options route does; once spent the
-    page offers no passkey and still takes the password or a code."""
+    of the client IP's login page budget (login-page:<app>:<ip>); once spent the page
+    offers no passkey and still takes the password or a code."""
     assert register(passkey_app, owner, SoftAuthenticator()).status_code == 201
     stored_before = ctx.store["passkey_challenges"].count_documents({"app_id": passkey_app["_id"]})
     browser, page = link_page(client, rp, connection)
