@@ -8,6 +8,7 @@ in ``AREAS``.
 """
 from __future__ import annotations
 
+import functools
 import logging
 
 import falcon
@@ -29,9 +30,12 @@ from controlplane.mfa import routes as mfa_routes
 from controlplane.oidc import routes as oidc_routes
 from controlplane.oidc.cors import CorsMiddleware
 from controlplane.oidc.errors import InvalidRequest, OAuthError, TemporarilyUnavailable
+from controlplane.oidc.resources.common import wants_html
+from controlplane.oidc.resources.hosted import error_page
 from controlplane.oidc.wire import OAUTH_PATHS, oauth_error_handler
 from controlplane.openapi import Routes
 from controlplane.ops import routes as ops_routes
+from controlplane.pages import Pages
 from controlplane.passkeys import routes as passkeys_routes
 from controlplane.roles import routes as roles_routes
 from controlplane.selfservice import routes as selfservice_routes
@@ -49,6 +53,7 @@ from shared.http import (
     RequestLogMiddleware,
     install_error_handlers,
     json_handlers,
+    no_store,
     render_domain_error,
 )
 from shared.logs import RequestLog
@@ -85,14 +90,24 @@ def store_unreachable(req, resp, ex, params):
         render_domain_error(req, resp, error, params)
 
 
-def unsupported_media_type(req, resp, ex: UnsupportedMediaType, params):
+# The OIDC endpoints only programs call: every other one under /oidc/ is where a browser
+# may land (authorize, logout, the hosted steps, upstream callbacks).
+_PROGRAM_ENDPOINTS = frozenset({"/oidc/token", "/oidc/userinfo", "/oidc/revoke", "/oidc/introspect"})
+
+
+def unsupported_media_type(req, resp, ex: UnsupportedMediaType, params, *, pages: Pages):
     """A body in a media type the route does not take (``JsonBodyMiddleware``): 415 in the
     envelope, or at the OAuth endpoints RFC 6749 5.2's ``invalid_request`` (400), the
-    error of an "otherwise malformed" request there, which OAuth clients read."""
-    if req.path.startswith(OAUTH_PATHS):
-        oauth_error_handler(req, resp, InvalidRequest(ex.message), params)
-    else:
+    error of an "otherwise malformed" request there, which OAuth clients read; a browser
+    that lands on an endpoint it navigates to (a relying party's form posted with another
+    ``enctype``) gets that error as a page, as every other error there, never JSON."""
+    if not req.path.startswith(OAUTH_PATHS):
         render_domain_error(req, resp, ex, params)
+    elif wants_html(req) and req.path not in _PROGRAM_ENDPOINTS:
+        no_store(resp)
+        error_page(pages, resp, InvalidRequest(ex.message), app=None)
+    else:
+        oauth_error_handler(req, resp, InvalidRequest(ex.message), params)
 
 
 class ControlPlaneApp(falcon.App):
@@ -148,7 +163,7 @@ def create_app(config: Config | None = None, *, store=None, clock=None, resolver
     install_error_handlers(app)
     app.add_error_handler(OAuthError, oauth_error_handler)  # RFC 6749 bodies at the OIDC endpoints
     app.add_error_handler(UNREACHABLE, store_unreachable)
-    app.add_error_handler(UnsupportedMediaType, unsupported_media_type)
+    app.add_error_handler(UnsupportedMediaType, functools.partial(unsupported_media_type, pages=services.pages))
 
     routes = Routes(app)
     for area in AREAS:

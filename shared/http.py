@@ -301,7 +301,9 @@ class JsonBodyMiddleware:
         accepted = getattr(resource, "accepted_media_types", (MEDIA_JSON,))
         media = (req.content_type or "").split(";")[0].strip().lower()
         if media not in accepted:
-            raise UnsupportedMediaType(f"Content-Type must be {' or '.join(accepted)}.",
+            named = [media for media in accepted if media]  # "" (no body) is no media type to name
+            none = " (or no body)" if "" in accepted else ""
+            raise UnsupportedMediaType(f"Content-Type must be {' or '.join(named)}{none}.",
                                        details={"content_type": req.content_type})
 
 

@@ -67,6 +67,24 @@ def test_other_media_types_are_refused_as_oauth_does_a_malformed_request(client,
     v1 = client.simulate_post(users_url(application, "/login"), body="x",
                               headers={"Content-Type": "text/plain"}, remote_addr=fresh_address())
     assert v1.status_code == 415 and v1.json["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+    userinfo = client.simulate_post("/oidc/userinfo", body="x", headers={"Content-Type": "text/plain"})
+    assert userinfo.json["error_description"] == ("Content-Type must be application/x-www-form-urlencoded or "
+                                                  "application/json (or no body).")
+
+
+@pytest.mark.parametrize("path", ["/oidc/authorize", "/oidc/logout"])
+def test_a_browser_posting_another_media_type_where_it_lands_gets_a_page(client, path):
+    """A relying party's auto-submitting form with another ``enctype`` (multipart, here)
+    lands the browser on authorize or logout: it gets the error as the HTML error page,
+    as every other error a browser meets there, never the JSON body programs get."""
+    multipart = "multipart/form-data; boundary=----x"
+    body = '------x\r\nContent-Disposition: form-data; name="client_id"\r\n\r\nx\r\n------x--\r\n'
+    response = client.simulate_post(path, body=body, headers={
+        "Content-Type": multipart, "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"})
+    assert response.status_code == 400 and response.headers["content-type"].startswith("text/html")
+    assert "invalid_request" in response.text and response.headers["cache-control"] == "no-store"
+    program = client.simulate_post(path, body=body, headers={"Content-Type": multipart})
+    assert program.status_code == 400 and program.json["error"] == "invalid_request"
 
 
 @pytest.mark.parametrize("overrides, error", [
