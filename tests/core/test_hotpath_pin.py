@@ -33,7 +33,7 @@ MIDDLEWARE = [
     # check's is not: the hot path has nothing of it to mirror.
     "controlplane.oidc.cors.CorsMiddleware",
 ]
-MIRRORED_DIGEST = "408d6f1e64931d74"
+MIRRORED_DIGEST = "c89111bc89f206f7"
 
 _HOOKS = ("process_request", "process_resource", "process_response")
 
