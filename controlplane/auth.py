@@ -15,7 +15,8 @@ are closed by default.  ``AuthMiddleware`` runs after routing and:
 3. applies the gate: public, dashboard session cookie, any credential, a permission
    (API key: its permission list; user: its current roles, evaluated live), JWT-owner
    ({userId} must be the token's user; API keys never pass), JWT-owner or a permission,
-   user JWT only, or internal;
+   user JWT only, or internal; a dashboard route's ``sensitive`` methods also need a
+   recent proof of the session's holder (``dashboard.sudo``);
 4. counts the request against the general per-credential throttle.
 
 The result is ``req.context.principal`` (``Principal``).
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # the areas import this module: their types only for the anno
     from controlplane.apikeys.service import ApiKeyService
     from controlplane.applications.service import ApplicationService
     from controlplane.dashboard.sessions import DashboardSessions
+    from controlplane.dashboard.sudo import DashboardSudo
     from controlplane.tokens import TokenService
     from controlplane.users.store import UserStore
 
@@ -118,6 +120,7 @@ class Principal:
     key_id: str | None = None
     account_id: str | None = None
     session_expires_at: datetime | None = None  # a dashboard session's end (the console shows it)
+    authenticated_at: datetime | None = None  # when a dashboard session's holder last proved who they are
     permissions: frozenset = frozenset()  # an API key's permission patterns
     claims: dict = field(default_factory=dict)
     display: str | None = None  # what the audit log shows beside the id (an API key's name)
@@ -157,6 +160,7 @@ class Authenticator:
     tokens: TokenService
     users: UserStore
     dashboard_sessions: DashboardSessions
+    dashboard_sudo: DashboardSudo
     permission_resolver: Callable[[str, str, str], bool]
     internal_token: str | None
     _key_principals: dict = field(default_factory=dict, init=False)  # key id -> (the key document, its Principal)
@@ -179,7 +183,8 @@ class Authenticator:
         session = self.dashboard_sessions.live(raw_cookie) if raw_cookie else None
         if session is None:
             return None
-        return Principal(kind="account", account_id=session["account_id"], session_expires_at=session["expires_at"])
+        return Principal(kind="account", account_id=session["account_id"], session_expires_at=session["expires_at"],
+                         authenticated_at=session["authenticated_at"])
 
     def is_internal_token(self, token: str) -> bool:
         expected = self.internal_token
@@ -248,7 +253,9 @@ class AuthMiddleware:
         if access.kind == "dashboard":
             # Dashboard routes check organization access themselves (dashboard.access);
             # resolving the application first would let anonymous callers probe ids.
-            req.context.principal = auth.dashboard_account(req.cookies.get(SESSION_COOKIE))
+            principal = req.context.principal = auth.dashboard_account(req.cookies.get(SESSION_COOKIE))
+            if req.method in getattr(resource, "sensitive", ()):
+                auth.dashboard_sudo.require(principal.authenticated_at)
             return
         if access.kind == "console":
             # A console page sends a signed-out browser to sign in itself (a redirect,

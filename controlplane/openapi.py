@@ -14,7 +14,7 @@ import re
 import falcon
 
 from controlplane.auth import CREDENTIAL
-from controlplane.dashboard.errors import DashboardMfaRequired
+from controlplane.dashboard.errors import DashboardMfaRequired, DashboardReauthRequired
 from controlplane.oidc import cors
 from controlplane.oidc.errors import InvalidRequest, TemporarilyUnavailable
 from controlplane.oidc.wire import OAUTH_PATHS
@@ -177,18 +177,20 @@ def _operation(doc, access, tag, path_params, method="GET", resource=None, path=
         operation["security"] = [{"dashboardSession": []}]
     else:
         operation["security"] = [{"bearer": []}]
-    operation["responses"] = _responses(doc, access, method, accepted, path)
+    sensitive = method in getattr(resource, "sensitive", ())
+    operation["responses"] = _responses(doc, access, method, accepted, path, sensitive)
     return operation
 
 
-def implied_errors(doc, access, method, accepted, path) -> list:
+def implied_errors(doc, access, method, accepted, path, sensitive=False) -> list:
     """The errors every operation of this shape can answer, whatever its own code does:
     the middleware's (application lookup, authentication, gates, the API throttle, 415,
     which the OAuth endpoints answer as RFC 6749's ``invalid_request``) and
     ``read_json``'s (400 malformed, 413 too large), and the store's 503 (at the OAuth
     endpoints, RFC 6749's ``temporarily_unavailable``); on the dashboard's routes of an
-    organization or an application, its ``require_mfa`` (``DashboardAccess``)."""
-    errors = []
+    organization or an application, its ``require_mfa`` (``DashboardAccess``); on a
+    ``sensitive`` method, the session's refusal without a recent sign-in (``dashboard.sudo``)."""
+    errors = [DashboardReauthRequired] if sensitive else []
     if "{applicationId}" in path and access.kind != "dashboard":
         errors.append(ApplicationNotFound)
     if access.kind == "dashboard" and ("{applicationId}" in path or "{organizationId}" in path):
@@ -208,7 +210,7 @@ def implied_errors(doc, access, method, accepted, path) -> list:
     return errors
 
 
-def _responses(doc, access, method, accepted, path) -> dict:
+def _responses(doc, access, method, accepted, path, sensitive) -> dict:
     ok_content = None
     if doc["response"] is not None:
         schema = doc["response"]
@@ -216,7 +218,7 @@ def _responses(doc, access, method, accepted, path) -> dict:
             schema = {"type": "object", "properties": {"data": schema}, "required": ["data"]}
         ok_content = {"application/json": {"schema": schema}}
     responses = {str(doc["ok"]): {"description": "Success", **({"content": ok_content} if ok_content else {})}}
-    responses.update(error_responses([*doc["errors"], *implied_errors(doc, access, method, accepted, path)]))
+    responses.update(error_responses([*doc["errors"], *implied_errors(doc, access, method, accepted, path, sensitive)]))
     for status, (schema, description, *media) in doc["also"].items():
         entry = responses.setdefault(str(status), {"description": description})
         if description not in entry["description"]:

@@ -18,7 +18,13 @@ collection.  Class attributes describe it:
   ``docs`` gets them filled in when it is defined, and one whose operation has neither
   text nor docstring is refused there;
 - ``password_work``: the methods that hash or check a password, counted against the
-  per-IP budget across applications (``ratelimit.PasswordWorkLimit``).
+  per-IP budget across applications (``ratelimit.PasswordWorkLimit``);
+- ``sensitive``: the methods a dashboard session may call only while its holder's last
+  sign-in or re-authentication is recent (``controlplane.dashboard.sudo``): the auth
+  middleware refuses the others with 403 DASHBOARD_REAUTH_REQUIRED before the responder
+  runs, and the OpenAPI document lists that error on them.  A console page's writes
+  declare it too; the console checks it where it gates the write, so the refusal shows
+  on the page.
 
 ``body(req)`` reads the JSON body and validates it with the schema ``docs`` gives the
 method, so the document and the validation cannot part.
@@ -57,6 +63,7 @@ class Resource:
     every_method = None  # an ``Access``: the ``access`` of each responder of the class
     docs: dict = {}
     password_work: tuple = ()
+    sensitive: tuple = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -44,6 +44,7 @@ from controlplane.dashboard.organizations import OrganizationService
 from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.dashboard.sessions import DashboardSessions
 from controlplane.dashboard.store import DashboardStore
+from controlplane.dashboard.sudo import DashboardSudo
 from controlplane.events import EventLog, Tailer
 from controlplane.internal.service import DECISION_PERMISSION, ChangeFeed, DecisionData, StreamAccess
 from controlplane.internal.store import StreamLeases
@@ -119,6 +120,7 @@ class DashboardServices:
     applications: OrganizationApplications
     mfa: DashboardMfa
     passkeys: DashboardPasskeys
+    sudo: DashboardSudo
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,8 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     dashboard_mfa = DashboardMfa(dashboard_store, dashboard_sessions, password_guard, audit, clock,
                                  dashboard_factor, dashboard_passkeys,
                                  challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
+    dashboard_sudo = DashboardSudo(dashboard_store, dashboard_sessions, password_guard, audit, clock,
+                                   window=config.dashboard_sudo_seconds)
     dashboard_access = DashboardAccess(dashboard_store, applications, dashboard_mfa)
     dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,
                                                   rate_limiter, clock, audit,
@@ -286,7 +290,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                                                       max_applications=config.max_applications_per_organization)
     dashboard = DashboardServices(sessions=dashboard_sessions, access=dashboard_access, accounts=dashboard_accounts,
                                   organizations=dashboard_organizations, applications=dashboard_applications,
-                                  mfa=dashboard_mfa, passkeys=dashboard_passkeys)
+                                  mfa=dashboard_mfa, passkeys=dashboard_passkeys, sudo=dashboard_sudo)
 
     user_store = UserStore(store)
     user_directory = UserDirectory(user_store)
@@ -300,7 +304,8 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                          cache_ttl=config.authz_cache_ttl)
     export_cache_counts(metrics, authz)
     authenticator = Authenticator(applications=applications, api_keys=api_keys, tokens=tokens, users=user_store,
-                                  dashboard_sessions=dashboard_sessions, permission_resolver=authz.permission_resolver,
+                                  dashboard_sessions=dashboard_sessions, dashboard_sudo=dashboard_sudo,
+                                  permission_resolver=authz.permission_resolver,
                                   internal_token=config.internal_token)
 
     # A lease outlives three missed renewals (one per heartbeat) before it stops counting.

@@ -328,6 +328,7 @@ _VARIABLES = {
     "MAX_CONDITION_NODES": (_integer(1, 1000), "32"),
     "MAX_WEBHOOKS_PER_APPLICATION": (_integer(1), "50"),
     "DASHBOARD_SESSION_TTL": (_integer(60), "43200"),
+    "DASHBOARD_SUDO_SECONDS": (_integer(60), "900"),
     "AUTHZ_CACHE_TTL": (_integer(0), "3600"),
     "EVENTS_POLL_INTERVAL": (_integer(5, 5000), "25"),
     "STREAM_HEARTBEAT": (_integer(1, 300), "2"),
@@ -408,6 +409,7 @@ class Config:
     max_condition_nodes: int
     max_webhooks_per_application: int
     dashboard_session_ttl: int
+    dashboard_sudo_seconds: int
     authz_cache_ttl: int
     events_poll_interval: int
     stream_heartbeat: int

@@ -156,6 +156,22 @@ class DashboardMfaRequired(Forbidden, code="DASHBOARD_MFA_REQUIRED",
         super().__init__(organization_id, ENROL_ROUTE)
 
 
+# Where a session asked to prove its holder again does so (``DashboardReauthRequired``).
+REAUTHENTICATE_ROUTE = "/api/dashboard/me/reauthenticate"
+
+
+class DashboardReauthRequired(Forbidden, code="DASHBOARD_REAUTH_REQUIRED",
+                              message="Confirm your password to continue: this action needs a recent sign-in "
+                                      "(POST /api/dashboard/me/reauthenticate, then try again).",
+                              detail_names=("reauthenticate",)):
+    """A sensitive action (``Resource.sensitive``) by a session whose holder last proved
+    who they are longer ago than IAMGATE_DASHBOARD_SUDO_SECONDS: a stolen session cookie
+    alone buys no lasting access (docs/dashboard.md, "Sensitive actions")."""
+
+    def __init__(self):
+        super().__init__(REAUTHENTICATE_ROUTE)
+
+
 class OwnerMfaMissing(Conflict, code="ORGANIZATION_OWNER_MFA_REQUIRED",
                       message="Set up your own second factor before requiring one of every member."):
     """An owner without a second factor tries to turn ``require_mfa`` on, which would

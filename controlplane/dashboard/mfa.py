@@ -85,9 +85,10 @@ def first_read(account: dict, challenge: dict) -> dict:
 
 @dataclass(eq=False)
 class AccountFactorService:
-    """What both second factors of a dashboard account (TOTP, passkeys) work with: the
-    accounts and their organizations, the sessions a change revokes, the password guard
-    that confirms a change, the audit log and the clock."""
+    """What both second factors of a dashboard account (TOTP, passkeys) work with, and its
+    re-authentication (``dashboard.sudo``): the accounts and their organizations, the
+    sessions a change revokes, the password guard that confirms a change, the audit log
+    and the clock."""
 
     store: DashboardStore
     sessions: DashboardSessions

@@ -48,6 +48,7 @@ from controlplane.dashboard.errors import (
 from controlplane.dashboard.mfa import DashboardMfa
 from controlplane.dashboard.organizations import OrganizationService, serialize_organization
 from controlplane.dashboard.passkeys import DashboardPasskeys
+from controlplane.dashboard.sudo import DashboardSudo
 from controlplane.lockout import AccountLocked
 from controlplane.mfa.errors import (
     ConfirmationCodeInvalid,
@@ -319,6 +320,26 @@ class Password(_AccountResource):
         respond(resp, {"message": "Password changed. Other sessions were signed out."})
 
 
+class Reauthenticate(_SignedIn, Action):
+    password_work = ("POST",)
+    docs = {"POST": op(body=schemas.REAUTHENTICATE, ok=204,
+                       errors=[ValidationFailed, UnsupportedMediaType, WrongPassword, AccountLocked])}
+
+    def __init__(self, sudo: DashboardSudo, accounts: AccountService):
+        self.sudo, self.accounts = sudo, accounts
+
+    def act(self, req, values):
+        """Confirm the password: this session may take sensitive actions again
+
+        Sensitive actions (creating an API key, adding a member or changing a member's role, deleting an
+        application...; docs/dashboard.md, "Sensitive actions") need the session's sign-in or its last
+        re-authentication to be at most IAMGATE_DASHBOARD_SUDO_SECONDS old, else 403 DASHBOARD_REAUTH_REQUIRED.
+        This moves the calling session's proof to now; other sessions of the account are unchanged. The
+        password is checked under the account's login lock (429 AUTH_ACCOUNT_LOCKED)."""
+        self.sudo.reauthenticate(self.accounts.account(account_id(req)), values["password"],
+                                 req.cookies.get(SESSION_COOKIE))
+
+
 # ---------------------------------------------------------------- organizations
 
 
@@ -368,6 +389,7 @@ class Organization(_SignedIn):
 
 
 class Members(_SignedIn):
+    sensitive = ("POST",)  # a member account of the thief's own would outlive the session
     docs = {
         "GET": list_op(schemas.MEMBER_RESPONSE, errors=[OrganizationNotFound, ValidationFailed]),
         "POST": op(
@@ -399,6 +421,7 @@ class Members(_SignedIn):
 
 
 class Member(_SignedIn):
+    sensitive = ("PUT",)  # raising a role (one form demotes too: a stolen session reshuffles no owners)
     docs = {
         "PUT": op(
             body=schemas.MEMBER_UPDATE, response=schemas.MEMBER_RESPONSE,
@@ -553,6 +576,7 @@ class Applications(_SignedIn):
 
 
 class Application(_SignedIn):
+    sensitive = ("DELETE",)  # irreversible
     docs = {
         "GET": op(response=schemas.APPLICATION_RESPONSE, errors=[ApplicationNotAccessible]),
         "PUT": op(body=schemas.APPLICATION_UPDATE,
@@ -620,6 +644,7 @@ class _ApiKeyResource(_SignedIn):
 
 
 class ApiKeys(_ApiKeyResource):
+    sensitive = ("POST",)  # a key outlives the session that minted it
     docs = {
         "GET": list_op(schemas.API_KEY_RESPONSE, errors=[ApplicationNotAccessible, ValidationFailed]),
         "POST": op(

@@ -76,6 +76,8 @@ MFA_SETUP, MFA_STATUS = mfa.SETUP, mfa.STATUS
 MFA_SETUP_RESULT, MFA_BACKUP_CODES = mfa.SETUP_RESULT, mfa.BACKUP_CODES
 PASSWORD = String(required=True, strip=False, max_len=MAX_LOGIN_PASSWORD, description="the account's password")
 MFA_PASSWORD = Schema({"password": PASSWORD})
+# The password proving the session's holder again before sensitive actions (dashboard.sudo).
+REAUTHENTICATE = Schema({"password": PASSWORD})
 # Adding a second factor is confirmed by the password, as removing one is: whoever holds
 # only a session cookie must not plant a factor of their own (docs/dashboard.md).
 MFA_CONFIRM = Schema({**mfa.CONFIRM.fields, "password": PASSWORD})

@@ -11,6 +11,10 @@ change (``DashboardStore.restamp``) before it deletes them, so a sign-in that ch
 credentials before the change and stored its session after the deletion keeps nothing.
 Each use reads the account's stamp beside the session, by ``_id`` both, as an end user's
 access token reads its user's (``controlplane.auth``).
+
+A session also holds when its holder last proved who they are (``authenticated_at``):
+the sign-in that opened it, moved on by each re-authentication (``reauthenticate``).
+Sensitive actions ask for a recent one (``controlplane.dashboard.sudo``).
 """
 from __future__ import annotations
 
@@ -46,22 +50,31 @@ class DashboardSessions:
         now = self._clock()
         self._sessions.insert_one({
             "_id": digest(raw), "account_id": account["_id"], "tokens_not_before": account.get("tokens_not_before"),
-            "created_at": now, "expires_at": now + seconds(self.ttl),
+            "created_at": now, "authenticated_at": now, "expires_at": now + seconds(self.ttl),
         })
         return raw
 
     def live(self, raw: str) -> dict | None:
         """The unexpired session of cookie ``raw`` that no change of its account ended:
-        ``account_id`` and ``expires_at`` (the console shows the expiry before it
-        happens), or None.  Sessions and accounts stored before stamps were have none,
-        and match until the account's next change."""
+        ``account_id``, ``expires_at`` (the console shows the expiry before it happens)
+        and ``authenticated_at``, or None.  Sessions and accounts stored before stamps
+        were have none, and match until the account's next change; sessions stored
+        before ``authenticated_at`` was have None there, which no sensitive action
+        accepts (they are not signed out for it)."""
         session = self._sessions.find_one({"_id": digest(raw)})
         if session is None or aware(session["expires_at"]) <= self._clock():
             return None
         account = self._accounts.session_gate(session["account_id"]) or {}
         if stamped_since(session, account) and account.get(KEPT_SESSION) != session["_id"]:
             return None
-        return {"account_id": session["account_id"], "expires_at": aware(session["expires_at"])}
+        authenticated_at = session.get("authenticated_at")
+        return {"account_id": session["account_id"], "expires_at": aware(session["expires_at"]),
+                "authenticated_at": aware(authenticated_at) if authenticated_at else None}
+
+    def reauthenticate(self, raw: str | None) -> None:
+        """The holder of cookie ``raw`` proved who they are now: its ``authenticated_at``."""
+        if raw:
+            self._sessions.update_one({"_id": digest(raw)}, {"$set": {"authenticated_at": self._clock()}})
 
     @staticmethod
     def stored_id(raw: str | None) -> str | None:

@@ -652,6 +652,14 @@ def _dashboard_passkey_sign_in(env):
                   application_id=None, data={"passkey_id": passkey["id"], "second_factor": False})
 
 
+@scenario("dashboard_account.reauthenticated")
+def _dashboard_reauthenticated(env):
+    account = env.dashboard_account
+    response = ok(env.dashboard("POST", "/me/reauthenticate", json={"password": account.password}), 204)
+    return Expect(response, ("dashboard_account", account.id), ("dashboard_account", account.id),
+                  application_id=None)
+
+
 # ---------------------------------------------------------------- the tests
 
 def newest(ctx, action: str, result: dict) -> dict:

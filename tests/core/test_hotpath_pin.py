@@ -33,7 +33,7 @@ MIDDLEWARE = [
     # check's is not: the hot path has nothing of it to mirror.
     "controlplane.oidc.cors.CorsMiddleware",
 ]
-MIRRORED_DIGEST = "c89111bc89f206f7"
+MIRRORED_DIGEST = "2adc14954ab2b0f8"
 
 _HOOKS = ("process_request", "process_resource", "process_response")
 

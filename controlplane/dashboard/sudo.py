@@ -1,0 +1,62 @@
+"""Sudo mode: the dashboard's sensitive actions need a recent proof of who is acting.
+
+A stolen session cookie must not buy lasting access.  With an owner's or admin's cookie
+alone, a thief could otherwise mint what outlives the session: an API key, a member
+account of their own, an OIDC client or a webhook with its secret, an upstream
+connection deciding who signs users in; or destroy an application.  So the routes and
+console pages doing these declare them ``sensitive`` (``controlplane.resource``), and a
+session may do them only within IAMGATE_DASHBOARD_SUDO_SECONDS of the last time its
+holder proved who they are: the sign-in (password, passkey, the second step) or a
+re-authentication with the password (``reauthenticate``).  Otherwise 403
+DASHBOARD_REAUTH_REQUIRED, naming the route that re-authenticates.
+
+The password is checked under the account's login lock, as for a change of its second
+factors, so a stolen cookie cannot be used to guess it.  API keys are no session: the
+routes they reach are not sensitive to them.  docs/dashboard.md, "Sensitive actions".
+"""
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+from datetime import datetime
+
+from controlplane.audit.context import failure, success
+from controlplane.dashboard.errors import DashboardReauthRequired
+from controlplane.dashboard.mfa import AccountFactorService
+from controlplane.lockout import AccountLocked
+from controlplane.passwords import WrongPassword
+from shared.timeutil import seconds
+
+
+def recently_authenticated(authenticated_at: datetime | None, now: datetime, window: int) -> bool:
+    """Whether a session whose holder last proved who they are at ``authenticated_at``
+    may act sensitively at ``now``: within ``window`` seconds.  A session stored before
+    sessions recorded it (None) may not."""
+    return authenticated_at is not None and now - authenticated_at < seconds(window)
+
+
+@dataclass(eq=False)
+class DashboardSudo(AccountFactorService):
+    """``window``: IAMGATE_DASHBOARD_SUDO_SECONDS."""
+
+    _: KW_ONLY
+    window: int
+
+    def require(self, authenticated_at: datetime | None) -> None:
+        """403 DASHBOARD_REAUTH_REQUIRED unless the session's holder proved who they are
+        within the window (``recently_authenticated``)."""
+        if not recently_authenticated(authenticated_at, self.clock(), self.window):
+            raise DashboardReauthRequired()
+
+    def reauthenticate(self, account: dict, password: str, session: str | None) -> None:
+        """The account's password proves its holder again: the calling session (``session``,
+        its raw id) may act sensitively for another window.  Checked under the login lock
+        (422 INVALID_PASSWORD, 429 AUTH_ACCOUNT_LOCKED); each attempt is an audit record of
+        the account's organizations, a failure with its reason."""
+        try:
+            self._check_password(account, password)
+        except (WrongPassword, AccountLocked) as error:
+            self._record("dashboard_account.reauthenticated", account, failure(
+                "locked" if isinstance(error, AccountLocked) else "invalid_password"), {})
+            raise
+        self.sessions.reauthenticate(session)
+        self._record("dashboard_account.reauthenticated", account, success(), {})
