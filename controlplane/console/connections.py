@@ -46,6 +46,7 @@ class ConnectionScreen(ApplicationScreen):
 
 
 class Connections(ConnectionScreen):
+    sensitive = ("POST",)  # a connection decides whose word signs users in
     gates, docs = stands_for(connections_api.ConnectionCollection, "POST",
                              "Create a connection from a preset or a custom OIDC issuer",
                              page="An application's connections (upstream identity providers), and a form to add one")
@@ -63,6 +64,7 @@ class Connections(ConnectionScreen):
 
 
 class Connection(ConnectionScreen):
+    sensitive = ("POST",)
     gates, docs = stands_for(connections_api.ConnectionItem, "PATCH",
                              "Update a connection (a blank client secret keeps the stored one)",
                              page="One connection's settings (never its client secret)")

@@ -4,7 +4,9 @@ delivery log and redelivery) and the audit log (with a live tail and the NDJSON 
 Each page calls the same service the V1 route does (``ClientService``,
 ``WebhookService``, ``AuditLog``), validated by the same schema, behind the dashboard
 gate of the application (``DashboardAccess.application``): owners and admins write,
-members and viewers read and are refused 403 on a write.  A secret (a confidential
+members and viewers read and are refused 403 on a write.  Registering or changing a
+client, creating or changing a webhook and rotating either's secret are sensitive
+(``dashboard.sudo``): they decide where codes, tokens and events go.  A secret (a confidential
 client's, a webhook's) appears only in the answer that created or rotated it.
 """
 from __future__ import annotations
@@ -44,6 +46,7 @@ TAIL_LIMIT = audit_schemas.MAX_LIMIT
 
 
 class OidcClients(ApplicationScreen):
+    sensitive = ("POST",)  # a client and its secret outlive the session
     gates, docs = stands_for(oidc_api.Clients, "POST", "Register an OIDC client (its secret shown once)",
                              page="An application's OIDC clients, and a form to register one")
 
@@ -64,6 +67,7 @@ class OidcClients(ApplicationScreen):
 
 
 class OidcClient(ApplicationScreen):
+    sensitive = ("POST",)  # its redirect URIs decide where codes and tokens go
     gates, docs = stands_for(oidc_api.ClientItem, "PUT", "Update an OIDC client (is_active off deactivates it)",
                              page="One OIDC client's settings (never its secret)")
 
@@ -84,6 +88,7 @@ class OidcClient(ApplicationScreen):
 
 
 class OidcClientSecret(PageAction):
+    sensitive = ("POST",)
     gates, docs = stands_for(oidc_api.ClientSecret, "POST",
                              "Rotate an OIDC client's secret (the new one shown once; the old one may work a while)",
                              read=oidc_api.ClientItem)
@@ -105,6 +110,7 @@ CLIENT_DELETION = Deletion(oidc_api.ClientItem, "Delete an OIDC client; the form
 
 
 class Webhooks(ApplicationScreen):
+    sensitive = ("POST",)  # every event of the application, signed with a secret shown once
     gates, docs = stands_for(webhook_api.WebhookCollection, "POST", "Create a webhook (its secret shown once)",
                              page="An application's webhooks, and a form to create one")
 
@@ -124,6 +130,7 @@ class Webhooks(ApplicationScreen):
 
 
 class Webhook(ApplicationScreen):
+    sensitive = ("POST",)  # its URL decides where the events go
     gates, docs = stands_for(webhook_api.WebhookItem, "PUT", "Update a webhook's URL, events or active switch",
                              page="One webhook (never its secret) and its delivery log",
                              read=webhook_api.WebhookDeliveries)
@@ -147,6 +154,7 @@ class Webhook(ApplicationScreen):
 
 
 class WebhookSecret(PageAction):
+    sensitive = ("POST",)
     gates, docs = stands_for(webhook_api.WebhookSecret, "POST", "Rotate a webhook's secret (the new one shown once)",
                              read=webhook_api.WebhookItem)
 
@@ -157,6 +165,7 @@ class WebhookSecret(PageAction):
 
 
 class WebhookRedelivery(PageAction):
+    action_segments = 3  # deliveries/{deliveryId}/redeliver
     gates, docs = stands_for(webhook_api.WebhookRedelivery, "POST",
                              "Send a logged delivery's event again, as a new delivery", read=webhook_api.WebhookItem)
 

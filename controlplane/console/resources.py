@@ -4,7 +4,10 @@ Thin, as the JSON resources are: read the form, validate it with the same schema
 dashboard API validates its body with, call the same dashboard service, render a page.
 A refused write renders its form again with the API's message, code and field paths,
 at the API's status.  Every POST passes ``Console.check_write`` (CSRF token and Origin)
-before anything is read or changed; a refused one renders ``refused.html`` (403).
+before anything is read or changed; a refused one renders ``refused.html`` (403).  A
+page whose write is ``sensitive`` (``controlplane.dashboard.sudo``) asks for a recent
+sign-in where it gates the write, so a refusal shows on the page, with a password form
+(``Reauthenticate``) that returns to it.
 
 Signed-out visitors of a signed-in page are sent to the sign-in page (303); pages are
 documented in the OpenAPI document with an HTML answer and the ``console`` tag, but they
@@ -24,7 +27,7 @@ from controlplane.applications.service import ApplicationService
 from controlplane.auth import CONSOLE, PUBLIC, SESSION_COOKIE, Access
 from controlplane.console.assets import asset_doc, send_asset
 from controlplane.console.permissions import console_principal, require
-from controlplane.console.web import SIGN_IN, Console, Viewer, failed, listing
+from controlplane.console.web import REAUTHENTICATED, SIGN_IN, Console, Viewer, failed, listing
 from controlplane.dashboard import resources as api
 from controlplane.dashboard import schemas
 from controlplane.dashboard.access import DashboardAccess
@@ -193,6 +196,8 @@ class ConsoleResource(Resource):
             return
         viewer, form = posted
         try:
+            if req.method in self.sensitive:
+                self.console.require_recent(viewer)
             act(viewer, schema.validate(form_values(form, schema)))
         except DomainError as error:
             refused(viewer, form, error)
@@ -328,7 +333,8 @@ class ApplicationScreen(ConsoleResource):
             answer = change(form)
         except DomainError as error:
             kept = {"form": form} if self.keep_form else {}
-            page.show(req, resp, viewer, applicationId, *ids, **self.refused(error, form), **kept)
+            page.show(req, resp, viewer, applicationId, *ids, **self.refused(error, form), **kept,
+                      here=page_path(req.path, self.action_segments))
             return
         if isinstance(answer, str):
             redirect(resp, answer)
@@ -339,28 +345,43 @@ class ApplicationScreen(ConsoleResource):
         """``(app, role)`` for a write behind ``gate`` (this screen's POST gate by
         default): 403 FORBIDDEN with the permission missing (the V1 gate's refusal) or,
         for a dashboard operation, for a member or viewer; DASHBOARD_EMAIL_UNVERIFIED
-        before the address is confirmed."""
+        before the address is confirmed; DASHBOARD_REAUTH_REQUIRED for a ``sensitive``
+        write without a recent sign-in."""
         gate = gate or self.gate("POST")
         account_id = viewer.account["_id"]
         if gate is None or gate.kind != "permission":
-            return self.dashboard_access.application(account_id, applicationId, write=True)
-        app, role = self.dashboard_access.application(account_id, applicationId)
-        require(console_principal(account_id, app["_id"], role), gate)
-        self.dashboard_access.require_verified(account_id)
-        return app, role
+            found = self.dashboard_access.application(account_id, applicationId, write=True)
+        else:
+            found = self.dashboard_access.application(account_id, applicationId)
+            require(console_principal(account_id, found[0]["_id"], found[1]), gate)
+            self.dashboard_access.require_verified(account_id)
+        if "POST" in self.sensitive:
+            self.console.require_recent(viewer)
+        return found
 
     def not_found(self, req, resp, viewer) -> None:
         self.console.render(req, resp, "not_found.html", status=404, viewer=viewer)
+
+    # The path segments after the page's that name this screen's write (``PageAction``).
+    action_segments: ClassVar[int] = 0
+
+
+def page_path(path: str, action_segments: int) -> str:
+    """The page of a write posted to ``path``: ``path`` without the ``action_segments``
+    last segments naming the write."""
+    return path.rsplit("/", action_segments)[0] if action_segments else path
 
 
 class PageAction(ApplicationScreen):
     """A form post made on another screen's page (``page``): deleting what it shows,
     rotating a secret, a test.  Its answer is that page, and a refusal shows it without
-    the form (the page's fields are its own)."""
+    the form (the page's fields are its own).  Its path is the page's and
+    ``action_segments`` more (``.../rotate-secret``: one)."""
 
     page: ApplicationScreen
 
     keep_form = False
+    action_segments = 1
 
     def answer_page(self) -> ApplicationScreen:
         return self.page
@@ -713,6 +734,38 @@ class Account(ConsoleResource):
         self.submit_signed_in(req, resp, schemas.PASSWORD_CHANGE, change, self.account_page_again(req, resp))
 
 
+class Reauthenticate(ConsoleResource):
+    """The password form a refused sensitive action shows (``DASHBOARD_REAUTH_REQUIRED``):
+    the API's re-authentication, then back (303) to the page it was shown on, ``next``,
+    to repeat the action.  ``next`` must be a console path: nothing else is followed."""
+
+    password_work = ("POST",)
+    docs = {"POST": page_doc("Confirm the password for sensitive actions, then return to the page",
+                             api=api.Reauthenticate.docs["POST"])}
+
+    @viewer_post
+    def on_post(self, req, resp, viewer, form):
+        back = console_path(form.get("next"))
+        try:
+            values = schemas.REAUTHENTICATE.validate(form_values(form, schemas.REAUTHENTICATE))
+            self.console.sudo.reauthenticate(viewer.account, values["password"], req.cookies.get(SESSION_COOKIE))
+        except DomainError as error:
+            self.console.render_error(req, resp, error, "reauthenticate.html", viewer=viewer, here=back)
+            return
+        redirect(resp, back + "?" + urlencode({"notice": REAUTHENTICATED}))
+
+
+def console_path(path: str | None) -> str:
+    """``path`` when it is a path of the console's own (the page a form was shown on),
+    else the console's start: a form field names where to go, so nothing but a path
+    under /console/ on this origin is followed (no scheme, no host, no ``//``, no
+    backslash a browser would read as a slash, no query)."""
+    if not path or not path.startswith("/console/") or "\\" in path or "//" in path \
+            or any(char in path for char in "?#") or not (path.isascii() and path.isprintable()):
+        return "/console/applications"
+    return path
+
+
 # ---------------------------------------------------------------- organizations
 
 
@@ -740,6 +793,7 @@ class Organizations(ConsoleResource):
 
 
 class Organization(ConsoleResource):
+    sensitive = ("POST",)  # adding a member (api.Members)
     docs = {"GET": page_doc("An organization's members with their roles", not_found=True),
             "POST": page_doc("Add a member (a verified dashboard account)",
                              api=api.Members.docs["POST"])}
@@ -779,6 +833,7 @@ class Organization(ConsoleResource):
 
 
 class Member(ConsoleResource):
+    sensitive = ("POST",)  # a role change (api.Member's PUT); removing a member or leaving is not
     docs = {"POST": page_doc("Change a member's role (action=role) or remove the member (action=remove)",
                              api={"errors": (*api.Member.docs["PUT"]["errors"], *api.Member.docs["DELETE"]["errors"])})}
 
@@ -795,10 +850,12 @@ class Member(ConsoleResource):
                     redirect(resp, "/console/organizations")
                     return
             else:
+                self.console.require_recent(viewer)
                 values = schemas.MEMBER_UPDATE.validate({"role": form.get("role")})
                 self.organizations.change_member_role(caller, organizationId, accountId, values["role"])
         except DomainError as error:
-            self.organization_page.show(req, resp, viewer, organizationId, **failed(error), fragment=True)
+            self.organization_page.show(req, resp, viewer, organizationId, **failed(error), fragment=True,
+                                        here=page_path(req.path, 2))
             return
         if req.get_header("HX-Request"):
             self.organization_page.show(req, resp, viewer, organizationId, fragment=True)
@@ -858,6 +915,7 @@ class Application(ApplicationScreen):
 
 
 class DeleteApplication(PageAction):
+    sensitive = ("POST",)
     docs = {"POST": page_doc("Delete the application; the form must repeat its name",
                              api={"errors": (*api.Application.docs["DELETE"]["errors"], ValidationFailed)})}
 

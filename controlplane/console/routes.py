@@ -11,7 +11,8 @@ BASE = "/console"
 
 def add_routes(routes, services):
     dashboard, config = services.dashboard, services.config
-    console = Console(pages=services.pages, accounts=dashboard.accounts, public_url=config.public_url)
+    console = Console(pages=services.pages, accounts=dashboard.accounts, sudo=dashboard.sudo,
+                      public_url=config.public_url)
     organization = resources.Organization(console, dashboard.organizations, config)
     application = resources.Application(console, dashboard.access, services.applications)
     routes.add(BASE, resources.Home(console), TAG)
@@ -28,6 +29,7 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/account", resources.Account(console, config), TAG)
     routes.add(f"{BASE}/account/name", resources.AccountName(console), TAG)
     routes.add(f"{BASE}/account/verification", resources.ResendVerification(console), TAG)
+    routes.add(f"{BASE}/account/reauthenticate", resources.Reauthenticate(console), TAG)
     routes.add(f"{BASE}/organizations", resources.Organizations(console, dashboard.organizations), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}", organization, TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}/members/{{accountId}}",

@@ -157,6 +157,7 @@ class BrandingPreview(ApplicationScreen):
 
 
 class ApiKeys(ApplicationScreen):
+    sensitive = ("POST",)  # a key outlives the session
     docs = {"GET": page_doc("An application's API keys (without secrets), and a form to create one",
                             not_found=True),
             "POST": page_doc("Create an API key; its secret is shown on this answer only",

@@ -30,6 +30,7 @@ from controlplane.console.assets import Assets
 from controlplane.console.permissions import permissions_of
 from controlplane.dashboard.access import WRITE_ROLES
 from controlplane.dashboard.accounts import AccountService
+from controlplane.dashboard.sudo import DashboardSudo
 from controlplane.pages import TEMPLATES_DIR as HOSTED_TEMPLATES_DIR
 from controlplane.pages import CsrfTokenInvalid, Pages, send_page
 from shared.errors import DomainError, ValidationFailed
@@ -38,6 +39,8 @@ from shared.http import DEFAULT_PER_PAGE, page_params, paginated, status_of
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 CSRF_HEADER = "X-CSRF-Token"
 SIGN_IN = "/console/sign-in"
+# The notice of a page the password form of a refused sensitive action returned to.
+REAUTHENTICATED = "reauthenticated"
 # Not the hosted pages' no-referrer: under it a browser sends ``Origin: null`` with a
 # form post (Fetch, "serialize a request origin"), and the write guard needs the real
 # origin.  strict-origin still keeps paths and query strings (the mailed links' tokens)
@@ -70,6 +73,7 @@ class Viewer:
 
     account: dict
     expires_at: datetime  # when the session ends (shown on every page)
+    authenticated_at: datetime | None = None  # when its holder last proved who they are (dashboard.sudo)
 
 
 def can_write(role: str | None) -> bool:
@@ -127,9 +131,11 @@ def failed(error: DomainError) -> dict:
 class Console:
     """Built once by ``controlplane.console.routes``; every console resource gets it."""
 
-    def __init__(self, *, pages: Pages, accounts: AccountService, public_url: str, assets: Assets | None = None):
+    def __init__(self, *, pages: Pages, accounts: AccountService, sudo: DashboardSudo, public_url: str,
+                 assets: Assets | None = None):
         self.pages = pages
         self.accounts = accounts
+        self.sudo = sudo
         self.public_url = public_url
         self.origin = origin_of(public_url)
         self.assets = assets or Assets()
@@ -148,6 +154,9 @@ class Console:
         nonce = secrets.token_urlsafe(18)
         context.setdefault("error", None)
         context.setdefault("form", {})
+        # The page a refused sensitive action's password form returns to (``Reauthenticate``).
+        context.setdefault("here", req.path)
+        context.setdefault("reauthenticated", req.get_param("notice") == REAUTHENTICATED)
         html = self._env.get_template(template).render(
             **context, viewer=viewer, nonce=nonce, assets=self.assets.urls, can_write=can_write, may=may,
             csrf_token=self.pages.csrf_token(req, resp), partial=bool(req.get_header("HX-Request")))
@@ -162,7 +171,13 @@ class Console:
         principal = getattr(req.context, "principal", None)
         if principal is None or principal.kind != "account":
             return None
-        return Viewer(self.accounts.account(principal.account_id), principal.session_expires_at)
+        return Viewer(self.accounts.account(principal.account_id), principal.session_expires_at,
+                      principal.authenticated_at)
+
+    def require_recent(self, viewer: Viewer) -> None:
+        """403 DASHBOARD_REAUTH_REQUIRED unless the viewer's session proved its holder
+        recently (``DashboardSudo.require``): the gate of a ``sensitive`` page's write."""
+        self.sudo.require(viewer.authenticated_at)
 
     def check_write(self, req, form: dict) -> None:
         """``CsrfTokenInvalid`` unless the request comes from a console page: its Origin

@@ -1,6 +1,7 @@
 """The settings screens in headless Chromium: branding with its live framed preview and
 contrast warning (htmx, as the form changes), an API key created (its secret once, the
-copy button) and revoked after the confirmation, and two-step verification set up on
+copy button) and revoked after the confirmation, another asking for the password once
+the session is older than the sudo window, and two-step verification set up on
 the Security page.  Every screen is scanned by axe-core (no serious or critical
 violation) and saved desktop and mobile (390 px); the browser console stays free of
 errors (a CSP violation, a refused frame, would be one).  Skipped where Chromium is
@@ -77,6 +78,24 @@ def test_branding_api_keys_and_two_step_verification(live_server, browser, check
     wait_text(browser, "api-keys", "Key revoked")
     assert ctx.api_keys.list(app["id"]) == []
     screen("api-keys")
+
+    # Sudo mode: past the window, creating a key asks for the password on the page.
+    clock.advance(ctx.config.dashboard_sudo_seconds)
+    fill(browser, {"name": "CD"})
+    submit(browser, "Create key")
+    wait_text(browser, "form-error", "DASHBOARD_REAUTH_REQUIRED")
+    assert ctx.api_keys.list(app["id"]) == []
+    errors = console_errors(browser)  # the refusal's document is a 403
+    assert [("/api-keys" in e and "status of 403" in e) for e in errors] in ([], [True]), errors
+    check_page("console-api-key-reauth-required")
+    fill(browser, {"password": dashboard_account.password})
+    submit(browser, "Confirm password")
+    wait_text(browser, "reauthenticated", "Repeat the action")
+    screen("api-keys-reauthenticated")
+    fill(browser, {"name": "CD"})
+    submit(browser, "Create key")
+    heading(browser, "API keys of Photos")
+    assert [key["name"] for key in ctx.api_keys.list(app["id"])] == ["CD"]
 
     browser.get(f"{live_server}/console/account")
     browser.find_element(By.LINK_TEXT, "Security: two-step verification").click()
