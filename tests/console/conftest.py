@@ -75,6 +75,16 @@ def console(client):
 
 
 @pytest.fixture
+def owner(console, dashboard_account, make_dashboard_app):
+    """(a visitor signed in as the owner of an application "Shop", its id); modules that
+    need another owner define their own."""
+    app = make_dashboard_app(dashboard_account, name="Shop")
+    visitor = console()
+    visitor.sign_in(dashboard_account)
+    return visitor, app["id"]
+
+
+@pytest.fixture
 def reader(console, dashboard_account, make_dashboard_account, ctx):
     """``reader(role)``: a new member of ``dashboard_account``'s organization with ``role``
     (a viewer unless said), signed in to the console."""

@@ -17,14 +17,6 @@ def config_overrides():
     return {"webhook_allow_private_targets": True, "connection_http_timeout": 10}
 
 
-@pytest.fixture
-def owner(console, dashboard_account, make_dashboard_app):
-    app = make_dashboard_app(dashboard_account, name="Shop")
-    visitor = console()
-    visitor.sign_in(dashboard_account)
-    return visitor, app["id"]
-
-
 GITHUB = {"preset": "github", "client_id": "gh-client", "client_secret": SECRET, "linking": "none",
           "jit": "on", "is_active": "on"}
 

@@ -21,14 +21,6 @@ def config_overrides():
     return {"webhook_allow_private_targets": True}
 
 
-@pytest.fixture
-def owner(console, dashboard_account, make_dashboard_app):
-    app = make_dashboard_app(dashboard_account, name="Shop")
-    visitor = console()
-    visitor.sign_in(dashboard_account)
-    return visitor, app["id"]
-
-
 def actions(ctx, app_id, prefix, actor_id=None):
     """The application's audit actions starting with ``prefix``, newest first; with
     ``actor_id``, only those the dashboard account did (as an API caller's would be)."""

@@ -25,14 +25,6 @@ def config_overrides():
 
 
 @pytest.fixture
-def owner(console, dashboard_account, make_dashboard_app):
-    app = make_dashboard_app(dashboard_account, name="Shop")
-    visitor = console()
-    visitor.sign_in(dashboard_account)
-    return visitor, app["id"]
-
-
-@pytest.fixture
 def outsider(make_dashboard_account):
     return make_dashboard_account()
 
