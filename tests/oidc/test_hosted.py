@@ -1170,7 +1170,8 @@ def test_the_passkey_offer_shown_again_draws_on_the_page_budget(ctx, browser, rp
     """The offer a password sign-in leads to is that sign-in's (one per sign-in); each
     time it is shown again (a post that is neither "Add" nor "Not now", a refused
     registration) its new registration challenge draws a unit of the page budget, and
-    once that is spent the offer has no "Add a passkey"; "Not now" still goes on."""
+    once that is spent the offer has no "Add a passkey": it says so, and "Continue" goes
+    on without the "Not now" that would stop later offers."""
     app = ctx.applications.update(hosted_app["_id"], {"passkeys": "second_factor"})
     page = browser.get(authorize_url(rp))
     offer = browser.submit(page, email=person["email"], password=person["password"])
@@ -1183,7 +1184,10 @@ def test_the_passkey_offer_shown_again_draws_on_the_page_budget(ctx, browser, rp
     limit = ctx.config.rate_limit_login.limit
     assert challenges(ctx, app, "registration") == 1 + limit == 1 + units(ctx, app, browser, "login-page")
     assert units(ctx, app, browser) == 1  # the password's
-    assert_page(browser.submit(offer, decision="skip"), "Allow access?")
+    # Nothing to add: the page says so and only goes on, and going on is no "Not now".
+    assert 'id="offer-later"' in offer.text and "Not now" not in offer.text
+    assert_page(browser.submit(offer, decision="later"), "Allow access?")
+    assert "iamgate_passkey_declined" not in browser.last_set_cookies
 
 
 def test_a_password_alone_says_pwd(ctx, browser, rp, person, exchange):

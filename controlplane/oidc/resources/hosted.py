@@ -457,7 +457,8 @@ class HostedPasskeyOffer(HostedPage):
         "Hosted login page: the offer to add a passkey (form post)",
         description="HTML. decision=add with challenge_id and credential (PublicKeyCredential.toJSON() of "
                     "navigator.credentials.create()) registers the passkey; decision=skip declines, remembered by "
-                    "the cookie iamgate_passkey_declined for this application and user. Then the consent page or "
+                    "the cookie iamgate_passkey_declined for this application and user; decision=later goes on "
+                    "without remembering (the offer shown when no passkey can be added now). Then the consent page or "
                     "the 302 with the code. A refused registration shows the offer again with its PASSKEY_* message.",
         errors=[*PAGE_ERRORS, *_PASSKEY_REFUSALS, AuthenticatorNotAllowed, PasskeyAlreadyRegistered],
         also=page_answers(409),
@@ -465,11 +466,12 @@ class HostedPasskeyOffer(HostedPage):
 
     def step(self, req, resp, form, pending, binding):
         decision = form.get("decision")
-        if decision == "skip":
-            kept = [key for key in pending.declined if key != self.hosted.decline_key(pending)]
-            value = " ".join([*kept[-(DECLINED_KEPT - 1):], self.hosted.decline_key(pending)])
-            resp.set_cookie(DECLINED_COOKIE, value, path="/oidc", max_age=DECLINED_TTL, secure=self.cookie_secure,
-                            http_only=True, same_site="Lax")
+        if decision in ("skip", "later"):  # "later": the offer had no passkey to add (its page budget spent)
+            if decision == "skip":
+                kept = [key for key in pending.declined if key != self.hosted.decline_key(pending)]
+                value = " ".join([*kept[-(DECLINED_KEPT - 1):], self.hosted.decline_key(pending)])
+                resp.set_cookie(DECLINED_COOKIE, value, path="/oidc", max_age=DECLINED_TTL, secure=self.cookie_secure,
+                                http_only=True, same_site="Lax")
             return render_step(self, req, resp, self.hosted.passkey_offer(pending, answer=None), pending.app, binding)
         if decision != "passkey":
             return self.again(req, resp, pending, binding)
