@@ -34,6 +34,7 @@ from controlplane.console.resources import (
     viewer_post,
 )
 from controlplane.console.web import failed, page_links
+from controlplane.dashboard.sudo import opens_the_api
 from controlplane.roles import resources as roles_api
 from controlplane.roles import schemas as roles_schemas
 from controlplane.roles.service import RoleService, serialize_role
@@ -191,6 +192,9 @@ class Roles(AccessRulesPage):
                        serialize=lambda doc: serialize_role(doc, permissions="names", updated_at=False),
                        search=search or "", **context)
 
+    def sensitive_form(self, form):
+        return opens_the_api(permission_lines(form.get("permissions", "")))
+
     def change(self, form, applicationId):
         body = {**form_values(form, roles_schemas.CREATE_ROLE),
                 "permissions": permission_lines(form.get("permissions", ""))}
@@ -223,6 +227,9 @@ class Role(AccessRulesPage):
 
     def contents(self, req, applicationId, roleId):
         return {"detail": self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId))}
+
+    def sensitive_form(self, form):
+        return opens_the_api(permission_lines(form.get("permissions", "")))
 
     def change(self, form, applicationId, roleId):
         values = roles_schemas.UPDATE_ROLE.validate({

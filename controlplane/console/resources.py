@@ -310,6 +310,11 @@ class ApplicationScreen(ConsoleResource):
     def answer_page(self) -> ApplicationScreen:
         return self
 
+    def sensitive_form(self, form: dict) -> bool:
+        """Whether this post is sensitive by what it carries (``dashboard.sudo``), where
+        the screen's writes are not all sensitive (``sensitive`` names the ones that are)."""
+        return False
+
     def refused(self, error: DomainError, form: dict) -> dict:
         """The page's context for a refused write: the error at its fields."""
         return failed(error)
@@ -330,6 +335,8 @@ class ApplicationScreen(ConsoleResource):
         page = self.answer_page()
         try:
             self.writer(viewer, applicationId)
+            if self.sensitive_form(form):
+                self.console.require_recent(viewer)
             answer = change(form)
         except DomainError as error:
             kept = {"form": form} if self.keep_form else {}

@@ -23,6 +23,7 @@ from controlplane.abac.service import AbacService
 from controlplane.audit.service import APPLICATION, AuditLog
 from controlplane.console.resources import ApplicationScreen, page_doc, redirect, viewer_post
 from controlplane.console.web import failed
+from controlplane.dashboard.sudo import opens_the_api
 from controlplane.mfa import resources as mfa_api
 from controlplane.mfa.service import MfaService
 from controlplane.roles import resources as roles_api
@@ -263,6 +264,9 @@ class User(ApplicationScreen):
         action = form.get("action")
         try:
             self.writer(viewer, applicationId, ACTION_GATES.get(action))
+            if action == "assign-role" and opens_the_api(
+                    self.areas.roles.resolve(applicationId, form.get("role_id") or "")["permissions"]):
+                self.console.require_recent(viewer)
             notice = self.act(found[0], userId, action, form)
         except DomainError as error:
             self.show(req, resp, viewer, *found, userId, **failed(error), form=form)

@@ -32,6 +32,7 @@ from controlplane.dashboard.errors import (
     ApplicationNotAccessible,
     DashboardEmailUnverified,
     DashboardMfaRequired,
+    DashboardReauthRequired,
     EmailTaken,
     InvalidCredentials,
     LastOwner,
@@ -576,19 +577,20 @@ class Applications(_SignedIn):
 
 
 class Application(_SignedIn):
-    sensitive = ("DELETE",)  # irreversible
+    sensitive = ("DELETE",)  # irreversible; a PUT adding a sign-in redirect URI too (on_put)
     docs = {
         "GET": op(response=schemas.APPLICATION_RESPONSE, errors=[ApplicationNotAccessible]),
-        "PUT": op(body=schemas.APPLICATION_UPDATE,
-                  response=schemas.APPLICATION_RESPONSE, errors=[ValidationFailed, *_WRITE, UnsupportedMediaType]),
+        "PUT": op(body=schemas.APPLICATION_UPDATE, response=schemas.APPLICATION_RESPONSE,
+                  errors=[ValidationFailed, *_WRITE, UnsupportedMediaType, DashboardReauthRequired]),
         "DELETE": op(ok=204, errors=_WRITE),
     }
 
     def __init__(self, dashboard_applications: OrganizationApplications, applications: ApplicationService,
-                 dashboard_access: DashboardAccess):
+                 dashboard_access: DashboardAccess, sudo: DashboardSudo):
         self.dashboard_applications = dashboard_applications
         self.applications = applications
         self.dashboard_access = dashboard_access
+        self.sudo = sudo
 
     @falcon.before(member_of_application())
     def on_get(self, req, resp, applicationId):
@@ -597,8 +599,14 @@ class Application(_SignedIn):
 
     @falcon.before(member_of_application(write=True))  # 404/403 before judging the body
     def on_put(self, req, resp, applicationId):
-        """Update the application; omitted fields stay unchanged"""
+        """Update the application; omitted fields stay unchanged
+
+        Adding a URI to oauth_redirect_uris (where connection sign-ins send the provider's code) is a
+        sensitive action: it needs a recent sign-in or re-authentication."""
         values = self.body(req, partial=True)
+        known = set(req.context.application.get("oauth_redirect_uris") or ())
+        if set(values.get("oauth_redirect_uris") or ()) - known:
+            self.sudo.require(req.context.principal.authenticated_at)
         app = self.applications.update(applicationId, values)
         respond(resp, serialize_application(app, req.context.org_role))
 

@@ -39,7 +39,7 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/organizations/{{organizationId}}/members/{{accountId}}", resources.Member(organizations), TAG)
     routes.add(f"{BASE}/applications", resources.Applications(dashboard_apps), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}",
-               resources.Application(dashboard_apps, services.applications, access), TAG)
+               resources.Application(dashboard_apps, services.applications, access, services.dashboard.sudo), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/branding",
                resources.Branding(services.applications, access), TAG)
     routes.add(f"{BASE}/applications/{{applicationId}}/api-keys", resources.ApiKeys(services.api_keys, access), TAG)

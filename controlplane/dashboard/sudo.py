@@ -3,7 +3,8 @@
 A stolen session cookie must not buy lasting access.  With an owner's or admin's cookie
 alone, a thief could otherwise mint what outlives the session: an API key, a member
 account of their own, an OIDC client or a webhook with its secret, an upstream
-connection deciding who signs users in; or destroy an application.  So the routes and
+connection deciding who signs users in, an end user holding a role that opens the V1
+API (``opens_the_api``); or destroy an application.  So the routes and
 console pages doing these declare them ``sensitive`` (``controlplane.resource``), and a
 session may do them only within IAMGATE_DASHBOARD_SUDO_SECONDS of the last time its
 holder proved who they are: the sign-in (password, passkey, the second step) or a
@@ -19,19 +20,34 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
+from controlplane.apikeys.service import V1_PERMISSIONS
 from controlplane.audit.context import failure, success
 from controlplane.dashboard.errors import DashboardReauthRequired
 from controlplane.dashboard.mfa import AccountFactorService
 from controlplane.lockout import AccountLocked
 from controlplane.passwords import WrongPassword
+from shared.rbac import matches
 from shared.timeutil import seconds
+
+# How far ahead of this process's clock a proof may be dated (another replica's clock).
+CLOCK_SKEW = seconds(5)
 
 
 def recently_authenticated(authenticated_at: datetime | None, now: datetime, window: int) -> bool:
     """Whether a session whose holder last proved who they are at ``authenticated_at``
     may act sensitively at ``now``: within ``window`` seconds.  A session stored before
-    sessions recorded it (None) may not."""
-    return authenticated_at is not None and now - authenticated_at < seconds(window)
+    sessions recorded it (None) may not, nor one dated further ahead than CLOCK_SKEW (a
+    replica whose clock runs fast would otherwise lengthen the window by its lead)."""
+    return authenticated_at is not None and -CLOCK_SKEW <= now - authenticated_at < seconds(window)
+
+
+def opens_the_api(permissions) -> bool:
+    """Whether role ``permissions`` cover any of the V1 API's own permissions (wildcards
+    included).  An end user's roles open the V1 routes as an API key's permissions do,
+    so giving such a role to a user (a thief's own, registered through the public route)
+    is minting a lasting credential: creating or changing such a role, and assigning
+    one, are sensitive."""
+    return any(matches(pattern, permission) for pattern in permissions for permission in V1_PERMISSIONS)
 
 
 @dataclass(eq=False)

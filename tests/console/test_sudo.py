@@ -12,6 +12,7 @@ import pytest
 
 from controlplane.auth import SESSION_COOKIE
 from tests.console.conftest import FORM, ORIGIN
+from tests.plugins.users import PASSWORD, fresh_address
 
 WINDOW = 900
 REAUTHENTICATE = "/console/account/reauthenticate"
@@ -210,3 +211,59 @@ def test_the_form_is_a_console_write(owner, dashboard_account, client, ctx, cloc
                                       headers={"Content-Type": FORM, "Origin": ORIGIN})
     assert signed_out.status_code == 303 and signed_out.headers["location"] == "/console/sign-in"
     assert SESSION_COOKIE in visitor.cookies
+
+
+def test_a_stale_session_cannot_make_an_end_user_that_registers_oidc_clients(owner, make_user, client, ctx, clock):
+    """An end user's roles open the V1 routes as an API key's permissions do: creating a
+    role that covers a V1 permission, and assigning one, ask as minting a key does, or a
+    stale session would make an end user of the thief's own (the public registration)
+    that registers the client the console refused it."""
+    visitor, app_id = owner
+    base = f"/console/applications/{app_id}"
+    visitor.get(f"{base}/roles")
+    clock.advance(WINDOW)
+
+    # The gate holds where it is declared: the console refuses the stale session's client.
+    direct = visitor.post(f"{base}/oidc-clients", {
+        "name": "Thief", "token_endpoint_auth_method": "client_secret_basic", "redirect_uris": "https://thief.example/cb",
+        "scope_openid": "on", "grant_authorization_code": "on"})
+    assert direct.status_code == 403 and "DASHBOARD_REAUTH_REQUIRED" in direct.text
+
+    # The thief's own end user (the public registration), then a role holding oidc:manage for it.
+    thief = make_user({"_id": app_id}, email="thief@thief.example")
+    role = visitor.post(f"{base}/roles", {"name": "ops", "display_name": "Ops",
+                                          "permissions": "oidc:manage\nwebhooks:manage\nconnections:manage"})
+    if role.status_code == 303:
+        role_id = role.headers["location"].rsplit("/", 1)[1]
+        visitor.get(f"{base}/users/{thief['id']}")
+        visitor.post(f"{base}/users/{thief['id']}", {"action": "assign-role", "role_id": role_id})
+
+    signed_in = client.simulate_post(f"/api/v1/applications/{app_id}/users/login", remote_addr=fresh_address(),
+                                     json={"email": thief["email"], "password": PASSWORD})
+    token = signed_in.json["data"]["access_token"]
+    created = client.simulate_post(f"/api/v1/applications/{app_id}/oidc/clients",
+                                   headers={"Authorization": f"Bearer {token}"},
+                                   json={"name": "Thief", "redirect_uris": ["https://thief.example/cb"]})
+
+    # No password was given since the window closed: nothing may send codes to the thief.
+    assert created.status_code != 201, created.text
+    assert not [c for c in ctx.oidc.clients.list(app_id) if "https://thief.example/cb" in c["redirect_uris"]]
+
+
+def test_roles_of_the_applications_own_permissions_never_ask(owner, make_user, ctx, clock):
+    """Roles of the application's own permissions (posts:edit) open no V1 route: creating,
+    changing and assigning them stay ordinary edits."""
+    visitor, app_id = owner
+    base = f"/console/applications/{app_id}"
+    visitor.get(f"{base}/roles")
+    clock.advance(WINDOW)
+    user = make_user({"_id": app_id}, email="editor@example.com")
+    created = visitor.post(f"{base}/roles", {"name": "editor", "display_name": "Editor", "permissions": "posts:edit"})
+    assert created.status_code == 303, created.text
+    role_id = created.headers["location"].rsplit("/", 1)[1]
+    visitor.get(f"{base}/users/{user['id']}")
+    assigned = visitor.post(f"{base}/users/{user['id']}", {"action": "assign-role", "role_id": role_id})
+    assert assigned.status_code == 303, assigned.text
+    widened = visitor.post(f"{base}/roles/{role_id}", {"display_name": "Editor", "permissions": "posts:edit\nusers:*"})
+    assert widened.status_code == 403 and "DASHBOARD_REAUTH_REQUIRED" in widened.text
+    assert ctx.roles.resolve(app_id, role_id)["permissions"] == ["posts:edit"]

@@ -4,6 +4,8 @@ IAMGATE_DASHBOARD_SUDO_SECONDS of its holder's last proof (the sign-in, or POST
 are unaffected (docs/dashboard.md, "Sensitive actions")."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from controlplane.auth import SESSION_COOKIE
@@ -223,8 +225,42 @@ def test_the_openapi_document_lists_the_route_and_the_refusal(client):
 
     apps, orgs = "/api/dashboard/applications/{applicationId}", "/api/dashboard/organizations/{organizationId}"
     for path, method in [(f"{apps}/api-keys", "post"), (f"{orgs}/members", "post"),
-                         (f"{orgs}/members/{{accountId}}", "put"), (apps, "delete")]:
+                         (f"{orgs}/members/{{accountId}}", "put"), (apps, "delete"),
+                         (apps, "put")]:  # when it adds a sign-in redirect URI
         assert refuses(path, method), (path, method)
-    for path, method in [(f"{apps}/api-keys", "get"), (f"{orgs}/members", "get"), (apps, "put"),
+    for path, method in [(f"{apps}/api-keys", "get"), (f"{orgs}/members", "get"),
                          (f"{orgs}/members/{{accountId}}", "delete"), (REAUTHENTICATE, "post")]:
         assert not refuses(path, method), (path, method)
+
+
+def test_a_stale_session_cannot_add_a_sign_in_redirect_uri(dashboard_account, dashboard_app, ctx, clock):
+    """oauth_redirect_uris is where connection sign-ins send the provider's code: adding
+    one asks, as an OIDC client's redirect URIs do; other edits of the application, and
+    removing a URI, do not."""
+    app_id = dashboard_app["id"]
+    clock.advance(WINDOW)
+    # The gate holds where declared: the same session may not mint a key.
+    assert_error(dashboard_account.post(f"/api/dashboard/applications/{app_id}/api-keys", json={"name": "k"}),
+                 403, "DASHBOARD_REAUTH_REQUIRED")
+
+    changed = dashboard_account.put(f"/api/dashboard/applications/{app_id}",
+                                    json={"oauth_redirect_uris": ["https://thief.example/callback"]})
+
+    assert changed.status_code == 403, changed.text
+    assert "https://thief.example/callback" not in (ctx.applications.get(app_id).get("oauth_redirect_uris") or [])
+    assert dashboard_account.put(f"/api/dashboard/applications/{app_id}",
+                                 json={"name": "Renamed", "oauth_redirect_uris": []}).status_code == 200
+
+
+def test_a_proof_dated_ahead_of_the_clock_opens_no_longer_window(dashboard_account, dashboard_app, ctx, clock):
+    """A proof written by a process whose clock runs ahead (more than a few seconds) is
+    no proof: the window is the configured one."""
+    app_id = dashboard_app["id"]
+    ahead = clock() + timedelta(hours=1)  # written by a process whose clock runs an hour ahead
+    ctx.store["dashboard_sessions"].update_one({"_id": digest(dashboard_account.session)},
+                                               {"$set": {"authenticated_at": ahead}})
+    clock.advance(WINDOW * 2)  # half an hour after the real sign-in: the configured window is long closed
+
+    minted = dashboard_account.post(f"/api/dashboard/applications/{app_id}/api-keys", json={"name": "late"})
+
+    assert_error(minted, 403, "DASHBOARD_REAUTH_REQUIRED")
