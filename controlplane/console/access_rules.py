@@ -192,7 +192,7 @@ class Roles(AccessRulesPage):
                        serialize=lambda doc: serialize_role(doc, permissions="names", updated_at=False),
                        search=search or "", **context)
 
-    def sensitive_form(self, form):
+    def sensitive_form(self, form, applicationId):
         return opens_the_api(permission_lines(form.get("permissions", "")))
 
     def change(self, form, applicationId):
@@ -228,7 +228,7 @@ class Role(AccessRulesPage):
     def contents(self, req, applicationId, roleId):
         return {"detail": self.roles.detail(applicationId, self.roles.resolve(applicationId, roleId))}
 
-    def sensitive_form(self, form):
+    def sensitive_form(self, form, applicationId):
         return opens_the_api(permission_lines(form.get("permissions", "")))
 
     def change(self, form, applicationId, roleId):

@@ -310,7 +310,7 @@ class ApplicationScreen(ConsoleResource):
     def answer_page(self) -> ApplicationScreen:
         return self
 
-    def sensitive_form(self, form: dict) -> bool:
+    def sensitive_form(self, form: dict, applicationId: str) -> bool:
         """Whether this post is sensitive by what it carries (``dashboard.sudo``), where
         the screen's writes are not all sensitive (``sensitive`` names the ones that are)."""
         return False
@@ -334,9 +334,7 @@ class ApplicationScreen(ConsoleResource):
         viewer, form = posted
         page = self.answer_page()
         try:
-            self.writer(viewer, applicationId)
-            if self.sensitive_form(form):
-                self.console.require_recent(viewer)
+            self.writer(viewer, applicationId, form=form)
             answer = change(form)
         except DomainError as error:
             kept = {"form": form} if self.keep_form else {}
@@ -348,12 +346,13 @@ class ApplicationScreen(ConsoleResource):
         else:
             page.show(req, resp, viewer, applicationId, *ids, **answer)
 
-    def writer(self, viewer, applicationId, gate: Access | None = None) -> tuple:
+    def writer(self, viewer, applicationId, gate: Access | None = None, *, form: dict | None = None) -> tuple:
         """``(app, role)`` for a write behind ``gate`` (this screen's POST gate by
         default): 403 FORBIDDEN with the permission missing (the V1 gate's refusal) or,
         for a dashboard operation, for a member or viewer; DASHBOARD_EMAIL_UNVERIFIED
         before the address is confirmed; DASHBOARD_REAUTH_REQUIRED for a ``sensitive``
-        write without a recent sign-in."""
+        write, or a ``form`` that ``sensitive_form`` finds sensitive, without a recent
+        sign-in."""
         gate = gate or self.gate("POST")
         account_id = viewer.account["_id"]
         if gate is None or gate.kind != "permission":
@@ -362,7 +361,7 @@ class ApplicationScreen(ConsoleResource):
             found = self.dashboard_access.application(account_id, applicationId)
             require(console_principal(account_id, found[0]["_id"], found[1]), gate)
             self.dashboard_access.require_verified(account_id)
-        if "POST" in self.sensitive:
+        if "POST" in self.sensitive or (form is not None and self.sensitive_form(form, applicationId)):
             self.console.require_recent(viewer)
         return found
 

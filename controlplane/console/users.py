@@ -263,10 +263,7 @@ class User(ApplicationScreen):
             return
         action = form.get("action")
         try:
-            self.writer(viewer, applicationId, ACTION_GATES.get(action))
-            if action == "assign-role" and opens_the_api(
-                    self.areas.roles.resolve(applicationId, form.get("role_id") or "")["permissions"]):
-                self.console.require_recent(viewer)
+            self.writer(viewer, applicationId, ACTION_GATES.get(action), form=form)
             notice = self.act(found[0], userId, action, form)
         except DomainError as error:
             self.show(req, resp, viewer, *found, userId, **failed(error), form=form)
@@ -275,6 +272,11 @@ class User(ApplicationScreen):
             redirect(resp, users_url(applicationId, {"q": "", "notice": "deleted"}))
             return
         redirect(resp, f"/console/applications/{applicationId}/users/{userId}?{urlencode({'notice': notice})}")
+
+    def sensitive_form(self, form, applicationId):
+        """Assigning a role that opens the V1 API (``dashboard.sudo.opens_the_api``)."""
+        return form.get("action") == "assign-role" and opens_the_api(
+            self.areas.roles.resolve(applicationId, form.get("role_id") or "")["permissions"])
 
     def act(self, app: dict, user_id: str, action: str | None, form: dict) -> str:
         """Do one action through the API's service; the notice the page then shows."""
