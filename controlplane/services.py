@@ -412,7 +412,8 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
     hosted_login = HostedLogin(oidc_authorize, PendingRequestStore(store), browser_sessions,
                                applications=applications, login=login, mfa=mfa, authenticator=authenticator,
                                sessions=sessions, users=user_directory, passwords=passwords,
-                               registration=registration, passkeys=passkeys, box=box, clock=clock)
+                               registration=registration, passkeys=passkeys, box=box, clock=clock,
+                               rate_limiter=rate_limiter, rate_limit_authorize=config.rate_limit_authorize)
     selfservice = SelfService(user_directory, sessions, mfa, passkeys, events, clock, rate_limiter, registration, roles,
                               oidc_connections, audit, rate_limit_export=config.rate_limit_export,
                               linked_identities=partial(export_of_user, identity_store, connections),

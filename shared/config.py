@@ -313,6 +313,7 @@ _VARIABLES = {
     "RATE_LIMIT_API": (_rate, "6000/60"),
     "RATE_LIMIT_MEMBER_ADD": (_rate, "30/3600"),
     "RATE_LIMIT_IP": (_rate, "300/60"),
+    "RATE_LIMIT_AUTHORIZE": (_rate, "300/60"),
     "REGISTRATION_RATE_LIMIT_MAX": (_integer(1), "600"),
     "LOG_EMAIL_BODIES": (_bool, "false"),
     "MAX_STREAMS_PER_CREDENTIAL": (_integer(1), "50"),
@@ -395,6 +396,7 @@ class Config:
     rate_limit_api: Rate
     rate_limit_member_add: Rate
     rate_limit_ip: Rate
+    rate_limit_authorize: Rate
     registration_rate_limit_max: int
     log_email_bodies: bool
     max_streams_per_credential: int

@@ -128,6 +128,13 @@ class TemporarilyUnavailable(OAuthError, ServiceUnavailable, code="temporarily_u
         self.retry_after = retry_after
 
 
+class SignInsLimited(OAuthError, ServiceUnavailable, code="temporarily_unavailable",
+                     message="Too many sign-ins were started from this network; try again in a minute."):
+    """RFC 6749 4.1.2.1's ``temporarily_unavailable`` on the redirect URI (the client
+    checked): the client IP's budget of stored authorization requests
+    (IAMGATE_RATE_LIMIT_AUTHORIZE, ``HostedLogin.begin``) is spent."""
+
+
 class AuthorizationRequestExpired(
         BadRequest, code="OIDC_AUTHORIZATION_REQUEST_EXPIRED",
         message="This sign-in request has expired or was already used. Go back to the application and try again."):

@@ -32,16 +32,24 @@ from controlplane.auth import Authenticator
 from controlplane.mfa.factor import TOTP
 from controlplane.mfa.service import MfaService
 from controlplane.oidc.authorize import AuthorizeRequest, AuthorizeService
-from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, ConsentRequired, LoginRequired
+from controlplane.oidc.errors import (
+    AccessDenied,
+    AuthorizationRequestExpired,
+    ConsentRequired,
+    LoginRequired,
+    SignInsLimited,
+)
 from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
 from controlplane.passkeys.service import PASSWORDLESS, WEBAUTHN, PasskeyService
-from controlplane.ratelimit import Unit
+from controlplane.ratelimit import RateLimiter, Unit
 from controlplane.users.directory import UserDirectory
 from controlplane.users.login import LoginService
 from controlplane.users.passwords import PasswordService
 from controlplane.users.registration import RegistrationService
 from controlplane.users.sessions import SessionService
+from shared.config import Rate
 from shared.crypto import SecretBox
+from shared.errors import RateLimited
 from shared.ids import digest, random_token
 from shared.timeutil import Clock, aware, seconds
 
@@ -125,6 +133,8 @@ class HostedLogin:
     passkeys: PasskeyService
     box: SecretBox
     clock: Clock
+    rate_limiter: RateLimiter
+    rate_limit_authorize: Rate  # IAMGATE_RATE_LIMIT_AUTHORIZE: requests stored per client IP (``_budget``)
 
     # ------------------------------------------------------------ GET /oidc/authorize
 
@@ -136,24 +146,40 @@ class HostedLogin:
         ``prompt=none`` never shows a page: ``login_required`` or ``consent_required``
         on the redirect.  A login page with a passkey challenge draws a unit of the
         client IP's (``ip``) login page budget (``passkey_options``), never of its login
-        budget: any web page can make a browser send this GET."""
+        budget: any web page can make a browser send this GET.  A page stores the request
+        first, on the client IP's budget of stored requests (``_budget``)."""
         session = self.browser_session(request.app_id, session_token)
         if session is not None and request.needs_login(session["auth_time"], int(self.clock().timestamp())):
             session = None
         if session is None:
             if "none" in request.prompt:
                 raise request.error(LoginRequired)
+            self._budget(request, ip)
             app = self.applications.get(request.app_id)
             return Step(request, page="login", handle=self._start(request, params, binding, "login"),
                         passkey=self.passkey_options(app, unit=self.login.page_unit(app, ip)) if app else None)
         if self.authorize.needs_consent(request, session["user_id"]):
             if "none" in request.prompt:
                 raise request.error(ConsentRequired)
+            self._budget(request, ip)
             signed_in = {"user_id": session["user_id"], "session_id": session["session_id"],
                          "auth_time": session["auth_time"], "amr": session.get("amr")}
             return Step(request, page="consent", handle=self._start(request, params, binding, "consent", signed_in),
                         signed_in_as=self._email(request.app_id, session["user_id"]))
         return Step(request, redirect=self._code_redirect(request, session))
+
+    def _budget(self, request: AuthorizeRequest, ip: str) -> None:
+        """Draw one unit of the client IP's budget of stored authorization requests
+        (``authorize-ip:<ip>``, IAMGATE_RATE_LIMIT_AUTHORIZE, across all applications)
+        before a page stores one: every GET that shows a page writes a pending request
+        for ten minutes, so without a bound one address could fill the store.  Spent:
+        ``temporarily_unavailable`` on the redirect URI (RFC 6749 4.1.2.1), so the
+        application gets its user back.  A redirect with a code (a live browser session
+        and consent) and ``prompt=none`` store no request and draw nothing."""
+        try:
+            self.rate_limiter.hit(f"authorize-ip:{ip}", self.rate_limit_authorize)
+        except RateLimited:
+            raise request.error(SignInsLimited) from None
 
     def browser_session(self, app_id: str, token: str | None) -> dict | None:
         """The live browser session of this cookie value for ``app_id``: not expired, its

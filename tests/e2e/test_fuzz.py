@@ -28,7 +28,7 @@ def test_both_documents_hold_against_the_running_services(processes, capsys):
 
 
 @pytest.mark.parametrize("limit", ["rate_limit_login", "rate_limit_dashboard_login", "rate_limit_register",
-                                   "rate_limit_api", "rate_limit_ip"])
+                                   "rate_limit_api", "rate_limit_ip", "rate_limit_authorize"])
 def test_the_fuzzers_own_requests_meet_no_rate_limit(limit):
     """Every limit the fuzzer's own logins, registrations and API calls count against is
     lifted, the per-IP password budget included (``make fuzz`` stopped on a 429 of its own

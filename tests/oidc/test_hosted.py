@@ -1103,6 +1103,64 @@ def test_another_sites_cookieless_gets_of_the_login_page_never_refuse_the_users_
     assert_page(signed_in, "Sign in faster next time")
 
 
+# IAMGATE_RATE_LIMIT_AUTHORIZE: every page the GET shows stores its pending request for
+# ten minutes, so the requests one address may store are bounded (authorize-ip:<ip>,
+# across applications); past it the browser goes back to the client with
+# temporarily_unavailable.  What stores no request (a code for a live session,
+# prompt=none) draws nothing.
+STORED = pytest.mark.parametrize("config_overrides", [{"rate_limit_authorize": Rate(3, 60)}], indirect=True)
+
+
+def pending_requests(ctx) -> int:
+    return ctx.store["oidc_pending_requests"].count_documents({})
+
+
+@STORED
+def test_an_address_stores_no_more_authorization_requests_than_its_budget(ctx, client, browser, rp, hosted_app,
+                                                                           oidc_client):
+    for shown in range(1, 4):
+        assert_page(browser.get(authorize_url(rp, state=f"st-{shown}")), "Sign in")
+        assert pending_requests(ctx) == shown
+    refused = browser.get(authorize_url(rp, state="st-4"))
+    assert refused.headers["location"].startswith(REDIRECT_URI + "?")
+    assert query_of(refused) == {"error": "temporarily_unavailable", "state": "st-4",
+                                 "error_description": "Too many sign-ins were started from this network; "
+                                                      "try again in a minute."}
+    assert pending_requests(ctx) == 3  # refused before anything is stored
+    other = authorize_url(oidc_client(hosted_app, name="Other"), state="st-5")
+    assert query_of(browser.get(other))["error"] == "temporarily_unavailable"  # the address's, not the client's
+    assert_page(Browser(client).get(authorize_url(rp)), "Sign in")  # another address has its own
+    assert pending_requests(ctx) == 4
+
+
+@STORED
+def test_what_stores_no_request_draws_nothing_from_the_budget(ctx, browser, rp, person):
+    consent = sign_in(browser, rp, person)  # draws one: the login page
+    assert browser.submit(consent, decision="allow").status_code == 302
+    for attempt in range(5):  # a live browser session with consent: a code each time
+        assert "code" in query_of(browser.get(authorize_url(rp, state=f"again-{attempt}")))
+    stranger = Browser(browser.client)
+    stranger.address = browser.address
+    for _ in range(5):  # prompt=none without a session: login_required, nothing stored
+        assert query_of(stranger.get(authorize_url(rp, prompt="none")))["error"] == "login_required"
+    assert_page(stranger.get(authorize_url(rp)), "Sign in")  # the second unit
+    assert_page(stranger.get(authorize_url(rp)), "Sign in")  # the third
+    assert query_of(stranger.get(authorize_url(rp)))["error"] == "temporarily_unavailable"
+
+
+@STORED
+def test_a_consent_page_draws_on_the_budget_too(browser, rp, hosted_app, person, oidc_client):
+    consent = sign_in(browser, rp, person)
+    assert browser.submit(consent, decision="allow").status_code == 302
+    other = oidc_client(hosted_app, name="Other")
+    assert_page(browser.get(authorize_url(other)), "Allow access?")  # a live session, a new client: unit two
+    assert_page(browser.get(authorize_url(other)), "Allow access?")  # three
+    refused = browser.get(authorize_url(other, state="st-9"))
+    assert query_of(refused) == {"error": "temporarily_unavailable", "state": "st-9",
+                                 "error_description": "Too many sign-ins were started from this network; "
+                                                      "try again in a minute."}
+
+
 @BUDGET
 def test_a_failed_password_draws_on_the_login_budget_and_its_page_on_the_page_budget(ctx, browser, rp, hosted_app,
                                                                                     person):
