@@ -275,7 +275,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                                  dashboard_factor, dashboard_passkeys,
                                  challenge_ttl=config.mfa_challenge_ttl, max_attempts=config.mfa_max_attempts)
     dashboard_sudo = DashboardSudo(dashboard_store, dashboard_sessions, password_guard, audit, clock,
-                                   window=config.dashboard_sudo_seconds)
+                                   dashboard_passkeys, window=config.dashboard_sudo_seconds)
     dashboard_access = DashboardAccess(dashboard_store, applications, dashboard_mfa)
     dashboard_organizations = OrganizationService(dashboard_store, dashboard_access, applications, api_keys,
                                                   rate_limiter, clock, audit,

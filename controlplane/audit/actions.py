@@ -54,8 +54,8 @@ RECORDED_ACTIONS = MappingProxyType({
     "dashboard_account.mfa_challenge": "a dashboard sign-in's second step was answered (success or failure)",
     "dashboard_account.passkey_sign_in": "a dashboard account's passkey was presented to sign in, alone or as the "
                                          "second step (success or failure)",
-    "dashboard_account.reauthenticated": "a dashboard account confirmed its password for sensitive actions "
-                                         "(success or failure)",
+    "dashboard_account.reauthenticated": "a dashboard account confirmed its password or a passkey for sensitive "
+                                         "actions (success or failure)",
     "organization.member_added": "an account was added to an organization",
     "organization.member_removed": "an account was removed from an organization",
     "organization.member_role_changed": "an organization member's role changed",

@@ -751,14 +751,35 @@ class Reauthenticate(ConsoleResource):
 
     @viewer_post
     def on_post(self, req, resp, viewer, form):
+        self.prove(req, resp, viewer, form, lambda session: self.console.sudo.reauthenticate(
+            viewer.account, schemas.REAUTHENTICATE.validate(form_values(form, schemas.REAUTHENTICATE))["password"],
+            session))
+
+    def prove(self, req, resp, viewer, form, proof: Callable[[str | None], None]) -> None:
+        """Run ``proof`` (given the session cookie), then back to ``next``; a refusal shows
+        the forms again, with the passkey's when the account has one."""
         back = console_path(form.get("next"))
         try:
-            values = schemas.REAUTHENTICATE.validate(form_values(form, schemas.REAUTHENTICATE))
-            self.console.sudo.reauthenticate(viewer.account, values["password"], req.cookies.get(SESSION_COOKIE))
+            proof(req.cookies.get(SESSION_COOKIE))
         except DomainError as error:
-            self.console.render_error(req, resp, error, "reauthenticate.html", viewer=viewer, here=back)
+            self.console.render_error(req, resp, error, "reauthenticate.html", viewer=viewer, here=back,
+                                      reauth_passkey=self.console.reauth_passkey(viewer))
             return
         redirect(resp, back + "?" + urlencode({"notice": REAUTHENTICATED}))
+
+
+class ReauthenticatePasskey(Reauthenticate):
+    """The password form's "Use a passkey" (passkeys.js posts the browser's answer): the
+    API's re-authentication with a passkey, then back to ``next`` as with the password."""
+
+    password_work = ()
+    docs = {"POST": page_doc("Confirm it is you with a passkey for sensitive actions, then return to the page",
+                             api=api.ReauthenticatePasskey.docs["POST"])}
+
+    @viewer_post
+    def on_post(self, req, resp, viewer, form):
+        self.prove(req, resp, viewer, form, lambda session: self.console.sudo.reauthenticate_with_passkey(
+            viewer.account, **passkey_answer(form), session=session))
 
 
 def console_path(path: str | None) -> str:

@@ -30,6 +30,7 @@ def add_routes(routes, services):
     routes.add(f"{BASE}/account/name", resources.AccountName(console), TAG)
     routes.add(f"{BASE}/account/verification", resources.ResendVerification(console), TAG)
     routes.add(f"{BASE}/account/reauthenticate", resources.Reauthenticate(console), TAG)
+    routes.add(f"{BASE}/account/reauthenticate/passkey", resources.ReauthenticatePasskey(console), TAG)
     routes.add(f"{BASE}/organizations", resources.Organizations(console, dashboard.organizations), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}", organization, TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}/members/{{accountId}}",

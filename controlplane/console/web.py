@@ -30,9 +30,11 @@ from controlplane.console.assets import Assets
 from controlplane.console.permissions import permissions_of
 from controlplane.dashboard.access import WRITE_ROLES
 from controlplane.dashboard.accounts import AccountService
+from controlplane.dashboard.errors import DashboardReauthRequired
 from controlplane.dashboard.sudo import DashboardSudo
 from controlplane.pages import TEMPLATES_DIR as HOSTED_TEMPLATES_DIR
 from controlplane.pages import CsrfTokenInvalid, Pages, send_page
+from controlplane.passkeys.errors import PasskeysUnavailable
 from shared.errors import DomainError, ValidationFailed
 from shared.http import DEFAULT_PER_PAGE, page_params, paginated, status_of
 
@@ -157,10 +159,24 @@ class Console:
         # The page a refused sensitive action's password form returns to (``Reauthenticate``).
         context.setdefault("here", req.path)
         context.setdefault("reauthenticated", req.get_param("notice") == REAUTHENTICATED)
+        if "reauth_passkey" not in context:  # the password form's "Use a passkey" (``_reauthenticate.html``)
+            asks = (context["error"] or {}).get("code") == DashboardReauthRequired.code
+            context["reauth_passkey"] = self.reauth_passkey(viewer) if asks and viewer else None
         html = self._env.get_template(template).render(
             **context, viewer=viewer, nonce=nonce, assets=self.assets.urls, can_write=can_write, may=may,
             csrf_token=self.pages.csrf_token(req, resp), partial=bool(req.get_header("HX-Request")))
         send_page(resp, html, policy(nonce), status=status, referrer_policy=REFERRER_POLICY)
+
+    def reauth_passkey(self, viewer: Viewer) -> dict | None:
+        """{challenge_id, options} of a re-authentication with one of the viewer's
+        passkeys (``DashboardSudo.passkey_options``), or None: no passkey, or passkeys are
+        unavailable on this server."""
+        if self.sudo.passkeys.count(viewer.account["_id"]) == 0:
+            return None
+        try:
+            return self.sudo.passkey_options(viewer.account)
+        except PasskeysUnavailable:
+            return None
 
     def render_error(self, req, resp, error: DomainError, template: str, **context) -> None:
         self.render(req, resp, template, **failed(error), **context)

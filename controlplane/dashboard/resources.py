@@ -109,6 +109,11 @@ def clear_session_cookie(resp, config: Config) -> None:
                     secure=config.cookie_secure, http_only=True, same_site="Lax")
 
 
+# The errors every passkey ceremony's second half may answer.
+_PASSKEY_CEREMONY = [ValidationFailed, UnsupportedMediaType, ChallengeInvalid, OriginMismatch, RpIdMismatch,
+                     VerificationFailed, PasskeysUnavailable]
+
+
 class _SignedIn(Resource):
     """A route of the signed-in account (the session cookie) only."""
 
@@ -339,6 +344,41 @@ class Reauthenticate(_SignedIn, Action):
         password is checked under the account's login lock (429 AUTH_ACCOUNT_LOCKED)."""
         self.sudo.reauthenticate(self.accounts.account(account_id(req)), values["password"],
                                  req.cookies.get(SESSION_COOKIE))
+
+
+class ReauthenticatePasskeyOptions(_SignedIn, Action):
+    no_store = True
+    docs = {"POST": op(body=passkey_schemas.REGISTRATION_START, response=passkey_schemas.AUTHENTICATION_OPTIONS_RESULT,
+                       errors=[ValidationFailed, UnsupportedMediaType, PasskeysUnavailable])}
+
+    def __init__(self, sudo: DashboardSudo, accounts: AccountService):
+        self.sudo, self.accounts = sudo, accounts
+
+    def act(self, req, values):
+        """Start confirming it is you with a passkey, for sensitive actions
+
+        Request options for navigator.credentials.get() offering the signed-in account's passkeys, user
+        verification required, and the challenge_id to send to POST
+        /api/dashboard/me/reauthenticate/passkey. The challenge is single use, bound to the account and valid
+        5 minutes; no sign-in accepts it."""
+        return self.sudo.passkey_options(self.accounts.account(account_id(req)))
+
+
+class ReauthenticatePasskey(_SignedIn, Action):
+    docs = {"POST": op(body=schemas.LOGIN_PASSKEY, ok=204,
+                       errors=[*_PASSKEY_CEREMONY, CredentialUnknown, UserVerificationRequired, SignCountInvalid])}
+
+    def __init__(self, sudo: DashboardSudo, accounts: AccountService):
+        self.sudo, self.accounts = sudo, accounts
+
+    def act(self, req, values):
+        """Confirm it is you with a passkey: this session may take sensitive actions again
+
+        As POST /api/dashboard/me/reauthenticate with the password: moves the calling session's proof to now.
+        The assertion answers this account's challenge from .../reauthenticate/passkey/options with one of
+        its passkeys, and must verify the user (400 PASSKEY_USER_VERIFICATION_REQUIRED)."""
+        self.sudo.reauthenticate_with_passkey(self.accounts.account(account_id(req)), **values,
+                                              session=req.cookies.get(SESSION_COOKIE))
 
 
 # ---------------------------------------------------------------- organizations
@@ -689,10 +729,6 @@ class ApiKey(_ApiKeyResource):
 
 
 # ---------------------------------------------------------------- passkeys
-
-_PASSKEY_CEREMONY = [ValidationFailed, UnsupportedMediaType, ChallengeInvalid, OriginMismatch, RpIdMismatch,
-                     VerificationFailed, PasskeysUnavailable]
-
 
 class LoginPasskeyOptions(_AccountResource):
     access = {"POST": PUBLIC}

@@ -32,7 +32,10 @@ def add_routes(routes, services):
     for path, resource in ACCOUNT_PASSKEY_RESOURCES.items():
         routes.add(f"{BASE}/{path}", resource(services.dashboard.passkeys, accounts), TAG)
     routes.add(f"{BASE}/me/password", resources.Password(accounts, config), TAG)
-    routes.add(f"{BASE}/me/reauthenticate", resources.Reauthenticate(services.dashboard.sudo, accounts), TAG)
+    for path, resource in {"me/reauthenticate": resources.Reauthenticate,
+                           "me/reauthenticate/passkey/options": resources.ReauthenticatePasskeyOptions,
+                           "me/reauthenticate/passkey": resources.ReauthenticatePasskey}.items():
+        routes.add(f"{BASE}/{path}", resource(services.dashboard.sudo, accounts), TAG)
     routes.add(f"{BASE}/organizations", resources.Organizations(organizations), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}", resources.Organization(organizations), TAG)
     routes.add(f"{BASE}/organizations/{{organizationId}}/members", resources.Members(organizations, config), TAG)

@@ -8,11 +8,13 @@ API (``opens_the_api``); or destroy an application.  So the routes and
 console pages doing these declare them ``sensitive`` (``controlplane.resource``), and a
 session may do them only within IAMGATE_DASHBOARD_SUDO_SECONDS of the last time its
 holder proved who they are: the sign-in (password, passkey, the second step) or a
-re-authentication with the password (``reauthenticate``).  Otherwise 403
+re-authentication, with the password (``reauthenticate``) or with one of the account's
+passkeys verifying the user (``reauthenticate_with_passkey``).  Otherwise 403
 DASHBOARD_REAUTH_REQUIRED, naming the route that re-authenticates.
 
 The password is checked under the account's login lock, as for a change of its second
-factors, so a stolen cookie cannot be used to guess it.  API keys are no session: the
+factors, so a stolen cookie cannot be used to guess it; a passkey's challenge is one of
+its own kind (``REAUTHENTICATION``), bound to the account, so no sign-in takes it.  API keys are no session: the
 routes they reach are not sensitive to them.  docs/dashboard.md, "Sensitive actions".
 """
 from __future__ import annotations
@@ -23,9 +25,14 @@ from datetime import datetime
 from controlplane.apikeys.service import V1_PERMISSIONS
 from controlplane.audit.context import failure, success
 from controlplane.dashboard.errors import DashboardReauthRequired
-from controlplane.dashboard.mfa import AccountFactorService
+from controlplane.dashboard.mfa import FACTOR_SCOPE, AccountFactorService
+from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.lockout import AccountLocked
+from controlplane.passkeys.credentials import REAUTHENTICATION
+from controlplane.passkeys.errors import ChallengeInvalid
+from controlplane.passkeys.service import WEBAUTHN
 from controlplane.passwords import WrongPassword
+from shared.errors import DomainError
 from shared.rbac import matches
 from shared.timeutil import seconds
 
@@ -54,6 +61,7 @@ def opens_the_api(permissions) -> bool:
 class DashboardSudo(AccountFactorService):
     """``window``: IAMGATE_DASHBOARD_SUDO_SECONDS."""
 
+    passkeys: DashboardPasskeys
     _: KW_ONLY
     window: int
 
@@ -68,11 +76,43 @@ class DashboardSudo(AccountFactorService):
         its raw id) may act sensitively for another window.  Checked under the login lock
         (422 INVALID_PASSWORD, 429 AUTH_ACCOUNT_LOCKED); each attempt is an audit record of
         the account's organizations, a failure with its reason."""
+        data = {"method": "password"}
         try:
             self._check_password(account, password)
         except (WrongPassword, AccountLocked) as error:
             self._record("dashboard_account.reauthenticated", account, failure(
-                "locked" if isinstance(error, AccountLocked) else "invalid_password"), {})
+                "locked" if isinstance(error, AccountLocked) else "invalid_password"), data)
             raise
         self.sessions.reauthenticate(session)
-        self._record("dashboard_account.reauthenticated", account, success(), {})
+        self._record("dashboard_account.reauthenticated", account, success(), data)
+
+    def passkey_options(self, account: dict) -> dict:
+        """{challenge_id, options} for ``reauthenticate_with_passkey``: the account's
+        passkeys, user verification required, single use, 5 minutes; 503
+        PASSKEY_UNAVAILABLE without a relying party."""
+        return self.passkeys.credentials.request_options(FACTOR_SCOPE, subject_id=account["_id"],
+                                                         kind=REAUTHENTICATION)
+
+    def reauthenticate_with_passkey(self, account: dict, *, challenge_id: str, credential: dict,
+                                    session: str | None) -> None:
+        """One of the account's passkeys, verifying the user, proves its holder again, as
+        the password does (``reauthenticate``).  The challenge must be this account's
+        re-authentication challenge (400 PASSKEY_CHALLENGE_INVALID: unknown, used,
+        expired, a sign-in's, another account's), the credential one of its passkeys (400
+        PASSKEY_CREDENTIAL_UNKNOWN), the assertion verified with the UV flag (400
+        PASSKEY_USER_VERIFICATION_REQUIRED, PASSKEY_*).  Each attempt with a known
+        passkey is an audit record, as a password's is."""
+        credentials = self.passkeys.credentials
+        challenge = credentials.take(FACTOR_SCOPE, challenge_id, REAUTHENTICATION)
+        if challenge["user_id"] != account["_id"]:
+            raise ChallengeInvalid()
+        passkey = credentials.asserted_passkey(FACTOR_SCOPE, challenge, credential)
+        data = {"method": WEBAUTHN, "passkey_id": passkey["_id"]}
+        try:
+            credentials.verify_use(FACTOR_SCOPE, challenge, passkey, credential)
+        except DomainError as error:
+            self._record("dashboard_account.reauthenticated", account,
+                         failure(error.code.removeprefix("PASSKEY_").lower()), data)
+            raise
+        self.sessions.reauthenticate(session)
+        self._record("dashboard_account.reauthenticated", account, success(), data)

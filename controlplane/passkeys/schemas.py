@@ -31,6 +31,8 @@ def challenge_id_field() -> String:
 
 
 # Read and checked although empty, so a malformed body is refused like anywhere else.
+# The body of a ceremony's start that takes no field (a registration's options, the
+# dashboard's re-authentication's).
 REGISTRATION_START = Schema({}, description="an empty JSON object")
 
 REGISTRATION_VERIFY = Schema({

@@ -657,7 +657,7 @@ def _dashboard_reauthenticated(env):
     account = env.dashboard_account
     response = ok(env.dashboard("POST", "/me/reauthenticate", json={"password": account.password}), 204)
     return Expect(response, ("dashboard_account", account.id), ("dashboard_account", account.id),
-                  application_id=None)
+                  application_id=None, data={"method": "password"})
 
 
 # ---------------------------------------------------------------- the tests

@@ -98,3 +98,44 @@ def test_a_member_sent_to_enrol_adds_a_passkey_and_signs_in_with_it(live_server,
     heading(browser, "Applications")
     assert member.email in browser.find_element(By.ID, "session-expiry").text
     assert console_errors(browser) == []
+
+
+def test_a_passkey_confirms_it_is_you_for_a_sensitive_action(live_server, browser, check_page, ctx, clock,
+                                                               make_dashboard_account):
+    """Past the sudo window, creating an API key asks for a recent proof; "Use a passkey
+    instead" beside the password form answers it with the account's passkey, and the
+    page comes back to repeat the action."""
+    owner = make_dashboard_account(name="Olivia Owner")
+    app_id = owner.post(APPS, json={"name": "Shop"}).json["data"]["id"]
+    browser.add_virtual_authenticator(platform())
+    browser.get(f"{live_server}/console/sign-in")
+    fill(browser, {"email": owner.email, "password": owner.password})
+    submit(browser, "Sign in")
+    heading(browser, "Applications")
+    browser.get(f"{live_server}/console/account/security")
+    fill(browser, {"name": "Laptop"})
+    browser.find_element(By.ID, "a-password").send_keys(owner.password)
+    waiting(browser).until(expected_conditions.visibility_of_element_located(
+        (By.CSS_SELECTOR, "button[data-passkey-button]"))).click()
+    waiting(browser).until(lambda b: "Passkey added." in b.find_element(By.TAG_NAME, "main").text,
+                           message="no passkey added")
+
+    clock.advance(ctx.config.dashboard_sudo_seconds)
+    browser.get(f"{live_server}/console/applications/{app_id}/api-keys")
+    fill(browser, {"name": "CD"})
+    submit(browser, "Create key")
+    waiting(browser).until(lambda b: "DASHBOARD_REAUTH_REQUIRED" in b.find_element(By.TAG_NAME, "main").text)
+    assert ctx.api_keys.list(app_id) == []
+    check_page("console-api-key-reauth-passkey")
+    waiting(browser).until(expected_conditions.visibility_of_element_located(
+        (By.CSS_SELECTOR, "button[data-passkey-button]"))).click()
+    waiting(browser).until(lambda b: "Repeat the action" in b.find_element(By.TAG_NAME, "main").text,
+                           message="the passkey did not re-authenticate")
+    fill(browser, {"name": "CD"})
+    submit(browser, "Create key")
+    heading(browser, "API keys of Shop")
+    assert [key["name"] for key in ctx.api_keys.list(app_id)] == ["CD"]
+    record = ctx.store["events"].find_one({"action": "dashboard_account.reauthenticated"})
+    assert record["data"]["method"] == "webauthn" and record["result"] == {"status": "success"}
+    errors = console_errors(browser)  # the refusal's document is a 403
+    assert all("/api-keys" in error and "status of 403" in error for error in errors), errors
