@@ -304,8 +304,8 @@ class ConnectionFlow:
         providers keep the ID Token small; its ``sub`` MUST be the ID Token's (5.3.2)."""
         if mapping.claim(claims, connection.claim_mapping.email) or not connection.endpoints.userinfo_endpoint:
             return claims
-        info = self._provider(lambda: self.http.get_json(connection.endpoints.userinfo_endpoint,
-                                                          headers=_bearer(access_token)))
+        info = self._provider(lambda: self.http.get_object(connection.endpoints.userinfo_endpoint,
+                                                            headers=_bearer(access_token)))
         if info.get("sub") != claims["sub"]:
             raise ConnectionCallbackInvalid("The provider's UserInfo answer is about another subject.",
                                             details={"reason": "userinfo_sub"})
@@ -318,7 +318,7 @@ class ConnectionFlow:
         endpoint = connection.endpoints.userinfo_endpoint
         if not endpoint:
             raise ConnectionProviderError("the connection has no user API endpoint")
-        user = self._provider(lambda: self.http.get_json(endpoint, headers=_bearer(access_token)))
+        user = self._provider(lambda: self.http.get_object(endpoint, headers=_bearer(access_token)))
         subject = user.get("id", user.get("sub"))
         if isinstance(subject, bool) or not isinstance(subject, int | str) or str(subject) == "":
             raise ConnectionProviderError("the user API's answer has no id")

@@ -52,21 +52,21 @@ class ProviderHttp:
         return self._call("GET", url, headers=headers)
 
     def get_object(self, url: str, *, headers=None) -> dict:
-        """GET ``url`` and answer its JSON object (a discovery document, a JWK Set)."""
-        document = self._call("GET", url, headers=headers)
-        if not isinstance(document, dict):
-            raise ProviderError(f"{url} did not answer a JSON object")
-        return document
+        """GET ``url`` and answer its JSON object (a discovery document, a JWK Set, a
+        UserInfo answer, a user API's user)."""
+        return _object(url, self._call("GET", url, headers=headers))
 
-    def post_form(self, url: str, data, *, auth=None, headers=None) -> dict | list:
-        """POST ``data`` form-encoded and answer the JSON (a token response is an object).  ``auth`` is
-        ``(client_id, client_secret)``, sent as HTTP Basic with each part form-encoded
-        first, as RFC 6749 section 2.3.1 requires (client_secret_basic)."""
+    def post_form(self, url: str, data, *, auth=None, headers=None) -> dict:
+        """POST ``data`` form-encoded and answer its JSON object (a token response is one,
+        RFC 6749 5.1; anything else is a ProviderError, never a crash of the caller's
+        ``.get``).  ``auth`` is ``(client_id, client_secret)``, sent as HTTP Basic with
+        each part form-encoded first, as RFC 6749 section 2.3.1 requires
+        (client_secret_basic)."""
         headers = dict(headers or {})
         if auth is not None:
             user, password = (quote_plus(part) for part in auth)
             headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        return self._call("POST", url, headers=headers, data=data)
+        return _object(url, self._call("POST", url, headers=headers, data=data))
 
     def check_url(self, url: str) -> None:
         """The rules every call applies, checked now (a URL an administrator configures):
@@ -148,6 +148,12 @@ class ProviderHttp:
 
     def _too_slow(self, url: str) -> str:
         return f"{url} did not answer within {self.timeout} seconds"
+
+
+def _object(url: str, document: dict | list) -> dict:
+    if not isinstance(document, dict):
+        raise ProviderError(f"{url} did not answer a JSON object")
+    return document
 
 
 def _json_answer(url: str, response, body: bytes) -> dict | list:

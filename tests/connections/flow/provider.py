@@ -56,6 +56,7 @@ class Provider:
         self.refresh_fails = False
         self.expires_in = 3600
         self.emails_answer: object = None   # the /user/emails answer (GitHub's is a JSON array)
+        self.answer_as: dict = {}  # path -> a JSON body answered (200) in place of the route's own
         self._key, self.kid = _key(), secrets.token_hex(4)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.issuer = f"http://127.0.0.1:{self._server.server_port}"
@@ -144,6 +145,8 @@ class Provider:
                     return self._json(200, provider.jwks())
                 if url.path == "/authorize":
                     return self._authorize(query)
+                if url.path in provider.answer_as:
+                    return self._json(200, provider.answer_as[url.path])
                 account = self._account()
                 if account is None:
                     return self._json(401, {"error": "invalid_token"})
@@ -177,6 +180,8 @@ class Provider:
                 provider.token_requests.append({"form": form, "authorization": self.headers.get("Authorization")})
                 if self.path != "/token":
                     return self._json(404, {"error": "not_found"})
+                if self.path in provider.answer_as:
+                    return self._json(200, provider.answer_as[self.path])
                 if not self._client_ok(form):
                     return self._json(401, {"error": "invalid_client"})
                 if form.get("grant_type") == "refresh_token":

@@ -393,6 +393,26 @@ def test_github_style_primary_verified_email_counts_as_verified(client, idp_app,
     assert _identity_after_sign_in(client, idp_app, connection)["email_verified"] is True
 
 
+@pytest.mark.parametrize("path, kind", [("/token", "oidc"), ("/userinfo", "oidc"), ("/token", "oauth2"),
+                                        ("/user", "oauth2")])
+def test_a_provider_answering_an_array_where_an_object_belongs_is_refused_in_words(
+        client, ctx, idp_app, provider, add_connection, path, kind):
+    """A token response, a UserInfo answer and a user API's user are JSON objects; an
+    array from a broken provider (or an attacker's own connection) is 502
+    CONNECTION_PROVIDER_ERROR, audited as every refused callback is, never a crash."""
+    connection = add_connection(idp_app, provider) if kind == "oidc" else \
+        _github_connection(idp_app, provider, add_connection)
+    if path == "/userinfo":
+        provider.id_token_claims = {"email": None}  # the ID Token lacks the email: UserInfo is asked
+    provider.answer_as[path] = [{"access_token": "at", "sub": "s", "id": 1}]
+    browser = Browser(client, idp_app)
+    answer = browser.at_provider(browser.start(connection.id))
+    error = assert_error(browser.callback(answer, redirect_uri=REDIRECT), 502, "CONNECTION_PROVIDER_ERROR")
+    assert f"{path} did not answer a JSON object" in error["message"]
+    refused = ctx.store["events"].find_one({"action": "user.login", "result.status": "failure"})
+    assert refused["result"]["reason"].startswith("connection_provider_error")
+
+
 def test_parallel_callbacks_with_one_state_sign_in_once(client, ctx, idp_app, connection):
     browser = Browser(client, idp_app)
     params = browser.at_provider(browser.start(connection.id))
