@@ -2,9 +2,13 @@
 pinned ``jwks_uri``, kept in MongoDB (``connection_jwks``) so every replica checks with
 the same set and a sign-in does not fetch it each time.
 
-Fetched on first use and again only when a token names a key the set does not hold
-(``idtoken.verify_id_token`` asks once per token): a rotation at the provider is picked up,
-and a token with a made-up ``kid`` costs one fetch, never more.
+Fetched on first use, again when a token names a key the set does not hold
+(``idtoken.verify_id_token`` asks once per token: a rotation at the provider is picked up,
+and a token with a made-up ``kid`` costs one fetch, never more), and again once the set
+is ``LIFETIME`` old: a provider that withdraws a key (a leaked one) must be heard, or
+tokens signed with it would pass for as long as the stored set lived.  A set the
+provider no longer serves is never used past its lifetime: the sign-in fails with the
+provider's error, as its token endpoint's would.
 """
 from __future__ import annotations
 
@@ -12,9 +16,10 @@ from pymongo import ReturnDocument
 
 from controlplane.collection import Collection
 from controlplane.connections.discovery import fetch_jwks
-from shared.timeutil import Clock
+from shared.timeutil import Clock, aware, seconds
 
 INDEXES = {"connection_jwks": []}
+LIFETIME = 3600  # seconds a fetched set is trusted before it is fetched again
 
 
 class JwksCache(Collection):
@@ -26,9 +31,11 @@ class JwksCache(Collection):
         self.clock = clock
 
     def keys(self, connection) -> dict:
-        """The stored set of the connection's current ``jwks_uri``, fetched when missing."""
+        """The stored set of the connection's current ``jwks_uri``, fetched when missing
+        or older than ``LIFETIME``."""
         doc = self._docs.find_one({"_id": connection.id, "app_id": connection.application_id})
-        if doc is not None and doc.get("jwks_uri") == connection.endpoints.jwks_uri:
+        if (doc is not None and doc.get("jwks_uri") == connection.endpoints.jwks_uri
+                and self.clock() - aware(doc["fetched_at"]) < seconds(LIFETIME)):
             return doc["jwks"]
         return self.refresh(connection)
 

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 import requests
 
+from controlplane.connections.jwks import LIFETIME as JWKS_LIFETIME
 from tests.conftest import assert_error, events_of, in_parallel
 from tests.connections.flow.conftest import REDIRECT, Browser
 from tests.connections.flow.provider import CLIENT_ID
@@ -328,6 +329,41 @@ def test_a_rotated_key_is_picked_up_by_the_one_refresh(client, idp_app, provider
     provider.rotate()
     assert Browser(client, idp_app).sign_in(connection.id).status_code == 200
     assert provider.jwks_fetches == 2
+
+
+def signed_now(provider, clock) -> None:
+    """The scripted provider dates its ID Tokens by the test's clock (it is moved ahead)."""
+    now = int(clock().timestamp())
+    provider.id_token_claims = {"iat": now, "exp": now + 300}
+
+
+def test_the_jwks_is_fetched_again_once_an_hour_old(client, clock, idp_app, provider, connection):
+    assert Browser(client, idp_app).sign_in(connection.id).status_code == 200
+    clock.advance(JWKS_LIFETIME - 1)
+    signed_now(provider, clock)
+    assert Browser(client, idp_app).sign_in(connection.id).status_code == 200
+    assert provider.jwks_fetches == 1  # within the hour: the stored set
+    clock.advance(1)
+    signed_now(provider, clock)
+    assert Browser(client, idp_app).sign_in(connection.id).status_code == 200
+    assert provider.jwks_fetches == 2
+
+
+def test_a_key_the_provider_withdrew_stops_verifying_once_the_set_is_fetched_again(client, clock, idp_app,
+                                                                                   provider, connection):
+    """A provider withdraws a (leaked) signing key from its JWKS; whoever holds that key
+    signs ID Tokens under its old ``kid``.  The stored set names it, so the unknown-kid
+    refresh never runs: only the set's lifetime makes the withdrawal heard."""
+    assert Browser(client, idp_app).sign_in(connection.id).status_code == 200
+    leaked, leaked_kid = provider._key, provider.kid
+    provider.rotate()
+    published = provider.jwks()  # only the new key from now on
+    provider.jwks = lambda: published
+    provider._key, provider.kid = leaked, leaked_kid  # the holder of the leaked key signs
+    clock.advance(JWKS_LIFETIME)
+    signed_now(provider, clock)
+    error = assert_error(Browser(client, idp_app).sign_in(connection.id), 400, "CONNECTION_CALLBACK_INVALID")
+    assert "kid" in error["message"]
 
 
 # ---------------------------------------------------------------- MFA, GitHub
