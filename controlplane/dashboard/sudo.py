@@ -14,8 +14,9 @@ DASHBOARD_REAUTH_REQUIRED, naming the route that re-authenticates.
 
 The password is checked under the account's login lock, as for a change of its second
 factors, so a stolen cookie cannot be used to guess it; a passkey's challenge is one of
-its own kind (``REAUTHENTICATION``), bound to the account, so no sign-in takes it.  API keys are no session: the
-routes they reach are not sensitive to them.  docs/dashboard.md, "Sensitive actions".
+its own kind (``REAUTHENTICATION``), bound to the account, so no sign-in takes it.  API
+keys are no session: the routes they reach are not sensitive to them.
+docs/dashboard.md, "Sensitive actions".
 """
 from __future__ import annotations
 
