@@ -162,14 +162,15 @@ REAUTHENTICATE_ROUTE = "/api/dashboard/me/reauthenticate"
 
 class DashboardReauthRequired(Forbidden, code="DASHBOARD_REAUTH_REQUIRED",
                               message="Confirm your password to continue: this action needs a recent sign-in "
-                                      "(POST /api/dashboard/me/reauthenticate, then try again).",
-                              detail_names=("reauthenticate",)):
+                                      "(POST /api/dashboard/me/reauthenticate, or a passkey through "
+                                      "POST /api/dashboard/me/reauthenticate/passkey/options, then try again).",
+                              detail_names=("reauthenticate", "reauthenticate_passkey")):
     """A sensitive action (``Resource.sensitive``) by a session whose holder last proved
     who they are longer ago than IAMGATE_DASHBOARD_SUDO_SECONDS: a stolen session cookie
     alone buys no lasting access (docs/dashboard.md, "Sensitive actions")."""
 
     def __init__(self):
-        super().__init__(REAUTHENTICATE_ROUTE)
+        super().__init__(REAUTHENTICATE_ROUTE, f"{REAUTHENTICATE_ROUTE}/passkey/options")
 
 
 class OwnerMfaMissing(Conflict, code="ORGANIZATION_OWNER_MFA_REQUIRED",

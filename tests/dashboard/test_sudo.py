@@ -86,7 +86,8 @@ def test_an_old_session_is_asked_to_reauthenticate_and_nothing_is_written(
     refused = action(dashboard_account, dashboard_app, member, outsider)
 
     error = assert_error(refused, 403, "DASHBOARD_REAUTH_REQUIRED")
-    assert error["details"] == {"reauthenticate": REAUTHENTICATE}
+    assert error["details"] == {"reauthenticate": REAUTHENTICATE,
+                                "reauthenticate_passkey": f"{REAUTHENTICATE}/passkey/options"}
     assert written(ctx, dashboard_account, dashboard_app, member, outsider) == before
     assert reauthenticate(dashboard_account).status_code == 204
     assert action(dashboard_account, dashboard_app, member, outsider).status_code in (200, 201, 204)
