@@ -14,7 +14,11 @@ from controlplane.oidc.connections import ConnectionService
 from controlplane.users.errors import UserNotFound
 from controlplane.users.sessions import SessionService
 from controlplane.users.store import UserStore
+from shared.errors import Conflict
+from shared.stamps import next_stamp
 from shared.timeutil import Clock
+
+STAMP_ATTEMPTS = 5  # tries of the suspension's conditional write against racing stamps
 
 
 @dataclass(eq=False)
@@ -34,12 +38,26 @@ class UserAdminService:
 
     def suspend(self, app_id: str, user_id: str) -> dict:
         """Suspend: the user's tokens stop at once (status is checked live), its sessions
-        and OIDC grants are revoked, login answers 403 AUTH_ACCOUNT_SUSPENDED.  Idempotent."""
-        now = self.clock()
-        user = self.users.update(app_id, user_id, {"status": "suspended", "suspended_at": now, "updated_at": now},
-                                 when={"status": "active"})
-        if user is None:
-            return self._unchanged(app_id, user_id)
+        and OIDC grants are revoked, login answers 403 AUTH_ACCOUNT_SUSPENDED.  Idempotent.
+
+        The account is stamped anew too (``tokens_not_before``) in the write that
+        suspends it, so what was proven before the suspension proves nothing after an
+        unsuspend: an access token issued before it, an MFA challenge a login opened
+        before it, a sign-in whose password check it raced (``SessionService.issue``)."""
+        for _ in range(STAMP_ATTEMPTS):
+            now = self.clock()
+            read = self.users.get(app_id, user_id)
+            if read is None or read.get("status") != "active":
+                return self._unchanged(app_id, user_id)
+            previous = read.get("tokens_not_before")
+            user = self.users.update(app_id, user_id, {
+                "status": "suspended", "suspended_at": now, "updated_at": now,
+                "tokens_not_before": next_stamp(previous, now),
+            }, when={"status": "active", "tokens_not_before": previous})
+            if user is not None:
+                break
+        else:  # the account was stamped by another change at every attempt
+            raise Conflict("The user changed during the suspension; try again.")
         # Status first, then sessions and grants: a crash in between leaves sessions and
         # grants whose refresh is refused (and revoked) because the user is not active.
         self.sessions.revoke_user(app_id, user_id, reason="suspended", now=now)

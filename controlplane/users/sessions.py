@@ -26,7 +26,7 @@ from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.oidc.connections import ConnectionService
 from controlplane.tokens import TokenService
-from controlplane.users.errors import InvalidCredentials, RefreshTokenRejected
+from controlplane.users.errors import AccountSuspended, InvalidCredentials, RefreshTokenRejected
 from controlplane.users.serializers import serialize_user
 from controlplane.users.store import SessionStore, UserStore
 from shared.ids import digest, new_id, random_token
@@ -95,12 +95,16 @@ class SessionService:
         }
         self.sessions.insert(session)
         current = self.users.update(app_id, user_id, {"last_login_at": now})
-        if stamped_since(user, current) or password_changed_since(user, current):
-            # The credential was checked against the account before it was taken back, or
-            # before its password changed (the change revoked the sessions stored by then).
+        if current is None or current.get("status") != "active" or stamped_since(user, current) \
+                or password_changed_since(user, current):
+            # The credential was checked against the account before it was suspended,
+            # deleted, taken back, or before its password changed (each of which revoked
+            # the sessions stored by then).
             self.sessions.revoke(app_id, session["_id"], now, "stale_sign_in")
-            raise InvalidCredentials("The account's password was changed or reset, or the account handed over to its "
-                                     "email's owner, during this sign-in.")
+            if current is not None and current.get("status") == "suspended":
+                raise AccountSuspended()
+            raise InvalidCredentials("The account's password was changed or reset, or the account suspended, deleted "
+                                     "or handed over to its email's owner, during this sign-in.")
         self._enforce_session_limit(app, user_id, now)
         self.events.emit(app_id, "user.login", {**(login_data or {}), "user_id": user_id, "session_id": session["_id"]},
                          subject={"user_id": user_id})

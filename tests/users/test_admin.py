@@ -3,7 +3,9 @@ import pytest
 
 from shared.ids import new_id
 from tests.conftest import assert_error, events_of
-from tests.plugins.users import PASSWORD
+from tests.mfa.conftest import STEP, enable_mfa, rfc6238  # noqa: F401  (enable_mfa is a fixture)
+from tests.plugins.users import PASSWORD, fresh_address, users_url
+from tests.users.test_tokens import probe
 
 
 @pytest.fixture
@@ -153,6 +155,59 @@ def test_unsuspend(client, post, org_app, member, make_user, ctx):
     # Unsuspending an active user changes nothing.
     assert suspend(client, org_app, user["id"], cookies, "unsuspend").status_code == 200
     assert len(events_of(ctx, "user.unsuspended")) == 1
+
+
+# A suspension ends what was proven before it, whatever comes after: the write that
+# suspends also stamps the account (tokens_not_before), and a sign-in re-reads the
+# account's status after storing its session.
+
+
+def refresh(client, app, refresh_token):
+    return client.simulate_post(users_url(app, "/token/refresh"), json={"refresh_token": refresh_token},
+                                remote_addr=fresh_address())
+
+
+def test_a_login_racing_a_suspension_gets_no_session(client, ctx, org_app, make_user, monkeypatch):
+    """The suspension lands while the login checks the password (bcrypt): it revoked
+    the sessions stored by then, so the login's own, stored after, must not live on
+    and come back when the user is unsuspended."""
+    user = make_user(org_app)
+    guard = ctx.users.login.password_guard
+    check = guard.check
+
+    def check_then_suspend(*args, **kwargs):
+        right = check(*args, **kwargs)
+        ctx.users.admin.suspend(org_app["_id"], user["id"])
+        return right
+
+    monkeypatch.setattr(guard, "check", check_then_suspend)
+    login = client.simulate_post(users_url(org_app, "/login"), remote_addr=fresh_address(),
+                                 json={"email": user["email"], "password": PASSWORD})
+    monkeypatch.undo()
+    assert_error(login, 403, "AUTH_ACCOUNT_SUSPENDED")
+    assert ctx.store["sessions"].count_documents({"user_id": user["id"], "revoked_at": None}) == 0
+    assert events_of(ctx, "user.login") == []
+
+
+def test_what_was_proven_before_a_suspension_proves_nothing_after_the_unsuspension(
+        client, ctx, org_app, make_user_token, enable_mfa, clock):  # noqa: F811
+    token = make_user_token(org_app)
+    mfa_user = enable_mfa(org_app, make_user_token(org_app))
+    opened = client.simulate_post(users_url(org_app, "/login"), remote_addr=fresh_address(),
+                                  json={"email": mfa_user.email, "password": mfa_user.password})
+    challenge = opened.json["data"]["challenge_token"]
+    for user_id in (token.user["id"], mfa_user.id):
+        ctx.users.admin.suspend(org_app["_id"], user_id)
+        ctx.users.admin.unsuspend(org_app["_id"], user_id)
+    clock.advance(STEP)
+
+    assert_error(probe(client, org_app, token.access_token), 401)  # the access token issued before the suspension
+    assert_error(refresh(client, org_app, token.refresh_token), 401)  # its session was revoked
+    answer = client.simulate_post(users_url(org_app, "/mfa/verify"), remote_addr=fresh_address(),
+                                  json={"challenge_token": challenge, "code": rfc6238(mfa_user.secret, clock())})
+    assert_error(answer, 401)  # the challenge a login opened before the suspension
+    assert client.simulate_post(users_url(org_app, "/login"), remote_addr=fresh_address(), json={
+        "email": token.user["email"], "password": token.password}).status_code == 200  # a sign-in anew works
 
 
 @pytest.mark.parametrize("action", ["suspend", "unsuspend"])
