@@ -12,7 +12,7 @@ from controlplane.oidc.resources import (
     upstream,
     userinfo,
 )
-from controlplane.oidc.upstream import CALLBACK_PATH, LINK_PATH, OWN_CALLBACK_PATH
+from controlplane.oidc.upstream import CALLBACK_PATH, LINK_PATH, OWN_CALLBACK_PATH, RETIRED_CALLBACK_PATH
 
 V1 = "/api/v1/applications/{applicationId}"
 TAG = "oidc"
@@ -32,7 +32,8 @@ def add_routes(routes, services):
                    page(services.oidc.hosted, services.oidc.upstream, services.pages, cookie_secure=secure,
                         trusted_proxies=proxies), TAG)
     for path, callback in ((CALLBACK_PATH, upstream.ConnectionCallback),
-                           (OWN_CALLBACK_PATH, upstream.ConnectionOwnCallback)):
+                           (OWN_CALLBACK_PATH, upstream.ConnectionOwnCallback),
+                           (RETIRED_CALLBACK_PATH, upstream.RetiredConnectionCallback)):
         routes.add(path, callback(services.oidc.upstream, services.pages, cookie_secure=secure,
                                   trusted_proxies=proxies), TAG)
     routes.add(LINK_PATH, upstream.HostedLink(services.oidc.hosted, services.oidc.upstream, services.pages,

@@ -9,10 +9,15 @@ when its ``login_hint``'s domain is claimed (what Logto calls ``direct_sign_in``
 Each way starts the connection's sign-in (``ConnectionFlow.start``) for the pending
 authorization request, which stays at its login stage: the browser goes to the provider
 with a fresh binding in its own cookie, and the provider sends it back to the
-connection's redirect URI (``redirect_uri``): the application's
-callback, ``/oidc/connections/{applicationId}/callback``, for a provider that sends
-RFC 9207's ``iss``, and the connection's own, ``.../callback/{connectionId}``, for one
-that does not (the mix-up defence, RFC 9700 4.4.2).  The callback finishes the sign-in
+connection's redirect URI (``redirect_uri``): the application's callback,
+``/oidc/connections/{applicationId}/callback``, for a provider that sends RFC 9207's
+``iss``, and the connection's own,
+``/oidc/connections/{applicationId}/{connectionId}/callback``, for one that does not (the
+mix-up defence, RFC 9700 4.4.2).  None is below another: GitHub accepts any redirect URI
+below the registered one, so an own callback below the application's (where it was,
+``RETIRED_CALLBACK_PATH``) or below another connection's would let a provider registered
+there send its code back to another connection, which would post it to its own token
+endpoint.  The callback finishes the sign-in
 (``ConnectionFlow.finish``: state, binding, the mix-up checks and the id_token) and the
 request goes on as after a password: the MFA step when the application requires it,
 consent, then the code for the client.  The pending request is still bound to the
@@ -32,8 +37,12 @@ from shared.ids import random_token
 
 CONNECTIONS_PATH = "/oidc/connections"
 CALLBACK_PATH = CONNECTIONS_PATH + "/{applicationId}/callback"
-# A subpath of the application's callback: GitHub accepts it where the callback is registered.
-OWN_CALLBACK_PATH = CALLBACK_PATH + "/{connectionId}"
+# Beside the application's callback, not below it nor below another connection's own: a
+# provider that accepts redirect URIs below the registered one (GitHub) accepts no other's.
+OWN_CALLBACK_PATH = CONNECTIONS_PATH + "/{applicationId}/{connectionId}/callback"
+# Where a connection's own was, below the application's callback: it answers a page that
+# says it moved and reads nothing of the answer (docs/connections.md, "Upgrading").
+RETIRED_CALLBACK_PATH = CALLBACK_PATH + "/{connectionId}"
 LINK_PATH = CONNECTIONS_PATH + "/link"
 BINDING_COOKIE = "iamgate_connection"  # the browser binding of a sign-in through a connection
 LINK = "link"  # the pending request's stage (and page) while a verify-mode link waits for proof

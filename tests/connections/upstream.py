@@ -235,8 +235,9 @@ def redirect_params(response: requests.Response) -> dict[str, str]:
 
 
 def callback_url(live_url, app, connection_id: str | None = None) -> str:
-    """The application's callback, or with ``connection_id`` that connection's own."""
-    return f"{live_url}/oidc/connections/{app['_id']}/callback" + (f"/{connection_id}" if connection_id else "")
+    """The application's callback, or with ``connection_id`` that connection's own (beside
+    the application's, not below it)."""
+    return f"{live_url}/oidc/connections/{app['_id']}" + (f"/{connection_id}" if connection_id else "") + "/callback"
 
 
 @pytest.fixture

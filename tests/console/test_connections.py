@@ -62,8 +62,10 @@ def test_create_from_a_preset_lists_it_and_never_shows_the_secret(owner, ctx, da
     for mode in ("none", "verify", "trusted_email"):
         assert f'id="f-linking-{mode}"' in detail.text and f'id="h-linking-{mode}"' in detail.text
     assert "Risk: an account takeover" in detail.text
-    # GitHub sends no iss: the connection's own redirect URI (the mix-up defence), below the application's callback.
-    assert f"/oidc/connections/{app_id}/callback/{connection.id}</code> at the provider" in detail.text
+    # GitHub sends no iss: the connection's own redirect URI (the mix-up defence), beside the application's
+    # callback (GitHub accepts any redirect URI below the registered one), to register exactly.
+    assert f"/oidc/connections/{app_id}/{connection.id}/callback</code> at the provider" in detail.text
+    assert "Register exactly this one" in detail.text
     assert "does not send <code>iss</code>" in detail.text
 
 

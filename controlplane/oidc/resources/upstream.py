@@ -1,6 +1,7 @@
 """The hosted login's side of a sign-in through a connection (``controlplane.oidc.upstream``):
-the provider's answer at ``/oidc/connections/{applicationId}/callback``, and the link
-page's posts at ``/oidc/connections/link``.  Both sit under ``/oidc/connections``, the
+the provider's answer at ``/oidc/connections/{applicationId}/callback`` or at a
+connection's own ``/oidc/connections/{applicationId}/{connectionId}/callback``, and the
+link page's posts at ``/oidc/connections/link``.  All sit under ``/oidc/connections``, the
 only path the binding cookie is sent to."""
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE
 from controlplane.passkeys.errors import PasskeysDisabled, PasskeysUnavailable
 from controlplane.users.errors import AccountSuspended, InvalidCredentials, LoginsLimited
-from shared.errors import DomainError, ValidationFailed
+from shared.errors import DomainError, NotFound, ValidationFailed
 from shared.http import client_ip, no_store, status_of
 
 # What a provider's answer can come to besides the next page: the error page, in words.
@@ -42,6 +43,9 @@ _TITLES = {ConnectionEmailExists: "This email already has an account",
            ConnectionProviderError: "The sign-in provider did not answer",
            ConnectionCallbackInvalid: "The sign-in provider's answer was refused",
            ConnectionStateInvalid: "This sign-in has expired"}
+_MOVED = ("The sign-in provider sent you back to an address this service no longer uses. Its administrator must "
+          "register the connection's new redirect URI, shown on the connection's page in the console, at the "
+          "provider. Go back to the application and sign in again once that is done.")
 
 
 class ConnectionCallback(HostedFlowResource):
@@ -62,7 +66,8 @@ class ConnectionCallback(HostedFlowResource):
         """Hosted login: the provider's answer for a sign-in through a connection
 
         The redirect URI to register at a provider that sends iss (RFC 9207), per application; a connection
-        whose provider does not has its own (.../callback/{connectionId}). The authorization response (code,
+        whose provider does not has its own (/oidc/connections/{applicationId}/{connectionId}/callback,
+        beside this one: GitHub accepts redirect URIs below the registered one). The authorization response (code,
         state, iss; or error) is checked (the state is single use and bound to this browser by the cookie
         iamgate_connection; iss per RFC 9207; the id_token), then the authorization request that started it
         goes on: the MFA page when the user has a second factor, the consent page, or 302 to the client with
@@ -90,18 +95,51 @@ class ConnectionCallback(HostedFlowResource):
 
 
 class ConnectionOwnCallback(ConnectionCallback):
-    """GET /oidc/connections/{applicationId}/callback/{connectionId}: the redirect URI of a
+    """GET /oidc/connections/{applicationId}/{connectionId}/callback: the redirect URI of a
     connection whose provider does not send ``iss``; an answer here must belong to a
-    sign-in through that connection (RFC 9700 4.4.2)."""
+    sign-in through that connection (RFC 9700 4.4.2).  It sits beside the application's
+    callback, not below it: a provider that accepts redirect URIs below the registered one
+    (GitHub) would otherwise accept every connection's where the application's is
+    registered."""
 
     docs = {"GET": op(
         "Hosted login: the provider's answer for a sign-in through a connection that has its own redirect URI",
         description="HTML. As GET /oidc/connections/{applicationId}/callback, for a connection whose provider "
-                    "does not send iss (RFC 9207): the redirect URI to register at that provider. An answer to a "
-                    "sign-in that sent the browser elsewhere is refused (CONNECTION_CALLBACK_INVALID, reason "
-                    "redirect_uri_mismatch: the mix-up defence, RFC 9700 4.4.2).",
+                    "does not send iss (RFC 9207): the redirect URI to register, exactly, at that provider. An "
+                    "answer to a sign-in that sent the browser elsewhere is refused (CONNECTION_CALLBACK_INVALID, "
+                    "reason redirect_uri_mismatch: the mix-up defence, RFC 9700 4.4.2).",
         errors=_REFUSALS, also={status: (HTML, "an HTML page", "text/html") for status in (200, 400, 409, 410, 502)},
     )}
+
+
+class RetiredConnectionCallback(HostedFlowResource):
+    """GET /oidc/connections/{applicationId}/callback/{connectionId}: where a connection's
+    own redirect URI was, below the application's callback.  GitHub accepts any redirect
+    URI below the registered one, so an OAuth App registered with the application's
+    callback also accepted a connection's own there, another's included: an attacker's
+    provider sent the victim to GitHub with its connection's redirect URI and GitHub's code
+    came back to it (the mix-up, RFC 9700 4.4.1).  The path answers 404 with a page saying
+    the address moved, to the person an old registration at the provider sends here, and
+    reads nothing of the answer: no state taken, no code sent anywhere."""
+
+    access = {"GET": PUBLIC}
+    # Never a success: the 404 page is its only answer (beside the store being down).
+    docs = {"GET": op(ok=404, errors=[NotFound], also={404: (HTML, "an HTML page", "text/html")})}
+
+    def __init__(self, upstream, pages, *, cookie_secure: bool, trusted_proxies=()):
+        super().__init__(upstream.hosted, upstream, pages, cookie_secure=cookie_secure, trusted_proxies=trusted_proxies)
+
+    def on_get(self, req, resp, applicationId, connectionId):
+        """Hosted login: a connection's former redirect URI, retired
+
+        HTML, always 404. A connection's own redirect URI is now
+        /oidc/connections/{applicationId}/{connectionId}/callback, beside the application's callback rather than
+        below it (a provider that accepts redirect URIs below the registered one, as GitHub does, accepted another
+        connection's: the mix-up, RFC 9700 4.4.1). The provider's answer is not read: nothing is signed in and
+        no code is exchanged; the page says the administrator must register the new redirect URI there."""
+        no_store(resp)
+        error_page(self.pages, resp, NotFound(), app=self.hosted.branding_app(app_id=applicationId),
+                   title="This sign-in address has moved", description=_MOVED)
 
 
 class HostedLink(HostedPage):

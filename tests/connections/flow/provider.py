@@ -8,7 +8,10 @@ Tests steer it: ``login_as`` picks the account /authorize signs in; ``id_token_c
 PEM, the classic confusion) or "other_rsa" (a key the JWKS does not hold, under a
 kid it does not know); ``rotate()`` replaces the signing key; ``jwks_fetches`` counts
 JWKS downloads.  It checks the code, the PKCE verifier, the redirect_uri and the client
-credentials as a provider must.
+credentials as a provider must.  ``callback_url`` set, /authorize checks the redirect URI
+as GitHub does for an OAuth App (``accepts``), and answers one it refuses as GitHub
+does, on the registered callback URL with ``error=redirect_uri_mismatch``; unset, it
+takes any redirect URI.
 """
 from __future__ import annotations
 
@@ -57,6 +60,7 @@ class Provider:
         self.expires_in = 3600
         self.emails_answer: object = None   # the /user/emails answer (GitHub's is a JSON array)
         self.answer_as: dict = {}  # path -> a JSON body answered (200) in place of the route's own
+        self.callback_url: str | None = None  # the registered callback URL (GitHub's rule: ``accepts``)
         self._key, self.kid = _key(), secrets.token_hex(4)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.issuer = f"http://127.0.0.1:{self._server.server_port}"
@@ -69,6 +73,16 @@ class Provider:
 
     def rotate(self):
         self._key, self.kid = _key(), secrets.token_hex(4)
+
+    def accepts(self, redirect_uri: str) -> bool:
+        """GitHub's rule for an OAuth App's redirect_uri: the callback URL's scheme, host and
+        port, and a path "in a subdirectory of" the callback URL's, read as leniently as it
+        can be: any path that begins with it."""
+        if self.callback_url is None:
+            return True
+        registered, asked = urlsplit(self.callback_url), urlsplit(redirect_uri)
+        return (asked.scheme, asked.netloc) == (registered.scheme, registered.netloc) and \
+            asked.path.startswith(registered.path)
 
     def jwks(self) -> dict:
         public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self._key.public_key()))
@@ -164,13 +178,19 @@ class Provider:
             def _authorize(self, query):
                 if query.get("client_id") != CLIENT_ID or query.get("code_challenge_method") != "S256":
                     return self._json(400, {"error": "invalid_request"})
+                if not provider.accepts(query.get("redirect_uri", "")):
+                    return self._redirect(provider.callback_url, {"error": "redirect_uri_mismatch",
+                                                                  "state": query.get("state", "")})
                 code = secrets.token_urlsafe(16)
                 provider.codes[code] = {"account": provider.accounts[provider.login_as], "query": query}
                 answer = {"code": code, "state": query["state"]}
                 if provider.iss_parameter:
                     answer["iss"] = provider.issuer
+                self._redirect(query["redirect_uri"], answer)
+
+            def _redirect(self, url, answer):
                 self.send_response(302)
-                self.send_header("Location", f"{query['redirect_uri']}?{urlencode(answer)}")
+                self.send_header("Location", f"{url}?{urlencode(answer)}")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
