@@ -121,7 +121,7 @@ class AbacService:
         if not changes:
             return before
         after = {**before, **changes}
-        changed = sorted(field for field in _POLICY_FIELDS if before.get(field) != after.get(field))
+        changed = sorted(field for field in _POLICY_FIELDS if not _same_json(before.get(field), after.get(field)))
         if changed:
             diff = field_changes(before, after, changed)  # the audit record's values: none is secret
             self.events.emit(app_id, "policy.updated", {**_policy_event(after), "changes": changed,
@@ -130,9 +130,11 @@ class AbacService:
         return after
 
     def _update(self, app_id: str, policy_id: str, values: dict, *, check_patterns: bool = False):
-        """(the policy before, the changes written); no changes: (the policy, {})."""
+        """(the policy before, the changes written); no changes: (the policy, {}).  A field
+        changes when it differs as JSON (``_same_json``), not by Python's ``!=``, where
+        ``0 == False`` would drop a condition's ``false`` replacing ``0``."""
         current = self.get_policy(app_id, policy_id)
-        changes = {field: value for field, value in values.items() if current.get(field) != value}
+        changes = {field: value for field, value in values.items() if not _same_json(current.get(field), value)}
         if not changes:
             return current, {}
         if check_patterns and "permissions" in changes:

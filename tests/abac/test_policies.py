@@ -144,6 +144,29 @@ def test_put_that_changes_nothing_emits_nothing_but_answers_a_revision(abac, ctx
     assert int(response.headers["X-Iamgate-Revision"]) == ctx.events.head()
 
 
+@pytest.mark.parametrize("before, after", [(0, False), (1, True), (False, 0), (1, 1.0)])
+def test_a_condition_literal_changed_to_one_python_calls_equal_is_stored(abac, ctx, application, stored_user,
+                                                                         make_role, assign_role, before, after):
+    """``0`` and ``false`` (``1`` and ``true``, ``1`` and ``1.0``) are different values
+    as JSON and to the evaluator (``eq`` says true is not 1), though Python's ``==``
+    calls them equal: a PUT replacing one with the other is a change, stored and
+    emitted, so an administrator fixing a deny's literal gets the deny."""
+    user = stored_user(application)
+    assign_role(application, user, make_role(application, permissions=["posts:delete"]))
+    condition = {"op": "eq", "left": {"attr": "context.mfa"}, "right": {"value": before}}
+    policy = abac.create(name="deny", effect="deny", permissions=["posts:delete"], condition=condition)
+    updates = len(events_of(ctx, "policy.updated"))
+
+    response = abac.request("PUT", f"/abac/policies/{policy['id']}",
+                            json={"condition": {**condition, "right": {"value": after}}})
+
+    assert response.status_code == 200, response.text
+    stored = abac.request("GET", f"/abac/policies/{policy['id']}").json["data"]["condition"]["right"]["value"]
+    assert stored == after and type(stored) is type(after)
+    assert len(events_of(ctx, "policy.updated")) == updates + 1
+    assert abac.check(user["_id"], "posts:delete", context={"mfa": after})["allowed"] is False
+
+
 def test_put_to_a_taken_name_is_409_and_changes_nothing(abac):
     abac.create(name="a")
     second = abac.create(name="b")
