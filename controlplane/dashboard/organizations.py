@@ -167,7 +167,9 @@ class OrganizationService:
         """Owners and admins remove members (only owners remove owners); anyone may
         leave; the last owner cannot (409 ORGANIZATION_LAST_OWNER)."""
         leaving = member_id == account_id
-        caller_role = self._role(account_id, organization_id, write=not leaving)
+        # Leaving needs no second factor of an organization requiring one: it only takes
+        # access away, and a member who will not enrol must still be able to go.
+        caller_role = self._role(account_id, organization_id, write=not leaving, second_factor=not leaving)
         member = self._member(organization_id, member_id)
         if member["role"] == OWNER and caller_role != OWNER:
             raise OwnerRequired(caller_role, message="Only an owner can remove an owner.")
@@ -185,8 +187,13 @@ class OrganizationService:
         self.audit.record(action, result=success(), organization_id=organization_id, data=data,
                           target=actor("dashboard_account", account["_id"], account.get("email")))
 
-    def _role(self, account_id: str, organization_id: str, *, write: bool = False) -> str:
-        role = self.access.role_in(organization_id, account_id) if is_uuid(organization_id) else None
+    def _role(self, account_id: str, organization_id: str, *, write: bool = False, second_factor: bool = True) -> str:
+        """The caller's role (404 for a non-member), its second factor required by the
+        organization (``DashboardAccess.role_in``) unless ``second_factor`` is False."""
+        role = None
+        if is_uuid(organization_id):
+            role = self.access.role_in(organization_id, account_id) if second_factor else \
+                (self.store.member(organization_id, account_id) or {}).get("role")
         if role is None:  # 404, not 403: do not confirm that someone else's organization exists
             raise OrganizationNotFound(organization_id)
         if write:

@@ -439,6 +439,18 @@ def test_a_member_without_mfa_is_sent_to_enrol_then_proceeds(org, clock):
     assert member.post(f"{BASE}/logout", json={}).status_code == 204
 
 
+def test_a_member_without_a_second_factor_may_still_leave(org, ctx):
+    """Leaving only takes access away: a member who will not enrol can go (the console's
+    Leave too), while removing someone else still needs the second factor."""
+    assert require_mfa(org["owner"], org["id"]).status_code == 200
+    admin, member = org["admin"], org["member"]
+    assert_error(admin.delete(f"{ORGS}/{org['id']}/members/{org['viewer'].id}"), 403, "DASHBOARD_MFA_REQUIRED")
+    assert member.delete(f"{ORGS}/{org['id']}/members/{member.id}").status_code == 204
+    members = ctx.store["organization_members"]
+    assert members.find_one({"organization_id": org["id"], "account_id": member.id}) is None
+    assert members.find_one({"organization_id": org["id"], "account_id": org["viewer"].id}) is not None
+
+
 def test_the_gate_holds_only_in_the_organization_that_requires_it(org):
     """The member's personal organization does not require MFA: it stays open."""
     assert require_mfa(org["owner"], org["id"]).status_code == 200
