@@ -5,7 +5,11 @@ connections such as GitHub).
 ``ConnectionFlow.start`` makes the authorization request (3.1.2.1): PKCE S256 always
 (RFC 7636), a ``state`` (RFC 6749 10.12) and a ``nonce``, all three stored with the
 browser binding, the connection and the ``redirect_uri`` for 10 minutes
-(``states.py``).
+(``states.py``).  A sign-in for an authorization request that demands a fresh
+authentication (the hosted login's ``prompt=login`` or ``max_age``, OIDC Core 3.1.2.1)
+passes the demand on to an ``oidc`` connection's provider and stores it with the state:
+otherwise the provider's own session would answer silently, and the relying party would
+be told the user had just signed in.
 
 ``ConnectionFlow.finish`` takes the authorization response (3.1.2.5) and, in order:
 
@@ -19,9 +23,12 @@ browser binding, the connection and the ``redirect_uri`` for 10 minutes
    active connection, so no other provider can have sent it;
 3. exchanges the code at the pinned token endpoint (3.1.3.1) with the verifier and the
    client secret (client_secret_basic, or client_secret_post where the preset says so);
-4. ``oidc``: checks the ID Token (``idtoken.py``, 3.1.3.7); ``oauth2``: reads the user
-   API (GitHub: ``sub`` is the numeric id, the email the primary verified one of
-   ``/user/emails``);
+4. ``oidc``: checks the ID Token (``idtoken.py``, 3.1.3.7), and its ``auth_time``
+   against the state's demand (step 13: present, after the sign-in began for
+   ``prompt=login``, within ``max_age``); ``oauth2``: reads the user API (GitHub: ``sub``
+   is the numeric id, the email the primary verified one of ``/user/emails``).  An
+   ``oauth2`` provider says nothing of when the user signed in, so a sign-in with a
+   demand is refused before its code is exchanged;
 5. finds or makes the local account (``identities.py``, ``linking.py``) and asks the
    second factor, as the password login does.
 
@@ -45,7 +52,7 @@ from controlplane.connections.errors import (
 )
 from controlplane.connections.http import ProviderError
 from controlplane.connections.identities import IdentityService, UpstreamIdentity
-from controlplane.connections.idtoken import IdTokenRejected, verify_id_token
+from controlplane.connections.idtoken import IdTokenRejected, check_auth_time, verify_id_token
 from controlplane.connections.jwks import JwksCache
 from controlplane.connections.linking import (
     MAX_LINK_ATTEMPTS,
@@ -99,6 +106,9 @@ class FlowResult:
 
     ``signed_in``: ``user`` (its record), ``amr``, ``connection_id``: the caller starts
     the session (``SessionService.issue(..., login_data=result.login_data)``);
+    ``auth_time``: when the user authenticated at the provider (the ID Token's, in POSIX
+    seconds; None when it has none, and for ``oauth2`` and a completed link), also with
+    ``mfa_required`` and ``link_required``;
     ``mfa_required``: ``challenge`` is the login's MFA challenge, answered as after a
     password; ``link_required``: ``link_id`` and the account's ``email`` (verify mode);
     ``refused``: ``error``, the domain error with its code and words."""
@@ -113,6 +123,7 @@ class FlowResult:
     methods: tuple[str, ...] = ()   # how the pending link may be proven
     return_to: str | None = None
     error: DomainError | None = None
+    auth_time: int | None = None
 
     @property
     def user_id(self) -> str | None:
@@ -167,15 +178,29 @@ class ConnectionFlow:
 
     # ------------------------------------------------------------------ start
 
-    def start(self, application, connection_id, *, redirect_uri, binding, login_hint=None, return_to=None) -> str:
+    def start(self, application, connection_id, *, redirect_uri, binding, login_hint=None, return_to=None,
+              prompt_login: bool = False, max_age: int | None = None) -> str:
         """The provider's authorization URL for a new sign-in (OIDC Core 3.1.2.1).
-        404 CONNECTION_NOT_FOUND, 409 CONNECTION_INACTIVE."""
+        404 CONNECTION_NOT_FOUND, 409 CONNECTION_INACTIVE.
+
+        ``prompt_login`` and ``max_age`` (seconds): the demand of the authorization
+        request this sign-in answers, for a new authentication or one no older than
+        ``max_age`` (``max_age=0`` is ``prompt_login``: OIDC Core 3.1.2.1).  It is stored
+        with the state, for ``finish`` to check against the ID Token's ``auth_time``, and
+        an ``oidc`` provider is asked for it: ``prompt=login`` with ``max_age=0``, or
+        ``max_age``.  Sending ``max_age`` makes ``auth_time`` REQUIRED in its ID Token
+        (3.1.2.1), and a provider that does not know a parameter ignores it (RFC 6749
+        3.1).  An ``oauth2`` provider has no such parameters: its answer to a sign-in
+        with a demand is refused."""
+        if max_age == 0:
+            prompt_login, max_age = True, None
         connection = self.connections.get(application["_id"], connection_id)
         if not connection.is_active:
             raise ConnectionInactive(connection.id)
         pending = self.states.create(application_id=application["_id"], connection_id=connection.id,
                                      binding=binding, redirect_uri=redirect_uri, login_hint=login_hint,
-                                     return_to=return_to, now=self.clock())
+                                     return_to=return_to, now=self.clock(), prompt_login=prompt_login,
+                                     max_age=max_age)
         scopes = list(connection.scopes)
         if connection.type == "oidc" and "openid" not in scopes:
             scopes.insert(0, "openid")
@@ -184,6 +209,10 @@ class ConnectionFlow:
                   "code_challenge_method": "S256"}
         if connection.type == "oidc":
             params["nonce"] = pending.nonce
+            if prompt_login:
+                params["prompt"] = "login"
+            if prompt_login or max_age is not None:
+                params["max_age"] = "0" if prompt_login else str(max_age)
         if login_hint:
             params["login_hint"] = login_hint
         endpoint = connection.endpoints.authorization_endpoint
@@ -213,8 +242,13 @@ class ConnectionFlow:
             response = self._authorization_response(
                 connection, params, told_apart=lambda: (arrival is not None and arrival.distinct)
                 or self._only_connection(application["_id"]))
+            if connection.type != "oidc" and _demanded(state):
+                raise ConnectionCallbackInvalid(
+                    "This sign-in asks for a fresh authentication (prompt=login or max_age), which an OAuth 2.0 "
+                    "connection cannot prove: its provider does not say when the user signed in.",
+                    details={"reason": "auth_time"})
             token_response = self._exchange(connection, response["code"], state)
-            upstream = self._upstream_identity(connection, token_response, state)
+            upstream, auth_time = self._upstream_identity(connection, token_response, state)
             stored = self.tokens.seal(token_response) if connection.store_tokens else None
             resolution = self.identities.resolve(application, connection, upstream, binding=binding,
                                                  stored_tokens=stored)
@@ -225,9 +259,10 @@ class ConnectionFlow:
             self._refused(application, connection_id, None, user=resolution.pending.user_id, reason="link_required")
             return FlowResult(LINK_REQUIRED, connection_id=connection_id, link_id=resolution.pending.link_id,
                               email=resolution.pending.email, return_to=state.get("return_to"),
-                              methods=self._link_methods(application, resolution.pending.user_id))
+                              methods=self._link_methods(application, resolution.pending.user_id),
+                              auth_time=auth_time)
         return self._signed_in(application, connection_id, resolution.user, remember_me, device_info,
-                               return_to=state.get("return_to"))
+                               return_to=state.get("return_to"), auth_time=auth_time)
 
     def _take_state(self, application, params, binding) -> TakenState:
         state = _param(params, "state")
@@ -282,7 +317,12 @@ class ConnectionFlow:
             raise ConnectionProviderError("the token endpoint's answer has no id_token")
         return response
 
-    def _upstream_identity(self, connection, token_response: dict, state: dict) -> UpstreamIdentity:
+    def _upstream_identity(self, connection, token_response: dict,
+                           state: dict) -> tuple[UpstreamIdentity, int | None]:
+        """The identity the provider vouches for, and when the user authenticated there
+        (the ID Token's ``auth_time``, checked against the state's demand; None when
+        the provider does not say)."""
+        auth_time = None
         if connection.type == "oidc":
             try:
                 claims = verify_id_token(
@@ -293,11 +333,27 @@ class ConnectionFlow:
             except IdTokenRejected as exc:
                 raise ConnectionCallbackInvalid(f"The ID Token was refused: {exc.reason}.",
                                                 details={"reason": "id_token"}) from None
+            # The ID Token's own, before UserInfo's claims join it: only a signed one counts.
+            auth_time = self._auth_time(claims, state)
             claims = self._with_userinfo(connection, claims, token_response["access_token"])
         else:
             claims = self._user_api(connection, token_response["access_token"])
         return UpstreamIdentity(issuer=connection.endpoints.issuer, sub=claims["sub"], claims=claims,
-                                profile=mapping.profile_of(claims, connection.claim_mapping))
+                                profile=mapping.profile_of(claims, connection.claim_mapping)), auth_time
+
+    def _auth_time(self, claims: dict, state: dict) -> int | None:
+        """The ID Token's ``auth_time`` once it meets the state's demand (``check_auth_time``,
+        with the ID Token checks' leeway): a ``prompt=login`` sign-in must have
+        authenticated after it started, a ``max_age`` one within ``max_age``.  400
+        CONNECTION_CALLBACK_INVALID (reason ``auth_time``) otherwise: the provider's
+        session answered without signing the user in again, or it does not say when."""
+        started = aware(state["created_at"]) if state.get("prompt_login") else None
+        try:
+            return check_auth_time(claims, now=self.clock(), not_before=started, max_age=state.get("max_age"))
+        except IdTokenRejected as exc:
+            raise ConnectionCallbackInvalid(
+                f"The provider did not confirm the fresh sign-in this one asks for: {exc.reason}.",
+                details={"reason": "auth_time"}) from None
 
     def _with_userinfo(self, connection, claims: dict, access_token: str) -> dict:
         """The UserInfo claims (OIDC Core 5.3) when the ID Token lacks the email, as some
@@ -343,16 +399,17 @@ class ConnectionFlow:
 
     # ------------------------------------------------------------------ outcome
 
-    def _signed_in(self, application, connection_id, user, remember_me, device_info, *, return_to) -> FlowResult:
+    def _signed_in(self, application, connection_id, user, remember_me, device_info, *, return_to,
+                   auth_time: int | None = None) -> FlowResult:
         challenge = self.second_factor.sign_in_challenge(application, user, remember_me=remember_me,
                                                          device_info=dict(device_info or {}),
                                                          login_data=login_data(connection_id))
         if challenge is not None:
             self._refused(application, connection_id, None, user=user["_id"], reason="mfa_required")
             return FlowResult(MFA_REQUIRED, connection_id=connection_id, user=user, amr=(AMR_FEDERATED,),
-                              challenge=challenge, return_to=return_to)
+                              challenge=challenge, return_to=return_to, auth_time=auth_time)
         return FlowResult(SIGNED_IN, connection_id=connection_id, user=user, amr=(AMR_FEDERATED,),
-                          return_to=return_to)
+                          return_to=return_to, auth_time=auth_time)
 
     def _refused(self, application, connection_id, error: DomainError | None, *, user: str | None = None,
                  reason: str | None = None) -> None:
@@ -498,6 +555,11 @@ class ConnectionFlow:
 def _link_invalid() -> ConnectionStateInvalid:
     return ConnectionStateInvalid("The pending link is unknown, used, expired or another browser's; sign in again.",
                                   details={"reason": "link"})
+
+
+def _demanded(state: Mapping) -> bool:
+    """Whether the sign-in of this state demanded a fresh authentication (``start``)."""
+    return bool(state.get("prompt_login")) or state.get("max_age") is not None
 
 
 def _param(params: Mapping, name: str) -> str | None:

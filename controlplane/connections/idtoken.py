@@ -19,6 +19,10 @@ The steps of 3.1.3.7 this module follows, in its order:
 And RFC 7519 4.1.5: a token MUST NOT be accepted before its ``nbf``, when it has one
 (with the same leeway).
 
+Step 13, ``auth_time``, is ``check_auth_time``, apart: only a sign-in whose authorization
+request demanded a fresh authentication (``prompt=login``, ``max_age``) must have one
+that meets the demand.
+
 The JWKS is pinned; a ``kid`` it does not hold may mean the provider rotated its keys,
 so the set is fetched again ONCE (``refresh_keys``) and the token refused if the key is
 still missing.  Pure apart from that callback: ``now`` is passed in.
@@ -26,6 +30,7 @@ still missing.  Pure apart from that callback: ``now`` is passed in.
 from __future__ import annotations
 
 import hmac
+import math
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
@@ -112,6 +117,35 @@ def check_claims(claims: Mapping, *, issuer: str, client_id: str, nonce: str, no
     if not isinstance(claims.get("nonce"), str) \
             or not hmac.compare_digest(claims["nonce"].encode("utf-8"), nonce.encode("utf-8")):
         raise IdTokenRejected("the id_token's nonce is not the one this sign-in sent")
+
+
+def check_auth_time(claims: Mapping, *, now: datetime, not_before: datetime | None = None,
+                    max_age: int | None = None, leeway: int = LEEWAY_SECONDS) -> int | None:
+    """Step 13 of OIDC Core 3.1.3.7 on verified claims: when the sign-in sent the
+    provider ``prompt=login`` (``not_before``: when it started) or ``max_age`` (seconds),
+    the provider says in ``auth_time`` when the user authenticated (REQUIRED whenever
+    ``max_age`` was sent, 3.1.2.1), and that must meet the demand: no earlier than the
+    sign-in's start, no older than ``max_age``, and not in the future (``leeway``
+    seconds of clock skew each).  Without a demand an ``auth_time`` is only read.
+
+    The ``auth_time`` in whole seconds, never later than ``now``; None when the token
+    has none (or not a finite number) and nothing was demanded."""
+    auth_time = claims.get("auth_time")
+    demanded = not_before is not None or max_age is not None
+    if not _is_number(auth_time) or not math.isfinite(auth_time):
+        if demanded:
+            raise IdTokenRejected("the id_token has no auth_time" if auth_time is None
+                                  else "the id_token's auth_time is not a number")
+        return None
+    instant = now.timestamp()
+    if demanded and auth_time > instant + leeway:
+        raise IdTokenRejected("the id_token's auth_time is in the future")
+    if not_before is not None and auth_time < not_before.timestamp() - leeway:
+        raise IdTokenRejected("the id_token's auth_time is before this sign-in started: the provider did not "
+                              "sign the user in again")
+    if max_age is not None and instant - auth_time > max_age + leeway:
+        raise IdTokenRejected(f"the id_token's auth_time is more than max_age ({max_age} s) ago")
+    return int(min(auth_time, instant))
 
 
 def _key_for(kid: str | None, alg: str, jwks: Mapping) -> Mapping | None:

@@ -37,6 +37,7 @@ from controlplane.oidc.errors import (
     AuthorizationRequestExpired,
     ConsentRequired,
     LoginRequired,
+    OAuthError,
     SignInsLimited,
 )
 from controlplane.oidc.store import BrowserSessionStore, PendingRequestStore
@@ -248,14 +249,16 @@ class HostedLogin:
         return self.signed_in(pending, "login", result, amr=[PWD])
 
     def second_factor(self, pending: Pending, challenge_token: str, *, stage: str = "login",
-                      first_factor: tuple[str, ...] = (PWD,)) -> Step:
+                      first_factor: tuple[str, ...] = (PWD,), auth_time: int | None = None) -> Step:
         """The MFA page for the login's challenge, kept sealed in the request: after a
-        password, or after a sign-in through a connection (``first_factor``: its ``amr``)
+        password, or after a sign-in through a connection (``first_factor``: its ``amr``;
+        ``auth_time``: when the user authenticated at its provider, kept for ``signed_in``)
         when the user has a second factor.  Its passkey challenge is the sign-in's, on
         the post's ``unit`` (drawn already by a password), so no third party spending the
         page budget can take away the passkey of a user whose only second factor it is."""
         sealed = self.box.encrypt(challenge_token.encode("ascii"))
-        self.move(pending, stage, {"stage": "mfa", "mfa_challenge": sealed, "first_factor": list(first_factor)})
+        self.move(pending, stage, {"stage": "mfa", "mfa_challenge": sealed, "first_factor": list(first_factor),
+                                   "first_factor_auth_time": auth_time})
         return self.page_again(pending, "mfa", challenge_token=challenge_token, unit=pending.unit)
 
     def move(self, pending: Pending, stage: str, changes: dict) -> None:
@@ -298,7 +301,8 @@ class HostedLogin:
         """The MFA page's post: ``MfaService.verify`` with the login's challenge; a wrong
         code propagates and the request stays at the MFA step."""
         pair, _ = self.mfa.verify(pending.app, challenge_token=self.mfa_challenge(pending), code=code)
-        return self.signed_in(pending, "mfa", pair, amr=[*self._first_factor(pending), OTP, MFA])
+        return self.signed_in(pending, "mfa", pair, amr=[*self._first_factor(pending), OTP, MFA],
+                              auth_time=pending.doc.get("first_factor_auth_time"))
 
     def verify_mfa_passkey(self, pending: Pending, *, challenge_id: str, credential: dict, device_info: dict) -> Step:
         """The MFA page's "Use a passkey": ``PasskeyService.authenticate`` answering the
@@ -309,7 +313,8 @@ class HostedLogin:
         pair = self.passkeys.authenticate(pending.app, challenge_id=challenge_id, credential=credential,
                                           remember_me=False, device_info=device_info,
                                           answering=self.mfa_challenge(pending))
-        return self.signed_in(pending, "mfa", pair, amr=[*self._first_factor(pending), HWK, MFA])
+        return self.signed_in(pending, "mfa", pair, amr=[*self._first_factor(pending), HWK, MFA],
+                              auth_time=pending.doc.get("first_factor_auth_time"))
 
     @staticmethod
     def _first_factor(pending: Pending) -> list[str]:
@@ -337,10 +342,16 @@ class HostedLogin:
     def cancel(self, pending: Pending, stage: str) -> Step:
         """The user gives up at the login or MFA step: ``access_denied`` on the redirect
         URI with ``state`` (RFC 6749 4.1.2.1), so the application gets its user back."""
-        if self.pending.advance(pending.doc["_id"], stage, {"stage": "done"}, self.clock()) is None:
+        raise self.end(pending.handle, stage, pending.request.error(AccessDenied, "The user cancelled the sign-in."))
+
+    def end(self, handle: str, stage: str, error: OAuthError) -> OAuthError:
+        """The request of ``handle`` ends at ``stage``, spent (no later post continues
+        it); ``error`` (its ``request.error``) is for the caller to raise, the answer on
+        the client's redirect URI."""
+        if self.pending.advance(digest(handle), stage, {"stage": "done"}, self.clock()) is None:
             raise AuthorizationRequestExpired()
-        self.pending.delete(pending.doc["_id"])
-        raise pending.request.error(AccessDenied, "The user cancelled the sign-in.")
+        self.pending.delete(digest(handle))
+        return error
 
     def forgot_password(self, pending: Pending, email: str) -> None:
         """The hosted "Forgot password?": ``PasswordService.forgot``, the API's flow and
@@ -456,13 +467,20 @@ class HostedLogin:
         })
         return handle
 
-    def signed_in(self, pending: Pending, stage: str, pair: dict, *, amr: list[str]) -> Step:
+    def signed_in(self, pending: Pending, stage: str, pair: dict, *, amr: list[str],
+                  auth_time: int | None = None) -> Step:
         """The request moves on from ``stage`` for the user of the token pair ``pair`` (a
-        V1 sign-in): a browser session, then the passkey offer, consent or the code."""
+        V1 sign-in): a browser session, then the passkey offer, consent or the code.
+
+        ``auth_time`` (OIDC Core 2: when the End-User authentication occurred) is the V1
+        sign-in's, its token's ``iat``, unless the authentication happened elsewhere
+        first: a connection's provider (its ID Token's ``auth_time``, passed here), whose
+        session may be days old while iamgate's begins now.  Never later than ``iat``."""
         request, handle = pending.request, pending.handle
         principal = self.authenticator.user_token(pair["access_token"], request.app_id)
+        iat = int(principal.claims["iat"])
         signed_in = {"user_id": principal.user_id, "session_id": principal.session_id,
-                     "auth_time": int(principal.claims["iat"]), "amr": amr}
+                     "auth_time": iat if auth_time is None else min(int(auth_time), iat), "amr": amr}
         needs_consent, now = self.authorize.needs_consent(request, principal.user_id), self.clock()
         offer = self._offers_passkey(pending, principal.user_id, amr)
         # The step first: of two racing posts only one goes on; a crash before the session

@@ -29,8 +29,10 @@ document carries ``app_id``, and every secret is stored as its SHA-256 digest.
   (digest of the browser's CSRF cookie), stage (login, link, mfa, passkey_offer, consent,
   done), user_id, session_id, auth_time, amr, mfa_challenge (SecretBox-encrypted),
   first_factor (the ``amr`` before the MFA step: ``pwd``, or ``fed`` after a connection),
-  link (a connection's pending link: its id SecretBox-encrypted, the account's email, the
-  connection's display name, code_sent), created_at, expires_at}; TTL at expiry.
+  first_factor_auth_time (after a connection: its provider's ``auth_time``, the
+  sign-in's once the MFA step is passed; None otherwise), link (a connection's pending
+  link: its id SecretBox-encrypted, the account's email, the connection's display name,
+  code_sent, auth_time (the provider's)), created_at, expires_at}; TTL at expiry.
 
 Expiry is decided in code against the caller's ``now``; TTL indexes only reclaim space
 (codes at once, refresh tokens when they expire).  Consents do not expire: the GDPR

@@ -22,6 +22,16 @@ endpoint.  The callback finishes the sign-in
 request goes on as after a password: the MFA step when the application requires it,
 consent, then the code for the client.  The pending request is still bound to the
 browser's CSRF cookie, so a callback opened in another browser continues nothing.
+
+A request that demands a fresh authentication (``prompt=login``, ``max_age``: OIDC Core
+3.1.2.1) passes it on: the provider is asked to sign the user in again (or within
+``max_age``), its ID Token's ``auth_time`` must show it did, and that ``auth_time``,
+not the moment iamgate's session began, is the sign-in's ``auth_time`` for the client.
+Dropping iamgate's browser session is not enough: the provider's own session would
+answer at once, and the client would be told the user had just authenticated.  An
+``oauth2`` connection (GitHub) cannot show when the user signed in, so it is not offered
+for such a request, and naming it is ``login_required`` on the client's redirect URI
+(3.1.2.1: an OP that cannot reauthenticate the End-User MUST return an error).
 """
 from __future__ import annotations
 
@@ -30,7 +40,7 @@ from dataclasses import dataclass, replace
 from controlplane.connections.flow import LINK_REQUIRED, MFA_REQUIRED, REFUSED, Arrival, ConnectionFlow
 from controlplane.connections.model import Connection
 from controlplane.connections.service import UpstreamConnectionService
-from controlplane.oidc.errors import InvalidRequest
+from controlplane.oidc.errors import InvalidRequest, LoginRequired
 from controlplane.oidc.hosted import HostedLogin, Pending, Step
 from controlplane.users.sessions import SessionService
 from shared.ids import random_token
@@ -61,6 +71,19 @@ def redirect_uri(public_url: str, app_id: str, connection: Connection) -> str:
     return callback_url(public_url, app_id, None if connection.endpoints.iss_parameter_supported else connection.id)
 
 
+def demands_authentication(request) -> bool:
+    """OIDC Core 3.1.2.1: the request asks for a new authentication (``prompt=login``,
+    ``max_age=0``) or one no older than ``max_age`` seconds."""
+    return request.reauthentication_requested or request.max_age is not None
+
+
+def can_answer(connection: Connection, request) -> bool:
+    """Whether a sign-in through ``connection`` can meet the request's demand: an
+    ``oidc`` provider's ID Token says when the user authenticated (``auth_time``), an
+    ``oauth2`` provider's answer does not."""
+    return connection.type == "oidc" or not demands_authentication(request)
+
+
 def email_domain(email: str | None) -> str | None:
     """The domain of ``email`` in lower case, or None when it has none."""
     if not email or "@" not in email:
@@ -78,7 +101,8 @@ class HostedConnections:
     public_url: str
 
     def buttons(self, app_id: str) -> list[Connection]:
-        """The login page's "Continue with ..." buttons: the active connections, in order."""
+        """The active connections, in order: the login page has a "Continue with ..."
+        button for each that ``can_answer`` its request."""
         return self.connections.list(app_id, active_only=True)
 
     def for_email(self, app_id: str, email: str | None) -> Connection | None:
@@ -127,10 +151,19 @@ class HostedConnections:
 
     def start(self, app: dict, request, handle: str, connection: Connection, *, login_hint: str | None) -> Step:
         """The provider's authorization URL for this pending request, with a new binding
-        for the browser's cookie; the pending request is handed back at the callback."""
+        for the browser's cookie and the request's demand of a fresh authentication
+        (``prompt=login``, ``max_age``); the pending request is handed back at the
+        callback.  A connection that cannot meet the demand (``can_answer``) ends the
+        request with ``login_required`` on the client's redirect URI."""
+        if not can_answer(connection, request):
+            raise self.hosted.end(handle, "login", request.error(
+                LoginRequired, f"The request asks for a fresh sign-in (prompt=login or max_age), which the connection "
+                               f"{connection.name!r} cannot prove: its provider does not say when the user signed "
+                               "in."))
         binding = random_token()
         url = self.flow.start(app, connection.id, redirect_uri=redirect_uri(self.public_url, app["_id"], connection),
-                              binding=binding, login_hint=login_hint, return_to=handle)
+                              binding=binding, login_hint=login_hint, return_to=handle,
+                              prompt_login=request.reauthentication_requested, max_age=request.max_age)
         return Step(request, handle=handle, upstream=url, connection_binding=binding)
 
     # ------------------------------------------------------------ the callback
@@ -141,7 +174,8 @@ class HostedConnections:
         (``connection_id``): ``ConnectionFlow.finish`` (a refusal raises its domain error,
         in words), then the pending request it started from, resumed for this browser,
         goes on: signed in, the MFA step, or the link page (linking ``verify``: the person
-        proves the existing account first)."""
+        proves the existing account first).  The provider's ``auth_time`` goes along
+        (kept with the link while the link page waits) as the sign-in's."""
         arrival = Arrival(callback_url(self.public_url, app["_id"], connection_id), distinct=connection_id is not None)
         result = self.flow.finish(app, params=params, binding=binding or "", arrival=arrival,
                                   device_info=device_info)
@@ -151,10 +185,10 @@ class HostedConnections:
         if result.outcome == LINK_REQUIRED:
             connection = self.connections.get(app["_id"], result.connection_id)
             link = {"id": self.hosted.box.encrypt(result.link_id.encode("ascii")), "email": result.email,
-                    "connection": connection.display_name, "code_sent": False}
+                    "connection": connection.display_name, "code_sent": False, "auth_time": result.auth_time}
             self.hosted.move(pending, "login", {"stage": LINK, "link": link})
             return self.link_page(replace(pending, doc={**pending.doc, "link": link}), binding)
-        return self._signed_in(pending, "login", result, device_info)
+        return self._signed_in(pending, "login", result, device_info, auth_time=result.auth_time)
 
     # ------------------------------------------------------------ the link page (linking "verify")
 
@@ -183,15 +217,17 @@ class HostedConnections:
         raises InvalidCredentials and the page stays."""
         result = self.flow.complete_link(pending.app, link_id=self._link_id(pending), binding=binding or "",
                                          password=password, code=code, passkey=passkey, device_info=device_info)
-        return self._signed_in(pending, LINK, result, device_info)
+        return self._signed_in(pending, LINK, result, device_info, auth_time=pending.doc["link"].get("auth_time"))
 
     def _link_id(self, pending: Pending) -> str:
         return self.hosted.box.decrypt(pending.doc["link"]["id"]).decode("ascii")
 
-    def _signed_in(self, pending: Pending, stage: str, result, device_info: dict) -> Step:
+    def _signed_in(self, pending: Pending, stage: str, result, device_info: dict, *, auth_time: int | None) -> Step:
+        """The sign-in goes on, with ``auth_time`` (the provider's, None when it did not
+        say) as when the user authenticated, through the MFA step when there is one."""
         if result.outcome == MFA_REQUIRED:
             return self.hosted.second_factor(pending, result.challenge["challenge_token"], stage=stage,
-                                             first_factor=tuple(result.amr))
+                                             first_factor=tuple(result.amr), auth_time=auth_time)
         pair = self.sessions.issue(pending.app, result.user, remember_me=False, device_info=device_info,
                                    login_data=result.login_data)
-        return self.hosted.signed_in(pending, stage, pair, amr=list(result.amr))
+        return self.hosted.signed_in(pending, stage, pair, amr=list(result.amr), auth_time=auth_time)

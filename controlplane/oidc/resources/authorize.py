@@ -31,7 +31,9 @@ _AUTHORIZE_QUERY = {
         "scope": "space-separated, must include openid", "state": "passed back", "nonce": "put in the ID token",
         "code_challenge": "base64url SHA-256 of the verifier (43 to 128 characters)",
         "code_challenge_method": "S256", "prompt": "none, login or consent (hosted mode)",
-        "response_mode": "query (default) or form_post", "max_age": "seconds since the last sign-in",
+        "response_mode": "query (default) or form_post",
+        "max_age": "seconds since the last sign-in (hosted mode: passed on to a connection's provider, whose "
+                   "auth_time must meet it)",
         "login_hint": "pre-fills the hosted login's email; in hosted mode, an email whose domain a connection "
                       "claims goes straight to that connection (and the hint on to the provider)",
         "connection": "hosted mode: the name or id of an active connection of the application; the browser goes "
@@ -81,7 +83,10 @@ class Authorize(HostedFlowResource):
         consent_required on the redirect URI. The login page has a "Continue with ..." button per active
         connection; connection=<name or id>, or a login_hint whose email domain a connection claims, sends the
         browser to that connection's provider at once (302; the cookie iamgate_connection binds the sign-in to
-        the browser), whose answer comes back to /oidc/connections/{applicationId}/callback. Without a bearer,
+        the browser), whose answer comes back to /oidc/connections/{applicationId}/callback. prompt=login and
+        max_age go on to the provider (prompt=login with max_age=0, or max_age), whose id_token auth_time must
+        show the fresh sign-in and becomes the client's auth_time; an oauth2 connection cannot show one, so for
+        such a request it has no button and naming it is login_required on the redirect URI. Without a bearer,
         errors found before the client and redirect_uri are validated are an HTML error page (400), never a
         redirect; later errors redirect with error and state (RFC 6749 4.1.2.1). Without a bearer and without
         hosted login: 401 invalid_token."""

@@ -17,7 +17,7 @@ from controlplane.oidc.assets import PASSKEY_SCRIPT
 from controlplane.oidc.errors import AccessDenied, AuthorizationRequestExpired, OAuthError
 from controlplane.oidc.hosted import OFFER, PENDING_TTL, Step, session_cookie_name
 from controlplane.oidc.resources.common import HTML
-from controlplane.oidc.upstream import BINDING_COOKIE, CONNECTIONS_PATH, LINK, LINK_PATH
+from controlplane.oidc.upstream import BINDING_COOKIE, CONNECTIONS_PATH, LINK, LINK_PATH, can_answer
 from controlplane.openapi import op
 from controlplane.pages import CSRF_COOKIE, CsrfTokenInvalid, MalformedForm, image_url, read_form
 from controlplane.passkeys.errors import (
@@ -125,10 +125,13 @@ def render_step(resource, req, resp, step, app: dict, csrf: str, *, error: str |
     else:
         context["error"] = error
     if step.page == "login":
-        connections = resource.upstream.buttons(app["_id"])
+        active = resource.upstream.buttons(app["_id"])
+        # A request that demands a fresh sign-in has no button of a connection that cannot
+        # prove one; an email of its domains still goes to it (and so login_required).
+        connections = [connection for connection in active if can_answer(connection, request)]
         context.setdefault("login_hint", request.login_hint)
         context.update(connections=connections,
-                       email_routing=any(connection.email_domains for connection in connections))
+                       email_routing=any(connection.email_domains for connection in active))
         # A button, or an email of a claimed domain, answers a redirect to the provider.
         targets += [connection.endpoints.authorization_endpoint for connection in connections]
     if step.page in ("login", "mfa", OFFER, LINK):

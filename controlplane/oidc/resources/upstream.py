@@ -69,9 +69,10 @@ class ConnectionCallback(HostedFlowResource):
         whose provider does not has its own (/oidc/connections/{applicationId}/{connectionId}/callback,
         beside this one: GitHub accepts redirect URIs below the registered one). The authorization response (code,
         state, iss; or error) is checked (the state is single use and bound to this browser by the cookie
-        iamgate_connection; iss per RFC 9207; the id_token), then the authorization request that started it
-        goes on: the MFA page when the user has a second factor, the consent page, or 302 to the client with
-        the code. Linking verify: the link page, where the person proves the existing account. A refusal is an
+        iamgate_connection; iss per RFC 9207; the id_token, and its auth_time when the request asked for
+        prompt=login or max_age), then the authorization request that started it goes on: the MFA page when
+        the user has a second factor, the consent page, or 302 to the client with the code. Linking verify:
+        the link page, where the person proves the existing account. A refusal is an
         HTML error page saying why."""
         no_store(resp)
         app = self.hosted.branding_app(app_id=applicationId)
