@@ -128,7 +128,8 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _audit(args, config: Config) -> int:
     """Check one hash chain of audit records (docs/audit.md, "Integrity"): exit 0 when
-    every sealed record links to the one before, 1 naming the first that does not."""
+    every sealed record links to the one before and no record sits outside the chain, 1
+    naming the first that does not."""
     from controlplane.audit.service import AuditLog
     from controlplane.audit.store import AuditStore
     from controlplane.events import EventLog
@@ -144,7 +145,8 @@ def _audit(args, config: Config) -> int:
     audit = AuditLog(AuditStore(store, events.records), events)
     verdict = audit.verify(application_id=args.application, organization_id=args.organization)
     print(f"{verdict.checked} sealed records checked; {verdict.unsealed} not sealed yet"
-          + (f"; {len(verdict.late)} sealed late (after records with higher seqs)" if verdict.late else ""))
+          + (f"; {len(verdict.late)} sealed late (after records with higher seqs)" if verdict.late else "")
+          + (f"; {verdict.outside} outside the chain" if verdict.outside else ""))
     if verdict.intact:
         print("chain intact")
         return 0

@@ -5,7 +5,9 @@ one per organization): ``hash = SHA-256(prev_hash || canonical(record))``, where
 ``prev_hash`` is the hash of the chain's previous record (``GENESIS`` for the first) and
 ``link`` numbers the record in its chain.  Editing, inserting or removing a sealed
 record inside a chain changes a hash the next record holds: ``verify`` names the first
-record whose link does not hold.
+record whose link does not hold.  A record slipped in beside the chain instead (no link,
+yet not waiting to be sealed) changes no hash: ``verify`` asks the store for those too
+(``outside``), and names the first.
 
 Sealing happens after the write, by one ``Sealer`` at a time (a lease in the store), in
 ``seq`` order: writers on any number of replicas only insert (the change log's hot path
@@ -74,23 +76,34 @@ def link_hash(prev_hash: str, doc: dict) -> str:
 @dataclass(frozen=True)
 class Verdict:
     """``verify``'s answer: how many sealed records checked out, the first broken one
-    (``break_at``: its id, seq and why), the records sealed late, and those not sealed yet."""
+    (``break_at``: its id, seq and why), the records sealed late, those not sealed yet,
+    and those of the scope in no chain that are not waiting to be sealed either
+    (``outside``: slipped into the log; the first of them is the break when the chain
+    itself holds)."""
 
     checked: int
     break_at: dict | None
     late: list
     unsealed: int
+    outside: int
 
     @property
     def intact(self) -> bool:
         return self.break_at is None
 
 
-def verify(records, unsealed: int) -> Verdict:
+def verify(records, unsealed: int, outside) -> Verdict:
     """Walk one chain's sealed records in ``link`` order (``records``, an iterable) and
-    check every link: the numbering, the previous hash and the record's own hash."""
-    prev_hash, expected, checked, late, last_seq = None, None, 0, [], None
+    check every link: the numbering, the previous hash and the record's own hash.
+
+    ``outside(start)``: (how many, the first) of the scope's records that are in no chain
+    and not waiting to be sealed, ``start`` being when the chain's first kept record was
+    written (None: the chain is empty), since records older than that may predate the
+    audit log.  The walk cannot see them: no link holds their hash."""
+    prev_hash, expected, checked, late, last_seq, start = None, None, 0, [], None, None
     for doc in records:
+        if start is None:
+            start = doc["at"]
         why = None
         if expected is not None and doc.get("link") != expected:
             why = f"link {doc.get('link')} where {expected} was expected (a record was removed or added)"
@@ -99,14 +112,27 @@ def verify(records, unsealed: int) -> Verdict:
         elif doc.get("hash") != link_hash(doc.get("prev_hash") or "", doc):
             why = "the record's content does not match its hash (edited)"
         if why is not None:
-            return Verdict(checked, {"id": doc["_id"], "seq": doc.get("seq"), "link": doc.get("link"),
-                                     "reason": why}, late, unsealed)
+            return Verdict(checked, _break(doc, why), late, unsealed, outside(start)[0])
         if last_seq is not None and doc["seq"] < last_seq:
             late.append(doc["_id"])
         last_seq = max(last_seq or 0, doc["seq"])
         # The oldest records may have expired (retention): the chain starts at the first kept.
         prev_hash, expected, checked = doc["hash"], doc["link"] + 1, checked + 1
-    return Verdict(checked, None, late, unsealed)
+    count, first = outside(start)
+    if first is not None:
+        return Verdict(checked, _break(first, _why_outside(first)), late, unsealed, count)
+    return Verdict(checked, None, late, unsealed, count)
+
+
+def _break(doc: dict, why: str) -> dict:
+    return {"id": doc["_id"], "seq": doc.get("seq"), "link": doc.get("link"), "reason": why}
+
+
+def _why_outside(doc: dict) -> str:
+    if doc.get("sealed") is not None:
+        return "marked sealed but not in this chain (inserted beside it, or its link removed)"
+    return ("not sealed and not waiting to be sealed, yet written after the chain began "
+            "(inserted to look older than the audit log)")
 
 
 class Sealer:

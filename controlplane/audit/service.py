@@ -60,12 +60,14 @@ class AuditLog:
 
     def verify(self, *, application_id: str | None = None, organization_id: str | None = None) -> Verdict:
         """Check the hash chain of an application's records (or of an organization's
-        dashboard actions outside any application)."""
+        dashboard actions outside any application), and that no record of the scope sits
+        beside it: one the listing shows as history while no link covers it."""
         if application_id is not None:
             chain, scope = application_id, {"app_id": application_id}
         else:
             chain, scope = f"organization:{organization_id}", {"app_id": None, "organization_id": organization_id}
-        return verify(self.store.chain(chain), self.store.unsealed_count(scope))
+        return verify(self.store.chain(chain), self.store.unsealed_count(scope),
+                      lambda start: self.store.outside_chain(scope, chain, start))
 
     def page(self, scope: str, scope_id: str, filters: dict, cursor: str | None,
              limit: int) -> tuple[list[dict], str | None]:

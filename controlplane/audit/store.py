@@ -41,6 +41,12 @@ INDEXES = {
         # (a record leaves it when sealed) and costs a write little. Then each chain in order.
         IndexModel([("seq", ASCENDING)], name="audit_unsealed", partialFilterExpression={"sealed": False}),
         IndexModel([("chain", ASCENDING), ("link", ASCENDING)], name="audit_chain"),
+        # ``audit verify``'s look beside the chain (``outside_query``): the scope, then
+        # ``sealed``, ``chain`` and ``at``, whose bounds leave out the chain, the records
+        # waiting for the sealer and the log from before the chain began, so the count
+        # reads only what sits beside the chain (nothing, unless someone put it there).
+        IndexModel([("app_id", ASCENDING), ("organization_id", ASCENDING), ("sealed", ASCENDING),
+                    ("chain", ASCENDING), ("at", ASCENDING)], name="audit_outside_chain"),
     ],
 }
 SEALER_LEASE = "sealer"
@@ -68,6 +74,21 @@ def query(scope: str, scope_id: str, filters: dict, after: tuple | None = None) 
         # (at, seq) below the cursor's: older, or as old with a lower seq.
         spec = {"$and": [spec, {"$or": [{"at": {"$lt": at_}}, {"at": at_, "seq": {"$lt": seq}}]}]}
     return spec
+
+
+def outside_query(chain_filter: dict, chain: str, start) -> dict:
+    """The scope's records in no chain (or another scope's) that are not waiting to be
+    sealed: every record a writer inserts carries ``sealed: false`` until the sealer
+    chains it, so one that is marked sealed (or carries any other value) without being in
+    the chain was put there by hand; and one without the field is from before the audit
+    log only if it is older than the chain's first record (``start``; with no chain yet
+    nothing tells, and those are left alone).  A rooted ``$or``: each branch is read
+    through ``audit_outside_chain`` on its own bounds."""
+    outside = {**chain_filter, "chain": {"$ne": chain}}
+    branches = [{**outside, "sealed": {"$nin": [False, None]}}]
+    if start is not None:
+        branches.append({**outside, "sealed": None, "at": {"$gte": start}})
+    return {"$or": branches}
 
 
 class AuditStore:
@@ -119,6 +140,16 @@ class AuditStore:
 
     def unsealed_count(self, chain_filter: dict) -> int:
         return self._events.count_documents({**chain_filter, "sealed": False})
+
+    def outside_chain(self, chain_filter: dict, chain: str, start) -> tuple[int, dict | None]:
+        """(how many, the first by seq) of the scope's records that are not in ``chain``
+        and are not waiting to be sealed (``outside_query``).  One indexed count; the
+        first is read only when there is one."""
+        spec = outside_query(chain_filter, chain, start)
+        count = self._events.count_documents(spec)
+        if not count:
+            return 0, None
+        return count, self._events.find_one(spec, {"seq": 1, "link": 1, "sealed": 1}, sort=[("seq", ASCENDING)])
 
     def page(self, scope: str, scope_id: str, filters: dict, after: tuple | None, limit: int) -> list[dict]:
         return list(self._events.find(query(scope, scope_id, filters, after)).sort(SORT).limit(limit))

@@ -2,6 +2,7 @@
 ``python -m controlplane audit verify`` naming the first record that was tampered with."""
 from __future__ import annotations
 
+from datetime import timedelta
 from itertools import pairwise
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from controlplane import __main__ as cli
 from controlplane.audit import context as audit
 from controlplane.audit.chain import GENESIS, Sealer, link_hash
+from shared.ids import new_id
 
 
 @pytest.fixture
@@ -281,3 +283,86 @@ def test_only_settled_records_are_read(ctx, clock, sealer, application, monkeypa
                         or read)
     assert sealer.seal_once() >= 3
     assert not {d["seq"] for d in read} & set(young)
+
+
+def slipped_in(ctx, at, *, app_id=None, organization_id=None, **marks) -> dict:
+    """A record written straight into the store by someone with write access to the
+    database (or by the change log before the audit log existed), in the shape the
+    EventLog writes, dated ``at``, with the log's next seq, but not part of any chain;
+    ``marks``: its ``sealed`` (and any chain fields) as the intruder sets them."""
+    doc = {
+        "_id": new_id(), "seq": ctx.store.next_seq("events"), "app_id": app_id, "type": None, "subject": {},
+        "data": {"forged": True}, "user_ids": [], "at": at, "action": "role.deleted", "result": {"status": "success"},
+        "actor": {"type": "api_key", "id": "key-of-someone-innocent", "display": None},
+        "target": {"type": "role", "id": "r-1", "display": None}, "organization_id": organization_id,
+        "request_id": "req-forged", "ip": "198.51.100.7", "user_agent": "curl", **marks,
+    }
+    ctx.store["events"].insert_one(doc)
+    return doc
+
+
+@pytest.mark.parametrize("marks", [
+    pytest.param({"sealed": True}, id="marked-sealed-without-a-link"),
+    pytest.param({}, id="no-sealed-field-like-a-pre-audit-record"),
+    pytest.param({"sealed": True, "chain": "another-application", "link": 1, "prev_hash": GENESIS},
+                 id="claiming-another-chain"),
+])
+def test_a_record_slipped_in_beside_the_chain_is_reported_by_verify(ctx, clock, sealer, auditor, client, monkeypatch,
+                                                                      capsys, marks):
+    """docs/audit.md, "Integrity": inserting a record leaves a break that ``audit verify``
+    finds.  A record of the application dated now that is not in its chain and not
+    waiting to be sealed (marked sealed, or without the field, as if older than the audit
+    log) is listed by the API as history; verify names it, and the CLI exits 1."""
+    app, headers = auditor
+    record(ctx, app["_id"], 3)
+    clock.advance(6)
+    sealer.seal_once()
+    assert ctx.audit.verify(application_id=app["_id"]).intact
+
+    forged = slipped_in(ctx, clock(), app_id=app["_id"], **marks)
+    clock.advance(6)
+    sealer.seal_once()  # the sealer runs on: it never chains the forged record
+
+    listed = client.simulate_get(f"/api/v1/applications/{app['_id']}/audit-events", headers=headers).json["data"]
+    assert forged["_id"] in [r["id"] for r in listed]  # the API shows it as history
+    verdict = ctx.audit.verify(application_id=app["_id"])
+    assert (verdict.intact, verdict.outside, verdict.break_at["id"]) == (False, 1, forged["_id"])
+    status, out = run_verify(ctx, monkeypatch, capsys, "--application", app["_id"])
+    assert status == 1 and "1 outside the chain" in out and f"chain broken at record {forged['_id']}" in out
+
+
+def test_records_older_than_the_chain_and_records_waiting_to_be_sealed_are_not_reported(ctx, clock, sealer,
+                                                                                        application):
+    """Only records outside the chain that nothing explains count: those without the
+    ``sealed`` field written before the chain's first record (the log before the audit
+    log existed) and those the sealer has not reached yet (``sealed: false``) pass, and a
+    record without the field dated after the chain began is the one verify reports."""
+    app_id = application["_id"]
+    for i in range(3):  # the change log before the audit log existed: no sealed field
+        slipped_in(ctx, clock() - timedelta(days=3, seconds=i), app_id=app_id)
+    record(ctx, app_id, 2)
+    clock.advance(6)
+    sealer.seal_once()
+    record(ctx, app_id, 2)  # not settled yet: waiting for the sealer
+    verdict = ctx.audit.verify(application_id=app_id)
+    assert (verdict.intact, verdict.unsealed, verdict.outside) == (True, 2, 0)
+
+    forged = slipped_in(ctx, clock(), app_id=app_id)
+    verdict = ctx.audit.verify(application_id=app_id)
+    assert (verdict.outside, verdict.unsealed, verdict.break_at["id"]) == (1, 2, forged["_id"])
+    assert "written after the chain began" in verdict.break_at["reason"]
+
+
+def test_a_record_slipped_into_an_organizations_dashboard_actions_is_reported_there_only(ctx, clock, sealer):
+    """The organization's chain (dashboard actions outside any application) is checked
+    the same way, and a record slipped into another organization's is that one's."""
+    for org in ("org-1", "org-2"):
+        ctx.audit.record("organization.member_added", result=audit.success(),
+                         target=audit.actor("dashboard_account", "acc"), organization_id=org)
+    clock.advance(6)
+    sealer.seal_once()
+    forged = slipped_in(ctx, clock(), organization_id="org-2", sealed=True)
+    assert ctx.audit.verify(organization_id="org-1").intact
+    verdict = ctx.audit.verify(organization_id="org-2")
+    assert (verdict.outside, verdict.break_at["id"]) == (1, forged["_id"])
+    assert "marked sealed but not in this chain" in verdict.break_at["reason"]

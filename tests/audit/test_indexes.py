@@ -16,7 +16,9 @@ from itertools import combinations
 
 import pytest
 
-from controlplane.audit.store import INDEXES, SCOPES, SORT, query
+from controlplane.audit import context as audit
+from controlplane.audit.chain import Sealer
+from controlplane.audit.store import INDEXES, SCOPES, SORT, outside_query, query
 from tests import mongodb
 from tests.conftest import bearer
 
@@ -162,3 +164,52 @@ def test_the_other_audit_reads_are_served_too():
     assert ["chain", "link"] in keys
     unsealed = next(m.document for m in INDEXES["events"] if m.document["name"] == "audit_unsealed")
     assert list(unsealed["key"]) == ["seq"] and unsealed["partialFilterExpression"] == {"sealed": False}
+
+
+OUTSIDE_CASES = [(scope, chain, start) for scope, chain in (({"app_id": "app"}, "app"),
+                                                            ({"app_id": None, "organization_id": "org"},
+                                                             "organization:org"))
+                 for start in (None, SINCE)]
+
+
+@pytest.mark.parametrize("scope, chain, start", OUTSIDE_CASES)
+def test_the_look_beside_the_chain_is_served_by_one_index(scope, chain, start):
+    """``audit verify``'s count of the records outside the chain (docs/audit.md,
+    "Integrity") is a rooted ``$or`` whose every branch leads ``audit_outside_chain``
+    with the scope's equalities and bounds its other keys there: it reads the records
+    outside the chain, not the chain itself nor the log from before the audit log."""
+    keys = next(list(m.document["key"]) for m in INDEXES["events"] if m.document["name"] == "audit_outside_chain")
+    spec = outside_query(scope, chain, start)
+    assert set(spec) == {"$or"} and len(spec["$or"]) == (1 if start is None else 2)
+    for branch in spec["$or"]:
+        assert keys[:len(scope)] == list(scope) and set(branch) <= set(keys), (branch, keys)
+
+
+def test_verify_of_an_intact_chain_adds_one_count_to_its_walk(ctx, clock, application, monkeypatch):
+    """The look beside the chain costs one indexed count while there is nothing there;
+    the first record outside is read only when the count finds one."""
+    ctx.audit.record("user.login", result=audit.failure("invalid_credentials"), target=audit.actor("user", "u"),
+                     application_id=application["_id"])
+    clock.advance(6)
+    Sealer(ctx.audit.store, clock, settle=5).seal_once()
+    calls = []
+    events = ctx.audit.store._events
+
+    class Calls:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(events, name)
+
+    monkeypatch.setattr(ctx.audit.store, "_events", Calls())
+    verdict = ctx.audit.verify(application_id=application["_id"])
+    assert verdict.intact and verdict.outside == 0
+    assert sorted(calls) == ["count_documents", "count_documents", "find"]  # the walk, the unsealed, the outside
+
+
+@pytest.mark.skipif(mongodb.TEST_MONGODB_URI is None or "mongomock" in mongodb.describe(),
+                    reason="needs a real MongoDB")
+@pytest.mark.parametrize("scope, chain, start", OUTSIDE_CASES)
+def test_mongodb_plans_the_look_beside_the_chain_on_its_index(ctx, insert_records, scope, chain, start):
+    insert_records(50, app_id="app", organization_id="org")
+    plan = str(ctx.store["events"].find(outside_query(scope, chain, start)).explain()["queryPlanner"]["winningPlan"])
+    assert "audit_outside_chain" in plan and "COLLSCAN" not in plan, plan
