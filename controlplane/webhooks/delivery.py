@@ -47,7 +47,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.signing import service_signature, standard_headers, standard_key
-from controlplane.webhooks.store import WebhookStore
+from controlplane.webhooks.store import INACTIVE, WebhookStore
 from controlplane.webhooks.targets import Pinned, TargetPolicy
 from shared import tracing
 from shared.crypto import DecryptionError, SecretBox
@@ -446,7 +446,7 @@ class DeliveryWorker:
             self.store.drop_delivery(delivery)  # deleted webhook: pending retries are cancelled
             return
         if not webhook["is_active"]:
-            self.store.finish(delivery, {"status": "cancelled", "last_error": "webhook inactive"})
+            self.store.finish(delivery, {"status": "cancelled", "last_error": INACTIVE})
             return
         body = delivery["body"].encode("utf-8")
         try:
@@ -539,11 +539,17 @@ class DeliveryWorker:
         if outcome.ok:
             self.store.record_success(app_id, webhook_id)
             return
-        if self.store.record_failure(app_id, webhook_id) >= DISABLE_AFTER and self.store.disable(app_id, webhook_id,
-                                                                                                 now):
+        failures, active = self.store.record_failure(app_id, webhook_id)
+        disabled = active and failures >= DISABLE_AFTER and self.store.disable(app_id, webhook_id, now)
+        if disabled:
             # The host only: the URL's path or query may carry the receiver's token.
             log.warning("webhook disabled after %d failed deliveries in a row", DISABLE_AFTER,
                         extra={"app_id": app_id, "webhook_id": webhook_id, "host": _host(webhook["url"])})
+        if disabled or (not active and retry_in is not None):
+            # Deactivated, here or by hand while this attempt was in flight (whose own
+            # cancel passed this held delivery by): its pending deliveries, the retry just
+            # queued included, are cancelled, not kept for the webhook's return.
+            self.store.cancel_queued(app_id, webhook_id, now, INACTIVE)
 
 
 def _host(url: str) -> str | None:

@@ -38,7 +38,7 @@ from controlplane.webhooks.errors import (
     WebhookNotFound,
 )
 from controlplane.webhooks.signing import new_secret
-from controlplane.webhooks.store import WebhookStore, new_event_delivery
+from controlplane.webhooks.store import INACTIVE, WebhookStore, new_event_delivery
 from controlplane.webhooks.targets import TargetPolicy
 from shared.crypto import SecretBox
 from shared.ids import is_uuid, new_id
@@ -107,7 +107,10 @@ class WebhookService:
 
     def update(self, app_id: str, webhook_id: str, values: dict) -> dict:
         """PUT: any of url, events (replaces), is_active.  Re-enabling resets the
-        failure streak that auto-disabling counts."""
+        failure streak that auto-disabling counts.  Deactivating cancels the pending
+        deliveries (``WebhookStore.cancel_queued``), after the webhook is written inactive
+        so that a worker claiming one meanwhile finds it inactive: switched on again, the
+        webhook gets none of what was queued before."""
         webhook = self.get(app_id, webhook_id)
         changes = {}
         if "url" in values:
@@ -123,6 +126,8 @@ class WebhookService:
         updated = self.store.update(app_id, webhook["_id"], {**changes, "updated_at": self.clock()})
         if updated is None:
             raise WebhookNotFound(webhook_id)
+        if changes.get("is_active") is False:
+            self.store.cancel_queued(app_id, updated["_id"], self.clock(), INACTIVE)
         self._record("webhook.updated", updated, changed_fields(webhook, updated, changes, hidden=_HIDDEN))
         return updated
 

@@ -47,12 +47,14 @@ event again, by a restarted or a second dispatcher, queues a pending record that
 entry); a claim leases the queue entry, then stamps the log record with the same lease
 token, only while it is pending; a result is written to the log first, guarded by that
 token (a stale worker's result is discarded), then the queue entry is rescheduled or
-removed.  A claimed entry whose log record is no longer pending (a worker died between
-its two writes, or a late second dispatch queued it again) is removed unsent.  A queue
-entry is written before its lane is brought forward, and a slot freed before it, so a
-claim that read the lane earlier fails its compare-and-set instead of parking the lane
-past them; an entry whose lane write was lost is found again by a second dispatch, by
-``restore_lanes`` at start, or by an idle claim (``_adopt``).
+removed; a deactivation's cancel (``cancel_queued``) writes the same way, log record
+first.  A claimed entry whose log record is no longer pending (a worker died between
+its two writes, a late second dispatch queued it again, or a deactivation cancelled it)
+is removed unsent.  A queue entry is written before its lane is brought forward, and a
+slot freed before it, so a claim that read the lane earlier fails its compare-and-set
+instead of parking the lane past them; an entry whose lane write was lost is found
+again by a second dispatch, by ``restore_lanes`` at start, or by an idle claim
+(``_adopt``).
 
 Retention: ``expires_at`` (created_at + IAMGATE_WEBHOOK_DELIVERY_RETENTION) carries a TTL
 index, which only reclaims space.
@@ -95,6 +97,8 @@ INDEXES = {
 _CURSOR = "cursor"
 _DELIVERY_IDS = uuid.UUID("6f0c1c8e-4f4e-4d0b-9a57-2b1f3c0d9e11")  # namespace of delivery ids
 _CLAIM_TRIES = 20
+_CANCEL_BATCH = 1000  # queued deliveries cancelled per write (``cancel_queued``)
+INACTIVE = "webhook inactive"  # the last_error of a delivery cancelled because its webhook was deactivated
 
 
 def _upsert(collection, filter_, update):
@@ -154,13 +158,14 @@ class WebhookStore(AppCollection):
         self._docs.update_one({"_id": webhook_id, "app_id": app_id, "consecutive_failures": {"$ne": 0}},
                               {"$set": {"consecutive_failures": 0}})
 
-    def record_failure(self, app_id: str, webhook_id: str) -> int:
-        """Count one more failure in a row; returns the new count (0 when the webhook is gone)."""
+    def record_failure(self, app_id: str, webhook_id: str) -> tuple[int, bool]:
+        """Count one more failure in a row; returns the new count and whether the webhook
+        is active ((0, False) when it is gone), read in the same write."""
         doc = self._docs.find_one_and_update({"_id": webhook_id, "app_id": app_id},
                                              {"$inc": {"consecutive_failures": 1}},
-                                             projection={"consecutive_failures": 1},
+                                             projection={"consecutive_failures": 1, "is_active": 1},
                                              return_document=ReturnDocument.AFTER)
-        return doc["consecutive_failures"] if doc else 0
+        return (doc["consecutive_failures"], bool(doc.get("is_active"))) if doc else (0, False)
 
     def disable(self, app_id: str, webhook_id: str, now) -> bool:
         """Set is_active false once; True for the call that did it."""
@@ -254,6 +259,35 @@ class WebhookStore(AppCollection):
         self._release(delivery["app_id"], delivery["lease"])
         return written
 
+    def cancel_queued(self, app_id: str, webhook_id: str, now, reason: str) -> int:
+        """Cancel the webhook's queued deliveries that no worker holds (status cancelled,
+        ``last_error`` ``reason``, kept in the log) and remove their queue entries; the
+        number cancelled.  Called once the webhook is inactive, so that turning it on again
+        brings none of them back.
+
+        Held ones (a lease that has not lapsed) are left to their worker, which reads the
+        webhook before it sends and again when it queues a retry.  The others are those
+        whose queue entry has no lease, or one that lapsed: each is cancelled only while
+        its log record is pending under the lease read here (none, or that lapsed one), and
+        its entry removed only while it holds that lease, the log first, as every result
+        is written.  So a claim racing the cancel either stamped the record first (the
+        cancel passes it by; its worker cancels it) or finds it no longer pending and
+        removes the entry unsent, freeing its slot.  No slot is taken here; the lane goes
+        when nothing is left queued (a claim would settle it anyway)."""
+        entries = list(self._queue.find({"app_id": app_id, "webhook_id": webhook_id,
+                                         "$or": [{"lease": None}, {"due_at": {"$lte": now}}]}, {"lease": 1}))
+        cancelled = 0
+        for start in range(0, len(entries), _CANCEL_BATCH):
+            batch = entries[start:start + _CANCEL_BATCH]
+            ids, leases = [e["_id"] for e in batch], list({e["lease"] for e in batch} | {None})
+            cancelled += self._deliveries.update_many(
+                {"_id": {"$in": ids}, "status": "pending", "lease": {"$in": leases}},
+                {"$set": {"status": "cancelled", "last_error": reason, "lease": None}}).modified_count
+            self._queue.delete_many({"_id": {"$in": ids}, "lease": {"$in": leases}})
+        if entries:
+            self._drop_empty_lane(app_id)
+        return cancelled
+
     def drop_delivery(self, delivery: dict) -> None:
         key = {"_id": delivery["_id"], "lease": delivery["lease"]}
         self._deliveries.delete_one(key)
@@ -308,6 +342,13 @@ class WebhookStore(AppCollection):
         if head is not None:
             self._bring_forward(app_id, head["due_at"])
         elif lane is not None:
+            self._lanes.delete_one({"_id": app_id, "version": lane["version"]})
+
+    def _drop_empty_lane(self, app_id: str) -> None:
+        """Remove the application's lane if it has nothing queued.  The lane is read
+        before the queue (see ``_settle``): a delivery queued meanwhile changed its version."""
+        lane = self._lanes.find_one({"_id": app_id}, {"version": 1})
+        if lane is not None and self._head(app_id) is None:
             self._lanes.delete_one({"_id": app_id, "version": lane["version"]})
 
     def _settle(self, lane: dict) -> None:

@@ -297,6 +297,93 @@ def test_deactivating_cancels_pending_retries(ctx, clock, client, manager, hooks
     assert delivery["status"] == "cancelled"
 
 
+def deliveries_of(client, manager, hooks_url, hook_id) -> list[dict]:
+    response = client.simulate_get(f"{hooks_url}/{hook_id}/deliveries", headers=manager)
+    assert response.status_code == 200, response.text
+    return response.json["data"]
+
+
+def set_active(client, manager, hooks_url, hook_id, active: bool) -> None:
+    response = client.simulate_put(f"{hooks_url}/{hook_id}", json={"is_active": active}, headers=manager)
+    assert response.status_code == 200 and response.json["data"]["is_active"] is active, response.text
+
+
+def test_deactivating_cancels_pending_retries_even_if_reactivated_before_they_fall_due(
+        ctx, clock, client, manager, hooks_url, make_webhook, receiver, make_role, application, pump):
+    """docs/webhooks.md, "Delivery": deactivating a webhook cancels its pending deliveries
+    (status cancelled, kept in the log) when it is deactivated, not when the worker
+    reaches them: switched off and on again before a retry falls due (an endpoint fixed
+    and re-enabled), the webhook gets no retry of what was queued before, and the
+    application is left no queue entry or lane for them."""
+    receiver.statuses = [500, 200]
+    hook = make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    assert len(receiver.requests) == 1  # the first attempt failed; a retry is pending
+    set_active(client, manager, hooks_url, hook["id"], False)
+    [delivery] = ctx.store["webhook_deliveries"].find({})
+    assert (delivery["status"], delivery["last_error"]) == ("cancelled", "webhook inactive")
+    for leftover in ("webhook_queue", "webhook_lanes", "webhook_slots"):
+        assert ctx.store[leftover].count_documents({}) == 0, leftover
+    set_active(client, manager, hooks_url, hook["id"], True)
+    clock.advance(3600)
+    pump()
+    [delivery] = deliveries_of(client, manager, hooks_url, hook["id"])
+    assert (len(receiver.requests), delivery["status"]) == (1, "cancelled"), (
+        f"the retry queued before the deactivation was sent after it: {len(receiver.requests)} requests, "
+        f"status {delivery['status']}")
+
+
+def test_a_retry_queued_by_an_attempt_in_flight_at_the_deactivation_is_cancelled(
+        ctx, clock, client, manager, hooks_url, make_webhook, receiver, make_role, application, monkeypatch):
+    """An attempt already sending when the webhook is deactivated read it active; the
+    deactivation's cancel passes its held delivery by.  When that attempt fails, the
+    retry it queues is cancelled there and then, so re-enabling the webhook before the
+    retry falls due does not bring it back."""
+    receiver.statuses = [500, 200]
+    hook = make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    ctx.webhooks.dispatcher.catch_up()
+    worker = ctx.webhooks.worker
+    post = worker.sender.post
+
+    def deactivated_while_sending(*args, **kwargs):
+        set_active(client, manager, hooks_url, hook["id"], False)
+        return post(*args, **kwargs)
+
+    monkeypatch.setattr(worker.sender, "post", deactivated_while_sending)
+    assert worker.run_once()
+    monkeypatch.setattr(worker.sender, "post", post)
+    set_active(client, manager, hooks_url, hook["id"], True)
+    clock.advance(3600)
+    while worker.run_once():
+        pass
+    [delivery] = deliveries_of(client, manager, hooks_url, hook["id"])
+    assert (len(receiver.requests), delivery["status"]) == (1, "cancelled")
+    assert ctx.store["webhook_queue"].count_documents({}) == 0
+
+
+def test_auto_disable_cancels_the_webhooks_pending_deliveries(ctx, clock, client, manager, hooks_url, make_webhook,
+                                                              receiver, application, make_role, pump):
+    """The auto-disable deactivates the webhook as a PUT does: the retry of the attempt
+    that disabled it and the other deliveries queued for it are cancelled at once, so an
+    endpoint fixed and re-enabled before they fall due gets none of them."""
+    receiver.statuses = [500, 200]
+    hook = make_webhook(receiver.url, events=["role.created"])
+    ctx.store["webhooks"].update_one({"_id": hook["id"]}, {"$set": {"consecutive_failures": DISABLE_AFTER - 1}})
+    make_role(application, "first", ["a:b"])
+    make_role(application, "second", ["a:b"])
+    ctx.webhooks.dispatcher.catch_up()
+    assert ctx.webhooks.worker.run_once()  # the first's attempt: the 100th failure in a row
+    assert ctx.store["webhooks"].find_one({"_id": hook["id"]})["is_active"] is False
+    set_active(client, manager, hooks_url, hook["id"], True)
+    clock.advance(3600)
+    pump()
+    assert len(receiver.requests) == 1
+    assert [(d["status"], d["last_error"]) for d in ctx.store["webhook_deliveries"].find({})] == [
+        ("cancelled", "webhook inactive")] * 2
+
+
 @pytest.mark.parametrize("config_overrides", [{"webhook_allow_private_targets": True, "webhook_retry_delays": ()}])
 def test_auto_disable_after_100_failures_in_a_row(ctx, client, manager, hooks_url, make_webhook, receiver,
                                                   application, make_role, pump, capsys):

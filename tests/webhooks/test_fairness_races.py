@@ -2,12 +2,16 @@
 and slots) under the interleavings a review found to break it.  Each test drives one
 interleaving of store calls deterministically on the FakeClock; the ones that need a step to happen in
 the middle of another worker's ``claim`` give that worker its own ``WebhookStore`` over
-the same collections, whose lanes collection runs the other steps at a chosen call.
+the same collections, whose lanes collection runs the other steps at a chosen call, or
+(a deactivation's cancel racing a claim, each stopped half-way) pause each store's step
+on a thread until the other's has run.
 """
 from __future__ import annotations
 
+import threading
+
 from controlplane.webhooks.store import WebhookStore
-from tests.webhooks.conftest import claim
+from tests.webhooks.conftest import LEASE, claim
 
 
 class _Lanes:
@@ -96,3 +100,76 @@ def test_lowering_the_cap_never_puts_more_than_the_new_cap_in_flight(ctx, clock,
     new = [claim(store, clock, 2) for _ in range(2)]  # a worker on the new cap of 2
     in_flight = ctx.store["webhook_slots"].count_documents({"app_id": "a"})
     assert in_flight <= 2, f"{in_flight} attempts in flight under a cap of 2 ({sum(d is not None for d in new)} new)"
+
+
+class _Paused:
+    """A collection of one store whose ``method`` first sets ``reached`` and waits for
+    ``go``: that store's step stopped at this point while another runs."""
+
+    def __init__(self, collection, method: str, reached: threading.Event, go: threading.Event):
+        self._collection, self._method, self._reached, self._go = collection, method, reached, go
+
+    def __getattr__(self, name):
+        found = getattr(self._collection, name)
+        if name != self._method:
+            return found
+
+        def paused(*args, **kwargs):
+            self._reached.set()
+            assert self._go.wait(10)
+            return found(*args, **kwargs)
+
+        return paused
+
+
+def test_a_claim_racing_a_deactivation_sends_nothing_and_leaves_no_slot_lane_or_entry(ctx, clock, queue):
+    """Deactivating a webhook cancels its pending deliveries (``cancel_queued``) while
+    claims go on.  Here the cancel has read the queue entry, unleased, and a claim leases
+    it before the cancel writes: the cancel marks the record cancelled but leaves the
+    entry (its lease is the claim's now); the claim then finds the record no longer
+    pending, removes the entry unsent and frees its slot, and the lane goes with the
+    application's last entry.  Nothing is sent, and no slot, lane or entry is left to
+    hold the application back."""
+    store = ctx.webhooks.worker.store
+    queue("a", 1)
+    read, leased, cancelled = threading.Event(), threading.Event(), threading.Event()
+    cancelling, claiming = WebhookStore(ctx.store), WebhookStore(ctx.store)
+    cancelling._deliveries = _Paused(cancelling._deliveries, "update_many", read, leased)  # after its queue read
+    claiming._deliveries = _Paused(claiming._deliveries, "find_one_and_update", leased, cancelled)  # before its stamp
+    results = {}
+
+    def cancel():
+        results["cancelled"] = cancelling.cancel_queued("a", "hook-a", clock(), "webhook inactive")
+        cancelled.set()
+
+    thread = threading.Thread(target=cancel)
+    thread.start()
+    assert read.wait(10)
+    assert claim(claiming, clock, 4) is None
+    thread.join(10)
+    assert results["cancelled"] == 1
+    [delivery] = ctx.store["webhook_deliveries"].find({})
+    assert (delivery["status"], delivery["lease"], delivery["attempts"]) == ("cancelled", None, 0)
+    for leftover in ("webhook_queue", "webhook_slots", "webhook_lanes"):
+        assert ctx.store[leftover].count_documents({}) == 0, leftover
+    queue("a", 1)  # the application's next delivery is served as before
+    assert claim(store, clock, 4)["app_id"] == "a"
+
+
+def test_a_delivery_whose_worker_died_is_cancelled_and_its_late_result_discarded(ctx, clock, queue):
+    """A queue entry whose lease lapsed (its worker died mid-send, or stalled) is no
+    longer held: deactivating the webhook cancels it like an unleased one.  The stalled
+    worker's late result is discarded (its lease is gone from the record) and its slot
+    freed; a delivery held under a live lease is left to its worker."""
+    store = ctx.webhooks.worker.store
+    queue("a", 2)
+    stalled = claim(store, clock, 4)
+    clock.advance(LEASE.total_seconds())  # its lease lapses
+    held = claim(store, clock, 4)         # the other one, claimed just now
+    assert store.cancel_queued("a", "hook-a", clock(), "webhook inactive") == 1
+    assert store.finish(stalled, {"status": "delivered"}) is False
+    statuses = {d["_id"]: d["status"] for d in ctx.store["webhook_deliveries"].find({})}
+    assert statuses == {stalled["_id"]: "cancelled", held["_id"]: "pending"}
+    assert store.finish(held, {"status": "cancelled", "last_error": "webhook inactive"})  # its worker's own check
+    for leftover in ("webhook_queue", "webhook_slots", "webhook_lanes"):
+        assert ctx.store[leftover].count_documents({}) == 0, leftover
