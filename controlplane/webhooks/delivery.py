@@ -47,7 +47,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from controlplane.webhooks.errors import WebhookTargetForbidden
 from controlplane.webhooks.signing import service_signature, standard_headers, standard_key
-from controlplane.webhooks.store import INACTIVE, WebhookStore
+from controlplane.webhooks.store import INACTIVE, WebhookStore, unsubscribed
 from controlplane.webhooks.targets import Pinned, TargetPolicy
 from shared import tracing
 from shared.crypto import DecryptionError, SecretBox
@@ -447,6 +447,11 @@ class DeliveryWorker:
             return
         if not webhook["is_active"]:
             self.store.finish(delivery, {"status": "cancelled", "last_error": INACTIVE})
+            return
+        if delivery["event"] not in webhook["events"]:
+            # Unsubscribed since it was queued (PUT events replaces them): the receiver
+            # opted out of this kind, retries included.
+            self.store.finish(delivery, {"status": "cancelled", "last_error": unsubscribed(delivery["event"])})
             return
         body = delivery["body"].encode("utf-8")
         try:

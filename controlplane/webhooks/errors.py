@@ -18,6 +18,14 @@ class WebhookInactive(Conflict, code="WEBHOOK_INACTIVE",
     """A redelivery to a webhook that is not active: the worker would cancel it unsent."""
 
 
+class WebhookEventNotSubscribed(Conflict, code="WEBHOOK_EVENT_NOT_SUBSCRIBED",
+                                message="The webhook no longer subscribes to {event}; add it to its events "
+                                        "(PUT events) before redelivering.",
+                                detail_names=("webhook_id", "event")):
+    """A redelivery of an event of a kind the webhook's ``events`` no longer name: the
+    receiver opted out of it, and the worker would cancel it unsent."""
+
+
 class WebhookLimitReached(Conflict, code="WEBHOOK_LIMIT_EXCEEDED",
                           message="An application may hold at most {limit} webhooks; delete one first.",
                           detail_names=("limit",)):

@@ -8,6 +8,7 @@ from controlplane.resource import ManagedCollection, ManagedItem, ServiceResourc
 from controlplane.webhooks import schemas
 from controlplane.webhooks.errors import (
     WebhookDeliveryNotFound,
+    WebhookEventNotSubscribed,
     WebhookEventUnsupported,
     WebhookInactive,
     WebhookLimitReached,
@@ -80,7 +81,8 @@ class WebhookDeliveries(ServiceResource[WebhookService]):
 class WebhookRedelivery(ServiceResource[WebhookService]):
     access = {"POST": MANAGE}
     docs = {
-        "POST": op(ok=202, response=schemas.DELIVERY, errors=[*_ITEM_ERRORS, WebhookDeliveryNotFound, WebhookInactive]),
+        "POST": op(ok=202, response=schemas.DELIVERY, errors=[*_ITEM_ERRORS, WebhookDeliveryNotFound, WebhookInactive,
+                                                              WebhookEventNotSubscribed]),
     }
 
     def on_post(self, req, resp, applicationId, webhookId, deliveryId):

@@ -32,6 +32,7 @@ from controlplane.events import EventLog
 from controlplane.webhooks.dispatcher import pseudonymized
 from controlplane.webhooks.errors import (
     WebhookDeliveryNotFound,
+    WebhookEventNotSubscribed,
     WebhookEventUnsupported,
     WebhookInactive,
     WebhookLimitReached,
@@ -165,7 +166,9 @@ class WebhookService:
         body, a new id (so a receiver that drops ids it has seen takes it), signed afresh
         at each attempt like any delivery, and ``redelivery_of`` naming the delivery it
         repeats.  404 WEBHOOK_NOT_FOUND, 404 WEBHOOK_DELIVERY_NOT_FOUND, 409
-        WEBHOOK_INACTIVE (the worker would cancel it unsent)."""
+        WEBHOOK_INACTIVE and 409 WEBHOOK_EVENT_NOT_SUBSCRIBED (the event's kind is no
+        longer among the webhook's events): the worker would cancel it unsent, so it is
+        refused rather than queued to end ``cancelled``."""
         webhook = self.get(app_id, webhook_id)
         original = (self.store.find_event_delivery(app_id, webhook["_id"], delivery_id.lower())
                     if is_uuid(delivery_id) else None)
@@ -173,6 +176,8 @@ class WebhookService:
             raise WebhookDeliveryNotFound(webhook_id, delivery_id)
         if not webhook["is_active"]:
             raise WebhookInactive(webhook_id)
+        if original["event"] not in webhook["events"]:
+            raise WebhookEventNotSubscribed(webhook_id, original["event"])
         now = self.clock()
         delivery = new_event_delivery(new_id(), app_id, webhook["_id"], original["event_seq"], original["event"],
                                       original["body"], now=now, redelivery_of=original["_id"],

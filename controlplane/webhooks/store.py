@@ -101,6 +101,11 @@ _CANCEL_BATCH = 1000  # queued deliveries cancelled per write (``cancel_queued``
 INACTIVE = "webhook inactive"  # the last_error of a delivery cancelled because its webhook was deactivated
 
 
+def unsubscribed(event: str) -> str:
+    """The last_error of a delivery cancelled because its webhook's events no longer name its kind."""
+    return f"webhook no longer subscribed to {event}"
+
+
 def _upsert(collection, filter_, update):
     """``update_one`` with ``upsert``; of two racing upserts of one ``_id`` the one that
     loses the insert applies as an update."""

@@ -363,6 +363,30 @@ def test_a_retry_queued_by_an_attempt_in_flight_at_the_deactivation_is_cancelled
     assert ctx.store["webhook_queue"].count_documents({}) == 0
 
 
+def test_a_webhook_unsubscribed_from_an_event_kind_gets_no_more_attempts_of_it(
+        ctx, clock, client, manager, hooks_url, make_webhook, receiver, make_role, application, pump):
+    """docs/webhooks.md, "Unsubscribing": a webhook subscribed to role.created, then
+    changed (PUT events replaces them) to role.deleted only, gets no retry of a
+    role.created queued before: the delivery ends cancelled, unsent, saying why, rather
+    than being sent for up to IAMGATE_WEBHOOK_RETRY_DELAYS (35 min by default) with no
+    way for the receiver to stop it short of deleting the webhook."""
+    receiver.statuses = [500, 200]
+    hook = make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    pump()
+    assert receiver.events() == ["role.created"]
+    changed = client.simulate_put(f"{hooks_url}/{hook['id']}", json={"events": ["role.deleted"]}, headers=manager)
+    assert changed.status_code == 200 and changed.json["data"]["events"] == ["role.deleted"]
+    clock.advance(3600)
+    pump()
+    later = [json.loads(r["body"])["event"] for r in receiver.requests[1:]]
+    assert "role.created" not in later, f"after unsubscribing from role.created the webhook still received {later}"
+    [delivery] = ctx.store["webhook_deliveries"].find({})
+    assert (delivery["status"], delivery["attempts"], delivery["last_error"]) == (
+        "cancelled", 1, "webhook no longer subscribed to role.created")
+    assert ctx.store["webhook_queue"].count_documents({}) == 0
+
+
 def test_auto_disable_cancels_the_webhooks_pending_deliveries(ctx, clock, client, manager, hooks_url, make_webhook,
                                                               receiver, application, make_role, pump):
     """The auto-disable deactivates the webhook as a PUT does: the retry of the attempt

@@ -143,6 +143,33 @@ def test_a_disabled_webhook_is_409_and_queues_nothing(client, ctx, manager, hook
     assert queued(ctx) == before
 
 
+def test_a_delivery_of_a_kind_the_webhook_no_longer_subscribes_to_is_409_and_queues_nothing(
+        client, ctx, manager, hooks_url, application, delivered, receiver, pump):
+    """docs/webhooks.md, "Redelivery": the receiver opted out of the kind (PUT events
+    replaced them) and the worker would cancel the redelivery unsent, so it is refused in
+    the spec's envelope, naming the webhook and the event, and nothing is queued; with
+    the kind added back (an explicit change of what the webhook receives) it is queued
+    and sent.  The route's documented errors name the code."""
+    hook, original = delivered
+    url = redeliver_url(application["_id"], hook["id"], original["id"])
+    assert client.simulate_put(f"{hooks_url}/{hook['id']}", json={"events": ["role.deleted"]},
+                               headers=manager).status_code == 200
+    before = queued(ctx)
+    response = client.simulate_post(url, json={}, headers=manager)
+    assert response.status_code == 409, response.text
+    error = response.json["error"]
+    assert error["code"] == "WEBHOOK_EVENT_NOT_SUBSCRIBED" and "role.created" in error["message"]
+    assert error["details"] == {"webhook_id": hook["id"], "event": "role.created"}
+    assert queued(ctx) == before and pump() == 0
+    assert client.simulate_put(f"{hooks_url}/{hook['id']}", json={"events": ["role.deleted", "role.created"]},
+                               headers=manager).status_code == 200
+    assert client.simulate_post(url, json={}, headers=manager).status_code == 202
+    assert pump() == 1 and receiver.events() == ["role.created", "role.created"]
+    operation = client.simulate_get("/openapi.json").json["paths"][
+        "/api/v1/applications/{applicationId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver"]["post"]
+    assert "WEBHOOK_EVENT_NOT_SUBSCRIBED" in str(operation["responses"]["409"])
+
+
 def test_the_permission_webhooks_manage_is_required(client, ctx, application, make_api_key, delivered, pump):
     hook, original = delivered
     before = queued(ctx)
