@@ -421,8 +421,11 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
 
     # Sign-in through connections last: it creates users (registration), maps attributes
     # and roles (ABAC, roles), and answers the second factor as the login does (passkeys).
+    # Its attribute mapping writes the same values at every sign-in: no grants.invalidated
+    # for those (AbacService.set_attribute).
     identities = IdentityService(identity_store, pending_links, user_directory,
-                                 create_user=registration.create_external, set_attribute=abac.set_attribute,
+                                 create_user=registration.create_external,
+                                 set_attribute=partial(abac.set_attribute, invalidate_unchanged=False),
                                  roles=roles, passkey_count=PasskeyStore(store).count_for_user, events=events,
                                  clock=clock, connection_active=connections.store.is_active)
     events.listen(identities.on_event)

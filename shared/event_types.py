@@ -6,6 +6,12 @@ and consent by the OIDC provider, policy and attribute kinds by ABAC management)
 ``INTERNAL_EVENT_TYPES`` are kinds the control plane emits for its own readers (decision
 caches, the audit log); they are never delivered to webhooks. ``EventLog.emit`` refuses a
 kind that is in neither.
+
+``grants.invalidated`` and ``policies.invalidated`` are what a write emits when it finds
+its change already made (docs/architecture.md, "Repeated writes"): it cannot tell a
+double click from the retry of an attempt that failed between its write and its event,
+and in the second case no event ever named what changed. Every cache drops what they
+name, and webhooks never see them: a repeat delivers nothing twice.
 """
 from __future__ import annotations
 
@@ -50,6 +56,10 @@ INTERNAL_EVENT_TYPES = MappingProxyType({
     "api_keys.changed": "an API key of the application was created or revoked",
     "oidc_clients.changed": "an OIDC client of the application was registered, changed or deleted",
     "application.deleted": "an application and everything in it was deleted",
+    "grants.invalidated": "a write found its change already made (a repeat, or the retry of an attempt that failed "
+                          "before its event): the users in user_ids lose their cached decisions",
+    "policies.invalidated": "a policy update found its change already made (a repeat, or the retry of an attempt "
+                            "that failed before its event): caches read the policy again",
 })
 
 EVENT_TYPES = MappingProxyType({**PUBLIC_EVENT_TYPES, **INTERNAL_EVENT_TYPES})

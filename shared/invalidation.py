@@ -28,7 +28,7 @@ SUBJECT_USER_KINDS = frozenset({
     "role.assigned", "role.removed", "user.created", "user.deleted", "user.suspended", "user.unsuspended",
     "user.claimed", "user.password_reset", "attribute.set", "attribute.deleted",
 })
-POLICY_KINDS = frozenset({"policy.created", "policy.updated", "policy.deleted"})
+POLICY_KINDS = frozenset({"policy.created", "policy.updated", "policy.deleted", "policies.invalidated"})
 API_KEY_KINDS = frozenset({"api_keys.changed"})
 APPLICATION_KINDS = frozenset({"application.deleted"})
 _CACHE_KINDS = POLICY_KINDS | API_KEY_KINDS | APPLICATION_KINDS

@@ -7,7 +7,11 @@ matching deny policy denies; else RBAC allows; else a matching allow policy allo
 deny.  Every write emits its event after the data changed (``policy.created``,
 ``policy.updated``, ``policy.deleted``, ``attribute.set``, ``attribute.deleted``): the
 control plane's check cache and the decision services invalidate on them, a policy
-event for the whole application, an attribute event for its one user.
+event for the whole application, an attribute event for its one user.  A write that finds
+its change already made (a policy update that changes nothing, an attribute set to the
+value it holds) emits the internal ``policies.invalidated`` / ``grants.invalidated``
+instead: it may be the retry of an attempt that failed between its write and its event
+(docs/architecture.md, "Repeated writes").
 
 Caps (``PolicyLimits``, docs/authorization.md "Limits"): a create, and an update that
 changes the permissions, is counted against the application's policies and the
@@ -111,14 +115,20 @@ class AbacService:
         return doc
 
     def update_policy(self, app_id: str, policy_id: str, values: dict) -> dict:
-        """Apply any subset of the fields.  Nothing changed: 200 with the policy and no event.
-        New permission patterns are counted against their cap, as for a create."""
+        """Apply any subset of the fields.  Nothing changed: 200 with the policy, no
+        policy.updated, and ``policies.invalidated`` naming it (the update may repeat one
+        that stored the change and failed before policy.updated: caches read the policy
+        again, one document).  New permission patterns are counted against their cap, as
+        for a create."""
         if "permissions" not in values:
             before, changes = self._update(app_id, policy_id, values)
         else:
             with self.policies.write_guard(self.clock).held(app_id):
                 before, changes = self._update(app_id, policy_id, values, check_patterns=True)
         if not changes:
+            self.events.emit(app_id, "policies.invalidated",
+                             {"policy_id": before["_id"], "name": before["name"], "repeat_of": "policy.updated"},
+                             subject={"policy_id": before["_id"]})
             return before
         after = {**before, **changes}
         changed = sorted(field for field in _POLICY_FIELDS if not _same_json(before.get(field), after.get(field)))
@@ -173,8 +183,12 @@ class AbacService:
             raise UserNotFound(user_id)
         return found
 
-    def set_attribute(self, app_id: str, user_id: str, key: str, value) -> dict:
-        """Set one attribute (at most ATTRIBUTES_PER_USER_MAX keys per user): ``{key, value}``."""
+    def set_attribute(self, app_id: str, user_id: str, key: str, value, *, invalidate_unchanged: bool = True) -> dict:
+        """Set one attribute (at most ATTRIBUTES_PER_USER_MAX keys per user): ``{key, value}``.
+        The value it already held: no attribute.set, but ``grants.invalidated`` for the user
+        (the set may repeat one that failed before its event), unless ``invalidate_unchanged``
+        is False: a connection's sign-in maps the same attributes at every sign-in, where
+        an event per attribute would drop the user's cached decisions at every sign-in."""
         if not is_uuid(user_id):
             raise UserNotFound(user_id)
         result = self.users.set_attribute(app_id, user_id, key, value, max_keys=ATTRIBUTES_PER_USER_MAX)
@@ -186,6 +200,10 @@ class AbacService:
             raise AttributeLimitReached(user_id, ATTRIBUTES_PER_USER_MAX)
         if not _same_json(result.previous, value):
             self.events.emit(app_id, "attribute.set", {"user_id": user_id, "key": key, "value": value},
+                             subject={"user_id": user_id}, user_ids=[user_id])
+        elif invalidate_unchanged:
+            self.events.emit(app_id, "grants.invalidated",
+                             {"user_id": user_id, "key": key, "repeat_of": "attribute.set"},
                              subject={"user_id": user_id}, user_ids=[user_id])
         return {"key": key, "value": value}
 

@@ -8,7 +8,10 @@ decision-service contract, item 5):
 - role.updated, permission.granted, permission.revoked -> every user holding the role
   when its permission set changed (none for a display change);
 - role.deleted -> users whose (unexpired) assignment went with the role;
-- role.assigned, role.removed -> the user.
+- role.assigned, role.removed -> the user;
+- an update that changes nothing but names the permissions (a repeat) -> the holders, in
+  the internal ``grants.invalidated``: the attempt it repeats may have stored the new set
+  and failed before its events (docs/architecture.md, "Repeated writes").
 """
 from __future__ import annotations
 
@@ -93,6 +96,10 @@ class RoleService:
 
         The name and is_system_role never change (sending the current value is accepted);
         a system role answers 403 ROLE_IS_SYSTEM.
+
+        An update that changes nothing answers 200 without the spec's events; one that
+        names the permissions emits ``grants.invalidated`` for the role's holders, which a
+        retry needs: the attempt that stored the set may have failed before its events.
         """
         for _ in range(_UPDATE_ATTEMPTS):
             role = self.resolve(app_id, ref)
@@ -102,6 +109,8 @@ class RoleService:
             changes = {field: values[field] for field in ("display_name", "description", "permissions")
                        if field in values and values[field] != role.get(field)}
             if not changes:
+                if "permissions" in values:
+                    self._repeated(app_id, role)
                 return role
             now = self.clock()
             old = set(role["permissions"])
@@ -168,6 +177,21 @@ class RoleService:
             "permissions": role["permissions"], "granted": granted, "revoked": revoked,
             "before": diff["before"], "after": diff["after"],
         }, subject=subject, user_ids=holders)
+
+    def _repeated(self, app_id: str, role: dict) -> None:
+        """The permission set sent is the stored one: a repeat (a PUT sent again), or the
+        retry of an update that stored the set and failed before permission.revoked and
+        role.updated, so that no event ever named the holders and their cached grants
+        keep the old set for the cache TTL. Which one cannot be told; both drop the
+        holders' grants through ``grants.invalidated``, and the webhooks get no second
+        role.updated. Only for a request naming the permissions (a display change cannot
+        have left a decision stale), and only when someone holds the role."""
+        holders = self.store.holders(app_id, role["_id"], self.clock())
+        if holders:
+            self.events.emit(app_id, "grants.invalidated",
+                             {"role_id": role["_id"], "name": role["name"], "repeat_of": "role.updated"},
+                             subject={"role_id": role["_id"]}, user_ids=holders,
+                             target={"type": "role", "id": role["_id"], "display": role["name"]})
 
     # --- assignments ---------------------------------------------------------------------
 

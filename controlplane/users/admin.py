@@ -4,6 +4,12 @@ spec's dashboard "end users" operations and the suspended state of its states ta
 A suspension takes effect at once: the auth middleware reads the user's status on every
 request, the user's sessions and OIDC grants are revoked (an unsuspended user signs in
 anew, and so do the relying parties), and login answers 403 AUTH_ACCOUNT_SUSPENDED.
+
+Both operations are idempotent, and a repeat still tells the caches: it cannot know
+whether the earlier attempt failed between its write and its event (the administrator
+got an error and tried again), so it emits ``grants.invalidated`` naming the user
+(docs/architecture.md, "Repeated writes"), not user.suspended a second time: the audit
+log shows one suspension, and what the repeat did.
 """
 from __future__ import annotations
 
@@ -43,12 +49,20 @@ class UserAdminService:
         The account is stamped anew too (``tokens_not_before``) in the write that
         suspends it, so what was proven before the suspension proves nothing after an
         unsuspend: an access token issued before it, an MFA challenge a login opened
-        before it, a sign-in whose password check it raced (``SessionService.issue``)."""
+        before it, a sign-in whose password check it raced (``SessionService.issue``).
+
+        A user already suspended: the revocations run again and ``grants.invalidated`` is
+        emitted, which finishes a suspension that failed after its write (its sessions
+        would come back with an unsuspend, and no event told the caches)."""
         for _ in range(STAMP_ATTEMPTS):
             now = self.clock()
             read = self.users.get(app_id, user_id)
             if read is None or read.get("status") != "active":
-                return self._unchanged(app_id, user_id)
+                user = self._unchanged(app_id, user_id)
+                if user.get("status") == "suspended":
+                    self._end_sign_ins(app_id, user_id, now)
+                    self._repeated(app_id, user_id, "user.suspended")
+                return user
             previous = read.get("tokens_not_before")
             user = self.users.update(app_id, user_id, {
                 "status": "suspended", "suspended_at": now, "updated_at": now,
@@ -59,23 +73,42 @@ class UserAdminService:
         else:  # the account was stamped by another change at every attempt
             raise Conflict("The user changed during the suspension; try again.")
         # Status first, then sessions and grants: a crash in between leaves sessions and
-        # grants whose refresh is refused (and revoked) because the user is not active.
-        self.sessions.revoke_user(app_id, user_id, reason="suspended", now=now)
-        self.oauth_connections.revoke_user(app_id, user_id, reason="suspended")
+        # grants whose refresh is refused (and revoked) because the user is not active, and
+        # a retry (the already-suspended path above) revokes them.
+        self._end_sign_ins(app_id, user_id, now)
         self.events.emit(app_id, "user.suspended", {"user_id": user_id}, subject={"user_id": user_id},
                          user_ids=[user_id])
         return user
 
     def unsuspend(self, app_id: str, user_id: str) -> dict:
-        """Make a suspended user active again (they log in anew).  Idempotent."""
+        """Make a suspended user active again (they log in anew).  Idempotent; a user
+        already active gets ``grants.invalidated``, as a repeated suspension does."""
         now = self.clock()
         user = self.users.update(app_id, user_id, {"status": "active", "suspended_at": None, "updated_at": now},
                                  when={"status": "suspended"})
         if user is None:
-            return self._unchanged(app_id, user_id)
+            user = self._unchanged(app_id, user_id)
+            if user.get("status") == "active":
+                self._repeated(app_id, user_id, "user.unsuspended")
+            return user
         self.events.emit(app_id, "user.unsuspended", {"user_id": user_id}, subject={"user_id": user_id},
                          user_ids=[user_id])
         return user
+
+    def _end_sign_ins(self, app_id: str, user_id: str, now) -> None:
+        """Revoke the user's sessions and OIDC grants (both revoke only what is live, so
+        running them again revokes what an interrupted suspension left)."""
+        self.sessions.revoke_user(app_id, user_id, reason="suspended", now=now)
+        self.oauth_connections.revoke_user(app_id, user_id, reason="suspended")
+
+    def _repeated(self, app_id: str, user_id: str, kind: str) -> None:
+        """The user's status was already what ``kind`` makes it: a double click, or the
+        retry of an attempt that wrote the status and failed before emitting ``kind``,
+        which then never told the caches. Both get ``grants.invalidated``, so once the
+        retry answers, checks follow the stored status; ``kind`` itself is not emitted
+        again (its audit record would tell of a second change)."""
+        self.events.emit(app_id, "grants.invalidated", {"user_id": user_id, "repeat_of": kind},
+                         subject={"user_id": user_id}, user_ids=[user_id])
 
     def _unchanged(self, app_id: str, user_id: str) -> dict:
         user = self.users.get(app_id, user_id)

@@ -494,6 +494,42 @@ def _attributes(env):
     return Expect(response, ("api_key", env.key_id()), ("user", user["_id"]))
 
 
+# A write that finds its change already made (docs/architecture.md, "Repeated writes"): the
+# repeat's record names what it repeated.
+
+@scenario("grants.invalidated", "policies.invalidated")
+def _repeats(env):
+    if env.action == "policies.invalidated":
+        policy_id = ok(env.v1("POST", "/abac/policies", json={"name": "weekdays", "effect": "allow",
+                                                              "permissions": ["posts:read"]})).json["data"]["id"]
+        response = ok(env.v1("PUT", f"/abac/policies/{policy_id}", json={"is_active": True}))
+        return Expect(response, ("api_key", env.key_id()), ("policy", policy_id),
+                      data={"policy_id": policy_id, "repeat_of": "policy.updated"})
+    user = env.stored_user(env.application)
+    for _ in range(2):
+        response = ok(env.v1("PUT", f"/users/{user['_id']}/attributes/department", json={"value": "sales"}))
+    return Expect(response, ("api_key", env.key_id()), ("user", user["_id"]),
+                  data={"user_id": user["_id"], "repeat_of": "attribute.set"})
+
+
+@scenario("grants.invalidated#role")
+def _repeated_role_update(env):
+    role = env.make_role(env.application, "viewer", ["posts:read"])
+    env.assign_role(env.application, env.stored_user(env.application), role)
+    response = ok(env.v1("PUT", f"/roles/{role['_id']}", json={"permissions": ["posts:read"]}))
+    return Expect(response, ("api_key", env.key_id()), ("role", role["_id"]),
+                  data={"role_id": role["_id"], "repeat_of": "role.updated"})
+
+
+@scenario("grants.invalidated#suspension")
+def _repeated_suspension(env):
+    user, app_id = _dashboard_user(env), env.dashboard_app["id"]
+    for _ in range(2):
+        response = ok(env.dashboard("POST", f"/applications/{app_id}/users/{user['_id']}/suspend", json={}))
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("user", user["_id"]),
+                  application_id=app_id, data={"user_id": user["_id"], "repeat_of": "user.suspended"})
+
+
 # ---------------------------------------------------------------- webhooks
 
 @scenario("webhook.created", "webhook.updated", "webhook.deleted", "webhook.secret_rotated")

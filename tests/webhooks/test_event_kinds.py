@@ -37,7 +37,8 @@ def test_every_kind_is_deliverable(ctx, application, make_webhook, receiver, pum
 
 def test_internal_kinds_are_never_delivered(ctx, application, make_webhook, receiver, pump):
     make_webhook(receiver.url, events=list(PUBLIC_EVENT_TYPES))
-    for kind in ("api_keys.changed", "user.suspended", "user.unsuspended", "application.deleted"):
+    for kind in ("api_keys.changed", "user.suspended", "user.unsuspended", "application.deleted",
+                 "grants.invalidated", "policies.invalidated"):
         ctx.events.emit(application["_id"], kind, {})
     assert pump() == 0
 
