@@ -211,6 +211,14 @@ class EventLog:
             query["app_id"] = app_id
         return [Event.from_doc(d) for d in self._events.find(query).sort("seq", ASCENDING).limit(limit)]
 
+    def logged(self, app_id, user_id, type_) -> bool:
+        """Whether the log holds an event of kind ``type_`` about ``user_id`` (its subject):
+        how a repeated operation that happens once per user (an account deletion) tells
+        whether the attempt that made the change wrote its event before it failed. One
+        read of the (application, subject user) index."""
+        return self._events.find_one({"app_id": app_id, "subject.user_id": user_id, "type": type_},
+                                     projection={"_id": 1}) is not None
+
     def for_user(self, app_id, user_id, limit=1000) -> list[Event]:
         cursor = self._events.find({"app_id": app_id, "subject.user_id": user_id}).sort("seq", ASCENDING).limit(limit)
         return [Event.from_doc(d) for d in cursor]

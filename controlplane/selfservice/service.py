@@ -9,7 +9,8 @@ Soft delete (docs/selfservice.md, "Account deletion"): the record is kept with s
 ``deleted``, its email stays taken, and the writes are ordered so that whatever a crash
 leaves undone is refused or repaired later: the status transition comes first (access
 tokens, login and refresh check the status live from then on), then the event that
-drops decision caches, the tier slot, the sessions and the OIDC grants.
+drops decision caches, the tier slot, the sessions and the OIDC grants; a repeated
+deletion does again what a failure may have left, the event included.
 """
 from __future__ import annotations
 
@@ -113,14 +114,22 @@ class SelfService:
         answers 401 AUTH_INVALID_CREDENTIALS and refresh 401.
 
         404 USER_NOT_FOUND for an unknown user; for one already deleted too, after
-        finishing whatever revocation an interrupted earlier deletion left undone."""
+        finishing whatever an interrupted earlier deletion left undone: the revocations,
+        and user.deleted itself when the change log holds none for the user (the attempt
+        that deleted failed before its event: no cache was told, no webhook got it). A
+        repeat of a deletion that finished emits nothing."""
         if not is_uuid(user_id) or self.users.profile(app_id, user_id) is None:
             raise UserNotFound(user_id)
         now = self._now()
         transitioned = self.users.mark_deleted(app_id, user_id, now)
-        if transitioned:
+        # The business event, not grants.invalidated as other repeats emit (docs/architecture.md,
+        # "Repeated writes"): a deletion happens once per user, so the log tells an interrupted
+        # deletion from a finished one, and the tenant's webhooks must hear of the deletion
+        # once (their copy of the person's data is theirs to erase).
+        if transitioned or not self.events.logged(app_id, user_id, "user.deleted"):
             self.events.emit(app_id, "user.deleted", {"user_id": user_id}, subject={"user_id": user_id},
                              user_ids=[user_id])
+        if transitioned:
             # Exactly once per user: only the request that made the transition releases.
             self.registration.release_user_slot(app_id)
         sessions = self.user_sessions.revoke_user(app_id, user_id, reason="user_deleted")

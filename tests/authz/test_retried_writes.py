@@ -4,8 +4,8 @@ Writes change the data first and emit the change-log event after; the event is w
 cached decisions (this process's check cache, other replicas' through their tailers, every
 decision service through the change stream). When something in between fails, the caller
 gets an error and tries again, and the retry finds the change already made. These tests
-prove that once the retry answers, checks follow the stored data: a suspension, a
-permission revocation, a policy deactivation and an attribute change, each
+prove that once the retry answers, checks follow the stored data: a suspension, an account
+deletion, a permission revocation, a policy deactivation and an attribute change, each
 retried after a store hiccup. They also prove what a repeat costs: a double click sends no
 business event twice (docs/architecture.md, "Repeated writes").
 """
@@ -99,6 +99,26 @@ def test_a_suspension_retried_after_a_failure_still_stops_cached_allows(ctx, cli
     assert answer["allowed"] is False, answer
 
 
+def test_a_deletion_retried_after_a_failure_still_stops_cached_allows(ctx, client, application, api_key, subject,
+                                                                    monkeypatch):
+    """``SelfService.delete_account``: mark_deleted, then emit user.deleted only "if
+    transitioned". When the emit fails once (the event insert hits a store hiccup), the
+    retry does not transition again; its docstring promises to finish "whatever
+    revocation an interrupted earlier deletion left undone", and the deleted user must
+    not stay allowed from every cache for up to an hour."""
+    assert _get_check(client, application, api_key, subject["_id"], "posts:read")["allowed"] is True  # cached
+
+    _fail_emit_once(monkeypatch, ctx, ctx.selfservice, "user.deleted")
+    with pytest.raises(_StoreHiccup):
+        ctx.selfservice.delete_account(application["_id"], subject["_id"])
+    with pytest.raises(Exception):  # noqa: B017 -- the retry answers 404 USER_NOT_FOUND
+        ctx.selfservice.delete_account(application["_id"], subject["_id"])
+    assert ctx.store["users"].find_one({"_id": subject["_id"]})["status"] == "deleted"
+
+    answer = _get_check(client, application, api_key, subject["_id"], "posts:read")
+    assert answer["allowed"] is False, answer
+
+
 def test_a_permission_revocation_retried_after_a_failure_still_stops_cached_allows(ctx, client, application, api_key,
                                                                                   stored_user, make_role, assign_role,
                                                                                   monkeypatch):
@@ -175,6 +195,17 @@ def test_a_retried_suspension_revokes_the_sessions_the_failed_attempt_left(ctx, 
 
     admin.suspend(application["_id"], user_id)
     assert ctx.store["sessions"].find_one({"user_id": user_id})["revoked_reason"] == "suspended"
+
+
+def test_a_retried_deletion_sends_the_lost_user_deleted_once(ctx, application, subject, monkeypatch):
+    """The tenant's webhooks hear of the deletion (the failed attempt's event was never
+    written), once: a further repeat finds it in the log and sends nothing."""
+    _fail_emit_once(monkeypatch, ctx, ctx.selfservice, "user.deleted")
+    for _ in range(3):
+        with pytest.raises(Exception):  # noqa: B017 -- the hiccup, then 404 USER_NOT_FOUND
+            ctx.selfservice.delete_account(application["_id"], subject["_id"])
+    [event] = events_of(ctx, "user.deleted")
+    assert event["subject"] == {"user_id": subject["_id"]} and event["user_ids"] == [subject["_id"]]
 
 
 def test_a_decision_service_drops_what_the_retries_name(ctx, application, subject, stored_user, make_role,
