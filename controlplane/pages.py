@@ -258,7 +258,7 @@ SELF = "'self' "
 def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str], framed: bool = False,
             script_self: bool = False) -> str:
     # A framed page is a preview: its forms must not post anywhere.
-    targets = "'none'" if framed else " ".join(dict.fromkeys(["'self'", *(_origin(url) for url in form_action)]))
+    targets = "'none'" if framed else " ".join(dict.fromkeys(["'self'", *(csp_origin(url) for url in form_action)]))
     directives = [
         "default-src 'none'",
         f"style-src 'nonce-{nonce}'",
@@ -276,10 +276,13 @@ def _policy(nonce: str, form_action: Iterable[str], connect_src: Iterable[str], 
     return "; ".join(directives)
 
 
-def _origin(url: str) -> str:
+def csp_origin(url: str) -> str:
     """The origin of an absolute http(s) URL as a CSP source, or a native app's
     private-use scheme (RFC 8252 7.1) as a scheme source (``com.example.app:``); anything
-    else (which could smuggle ``;`` or a keyword into the policy) is a programming error."""
+    else (which could smuggle ``;`` or a keyword into the policy, or a host name a CSP
+    host source cannot spell, such as one with ``_``) is a ValueError: what a page posts
+    or redirects to is checked with this where it is configured
+    (``connections.discovery``), so a page never meets one."""
     parts = urlsplit(url)
     if is_private_use(url):
         return f"{parts.scheme}:"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from controlplane.connections.http import ProviderError, ProviderHttp
 from controlplane.connections.model import Connection, Endpoints
+from controlplane.pages import csp_origin
 
 WELL_KNOWN = "/.well-known/openid-configuration"
 # OpenID Connect Core 15.1: RS256 is the one algorithm every provider must support, and
@@ -57,9 +58,22 @@ def _endpoint(http: ProviderHttp, document: dict, name: str, *, required: bool =
         raise ProviderError(f"the discovery document has no {name}")
     try:
         http.vet(value)
+        if name == "authorization_endpoint":
+            _page_can_send_to(value)
     except ProviderError as exc:
         raise ProviderError(f"the discovery document's {name}: {exc.reason}") from None
     return value
+
+
+def _page_can_send_to(url: str) -> None:
+    """The hosted login page sends the browser to the authorization endpoint, which its
+    Content-Security-Policy (``form-action``) must name: a host a CSP source cannot spell
+    (an ``_`` in it) would break the application's login page, so it is refused here."""
+    try:
+        csp_origin(url)
+    except ValueError:
+        raise ProviderError(f"the host of {url} cannot be named in a page's Content-Security-Policy "
+                            "(letters, digits, dots and hyphens only)") from None
 
 
 def fetch_jwks(http: ProviderHttp, jwks_uri: str) -> dict:

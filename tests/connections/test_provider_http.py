@@ -49,6 +49,11 @@ def test_an_update_to_a_refused_issuer_changes_nothing(create, client, connectio
     ({"token_endpoint": ""}, "the discovery document has no token_endpoint"),
     ({"authorization_endpoint": "ftp://x/auth"}, "the discovery document's authorization_endpoint: ftp://x/auth "
                                                  "is not an allowed URL: it must be an https URL"),
+    # The hosted login page's CSP must name it (form-action): a host a CSP source cannot
+    # spell would break that application's login page (a 500), so it is refused here.
+    ({"authorization_endpoint": "https://my_idp.example.com/auth"},
+     "the discovery document's authorization_endpoint: the host of https://my_idp.example.com/auth cannot be named "
+     "in a page's Content-Security-Policy (letters, digits, dots and hyphens only)"),
 ])
 def test_a_discovery_document_without_what_sign_in_needs_is_refused(create, provider, ctx, change, words):
     provider.discovery.update(change)
