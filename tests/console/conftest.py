@@ -67,6 +67,14 @@ class Visitor:
         assert SESSION_COOKIE in self.cookies and CSRF_COOKIE in self.cookies
 
 
+def kept_out_of_htmx_history(page_text: str, marker: str) -> bool:
+    """Whether the element holding ``marker`` (a secret shown once) sits in a card marked
+    ``hx-history="false"``: htmx then keeps no snapshot of the page in the tab's
+    sessionStorage, where the secret would outlive the page (docs/console.md)."""
+    card = page_text.rfind('class="card secret"', 0, page_text.index(marker))
+    return card >= 0 and 'hx-history="false"' in page_text[card:page_text.index(">", card)]
+
+
 @pytest.fixture
 def console(client):
     def make(remote_addr: str | None = None) -> Visitor:

@@ -12,6 +12,7 @@ import pytest
 
 from controlplane.audit.service import APPLICATION
 from controlplane.auth import SESSION_COOKIE
+from tests.console.conftest import kept_out_of_htmx_history
 
 HOOK_URL = "http://127.0.0.1:9/hooks"  # allowed by webhook_allow_private_targets below
 
@@ -43,6 +44,7 @@ def test_register_a_confidential_client_shows_its_secret_once(owner, ctx, dashbo
     assert created.status_code == 201 and created.headers["cache-control"] == "no-store"
     secret = re.search(r'id="secret-value">([^<]+)<', created.text).group(1)
     assert 'data-copy="secret-value"' in created.text
+    assert kept_out_of_htmx_history(created.text, 'id="secret-value"')
     [client] = ctx.oidc.clients.list(app_id)
     assert client["redirect_uris"] == ["https://shop.example/cb", "https://shop.example/cb2"]
     assert client["allowed_scopes"] == ["openid", "email"] and client["grant_types"] == ["authorization_code"]

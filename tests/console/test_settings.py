@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from tests.console.conftest import kept_out_of_htmx_history
 from tests.console.test_parity import change_log_after, shape
 from tests.dashboard.test_mfa import enrol
 from tests.mfa.conftest import rfc6238
@@ -151,6 +152,7 @@ def test_create_an_api_key_shows_its_secret_once_then_lists_it_without(signed_in
     assert created.status_code == 201
     secret = re.search(r'id="new-secret" type="text" readonly value="([^"]+)"', created.text).group(1)
     assert 'data-copy="new-secret"' in created.text and "onclick" not in created.text
+    assert kept_out_of_htmx_history(created.text, 'id="new-secret"')
     [key] = ctx.api_keys.list(photos['id'])
     assert key["name"] == "CI" and key["permissions"] == ["authz:check", "users:read"]
 
@@ -235,6 +237,7 @@ def test_set_up_confirm_regenerate_and_turn_off_two_step_verification(signed_in,
     assert confirmed.status_code == 201
     codes = re.findall(r"<li><code>([^<]+)</code></li>", confirmed.text)
     assert len(codes) == 10 and 'data-copy="backup-codes"' in confirmed.text
+    assert kept_out_of_htmx_history(confirmed.text, 'id="backup-codes"')
     assert ctx.dashboard.mfa.has_second_factor(dashboard_account.id)
     assert signed_in.get("/console/account").status_code == 200  # this session stays signed in
     shown = signed_in.get("/console/account/security")
