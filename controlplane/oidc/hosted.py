@@ -63,6 +63,7 @@ COOKIE_PREFIX = "iamgate_oidc_"
 # ``user`` the authenticator verified the user (required of a passkey alone), ``mfa``
 # more than one factor.
 PWD, OTP, HWK, USER, MFA = "pwd", "otp", "hwk", "user", "mfa"
+LOCAL_FACTORS = (PWD, OTP, HWK)  # a factor checked here, now: the sign-in's own time is proven
 OFFER = "passkey_offer"  # the stage (and page) that offers a passkey after a password sign-in
 
 
@@ -148,9 +149,16 @@ class HostedLogin:
         on the redirect.  A login page with a passkey challenge draws a unit of the
         client IP's (``ip``) login page budget (``passkey_options``), never of its login
         budget: any web page can make a browser send this GET.  A page stores the request
-        first, on the client IP's budget of stored requests (``_budget``)."""
+        first, on the client IP's budget of stored requests (``_budget``).
+
+        A ``max_age`` is never met by a browser session whose sign-in proved no time
+        (``auth_proven`` False: through a connection whose provider did not say when the
+        user authenticated, with no factor checked here): that sign-in's ``auth_time``
+        is only when iamgate's session began, and the provider may have answered from a
+        session months old."""
         session = self.browser_session(request.app_id, session_token)
-        if session is not None and request.needs_login(session["auth_time"], int(self.clock().timestamp())):
+        if session is not None and (request.needs_login(session["auth_time"], int(self.clock().timestamp()))
+                                    or request.max_age is not None and session.get("auth_proven") is False):
             session = None
         if session is None:
             if "none" in request.prompt:
@@ -475,7 +483,10 @@ class HostedLogin:
         ``auth_time`` (OIDC Core 2: when the End-User authentication occurred) is the V1
         sign-in's, its token's ``iat``, unless the authentication happened elsewhere
         first: a connection's provider (its ID Token's ``auth_time``, passed here), whose
-        session may be days old while iamgate's begins now.  Never later than ``iat``."""
+        session may be days old while iamgate's begins now.  Never later than ``iat``.
+        A sign-in through a connection whose provider gave no ``auth_time``, with no factor
+        checked here, proved no time at all: its browser session says so (``auth_proven``
+        False) and meets no later ``max_age`` (``begin``)."""
         request, handle = pending.request, pending.handle
         principal = self.authenticator.user_token(pair["access_token"], request.app_id)
         iat = int(principal.claims["iat"])
@@ -490,7 +501,9 @@ class HostedLogin:
         if advanced is None:
             raise AuthorizationRequestExpired()
         token = random_token()
+        proven = auth_time is not None or any(factor in amr for factor in LOCAL_FACTORS)
         self.browser_sessions.insert({"_id": digest(token), "app_id": request.app_id, **signed_in,
+                                       "auth_proven": proven,
                                        "created_at": now, "expires_at": now + seconds(BROWSER_SESSION_TTL)})
         if offer:  # the sign-in's own offer, one per sign-in; shown again, it draws the page budget
             return Step(request, page=OFFER, handle=handle, session_token=token, session_ttl=BROWSER_SESSION_TTL,

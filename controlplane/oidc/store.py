@@ -23,7 +23,8 @@ document carries ``app_id``, and every secret is stored as its SHA-256 digest.
 
 - ``oidc_browser_sessions``: the hosted login's browser sessions {_id: digest(cookie
   token), app_id, user_id, session_id (the V1 session the login started), auth_time,
-  amr (how the user signed in), created_at, expires_at}; TTL at expiry.
+  amr (how the user signed in), auth_proven (False: a connection's sign-in that proved
+  no time, which meets no ``max_age``), created_at, expires_at}; TTL at expiry.
 - ``oidc_pending_requests``: authorization requests in progress in the hosted login
   {_id: digest(handle), app_id, client_id, params (the query as received), binding
   (digest of the browser's CSRF cookie), stage (login, link, mfa, passkey_offer, consent,

@@ -414,6 +414,48 @@ def test_an_oauth2_answer_to_a_sign_in_with_a_demand_is_refused_before_the_code_
     assert _refusals(ctx) == ["connection_callback_invalid:auth_time"]
 
 
+# ---------------------------------------------------------------- a browser session that proved no time
+
+
+@pytest.mark.parametrize("kind", ["oauth2", "oidc-without-auth_time"])
+def test_max_age_is_not_met_by_a_browser_session_from_a_connection_that_never_said_when(
+        ctx, client, clock, hosted_app, oidc_client, idp, exchange, kind):
+    """A sign-in through a connection whose provider does not say when the user
+    authenticated (``oauth2``; an ``oidc`` ID Token without ``auth_time``), made with no
+    demand, is taken; but its browser session proved no time (its ``auth_time`` is only
+    when iamgate's session began, while the provider may have answered from a session
+    months old), so a ``max_age`` request a minute later does not get a code from it:
+    the login page asks again (where the connection meets the demand or is refused).
+    Without this, one more click would undo the step-up above."""
+    rp = oidc_client(hosted_app)
+    if kind == "oauth2":
+        connection = _oauth2_connection(ctx, clock, hosted_app, idp)
+    else:
+        connection = _add_connection(ctx, clock, hosted_app, idp=idp)
+        idp.id_token_claims = {"auth_time": None}
+    verifier, challenge = pkce_pair()
+    browser = Browser(client)
+    _, answer = _through_provider(browser, rp, connection, challenge=challenge)  # no demand: taken
+    _client_id_token(ctx, browser, exchange, rp, answer, verifier)
+    assert ctx.store["oidc_browser_sessions"].find_one({})["auth_proven"] is False
+
+    clock.advance(60)
+    assert "code" in query_of(browser.get(authorize_url(rp)))  # no demand: the session serves
+    assert_page(browser.get(authorize_url(rp, max_age="600")), "Sign in")  # a demand: it does not
+
+
+def test_a_password_sign_ins_session_meets_a_later_max_age(ctx, client, clock, hosted_app, oidc_client, make_user):
+    """The other side: a factor checked here proves the sign-in's own time."""
+    rp = oidc_client(hosted_app)
+    person = make_user(hosted_app)
+    browser = Browser(client)
+    consent = browser.submit(browser.get(authorize_url(rp)), email=person["email"], password=person["password"])
+    browser.submit(consent, decision="allow")
+    assert ctx.store["oidc_browser_sessions"].find_one({})["auth_proven"] is True
+    clock.advance(60)
+    assert "code" in query_of(browser.get(authorize_url(rp, max_age="600")))
+
+
 # ---------------------------------------------------------------- check_auth_time (OIDC Core 3.1.3.7, step 13)
 
 
