@@ -133,7 +133,8 @@ def test_a_passkey_confirms_it_is_you_for_a_sensitive_action(live_server, browse
                            message="the passkey did not re-authenticate")
     fill(browser, {"name": "CD"})
     submit(browser, "Create key")
-    heading(browser, "API keys of Shop")
+    waiting(browser).until(lambda b: 'Key "CD" created' in b.find_element(By.TAG_NAME, "main").text,
+                           message="the key was not created")
     assert [key["name"] for key in ctx.api_keys.list(app_id)] == ["CD"]
     record = ctx.store["events"].find_one({"action": "dashboard_account.reauthenticated"})
     assert record["data"]["method"] == "webauthn" and record["result"] == {"status": "success"}
