@@ -229,5 +229,6 @@ class HostedConnections:
             return self.hosted.second_factor(pending, result.challenge["challenge_token"], stage=stage,
                                              first_factor=tuple(result.amr), auth_time=auth_time)
         pair = self.sessions.issue(pending.app, result.user, remember_me=False, device_info=device_info,
-                                   login_data=result.login_data)
+                                   login_data=result.login_data, auth_time=auth_time,
+                                   auth_proven=auth_time is not None)
         return self.hosted.signed_in(pending, stage, pair, amr=list(result.amr), auth_time=auth_time)

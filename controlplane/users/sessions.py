@@ -69,7 +69,7 @@ class SessionService:
             b"iamgate refresh-token rotation\0" + secret_key.encode("utf-8")).digest()
 
     def issue(self, app: dict, user: dict, *, remember_me: bool, device_info: dict,
-              login_data: dict | None = None) -> dict:
+              login_data: dict | None = None, auth_time: int | None = None, auth_proven: bool = True) -> dict:
         """Start a session for a user whose credentials (and second factor) were checked.
 
         Creates the refresh-token family, revokes the oldest sessions beyond the
@@ -79,7 +79,12 @@ class SessionService:
         returns the spec's Token pair {access_token, refresh_token, token_type,
         expires_in, user}.  ``user`` is the account as read before its credentials were
         checked: one stamped anew since (a password reset, a hand-over: ``claim.py``), or
-        whose password changed since, gets no session (401)."""
+        whose password changed since, gets no session (401).
+
+        ``auth_time``: when the user authenticated, when that was before this sign-in
+        (a connection's provider said so, in POSIX seconds); ``auth_proven`` False: the
+        sign-in proved no time at all (a connection whose provider did not say when, with
+        no factor checked here), so no ``max_age`` is met by it (``sign_in_time``)."""
         now = self.clock()
         app_id, user_id = app["_id"], user["_id"]
         ttl = self.remember_me_ttl if remember_me else self.refresh_token_ttl
@@ -92,6 +97,7 @@ class SessionService:
             "expires_at": now + seconds(ttl), "revoked_at": None,
             # The account's stamp (claim.py) the session began under: it refreshes under no other.
             "tokens_not_before": user.get("tokens_not_before"),
+            "auth_time": auth_time, "auth_proven": auth_proven,
         }
         self.sessions.insert(session)
         current = self.users.update(app_id, user_id, {"last_login_at": now})
@@ -202,11 +208,17 @@ class SessionService:
         login's browser session lasts no longer than the session it started)."""
         return self.sessions.is_live(app_id, session_id, self.clock())
 
-    def signed_in_at(self, app_id: str, session_id: str) -> int | None:
-        """When the live session's sign-in happened, in POSIX seconds (a refresh renews the
-        tokens, not the sign-in); None when the session is revoked or expired."""
-        started = self.sessions.started_at(app_id, session_id, self.clock())
-        return None if started is None else int(aware(started).timestamp())
+    def sign_in_time(self, app_id: str, session_id: str) -> tuple[int, bool] | None:
+        """(when the user authenticated, in POSIX seconds, whether the sign-in proved it)
+        for a live session: its sign-in's start (a refresh renews the tokens, not the
+        sign-in), or the earlier time a connection's provider gave (``issue``); None when
+        the session is revoked or expired."""
+        doc = self.sessions.sign_in_of(app_id, session_id, self.clock())
+        if doc is None:
+            return None
+        started = int(aware(doc["created_at"]).timestamp())
+        given = doc.get("auth_time")
+        return (started if given is None else min(int(given), started)), doc.get("auth_proven", True) is not False
 
     def logout(self, app_id: str, refresh_token: str, *, user_id: str | None) -> bool:
         """Revoke the session of ``refresh_token`` and the OIDC grants made in it.  A user

@@ -334,11 +334,11 @@ class SessionStore(AppCollection):
         return self._docs.find_one({"_id": session_id, "app_id": app_id, "revoked_at": None,
                                     "expires_at": {"$gt": now}}, {"_id": 1}) is not None
 
-    def started_at(self, app_id: str, session_id: str, now):
-        """When a live session began (its sign-in), or None when it is revoked or expired."""
-        doc = self._docs.find_one({"_id": session_id, "app_id": app_id, "revoked_at": None,
-                                   "expires_at": {"$gt": now}}, {"created_at": 1})
-        return doc["created_at"] if doc else None
+    def sign_in_of(self, app_id: str, session_id: str, now) -> dict | None:
+        """``{created_at, auth_time, auth_proven}`` of a live session (what its sign-in
+        proved), or None when it is revoked or expired."""
+        return self._docs.find_one({"_id": session_id, "app_id": app_id, "revoked_at": None,
+                                    "expires_at": {"$gt": now}}, {"created_at": 1, "auth_time": 1, "auth_proven": 1})
 
     def by_current(self, app_id: str, token_digest: str) -> dict | None:
         return self._docs.find_one({"app_id": app_id, "refresh_digest": token_digest})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import timedelta
+from types import SimpleNamespace
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
@@ -32,6 +33,8 @@ from controlplane.connections.idtoken import LEEWAY_SECONDS, IdTokenRejected, ch
 from controlplane.connections.model import ClaimMapping, Connection, Endpoints, secret_box
 from shared.ids import new_id
 from tests.conftest import bearer
+from tests.connections.flow.conftest import REDIRECT as APP_UI_REDIRECT
+from tests.connections.flow.conftest import Browser as AppUi
 from tests.connections.flow.provider import CLIENT_ID, CLIENT_SECRET, Provider
 from tests.mfa.conftest import STEP, mfa_url, rfc6238
 from tests.oidc.conftest import REDIRECT_URI, pkce_pair
@@ -454,6 +457,37 @@ def test_a_password_sign_ins_session_meets_a_later_max_age(ctx, client, clock, h
     assert ctx.store["oidc_browser_sessions"].find_one({})["auth_proven"] is True
     clock.advance(60)
     assert "code" in query_of(browser.get(authorize_url(rp, max_age="600")))
+
+
+@pytest.mark.parametrize("kind", ["oauth2", "oidc-without-auth_time", "oidc-with-auth_time"])
+def test_the_json_modes_max_age_and_a_session_started_through_a_connections_api(
+        ctx, client, clock, hosted_app, oidc_client, idp, authorize, exchange, kind):
+    """The JSON mode (a bearer of the application's user) measures ``max_age`` from the
+    V1 session's sign-in. A session started by the application's own connection sign-in
+    (``POST V1/auth/connections/.../callback``) signed in when its provider's ID Token
+    says, when earlier; one whose provider did not say proved no time, and any
+    ``max_age`` is ``login_required`` for it (without one, a code as ever)."""
+    app = ctx.applications.update(hosted_app["_id"], {"oauth_redirect_uris": [APP_UI_REDIRECT]})
+    rp = oidc_client(app)
+    connection = _oauth2_connection(ctx, clock, app, idp) if kind == "oauth2" else \
+        _add_connection(ctx, clock, app, idp=idp)
+    given = _now(clock) - 120
+    if kind != "oauth2":
+        idp.id_token_claims = {"auth_time": given if kind == "oidc-with-auth_time" else None}
+    signed_in = AppUi(client, app).sign_in(connection.id)
+    assert signed_in.status_code == 200, signed_in.text
+    user = SimpleNamespace(access_token=signed_in.json["data"]["access_token"])
+
+    verifier, challenge = pkce_pair()
+    answered = authorize(user, rp, challenge=challenge, max_age="600")
+    if kind == "oidc-with-auth_time":
+        assert answered.status_code == 200, answered.text
+        tokens = exchange(rp, answered.json["code"], verifier)
+        assert ctx.oidc.tokens.verify_id_token_hint(tokens.json["id_token"])["auth_time"] == given
+        assert authorize(user, rp, max_age="60").json["error"] == "login_required"  # 120 s ago
+    else:
+        assert answered.status_code == 400 and answered.json["error"] == "login_required", answered.text
+        assert authorize(user, rp).status_code == 200
 
 
 # ---------------------------------------------------------------- check_auth_time (OIDC Core 3.1.3.7, step 13)

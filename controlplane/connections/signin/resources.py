@@ -76,8 +76,11 @@ class _SignIn(ThrottledPerIp):
         if result.outcome == MFA_REQUIRED:
             respond(resp, result.challenge, cacheable=False)
             return
+        # The provider's auth_time, when it gave one, is when the user authenticated; without
+        # it the sign-in proved no time (docs/oidc.md, the JSON mode's max_age).
         pair = self.sessions.issue(req.context.application, result.user, remember_me=remember_me,
-                                   device_info=device_info_of(req, self.trusted_proxies), login_data=result.login_data)
+                                   device_info=device_info_of(req, self.trusted_proxies), login_data=result.login_data,
+                                   auth_time=result.auth_time, auth_proven=result.auth_time is not None)
         respond(resp, pair, cacheable=False)
 
 

@@ -161,9 +161,13 @@ class Authorize(HostedFlowResource):
         # renews without anyone signing in (OIDC Core 2, auth_time).
         auth_time = int(principal.claims["iat"])
         if principal.session_id is not None:
-            auth_time = self.hosted.sessions.signed_in_at(request.app_id, principal.session_id)
-            if auth_time is None:
+            sign_in = self.hosted.sessions.sign_in_time(request.app_id, principal.session_id)
+            if sign_in is None:
                 raise LoginRequired("The user's session has ended.")
+            auth_time, proven = sign_in
+            if request.max_age is not None and not proven:
+                raise LoginRequired("The user signed in through a connection whose provider did not say when the "
+                                    "user authenticated, so no max_age can be met.")
         if request.authentication_too_old(auth_time, int(self.authorize.clock().timestamp())):
             raise LoginRequired("The user signed in longer ago than max_age allows.")
         if self.authorize.needs_consent(request, principal.user_id):
