@@ -14,7 +14,7 @@ DASHBOARD_REAUTH_REQUIRED, naming the route that re-authenticates.
 
 The password is checked under the account's login lock, as for a change of its second
 factors, so a stolen cookie cannot be used to guess it; a passkey's challenge is one of
-its own kind (``REAUTHENTICATION``), bound to the account, so no sign-in takes it.  API
+its own kind (``PROOF``), bound to the account, so no sign-in takes it.  API
 keys are no session: the routes they reach are not sensitive to them.
 docs/dashboard.md, "Sensitive actions".
 """
@@ -29,7 +29,7 @@ from controlplane.dashboard.errors import DashboardReauthRequired
 from controlplane.dashboard.mfa import FACTOR_SCOPE, AccountFactorService
 from controlplane.dashboard.passkeys import DashboardPasskeys
 from controlplane.lockout import AccountLocked
-from controlplane.passkeys.credentials import REAUTHENTICATION
+from controlplane.passkeys.credentials import PROOF
 from controlplane.passkeys.errors import ChallengeInvalid
 from controlplane.passkeys.service import WEBAUTHN
 from controlplane.passwords import WrongPassword
@@ -92,7 +92,7 @@ class DashboardSudo(AccountFactorService):
         passkeys, user verification required, single use, 5 minutes; 503
         PASSKEY_UNAVAILABLE without a relying party."""
         return self.passkeys.credentials.request_options(FACTOR_SCOPE, subject_id=account["_id"],
-                                                         kind=REAUTHENTICATION)
+                                                         kind=PROOF)
 
     def reauthenticate_with_passkey(self, account: dict, *, challenge_id: str, credential: dict,
                                     session: str | None) -> None:
@@ -104,7 +104,7 @@ class DashboardSudo(AccountFactorService):
         PASSKEY_USER_VERIFICATION_REQUIRED, PASSKEY_*).  Each attempt with a known
         passkey is an audit record, as a password's is."""
         credentials = self.passkeys.credentials
-        challenge = credentials.take(FACTOR_SCOPE, challenge_id, REAUTHENTICATION)
+        challenge = credentials.take(FACTOR_SCOPE, challenge_id, PROOF)
         if challenge["user_id"] != account["_id"]:
             raise ChallengeInvalid()
         passkey = credentials.asserted_passkey(FACTOR_SCOPE, challenge, credential)

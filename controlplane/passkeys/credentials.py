@@ -44,10 +44,12 @@ from shared.timeutil import Clock, seconds
 CHALLENGE_TTL = 300
 DEFAULT_NAME = "Passkey"
 REGISTRATION, AUTHENTICATION = "registration", "authentication"
-# A signed-in subject proving who they are again (the dashboard's sudo mode): a challenge
-# of its own kind, so a sign-in never takes one, nor this proof a sign-in's; it offers
-# the subject's passkeys and needs the UV flag, as a sign-in alone does.
-REAUTHENTICATION = "reauthentication"
+# A subject proving who they are outside a sign-in (the dashboard's sudo mode, an upstream
+# identity's pending link): a challenge of its own kind, so a sign-in never takes one,
+# nor a proof a sign-in's; it offers the subject's passkeys and needs the UV flag, as a
+# sign-in alone does: the proof stands in for the password, so possession alone (a
+# security key without its PIN) proves nothing.
+PROOF = "proof"
 
 
 def _b64(value: bytes) -> str:
@@ -166,7 +168,7 @@ class PasskeyCredentials:
         offering no credential (the authenticator lists its discoverable ones) and
         requiring user verification.  With it: the subject's passkeys, as a second
         factor (``mfa_challenge``: the digest of the sign-in's MFA challenge it answers),
-        or, of ``kind`` REAUTHENTICATION, as the signed-in subject's proof (user
+        or, of ``kind`` PROOF, as the subject's proof outside a sign-in (user
         verification required)."""
         rp = self.rp()
         handle, challenge = self._new_challenge(scope, kind, subject_id=subject_id, mfa_challenge=mfa_challenge)
@@ -175,7 +177,7 @@ class PasskeyCredentials:
         else:
             options = ceremony.authentication_options(
                 rp, challenge=challenge, allow=self.passkeys.for_user(scope, subject_id),
-                user_verification="required" if kind == REAUTHENTICATION else "preferred")
+                user_verification="required" if kind == PROOF else "preferred")
         return {"challenge_id": handle, "options": options}
 
     def asserted_passkey(self, scope: str, challenge: dict, credential: dict) -> dict:
@@ -190,7 +192,7 @@ class PasskeyCredentials:
     def verify_use(self, scope: str, challenge: dict, passkey: dict, credential: dict) -> ceremony.Assertion:
         """Verify the assertion; a sign-in alone (a challenge without subject) needs the
         passkey's own user handle and the UV flag (400
-        PASSKEY_USER_VERIFICATION_REQUIRED), a re-authentication the UV flag; the BE flag
+        PASSKEY_USER_VERIFICATION_REQUIRED), a proof (``PROOF``) the UV flag; the BE flag
         must be the one registered (400 PASSKEY_VERIFICATION_FAILED).  The sign count must move forward (or stay
         0), checked and stored at once: 400 PASSKEY_SIGN_COUNT_INVALID otherwise.
 
@@ -202,7 +204,7 @@ class PasskeyCredentials:
             raise UserVerificationRequired()  # not a discoverable credential, or not this one's
         assertion = ceremony.verify_assertion(self.rp(), credential, challenge=_unb64(challenge["challenge"]),
                                               public_key=passkey["public_key"])
-        if (alone or challenge["kind"] == REAUTHENTICATION) and not assertion.user_verified:
+        if (alone or challenge["kind"] == PROOF) and not assertion.user_verified:
             raise UserVerificationRequired()
         # L3 6.1.3: backup eligibility is fixed for a credential's life, so an answer with
         # another BE flag does not come from the credential that was registered.

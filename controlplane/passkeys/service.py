@@ -33,7 +33,7 @@ from controlplane.mfa.errors import MfaChallengeExpired
 from controlplane.mfa.service import MfaService
 from controlplane.passkeys import ceremony, emails
 from controlplane.passkeys.authenticators import authenticator_name
-from controlplane.passkeys.credentials import AUTHENTICATION, PasskeyCredentials
+from controlplane.passkeys.credentials import AUTHENTICATION, PROOF, PasskeyCredentials
 from controlplane.passkeys.errors import (
     ChallengeInvalid,
     CredentialUnknown,
@@ -313,18 +313,21 @@ class PasskeyService:
     def proof_options(self, app: dict, user_id: str) -> dict:
         """{challenge_id, options} asking for one of ``user_id``'s own passkeys, to prove
         the account outside a sign-in (an upstream identity's pending link,
-        docs/connections.md)."""
+        docs/connections.md): a ``PROOF`` challenge, user verification required, since
+        the proof stands in for the password (a security key without its PIN, stolen,
+        proves nothing)."""
         self._gate(app)
-        return self.credentials.request_options(app["_id"], subject_id=user_id)
+        return self.credentials.request_options(app["_id"], subject_id=user_id, kind=PROOF)
 
     def prove(self, app: dict, user_id: str, *, challenge_id: str, credential: dict) -> None:
         """Verify an assertion answering ``proof_options`` for ``user_id``; 400 PASSKEY_*
         when it does not (another user's passkey or challenge, a sign-in's challenge, a
-        bad signature, a sign count that goes backwards)."""
+        bad signature, a sign count that goes backwards, no user verification: 400
+        PASSKEY_USER_VERIFICATION_REQUIRED)."""
         self._gate(app)
         app_id = app["_id"]
-        challenge = self.credentials.take(app_id, challenge_id, AUTHENTICATION)
-        if challenge["user_id"] != user_id or challenge.get("mfa_challenge") is not None:
+        challenge = self.credentials.take(app_id, challenge_id, PROOF)
+        if challenge["user_id"] != user_id:
             raise ChallengeInvalid()
         passkey = self.credentials.asserted_passkey(app_id, challenge, credential)
         self.credentials.verify_use(app_id, challenge, passkey, credential)

@@ -35,13 +35,14 @@ def pending(client, ctx, passkey_idp_app, provider, add_connection, make_user_to
     return browser, details["link_id"], owner, authenticator
 
 
-def _prove(browser, link_id, authenticator):
+def _prove(browser, link_id, authenticator, **falsify):
     options = browser.post("/link/passkey", {"link_id": link_id, "binding": browser.binding})
     assert options.status_code == 200, options.text
     data = options.json["data"]
+    assert data["options"]["userVerification"] == "required"
     return browser.post("/link", {"link_id": link_id, "binding": browser.binding,
                                   "challenge_id": data["challenge_id"],
-                                  "credential": authenticator.get(data["options"])})
+                                  "credential": authenticator.get(data["options"], **falsify)})
 
 
 def test_a_passkey_of_the_account_proves_it_and_links(ctx, pending):
@@ -49,6 +50,17 @@ def test_a_passkey_of_the_account_proves_it_and_links(ctx, pending):
     response = _prove(browser, link_id, authenticator)
     assert response.status_code == 200, response.text
     assert ctx.store["identities"].count_documents({"user_id": owner.user["id"]}) == 1
+
+
+def test_a_passkey_without_user_verification_proves_nothing(ctx, pending):
+    """The proof stands in for the account's password: a security key answering without
+    its PIN (possession alone: stolen, it would link a stranger's upstream identity and,
+    through the second step, sign them in) proves nothing."""
+    browser, link_id, owner, authenticator = pending
+    response = _prove(browser, link_id, authenticator, user_verified=False)
+    assert_error(response, 401, "AUTH_INVALID_CREDENTIALS")
+    assert ctx.store["identities"].count_documents({"user_id": owner.user["id"]}) == 0
+    assert _prove(browser, link_id, authenticator).status_code == 200  # with it, the link holds
 
 
 def test_another_accounts_passkey_proves_nothing(client, ctx, passkey_idp_app, pending, make_user_token, register):
