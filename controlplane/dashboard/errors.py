@@ -161,9 +161,8 @@ REAUTHENTICATE_ROUTE = "/api/dashboard/me/reauthenticate"
 
 
 class DashboardReauthRequired(Forbidden, code="DASHBOARD_REAUTH_REQUIRED",
-                              message="Confirm your password to continue: this action needs a recent sign-in "
-                                      "(POST /api/dashboard/me/reauthenticate, or a passkey through "
-                                      "POST /api/dashboard/me/reauthenticate/passkey/options, then try again).",
+                              message="This action needs a recent sign-in: confirm your password (or use a passkey), "
+                                      "then try again.",
                               detail_names=("reauthenticate", "reauthenticate_passkey")):
     """A sensitive action (``Resource.sensitive``) by a session whose holder last proved
     who they are longer ago than IAMGATE_DASHBOARD_SUDO_SECONDS: a stolen session cookie
