@@ -72,11 +72,27 @@ def parse_json(text: str):
     value, holds a lone surrogate, as I-JSON does (RFC 7493 section 2.1): json reads
     ``"\\ud800"`` without its pair as a string that is no Unicode text, which fails later
     wherever it is encoded (MongoDB, bcrypt, the response). ``text`` is strictly decoded,
-    so a surrogate can only come from a ``\\u`` escape."""
-    value = json.loads(text)
+    so a surrogate can only come from a ``\\u`` escape.
+
+    Refused too: ``NaN``, ``Infinity`` and ``-Infinity``, which json takes though they
+    are no JSON (RFC 8259 section 6), and a number beyond a float's range (``1e999``,
+    which json reads as infinity): stored, either would make every later answer carrying
+    it invalid JSON."""
+    value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     if "\\u" in text and _holds_surrogate(value):
         raise ValueError("a string holds a lone surrogate (a \\ud800-\\udfff escape without its pair)")
     return value
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number (RFC 8259 section 6)")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {text[:32]} is beyond the range of a double")
+    return number
 
 
 def _holds_surrogate(value) -> bool:

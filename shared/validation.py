@@ -17,6 +17,7 @@ from shared.ids import is_uuid
 from shared.timeutil import parse_iso
 
 MISSING = object()
+INT64 = (-(2 ** 63), 2 ** 63 - 1)  # the integers MongoDB stores (BSON int64)
 
 # Bidirectional embeddings, overrides and isolates: they can make a name read as other
 # text in a mail client ("Trojan Source", CVE-2021-42574).

@@ -39,13 +39,13 @@ from collections.abc import Mapping
 
 from shared import dotted
 from shared.abac import OPERATORS, condition_nodes, evaluate_condition
+from shared.validation import INT64
 
 MAX_DEPTH = 8
 MAX_PATH_LENGTH = 255
 
 _GROUPS = ("all", "any", "not")
 _ATTR_ROOTS = ("user", "resource", "context")
-_INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _ATTR_SHAPE = "must be user.id, user.attributes.<key>, resource.<key> or context.<key>"
 
 
@@ -205,7 +205,7 @@ def _scalar_problem(value) -> str | None:
     if value is None or isinstance(value, (bool, str)):
         return None
     if isinstance(value, int):
-        return None if _INT64[0] <= value <= _INT64[1] else "is an integer beyond 64 bits"
+        return None if INT64[0] <= value <= INT64[1] else "is an integer beyond 64 bits"
     if isinstance(value, float):
         return None if math.isfinite(value) else "must be a finite number"
     return "must be a JSON scalar (string, number, boolean, null) or an array of them"

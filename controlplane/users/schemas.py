@@ -8,10 +8,13 @@ for registration and the self-service profile update.
 """
 from __future__ import annotations
 
+import math
+
 from controlplane.users.errors import PasswordConfirmationMismatch
 from shared.errors import ValidationFailed
 from shared.validation import (
     ID,
+    INT64,
     NULLABLE_TIME,
     TIME,
     Bool,
@@ -51,18 +54,28 @@ class Metadata(Object):
 
 
 def _check_keys(value, depth: int) -> None:
+    """Keys MongoDB can store, at most METADATA_MAX_DEPTH levels, and numbers it can
+    store: an integer beyond 64 bits would fail the write (a 500 after the bcrypt work of
+    a registration)."""
     if depth > METADATA_MAX_DEPTH:
         raise Invalid(f"must not be nested more than {METADATA_MAX_DEPTH} levels deep")
     if isinstance(value, dict):
         for key, item in value.items():
             if key.startswith("$") or "." in key or "\0" in key:
                 raise Invalid(f"key {key!r} must not start with $ or contain . or NUL")
-            if isinstance(item, (dict, list)):
-                _check_keys(item, depth + 1)
+            _check_item(item, depth)
     else:
         for item in value:
-            if isinstance(item, (dict, list)):
-                _check_keys(item, depth + 1)
+            _check_item(item, depth)
+
+
+def _check_item(item, depth: int) -> None:
+    if isinstance(item, (dict, list)):
+        _check_keys(item, depth + 1)
+    elif isinstance(item, int) and not isinstance(item, bool) and not INT64[0] <= item <= INT64[1]:
+        raise Invalid("holds an integer beyond 64 bits, which cannot be stored")
+    elif isinstance(item, float) and not math.isfinite(item):
+        raise Invalid("holds a number that is not finite")
 
 
 def _password(description=None):

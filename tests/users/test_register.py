@@ -1,6 +1,7 @@
 """POST V1/users/register: the User, the verification email, user.created, and every
 refusal (validation, weak password, taken email, tier limit, throttle) leaving no state."""
 import ipaddress
+import json
 import threading
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from shared.config import Rate
 from shared.ids import digest
 from tests.conftest import assert_error, events_of
-from tests.plugins.users import PASSWORD, users_url
+from tests.plugins.users import PASSWORD, fresh_address, users_url
 from tests.users.conftest import assert_rate_limit_headers
 
 
@@ -182,6 +183,31 @@ def test_metadata_keys_mongodb_cannot_store_are_refused(post, application, ctx, 
     error = assert_error(post(application, "/register", body(metadata=metadata)), 400, "VALIDATION_INVALID_FORMAT")
     assert reason in error["details"]["fields"]["metadata"]
     assert ctx.store["users"].count_documents({"app_id": application["_id"]}) == 0
+
+
+@pytest.mark.parametrize("literal, words", [
+    (str(2 ** 70), "integer beyond 64 bits"), (str(-(2 ** 63) - 1), "integer beyond 64 bits"),
+    ("NaN", "NaN is not a JSON number"), ("Infinity", "Infinity is not a JSON number"),
+    ("-Infinity", "-Infinity is not a JSON number"), ("1e999", "beyond the range of a double"),
+])
+def test_metadata_numbers_mongodb_or_json_cannot_carry_are_refused(client, application, ctx, literal, words):
+    """The public route takes any JSON number in ``metadata``: an integer beyond 64 bits
+    failed the store's write (a 500, after the bcrypt work), and NaN or Infinity (which
+    Python's json reads, though they are no JSON) were stored and made every later answer
+    carrying the user's metadata invalid JSON. Both are 400 before any work."""
+    raw = json.dumps(body(metadata={"n": 0})).replace('"n": 0', f'"n": {literal}')
+    response = client.simulate_post(users_url(application, "/register"), body=raw, remote_addr=fresh_address(),
+                                    headers={"Content-Type": "application/json"})
+    error = assert_error(response, 400)
+    assert error["code"] in ("VALIDATION_INVALID_FORMAT", "VALIDATION_MALFORMED_JSON"), error
+    assert words in json.dumps(error)
+    assert ctx.store["users"].count_documents({"app_id": application["_id"]}) == 0
+
+
+def test_metadata_of_a_64_bit_integer_is_stored(post, application, ctx):
+    response = post(application, "/register", body(metadata={"n": 2 ** 63 - 1, "m": -(2 ** 63), "x": 1.5e308}))
+    assert response.status_code == 201, response.text
+    assert response.json["data"]["metadata"] == {"n": 2 ** 63 - 1, "m": -(2 ** 63), "x": 1.5e308}
 
 
 @pytest.mark.parametrize("config_overrides", [{"max_users_per_application": 1}], indirect=True)
