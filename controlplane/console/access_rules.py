@@ -40,7 +40,7 @@ from controlplane.roles import schemas as roles_schemas
 from controlplane.roles.service import RoleService, serialize_role
 from shared.checks import Permission
 from shared.errors import DomainError, ValidationFailed
-from shared.http import page_params, paginated
+from shared.http import page_params, paginated, parse_json
 from shared.validation import Invalid
 
 _SPACE = re.compile(r"\s*")
@@ -71,10 +71,13 @@ def parse_json_field(name: str, text: str):
     if (text or "").strip() in _EMPTY_JSON:
         return None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as exc:
         raise ValidationFailed({name: f"is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"},
                                message=f"{name} is not JSON: {exc.msg} (line {exc.lineno}).") from None
+    except (ValueError, RecursionError) as exc:  # NaN, a lone surrogate; nesting too deep to read
+        reason = "it nests too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise ValidationFailed({name: f"is not JSON: {reason}"}, message=f"{name} is not JSON: {reason}.") from None
 
 
 def json_path_lines(text: str, root: str) -> dict[str, int]:
@@ -107,7 +110,7 @@ def json_path_lines(text: str, root: str) -> dict[str, int]:
 
     try:
         value(0, root)
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):  # not JSON, or nested deeper than this walk goes
         return {}
     return lines
 

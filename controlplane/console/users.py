@@ -13,7 +13,6 @@ own, so each leaves the event and audit record the API's call would.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -36,7 +35,7 @@ from controlplane.users import schemas
 from controlplane.users.admin import UserAdminService
 from controlplane.users.directory import UserDirectory
 from shared.errors import DomainError, ValidationFailed
-from shared.http import page_params
+from shared.http import page_params, parse_json
 from shared.ids import is_uuid
 
 PER_PAGE = 25
@@ -332,8 +331,10 @@ def assignment(form: dict) -> dict:
 
 def attribute_value(raw: str):
     """The value field: JSON when it reads as JSON (``42``, ``true``, ``["a", "b"]``,
-    ``"text"``), otherwise the text as typed (``gold``)."""
+    ``"text"``), otherwise the text as typed (``gold``): read as the API reads a body
+    (``parse_json``: no NaN, no lone surrogate), and text that nests too deep to read is
+    text too (the attribute's own rules then judge it)."""
     try:
-        return json.loads(raw)
-    except ValueError:
+        return parse_json(raw)
+    except (ValueError, RecursionError):
         return raw

@@ -178,6 +178,17 @@ def test_a_condition_that_is_not_json_is_refused_at_its_line(owner, dashboard_ap
     assert re.findall(r'<li class="bad-line"><code>([^<]*)</code>', refused.text) == ["  oops"]
 
 
+@pytest.mark.parametrize("condition, words", [("[" * 5000, "it nests too deep"),
+                                               ('{"op": "eq", "left": {"attr": "context.n"}, "right": {"value": NaN}}',
+                                                "NaN is not a JSON number")])
+def test_a_condition_json_cannot_read_is_refused_on_the_page(owner, dashboard_app, ctx, condition, words):
+    """Nesting past what json reads (RecursionError) and NaN (no JSON) are the form
+    again with its error (400), never a 500."""
+    refused = owner.post(f"{base(dashboard_app)}/policies", {**POLICY, "condition": condition})
+    assert refused.status_code == 400 and words in refused.text, refused.text[:300]
+    assert ctx.abac.list_policies(dashboard_app["id"], is_active=None, permission=None, page=1, per_page=5)[1] == 0
+
+
 # ---------------------------------------------------------------- the playground
 
 

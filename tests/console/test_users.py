@@ -229,6 +229,8 @@ def test_attributes_are_set_as_json_or_text_and_deleted_with_the_apis_rules(owne
     assert bad.status_code == 400 and "<code>key</code>" in bad.text and 'id="e-key"' in bad.text
     nested = visitor.post(page_url, {"action": "set-attribute", "key": "plan", "value": "1"})
     assert nested.status_code == 409  # a dotted prefix of plan.tier: the API's refusal
+    deep = visitor.post(page_url, {"action": "set-attribute", "key": "deep", "value": "[" * 5000})
+    assert deep.status_code == 400  # too deep to read as JSON: text, which the API's length rule refuses
     visitor.post(page_url, {"action": "delete-attribute", "key": "level"})
     assert ctx.abac.attributes(app["_id"], user["id"]) == {"plan.tier": "gold"}
     assert [e["data"]["key"] for e in events_of(ctx, "attribute.deleted")] == ["level"]

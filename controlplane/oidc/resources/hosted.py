@@ -149,7 +149,7 @@ def passkey_answer(form: dict) -> dict:
     that the pages' passkey script posts; ValidationFailed when they are not there."""
     try:
         credential = json.loads(form.get("credential", ""))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
         credential = None
     challenge_id = form.get("challenge_id", "")
     if not isinstance(credential, dict) or not challenge_id:
