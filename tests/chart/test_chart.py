@@ -12,6 +12,8 @@ the control plane's route table.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -450,18 +452,70 @@ def test_mongodb_uri_with_an_existing_secret_gets_its_own_secret():
     assert names == {"iamgate-mongodb"}
 
 
-def test_a_new_value_in_a_chart_made_secret_rolls_the_pods_that_read_it():
-    """Env from a Secret is read when the container starts: a new secrets.internalToken
-    or mongodb.uri must change the pod template of each Deployment reading it."""
+# charts/README.md's quick start: the two secrets in an existing Secret, the MongoDB URI
+# (with its password) as a value, an Ingress.
+QUICKSTART_URI = "mongodb://iamgate:{password}@mongo-0.mongo,mongo-1.mongo,mongo-2.mongo/iamgate?replicaSet=rs0"
+
+
+def _quickstart(password: str) -> dict:
+    return {"secrets": {"existingSecret": "iamgate-secrets"},
+            "mongodb": {"uri": QUICKSTART_URI.format(password=password)},
+            "publicUrl": "https://id.corp.example", "ingress": {"enabled": True, "host": "id.corp.example"}}
+
+
+def test_pod_annotations_do_not_let_a_pod_reader_recover_the_mongodb_password():
+    """Whoever may read pods, ReplicaSets or Deployments (the `view` role, which may not
+    read Secrets) cannot test guesses of the MongoDB password against the pod templates'
+    annotations. The chart's checksum/secrets was an unsalted SHA-256 of the JSON of the
+    chart-made secret values: with secrets.existingSecret (the README's quick start) it
+    hashed the MongoDB URI alone, and a dictionary found the password at GPU speed."""
+    docs = render(_quickstart("Summer2024!"))
+    annotations = {(name, key): value for name, template in templates(docs).items()
+                   for key, value in template["metadata"].get("annotations", {}).items()}
+    assert {name for name, _ in annotations} == {"iamgate-controlplane", "iamgate-decision", "iamgate-worker"}
+    wordlist = ["password", "iamgate", "changeme", "Summer2024!", "letmein"]  # any cracking dictionary
+    recovered = {}
+    for guess in wordlist:
+        uri = QUICKSTART_URI.format(password=guess)
+        for candidate in (json.dumps({"mongodb-uri": uri}, separators=(",", ":")), uri):
+            digest = hashlib.sha256(candidate.encode()).hexdigest()
+            recovered.update({where: guess for where, value in annotations.items() if digest in str(value)})
+    assert recovered == {}, f"the MongoDB password, recovered from pod-template annotations: {recovered}"
+
+
+def test_nothing_in_the_pod_templates_depends_on_a_secret_value():
+    """Whatever the construction (a checksum, salted or not, of any field), a pod
+    template that changes with a secret's value is an oracle for guesses of it: the pod
+    templates are the same, byte for byte, whatever the MongoDB URI's password, the
+    secret key or the internal token given to the chart."""
+    def pod_templates(values) -> dict:
+        return templates(render(values))
+
+    assert pod_templates(_quickstart("one")) == pod_templates(_quickstart("two"))
+    other = {"secretKey": "o" * 32, "internalToken": "p" * 40}
+    assert pod_templates(MINIMAL) == pod_templates({**MINIMAL, "secrets": other})
+    new_password = {"uri": MONGO["uri"].replace(":pw@", ":new@")}
+    assert pod_templates(MINIMAL) == pod_templates({**MINIMAL, "mongodb": new_password})
+
+
+def test_bumping_secrets_revision_rolls_every_pod():
+    """Env from a Secret is read when the container starts, and no checksum of secret
+    values is on the pods: secrets.revision, which the operator bumps after changing a
+    secret (chart-made or not), changes every Deployment's pod template, and nothing else
+    of it."""
     before = templates(render(MINIMAL))
-    token = templates(render({**MINIMAL, "secrets": {**GIVEN_SECRETS, "internalToken": "n" * 40}}))
-    uri = templates(render({**MINIMAL, "mongodb": {"uri": MONGO["uri"].replace(":pw@", ":new@")}}))
-    assert set(before) == {"iamgate-controlplane", "iamgate-decision", "iamgate-worker"}
-    for deployment in before:
-        assert before[deployment] != token[deployment], deployment
-    assert before["iamgate-controlplane"] != uri["iamgate-controlplane"]
-    assert before["iamgate-worker"] != uri["iamgate-worker"]
-    assert before["iamgate-decision"] == uri["iamgate-decision"]  # it reads no URI
+    after = templates(render({**MINIMAL, "secrets": {**GIVEN_SECRETS, "revision": 2}}))
+    assert set(before) == set(after) == {"iamgate-controlplane", "iamgate-decision", "iamgate-worker"}
+    for deployment, template in before.items():
+        annotations = template["metadata"]["annotations"]
+        assert annotations["iamgate/secrets-revision"] == "0", deployment
+        rolled = after[deployment]
+        assert rolled["metadata"]["annotations"]["iamgate/secrets-revision"] == "2", deployment
+        rolled["metadata"]["annotations"]["iamgate/secrets-revision"] = "0"
+        assert rolled == template, deployment
+    dated = templates(render({**MINIMAL, "secrets": {**GIVEN_SECRETS, "revision": "2026-11-28"}}))
+    assert dated["iamgate-decision"]["metadata"]["annotations"]["iamgate/secrets-revision"] == "2026-11-28"
+    assert "revision" in schema_error({"secrets": {"revision": 1.5}})
 
 
 @pytest.mark.parametrize("values, message", [

@@ -149,23 +149,17 @@ prometheus.io/path: /metrics
 {{- end -}}
 
 {{/*
-  checksum/secrets of a pod: (list $ "controlplane"). Env from a Secret is read when the
-  container starts, so a new value in a Secret this chart makes from values must change
-  the pod template to reach the pods. The given values are what can change: a generated
-  value is kept for good. The decision service reads the internal token only.
+  The pod annotation that rolls the pods after a secret changed. Env from a Secret is
+  read when the container starts, so a new value reaches the pods only when they
+  restart. Nothing derived from a secret's value goes in the pod template: a checksum
+  there (unsalted, of a MongoDB URI and its password) lets anyone who may read
+  Deployments or ReplicaSets, the `view` role which may not read Secrets, test guesses of
+  the secret offline. The operator bumps secrets.revision instead, in the upgrade that
+  changes a secret, chart-made or not (docs/deployment.md, "Rolling the pods after a
+  secret changed").
 */}}
-{{- define "iamgate.secretsChecksum" -}}
-{{- $ := index . 0 -}}
-{{- $store := ne (index . 1) "decision" -}}
-{{- $data := dict -}}
-{{- if not $.Values.secrets.existingSecret -}}
-{{- $_ := set $data "internal-token" $.Values.secrets.internalToken -}}
-{{- if $store }}{{ $_ := set $data "secret-key" $.Values.secrets.secretKey }}{{ end -}}
-{{- end -}}
-{{- if and $store (not $.Values.mongodb.existingSecret) -}}
-{{- $_ := set $data "mongodb-uri" $.Values.mongodb.uri -}}
-{{- end -}}
-{{- toJson $data | sha256sum -}}
+{{- define "iamgate.secretsRevision" -}}
+iamgate/secrets-revision: {{ include "iamgate.envValue" .Values.secrets.revision }}
 {{- end -}}
 
 {{/* What the control plane and the webhook worker need to reach the store. */}}
