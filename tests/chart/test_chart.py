@@ -327,6 +327,32 @@ def test_the_schema_refuses_secrets_as_plain_env_values():
                          "decisionSidecar": {"env": {"IAMGATE_LOG_LEVEL": "INFO"}}}) == ""
 
 
+# Each secret the schema refuses as a plain value, and the value its message names instead.
+SECRETS_INSTEAD = {"IAMGATE_SECRET_KEY": "secrets.existingSecret", "IAMGATE_INTERNAL_TOKEN": "secrets.existingSecret",
+                   "IAMGATE_MONGODB_URI": "mongodb.existingSecret", "IAMGATE_SMTP_URL": "valueFrom.secretKeyRef",
+                   "IAMGATE_METRICS_TOKEN": "metrics.tokenSecret",
+                   "IAMGATE_DECISION_API_KEY": "decisionSidecar.apiKeySecret"}
+
+
+@pytest.mark.parametrize("block", ["extraEnv", "decision.extraEnv"])
+@pytest.mark.parametrize("name", sorted(SECRETS_INSTEAD))
+def test_the_schema_refuses_secrets_as_plain_values_in_extra_env_too(block, name):
+    """A secret as a plain `value` in extraEnv or decision.extraEnv would stand in clear in
+    the Deployment and in Helm's release record, as in `env` (and, extraEnv coming last,
+    it would even replace the chart's secretKeyRef for IAMGATE_SECRET_KEY): the schema
+    refuses it with the message `env` gives, and takes the same name from a Secret
+    (valueFrom), the documented home of IAMGATE_SMTP_URL."""
+    def values(entry) -> dict:
+        return {"extraEnv": [entry]} if block == "extraEnv" else {"decision": {"extraEnv": [entry]}}
+
+    path = "/" + block.replace(".", "/") + "/0"
+    message = schema_error(values({"name": name, "value": "mongodb://iamgate:hunter2@mongo-0.mongo/iamgate"}))
+    assert f"{path}/value" in message and SECRETS_INSTEAD[name] in message, message
+    assert "valueFrom" in schema_error(values({"name": name}))
+    assert schema_error(values({"name": name, "valueFrom": {"secretKeyRef": {"name": "vault", "key": "k"}}})) == ""
+    assert schema_error(values({"name": "OTEL_EXPORTER_OTLP_HEADERS", "value": "x"})) == ""
+
+
 def test_probes_reach_what_the_containers_serve(rendered):
     name, docs, _ = rendered
     for deployment, spec in pod_specs(docs):
