@@ -235,15 +235,15 @@ def test_whole_numbers_reach_the_pods_as_integers(tmp_path):
     """Helm reads a values file's numbers as float64, which `quote` prints as 1e+06: the
     integer settings refuse that. A share stays the number it is."""
     values = {**MINIMAL, "env": {"IAMGATE_REFRESH_TOKEN_REMEMBER_ME_TTL": 5184000,
-                                 "IAMGATE_DECISION_CACHE_SIZE": 1000000, "IAMGATE_DECISION_LOG_SAMPLE": 0.05},
-              "decision": {"cacheTtl": 86400000, "decisionLogs": {"sample": 0.25}}}
+                                 "IAMGATE_DECISION_CACHE_SIZE": 1000000},
+              "decision": {"cacheTtl": 86400000, "decisionLogs": {"sample": 0.05}}}
     docs = render(values)
     assert config_errors(docs) == []
     env = {deployment: container_env(spec["containers"][0]) for deployment, spec in pod_specs(docs)}
     assert env["iamgate-controlplane"]["IAMGATE_REFRESH_TOKEN_REMEMBER_ME_TTL"] == "5184000"
     assert env["iamgate-decision"]["IAMGATE_DECISION_CACHE_TTL"] == "86400000"
     assert env["iamgate-decision"]["IAMGATE_DECISION_CACHE_SIZE"] == "1000000"
-    assert env["iamgate-decision"]["IAMGATE_DECISION_LOG_SAMPLE"] == "0.05"  # env comes after decisionLogs
+    assert env["iamgate-decision"]["IAMGATE_DECISION_LOG_SAMPLE"] == "0.05"
     chart = tenant_chart(tmp_path)
     tenant = yaml.safe_load((chart / "values.yaml").read_text())
     tenant["iamgate"]["decisionSidecar"].update(cacheTtl=86400000, env={"IAMGATE_DECISION_CACHE_SIZE": 2000000},
@@ -302,7 +302,9 @@ def test_the_decision_service_gets_only_the_settings_it_reads():
     docs = render(given)
     (decision,) = [spec["containers"][0] for deployment, spec in pod_specs(docs) if deployment == "iamgate-decision"]
     from_env = {e["name"] for e in decision["env"] if e["name"] in settings and e.get("value") == settings[e["name"]]}
-    assert from_env == {name for name in settings if name.startswith("IAMGATE_DECISION_")} | DECISION_READS
+    # Those the chart sets itself (IAMGATE_PUBLIC_URL, IAMGATE_METRICS_DIR...) never come from env.
+    shared = DECISION_READS & set(settings)
+    assert from_env == {name for name in settings if name.startswith("IAMGATE_DECISION_")} | shared
     assert container_env(decision)["OTEL_EXPORTER_OTLP_HEADERS"] == "decision"
     for deployment, spec in pod_specs(docs):
         if deployment != "iamgate-decision":
@@ -323,7 +325,7 @@ def test_the_schema_refuses_secrets_as_plain_env_values():
     for name in ("IAMGATE_DECISION_API_KEY", "IAMGATE_METRICS_TOKEN", "IAMGATE_INTERNAL_TOKEN"):
         message = schema_error({"decisionSidecar": {"env": {name: "sk_live_" + "a" * 32}}})
         assert f"/decisionSidecar/env/{name}" in message, message
-    assert schema_error({"env": {"IAMGATE_LOG_LEVEL": "INFO", "IAMGATE_DECISION_LOG_SAMPLE": 0.5},
+    assert schema_error({"env": {"IAMGATE_LOG_LEVEL": "INFO", "IAMGATE_DECISION_CACHE_SIZE": 50000},
                          "decisionSidecar": {"env": {"IAMGATE_LOG_LEVEL": "INFO"}}}) == ""
 
 
@@ -351,6 +353,53 @@ def test_the_schema_refuses_secrets_as_plain_values_in_extra_env_too(block, name
     assert "valueFrom" in schema_error(values({"name": name}))
     assert schema_error(values({"name": name, "valueFrom": {"secretKeyRef": {"name": "vault", "key": "k"}}})) == ""
     assert schema_error(values({"name": "OTEL_EXPORTER_OTLP_HEADERS", "value": "x"})) == ""
+
+
+@pytest.mark.parametrize("name, value, instead", [
+    ("IAMGATE_PORT", 9000, "controlPlane.port"), ("IAMGATE_DECISION_PORT", 9181, "decision.port"),
+    ("IAMGATE_HOST", "127.0.0.1", "0.0.0.0"), ("IAMGATE_WORKER_PORT", 9002, "worker.port"),
+    ("IAMGATE_DECISION_HOST", "127.0.0.1", "0.0.0.0"), ("IAMGATE_WORKERS", 8, "controlPlane.workers"),
+    ("IAMGATE_DECISION_WORKERS", 8, "decision.workers"), ("IAMGATE_METRICS_DIR", "/tmp/m", "emptyDir"),
+    ("IAMGATE_PUBLIC_URL", "https://other.example", "publicUrl"),
+    ("IAMGATE_DECISION_MAX_STALENESS", 30, "decision.maxStaleness"),
+])
+def test_env_cannot_move_a_process_off_the_port_its_probes_and_service_use(name, value, instead):
+    """`env` took any IAMGATE_* setting, including those the chart derives from its own
+    values (controlPlane.port, decision.port, worker.port, the 0.0.0.0 bind...). Rendered
+    after the chart's, they made a second entry of the same name that wins in the kubelet:
+    the process listened where no probe, Service or NetworkPolicy port points (liveness
+    fails: CrashLoopBackOff), and server-side apply refuses the duplicate names. The
+    schema refuses each, naming the chart value that sets it."""
+    message = schema_error({**MINIMAL, "env": {name: value}})
+    assert f"/env/{name}" in message and instead in message, message
+
+
+def test_the_schema_refuses_in_env_every_setting_the_templates_set(tmp_path):
+    """Whatever plain IAMGATE_* variable a template sets (every Deployment with every
+    block on, and the tenant sidecar), `env` (or the sidecar's `env`) cannot set it a
+    second time: the list in the schema follows the templates."""
+    docs = render({**MINIMAL, "ingress": {"enabled": True}, "metrics": {"tokenSecret": {"name": "metrics"}},
+                   "otel": {"endpoint": "http://otel-collector:4318"}})
+    chart_sets = {e["name"] for _, spec in pod_specs(docs) for c in spec["containers"] for e in c["env"]
+                  if e["name"].startswith("IAMGATE_") and "valueFrom" not in e}
+    assert {"IAMGATE_PORT", "IAMGATE_WORKER_PORT", "IAMGATE_DECISION_PORT", "IAMGATE_METRICS_DIR"} <= chart_sets
+    assert [name for name in sorted(chart_sets) if f"/env/{name}" not in schema_error({"env": {name: "x"}})] == []
+    sidecar_sets = {e["name"] for e in _sidecar(tenant_chart(tmp_path))["env"]
+                    if e["name"].startswith("IAMGATE_") and "valueFrom" not in e}
+    assert {"IAMGATE_DECISION_PORT", "IAMGATE_DECISION_HOST", "IAMGATE_CONTROL_PLANE_URL"} <= sidecar_sets
+    refused = {name: schema_error({"decisionSidecar": {"env": {name: "x"}}}) for name in sorted(sidecar_sets)}
+    assert [name for name, message in refused.items() if f"/decisionSidecar/env/{name}" not in message] == []
+    assert "decisionSidecar.port" in refused["IAMGATE_DECISION_PORT"]
+
+
+def test_no_container_names_a_variable_twice(rendered):
+    """A second entry of one name overrides the first in the kubelet, and server-side
+    apply refuses the manifest ("duplicate entries for key")."""
+    name, docs, _ = rendered
+    for deployment, spec in pod_specs(docs):
+        for container in spec["containers"]:
+            names = [e["name"] for e in container.get("env", [])]
+            assert sorted({n for n in names if names.count(n) > 1}) == [], (name, deployment, container["name"])
 
 
 def test_probes_reach_what_the_containers_serve(rendered):

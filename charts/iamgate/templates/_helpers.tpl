@@ -131,12 +131,15 @@ prometheus.io/path: /metrics
   and the worker get `env` and `extraEnv`. The decision service gets only the `env`
   settings it reads (its own IAMGATE_DECISION_* and those below: decision/,
   shared/serving.py, shared/logs.py) and `decision.extraEnv`, so the control plane's
-  settings and secrets (IAMGATE_SMTP_URL) stay off its pods.
+  settings and secrets (IAMGATE_SMTP_URL) stay off its pods. The settings the chart
+  sets itself (IAMGATE_PUBLIC_URL, IAMGATE_CONTROL_PLANE_URL, IAMGATE_METRICS_DIR, the
+  ports...) never come through `env`: the schema refuses them there, as a second entry
+  of one name would override the chart's.
 */}}
 {{- define "iamgate.settingsEnv" -}}
 {{- $ := index . 0 -}}
 {{- $decision := eq (index . 1) "decision" -}}
-{{- $reads := list "IAMGATE_PUBLIC_URL" "IAMGATE_CONTROL_PLANE_URL" "IAMGATE_STREAM_HEARTBEAT" "IAMGATE_TRUSTED_PROXIES" "IAMGATE_MAX_CONNECTIONS" "IAMGATE_HEADER_TIMEOUT" "IAMGATE_LOG_LEVEL" "IAMGATE_LOG_FLUSH_INTERVAL" "IAMGATE_METRICS_DIR" -}}
+{{- $reads := list "IAMGATE_STREAM_HEARTBEAT" "IAMGATE_TRUSTED_PROXIES" "IAMGATE_MAX_CONNECTIONS" "IAMGATE_HEADER_TIMEOUT" "IAMGATE_LOG_LEVEL" "IAMGATE_LOG_FLUSH_INTERVAL" -}}
 {{- range $name, $value := $.Values.env }}
 {{- if or (not $decision) (hasPrefix "IAMGATE_DECISION_" $name) (has $name $reads) }}
 - name: {{ $name }}
