@@ -379,7 +379,7 @@ def test_the_schema_refuses_in_env_every_setting_the_templates_set(tmp_path):
     block on, and the tenant sidecar), `env` (or the sidecar's `env`) cannot set it a
     second time: the list in the schema follows the templates."""
     docs = render({**MINIMAL, "ingress": {"enabled": True}, "metrics": {"tokenSecret": {"name": "metrics"}},
-                   "otel": {"endpoint": "http://otel-collector:4318"}})
+                   "otel": {"endpoint": "http://otel-collector:4318"}, "trustedProxies": ["10.0.0.0/8"]})
     chart_sets = {e["name"] for _, spec in pod_specs(docs) for c in spec["containers"] for e in c["env"]
                   if e["name"].startswith("IAMGATE_") and "valueFrom" not in e}
     assert {"IAMGATE_PORT", "IAMGATE_WORKER_PORT", "IAMGATE_DECISION_PORT", "IAMGATE_METRICS_DIR"} <= chart_sets
@@ -851,6 +851,51 @@ def test_notes_say_how_to_start_and_warn_about_the_example_url():
     assert "/api/dashboard/register" in text
     assert "publicUrl is still the example" in text
     assert "publicUrl is still the example" not in notes({**production_values()})
+
+
+def test_an_ingress_without_trusted_proxies_is_flagged():
+    """Behind the Ingress every request's TCP peer is the ingress controller. Without
+    IAMGATE_TRUSTED_PROXIES every client of the internet shares that one address's
+    budgets -- IAMGATE_RATE_LIMIT_IP, the whole service's bcrypt work per address -- so
+    one client can spend the budget of every user's sign-in. docs/security.md lists it as
+    required for a public deployment: an Ingress without trustedProxies gets a NOTES
+    warning naming both, and one with them, or no Ingress, gets none."""
+    from shared.http import client_address
+
+    values = _quickstart("x")
+    docs = render(values)
+    assert any(d["kind"] == "Ingress" for d in docs)
+    (controlplane,) = [spec["containers"][0] for deployment, spec in pod_specs(docs)
+                       if deployment == "iamgate-controlplane"]
+    assert "IAMGATE_TRUSTED_PROXIES" not in container_env(controlplane)
+    # Two internet clients through one ingress-controller pod: one address to the limits.
+    assert client_address("10.0.3.7", "203.0.113.5") == client_address("10.0.3.7", "198.51.100.9")
+    warning = "WARNING: ingress.enabled without trustedProxies (IAMGATE_TRUSTED_PROXIES)"
+    assert warning in notes(values)
+    assert warning not in notes({**values, "trustedProxies": ["10.0.0.0/8"]})
+    assert warning not in notes({**values, "ingress": {"enabled": False}})
+    assert warning not in notes(production_values())
+
+
+def test_trusted_proxies_reach_the_control_plane_and_the_decision_service():
+    """trustedProxies becomes IAMGATE_TRUSTED_PROXIES of every process the chart runs, in
+    the form the services accept, so the rate limits key on the client behind the
+    ingress controller; the schema refuses what is no address, and the same setting in
+    `env` (one name, one entry), naming trustedProxies."""
+    from shared.config import Config
+    from shared.http import client_address
+
+    docs = render({**_quickstart("x"), "trustedProxies": ["10.0.0.0/8", "fd00::/8", "192.168.1.1"]})
+    assert config_errors(docs) == []
+    env = {deployment: container_env(spec["containers"][0]) for deployment, spec in pod_specs(docs)}
+    assert set(env) == {"iamgate-controlplane", "iamgate-decision", "iamgate-worker"}
+    for deployment, variables in env.items():
+        assert variables["IAMGATE_TRUSTED_PROXIES"] == "10.0.0.0/8,fd00::/8,192.168.1.1", deployment
+    proxies = Config.from_env(env["iamgate-controlplane"]).trusted_proxies
+    assert client_address("10.0.3.7", "203.0.113.5", proxies) != client_address("10.0.3.7", "198.51.100.9", proxies)
+    assert "/trustedProxies/0" in schema_error({"trustedProxies": ["ingress-nginx"]})
+    message = schema_error({"env": {"IAMGATE_TRUSTED_PROXIES": "10.0.0.0/8"}})
+    assert "/env/IAMGATE_TRUSTED_PROXIES" in message and "trustedProxies" in message, message
 
 
 def test_gunicorn_workers_share_their_metrics_through_an_emptydir(rendered):

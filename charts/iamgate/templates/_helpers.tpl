@@ -116,6 +116,10 @@ prometheus.io/path: /metrics
   value: {{ .Values.publicUrl | quote }}
 - name: IAMGATE_INTERNAL_TOKEN
   valueFrom: {secretKeyRef: {name: {{ include "iamgate.secretName" . }}, key: internal-token}}
+{{- with .Values.trustedProxies }}
+- name: IAMGATE_TRUSTED_PROXIES
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- with .Values.metrics.tokenSecret.name }}
 - name: IAMGATE_METRICS_TOKEN
   valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $.Values.metrics.tokenSecret.key }}}}
@@ -132,14 +136,14 @@ prometheus.io/path: /metrics
   settings it reads (its own IAMGATE_DECISION_* and those below: decision/,
   shared/serving.py, shared/logs.py) and `decision.extraEnv`, so the control plane's
   settings and secrets (IAMGATE_SMTP_URL) stay off its pods. The settings the chart
-  sets itself (IAMGATE_PUBLIC_URL, IAMGATE_CONTROL_PLANE_URL, IAMGATE_METRICS_DIR, the
-  ports...) never come through `env`: the schema refuses them there, as a second entry
-  of one name would override the chart's.
+  sets itself (IAMGATE_PUBLIC_URL, IAMGATE_TRUSTED_PROXIES, IAMGATE_CONTROL_PLANE_URL,
+  IAMGATE_METRICS_DIR, the ports...) never come through `env`: the schema refuses them
+  there, as a second entry of one name would override the chart's.
 */}}
 {{- define "iamgate.settingsEnv" -}}
 {{- $ := index . 0 -}}
 {{- $decision := eq (index . 1) "decision" -}}
-{{- $reads := list "IAMGATE_STREAM_HEARTBEAT" "IAMGATE_TRUSTED_PROXIES" "IAMGATE_MAX_CONNECTIONS" "IAMGATE_HEADER_TIMEOUT" "IAMGATE_LOG_LEVEL" "IAMGATE_LOG_FLUSH_INTERVAL" -}}
+{{- $reads := list "IAMGATE_STREAM_HEARTBEAT" "IAMGATE_MAX_CONNECTIONS" "IAMGATE_HEADER_TIMEOUT" "IAMGATE_LOG_LEVEL" "IAMGATE_LOG_FLUSH_INTERVAL" -}}
 {{- range $name, $value := $.Values.env }}
 {{- if or (not $decision) (hasPrefix "IAMGATE_DECISION_" $name) (has $name $reads) }}
 - name: {{ $name }}
