@@ -214,8 +214,9 @@ class _Parsing:
     What llhttp accepts and HTTP/1.1 (RFC 9112) does not is refused here, once the head
     is in: a version other than 1.0 and 1.1, an HTTP/1.1 request without exactly one
     Host (3.2), a transfer coding other than chunked alone (6.1; llhttp takes
-    ``gzip, chunked`` as chunked). The differential test against h11 pins the result
-    (tests/shared/test_http_differential.py)."""
+    ``gzip, chunked`` as chunked), an HTTP/1.0 request with a Transfer-Encoding (6.1:
+    its framing is faulty; llhttp and h11 read it as chunked). The differential test
+    against h11 pins the result (tests/shared/test_http_differential.py)."""
 
     def __init__(self, max_body: int, large_bodies_to_app: bool = False):
         self.parser = httptools.HttpRequestParser(self)
@@ -272,6 +273,14 @@ class _Parsing:
                     and not self.large_bodies_to_app):
                 raise Refused(413, "The request body is too large.", {"max_bytes": self.max_body})
             elif length == 17 and name.lower() == b"transfer-encoding":
+                if version == "1.0":
+                    # RFC 9112, 6.1: an HTTP/1.0 message with a Transfer-Encoding has faulty
+                    # framing, and the connection must close after it. An HTTP/1.0 proxy in
+                    # front does not know chunked and frames the bytes otherwise: what llhttp
+                    # reads as a body and the next request is a request smuggled past it.
+                    # Refused before the body is read, as llhttp refuses Content-Length with
+                    # Transfer-Encoding: nothing after the head is parsed.
+                    raise Refused(400, "An HTTP/1.0 request cannot have a Transfer-Encoding.")
                 codings += 1
                 if codings > 1 or value.lower() != b"chunked":
                     raise Refused(501, "Only the chunked transfer coding is supported.")

@@ -1,10 +1,13 @@
 """The decision service over real HTTP beside a real control plane (separate gunicorn
 processes, as `make run` starts them): answers follow writes, read-your-writes with
 ``min_revision``, both services agree, and the fault rules hold when the control plane
-stops and comes back without its data."""
+stops and comes back without its data. The HTTP server of both, as their gunicorn
+workers run it, is held to RFC 9112's framing rules against a request smuggled behind
+an HTTP/1.0 Transfer-Encoding."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import pytest
@@ -88,6 +91,28 @@ def test_operations_endpoints(services):
                                   for name in names), 10)
     missing = requests.get(services.decision_url + "/api/v1/nothing")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+
+
+@pytest.mark.parametrize("service", ["control", "decision"])
+def test_an_http_1_0_request_with_transfer_encoding_is_refused_and_smuggles_nothing(services, service):
+    """RFC 9112, 6.1: an HTTP/1.0 message with a Transfer-Encoding has faulty framing, and
+    the server must close the connection after it. An HTTP/1.0 proxy in front does not
+    know chunked: it frames these bytes as one request, where llhttp reads a chunked body
+    and a second request. Each service's worker used to answer both (200, then 200, the
+    first with ``Connection: keep-alive``); now one 400 and the connection closes."""
+    url = services.control_url if service == "control" else services.decision_url
+    smuggled = (b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"5\r\nGET /\r\n0\r\n\r\n"
+                b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    received = b""
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=10) as sock:
+        sock.sendall(smuggled)
+        while chunk := sock.recv(65536):  # until the server closes; a timeout fails the test
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 Bad Request\r\n"), received
+    assert b"\r\nConnection: close\r\n" in head + b"\r\n", head
+    assert json.loads(body)["error"]["code"] == "BAD_REQUEST"  # the whole rest: one answer, no second one
 
 
 def test_control_plane_outage_fails_closed_and_recovers_without_a_restart(tmp_path):

@@ -5,7 +5,9 @@ Each request is fed to h11 as a server and to ``Connection.serve`` over a socket
 Where h11 refuses the bytes, our server must refuse them too (an error status, the app
 never called); where both take them, the app must see the method, target, headers and
 body h11 parsed. Our server may refuse more than h11 does (llhttp is stricter: a method
-it does not know, a bare LF, a version other than 1.0 and 1.1).
+it does not know, a bare LF, a version other than 1.0 and 1.1), and must refuse one
+thing h11 takes: an HTTP/1.0 request with a Transfer-Encoding, whose framing RFC 9112
+(6.1) calls faulty (h11 and llhttp read its body as chunked).
 
 The requests are built from parts most likely to split two parsers: the Host header
 (none, two), Content-Length and Transfer-Encoding (codings, repeats, both at once),
@@ -95,7 +97,7 @@ def requests(draw) -> bytes:
 
 def h11_parse(data: bytes):
     """``("refused", None)``, ``("incomplete", None)`` or ``("accepted", (method, target,
-    headers, body))`` for the first request in ``data``."""
+    headers, body, version))`` for the first request in ``data``."""
     connection = h11.Connection(h11.SERVER)
     connection.receive_data(data)
     request, body = None, b""
@@ -107,7 +109,8 @@ def h11_parse(data: bytes):
             elif isinstance(event, h11.Data):
                 body += event.data
             elif isinstance(event, h11.EndOfMessage):
-                return "accepted", (request.method, request.target, list(request.headers), body)
+                return "accepted", (request.method, request.target, list(request.headers), body,
+                                    request.http_version)
             elif event is h11.NEED_DATA:
                 return "incomplete", None
     except h11.RemoteProtocolError:
@@ -164,13 +167,19 @@ def _headers_of(environ: dict) -> dict:
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requests())
 def test_the_server_refuses_what_h11_refuses_and_agrees_on_what_both_accept(data):
+    """What h11 refuses is refused; where both take a request, the app sees what h11
+    parsed; an HTTP/1.0 request with a Transfer-Encoding, which h11 takes, is 400."""
     verdict, parsed = h11_parse(data)
     status, environ = server_parse(data)
     if verdict == "refused":
         assert environ is None, (data, environ)
         assert status is not None and status[9:10] in (b"4", b"5"), (data, status)
+    elif verdict == "accepted" and parsed[4] == b"1.0" and any(
+            name == b"transfer-encoding" for name, _ in parsed[2]):  # h11 lower-cases the names
+        assert environ is None, (data, environ)  # RFC 9112, 6.1: faulty framing, where h11 reads it as chunked
+        assert status is not None and status.startswith(b"HTTP/1.1 400 "), (data, status)
     elif verdict == "accepted" and environ is not None:
-        method, target, headers, body = parsed
+        method, target, headers, body, _ = parsed
         assert environ["REQUEST_METHOD"].encode() == method
         assert environ["RAW_URI"].encode("latin-1") == target
         assert environ["body"] == body

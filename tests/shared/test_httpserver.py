@@ -679,6 +679,10 @@ def test_requests_before_an_upgrade_are_answered_first(echo):
                  id="gzip"),
     pytest.param(request("POST", "/", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked") + b"0\r\n\r\n",
                  400, "BAD_REQUEST", id="two-transfer-encodings"),  # llhttp refuses it before the head ends
+    pytest.param(request("POST", "/", "Transfer-Encoding: chunked", version="HTTP/1.0") + b"0\r\n\r\n",
+                 400, "BAD_REQUEST", id="http-1.0-with-transfer-encoding"),
+    pytest.param(request("POST", "/", "Transfer-Encoding: gzip", version="HTTP/1.0") + b"0\r\n\r\n",
+                 400, "BAD_REQUEST", id="http-1.0-with-another-coding"),  # the framing is faulty, not the coding
     pytest.param(b"GET /\r\n\r\n", 400, "BAD_REQUEST", id="no-version"),
     pytest.param(b"GET / HTTP/0.9\r\nHost: test\r\n\r\n", 400, "BAD_REQUEST", id="http-0.9"),
     pytest.param(request("GET", "/", version="HTTP/2.0"), 505, "HTTP_VERSION_NOT_SUPPORTED", id="http-2.0"),
@@ -687,6 +691,22 @@ def test_what_http_1_1_lets_a_server_refuse_is_refused(echo, data, status, code)
     client = echo.client()
     client.send(data)
     assert_envelope(client.response(), status, code)
+    assert client.closed()
+    assert echo.app.calls == []
+
+
+def test_an_http_1_0_request_with_transfer_encoding_smuggles_nothing(echo):
+    """RFC 9112, 6.1: an HTTP/1.0 message with a Transfer-Encoding has faulty framing and
+    the connection closes after it. llhttp reads its body as chunked and, with
+    ``Connection: keep-alive``, the server used to keep the connection and answer what
+    followed: bytes an HTTP/1.0 proxy in front framed as one request's became two. Now
+    it is one 400 with ``Connection: close``, and neither request reaches the app."""
+    client = echo.client()
+    client.send(b"GET /first HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"5\r\nGET /\r\n0\r\n\r\n"
+                + request("GET", "/smuggled"))
+    error = assert_envelope(client.response(), 400, "BAD_REQUEST")
+    assert "Transfer-Encoding" in error["message"]
     assert client.closed()
     assert echo.app.calls == []
 
