@@ -445,8 +445,9 @@ class Connection:
     as it answers any body too large for it, then the connection closes.
 
     Timeouts: ``header_timeout`` for a request's line and headers, whole, from its first
-    byte (the first request's from the accept): a client that sent part of a head by
-    then gets 408, one that sent nothing is closed. ``timeout`` (gunicorn's
+    byte (the first request's from the accept; the empty lines a client may send before
+    a request line count as its first bytes): a client that sent part of a head by then
+    gets 408, one that sent nothing else is closed. ``timeout`` (gunicorn's
     ``--keep-alive``) for every other read: idle between requests, or within a body."""
 
     def __init__(self, sock, client_address, app, base_environ: dict, *, worker=None,
@@ -587,17 +588,23 @@ class Connection:
             if parsing.current is None or parsing.in_headers:
                 if answered and slots is not None:
                     slots.waiting[self] = None
-                if parsing.current is None:
+                if parsing.current is None and answered:  # idle: the keep-alive wait
                     if head_due is not None:
                         head_due = None
                         sock.settimeout(self.timeout)
                 else:
+                    # A head under way, or nothing since the last answer (or the accept) but
+                    # empty lines: llhttp skips those before a request line (RFC 9112, 2.2)
+                    # without beginning a message, yet they are the next request's first
+                    # bytes. Were the connection idle, a CRLF now and then would hold it for
+                    # ever, each one re-arming the keep-alive timeout.
                     now = time.monotonic()
                     if head_due is None or answered:  # a head begun after pipelined requests has its own
                         head_due = now + self.header_timeout
                     if now >= head_due:
-                        self._refuse_late_head()
-                        return
+                        if parsing.in_headers:
+                            self._refuse_late_head()
+                        return  # only empty lines: closed, as a connection that sent nothing is
                     sock.settimeout(_sooner(head_due - now, self.timeout))
             else:
                 if slots is not None:

@@ -6,7 +6,7 @@ gunicorn (one gevent worker, memory://) and the decision service as one process
 Before: about 1,000 half-open connections filled the control plane's gevent pool, and a
 client that sent its request at once waited in the listen backlog; the decision service
 kept every connection open (no cap at all), and a header line every minute kept one
-open for ever.
+open for ever; so did an empty line now and then before any request line, on either.
 """
 from __future__ import annotations
 
@@ -165,4 +165,36 @@ def test_a_header_line_at_a_time_does_not_keep_a_connection(services, service):
         elapsed = time.monotonic() - started
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
     assert b'"REQUEST_TIMEOUT"' in answer
+    assert HEADER_TIMEOUT - 0.5 < elapsed < HEADER_TIMEOUT + 5, elapsed
+
+
+@pytest.mark.parametrize("service", ["control plane", "decision"])
+def test_empty_lines_before_a_request_line_do_not_keep_a_connection(services, service):
+    """The empty lines a server ignores before a request line (RFC 9112, 2.2) begin no
+    message in llhttp: a CRLF every 0.25 s kept the connection idle, each one re-arming
+    the 75 s keep-alive timeout, so it was held for as long as the client liked. They
+    are held to IAMGATE_HEADER_TIMEOUT from the first of them: closed, with nothing to
+    answer since no request began."""
+    url, _ = services[service]
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=10) as sock:
+        started = time.monotonic()
+        selector = selectors.DefaultSelector()
+        selector.register(sock, selectors.EVENT_READ)
+        closed = False
+        for _ in range(int((HEADER_TIMEOUT + 5) / 0.25)):  # a CRLF every 0.25 s
+            if selector.select(0.25):
+                closed = True
+                break
+            try:
+                sock.sendall(b"\r\n")
+            except OSError:  # closed between the select and the send
+                closed = True
+                break
+        elapsed = time.monotonic() - started
+        assert closed, f"still open {elapsed:.1f} s after its first byte, with a {HEADER_TIMEOUT} s header timeout"
+        try:
+            answer = sock.recv(65536)
+        except ConnectionResetError:  # a CRLF arrived as the server closed
+            answer = b""
+    assert answer == b"", answer
     assert HEADER_TIMEOUT - 0.5 < elapsed < HEADER_TIMEOUT + 5, elapsed

@@ -1366,6 +1366,57 @@ def test_a_head_begun_after_a_pipelined_request_has_a_deadline_of_its_own(serve)
     assert client.response().json["PATH_INFO"] == "/2"
 
 
+@pytest.mark.parametrize("answered_first", [False, True], ids=["from-the-accept", "after-an-answer"])
+def test_empty_lines_before_a_request_line_do_not_escape_the_head_deadline(serve, answered_first):
+    """llhttp skips the empty lines a client may send before a request line (RFC 9112,
+    2.2) without beginning a message, so the connection looked idle: the head deadline
+    was dropped and each CRLF re-armed the idle timeout, and a client sending one every
+    so often held the connection for as long as it liked. They count as the next
+    request's first bytes now: the connection closes at the head deadline, on a new
+    connection as after an answer, with nothing sent (no request began)."""
+    server = serve(timeout=TIMEOUT, header_timeout=0.4)
+    client = server.client()
+    if answered_first:
+        client.send(request("GET", "/first"))
+        assert client.response().status == 200
+    started = time.monotonic()
+    for _ in range(40):  # a CRLF every 0.1 s, well within the idle timeout, until the server closes
+        if select.select([client.sock], [], [], 0.1)[0]:
+            break
+        try:
+            client.send(b"\r\n")
+        except OSError:  # closed between the select and the send
+            break
+    assert client.closed()
+    assert 0.3 < time.monotonic() - started < 2.0
+    assert [call["PATH_INFO"] for call in server.app.calls] == (["/first"] if answered_first else [])
+
+
+def test_a_head_after_empty_lines_has_its_deadline_from_their_first_byte(serve):
+    """The deadline counts from the first empty line, not from the request line that
+    follows: 408 comes at ``header_timeout`` after that CRLF."""
+    server = serve(timeout=TIMEOUT, header_timeout=1.0)
+    client = server.client()
+    client.send(request("GET", "/first"))
+    assert client.response().status == 200
+    client.send(b"\r\n")
+    time.sleep(0.8)
+    client.send(b"GET /late HTTP/1.1\r\n")
+    began = time.monotonic()
+    assert_envelope(client.response(), 408, "REQUEST_TIMEOUT")
+    assert time.monotonic() - began < 0.7  # about 0.2 s; 1.0 s if the request line began the deadline
+    assert client.closed()
+
+
+def test_an_empty_line_after_a_request_keeps_the_connection(echo):
+    """The CRLF some clients add after a body (RFC 9112, 2.2) is skipped: the request is
+    answered and the connection waits for the next one."""
+    client = echo.client()
+    client.send(request("POST", "/with-crlf", body=b"data") + b"\r\n")
+    assert client.response().json["body"] == "data"
+    assert_open(client)
+
+
 def test_a_body_is_not_held_to_the_head_deadline(serve):
     server = serve(timeout=TIMEOUT, header_timeout=0.3)
     client = server.client()
