@@ -93,8 +93,14 @@ def _bool(name, raw):
 
 
 def _url(name, raw, schemes=("http", "https")):
+    """A base URL: a host, and a port only if it is one (``https://id.example.com:44x``
+    would make the issuer, every link and the passkey origin ones nobody can reach)."""
     parts = urlsplit(raw)
-    if parts.scheme not in schemes or not parts.netloc:
+    try:
+        valid_port = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or out of range
+        valid_port = False
+    if parts.scheme not in schemes or not parts.hostname or not valid_port:
         raise ConfigError(f"{name}: expected a {'/'.join(schemes)} URL, got {raw!r}")
     return raw.rstrip("/")
 
@@ -171,11 +177,33 @@ def _rp_id(name, raw):
     return rp_id
 
 
-def _origin(raw: str) -> str | None:
-    parts = urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+# The port a browser leaves out of an origin it serializes (HTML "ASCII serialization of
+# an origin"): scheme://host, and ``:port`` only for another port.
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(raw: str, *, of_url: bool = False) -> str | None:
+    """``raw`` as a browser serializes its origin, or None when it is not an http(s)
+    origin.  The WebAuthn ceremony compares the client data's ``origin`` with the
+    configured ones as strings, and a browser writes scheme://host[:port]: the host lower
+    case, no port when it is the scheme's default, never a path, a query or a user.  So
+    the host and port are normalised (``https://App.example.com:443/`` is
+    ``https://app.example.com``), and anything else is refused rather than dropped: a
+    path (``https://example.com/login``) cannot narrow an origin, every page of which may
+    call ``navigator.credentials``, so an operator who wrote one learns at start that the
+    setting means the whole origin.  ``of_url``: ``raw`` is a URL (the public URL, which
+    may sit under a path) whose origin is taken."""
+    parts = urlsplit(raw.strip())
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
         return None
-    return f"{parts.scheme}://{parts.netloc.lower()}"
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname or port == 0:
+        return None
+    if not of_url and (parts.path.strip("/") or parts.query or parts.fragment or "@" in parts.netloc):
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # an IPv6 address keeps its brackets
+    return f"{parts.scheme}://{host}" + ("" if port in (None, _DEFAULT_PORTS[parts.scheme]) else f":{port}")
 
 
 def _origins(name, raw):
@@ -183,10 +211,10 @@ def _origins(name, raw):
     for item in (v.strip() for v in raw.split(",") if v.strip()):
         origin = _origin(item)
         if origin is None:
-            raise ConfigError(f"{name}: expected comma-separated origins such as https://app.example.com, got "
-                              f"{item!r}")
+            raise ConfigError(f"{name}: expected comma-separated origins such as https://app.example.com (scheme, "
+                              f"host and port only: no path, query or user), got {item!r}")
         origins.append(origin)
-    return tuple(origins)
+    return tuple(dict.fromkeys(origins))  # two spellings of one origin are one
 
 
 def rp_id_serves(rp_id: str, origin: str) -> bool:
@@ -197,11 +225,13 @@ def rp_id_serves(rp_id: str, origin: str) -> bool:
 
 
 def _resolve_webauthn(values) -> None:
-    """Default the RP ID to the public URL's host and the origins to its origin.  A
-    public URL on an IP address leaves the RP ID empty: passkeys are then unavailable
-    (their routes answer 503 PASSKEY_UNAVAILABLE), and the server still starts."""
+    """Default the RP ID to the public URL's host and the origins to its origin (only
+    its origin: a public URL under a path, ``https://example.com/iam``, serves pages
+    whose origin is ``https://example.com``).  A public URL on an IP address leaves the
+    RP ID empty: passkeys are then unavailable (their routes answer 503
+    PASSKEY_UNAVAILABLE), and the server still starts."""
     if not values["webauthn_origins"]:
-        values["webauthn_origins"] = (_origin(values["public_url"]) or values["public_url"],)
+        values["webauthn_origins"] = (_origin(values["public_url"], of_url=True),)
     if not values["webauthn_rp_id"]:
         host = (urlsplit(values["public_url"]).hostname or "").lower()
         values["webauthn_rp_id"] = "" if _is_ip(host) else host

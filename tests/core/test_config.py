@@ -32,6 +32,8 @@ def test_defaults_follow_the_architecture_table():
     ("IAMGATE_RATE_LIMIT_LOGIN", "a/b"),
     ("IAMGATE_MONGODB_URI", "postgres://x"),
     ("IAMGATE_PUBLIC_URL", "ftp://x"),
+    ("IAMGATE_PUBLIC_URL", "https://id.example.com:44x"),
+    ("IAMGATE_PUBLIC_URL", "https://:443"),
     ("IAMGATE_TRUSTED_PROXIES", "10.0.0.0/33"),
     ("IAMGATE_WEBHOOK_RETRY_DELAYS", "30,-1"),
     ("IAMGATE_WEBHOOK_ALLOW_PRIVATE_TARGETS", "maybe"),

@@ -27,6 +27,37 @@ def test_a_parent_domain_serves_its_subdomains():
     assert got.webauthn_origins == ("https://app.example.com", "https://id.example.com")
 
 
+@pytest.mark.parametrize("env, browser_origin", [
+    ({"IAMGATE_PUBLIC_URL": "https://id.example.com/iam"}, "https://id.example.com"),
+    ({"IAMGATE_PUBLIC_URL": "https://id.example.com:443"}, "https://id.example.com"),
+    ({"IAMGATE_PUBLIC_URL": "http://localhost:80/"}, "http://localhost"),
+    ({"IAMGATE_PUBLIC_URL": "https://id.example.com", "IAMGATE_WEBAUTHN_RP_ID": "example.com",
+      "IAMGATE_WEBAUTHN_ORIGINS": "https://app.example.com:443"}, "https://app.example.com"),
+    ({"IAMGATE_PUBLIC_URL": "https://id.example.com", "IAMGATE_WEBAUTHN_RP_ID": "example.com",
+      "IAMGATE_WEBAUTHN_ORIGINS": "HTTPS://App.Example.COM/"}, "https://app.example.com"),
+], ids=["public-url-with-a-path", "public-url-with-the-default-port", "http-default-port-and-slash",
+        "origin-with-the-default-port", "origin-in-capitals"])
+def test_the_configured_origins_are_what_a_browser_sends(env, browser_origin):
+    """docs/configuration.md: IAMGATE_WEBAUTHN_ORIGINS defaults to "the origin of
+    IAMGATE_PUBLIC_URL", and the ceremony compares the client data's origin with the list
+    as strings.  A browser serializes an origin as scheme://host[:port], the host in lower
+    case, without a path and without the scheme's default port (HTML "ASCII serialization
+    of an origin").  A public URL with a path was taken whole (``_origin`` refused it and
+    the raw URL was used), and an explicit :443 was kept, so every passkey ceremony of
+    such a deployment failed with PASSKEY_ORIGIN_MISMATCH although the page was the
+    configured one.  Each setting is the one origin a browser sends, and nothing else."""
+    got = Config.from_env(env=env)
+    assert got.webauthn_origins == (browser_origin,), got.webauthn_origins
+
+
+def test_two_spellings_of_one_origin_are_listed_once():
+    """Normalised, ``https://app.example.com`` and ``https://APP.example.com:443`` are the
+    same origin: the list the ceremony is given holds it once."""
+    got = config(public_url="https://id.example.com", webauthn_rp_id="example.com",
+                 webauthn_origins="https://app.example.com, https://APP.example.com:443, http://app.example.com:8080")
+    assert got.webauthn_origins == ("https://app.example.com", "http://app.example.com:8080")
+
+
 @pytest.mark.parametrize("env, names", [
     ({"webauthn_rp_id": "127.0.0.1"}, ("IAMGATE_WEBAUTHN_RP_ID", "localhost")),
     ({"webauthn_rp_id": "::1"}, ("IAMGATE_WEBAUTHN_RP_ID",)),
@@ -38,6 +69,12 @@ def test_a_parent_domain_serves_its_subdomains():
      ("IAMGATE_WEBAUTHN_RP_ID", "https://evilexample.com")),  # a suffix of the text is not a parent domain
     ({"webauthn_origins": "ftp://example.com"}, ("IAMGATE_WEBAUTHN_ORIGINS",)),
     ({"webauthn_origins": "https://example.com/login"}, ("IAMGATE_WEBAUTHN_ORIGINS",)),
+    # Not origins either: what follows the host is never in one a browser sends.
+    ({"webauthn_origins": "https://example.com?next=/"}, ("IAMGATE_WEBAUTHN_ORIGINS",)),
+    ({"webauthn_origins": "https://example.com#top"}, ("IAMGATE_WEBAUTHN_ORIGINS",)),
+    ({"webauthn_origins": "https://admin@example.com"}, ("IAMGATE_WEBAUTHN_ORIGINS",)),
+    ({"webauthn_origins": "https://example.com:0"}, ("IAMGATE_WEBAUTHN_ORIGINS",)),
+    ({"webauthn_origins": "https://example.com:444x"}, ("IAMGATE_WEBAUTHN_ORIGINS",)),
 ])
 def test_a_bad_setting_is_one_line_naming_the_variable(env, names):
     with pytest.raises(ConfigError) as raised:
