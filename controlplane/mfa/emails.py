@@ -24,8 +24,17 @@ def enabled(app: dict, user: dict) -> tuple[str, str]:
                    f"{brand(app)} account ({user['email']}).")
 
 
-def disabled(app: dict, user: dict, *, by_administrator: bool = False) -> tuple[str, str]:
+def disabled(app: dict, user: dict, *, by_administrator: bool = False, passkeys_left: bool = False
+             ) -> tuple[str, str]:
+    """TOTP removed.  With ``passkeys_left`` (a passkey still answers the login's second
+    step) two-step verification is not off, and a notice saying the password alone now
+    signs in would be false: it names what went and what still guards the account."""
     who = " by an administrator of the application" if by_administrator else ""
+    if passkeys_left:
+        return _notice(app, user, "Authenticator app removed from two-step verification",
+                       f"The authenticator app and its backup codes were removed{who} from your {brand(app)} "
+                       f"account ({user['email']}). Signing in with your password still asks for one of your "
+                       f"passkeys.")
     return _notice(app, user, "Two-step verification turned off",
                    f"Two-step verification was turned off{who} for your {brand(app)} account "
                    f"({user['email']}). Signing in now needs only your password.")

@@ -81,21 +81,27 @@ class TotpConfirm(_MfaResource):
         """Confirm the authenticator app with a code and turn MFA on
 
         Activates the pending method when the code is the app's current one (one 30-second step of clock drift
-        either way is accepted) and returns 10 backup codes, shown only this once. Emits mfa.enabled."""
+        either way is accepted) and returns 10 backup codes, shown only this once. Emits mfa.enabled with
+        method totp."""
         return enabled_answer(self.mfa.confirm(req.context.application, userId, **values))
 
 
-class Totp(_MfaResource):
+class Totp(Action):
+    every_method = OWNER
     password_work = ("DELETE",)
     docs = {"DELETE": op(body=schemas.PASSWORD, ok=204, errors=_PASSWORD_CONFIRMED)}
+
+    def __init__(self, passkeys: PasskeyService):
+        self.passkeys = passkeys  # it tells whether a passkey still guards the login
 
     def act(self, req, values, applicationId, userId):
         """Turn MFA off (remove the authenticator app)
 
         Needs the password. Removes the TOTP method, every backup code and open MFA challenges; login then
-        needs only the password. Emits mfa.disabled. Password checks are limited per user
+        needs only the password, unless the user has a passkey that answers the login's second step (the
+        emailed notice says which). Emits mfa.disabled with method totp. Password checks are limited per user
         (IAMGATE_LOCKOUT_THRESHOLD per IAMGATE_LOCKOUT_SECONDS)."""
-        self.mfa.disable(req.context.application, userId, password=values["password"])
+        self.passkeys.disable_totp(req.context.application, userId, password=values["password"])
 
 
 _STATUS_DESCRIPTION = ("mfa_enabled is true once a TOTP method is confirmed; methods lists the active methods; "

@@ -10,7 +10,7 @@ def add_routes(routes, services):
     tag, mfa = "multi-factor authentication", services.mfa
     routes.add(f"{V1}/{{userId}}/mfa/totp/setup", resources.TotpSetup(mfa), tag)
     routes.add(f"{V1}/{{userId}}/mfa/totp/confirm", resources.TotpConfirm(mfa), tag)
-    routes.add(f"{V1}/{{userId}}/mfa/totp", resources.Totp(mfa), tag)
+    routes.add(f"{V1}/{{userId}}/mfa/totp", resources.Totp(services.passkeys), tag)
     routes.add(f"{V1}/{{userId}}/mfa/status", resources.MfaStatus(services.passkeys), tag)
     routes.add(f"{V1}/{{userId}}/mfa/backup-codes/regenerate", resources.RegenerateBackupCodes(mfa), tag)
     routes.add(f"{V1}/mfa/verify", resources.Verify(mfa), tag)

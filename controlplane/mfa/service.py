@@ -9,7 +9,8 @@ checked.
   used at login nor reported as enabled until a correct code confirms it.  A new setup
   replaces an older pending one; an abandoned one expires after ``SETUP_TTL``.
 - Confirm activates it, returns 10 backup codes (stored as keyed digests, shown once)
-  and emits mfa.enabled.
+  and emits mfa.enabled with ``method: totp`` (a passkey's carry ``webauthn``: a
+  consumer tells the two factors apart).
 - Login of a user with an active method answers an MFA challenge instead of tokens.
   ``verify`` counts the attempt on the challenge (atomic ``$inc``) before the code is
   checked, so at most ``mfa_max_attempts`` codes are ever tried per challenge; a TOTP
@@ -17,7 +18,9 @@ checked.
   backup code once; the challenge is then consumed atomically and the token pair is
   issued exactly as a password login issues it (``SessionService.issue``).
 - Disable (password) removes the method, the backup codes and pending challenges and
-  emits mfa.disabled; regenerate (password) replaces the backup set.
+  emits mfa.disabled (``method: totp``); its notice says whether a passkey still
+  guards the sign-in (``PasskeyService.disable_totp`` tells).  Regenerate (password)
+  replaces the backup set.
 """
 from __future__ import annotations
 
@@ -124,8 +127,8 @@ class MfaService:
         app_id = app["_id"]
         user = self.users.live(app_id, user_id)
         codes = self.factor.activate(app_id, user_id, method_id, code, self._now())
-        self.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id},
-                              subject={"user_id": user_id})
+        self.events.emit(app_id, "mfa.enabled", {"user_id": user_id, "method_id": method_id, "method": TOTP},
+                         subject={"user_id": user_id})
         self._mail(emails.enabled(app, user), user)
         return codes
 
@@ -142,13 +145,15 @@ class MfaService:
         self._mail(emails.backup_codes_regenerated(app, user), user)
         return codes
 
-    def disable(self, app: dict, user_id: str, *, password: str) -> None:
+    def disable(self, app: dict, user_id: str, *, password: str, passkeys_left: bool = False) -> None:
         """Remove the TOTP method, the backup codes and open challenges; emit mfa.disabled.
-        Login then needs only the password.
+        Login then needs only the password, unless ``passkeys_left``: the user has a
+        passkey that still answers the login's challenge (``PasskeyService.disable_totp``),
+        and the notice says so rather than that the password alone signs in.
 
         400 MFA_NOT_ENABLED, 422 INVALID_PASSWORD, 429 RATE_LIMIT_EXCEEDED."""
         user, method = self._password_confirmed(app["_id"], user_id, password)
-        self._remove(app, user, method, by_administrator=False)
+        self._remove(app, user, method, by_administrator=False, passkeys_left=passkeys_left)
 
     def reset(self, app: dict, user_id: str) -> None:
         """An administrator turns a user's MFA off (lost device and backup codes).
@@ -159,11 +164,12 @@ class MfaService:
             raise MfaNotEnabled()
         self._remove(app, user, method, by_administrator=True)
 
-    def _remove(self, app: dict, user: dict, method: dict, *, by_administrator: bool) -> None:
+    def _remove(self, app: dict, user: dict, method: dict, *, by_administrator: bool,
+                passkeys_left: bool = False) -> None:
         app_id, user_id = app["_id"], user["_id"]
         self.factor.remove(app_id, user_id, method)
-        self.events.emit(app_id, "mfa.disabled", {"user_id": user_id}, subject={"user_id": user_id})
-        self._mail(emails.disabled(app, user, by_administrator=by_administrator), user)
+        self.events.emit(app_id, "mfa.disabled", {"user_id": user_id, "method": TOTP}, subject={"user_id": user_id})
+        self._mail(emails.disabled(app, user, by_administrator=by_administrator, passkeys_left=passkeys_left), user)
 
     def forget_user(self, app_id: str, user_id: str) -> None:
         """Delete every MFA record of a user (account deletion); no event."""
@@ -175,7 +181,8 @@ class MfaService:
         enabled = self.methods.active(app_id, user_id) is not None
         self.factor.forget(app_id, user_id)
         if enabled:
-            self.events.emit(app_id, "mfa.disabled", {"user_id": user_id}, subject={"user_id": user_id})
+            self.events.emit(app_id, "mfa.disabled", {"user_id": user_id, "method": TOTP},
+                             subject={"user_id": user_id})
 
     def on_event(self, event) -> None:
         """Listener of the change log: a deleted user's second factor goes with it."""

@@ -172,6 +172,13 @@ class PasskeyService:
         in_use = app.get("passkeys", OFF) != OFF and self.relying_party is not None
         return {**status, "passkeys": {"count": count, "second_factor": in_use and count > 0}}
 
+    def disable_totp(self, app: dict, user_id: str, *, password: str) -> None:
+        """The user turns TOTP off (``MfaService.disable``: the password, mfa.disabled
+        with ``method: totp``).  A passkey the application accepts still answers the
+        login's challenge, so the notice says that one of them is still asked for rather
+        than that the password alone signs in."""
+        self.mfa.disable(app, user_id, password=password, passkeys_left=self.can_prove(app, user_id))
+
     def rename(self, app_id: str, user_id: str, passkey_id: str, name: str) -> dict:
         return serialize_passkey(self.credentials.rename(app_id, user_id, passkey_id, name))
 

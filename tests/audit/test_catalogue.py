@@ -243,7 +243,7 @@ def _mfa_enabled(env):
                                         headers=headers)).json["data"]
     response = ok(env.call("POST", mfa_url(env.application, user.user["id"], "/totp/confirm"), headers=headers,
                            json={"method_id": setup["method_id"], "code": rfc6238(setup["secret"], env.clock())}))
-    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]))
+    return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]), data={"method": "totp"})
 
 
 @scenario("mfa.disabled")
@@ -251,7 +251,7 @@ def _mfa_disabled(env):
     mfa = _mfa_user(env)
     response = ok(env.call("DELETE", mfa_url(env.application, mfa.id, "/totp"), headers=mfa.headers,
                            json={"password": mfa.password}), 204)
-    return Expect(response, ("user", mfa.id), ("user", mfa.id))
+    return Expect(response, ("user", mfa.id), ("user", mfa.id), data={"method": "totp"})
 
 
 @scenario("mfa.backup_codes_regenerated")

@@ -37,7 +37,7 @@ def test_an_admin_resets_mfa_and_the_user_logs_in_with_the_password(dashboard_ac
     pair = start_login(tenant, locked_out.email, locked_out.password)
     assert "access_token" in pair
     [event] = events_of(ctx, "mfa.disabled")
-    assert event["data"] == {"user_id": locked_out.id} and event["app_id"] == tenant["_id"]
+    assert event["data"] == {"user_id": locked_out.id, "method": "totp"} and event["app_id"] == tenant["_id"]
     assert ctx.store["mfa_backup_codes"].count_documents({"user_id": locked_out.id}) == 0
     assert [m.to for m in outbox] == [locked_out.email] and "administrator" in outbox[0].body
     assert_error(dashboard_account.delete(admin_path(tenant["_id"], locked_out.id)), 400, "MFA_NOT_ENABLED")

@@ -167,7 +167,7 @@ def test_disable_restores_the_plain_login(disable, status, start_login, applicat
 
     [event] = events_of(ctx, "mfa.disabled")
     assert event["app_id"] == application["_id"]
-    assert event["data"] == {"user_id": mfa_user.id} and event["subject"] == {"user_id": mfa_user.id}
+    assert event["data"] == {"user_id": mfa_user.id, "method": "totp"} and event["subject"] == {"user_id": mfa_user.id}
     assert [m.to for m in outbox] == [mfa_user.email] and "turned off" in outbox[0].subject
 
 

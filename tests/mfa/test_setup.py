@@ -106,7 +106,7 @@ def test_confirm_activates_the_method_and_returns_ten_backup_codes(setup, confir
 
     [event] = events_of(ctx, "mfa.enabled")
     assert event["app_id"] == application["_id"]
-    assert event["data"] == {"user_id": user_token.user["id"], "method_id": data["method_id"]}
+    assert event["data"] == {"user_id": user_token.user["id"], "method_id": data["method_id"], "method": "totp"}
     assert event["subject"] == {"user_id": user_token.user["id"]}
 
 

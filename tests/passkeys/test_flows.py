@@ -93,6 +93,53 @@ def test_totp_and_passkey_are_both_offered(client, passkey_app, make_user_token,
     assert status["mfa_enabled"] is True
 
 
+def _turn_totp_off(client, app, mfa):
+    off = client.simulate_delete(mfa_url(app, mfa.id, "/totp"), json={"password": mfa.password}, headers=mfa.headers)
+    assert off.status_code == 204, off.text
+    return client.simulate_post(users_url(app, "/login"), json={"email": mfa.email, "password": mfa.password},
+                                remote_addr=fresh_address()).json["data"]
+
+
+def test_turning_totp_off_does_not_tell_a_user_with_a_passkey_that_mfa_is_off(
+        client, ctx, passkey_app, make_user_token, register, enable_mfa, outbox):
+    """A user with TOTP and a passkey (both answer the login's challenge) turns TOTP off
+    (DELETE mfa/totp).  The login still asks for the passkey, rightly; but the user was
+    mailed "Signing in now needs only your password" and the change log got an
+    ``mfa.disabled`` {user_id} with no method, so a webhook consumer and the user both
+    believed the account had no second factor while it still had one (and the passkey's
+    ``mfa.enabled`` had said method webauthn).  Each factor's events name it, and the
+    notice names the passkey that is still asked for."""
+    app = passkey_app("second_factor")
+    user = make_user_token(app)
+    mfa = enable_mfa(app, user)
+    assert register(app, user, SoftAuthenticator()).status_code == 201
+    outbox.clear()
+    login = _turn_totp_off(client, app, mfa)
+    assert login.get("mfa_methods") == ["webauthn"]  # the passkey still guards the account
+    enabled = sorted(e["data"]["method"] for e in events_of(ctx, "mfa.enabled", mfa.id))
+    disabled = [e["data"] for e in events_of(ctx, "mfa.disabled", mfa.id)]
+    assert enabled == ["totp", "webauthn"] and disabled == [{"user_id": mfa.id, "method": "totp"}]
+    [notice] = outbox
+    assert "needs only your password" not in notice.body and "still asks for one of your passkeys" in notice.body
+    assert "turned off" not in notice.subject
+
+
+def test_a_passkey_the_application_does_not_accept_leaves_only_the_password(
+        client, ctx, passkey_app, make_user_token, register, enable_mfa, outbox):
+    """Passkeys turned off for the application keep the registered ones, which no
+    longer answer the login: once TOTP goes, the password alone signs in, and the notice
+    says so."""
+    app = passkey_app("second_factor")
+    user = make_user_token(app)
+    mfa = enable_mfa(app, user)
+    assert register(app, user, SoftAuthenticator()).status_code == 201
+    app = ctx.applications.update(app["_id"], {"passkeys": "off"})
+    outbox.clear()
+    assert "access_token" in _turn_totp_off(client, app, mfa)
+    [notice] = outbox
+    assert "Signing in now needs only your password" in notice.body and "turned off" in notice.subject
+
+
 def test_a_key_without_user_verification_does_not_sign_in_alone(app_pw, make_user_token, register, sign_in):
     user = make_user_token(app_pw)
     key = SoftAuthenticator(user_verifying=False)

@@ -21,8 +21,8 @@ DOCUMENTED = {
     "role.removed": {"user_id", "role_id", "role_name", "scope"},
     "permission.granted": {"role_id", "role_name", "permission"},
     "permission.revoked": {"role_id", "role_name", "permission"},
-    "mfa.enabled": {"user_id", "method_id"},
-    "mfa.disabled": {"user_id"},
+    "mfa.enabled": {"user_id", "method_id", "method"},
+    "mfa.disabled": {"user_id", "method"},
 }
 
 
