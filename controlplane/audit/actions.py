@@ -39,7 +39,7 @@ RECORDED_ACTIONS = MappingProxyType({
     "user.password_reset": "a password reset token was used (failures: an invalid or expired token)",
     "mfa.challenge": "an MFA challenge was answered (success or failure)",
     "passkey.registered": "a user registered a passkey",
-    "passkey.deleted": "a user deleted one of their passkeys",
+    "passkey.deleted": "a passkey was deleted: by its user, or by an administrator's MFA reset",
     "passkey.sign_in": "a passkey assertion was presented (success or failure, a sign count that went backwards "
                        "included)",
     "token.reuse_detected": "a refresh token was presented again after rotation; its family was revoked",

@@ -95,7 +95,8 @@ def add_routes(routes, services):
     routes.add(app_users, users.Users(console, dashboard.access, finder), TAG)
     routes.add(f"{app_users}/bulk", users.BulkUsers(
         console, dashboard.access, finder, services.users.admin, services.selfservice), TAG)
-    areas = users.UserAreas(mfa=services.mfa, roles=services.roles, abac=services.abac, audit=services.audit)
+    areas = users.UserAreas(second_factors=services.passkeys, roles=services.roles, abac=services.abac,
+                            audit=services.audit)
     routes.add(f"{app_users}/{{userId}}", users.User(
         console, dashboard.access, services.users.admin, services.users.directory, services.selfservice, areas), TAG)
     # Connections: upstream identity providers (controlplane/console/connections.py).

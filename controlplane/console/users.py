@@ -24,7 +24,7 @@ from controlplane.console.resources import ApplicationScreen, page_doc, redirect
 from controlplane.console.web import failed
 from controlplane.dashboard.sudo import opens_the_api
 from controlplane.mfa import resources as mfa_api
-from controlplane.mfa.service import MfaService
+from controlplane.passkeys.service import PasskeyService
 from controlplane.roles import resources as roles_api
 from controlplane.roles import schemas as roles_schemas
 from controlplane.roles.service import RoleService
@@ -177,7 +177,7 @@ ROLE_CHOICES = 100  # the roles offered to assign: the first page of the API's l
 class UserAreas:
     """The services of the other areas a user's page reads and acts through."""
 
-    mfa: MfaService
+    second_factors: PasskeyService  # TOTP (through MfaService) and passkeys, as the dashboard API's MFA routes
     roles: RoleService
     abac: AbacService
     audit: AuditLog
@@ -242,7 +242,7 @@ class User(ApplicationScreen):
         roles, _total = self.areas.roles.list(app_id, search=None, page=1, per_page=ROLE_CHOICES)
         self.console.render(req, resp, "users_detail.html", viewer=viewer, app=app, role=role, user=user,
                             sessions=sessions, trail=self.trail(app_id, user_id),
-                            mfa=self.areas.mfa.status(app_id, user_id),
+                            mfa=self.areas.second_factors.mfa_status(app, user_id),
                             assignments=self.areas.roles.user_roles(app_id, user_id), roles=roles,
                             attributes=self.areas.abac.attributes(app_id, user_id),
                             **{"status": 200, "notice": None, "asked": {}, "explained": None, **context})
@@ -293,7 +293,7 @@ class User(ApplicationScreen):
             self.selfservice.revoke_all_sessions(app_id, user_id)
             return "sessions-revoked"
         if action == "reset-mfa":
-            self.areas.mfa.reset(app, user_id)
+            self.areas.second_factors.reset_mfa(app, user_id)
             return "mfa-reset"
         if action == "assign-role":
             self.areas.roles.assign(app_id, user_id, roles_schemas.ASSIGN_ROLE.validate(assignment(form)))

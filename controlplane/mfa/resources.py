@@ -167,9 +167,8 @@ class AdminMfa(Resource):
         "DELETE": op(ok=204, errors=[MfaNotEnabled, Forbidden, ApplicationNotFound, UserNotFound]),
     }
 
-    def __init__(self, mfa: MfaService, passkeys: PasskeyService, dashboard_access: DashboardAccess):
-        self.mfa = mfa
-        self.passkeys = passkeys
+    def __init__(self, passkeys: PasskeyService, dashboard_access: DashboardAccess):
+        self.passkeys = passkeys  # the status and the reset of both second factors, TOTP and passkeys
         self.dashboard_access = dashboard_access
 
     @falcon.before(member_of_application())
@@ -180,7 +179,8 @@ class AdminMfa(Resource):
     def on_delete(self, req, resp, applicationId, userId):
         """Reset an end user's MFA (dashboard)
 
-        For a user who lost both the authenticator and the backup codes: removes the method, the backup codes
-        and open challenges and emits mfa.disabled; the user is told by email. Owners and admins only."""
-        self.mfa.reset(req.context.application, userId)
+        For a user who lost every second factor: removes the TOTP method, the backup codes and open challenges,
+        and every passkey of the user, and emits mfa.disabled for each factor removed (method totp, webauthn);
+        the user is told by email. 400 MFA_NOT_ENABLED when the user has neither. Owners and admins only."""
+        self.passkeys.reset_mfa(req.context.application, userId)
         resp.status = 204

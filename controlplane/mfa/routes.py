@@ -14,5 +14,5 @@ def add_routes(routes, services):
     routes.add(f"{V1}/{{userId}}/mfa/status", resources.MfaStatus(services.passkeys), tag)
     routes.add(f"{V1}/{{userId}}/mfa/backup-codes/regenerate", resources.RegenerateBackupCodes(mfa), tag)
     routes.add(f"{V1}/mfa/verify", resources.Verify(mfa), tag)
-    routes.add(f"{DASHBOARD}/{{userId}}/mfa", resources.AdminMfa(mfa, services.passkeys, services.dashboard.access),
+    routes.add(f"{DASHBOARD}/{{userId}}/mfa", resources.AdminMfa(services.passkeys, services.dashboard.access),
                "dashboard: end users")

@@ -21,6 +21,9 @@ checked.
   emits mfa.disabled (``method: totp``); its notice says whether a passkey still
   guards the sign-in (``PasskeyService.disable_totp`` tells).  Regenerate (password)
   replaces the backup set.
+- An administrator's reset removes the same without a password (``reset_totp``), as a
+  part of ``PasskeyService.reset_mfa``, which removes the passkeys too and mails the
+  one notice of all it removed.
 """
 from __future__ import annotations
 
@@ -153,23 +156,27 @@ class MfaService:
 
         400 MFA_NOT_ENABLED, 422 INVALID_PASSWORD, 429 RATE_LIMIT_EXCEEDED."""
         user, method = self._password_confirmed(app["_id"], user_id, password)
-        self._remove(app, user, method, by_administrator=False, passkeys_left=passkeys_left)
+        self._remove(app, user, method)
+        self._mail(emails.disabled(app, user, passkeys_left=passkeys_left), user)
 
-    def reset(self, app: dict, user_id: str) -> None:
-        """An administrator turns a user's MFA off (lost device and backup codes).
-        404 USER_NOT_FOUND, 400 MFA_NOT_ENABLED."""
-        user = self.users.live(app["_id"], user_id)
-        method = self.methods.active(app["_id"], user_id)
+    def reset_totp(self, app: dict, user: dict) -> bool:
+        """An administrator's reset of the TOTP factor, without a password: the method,
+        the backup codes and open challenges go, mfa.disabled is emitted; whether there
+        was one.  No notice: the reset is every second factor's
+        (``PasskeyService.reset_mfa``), whose one notice says all it removed."""
+        method = self.methods.active(app["_id"], user["_id"])
         if method is None:
-            raise MfaNotEnabled()
-        self._remove(app, user, method, by_administrator=True)
+            return False
+        try:
+            self._remove(app, user, method)
+        except MfaNotEnabled:  # a parallel disable or reset removed it first
+            return False
+        return True
 
-    def _remove(self, app: dict, user: dict, method: dict, *, by_administrator: bool,
-                passkeys_left: bool = False) -> None:
+    def _remove(self, app: dict, user: dict, method: dict) -> None:
         app_id, user_id = app["_id"], user["_id"]
         self.factor.remove(app_id, user_id, method)
         self.events.emit(app_id, "mfa.disabled", {"user_id": user_id, "method": TOTP}, subject={"user_id": user_id})
-        self._mail(emails.disabled(app, user, by_administrator=by_administrator, passkeys_left=passkeys_left), user)
 
     def forget_user(self, app_id: str, user_id: str) -> None:
         """Delete every MFA record of a user (account deletion); no event."""

@@ -20,6 +20,11 @@ deleting the last mfa.disabled, as TOTP does.  Each registration and each deleti
 mailed to the account's address (``emails``), as TOTP's changes are: a password reset
 leaves a passkey in place, so its owner must hear of one they did not add.  A hand-over's
 removals (``on_claim``) and a deleted account's are not mailed.
+
+The passkeys and TOTP are one login challenge's second factors, so what concerns them
+together is here, around ``MfaService``: the status of both (``mfa_status``), turning
+TOTP off while a passkey remains (``disable_totp``), and an administrator's reset of
+every second factor (``reset_mfa``).
 """
 from __future__ import annotations
 
@@ -29,7 +34,8 @@ from controlplane.audit.context import actor, failure, success
 from controlplane.audit.service import AuditLog
 from controlplane.events import EventLog
 from controlplane.mail import Mailer
-from controlplane.mfa.errors import MfaChallengeExpired
+from controlplane.mfa import emails as mfa_emails
+from controlplane.mfa.errors import MfaChallengeExpired, MfaNotEnabled
 from controlplane.mfa.service import MfaService
 from controlplane.passkeys import ceremony, emails
 from controlplane.passkeys.authenticators import authenticator_name
@@ -178,6 +184,35 @@ class PasskeyService:
         login's challenge, so the notice says that one of them is still asked for rather
         than that the password alone signs in."""
         self.mfa.disable(app, user_id, password=password, passkeys_left=self.can_prove(app, user_id))
+
+    def reset_mfa(self, app: dict, user_id: str) -> None:
+        """An administrator's reset, for a user who lost every second factor
+        (docs/mfa.md): the TOTP method, its backup codes (``MfaService.reset_totp``) and
+        every passkey, with the challenges bound to them, go, whatever the application's
+        ``passkeys`` setting (a passkey kept would guard the login again once it is on).
+        A passkey is a second factor of the same login challenge: a reset that left one
+        would leave the user asked for it, and a user whose only factor was a lost
+        passkey with no way in at all (a password reset keeps passkeys).
+
+        Each factor removed emits its mfa.disabled (``method`` totp, webauthn), each
+        passkey a ``passkey.deleted`` record whose actor is the administrator
+        (``data.mfa_reset``), and one notice says what went.  404 USER_NOT_FOUND, 400
+        MFA_NOT_ENABLED when the user has no second factor."""
+        app_id = app["_id"]
+        user = self.users.live(app_id, user_id)
+        totp = self.mfa.reset_totp(app, user)
+        passkeys = self.passkeys.for_user(app_id, user_id)
+        removed = self.credentials.forget(app_id, user_id) if passkeys else 0
+        if not totp and not removed:
+            raise MfaNotEnabled()
+        target = actor("user", user_id, user["email"])
+        for passkey in passkeys:
+            self.audit.record("passkey.deleted", result=success(), target=target, application_id=app_id,
+                              data={"passkey_id": passkey["_id"], "mfa_reset": True})
+        if removed:
+            self.events.emit(app_id, "mfa.disabled", {"user_id": user_id, "method": WEBAUTHN},
+                             subject={"user_id": user_id})
+        self._mail(mfa_emails.reset(app, user, totp=totp, passkeys=removed), user)
 
     def rename(self, app_id: str, user_id: str, passkey_id: str, name: str) -> dict:
         return serialize_passkey(self.credentials.rename(app_id, user_id, passkey_id, name))

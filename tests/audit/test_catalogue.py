@@ -280,14 +280,14 @@ def _mfa_challenge(env):
 
 # ---------------------------------------------------------------- passkeys
 
-def _passkey_user(env, authenticator):
-    """A signed-in user of the application (passkeys: passwordless) and their passkey's
-    registration response."""
-    env.ctx.applications.update(env.application["_id"], {"passkeys": "passwordless"})
-    user = env.user()
-    options = ok(env.client.simulate_post(passkeys_url(env.application, "/registration/options"), json={},
+def _passkey_user(env, authenticator, app_id=None):
+    """A signed-in user of the application (``app_id``, else the scenario's; passkeys:
+    passwordless) and their passkey's registration response."""
+    application = env.ctx.applications.update(app_id or env.application["_id"], {"passkeys": "passwordless"})
+    user = env.make_user_token(application)
+    options = ok(env.client.simulate_post(passkeys_url(application, "/registration/options"), json={},
                                           headers=user.headers)).json["data"]
-    response = env.call("POST", passkeys_url(env.application, "/registration/verify"), headers=user.headers,
+    response = env.call("POST", passkeys_url(application, "/registration/verify"), headers=user.headers,
                         json={"challenge_id": options["challenge_id"],
                               "credential": authenticator.create(options["options"])})
     return user, ok(response)
@@ -314,6 +314,19 @@ def _passkey_deleted(env):
     passkey_id = registered.json["data"]["id"]
     response = ok(env.call("DELETE", passkeys_url(env.application, f"/{passkey_id}"), headers=user.headers), 204)
     return Expect(response, ("user", user.user["id"]), ("user", user.user["id"]), data={"passkey_id": passkey_id})
+
+
+@scenario("passkey.deleted#mfa_reset", "mfa.disabled#mfa_reset")
+def _mfa_reset_removes_passkeys(env):
+    """An administrator's MFA reset removes the user's passkeys: the administrator is the
+    actor of each passkey's record and of the factor's mfa.disabled."""
+    app_id = env.dashboard_app["id"]
+    user, registered = _passkey_user(env, SoftAuthenticator(), app_id)
+    response = ok(env.dashboard("DELETE", f"/applications/{app_id}/users/{user.user['id']}/mfa"), 204)
+    data = ({"passkey_id": registered.json["data"]["id"], "mfa_reset": True} if env.action.startswith("passkey.")
+            else {"user_id": user.user["id"], "method": "webauthn"})
+    return Expect(response, ("dashboard_account", env.dashboard_account.id), ("user", user.user["id"]),
+                  application_id=app_id, data=data)
 
 
 @scenario("passkey.sign_in")

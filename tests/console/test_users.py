@@ -12,6 +12,14 @@ import pytest
 
 from tests.conftest import events_of
 from tests.mfa.conftest import enable_mfa  # noqa: F401  (fixture)
+from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
+from tests.passkeys.conftest import register  # noqa: F401  (fixture)
+
+
+@pytest.fixture
+def config_overrides(request):
+    """Settings per test (``indirect`` parametrization): passkeys for those that register one."""
+    return getattr(request, "param", {})
 
 
 @pytest.fixture
@@ -249,6 +257,28 @@ def test_mfa_is_shown_and_reset(owner, make_user_token, enable_mfa, ctx):  # noq
     assert [e["data"]["user_id"] for e in events_of(ctx, "mfa.disabled")] == [token.user["id"]]
     again = visitor.post(page_url, {"action": "reset-mfa"})
     assert again.status_code == 400 and "MFA_NOT_ENABLED" in again.text
+
+
+@pytest.mark.parametrize("config_overrides", [{"webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,)}],
+                         indirect=True)
+def test_a_user_whose_only_second_factor_is_a_passkey_can_be_reset(owner, make_user_token, register, ctx,  # noqa: F811
+                                                                   outbox):
+    """The page showed "Off" and no reset for a user whose second factor was a passkey
+    (it read the TOTP status only), and its reset knew TOTP only: the user who lost the
+    passkey stayed locked out.  The page shows the passkeys and resets them, as the
+    dashboard's DELETE .../users/{id}/mfa does."""
+    visitor, app = owner
+    app = ctx.applications.update(app["_id"], {"passkeys": "second_factor"})
+    token = make_user_token(app)
+    assert register(app, token, SoftAuthenticator()).status_code == 201
+    page_url = f"/console/applications/{app['_id']}/users/{token.user['id']}"
+    page = visitor.get(page_url)
+    assert "1 passkey: asked for at sign-in" in page.text and "Reset two-step verification" in page.text
+    reset = visitor.post(page_url, {"action": "reset-mfa"})
+    assert reset.status_code == 303 and "notice=mfa-reset" in reset.headers["location"]
+    assert ctx.store["passkeys"].count_documents({"user_id": token.user["id"]}) == 0
+    assert [e["data"] for e in events_of(ctx, "mfa.disabled")] == [{"user_id": token.user["id"], "method": "webauthn"}]
+    assert "Off." in visitor.get(page_url).text
 
 
 def test_explain_access_shows_the_decision_and_each_policys_trace(owner, make_user, make_role, ctx, client,

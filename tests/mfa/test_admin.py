@@ -1,10 +1,17 @@
-"""The dashboard's view of an end user's MFA and the reset for a user who lost both the
-authenticator and the backup codes; and a deleted user's second factor going with it."""
+"""The dashboard's view of an end user's MFA and the reset for a user who lost every
+second factor (TOTP and backup codes, passkeys); and a deleted user's second factor going
+with it."""
 import pytest
 
 from shared.ids import new_id
 from tests.conftest import assert_error, events_of
 from tests.mfa.conftest import rfc6238
+from tests.passkeys.authenticator import ORIGIN, RP_ID, SoftAuthenticator
+from tests.passkeys.conftest import register  # noqa: F401  (fixture)
+
+# The server's passkey settings of the tests that register one (tests/passkeys/conftest.py).
+PASSKEYS = {"webauthn_rp_id": RP_ID, "webauthn_origins": (ORIGIN,)}
+with_passkeys = pytest.mark.parametrize("config_overrides", [PASSKEYS], indirect=True)
 
 
 @pytest.fixture
@@ -41,6 +48,81 @@ def test_an_admin_resets_mfa_and_the_user_logs_in_with_the_password(dashboard_ac
     assert ctx.store["mfa_backup_codes"].count_documents({"user_id": locked_out.id}) == 0
     assert [m.to for m in outbox] == [locked_out.email] and "administrator" in outbox[0].body
     assert_error(dashboard_account.delete(admin_path(tenant["_id"], locked_out.id)), 400, "MFA_NOT_ENABLED")
+
+
+@with_passkeys
+@pytest.mark.parametrize("with_totp", [True, False], ids=["totp-and-passkey", "passkey-only"])
+def test_an_administrators_mfa_reset_lets_a_user_who_lost_every_factor_sign_in(
+        ctx, dashboard_account, tenant, make_user_token, register, enable_mfa, start_login, outbox,  # noqa: F811
+        with_totp):
+    """docs/mfa.md: the administrator's reset (DELETE .../users/{userId}/mfa) is for a
+    user who lost their second factor, and its notice said "Signing in now needs only
+    your password".  MfaService.reset only knew TOTP: a user's passkeys, which are a
+    second factor of the same login challenge, survived it, so the user who lost the
+    phone holding both was still asked for a passkey (mfa_methods ["webauthn"]); and a
+    user whose only second factor was a lost passkey got 400 MFA_NOT_ENABLED, with no way
+    back in at all (a password reset keeps the passkeys, docs/passkeys.md)."""
+    tenant = ctx.applications.update(tenant["_id"], {"passkeys": "second_factor"})
+    user = make_user_token(tenant)
+    if with_totp:
+        enable_mfa(tenant, user)
+    assert register(tenant, user, SoftAuthenticator()).status_code == 201  # then the phone is lost
+    outbox.clear()
+
+    reset = dashboard_account.delete(admin_path(tenant["_id"], user.user["id"]))
+    after = start_login(tenant, user.user["email"], user.password)
+    assert reset.status_code == 204 and "access_token" in after, (
+        f"reset {reset.status_code} {reset.json}, the next password login: {after}, "
+        f"notices: {[m.body for m in outbox]}")
+
+
+@with_passkeys
+def test_the_reset_says_what_it_removed_in_events_records_and_one_notice(
+        ctx, dashboard_account, tenant, make_user_token, register, enable_mfa, outbox):  # noqa: F811
+    """Each factor the reset removes emits its own mfa.disabled (method totp, webauthn),
+    as enabling each emitted its mfa.enabled; each passkey is a passkey.deleted record
+    whose actor is the administrator; the status shows nothing left; one notice says an
+    administrator removed both, and that the password alone signs in now.  Nothing is
+    left to reset after."""
+    tenant = ctx.applications.update(tenant["_id"], {"passkeys": "second_factor"})
+    user = make_user_token(tenant)
+    user_id = user.user["id"]
+    enable_mfa(tenant, user)
+    passkeys = [register(tenant, user, SoftAuthenticator()).json["data"]["id"] for _ in range(2)]
+    outbox.clear()
+
+    assert dashboard_account.delete(admin_path(tenant["_id"], user_id)).status_code == 204
+    assert [e["data"] for e in events_of(ctx, "mfa.disabled", user_id)] == [
+        {"user_id": user_id, "method": "totp"}, {"user_id": user_id, "method": "webauthn"}]
+    records = list(ctx.store["events"].find({"action": "passkey.deleted", "target.id": user_id}))
+    assert sorted(r["data"]["passkey_id"] for r in records) == sorted(passkeys)
+    assert {(r["actor"]["type"], r["actor"]["id"], r["data"]["mfa_reset"]) for r in records} == {
+        ("dashboard_account", dashboard_account.id, True)}
+    assert ctx.store["passkeys"].count_documents({"user_id": user_id}) == 0
+    assert ctx.store["passkey_challenges"].count_documents({"user_id": user_id}) == 0
+    status = dashboard_account.get(admin_path(tenant["_id"], user_id)).json["data"]
+    assert status["mfa_enabled"] is False and status["passkeys"] == {"count": 0, "second_factor": False}
+    [notice] = outbox
+    assert "administrator" in notice.body and "the authenticator app, its backup codes and your 2 passkeys" in \
+        notice.body and "Signing in now needs only your password." in notice.body
+    assert_error(dashboard_account.delete(admin_path(tenant["_id"], user_id)), 400, "MFA_NOT_ENABLED")
+
+
+@with_passkeys
+def test_a_reset_of_an_account_without_a_password_says_how_to_set_one(
+        ctx, dashboard_account, tenant, make_user_token, register, outbox):  # noqa: F811
+    """A user whose passkeys signed in alone may have no password: the reset removes the
+    lost passkeys all the same (the user has lost them), and the notice points to the
+    password reset email rather than to a password the account does not have."""
+    tenant = ctx.applications.update(tenant["_id"], {"passkeys": "passwordless"})
+    user = make_user_token(tenant)
+    assert register(tenant, user, SoftAuthenticator()).status_code == 201
+    ctx.store["users"].update_one({"_id": user.user["id"]}, {"$set": {"password_hash": None}})
+    outbox.clear()
+    assert dashboard_account.delete(admin_path(tenant["_id"], user.user["id"])).status_code == 204
+    [notice] = outbox
+    assert "removing your passkey." in notice.body and "password reset email" in notice.body
+    assert "needs only your password" not in notice.body
 
 
 def test_reset_of_an_unknown_user_is_not_found(dashboard_account, tenant):
