@@ -182,7 +182,7 @@ def _rp_id(name, raw):
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def _origin(raw: str, *, of_url: bool = False) -> str | None:
+def browser_origin(raw: str, *, of_url: bool = False) -> str | None:
     """``raw`` as a browser serializes its origin, or None when it is not an http(s)
     origin.  The WebAuthn ceremony compares the client data's ``origin`` with the
     configured ones as strings, and a browser writes scheme://host[:port]: the host lower
@@ -209,7 +209,7 @@ def _origin(raw: str, *, of_url: bool = False) -> str | None:
 def _origins(name, raw):
     origins = []
     for item in (v.strip() for v in raw.split(",") if v.strip()):
-        origin = _origin(item)
+        origin = browser_origin(item)
         if origin is None:
             raise ConfigError(f"{name}: expected comma-separated origins such as https://app.example.com (scheme, "
                               f"host and port only: no path, query or user), got {item!r}")
@@ -231,7 +231,7 @@ def _resolve_webauthn(values) -> None:
     RP ID empty: passkeys are then unavailable (their routes answer 503
     PASSKEY_UNAVAILABLE), and the server still starts."""
     if not values["webauthn_origins"]:
-        values["webauthn_origins"] = (_origin(values["public_url"], of_url=True),)
+        values["webauthn_origins"] = (browser_origin(values["public_url"], of_url=True),)
     if not values["webauthn_rp_id"]:
         host = (urlsplit(values["public_url"]).hostname or "").lower()
         values["webauthn_rp_id"] = "" if _is_ip(host) else host

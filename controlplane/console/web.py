@@ -35,6 +35,7 @@ from controlplane.dashboard.sudo import DashboardSudo
 from controlplane.pages import TEMPLATES_DIR as HOSTED_TEMPLATES_DIR
 from controlplane.pages import CsrfTokenInvalid, Pages, send_page
 from controlplane.passkeys.errors import PasskeysUnavailable
+from shared.config import browser_origin
 from shared.errors import DomainError, ValidationFailed
 from shared.http import DEFAULT_PER_PAGE, page_params, paginated, status_of
 
@@ -65,8 +66,10 @@ def policy(nonce: str) -> str:
 
 
 def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
+    """The origin a browser sends in ``Origin`` for pages under ``url`` (the public URL):
+    scheme://host[:port], the default port left out (``browser_origin``), so a public URL
+    written with ``:443`` still matches what browsers send with every console form."""
+    return browser_origin(url, of_url=True) or f"{urlsplit(url).scheme}://{urlsplit(url).netloc}".lower()
 
 
 @dataclass(frozen=True)

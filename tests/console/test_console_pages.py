@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.auth import SESSION_COOKIE
+from controlplane.console.web import origin_of
 from tests.console.conftest import ORIGIN
 from tests.dashboard.test_mfa import enrol
 from tests.mfa.conftest import rfc6238
@@ -263,6 +264,15 @@ def test_a_write_without_the_token_or_from_another_origin_is_refused_and_changes
     assert response.status_code == 403
     assert "CSRF_TOKEN_INVALID" in response.text and "Nothing was changed." in response.text
     assert "Planted" not in [org["name"] for org, _ in ctx.dashboard.organizations.organizations(dashboard_account.id)]
+
+
+@pytest.mark.parametrize("public_url, sent", [("https://Console.Example.com:443/iam", "https://console.example.com"),
+                                              ("http://127.0.0.1:80", "http://127.0.0.1")])
+def test_the_consoles_origin_is_what_a_browser_sends_whatever_the_public_urls_spelling(public_url, sent):
+    """A browser's Origin has no default port, no path and a lower-case host: a public
+    URL written with :443 (or a path, or capitals) must not make every console form
+    look cross-site."""
+    assert origin_of(public_url) == sent
 
 
 def test_a_token_sent_as_htmx_header_is_accepted(console, dashboard_account, ctx):
