@@ -202,8 +202,24 @@ def browser_origin(raw: str, *, of_url: bool = False) -> str | None:
         return None
     if not of_url and (parts.path.strip("/") or parts.query or parts.fragment or "@" in parts.netloc):
         return None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # an IPv6 address keeps its brackets
+    host = ascii_host(parts.hostname)
+    if host is None:
+        return None
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
     return f"{parts.scheme}://{host}" + ("" if port in (None, _DEFAULT_PORTS[parts.scheme]) else f":{port}")
+
+
+def ascii_host(host: str) -> str | None:
+    """``host`` as a browser writes it in an origin: lower case and, for an
+    internationalised name, its ASCII form (``bücher.example`` is
+    ``xn--bcher-kva.example``, IDNA); None when it has none."""
+    host = host.lower()
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return None
 
 
 def _origins(name, raw):
@@ -233,7 +249,7 @@ def _resolve_webauthn(values) -> None:
     if not values["webauthn_origins"]:
         values["webauthn_origins"] = (browser_origin(values["public_url"], of_url=True),)
     if not values["webauthn_rp_id"]:
-        host = (urlsplit(values["public_url"]).hostname or "").lower()
+        host = ascii_host(urlsplit(values["public_url"]).hostname or "") or ""
         values["webauthn_rp_id"] = "" if _is_ip(host) else host
     rp_id = values["webauthn_rp_id"]
     for origin in values["webauthn_origins"] if rp_id else ():

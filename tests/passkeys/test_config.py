@@ -2,7 +2,8 @@
 one-line start-up error naming the variable when the RP ID cannot serve the origins."""
 import pytest
 
-from shared.config import Config, ConfigError
+from controlplane.console.web import origin_of
+from shared.config import Config, ConfigError, browser_origin
 
 
 def config(**env):
@@ -82,3 +83,15 @@ def test_a_bad_setting_is_one_line_naming_the_variable(env, names):
     message = str(raised.value)
     assert "\n" not in message
     assert all(name in message for name in names), message
+
+
+def test_an_internationalised_public_url_gives_the_ascii_origin_a_browser_sends():
+    """Browsers write an origin's host in its ASCII form (IDNA: ``bücher.example`` is
+    ``xn--bcher-kva.example``), in the Origin header and in the WebAuthn client data: the
+    default origins, the default RP ID and the console's origin are that form, or every
+    console form and every passkey ceremony of such a deployment would be refused."""
+    config = Config.from_env({"IAMGATE_PUBLIC_URL": "https://Bücher.example/iam"})
+    assert config.webauthn_origins == ("https://xn--bcher-kva.example",)
+    assert config.webauthn_rp_id == "xn--bcher-kva.example"
+    assert origin_of(config.public_url) == "https://xn--bcher-kva.example"
+    assert browser_origin("https://bücher.example:443") == "https://xn--bcher-kva.example"
