@@ -219,6 +219,14 @@ class EventLog:
         return self._events.find_one({"app_id": app_id, "subject.user_id": user_id, "type": type_},
                                      projection={"_id": 1}) is not None
 
+    def logged_for_application(self, app_id, type_) -> bool:
+        """Whether the log holds an event of kind ``type_`` of the application: how the
+        finish of an interrupted application deletion tells whether its
+        ``application.deleted`` was written.  Read through the (application, seq) index,
+        newest first: the event is among the application's last."""
+        return self._events.find_one({"app_id": app_id, "type": type_}, projection={"_id": 1},
+                                     sort=[("seq", -1)]) is not None
+
     def for_user(self, app_id, user_id, limit=1000) -> list[Event]:
         cursor = self._events.find({"app_id": app_id, "subject.user_id": user_id}).sort("seq", ASCENDING).limit(limit)
         return [Event.from_doc(d) for d in cursor]

@@ -336,7 +336,7 @@ def build_services(config: Config, *, streams: bool = True, store: Store | None 
                                     retry_delays=config.webhook_retry_delays, threads=config.webhook_worker_threads,
                                     lease_seconds=config.webhook_timeout + config.webhook_lease_margin,
                                     per_application=config.webhook_max_in_flight_per_application,
-                                    kinds={BACKCHANNEL_KIND: backchannel})
+                                    kinds={BACKCHANNEL_KIND: backchannel}, application_live=applications.live)
     webhook_management = WebhookService(webhook_store, box, target_policy, events, clock, audit, PUBLIC_EVENT_TYPES,
                                         retention_seconds=config.webhook_delivery_retention,
                                         max_per_application=config.max_webhooks_per_application,

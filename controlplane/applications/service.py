@@ -139,9 +139,19 @@ class ApplicationService:
         self.store.purge(app_id)
         return app
 
+    def count_for_organization(self, organization_id: str) -> int:
+        """The organization's applications, those being deleted included (their
+        document goes last, with the purge)."""
+        return self.store.count_for_organization(organization_id)
+
     def finish_deletions(self) -> None:
-        """Complete deletions interrupted by a crash (called at start-up)."""
+        """Complete deletions interrupted by a crash or a store failure (called at
+        start-up): the ``application.deleted`` event first when the change log has none
+        for the application (the attempt may have failed before writing it, and every
+        decision service and per-worker cache is told only through it), then the purge."""
         for app_id in self.store.unfinished_deletions():
+            if not self.events.logged_for_application(app_id, "application.deleted"):
+                self.events.emit(app_id, "application.deleted", {"application_id": app_id})
             self.store.purge(app_id)
 
 

@@ -57,5 +57,8 @@ class ApplicationStore:
                 self._store[name].delete_many({"app_id": app_id})
         self._apps.delete_one({"_id": app_id})
 
+    def count_for_organization(self, organization_id: str) -> int:
+        return self._apps.count_documents({"organization_id": organization_id})
+
     def unfinished_deletions(self) -> list[str]:
         return [d["_id"] for d in self._apps.find({"status": "deleting"}, {"_id": 1})]

@@ -66,7 +66,9 @@ class OrganizationApplications:
         self.access.require_verified(account_id)
         # The organization's limit is counted on the organization, atomically, before
         # the application exists; a failed insert gives the slot back.
-        if not self.store.reserve_application_slot(organization_id, self.max_applications):
+        if not self.store.reserve_application_slot(organization_id, self.max_applications) and not (
+                self._reconcile_slots(organization_id)
+                and self.store.reserve_application_slot(organization_id, self.max_applications)):
             raise ApplicationLimitReached(self.max_applications)
         try:
             app = self.applications.create(values, organization_id=organization_id, owner_account_id=account_id)
@@ -74,6 +76,20 @@ class OrganizationApplications:
             self.store.release_application_slot(organization_id)
             raise
         return app, role
+
+    def _reconcile_slots(self, organization_id: str) -> bool:
+        """At the limit, correct the organization's counter from its applications'
+        documents (one goes last in its deletion's purge); True when slots were given
+        back.  A deletion interrupted after its purge and before it gave its slot back
+        (finished by ``ApplicationService.finish_deletions`` at a start) left the
+        counter one too high for good.  The counter is read before the documents are
+        counted and set only if unchanged, so a reservation after the read makes the
+        correction a no-op; one made before it whose document is not inserted yet is not
+        counted, and the organization may then get one application over its limit, once
+        (never fewer than its limit: the trade the users' counter makes too)."""
+        counted = self.store.applications_count(organization_id)
+        actual = self.applications.count_for_organization(organization_id)
+        return self.store.correct_application_slots(organization_id, counted, actual)
 
     def delete_application(self, app_id: str) -> None:
         """Irreversible: every user, role, permission, API key and webhook of the

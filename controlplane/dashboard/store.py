@@ -166,6 +166,19 @@ class DashboardStore:
         )
         return result.modified_count == 1
 
+    def applications_count(self, organization_id: str) -> int:
+        org = self._orgs.find_one({"_id": organization_id}, {"applications_count": 1})
+        return (org or {}).get("applications_count") or 0
+
+    def correct_application_slots(self, organization_id: str, counted: int, actual: int) -> bool:
+        """Set the counter to ``actual`` if it still holds ``counted`` (read before
+        ``actual`` was counted) and that is more: True when slots were given back."""
+        if actual >= counted:
+            return False
+        result = self._orgs.update_one({"_id": organization_id, "applications_count": counted},
+                                       {"$set": {"applications_count": actual}})
+        return result.modified_count == 1
+
     def release_application_slot(self, organization_id: str) -> None:
         self._orgs.update_one({"_id": organization_id, "applications_count": {"$gt": 0}},
                               {"$inc": {"applications_count": -1}})

@@ -34,6 +34,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import timedelta
 from typing import Protocol
@@ -57,6 +58,7 @@ from shared.timeutil import Clock
 log = logging.getLogger("iamgate.webhooks")
 
 DISABLE_AFTER = 100          # failed attempts in a row (docs/webhooks.md, "Auto-disable")
+APPLICATION_DELETED = "application deleted"  # a delivery's last_error when its application's deletion began
 RESPONSE_READ_CAP = 64 * 1024
 LEASE_MARGIN = 30            # seconds a lease outlives the request timeout
 TARGETS_PER_THREAD = 16      # kept-alive targets per delivery thread
@@ -377,6 +379,9 @@ class DeliveryWorker:
     per_application: int = 4  # attempts in flight per application, across every worker
     idle_wait: float = 1.0
     kinds: dict[str, DeliveryKind] = field(default_factory=dict)  # by a delivery's ``kind``
+    # The live application of an id, None from the moment its deletion began
+    # (``ApplicationService.live``); None here: every application is taken as live.
+    application_live: Callable[[str], object] | None = None
 
     def __post_init__(self, retry_delays, lease_seconds: float | None):
         self._delays = tuple(retry_delays)
@@ -440,6 +445,11 @@ class DeliveryWorker:
     def attempt(self, delivery: dict) -> None:
         if delivery.get("kind") is not None:
             self._attempt_kind(delivery)
+            return
+        if self.application_live is not None and self.application_live(delivery["app_id"]) is None:
+            # Its deletion began (the purge may run late or be cut short and finished at a
+            # start): nothing of a deleted tenant goes out, its users' data least of all.
+            self.store.finish(delivery, {"status": "cancelled", "last_error": APPLICATION_DELETED})
             return
         webhook = self.store.get(delivery["app_id"], delivery["webhook_id"])
         if webhook is None:

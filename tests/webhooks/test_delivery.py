@@ -12,6 +12,7 @@ from datetime import datetime
 import pytest
 
 from controlplane.webhooks.delivery import DISABLE_AFTER
+from tests.dashboard.test_application_deletion import Crash, interrupt_the_purge
 from tests.webhooks.conftest import verify
 
 
@@ -650,3 +651,22 @@ def test_a_delivery_written_just_after_the_account_deletion_forgets_the_person_a
     assert pump() == 1
     [request] = receiver.requests
     assert json.loads(request["body"])["data"] == {"user_id": user["id"], "email": user["id"], "name": user["id"]}
+
+
+def test_no_delivery_goes_out_for_an_application_whose_deletion_began(ctx, application, make_webhook, receiver,
+                                                                     make_role, pump, monkeypatch):
+    """From the moment an application's deletion begins it is invisible everywhere, even
+    when its purge is cut short and finished at the next start: its queued deliveries
+    (the tenant's events, its users' data among them) are cancelled unsent, as the
+    back-channel notices of such an application are."""
+    make_webhook(receiver.url, events=["role.created"])
+    make_role(application, "editor", ["posts:edit"])
+    ctx.webhooks.dispatcher.catch_up()  # the delivery is queued
+    interrupt_the_purge(ctx, monkeypatch)
+    with pytest.raises(Crash):
+        ctx.applications.delete(application["_id"])
+
+    pump()
+    assert receiver.requests == []
+    [delivery] = ctx.store["webhook_deliveries"].find({"app_id": application["_id"]})
+    assert delivery["status"] == "cancelled" and delivery["last_error"] == "application deleted"
