@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 
+from cachetools import TTLCache
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
@@ -24,7 +25,8 @@ from shared.timeutil import aware, seconds
 log = logging.getLogger("iamgate.keys")
 
 _CACHE_SECONDS = 60.0
-_UNKNOWN_KID_RELOAD_SECONDS = 5.0
+_UNKNOWN_KID_SECONDS = 5.0  # how long a kid found in no document is taken as unknown
+_UNKNOWN_KIDS = 1024
 
 
 def _b64uint(value: int) -> str:
@@ -46,7 +48,9 @@ class SigningKeys:
         self._max_token_lifetime = max_token_lifetime
         self._lock = threading.Lock()
         self._loaded_at = 0.0
-        self._last_forced = 0.0
+        # Kids recently looked up and found in no live document (garbage, another
+        # environment's, a retired key's): not looked up again for a few seconds each.
+        self._unknown: TTLCache = TTLCache(_UNKNOWN_KIDS, _UNKNOWN_KID_SECONDS, timer=time.monotonic)
         self._active_kid = None
         self._private = {}   # kid -> private key (active key only, decrypted once)
         self._public = {}    # kid -> public key object
@@ -139,16 +143,27 @@ class SigningKeys:
         return self._active_kid, self._private[self._active_kid]
 
     def verification_key(self, kid: str):
-        """The public key for ``kid`` or None (unknown or retired).  An unknown kid
-        triggers a reload at most every few seconds, so a rotation on another replica
-        is picked up without letting garbage kids hammer the store."""
+        """The public key for ``kid`` or None (unknown or retired).  A kid this process
+        does not hold is looked up by its id (one primary-key read): found live, it is a
+        rotation made on another replica, and the keys are reloaded; found in no live
+        document, it is taken as unknown for a few seconds (``_unknown``), so garbage
+        kids cannot hammer the store, and one of them never delays another (before, one
+        unknown kid held every reload back for five seconds, a freshly rotated key's
+        tokens included)."""
         self._fresh()
         key = self._public.get(kid)
-        if key is None and time.monotonic() - self._last_forced > _UNKNOWN_KID_RELOAD_SECONDS:
-            self._last_forced = time.monotonic()
-            self._reload()
-            key = self._public.get(kid)
-        return key
+        if key is not None or not isinstance(kid, str) or len(kid) > 128:
+            return key
+        with self._lock:
+            if kid in self._unknown:
+                return None
+        doc = self._keys.find_one({"_id": kid}, {"retire_at": 1})
+        if doc is None or (doc.get("retire_at") is not None and aware(doc["retire_at"]) <= self._clock()):
+            with self._lock:
+                self._unknown[kid] = True
+            return None
+        self._reload()
+        return self._public.get(kid)
 
     def jwks(self) -> dict:
         self._fresh()

@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from controlplane.keys import SigningKeys
+from controlplane.tokens import TokenService
 from shared.crypto import DecryptionError, SecretBox
 from shared.errors import Unauthorized
 
@@ -140,3 +141,27 @@ def test_replicas_starting_together_agree_on_one_active_key(ctx):
     assert ctx.store["signing_keys"].count_documents({}) == 1
     # The replica that generated the key signs with the key it stored (the other decrypts it).
     assert other.signing_key()[1].private_numbers() == ctx.keys.signing_key()[1].private_numbers()
+
+
+def test_an_unknown_kid_never_delays_a_rotated_keys_tokens_on_another_replica(ctx, application):
+    """Replica B has just seen a kid it does not know (garbage, another environment's);
+    replica A rotates and signs with the new key. Before, B's one reload per five seconds
+    was spent and it refused the new key's tokens; now an unknown kid is looked up by its
+    id, and a live one reloads the keys."""
+    replica_b = SigningKeys(ctx.store, ctx.box, ctx.clock, max_token_lifetime=3600)
+    replica_b.ensure_active()
+    tokens_b = TokenService(replica_b, ctx.clock, issuer=ctx.config.public_url, access_ttl=900)
+    assert replica_b.verification_key("kid-of-another-environment") is None
+
+    ctx.keys.rotate()  # on replica A
+    token, _ = ctx.tokens.issue_access_token(application["_id"], "user-1", None)
+    assert tokens_b.verify(token, audience=application["_id"])["sub"] == "user-1"
+
+
+def test_a_garbage_kid_is_looked_up_once_in_a_while_not_at_every_token(ctx, monkeypatch):
+    reads = []
+    find_one = ctx.keys._keys.find_one
+    monkeypatch.setattr(ctx.keys._keys, "find_one", lambda *a, **k: reads.append(a) or find_one(*a, **k))
+    for _ in range(20):
+        assert ctx.keys.verification_key("garbage") is None
+    assert len(reads) == 1
