@@ -69,7 +69,8 @@ def origin_of(url: str) -> str:
     """The origin a browser sends in ``Origin`` for pages under ``url`` (the public URL):
     scheme://host[:port], the default port left out (``browser_origin``), so a public URL
     written with ``:443`` still matches what browsers send with every console form."""
-    return browser_origin(url, of_url=True) or f"{urlsplit(url).scheme}://{urlsplit(url).netloc}".lower()
+    parts = urlsplit(url)
+    return browser_origin(url, of_url=True) or f"{parts.scheme}://{parts.netloc}".lower()
 
 
 @dataclass(frozen=True)

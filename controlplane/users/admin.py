@@ -58,7 +58,7 @@ class UserAdminService:
             now = self.clock()
             read = self.users.get(app_id, user_id)
             if read is None or read.get("status") != "active":
-                user = self._unchanged(app_id, user_id)
+                user = self._unchanged(read, user_id)
                 if user.get("status") == "suspended":
                     self._end_sign_ins(app_id, user_id, now)
                     self._repeated(app_id, user_id, "user.suspended")
@@ -87,7 +87,7 @@ class UserAdminService:
         user = self.users.update(app_id, user_id, {"status": "active", "suspended_at": None, "updated_at": now},
                                  when={"status": "suspended"})
         if user is None:
-            user = self._unchanged(app_id, user_id)
+            user = self._unchanged(self.users.get(app_id, user_id), user_id)
             if user.get("status") == "active":
                 self._repeated(app_id, user_id, "user.unsuspended")
             return user
@@ -110,8 +110,10 @@ class UserAdminService:
         self.events.emit(app_id, "grants.invalidated", {"user_id": user_id, "repeat_of": kind},
                          subject={"user_id": user_id}, user_ids=[user_id])
 
-    def _unchanged(self, app_id: str, user_id: str) -> dict:
-        user = self.users.get(app_id, user_id)
+    @staticmethod
+    def _unchanged(user: dict | None, user_id: str) -> dict:
+        """The user as read, which the operation leaves as it is; 404 USER_NOT_FOUND for
+        none or a deleted one."""
         if user is None or user.get("status") == "deleted":
             raise UserNotFound(user_id)
         return user

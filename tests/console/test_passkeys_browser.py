@@ -24,6 +24,17 @@ from tests.dashboard.test_mfa import APPS, ORGS, enrol  # noqa: E402
 from tests.passkeys.test_hosted_passkeys_browser import platform  # noqa: E402
 
 
+def add_a_passkey(browser, password: str, name: str = "Laptop") -> None:
+    """On the Security page: "Add a passkey", confirmed by the password; the browser
+    creates it (the virtual authenticator) and the page posts it."""
+    fill(browser, {"name": name})
+    browser.find_element(By.ID, "a-password").send_keys(password)
+    waiting(browser).until(expected_conditions.visibility_of_element_located(
+        (By.CSS_SELECTOR, "button[data-passkey-button]"))).click()
+    waiting(browser).until(lambda b: "Passkey added." in b.find_element(By.TAG_NAME, "main").text,
+                           message="no passkey added")
+
+
 @pytest.fixture
 def live_url(live_port) -> str:
     return f"http://localhost:{live_port}"
@@ -60,12 +71,7 @@ def test_a_member_sent_to_enrol_adds_a_passkey_and_signs_in_with_it(live_server,
 
     # 2. "Add a passkey", confirmed by the password: the browser creates it (the virtual
     #    authenticator), the page posts it.
-    fill(browser, {"name": "Laptop"})
-    browser.find_element(By.ID, "a-password").send_keys(member.password)
-    waiting(browser).until(expected_conditions.visibility_of_element_located(
-        (By.CSS_SELECTOR, "button[data-passkey-button]"))).click()
-    waiting(browser).until(lambda b: "Passkey added." in b.find_element(By.TAG_NAME, "main").text,
-                           message="no passkey added")
+    add_a_passkey(browser, member.password)
     [passkey] = ctx.dashboard.passkeys.list(member.id)
     assert passkey["name"] == "Laptop" and passkey["discoverable"] is True and passkey["user_verified"] is True
     assert "Laptop" in browser.find_element(By.ID, "passkeys").text
@@ -113,12 +119,7 @@ def test_a_passkey_confirms_it_is_you_for_a_sensitive_action(live_server, browse
     submit(browser, "Sign in")
     heading(browser, "Applications")
     browser.get(f"{live_server}/console/account/security")
-    fill(browser, {"name": "Laptop"})
-    browser.find_element(By.ID, "a-password").send_keys(owner.password)
-    waiting(browser).until(expected_conditions.visibility_of_element_located(
-        (By.CSS_SELECTOR, "button[data-passkey-button]"))).click()
-    waiting(browser).until(lambda b: "Passkey added." in b.find_element(By.TAG_NAME, "main").text,
-                           message="no passkey added")
+    add_a_passkey(browser, owner.password)
 
     clock.advance(ctx.config.dashboard_sudo_seconds)
     browser.get(f"{live_server}/console/applications/{app_id}/api-keys")
